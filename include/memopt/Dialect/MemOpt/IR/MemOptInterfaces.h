@@ -1,0 +1,22 @@
+//===- MemOptInterfaces.h - what memory passes ask of ops -------*- C++ -*-===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_H
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir::memopt {
+namespace detail {
+/// One flop per result element.
+int64_t defaultFlops(Operation *op);
+/// Every operand read once plus every result written once, in bytes.
+int64_t defaultBytesMoved(Operation *op);
+} // namespace detail
+
+/// Size in bytes of a statically shaped tensor (i1 is stored as one byte).
+int64_t getTensorBytes(Type type);
+} // namespace mlir::memopt
+
+#include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h.inc"
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_H

@@ -1,0 +1,56 @@
+//===- MemOptInterfaces.td - what memory passes ask of ops -*- tablegen -*-===//
+//
+// Passes never switch on operation names: they ask these interfaces.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def MemOpt_BufferBehaviorOpInterface
+    : OpInterface<"BufferBehaviorOpInterface"> {
+  let cppNamespace = "::mlir::memopt";
+  let description = [{
+    How an operation's result may share storage with its operands. Used by
+    bufferization (in-place reuse and aliasing views) and by liveness.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "True if result 0 is a view of operand 0: same bytes, new shape. Such "
+      "an op costs no memory and no time.",
+      "bool", "isAliasingView", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<
+      "True if every result element depends only on the operand elements at "
+      "the same (broadcast) index.",
+      "bool", "isElementwise", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<
+      "True if result 0 may be written into the storage of operand "
+      "`operandIndex` when that operand dies at this op and has the same "
+      "byte size and layout.",
+      "bool", "canWriteInPlace", (ins "unsigned":$operandIndex), [{}],
+      [{ return false; }]>,
+  ];
+}
+
+def MemOpt_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::memopt";
+  let description = [{
+    A first-order cost model: floating-point operations and the fewest bytes
+    the op must move through device memory. Rematerialization and
+    scheduling use it to rank candidates.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations (multiply-add counts as 2).",
+      "int64_t", "getFlops", (ins), [{}], [{
+        return ::mlir::memopt::detail::defaultFlops($_op);
+      }]>,
+    InterfaceMethod<"Bytes read plus bytes written, each tensor once.",
+      "int64_t", "getBytesMoved", (ins), [{}], [{
+        return ::mlir::memopt::detail::defaultBytesMoved($_op);
+      }]>,
+  ];
+}
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD

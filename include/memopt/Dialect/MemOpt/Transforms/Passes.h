@@ -1,0 +1,20 @@
+//===- Passes.h - memopt passes ---------------------------------*- C++ -*-===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
+#define MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
+
+#include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::memopt {
+
+#define GEN_PASS_DECL
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H

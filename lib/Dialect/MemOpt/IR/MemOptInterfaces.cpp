@@ -1,0 +1,34 @@
+//===- MemOptInterfaces.cpp - what memory passes ask of ops ---------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+
+int64_t mlir::memopt::getTensorBytes(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  int64_t bitWidth = shaped.getElementTypeBitWidth();
+  int64_t elementBytes = bitWidth < 8 ? 1 : bitWidth / 8;
+  return shaped.getNumElements() * elementBytes;
+}
+
+int64_t mlir::memopt::detail::defaultFlops(Operation *op) {
+  int64_t flops = 0;
+  for (Type type : op->getResultTypes())
+    if (auto shaped = dyn_cast<ShapedType>(type); shaped && shaped.hasStaticShape())
+      flops += shaped.getNumElements();
+  return flops;
+}
+
+int64_t mlir::memopt::detail::defaultBytesMoved(Operation *op) {
+  int64_t bytes = 0;
+  for (Type type : op->getOperandTypes())
+    bytes += getTensorBytes(type);
+  for (Type type : op->getResultTypes())
+    bytes += getTensorBytes(type);
+  return bytes;
+}
+
+#include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.cpp.inc"

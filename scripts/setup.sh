@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every dependency memopt needs on a bare Debian 12 machine and builds
+# it into ./build. Safe to run again: installed packages and an up-to-date build
+# are skipped quickly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  # LLVM/MLIR 22: the compiler infrastructure, lit and FileCheck.
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # ONNX's C++ library (protobuf model parsing, text-format parser).
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  # Build tools and the C++ unit-test framework.
+  cmake ninja-build g++ libgtest-dev python3 python3-pip
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "== installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest" 2>/dev/null; then
+  echo "== installing Python packages (python/requirements.txt)"
+  $PYTHON -m pip install -q -r python/requirements.txt ||
+    $PYTHON -m pip install -q --break-system-packages -r python/requirements.txt
+fi
+
+echo "== configuring and building memopt in ./build"
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ >/dev/null
+fi
+cmake --build build -j "$(nproc)"
