@@ -1,0 +1,214 @@
+//===- Planner.cpp - Static memory planner entry point --------------------===//
+
+#include "memopt/Planner/Planner.h"
+#include "memopt/Planner/BestFit.h"
+#include "memopt/Planner/ExactSolver.h"
+#include "memopt/Planner/Validator.h"
+
+#include <chrono>
+
+namespace memopt::planner {
+
+using Clock = std::chrono::steady_clock;
+
+const char *algorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+  case Algorithm::BestFitSize:
+    return "best-fit-size";
+  case Algorithm::BestFitLifetime:
+    return "best-fit-lifetime";
+  case Algorithm::Exact:
+    return "exact";
+  case Algorithm::Auto:
+    return "auto";
+  }
+  return "unknown";
+}
+
+std::optional<Algorithm> parseAlgorithm(std::string_view name) {
+  if (name == "best-fit" || name == "best-fit-size")
+    return Algorithm::BestFitSize;
+  if (name == "best-fit-lifetime")
+    return Algorithm::BestFitLifetime;
+  if (name == "exact")
+    return Algorithm::Exact;
+  if (name == "auto")
+    return Algorithm::Auto;
+  return std::nullopt;
+}
+
+namespace {
+
+/// Carries one call of `plan()`: the result being built and the clock.
+class PlanBuilder {
+public:
+  PlanBuilder(const Problem &problem, const PlanOptions &options)
+      : problem(problem), options(options), start(Clock::now()) {
+    double limit = options.timeLimitSeconds > 0 ? options.timeLimitSeconds : 0;
+    deadline = start + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(limit));
+  }
+
+  PlanResult run();
+
+private:
+  /// Validates `candidate`; on failure records InvalidPlan and returns false.
+  bool accept(const Plan &candidate, Algorithm producer);
+  PlanResult finish(PlanStatus status, std::string message = {});
+  PlanResult runHeuristic(BestFitOrder order, Algorithm algorithm);
+  PlanResult runDecision(int64_t capacity);
+  PlanResult runMinimize();
+  std::string bytes(int64_t value) { return std::to_string(value) + " bytes"; }
+
+  const Problem &problem;
+  const PlanOptions &options;
+  Clock::time_point start, deadline;
+  PlanResult result;
+};
+
+bool PlanBuilder::accept(const Plan &candidate, Algorithm producer) {
+  ValidationResult check = validatePlan(problem, candidate);
+  if (!check.ok()) {
+    result.status = PlanStatus::InvalidPlan;
+    result.message = std::string(algorithmName(producer)) +
+                     " produced an invalid plan: " + check.message;
+    return false;
+  }
+  result.plan = candidate;
+  result.producedBy = producer;
+  return true;
+}
+
+PlanResult PlanBuilder::finish(PlanStatus status, std::string message) {
+  result.status = status;
+  result.message = std::move(message);
+  if (status == PlanStatus::Ok)
+    result.provedOptimal =
+        result.provedOptimal || result.plan.arenaSize == result.maxLive;
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+PlanResult PlanBuilder::runHeuristic(BestFitOrder order, Algorithm algorithm) {
+  if (!accept(planBestFit(problem, order), algorithm))
+    return finish(PlanStatus::InvalidPlan, result.message);
+  if (options.capacity && result.plan.arenaSize > *options.capacity)
+    return finish(PlanStatus::NotFound,
+                  std::string(algorithmName(algorithm)) + " needs " +
+                      bytes(result.plan.arenaSize) + ", over the capacity of " +
+                      bytes(*options.capacity));
+  return finish(PlanStatus::Ok);
+}
+
+PlanResult PlanBuilder::runDecision(int64_t capacity) {
+  ExactSearchResult search = searchPacking(problem, capacity, deadline);
+  result.searchNodes += search.nodes;
+  switch (search.outcome) {
+  case SearchOutcome::Found:
+    if (!accept(search.plan, Algorithm::Exact))
+      return finish(PlanStatus::InvalidPlan, result.message);
+    return finish(PlanStatus::Ok);
+  case SearchOutcome::Infeasible:
+    return finish(PlanStatus::Infeasible,
+                  "no packing fits in " + bytes(capacity) +
+                      " (exhaustive search; max-live is " +
+                      bytes(result.maxLive) + ")");
+  case SearchOutcome::TimedOut:
+    break;
+  }
+  return finish(PlanStatus::NotFound,
+                "no packing within " + bytes(capacity) + " found in the " +
+                    std::to_string(options.timeLimitSeconds) +
+                    " s time limit (max-live is " + bytes(result.maxLive) +
+                    ")");
+}
+
+PlanResult PlanBuilder::runMinimize() {
+  // XLA keeps the better of its two orders; so do we, as the incumbent.
+  Plan bySize = planBestFit(problem, BestFitOrder::DecreasingSize);
+  Plan byLifetime = planBestFit(problem, BestFitOrder::DecreasingLifetime);
+  bool lifetimeWins = byLifetime.arenaSize < bySize.arenaSize;
+  if (!accept(lifetimeWins ? byLifetime : bySize,
+              lifetimeWins ? Algorithm::BestFitLifetime
+                           : Algorithm::BestFitSize))
+    return finish(PlanStatus::InvalidPlan, result.message);
+
+  int64_t low = result.maxLive;
+  int64_t high = result.plan.arenaSize; // Known feasible.
+  if (options.capacity && high > *options.capacity) {
+    Plan heuristic = result.plan;
+    PlanResult decided = runDecision(*options.capacity);
+    if (!decided.ok()) {
+      result.plan = heuristic; // Report the best over-capacity plan.
+      return finish(decided.status, decided.message +
+                                        "; best heuristic arena is " +
+                                        bytes(heuristic.arenaSize));
+    }
+    high = result.plan.arenaSize;
+  }
+
+  // Look for smaller arenas: max-live first (often feasible, and then
+  // optimal), then bisection. A probe that times out counts as failed, so the
+  // result is then not proved optimal.
+  bool allProbesAnswered = true;
+  bool first = true;
+  while (low < high) {
+    Clock::time_point now = Clock::now();
+    if (now >= deadline)
+      break;
+    int64_t target = first ? low : low + (high - low) / 2;
+    first = false;
+    Clock::time_point probeDeadline = now + (deadline - now) / 2;
+    ExactSearchResult search = searchPacking(problem, target, probeDeadline);
+    result.searchNodes += search.nodes;
+    if (search.outcome == SearchOutcome::Found) {
+      if (!accept(search.plan, Algorithm::Exact))
+        return finish(PlanStatus::InvalidPlan, result.message);
+      high = result.plan.arenaSize;
+      continue;
+    }
+    if (search.outcome == SearchOutcome::TimedOut)
+      allProbesAnswered = false;
+    low = target + 1;
+  }
+  result.provedOptimal = low >= high && allProbesAnswered;
+  return finish(PlanStatus::Ok);
+}
+
+PlanResult PlanBuilder::run() {
+  result.maxLive = maxLive(problem);
+  if (std::string error = checkProblem(problem); !error.empty())
+    return finish(PlanStatus::InvalidInput, error);
+  if (options.capacity) {
+    if (*options.capacity < 0)
+      return finish(PlanStatus::InvalidInput,
+                    "capacity must be >= 0, got " +
+                        std::to_string(*options.capacity));
+    if (result.maxLive > *options.capacity)
+      return finish(PlanStatus::Infeasible,
+                    "capacity of " + bytes(*options.capacity) +
+                        " is below max-live (" + bytes(result.maxLive) + ")");
+  }
+  switch (options.algorithm) {
+  case Algorithm::BestFitSize:
+    return runHeuristic(BestFitOrder::DecreasingSize, Algorithm::BestFitSize);
+  case Algorithm::BestFitLifetime:
+    return runHeuristic(BestFitOrder::DecreasingLifetime,
+                        Algorithm::BestFitLifetime);
+  case Algorithm::Exact:
+    if (options.capacity)
+      return runDecision(*options.capacity);
+    return runMinimize();
+  case Algorithm::Auto:
+    return runMinimize();
+  }
+  return finish(PlanStatus::InvalidInput, "unknown algorithm");
+}
+
+} // namespace
+
+PlanResult plan(const Problem &problem, const PlanOptions &options) {
+  return PlanBuilder(problem, options).run();
+}
+
+} // namespace memopt::planner
