@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Exports the model zoo with PyTorch 2.x's default ONNX exporter (torch.export / dynamo,
+`torch.onnx.export(..., dynamo=True)`, opset 18), random weights, batch 1.
+
+Same models as export_torchscript.py, plus transformers' GPT-2 and BERT built from small configs
+(random weights) when `transformers` imports. Each model is saved as graph + external data
+(export_common.save_with_external_data); the graph files alone (no .data) are packed into
+OUT/dynamo_graphs.tar.gz, rewritten after every model so a time-out still leaves the finished
+ones, and a log goes to OUT/export_log.txt.
+
+PyTorch 2.x exists only on the device machine, so this runs there once:
+    python3 python/models/export_dynamo.py --out $OUT/dynamo
+`--legacy` uses the TorchScript exporter instead, to test this script's plumbing on PyTorch 1.x.
+"""
+
+import argparse
+import os
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import onnx  # noqa: E402
+import torch  # noqa: E402
+
+import export_common  # noqa: E402
+import nn_models  # noqa: E402
+
+HF_MODELS = ["hf_gpt2", "hf_bert"]
+ORDER = ["gpt2_nn", "bert_nn", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "hf_gpt2",
+         "hf_bert", "convnext_tiny", "vit_b_16", "swin_t"]
+
+
+class _LogitsOnly(torch.nn.Module):
+    """Wraps a transformers model so the exported graph has plain tensor outputs."""
+
+    def __init__(self, model, field):
+        super().__init__()
+        self.model = model
+        self.field = field
+
+    def forward(self, input_ids):
+        kwargs = {"use_cache": False} if self.field == "logits" else {}
+        return getattr(self.model(input_ids=input_ids, return_dict=True, **kwargs), self.field)
+
+
+def build(name):
+    if name not in HF_MODELS:
+        return nn_models.build(name)
+    import transformers
+
+    torch.manual_seed(0)
+    common = dict(attn_implementation="eager")
+    if name == "hf_gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192,
+                                         n_positions=128, **common)
+        model = _LogitsOnly(transformers.GPT2LMHeadModel(config), "logits")
+        outputs = ["logits"]
+    else:
+        config = transformers.BertConfig(hidden_size=256, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=1024,
+                                         vocab_size=8192, max_position_embeddings=128, **common)
+        model = _LogitsOnly(transformers.BertModel(config), "last_hidden_state")
+        outputs = ["last_hidden_state"]
+    ids = torch.randint(0, 8192, (1, 128), dtype=torch.int64)
+    return model.eval(), (ids,), ["input_ids"], outputs
+
+
+def export(name, out_dir, legacy):
+    model, args, input_names, output_names = build(name)
+    path = os.path.join(out_dir, f"{name}.onnx")
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = os.path.join(scratch, f"{name}.onnx")
+        if legacy:
+            torch.onnx.export(model, args, tmp, opset_version=17, input_names=input_names,
+                              output_names=output_names)
+        else:
+            torch.onnx.export(model, args, tmp, dynamo=True, external_data=True,
+                              input_names=input_names, output_names=output_names)
+        proto = onnx.load(tmp)
+    sizes = export_common.save_with_external_data(proto, path)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    return path, sizes, opset, export_common.op_types(proto)
+
+
+def pack(out_dir, graphs):
+    archive = os.path.join(out_dir, "dynamo_graphs.tar.gz")
+    with tarfile.open(archive + ".tmp", "w:gz") as tar:
+        for path in graphs:
+            tar.add(path, arcname=os.path.basename(path))
+    os.replace(archive + ".tmp", archive)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", nargs="*", default=ORDER)
+    parser.add_argument("--budget-s", type=float, default=300.0,
+                        help="start no new export after this many seconds")
+    parser.add_argument("--legacy", action="store_true")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="dynamo_export_")
+    log = open(os.path.join(args.out, "export_log.txt"), "w")
+
+    def say(text):
+        print(text, flush=True)
+        log.write(text + "\n")
+        log.flush()
+
+    say(f"torch {torch.__version__}, onnx {onnx.__version__}")
+    try:
+        import transformers
+        say(f"transformers {transformers.__version__}")
+        models = args.models
+    except Exception as error:
+        say(f"transformers does not import ({error}); skipping {HF_MODELS}")
+        models = [m for m in args.models if m not in HF_MODELS]
+
+    start = time.time()
+    graphs = []
+    for name in models:
+        if time.time() - start > args.budget_s:
+            say(f"SKIP {name}: time budget of {args.budget_s} s spent")
+            continue
+        begin = time.time()
+        try:
+            path, (graph_bytes, data_bytes), opset, ops = export(name, work, args.legacy)
+        except Exception as error:
+            say(f"FAIL {name}: {type(error).__name__}: {str(error)[:2000]}")
+            log.write(traceback.format_exc()[-4000:] + "\n")
+            continue
+        graphs.append(path)
+        pack(args.out, graphs)
+        say(f"ok   {name}: opset {opset}, graph {graph_bytes} B, data {data_bytes} B, "
+            f"{time.time() - begin:.1f} s, ops {','.join(ops)}")
+    say(f"exported {len(graphs)}/{len(models)} in {time.time() - start:.1f} s")
+    log.close()
+    return 0 if graphs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

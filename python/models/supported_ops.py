@@ -1,0 +1,99 @@
+"""ONNX op types that memopt imports: the op list of docs/dialect.md mapped back to ONNX names.
+
+The dialect names ops `memopt.<onnx name in snake_case>`; this module holds the ONNX spelling, so
+tests can select models and node tests by `node.op_type`. Two ONNX ops have no dialect op of
+their own: `Dropout` (inference) imports as `identity` and `Constant` as `constant`.
+Keep in sync with docs/dialect.md (test_supported_ops_match_dialect_doc checks it).
+"""
+
+import re
+
+# dialect op name (snake_case) -> ONNX op type
+DIALECT_TO_ONNX = {
+    "conv": "Conv",
+    "conv_transpose": "ConvTranspose",
+    "gemm": "Gemm",
+    "matmul": "MatMul",
+    "batch_normalization": "BatchNormalization",
+    "layer_normalization": "LayerNormalization",
+    "softmax": "Softmax",
+    "max_pool": "MaxPool",
+    "average_pool": "AveragePool",
+    "global_average_pool": "GlobalAveragePool",
+    "add": "Add",
+    "sub": "Sub",
+    "mul": "Mul",
+    "div": "Div",
+    "pow": "Pow",
+    "sqrt": "Sqrt",
+    "reciprocal": "Reciprocal",
+    "neg": "Neg",
+    "exp": "Exp",
+    "log": "Log",
+    "abs": "Abs",
+    "relu": "Relu",
+    "leaky_relu": "LeakyRelu",
+    "sigmoid": "Sigmoid",
+    "tanh": "Tanh",
+    "erf": "Erf",
+    "gelu": "Gelu",
+    "hard_swish": "HardSwish",
+    "hard_sigmoid": "HardSigmoid",
+    "clip": "Clip",
+    "min": "Min",
+    "max": "Max",
+    "reduce_mean": "ReduceMean",
+    "reduce_sum": "ReduceSum",
+    "reduce_max": "ReduceMax",
+    "reshape": "Reshape",
+    "flatten": "Flatten",
+    "transpose": "Transpose",
+    "squeeze": "Squeeze",
+    "unsqueeze": "Unsqueeze",
+    "concat": "Concat",
+    "split": "Split",
+    "slice": "Slice",
+    "gather": "Gather",
+    "gather_elements": "GatherElements",
+    "expand": "Expand",
+    "where": "Where",
+    "equal": "Equal",
+    "less": "Less",
+    "greater": "Greater",
+    "and": "And",
+    "or": "Or",
+    "not": "Not",
+    "is_nan": "IsNaN",
+    "cast": "Cast",
+    "constant": "Constant",
+    "constant_of_shape": "ConstantOfShape",
+    "shape": "Shape",
+    "range": "Range",
+    "sin": "Sin",
+    "cos": "Cos",
+    "identity": "Identity",
+    "resize": "Resize",
+    "pad": "Pad",
+}
+
+# ONNX ops with no dialect op of their own, imported as another op.
+EXTRA_ONNX_OPS = {"Dropout": "identity"}
+
+SUPPORTED_ONNX_OPS = frozenset(DIALECT_TO_ONNX.values()) | frozenset(EXTRA_ONNX_OPS)
+
+# ONNX opsets the importer accepts for the default domain.
+MIN_OPSET = 13
+MAX_OPSET = 21
+
+
+def dialect_ops_in_doc(text):
+    """The op names listed in docs/dialect.md's 'Op names' bullet (backticked snake_case)."""
+    match = re.search(r"\*\*Op names\*\*(.*?)ONNX `Dropout`", text, re.S)
+    if not match:
+        raise ValueError("docs/dialect.md: 'Op names' bullet not found")
+    names = re.findall(r"`([a-z_]+)`", match.group(1))
+    return [n for n in names if n != "memopt"]
+
+
+def is_supported(op_type, domain=""):
+    return domain in ("", "ai.onnx") and op_type in SUPPORTED_ONNX_OPS
