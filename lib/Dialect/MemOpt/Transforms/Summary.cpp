@@ -2,8 +2,8 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
@@ -70,8 +70,8 @@ void print(func::FuncOp function, const FunctionSummary &summary,
   os << "  activation_bytes: " << summary.activationBytes
      << " (sum of all intermediate results, no reuse)\n";
   os << "  io_bytes: " << summary.inputBytes + summary.outputBytes
-     << " (inputs " << summary.inputBytes << ", outputs "
-     << summary.outputBytes << ")\n";
+     << " (inputs " << summary.inputBytes << ", outputs " << summary.outputBytes
+     << ")\n";
 }
 
 struct MemOptSummaryPass

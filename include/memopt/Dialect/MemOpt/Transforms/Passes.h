@@ -4,6 +4,7 @@
 #define MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
 
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -20,4 +20,44 @@ def MemOptSummary : Pass<"memopt-summary", "ModuleOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
+  let summary = "Decide which results are written in place over a dying operand";
+  let description = [{
+    Bufferization with in-place reuse. View ops (reshape, flatten, squeeze,
+    unsqueeze, identity) alias their operand and cost no bytes: that needs no
+    rewrite, the liveness analysis groups them. An op that may write in place
+    (`BufferBehaviorOpInterface::canWriteInPlace`: elementwise ops,
+    normalizations, softmax) gets `memopt.in_place = N` when operand N lives in
+    the arena, dies at this op and has the result's byte size. Decisions are
+    greedy in program order (as TFLite and XLA do), so run the scheduler
+    first. With `report`, prints the bytes saved.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the number of in-place ops and the bytes they save">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
+  let summary = "Reorder ops to lower the peak of live activation bytes";
+  let description = [{
+    Memory-aware scheduling: among valid topological orders, choose one with
+    a lower max-live. Like XLA's scheduler it runs several algorithms and
+    keeps the best: the original order, a greedy list scheduler that always
+    runs the ready op with the smallest net allocation (bytes it allocates
+    minus bytes it frees), preferring ops that free the most, and a
+    depth-first post-order that finishes one branch before starting the next
+    (XLA's DFS scheduler). Every candidate is scored by the liveness analysis
+    with the in-place decisions bufferization would take. The order is only
+    changed when it lowers max-live. With `report`, prints max-live before
+    and after.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print max-live before and after and the algorithm chosen">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD
