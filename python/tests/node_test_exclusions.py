@@ -1,0 +1,52 @@
+"""ONNX backend node tests that use only supported op types but that memopt is not expected to
+import, each with its reason. test_onnx_node_tests.py still runs them and asserts a clean
+refusal or success (no crash, a message on failure); it does not require success.
+
+RULES are checked on the (preprocessed) model; EXCLUSIONS names single tests.
+"""
+
+from onnx import TensorProto
+
+# Element types memopt has (docs/dialect.md: f32, f16, bf16, f64, i64, i32, i8, ui8, i1).
+SUPPORTED_ELEMENT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+                           TensorProto.DOUBLE, TensorProto.INT64, TensorProto.INT32,
+                           TensorProto.INT8, TensorProto.UINT8, TensorProto.BOOL}
+
+
+def _value_types(model):
+    graph = model.graph
+    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if value.type.HasField("tensor_type"):
+            yield value.name, value.type.tensor_type.elem_type
+        else:
+            yield value.name, None
+    for tensor in graph.initializer:
+        yield tensor.name, tensor.data_type
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.name == "to":  # Cast target
+                yield f"{node.op_type}.to", attribute.i
+            if attribute.HasField("t"):
+                yield f"{node.op_type}.{attribute.name}", attribute.t.data_type
+
+
+def rule_reason(model):
+    """A reason string when a general rule excludes the model, else None."""
+    for name, elem_type in _value_types(model):
+        if elem_type is None:
+            return f"'{name}' is not a tensor (sequence/optional types are not in memopt)"
+        if elem_type not in SUPPORTED_ELEMENT_TYPES:
+            type_name = TensorProto.DataType.Name(elem_type)
+            return f"'{name}' has element type {type_name}, which memopt does not support"
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization" and (
+                len(node.output) > 1
+                or any(a.name == "training_mode" and a.i == 1 for a in node.attribute)):
+            return "training-mode BatchNormalization (memopt imports inference mode only)"
+        if node.op_type == "Dropout" and (len(node.output) > 1 or len(node.input) > 2):
+            return "Dropout with a mask output or training_mode input (training semantics)"
+    return None
+
+
+# test name -> reason. Filled from runs against memopt-translate; every entry says why.
+EXCLUSIONS = {}
