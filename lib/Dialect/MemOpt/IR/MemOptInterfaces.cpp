@@ -17,7 +17,8 @@ int64_t mlir::memopt::getTensorBytes(Type type) {
 int64_t mlir::memopt::detail::defaultFlops(Operation *op) {
   int64_t flops = 0;
   for (Type type : op->getResultTypes())
-    if (auto shaped = dyn_cast<ShapedType>(type); shaped && shaped.hasStaticShape())
+    if (auto shaped = dyn_cast<ShapedType>(type);
+        shaped && shaped.hasStaticShape())
       flops += shaped.getNumElements();
   return flops;
 }

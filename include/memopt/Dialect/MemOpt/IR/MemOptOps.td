@@ -89,6 +89,10 @@ def MemOpt_ConstantOp : MemOpt_Op<"constant", [ConstantLike,
 
 //===----------------------------------------------------------------------===//
 // Unary elementwise
+//
+// Every unary elementwise op names its operand `X` and its result `Y`, also
+// where ONNX says `input`/`output` (Exp, Log, Tanh, Erf, Sin, Cos, Clip):
+// passes handle them uniformly through `getX()`/`getY()`.
 //===----------------------------------------------------------------------===//
 
 def MemOpt_ReluOp : MemOpt_UnaryElementwiseOp<"relu"> {
@@ -97,18 +101,377 @@ def MemOpt_ReluOp : MemOpt_UnaryElementwiseOp<"relu"> {
 def MemOpt_ExpOp : MemOpt_UnaryElementwiseOp<"exp", MemOpt_FloatTensor> {
   let summary = "e^x";
 }
+def MemOpt_LogOp : MemOpt_UnaryElementwiseOp<"log", MemOpt_FloatTensor> {
+  let summary = "natural logarithm";
+}
+def MemOpt_SqrtOp : MemOpt_UnaryElementwiseOp<"sqrt", MemOpt_FloatTensor> {
+  let summary = "square root";
+}
+def MemOpt_ReciprocalOp
+    : MemOpt_UnaryElementwiseOp<"reciprocal", MemOpt_FloatTensor> {
+  let summary = "1 / x";
+}
+def MemOpt_NegOp : MemOpt_UnaryElementwiseOp<"neg"> {
+  let summary = "-x (folds on small constants)";
+  let hasFolder = 1;
+}
+def MemOpt_AbsOp : MemOpt_UnaryElementwiseOp<"abs"> {
+  let summary = "|x|";
+}
+def MemOpt_SigmoidOp
+    : MemOpt_UnaryElementwiseOp<"sigmoid", MemOpt_FloatTensor> {
+  let summary = "1 / (1 + e^-x)";
+}
+def MemOpt_TanhOp : MemOpt_UnaryElementwiseOp<"tanh", MemOpt_FloatTensor> {
+  let summary = "hyperbolic tangent";
+}
+def MemOpt_ErfOp : MemOpt_UnaryElementwiseOp<"erf", MemOpt_FloatTensor> {
+  let summary = "Gauss error function";
+}
+def MemOpt_SinOp : MemOpt_UnaryElementwiseOp<"sin", MemOpt_FloatTensor> {
+  let summary = "sine";
+}
+def MemOpt_CosOp : MemOpt_UnaryElementwiseOp<"cos", MemOpt_FloatTensor> {
+  let summary = "cosine";
+}
+def MemOpt_NotOp : MemOpt_UnaryElementwiseOp<"not", MemOpt_BoolTensor> {
+  let summary = "logical not of an i1 tensor (folds on small constants)";
+  let hasFolder = 1;
+}
+
+def MemOpt_LeakyReluOp
+    : MemOpt_UnaryElementwiseOp<"leaky_relu", MemOpt_FloatTensor> {
+  let summary = "x < 0 ? alpha * x : x";
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+def MemOpt_GeluOp : MemOpt_UnaryElementwiseOp<"gelu", MemOpt_FloatTensor> {
+  let summary = "Gaussian error linear unit (ONNX opset 20)";
+  let description = [{
+    `approximate` is `none` (exact, with erf) or `tanh`. The importer also
+    produces this op when it recognises the erf-based pattern PyTorch exports
+    for older opsets.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let hasVerifier = 1;
+}
+def MemOpt_HardSwishOp
+    : MemOpt_UnaryElementwiseOp<"hard_swish", MemOpt_FloatTensor> {
+  let summary = "x * max(0, min(1, x / 6 + 1 / 2))";
+}
+def MemOpt_HardSigmoidOp
+    : MemOpt_UnaryElementwiseOp<"hard_sigmoid", MemOpt_FloatTensor> {
+  let summary = "max(0, min(1, alpha * x + beta))";
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                       DefaultValuedAttr<F32Attr, "0.5">:$beta);
+}
+def MemOpt_ClipOp : MemOpt_UnaryElementwiseOp<"clip"> {
+  let summary = "min(max(x, min), max)";
+  let description = [{
+    Departs from ONNX: the optional `min` and `max` inputs are compile-time
+    `F64Attr`s (the importer folds them); an absent bound does not clip.
+  }];
+  let arguments = (ins MemOpt_Tensor:$X, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+  let hasVerifier = 1;
+}
+
+def MemOpt_IsNaNOp : MemOpt_InferredOp<"is_nan", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise"]>]> {
+  let summary = "x != x, as an i1 tensor of the same shape";
+  let arguments = (ins MemOpt_FloatTensor:$X);
+  let results = (outs MemOpt_BoolTensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_CastOp : MemOpt_Op<"cast", [SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise", "canWriteInPlace"]>]> {
+  let summary = "Element type conversion (explicit result type)";
+  let description = [{
+    Departs from ONNX: there is no `to` attribute; the target type is the
+    result's element type. Float to integer truncates toward zero, integer to
+    float rounds to nearest, anything to i1 tests for non-zero, i1 to anything
+    gives 0 or 1. Folds on small constants (int<->int, int<->float,
+    float<->float).
+  }];
+  let arguments = (ins MemOpt_Tensor:$input);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Binary elementwise
+//
+// All binary ops name their operands `A`, `B` and their result `C`, also
+// where ONNX says `X`, `Y`, `Z` (Pow) or uses variadic inputs (Min, Max: the
+// importer chains them pairwise).
 //===----------------------------------------------------------------------===//
 
 def MemOpt_AddOp : MemOpt_BinaryElementwiseOp<"add", [Commutative]> {
   let summary = "a + b with broadcasting";
   let hasFolder = 1;
 }
+def MemOpt_SubOp : MemOpt_BinaryElementwiseOp<"sub"> {
+  let summary = "a - b with broadcasting";
+  let hasFolder = 1;
+}
 def MemOpt_MulOp : MemOpt_BinaryElementwiseOp<"mul", [Commutative]> {
   let summary = "a * b with broadcasting";
   let hasFolder = 1;
+}
+def MemOpt_DivOp : MemOpt_BinaryElementwiseOp<"div"> {
+  let summary = "a / b with broadcasting (integers truncate toward zero)";
+  let hasFolder = 1;
+}
+def MemOpt_PowOp : MemOpt_BinaryElementwiseOp<"pow"> {
+  let summary = "a ^ b with broadcasting";
+  let description = [{
+    As in ONNX the exponent may have another numeric element type than the
+    base; the result has the base's element type.
+  }];
+}
+def MemOpt_MinOp : MemOpt_BinaryElementwiseOp<"min", [Commutative]> {
+  let summary = "elementwise minimum of two tensors with broadcasting";
+}
+def MemOpt_MaxOp : MemOpt_BinaryElementwiseOp<"max", [Commutative]> {
+  let summary = "elementwise maximum of two tensors with broadcasting";
+}
+
+def MemOpt_EqualOp : MemOpt_CompareOp<"equal", [Commutative]> {
+  let summary = "a == b with broadcasting, i1 result";
+  let hasFolder = 1;
+}
+def MemOpt_LessOp : MemOpt_CompareOp<"less"> {
+  let summary = "a < b with broadcasting, i1 result";
+  let hasFolder = 1;
+}
+def MemOpt_GreaterOp : MemOpt_CompareOp<"greater"> {
+  let summary = "a > b with broadcasting, i1 result";
+  let hasFolder = 1;
+}
+def MemOpt_AndOp : MemOpt_CompareOp<"and", [Commutative]> {
+  let summary = "logical and of i1 tensors with broadcasting";
+  let hasFolder = 1;
+}
+def MemOpt_OrOp : MemOpt_CompareOp<"or", [Commutative]> {
+  let summary = "logical or of i1 tensors with broadcasting";
+  let hasFolder = 1;
+}
+
+def MemOpt_WhereOp : MemOpt_InferredOp<"where", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise", "canWriteInPlace"]>]> {
+  let summary = "condition ? X : Y with three-way broadcasting";
+  let arguments = (ins MemOpt_BoolTensor:$condition, MemOpt_Tensor:$X,
+                       MemOpt_Tensor:$Y);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$condition `,` $X `,` $Y attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
+  let summary = "numpy matmul: batched, with broadcast batch dimensions";
+  let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B);
+  let results = (outs MemOpt_Tensor:$Y);
+  let assemblyFormat =
+      "$A `,` $B attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
+  let summary = "Y = alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    `A` and `B` are 2-D; `transA`/`transB` transpose them first. The optional
+    `C` broadcasts unidirectionally to the [M, N] result.
+  }];
+  let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B,
+                       Optional<MemOpt_Tensor>:$C,
+                       DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                       DefaultValuedAttr<I64Attr, "0">:$transA,
+                       DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs MemOpt_Tensor:$Y);
+  let assemblyFormat = "$A `,` $B (`,` $C^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def MemOpt_ConvOp : MemOpt_InferredOp<"conv", [], ["getFlops"]> {
+  let summary = "N-D grouped convolution (NCHW, weights MCkk)";
+  let description = [{
+    Departs from ONNX: `auto_pad` is resolved by the importer, so
+    `kernel_shape`, `strides`, `pads` (all begins, then all ends) and
+    `dilations` are always present with one value per spatial axis
+    (two for `pads`). Output size per axis:
+    `floor((in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1`.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
+                       Optional<MemOpt_FloatTensor>:$B,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def MemOpt_ConvTransposeOp
+    : MemOpt_InferredOp<"conv_transpose", [], ["getFlops"]> {
+  let summary = "N-D grouped transposed convolution (weights C x M/group x k)";
+  let description = [{
+    Departs from ONNX: `auto_pad` and `output_shape` are resolved into `pads`
+    by the importer. Output size per axis:
+    `stride * (in - 1) + output_padding + dilation * (kernel - 1) + 1
+     - pad_begin - pad_end`. An empty `output_padding` means zeros.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
+                       Optional<MemOpt_FloatTensor>:$B,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$output_padding,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+def MemOpt_MaxPoolOp : MemOpt_InferredOp<"max_pool", [], ["getFlops"]> {
+  let summary = "N-D max pooling";
+  let description = [{
+    Departs from ONNX: only the `Y` output (no `Indices`); `auto_pad` is
+    resolved, `kernel_shape`, `strides`, `pads`, `dilations` are always
+    present. With `ceil_mode` the output size rounds up, but a window that
+    would start in the end padding is dropped (as ONNX and PyTorch do).
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_AveragePoolOp
+    : MemOpt_InferredOp<"average_pool", [], ["getFlops"]> {
+  let summary = "N-D average pooling";
+  let description = [{
+    Same window rule as `max_pool`; `count_include_pad` as in ONNX.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_GlobalAveragePoolOp
+    : MemOpt_InferredOp<"global_average_pool", [], ["getFlops"]> {
+  let summary = "Mean over every spatial axis: [N, C, ...] -> [N, C, 1, ...]";
+  let arguments = (ins MemOpt_FloatTensor:$X);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+def MemOpt_BatchNormalizationOp
+    : MemOpt_InferredOp<"batch_normalization", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>], ["getFlops"]> {
+  let summary = "Inference-mode batch normalization over axis 1";
+  let description = [{
+    Departs from ONNX: inference mode only, one result (`Y`); the running
+    statistics outputs of training mode do not exist. `momentum` is kept so
+    that the importer can pass ONNX attributes through unchanged.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$input_mean,
+                       MemOpt_FloatTensor:$input_var,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $scale `,` $B `,` $input_mean `,` $input_var "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_LayerNormalizationOp
+    : MemOpt_InferredOp<"layer_normalization", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>], ["getFlops"]> {
+  let summary = "Normalization over the axes [axis, rank)";
+  let description = [{
+    Departs from ONNX: one result (`Y`); the `Mean` and `InvStdDev` outputs
+    do not exist. `Scale` and `B` broadcast to the normalized shape
+    `X.shape[axis:]`.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$Scale,
+                       Optional<MemOpt_FloatTensor>:$B,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $Scale (`,` $B^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>], ["getFlops"]> {
+  let summary = "Softmax along one axis (ONNX opset 13 semantics)";
+  let arguments = (ins MemOpt_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs MemOpt_FloatTensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class MemOpt_ReduceOp<string mnemonic>
+    : MemOpt_InferredOp<mnemonic, [], ["getFlops"]> {
+  let description = [{
+    Departs from ONNX: `axes` is an attribute, normalized (non-negative),
+    sorted and non-empty (the importer expands "all axes");
+    `noop_with_empty_axes` therefore does not exist.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs MemOpt_Tensor:$reduced);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_ReduceMeanOp : MemOpt_ReduceOp<"reduce_mean"> {
+  let summary = "Mean over `axes`";
+}
+def MemOpt_ReduceSumOp : MemOpt_ReduceOp<"reduce_sum"> {
+  let summary = "Sum over `axes`";
+}
+def MemOpt_ReduceMaxOp : MemOpt_ReduceOp<"reduce_max"> {
+  let summary = "Maximum over `axes`";
 }
 
 //===----------------------------------------------------------------------===//
@@ -145,16 +508,211 @@ def MemOpt_ReshapeOp : MemOpt_Op<"reshape", [
   let hasFolder = 1;
 }
 
-//===----------------------------------------------------------------------===//
-// Linear algebra
-//===----------------------------------------------------------------------===//
-
-def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
-  let summary = "numpy matmul: batched, with broadcast batch dimensions";
-  let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B);
-  let results = (outs MemOpt_Tensor:$Y);
+def MemOpt_FlattenOp : MemOpt_InferredOp<"flatten", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isAliasingView"]>]> {
+  let summary = "[d0..d(axis-1)] x [d(axis)..] as a 2-D view";
+  let arguments = (ins MemOpt_Tensor:$input,
+                       DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs MemOpt_Tensor:$output);
   let assemblyFormat =
-      "$A `,` $B attr-dict `:` functional-type(operands, results)";
+      "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_TransposeOp : MemOpt_InferredOp<"transpose"> {
+  let summary = "Permutes the axes (default: reverses them)";
+  let arguments = (ins MemOpt_Tensor:$data,
+                       OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs MemOpt_Tensor:$transposed);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// `perm`, or the reversed axes when it is absent.
+    ::llvm::SmallVector<int64_t> getPermutation();
+  }];
+}
+
+def MemOpt_SqueezeOp : MemOpt_InferredOp<"squeeze", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isAliasingView"]>]> {
+  let summary = "Removes size-1 axes (an aliasing view)";
+  let description = [{
+    Departs from ONNX: `axes` is an attribute. The importer always sets it;
+    when absent every size-1 axis is removed, as in ONNX.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data,
+                       OptionalAttr<DenseI64ArrayAttr>:$axes);
+  let results = (outs MemOpt_Tensor:$squeezed);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_UnsqueezeOp : MemOpt_InferredOp<"unsqueeze", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isAliasingView"]>]> {
+  let summary = "Inserts size-1 axes (an aliasing view)";
+  let description = [{
+    Departs from ONNX: `axes` is an attribute; values index the result
+    (rank + number of axes) and may be negative.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$axes);
+  let results = (outs MemOpt_Tensor:$expanded);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_ConcatOp : MemOpt_InferredOp<"concat"> {
+  let summary = "Joins tensors along `axis`";
+  let arguments = (ins Variadic<MemOpt_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs MemOpt_Tensor:$concat_result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_SplitOp : MemOpt_InferredOp<"split"> {
+  let summary = "Splits a tensor along `axis` into pieces of the given sizes";
+  let description = [{
+    Departs from ONNX: the `split` input is an attribute, always present,
+    with one size per result (opset 18 `num_outputs` is resolved by the
+    importer).
+  }];
+  let arguments = (ins MemOpt_Tensor:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$axis,
+                       DenseI64ArrayAttr:$split);
+  let results = (outs Variadic<MemOpt_Tensor>:$outputs);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_SliceOp : MemOpt_InferredOp<"slice"> {
+  let summary = "Strided slice with ONNX clamping (negative steps allowed)";
+  let description = [{
+    Departs from ONNX: `starts`, `ends`, `axes` and `steps` are attributes,
+    all four present and of equal length. Starts and ends are clamped as
+    ONNX does: to [0, dim] for positive steps and [-1, dim - 1] for
+    negative steps, after adding `dim` to negative values.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$axes,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_GatherOp : MemOpt_InferredOp<"gather"> {
+  let summary = "Takes slices of `data` along `axis` at `indices`";
+  let description = [{
+    Result shape: `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
+    Negative indices count from the back, as in ONNX.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, MemOpt_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def MemOpt_GatherElementsOp : MemOpt_InferredOp<"gather_elements"> {
+  let summary = "output[i][j] = data[indices[i][j]][j] (for axis 0)";
+  let arguments = (ins MemOpt_Tensor:$data, MemOpt_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_ExpandOp : MemOpt_Op<"expand"> {
+  let summary = "Broadcasts to the result shape (explicit result type)";
+  let description = [{
+    Departs from ONNX: the `shape` input is resolved at import; the result
+    type is the broadcast of the input shape with that shape.
+  }];
+  let arguments = (ins MemOpt_Tensor:$input);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MemOpt_PadOp : MemOpt_InferredOp<"pad"> {
+  let summary = "Pads (or, with negative values, crops) each axis";
+  let description = [{
+    Departs from ONNX: `pads` (all begins, then all ends; 2 * rank values,
+    the opset 18 `axes` input resolved) and `constant_value` are attributes.
+    `mode` is `constant`, `reflect`, `edge` or `wrap`.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$constant_value);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_ResizeOp : MemOpt_Op<"resize"> {
+  let summary = "Spatial resampling (explicit result type)";
+  let description = [{
+    Departs from ONNX: `roi`, `scales` and `sizes` are resolved by the
+    importer; the result type carries the output shape. `mode` is `nearest`
+    or `linear` (`cubic` is not supported).
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+      DefaultValuedAttr<StrAttr, "\"nearest\"">:$mode,
+      DefaultValuedAttr<StrAttr, "\"half_pixel\"">:$coordinate_transformation_mode,
+      DefaultValuedAttr<StrAttr, "\"round_prefer_floor\"">:$nearest_mode,
+      DefaultValuedAttr<F32Attr, "-0.75">:$cubic_coeff_a,
+      DefaultValuedAttr<I64Attr, "0">:$exclude_outside);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_IdentityOp : MemOpt_Op<"identity", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isAliasingView"]>]> {
+  let summary = "The operand itself (ONNX Identity and inference Dropout)";
+  let arguments = (ins MemOpt_Tensor:$input);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasFolder = 1;
+}
+
+def MemOpt_ConstantOfShapeOp : MemOpt_Op<"constant_of_shape"> {
+  let summary = "A tensor filled with `value` (explicit result type)";
+  let description = [{
+    The result type carries the shape (the `input` operand is the 1-D i64
+    shape tensor of ONNX). `value` is a one-element tensor of the result's
+    element type; when absent the fill is zero. Always folds to a splat
+    constant.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I64]>:$input,
+                       OptionalAttr<ElementsAttr>:$value);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MemOpt_RangeOp : MemOpt_Op<"range"> {
+  let summary = "start, start + delta, ... below limit (explicit result type)";
+  let description = [{
+    `start`, `limit` and `delta` are scalars (0-d tensors) of the result's
+    element type; the 1-D result type carries the length
+    `max(ceil((limit - start) / delta), 0)`. Folds when all three are
+    constants.
+  }];
+  let arguments = (ins MemOpt_Tensor:$start, MemOpt_Tensor:$limit,
+                       MemOpt_Tensor:$delta);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat = "$start `,` $limit `,` $delta attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

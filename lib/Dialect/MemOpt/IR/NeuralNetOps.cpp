@@ -1,0 +1,546 @@
+//===- NeuralNetOps.cpp - matmul, gemm, conv, pools, norms, reductions ----===//
+//
+// Output-size rules follow the ONNX operator specification (the same rules
+// onnx-mlir's shape helpers and PyTorch's pooling implement), for static
+// shapes with `auto_pad` already resolved into `pads`. FLOP counts are
+// 2 * multiply-accumulates for contractions, as in the usual roofline models.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpUtils.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::memopt;
+using namespace mlir::memopt::impl;
+
+static int64_t product(ArrayRef<int64_t> values) {
+  return std::accumulate(values.begin(), values.end(), int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+//===----------------------------------------------------------------------===//
+// MatMulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         MatMulOp::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto lhs = cast<RankedTensorType>(adaptor.getA().getType());
+  auto rhs = cast<RankedTensorType>(adaptor.getB().getType());
+  if (lhs.getRank() == 0 || rhs.getRank() == 0)
+    return inferError(loc, getOperationName(), "operands must not be scalars");
+  if (lhs.getElementType() != rhs.getElementType())
+    return inferError(loc, getOperationName(),
+                      "operand element types differ: ", lhs, " vs ", rhs);
+  // numpy rule: 1-D operands are promoted and the added dimension removed.
+  SmallVector<int64_t> lhsShape(lhs.getShape()), rhsShape(rhs.getShape());
+  bool lhsVector = lhsShape.size() == 1, rhsVector = rhsShape.size() == 1;
+  if (lhsVector)
+    lhsShape.insert(lhsShape.begin(), 1);
+  if (rhsVector)
+    rhsShape.push_back(1);
+  int64_t k = lhsShape.back();
+  if (k != rhsShape[rhsShape.size() - 2])
+    return inferError(loc, getOperationName(),
+                      "contraction sizes differ: ", lhs, " x ", rhs);
+  std::optional<SmallVector<int64_t>> batch = broadcastShapes(
+      ArrayRef(lhsShape).drop_back(2), ArrayRef(rhsShape).drop_back(2));
+  if (!batch)
+    return inferError(loc, getOperationName(), "batch dimensions of ", lhs,
+                      " and ", rhs, " do not broadcast");
+  SmallVector<int64_t> shape = *batch;
+  if (!lhsVector)
+    shape.push_back(lhsShape[lhsShape.size() - 2]);
+  if (!rhsVector)
+    shape.push_back(rhsShape.back());
+  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+int64_t MatMulOp::getFlops() {
+  int64_t k = getA().getType().getShape().back();
+  return 2 * k * getType().getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// GemmOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       GemmOp::Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto a = cast<RankedTensorType>(adaptor.getA().getType());
+  auto b = cast<RankedTensorType>(adaptor.getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return inferError(loc, getOperationName(), "A ", a, " and B ", b,
+                      " must be 2-D");
+  if (a.getElementType() != b.getElementType())
+    return inferError(loc, getOperationName(),
+                      "operand element types differ: ", a, " vs ", b);
+  bool transA = adaptor.getTransA() != 0, transB = adaptor.getTransB() != 0;
+  int64_t m = a.getDimSize(transA ? 1 : 0), k = a.getDimSize(transA ? 0 : 1);
+  int64_t kB = b.getDimSize(transB ? 1 : 0), n = b.getDimSize(transB ? 0 : 1);
+  if (k != kB)
+    return inferError(loc, getOperationName(),
+                      "contraction sizes differ: op(A) ", "has K = ", k,
+                      ", op(B) has K = ", kB);
+  if (Value c = adaptor.getC()) {
+    auto cType = cast<RankedTensorType>(c.getType());
+    std::optional<SmallVector<int64_t>> shape =
+        broadcastShapes(cType.getShape(), {m, n});
+    if (cType.getRank() > 2 || !shape ||
+        ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>{m, n})
+      return inferError(loc, getOperationName(), "C ", cType,
+                        " does not broadcast to [", m, ", ", n, "]");
+  }
+  results.push_back(RankedTensorType::get({m, n}, a.getElementType()));
+  return success();
+}
+
+int64_t GemmOp::getFlops() {
+  auto a = getA().getType();
+  int64_t k = a.getDimSize(getTransA() ? 0 : 1);
+  int64_t outputs = getType().getNumElements();
+  return 2 * k * outputs + (getC() ? outputs : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Window attributes (conv, conv_transpose, pools)
+//===----------------------------------------------------------------------===//
+
+/// Checks the lengths and ranges of the window attributes for
+/// `spatialRank` spatial axes.
+static LogicalResult
+verifyWindow(std::optional<Location> loc, StringRef opName, int64_t spatialRank,
+             ArrayRef<int64_t> kernelShape, ArrayRef<int64_t> strides,
+             ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations) {
+  auto checkLength = [&](StringRef name, ArrayRef<int64_t> values,
+                         int64_t expected) -> LogicalResult {
+    if (static_cast<int64_t>(values.size()) != expected)
+      return inferError(loc, opName, name, " has ", values.size(),
+                        " entries, expected ", expected);
+    return success();
+  };
+  if (failed(checkLength("kernel_shape", kernelShape, spatialRank)) ||
+      failed(checkLength("strides", strides, spatialRank)) ||
+      failed(checkLength("pads", pads, 2 * spatialRank)) ||
+      failed(checkLength("dilations", dilations, spatialRank)))
+    return failure();
+  for (int64_t i = 0; i < spatialRank; ++i) {
+    if (kernelShape[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      return inferError(loc, opName, "kernel_shape, strides and dilations ",
+                        "must be positive on spatial axis ", i);
+    if (pads[i] < 0 || pads[i + spatialRank] < 0)
+      return inferError(loc, opName, "pads must not be negative on spatial ",
+                        "axis ", i);
+  }
+  return success();
+}
+
+/// Output size of a sliding window along one axis; ceil mode drops a last
+/// window that would start inside the end padding (ONNX, PyTorch).
+static int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
+                                int64_t padBegin, int64_t padEnd,
+                                int64_t dilation, bool ceilMode) {
+  int64_t span = input + padBegin + padEnd - (dilation * (kernel - 1) + 1);
+  if (span < 0)
+    return 0;
+  if (!ceilMode)
+    return span / stride + 1;
+  int64_t size = llvm::divideCeil(span, stride) + 1;
+  if ((size - 1) * stride >= input + padBegin)
+    --size;
+  return size;
+}
+
+//===----------------------------------------------------------------------===//
+// ConvOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       ConvOp::Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return inferError(loc, name, "X ", x, " and W ", w,
+                      " must have the same rank, at least 3");
+  if (x.getElementType() != w.getElementType())
+    return inferError(loc, name, "X ", x, " and W ", w,
+                      " have different element types");
+  int64_t spatialRank = x.getRank() - 2;
+  ArrayRef<int64_t> kernel = adaptor.getKernelShape();
+  ArrayRef<int64_t> strides = adaptor.getStrides();
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  ArrayRef<int64_t> dilations = adaptor.getDilations();
+  if (failed(verifyWindow(loc, name, spatialRank, kernel, strides, pads,
+                          dilations)))
+    return failure();
+  int64_t group = static_cast<int64_t>(adaptor.getGroup());
+  int64_t channels = x.getDimSize(1), filters = w.getDimSize(0);
+  if (group < 1 || filters % group != 0)
+    return inferError(loc, name, "group ", group, " does not divide the ",
+                      filters, " filters of W");
+  if (channels != w.getDimSize(1) * group)
+    return inferError(loc, name, "X has ", channels, " channels but W ", w,
+                      " with group ", group, " expects ",
+                      w.getDimSize(1) * group);
+  if (ArrayRef<int64_t>(w.getShape()).drop_front(2) != kernel)
+    return inferError(loc, name, "kernel_shape [", kernel,
+                      "] does not match W ", w);
+  if (Value bias = adaptor.getB()) {
+    auto b = cast<RankedTensorType>(bias.getType());
+    if (b.getRank() != 1 || b.getDimSize(0) != filters)
+      return inferError(loc, name, "B ", b, " must be 1-D with ", filters,
+                        " elements");
+  }
+  SmallVector<int64_t> shape = {x.getDimSize(0), filters};
+  for (int64_t i = 0; i < spatialRank; ++i) {
+    int64_t size = windowOutputSize(x.getDimSize(i + 2), kernel[i], strides[i],
+                                    pads[i], pads[i + spatialRank],
+                                    dilations[i], /*ceilMode=*/false);
+    if (size < 1)
+      return inferError(loc, name, "the dilated kernel is larger than the ",
+                        "padded input on spatial axis ", i);
+    shape.push_back(size);
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+int64_t ConvOp::getFlops() {
+  // Every output element reduces over (C / group) * prod(kernel) inputs.
+  auto w = getW().getType();
+  int64_t macsPerOutput = product(w.getShape().drop_front(1));
+  int64_t outputs = getType().getNumElements();
+  return 2 * macsPerOutput * outputs + (getB() ? outputs : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// ConvTransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  ConvTransposeOp::Adaptor adaptor,
+                                  SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return inferError(loc, name, "X ", x, " and W ", w,
+                      " must have the same rank, at least 3");
+  if (x.getElementType() != w.getElementType())
+    return inferError(loc, name, "X ", x, " and W ", w,
+                      " have different element types");
+  int64_t spatialRank = x.getRank() - 2;
+  ArrayRef<int64_t> kernel = adaptor.getKernelShape();
+  ArrayRef<int64_t> strides = adaptor.getStrides();
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  ArrayRef<int64_t> dilations = adaptor.getDilations();
+  if (failed(verifyWindow(loc, name, spatialRank, kernel, strides, pads,
+                          dilations)))
+    return failure();
+  ArrayRef<int64_t> outputPadding = adaptor.getOutputPadding();
+  if (!outputPadding.empty() &&
+      static_cast<int64_t>(outputPadding.size()) != spatialRank)
+    return inferError(loc, name, "output_padding has ", outputPadding.size(),
+                      " entries, expected ", spatialRank);
+  int64_t group = static_cast<int64_t>(adaptor.getGroup());
+  int64_t channels = x.getDimSize(1);
+  if (group < 1 || channels % group != 0)
+    return inferError(loc, name, "group ", group, " does not divide the ",
+                      channels, " input channels");
+  if (w.getDimSize(0) != channels)
+    return inferError(loc, name, "X has ", channels, " channels but W ", w,
+                      " expects ", w.getDimSize(0));
+  if (ArrayRef<int64_t>(w.getShape()).drop_front(2) != kernel)
+    return inferError(loc, name, "kernel_shape [", kernel,
+                      "] does not match W ", w);
+  int64_t filters = w.getDimSize(1) * group;
+  if (Value bias = adaptor.getB()) {
+    auto b = cast<RankedTensorType>(bias.getType());
+    if (b.getRank() != 1 || b.getDimSize(0) != filters)
+      return inferError(loc, name, "B ", b, " must be 1-D with ", filters,
+                        " elements");
+  }
+  SmallVector<int64_t> shape = {x.getDimSize(0), filters};
+  for (int64_t i = 0; i < spatialRank; ++i) {
+    int64_t extra = outputPadding.empty() ? 0 : outputPadding[i];
+    if (extra < 0 || (extra >= strides[i] && extra >= dilations[i]))
+      return inferError(loc, name, "output_padding ", extra,
+                        " on spatial axis ", i,
+                        " must be smaller than the stride or the dilation");
+    int64_t size = strides[i] * (x.getDimSize(i + 2) - 1) + extra +
+                   dilations[i] * (kernel[i] - 1) + 1 - pads[i] -
+                   pads[i + spatialRank];
+    if (size < 1)
+      return inferError(loc, name, "pads leave no output on spatial axis ", i);
+    shape.push_back(size);
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+int64_t ConvTransposeOp::getFlops() {
+  // Every input element scatters into (M / group) * prod(kernel) outputs.
+  auto w = getW().getType();
+  int64_t macsPerInput = product(w.getShape().drop_front(1));
+  return 2 * macsPerInput * getX().getType().getNumElements() +
+         (getB() ? getType().getNumElements() : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Pools
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferPoolType(std::optional<Location> loc, StringRef name,
+                                   Value input, ArrayRef<int64_t> kernel,
+                                   ArrayRef<int64_t> strides,
+                                   ArrayRef<int64_t> pads,
+                                   ArrayRef<int64_t> dilations, bool ceilMode,
+                                   SmallVectorImpl<Type> &results) {
+  if (failed(requireStaticTensors(loc, name, input)))
+    return failure();
+  auto x = cast<RankedTensorType>(input.getType());
+  if (x.getRank() < 3)
+    return inferError(loc, name, "X ", x, " must have rank 3 or more");
+  int64_t spatialRank = x.getRank() - 2;
+  if (failed(verifyWindow(loc, name, spatialRank, kernel, strides, pads,
+                          dilations)))
+    return failure();
+  SmallVector<int64_t> shape(x.getShape().take_front(2));
+  for (int64_t i = 0; i < spatialRank; ++i) {
+    if (pads[i] >= kernel[i] || pads[i + spatialRank] >= kernel[i])
+      return inferError(loc, name, "pads on spatial axis ", i,
+                        " must be smaller than the kernel");
+    int64_t size =
+        windowOutputSize(x.getDimSize(i + 2), kernel[i], strides[i], pads[i],
+                         pads[i + spatialRank], dilations[i], ceilMode);
+    if (size < 1)
+      return inferError(loc, name, "the window is larger than the padded ",
+                        "input on spatial axis ", i);
+    shape.push_back(size);
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          MaxPoolOp::Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferPoolType(loc, getOperationName(), adaptor.getX(),
+                       adaptor.getKernelShape(), adaptor.getStrides(),
+                       adaptor.getPads(), adaptor.getDilations(),
+                       adaptor.getCeilMode() != 0, results);
+}
+
+int64_t MaxPoolOp::getFlops() {
+  return getType().getNumElements() * product(getKernelShape());
+}
+
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              AveragePoolOp::Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  return inferPoolType(loc, getOperationName(), adaptor.getX(),
+                       adaptor.getKernelShape(), adaptor.getStrides(),
+                       adaptor.getPads(), adaptor.getDilations(),
+                       adaptor.getCeilMode() != 0, results);
+}
+
+int64_t AveragePoolOp::getFlops() {
+  return getType().getNumElements() * product(getKernelShape());
+}
+
+LogicalResult GlobalAveragePoolOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc,
+    GlobalAveragePoolOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  if (x.getRank() < 3)
+    return inferError(loc, getOperationName(), "X ", x,
+                      " must have rank 3 or more");
+  SmallVector<int64_t> shape(x.getShape().take_front(2));
+  shape.append(x.getRank() - 2, 1);
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+int64_t GlobalAveragePoolOp::getFlops() {
+  return getX().getType().getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations and softmax
+//===----------------------------------------------------------------------===//
+
+LogicalResult BatchNormalizationOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc,
+    BatchNormalizationOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  if (x.getRank() < 2)
+    return inferError(loc, name, "X ", x, " must have rank 2 or more");
+  int64_t channels = x.getDimSize(1);
+  std::pair<StringRef, Value> parameters[] = {
+      {"scale", adaptor.getScale()},
+      {"B", adaptor.getB()},
+      {"input_mean", adaptor.getInputMean()},
+      {"input_var", adaptor.getInputVar()}};
+  for (auto [parameterName, value] : parameters) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != channels)
+      return inferError(loc, name, parameterName, " ", type,
+                        " must be 1-D with one entry per channel (", channels,
+                        ")");
+  }
+  results.push_back(x);
+  return success();
+}
+
+bool BatchNormalizationOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0 && getX().getType() == getType();
+}
+
+/// With the statistics folded into a scale and a shift, one multiply-add per
+/// element.
+int64_t BatchNormalizationOp::getFlops() {
+  return 2 * getType().getNumElements();
+}
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc,
+    LayerNormalizationOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
+  std::optional<int64_t> axis = normalizeAxis(rawAxis, x.getRank());
+  if (!axis)
+    return inferError(loc, name, "axis ", rawAxis, " is out of range for rank ",
+                      x.getRank());
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(*axis);
+  std::pair<StringRef, Value> parameters[] = {{"Scale", adaptor.getScale()},
+                                              {"B", adaptor.getB()}};
+  for (auto [parameterName, value] : parameters) {
+    if (!value)
+      continue;
+    auto type = cast<RankedTensorType>(value.getType());
+    std::optional<SmallVector<int64_t>> shape =
+        broadcastShapes(type.getShape(), normalized);
+    if (type.getRank() > static_cast<int64_t>(normalized.size()) || !shape ||
+        ArrayRef<int64_t>(*shape) != normalized)
+      return inferError(loc, name, parameterName, " ", type,
+                        " does not broadcast to the normalized shape [",
+                        normalized, "]");
+  }
+  results.push_back(x);
+  return success();
+}
+
+bool LayerNormalizationOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0 && getX().getType() == getType();
+}
+
+/// Mean, variance (subtract, square, sum), normalize (subtract, multiply),
+/// scale and shift: about eight operations per element.
+int64_t LayerNormalizationOp::getFlops() {
+  return 8 * getType().getNumElements();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          SoftmaxOp::Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
+  if (!normalizeAxis(rawAxis, type.getRank()))
+    return inferError(loc, getOperationName(), "axis ", rawAxis,
+                      " is out of range for rank ", type.getRank());
+  results.push_back(type);
+  return success();
+}
+
+bool SoftmaxOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0 && getInput().getType() == getType();
+}
+
+/// Max, subtract, exp, sum, divide: five operations per element.
+int64_t SoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduceType(std::optional<Location> loc,
+                                     StringRef name, Value data,
+                                     ArrayRef<int64_t> axes, bool keepDims,
+                                     SmallVectorImpl<Type> &results) {
+  if (failed(requireStaticTensors(loc, name, data)))
+    return failure();
+  auto type = cast<RankedTensorType>(data.getType());
+  if (axes.empty())
+    return inferError(loc, name, "axes must not be empty (the importer ",
+                      "lists every axis for a full reduction)");
+  SmallVector<bool> reduced(type.getRank(), false);
+  for (int64_t axis : axes) {
+    std::optional<int64_t> normalized = normalizeAxis(axis, type.getRank());
+    if (!normalized)
+      return inferError(loc, name, "axis ", axis, " is out of range for rank ",
+                        type.getRank());
+    if (reduced[*normalized])
+      return inferError(loc, name, "axis ", axis, " is repeated");
+    reduced[*normalized] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (auto [axis, size] : llvm::enumerate(type.getShape())) {
+    if (!reduced[axis])
+      shape.push_back(size);
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+#define MEMOPT_REDUCTION(OpClass)                                              \
+  LogicalResult OpClass::inferReturnTypes(                                     \
+      MLIRContext *, std::optional<Location> loc, OpClass::Adaptor adaptor,    \
+      SmallVectorImpl<Type> &results) {                                        \
+    return inferReduceType(loc, getOperationName(), adaptor.getData(),         \
+                           adaptor.getAxes(), adaptor.getKeepdims() != 0,      \
+                           results);                                           \
+  }                                                                            \
+  int64_t OpClass::getFlops() { return getData().getType().getNumElements(); }
+
+MEMOPT_REDUCTION(ReduceMeanOp)
+MEMOPT_REDUCTION(ReduceSumOp)
+MEMOPT_REDUCTION(ReduceMaxOp)
+#undef MEMOPT_REDUCTION

@@ -1,0 +1,788 @@
+//===- ShapeOps.cpp - shape, data movement and constant-producing ops -----===//
+//
+// ONNX shape rules (onnx/defs/*/defs.cc shape inference) for static shapes,
+// and folders that let the importer collapse PyTorch's Shape -> Gather ->
+// Unsqueeze -> Concat chains into constants. Slice clamping follows the
+// ONNX specification text, as onnx-mlir's ONNXSliceOp shape helper does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpUtils.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::memopt;
+using namespace mlir::memopt::impl;
+
+/// Folds ops that only change the shape: same elements in row-major order.
+static OpFoldResult foldReshapeOfConstant(Attribute operand,
+                                          ShapedType resultType) {
+  if (DenseElementsAttr dense = getSmallDense(operand))
+    return dense.reshape(resultType);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// ShapeOp
+//===----------------------------------------------------------------------===//
+
+/// The [start, end) slice of the shape that ONNX's Shape returns.
+static std::pair<int64_t, int64_t>
+shapeSliceBounds(int64_t rank, int64_t start, std::optional<int64_t> end) {
+  auto clampIndex = [rank](int64_t index) {
+    if (index < 0)
+      index += rank;
+    return std::clamp<int64_t>(index, 0, rank);
+  };
+  int64_t first = clampIndex(start);
+  int64_t last = clampIndex(end.value_or(rank));
+  return {first, std::max(first, last)};
+}
+
+static std::optional<int64_t> toSigned(std::optional<uint64_t> value) {
+  if (!value)
+    return std::nullopt;
+  return static_cast<int64_t>(*value);
+}
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> loc,
+                                        ShapeOp::Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  auto [first, last] = shapeSliceBounds(type.getRank(), adaptor.getStart(),
+                                        toSigned(adaptor.getEnd()));
+  results.push_back(
+      RankedTensorType::get({last - first}, IntegerType::get(context, 64)));
+  return success();
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto type = getData().getType();
+  auto [first, last] =
+      shapeSliceBounds(type.getRank(), getStart(), toSigned(getEnd()));
+  return DenseElementsAttr::get(getType(),
+                                type.getShape().slice(first, last - first));
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+bool ReshapeOp::isAliasingView() { return true; }
+
+LogicalResult ReshapeOp::verify() {
+  auto input = getData().getType();
+  auto result = getType();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("changes the element type from ")
+           << input.getElementType() << " to " << result.getElementType();
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError("cannot reshape ")
+           << input << " (" << input.getNumElements() << " elements) to "
+           << result << " (" << result.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType())
+    return getData();
+  if (OpFoldResult folded = foldReshapeOfConstant(adaptor.getData(), getType()))
+    return folded;
+  // reshape(reshape(x)) -> reshape(x)
+  if (auto producer = getData().getDefiningOp<ReshapeOp>()) {
+    getDataMutable().assign(producer.getData());
+    return getResult();
+  }
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// FlattenOp
+//===----------------------------------------------------------------------===//
+
+bool FlattenOp::isAliasingView() { return true; }
+
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          FlattenOp::Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rank = type.getRank();
+  int64_t axis = static_cast<int64_t>(adaptor.getAxis());
+  // Flatten's axis may equal the rank (everything goes to the first factor).
+  if (axis < -rank || axis > rank)
+    return inferError(loc, getOperationName(), "axis ", axis,
+                      " is out of range for rank ", rank);
+  if (axis < 0)
+    axis += rank;
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t outer = std::accumulate(shape.begin(), shape.begin() + axis,
+                                  int64_t{1}, std::multiplies<int64_t>());
+  int64_t inner = std::accumulate(shape.begin() + axis, shape.end(), int64_t{1},
+                                  std::multiplies<int64_t>());
+  results.push_back(
+      RankedTensorType::get({outer, inner}, type.getElementType()));
+  return success();
+}
+
+OpFoldResult FlattenOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return foldReshapeOfConstant(adaptor.getInput(), getType());
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+static SmallVector<int64_t>
+permutationOrReverse(std::optional<ArrayRef<int64_t>> perm, int64_t rank) {
+  if (perm)
+    return SmallVector<int64_t>(*perm);
+  SmallVector<int64_t> reversed(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    reversed[i] = rank - 1 - i;
+  return reversed;
+}
+
+SmallVector<int64_t> TransposeOp::getPermutation() {
+  return permutationOrReverse(getPerm(), getData().getType().getRank());
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            TransposeOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm = permutationOrReverse(adaptor.getPerm(), rank);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return inferError(loc, getOperationName(), "perm has ", perm.size(),
+                      " entries for an operand of rank ", rank);
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> shape;
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= rank || seen[axis])
+      return inferError(loc, getOperationName(), "perm [", perm,
+                        "] is not a permutation of [0, ", rank, ")");
+    seen[axis] = true;
+    shape.push_back(type.getDimSize(axis));
+  }
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  SmallVector<int64_t> perm = getPermutation();
+  bool isIdentity = llvm::all_of(llvm::enumerate(perm), [](auto entry) {
+    return static_cast<int64_t>(entry.index()) == entry.value();
+  });
+  if (isIdentity)
+    return getData();
+  DenseElementsAttr data = getSmallDense(adaptor.getData());
+  if (!data)
+    return {};
+  if (data.isSplat())
+    return DenseElementsAttr::get(getType(), data.getSplatValue<Attribute>());
+  SmallVector<int64_t> strides = computeStrides(getData().getType().getShape());
+  return rearrangeDense(data, getType(), [&](ArrayRef<int64_t> index) {
+    int64_t linear = 0;
+    for (auto [resultAxis, sourceAxis] : llvm::enumerate(perm))
+      linear += index[resultAxis] * strides[sourceAxis];
+    return linear;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// SqueezeOp / UnsqueezeOp
+//===----------------------------------------------------------------------===//
+
+/// Normalizes `axes` against `rank`; fails naming the bad or repeated axis.
+static FailureOr<SmallVector<bool>>
+normalizeAxisSet(std::optional<Location> loc, StringRef opName,
+                 ArrayRef<int64_t> axes, int64_t rank) {
+  SmallVector<bool> selected(rank, false);
+  for (int64_t axis : axes) {
+    std::optional<int64_t> normalized = normalizeAxis(axis, rank);
+    if (!normalized)
+      return inferError(loc, opName, "axis ", axis,
+                        " is out of range for rank ", rank);
+    if (selected[*normalized])
+      return inferError(loc, opName, "axis ", axis, " is repeated");
+    selected[*normalized] = true;
+  }
+  return selected;
+}
+
+bool SqueezeOp::isAliasingView() { return true; }
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          SqueezeOp::Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  SmallVector<int64_t> shape;
+  if (std::optional<ArrayRef<int64_t>> axes = adaptor.getAxes()) {
+    FailureOr<SmallVector<bool>> selected =
+        normalizeAxisSet(loc, getOperationName(), *axes, type.getRank());
+    if (failed(selected))
+      return failure();
+    for (auto [axis, size] : llvm::enumerate(type.getShape())) {
+      if (!(*selected)[axis]) {
+        shape.push_back(size);
+        continue;
+      }
+      if (size != 1)
+        return inferError(loc, getOperationName(), "cannot squeeze axis ", axis,
+                          " of size ", size, " in ", type);
+    }
+  } else {
+    for (int64_t size : type.getShape())
+      if (size != 1)
+        shape.push_back(size);
+  }
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType())
+    return getData();
+  return foldReshapeOfConstant(adaptor.getData(), getType());
+}
+
+bool UnsqueezeOp::isAliasingView() { return true; }
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            UnsqueezeOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t resultRank = type.getRank() + adaptor.getAxes().size();
+  FailureOr<SmallVector<bool>> inserted =
+      normalizeAxisSet(loc, getOperationName(), adaptor.getAxes(), resultRank);
+  if (failed(inserted))
+    return failure();
+  SmallVector<int64_t> shape;
+  ArrayRef<int64_t> sizes = type.getShape();
+  for (int64_t axis = 0; axis < resultRank; ++axis) {
+    if ((*inserted)[axis]) {
+      shape.push_back(1);
+    } else {
+      shape.push_back(sizes.front());
+      sizes = sizes.drop_front();
+    }
+  }
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeOfConstant(adaptor.getData(), getType());
+}
+
+//===----------------------------------------------------------------------===//
+// ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         ConcatOp::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  if (adaptor.getInputs().empty())
+    return inferError(loc, getOperationName(), "needs at least one input");
+  auto first = cast<RankedTensorType>(adaptor.getInputs().front().getType());
+  std::optional<int64_t> axis =
+      normalizeAxis(static_cast<int64_t>(adaptor.getAxis()), first.getRank());
+  if (!axis)
+    return inferError(loc, getOperationName(), "axis ",
+                      static_cast<int64_t>(adaptor.getAxis()),
+                      " is out of range for rank ", first.getRank());
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value input : adaptor.getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getElementType() != first.getElementType() ||
+        type.getRank() != first.getRank())
+      return inferError(loc, getOperationName(), "input ", type,
+                        " does not match ", first, " in rank or element type");
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      if (i != *axis && type.getDimSize(i) != first.getDimSize(i))
+        return inferError(loc, getOperationName(), "input ", type,
+                          " differs from ", first, " in dimension ", i,
+                          " (not the concat axis)");
+    shape[*axis] += type.getDimSize(*axis);
+  }
+  results.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (getInputs().size() == 1 && getInputs().front().getType() == getType())
+    return getInputs().front();
+  SmallVector<SmallVector<Attribute>> inputs;
+  for (Attribute operand : adaptor.getInputs()) {
+    DenseElementsAttr dense = getSmallDense(operand);
+    if (!dense)
+      return {};
+    inputs.emplace_back(dense.getValues<Attribute>());
+  }
+  if (getType().getNumElements() > kMaxFoldElements)
+    return {};
+  int64_t axis = *normalizeAxis(getAxis(), getType().getRank());
+  ArrayRef<int64_t> shape = getType().getShape();
+  int64_t outer = std::accumulate(shape.begin(), shape.begin() + axis,
+                                  int64_t{1}, std::multiplies<int64_t>());
+  SmallVector<Attribute> values;
+  for (int64_t block = 0; block < outer; ++block) {
+    for (auto [input, inputValues] : llvm::zip(getInputs(), inputs)) {
+      int64_t blockSize = cast<ShapedType>(input.getType()).getNumElements() /
+                          std::max<int64_t>(outer, 1);
+      auto begin = inputValues.begin() + block * blockSize;
+      values.append(begin, begin + blockSize);
+    }
+  }
+  return DenseElementsAttr::get(getType(), values);
+}
+
+//===----------------------------------------------------------------------===//
+// SplitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        SplitOp::Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
+  std::optional<int64_t> axis = normalizeAxis(rawAxis, type.getRank());
+  if (!axis)
+    return inferError(loc, getOperationName(), "axis ", rawAxis,
+                      " is out of range for rank ", type.getRank());
+  ArrayRef<int64_t> sizes = adaptor.getSplit();
+  if (sizes.empty())
+    return inferError(loc, getOperationName(), "split sizes are empty");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0)
+      return inferError(loc, getOperationName(), "split size ", size,
+                        " is negative");
+    total += size;
+  }
+  if (total != type.getDimSize(*axis))
+    return inferError(loc, getOperationName(), "split sizes [", sizes,
+                      "] sum to ", total, " but axis ", *axis, " of ", type,
+                      " has size ", type.getDimSize(*axis));
+  for (int64_t size : sizes) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = size;
+    results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SliceOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One sliced axis after ONNX clamping: elements start, start + step, ...
+struct AxisSlice {
+  int64_t start = 0;
+  int64_t step = 1;
+  int64_t count = 0;
+};
+} // namespace
+
+/// Per-axis (start, step, count) of a slice; axes that are not sliced keep
+/// (0, 1, dim). Fails with a diagnostic on malformed attributes.
+static FailureOr<SmallVector<AxisSlice>>
+computeSlice(std::optional<Location> loc, StringRef opName,
+             ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
+             ArrayRef<int64_t> ends, ArrayRef<int64_t> axes,
+             ArrayRef<int64_t> steps) {
+  int64_t rank = shape.size();
+  if (starts.size() != ends.size() || starts.size() != axes.size() ||
+      starts.size() != steps.size())
+    return inferError(loc, opName, "starts, ends, axes and steps have ",
+                      starts.size(), ", ", ends.size(), ", ", axes.size(),
+                      " and ", steps.size(), " entries; they must be equal");
+  SmallVector<AxisSlice> slices;
+  for (int64_t dim : shape)
+    slices.push_back({0, 1, dim});
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::optional<int64_t> axis = normalizeAxis(axes[i], rank);
+    if (!axis)
+      return inferError(loc, opName, "axis ", axes[i],
+                        " is out of range for rank ", rank);
+    if (seen[*axis])
+      return inferError(loc, opName, "axis ", axes[i], " is repeated");
+    seen[*axis] = true;
+    int64_t step = steps[i];
+    if (step == 0)
+      return inferError(loc, opName, "step for axis ", axes[i], " is zero");
+    int64_t dim = shape[*axis];
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    int64_t count;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      count = start > end ? (start - end - step - 1) / -step : 0;
+    }
+    slices[*axis] = {start, step, count};
+  }
+  return slices;
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        SliceOp::Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  FailureOr<SmallVector<AxisSlice>> slices = computeSlice(
+      loc, getOperationName(), type.getShape(), adaptor.getStarts(),
+      adaptor.getEnds(), adaptor.getAxes(), adaptor.getSteps());
+  if (failed(slices))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (const AxisSlice &slice : *slices)
+    shape.push_back(slice.count);
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType() &&
+      llvm::all_of(getSteps(), [](int64_t step) { return step == 1; }))
+    return getData();
+  DenseElementsAttr data = getSmallDense(adaptor.getData());
+  if (!data)
+    return {};
+  if (data.isSplat())
+    return DenseElementsAttr::get(getType(), data.getSplatValue<Attribute>());
+  ArrayRef<int64_t> shape = getData().getType().getShape();
+  FailureOr<SmallVector<AxisSlice>> slices =
+      computeSlice(std::nullopt, getOperationName(), shape, getStarts(),
+                   getEnds(), getAxes(), getSteps());
+  if (failed(slices))
+    return {};
+  SmallVector<int64_t> strides = computeStrides(shape);
+  return rearrangeDense(data, getType(), [&](ArrayRef<int64_t> index) {
+    int64_t linear = 0;
+    for (auto [axis, slice] : llvm::enumerate(*slices))
+      linear += (slice.start + index[axis] * slice.step) * strides[axis];
+    return linear;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// GatherOp / GatherElementsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         GatherOp::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
+  std::optional<int64_t> axis = normalizeAxis(rawAxis, data.getRank());
+  if (!axis)
+    return inferError(loc, getOperationName(), "axis ", rawAxis,
+                      " is out of range for data of rank ", data.getRank());
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  results.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = getSmallDense(adaptor.getData());
+  DenseElementsAttr indices = getSmallDense(adaptor.getIndices());
+  if (!data || !indices)
+    return {};
+  ArrayRef<int64_t> dataShape = getData().getType().getShape();
+  int64_t axis = *normalizeAxis(getAxis(), dataShape.size());
+  int64_t axisSize = dataShape[axis];
+  SmallVector<int64_t> indexValues;
+  for (const APInt &index : indices.getValues<APInt>()) {
+    int64_t value = index.getSExtValue();
+    if (value < 0)
+      value += axisSize;
+    if (value < 0 || value >= axisSize)
+      return {};
+    indexValues.push_back(value);
+  }
+  if (data.isSplat())
+    return DenseElementsAttr::get(getType(), data.getSplatValue<Attribute>());
+  SmallVector<int64_t> dataStrides = computeStrides(dataShape);
+  ArrayRef<int64_t> indicesShape = getIndices().getType().getShape();
+  SmallVector<int64_t> indexStrides = computeStrides(indicesShape);
+  int64_t indicesRank = indicesShape.size();
+  return rearrangeDense(data, getType(), [&](ArrayRef<int64_t> index) {
+    int64_t linear = 0;
+    for (int64_t i = 0; i < axis; ++i)
+      linear += index[i] * dataStrides[i];
+    int64_t position = 0;
+    for (int64_t i = 0; i < indicesRank; ++i)
+      position += index[axis + i] * indexStrides[i];
+    linear += indexValues[position] * dataStrides[axis];
+    for (int64_t i = axis + 1; i < static_cast<int64_t>(dataShape.size()); ++i)
+      linear += index[i - 1 + indicesRank] * dataStrides[i];
+    return linear;
+  });
+}
+
+LogicalResult
+GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                   GatherElementsOp::Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  if (data.getRank() != indices.getRank())
+    return inferError(loc, getOperationName(), "data ", data, " and indices ",
+                      indices, " must have the same rank");
+  int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
+  if (!normalizeAxis(rawAxis, data.getRank()))
+    return inferError(loc, getOperationName(), "axis ", rawAxis,
+                      " is out of range for data of rank ", data.getRank());
+  results.push_back(
+      RankedTensorType::get(indices.getShape(), data.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpandOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpandOp::verify() {
+  auto input = getInput().getType();
+  auto result = getType();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("changes the element type from ")
+           << input.getElementType() << " to " << result.getElementType();
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(input.getShape(), result.getShape());
+  if (!shape || ArrayRef<int64_t>(*shape) != result.getShape())
+    return emitOpError("cannot broadcast ") << input << " to " << result;
+  return success();
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return broadcastDense(getSmallDense(adaptor.getInput()),
+                        getType().getShape());
+}
+
+//===----------------------------------------------------------------------===//
+// PadOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      PadOp::Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return inferError(loc, getOperationName(), "pads has ", pads.size(),
+                      " entries; rank ", rank, " needs ", 2 * rank);
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge" &&
+      mode != "wrap")
+    return inferError(loc, getOperationName(), "unknown mode '", mode, "'");
+  SmallVector<int64_t> shape;
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    int64_t size = type.getDimSize(axis) + pads[axis] + pads[axis + rank];
+    if (size < 0)
+      return inferError(loc, getOperationName(), "pads crop axis ", axis,
+                        " of ", type, " to a negative size");
+    shape.push_back(size);
+  }
+  results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ResizeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ResizeOp::verify() {
+  auto input = getX().getType();
+  auto result = getType();
+  if (input.getRank() != result.getRank() ||
+      input.getElementType() != result.getElementType())
+    return emitOpError("result ")
+           << result << " must have the rank and element type of " << input;
+  if (getMode() != "nearest" && getMode() != "linear")
+    return emitOpError("mode must be 'nearest' or 'linear', got '")
+           << getMode() << "'";
+  StringRef transform = getCoordinateTransformationMode();
+  if (!llvm::is_contained({"half_pixel", "half_pixel_symmetric",
+                           "pytorch_half_pixel", "align_corners", "asymmetric",
+                           "tf_crop_and_resize"},
+                          transform))
+    return emitOpError("unknown coordinate_transformation_mode '")
+           << transform << "'";
+  if (!llvm::is_contained(
+          {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"},
+          getNearestMode()))
+    return emitOpError("unknown nearest_mode '") << getNearestMode() << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// IdentityOp
+//===----------------------------------------------------------------------===//
+
+bool IdentityOp::isAliasingView() { return true; }
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
+
+//===----------------------------------------------------------------------===//
+// ConstantOfShapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOfShapeOp::verify() {
+  auto input = getInput().getType();
+  auto result = getType();
+  if (input.getRank() != 1 || input.getDimSize(0) != result.getRank())
+    return emitOpError("shape operand ")
+           << input << " does not have one entry per dimension of " << result;
+  if (std::optional<ElementsAttr> value = getValue()) {
+    if (value->getNumElements() != 1)
+      return emitOpError("value must have exactly one element, got ")
+             << value->getNumElements();
+    if (value->getElementType() != result.getElementType())
+      return emitOpError("value element type ")
+             << value->getElementType() << " differs from the result's "
+             << result.getElementType();
+  }
+  return success();
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  if (getType().getNumElements() > kMaxFoldElements)
+    return {};
+  Type elementType = getType().getElementType();
+  if (std::optional<ElementsAttr> value = getValue()) {
+    auto dense = dyn_cast<DenseElementsAttr>(*value);
+    if (!dense)
+      return {};
+    return DenseElementsAttr::get(getType(),
+                                  *dense.getValues<Attribute>().begin());
+  }
+  if (isa<FloatType>(elementType))
+    return DenseElementsAttr::get(getType(), FloatAttr::get(elementType, 0.0));
+  if (isa<IntegerType>(elementType))
+    return DenseElementsAttr::get(getType(), IntegerAttr::get(elementType, 0));
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// RangeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RangeOp::verify() {
+  auto result = getType();
+  if (result.getRank() != 1)
+    return emitOpError("result must be 1-D, got ") << result;
+  for (Value operand : {getStart(), getLimit(), getDelta()}) {
+    auto type = cast<RankedTensorType>(operand.getType());
+    if (type.getRank() != 0 || type.getElementType() != result.getElementType())
+      return emitOpError("start, limit and delta must be scalars of ")
+             << result.getElementType() << ", got " << type;
+  }
+  return success();
+}
+
+OpFoldResult RangeOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr start = getSmallDense(adaptor.getStart());
+  DenseElementsAttr limit = getSmallDense(adaptor.getLimit());
+  DenseElementsAttr delta = getSmallDense(adaptor.getDelta());
+  if (!start || !limit || !delta)
+    return {};
+  int64_t count = getType().getDimSize(0);
+  if (count > kMaxFoldElements)
+    return {};
+  Type elementType = getType().getElementType();
+  if (isa<IntegerType>(elementType)) {
+    APInt first = start.getSplatValue<APInt>();
+    APInt step = delta.getSplatValue<APInt>();
+    APInt last = limit.getSplatValue<APInt>();
+    if (step.isZero())
+      return {};
+    // The length the result type claims must be ONNX's.
+    int64_t expected = std::max<int64_t>(
+        0, llvm::divideCeilSigned(last.getSExtValue() - first.getSExtValue(),
+                                  step.getSExtValue()));
+    if (expected != count)
+      return {};
+    SmallVector<APInt> values;
+    for (int64_t i = 0; i < count; ++i)
+      values.push_back(first + step * APInt(step.getBitWidth(), i));
+    return DenseElementsAttr::get(getType(), values);
+  }
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    double first = start.getSplatValue<APFloat>().convertToDouble();
+    double step = delta.getSplatValue<APFloat>().convertToDouble();
+    double last = limit.getSplatValue<APFloat>().convertToDouble();
+    if (step == 0.0)
+      return {};
+    int64_t expected = std::max<int64_t>(
+        0, static_cast<int64_t>(std::ceil((last - first) / step)));
+    if (expected != count)
+      return {};
+    SmallVector<Attribute> values;
+    for (int64_t i = 0; i < count; ++i)
+      values.push_back(FloatAttr::get(floatType, first + i * step));
+    return DenseElementsAttr::get(getType(), values);
+  }
+  return {};
+}

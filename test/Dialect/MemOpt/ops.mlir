@@ -1,0 +1,184 @@
+// RUN: memopt-opt %s | memopt-opt | FileCheck %s
+
+// Every op parses, verifies (including result-type inference) and prints in
+// a form that parses again.
+
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<2x3xf32>, %i: tensor<4xi64>, %b: tensor<4xi1>) {
+  // CHECK: memopt.relu %{{.*}} : tensor<2x3xf32>
+  %0 = memopt.relu %x : tensor<2x3xf32>
+  // CHECK: memopt.exp
+  %1 = memopt.exp %x : tensor<2x3xf32>
+  // CHECK: memopt.log
+  %2 = memopt.log %x : tensor<2x3xf32>
+  // CHECK: memopt.sqrt
+  %3 = memopt.sqrt %x : tensor<2x3xf32>
+  // CHECK: memopt.reciprocal
+  %4 = memopt.reciprocal %x : tensor<2x3xf32>
+  // CHECK: memopt.neg %{{.*}} : tensor<4xi64>
+  %5 = memopt.neg %i : tensor<4xi64>
+  // CHECK: memopt.abs
+  %6 = memopt.abs %x : tensor<2x3xf32>
+  // CHECK: memopt.sigmoid
+  %7 = memopt.sigmoid %x : tensor<2x3xf32>
+  // CHECK: memopt.tanh
+  %8 = memopt.tanh %x : tensor<2x3xf32>
+  // CHECK: memopt.erf
+  %9 = memopt.erf %x : tensor<2x3xf32>
+  // CHECK: memopt.sin
+  %10 = memopt.sin %x : tensor<2x3xf32>
+  // CHECK: memopt.cos
+  %11 = memopt.cos %x : tensor<2x3xf32>
+  // CHECK: memopt.not %{{.*}} : tensor<4xi1>
+  %12 = memopt.not %b : tensor<4xi1>
+  // CHECK: memopt.leaky_relu %{{.*}} {alpha = 2.000000e-01 : f32} : tensor<2x3xf32>
+  %13 = memopt.leaky_relu %x {alpha = 0.2 : f32} : tensor<2x3xf32>
+  // CHECK: memopt.gelu %{{.*}} {approximate = "tanh"} : tensor<2x3xf32>
+  %14 = memopt.gelu %x {approximate = "tanh"} : tensor<2x3xf32>
+  // CHECK: memopt.hard_swish
+  %15 = memopt.hard_swish %x : tensor<2x3xf32>
+  // CHECK: memopt.hard_sigmoid %{{.*}} {alpha = 1.000000e-01 : f32} : tensor<2x3xf32>
+  %16 = memopt.hard_sigmoid %x {alpha = 0.1 : f32} : tensor<2x3xf32>
+  // CHECK: memopt.clip %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<2x3xf32>
+  %17 = memopt.clip %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x3xf32>
+  // CHECK: memopt.is_nan %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xi1>
+  %18 = memopt.is_nan %x : (tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: memopt.cast %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  %19 = memopt.cast %x : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  return
+}
+
+// CHECK-LABEL: func.func @binary
+func.func @binary(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
+                  %c: tensor<3xi1>) {
+  // CHECK: memopt.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %0 = memopt.add %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.sub
+  %1 = memopt.sub %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.mul
+  %2 = memopt.mul %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.div
+  %3 = memopt.div %y, %x : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.pow
+  %4 = memopt.pow %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.min
+  %5 = memopt.min %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.max
+  %6 = memopt.max %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.equal %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %7 = memopt.equal %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: memopt.less
+  %8 = memopt.less %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: memopt.greater
+  %9 = memopt.greater %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: memopt.and
+  %10 = memopt.and %b, %c : (tensor<2x3xi1>, tensor<3xi1>) -> tensor<2x3xi1>
+  // CHECK: memopt.or
+  %11 = memopt.or %b, %c : (tensor<2x3xi1>, tensor<3xi1>) -> tensor<2x3xi1>
+  // CHECK: memopt.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<3xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %12 = memopt.where %c, %x, %y : (tensor<3xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @linear_and_conv
+func.func @linear_and_conv(%a: tensor<4x8xf32>, %w: tensor<16x8xf32>,
+                           %bias: tensor<16xf32>, %x: tensor<1x4x9x9xf32>,
+                           %k: tensor<8x2x3x3xf32>, %kt: tensor<4x3x3x3xf32>) {
+  // CHECK: memopt.matmul %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %t = memopt.transpose %w : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %0 = memopt.matmul %a, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  // CHECK: memopt.gemm %{{.*}}, %{{.*}}, %{{.*}} {transB = 1 : i64} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %1 = memopt.gemm %a, %w, %bias {transB = 1 : i64} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  // CHECK: memopt.gemm %{{.*}}, %{{.*}} {transB = 1 : i64} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %2 = memopt.gemm %a, %w {transB = 1 : i64} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  // CHECK: memopt.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 2 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x5x5xf32>
+  %3 = memopt.conv %x, %k {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x5x5xf32>
+  // CHECK: memopt.conv_transpose %{{.*}}, %{{.*}} {{{.*}}output_padding = array<i64: 1, 1>{{.*}}} : (tensor<1x4x9x9xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x18x18xf32>
+  %4 = memopt.conv_transpose %x, %kt {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>} : (tensor<1x4x9x9xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x18x18xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @pool_and_norm
+func.func @pool_and_norm(%x: tensor<2x4x8x8xf32>, %c: tensor<4xf32>,
+                         %s: tensor<2x5x16xf32>, %g: tensor<16xf32>) {
+  // CHECK: memopt.max_pool %{{.*}} {{{.*}}} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  %0 = memopt.max_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: memopt.average_pool %{{.*}} {{{.*}}count_include_pad = 1 : i64{{.*}}} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %1 = memopt.average_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = 1 : i64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: memopt.global_average_pool %{{.*}} : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  %2 = memopt.global_average_pool %x : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: memopt.batch_normalization %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f32} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %3 = memopt.batch_normalization %x, %c, %c, %c, %c {epsilon = 1.0e-3 : f32} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: memopt.layer_normalization %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x5x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  %4 = memopt.layer_normalization %s, %g, %g : (tensor<2x5x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  // CHECK: memopt.layer_normalization %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x5x16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  %5 = memopt.layer_normalization %s, %g {axis = 2 : i64} : (tensor<2x5x16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  // CHECK: memopt.softmax %{{.*}} {axis = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  %6 = memopt.softmax %s {axis = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  // CHECK: memopt.reduce_mean %{{.*}} {axes = array<i64: 2>} : (tensor<2x5x16xf32>) -> tensor<2x5x1xf32>
+  %7 = memopt.reduce_mean %s {axes = array<i64: 2>} : (tensor<2x5x16xf32>) -> tensor<2x5x1xf32>
+  // CHECK: memopt.reduce_sum %{{.*}} {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x5x16xf32>) -> tensor<5xf32>
+  %8 = memopt.reduce_sum %s {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x5x16xf32>) -> tensor<5xf32>
+  // CHECK: memopt.reduce_max %{{.*}} {axes = array<i64: 1>} : (tensor<2x5x16xf32>) -> tensor<2x1x16xf32>
+  %9 = memopt.reduce_max %s {axes = array<i64: 1>} : (tensor<2x5x16xf32>) -> tensor<2x1x16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @shapes
+func.func @shapes(%x: tensor<2x1x3xf32>, %i: tensor<2x2xi64>, %j: tensor<2x1x3xi64>) {
+  // CHECK: memopt.shape %{{.*}} {end = 2 : i64, start = 1 : i64} : (tensor<2x1x3xf32>) -> tensor<1xi64>
+  %0 = memopt.shape %x {start = 1 : i64, end = 2 : i64} : (tensor<2x1x3xf32>) -> tensor<1xi64>
+  // CHECK: memopt.reshape %{{.*}} : (tensor<2x1x3xf32>) -> tensor<6xf32>
+  %1 = memopt.reshape %x : (tensor<2x1x3xf32>) -> tensor<6xf32>
+  // CHECK: memopt.flatten %{{.*}} {axis = 2 : i64} : (tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  %2 = memopt.flatten %x {axis = 2 : i64} : (tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.transpose %{{.*}} {perm = array<i64: 2, 0, 1>} : (tensor<2x1x3xf32>) -> tensor<3x2x1xf32>
+  %3 = memopt.transpose %x {perm = array<i64: 2, 0, 1>} : (tensor<2x1x3xf32>) -> tensor<3x2x1xf32>
+  // CHECK: memopt.squeeze %{{.*}} {axes = array<i64: 1>} : (tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  %4 = memopt.squeeze %x {axes = array<i64: 1>} : (tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.unsqueeze %{{.*}} {axes = array<i64: 0, -1>} : (tensor<2x3xf32>) -> tensor<1x2x3x1xf32>
+  %5 = memopt.unsqueeze %4 {axes = array<i64: 0, -1>} : (tensor<2x3xf32>) -> tensor<1x2x3x1xf32>
+  // CHECK: memopt.concat %{{.*}}, %{{.*}} {axis = -1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x1x6xf32>
+  %6 = memopt.concat %x, %x {axis = -1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x1x6xf32>
+  // CHECK: memopt.split %{{.*}} {axis = 2 : i64, split = array<i64: 1, 2>} : (tensor<2x1x3xf32>) -> (tensor<2x1x1xf32>, tensor<2x1x2xf32>)
+  %7:2 = memopt.split %x {axis = 2 : i64, split = array<i64: 1, 2>} : (tensor<2x1x3xf32>) -> (tensor<2x1x1xf32>, tensor<2x1x2xf32>)
+  // CHECK: memopt.slice %{{.*}} {axes = array<i64: 2>, ends = array<i64: -9223372036854775807>, starts = array<i64: -1>, steps = array<i64: -1>} : (tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  %8 = memopt.slice %x {starts = array<i64: -1>, ends = array<i64: -9223372036854775807>, axes = array<i64: 2>, steps = array<i64: -1>} : (tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  // CHECK: memopt.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x1x3xf32>, tensor<2x2xi64>) -> tensor<2x1x2x2xf32>
+  %9 = memopt.gather %x, %i {axis = 2 : i64} : (tensor<2x1x3xf32>, tensor<2x2xi64>) -> tensor<2x1x2x2xf32>
+  // CHECK: memopt.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xi64>) -> tensor<2x1x3xf32>
+  %10 = memopt.gather_elements %x, %j {axis = 1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xi64>) -> tensor<2x1x3xf32>
+  // CHECK: memopt.expand %{{.*}} : (tensor<2x1x3xf32>) -> tensor<4x2x5x3xf32>
+  %11 = memopt.expand %x : (tensor<2x1x3xf32>) -> tensor<4x2x5x3xf32>
+  // CHECK: memopt.pad %{{.*}} {constant_value = 1.500000e+00 : f64, pads = array<i64: 0, 0, 1, 0, 0, 2>} : (tensor<2x1x3xf32>) -> tensor<2x1x6xf32>
+  %12 = memopt.pad %x {pads = array<i64: 0, 0, 1, 0, 0, 2>, constant_value = 1.5 : f64} : (tensor<2x1x3xf32>) -> tensor<2x1x6xf32>
+  // CHECK: memopt.pad %{{.*}} {mode = "reflect", pads = array<i64: 0, 0, 1, 0, 0, 1>} : (tensor<2x1x3xf32>) -> tensor<2x1x5xf32>
+  %13 = memopt.pad %x {pads = array<i64: 0, 0, 1, 0, 0, 1>, mode = "reflect"} : (tensor<2x1x3xf32>) -> tensor<2x1x5xf32>
+  // CHECK: memopt.identity %{{.*}} : tensor<2x1x3xf32>
+  %14 = memopt.identity %x : tensor<2x1x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @explicit_result_types
+func.func @explicit_result_types(%x: tensor<1x3x4x4xf32>, %s: tensor<3xi64>,
+                                 %a: tensor<i64>) {
+  // CHECK: memopt.resize %{{.*}} {coordinate_transformation_mode = "asymmetric", mode = "linear"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  %0 = memopt.resize %x {mode = "linear", coordinate_transformation_mode = "asymmetric"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  // CHECK: memopt.constant_of_shape %{{.*}} {value = dense<7> : tensor<1xi32>} : (tensor<3xi64>) -> tensor<2x3x4xi32>
+  %1 = memopt.constant_of_shape %s {value = dense<7> : tensor<1xi32>} : (tensor<3xi64>) -> tensor<2x3x4xi32>
+  // CHECK: memopt.range %{{.*}}, %{{.*}}, %{{.*}} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64>
+  %2 = memopt.range %a, %a, %a : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64>
+  // CHECK: memopt.constant dense<[1, 2]> : tensor<2xi64>
+  %3 = memopt.constant dense<[1, 2]> : tensor<2xi64>
+  // CHECK: memopt.constant dense_resource<blob> : tensor<2xf32>
+  %4 = memopt.constant dense_resource<blob> : tensor<2xf32>
+  return
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      blob: "0x040000000000803F00000040"
+    }
+  }
+#-}
