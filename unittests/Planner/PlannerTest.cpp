@@ -1,0 +1,226 @@
+//===- PlannerTest.cpp - plan() on hand-made problems ---------------------===//
+//
+// Lifetimes and sizes are stated by hand; the expected offsets of the greedy
+// planners and the arenas of the exact search are worked out in the comments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Planner/Planner.h"
+#include "memopt/Planner/Validator.h"
+
+#include <gtest/gtest.h>
+
+using namespace memopt::planner;
+
+namespace {
+
+const Algorithm kAllAlgorithms[] = {Algorithm::BestFitSize,
+                                    Algorithm::BestFitLifetime,
+                                    Algorithm::Exact, Algorithm::Auto};
+
+PlanResult run(const Problem &problem, Algorithm algorithm,
+               std::optional<int64_t> capacity = std::nullopt) {
+  PlanOptions options;
+  options.algorithm = algorithm;
+  options.capacity = capacity;
+  options.timeLimitSeconds = 20;
+  return plan(problem, options);
+}
+
+// Best-fit by size is one byte off here; the exact search reaches max-live.
+//   id 0: [4,6) 5 bytes    id 1: [4,5) 2 bytes
+//   id 2: [0,4) 6 bytes    id 3: [3,5) 4 bytes
+// max-live = 11 at t=4 (0+1+3). By size: 2@0; 0@0 (no overlap with 2);
+// 3 meets 2 [0,6) and 0 [0,5) -> 6; 1 meets 0 [0,5) and 3 [6,10), the gap
+// [5,6) is too small -> 10. Arena 12.
+Problem fragmenting() {
+  return Problem{{{0, 4, 6, 5}, {1, 4, 5, 2}, {2, 0, 4, 6}, {3, 3, 5, 4}}};
+}
+
+TEST(PlannerTest, BestFitBySizeOffsets) {
+  PlanResult result = run(fragmenting(), Algorithm::BestFitSize);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.plan.offsets, (std::vector<int64_t>{0, 10, 0, 6}));
+  EXPECT_EQ(result.plan.arenaSize, 12);
+  EXPECT_EQ(result.maxLive, 11);
+  EXPECT_FALSE(result.provedOptimal);
+}
+
+TEST(PlannerTest, ExactReachesMaxLive) {
+  for (Algorithm algorithm : {Algorithm::Exact, Algorithm::Auto}) {
+    PlanResult result = run(fragmenting(), algorithm);
+    ASSERT_TRUE(result.ok()) << result.message;
+    EXPECT_EQ(result.plan.arenaSize, 11) << algorithmName(algorithm);
+    EXPECT_TRUE(result.provedOptimal);
+    EXPECT_EQ(result.producedBy, Algorithm::Exact);
+    EXPECT_TRUE(validatePlan(fragmenting(), result.plan).ok());
+  }
+}
+
+TEST(PlannerTest, ExactWithCapacityFindsPackingWithin) {
+  PlanResult result = run(fragmenting(), Algorithm::Exact, int64_t(11));
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_LE(result.plan.arenaSize, 11);
+}
+
+TEST(PlannerTest, HeuristicOverCapacityIsReported) {
+  PlanResult result = run(fragmenting(), Algorithm::BestFitSize, int64_t(11));
+  EXPECT_EQ(result.status, PlanStatus::NotFound);
+  EXPECT_NE(result.message.find("best-fit-size needs 12 bytes"),
+            std::string::npos)
+      << result.message;
+  // The over-capacity plan is still handed back, and it is valid.
+  EXPECT_EQ(result.plan.arenaSize, 12);
+  EXPECT_TRUE(validatePlan(fragmenting(), result.plan).ok());
+}
+
+TEST(PlannerTest, CapacityBelowMaxLiveIsInfeasible) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    PlanResult result = run(fragmenting(), algorithm, int64_t(10));
+    EXPECT_EQ(result.status, PlanStatus::Infeasible);
+    EXPECT_NE(result.message.find("below max-live (11 bytes)"),
+              std::string::npos)
+        << result.message;
+  }
+}
+
+// Three buffers live together, 256-byte aligned, odd sizes 100, 300, 5.
+// The last one stacked starts at a multiple of 256 past the other two (>= 405
+// bytes, so at 512 or 768); the best is 5 bytes last at 768: arena 773, far
+// above max-live (405). By size: 300@0, 100@512, 5@768.
+Problem aligned() {
+  return Problem{{{0, 0, 1, 100, 256}, {1, 0, 1, 300, 256}, {2, 0, 1, 5, 256}}};
+}
+
+TEST(PlannerTest, AlignmentIsHeld) {
+  PlanResult bySize = run(aligned(), Algorithm::BestFitSize);
+  ASSERT_TRUE(bySize.ok()) << bySize.message;
+  EXPECT_EQ(bySize.plan.offsets, (std::vector<int64_t>{512, 0, 768}));
+  EXPECT_EQ(bySize.plan.arenaSize, 773);
+  EXPECT_EQ(bySize.maxLive, 405);
+
+  PlanResult best = run(aligned(), Algorithm::Auto);
+  ASSERT_TRUE(best.ok()) << best.message;
+  EXPECT_EQ(best.plan.arenaSize, 773);
+  // Every arena in [405, 772] was shown impossible.
+  EXPECT_TRUE(best.provedOptimal);
+  for (int64_t offset : best.plan.offsets)
+    EXPECT_EQ(offset % 256, 0);
+}
+
+TEST(PlannerTest, ExactProvesInfeasibilityAboveMaxLive) {
+  PlanResult result = run(aligned(), Algorithm::Exact, int64_t(772));
+  EXPECT_EQ(result.status, PlanStatus::Infeasible);
+  EXPECT_NE(result.message.find("no packing fits in 772 bytes"),
+            std::string::npos)
+      << result.message;
+  EXPECT_TRUE(run(aligned(), Algorithm::Exact, int64_t(773)).ok());
+}
+
+TEST(PlannerTest, EmptyInput) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    PlanResult result = run(Problem{}, algorithm);
+    ASSERT_TRUE(result.ok()) << result.message;
+    EXPECT_TRUE(result.plan.offsets.empty());
+    EXPECT_EQ(result.plan.arenaSize, 0);
+    EXPECT_TRUE(result.provedOptimal);
+  }
+}
+
+TEST(PlannerTest, ZeroSizeBuffersGetOffsetZero) {
+  Problem problem{{{0, 0, 4, 0}, {1, 0, 4, 8}, {2, 2, 2, 0}, {3, 1, 3, 0}}};
+  for (Algorithm algorithm : kAllAlgorithms) {
+    PlanResult result = run(problem, algorithm);
+    ASSERT_TRUE(result.ok()) << result.message;
+    EXPECT_EQ(result.plan.offsets, (std::vector<int64_t>{0, 0, 0, 0}));
+    EXPECT_EQ(result.plan.arenaSize, 8);
+  }
+}
+
+TEST(PlannerTest, OneHugeBuffer) {
+  int64_t huge = int64_t(1) << 50;
+  Problem problem{{{0, 0, 10, huge}, {1, 10, 20, 64}}};
+  for (Algorithm algorithm : kAllAlgorithms) {
+    PlanResult result = run(problem, algorithm);
+    ASSERT_TRUE(result.ok()) << result.message;
+    EXPECT_EQ(result.plan.offsets, (std::vector<int64_t>{0, 0}));
+    EXPECT_EQ(result.plan.arenaSize, huge);
+  }
+  EXPECT_EQ(run(problem, Algorithm::Exact, huge - 1).status,
+            PlanStatus::Infeasible);
+}
+
+TEST(PlannerTest, ManyIdenticalLifetimesStack) {
+  Problem problem;
+  int64_t sum = 0;
+  for (int64_t i = 0; i < 60; ++i) {
+    problem.buffers.push_back({i, 3, 7, 1 + i % 7});
+    sum += 1 + i % 7;
+  }
+  for (Algorithm algorithm : kAllAlgorithms) {
+    PlanResult result = run(problem, algorithm);
+    ASSERT_TRUE(result.ok()) << result.message;
+    EXPECT_EQ(result.plan.arenaSize, sum);
+    EXPECT_TRUE(result.provedOptimal);
+  }
+  // By size, the largest come first, ties in id order: the 7-byte buffers
+  // (ids 6, 13, 20, ...) take offsets 0, 7, 14, ...
+  PlanResult bySize = run(problem, Algorithm::BestFitSize);
+  EXPECT_EQ(bySize.plan.offsets[6], 0);
+  EXPECT_EQ(bySize.plan.offsets[13], 7);
+  EXPECT_EQ(bySize.plan.offsets[20], 14);
+}
+
+// A buffer live throughout, under three that follow one another:
+//   L [0,100) 16 bytes;  a [0,10) 8;  b [10,20) 32;  c [20,100) 4.
+// max-live = 48 (L + b). By size: b@0; L meets b -> 32; a meets L [32,48)
+// and fits the gap [0,32) -> 0; c likewise -> 0.
+TEST(PlannerTest, LifetimeSpanningEverything) {
+  Problem problem{
+      {{0, 0, 100, 16}, {1, 0, 10, 8}, {2, 10, 20, 32}, {3, 20, 100, 4}}};
+  PlanResult bySize = run(problem, Algorithm::BestFitSize);
+  ASSERT_TRUE(bySize.ok()) << bySize.message;
+  EXPECT_EQ(bySize.plan.offsets, (std::vector<int64_t>{32, 0, 0, 0}));
+  EXPECT_EQ(bySize.plan.arenaSize, 48);
+  // By lifetime: L@0 (longest), c [20,100) meets L -> 16, a -> 16, b -> 16.
+  PlanResult byLifetime = run(problem, Algorithm::BestFitLifetime);
+  ASSERT_TRUE(byLifetime.ok()) << byLifetime.message;
+  EXPECT_EQ(byLifetime.plan.offsets, (std::vector<int64_t>{0, 16, 16, 16}));
+  EXPECT_EQ(byLifetime.plan.arenaSize, 48);
+  PlanResult exact = run(problem, Algorithm::Exact);
+  EXPECT_EQ(exact.plan.arenaSize, 48);
+}
+
+// Best-fit takes the smallest gap that holds the buffer, not the lowest.
+//   0: [8,9) 13 bytes   1: [5,9) 7   2: [6,8) 6   3: [5,8) 4   4: [5,6) 3
+// By size: 0@0 [0,13); 1 meets 0 -> 13; 2 meets 1 only -> 0; 3 meets 1 and
+// 2, gap [6,13) -> 6; 4 meets 1 [13,20) and 3 [6,10): gaps [0,6) (6 bytes)
+// and [10,13) (3 bytes) -> the tighter one, 10.
+TEST(PlannerTest, BestFitPicksSmallestGap) {
+  Problem problem{
+      {{0, 8, 9, 13}, {1, 5, 9, 7}, {2, 6, 8, 6}, {3, 5, 8, 4}, {4, 5, 6, 3}}};
+  PlanResult result = run(problem, Algorithm::BestFitSize);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.plan.offsets, (std::vector<int64_t>{0, 13, 0, 6, 10}));
+  EXPECT_EQ(result.plan.arenaSize, 20);
+}
+
+TEST(PlannerTest, InvalidInputIsRejected) {
+  PlanResult result = run(Problem{{{9, 0, 1, -5}}}, Algorithm::Auto);
+  EXPECT_EQ(result.status, PlanStatus::InvalidInput);
+  EXPECT_NE(result.message.find("buffer 9"), std::string::npos)
+      << result.message;
+}
+
+TEST(PlannerTest, AlgorithmNames) {
+  EXPECT_EQ(parseAlgorithm("best-fit"), Algorithm::BestFitSize);
+  EXPECT_EQ(parseAlgorithm("best-fit-size"), Algorithm::BestFitSize);
+  EXPECT_EQ(parseAlgorithm("best-fit-lifetime"), Algorithm::BestFitLifetime);
+  EXPECT_EQ(parseAlgorithm("exact"), Algorithm::Exact);
+  EXPECT_EQ(parseAlgorithm("auto"), Algorithm::Auto);
+  EXPECT_EQ(parseAlgorithm("greedy"), std::nullopt);
+  for (Algorithm algorithm : kAllAlgorithms)
+    EXPECT_EQ(parseAlgorithm(algorithmName(algorithm)), algorithm);
+}
+
+} // namespace
