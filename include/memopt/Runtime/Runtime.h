@@ -1,0 +1,356 @@
+//===- Runtime.h - memopt runtime kernel interface --------------*- C++ -*-===//
+//
+// The interface between a generated memopt program and a backend (CUDA or
+// host). A generated program is plain C++ that calls one free function per op
+// family with TensorRefs pointing into one pre-planned activation arena and one
+// weight region. Two backends implement this header with identical semantics:
+// `memopt_runtime_cuda` (cuBLASLt, cuDNN and own kernels) and
+// `memopt_runtime_host` (straightforward loops; the correctness reference).
+//
+// This header knows nothing about MLIR. See docs/runtime.md for the contract.
+//
+// Shape of the API taken from: ONNX operator semantics (broadcasting, attribute
+// names), TFLite's reference kernels (one free function per op family with a
+// params struct), onnxruntime's CUDA EP (cuBLASLt / cuDNN dispatch).
+// Different: no tensor allocation at all inside kernels; every buffer,
+// including convolution workspace, is decided by the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_RUNTIME_H
+#define MEMOPT_RUNTIME_RUNTIME_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memopt::rt {
+
+/// Element types. The numeric values are part of the program ABI
+/// (ProgramInfo tables store them), so never renumber.
+enum class DType : int32_t {
+  F32 = 0,
+  F16 = 1,
+  BF16 = 2,
+  F64 = 3,
+  I64 = 4,
+  I32 = 5,
+  I8 = 6,
+  U8 = 7,
+  Bool = 8, ///< stored as one uint8_t per element (0 or 1)
+};
+
+/// Bytes per element.
+size_t dtypeSize(DType dtype);
+/// Short name ("f32", "bf16", "bool", ...); "?" for an invalid value.
+const char *dtypeName(DType dtype);
+/// True for F32, F16, BF16 (the types float kernels accept).
+bool isFloatType(DType dtype);
+
+constexpr int kMaxRank = 8;
+
+/// A contiguous row-major tensor view. Rank 0 is a scalar (one element).
+struct TensorRef {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+
+  int64_t numElements() const;
+  size_t bytes() const { return size_t(numElements()) * dtypeSize(dtype); }
+};
+
+/// Builds a TensorRef; `shape` has `rank` entries.
+TensorRef makeTensor(void *data, DType dtype, int rank, const int64_t *shape);
+
+//===----------------------------------------------------------------------===//
+// Context
+//===----------------------------------------------------------------------===//
+
+/// Backend state: CUDA stream, cuBLASLt / cuDNN handles, algorithm caches and
+/// the first error. Opaque; each backend defines it. Not thread-safe: one
+/// context runs one program at a time.
+///
+/// Errors: a failing op records "node 'NAME': message" and every later op call
+/// on the context returns immediately. Callers check `contextError` after a
+/// run. Nothing in the runtime throws or aborts.
+struct Context;
+
+struct ContextOptions {
+  int device = 0;
+  /// cuBLASLt workspace owned by the context (allocated once at creation).
+  size_t matmulWorkspaceBytes = size_t(32) << 20;
+};
+
+Context *createContext(const ContextOptions &options = ContextOptions());
+void destroyContext(Context *ctx);
+/// The first recorded error, or nullptr.
+const char *contextError(Context &ctx);
+/// Records an error (first one wins). Used by drivers and generated code.
+void contextFail(Context &ctx, const char *nodeName, const char *message);
+/// "cuda" or "host".
+const char *backendName();
+
+/// Device memory, owned by the caller. Host backend: 256-byte aligned heap.
+void *deviceAlloc(Context &ctx, size_t bytes, const char *what);
+void deviceFree(Context &ctx, void *ptr);
+void copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes);
+void copyToHost(Context &ctx, void *dst, const void *src, size_t bytes);
+/// Waits for all queued work; reports asynchronous errors.
+void synchronize(Context &ctx);
+
+/// Runs `body` on the context's stream. CUDA: the first call runs eagerly
+/// (algorithm selection happens here), the second captures the calls into a
+/// CUDA graph and launches it, later calls replay that graph. Pointers passed
+/// to the ops must therefore stay the same between calls.
+void execute(Context &ctx, void (*body)(Context &ctx, void *user), void *user);
+
+/// Stream-ordered timing: CUDA events, or the steady clock on the host.
+void timerStart(Context &ctx);
+double timerStopMs(Context &ctx);
+
+struct MemoryInfo {
+  size_t usedBytes = 0;      ///< total - free from cudaMemGetInfo now
+  size_t peakUsedBytes = 0;  ///< largest usedBytes seen by this context
+  size_t totalBytes = 0;     ///< device capacity (0 on the host)
+  size_t workspaceBytes = 0; ///< context-owned workspace (cuBLASLt)
+};
+/// Samples device memory (updates the peak). Host: zeros except workspace.
+MemoryInfo memoryInfo(Context &ctx);
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class UnaryOp : int32_t {
+  Identity,
+  Relu,
+  LeakyRelu, ///< alpha = slope
+  Elu,       ///< alpha
+  Sigmoid,
+  HardSigmoid, ///< max(0, min(1, alpha * x + beta))
+  HardSwish,
+  Tanh,
+  Gelu,     ///< erf form
+  GeluTanh, ///< tanh approximation
+  Silu,
+  Softplus,
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Neg,
+  Abs,
+  Erf,
+  Sin,
+  Cos,
+  Floor,
+  Ceil,
+  Round,     ///< half to even
+  Clip,      ///< alpha = min, beta = max
+  Not,       ///< Bool only
+  PowScalar, ///< x ** alpha
+};
+
+enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, Max, Min, Mod };
+enum class CompareOp : int32_t {
+  Equal,
+  Less,
+  LessOrEqual,
+  Greater,
+  GreaterOrEqual
+};
+enum class LogicalOp : int32_t { And, Or, Xor };
+
+/// y = op(x). Float types (x, y same dtype, same element count); Not: Bool;
+/// Neg/Abs/Relu/Identity also accept I32/I64.
+void unary(Context &ctx, const char *nodeName, UnaryOp op, float alpha,
+           float beta, TensorRef x, TensorRef y);
+/// c = a op b with numpy broadcasting; a, b, c share one dtype (float or
+/// I32/I64; Mod is fmod for floats and ONNX's sign-of-divisor mod for ints).
+void binary(Context &ctx, const char *nodeName, BinaryOp op, TensorRef a,
+            TensorRef b, TensorRef c);
+/// c (Bool) = a cmp b with broadcasting.
+void compare(Context &ctx, const char *nodeName, CompareOp op, TensorRef a,
+             TensorRef b, TensorRef c);
+/// c (Bool) = a op b (Bool) with broadcasting.
+void logical(Context &ctx, const char *nodeName, LogicalOp op, TensorRef a,
+             TensorRef b, TensorRef c);
+/// y = cond ? x : z with three-way broadcasting; cond is Bool.
+void where(Context &ctx, const char *nodeName, TensorRef cond, TensorRef x,
+           TensorRef z, TensorRef y);
+/// Converts between any two dtypes (float→int truncates toward zero,
+/// →Bool is x != 0).
+void cast(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
+/// Byte copy x → y (same byte size). For Identity into a different buffer and
+/// for reshapes whose source cannot alias.
+void copy(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
+/// Sets every element of y to `value` converted to y's dtype.
+void fill(Context &ctx, const char *nodeName, double value, TensorRef y);
+/// Broadcasting copy (ONNX Expand; y's shape is the broadcast result).
+void expand(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+enum class Activation : int32_t { None, Relu, Gelu, GeluTanh };
+
+struct MatmulParams {
+  bool transA = false;
+  bool transB = false;
+  float alpha = 1.0f;
+  float beta = 1.0f; ///< scales `bias` when one is given
+  Activation activation = Activation::None;
+};
+
+/// c = act(alpha * op(a) @ op(b) + beta * bias). a: [..., M, K] ([..., K, M]
+/// if transA), b: [..., K, N] ([..., N, K] if transB), c: [..., M, N]; batch
+/// dims broadcast numpy-style (rank >= 2 each: the caller turns ONNX's 1-D
+/// MatMul operands into matrices). bias broadcasts to [M, N] (ONNX Gemm's C)
+/// and has c's dtype. a, b, c share one float dtype; accumulation is f32.
+void matmul(Context &ctx, const char *nodeName, const MatmulParams &params,
+            TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c);
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (NCHW, 1-D / 2-D / 3-D spatial)
+//===----------------------------------------------------------------------===//
+
+struct ConvParams {
+  int spatialRank = 2;
+  int64_t padsBegin[3] = {0, 0, 0};
+  int64_t padsEnd[3] = {0, 0, 0};
+  int64_t strides[3] = {1, 1, 1};
+  int64_t dilations[3] = {1, 1, 1};
+  int64_t group = 1;
+  /// ConvTranspose only: ONNX output_padding (already reflected in y's shape).
+  int64_t outputPadding[3] = {0, 0, 0};
+  Activation activation = Activation::None; ///< applied after the bias
+};
+
+/// The workspace bound the compiler reserves for one conv call (host
+/// function, no GPU needed): min(max(bytes(x), bytes(y), bytes(w)), 64 MiB)
+/// rounded up to 256 bytes, and at least 1 MiB. The CUDA backend picks the
+/// fastest algorithm whose workspace fits in what the call receives.
+size_t convWorkspaceBound(const ConvParams &params, const TensorRef &x,
+                          const TensorRef &w, const TensorRef &y);
+
+/// y = act(conv(x, w) + bias). x [N, C, spatial...], w [M, C/group, k...],
+/// bias [M] or null, y [N, M, out...]. Float dtypes, all the same.
+void conv(Context &ctx, const char *nodeName, const ConvParams &params,
+          TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
+          void *workspace, size_t workspaceBytes);
+/// ONNX ConvTranspose: w [C, M/group, k...], y [N, M, out...].
+void convTranspose(Context &ctx, const char *nodeName, const ConvParams &params,
+                   TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
+                   void *workspace, size_t workspaceBytes);
+
+enum class PoolKind : int32_t { Max, Avg };
+
+struct PoolParams {
+  PoolKind kind = PoolKind::Max;
+  int spatialRank = 2;
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t padsBegin[3] = {0, 0, 0};
+  int64_t padsEnd[3] = {0, 0, 0};
+  int64_t strides[3] = {1, 1, 1};
+  int64_t dilations[3] = {1, 1, 1};
+  bool countIncludePad = false;
+  /// ceil_mode only shapes y (already reflected in y's shape): windows that
+  /// start inside the padded input are kept and clipped.
+  bool ceilMode = false;
+};
+
+void pool(Context &ctx, const char *nodeName, const PoolParams &params,
+          TensorRef x, TensorRef y);
+/// y [N, C, 1, ...] = mean over spatial dims of x [N, C, ...].
+void globalAvgPool(Context &ctx, const char *nodeName, TensorRef x,
+                   TensorRef y);
+
+//===----------------------------------------------------------------------===//
+// Normalization, softmax, reductions
+//===----------------------------------------------------------------------===//
+
+/// Inference BatchNormalization over axis 1: scale, bias, mean, var are [C]
+/// (any float dtype each; computed in f32).
+void batchNorm(Context &ctx, const char *nodeName, float epsilon, TensorRef x,
+               TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
+               TensorRef y);
+/// LayerNormalization: normalizes over dims [axis, rank); scale (and bias if
+/// given) have the shape of those dims (or broadcast to it).
+void layerNorm(Context &ctx, const char *nodeName, int axis, float epsilon,
+               TensorRef x, TensorRef scale, const TensorRef *bias,
+               TensorRef y);
+/// Softmax (ONNX opset 13: over the single axis `axis`), or LogSoftmax.
+void softmax(Context &ctx, const char *nodeName, int axis, bool logSoftmax,
+             TensorRef x, TensorRef y);
+
+enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
+/// Reduces x over `axes` (sorted, unique, non-negative). y holds the result
+/// with the reduced dims removed or kept as 1: only its element count matters.
+void reduce(Context &ctx, const char *nodeName, ReduceOp op, const int *axes,
+            int numAxes, TensorRef x, TensorRef y);
+/// ArgMax/ArgMin over one axis; y is I64 (first occurrence wins).
+void argReduce(Context &ctx, const char *nodeName, bool isMax, int axis,
+               TensorRef x, TensorRef y);
+
+//===----------------------------------------------------------------------===//
+// Data movement (any dtype)
+//===----------------------------------------------------------------------===//
+
+/// y = x transposed by `perm` (y.shape[i] = x.shape[perm[i]]).
+void transpose(Context &ctx, const char *nodeName, const int *perm, TensorRef x,
+               TensorRef y);
+/// y = concat(inputs[0..n), axis).
+void concat(Context &ctx, const char *nodeName, int axis,
+            const TensorRef *inputs, int numInputs, TensorRef y);
+/// outputs[i] = consecutive slices of x along axis (sizes from the outputs).
+void split(Context &ctx, const char *nodeName, int axis, TensorRef x,
+           const TensorRef *outputs, int numOutputs);
+/// y[i...] = x[starts + i * steps]; starts/steps per axis of x (normalized by
+/// the caller: 0 <= start < dim, step != 0); y's shape is the result shape.
+void slice(Context &ctx, const char *nodeName, const int64_t *starts,
+           const int64_t *steps, TensorRef x, TensorRef y);
+/// ONNX Gather: indices I64 or I32, negative indices wrap; out-of-range
+/// indices are an error (host) or clamped (CUDA).
+void gather(Context &ctx, const char *nodeName, int axis, TensorRef x,
+            TensorRef indices, TensorRef y);
+/// ONNX GatherElements (indices has y's shape).
+void gatherElements(Context &ctx, const char *nodeName, int axis, TensorRef x,
+                    TensorRef indices, TensorRef y);
+
+enum class PadMode : int32_t { Constant, Reflect, Edge };
+/// padsBegin/padsEnd per axis of x (may be negative = crop).
+void pad(Context &ctx, const char *nodeName, PadMode mode,
+         const int64_t *padsBegin, const int64_t *padsEnd, double value,
+         TensorRef x, TensorRef y);
+
+enum class ResizeMode : int32_t { Nearest, Linear };
+enum class CoordinateMode : int32_t {
+  HalfPixel,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForCenters,
+};
+enum class NearestMode : int32_t {
+  RoundPreferFloor,
+  RoundPreferCeil,
+  Floor,
+  Ceil
+};
+
+struct ResizeParams {
+  ResizeMode mode = ResizeMode::Nearest;
+  CoordinateMode coordinateMode = CoordinateMode::HalfPixel;
+  NearestMode nearestMode = NearestMode::RoundPreferFloor;
+  /// Per-axis scales (output/input); <= 0 means "derive from the shapes".
+  float scales[kMaxRank] = {0, 0, 0, 0, 0, 0, 0, 0};
+};
+/// ONNX Resize over any axes whose sizes differ (linear: at most the last two
+/// axes may be resized, i.e. bilinear / linear; float dtypes).
+void resize(Context &ctx, const char *nodeName, const ResizeParams &params,
+            TensorRef x, TensorRef y);
+
+} // namespace memopt::rt
+
+#endif // MEMOPT_RUNTIME_RUNTIME_H

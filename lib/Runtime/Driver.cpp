@@ -1,0 +1,190 @@
+//===- Driver.cpp - loads and runs a generated program --------------------===//
+
+#include "Driver.h"
+#include "Internal.h"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+namespace memopt::rt {
+
+size_t tensorBytes(const TensorInfo &info) {
+  return size_t(numElements(info)) * dtypeSize(info.dtype);
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
+                       std::vector<uint8_t> &region) {
+  region.assign(size_t(program.weightBytes), 0);
+  for (int w = 0; w < program.numWeights; ++w) {
+    const TensorInfo &info = program.weights[w];
+    uint8_t *dst = region.data() + info.offset;
+    if (info.initData) {
+      std::memcpy(dst, info.initData, tensorBytes(info));
+      continue;
+    }
+    if (!isFloatType(info.dtype) && info.dtype != DType::F64)
+      continue; // integers and bools stay 0
+    int64_t n = numElements(info);
+    double low, high;
+    if (info.rank >= 2) {
+      int64_t fanIn = 1;
+      for (int i = 1; i < info.rank; ++i)
+        fanIn *= info.shape[i];
+      double bound = 1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1)));
+      low = -bound;
+      high = bound;
+    } else {
+      low = 0.5;
+      high = 1.5;
+    }
+    uint64_t stream = splitmix64(seed ^ splitmix64(uint64_t(w) + 1));
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t bits = splitmix64(stream + uint64_t(i));
+      double u = double(bits >> 11) * (1.0 / 9007199254740992.0);
+      storeFromDouble(dst, info.dtype, i, low + (high - low) * u);
+    }
+  }
+}
+
+Model::~Model() {
+  if (!ctx_)
+    return;
+  synchronize(*ctx_);
+  for (void *p : ownBuffers_)
+    deviceFree(*ctx_, p);
+  deviceFree(*ctx_, arena_);
+  deviceFree(*ctx_, weights_);
+  destroyContext(ctx_);
+}
+
+bool Model::check(std::string &error) {
+  if (const char *message = contextError(*ctx_)) {
+    error = message;
+    return false;
+  }
+  return true;
+}
+
+bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
+                 bool randomWeights, uint64_t seed, std::string &error) {
+  program_ = program;
+  if (!program || program->abiVersion != kProgramAbiVersion) {
+    error = "program ABI version mismatch (runtime expects " +
+            std::to_string(kProgramAbiVersion) + ")";
+    return false;
+  }
+  ctx_ = createContext();
+  if (!check(error))
+    return false;
+  arena_ = static_cast<uint8_t *>(
+      deviceAlloc(*ctx_, size_t(program->arenaBytes), "arena"));
+  weights_ = static_cast<uint8_t *>(
+      deviceAlloc(*ctx_, size_t(program->weightBytes), "weights"));
+  if (!check(error))
+    return false;
+
+  auto bind = [&](const TensorInfo *infos, int count,
+                  std::vector<void *> &pointers, const char *kind) {
+    for (int i = 0; i < count; ++i) {
+      const TensorInfo &info = infos[i];
+      size_t bytes = tensorBytes(info);
+      ioBytes_ += bytes;
+      if (info.offset >= 0) {
+        if (info.offset + int64_t(bytes) > program->arenaBytes) {
+          error =
+              std::string(kind) + " '" + info.name + "' lies outside the arena";
+          return false;
+        }
+        pointers.push_back(arena_ + info.offset);
+      } else {
+        pointers.push_back(deviceAlloc(*ctx_, bytes, info.name));
+        ownBuffers_.push_back(pointers.back());
+      }
+    }
+    return check(error);
+  };
+  if (!bind(program->inputs, program->numInputs, inputs_, "input") ||
+      !bind(program->outputs, program->numOutputs, outputs_, "output"))
+    return false;
+
+  std::vector<uint8_t> region;
+  if (randomWeights) {
+    fillRandomWeights(*program, seed, region);
+  } else {
+    std::ifstream in(weightsPath, std::ios::binary);
+    if (!in) {
+      bool allEmbedded = true;
+      for (int w = 0; w < program->numWeights; ++w)
+        allEmbedded = allEmbedded && program->weights[w].initData;
+      if (!weightsPath.empty() || !allEmbedded) {
+        error = weightsPath.empty()
+                    ? "the program needs weights: pass --weights FILE or "
+                      "--random-weights SEED"
+                    : "cannot open weight file '" + weightsPath + "'";
+        return false;
+      }
+      fillRandomWeights(*program, 0, region); // copies the embedded ones
+    } else {
+      region.assign(std::istreambuf_iterator<char>(in),
+                    std::istreambuf_iterator<char>());
+      if (int64_t(region.size()) != program->weightBytes) {
+        error = "weight file '" + weightsPath + "' has " +
+                std::to_string(region.size()) + " bytes; the program's " +
+                "weight region has " + std::to_string(program->weightBytes);
+        return false;
+      }
+    }
+  }
+  for (int w = 0; w < program->numWeights; ++w) {
+    const TensorInfo &info = program->weights[w];
+    if (info.offset < 0 ||
+        info.offset + int64_t(tensorBytes(info)) > program->weightBytes) {
+      error = std::string("weight '") + info.name +
+              "' lies outside the weight region";
+      return false;
+    }
+  }
+  copyToDevice(*ctx_, weights_, region.data(), region.size());
+  synchronize(*ctx_);
+  return check(error);
+}
+
+bool Model::setInputs(const void *const *hostInputs, std::string &error) {
+  for (int i = 0; i < program_->numInputs; ++i)
+    copyToDevice(*ctx_, inputs_[i], hostInputs[i],
+                 tensorBytes(program_->inputs[i]));
+  return check(error);
+}
+
+void Model::body(Context &ctx, void *self) {
+  Model &model = *static_cast<Model *>(self);
+  model.program_->run(ctx, model.arena_, model.weights_, model.inputs_.data(),
+                      model.outputs_.data());
+}
+
+bool Model::execute(std::string &error) {
+  rt::execute(*ctx_, &Model::body, this);
+  return check(error);
+}
+
+bool Model::getOutputs(void *const *hostOutputs, std::string &error) {
+  for (int i = 0; i < program_->numOutputs; ++i)
+    copyToHost(*ctx_, hostOutputs[i], outputs_[i],
+               tensorBytes(program_->outputs[i]));
+  synchronize(*ctx_);
+  return check(error);
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,64 @@
+//===- Driver.h - loads and runs a generated program -------------*- C++
+//-*-===//
+//
+// Shared by the executable main (Main.cpp) and the C API (CApi.cpp): one
+// arena allocation, one weight-region allocation, own buffers for inputs and
+// outputs that live outside the arena, weight loading or deterministic random
+// weights, and runs through `execute` (CUDA graph replay after the first run).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_LIB_RUNTIME_DRIVER_H
+#define MEMOPT_LIB_RUNTIME_DRIVER_H
+
+#include "memopt/Runtime/Program.h"
+
+#include <string>
+#include <vector>
+
+namespace memopt::rt {
+
+/// Fills a weight region image deterministically: every weight gets values
+/// from a splitmix64 hash of (seed, weight index, element index). Matrices and
+/// kernels (rank >= 2) are uniform in +-1/sqrt(fan_in) with fan_in the product
+/// of all dims but the first; vectors (biases, norm scales, variances) are
+/// uniform in [0.5, 1.5) so variances stay positive; integer and bool weights
+/// are 0 (always a valid index). Weights with initData keep their bytes.
+void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
+                       std::vector<uint8_t> &region);
+
+class Model {
+public:
+  ~Model();
+  /// Allocates everything and loads weights (from `weightsPath`, or random
+  /// from `seed` when `randomWeights`). Returns false with `error` set.
+  bool init(const ProgramInfo *program, const std::string &weightsPath,
+            bool randomWeights, uint64_t seed, std::string &error);
+  /// Copies host inputs in (in ProgramInfo order).
+  bool setInputs(const void *const *hostInputs, std::string &error);
+  /// Runs the program once on the device.
+  bool execute(std::string &error);
+  /// Copies outputs out (in ProgramInfo order).
+  bool getOutputs(void *const *hostOutputs, std::string &error);
+
+  const ProgramInfo &program() const { return *program_; }
+  Context &context() { return *ctx_; }
+  size_t ioBytes() const { return ioBytes_; }
+
+private:
+  bool check(std::string &error);
+  static void body(Context &ctx, void *self);
+
+  const ProgramInfo *program_ = nullptr;
+  Context *ctx_ = nullptr;
+  uint8_t *arena_ = nullptr;
+  uint8_t *weights_ = nullptr;
+  std::vector<void *> inputs_, outputs_, ownBuffers_;
+  size_t ioBytes_ = 0;
+};
+
+size_t tensorBytes(const TensorInfo &info);
+
+} // namespace memopt::rt
+
+#endif // MEMOPT_LIB_RUNTIME_DRIVER_H

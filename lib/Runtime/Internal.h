@@ -1,0 +1,248 @@
+//===- Internal.h - helpers shared by the runtime backends -------*- C++
+//-*-===//
+//
+// Private to lib/Runtime: argument validation (so both backends report the
+// same errors), numpy broadcasting, and f16 / bf16 conversion on the host.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_LIB_RUNTIME_INTERNAL_H
+#define MEMOPT_LIB_RUNTIME_INTERNAL_H
+
+#include "memopt/Runtime/Runtime.h"
+
+#include <cstring>
+#include <string>
+
+#ifdef __CUDACC__
+#define MEMOPT_HOST_DEVICE __host__ __device__
+#else
+#define MEMOPT_HOST_DEVICE
+#endif
+
+namespace memopt::rt {
+
+/// Records "message" for `nodeName` on the context; printf-style.
+void failf(Context &ctx, const char *nodeName, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/// Returns true when the context already holds an error: ops then do nothing.
+bool hasError(Context &ctx);
+
+/// "[2, 3, 4]"
+std::string shapeString(const TensorRef &t);
+
+//===----------------------------------------------------------------------===//
+// Validation: each returns false after recording an error.
+//===----------------------------------------------------------------------===//
+
+bool checkTensor(Context &ctx, const char *node, const TensorRef &t,
+                 const char *what);
+bool checkFloat(Context &ctx, const char *node, const TensorRef &t,
+                const char *what);
+bool checkSameDType(Context &ctx, const char *node, const TensorRef &a,
+                    const TensorRef &b, const char *what);
+bool checkSameShape(Context &ctx, const char *node, const TensorRef &a,
+                    const TensorRef &b, const char *what);
+bool checkSameCount(Context &ctx, const char *node, const TensorRef &a,
+                    const TensorRef &b, const char *what);
+/// Every input must broadcast to `out`; with `exact`, `out` must also be
+/// exactly the broadcast shape of the inputs (no extra expansion).
+bool checkBroadcast(Context &ctx, const char *node, const TensorRef *inputs,
+                    int numInputs, const TensorRef &out, bool exact = true);
+bool checkAxis(Context &ctx, const char *node, int axis, int rank);
+
+//===----------------------------------------------------------------------===//
+// Broadcasting
+//===----------------------------------------------------------------------===//
+
+/// Element strides of `in` aligned to `out`'s rank, 0 where `in` broadcasts.
+struct BroadcastStrides {
+  int64_t stride[kMaxRank];
+};
+BroadcastStrides broadcastStrides(const TensorRef &in, const TensorRef &out);
+/// Row-major element strides of a shape.
+void contiguousStrides(const TensorRef &t, int64_t *strides);
+/// True when every dim of `in` (right-aligned) equals `out`'s.
+bool sameShape(const TensorRef &a, const TensorRef &b);
+
+//===----------------------------------------------------------------------===//
+// Host-side f16 / bf16 conversion (round to nearest even, NaN/Inf kept).
+//===----------------------------------------------------------------------===//
+
+inline float halfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else { // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        mantissa <<= 1;
+      } while ((mantissa & 0x400) == 0);
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (mantissa & 0x3ff) << 13;
+    }
+  } else if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | mantissa << 13;
+  } else {
+    bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000;
+  uint32_t absBits = bits & 0x7fffffff;
+  if (absBits >= 0x7f800000) // Inf or NaN
+    return uint16_t(sign | 0x7c00 | (absBits > 0x7f800000 ? 0x200 : 0));
+  if (absBits >= 0x477ff000) // rounds to >= 65520: overflow to Inf
+    return uint16_t(sign | 0x7c00);
+  if (absBits < 0x38800000) { // subnormal half (or zero)
+    if (absBits < 0x33000000)
+      return uint16_t(sign);
+    uint32_t exponent = absBits >> 23;
+    uint32_t mantissa = (absBits & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - exponent; // 14..24
+    uint32_t value = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (value & 1)))
+      ++value;
+    return uint16_t(sign | value);
+  }
+  uint32_t value = ((absBits >> 13) - (112u << 10));
+  uint32_t rest = absBits & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (value & 1)))
+    ++value;
+  return uint16_t(sign | value);
+}
+
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffff) > 0x7f800000)
+    return uint16_t((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return uint16_t((bits + rounding) >> 16);
+}
+
+/// Loads element `i` of a buffer of `dtype` as double (any dtype).
+double loadAsDouble(const void *data, DType dtype, int64_t i);
+/// Stores `v` into element `i` (float→int truncates; →Bool is v != 0).
+void storeFromDouble(void *data, DType dtype, int64_t i, double v);
+
+} // namespace memopt::rt
+
+//===----------------------------------------------------------------------===//
+// Per-op validation shared by both backends (Validate.cpp). Each returns false
+// after recording an error, and fills in the geometry the kernels need.
+//===----------------------------------------------------------------------===//
+
+namespace memopt::rt {
+
+bool validateUnary(Context &ctx, const char *node, UnaryOp op,
+                   const TensorRef &x, const TensorRef &y);
+bool validateBinary(Context &ctx, const char *node, BinaryOp op,
+                    const TensorRef &a, const TensorRef &b, const TensorRef &c);
+bool validateCompare(Context &ctx, const char *node, const TensorRef &a,
+                     const TensorRef &b, const TensorRef &c, bool logical);
+bool validateWhere(Context &ctx, const char *node, const TensorRef &cond,
+                   const TensorRef &x, const TensorRef &z, const TensorRef &y);
+
+struct MatmulGeometry {
+  int64_t m = 0, n = 0, k = 0;
+  int batchRank = 0;
+  int64_t batchCount = 1;
+  TensorRef aBatch, bBatch, cBatch; ///< batch dims only (for broadcasting)
+  /// The bias is a row vector of length N (every other dim 1).
+  bool biasIsRowVector = false;
+};
+bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
+                    const TensorRef &a, const TensorRef &b,
+                    const TensorRef *bias, const TensorRef &c,
+                    MatmulGeometry &geometry);
+
+/// Spatial dims padded to 3 (missing dims are 1 with kernel 1, stride 1).
+struct ConvGeometry {
+  int64_t batch = 0, inChannels = 0, outChannels = 0, group = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t padsBegin[3] = {0, 0, 0}, padsEnd[3] = {0, 0, 0};
+  int64_t strides[3] = {1, 1, 1}, dilations[3] = {1, 1, 1};
+};
+bool validateConv(Context &ctx, const char *node, const ConvParams &params,
+                  bool transposed, const TensorRef &x, const TensorRef &w,
+                  const TensorRef *bias, const TensorRef &y,
+                  ConvGeometry &geometry);
+bool validatePool(Context &ctx, const char *node, const PoolParams &params,
+                  const TensorRef &x, const TensorRef &y,
+                  ConvGeometry &geometry);
+
+/// [outer, axis, inner] view of a tensor around `axis`.
+struct AxisSplit {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+AxisSplit splitAt(const TensorRef &t, int axis);
+
+bool validateLayerNorm(Context &ctx, const char *node, int axis,
+                       const TensorRef &x, const TensorRef &scale,
+                       const TensorRef *bias, const TensorRef &y);
+bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
+                       const TensorRef &scale, const TensorRef &bias,
+                       const TensorRef &mean, const TensorRef &var,
+                       const TensorRef &y);
+bool validateReduce(Context &ctx, const char *node, const int *axes,
+                    int numAxes, const TensorRef &x, const TensorRef &y);
+bool validateTranspose(Context &ctx, const char *node, const int *perm,
+                       const TensorRef &x, const TensorRef &y);
+bool validateConcat(Context &ctx, const char *node, int axis,
+                    const TensorRef *inputs, int numInputs, const TensorRef &y);
+bool validateSlice(Context &ctx, const char *node, const int64_t *starts,
+                   const int64_t *steps, const TensorRef &x,
+                   const TensorRef &y);
+bool validateGather(Context &ctx, const char *node, int axis,
+                    const TensorRef &x, const TensorRef &indices,
+                    const TensorRef &y, bool elements);
+bool validatePad(Context &ctx, const char *node, PadMode mode,
+                 const int64_t *padsBegin, const int64_t *padsEnd,
+                 const TensorRef &x, const TensorRef &y);
+/// Per-axis source coordinate scale for Resize (input/output ratio inverse).
+bool validateResize(Context &ctx, const char *node, const ResizeParams &params,
+                    const TensorRef &x, const TensorRef &y, float *scales);
+
+/// ONNX Resize: the source coordinate of output index `o` along an axis.
+MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
+                                                       float o, float scale,
+                                                       int64_t inSize,
+                                                       int64_t outSize) {
+  switch (mode) {
+  case CoordinateMode::HalfPixel:
+    return (o + 0.5f) / scale - 0.5f;
+  case CoordinateMode::PytorchHalfPixel:
+    return outSize > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
+  case CoordinateMode::AlignCorners:
+    return outSize == 1 ? 0.0f : o * float(inSize - 1) / float(outSize - 1);
+  case CoordinateMode::Asymmetric:
+    return o / scale;
+  case CoordinateMode::TfHalfPixelForCenters:
+    return (o + 0.5f) / scale;
+  }
+  return 0.0f;
+}
+
+} // namespace memopt::rt
+#endif // MEMOPT_LIB_RUNTIME_INTERNAL_H

@@ -1,0 +1,559 @@
+//===- Validate.cpp - per-op argument checks shared by the backends -------===//
+//
+// Both backends call these first, so a malformed call fails with the same
+// message (naming the ONNX node) on the CPU and on the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace memopt::rt {
+
+bool validateUnary(Context &ctx, const char *node, UnaryOp op,
+                   const TensorRef &x, const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output") ||
+      !checkSameCount(ctx, node, x, y, "input/output"))
+    return false;
+  bool intOk = op == UnaryOp::Identity || op == UnaryOp::Neg ||
+               op == UnaryOp::Abs || op == UnaryOp::Relu;
+  if (op == UnaryOp::Not) {
+    if (x.dtype != DType::Bool) {
+      failf(ctx, node, "Not needs a bool input, got %s", dtypeName(x.dtype));
+      return false;
+    }
+    return true;
+  }
+  if (isFloatType(x.dtype) ||
+      (intOk && (x.dtype == DType::I32 || x.dtype == DType::I64)))
+    return true;
+  failf(ctx, node, "unary op %d does not support dtype %s", int(op),
+        dtypeName(x.dtype));
+  return false;
+}
+
+bool validateBinary(Context &ctx, const char *node, BinaryOp op,
+                    const TensorRef &a, const TensorRef &b,
+                    const TensorRef &c) {
+  if (!checkTensor(ctx, node, a, "lhs") || !checkTensor(ctx, node, b, "rhs") ||
+      !checkTensor(ctx, node, c, "output") ||
+      !checkSameDType(ctx, node, a, b, "lhs/rhs") ||
+      !checkSameDType(ctx, node, a, c, "lhs/output"))
+    return false;
+  bool isInt = a.dtype == DType::I32 || a.dtype == DType::I64;
+  if (!isFloatType(a.dtype) && !(isInt && op != BinaryOp::Pow)) {
+    failf(ctx, node, "binary op %d does not support dtype %s", int(op),
+          dtypeName(a.dtype));
+    return false;
+  }
+  TensorRef inputs[2] = {a, b};
+  return checkBroadcast(ctx, node, inputs, 2, c);
+}
+
+bool validateCompare(Context &ctx, const char *node, const TensorRef &a,
+                     const TensorRef &b, const TensorRef &c, bool logical) {
+  if (!checkTensor(ctx, node, a, "lhs") || !checkTensor(ctx, node, b, "rhs") ||
+      !checkTensor(ctx, node, c, "output") ||
+      !checkSameDType(ctx, node, a, b, "lhs/rhs"))
+    return false;
+  if (c.dtype != DType::Bool || (logical && a.dtype != DType::Bool)) {
+    failf(ctx, node, "%s needs bool %s", logical ? "logical op" : "compare",
+          logical ? "inputs and output" : "output");
+    return false;
+  }
+  if (!logical && a.dtype == DType::Bool) {
+    failf(ctx, node, "compare does not support bool inputs");
+    return false;
+  }
+  TensorRef inputs[2] = {a, b};
+  return checkBroadcast(ctx, node, inputs, 2, c);
+}
+
+bool validateWhere(Context &ctx, const char *node, const TensorRef &cond,
+                   const TensorRef &x, const TensorRef &z, const TensorRef &y) {
+  if (!checkTensor(ctx, node, cond, "condition") ||
+      !checkTensor(ctx, node, x, "X") || !checkTensor(ctx, node, z, "Y") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, z, "X/Y") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
+    return false;
+  if (cond.dtype != DType::Bool) {
+    failf(ctx, node, "condition must be bool, got %s", dtypeName(cond.dtype));
+    return false;
+  }
+  TensorRef inputs[3] = {cond, x, z};
+  return checkBroadcast(ctx, node, inputs, 3, y);
+}
+
+static TensorRef leadingDims(const TensorRef &t, int rank) {
+  TensorRef result = t;
+  result.rank = rank;
+  return result;
+}
+
+bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
+                    const TensorRef &a, const TensorRef &b,
+                    const TensorRef *bias, const TensorRef &c,
+                    MatmulGeometry &g) {
+  if (!checkFloat(ctx, node, a, "A") || !checkFloat(ctx, node, b, "B") ||
+      !checkFloat(ctx, node, c, "output") ||
+      !checkSameDType(ctx, node, a, b, "A/B") ||
+      !checkSameDType(ctx, node, a, c, "A/output"))
+    return false;
+  if (a.rank < 2 || b.rank < 2 || c.rank < 2) {
+    failf(ctx, node, "matmul operands need rank >= 2 (got %d, %d -> %d)",
+          a.rank, b.rank, c.rank);
+    return false;
+  }
+  int64_t am = a.shape[a.rank - 2], ak = a.shape[a.rank - 1];
+  if (params.transA)
+    std::swap(am, ak);
+  int64_t bk = b.shape[b.rank - 2], bn = b.shape[b.rank - 1];
+  if (params.transB)
+    std::swap(bk, bn);
+  if (ak != bk || c.shape[c.rank - 2] != am || c.shape[c.rank - 1] != bn) {
+    failf(ctx, node, "matmul shapes do not agree: A %s%s, B %s%s, output %s",
+          shapeString(a).c_str(), params.transA ? "^T" : "",
+          shapeString(b).c_str(), params.transB ? "^T" : "",
+          shapeString(c).c_str());
+    return false;
+  }
+  g.m = am;
+  g.n = bn;
+  g.k = ak;
+  g.batchRank = c.rank - 2;
+  g.aBatch = leadingDims(a, a.rank - 2);
+  g.bBatch = leadingDims(b, b.rank - 2);
+  g.cBatch = leadingDims(c, c.rank - 2);
+  g.batchCount = g.cBatch.numElements();
+  TensorRef batches[2] = {g.aBatch, g.bBatch};
+  if (!checkBroadcast(ctx, node, batches, 2, g.cBatch))
+    return false;
+  if (bias) {
+    if (!checkTensor(ctx, node, *bias, "bias") ||
+        !checkSameDType(ctx, node, *bias, c, "bias/output"))
+      return false;
+    TensorRef biasRef = *bias;
+    if (!checkBroadcast(ctx, node, &biasRef, 1, c, /*exact=*/false))
+      return false;
+    g.biasIsRowVector =
+        biasRef.numElements() == g.n &&
+        (biasRef.rank >= 1 && biasRef.shape[biasRef.rank - 1] == g.n);
+  }
+  return true;
+}
+
+static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
+                            const TensorRef &x, const TensorRef &y) {
+  if (spatialRank < 1 || spatialRank > 3) {
+    failf(ctx, node, "spatial rank %d not supported (1..3)", spatialRank);
+    return false;
+  }
+  if (x.rank != spatialRank + 2 || y.rank != spatialRank + 2) {
+    failf(ctx, node, "expected rank-%d NC... tensors, got %s -> %s",
+          spatialRank + 2, shapeString(x).c_str(), shapeString(y).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateConv(Context &ctx, const char *node, const ConvParams &params,
+                  bool transposed, const TensorRef &x, const TensorRef &w,
+                  const TensorRef *bias, const TensorRef &y, ConvGeometry &g) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, w, "W") ||
+      !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, w, "X/W") ||
+      !checkSameDType(ctx, node, x, y, "X/output") ||
+      !validateSpatial(ctx, node, params.spatialRank, x, y))
+    return false;
+  if (w.rank != x.rank) {
+    failf(ctx, node, "weight rank %d does not match input rank %d", w.rank,
+          x.rank);
+    return false;
+  }
+  int sr = params.spatialRank;
+  g.batch = x.shape[0];
+  g.inChannels = x.shape[1];
+  g.outChannels = y.shape[1];
+  g.group = params.group;
+  if (g.group < 1 || g.inChannels % g.group || g.outChannels % g.group) {
+    failf(ctx, node, "group %lld does not divide channels %lld -> %lld",
+          (long long)g.group, (long long)g.inChannels,
+          (long long)g.outChannels);
+    return false;
+  }
+  int64_t wIn = transposed ? w.shape[0] : w.shape[1] * g.group;
+  int64_t wOut = transposed ? w.shape[1] * g.group : w.shape[0];
+  if (wIn != g.inChannels || wOut != g.outChannels || y.shape[0] != g.batch) {
+    failf(ctx, node, "weight %s does not fit input %s and output %s",
+          shapeString(w).c_str(), shapeString(x).c_str(),
+          shapeString(y).c_str());
+    return false;
+  }
+  for (int i = 0; i < sr; ++i) {
+    int d = 3 - sr + i;
+    g.in[d] = x.shape[2 + i];
+    g.out[d] = y.shape[2 + i];
+    g.kernel[d] = w.shape[2 + i];
+    g.padsBegin[d] = params.padsBegin[i];
+    g.padsEnd[d] = params.padsEnd[i];
+    g.strides[d] = params.strides[i];
+    g.dilations[d] = params.dilations[i];
+    if (g.strides[d] < 1 || g.dilations[d] < 1 || g.padsBegin[d] < 0 ||
+        g.padsEnd[d] < 0) {
+      failf(ctx, node, "invalid stride/dilation/pad on spatial axis %d", i);
+      return false;
+    }
+    int64_t span = g.dilations[d] * (g.kernel[d] - 1) + 1;
+    int64_t expected =
+        transposed
+            ? g.strides[d] * (g.in[d] - 1) + params.outputPadding[i] + span -
+                  g.padsBegin[d] - g.padsEnd[d]
+            : (g.in[d] + g.padsBegin[d] + g.padsEnd[d] - span) / g.strides[d] +
+                  1;
+    if (expected != g.out[d]) {
+      failf(ctx, node,
+            "output spatial size %lld on axis %d does not match the expected "
+            "%lld",
+            (long long)g.out[d], i, (long long)expected);
+      return false;
+    }
+  }
+  if (bias) {
+    if (!checkTensor(ctx, node, *bias, "bias") ||
+        !checkSameDType(ctx, node, *bias, y, "bias/output"))
+      return false;
+    if (bias->numElements() != g.outChannels) {
+      failf(ctx, node, "bias %s does not have %lld elements",
+            shapeString(*bias).c_str(), (long long)g.outChannels);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool validatePool(Context &ctx, const char *node, const PoolParams &params,
+                  const TensorRef &x, const TensorRef &y, ConvGeometry &g) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "X/output") ||
+      !validateSpatial(ctx, node, params.spatialRank, x, y))
+    return false;
+  if (x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    failf(ctx, node, "pool input %s and output %s differ in N or C",
+          shapeString(x).c_str(), shapeString(y).c_str());
+    return false;
+  }
+  int sr = params.spatialRank;
+  g.batch = x.shape[0];
+  g.inChannels = g.outChannels = x.shape[1];
+  for (int i = 0; i < sr; ++i) {
+    int d = 3 - sr + i;
+    g.in[d] = x.shape[2 + i];
+    g.out[d] = y.shape[2 + i];
+    g.kernel[d] = params.kernel[i];
+    g.padsBegin[d] = params.padsBegin[i];
+    g.padsEnd[d] = params.padsEnd[i];
+    g.strides[d] = params.strides[i];
+    g.dilations[d] = params.dilations[i];
+    if (g.kernel[d] < 1 || g.strides[d] < 1 || g.dilations[d] < 1 ||
+        g.padsBegin[d] < 0 || g.padsEnd[d] < 0) {
+      failf(ctx, node, "invalid kernel/stride/dilation/pad on axis %d", i);
+      return false;
+    }
+    int64_t span = g.dilations[d] * (g.kernel[d] - 1) + 1;
+    int64_t room = g.in[d] + g.padsBegin[d] + g.padsEnd[d] - span;
+    int64_t expected =
+        (params.ceilMode ? (room + g.strides[d] - 1) / g.strides[d]
+                         : room / g.strides[d]) +
+        1;
+    // ONNX ceil_mode: drop a last window that starts in the end padding.
+    if (params.ceilMode &&
+        (expected - 1) * g.strides[d] >= g.in[d] + g.padsBegin[d])
+      --expected;
+    if (expected != g.out[d]) {
+      failf(ctx, node,
+            "output spatial size %lld on axis %d does not match the expected "
+            "%lld",
+            (long long)g.out[d], i, (long long)expected);
+      return false;
+    }
+  }
+  return true;
+}
+
+AxisSplit splitAt(const TensorRef &t, int axis) {
+  AxisSplit s;
+  for (int i = 0; i < t.rank; ++i) {
+    if (i < axis)
+      s.outer *= t.shape[i];
+    else if (i == axis)
+      s.axis = t.shape[i];
+    else
+      s.inner *= t.shape[i];
+  }
+  return s;
+}
+
+bool validateLayerNorm(Context &ctx, const char *node, int axis,
+                       const TensorRef &x, const TensorRef &scale,
+                       const TensorRef *bias, const TensorRef &y) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
+      !checkFloat(ctx, node, scale, "scale") ||
+      !checkSameShape(ctx, node, x, y, "X/output") ||
+      !checkSameDType(ctx, node, x, y, "X/output") ||
+      !checkAxis(ctx, node, axis, x.rank))
+    return false;
+  int64_t cols = 1;
+  for (int i = axis; i < x.rank; ++i)
+    cols *= x.shape[i];
+  if (scale.numElements() != cols) {
+    failf(ctx, node, "scale %s does not have the %lld normalized elements",
+          shapeString(scale).c_str(), (long long)cols);
+    return false;
+  }
+  if (bias && (!checkFloat(ctx, node, *bias, "bias") ||
+               !checkSameDType(ctx, node, *bias, scale, "bias/scale") ||
+               !checkSameCount(ctx, node, *bias, scale, "bias/scale")))
+    return false;
+  return true;
+}
+
+bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
+                       const TensorRef &scale, const TensorRef &bias,
+                       const TensorRef &mean, const TensorRef &var,
+                       const TensorRef &y) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
+      !checkSameShape(ctx, node, x, y, "X/output") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
+    return false;
+  if (x.rank < 2) {
+    failf(ctx, node, "BatchNormalization needs rank >= 2, got %s",
+          shapeString(x).c_str());
+    return false;
+  }
+  const TensorRef *params[4] = {&scale, &bias, &mean, &var};
+  const char *names[4] = {"scale", "B", "mean", "var"};
+  for (int i = 0; i < 4; ++i) {
+    if (!checkFloat(ctx, node, *params[i], names[i]))
+      return false;
+    if (params[i]->numElements() != x.shape[1]) {
+      failf(ctx, node, "%s %s does not have %lld channels", names[i],
+            shapeString(*params[i]).c_str(), (long long)x.shape[1]);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool validateReduce(Context &ctx, const char *node, const int *axes,
+                    int numAxes, const TensorRef &x, const TensorRef &y) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
+    return false;
+  int64_t kept = 1;
+  int next = 0;
+  for (int i = 0; i < x.rank; ++i) {
+    if (next < numAxes && axes[next] == i) {
+      ++next;
+      continue;
+    }
+    kept *= x.shape[i];
+  }
+  for (int i = 0; i < numAxes; ++i) {
+    if (axes[i] < 0 || axes[i] >= x.rank || (i && axes[i] <= axes[i - 1])) {
+      failf(ctx, node, "reduce axes must be sorted, unique and in [0, %d)",
+            x.rank);
+      return false;
+    }
+  }
+  if (kept != y.numElements()) {
+    failf(ctx, node, "output %s does not hold the %lld reduced elements",
+          shapeString(y).c_str(), (long long)kept);
+    return false;
+  }
+  return true;
+}
+
+bool validateTranspose(Context &ctx, const char *node, const int *perm,
+                       const TensorRef &x, const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output"))
+    return false;
+  bool ok = x.rank == y.rank;
+  unsigned seen = 0;
+  for (int i = 0; ok && i < x.rank; ++i) {
+    ok = perm[i] >= 0 && perm[i] < x.rank && !(seen & (1u << perm[i])) &&
+         y.shape[i] == x.shape[perm[i]];
+    if (ok)
+      seen |= 1u << perm[i];
+  }
+  if (!ok) {
+    failf(ctx, node, "perm does not map input %s to output %s",
+          shapeString(x).c_str(), shapeString(y).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateConcat(Context &ctx, const char *node, int axis,
+                    const TensorRef *inputs, int numInputs,
+                    const TensorRef &y) {
+  if (!checkTensor(ctx, node, y, "output") ||
+      !checkAxis(ctx, node, axis, y.rank))
+    return false;
+  int64_t total = 0;
+  for (int k = 0; k < numInputs; ++k) {
+    const TensorRef &in = inputs[k];
+    if (!checkTensor(ctx, node, in, "input") ||
+        !checkSameDType(ctx, node, in, y, "input/output"))
+      return false;
+    bool ok = in.rank == y.rank;
+    for (int i = 0; ok && i < y.rank; ++i)
+      ok = i == axis || in.shape[i] == y.shape[i];
+    if (!ok) {
+      failf(ctx, node, "part %d of shape %s does not fit output %s on axis %d",
+            k, shapeString(in).c_str(), shapeString(y).c_str(), axis);
+      return false;
+    }
+    total += in.shape[axis];
+  }
+  if (total != y.shape[axis]) {
+    failf(ctx, node, "parts sum to %lld along axis %d, output has %lld",
+          (long long)total, axis, (long long)y.shape[axis]);
+    return false;
+  }
+  return true;
+}
+
+bool validateSlice(Context &ctx, const char *node, const int64_t *starts,
+                   const int64_t *steps, const TensorRef &x,
+                   const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output"))
+    return false;
+  if (x.rank != y.rank) {
+    failf(ctx, node, "slice keeps the rank: %s -> %s", shapeString(x).c_str(),
+          shapeString(y).c_str());
+    return false;
+  }
+  for (int i = 0; i < x.rank; ++i) {
+    if (y.shape[i] == 0)
+      continue;
+    int64_t last = starts[i] + (y.shape[i] - 1) * steps[i];
+    if (steps[i] == 0 || starts[i] < 0 || starts[i] >= x.shape[i] || last < 0 ||
+        last >= x.shape[i]) {
+      failf(ctx, node,
+            "slice on axis %d (start %lld, step %lld, %lld elements) leaves "
+            "the input dim %lld",
+            i, (long long)starts[i], (long long)steps[i], (long long)y.shape[i],
+            (long long)x.shape[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool validateGather(Context &ctx, const char *node, int axis,
+                    const TensorRef &x, const TensorRef &indices,
+                    const TensorRef &y, bool elements) {
+  if (!checkTensor(ctx, node, x, "data") ||
+      !checkTensor(ctx, node, indices, "indices") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "data/output") ||
+      !checkAxis(ctx, node, axis, x.rank))
+    return false;
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32) {
+    failf(ctx, node, "indices must be i64 or i32, got %s",
+          dtypeName(indices.dtype));
+    return false;
+  }
+  bool ok;
+  if (elements) {
+    ok = sameShape(indices, y) && indices.rank == x.rank;
+    for (int i = 0; ok && i < x.rank; ++i)
+      ok = i == axis || indices.shape[i] <= x.shape[i];
+  } else {
+    ok = y.rank == x.rank - 1 + indices.rank;
+    for (int i = 0; ok && i < y.rank; ++i) {
+      int64_t expected = i < axis ? x.shape[i]
+                         : i < axis + indices.rank
+                             ? indices.shape[i - axis]
+                             : x.shape[i - indices.rank + 1];
+      ok = y.shape[i] == expected;
+    }
+  }
+  if (!ok) {
+    failf(ctx, node, "output %s does not match data %s and indices %s",
+          shapeString(y).c_str(), shapeString(x).c_str(),
+          shapeString(indices).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validatePad(Context &ctx, const char *node, PadMode mode,
+                 const int64_t *padsBegin, const int64_t *padsEnd,
+                 const TensorRef &x, const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output"))
+    return false;
+  bool ok = x.rank == y.rank;
+  for (int i = 0; ok && i < x.rank; ++i) {
+    ok = y.shape[i] == x.shape[i] + padsBegin[i] + padsEnd[i];
+    if (mode == PadMode::Reflect)
+      ok = ok && padsBegin[i] < std::max<int64_t>(x.shape[i], 1) &&
+           padsEnd[i] < std::max<int64_t>(x.shape[i], 1);
+    if (mode != PadMode::Constant && x.shape[i] == 0 && y.shape[i] > 0)
+      ok = false;
+  }
+  if (!ok) {
+    failf(ctx, node, "pads do not map input %s to output %s",
+          shapeString(x).c_str(), shapeString(y).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateResize(Context &ctx, const char *node, const ResizeParams &params,
+                    const TensorRef &x, const TensorRef &y, float *scales) {
+  if (!checkTensor(ctx, node, x, "X") || !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
+    return false;
+  if (params.mode == ResizeMode::Linear && !isFloatType(x.dtype)) {
+    failf(ctx, node, "linear resize needs a float dtype, got %s",
+          dtypeName(x.dtype));
+    return false;
+  }
+  if (x.rank != y.rank) {
+    failf(ctx, node, "resize keeps the rank: %s -> %s", shapeString(x).c_str(),
+          shapeString(y).c_str());
+    return false;
+  }
+  int resized = 0;
+  for (int i = 0; i < x.rank; ++i) {
+    if (x.shape[i] == 0 && y.shape[i] != 0) {
+      failf(ctx, node, "cannot resize an empty axis %d", i);
+      return false;
+    }
+    scales[i] = params.scales[i] > 0
+                    ? params.scales[i]
+                    : (x.shape[i] ? float(y.shape[i]) / float(x.shape[i]) : 1);
+    if (x.shape[i] != y.shape[i] || scales[i] != 1.0f)
+      ++resized;
+  }
+  if (params.mode == ResizeMode::Linear && resized > 3) {
+    failf(ctx, node, "linear resize over %d axes (at most 3 supported)",
+          resized);
+    return false;
+  }
+  return true;
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,389 @@
+//===- DriverTest.cpp - .npy I/O, random weights and the executable -------===//
+//
+// The executable tests run the example program (ExampleProgram.cpp linked
+// with the runtime main and the host backend) as a child process, with .npy
+// files written here, and compare its output with a reference computed here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+#include "TestUtil.h"
+#include "memopt/Runtime/Npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace memopt::rt;
+
+namespace {
+
+TEST(Npy, RoundTripsEveryDType) {
+  for (DType dtype : {DType::F32, DType::F16, DType::F64, DType::I64,
+                      DType::I32, DType::I8, DType::U8, DType::Bool}) {
+    for (std::vector<int64_t> shape :
+         {std::vector<int64_t>{}, {5}, {2, 3, 4}, {1, 0, 3}}) {
+      NpyArray array;
+      array.dtype = dtype;
+      array.shape = shape;
+      array.data.resize(size_t(array.numElements()) * dtypeSize(dtype));
+      for (size_t i = 0; i < array.data.size(); ++i)
+        array.data[i] = uint8_t(i * 7 + 1);
+      std::vector<uint8_t> bytes = serializeNpy(array);
+      // The data starts 64-byte aligned, as NumPy writes it.
+      size_t headerLen = bytes[8] | size_t(bytes[9]) << 8;
+      EXPECT_EQ((10 + headerLen) % 64, 0u);
+      NpyArray parsed;
+      std::string error;
+      ASSERT_TRUE(parseNpy(bytes, parsed, error)) << error;
+      EXPECT_EQ(parsed.dtype, dtype);
+      EXPECT_EQ(parsed.shape, shape);
+      EXPECT_EQ(parsed.data, array.data);
+    }
+  }
+}
+
+std::vector<uint8_t> handMade(int version, const std::string &header,
+                              size_t dataBytes) {
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', uint8_t(version),
+                                0};
+  bytes.push_back(uint8_t(header.size()));
+  bytes.push_back(uint8_t(header.size() >> 8));
+  if (version >= 2) {
+    bytes.push_back(0);
+    bytes.push_back(0);
+  }
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  for (size_t i = 0; i < dataBytes; ++i)
+    bytes.push_back(uint8_t(i));
+  return bytes;
+}
+
+TEST(Npy, ParsesVersion2AndNumpyStyleHeaders) {
+  NpyArray array;
+  std::string error;
+  ASSERT_TRUE(parseNpy(handMade(2,
+                                "{'descr': '<i8', 'fortran_order': False, "
+                                "'shape': (3, 2), }      \n",
+                                48),
+                       array, error))
+      << error;
+  EXPECT_EQ(array.dtype, DType::I64);
+  EXPECT_EQ(array.shape, (std::vector<int64_t>{3, 2}));
+  ASSERT_TRUE(parseNpy(handMade(1,
+                                "{'descr': '|b1', 'fortran_order': False, "
+                                "'shape': (7,), }\n",
+                                7),
+                       array, error));
+  EXPECT_EQ(array.dtype, DType::Bool);
+  EXPECT_EQ(array.shape, (std::vector<int64_t>{7}));
+}
+
+TEST(Npy, RejectsWhatItCannotRead) {
+  NpyArray array;
+  std::string error;
+  EXPECT_FALSE(parseNpy({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, array, error));
+  EXPECT_NE(error.find("magic"), std::string::npos);
+  EXPECT_FALSE(parseNpy(handMade(1,
+                                 "{'descr': '>f4', 'fortran_order': False, "
+                                 "'shape': (2,), }\n",
+                                 8),
+                        array, error));
+  EXPECT_NE(error.find(">f4"), std::string::npos);
+  EXPECT_FALSE(parseNpy(handMade(1,
+                                 "{'descr': '<f4', 'fortran_order': True, "
+                                 "'shape': (2, 2), }\n",
+                                 16),
+                        array, error));
+  EXPECT_NE(error.find("Fortran"), std::string::npos);
+  EXPECT_FALSE(parseNpy(handMade(1,
+                                 "{'descr': '<f4', 'fortran_order': False, "
+                                 "'shape': (4,), }\n",
+                                 15),
+                        array, error));
+  EXPECT_NE(error.find("truncated"), std::string::npos);
+}
+
+TensorInfo weightInfo(const char *name, DType dtype, std::vector<int64_t> shape,
+                      int64_t offset, const void *init = nullptr) {
+  TensorInfo info{name, dtype, int32_t(shape.size()), {}, offset, init};
+  for (size_t i = 0; i < shape.size(); ++i)
+    info.shape[i] = shape[i];
+  return info;
+}
+
+TEST(RandomWeights, DeterministicScaledAndRespectsEmbeddedConstants) {
+  int64_t shapeConstant[2] = {7, -1};
+  TensorInfo weights[] = {
+      weightInfo("w", DType::F32, {64, 16, 3, 3}, 0),
+      weightInfo("b", DType::F16, {64}, 64 * 16 * 9 * 4),
+      weightInfo("shape", DType::I64, {2}, 64 * 16 * 9 * 4 + 128,
+                 shapeConstant),
+  };
+  ProgramInfo program{kProgramAbiVersion,
+                      "w",
+                      0,
+                      64 * 16 * 9 * 4 + 144,
+                      0,
+                      0,
+                      3,
+                      nullptr,
+                      nullptr,
+                      weights,
+                      nullptr};
+  std::vector<uint8_t> a, b, c;
+  fillRandomWeights(program, 1, a);
+  fillRandomWeights(program, 1, b);
+  fillRandomWeights(program, 2, c);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  const float *w = reinterpret_cast<const float *>(a.data());
+  double bound = 1 / std::sqrt(16.0 * 9), sum = 0, maxAbs = 0;
+  for (int i = 0; i < 64 * 16 * 9; ++i) {
+    sum += w[i];
+    maxAbs = std::max(maxAbs, double(std::fabs(w[i])));
+  }
+  EXPECT_LE(maxAbs, bound);
+  EXPECT_GT(maxAbs, bound * 0.9); // actually spans the range
+  EXPECT_LT(std::fabs(sum / (64 * 16 * 9)), bound * 0.1);
+  for (int i = 0; i < 64; ++i) {
+    uint16_t h;
+    std::memcpy(&h, a.data() + 64 * 16 * 9 * 4 + i * 2, 2);
+    float v = test::decodeHalf(h);
+    EXPECT_GE(v, 0.5f);
+    EXPECT_LT(v, 1.5f);
+  }
+  EXPECT_EQ(std::memcmp(a.data() + 64 * 16 * 9 * 4 + 128, shapeConstant, 16),
+            0);
+}
+
+//===----------------------------------------------------------------------===//
+// The executable
+//===----------------------------------------------------------------------===//
+
+class Executable : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/memopt-runtime-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir = pattern;
+  }
+  void TearDown() override {
+    std::string command = "rm -rf '" + dir + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0);
+  }
+  /// Runs the example model; returns the exit status, stderr in `log`.
+  int runModel(const std::string &args, std::string &log) {
+    std::string logPath = dir + "/log.txt";
+    std::string command = std::string(MEMOPT_EXAMPLE_MODEL) + " " + args +
+                          " > '" + logPath + "' 2>&1";
+    int status = std::system(command.c_str());
+    std::ifstream in(logPath);
+    log.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void writeArray(const std::string &name, DType dtype,
+                  std::vector<int64_t> shape, const std::vector<float> &v) {
+    NpyArray array;
+    array.dtype = dtype;
+    array.shape = shape;
+    array.data.resize(v.size() * 4);
+    std::memcpy(array.data.data(), v.data(), array.data.size());
+    std::string error;
+    ASSERT_TRUE(writeNpy(dir + "/" + name, array, error)) << error;
+  }
+  std::string dir;
+};
+
+std::vector<float> randomValues(size_t n, unsigned seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(0.1f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = (rng() & 1 ? 1 : -1) * dist(rng) * scale;
+  return v;
+}
+
+/// The example CNN, computed directly.
+std::vector<double> referenceExample(const std::vector<float> &image,
+                                     const std::vector<float> &weights) {
+  const float *w1 = weights.data(), *b1 = weights.data() + 112;
+  const float *w2 = weights.data() + 128, *b2 = weights.data() + 160;
+  std::vector<double> probs;
+  for (int n = 0; n < 2; ++n) {
+    double features[4];
+    for (int m = 0; m < 4; ++m) {
+      double conv[8][8];
+      for (int y = 0; y < 8; ++y)
+        for (int x = 0; x < 8; ++x) {
+          double acc = b1[m];
+          for (int c = 0; c < 3; ++c)
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                int iy = y + ky - 1, ix = x + kx - 1;
+                if (iy >= 0 && iy < 8 && ix >= 0 && ix < 8)
+                  acc += image[((n * 3 + c) * 8 + iy) * 8 + ix] *
+                         w1[((m * 3 + c) * 3 + ky) * 3 + kx];
+              }
+          conv[y][x] = std::max(acc, 0.0);
+        }
+      double mean = 0;
+      for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x)
+          mean +=
+              std::max({conv[2 * y][2 * x], conv[2 * y][2 * x + 1],
+                        conv[2 * y + 1][2 * x], conv[2 * y + 1][2 * x + 1]}) /
+              16;
+      features[m] = mean;
+    }
+    double logits[5], total = 0;
+    for (int j = 0; j < 5; ++j) {
+      logits[j] = b2[j];
+      for (int k = 0; k < 4; ++k)
+        logits[j] += features[k] * w2[k * 5 + j];
+      total += std::exp(logits[j]);
+    }
+    for (int j = 0; j < 5; ++j)
+      probs.push_back(std::exp(logits[j]) / total);
+  }
+  return probs;
+}
+
+TEST_F(Executable, RunsTheExampleProgramEndToEnd) {
+  std::vector<float> image = randomValues(2 * 3 * 8 * 8, 1, 1.0f);
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8}, image);
+  // Weight region image: w1 @0, b1 @448, w2 @512, b2 @640, 704 bytes.
+  std::vector<float> weights(176, 0.0f);
+  std::vector<float> w1 = randomValues(108, 2, 0.5f),
+                     b1 = randomValues(4, 3, 0.2f);
+  std::vector<float> w2 = randomValues(20, 4, 2.0f),
+                     b2 = randomValues(5, 5, 0.5f);
+  std::copy(w1.begin(), w1.end(), weights.begin());
+  std::copy(b1.begin(), b1.end(), weights.begin() + 112);
+  std::copy(w2.begin(), w2.end(), weights.begin() + 128);
+  std::copy(b2.begin(), b2.end(), weights.begin() + 160);
+  {
+    std::ofstream out(dir + "/weights.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char *>(weights.data()), 704);
+  }
+  std::string log;
+  ASSERT_EQ(runModel("--input image=" + dir + "/image.npy --weights " + dir +
+                         "/weights.bin --output-dir " + dir,
+                     log),
+            0)
+      << log;
+  NpyArray probs;
+  std::string error;
+  ASSERT_TRUE(readNpy(dir + "/probs.npy", probs, error)) << error;
+  ASSERT_EQ(probs.dtype, DType::F32);
+  ASSERT_EQ(probs.shape, (std::vector<int64_t>{2, 5}));
+  std::vector<double> expected = referenceExample(image, weights);
+  const float *got = reinterpret_cast<const float *>(probs.data.data());
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(got[i], expected[size_t(i)], 1e-5) << i;
+  // Not a degenerate answer: the classes differ.
+  EXPECT_GT(std::fabs(expected[0] - expected[1]), 1e-4);
+}
+
+TEST_F(Executable, BenchPrintsLatencyAndMemory) {
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 6, 1.0f));
+  std::string log;
+  ASSERT_EQ(runModel("--input image=" + dir +
+                         "/image.npy --random-weights 3 --bench 5",
+                     log),
+            0)
+      << log;
+  EXPECT_NE(log.find("bench: backend=host runs=5 median_ms="),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("arena_bytes=1052672 weight_bytes=704"), std::string::npos)
+      << log;
+}
+
+TEST_F(Executable, RandomWeightsAreDeterministic) {
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 7, 1.0f));
+  std::string log, outputs[3];
+  for (int run = 0; run < 3; ++run) {
+    std::string sub = dir + "/out" + std::to_string(run);
+    ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+    ASSERT_EQ(runModel("--input image=" + dir + "/image.npy --random-weights " +
+                           (run < 2 ? "11" : "12") + " --output-dir " + sub,
+                       log),
+              0)
+        << log;
+    std::ifstream in(sub + "/probs.npy", std::ios::binary);
+    outputs[run].assign(std::istreambuf_iterator<char>(in),
+                        std::istreambuf_iterator<char>());
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_NE(outputs[0], outputs[2]);
+}
+
+TEST_F(Executable, RejectsBadInputsWithClearMessages) {
+  writeArray("wrong_shape.npy", DType::F32, {2, 3, 8, 7},
+             randomValues(336, 8, 1.0f));
+  std::string log;
+  EXPECT_EQ(runModel("--input image=" + dir +
+                         "/wrong_shape.npy --random-weights 1 --output-dir " +
+                         dir,
+                     log),
+            1);
+  EXPECT_NE(log.find("input 'image' has shape [2, 3, 8, 7]; the program "
+                     "expects [2, 3, 8, 8]"),
+            std::string::npos)
+      << log;
+
+  NpyArray ints;
+  ints.dtype = DType::I32;
+  ints.shape = {2, 3, 8, 8};
+  ints.data.assign(384 * 4, 1);
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir + "/ints.npy", ints, error));
+  EXPECT_EQ(runModel("--input image=" + dir +
+                         "/ints.npy --random-weights 1 "
+                         "--output-dir " +
+                         dir,
+                     log),
+            1);
+  EXPECT_NE(log.find("input 'image' has dtype i32; the program expects f32"),
+            std::string::npos)
+      << log;
+
+  EXPECT_EQ(runModel("--random-weights 1 --output-dir " + dir, log), 1);
+  EXPECT_NE(log.find("missing input 'image'"), std::string::npos) << log;
+
+  EXPECT_EQ(
+      runModel("--input photo=" + dir + "/ints.npy --output-dir " + dir, log),
+      1);
+  EXPECT_NE(log.find("unknown input 'photo' (the program has: image)"),
+            std::string::npos)
+      << log;
+
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 9, 1.0f));
+  EXPECT_EQ(
+      runModel("--input image=" + dir + "/image.npy --output-dir " + dir, log),
+      1);
+  EXPECT_NE(log.find("--random-weights"), std::string::npos) << log;
+
+  {
+    std::ofstream out(dir + "/short.bin", std::ios::binary);
+    out << "abc";
+  }
+  EXPECT_EQ(runModel("--input image=" + dir + "/image.npy --weights " + dir +
+                         "/short.bin --output-dir " + dir,
+                     log),
+            1);
+  EXPECT_NE(log.find("has 3 bytes; the program's weight region has 704"),
+            std::string::npos)
+      << log;
+}
+
+} // namespace

@@ -1,0 +1,733 @@
+//===- HostKernelsTest.cpp - host backend kernels vs naive references -----===//
+//
+// Each kernel family runs on small, odd-sized, never-zero random inputs and is
+// compared with a reference written here from the ONNX definition (direct
+// loops, not the backend's code).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+using namespace memopt::rt;
+using namespace memopt::rt::test;
+
+namespace {
+
+class HostKernels : public ::testing::Test {
+protected:
+  void SetUp() override { ctx = createContext(); }
+  void TearDown() override {
+    EXPECT_EQ(contextError(*ctx), nullptr)
+        << "unexpected runtime error: " << contextError(*ctx);
+    destroyContext(ctx);
+  }
+  Buffer random(DType dtype, std::vector<int64_t> shape, unsigned seed) {
+    Buffer b(dtype, shape);
+    fillRandom(*ctx, b, seed);
+    return b;
+  }
+  Context *ctx = nullptr;
+};
+
+void expectClose(const Buffer &out, const std::vector<double> &expected,
+                 double tol) {
+  ASSERT_EQ(size_t(out.count()), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double got = out.at(int64_t(i));
+    EXPECT_NEAR(got, expected[i], tol * std::max(1.0, std::fabs(expected[i])))
+        << "element " << i;
+  }
+}
+
+/// Row-major coordinates of `index` in `shape`.
+std::vector<int64_t> coordsOf(int64_t index,
+                              const std::vector<int64_t> &shape) {
+  std::vector<int64_t> c(shape.size());
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    c[size_t(d)] = index % shape[size_t(d)];
+    index /= shape[size_t(d)];
+  }
+  return c;
+}
+
+int64_t indexOf(const std::vector<int64_t> &coords,
+                const std::vector<int64_t> &shape) {
+  int64_t index = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    index = index * shape[d] + coords[d];
+  return index;
+}
+
+/// Value of a (right-aligned, broadcast) input at output coordinates.
+double broadcastAt(const Buffer &in, const std::vector<int64_t> &outCoords) {
+  std::vector<int64_t> c(in.shape.size());
+  size_t offset = outCoords.size() - in.shape.size();
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    c[d] = in.shape[d] == 1 ? 0 : outCoords[offset + d];
+  return in.at(indexOf(c, in.shape));
+}
+
+TEST_F(HostKernels, HalfAndBf16Conversions) {
+  Buffer f(DType::F32, {6});
+  float values[6] = {1.0f, -2.5f, 65504.0f, 5.9604645e-8f, 1e-3f, 3.14159f};
+  std::memcpy(f.storage.data(), values, sizeof(values));
+  Buffer h(DType::F16, {6}), b(DType::BF16, {6});
+  cast(*ctx, "to_f16", f.ref(), h.ref());
+  cast(*ctx, "to_bf16", f.ref(), b.ref());
+  uint16_t bits[6];
+  std::memcpy(bits, h.storage.data(), 12);
+  EXPECT_EQ(bits[0], 0x3c00);
+  EXPECT_EQ(bits[1], 0xc100);
+  EXPECT_EQ(bits[2], 0x7bff); // largest finite half
+  EXPECT_EQ(bits[3], 0x0001); // smallest subnormal
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(h.at(i), values[i], std::fabs(values[i]) * 1e-3) << i;
+    EXPECT_NEAR(b.at(i), values[i], std::fabs(values[i]) * 8e-3) << i;
+  }
+  // Round to nearest even at the half tie 1 + 2^-11.
+  Buffer tie(DType::F32, {1}), tieHalf(DType::F16, {1});
+  float t = 1.0f + std::ldexp(1.0f, -11);
+  std::memcpy(tie.storage.data(), &t, 4);
+  cast(*ctx, "tie", tie.ref(), tieHalf.ref());
+  EXPECT_EQ(tieHalf.at(0), 1.0);
+}
+
+TEST_F(HostKernels, CastToIntegersAndBool) {
+  Buffer f(DType::F32, {4});
+  float values[4] = {-2.7f, 3.9f, 0.0f, 0.25f};
+  std::memcpy(f.storage.data(), values, sizeof(values));
+  Buffer i64(DType::I64, {4}), b(DType::Bool, {4});
+  cast(*ctx, "to_i64", f.ref(), i64.ref());
+  cast(*ctx, "to_bool", f.ref(), b.ref());
+  expectClose(i64, {-2, 3, 0, 0}, 0);
+  expectClose(b, {1, 1, 0, 1}, 0);
+}
+
+TEST_F(HostKernels, UnaryOpsAllFloatTypes) {
+  struct Case {
+    UnaryOp op;
+    float alpha, beta;
+    std::function<double(double)> ref;
+  };
+  std::vector<Case> cases = {
+      {UnaryOp::Relu, 0, 0, [](double x) { return x > 0 ? x : 0; }},
+      {UnaryOp::LeakyRelu, 0.1f, 0,
+       [](double x) { return x > 0 ? x : 0.1 * x; }},
+      {UnaryOp::Sigmoid, 0, 0, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {UnaryOp::Tanh, 0, 0, [](double x) { return std::tanh(x); }},
+      {UnaryOp::Gelu, 0, 0,
+       [](double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }},
+      {UnaryOp::Silu, 0, 0, [](double x) { return x / (1 + std::exp(-x)); }},
+      {UnaryOp::Exp, 0, 0, [](double x) { return std::exp(x); }},
+      {UnaryOp::Abs, 0, 0, [](double x) { return x < 0 ? -x : x; }},
+      {UnaryOp::Clip, -0.5f, 0.75f,
+       [](double x) { return x < -0.5   ? -0.5
+                             : x > 0.75 ? 0.75
+                                        : x; }},
+      {UnaryOp::HardSigmoid, 0.2f, 0.5f,
+       [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); }},
+      {UnaryOp::Reciprocal, 0, 0, [](double x) { return 1 / x; }},
+  };
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    for (const Case &c : cases) {
+      Buffer x = random(dtype, {3, 7}, 11), y(dtype, {3, 7});
+      unary(*ctx, "unary", c.op, c.alpha, c.beta, x.ref(), y.ref());
+      std::vector<double> expected;
+      for (int64_t i = 0; i < x.count(); ++i)
+        expected.push_back(c.ref(x.at(i)));
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " op " +
+                   std::to_string(int(c.op)));
+      expectClose(y, expected, tolerance(dtype));
+    }
+  }
+}
+
+TEST_F(HostKernels, BinaryBroadcasting) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    Buffer a = random(dtype, {2, 1, 3}, 1), b = random(dtype, {4, 1}, 2);
+    for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                        BinaryOp::Div, BinaryOp::Max, BinaryOp::Min}) {
+      Buffer c(dtype, {2, 4, 3});
+      binary(*ctx, "binary", op, a.ref(), b.ref(), c.ref());
+      std::vector<double> expected;
+      for (int64_t i = 0; i < c.count(); ++i) {
+        std::vector<int64_t> co = coordsOf(i, c.shape);
+        double x = broadcastAt(a, co), y = broadcastAt(b, co);
+        expected.push_back(op == BinaryOp::Add   ? x + y
+                           : op == BinaryOp::Sub ? x - y
+                           : op == BinaryOp::Mul ? x * y
+                           : op == BinaryOp::Div ? x / y
+                           : op == BinaryOp::Max ? std::max(x, y)
+                                                 : std::min(x, y));
+      }
+      SCOPED_TRACE(dtypeName(dtype));
+      expectClose(c, expected, tolerance(dtype));
+    }
+  }
+}
+
+TEST_F(HostKernels, IntegerModFollowsDivisorSign) {
+  Buffer a(DType::I64, {4}), b(DType::I64, {4}), c(DType::I64, {4});
+  fillInts(a, {7, -7, 7, -7});
+  fillInts(b, {3, 3, -3, -3});
+  binary(*ctx, "mod", BinaryOp::Mod, a.ref(), b.ref(), c.ref());
+  expectClose(c, {1, 2, -2, -1}, 0);
+}
+
+TEST_F(HostKernels, CompareWhereAndLogical) {
+  Buffer a = random(DType::F32, {3, 4}, 3), b = random(DType::F32, {4}, 4);
+  Buffer less(DType::Bool, {3, 4}), eq(DType::Bool, {3, 4});
+  compare(*ctx, "less", CompareOp::Less, a.ref(), b.ref(), less.ref());
+  compare(*ctx, "eq", CompareOp::Equal, a.ref(), a.ref(), eq.ref());
+  Buffer picked(DType::F32, {3, 4});
+  where(*ctx, "where", less.ref(), a.ref(), b.ref(), picked.ref());
+  Buffer both(DType::Bool, {3, 4});
+  logical(*ctx, "and", LogicalOp::And, less.ref(), eq.ref(), both.ref());
+  for (int64_t i = 0; i < 12; ++i) {
+    double x = a.at(i), y = b.at(i % 4);
+    EXPECT_EQ(less.at(i), x < y ? 1 : 0);
+    EXPECT_EQ(eq.at(i), 1);
+    EXPECT_EQ(picked.at(i), x < y ? x : y);
+    EXPECT_EQ(both.at(i), x < y ? 1 : 0);
+  }
+}
+
+TEST_F(HostKernels, MatmulBatchBroadcastAndTranspose) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    Buffer a = random(dtype, {2, 1, 3, 5}, 5), b = random(dtype, {4, 5, 7}, 6);
+    Buffer c(dtype, {2, 4, 3, 7});
+    matmul(*ctx, "matmul", MatmulParams(), a.ref(), b.ref(), nullptr, c.ref());
+    std::vector<double> expected;
+    for (int64_t i = 0; i < c.count(); ++i) {
+      std::vector<int64_t> co = coordsOf(i, c.shape);
+      double acc = 0;
+      for (int64_t k = 0; k < 5; ++k)
+        acc += a.at(indexOf({co[0], 0, co[2], k}, a.shape)) *
+               b.at(indexOf({co[1], k, co[3]}, b.shape));
+      expected.push_back(acc);
+    }
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(c, expected, tolerance(dtype) * 4);
+  }
+}
+
+TEST_F(HostKernels, GemmTransposesBiasAndRelu) {
+  // A^T: [K=6, M=5], B^T: [N=3, K=6], C: [M, 1] broadcast along N.
+  Buffer a = random(DType::F32, {6, 5}, 7), b = random(DType::F32, {3, 6}, 8);
+  Buffer bias = random(DType::F32, {5, 1}, 9),
+         rowBias = random(DType::F32, {3}, 10);
+  MatmulParams p;
+  p.transA = p.transB = true;
+  p.alpha = 0.5f;
+  p.beta = 2.0f;
+  p.activation = Activation::Relu;
+  Buffer c(DType::F32, {5, 3}), d(DType::F32, {5, 3});
+  TensorRef biasRef = bias.ref();
+  matmul(*ctx, "gemm", p, a.ref(), b.ref(), &biasRef, c.ref());
+  p.activation = Activation::None;
+  p.beta = 1.0f;
+  TensorRef rowRef = rowBias.ref();
+  matmul(*ctx, "gemm_row", p, a.ref(), b.ref(), &rowRef, d.ref());
+  std::vector<double> expectedC, expectedD;
+  for (int64_t m = 0; m < 5; ++m)
+    for (int64_t n = 0; n < 3; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < 6; ++k)
+        acc += a.at(k * 5 + m) * b.at(n * 6 + k);
+      expectedC.push_back(std::max(0.0, 0.5 * acc + 2.0 * bias.at(m)));
+      expectedD.push_back(0.5 * acc + rowBias.at(n));
+    }
+  expectClose(c, expectedC, 1e-5);
+  expectClose(d, expectedD, 1e-5);
+}
+
+/// Direct convolution from the ONNX definition (2-D).
+std::vector<double> referenceConv2d(const Buffer &x, const Buffer &w,
+                                    const Buffer *bias, const ConvParams &p,
+                                    const std::vector<int64_t> &yShape) {
+  int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  int64_t m = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+  int64_t cg = c / p.group, mg = m / p.group;
+  std::vector<double> y;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t oy = 0; oy < yShape[2]; ++oy)
+        for (int64_t ox = 0; ox < yShape[3]; ++ox) {
+          double acc = bias ? bias->at(o) : 0;
+          int64_t g = o / mg;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                int64_t iy =
+                    oy * p.strides[0] - p.padsBegin[0] + ky * p.dilations[0];
+                int64_t ix =
+                    ox * p.strides[1] - p.padsBegin[1] + kx * p.dilations[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd)
+                  continue;
+                acc += x.at(((b * c + g * cg + ci) * h + iy) * wd + ix) *
+                       w.at(((o * cg + ci) * kh + ky) * kw + kx);
+              }
+          y.push_back(p.activation == Activation::Relu ? std::max(acc, 0.0)
+                                                       : acc);
+        }
+  return y;
+}
+
+TEST_F(HostKernels, ConvGroupsStridesDilationsAsymmetricPads) {
+  for (DType dtype : {DType::F32, DType::F16}) {
+    ConvParams p;
+    p.group = 2;
+    p.strides[0] = 2;
+    p.dilations[1] = 2;
+    p.padsBegin[0] = 1;
+    p.padsEnd[0] = 2;
+    p.padsBegin[1] = 2;
+    p.padsEnd[1] = 0;
+    p.activation = Activation::Relu;
+    Buffer x = random(dtype, {2, 4, 7, 6}, 12),
+           w = random(dtype, {6, 2, 3, 2}, 13);
+    Buffer bias = random(dtype, {6}, 14);
+    // H: (7 + 3 - 3) / 2 + 1 = 4; W: (6 + 2 - 3) / 1 + 1 = 6.
+    Buffer y(dtype, {2, 6, 4, 6});
+    TensorRef biasRef = bias.ref();
+    conv(*ctx, "conv", p, x.ref(), w.ref(), &biasRef, y.ref(), nullptr, 0);
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(y, referenceConv2d(x, w, &bias, p, y.shape),
+                tolerance(dtype) * 4);
+  }
+}
+
+TEST_F(HostKernels, Conv1d) {
+  ConvParams p;
+  p.spatialRank = 1;
+  p.padsBegin[0] = p.padsEnd[0] = 1;
+  Buffer x = random(DType::F32, {1, 3, 9}, 15),
+         w = random(DType::F32, {2, 3, 3}, 16);
+  Buffer y(DType::F32, {1, 2, 9});
+  conv(*ctx, "conv1d", p, x.ref(), w.ref(), nullptr, y.ref(), nullptr, 0);
+  std::vector<double> expected;
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t t = 0; t < 9; ++t) {
+      double acc = 0;
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t k = 0; k < 3; ++k)
+          if (t + k - 1 >= 0 && t + k - 1 < 9)
+            acc += x.at(c * 9 + t + k - 1) * w.at((o * 3 + c) * 3 + k);
+      expected.push_back(acc);
+    }
+  expectClose(y, expected, 1e-5);
+}
+
+TEST_F(HostKernels, ConvTransposeMatchesGatherFormulation) {
+  ConvParams p;
+  p.strides[0] = p.strides[1] = 2;
+  p.padsBegin[0] = p.padsEnd[0] = 1;
+  p.outputPadding[0] = p.outputPadding[1] = 1;
+  // x [1, 3, 4, 5], w [3, 2, 3, 3]: out = 2*(in-1) + 1 + 3 - 1 - pads.
+  Buffer x = random(DType::F32, {1, 3, 4, 5}, 17),
+         w = random(DType::F32, {3, 2, 3, 3}, 18);
+  Buffer bias = random(DType::F32, {2}, 19);
+  int64_t oh = 2 * 3 + 1 + 3 - 2, ow = 2 * 4 + 1 + 3 - 0;
+  Buffer y(DType::F32, {1, 2, oh, ow});
+  TensorRef biasRef = bias.ref();
+  convTranspose(*ctx, "convT", p, x.ref(), w.ref(), &biasRef, y.ref(), nullptr,
+                0);
+  std::vector<double> expected;
+  for (int64_t m = 0; m < 2; ++m)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double acc = bias.at(m);
+        for (int64_t c = 0; c < 3; ++c)
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              int64_t ty = oy + p.padsBegin[0] - ky,
+                      tx = ox + p.padsBegin[1] - kx;
+              if (ty % 2 || tx % 2 || ty < 0 || tx < 0 || ty / 2 >= 4 ||
+                  tx / 2 >= 5)
+                continue;
+              acc += x.at((c * 4 + ty / 2) * 5 + tx / 2) *
+                     w.at(((c * 2 + m) * 3 + ky) * 3 + kx);
+            }
+        expected.push_back(acc);
+      }
+  expectClose(y, expected, 1e-5);
+}
+
+TEST_F(HostKernels, PoolingModes) {
+  // 6x6 input, kernel 3, stride 2, pads 1: 3 outputs per axis, 4 with
+  // ceil_mode (the last window starts in the input and is clipped).
+  Buffer x = random(DType::F32, {1, 2, 6, 6}, 20);
+  struct Case {
+    PoolKind kind;
+    bool includePad, ceil;
+  };
+  for (Case c :
+       {Case{PoolKind::Max, false, false}, Case{PoolKind::Avg, false, false},
+        Case{PoolKind::Avg, true, false}, Case{PoolKind::Avg, false, true},
+        Case{PoolKind::Max, false, true}}) {
+    PoolParams p;
+    p.kind = c.kind;
+    p.countIncludePad = c.includePad;
+    p.ceilMode = c.ceil;
+    for (int i = 0; i < 2; ++i) {
+      p.kernel[i] = 3;
+      p.strides[i] = 2;
+      p.padsBegin[i] = p.padsEnd[i] = 1;
+    }
+    int64_t out = c.ceil ? 4 : 3;
+    Buffer y(DType::F32, {1, 2, out, out});
+    pool(*ctx, "pool", p, x.ref(), y.ref());
+    std::vector<double> expected;
+    for (int64_t ch = 0; ch < 2; ++ch)
+      for (int64_t oy = 0; oy < out; ++oy)
+        for (int64_t ox = 0; ox < out; ++ox) {
+          double best = -1e30, sum = 0;
+          int64_t n = 0, padded = 0;
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              int64_t iy = oy * 2 - 1 + ky, ix = ox * 2 - 1 + kx;
+              if (iy >= -1 && iy < 7 && ix >= -1 && ix < 7)
+                ++padded;
+              if (iy < 0 || iy >= 6 || ix < 0 || ix >= 6)
+                continue;
+              double v = x.at((ch * 6 + iy) * 6 + ix);
+              best = std::max(best, v);
+              sum += v;
+              ++n;
+            }
+          expected.push_back(c.kind == PoolKind::Max
+                                 ? best
+                                 : sum / double(c.includePad ? padded : n));
+        }
+    SCOPED_TRACE(std::to_string(int(c.kind)) + (c.ceil ? " ceil" : "") +
+                 (c.includePad ? " include_pad" : ""));
+    expectClose(y, expected, 1e-5);
+  }
+}
+
+TEST_F(HostKernels, GlobalAvgPool) {
+  Buffer x = random(DType::BF16, {2, 3, 4, 5}, 21),
+         y(DType::BF16, {2, 3, 1, 1});
+  globalAvgPool(*ctx, "gap", x.ref(), y.ref());
+  std::vector<double> expected(6, 0);
+  for (int64_t i = 0; i < x.count(); ++i)
+    expected[size_t(i / 20)] += x.at(i) / 20;
+  expectClose(y, expected, 2e-2);
+}
+
+TEST_F(HostKernels, BatchAndLayerNorm) {
+  Buffer x = random(DType::F32, {2, 3, 5}, 22);
+  Buffer scale = random(DType::F32, {3}, 23),
+         bias = random(DType::F32, {3}, 24);
+  Buffer mean = random(DType::F32, {3}, 25), var = random(DType::F32, {3}, 26);
+  Buffer y(DType::F32, {2, 3, 5});
+  std::vector<double> expected;
+  for (int64_t i = 0; i < 30; ++i) {
+    int64_t c = (i / 5) % 3;
+    expected.push_back((x.at(i) - mean.at(c)) /
+                           std::sqrt(std::fabs(var.at(c)) + 1e-5) *
+                           scale.at(c) +
+                       bias.at(c));
+  }
+  // Variances must be positive: the random fill has both signs.
+  Buffer absVar(DType::F32, {3});
+  unary(*ctx, "abs", UnaryOp::Abs, 0, 0, var.ref(), absVar.ref());
+  batchNorm(*ctx, "bn", 1e-5f, x.ref(), scale.ref(), bias.ref(), mean.ref(),
+            absVar.ref(), y.ref());
+  expectClose(y, expected, 1e-4);
+
+  for (DType dtype : {DType::F32, DType::F16}) {
+    Buffer lx = random(dtype, {3, 2, 7}, 27), ls = random(dtype, {2, 7}, 28);
+    Buffer lb = random(dtype, {2, 7}, 29), ly(dtype, {3, 2, 7});
+    TensorRef lbRef = lb.ref();
+    layerNorm(*ctx, "ln", 1, 1e-5f, lx.ref(), ls.ref(), &lbRef, ly.ref());
+    std::vector<double> lexp;
+    for (int64_t r = 0; r < 3; ++r) {
+      double mu = 0, sq = 0;
+      for (int64_t j = 0; j < 14; ++j)
+        mu += lx.at(r * 14 + j) / 14;
+      for (int64_t j = 0; j < 14; ++j)
+        sq += (lx.at(r * 14 + j) - mu) * (lx.at(r * 14 + j) - mu) / 14;
+      for (int64_t j = 0; j < 14; ++j)
+        lexp.push_back((lx.at(r * 14 + j) - mu) / std::sqrt(sq + 1e-5) *
+                           ls.at(j) +
+                       lb.at(j));
+    }
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(ly, lexp, tolerance(dtype) * 2);
+  }
+}
+
+TEST_F(HostKernels, SoftmaxOverMiddleAxisAndLogSoftmax) {
+  Buffer x = random(DType::F32, {2, 5, 3}, 30);
+  Buffer y(DType::F32, {2, 5, 3}), ly(DType::F32, {2, 5, 3});
+  softmax(*ctx, "softmax", 1, false, x.ref(), y.ref());
+  softmax(*ctx, "logsoftmax", 1, true, x.ref(), ly.ref());
+  std::vector<double> expected(30), logExpected(30);
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < 3; ++i) {
+      double sum = 0;
+      for (int64_t a = 0; a < 5; ++a)
+        sum += std::exp(x.at((o * 5 + a) * 3 + i));
+      for (int64_t a = 0; a < 5; ++a) {
+        int64_t idx = (o * 5 + a) * 3 + i;
+        expected[size_t(idx)] = std::exp(x.at(idx)) / sum;
+        logExpected[size_t(idx)] = x.at(idx) - std::log(sum);
+      }
+    }
+  expectClose(y, expected, 1e-5);
+  expectClose(ly, logExpected, 1e-5);
+}
+
+TEST_F(HostKernels, ReduceOverNonContiguousAxes) {
+  Buffer x = random(DType::F32, {3, 4, 5}, 31);
+  int axes[2] = {0, 2};
+  for (ReduceOp op :
+       {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::L2}) {
+    Buffer y(DType::F32, {1, 4, 1});
+    reduce(*ctx, "reduce", op, axes, 2, x.ref(), y.ref());
+    std::vector<double> expected;
+    for (int64_t j = 0; j < 4; ++j) {
+      double acc = op == ReduceOp::Max ? -1e30 : 0;
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t k = 0; k < 5; ++k) {
+          double v = x.at((i * 4 + j) * 5 + k);
+          acc = op == ReduceOp::Max  ? std::max(acc, v)
+                : op == ReduceOp::L2 ? acc + v * v
+                                     : acc + v;
+        }
+      expected.push_back(op == ReduceOp::Mean ? acc / 15
+                         : op == ReduceOp::L2 ? std::sqrt(acc)
+                                              : acc);
+    }
+    expectClose(y, expected, 1e-5);
+  }
+  Buffer arg(DType::I64, {3, 5});
+  argReduce(*ctx, "argmax", true, 1, x.ref(), arg.ref());
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t k = 0; k < 5; ++k) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < 4; ++j)
+        if (x.at((i * 4 + j) * 5 + k) > x.at((i * 4 + best) * 5 + k))
+          best = j;
+      EXPECT_EQ(arg.at(i * 5 + k), best);
+    }
+}
+
+TEST_F(HostKernels, TransposeConcatSplit) {
+  Buffer x = random(DType::F16, {2, 3, 4}, 32), y(DType::F16, {4, 2, 3});
+  int perm[3] = {2, 0, 1};
+  transpose(*ctx, "transpose", perm, x.ref(), y.ref());
+  for (int64_t i = 0; i < 24; ++i) {
+    std::vector<int64_t> c = coordsOf(i, y.shape);
+    EXPECT_EQ(y.at(i), x.at((c[1] * 3 + c[2]) * 4 + c[0]));
+  }
+  Buffer a = random(DType::I32, {2, 1, 3}, 33),
+         b = random(DType::I32, {2, 2, 3}, 34);
+  Buffer cat(DType::I32, {2, 3, 3});
+  TensorRef parts[2] = {a.ref(), b.ref()};
+  concat(*ctx, "concat", 1, parts, 2, cat.ref());
+  for (int64_t i = 0; i < 18; ++i) {
+    std::vector<int64_t> c = coordsOf(i, cat.shape);
+    double expected = c[1] == 0 ? a.at(c[0] * 3 + c[2])
+                                : b.at((c[0] * 2 + c[1] - 1) * 3 + c[2]);
+    EXPECT_EQ(cat.at(i), expected);
+  }
+  Buffer a2(DType::I32, {2, 1, 3}), b2(DType::I32, {2, 2, 3});
+  TensorRef outs[2] = {a2.ref(), b2.ref()};
+  split(*ctx, "split", 1, cat.ref(), outs, 2);
+  EXPECT_EQ(a2.storage, a.storage);
+  EXPECT_EQ(b2.storage, b.storage);
+}
+
+TEST_F(HostKernels, SliceWithNegativeStep) {
+  Buffer x = random(DType::F32, {4, 6}, 35), y(DType::F32, {2, 3});
+  int64_t starts[2] = {1, 5}, steps[2] = {2, -2};
+  slice(*ctx, "slice", starts, steps, x.ref(), y.ref());
+  expectClose(y,
+              {x.at(1 * 6 + 5), x.at(1 * 6 + 3), x.at(1 * 6 + 1),
+               x.at(3 * 6 + 5), x.at(3 * 6 + 3), x.at(3 * 6 + 1)},
+              0);
+}
+
+TEST_F(HostKernels, GatherNegativeIndicesAndGatherElements) {
+  Buffer x = random(DType::F32, {2, 5, 3}, 36), idx(DType::I64, {2, 2});
+  fillInts(idx, {0, -1, 3, -5});
+  Buffer y(DType::F32, {2, 2, 2, 3});
+  gather(*ctx, "gather", 1, x.ref(), idx.ref(), y.ref());
+  int64_t wrapped[4] = {0, 4, 3, 0};
+  for (int64_t i = 0; i < y.count(); ++i) {
+    std::vector<int64_t> c = coordsOf(i, y.shape);
+    EXPECT_EQ(y.at(i), x.at((c[0] * 5 + wrapped[c[1] * 2 + c[2]]) * 3 + c[3]));
+  }
+  Buffer eidx(DType::I32, {2, 2, 3}), ey(DType::F32, {2, 2, 3});
+  fillInts(eidx, {4, 0, -1, 2, 2, 2, 1, 3, 0, 0, -2, 4});
+  gatherElements(*ctx, "gather_elements", 1, x.ref(), eidx.ref(), ey.ref());
+  for (int64_t i = 0; i < 12; ++i) {
+    std::vector<int64_t> c = coordsOf(i, ey.shape);
+    int64_t j = int64_t(eidx.at(i));
+    j = j < 0 ? j + 5 : j;
+    EXPECT_EQ(ey.at(i), x.at((c[0] * 5 + j) * 3 + c[2]));
+  }
+}
+
+TEST_F(HostKernels, GatherOutOfRangeNamesTheNode) {
+  Buffer x = random(DType::F32, {3}, 37), idx(DType::I64, {1}),
+         y(DType::F32, {1});
+  fillInts(idx, {3});
+  gather(*ctx, "/embed/Gather", 0, x.ref(), idx.ref(), y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("/embed/Gather"),
+            std::string::npos);
+  EXPECT_NE(std::string(contextError(*ctx)).find("out of range"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
+TEST_F(HostKernels, ExpandAndFill) {
+  Buffer x = random(DType::BF16, {3, 1}, 38), y(DType::BF16, {2, 3, 4});
+  expand(*ctx, "expand", x.ref(), y.ref());
+  for (int64_t i = 0; i < 24; ++i)
+    EXPECT_EQ(y.at(i), x.at((i / 4) % 3));
+  Buffer f(DType::I64, {5});
+  fill(*ctx, "fill", -3, f.ref());
+  expectClose(f, {-3, -3, -3, -3, -3}, 0);
+}
+
+TEST_F(HostKernels, PadModes) {
+  Buffer x = random(DType::F32, {2, 4}, 39);
+  int64_t begin[2] = {1, 2}, end[2] = {0, 3};
+  for (PadMode mode : {PadMode::Constant, PadMode::Reflect, PadMode::Edge}) {
+    Buffer y(DType::F32, {3, 9});
+    pad(*ctx, "pad", mode, begin, end, 0.5, x.ref(), y.ref());
+    for (int64_t i = 0; i < 27; ++i) {
+      int64_t r = i / 9 - 1, c = i % 9 - 2;
+      double expected;
+      if (mode == PadMode::Constant) {
+        expected = (r < 0 || c < 0 || c >= 4) ? 0.5 : x.at(r * 4 + c);
+      } else if (mode == PadMode::Edge) {
+        expected = x.at(std::clamp<int64_t>(r, 0, 1) * 4 +
+                        std::clamp<int64_t>(c, 0, 3));
+      } else {
+        int64_t rr = r < 0 ? -r : r, cc = c < 0 ? -c : c >= 4 ? 6 - c : c;
+        expected = x.at(rr * 4 + cc);
+      }
+      EXPECT_EQ(y.at(i), expected) << "mode " << int(mode) << " element " << i;
+    }
+  }
+}
+
+TEST_F(HostKernels, ResizeNearestAndLinear) {
+  Buffer x = random(DType::F32, {1, 1, 3, 4}, 40);
+  ResizeParams nearest;
+  nearest.coordinateMode = CoordinateMode::Asymmetric;
+  nearest.nearestMode = NearestMode::Floor;
+  Buffer y(DType::F32, {1, 1, 6, 8});
+  resize(*ctx, "resize_nearest", nearest, x.ref(), y.ref());
+  for (int64_t i = 0; i < 48; ++i)
+    EXPECT_EQ(y.at(i), x.at((i / 8 / 2) * 4 + (i % 8) / 2));
+
+  for (CoordinateMode mode :
+       {CoordinateMode::HalfPixel, CoordinateMode::AlignCorners,
+        CoordinateMode::PytorchHalfPixel, CoordinateMode::Asymmetric}) {
+    ResizeParams linear;
+    linear.mode = ResizeMode::Linear;
+    linear.coordinateMode = mode;
+    Buffer z(DType::F32, {1, 1, 5, 7});
+    resize(*ctx, "resize_linear", linear, x.ref(), z.ref());
+    auto source = [&](int64_t o, int64_t in, int64_t out) {
+      double s = double(out) / double(in), v;
+      if (mode == CoordinateMode::HalfPixel ||
+          mode == CoordinateMode::PytorchHalfPixel)
+        v = (o + 0.5) / s - 0.5;
+      else if (mode == CoordinateMode::AlignCorners)
+        v = double(o) * double(in - 1) / double(out - 1);
+      else
+        v = o / s;
+      return std::clamp(v, 0.0, double(in - 1));
+    };
+    std::vector<double> expected;
+    for (int64_t oy = 0; oy < 5; ++oy)
+      for (int64_t ox = 0; ox < 7; ++ox) {
+        double sy = source(oy, 3, 5), sx = source(ox, 4, 7);
+        int64_t y0 = int64_t(sy), x0 = int64_t(sx);
+        int64_t y1 = std::min<int64_t>(y0 + 1, 2),
+                x1 = std::min<int64_t>(x0 + 1, 3);
+        double fy = sy - y0, fx = sx - x0;
+        expected.push_back(
+            (1 - fy) * ((1 - fx) * x.at(y0 * 4 + x0) + fx * x.at(y0 * 4 + x1)) +
+            fy * ((1 - fx) * x.at(y1 * 4 + x0) + fx * x.at(y1 * 4 + x1)));
+      }
+    SCOPED_TRACE(int(mode));
+    expectClose(z, expected, 1e-5);
+  }
+}
+
+TEST_F(HostKernels, InPlaceElementwiseAndCopy) {
+  Buffer x = random(DType::F32, {17}, 41);
+  Buffer original = x;
+  unary(*ctx, "neg", UnaryOp::Neg, 0, 0, x.ref(), x.ref());
+  for (int64_t i = 0; i < 17; ++i)
+    EXPECT_EQ(x.at(i), -original.at(i));
+  Buffer y(DType::F32, {17});
+  copy(*ctx, "copy", x.ref(), y.ref());
+  EXPECT_EQ(y.storage, x.storage);
+}
+
+TEST_F(HostKernels, ErrorsNameTheNodeAndStopLaterOps) {
+  Buffer a = random(DType::F32, {2, 3}, 42), b = random(DType::F32, {4}, 43);
+  Buffer c(DType::F32, {2, 3});
+  binary(*ctx, "/block/Add", BinaryOp::Add, a.ref(), b.ref(), c.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  std::string message = contextError(*ctx);
+  EXPECT_NE(message.find("node '/block/Add'"), std::string::npos) << message;
+  EXPECT_NE(message.find("[4]"), std::string::npos) << message;
+  // The next op does nothing and the first error stays.
+  Buffer d(DType::F32, {2, 3});
+  fill(*ctx, "fill", 1.0, d.ref());
+  EXPECT_EQ(d.at(0), 0.0);
+  EXPECT_EQ(message, contextError(*ctx));
+
+  destroyContext(ctx);
+  ctx = createContext();
+  Buffer w = random(DType::F32, {2, 3, 3, 3}, 44),
+         x = random(DType::F32, {1, 3, 5, 5}, 45);
+  Buffer wrong(DType::F32, {1, 2, 5, 5}); // no padding: expected 3x3
+  conv(*ctx, "/stem/Conv", ConvParams(), x.ref(), w.ref(), nullptr, wrong.ref(),
+       nullptr, 0);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("/stem/Conv"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
+TEST(ConvWorkspace, BoundIsDocumentedFormula) {
+  TensorRef x, w, y;
+  int64_t xs[4] = {1, 64, 56, 56}, ws[4] = {64, 64, 3, 3},
+          ys[4] = {1, 64, 56, 56};
+  x = makeTensor(nullptr, DType::F16, 4, xs);
+  w = makeTensor(nullptr, DType::F16, 4, ws);
+  y = makeTensor(nullptr, DType::F16, 4, ys);
+  EXPECT_EQ(convWorkspaceBound(ConvParams(), x, w, y), size_t(1) << 20);
+  int64_t big[4] = {8, 256, 128, 128};
+  TensorRef bigX = makeTensor(nullptr, DType::F32, 4, big);
+  EXPECT_EQ(convWorkspaceBound(ConvParams(), bigX, w, bigX), size_t(64) << 20);
+  int64_t mid[4] = {1, 100, 100, 101};
+  TensorRef midX = makeTensor(nullptr, DType::F32, 4, mid);
+  size_t bound = convWorkspaceBound(ConvParams(), midX, w, midX);
+  EXPECT_EQ(bound % 256, 0u);
+  EXPECT_GE(bound, midX.bytes());
+  EXPECT_LT(bound, midX.bytes() + 256);
+}
+
+} // namespace
