@@ -60,4 +60,42 @@ def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Give every intermediate tensor a fixed offset in one arena";
+  let description = [{
+    Static memory planning. The liveness analysis groups tensors into
+    storages (views and in-place results share one) with live ranges; the
+    planner library (lib/Planner) packs the arena storages into one arena and
+    its independent validator checks the result. The plan is recorded in the
+    IR so that lowering only reads it:
+    - every executed op gets `memopt.offsets`: the arena offset of each
+      result's storage, -1 for results outside the arena (function outputs,
+      which are the caller's buffers);
+    - every constant gets `memopt.weight_offset` in the weight region;
+    - the function gets `memopt.arena_size`, `memopt.weights_size` and
+      `memopt.max_live`.
+    The memory report (JSON, text, SVG timeline, HTML page) is written on
+    request.
+  }];
+  let options = [
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "best-fit-size, best-fit-lifetime, exact or auto">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
+           "Seconds the exact search may take per function">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Byte alignment of every arena and weight offset">,
+    Option<"capacity", "capacity", "int64_t", /*default=*/"0",
+           "Fail unless the arena fits in this many bytes (0: no limit)">,
+    Option<"reportJson", "report", "std::string", /*default=*/"\"\"",
+           "Write the memory report as JSON to this file">,
+    Option<"reportSvg", "svg", "std::string", /*default=*/"\"\"",
+           "Write the memory timeline picture (SVG) to this file">,
+    Option<"reportHtml", "html", "std::string", /*default=*/"\"\"",
+           "Write a self-contained HTML report to this file">,
+    Option<"printReport", "print", "bool", /*default=*/"false",
+           "Print the text report on stdout">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,72 @@
+//===- MemoryReport.h - where the memory goes -------------------*- C++ -*-===//
+//
+// The memory report of a planned function: the totals (weights, I/O, arena,
+// max-live, naive, in-place savings, fragmentation at the peak), one row per
+// storage with its offset and live range, and renderings as JSON, a text
+// table, an SVG timeline and a self-contained HTML page. Every number comes
+// from BufferLiveness and the plan, nothing is recomputed here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_ANALYSIS_MEMORYREPORT_H
+#define MEMOPT_ANALYSIS_MEMORYREPORT_H
+
+#include "memopt/Analysis/BufferLiveness.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::memopt {
+
+/// One storage of the arena (after in-place and view merging).
+struct BufferReport {
+  std::string name;
+  std::vector<std::string> tensors;
+  int64_t size = 0;
+  int64_t offset = 0;
+  /// Op indices of the first write and the last read, both inclusive.
+  int64_t first = 0;
+  int64_t last = 0;
+};
+
+struct MemoryReport {
+  std::string function;
+  int64_t weightsBytes = 0;
+  int64_t ioBytes = 0;
+  int64_t arenaBytes = 0;
+  int64_t maxLiveBytes = 0;
+  int64_t naiveBytes = 0;
+  int64_t inPlaceSavedBytes = 0;
+  int64_t viewSavedBytes = 0;
+  /// Percent: 1 - largest free block / total free bytes, at the peak.
+  double fragmentationIndex = 0;
+  int64_t peakIndex = 0;
+  int64_t numSteps = 0;
+  std::vector<int64_t> liveProfile;
+  std::vector<BufferReport> buffers;
+  std::string algorithm;
+  double planSeconds = 0;
+  bool provedOptimal = false;
+};
+
+/// A printable name for `value`: the ONNX node name of its producer (from
+/// its NameLoc), with `:N` for results after the first, or `argN`.
+std::string getValueName(Value value);
+
+/// Builds the report. `storageOffsets[id]` is the arena offset of storage
+/// `id` (ignored for storages outside the arena).
+MemoryReport buildMemoryReport(func::FuncOp function,
+                               const BufferLiveness &liveness,
+                               llvm::ArrayRef<int64_t> storageOffsets,
+                               int64_t arenaBytes);
+
+llvm::json::Value toJson(const MemoryReport &report);
+void printTextReport(const MemoryReport &report, llvm::raw_ostream &os);
+void writeSvgTimeline(const MemoryReport &report, llvm::raw_ostream &os);
+void writeHtmlReport(const MemoryReport &report, llvm::raw_ostream &os);
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_ANALYSIS_MEMORYREPORT_H

@@ -1,0 +1,338 @@
+//===- MemoryReport.cpp - where the memory goes ---------------------------===//
+
+#include "memopt/Analysis/MemoryReport.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+/// The innermost NameLoc's name in `loc`, looking through fused and call
+/// site locations.
+static std::optional<std::string> findName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::optional<std::string> name = findName(inner))
+        return name;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return findName(callSite.getCallee());
+  return std::nullopt;
+}
+
+std::string mlir::memopt::getValueName(Value value) {
+  if (auto argument = dyn_cast<BlockArgument>(value)) {
+    if (auto function =
+            dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp()))
+      if (auto name = function.getArgAttrOfType<StringAttr>(
+              argument.getArgNumber(), "memopt.name"))
+        return name.str();
+    return "arg" + std::to_string(argument.getArgNumber());
+  }
+  auto result = cast<OpResult>(value);
+  Operation *op = result.getOwner();
+  std::string name =
+      findName(op->getLoc()).value_or(op->getName().stripDialect().str());
+  if (result.getResultNumber() > 0)
+    name += ":" + std::to_string(result.getResultNumber());
+  return name;
+}
+
+MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
+                                             const BufferLiveness &liveness,
+                                             ArrayRef<int64_t> storageOffsets,
+                                             int64_t arenaBytes) {
+  MemoryReport report;
+  const MemoryStats &stats = liveness.getStats();
+  report.function = function.getSymName().str();
+  report.weightsBytes = stats.weightsBytes;
+  report.ioBytes = stats.ioBytes;
+  report.arenaBytes = arenaBytes;
+  report.maxLiveBytes = stats.maxLiveBytes;
+  report.naiveBytes = stats.naiveBytes;
+  report.inPlaceSavedBytes = stats.inPlaceSavedBytes;
+  report.viewSavedBytes = stats.viewSavedBytes;
+  report.peakIndex = stats.peakIndex;
+  report.numSteps = liveness.getNumSteps();
+  report.liveProfile.assign(liveness.getLiveProfile().begin(),
+                            liveness.getLiveProfile().end());
+
+  for (const Storage &storage : liveness.getStorages()) {
+    if (storage.kind != StorageKind::Arena || storage.size == 0)
+      continue;
+    BufferReport buffer;
+    buffer.name = getValueName(storage.values.front());
+    for (Value value : storage.values)
+      buffer.tensors.push_back(getValueName(value));
+    buffer.size = storage.size;
+    buffer.offset = storageOffsets[storage.id];
+    buffer.first = storage.first;
+    buffer.last = storage.last;
+    report.buffers.push_back(std::move(buffer));
+  }
+
+  // Free blocks of the arena at the peak: the gaps between the buffers
+  // alive there.
+  std::vector<std::pair<int64_t, int64_t>> used;
+  for (const BufferReport &buffer : report.buffers)
+    if (buffer.first <= report.peakIndex && report.peakIndex <= buffer.last)
+      used.push_back({buffer.offset, buffer.offset + buffer.size});
+  llvm::sort(used);
+  int64_t cursor = 0, largestFree = 0, totalFree = 0;
+  auto addGap = [&](int64_t gap) {
+    if (gap <= 0)
+      return;
+    totalFree += gap;
+    largestFree = std::max(largestFree, gap);
+  };
+  for (auto [begin, end] : used) {
+    addGap(begin - cursor);
+    cursor = std::max(cursor, end);
+  }
+  addGap(arenaBytes - cursor);
+  report.fragmentationIndex =
+      totalFree == 0 ? 0.0 : 100.0 * (1.0 - double(largestFree) / totalFree);
+  return report;
+}
+
+llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
+  llvm::json::Array buffers;
+  for (const BufferReport &buffer : report.buffers) {
+    llvm::json::Array tensors;
+    for (const std::string &tensor : buffer.tensors)
+      tensors.push_back(tensor);
+    buffers.push_back(llvm::json::Object{{"name", buffer.name},
+                                         {"tensors", std::move(tensors)},
+                                         {"size", buffer.size},
+                                         {"offset", buffer.offset},
+                                         {"first", buffer.first},
+                                         {"last", buffer.last}});
+  }
+  llvm::json::Array profile;
+  for (int64_t bytes : report.liveProfile)
+    profile.push_back(bytes);
+  return llvm::json::Object{{"function", report.function},
+                            {"weights_bytes", report.weightsBytes},
+                            {"io_bytes", report.ioBytes},
+                            {"arena_bytes", report.arenaBytes},
+                            {"max_live_bytes", report.maxLiveBytes},
+                            {"naive_bytes", report.naiveBytes},
+                            {"fragmentation_index", report.fragmentationIndex},
+                            {"inplace_saved_bytes", report.inPlaceSavedBytes},
+                            {"view_saved_bytes", report.viewSavedBytes},
+                            {"peak_index", report.peakIndex},
+                            {"num_ops", report.numSteps},
+                            {"plan_algorithm", report.algorithm},
+                            {"plan_seconds", report.planSeconds},
+                            {"plan_proved_optimal", report.provedOptimal},
+                            {"live_bytes_per_op", std::move(profile)},
+                            {"buffers", std::move(buffers)}};
+}
+
+static std::string formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB"};
+  double value = bytes;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (unit == 0)
+    os << bytes << " B";
+  else
+    os << llvm::format("%.2f ", value) << units[unit];
+  return text;
+}
+
+void mlir::memopt::printTextReport(const MemoryReport &report,
+                                   llvm::raw_ostream &os) {
+  auto ratio = [&](int64_t bytes) {
+    return report.maxLiveBytes == 0
+               ? 1.0
+               : double(bytes) / double(report.maxLiveBytes);
+  };
+  os << "memory report of @" << report.function << " (" << report.numSteps
+     << " ops)\n";
+  os << "  weights      "
+     << llvm::right_justify(formatBytes(report.weightsBytes), 12) << "\n";
+  os << "  inputs+outputs "
+     << llvm::right_justify(formatBytes(report.ioBytes), 10) << "\n";
+  os << "  arena        "
+     << llvm::right_justify(formatBytes(report.arenaBytes), 12)
+     << llvm::format("  (%.3fx max-live, plan: %s%s, %.3f s)",
+                     ratio(report.arenaBytes), report.algorithm.c_str(),
+                     report.provedOptimal ? ", optimal" : "",
+                     report.planSeconds)
+     << "\n";
+  os << "  max-live     "
+     << llvm::right_justify(formatBytes(report.maxLiveBytes), 12) << "  (at op "
+     << report.peakIndex << ")\n";
+  os << "  naive        "
+     << llvm::right_justify(formatBytes(report.naiveBytes), 12)
+     << llvm::format("  (%.2fx max-live)", ratio(report.naiveBytes)) << "\n";
+  os << "  in-place saved "
+     << llvm::right_justify(formatBytes(report.inPlaceSavedBytes), 10)
+     << ", views saved " << formatBytes(report.viewSavedBytes) << "\n";
+  os << llvm::format("  fragmentation at peak %.2f%%\n",
+                     report.fragmentationIndex);
+  std::vector<const BufferReport *> largest;
+  for (const BufferReport &buffer : report.buffers)
+    largest.push_back(&buffer);
+  llvm::stable_sort(largest, [](const BufferReport *a, const BufferReport *b) {
+    return a->size > b->size;
+  });
+  size_t shown = std::min<size_t>(largest.size(), 10);
+  os << "  largest buffers (" << shown << " of " << largest.size() << "):\n";
+  os << "    " << llvm::left_justify("name", 32)
+     << llvm::right_justify("size", 12) << llvm::right_justify("offset", 12)
+     << llvm::right_justify("ops", 14) << "  tensors\n";
+  for (const BufferReport *buffer : ArrayRef(largest).take_front(shown)) {
+    std::string range =
+        std::to_string(buffer->first) + ".." + std::to_string(buffer->last);
+    os << "    " << llvm::left_justify(buffer->name, 32)
+       << llvm::right_justify(formatBytes(buffer->size), 12)
+       << llvm::right_justify(std::to_string(buffer->offset), 12)
+       << llvm::right_justify(range, 14) << "  " << buffer->tensors.size()
+       << "\n";
+  }
+}
+
+/// Escapes text for XML/HTML.
+static std::string escape(StringRef text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '&':
+      out += "&amp;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
+
+void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
+                                    llvm::raw_ostream &os) {
+  // Each arena buffer is a rectangle: x spans its live op range, y its
+  // planned bytes. The live-bytes curve, the arena line and the max-live
+  // line sit on top; the largest buffers carry their names.
+  const double width = 1000, height = 480, left = 80, right = 20, top = 40,
+               bottom = 50;
+  double plotWidth = width - left - right, plotHeight = height - top - bottom;
+  double steps = std::max<int64_t>(report.numSteps, 1);
+  double maxBytes =
+      std::max<double>(std::max(report.arenaBytes, report.maxLiveBytes), 1.0);
+  auto x = [&](double step) { return left + step / steps * plotWidth; };
+  auto y = [&](double bytes) {
+    return top + plotHeight - bytes / maxBytes * plotHeight;
+  };
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+     << "\" height=\"" << height << "\" font-family=\"sans-serif\" "
+     << "font-size=\"11\">\n";
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\">memory of @"
+     << escape(report.function) << ": arena " << formatBytes(report.arenaBytes)
+     << ", max-live " << formatBytes(report.maxLiveBytes) << "</text>\n";
+  for (const BufferReport &buffer : report.buffers) {
+    double x0 = x(buffer.first), x1 = x(buffer.last + 1);
+    double y0 = y(buffer.offset + buffer.size), y1 = y(buffer.offset);
+    os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                       "height=\"%.2f\" fill=\"#9ecae1\" stroke=\"#3182bd\" "
+                       "stroke-width=\"0.3\"><title>",
+                       x0, y0, std::max(x1 - x0, 0.5), std::max(y1 - y0, 0.5))
+       << escape(buffer.name) << " " << formatBytes(buffer.size) << " @"
+       << buffer.offset << " ops " << buffer.first << ".." << buffer.last
+       << "</title></rect>\n";
+  }
+  os << "<polyline fill=\"none\" stroke=\"#e6550d\" stroke-width=\"1.2\" "
+        "points=\"";
+  for (auto [step, bytes] : llvm::enumerate(report.liveProfile))
+    os << llvm::format("%.2f,%.2f %.2f,%.2f ", x(step), y(bytes), x(step + 1),
+                       y(bytes));
+  os << "\"/>\n";
+  auto hline = [&](int64_t bytes, const char *color, const std::string &label) {
+    os << llvm::format("<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.2f\" y2=\"%.2f\" "
+                       "stroke=\"%s\" stroke-dasharray=\"6,3\"/>\n",
+                       left, left + plotWidth, y(bytes), y(bytes), color);
+    os << llvm::format("<text x=\"%.2f\" y=\"%.2f\" fill=\"%s\" "
+                       "text-anchor=\"end\">",
+                       left + plotWidth, y(bytes) - 3, color)
+       << escape(label) << "</text>\n";
+  };
+  hline(report.arenaBytes, "#31a354",
+        "arena " + formatBytes(report.arenaBytes));
+  hline(report.maxLiveBytes, "#756bb1",
+        "max-live " + formatBytes(report.maxLiveBytes));
+  std::vector<const BufferReport *> largest;
+  for (const BufferReport &buffer : report.buffers)
+    largest.push_back(&buffer);
+  llvm::stable_sort(largest, [](const BufferReport *a, const BufferReport *b) {
+    return a->size > b->size;
+  });
+  for (const BufferReport *buffer : ArrayRef(largest).take_front(5))
+    os << llvm::format("<text x=\"%.2f\" y=\"%.2f\">", x(buffer->first) + 2,
+                       y(buffer->offset + buffer->size / 2.0) + 4)
+       << escape(buffer->name) << "</text>\n";
+  // Axes.
+  os << llvm::format("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
+                     "stroke=\"black\"/>\n",
+                     left, top + plotHeight, left + plotWidth,
+                     top + plotHeight);
+  os << llvm::format("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
+                     "stroke=\"black\"/>\n",
+                     left, top, left, top + plotHeight);
+  os << llvm::format("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">op "
+                     "index (0..%lld)</text>\n",
+                     left + plotWidth / 2, height - 15,
+                     (long long)report.numSteps);
+  os << llvm::format("<text x=\"15\" y=\"%.2f\" transform=\"rotate(-90 15 "
+                     "%.2f)\" text-anchor=\"middle\">bytes (0..",
+                     top + plotHeight / 2, top + plotHeight / 2)
+     << formatBytes(int64_t(maxBytes)) << ")</text>\n";
+  os << "</svg>\n";
+}
+
+void mlir::memopt::writeHtmlReport(const MemoryReport &report,
+                                   llvm::raw_ostream &os) {
+  os << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>memopt "
+        "memory report: "
+     << escape(report.function)
+     << "</title>\n<style>body{font-family:sans-serif;margin:2em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "padding:2px 8px;text-align:right}td:first-child{text-align:left}"
+        "</style></head><body>\n";
+  os << "<h1>memory report of @" << escape(report.function) << "</h1>\n<pre>";
+  std::string text;
+  llvm::raw_string_ostream textStream(text);
+  printTextReport(report, textStream);
+  os << escape(text) << "</pre>\n";
+  writeSvgTimeline(report, os);
+  os << "<h2>buffers</h2>\n<table><tr><th>name</th><th>size</th><th>offset"
+        "</th><th>first</th><th>last</th><th>tensors</th></tr>\n";
+  for (const BufferReport &buffer : report.buffers) {
+    os << "<tr><td>" << escape(buffer.name) << "</td><td>" << buffer.size
+       << "</td><td>" << buffer.offset << "</td><td>" << buffer.first
+       << "</td><td>" << buffer.last << "</td><td>";
+    llvm::interleave(
+        buffer.tensors, os, [&](const std::string &t) { os << escape(t); },
+        ", ");
+    os << "</td></tr>\n";
+  }
+  os << "</table>\n</body></html>\n";
+}

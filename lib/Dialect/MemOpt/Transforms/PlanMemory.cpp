@@ -1,0 +1,156 @@
+//===- PlanMemory.cpp - static memory plan --------------------------------===//
+//
+// Turns the liveness analysis into a planner problem, runs the planner
+// (validated), and records offsets in the IR. IREE's stream dialect records
+// packed offsets as `stream.resource.pack` results; TFLite keeps them in
+// the interpreter. We keep them as attributes on the ops themselves so a lit
+// test can check an offset next to the op that owns it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Planner/Planner.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTPLANMEMORY
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+namespace planner = ::memopt::planner;
+
+namespace {
+
+/// Writes `write(os)` to `path`, reporting failure on `op`.
+template <typename WriteFn>
+LogicalResult writeFile(Operation *op, StringRef path, WriteFn write) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(path, &errorMessage);
+  if (!output)
+    return op->emitError("cannot write '") << path << "': " << errorMessage;
+  write(output->os());
+  output->keep();
+  return success();
+}
+
+struct MemOptPlanMemoryPass
+    : public mlir::memopt::impl::MemOptPlanMemoryBase<MemOptPlanMemoryPass> {
+  using MemOptPlanMemoryBase::MemOptPlanMemoryBase;
+
+  void runOnOperation() override {
+    std::optional<planner::Algorithm> parsed =
+        planner::parseAlgorithm(algorithm);
+    if (!parsed) {
+      getOperation().emitError("unknown planning algorithm '")
+          << algorithm
+          << "' (expected best-fit-size, best-fit-lifetime, exact or auto)";
+      return signalPassFailure();
+    }
+    if (alignment < 1) {
+      getOperation().emitError("alignment must be at least 1");
+      return signalPassFailure();
+    }
+    llvm::json::Array reports;
+    for (auto function : getOperation().getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      FailureOr<MemoryReport> report = planFunction(function, *parsed);
+      if (failed(report))
+        return signalPassFailure();
+      if (printReport)
+        printTextReport(*report, llvm::outs());
+      reports.push_back(toJson(*report));
+      if (!reportSvg.empty() &&
+          failed(writeFile(function, reportSvg, [&](raw_ostream &os) {
+            writeSvgTimeline(*report, os);
+          })))
+        return signalPassFailure();
+      if (!reportHtml.empty() &&
+          failed(writeFile(function, reportHtml, [&](raw_ostream &os) {
+            writeHtmlReport(*report, os);
+          })))
+        return signalPassFailure();
+    }
+    if (!reportJson.empty() &&
+        failed(writeFile(getOperation(), reportJson, [&](raw_ostream &os) {
+          llvm::json::Value value = reports.size() == 1
+                                        ? std::move(reports[0])
+                                        : llvm::json::Value(std::move(reports));
+          os << llvm::formatv("{0:2}", value) << "\n";
+        })))
+      return signalPassFailure();
+  }
+
+  FailureOr<MemoryReport> planFunction(func::FuncOp function,
+                                       planner::Algorithm algorithmKind) {
+    if (!function.getBody().hasOneBlock())
+      return function.emitError(
+          "memopt-plan-memory expects a single-block function");
+    BufferLiveness liveness(function);
+
+    planner::Problem problem;
+    for (const Storage &storage : liveness.getStorages())
+      if (storage.kind == StorageKind::Arena && storage.size > 0)
+        problem.buffers.push_back({storage.id, storage.first, storage.last + 1,
+                                   storage.size, alignment});
+    planner::PlanOptions options;
+    options.algorithm = algorithmKind;
+    options.timeLimitSeconds = timeLimit;
+    if (capacity > 0)
+      options.capacity = capacity;
+    planner::PlanResult result = planner::plan(problem, options);
+    if (!result.ok())
+      return function.emitError("memory planning failed: ") << result.message;
+
+    SmallVector<int64_t> storageOffsets(liveness.getStorages().size(), -1);
+    for (auto [buffer, offset] :
+         llvm::zip_equal(problem.buffers, result.plan.offsets))
+      storageOffsets[buffer.id] = offset;
+    for (const Storage &storage : liveness.getStorages())
+      if (storage.kind == StorageKind::Arena && storage.size == 0)
+        storageOffsets[storage.id] = 0;
+
+    Builder builder(&getContext());
+    int64_t weightsSize = 0;
+    for (Operation &op : function.getBody().front().without_terminator()) {
+      if (isa<ConstantOp>(op)) {
+        weightsSize = planner::alignUp(weightsSize, alignment);
+        op.setAttr("memopt.weight_offset",
+                   builder.getI64IntegerAttr(weightsSize));
+        weightsSize += getTensorBytes(op.getResult(0).getType());
+        continue;
+      }
+      SmallVector<int64_t> offsets;
+      for (Value result : op.getResults()) {
+        const Storage &storage = liveness.getStorage(result);
+        offsets.push_back(storage.kind == StorageKind::Arena
+                              ? storageOffsets[storage.id]
+                              : -1);
+      }
+      op.setAttr("memopt.offsets", builder.getDenseI64ArrayAttr(offsets));
+    }
+    function->setAttr("memopt.arena_size",
+                      builder.getI64IntegerAttr(result.plan.arenaSize));
+    function->setAttr("memopt.weights_size",
+                      builder.getI64IntegerAttr(weightsSize));
+    function->setAttr("memopt.max_live", builder.getI64IntegerAttr(
+                                             liveness.getStats().maxLiveBytes));
+
+    MemoryReport report = buildMemoryReport(function, liveness, storageOffsets,
+                                            result.plan.arenaSize);
+    report.algorithm = planner::algorithmName(result.producedBy);
+    report.planSeconds = result.seconds;
+    report.provedOptimal = result.provedOptimal;
+    return report;
+  }
+};
+} // namespace

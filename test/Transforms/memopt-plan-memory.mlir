@@ -1,0 +1,58 @@
+// RUN: memopt-opt %s -split-input-file --memopt-plan-memory | FileCheck %s
+// RUN: memopt-opt %s -split-input-file --memopt-plan-memory="algorithm=best-fit-size alignment=64 print=true" -o /dev/null | FileCheck %s --check-prefix=TEXT
+// RUN: not memopt-opt %s -split-input-file --memopt-plan-memory="capacity=16384" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+
+// Two branches already scheduled one after the other: the two 16 KiB
+// expansions never live together and share offset 0; the 1 KiB results sit
+// above them. The arena equals max-live.
+// BUDGET: error: memory planning failed: capacity of 16384 bytes is below max-live (18432 bytes)
+// CHECK-LABEL: func.func @two_branches
+// CHECK-SAME: memopt.arena_size = 18432 : i64
+// CHECK-SAME: memopt.max_live = 18432 : i64
+// CHECK-SAME: memopt.weights_size = 1024 : i64
+// CHECK: memopt.constant {memopt.weight_offset = 0 : i64}
+// CHECK: memopt.exp %arg0 {memopt.offsets = array<i64: 0>}
+// CHECK: memopt.matmul {{.*}} {memopt.offsets = array<i64: 16384>}
+// CHECK: memopt.exp %arg0 {memopt.offsets = array<i64: 0>}
+// CHECK: memopt.matmul {{.*}} {memopt.offsets = array<i64: 17408>}
+// The result is the caller's output buffer, not in the arena.
+// CHECK: memopt.add {{.*}} {memopt.offsets = array<i64: -1>}
+// TEXT: memory report of @two_branches (5 ops)
+// TEXT: arena {{.*}}18.00 KiB  (1.000x max-live, plan: best-fit-size
+// TEXT: naive {{.*}}34.00 KiB
+// TEXT: fragmentation at peak 0.00%
+func.func @two_branches(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
+  %w = memopt.constant dense<0.5> : tensor<64x4xf32>
+  %a1 = memopt.exp %x : tensor<64x64xf32>
+  %a2 = memopt.matmul %a1, %w : (tensor<64x64xf32>, tensor<64x4xf32>) -> tensor<64x4xf32>
+  %b1 = memopt.exp %x : tensor<64x64xf32>
+  %b2 = memopt.matmul %b1, %w : (tensor<64x64xf32>, tensor<64x4xf32>) -> tensor<64x4xf32>
+  %s = memopt.add %a2, %b2 : (tensor<64x4xf32>, tensor<64x4xf32>) -> tensor<64x4xf32>
+  return %s : tensor<64x4xf32>
+}
+
+// -----
+
+// In-place results and views share their operand's offset; the weight region
+// is aligned per constant.
+// CHECK-LABEL: func.func @shared_storage
+// CHECK-SAME: memopt.arena_size = 640 : i64
+// CHECK-SAME: memopt.weights_size = 1040 : i64
+// CHECK: memopt.constant {memopt.weight_offset = 0 : i64}
+// CHECK: memopt.constant {memopt.weight_offset = 1024 : i64}
+// CHECK: memopt.exp %arg0 {memopt.offsets = array<i64: 0>}
+// CHECK: memopt.reshape {{.*}} {memopt.offsets = array<i64: 0>}
+// CHECK: memopt.relu {{.*}} {memopt.in_place = 0 : i64, memopt.offsets = array<i64: 0>}
+// CHECK: memopt.matmul {{.*}} {memopt.offsets = array<i64: 512>}
+// TEXT: memory report of @shared_storage
+// TEXT: in-place saved {{.*}}512 B, views saved 512 B
+func.func @shared_storage(%x: tensor<128xf32>) -> tensor<4x8xf32> {
+  %w = memopt.constant dense<0.5> : tensor<32x8xf32>
+  %v = memopt.constant dense<1.0> : tensor<4xf32>
+  %a = memopt.exp %x : tensor<128xf32>
+  %r = memopt.reshape %a : (tensor<128xf32>) -> tensor<4x32xf32>
+  %b = memopt.relu %r {memopt.in_place = 0 : i64} : tensor<4x32xf32>
+  %m = memopt.matmul %b, %w : (tensor<4x32xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+  %e = memopt.exp %m : tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
