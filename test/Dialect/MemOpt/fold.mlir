@@ -20,3 +20,256 @@ func.func @reshape_chain(%x: tensor<2x3xf32>) -> tensor<6xf32> {
   %1 = memopt.reshape %0 : (tensor<3x2xf32>) -> tensor<6xf32>
   return %1 : tensor<6xf32>
 }
+
+// -----
+
+// The sub-graph PyTorch exports for `x.view(x.size(0), -1)`:
+// Shape -> Gather(0) -> Unsqueeze -> Concat with [-1] -> (Reshape's shape).
+// The importer resolves the reshape itself; the shape computation must fold
+// to one constant and the ops that computed it must disappear.
+// CHECK-LABEL: func.func @pytorch_view_chain
+// CHECK-DAG: %[[SHAPE:.*]] = memopt.constant dense<[2, -1]> : tensor<2xi64>
+// CHECK-DAG: %[[R:.*]] = memopt.reshape %arg0 : (tensor<2x3x4xf32>) -> tensor<2x12xf32>
+// CHECK-NOT: memopt.shape
+// CHECK-NOT: memopt.gather
+// CHECK-NOT: memopt.unsqueeze
+// CHECK-NOT: memopt.concat
+// CHECK: return %[[R]], %[[SHAPE]]
+func.func @pytorch_view_chain(%x: tensor<2x3x4xf32>) -> (tensor<2x12xf32>, tensor<2xi64>) {
+  %shape = memopt.shape %x : (tensor<2x3x4xf32>) -> tensor<3xi64>
+  %zero = memopt.constant dense<0> : tensor<i64>
+  %batch = memopt.gather %shape, %zero {axis = 0 : i64} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %batch1 = memopt.unsqueeze %batch {axes = array<i64: 0>} : (tensor<i64>) -> tensor<1xi64>
+  %minus1 = memopt.constant dense<-1> : tensor<1xi64>
+  %target = memopt.concat %batch1, %minus1 {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %r = memopt.reshape %x : (tensor<2x3x4xf32>) -> tensor<2x12xf32>
+  return %r, %target : tensor<2x12xf32>, tensor<2xi64>
+}
+
+// -----
+
+// Shape with `start` and integer division of the result.
+// CHECK-LABEL: func.func @shape_slice_div
+// CHECK-NEXT: %[[C:.*]] = memopt.constant dense<[5, 1]> : tensor<2xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @shape_slice_div(%x: tensor<2x10x7xf32>) -> tensor<2xi64> {
+  %s = memopt.shape %x {start = 1 : i64} : (tensor<2x10x7xf32>) -> tensor<2xi64>
+  %d = memopt.constant dense<[2, 7]> : tensor<2xi64>
+  %q = memopt.div %s, %d : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  return %q : tensor<2xi64>
+}
+
+// -----
+
+// Integer division truncates toward zero (ONNX, C), not toward -inf.
+// CHECK-LABEL: func.func @div_int_truncates
+// CHECK-NEXT: %[[C:.*]] = memopt.constant dense<[-3, 3, -3, 0]> : tensor<4xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @div_int_truncates() -> tensor<4xi64> {
+  %a = memopt.constant dense<[-7, 7, 7, 1]> : tensor<4xi64>
+  %b = memopt.constant dense<[2, 2, -2, 3]> : tensor<4xi64>
+  %q = memopt.div %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return %q : tensor<4xi64>
+}
+
+// -----
+
+// Division by an integer zero is left to run time.
+// CHECK-LABEL: func.func @div_by_zero_stays
+// CHECK: memopt.div
+func.func @div_by_zero_stays() -> tensor<2xi64> {
+  %a = memopt.constant dense<[4, 5]> : tensor<2xi64>
+  %b = memopt.constant dense<[2, 0]> : tensor<2xi64>
+  %q = memopt.div %a, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  return %q : tensor<2xi64>
+}
+
+// -----
+
+// Broadcasting of non-splat constants: [2,1] - [3] -> [2,3]; floats.
+// CHECK-LABEL: func.func @sub_mul_broadcast
+// CHECK-DAG: memopt.constant dense<{{\[\[}}9, 8, 7], [19, 18, 17]]> : tensor<2x3xi32>
+// CHECK-DAG: memopt.constant dense<{{\[\[}}1.500000e+00, 3.000000e+00], [-1.500000e+00, -3.000000e+00]]> : tensor<2x2xf32>
+// CHECK-DAG: memopt.constant dense<[2.500000e-01, -5.000000e-01]> : tensor<2xf32>
+func.func @sub_mul_broadcast() -> (tensor<2x3xi32>, tensor<2x2xf32>, tensor<2xf32>) {
+  %a = memopt.constant dense<[[10], [20]]> : tensor<2x1xi32>
+  %b = memopt.constant dense<[1, 2, 3]> : tensor<3xi32>
+  %d = memopt.sub %a, %b : (tensor<2x1xi32>, tensor<3xi32>) -> tensor<2x3xi32>
+  %f = memopt.constant dense<[[1.0], [-1.0]]> : tensor<2x1xf32>
+  %g = memopt.constant dense<[1.5, 3.0]> : tensor<2xf32>
+  %m = memopt.mul %f, %g : (tensor<2x1xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %h = memopt.constant dense<[1.0, -2.0]> : tensor<2xf32>
+  %four = memopt.constant dense<4.0> : tensor<f32>
+  %q = memopt.div %h, %four : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  return %d, %m, %q : tensor<2x3xi32>, tensor<2x2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @compare_and_logic
+// CHECK-DAG: %[[EQ:.*]] = memopt.constant dense<[false, true, false]> : tensor<3xi1>
+// CHECK-DAG: %[[LT:.*]] = memopt.constant dense<[true, false, false]> : tensor<3xi1>
+// CHECK-DAG: %[[GT:.*]] = memopt.constant dense<[false, false, true]> : tensor<3xi1>
+// CHECK-DAG: %[[NOT:.*]] = memopt.constant dense<[true, false, true]> : tensor<3xi1>
+// CHECK-DAG: %[[AND:.*]] = memopt.constant dense<false> : tensor<3xi1>
+// CHECK-DAG: %[[OR:.*]] = memopt.constant dense<[true, true, false]> : tensor<3xi1>
+// CHECK: return %[[EQ]], %[[LT]], %[[GT]], %[[NOT]], %[[AND]], %[[OR]]
+func.func @compare_and_logic() -> (tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>) {
+  %a = memopt.constant dense<[-1, 2, 3]> : tensor<3xi64>
+  %b = memopt.constant dense<2> : tensor<i64>
+  %eq = memopt.equal %a, %b : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %lt = memopt.less %a, %b : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %gt = memopt.greater %a, %b : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %not = memopt.not %eq : tensor<3xi1>
+  %and = memopt.and %lt, %gt : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %or = memopt.or %lt, %eq : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  return %eq, %lt, %gt, %not, %and, %or : tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>
+}
+
+// -----
+
+// Unsigned compare: 200 as ui8 is larger than 100.
+// CHECK-LABEL: func.func @compare_unsigned_and_float
+// CHECK-DAG: memopt.constant dense<[true, false]> : tensor<2xi1>
+// CHECK-DAG: memopt.constant dense<[false, true]> : tensor<2xi1>
+func.func @compare_unsigned_and_float() -> (tensor<2xi1>, tensor<2xi1>) {
+  %a = memopt.constant dense<[200, 50]> : tensor<2xui8>
+  %b = memopt.constant dense<100> : tensor<2xui8>
+  %gt = memopt.greater %a, %b : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xi1>
+  %f = memopt.constant dense<[0.5, 2.5]> : tensor<2xf32>
+  %g = memopt.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %fgt = memopt.greater %f, %g : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xi1>
+  return %gt, %fgt : tensor<2xi1>, tensor<2xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @where_three_way
+// CHECK-NEXT: %[[C:.*]] = memopt.constant dense<{{\[\[}}1, 20], [1, 20]]> : tensor<2x2xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @where_three_way() -> tensor<2x2xi64> {
+  %c = memopt.constant dense<[true, false]> : tensor<2xi1>
+  %x = memopt.constant dense<[[1], [1]]> : tensor<2x1xi64>
+  %y = memopt.constant dense<[10, 20]> : tensor<2xi64>
+  %w = memopt.where %c, %x, %y : (tensor<2xi1>, tensor<2x1xi64>, tensor<2xi64>) -> tensor<2x2xi64>
+  return %w : tensor<2x2xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cast_values
+// CHECK-DAG: memopt.constant dense<[-2, 3, 0]> : tensor<3xi64>
+// CHECK-DAG: memopt.constant dense<[-2.000000e+00, 3.000000e+00, 0.000000e+00]> : tensor<3xf16>
+// CHECK-DAG: memopt.constant dense<[true, true, false]> : tensor<3xi1>
+// CHECK-DAG: memopt.constant dense<[-2, 3, 0]> : tensor<3xi8>
+// CHECK-DAG: memopt.constant dense<[2.550000e+02, 1.000000e+00]> : tensor<2xf32>
+func.func @cast_values() -> (tensor<3xi64>, tensor<3xf16>, tensor<3xi1>, tensor<3xi8>, tensor<2xf32>) {
+  %f = memopt.constant dense<[-2.7, 3.9, 0.2]> : tensor<3xf32>
+  %i = memopt.cast %f : (tensor<3xf32>) -> tensor<3xi64>
+  %h = memopt.cast %i : (tensor<3xi64>) -> tensor<3xf16>
+  %b = memopt.cast %i : (tensor<3xi64>) -> tensor<3xi1>
+  %n = memopt.cast %i : (tensor<3xi64>) -> tensor<3xi8>
+  %u = memopt.constant dense<[255, 1]> : tensor<2xui8>
+  %uf = memopt.cast %u : (tensor<2xui8>) -> tensor<2xf32>
+  return %i, %h, %b, %n, %uf : tensor<3xi64>, tensor<3xf16>, tensor<3xi1>, tensor<3xi8>, tensor<2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @constant_of_shape_and_range
+// CHECK-DAG: memopt.constant dense<7> : tensor<2x3xi32>
+// CHECK-DAG: memopt.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK-DAG: memopt.constant dense<[5, 3, 1]> : tensor<3xi64>
+// CHECK-DAG: memopt.constant dense<[0.000000e+00, 5.000000e-01, 1.000000e+00]> : tensor<3xf32>
+// CHECK-NOT: memopt.range
+// CHECK-NOT: memopt.constant_of_shape
+func.func @constant_of_shape_and_range(%x: tensor<2x3xf32>) -> (tensor<2x3xi32>, tensor<4xf32>, tensor<3xi64>, tensor<3xf32>) {
+  %s = memopt.shape %x : (tensor<2x3xf32>) -> tensor<2xi64>
+  %c = memopt.constant_of_shape %s {value = dense<7> : tensor<1xi32>} : (tensor<2xi64>) -> tensor<2x3xi32>
+  %s1 = memopt.constant dense<4> : tensor<1xi64>
+  %z = memopt.constant_of_shape %s1 : (tensor<1xi64>) -> tensor<4xf32>
+  %start = memopt.constant dense<5> : tensor<i64>
+  %limit = memopt.constant dense<0> : tensor<i64>
+  %delta = memopt.constant dense<-2> : tensor<i64>
+  %r = memopt.range %start, %limit, %delta : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  %fs = memopt.constant dense<0.0> : tensor<f32>
+  %fl = memopt.constant dense<1.25> : tensor<f32>
+  %fd = memopt.constant dense<0.5> : tensor<f32>
+  %fr = memopt.range %fs, %fl, %fd : (tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<3xf32>
+  return %c, %z, %r, %fr : tensor<2x3xi32>, tensor<4xf32>, tensor<3xi64>, tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @slice_gather_squeeze
+// CHECK-DAG: %[[REV:.*]] = memopt.constant dense<[6, 4, 2]> : tensor<3xi64>
+// CHECK-DAG: %[[G:.*]] = memopt.constant dense<{{\[\[}}3, 1], [6, 4]]> : tensor<2x2xi64>
+// CHECK-DAG: %[[SQ:.*]] = memopt.constant dense<[1, 2, 3]> : tensor<3xi64>
+// CHECK-DAG: %[[FL:.*]] = memopt.constant dense<{{\[\[}}1, 2, 3, 4, 5, 6]]> : tensor<1x6xi64>
+// CHECK: return %[[REV]], %[[G]], %[[SQ]], %[[FL]]
+func.func @slice_gather_squeeze() -> (tensor<3xi64>, tensor<2x2xi64>, tensor<3xi64>, tensor<1x6xi64>) {
+  %v = memopt.constant dense<[1, 2, 3, 4, 5, 6]> : tensor<6xi64>
+  // Negative step from the back, end below the front: 6, 4, 2.
+  %rev = memopt.slice %v {starts = array<i64: -1>, ends = array<i64: -9223372036854775807>, axes = array<i64: 0>, steps = array<i64: -2>} : (tensor<6xi64>) -> tensor<3xi64>
+  %m = memopt.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %idx = memopt.constant dense<[-1, 0]> : tensor<2xi64>
+  %g = memopt.gather %m, %idx {axis = 1 : i64} : (tensor<2x3xi64>, tensor<2xi64>) -> tensor<2x2xi64>
+  %g0 = memopt.constant dense<[[1, 2, 3]]> : tensor<1x3xi64>
+  %sq = memopt.squeeze %g0 {axes = array<i64: 0>} : (tensor<1x3xi64>) -> tensor<3xi64>
+  %fl = memopt.flatten %m {axis = 0 : i64} : (tensor<2x3xi64>) -> tensor<1x6xi64>
+  return %rev, %g, %sq, %fl : tensor<3xi64>, tensor<2x2xi64>, tensor<3xi64>, tensor<1x6xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose_expand_neg_concat
+// CHECK-DAG: %[[T:.*]] = memopt.constant dense<{{\[\[}}1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>
+// CHECK-DAG: %[[E:.*]] = memopt.constant dense<{{\[\[}}1, 1], [2, 2]]> : tensor<2x2xi32>
+// CHECK-DAG: %[[N:.*]] = memopt.constant dense<[-1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-DAG: %[[C:.*]] = memopt.constant dense<{{\[\[}}1, 2, 3, 7], [4, 5, 6, 8]]> : tensor<2x4xi64>
+// CHECK: return %[[T]], %[[E]], %[[N]], %[[C]]
+func.func @transpose_expand_neg_concat() -> (tensor<3x2xi64>, tensor<2x2xi32>, tensor<2xf32>, tensor<2x4xi64>) {
+  %m = memopt.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %t = memopt.transpose %m : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  %c = memopt.constant dense<[[1], [2]]> : tensor<2x1xi32>
+  %e = memopt.expand %c : (tensor<2x1xi32>) -> tensor<2x2xi32>
+  %f = memopt.constant dense<[1.0, -2.0]> : tensor<2xf32>
+  %n = memopt.neg %f : tensor<2xf32>
+  %col = memopt.constant dense<[[7], [8]]> : tensor<2x1xi64>
+  %cat = memopt.concat %m, %col {axis = 1 : i64} : (tensor<2x3xi64>, tensor<2x1xi64>) -> tensor<2x4xi64>
+  return %t, %e, %n, %cat : tensor<3x2xi64>, tensor<2x2xi32>, tensor<2xf32>, tensor<2x4xi64>
+}
+
+// -----
+
+// Trivial identities fold to the operand without constants.
+// CHECK-LABEL: func.func @identities
+// CHECK-NEXT: return %arg0, %arg0, %arg0, %arg0 :
+func.func @identities(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = memopt.identity %x : tensor<2x3xf32>
+  %1 = memopt.reshape %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = memopt.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = memopt.expand %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0, %1, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Weights (dense_resource) never fold, and neither do non-constant operands.
+// CHECK-LABEL: func.func @no_fold_of_weights
+// CHECK: memopt.transpose
+// CHECK: memopt.neg
+func.func @no_fold_of_weights(%x: tensor<2xf32>) -> (tensor<2x1xf32>, tensor<2xf32>) {
+  %w = memopt.constant dense_resource<weights> : tensor<1x2xf32>
+  %t = memopt.transpose %w : (tensor<1x2xf32>) -> tensor<2x1xf32>
+  %n = memopt.neg %x : tensor<2xf32>
+  return %t, %n : tensor<2x1xf32>, tensor<2xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      weights: "0x040000000000803F00000040"
+    }
+  }
+#-}

@@ -1,9 +1,20 @@
 // RUN: memopt-opt %s -split-input-file -verify-diagnostics
 
+// One case per verifier or inference error. Inference errors come with the
+// generic "failed to infer returned types" that follows them.
+
 func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<7xf32> {
   // expected-error @+1 {{(6 elements) to 'tensor<7xf32>' (7 elements)}}
   %0 = memopt.reshape %x : (tensor<2x3xf32>) -> tensor<7xf32>
   return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @reshape_element_type(%x: tensor<2x3xf32>) -> tensor<6xf16> {
+  // expected-error @+1 {{changes the element type from 'f32' to 'f16'}}
+  %0 = memopt.reshape %x : (tensor<2x3xf32>) -> tensor<6xf16>
+  return %0 : tensor<6xf16>
 }
 
 // -----
@@ -17,9 +28,636 @@ func.func @add_broadcast(%x: tensor<2x3xf32>, %y: tensor<4xf32>) -> tensor<2x3xf
 
 // -----
 
+func.func @add_element_types(%x: tensor<3xf32>, %y: tensor<3xf16>) -> tensor<3xf32> {
+  // expected-error @+1 {{operand element types differ}}
+  %0 = memopt.add %x, %y : (tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @and_needs_bool(%x: tensor<3xi32>) -> tensor<3xi1> {
+  // expected-error @+1 {{operands must be i1 tensors}}
+  %0 = memopt.and %x, %x : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}
+
+// -----
+
+func.func @equal_result_is_bool(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = memopt.equal %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @where_types(%c: tensor<3xi1>, %x: tensor<3xf32>, %y: tensor<3xf16>) -> tensor<3xf32> {
+  // expected-error @+2 {{X and Y element types differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.where %c, %x, %y : (tensor<3xi1>, tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @where_broadcast(%c: tensor<2xi1>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.where %c, %x, %x : (tensor<2xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @gelu_approximate(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{approximate must be 'none' or 'tanh', got 'fast'}}
+  %0 = memopt.gelu %x {approximate = "fast"} : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @clip_bounds(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{min 6.000000e+00 is greater than max 0.000000e+00}}
+  %0 = memopt.clip %x {min = 6.0 : f64, max = 0.0 : f64} : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<3xf32>) -> tensor<4xi32> {
+  // expected-error @+1 {{requires the same shape for all operands and results}}
+  %0 = memopt.cast %x : (tensor<3xf32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+func.func @dynamic_shape(%x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = memopt.relu %x : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
 func.func @matmul_contraction(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) -> tensor<2x5xf32> {
   // expected-error @+2 {{contraction sizes differ}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = memopt.matmul %x, %y : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
   return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @matmul_batch(%x: tensor<2x2x3xf32>, %y: tensor<3x3x5xf32>) -> tensor<2x2x5xf32> {
+  // expected-error @+2 {{batch dimensions of 'tensor<2x2x3xf32>' and 'tensor<3x3x5xf32>' do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.matmul %x, %y : (tensor<2x2x3xf32>, tensor<3x3x5xf32>) -> tensor<2x2x5xf32>
+  return %0 : tensor<2x2x5xf32>
+}
+
+// -----
+
+func.func @gemm_rank(%x: tensor<2x3x4xf32>, %y: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{must be 2-D}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gemm %x, %y : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @gemm_contraction(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) -> tensor<2x4xf32> {
+  // expected-error @+2 {{op(A) has K = 3, op(B) has K = 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gemm %x, %y {transB = 1 : i64} : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @gemm_bias(%x: tensor<2x3xf32>, %y: tensor<3x5xf32>, %c: tensor<3xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{C 'tensor<3xf32>' does not broadcast to [2, 5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gemm %x, %y, %c : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<3xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @conv_rank(%x: tensor<1x3x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{must have the same rank, at least 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_channels(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{X has 3 channels but W 'tensor<4x2x3x3xf32>' with group 1 expects 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_group(%x: tensor<1x4x8x8xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x3x6x6xf32> {
+  // expected-error @+2 {{group 2 does not divide the 3 filters of W}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x6x6xf32>
+  return %0 : tensor<1x3x6x6xf32>
+}
+
+// -----
+
+func.func @conv_kernel_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x7x7xf32> {
+  // expected-error @+2 {{kernel_shape [2, 2] does not match W 'tensor<4x3x3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x7x7xf32>
+  return %0 : tensor<1x4x7x7xf32>
+}
+
+// -----
+
+func.func @conv_pads_length(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{pads has 2 entries, expected 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_stride_zero(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{must be positive on spatial axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 0>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_negative_pads(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{pads must not be negative on spatial axis 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: -1, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_kernel_too_large(%x: tensor<1x3x2x2xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32> {
+  // expected-error @+2 {{the dilated kernel is larger than the padded input on spatial axis 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x2x2xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32>
+  return %0 : tensor<1x4x1x1xf32>
+}
+
+// -----
+
+func.func @conv_bias(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{B 'tensor<3xf32>' must be 1-D with 4 elements}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv %x, %w, %b {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_missing_attribute(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+1 {{requires attribute 'dilations'}}
+  %0 = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_transpose_channels(%x: tensor<1x4x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x2x7x7xf32> {
+  // expected-error @+2 {{X has 4 channels but W 'tensor<3x2x3x3xf32>' expects 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv_transpose %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<3x2x3x3xf32>) -> tensor<1x2x7x7xf32>
+  return %0 : tensor<1x2x7x7xf32>
+}
+
+// -----
+
+func.func @conv_transpose_output_padding(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x2x13x13xf32> {
+  // expected-error @+2 {{output_padding 2 on spatial axis 0 must be smaller than the stride or the dilation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv_transpose %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, output_padding = array<i64: 2, 2>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x13x13xf32>
+  return %0 : tensor<1x2x13x13xf32>
+}
+
+// -----
+
+func.func @conv_transpose_group(%x: tensor<1x3x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x4x7x7xf32> {
+  // expected-error @+2 {{group 2 does not divide the 3 input channels}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.conv_transpose %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x3x5x5xf32>, tensor<3x2x3x3xf32>) -> tensor<1x4x7x7xf32>
+  return %0 : tensor<1x4x7x7xf32>
+}
+
+// -----
+
+func.func @pool_rank(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+2 {{X 'tensor<4x8xf32>' must have rank 3 or more}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.max_pool %x {kernel_shape = array<i64: 2>, strides = array<i64: 2>, pads = array<i64: 0, 0>, dilations = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @pool_pads(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x5x5xf32> {
+  // expected-error @+2 {{pads on spatial axis 0 must be smaller than the kernel}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.average_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 2, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x5x5xf32>
+  return %0 : tensor<1x1x5x5xf32>
+}
+
+// -----
+
+func.func @pool_kernel_length(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+2 {{kernel_shape has 1 entries, expected 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.max_pool %x {kernel_shape = array<i64: 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+func.func @global_pool_rank(%x: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  // expected-error @+2 {{must have rank 3 or more}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.global_average_pool %x : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @batch_norm_channels(%x: tensor<2x4x3x3xf32>, %c: tensor<4xf32>, %v: tensor<3xf32>) -> tensor<2x4x3x3xf32> {
+  // expected-error @+2 {{input_var 'tensor<3xf32>' must be 1-D with one entry per channel (4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.batch_normalization %x, %c, %c, %c, %v : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<2x4x3x3xf32>
+  return %0 : tensor<2x4x3x3xf32>
+}
+
+// -----
+
+func.func @batch_norm_rank(%x: tensor<4xf32>, %c: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{must have rank 2 or more}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.batch_normalization %x, %c, %c, %c, %c : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @layer_norm_scale(%x: tensor<2x5x16xf32>, %g: tensor<8xf32>) -> tensor<2x5x16xf32> {
+  // expected-error @+2 {{Scale 'tensor<8xf32>' does not broadcast to the normalized shape [16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.layer_normalization %x, %g : (tensor<2x5x16xf32>, tensor<8xf32>) -> tensor<2x5x16xf32>
+  return %0 : tensor<2x5x16xf32>
+}
+
+// -----
+
+func.func @layer_norm_axis(%x: tensor<2x5x16xf32>, %g: tensor<16xf32>) -> tensor<2x5x16xf32> {
+  // expected-error @+2 {{axis 3 is out of range for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.layer_normalization %x, %g {axis = 3 : i64} : (tensor<2x5x16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  return %0 : tensor<2x5x16xf32>
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{axis -3 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.softmax %x {axis = -3 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @reduce_empty_axes(%x: tensor<2x5xf32>) -> tensor<1x1xf32> {
+  // expected-error @+2 {{axes must not be empty}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.reduce_sum %x {axes = array<i64>} : (tensor<2x5xf32>) -> tensor<1x1xf32>
+  return %0 : tensor<1x1xf32>
+}
+
+// -----
+
+func.func @reduce_axis_range(%x: tensor<2x5xf32>) -> tensor<2x1xf32> {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.reduce_mean %x {axes = array<i64: 2>} : (tensor<2x5xf32>) -> tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}
+
+// -----
+
+func.func @reduce_axis_repeated(%x: tensor<2x5xf32>) -> tensor<2x1xf32> {
+  // expected-error @+2 {{axis -1 is repeated}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.reduce_max %x {axes = array<i64: 1, -1>} : (tensor<2x5xf32>) -> tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}
+
+// -----
+
+func.func @flatten_axis(%x: tensor<2x5xf32>) -> tensor<10x1xf32> {
+  // expected-error @+2 {{axis 3 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.flatten %x {axis = 3 : i64} : (tensor<2x5xf32>) -> tensor<10x1xf32>
+  return %0 : tensor<10x1xf32>
+}
+
+// -----
+
+func.func @transpose_perm_length(%x: tensor<2x5x3xf32>) -> tensor<5x2x3xf32> {
+  // expected-error @+2 {{perm has 2 entries for an operand of rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x5x3xf32>) -> tensor<5x2x3xf32>
+  return %0 : tensor<5x2x3xf32>
+}
+
+// -----
+
+func.func @transpose_perm_repeated(%x: tensor<2x5x3xf32>) -> tensor<5x5x3xf32> {
+  // expected-error @+2 {{perm [1, 1, 2] is not a permutation of [0, 3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.transpose %x {perm = array<i64: 1, 1, 2>} : (tensor<2x5x3xf32>) -> tensor<5x5x3xf32>
+  return %0 : tensor<5x5x3xf32>
+}
+
+// -----
+
+func.func @squeeze_not_one(%x: tensor<2x1x3xf32>) -> tensor<1x3xf32> {
+  // expected-error @+2 {{cannot squeeze axis 0 of size 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.squeeze %x {axes = array<i64: 0>} : (tensor<2x1x3xf32>) -> tensor<1x3xf32>
+  return %0 : tensor<1x3xf32>
+}
+
+// -----
+
+func.func @unsqueeze_axis(%x: tensor<2x3xf32>) -> tensor<2x3x1xf32> {
+  // expected-error @+2 {{axis 3 is out of range for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.unsqueeze %x {axes = array<i64: 3>} : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
+  return %0 : tensor<2x3x1xf32>
+}
+
+// -----
+
+func.func @unsqueeze_repeated(%x: tensor<2x3xf32>) -> tensor<1x1x2x3xf32> {
+  // expected-error @+2 {{axis -4 is repeated}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.unsqueeze %x {axes = array<i64: 0, -4>} : (tensor<2x3xf32>) -> tensor<1x1x2x3xf32>
+  return %0 : tensor<1x1x2x3xf32>
+}
+
+// -----
+
+func.func @concat_dims(%x: tensor<2x3xf32>, %y: tensor<4x4xf32>) -> tensor<6x3xf32> {
+  // expected-error @+2 {{differs from 'tensor<2x3xf32>' in dimension 1 (not the concat axis)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.concat %x, %y {axis = 0 : i64} : (tensor<2x3xf32>, tensor<4x4xf32>) -> tensor<6x3xf32>
+  return %0 : tensor<6x3xf32>
+}
+
+// -----
+
+func.func @concat_rank(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+2 {{does not match 'tensor<2x3xf32>' in rank or element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.concat %x, %y {axis = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @concat_axis(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.concat %x, %x {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @split_sum(%x: tensor<2x6xf32>) -> tensor<2x2xf32> {
+  // expected-error @+2 {{split sizes [2, 3] sum to 5 but axis 1 of 'tensor<2x6xf32>' has size 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = memopt.split %x {axis = 1 : i64, split = array<i64: 2, 3>} : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x3xf32>)
+  return %0#0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @split_result_count(%x: tensor<2x6xf32>) -> tensor<2x2xf32> {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x2xf32>', 'tensor<2x2xf32>', 'tensor<2x2xf32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = memopt.split %x {axis = 1 : i64, split = array<i64: 2, 2, 2>} : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x4xf32>)
+  return %0#0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @split_negative(%x: tensor<2x6xf32>) -> tensor<2x8xf32> {
+  // expected-error @+2 {{split size -2 is negative}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = memopt.split %x {axis = 1 : i64, split = array<i64: 8, -2>} : (tensor<2x6xf32>) -> (tensor<2x8xf32>, tensor<2x0xf32>)
+  return %0#0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @slice_lengths(%x: tensor<6xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{starts, ends, axes and steps have 1, 2, 1 and 1 entries; they must be equal}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.slice %x {starts = array<i64: 0>, ends = array<i64: 3, 4>, axes = array<i64: 0>, steps = array<i64: 1>} : (tensor<6xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @slice_zero_step(%x: tensor<6xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{step for axis 0 is zero}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.slice %x {starts = array<i64: 0>, ends = array<i64: 3>, axes = array<i64: 0>, steps = array<i64: 0>} : (tensor<6xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @slice_axis(%x: tensor<6xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{axis 1 is out of range for rank 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.slice %x {starts = array<i64: 0>, ends = array<i64: 3>, axes = array<i64: 1>, steps = array<i64: 1>} : (tensor<6xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @gather_axis(%x: tensor<2x3xf32>, %i: tensor<2xi64>) -> tensor<2x2xf32> {
+  // expected-error @+2 {{axis 2 is out of range for data of rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gather %x, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @gather_index_type(%x: tensor<2x3xf32>, %i: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = memopt.gather %x, %i : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @gather_elements_rank(%x: tensor<2x3xf32>, %i: tensor<2xi64>) -> tensor<2xf32> {
+  // expected-error @+2 {{data 'tensor<2x3xf32>' and indices 'tensor<2xi64>' must have the same rank}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gather_elements %x, %i : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gather_elements_axis(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  // expected-error @+2 {{axis -3 is out of range for data of rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gather_elements %x, %i {axis = -3 : i64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{cannot broadcast 'tensor<2x3xf32>' to 'tensor<4x3xf32>'}}
+  %0 = memopt.expand %x : (tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @expand_element_type(%x: tensor<3xf32>) -> tensor<2x3xi32> {
+  // expected-error @+1 {{changes the element type from 'f32' to 'i32'}}
+  %0 = memopt.expand %x : (tensor<3xf32>) -> tensor<2x3xi32>
+  return %0 : tensor<2x3xi32>
+}
+
+// -----
+
+func.func @pad_length(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{pads has 2 entries; rank 2 needs 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.pad %x {pads = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @pad_mode(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{unknown mode 'mirror'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.pad %x {pads = array<i64: 0, 1, 0, 1>, mode = "mirror"} : (tensor<2x3xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @pad_crop(%x: tensor<2x3xf32>) -> tensor<2x0xf32> {
+  // expected-error @+2 {{pads crop axis 1 of 'tensor<2x3xf32>' to a negative size}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.pad %x {pads = array<i64: 0, -2, 0, -2>} : (tensor<2x3xf32>) -> tensor<2x0xf32>
+  return %0 : tensor<2x0xf32>
+}
+
+// -----
+
+func.func @resize_mode(%x: tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32> {
+  // expected-error @+1 {{mode must be 'nearest' or 'linear', got 'cubic'}}
+  %0 = memopt.resize %x {mode = "cubic"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  return %0 : tensor<1x3x8x8xf32>
+}
+
+// -----
+
+func.func @resize_rank(%x: tensor<1x3x4x4xf32>) -> tensor<3x8x8xf32> {
+  // expected-error @+1 {{must have the rank and element type of 'tensor<1x3x4x4xf32>'}}
+  %0 = memopt.resize %x : (tensor<1x3x4x4xf32>) -> tensor<3x8x8xf32>
+  return %0 : tensor<3x8x8xf32>
+}
+
+// -----
+
+func.func @resize_transform(%x: tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32> {
+  // expected-error @+1 {{unknown coordinate_transformation_mode 'corners'}}
+  %0 = memopt.resize %x {coordinate_transformation_mode = "corners"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  return %0 : tensor<1x3x8x8xf32>
+}
+
+// -----
+
+func.func @resize_nearest_mode(%x: tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32> {
+  // expected-error @+1 {{unknown nearest_mode 'round'}}
+  %0 = memopt.resize %x {nearest_mode = "round"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  return %0 : tensor<1x3x8x8xf32>
+}
+
+// -----
+
+func.func @constant_of_shape_rank(%s: tensor<3xi64>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{shape operand 'tensor<3xi64>' does not have one entry per dimension of 'tensor<2x3xf32>'}}
+  %0 = memopt.constant_of_shape %s : (tensor<3xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @constant_of_shape_value_type(%s: tensor<2xi64>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{value element type 'i32' differs from the result's 'f32'}}
+  %0 = memopt.constant_of_shape %s {value = dense<1> : tensor<1xi32>} : (tensor<2xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @constant_of_shape_value_count(%s: tensor<2xi64>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{value must have exactly one element, got 2}}
+  %0 = memopt.constant_of_shape %s {value = dense<1.0> : tensor<2xf32>} : (tensor<2xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @range_scalars(%a: tensor<1xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{start, limit and delta must be scalars of 'i64', got 'tensor<1xi64>'}}
+  %0 = memopt.range %a, %a, %a : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+func.func @range_rank(%a: tensor<i64>) -> tensor<2x2xi64> {
+  // expected-error @+1 {{result must be 1-D, got 'tensor<2x2xi64>'}}
+  %0 = memopt.range %a, %a, %a : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<2x2xi64>
+  return %0 : tensor<2x2xi64>
+}
+
+// -----
+
+func.func @constant_type() -> tensor<3xi64> {
+  // expected-error @+1 {{failed to verify that all of {value, output} have same type}}
+  %0 = "memopt.constant"() {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<3xi64>
+  return %0 : tensor<3xi64>
 }
