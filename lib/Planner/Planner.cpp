@@ -6,6 +6,7 @@
 #include "memopt/Planner/Validator.h"
 
 #include <chrono>
+#include <cstdio>
 
 namespace memopt::planner {
 
@@ -57,6 +58,7 @@ private:
   PlanResult finish(PlanStatus status, std::string message = {});
   PlanResult runHeuristic(BestFitOrder order, Algorithm algorithm);
   PlanResult runDecision(int64_t capacity);
+  PlanResult runDecisionWithHeuristics(int64_t capacity);
   PlanResult runMinimize();
   std::string bytes(int64_t value) { return std::to_string(value) + " bytes"; }
 
@@ -116,11 +118,30 @@ PlanResult PlanBuilder::runDecision(int64_t capacity) {
   case SearchOutcome::TimedOut:
     break;
   }
-  return finish(PlanStatus::NotFound,
-                "no packing within " + bytes(capacity) + " found in the " +
-                    std::to_string(options.timeLimitSeconds) +
-                    " s time limit (max-live is " + bytes(result.maxLive) +
-                    ")");
+  char limit[32];
+  std::snprintf(limit, sizeof(limit), "%g", options.timeLimitSeconds);
+  return finish(PlanStatus::NotFound, "no packing within " + bytes(capacity) +
+                                          " found in the " + limit +
+                                          " s time limit (max-live is " +
+                                          bytes(result.maxLive) + ")");
+}
+
+PlanResult PlanBuilder::runDecisionWithHeuristics(int64_t capacity) {
+  // Any packing within the capacity answers the decision problem, and the
+  // greedy ones cost milliseconds; the search cannot exploit a loose capacity
+  // as well as they do (its bounds ignore alignment padding, for one).
+  for (auto [order, algorithm] :
+       {std::pair{BestFitOrder::DecreasingSize, Algorithm::BestFitSize},
+        std::pair{BestFitOrder::DecreasingLifetime,
+                  Algorithm::BestFitLifetime}}) {
+    Plan greedy = planBestFit(problem, order);
+    if (greedy.arenaSize > capacity)
+      continue;
+    if (!accept(greedy, algorithm))
+      return finish(PlanStatus::InvalidPlan, result.message);
+    return finish(PlanStatus::Ok);
+  }
+  return runDecision(capacity);
 }
 
 PlanResult PlanBuilder::runMinimize() {
@@ -197,7 +218,7 @@ PlanResult PlanBuilder::run() {
                         Algorithm::BestFitLifetime);
   case Algorithm::Exact:
     if (options.capacity)
-      return runDecision(*options.capacity);
+      return runDecisionWithHeuristics(*options.capacity);
     return runMinimize();
   case Algorithm::Auto:
     return runMinimize();

@@ -146,8 +146,10 @@ int main(int argc, char **argv) {
     text = buffer.str();
   } else {
     std::ifstream file(inputPath, std::ios::binary);
-    if (!file)
-      return usageError("cannot open '" + inputPath + "'");
+    if (!file) {
+      std::cerr << "memopt-plan: error: cannot open '" << inputPath << "'\n";
+      return 1;
+    }
     std::ostringstream buffer;
     buffer << file.rdbuf();
     text = buffer.str();

@@ -10,7 +10,9 @@
 //                     second order).
 //  - Exact:           canonical-packing search (MiniMalloc). With a capacity
 //                     it answers the decision problem: the first packing
-//                     within the capacity. Without one it behaves like Auto.
+//                     within the capacity (a heuristic plan, when one already
+//                     fits, else the search's). Without one it behaves like
+//                     Auto.
 //  - Auto:            both heuristics (keep the better), then the exact
 //                     search for smaller arenas, from the best heuristic
 //                     result (or the capacity, if that is smaller) down
