@@ -1,0 +1,262 @@
+//===- OnnxTensors.cpp - ONNX tensors and types -> MLIR -------------------===//
+//
+// Reading a TensorProto follows the ONNX IR spec (onnx/onnx.proto): the
+// payload is `raw_data` when present (little-endian, the element's natural
+// width), else the typed repeated field for the data type (FLOAT16/BFLOAT16,
+// INT8/UINT8/INT16/BOOL in `int32_data`, one element each), or an external
+// file named by the `location`/`offset`/`length` keys. onnx-mlir's importer
+// does the same walk; here large tensors go to a `dense_resource` blob
+// instead of an inline attribute, so the printed IR stays small.
+//
+// The host is assumed little-endian, as ONNX's raw_data is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OnnxTensors.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::memopt;
+using namespace mlir::memopt::onnx_import;
+
+using onnx::TensorProto;
+
+Type onnx_import::convertElementType(int32_t onnxType, MLIRContext *context) {
+  Builder b(context);
+  switch (onnxType) {
+  case TensorProto::FLOAT:
+    return b.getF32Type();
+  case TensorProto::FLOAT16:
+    return b.getF16Type();
+  case TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case TensorProto::DOUBLE:
+    return b.getF64Type();
+  case TensorProto::INT64:
+    return b.getI64Type();
+  case TensorProto::INT32:
+    return b.getI32Type();
+  case TensorProto::INT8:
+    return b.getI8Type();
+  case TensorProto::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return {};
+  }
+}
+
+StringRef onnx_import::onnxTypeName(int32_t onnxType) {
+  if (TensorProto::DataType_IsValid(onnxType))
+    return TensorProto::DataType_Name(
+        static_cast<TensorProto::DataType>(onnxType));
+  return "unknown";
+}
+
+int32_t onnx_import::onnxTypeOf(Type type) {
+  if (type.isF32())
+    return TensorProto::FLOAT;
+  if (type.isF16())
+    return TensorProto::FLOAT16;
+  if (type.isBF16())
+    return TensorProto::BFLOAT16;
+  if (type.isF64())
+    return TensorProto::DOUBLE;
+  if (type.isInteger(1))
+    return TensorProto::BOOL;
+  if (type.isUnsignedInteger(8))
+    return TensorProto::UINT8;
+  if (type.isInteger(8))
+    return TensorProto::INT8;
+  if (type.isInteger(32))
+    return TensorProto::INT32;
+  if (type.isInteger(64))
+    return TensorProto::INT64;
+  return TensorProto::UNDEFINED;
+}
+
+/// Bytes per element in the raw layout (bool is one byte in ONNX).
+static size_t storageBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  return type.getIntOrFloatBitWidth() / 8;
+}
+
+/// Copies the typed repeated field of `tensor` into `bytes` (the raw layout).
+static LogicalResult readTypedFields(const TensorProto &tensor,
+                                     int64_t numElements, size_t width,
+                                     std::string &bytes, Location loc) {
+  bytes.assign(numElements * width, '\0');
+  auto copyAll = [&](const auto &field, auto convert) -> LogicalResult {
+    if (field.size() != numElements)
+      return emitError(loc)
+             << "tensor '" << tensor.name() << "' holds " << field.size()
+             << " values for " << numElements << " elements";
+    for (int64_t i = 0; i < numElements; ++i) {
+      auto value = convert(field.Get(i));
+      std::memcpy(&bytes[i * width], &value, width);
+    }
+    return success();
+  };
+  switch (tensor.data_type()) {
+  case TensorProto::FLOAT:
+    return copyAll(tensor.float_data(), [](float v) { return v; });
+  case TensorProto::DOUBLE:
+    return copyAll(tensor.double_data(), [](double v) { return v; });
+  case TensorProto::INT64:
+    return copyAll(tensor.int64_data(), [](int64_t v) { return v; });
+  case TensorProto::INT32:
+    return copyAll(tensor.int32_data(), [](int32_t v) { return v; });
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16:
+    return copyAll(tensor.int32_data(),
+                   [](int32_t v) { return static_cast<uint16_t>(v); });
+  case TensorProto::INT8:
+  case TensorProto::UINT8:
+    return copyAll(tensor.int32_data(),
+                   [](int32_t v) { return static_cast<uint8_t>(v); });
+  case TensorProto::BOOL:
+    return copyAll(tensor.int32_data(),
+                   [](int32_t v) { return static_cast<uint8_t>(v != 0); });
+  default:
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has no data for its type";
+  }
+}
+
+/// Reads the external data of `tensor` (keys location/offset/length).
+static LogicalResult readExternalData(const TensorProto &tensor,
+                                      StringRef modelFolder,
+                                      size_t expectedBytes, std::string &bytes,
+                                      Location loc) {
+  std::string location;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;
+  for (const auto &entry : tensor.external_data()) {
+    auto parse = [&](uint64_t &out) -> LogicalResult {
+      if (StringRef(entry.value()).getAsInteger(10, out))
+        return emitError(loc)
+               << "tensor '" << tensor.name() << "' has external data key '"
+               << entry.key() << "' with a non-integer value '" << entry.value()
+               << "'";
+      return success();
+    };
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset") {
+      if (failed(parse(offset)))
+        return failure();
+    } else if (entry.key() == "length") {
+      uint64_t value = 0;
+      if (failed(parse(value)))
+        return failure();
+      length = value;
+    }
+  }
+  if (location.empty())
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has external data without a 'location'";
+  SmallString<256> path(modelFolder);
+  llvm::sys::path::append(path, location);
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' stores its data in external file '" << location
+                          << "', which cannot be read ('" << path
+                          << "': " << file.getError().message() << ")";
+  StringRef contents = (*file)->getBuffer();
+  uint64_t size =
+      length.value_or(contents.size() > offset ? contents.size() - offset : 0);
+  if (offset + size > contents.size())
+    return emitError(loc) << "tensor '" << tensor.name() << "' reads bytes ["
+                          << offset << ", " << offset + size
+                          << ") of external file '" << location
+                          << "', which has only " << contents.size()
+                          << " bytes";
+  if (size != expectedBytes)
+    return emitError(loc) << "tensor '" << tensor.name() << "' needs "
+                          << expectedBytes << " bytes but external file '"
+                          << location << "' provides " << size;
+  bytes.assign(contents.data() + offset, size);
+  return success();
+}
+
+/// A resource key made of identifier characters, so it prints bare.
+static std::string blobKey(StringRef tensorName) {
+  std::string key;
+  for (char c : tensorName)
+    key.push_back(llvm::isAlnum(c) ? c : '_');
+  if (key.empty() || llvm::isDigit(key.front()))
+    key.insert(0, "w_");
+  return key;
+}
+
+ElementsAttr onnx_import::convertTensor(const TensorProto &tensor,
+                                        StringRef modelFolder, Location loc) {
+  MLIRContext *context = loc.getContext();
+  Type elementType = convertElementType(tensor.data_type(), context);
+  if (!elementType) {
+    emitError(loc) << "tensor '" << tensor.name() << "' has element type "
+                   << onnxTypeName(tensor.data_type())
+                   << ", which memopt does not support";
+    return {};
+  }
+  SmallVector<int64_t> shape;
+  int64_t numElements = 1;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0) {
+      emitError(loc) << "tensor '" << tensor.name()
+                     << "' has a negative dimension " << dim;
+      return {};
+    }
+    shape.push_back(dim);
+    numElements *= dim;
+  }
+  auto type = RankedTensorType::get(shape, elementType);
+  size_t width = storageBytes(elementType);
+  size_t expectedBytes = numElements * width;
+
+  std::string bytes;
+  if (tensor.data_location() == TensorProto::EXTERNAL) {
+    if (failed(
+            readExternalData(tensor, modelFolder, expectedBytes, bytes, loc)))
+      return {};
+  } else if (tensor.has_raw_data()) {
+    if (tensor.raw_data().size() != expectedBytes) {
+      emitError(loc) << "tensor '" << tensor.name() << "' has "
+                     << tensor.raw_data().size() << " bytes of raw_data, "
+                     << "expected " << expectedBytes << " for " << type;
+      return {};
+    }
+    bytes = tensor.raw_data();
+  } else if (failed(readTypedFields(tensor, numElements, width, bytes, loc))) {
+    return {};
+  }
+
+  // i1 has its own packed storage in DenseElementsAttr; ONNX bool is a byte.
+  if (elementType.isInteger(1)) {
+    SmallVector<bool> values;
+    for (char c : bytes)
+      values.push_back(c != 0);
+    return DenseElementsAttr::get(type, ArrayRef<bool>(values));
+  }
+  ArrayRef<char> raw(bytes.data(), bytes.size());
+  if (numElements <= kMaxInlineElements)
+    return DenseElementsAttr::getFromRawBuffer(type, raw);
+  return DenseResourceElementsAttr::get(
+      type, blobKey(tensor.name()),
+      HeapAsmResourceBlob::allocateAndCopyWithAlign(raw, alignof(uint64_t)));
+}
