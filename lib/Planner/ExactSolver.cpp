@@ -43,6 +43,7 @@
 #include "memopt/Planner/ExactSolver.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -73,6 +74,67 @@ struct Subproblem {
   int begin = 0;
   int end = 0;
   std::vector<int> ranked;
+};
+
+/// Per-section totals with range add and range max, so the monotonic-floor
+/// bound (offset + largest unplaced total <= capacity) costs O(log sections)
+/// per node instead of a scan.
+class SectionTotals {
+public:
+  void init(const std::vector<int64_t> &values) {
+    count = static_cast<int>(values.size());
+    maxima.assign(4 * std::max(count, 1), 0);
+    pending.assign(4 * std::max(count, 1), 0);
+    if (count > 0)
+      build(1, 0, count, values);
+  }
+  void add(int begin, int end, int64_t delta) {
+    if (begin < end)
+      add(1, 0, count, begin, end, delta);
+  }
+  int64_t max(int begin, int end) const {
+    return begin < end ? max(1, 0, count, begin, end) : 0;
+  }
+
+private:
+  void build(int node, int low, int high, const std::vector<int64_t> &values) {
+    if (high - low == 1) {
+      maxima[node] = values[low];
+      return;
+    }
+    int middle = (low + high) / 2;
+    build(2 * node, low, middle, values);
+    build(2 * node + 1, middle, high, values);
+    maxima[node] = std::max(maxima[2 * node], maxima[2 * node + 1]);
+  }
+  void add(int node, int low, int high, int begin, int end, int64_t delta) {
+    if (end <= low || high <= begin)
+      return;
+    if (begin <= low && high <= end) {
+      maxima[node] += delta;
+      pending[node] += delta;
+      return;
+    }
+    int middle = (low + high) / 2;
+    add(2 * node, low, middle, begin, end, delta);
+    add(2 * node + 1, middle, high, begin, end, delta);
+    maxima[node] =
+        pending[node] + std::max(maxima[2 * node], maxima[2 * node + 1]);
+  }
+  int64_t max(int node, int low, int high, int begin, int end) const {
+    if (begin <= low && high <= end)
+      return maxima[node];
+    int middle = (low + high) / 2;
+    int64_t best = std::numeric_limits<int64_t>::min();
+    if (begin < middle)
+      best = std::max(best, max(2 * node, low, middle, begin, end));
+    if (middle < end)
+      best = std::max(best, max(2 * node + 1, middle, high, begin, end));
+    return best + pending[node];
+  }
+
+  int count = 0;
+  std::vector<int64_t> maxima, pending;
 };
 
 class PackingSearch {
@@ -109,7 +171,12 @@ private:
   std::vector<int64_t> floor;     // Per section.
   std::vector<int64_t> total;     // Unplaced size per section.
   std::vector<int> cuts;          // Unplaced items spanning s | s+1.
+  SectionTotals totalTree;        // Mirrors `total` for range maxima.
   std::vector<std::pair<int, int64_t>> offsetTrail, floorTrail;
+  // Scratch space reused across nodes: candidate lists stack up with the
+  // recursion; the affected-section list is used and emptied per placement.
+  std::vector<std::pair<int64_t, int>> candidateStack;
+  std::vector<int> affected;
   std::vector<unsigned> sectionStamp;
   unsigned stamp = 0;
 
@@ -203,6 +270,15 @@ ExactSearchResult PackingSearch::run() {
     for (int s = item.firstSection; s + 1 < item.endSection; ++s)
       ++cuts[s];
   }
+
+  // Every later check is incremental, so it starts from a state that holds.
+  for (int64_t sectionTotal : total) {
+    if (sectionTotal > capacity) {
+      result.outcome = SearchOutcome::Infeasible;
+      return result;
+    }
+  }
+  totalTree.init(total);
 
   static const char *const kHeuristics[] = {"WAT", "TAW", "TWA"};
   Status status = Status::NodeLimit;
@@ -299,20 +375,23 @@ Status PackingSearch::search(const Subproblem &sub,
   if (timedOut)
     return Status::TimedOut;
 
-  std::vector<std::pair<int64_t, int>> candidates;
+  size_t mark = candidateStack.size();
   int64_t lowestTop = capacity + 1;
   for (int rank = 0; rank < static_cast<int>(sub.ranked.size()); ++rank) {
     int item = sub.ranked[rank];
     if (offset[item] >= 0)
       continue;
-    candidates.push_back({minOffset[item], rank});
+    candidateStack.push_back({minOffset[item], rank});
     lowestTop = std::min(lowestTop, minOffset[item] + items[item].size);
   }
-  if (candidates.empty())
+  if (candidateStack.size() == mark)
     return Status::Found;
-  std::sort(candidates.begin(), candidates.end());
+  std::sort(candidateStack.begin() + mark, candidateStack.end());
 
-  for (const auto &[candidateOffset, rank] : candidates) {
+  Status status = Status::NotFound;
+  // Indexes, not iterators: deeper nodes grow the stack and may move it.
+  for (size_t c = mark; c < candidateStack.size(); ++c) {
+    auto [candidateOffset, rank] = candidateStack[c];
     // Dominance: some unplaced item fits wholly below this offset.
     if (candidateOffset >= lowestTop)
       break;
@@ -321,13 +400,12 @@ Status PackingSearch::search(const Subproblem &sub,
         (candidateOffset == lastOffset && rank < lastRank))
       continue;
     bool raisedNothing = false;
-    Status status = place(sub, heuristic, rank, candidateOffset, raisedNothing);
-    if (status != Status::NotFound)
-      return status;
-    if (raisedNothing)
+    status = place(sub, heuristic, rank, candidateOffset, raisedNothing);
+    if (status != Status::NotFound || raisedNothing)
       break;
   }
-  return Status::NotFound;
+  candidateStack.resize(mark);
+  return status;
 }
 
 Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
@@ -343,7 +421,7 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
 
   // Raise the minimum offsets of unplaced items live with this one.
   ++stamp;
-  std::vector<int> affected;
+  affected.clear();
   for (int other : item.overlaps) {
     if (offset[other] >= 0 || minOffset[other] >= top)
       continue;
@@ -364,7 +442,10 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
     floorTrail.push_back({s, floor[s]});
     floor[s] = std::max(floor[s], top);
     total[s] -= item.size;
+    if (total[s] > 0 && floor[s] + total[s] > capacity)
+      feasible = false;
   }
+  totalTree.add(item.firstSection, item.endSection, -item.size);
 
   if (feasible) {
     // A section's floor is at least the lowest minimum offset in it.
@@ -376,11 +457,14 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
       if (lowest > floor[s]) {
         floorTrail.push_back({s, floor[s]});
         floor[s] = lowest;
+        if (floor[s] + total[s] > capacity)
+          feasible = false;
       }
     }
-    for (int s = sub.begin; s < sub.end && feasible; ++s)
-      if (total[s] > 0 && std::max(floor[s], at) + total[s] > capacity)
-        feasible = false;
+    // Sections whose floor and total did not change still satisfy
+    // floor + total <= capacity; all must satisfy offset + total too.
+    if (at + totalTree.max(sub.begin, sub.end) > capacity)
+      feasible = false;
   }
 
   Status status = Status::NotFound;
@@ -392,6 +476,7 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
   floorTrail.resize(floorMark);
   for (int s = item.firstSection; s < item.endSection; ++s)
     total[s] += item.size;
+  totalTree.add(item.firstSection, item.endSection, item.size);
   for (size_t i = offsetTrail.size(); i > offsetMark; --i)
     minOffset[offsetTrail[i - 1].first] = offsetTrail[i - 1].second;
   offsetTrail.resize(offsetMark);
