@@ -38,10 +38,10 @@ class ZooModel:
         return os.path.join(MODELS_DIR, self.exporter, f"{self.name}.onnx")
 
     def input_shape_args(self):
-        """memopt-translate --input-shape arguments (NAME:D0xD1x...) fixing every input."""
+        """memopt-translate --input-shape arguments (NAME=D0xD1x...) fixing every input."""
         args = []
         for name, (shape, _) in self.inputs.items():
-            args += ["--input-shape", f"{name}:{'x'.join(str(d) for d in shape)}"]
+            args += ["--input-shape", f"{name}={'x'.join(str(d) for d in shape)}"]
         return args
 
 

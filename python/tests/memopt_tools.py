@@ -100,7 +100,9 @@ def scan_ir(mlir_path):
 
 def initializer_bytes(model):
     """(all, large) bytes of the initializers that some node uses; `large` counts those of
-    more than 1024 elements, which the dialect contract keeps as dense_resource weights."""
+    more than 1024 elements, which the dialect contract keeps as dense_resource weights, except
+    bool tensors (masks): MLIR stores i1 bit-packed and has no dense_resource blob for it, so
+    the importer keeps them inline."""
     used = {name for node in model.graph.node for name in node.input}
     total = large = 0
     for tensor in model.graph.initializer:
@@ -109,7 +111,7 @@ def initializer_bytes(model):
         count = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
         size = count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
         total += size
-        if count > 1024:
+        if count > 1024 and tensor.data_type != TensorProto.BOOL:
             large += size
     return total, large
 

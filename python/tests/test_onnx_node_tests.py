@@ -8,7 +8,7 @@ opset is 13..21; cases generated at a newer opset are moved to opset 21 when non
 changed between 21 and that opset (same schema since_version), which keeps the semantics.
 
 Preprocessing: graph inputs that decide shapes (Reshape's shape, Slice's starts, reduction
-axes, Pad's pads, ...) become initializers holding the case's own input values (the importer
+axes, Pad's pads, ..., directly or through the nodes computing them) become initializers holding the case's own input values (the importer
 folds only constants into attributes); every remaining input gets an exact --input-shape from
 the case's input data.
 Each selected case is a test: import must succeed, except the cases that
@@ -104,6 +104,18 @@ def _preprocess(model, inputs, opset):
     values = {v.name: inputs[i] for i, v in enumerate(real_inputs) if i < len(inputs)}
     shape_names = {n.input[i] for n in graph.node for i in SHAPE_INPUTS.get(n.op_type, [])
                    if i < len(n.input) and n.input[i]}
+    # Walk back through the nodes that compute them (expanded functions derive sizes from an
+    # input through Cast, Sub, ...), so the graph inputs they start from become constants too.
+    producers = {out: n for n in graph.node for out in n.output}
+    pending = list(shape_names)
+    while pending:
+        producer = producers.get(pending.pop())
+        if producer is None or producer.op_type == "Shape":  # static shapes fold already
+            continue
+        for name in producer.input:
+            if name and name not in shape_names:
+                shape_names.add(name)
+                pending.append(name)
     keep = []
     for value in real_inputs:
         if value.name in shape_names and value.name in values:
