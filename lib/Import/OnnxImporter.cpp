@@ -38,6 +38,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -1644,6 +1645,13 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   for (auto [i, output] : llvm::enumerate(graph.output()))
     function.setResultAttr(i, "memopt.name",
                            builder.getStringAttr(output.name()));
+
+  // Constants that only fed shape-deciding inputs (now attributes), and
+  // nodes whose results nothing reads, go away.
+  for (Operation &op :
+       llvm::make_early_inc_range(llvm::reverse(body->getOperations())))
+    if (isOpTriviallyDead(&op))
+      op.erase();
 
   if (failed(verify(*module)))
     return failure();
