@@ -69,6 +69,18 @@ struct StorageBuilder {
     return id;
   }
 
+  /// Scratch bytes live during the op at `index` only.
+  void createWorkspace(Operation *op, int64_t bytes, int64_t index) {
+    unsigned id = storages.size();
+    Storage storage;
+    storage.id = id;
+    storage.size = bytes;
+    storage.first = storage.last = index;
+    storage.workspaceOf = op;
+    storages.push_back(std::move(storage));
+    forward.push_back(id);
+  }
+
   void join(Value value, unsigned id) {
     id = find(id);
     storages[id].values.push_back(value);
@@ -111,6 +123,9 @@ struct StorageBuilder {
       }
       for (Value result : op->getResults())
         create(result, StorageKind::Arena, index);
+      if (auto cost = dyn_cast<CostOpInterface>(op))
+        if (int64_t bytes = cost.getWorkspaceBytes(); bytes > 0)
+          createWorkspace(op, bytes, index);
     }
     int64_t numSteps = order.size();
     for (auto [index, op] : llvm::enumerate(order))
@@ -172,6 +187,11 @@ void BufferLiveness::analyze(func::FuncOp function, ArrayRef<Operation *> order,
   }
   for (auto &[value, id] : builder.storageOf)
     storageOf[value] = newId.lookup(builder.find(id));
+  for (const Storage &storage : storages)
+    if (storage.workspaceOf) {
+      workspaceOf[storage.workspaceOf] = storage.id;
+      stats.naiveBytes += storage.size;
+    }
 
   liveProfile.assign(numSteps, 0);
   for (const Storage &storage : storages) {
@@ -225,6 +245,11 @@ const Storage &BufferLiveness::getStorage(Value value) const {
   auto it = storageOf.find(value);
   assert(it != storageOf.end() && "value has no storage");
   return storages[it->second];
+}
+
+const Storage *BufferLiveness::getWorkspace(Operation *op) const {
+  auto it = workspaceOf.find(op);
+  return it == workspaceOf.end() ? nullptr : &storages[it->second];
 }
 
 std::optional<int64_t> BufferLiveness::getOpIndex(Operation *op) const {

@@ -65,7 +65,10 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
     if (storage.kind != StorageKind::Arena || storage.size == 0)
       continue;
     BufferReport buffer;
-    buffer.name = getValueName(storage.values.front());
+    buffer.name =
+        storage.workspaceOf
+            ? getValueName(storage.workspaceOf->getResult(0)) + ".workspace"
+            : getValueName(storage.values.front());
     for (Value value : storage.values)
       buffer.tensors.push_back(getValueName(value));
     buffer.size = storage.size;

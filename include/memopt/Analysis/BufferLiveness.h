@@ -58,13 +58,17 @@ struct Storage {
   llvm::SmallVector<Value> values;
   /// Argument number (Input) or result number (Output).
   int64_t ioIndex = -1;
+  /// For a kernel workspace (scratch live during one op): that op. Such a
+  /// storage holds no tensor.
+  Operation *workspaceOf = nullptr;
 };
 
 /// The memory numbers of one function in one op order.
 struct MemoryStats {
   int64_t weightsBytes = 0;
   int64_t ioBytes = 0;
-  /// Sum of every intermediate tensor that is not a view: no reuse at all.
+  /// Sum of every intermediate tensor that is not a view, and of every
+  /// kernel workspace: no reuse at all.
   int64_t naiveBytes = 0;
   /// Largest total size of arena storages alive at one op index.
   int64_t maxLiveBytes = 0;
@@ -93,6 +97,8 @@ public:
 
   llvm::ArrayRef<Storage> getStorages() const { return storages; }
   const Storage &getStorage(Value value) const;
+  /// The workspace storage of `op`, if its kernel needs scratch bytes.
+  const Storage *getWorkspace(Operation *op) const;
   /// The op index of `op` (constants and the terminator have none).
   std::optional<int64_t> getOpIndex(Operation *op) const;
   int64_t getNumSteps() const { return numSteps; }
@@ -114,6 +120,7 @@ private:
 
   llvm::SmallVector<Storage> storages;
   llvm::DenseMap<Value, unsigned> storageOf;
+  llvm::DenseMap<Operation *, unsigned> workspaceOf;
   llvm::DenseMap<Operation *, int64_t> opIndex;
   llvm::SmallVector<int64_t> liveProfile;
   int64_t numSteps = 0;

@@ -32,4 +32,14 @@ int64_t mlir::memopt::detail::defaultBytesMoved(Operation *op) {
   return bytes;
 }
 
+int64_t mlir::memopt::detail::convolutionWorkspaceBytes(Operation *op) {
+  constexpr int64_t kMaxWorkspaceBytes = int64_t(32) << 20;
+  int64_t largest = 0;
+  for (Type type : op->getOperandTypes())
+    largest = std::max(largest, getTensorBytes(type));
+  for (Type type : op->getResultTypes())
+    largest = std::max(largest, getTensorBytes(type));
+  return std::min(largest, kMaxWorkspaceBytes);
+}
+
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.cpp.inc"

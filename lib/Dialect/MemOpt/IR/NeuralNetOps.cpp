@@ -223,6 +223,10 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+int64_t ConvOp::getWorkspaceBytes() {
+  return detail::convolutionWorkspaceBytes(*this);
+}
+
 int64_t ConvOp::getFlops() {
   // Every output element reduces over (C / group) * prod(kernel) inputs.
   auto w = getW().getType();
@@ -297,6 +301,10 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   }
   results.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
+}
+
+int64_t ConvTransposeOp::getWorkspaceBytes() {
+  return detail::convolutionWorkspaceBytes(*this);
 }
 
 int64_t ConvTransposeOp::getFlops() {

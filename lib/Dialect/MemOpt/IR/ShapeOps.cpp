@@ -17,6 +17,20 @@ using namespace mlir;
 using namespace mlir::memopt;
 using namespace mlir::memopt::impl;
 
+/// Views share their operand's bytes and `shape` reads only the type: none of
+/// them computes or moves anything.
+#define MEMOPT_ZERO_COST(OpClass)                                              \
+  int64_t OpClass::getFlops() { return 0; }                                    \
+  int64_t OpClass::getBytesMoved() { return 0; }
+
+MEMOPT_ZERO_COST(ShapeOp)
+MEMOPT_ZERO_COST(ReshapeOp)
+MEMOPT_ZERO_COST(FlattenOp)
+MEMOPT_ZERO_COST(SqueezeOp)
+MEMOPT_ZERO_COST(UnsqueezeOp)
+MEMOPT_ZERO_COST(IdentityOp)
+#undef MEMOPT_ZERO_COST
+
 /// Folds ops that only change the shape: same elements in row-major order.
 static OpFoldResult foldReshapeOfConstant(Attribute operand,
                                           ShapedType resultType) {

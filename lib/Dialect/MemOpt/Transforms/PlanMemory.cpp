@@ -137,6 +137,12 @@ struct MemOptPlanMemoryPass
                               : -1);
       }
       op.setAttr("memopt.offsets", builder.getDenseI64ArrayAttr(offsets));
+      if (const Storage *workspace = liveness.getWorkspace(&op)) {
+        op.setAttr("memopt.workspace_offset",
+                   builder.getI64IntegerAttr(storageOffsets[workspace->id]));
+        op.setAttr("memopt.workspace_size",
+                   builder.getI64IntegerAttr(workspace->size));
+      }
     }
     function->setAttr("memopt.arena_size",
                       builder.getI64IntegerAttr(result.plan.arenaSize));

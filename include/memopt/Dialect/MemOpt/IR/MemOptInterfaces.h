@@ -11,6 +11,11 @@ namespace detail {
 int64_t defaultFlops(Operation *op);
 /// Every operand read once plus every result written once, in bytes.
 int64_t defaultBytesMoved(Operation *op);
+/// The convolution workspace policy: as many bytes as the larger of input and
+/// output, at most 32 MiB. Enough for cuDNN's implicit-GEMM and most
+/// Winograd/FFT-tiled algorithms on inference shapes, small enough that the
+/// workspace rarely sets the arena's peak.
+int64_t convolutionWorkspaceBytes(Operation *op);
 } // namespace detail
 
 /// Size in bytes of a statically shaped tensor (i1 is stored as one byte).

@@ -50,6 +50,11 @@ def MemOpt_CostOpInterface : OpInterface<"CostOpInterface"> {
       "int64_t", "getBytesMoved", (ins), [{}], [{
         return ::mlir::memopt::detail::defaultBytesMoved($_op);
       }]>,
+    InterfaceMethod<
+      "Scratch bytes the op's kernel may use while it runs (e.g. a cuDNN "
+      "convolution's workspace). The planner gives it arena space live at "
+      "this op only; the runtime picks the fastest algorithm that fits.",
+      "int64_t", "getWorkspaceBytes", (ins), [{}], [{ return 0; }]>,
   ];
 }
 

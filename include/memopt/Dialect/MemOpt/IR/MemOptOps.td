@@ -31,6 +31,10 @@ class MemOpt_Op<string mnemonic, list<Trait> traits = [],
     : Op<MemOpt_Dialect, mnemonic, !listconcat(traits, [Pure,
          DeclareOpInterfaceMethods<MemOpt_CostOpInterface, costOverrides>])>;
 
+// Aliasing views (and `shape`, which reads no data) compute nothing and move
+// no bytes: both cost methods return 0.
+defvar MemOpt_ViewCosts = ["getFlops", "getBytesMoved"];
+
 // Ops whose result types follow from operands and attributes; the C++ side
 // implements `inferReturnTypes` with the ONNX shape rule.
 class MemOpt_InferredOp<string mnemonic, list<Trait> traits = [],
@@ -305,7 +309,8 @@ def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
                        "functional-type(operands, results)";
 }
 
-def MemOpt_ConvOp : MemOpt_InferredOp<"conv", [], ["getFlops"]> {
+def MemOpt_ConvOp
+    : MemOpt_InferredOp<"conv", [], ["getFlops", "getWorkspaceBytes"]> {
   let summary = "N-D grouped convolution (NCHW, weights MCkk)";
   let description = [{
     Departs from ONNX: `auto_pad` is resolved by the importer, so
@@ -326,7 +331,8 @@ def MemOpt_ConvOp : MemOpt_InferredOp<"conv", [], ["getFlops"]> {
 }
 
 def MemOpt_ConvTransposeOp
-    : MemOpt_InferredOp<"conv_transpose", [], ["getFlops"]> {
+    : MemOpt_InferredOp<"conv_transpose", [],
+                        ["getFlops", "getWorkspaceBytes"]> {
   let summary = "N-D grouped transposed convolution (weights C x M/group x k)";
   let description = [{
     Departs from ONNX: `auto_pad` and `output_shape` are resolved into `pads`
@@ -478,7 +484,7 @@ def MemOpt_ReduceMaxOp : MemOpt_ReduceOp<"reduce_max"> {
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def MemOpt_ShapeOp : MemOpt_InferredOp<"shape"> {
+def MemOpt_ShapeOp : MemOpt_InferredOp<"shape", [], MemOpt_ViewCosts> {
   let summary = "The shape of a tensor as a 1-D i64 tensor (always folds)";
   let description = [{
     Shapes are static, so this op always folds to a constant; it exists so
@@ -495,7 +501,7 @@ def MemOpt_ShapeOp : MemOpt_InferredOp<"shape"> {
 
 def MemOpt_ReshapeOp : MemOpt_Op<"reshape", [
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["isAliasingView"]>]> {
+                              ["isAliasingView"]>], MemOpt_ViewCosts> {
   let summary = "Same elements, new static shape (an aliasing view)";
   let description = [{
     ONNX's `shape` input is resolved at import (0 copies a dimension, -1 is
@@ -510,7 +516,7 @@ def MemOpt_ReshapeOp : MemOpt_Op<"reshape", [
 
 def MemOpt_FlattenOp : MemOpt_InferredOp<"flatten", [
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["isAliasingView"]>]> {
+                              ["isAliasingView"]>], MemOpt_ViewCosts> {
   let summary = "[d0..d(axis-1)] x [d(axis)..] as a 2-D view";
   let arguments = (ins MemOpt_Tensor:$input,
                        DefaultValuedAttr<I64Attr, "1">:$axis);
@@ -535,7 +541,7 @@ def MemOpt_TransposeOp : MemOpt_InferredOp<"transpose"> {
 
 def MemOpt_SqueezeOp : MemOpt_InferredOp<"squeeze", [
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["isAliasingView"]>]> {
+                              ["isAliasingView"]>], MemOpt_ViewCosts> {
   let summary = "Removes size-1 axes (an aliasing view)";
   let description = [{
     Departs from ONNX: `axes` is an attribute. The importer always sets it;
@@ -550,7 +556,7 @@ def MemOpt_SqueezeOp : MemOpt_InferredOp<"squeeze", [
 
 def MemOpt_UnsqueezeOp : MemOpt_InferredOp<"unsqueeze", [
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["isAliasingView"]>]> {
+                              ["isAliasingView"]>], MemOpt_ViewCosts> {
   let summary = "Inserts size-1 axes (an aliasing view)";
   let description = [{
     Departs from ONNX: `axes` is an attribute; values index the result
@@ -673,7 +679,7 @@ def MemOpt_ResizeOp : MemOpt_Op<"resize"> {
 
 def MemOpt_IdentityOp : MemOpt_Op<"identity", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["isAliasingView"]>]> {
+                              ["isAliasingView"]>], MemOpt_ViewCosts> {
   let summary = "The operand itself (ONNX Identity and inference Dropout)";
   let arguments = (ins MemOpt_Tensor:$input);
   let results = (outs MemOpt_Tensor:$output);

@@ -71,6 +71,8 @@ def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
     - every executed op gets `memopt.offsets`: the arena offset of each
       result's storage, -1 for results outside the arena (function outputs,
       which are the caller's buffers);
+    - an op whose kernel needs scratch (a convolution's workspace) gets
+      `memopt.workspace_offset` and `memopt.workspace_size`;
     - every constant gets `memopt.weight_offset` in the weight region;
     - the function gets `memopt.arena_size`, `memopt.weights_size` and
       `memopt.max_live`.
