@@ -56,3 +56,22 @@ func.func @shared_storage(%x: tensor<128xf32>) -> tensor<4x8xf32> {
   %e = memopt.exp %m : tensor<4x8xf32>
   return %e : tensor<4x8xf32>
 }
+
+// -----
+
+// A convolution's workspace is arena space live during that op only: here
+// max(input 4096, output 8192) bytes at op 1, packed beside the two
+// activations alive then.
+// CHECK-LABEL: func.func @conv_workspace
+// CHECK-SAME: memopt.arena_size = 20480 : i64
+// CHECK: memopt.exp %arg0 {memopt.offsets = array<i64: 16384>}
+// CHECK: memopt.conv {{.*}}memopt.offsets = array<i64: 0>, memopt.workspace_offset = 8192 : i64, memopt.workspace_size = 8192 : i64
+// TEXT: memory report of @conv_workspace
+// TEXT: conv.workspace
+func.func @conv_workspace(%x: tensor<1x4x16x16xf32>) -> tensor<1x8x16x16xf32> {
+  %k = memopt.constant dense<0.5> : tensor<8x4x3x3xf32>
+  %a = memopt.exp %x : tensor<1x4x16x16xf32>
+  %c = memopt.conv %a, %k {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x16x16xf32>, tensor<8x4x3x3xf32>) -> tensor<1x8x16x16xf32>
+  %e = memopt.exp %c : tensor<1x8x16x16xf32>
+  return %e : tensor<1x8x16x16xf32>
+}
