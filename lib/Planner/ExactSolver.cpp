@@ -451,9 +451,16 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
     // A section's floor is at least the lowest minimum offset in it.
     for (int s : affected) {
       int64_t lowest = -1;
-      for (int member : sections[s])
-        if (offset[member] < 0 && (lowest < 0 || minOffset[member] < lowest))
+      for (int member : sections[s]) {
+        if (offset[member] >= 0)
+          continue;
+        if (minOffset[member] <= floor[s]) {
+          lowest = -1; // The floor stands; no need to look further.
+          break;
+        }
+        if (lowest < 0 || minOffset[member] < lowest)
           lowest = minOffset[member];
+      }
       if (lowest > floor[s]) {
         floorTrail.push_back({s, floor[s]});
         floor[s] = lowest;

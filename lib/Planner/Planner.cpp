@@ -179,11 +179,9 @@ PlanResult PlanBuilder::runMinimize() {
       break;
     int64_t target = first ? low : low + (high - low) / 2;
     first = false;
-    // Max-live gets a quarter of the time: when it is feasible it is usually
-    // found fast, and when it is not the proof rarely comes in time. Later
-    // probes get half of what is left.
-    Clock::time_point probeDeadline =
-        now + (deadline - now) / (target == result.maxLive ? 4 : 2);
+    // Each probe gets half of what is left: max-live first, since a packing
+    // there is optimal and is usually found fast when one exists.
+    Clock::time_point probeDeadline = now + (deadline - now) / 2;
     ExactSearchResult search = searchPacking(problem, target, probeDeadline);
     result.searchNodes += search.nodes;
     if (search.outcome == SearchOutcome::Found) {

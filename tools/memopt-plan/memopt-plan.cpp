@@ -198,6 +198,9 @@ int main(int argc, char **argv) {
             << " arena=" << result.plan.arenaSize << " ratio=" << ratio
             << " algorithm=" << algorithmName(result.producedBy)
             << " time=" << seconds << "s"
-            << (result.provedOptimal ? " optimal" : "") << "\n";
+            << (result.provedOptimal ? " optimal" : "");
+  if (result.searchNodes > 0)
+    std::cerr << " nodes=" << result.searchNodes;
+  std::cerr << "\n";
   return 0;
 }
