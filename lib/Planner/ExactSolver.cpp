@@ -370,7 +370,7 @@ Status PackingSearch::search(const Subproblem &sub,
                              int lastRank) {
   if (--nodeBudget < 0)
     return Status::NodeLimit;
-  if ((++nodes & 255) == 0 && Clock::now() >= deadline)
+  if ((++nodes & 255) == 1 && Clock::now() >= deadline)
     timedOut = true;
   if (timedOut)
     return Status::TimedOut;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Planner/Planner.h"
+#include "memopt/Planner/ExactSolver.h"
 #include "memopt/Planner/Validator.h"
 
 #include <gtest/gtest.h>
@@ -221,6 +222,40 @@ TEST(PlannerTest, AlgorithmNames) {
   EXPECT_EQ(parseAlgorithm("greedy"), std::nullopt);
   for (Algorithm algorithm : kAllAlgorithms)
     EXPECT_EQ(parseAlgorithm(algorithmName(algorithm)), algorithm);
+}
+
+} // namespace
+
+namespace {
+
+TEST(PlannerTest, TimeLimitIsReportedNotMistakenForInfeasible) {
+  // The greedy plans need 12 bytes, so capacity 11 needs the search, which
+  // gets no time at all.
+  PlanOptions options;
+  options.algorithm = Algorithm::Exact;
+  options.capacity = 11;
+  options.timeLimitSeconds = 1e-9;
+  PlanResult result = plan(fragmenting(), options);
+  EXPECT_EQ(result.status, PlanStatus::NotFound);
+  EXPECT_NE(result.message.find("no packing within 11 bytes found in the "
+                                "1e-09 s time limit"),
+            std::string::npos)
+      << result.message;
+
+  ExactSearchResult search =
+      searchPacking(fragmenting(), 11,
+                    std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  EXPECT_EQ(search.outcome, SearchOutcome::TimedOut);
+}
+
+TEST(PlannerTest, AutoWithoutTimeStillReturnsTheBestHeuristic) {
+  PlanOptions options;
+  options.timeLimitSeconds = 1e-9;
+  PlanResult result = plan(fragmenting(), options);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.plan.arenaSize, 12);
+  EXPECT_EQ(result.producedBy, Algorithm::BestFitSize);
+  EXPECT_FALSE(result.provedOptimal);
 }
 
 } // namespace
