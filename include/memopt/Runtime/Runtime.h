@@ -79,6 +79,10 @@ struct ContextOptions {
   int device = 0;
   /// cuBLASLt workspace owned by the context (allocated once at creation).
   size_t matmulWorkspaceBytes = size_t(32) << 20;
+  /// Let f32 matmuls and convolutions use TF32 tensor cores (about 1e-3
+  /// relative error). Off by default: f32 results then match the host backend
+  /// closely; the mixed-precision pass is the way to fast math.
+  bool allowTf32 = false;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());

@@ -1,0 +1,324 @@
+//===- CudaContext.cpp - CUDA backend context, memory, graph replay -------===//
+//
+// One stream, one cuBLASLt and one cuDNN handle per context; the only
+// allocation besides the caller's arena and weights is the fixed cuBLASLt
+// workspace. `execute` runs eagerly once (cuDNN / cuBLASLt algorithm choice
+// happens then), captures the second run into a CUDA graph and replays it
+// afterwards, as TensorRT and onnxruntime's CUDA graph mode do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaInternal.h"
+
+#include <cstdio>
+
+namespace memopt::rt {
+
+bool checkCuda(Context &ctx, const char *node, cudaError_t status,
+               const char *what) {
+  if (status == cudaSuccess)
+    return true;
+  failf(ctx, node, "%s failed: %s (%s)", what, cudaGetErrorString(status),
+        cudaGetErrorName(status));
+  return false;
+}
+
+bool checkCublas(Context &ctx, const char *node, cublasStatus_t status,
+                 const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return true;
+  failf(ctx, node, "%s failed: cuBLAS status %d", what, int(status));
+  return false;
+}
+
+bool checkCudnn(Context &ctx, const char *node, cudnnStatus_t status,
+                const char *what) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return true;
+  failf(ctx, node, "%s failed: %s", what, cudnnGetErrorString(status));
+  return false;
+}
+
+bool checkLaunch(Context &ctx, const char *node) {
+  return checkCuda(ctx, node, cudaGetLastError(), "kernel launch");
+}
+
+KernelDims dimsOf(const TensorRef &t) {
+  KernelDims d;
+  d.rank = t.rank;
+  contiguousStrides(t, d.stride);
+  for (int i = 0; i < kMaxRank; ++i) {
+    d.shape[i] = i < t.rank ? t.shape[i] : 1;
+    if (i >= t.rank)
+      d.stride[i] = 0;
+  }
+  return d;
+}
+
+KernelDims broadcastDims(const TensorRef &in, const TensorRef &out) {
+  KernelDims d = dimsOf(out);
+  BroadcastStrides s = broadcastStrides(in, out);
+  for (int i = 0; i < kMaxRank; ++i)
+    d.stride[i] = s.stride[i];
+  return d;
+}
+
+Context *createContext(const ContextOptions &options) {
+  Context *ctx = new Context();
+  ctx->options = options;
+  const char *node = "<context>";
+  if (!checkCuda(*ctx, node, cudaSetDevice(options.device), "cudaSetDevice"))
+    return ctx;
+  cudaDeviceGetAttribute(&ctx->smCount, cudaDevAttrMultiProcessorCount,
+                         options.device);
+  if (!checkCuda(*ctx, node,
+                 cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking),
+                 "cudaStreamCreate") ||
+      !checkCublas(*ctx, node, cublasLtCreate(&ctx->lt), "cublasLtCreate") ||
+      !checkCudnn(*ctx, node, cudnnCreate(&ctx->dnn), "cudnnCreate") ||
+      !checkCudnn(*ctx, node, cudnnSetStream(ctx->dnn, ctx->stream),
+                  "cudnnSetStream") ||
+      !checkCuda(*ctx, node, cudaEventCreate(&ctx->timerBegin),
+                 "cudaEventCreate") ||
+      !checkCuda(*ctx, node, cudaEventCreate(&ctx->timerEnd),
+                 "cudaEventCreate"))
+    return ctx;
+  if (options.matmulWorkspaceBytes)
+    checkCuda(*ctx, node,
+              cudaMalloc(&ctx->matmulWorkspace, options.matmulWorkspaceBytes),
+              "cudaMalloc(cuBLASLt workspace)");
+  memoryInfo(*ctx);
+  return ctx;
+}
+
+void destroyContext(Context *ctx) {
+  if (!ctx)
+    return;
+  if (ctx->stream)
+    cudaStreamSynchronize(ctx->stream);
+  for (auto &entry : ctx->matmulPlans) {
+    MatmulPlan &p = entry.second;
+    if (p.a)
+      cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b)
+      cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c)
+      cublasLtMatrixLayoutDestroy(p.c);
+    if (p.desc)
+      cublasLtMatmulDescDestroy(p.desc);
+  }
+  for (auto &entry : ctx->convPlans) {
+    ConvPlan &p = entry.second;
+    if (p.x)
+      cudnnDestroyTensorDescriptor(p.x);
+    if (p.y)
+      cudnnDestroyTensorDescriptor(p.y);
+    if (p.w)
+      cudnnDestroyFilterDescriptor(p.w);
+    if (p.conv)
+      cudnnDestroyConvolutionDescriptor(p.conv);
+  }
+  if (ctx->graphExec)
+    cudaGraphExecDestroy(ctx->graphExec);
+  if (ctx->graph)
+    cudaGraphDestroy(ctx->graph);
+  if (ctx->matmulWorkspace)
+    cudaFree(ctx->matmulWorkspace);
+  if (ctx->timerBegin)
+    cudaEventDestroy(ctx->timerBegin);
+  if (ctx->timerEnd)
+    cudaEventDestroy(ctx->timerEnd);
+  if (ctx->dnn)
+    cudnnDestroy(ctx->dnn);
+  if (ctx->lt)
+    cublasLtDestroy(ctx->lt);
+  if (ctx->stream)
+    cudaStreamDestroy(ctx->stream);
+  delete ctx;
+}
+
+const char *contextError(Context &ctx) {
+  return ctx.error.empty() ? nullptr : ctx.error.c_str();
+}
+
+void contextFail(Context &ctx, const char *nodeName, const char *message) {
+  if (ctx.error.empty())
+    ctx.error =
+        std::string("node '") + (nodeName ? nodeName : "?") + "': " + message;
+}
+
+const char *backendName() { return "cuda"; }
+
+void *deviceAlloc(Context &ctx, size_t bytes, const char *what) {
+  void *ptr = nullptr;
+  if (!checkCuda(ctx, what, cudaMalloc(&ptr, bytes ? bytes : 256),
+                 "cudaMalloc"))
+    return nullptr;
+  memoryInfo(ctx);
+  return ptr;
+}
+
+void deviceFree(Context &, void *ptr) {
+  if (ptr)
+    cudaFree(ptr);
+}
+
+void copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
+  if (bytes && !hasError(ctx))
+    checkCuda(
+        ctx, "<input>",
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream),
+        "cudaMemcpyAsync(host to device)");
+}
+
+void copyToHost(Context &ctx, void *dst, const void *src, size_t bytes) {
+  if (bytes && !hasError(ctx))
+    checkCuda(
+        ctx, "<output>",
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream),
+        "cudaMemcpyAsync(device to host)");
+}
+
+void synchronize(Context &ctx) {
+  if (ctx.stream && !hasError(ctx))
+    checkCuda(ctx, "<synchronize>", cudaStreamSynchronize(ctx.stream),
+              "cudaStreamSynchronize");
+}
+
+void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
+  if (hasError(ctx))
+    return;
+  if (ctx.runs == 0) {
+    body(ctx, user);
+    ++ctx.runs;
+    synchronize(ctx);
+    memoryInfo(ctx);
+    return;
+  }
+  if (!ctx.graphExec) {
+    const char *node = "<graph capture>";
+    if (!checkCuda(ctx, node,
+                   cudaStreamBeginCapture(ctx.stream,
+                                          cudaStreamCaptureModeThreadLocal),
+                   "cudaStreamBeginCapture"))
+      return;
+    ctx.capturing = true;
+    body(ctx, user);
+    ctx.capturing = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t status = cudaStreamEndCapture(ctx.stream, &graph);
+    if (hasError(ctx)) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      return;
+    }
+    if (!checkCuda(ctx, node, status, "cudaStreamEndCapture") ||
+        !checkCuda(ctx, node, cudaGraphInstantiate(&ctx.graphExec, graph, 0),
+                   "cudaGraphInstantiate"))
+      return;
+    ctx.graph = graph;
+  }
+  checkCuda(ctx, "<graph launch>", cudaGraphLaunch(ctx.graphExec, ctx.stream),
+            "cudaGraphLaunch");
+  ++ctx.runs;
+}
+
+void timerStart(Context &ctx) { cudaEventRecord(ctx.timerBegin, ctx.stream); }
+
+double timerStopMs(Context &ctx) {
+  cudaEventRecord(ctx.timerEnd, ctx.stream);
+  float ms = 0;
+  if (checkCuda(ctx, "<timer>", cudaEventSynchronize(ctx.timerEnd),
+                "cudaEventSynchronize"))
+    cudaEventElapsedTime(&ms, ctx.timerBegin, ctx.timerEnd);
+  return ms;
+}
+
+MemoryInfo memoryInfo(Context &ctx) {
+  MemoryInfo info;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess) {
+    info.usedBytes = totalBytes - freeBytes;
+    info.totalBytes = totalBytes;
+    ctx.peakUsedBytes = std::max(ctx.peakUsedBytes, info.usedBytes);
+  }
+  info.peakUsedBytes = ctx.peakUsedBytes;
+  info.workspaceBytes =
+      ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
+  return info;
+}
+
+void copy(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output"))
+    return;
+  if (x.bytes() != y.bytes()) {
+    failf(ctx, node, "copy of %zu bytes into %zu bytes", x.bytes(), y.bytes());
+    return;
+  }
+  if (x.data != y.data && x.bytes())
+    checkCuda(ctx, node,
+              cudaMemcpyAsync(y.data, x.data, x.bytes(),
+                              cudaMemcpyDeviceToDevice, ctx.stream),
+              "cudaMemcpyAsync");
+}
+
+namespace {
+
+/// Copies `rows` blocks: rows of `rowBytes` from src (pitch srcPitch) to dst
+/// (pitch dstPitch); concat and split are exactly this.
+bool copyBlocks(Context &ctx, const char *node, void *dst, size_t dstPitch,
+                const void *src, size_t srcPitch, size_t rowBytes,
+                size_t rows) {
+  if (!rowBytes || !rows)
+    return true;
+  return checkCuda(ctx, node,
+                   cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, rowBytes,
+                                     rows, cudaMemcpyDeviceToDevice,
+                                     ctx.stream),
+                   "cudaMemcpy2DAsync");
+}
+
+} // namespace
+
+void concat(Context &ctx, const char *node, int axis, const TensorRef *inputs,
+            int numInputs, TensorRef y) {
+  if (hasError(ctx) || !validateConcat(ctx, node, axis, inputs, numInputs, y))
+    return;
+  size_t elem = dtypeSize(y.dtype);
+  AxisSplit s = splitAt(y, axis);
+  size_t dstPitch = size_t(s.axis * s.inner) * elem;
+  int64_t offset = 0;
+  for (int k = 0; k < numInputs; ++k) {
+    int64_t len = inputs[k].shape[axis];
+    size_t rowBytes = size_t(len * s.inner) * elem;
+    if (!copyBlocks(
+            ctx, node,
+            static_cast<uint8_t *>(y.data) + size_t(offset * s.inner) * elem,
+            dstPitch, inputs[k].data, rowBytes, rowBytes, size_t(s.outer)))
+      return;
+    offset += len;
+  }
+}
+
+void split(Context &ctx, const char *node, int axis, TensorRef x,
+           const TensorRef *outputs, int numOutputs) {
+  if (hasError(ctx) || !validateConcat(ctx, node, axis, outputs, numOutputs, x))
+    return;
+  size_t elem = dtypeSize(x.dtype);
+  AxisSplit s = splitAt(x, axis);
+  size_t srcPitch = size_t(s.axis * s.inner) * elem;
+  int64_t offset = 0;
+  for (int k = 0; k < numOutputs; ++k) {
+    int64_t len = outputs[k].shape[axis];
+    size_t rowBytes = size_t(len * s.inner) * elem;
+    if (!copyBlocks(ctx, node, outputs[k].data, rowBytes,
+                    static_cast<const uint8_t *>(x.data) +
+                        size_t(offset * s.inner) * elem,
+                    srcPitch, rowBytes, size_t(s.outer)))
+      return;
+    offset += len;
+  }
+}
+
+} // namespace memopt::rt

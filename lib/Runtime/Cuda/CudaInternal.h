@@ -1,0 +1,96 @@
+//===- CudaInternal.h - CUDA backend state and helpers -----------*- C++
+//-*-===//
+//
+// The CUDA backend's Context, status checks that name the ONNX node, and the
+// small device-side helpers shared by the kernel files.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
+#define MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
+
+#include "../Internal.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <string>
+#include <unordered_map>
+
+namespace memopt::rt {
+
+/// A cached cuBLASLt plan for one matmul call site.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  bool ok = false;
+};
+
+/// A cached cuDNN plan for one conv call site.
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = -1; ///< forward or backward-data algorithm
+  size_t workspaceBytes = 0;
+  bool useFallback = false; ///< own direct kernel (asymmetric pads)
+};
+
+struct Context {
+  std::string error;
+  ContextOptions options;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  void *matmulWorkspace = nullptr;
+  cudaEvent_t timerBegin = nullptr, timerEnd = nullptr;
+  int smCount = 1;
+  // CUDA graph replay (see execute()).
+  int runs = 0;
+  bool capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graphExec = nullptr;
+  size_t peakUsedBytes = 0;
+  std::unordered_map<std::string, MatmulPlan> matmulPlans;
+  std::unordered_map<std::string, ConvPlan> convPlans;
+};
+
+/// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
+bool checkCuda(Context &ctx, const char *node, cudaError_t status,
+               const char *what);
+bool checkCublas(Context &ctx, const char *node, cublasStatus_t status,
+                 const char *what);
+bool checkCudnn(Context &ctx, const char *node, cudnnStatus_t status,
+                const char *what);
+/// Checks the launch that was just made.
+bool checkLaunch(Context &ctx, const char *node);
+
+/// Grid size for a grid-stride loop over n items with 256-thread blocks.
+inline unsigned gridFor(const Context &ctx, int64_t n, int threads = 256) {
+  int64_t blocks = (n + threads - 1) / threads;
+  int64_t cap = int64_t(ctx.smCount) * 32;
+  return unsigned(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
+}
+
+/// Shape and element strides by value for kernels (strides 0 = broadcast).
+struct KernelDims {
+  int rank;
+  int64_t shape[kMaxRank];
+  int64_t stride[kMaxRank];
+};
+KernelDims dimsOf(const TensorRef &t);
+KernelDims broadcastDims(const TensorRef &in, const TensorRef &out);
+
+/// Launchers implemented in ElementwiseKernels.cu, used by CudaLibraries.cpp.
+bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
+                          const TensorRef *bias, int64_t channels,
+                          int64_t spatial, Activation activation);
+bool launchDirectConv(Context &ctx, const char *node,
+                      const ConvGeometry &geometry, TensorRef x, TensorRef w,
+                      TensorRef y);
+
+} // namespace memopt::rt
+
+#endif // MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H

@@ -1,0 +1,492 @@
+//===- CudaLibraries.cpp - cuBLASLt matmuls and cuDNN convolutions --------===//
+//
+// MatMul / Gemm go to cuBLASLt with the row-major-as-transposed-column-major
+// trick (C^T = B^T A^T), strided batches (stride 0 broadcasts a whole
+// operand), and bias / ReLU / GELU(tanh) epilogues where they fuse. Conv and
+// ConvTranspose go to cuDNN 9's legacy convolution API: the first call at a
+// call site benchmarks the algorithms with cudnnFind*AlgorithmEx inside the
+// workspace the compiler reserved (so the choice never needs more memory than
+// planned) and caches it; during CUDA graph capture a cache miss falls back to
+// the cudnnGet*_v7 heuristics, which launch no work. onnxruntime's CUDA EP
+// does the same per-node caching; here the workspace is the plan's, not an
+// allocator's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaInternal.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace memopt::rt {
+
+namespace {
+
+cudaDataType_t cudaTypeOf(DType dtype) {
+  return dtype == DType::F16    ? CUDA_R_16F
+         : dtype == DType::BF16 ? CUDA_R_16BF
+                                : CUDA_R_32F;
+}
+
+cudnnDataType_t cudnnTypeOf(DType dtype) {
+  return dtype == DType::F16    ? CUDNN_DATA_HALF
+         : dtype == DType::BF16 ? CUDNN_DATA_BFLOAT16
+                                : CUDNN_DATA_FLOAT;
+}
+
+/// Largest power of two (<= 256) dividing the address.
+int alignmentOf(const void *p) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  int a = 1;
+  while (a < 256 && (v % uintptr_t(a * 2)) == 0)
+    a *= 2;
+  return a;
+}
+
+std::string geometryKey(const char *node, const TensorRef *tensors, int count,
+                        const int64_t *extra, int numExtra) {
+  std::string key = node ? node : "";
+  for (int t = 0; t < count; ++t) {
+    key += '|';
+    key += dtypeName(tensors[t].dtype);
+    for (int i = 0; i < tensors[t].rank; ++i)
+      key += ',' + std::to_string(tensors[t].shape[i]);
+  }
+  for (int i = 0; i < numExtra; ++i)
+    key += ';' + std::to_string(extra[i]);
+  return key;
+}
+
+/// True when `batch` is either the whole output batch or a single matrix.
+bool stridedBatchable(const TensorRef &batch, const TensorRef &out,
+                      bool &broadcast) {
+  int64_t n = batch.numElements();
+  broadcast = n == 1;
+  if (broadcast)
+    return true;
+  if (n != out.numElements())
+    return false;
+  for (int i = 0; i < batch.rank; ++i)
+    if (batch.shape[i] != out.shape[out.rank - batch.rank + i])
+      return false;
+  return true;
+}
+
+bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
+                     const MatmulGeometry &g, DType dtype, int64_t batch,
+                     bool broadcastA, bool broadcastB, cublasLtEpilogue_t epi,
+                     bool withC, const void *aPtr, const void *bPtr,
+                     const void *cPtr, const void *biasPtr, MatmulPlan &plan) {
+  cudaDataType_t type = cudaTypeOf(dtype);
+  cublasComputeType_t compute = dtype == DType::F32 && ctx.options.allowTf32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  if (!checkCublas(ctx, node,
+                   cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F),
+                   "cublasLtMatmulDescCreate"))
+    return false;
+  // Lt's A is our B, Lt's B is our A (C^T = B^T A^T in column-major).
+  cublasOperation_t opLtA = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opLtB = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opLtA,
+                                 sizeof(opLtA));
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opLtB,
+                                 sizeof(opLtB));
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                 sizeof(epi));
+  if (biasPtr)
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                   &biasPtr, sizeof(biasPtr));
+  uint64_t m = uint64_t(g.m), n = uint64_t(g.n), k = uint64_t(g.k);
+  // Lt A: op(A) is n x k.
+  uint64_t aRows = p.transB ? k : n, aCols = p.transB ? n : k;
+  // Lt B: op(B) is k x m.
+  uint64_t bRows = p.transA ? m : k, bCols = p.transA ? k : m;
+  if (!checkCublas(ctx, node,
+                   cublasLtMatrixLayoutCreate(&plan.a, type, aRows, aCols,
+                                              int64_t(aRows)),
+                   "cublasLtMatrixLayoutCreate") ||
+      !checkCublas(ctx, node,
+                   cublasLtMatrixLayoutCreate(&plan.b, type, bRows, bCols,
+                                              int64_t(bRows)),
+                   "cublasLtMatrixLayoutCreate") ||
+      !checkCublas(ctx, node,
+                   cublasLtMatrixLayoutCreate(&plan.c, type, n, m, int64_t(n)),
+                   "cublasLtMatrixLayoutCreate"))
+    return false;
+  if (batch > 1) {
+    int32_t count = int32_t(batch);
+    int64_t strideLtA = broadcastB ? 0 : int64_t(k * n);
+    int64_t strideLtB = broadcastA ? 0 : int64_t(m * k);
+    int64_t strideC = int64_t(m * n);
+    cublasLtMatrixLayout_t layouts[3] = {plan.a, plan.b, plan.c};
+    int64_t strides[3] = {strideLtA, strideLtB, strideC};
+    for (int i = 0; i < 3; ++i) {
+      cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                       CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                       &count, sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(
+          layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+          sizeof(strides[i]));
+    }
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (!checkCublas(ctx, node, cublasLtMatmulPreferenceCreate(&pref),
+                   "cublasLtMatmulPreferenceCreate"))
+    return false;
+  uint64_t workspace =
+      ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
+  cublasLtMatmulPreferenceSetAttribute(pref,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
+  uint32_t alignA = uint32_t(alignmentOf(bPtr)),
+           alignB = uint32_t(alignmentOf(aPtr));
+  uint32_t alignC = uint32_t(alignmentOf(cPtr));
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
+      sizeof(alignA));
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
+      sizeof(alignB));
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
+      sizeof(alignC));
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
+      sizeof(alignC));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.desc, plan.a, plan.b, plan.c,
+                                     plan.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (!checkCublas(ctx, node, status, "cublasLtMatmulAlgoGetHeuristic"))
+    return false;
+  if (found == 0) {
+    failf(ctx, node, "cuBLASLt found no algorithm for %lldx%lldx%lld (%s)",
+          (long long)m, (long long)n, (long long)k, dtypeName(dtype));
+    return false;
+  }
+  (void)withC;
+  plan.algo = result.algo;
+  plan.ok = true;
+  return true;
+}
+
+} // namespace
+
+void matmul(Context &ctx, const char *node, const MatmulParams &params,
+            TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
+  MatmulGeometry g;
+  if (hasError(ctx) || !validateMatmul(ctx, node, params, a, b, bias, c, g))
+    return;
+  if (c.numElements() == 0)
+    return;
+  if (g.k == 0) {
+    failf(ctx, node, "matmul with an empty inner dimension (K = 0)");
+    return;
+  }
+  bool broadcastA = false, broadcastB = false;
+  bool strided = stridedBatchable(g.aBatch, g.cBatch, broadcastA) &&
+                 stridedBatchable(g.bBatch, g.cBatch, broadcastB);
+  // Bias: fused as an epilogue when it is a row vector added once; otherwise
+  // broadcast into C first and accumulated with beta.
+  bool fuseBias = bias && g.biasIsRowVector && params.beta == 1.0f;
+  bool biasInC = bias && !fuseBias;
+  if (biasInC) {
+    if (c.data == a.data || c.data == b.data) {
+      failf(ctx, node, "output must not alias an operand when C is used");
+      return;
+    }
+    expand(ctx, node, *bias, c);
+    if (hasError(ctx))
+      return;
+  }
+  Activation act = params.activation;
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  bool fusedAct = true;
+  if (act == Activation::Relu)
+    epi = fuseBias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  else if (act == Activation::GeluTanh)
+    epi = fuseBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  else {
+    epi = fuseBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    fusedAct = act == Activation::None;
+  }
+  int64_t batch = strided ? g.batchCount : 1;
+  TensorRef keyTensors[3] = {a, b, c};
+  int64_t extra[8] = {params.transA,
+                      params.transB,
+                      int64_t(epi),
+                      alignmentOf(a.data),
+                      alignmentOf(b.data),
+                      alignmentOf(c.data),
+                      biasInC,
+                      strided};
+  std::string key = geometryKey(node, keyTensors, 3, extra, 8);
+  auto it = ctx.matmulPlans.find(key);
+  if (it == ctx.matmulPlans.end()) {
+    MatmulPlan plan;
+    bool ok = buildMatmulPlan(ctx, node, params, g, c.dtype, batch, broadcastA,
+                              broadcastB, epi, biasInC, a.data, b.data, c.data,
+                              fuseBias ? bias->data : nullptr, plan);
+    it = ctx.matmulPlans.emplace(key, plan).first;
+    if (!ok)
+      return;
+  }
+  MatmulPlan &plan = it->second;
+  if (!plan.ok) {
+    failf(ctx, node, "no cuBLASLt plan for this matmul");
+    return;
+  }
+  if (fuseBias) // the plan may be shared by replays with the same bias
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                   &bias->data, sizeof(bias->data));
+  float alpha = params.alpha, beta = biasInC ? params.beta : 0.0f;
+  size_t elem = dtypeSize(c.dtype);
+  BroadcastStrides sa = broadcastStrides(g.aBatch, g.cBatch),
+                   sb = broadcastStrides(g.bBatch, g.cBatch);
+  int64_t calls = strided ? 1 : g.batchCount;
+  for (int64_t i = 0; i < calls; ++i) {
+    int64_t aIndex = 0, bIndex = 0, rest = i;
+    for (int d = g.cBatch.rank - 1; d >= 0 && !strided; --d) {
+      int64_t coord = rest % g.cBatch.shape[d];
+      rest /= g.cBatch.shape[d];
+      aIndex += coord * sa.stride[d];
+      bIndex += coord * sb.stride[d];
+    }
+    const uint8_t *pa = static_cast<const uint8_t *>(a.data) +
+                        size_t(aIndex * g.m * g.k) * elem;
+    const uint8_t *pb = static_cast<const uint8_t *>(b.data) +
+                        size_t(bIndex * g.k * g.n) * elem;
+    uint8_t *pc = static_cast<uint8_t *>(c.data) + size_t(i * g.m * g.n) * elem;
+    if (!checkCublas(
+            ctx, node,
+            cublasLtMatmul(
+                ctx.lt, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta, pc,
+                plan.c, pc, plan.c, &plan.algo, ctx.matmulWorkspace,
+                ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0,
+                ctx.stream),
+            "cublasLtMatmul"))
+      return;
+  }
+  if (!fusedAct)
+    unary(ctx, node, UnaryOp::Gelu, 0, 0, c, c);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool setTensorDesc(Context &ctx, const char *node,
+                   cudnnTensorDescriptor_t &desc, DType dtype, int64_t n,
+                   int64_t c, const int64_t *spatial3, int spatialRank) {
+  if (!checkCudnn(ctx, node, cudnnCreateTensorDescriptor(&desc),
+                  "cudnnCreateTensorDescriptor"))
+    return false;
+  // 1-D convs run as 2-D with H = 1; 3-D as 5-D tensors.
+  int dims = spatialRank == 3 ? 5 : 4;
+  int shape[5], strides[5];
+  shape[0] = int(n);
+  shape[1] = int(c);
+  for (int i = 0; i < dims - 2; ++i)
+    shape[2 + i] = int(spatial3[3 - (dims - 2) + i]);
+  strides[dims - 1] = 1;
+  for (int i = dims - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return checkCudnn(ctx, node,
+                    cudnnSetTensorNdDescriptor(desc, cudnnTypeOf(dtype), dims,
+                                               shape, strides),
+                    "cudnnSetTensorNdDescriptor");
+}
+
+bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
+                   bool transposed, const TensorRef &x, const TensorRef &w,
+                   const TensorRef &y, void *workspace, size_t workspaceBytes,
+                   int spatialRank, ConvPlan &plan) {
+  int dims = spatialRank == 3 ? 5 : 4;
+  int spatial = dims - 2;
+  // Forward view: input (conv: x, transposed: y) -> output.
+  if (!setTensorDesc(ctx, node, plan.x, x.dtype, g.batch, g.inChannels, g.in,
+                     spatialRank) ||
+      !setTensorDesc(ctx, node, plan.y, y.dtype, g.batch, g.outChannels, g.out,
+                     spatialRank))
+    return false;
+  int filter[5];
+  for (int i = 0; i < dims; ++i)
+    filter[i] = i < 2 ? int(w.shape[i]) : 1;
+  for (int i = 0; i < spatial; ++i)
+    filter[2 + i] = int(g.kernel[3 - spatial + i]);
+  if (!checkCudnn(ctx, node, cudnnCreateFilterDescriptor(&plan.w),
+                  "cudnnCreateFilterDescriptor") ||
+      !checkCudnn(ctx, node,
+                  cudnnSetFilterNdDescriptor(plan.w, cudnnTypeOf(w.dtype),
+                                             CUDNN_TENSOR_NCHW, dims, filter),
+                  "cudnnSetFilterNdDescriptor"))
+    return false;
+  int pads[3], strides[3], dilations[3];
+  for (int i = 0; i < spatial; ++i) {
+    int d = 3 - spatial + i;
+    pads[i] = int(g.padsBegin[d]);
+    strides[i] = int(g.strides[d]);
+    dilations[i] = int(g.dilations[d]);
+  }
+  cudnnMathType_t math = x.dtype == DType::F32 && !ctx.options.allowTf32
+                             ? CUDNN_FMA_MATH
+                             : CUDNN_TENSOR_OP_MATH;
+  if (!checkCudnn(ctx, node, cudnnCreateConvolutionDescriptor(&plan.conv),
+                  "cudnnCreateConvolutionDescriptor") ||
+      !checkCudnn(ctx, node,
+                  cudnnSetConvolutionNdDescriptor(
+                      plan.conv, spatial, pads, strides, dilations,
+                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                  "cudnnSetConvolutionNdDescriptor") ||
+      !checkCudnn(ctx, node,
+                  cudnnSetConvolutionGroupCount(plan.conv, int(g.group)),
+                  "cudnnSetConvolutionGroupCount") ||
+      !checkCudnn(ctx, node, cudnnSetConvolutionMathType(plan.conv, math),
+                  "cudnnSetConvolutionMathType"))
+    return false;
+
+  constexpr int kRequested = 8;
+  int returned = 0;
+  if (!transposed) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
+    cudnnStatus_t status =
+        ctx.capturing ? cudnnGetConvolutionForwardAlgorithm_v7(
+                            ctx.dnn, plan.x, plan.w, plan.conv, plan.y,
+                            kRequested, &returned, perf)
+                      : cudnnFindConvolutionForwardAlgorithmEx(
+                            ctx.dnn, plan.x, x.data, plan.w, w.data, plan.conv,
+                            plan.y, y.data, kRequested, &returned, perf,
+                            workspace, workspaceBytes);
+    if (!checkCudnn(ctx, node, status, "cudnn forward algorithm search"))
+      return false;
+    for (int i = 0; i < returned; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].memory <= workspaceBytes) {
+        plan.algo = int(perf[i].algo);
+        plan.workspaceBytes = perf[i].memory;
+        break;
+      }
+  } else {
+    // ConvTranspose = backward data of the conv y -> x with the same filter.
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
+    cudnnStatus_t status =
+        ctx.capturing ? cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                            ctx.dnn, plan.w, plan.x, plan.conv, plan.y,
+                            kRequested, &returned, perf)
+                      : cudnnFindConvolutionBackwardDataAlgorithmEx(
+                            ctx.dnn, plan.w, w.data, plan.x, x.data, plan.conv,
+                            plan.y, y.data, kRequested, &returned, perf,
+                            workspace, workspaceBytes);
+    if (!checkCudnn(ctx, node, status, "cudnn backward-data algorithm search"))
+      return false;
+    for (int i = 0; i < returned; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].memory <= workspaceBytes) {
+        plan.algo = int(perf[i].algo);
+        plan.workspaceBytes = perf[i].memory;
+        break;
+      }
+  }
+  if (plan.algo < 0) {
+    failf(ctx, node,
+          "cuDNN has no %s algorithm within the %zu-byte workspace the plan "
+          "reserved",
+          transposed ? "ConvTranspose" : "Conv", workspaceBytes);
+    return false;
+  }
+  return true;
+}
+
+void convCommon(Context &ctx, const char *node, const ConvParams &params,
+                bool transposed, TensorRef x, TensorRef w,
+                const TensorRef *bias, TensorRef y, void *workspace,
+                size_t workspaceBytes) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
+    return;
+  if (y.numElements() == 0)
+    return;
+  bool symmetric = true;
+  for (int d = 0; d < 3; ++d)
+    symmetric = symmetric && g.padsBegin[d] == g.padsEnd[d];
+  int64_t extra[14] = {transposed, params.group, alignmentOf(workspace),
+                       int64_t(workspaceBytes)};
+  for (int d = 0; d < 3; ++d) {
+    extra[4 + d] = g.padsBegin[d];
+    extra[7 + d] = g.strides[d];
+    extra[10 + d] = g.dilations[d];
+  }
+  extra[13] = g.padsEnd[0] * 9 + g.padsEnd[1] * 3 + g.padsEnd[2];
+  TensorRef keyTensors[3] = {x, w, y};
+  std::string key = geometryKey(node, keyTensors, 3, extra, 14);
+  auto it = ctx.convPlans.find(key);
+  if (it == ctx.convPlans.end()) {
+    ConvPlan plan;
+    bool ok = true;
+    if (!symmetric) {
+      if (transposed) {
+        failf(ctx, node,
+              "ConvTranspose with asymmetric pads is not supported on CUDA");
+        return;
+      }
+      plan.useFallback = true;
+    } else {
+      ok = buildConvPlan(ctx, node, g, transposed, x, w, y, workspace,
+                         workspaceBytes, params.spatialRank, plan);
+    }
+    it = ctx.convPlans.emplace(key, plan).first;
+    if (!ok)
+      return;
+  }
+  ConvPlan &plan = it->second;
+  if (plan.useFallback) {
+    if (!launchDirectConv(ctx, node, g, x, w, y))
+      return;
+  } else {
+    if (plan.algo < 0) {
+      failf(ctx, node, "no cuDNN algorithm for this convolution");
+      return;
+    }
+    float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t status =
+        transposed ? cudnnConvolutionBackwardData(
+                         ctx.dnn, &one, plan.w, w.data, plan.x, x.data,
+                         plan.conv, cudnnConvolutionBwdDataAlgo_t(plan.algo),
+                         workspace, plan.workspaceBytes, &zero, plan.y, y.data)
+                   : cudnnConvolutionForward(
+                         ctx.dnn, &one, plan.x, x.data, plan.w, w.data,
+                         plan.conv, cudnnConvolutionFwdAlgo_t(plan.algo),
+                         workspace, plan.workspaceBytes, &zero, plan.y, y.data);
+    if (!checkCudnn(ctx, node, status,
+                    transposed ? "cudnnConvolutionBackwardData"
+                               : "cudnnConvolutionForward"))
+      return;
+  }
+  if (bias || params.activation != Activation::None)
+    launchBiasActivation(ctx, node, y, bias, g.outChannels,
+                         g.out[0] * g.out[1] * g.out[2], params.activation);
+}
+
+} // namespace
+
+void conv(Context &ctx, const char *node, const ConvParams &params, TensorRef x,
+          TensorRef w, const TensorRef *bias, TensorRef y, void *workspace,
+          size_t workspaceBytes) {
+  convCommon(ctx, node, params, false, x, w, bias, y, workspace,
+             workspaceBytes);
+}
+
+void convTranspose(Context &ctx, const char *node, const ConvParams &params,
+                   TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
+                   void *workspace, size_t workspaceBytes) {
+  convCommon(ctx, node, params, true, x, w, bias, y, workspace, workspaceBytes);
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,592 @@
+//===- ElementwiseKernels.cu - elementwise CUDA kernels -------------------===//
+//
+// Unary / binary / compare / where / cast / fill / expand and the conv
+// bias+activation epilogue. Same-shape operands take a vectorized path
+// (16-byte loads and stores when every pointer is 16-byte aligned), other
+// shapes a grid-stride broadcast kernel with per-operand strides (0 where a
+// dim broadcasts), as in onnxruntime's BinaryElementWise kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.cuh"
+
+#include <type_traits>
+
+namespace memopt::rt {
+
+namespace {
+
+__device__ __forceinline__ float applyUnaryDevice(UnaryOp op, float x,
+                                                  float alpha, float beta) {
+  switch (op) {
+  case UnaryOp::Identity:
+    return x;
+  case UnaryOp::Relu:
+    return fmaxf(x, 0.0f);
+  case UnaryOp::LeakyRelu:
+    return x >= 0.0f ? x : alpha * x;
+  case UnaryOp::Elu:
+    return x >= 0.0f ? x : alpha * expm1f(x);
+  case UnaryOp::Sigmoid:
+    return 1.0f / (1.0f + __expf(-x));
+  case UnaryOp::HardSigmoid:
+    return fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
+  case UnaryOp::HardSwish:
+    return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
+  case UnaryOp::Tanh:
+    return tanhf(x);
+  case UnaryOp::Gelu:
+  case UnaryOp::GeluTanh:
+    return applyActivationDevice(
+        op == UnaryOp::Gelu ? Activation::Gelu : Activation::GeluTanh, x);
+  case UnaryOp::Silu:
+    return x / (1.0f + __expf(-x));
+  case UnaryOp::Softplus:
+    return x > 20.0f ? x : log1pf(__expf(x));
+  case UnaryOp::Exp:
+    return expf(x);
+  case UnaryOp::Log:
+    return logf(x);
+  case UnaryOp::Sqrt:
+    return sqrtf(x);
+  case UnaryOp::Reciprocal:
+    return 1.0f / x;
+  case UnaryOp::Neg:
+    return -x;
+  case UnaryOp::Abs:
+    return fabsf(x);
+  case UnaryOp::Erf:
+    return erff(x);
+  case UnaryOp::Sin:
+    return sinf(x);
+  case UnaryOp::Cos:
+    return cosf(x);
+  case UnaryOp::Floor:
+    return floorf(x);
+  case UnaryOp::Ceil:
+    return ceilf(x);
+  case UnaryOp::Round:
+    return rintf(x);
+  case UnaryOp::Clip:
+    return fminf(fmaxf(x, alpha), beta);
+  case UnaryOp::PowScalar:
+    return powf(x, alpha);
+  case UnaryOp::Not:
+    return x == 0.0f ? 1.0f : 0.0f;
+  }
+  return x;
+}
+
+/// Elements per 16-byte vector.
+template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
+
+template <typename T, int V>
+__global__ void unaryKernel(const T *__restrict__ x, T *__restrict__ y,
+                            int64_t chunks, UnaryOp op, float alpha,
+                            float beta) {
+  MEMOPT_GRID_STRIDE(i, chunks) {
+    T in[V], out[V];
+    if constexpr (V > 1)
+      *reinterpret_cast<uint4 *>(in) = reinterpret_cast<const uint4 *>(x)[i];
+    else
+      in[0] = x[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      out[j] = fromFloat<T>(applyUnaryDevice(op, toFloat(in[j]), alpha, beta));
+    if constexpr (V > 1)
+      reinterpret_cast<uint4 *>(y)[i] = *reinterpret_cast<uint4 *>(out);
+    else
+      y[i] = out[0];
+  }
+}
+
+template <typename T>
+__global__ void unaryIntKernel(const T *x, T *y, int64_t n, UnaryOp op) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    T v = x[i];
+    y[i] = op == UnaryOp::Neg    ? T(-v)
+           : op == UnaryOp::Abs  ? (v < 0 ? T(-v) : v)
+           : op == UnaryOp::Relu ? (v < 0 ? T(0) : v)
+                                 : v;
+  }
+}
+
+__global__ void notKernel(const uint8_t *x, uint8_t *y, int64_t n) {
+  MEMOPT_GRID_STRIDE(i, n) { y[i] = x[i] ? 0 : 1; }
+}
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+/// Runs a map over n elements: vectorized body on the aligned prefix, scalar
+/// body on the tail.
+template <typename T, typename VecLaunch, typename ScalarLaunch>
+void splitVectorized(int64_t n, bool canVectorize, VecLaunch vec,
+                     ScalarLaunch scalar) {
+  constexpr int V = vectorWidth<T>();
+  int64_t chunks = canVectorize ? n / V : 0;
+  if (chunks)
+    vec(chunks);
+  if (n - chunks * V)
+    scalar(chunks * V, n - chunks * V);
+}
+
+template <typename T>
+__device__ __forceinline__ T combine(BinaryOp op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return b == 0 ? T(0) : T(a / b);
+    case BinaryOp::Max:
+      return a > b ? a : b;
+    case BinaryOp::Min:
+      return a < b ? a : b;
+    case BinaryOp::Mod: {
+      if (b == 0)
+        return 0;
+      T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    }
+    default:
+      return 0;
+    }
+  } else {
+    float x = toFloat(a), y = toFloat(b), r;
+    switch (op) {
+    case BinaryOp::Add:
+      r = x + y;
+      break;
+    case BinaryOp::Sub:
+      r = x - y;
+      break;
+    case BinaryOp::Mul:
+      r = x * y;
+      break;
+    case BinaryOp::Div:
+      r = x / y;
+      break;
+    case BinaryOp::Pow:
+      r = powf(x, y);
+      break;
+    case BinaryOp::Max:
+      r = fmaxf(x, y);
+      break;
+    case BinaryOp::Min:
+      r = fminf(x, y);
+      break;
+    default:
+      r = fmodf(x, y);
+      break;
+    }
+    return fromFloat<T>(r);
+  }
+}
+
+/// Same-shape (mode 0), scalar lhs (1) or scalar rhs (2) binary op.
+template <typename T, int V>
+__global__ void binaryFlatKernel(const T *__restrict__ a,
+                                 const T *__restrict__ b, T *__restrict__ c,
+                                 int64_t chunks, int mode, BinaryOp op) {
+  MEMOPT_GRID_STRIDE(i, chunks) {
+    T x[V], y[V], out[V];
+    if (mode == 1) {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        x[j] = a[0];
+    } else if constexpr (V > 1) {
+      *reinterpret_cast<uint4 *>(x) = reinterpret_cast<const uint4 *>(a)[i];
+    } else {
+      x[0] = a[i];
+    }
+    if (mode == 2) {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        y[j] = b[0];
+    } else if constexpr (V > 1) {
+      *reinterpret_cast<uint4 *>(y) = reinterpret_cast<const uint4 *>(b)[i];
+    } else {
+      y[0] = b[i];
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      out[j] = combine(op, x[j], y[j]);
+    if constexpr (V > 1)
+      reinterpret_cast<uint4 *>(c)[i] = *reinterpret_cast<uint4 *>(out);
+    else
+      c[i] = out[0];
+  }
+}
+
+template <typename T>
+__global__ void binaryBroadcastKernel(const T *a, const T *b, T *c, int64_t n,
+                                      KernelDims da, KernelDims db,
+                                      BinaryOp op) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    c[i] = combine(op, a[offsetOf(i, da)], b[offsetOf(i, db)]);
+  }
+}
+
+template <typename T>
+void launchBinary(Context &ctx, BinaryOp op, const TensorRef &a,
+                  const TensorRef &b, const TensorRef &c) {
+  int64_t n = c.numElements();
+  const T *pa = static_cast<const T *>(a.data);
+  const T *pb = static_cast<const T *>(b.data);
+  T *pc = static_cast<T *>(c.data);
+  int64_t na = a.numElements(), nb = b.numElements();
+  int mode = -1;
+  // A broadcast operand with c's element count has c's layout.
+  if (na == n && nb == n)
+    mode = 0;
+  else if (na == 1 && nb == n)
+    mode = 1;
+  else if (nb == 1 && na == n)
+    mode = 2;
+  if (mode < 0) {
+    binaryBroadcastKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        pa, pb, pc, n, broadcastDims(a, c), broadcastDims(b, c), op);
+    return;
+  }
+  bool vec = aligned16(pc) && (mode == 1 || aligned16(pa)) &&
+             (mode == 2 || aligned16(pb));
+  constexpr int V = vectorWidth<T>();
+  splitVectorized<T>(
+      n, vec,
+      [&](int64_t chunks) {
+        binaryFlatKernel<T, V><<<gridFor(ctx, chunks), 256, 0, ctx.stream>>>(
+            pa, pb, pc, chunks, mode, op);
+      },
+      [&](int64_t start, int64_t count) {
+        binaryFlatKernel<T, 1><<<gridFor(ctx, count), 256, 0, ctx.stream>>>(
+            mode == 1 ? pa : pa + start, mode == 2 ? pb : pb + start,
+            pc + start, count, mode, op);
+      });
+}
+
+template <typename T>
+__global__ void compareKernel(const T *a, const T *b, uint8_t *c, int64_t n,
+                              KernelDims da, KernelDims db, CompareOp op) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    T x = a[offsetOf(i, da)], y = b[offsetOf(i, db)];
+    bool r;
+    if constexpr (std::is_integral_v<T>) {
+      r = op == CompareOp::Equal         ? x == y
+          : op == CompareOp::Less        ? x < y
+          : op == CompareOp::LessOrEqual ? x <= y
+          : op == CompareOp::Greater     ? x > y
+                                         : x >= y;
+    } else {
+      float fx = toFloat(x), fy = toFloat(y);
+      r = op == CompareOp::Equal         ? fx == fy
+          : op == CompareOp::Less        ? fx < fy
+          : op == CompareOp::LessOrEqual ? fx <= fy
+          : op == CompareOp::Greater     ? fx > fy
+                                         : fx >= fy;
+    }
+    c[i] = r;
+  }
+}
+
+__global__ void logicalKernel(const uint8_t *a, const uint8_t *b, uint8_t *c,
+                              int64_t n, KernelDims da, KernelDims db,
+                              LogicalOp op) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    bool x = a[offsetOf(i, da)] != 0, y = b[offsetOf(i, db)] != 0;
+    c[i] = op == LogicalOp::And  ? (x && y)
+           : op == LogicalOp::Or ? (x || y)
+                                 : (x != y);
+  }
+}
+
+template <typename T>
+__global__ void whereKernel(const uint8_t *cond, const T *x, const T *z, T *y,
+                            int64_t n, KernelDims dc, KernelDims dx,
+                            KernelDims dz) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    y[i] = cond[offsetOf(i, dc)] ? x[offsetOf(i, dx)] : z[offsetOf(i, dz)];
+  }
+}
+
+template <typename T>
+__global__ void broadcastCopyKernel(const T *x, T *y, int64_t n,
+                                    KernelDims dx) {
+  MEMOPT_GRID_STRIDE(i, n) { y[i] = x[offsetOf(i, dx)]; }
+}
+
+template <typename T> __global__ void fillKernel(T *y, int64_t n, T value) {
+  MEMOPT_GRID_STRIDE(i, n) { y[i] = value; }
+}
+
+__device__ double loadAny(const void *p, DType t, int64_t i) {
+  switch (t) {
+  case DType::F32:
+    return static_cast<const float *>(p)[i];
+  case DType::F16:
+    return __half2float(static_cast<const __half *>(p)[i]);
+  case DType::BF16:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  case DType::F64:
+    return static_cast<const double *>(p)[i];
+  case DType::I64:
+    return double(static_cast<const int64_t *>(p)[i]);
+  case DType::I32:
+    return static_cast<const int32_t *>(p)[i];
+  case DType::I8:
+    return static_cast<const int8_t *>(p)[i];
+  default:
+    return static_cast<const uint8_t *>(p)[i];
+  }
+}
+
+__device__ void storeAny(void *p, DType t, int64_t i, double v) {
+  bool finite = isfinite(v);
+  switch (t) {
+  case DType::F32:
+    static_cast<float *>(p)[i] = float(v);
+    return;
+  case DType::F16:
+    static_cast<__half *>(p)[i] = __double2half(v);
+    return;
+  case DType::BF16:
+    static_cast<__nv_bfloat16 *>(p)[i] = __double2bfloat16(v);
+    return;
+  case DType::F64:
+    static_cast<double *>(p)[i] = v;
+    return;
+  case DType::I64:
+    static_cast<int64_t *>(p)[i] = finite ? int64_t(v) : 0;
+    return;
+  case DType::I32:
+    static_cast<int32_t *>(p)[i] = finite ? int32_t(v) : 0;
+    return;
+  case DType::I8:
+    static_cast<int8_t *>(p)[i] = finite ? int8_t(v) : 0;
+    return;
+  case DType::U8:
+    static_cast<uint8_t *>(p)[i] = finite ? uint8_t(v) : 0;
+    return;
+  case DType::Bool:
+    static_cast<uint8_t *>(p)[i] = v != 0.0;
+    return;
+  }
+}
+
+__global__ void castKernel(const void *x, DType from, void *y, DType to,
+                           int64_t n) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    if (from == DType::I64 && to == DType::I32)
+      static_cast<int32_t *>(y)[i] =
+          int32_t(static_cast<const int64_t *>(x)[i]);
+    else if (from == DType::I32 && to == DType::I64)
+      static_cast<int64_t *>(y)[i] = static_cast<const int32_t *>(x)[i];
+    else
+      storeAny(y, to, i, loadAny(x, from, i));
+  }
+}
+
+template <typename T>
+__global__ void biasActivationKernel(T *y, const T *bias, int64_t n,
+                                     int64_t channels, int64_t spatial,
+                                     Activation act) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    float v = toFloat(y[i]);
+    if (bias)
+      v += toFloat(bias[(i / spatial) % channels]);
+    y[i] = fromFloat<T>(applyActivationDevice(act, v));
+  }
+}
+
+} // namespace
+
+void unary(Context &ctx, const char *node, UnaryOp op, float alpha, float beta,
+           TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateUnary(ctx, node, op, x, y))
+    return;
+  int64_t n = x.numElements();
+  if (n == 0)
+    return;
+  if (op == UnaryOp::Not) {
+    notKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        static_cast<const uint8_t *>(x.data), static_cast<uint8_t *>(y.data),
+        n);
+  } else if (x.dtype == DType::I32) {
+    unaryIntKernel<int32_t><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        static_cast<const int32_t *>(x.data), static_cast<int32_t *>(y.data), n,
+        op);
+  } else if (x.dtype == DType::I64) {
+    unaryIntKernel<int64_t><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        static_cast<const int64_t *>(x.data), static_cast<int64_t *>(y.data), n,
+        op);
+  } else {
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+      const T *px = static_cast<const T *>(x.data);
+      T *py = static_cast<T *>(y.data);
+      splitVectorized<T>(
+          n, aligned16(px) && aligned16(py),
+          [&](int64_t chunks) {
+            unaryKernel<T, vectorWidth<T>()>
+                <<<gridFor(ctx, chunks), 256, 0, ctx.stream>>>(px, py, chunks,
+                                                               op, alpha, beta);
+          },
+          [&](int64_t start, int64_t count) {
+            unaryKernel<T, 1><<<gridFor(ctx, count), 256, 0, ctx.stream>>>(
+                px + start, py + start, count, op, alpha, beta);
+          });
+    });
+  }
+  checkLaunch(ctx, node);
+}
+
+void binary(Context &ctx, const char *node, BinaryOp op, TensorRef a,
+            TensorRef b, TensorRef c) {
+  if (hasError(ctx) || !validateBinary(ctx, node, op, a, b, c))
+    return;
+  if (c.numElements() == 0)
+    return;
+  if (c.dtype == DType::I32)
+    launchBinary<int32_t>(ctx, op, a, b, c);
+  else if (c.dtype == DType::I64)
+    launchBinary<int64_t>(ctx, op, a, b, c);
+  else {
+    MEMOPT_DISPATCH_FLOAT(c.dtype, T, launchBinary<T>(ctx, op, a, b, c));
+  }
+  checkLaunch(ctx, node);
+}
+
+void compare(Context &ctx, const char *node, CompareOp op, TensorRef a,
+             TensorRef b, TensorRef c) {
+  if (hasError(ctx) || !validateCompare(ctx, node, a, b, c, false))
+    return;
+  int64_t n = c.numElements();
+  if (n == 0)
+    return;
+  KernelDims da = broadcastDims(a, c), db = broadcastDims(b, c);
+  uint8_t *pc = static_cast<uint8_t *>(c.data);
+  unsigned grid = gridFor(ctx, n);
+  if (a.dtype == DType::I32)
+    compareKernel<int32_t><<<grid, 256, 0, ctx.stream>>>(
+        static_cast<const int32_t *>(a.data),
+        static_cast<const int32_t *>(b.data), pc, n, da, db, op);
+  else if (a.dtype == DType::I64)
+    compareKernel<int64_t><<<grid, 256, 0, ctx.stream>>>(
+        static_cast<const int64_t *>(a.data),
+        static_cast<const int64_t *>(b.data), pc, n, da, db, op);
+  else if (isFloatType(a.dtype)) {
+    MEMOPT_DISPATCH_FLOAT(a.dtype, T,
+                          compareKernel<T><<<grid, 256, 0, ctx.stream>>>(
+                              static_cast<const T *>(a.data),
+                              static_cast<const T *>(b.data), pc, n, da, db,
+                              op));
+  } else {
+    failf(ctx, node, "compare on %s is not supported on CUDA",
+          dtypeName(a.dtype));
+    return;
+  }
+  checkLaunch(ctx, node);
+}
+
+void logical(Context &ctx, const char *node, LogicalOp op, TensorRef a,
+             TensorRef b, TensorRef c) {
+  if (hasError(ctx) || !validateCompare(ctx, node, a, b, c, true))
+    return;
+  int64_t n = c.numElements();
+  if (n == 0)
+    return;
+  logicalKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+      static_cast<const uint8_t *>(a.data),
+      static_cast<const uint8_t *>(b.data), static_cast<uint8_t *>(c.data), n,
+      broadcastDims(a, c), broadcastDims(b, c), op);
+  checkLaunch(ctx, node);
+}
+
+void where(Context &ctx, const char *node, TensorRef cond, TensorRef x,
+           TensorRef z, TensorRef y) {
+  if (hasError(ctx) || !validateWhere(ctx, node, cond, x, z, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T,
+                        whereKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const uint8_t *>(cond.data),
+                            static_cast<const T *>(x.data),
+                            static_cast<const T *>(z.data),
+                            static_cast<T *>(y.data), n, broadcastDims(cond, y),
+                            broadcastDims(x, y), broadcastDims(z, y)));
+  checkLaunch(ctx, node);
+}
+
+void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameCount(ctx, node, x, y, "input/output"))
+    return;
+  int64_t n = x.numElements();
+  if (n == 0)
+    return;
+  if (x.dtype == y.dtype) {
+    copy(ctx, node, x, y);
+    return;
+  }
+  castKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(x.data, x.dtype, y.data,
+                                                      y.dtype, n);
+  checkLaunch(ctx, node);
+}
+
+void fill(Context &ctx, const char *node, double value, TensorRef y) {
+  if (hasError(ctx) || !checkTensor(ctx, node, y, "output"))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  uint64_t pattern = 0;
+  storeFromDouble(&pattern, y.dtype, 0, value);
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T, {
+    T v;
+    std::memcpy(&v, &pattern, sizeof(T));
+    fillKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        static_cast<T *>(y.data), n, v);
+  });
+  checkLaunch(ctx, node);
+}
+
+void expand(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output") ||
+      !checkBroadcast(ctx, node, &x, 1, y, /*exact=*/false))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T,
+                        broadcastCopyKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<T *>(y.data), n, broadcastDims(x, y)));
+  checkLaunch(ctx, node);
+}
+
+bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
+                          const TensorRef *bias, int64_t channels,
+                          int64_t spatial, Activation activation) {
+  int64_t n = y.numElements();
+  if (n == 0)
+    return true;
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                        biasActivationKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<T *>(y.data),
+                            bias ? static_cast<const T *>(bias->data) : nullptr,
+                            n, channels, spatial, activation));
+  return checkLaunch(ctx, node);
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,898 @@
+//===- Kernels.cu - pooling, normalization, reductions, data movement -----===//
+//
+// Row-wise ops (softmax, layer norm, reductions over trailing axes) use one
+// warp per row with the row held in registers when it has at most 1024
+// elements (one global read, two-pass statistics on registers, one write),
+// and one 1024-thread block per row otherwise (re-reads hit L2), in the style
+// of Apex / onnxruntime's softmax and layer-norm kernels. Ops over a middle
+// axis use one thread per (outer, inner) pair so loads stay coalesced along
+// the inner dimension. Data movement is one thread per output element with
+// precomputed strides.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.cuh"
+
+namespace memopt::rt {
+
+namespace {
+
+constexpr int kWarpRowMax = 1024; // 32 lanes x 32 registers
+
+//===----------------------------------------------------------------------===//
+// Pooling and the direct-convolution fallback
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
+                           PoolKind kind, bool includePad) {
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t plane = i / outSpatial, o = i % outSpatial;
+    int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
+                     o % g.out[2]};
+    const T *xp = x + plane * inSpatial;
+    float best = -INFINITY, sum = 0.0f;
+    int64_t valid = 0, padded = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t start = oc[d] * g.strides[d] - g.padsBegin[d], count = 0;
+      for (int64_t k = 0; k < g.kernel[d]; ++k) {
+        int64_t pos = start + k * g.dilations[d];
+        count += pos >= -g.padsBegin[d] && pos < g.in[d] + g.padsEnd[d];
+      }
+      padded *= count;
+    }
+    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      int64_t q0 = oc[0] * g.strides[0] - g.padsBegin[0] + k0 * g.dilations[0];
+      if (q0 < 0 || q0 >= g.in[0])
+        continue;
+      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        int64_t q1 =
+            oc[1] * g.strides[1] - g.padsBegin[1] + k1 * g.dilations[1];
+        if (q1 < 0 || q1 >= g.in[1])
+          continue;
+        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          int64_t q2 =
+              oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
+          if (q2 < 0 || q2 >= g.in[2])
+            continue;
+          float v = toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]);
+          best = fmaxf(best, v);
+          sum += v;
+          ++valid;
+        }
+      }
+    }
+    float r = kind == PoolKind::Max
+                  ? best
+                  : sum / float(includePad ? padded : (valid ? valid : 1));
+    y[i] = fromFloat<T>(r);
+  }
+}
+
+template <typename T>
+__global__ void directConvKernel(const T *x, const T *w, T *y, ConvGeometry g,
+                                 int64_t n) {
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  int64_t inPerGroup = g.inChannels / g.group;
+  int64_t outPerGroup = g.outChannels / g.group;
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t o = i % outSpatial, co = (i / outSpatial) % g.outChannels;
+    int64_t b = i / (outSpatial * g.outChannels);
+    int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
+                     o % g.out[2]};
+    int64_t group = co / outPerGroup;
+    float acc = 0.0f;
+    for (int64_t cl = 0; cl < inPerGroup; ++cl) {
+      const T *xp =
+          x + (b * g.inChannels + group * inPerGroup + cl) * inSpatial;
+      const T *wp = w + (co * inPerGroup + cl) * kSpatial;
+      for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+        int64_t q0 =
+            oc[0] * g.strides[0] - g.padsBegin[0] + k0 * g.dilations[0];
+        if (q0 < 0 || q0 >= g.in[0])
+          continue;
+        for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+          int64_t q1 =
+              oc[1] * g.strides[1] - g.padsBegin[1] + k1 * g.dilations[1];
+          if (q1 < 0 || q1 >= g.in[1])
+            continue;
+          for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+            int64_t q2 =
+                oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
+            if (q2 < 0 || q2 >= g.in[2])
+              continue;
+            acc += toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]) *
+                   toFloat(wp[(k0 * g.kernel[1] + k1) * g.kernel[2] + k2]);
+          }
+        }
+      }
+    }
+    y[i] = fromFloat<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void planeMeanKernel(const T *x, T *y, int64_t planes,
+                                int64_t spatial) {
+  int warpsPerBlock = blockDim.x >> 5, lane = threadIdx.x & 31;
+  for (int64_t p = int64_t(blockIdx.x) * warpsPerBlock + (threadIdx.x >> 5);
+       p < planes; p += int64_t(gridDim.x) * warpsPerBlock) {
+    const T *xp = x + p * spatial;
+    float sum = 0.0f;
+    for (int64_t s = lane; s < spatial; s += 32)
+      sum += toFloat(xp[s]);
+    sum = warpSum(sum);
+    if (lane == 0)
+      y[p] = fromFloat<T>(spatial ? sum / float(spatial) : 0.0f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void batchNormKernel(const T *x, T *y, int64_t n, int64_t channels,
+                                int64_t inner, const void *scale, DType st,
+                                const void *bias, DType bt, const void *mean,
+                                DType mt, const void *var, DType vt,
+                                float epsilon) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t c = (i / inner) % channels;
+    float a = loadFloat(scale, st, c) * rsqrtf(loadFloat(var, vt, c) + epsilon);
+    y[i] = fromFloat<T>((toFloat(x[i]) - loadFloat(mean, mt, c)) * a +
+                        loadFloat(bias, bt, c));
+  }
+}
+
+/// Per-row parameters of layer norm / softmax.
+struct RowOp {
+  int kind; ///< 0 layer norm, 1 softmax, 2 log-softmax
+  float epsilon;
+  const void *scale;
+  const void *bias;
+  DType paramType;
+};
+
+__device__ __forceinline__ float finishRow(const RowOp &op, float v, int64_t j,
+                                           float a, float b) {
+  // layer norm: a = mean, b = 1/std; softmax: a = max, b = 1/sum or log(sum)
+  if (op.kind == 0) {
+    float r = (v - a) * b * loadFloat(op.scale, op.paramType, j);
+    return op.bias ? r + loadFloat(op.bias, op.paramType, j) : r;
+  }
+  if (op.kind == 1)
+    return __expf(v - a) * b;
+  return v - a - b;
+}
+
+/// One warp per row, row in registers (cols <= 1024).
+template <typename T>
+__global__ void warpRowKernel(const T *x, T *y, int64_t rows, int64_t cols,
+                              RowOp op) {
+  constexpr int kPerLane = kWarpRowMax / 32;
+  int warpsPerBlock = blockDim.x >> 5, lane = threadIdx.x & 31;
+  for (int64_t r = int64_t(blockIdx.x) * warpsPerBlock + (threadIdx.x >> 5);
+       r < rows; r += int64_t(gridDim.x) * warpsPerBlock) {
+    const T *xr = x + r * cols;
+    float v[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      int64_t j = lane + 32 * k;
+      v[k] = j < cols ? toFloat(xr[j]) : 0.0f;
+    }
+    float a, b;
+    if (op.kind == 0) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k)
+        sum += v[k];
+      a = warpSum(sum) / float(cols);
+      float sq = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        float d = lane + 32 * k < cols ? v[k] - a : 0.0f;
+        sq += d * d;
+      }
+      b = rsqrtf(warpSum(sq) / float(cols) + op.epsilon);
+    } else {
+      float best = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k)
+        if (lane + 32 * k < cols)
+          best = fmaxf(best, v[k]);
+      a = warpMax(best);
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k)
+        if (lane + 32 * k < cols)
+          sum += __expf(v[k] - a);
+      sum = warpSum(sum);
+      b = op.kind == 1 ? 1.0f / sum : logf(sum);
+    }
+    T *yr = y + r * cols;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      int64_t j = lane + 32 * k;
+      if (j < cols)
+        yr[j] = fromFloat<T>(finishRow(op, v[k], j, a, b));
+    }
+  }
+}
+
+/// One block per row (cols > 1024): statistics pass(es), then the write.
+template <typename T>
+__global__ void blockRowKernel(const T *x, T *y, int64_t rows, int64_t cols,
+                               RowOp op) {
+  __shared__ float scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    float a, b;
+    if (op.kind == 0) {
+      float sum = 0.0f;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        sum += toFloat(xr[j]);
+      a = blockReduce<false>(sum, scratch) / float(cols);
+      float sq = 0.0f;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = toFloat(xr[j]) - a;
+        sq += d * d;
+      }
+      b = rsqrtf(blockReduce<false>(sq, scratch) / float(cols) + op.epsilon);
+    } else {
+      float best = -INFINITY;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        best = fmaxf(best, toFloat(xr[j]));
+      a = blockReduce<true>(best, scratch);
+      float sum = 0.0f;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        sum += __expf(toFloat(xr[j]) - a);
+      sum = blockReduce<false>(sum, scratch);
+      b = op.kind == 1 ? 1.0f / sum : logf(sum);
+    }
+    T *yr = y + r * cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      yr[j] = fromFloat<T>(finishRow(op, toFloat(xr[j]), j, a, b));
+    __syncthreads();
+  }
+}
+
+/// Softmax over a middle axis: one thread per (outer, inner).
+template <typename T>
+__global__ void softmaxStridedKernel(const T *x, T *y, int64_t outer,
+                                     int64_t axis, int64_t inner, bool log) {
+  MEMOPT_GRID_STRIDE(i, outer * inner) {
+    int64_t o = i / inner, in = i % inner;
+    const T *xp = x + o * axis * inner + in;
+    T *yp = y + o * axis * inner + in;
+    float best = -INFINITY, sum = 0.0f;
+    for (int64_t a = 0; a < axis; ++a)
+      best = fmaxf(best, toFloat(xp[a * inner]));
+    for (int64_t a = 0; a < axis; ++a)
+      sum += __expf(toFloat(xp[a * inner]) - best);
+    float inv = 1.0f / sum, logSum = logf(sum);
+    for (int64_t a = 0; a < axis; ++a) {
+      float v = toFloat(xp[a * inner]) - best;
+      yp[a * inner] = fromFloat<T>(log ? v - logSum : __expf(v) * inv);
+    }
+  }
+}
+
+template <typename T>
+void launchRows(Context &ctx, const T *x, T *y, int64_t rows, int64_t cols,
+                const RowOp &op) {
+  if (cols <= kWarpRowMax) {
+    int64_t blocks = (rows + 7) / 8;
+    int64_t cap = int64_t(ctx.smCount) * 16;
+    warpRowKernel<T><<<unsigned(std::max<int64_t>(1, std::min(blocks, cap))),
+                       256, 0, ctx.stream>>>(x, y, rows, cols, op);
+  } else {
+    int64_t cap = int64_t(ctx.smCount) * 2;
+    blockRowKernel<T><<<unsigned(std::max<int64_t>(1, std::min(rows, cap))),
+                        1024, 0, ctx.stream>>>(x, y, rows, cols, op);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float reduceInit(ReduceOp op) {
+  return op == ReduceOp::Max    ? -INFINITY
+         : op == ReduceOp::Min  ? INFINITY
+         : op == ReduceOp::Prod ? 1.0f
+                                : 0.0f;
+}
+
+__device__ __forceinline__ float reduceMap(ReduceOp op, float v) {
+  return op == ReduceOp::SumSquare || op == ReduceOp::L2 ? v * v : v;
+}
+
+__device__ __forceinline__ float reduceCombine(ReduceOp op, float a, float b) {
+  switch (op) {
+  case ReduceOp::Max:
+    return fmaxf(a, b);
+  case ReduceOp::Min:
+    return fminf(a, b);
+  case ReduceOp::Prod:
+    return a * b;
+  default:
+    return a + b;
+  }
+}
+
+__device__ __forceinline__ float reduceFinish(ReduceOp op, float acc,
+                                              int64_t count) {
+  if (op == ReduceOp::Mean)
+    return count ? acc / float(count) : 0.0f;
+  if (op == ReduceOp::L2)
+    return sqrtf(acc);
+  return acc;
+}
+
+/// One block (256 threads) per row of a [rows, cols] view.
+template <typename T>
+__global__ void reduceRowsKernel(const T *x, T *y, int64_t rows, int64_t cols,
+                                 ReduceOp op) {
+  __shared__ float scratch[8];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float acc = reduceInit(op);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      acc = reduceCombine(op, acc, reduceMap(op, toFloat(x[r * cols + j])));
+    for (int o = 16; o > 0; o >>= 1)
+      acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+    if ((threadIdx.x & 31) == 0)
+      scratch[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float total = scratch[0];
+      for (int w = 1; w < int(blockDim.x >> 5); ++w)
+        total = reduceCombine(op, total, scratch[w]);
+      y[r] = fromFloat<T>(reduceFinish(op, total, cols));
+    }
+    __syncthreads();
+  }
+}
+
+/// [outer, reduced, inner]: one thread per (outer, inner).
+template <typename T>
+__global__ void reduceMiddleKernel(const T *x, T *y, int64_t outer,
+                                   int64_t reduced, int64_t inner,
+                                   ReduceOp op) {
+  MEMOPT_GRID_STRIDE(i, outer * inner) {
+    int64_t o = i / inner, in = i % inner;
+    float acc = reduceInit(op);
+    for (int64_t r = 0; r < reduced; ++r)
+      acc = reduceCombine(
+          op, acc, reduceMap(op, toFloat(x[(o * reduced + r) * inner + in])));
+    y[i] = fromFloat<T>(reduceFinish(op, acc, reduced));
+  }
+}
+
+/// Any axes: one thread per output; kept / reduced dims carry x's strides.
+template <typename T>
+__global__ void reduceGenericKernel(const T *x, T *y, int64_t outCount,
+                                    KernelDims kept, KernelDims reducedDims,
+                                    int64_t reducedCount, ReduceOp op) {
+  MEMOPT_GRID_STRIDE(i, outCount) {
+    int64_t base = offsetOf(i, kept);
+    float acc = reduceInit(op);
+    for (int64_t r = 0; r < reducedCount; ++r)
+      acc = reduceCombine(
+          op, acc, reduceMap(op, toFloat(x[base + offsetOf(r, reducedDims)])));
+    y[i] = fromFloat<T>(reduceFinish(op, acc, reducedCount));
+  }
+}
+
+template <typename T>
+__global__ void argReduceKernel(const T *x, int64_t *y, int64_t outer,
+                                int64_t axis, int64_t inner, bool isMax) {
+  MEMOPT_GRID_STRIDE(i, outer * inner) {
+    int64_t o = i / inner, in = i % inner;
+    const T *xp = x + o * axis * inner + in;
+    float best = toFloat(xp[0]);
+    int64_t index = 0;
+    for (int64_t a = 1; a < axis; ++a) {
+      float v = toFloat(xp[a * inner]);
+      if (isMax ? v > best : v < best) {
+        best = v;
+        index = a;
+      }
+    }
+    y[i] = index;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// y[i] = x[base + offsetOf(i, dims)] (transpose, slice).
+template <typename T>
+__global__ void stridedCopyKernel(const T *x, T *y, int64_t n, int64_t base,
+                                  KernelDims dims) {
+  MEMOPT_GRID_STRIDE(i, n) { y[i] = x[base + offsetOf(i, dims)]; }
+}
+
+__device__ __forceinline__ int64_t loadIndex(const void *p, DType t,
+                                             int64_t i) {
+  return t == DType::I64 ? static_cast<const int64_t *>(p)[i]
+                         : int64_t(static_cast<const int32_t *>(p)[i]);
+}
+
+__device__ __forceinline__ int64_t wrapIndex(int64_t index, int64_t size) {
+  if (index < 0)
+    index += size;
+  return index < 0 ? 0 : index >= size ? size - 1 : index;
+}
+
+template <typename T>
+__global__ void gatherKernel(const T *x, const void *indices, DType indexType,
+                             T *y, int64_t n, int64_t count, int64_t axis,
+                             int64_t inner) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t in = i % inner, j = (i / inner) % count, o = i / (inner * count);
+    int64_t index = wrapIndex(loadIndex(indices, indexType, j), axis);
+    y[i] = x[(o * axis + index) * inner + in];
+  }
+}
+
+template <typename T>
+__global__ void
+gatherElementsKernel(const T *x, const void *indices, DType indexType, T *y,
+                     int64_t n, KernelDims yDims, KernelDims xDims, int axis) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t rest = i, offset = 0;
+    for (int d = yDims.rank - 1; d >= 0; --d) {
+      int64_t coord = rest % yDims.shape[d];
+      rest /= yDims.shape[d];
+      if (d == axis)
+        coord = wrapIndex(loadIndex(indices, indexType, i), xDims.shape[d]);
+      offset += coord * xDims.stride[d];
+    }
+    y[i] = x[offset];
+  }
+}
+
+struct PadGeometry {
+  int rank;
+  int64_t xShape[kMaxRank], xStride[kMaxRank], yShape[kMaxRank],
+      begin[kMaxRank];
+};
+
+template <typename T>
+__global__ void padKernel(const T *x, T *y, int64_t n, PadGeometry g,
+                          PadMode mode, T value) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t rest = i, offset = 0;
+    bool outside = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t c = rest % g.yShape[d] - g.begin[d], size = g.xShape[d];
+      rest /= g.yShape[d];
+      if (c < 0 || c >= size) {
+        if (mode == PadMode::Constant) {
+          outside = true;
+          continue;
+        }
+        if (mode == PadMode::Edge) {
+          c = c < 0 ? 0 : size - 1;
+        } else {
+          while (c < 0 || c >= size)
+            c = size == 1 ? 0 : c < 0 ? -c : 2 * (size - 1) - c;
+        }
+      }
+      offset += c * g.xStride[d];
+    }
+    y[i] = outside ? value : x[offset];
+  }
+}
+
+struct ResizeGeometry {
+  int rank;
+  int64_t xShape[kMaxRank], xStride[kMaxRank], yShape[kMaxRank];
+  float scale[kMaxRank];
+  bool resized[kMaxRank];
+  CoordinateMode coordinateMode;
+  NearestMode nearestMode;
+};
+
+template <typename T>
+__global__ void resizeNearestKernel(const T *x, T *y, int64_t n,
+                                    ResizeGeometry g) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t rest = i, offset = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t c = rest % g.yShape[d];
+      rest /= g.yShape[d];
+      if (g.resized[d]) {
+        float src = resizeSourceCoordinate(
+            g.coordinateMode, float(c), g.scale[d], g.xShape[d], g.yShape[d]);
+        float fl = floorf(src);
+        switch (g.nearestMode) {
+        case NearestMode::RoundPreferFloor:
+          c = int64_t(src - fl == 0.5f ? fl : roundf(src));
+          break;
+        case NearestMode::RoundPreferCeil:
+          c = int64_t(src - fl == 0.5f ? fl + 1.0f : roundf(src));
+          break;
+        case NearestMode::Floor:
+          c = int64_t(fl);
+          break;
+        case NearestMode::Ceil:
+          c = int64_t(ceilf(src));
+          break;
+        }
+        c = c < 0 ? 0 : c >= g.xShape[d] ? g.xShape[d] - 1 : c;
+      }
+      offset += c * g.xStride[d];
+    }
+    y[i] = x[offset];
+  }
+}
+
+template <typename T>
+__global__ void resizeLinearKernel(const T *x, T *y, int64_t n,
+                                   ResizeGeometry g) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t rest = i, base = 0;
+    int64_t low[3], high[3];
+    float frac[3];
+    int k = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t c = rest % g.yShape[d];
+      rest /= g.yShape[d];
+      if (!g.resized[d] || k == 3) {
+        base += c * g.xStride[d];
+        continue;
+      }
+      float src = resizeSourceCoordinate(g.coordinateMode, float(c), g.scale[d],
+                                         g.xShape[d], g.yShape[d]);
+      src = fminf(fmaxf(src, 0.0f), float(g.xShape[d] - 1));
+      int64_t lo = int64_t(floorf(src));
+      low[k] = lo * g.xStride[d];
+      high[k] = (lo + 1 < g.xShape[d] ? lo + 1 : lo) * g.xStride[d];
+      frac[k] = src - float(lo);
+      ++k;
+    }
+    float acc = 0.0f;
+    for (int corner = 0; corner < (1 << k); ++corner) {
+      float weight = 1.0f;
+      int64_t offset = base;
+      for (int j = 0; j < k; ++j) {
+        bool up = (corner >> j) & 1;
+        weight *= up ? frac[j] : 1.0f - frac[j];
+        offset += up ? high[j] : low[j];
+      }
+      acc += weight * toFloat(x[offset]);
+    }
+    y[i] = fromFloat<T>(acc);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public entry points
+//===----------------------------------------------------------------------===//
+
+bool launchDirectConv(Context &ctx, const char *node, const ConvGeometry &g,
+                      TensorRef x, TensorRef w, TensorRef y) {
+  int64_t n = y.numElements();
+  MEMOPT_DISPATCH_FLOAT(
+      y.dtype, T,
+      directConvKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<const T *>(w.data),
+          static_cast<T *>(y.data), g, n));
+  return checkLaunch(ctx, node);
+}
+
+void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
+          TensorRef y) {
+  ConvGeometry g;
+  if (hasError(ctx) || !validatePool(ctx, node, params, x, y, g))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                        poolKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<T *>(y.data), g, n, params.kind,
+                            params.countIncludePad));
+  checkLaunch(ctx, node);
+}
+
+void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
+      !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
+    return;
+  if (x.rank < 2 || y.numElements() != x.shape[0] * x.shape[1]) {
+    failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
+          shapeString(y).c_str(), shapeString(x).c_str());
+    return;
+  }
+  int64_t planes = x.shape[0] * x.shape[1];
+  if (planes == 0)
+    return;
+  int64_t spatial = x.numElements() / planes;
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                        planeMeanKernel<T>
+                        <<<gridFor(ctx, planes * 32), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<T *>(y.data), planes, spatial));
+  checkLaunch(ctx, node);
+}
+
+void batchNorm(Context &ctx, const char *node, float epsilon, TensorRef x,
+               TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
+               TensorRef y) {
+  if (hasError(ctx) ||
+      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y))
+    return;
+  int64_t n = x.numElements();
+  if (n == 0)
+    return;
+  AxisSplit s = splitAt(x, 1);
+  MEMOPT_DISPATCH_FLOAT(
+      y.dtype, T,
+      batchNormKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<T *>(y.data), n, s.axis,
+          s.inner, scale.data, scale.dtype, bias.data, bias.dtype, mean.data,
+          mean.dtype, var.data, var.dtype, epsilon));
+  checkLaunch(ctx, node);
+}
+
+void layerNorm(Context &ctx, const char *node, int axis, float epsilon,
+               TensorRef x, TensorRef scale, const TensorRef *bias,
+               TensorRef y) {
+  if (hasError(ctx) || !validateLayerNorm(ctx, node, axis, x, scale, bias, y))
+    return;
+  int64_t cols = scale.numElements();
+  if (cols == 0 || x.numElements() == 0)
+    return;
+  RowOp op{0, epsilon, scale.data, bias ? bias->data : nullptr, scale.dtype};
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                        launchRows<T>(ctx, static_cast<const T *>(x.data),
+                                      static_cast<T *>(y.data),
+                                      x.numElements() / cols, cols, op));
+  checkLaunch(ctx, node);
+}
+
+void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
+             TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
+      !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output") ||
+      !checkSameShape(ctx, node, x, y, "input/output") ||
+      !checkAxis(ctx, node, axis, x.rank))
+    return;
+  AxisSplit s = splitAt(x, axis);
+  if (x.numElements() == 0)
+    return;
+  RowOp op{logSoftmax ? 2 : 1, 0.0f, nullptr, nullptr, DType::F32};
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
+    const T *px = static_cast<const T *>(x.data);
+    T *py = static_cast<T *>(y.data);
+    if (s.inner == 1)
+      launchRows<T>(ctx, px, py, s.outer, s.axis, op);
+    else
+      softmaxStridedKernel<T>
+          <<<gridFor(ctx, s.outer * s.inner), 256, 0, ctx.stream>>>(
+              px, py, s.outer, s.axis, s.inner, logSoftmax);
+  });
+  checkLaunch(ctx, node);
+}
+
+void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
+            int numAxes, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
+    return;
+  int64_t outCount = y.numElements();
+  if (outCount == 0)
+    return;
+  bool contiguous = true;
+  for (int i = 1; i < numAxes; ++i)
+    contiguous = contiguous && axes[i] == axes[0] + i;
+  int64_t outer = 1, reduced = 1, inner = 1;
+  if (contiguous && numAxes > 0) {
+    for (int d = 0; d < x.rank; ++d) {
+      if (d < axes[0])
+        outer *= x.shape[d];
+      else if (d <= axes[numAxes - 1])
+        reduced *= x.shape[d];
+      else
+        inner *= x.shape[d];
+    }
+  } else if (numAxes == 0) {
+    outer = x.numElements();
+  }
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
+    const T *px = static_cast<const T *>(x.data);
+    T *py = static_cast<T *>(y.data);
+    if (contiguous && inner == 1) {
+      int64_t cap = int64_t(ctx.smCount) * 8;
+      reduceRowsKernel<T>
+          <<<unsigned(std::max<int64_t>(1, std::min(outer, cap))), 256, 0,
+             ctx.stream>>>(px, py, outer, reduced, op);
+    } else if (contiguous) {
+      reduceMiddleKernel<T>
+          <<<gridFor(ctx, outer * inner), 256, 0, ctx.stream>>>(
+              px, py, outer, reduced, inner, op);
+    } else {
+      KernelDims xDims = dimsOf(x), kept, red;
+      kept.rank = red.rank = 0;
+      int next = 0;
+      for (int d = 0; d < x.rank; ++d) {
+        KernelDims &target = (next < numAxes && axes[next] == d) ? red : kept;
+        if (&target == &red)
+          ++next;
+        target.shape[target.rank] = x.shape[d];
+        target.stride[target.rank] = xDims.stride[d];
+        ++target.rank;
+      }
+      reduceGenericKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
+          px, py, outCount, kept, red, x.numElements() / outCount, op);
+    }
+  });
+  checkLaunch(ctx, node);
+}
+
+void argReduce(Context &ctx, const char *node, bool isMax, int axis,
+               TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkAxis(ctx, node, axis, x.rank))
+    return;
+  AxisSplit s = splitAt(x, axis);
+  if (y.dtype != DType::I64 || y.numElements() != s.outer * s.inner) {
+    failf(ctx, node, "ArgMax/ArgMin output must be i64 with %lld elements",
+          (long long)(s.outer * s.inner));
+    return;
+  }
+  if (s.outer * s.inner == 0 || s.axis == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(
+      x.dtype, T,
+      argReduceKernel<T>
+      <<<gridFor(ctx, s.outer * s.inner), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<int64_t *>(y.data),
+          s.outer, s.axis, s.inner, isMax));
+  checkLaunch(ctx, node);
+}
+
+void transpose(Context &ctx, const char *node, const int *perm, TensorRef x,
+               TensorRef y) {
+  if (hasError(ctx) || !validateTranspose(ctx, node, perm, x, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  KernelDims dims = dimsOf(y), xDims = dimsOf(x);
+  for (int d = 0; d < y.rank; ++d)
+    dims.stride[d] = xDims.stride[perm[d]];
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T,
+                        stridedCopyKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<T *>(y.data), n, 0, dims));
+  checkLaunch(ctx, node);
+}
+
+void slice(Context &ctx, const char *node, const int64_t *starts,
+           const int64_t *steps, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateSlice(ctx, node, starts, steps, x, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  KernelDims dims = dimsOf(y), xDims = dimsOf(x);
+  int64_t base = 0;
+  for (int d = 0; d < y.rank; ++d) {
+    base += starts[d] * xDims.stride[d];
+    dims.stride[d] = steps[d] * xDims.stride[d];
+  }
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T,
+                        stridedCopyKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<T *>(y.data), n, base, dims));
+  checkLaunch(ctx, node);
+}
+
+void gather(Context &ctx, const char *node, int axis, TensorRef x,
+            TensorRef indices, TensorRef y) {
+  if (hasError(ctx) || !validateGather(ctx, node, axis, x, indices, y, false))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  AxisSplit s = splitAt(x, axis);
+  MEMOPT_DISPATCH_BYTES(
+      dtypeSize(y.dtype), T,
+      gatherKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), indices.data, indices.dtype,
+          static_cast<T *>(y.data), n, indices.numElements(), s.axis, s.inner));
+  checkLaunch(ctx, node);
+}
+
+void gatherElements(Context &ctx, const char *node, int axis, TensorRef x,
+                    TensorRef indices, TensorRef y) {
+  if (hasError(ctx) || !validateGather(ctx, node, axis, x, indices, y, true))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_BYTES(
+      dtypeSize(y.dtype), T,
+      gatherElementsKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), indices.data, indices.dtype,
+          static_cast<T *>(y.data), n, dimsOf(y), dimsOf(x), axis));
+  checkLaunch(ctx, node);
+}
+
+void pad(Context &ctx, const char *node, PadMode mode, const int64_t *padsBegin,
+         const int64_t *padsEnd, double value, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validatePad(ctx, node, mode, padsBegin, padsEnd, x, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  PadGeometry g;
+  g.rank = x.rank;
+  KernelDims xDims = dimsOf(x);
+  for (int d = 0; d < x.rank; ++d) {
+    g.xShape[d] = x.shape[d];
+    g.xStride[d] = xDims.stride[d];
+    g.yShape[d] = y.shape[d];
+    g.begin[d] = padsBegin[d];
+  }
+  uint64_t pattern = 0;
+  storeFromDouble(&pattern, y.dtype, 0, value);
+  MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T, {
+    T v;
+    std::memcpy(&v, &pattern, sizeof(T));
+    padKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+        static_cast<const T *>(x.data), static_cast<T *>(y.data), n, g, mode,
+        v);
+  });
+  checkLaunch(ctx, node);
+}
+
+void resize(Context &ctx, const char *node, const ResizeParams &params,
+            TensorRef x, TensorRef y) {
+  ResizeGeometry g;
+  if (hasError(ctx) || !validateResize(ctx, node, params, x, y, g.scale))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  g.rank = x.rank;
+  g.coordinateMode = params.coordinateMode;
+  g.nearestMode = params.nearestMode;
+  KernelDims xDims = dimsOf(x);
+  for (int d = 0; d < x.rank; ++d) {
+    g.xShape[d] = x.shape[d];
+    g.xStride[d] = xDims.stride[d];
+    g.yShape[d] = y.shape[d];
+    g.resized[d] = x.shape[d] != y.shape[d] || g.scale[d] != 1.0f;
+  }
+  if (params.mode == ResizeMode::Nearest) {
+    MEMOPT_DISPATCH_BYTES(
+        dtypeSize(y.dtype), T,
+        resizeNearestKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<T *>(y.data), n, g));
+  } else {
+    MEMOPT_DISPATCH_FLOAT(
+        y.dtype, T,
+        resizeLinearKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<T *>(y.data), n, g));
+  }
+  checkLaunch(ctx, node);
+}
+
+} // namespace memopt::rt
