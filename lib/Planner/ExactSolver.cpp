@@ -376,7 +376,7 @@ Status PackingSearch::search(const Subproblem &sub,
     return Status::TimedOut;
 
   size_t mark = candidateStack.size();
-  int64_t lowestTop = capacity + 1;
+  int64_t lowestTop = std::numeric_limits<int64_t>::max();
   for (int rank = 0; rank < static_cast<int>(sub.ranked.size()); ++rank) {
     int item = sub.ranked[rank];
     if (offset[item] >= 0)
@@ -528,7 +528,13 @@ Status PackingSearch::descend(const Subproblem &sub,
 
 ExactSearchResult searchPacking(const Problem &problem, int64_t capacity,
                                 Clock::time_point deadline) {
-  return PackingSearch(problem, capacity, deadline).run();
+  // Stacking every buffer needs at most the sum of sizes and alignments
+  // (below 2^61 by checkProblem), so any larger capacity is equivalent to
+  // that sum; clamping keeps offset arithmetic far from overflow.
+  int64_t enough = 0;
+  for (const Buffer &buffer : problem.buffers)
+    enough += buffer.size + buffer.alignment;
+  return PackingSearch(problem, std::min(capacity, enough), deadline).run();
 }
 
 } // namespace memopt::planner

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace memopt::planner;
 
 namespace {
@@ -224,10 +226,6 @@ TEST(PlannerTest, AlgorithmNames) {
     EXPECT_EQ(parseAlgorithm(algorithmName(algorithm)), algorithm);
 }
 
-} // namespace
-
-namespace {
-
 TEST(PlannerTest, TimeLimitIsReportedNotMistakenForInfeasible) {
   // The greedy plans need 12 bytes, so capacity 11 needs the search, which
   // gets no time at all.
@@ -256,6 +254,18 @@ TEST(PlannerTest, AutoWithoutTimeStillReturnsTheBestHeuristic) {
   EXPECT_EQ(result.plan.arenaSize, 12);
   EXPECT_EQ(result.producedBy, Algorithm::BestFitSize);
   EXPECT_FALSE(result.provedOptimal);
+}
+
+TEST(PlannerTest, HugeCapacityDoesNotOverflow) {
+  int64_t largest = std::numeric_limits<int64_t>::max();
+  ExactSearchResult search =
+      searchPacking(fragmenting(), largest,
+                    std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_EQ(search.outcome, SearchOutcome::Found);
+  EXPECT_TRUE(validatePlan(fragmenting(), search.plan).ok());
+  PlanResult result = run(fragmenting(), Algorithm::Auto, largest);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.plan.arenaSize, 11);
 }
 
 } // namespace
