@@ -162,9 +162,22 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
 }
 
 bool Model::setInputs(const void *const *hostInputs, std::string &error) {
+  hostInputs_.assign(hostInputs, hostInputs + program_->numInputs);
   for (int i = 0; i < program_->numInputs; ++i)
     copyToDevice(*ctx_, inputs_[i], hostInputs[i],
                  tensorBytes(program_->inputs[i]));
+  inputsStale_ = false;
+  return check(error);
+}
+
+bool Model::refreshInputs(std::string &error) {
+  if (!inputsStale_)
+    return check(error);
+  for (int i = 0; i < program_->numInputs; ++i)
+    if (program_->inputs[i].offset >= 0)
+      copyToDevice(*ctx_, inputs_[i], hostInputs_[i],
+                   tensorBytes(program_->inputs[i]));
+  inputsStale_ = false;
   return check(error);
 }
 
@@ -175,7 +188,11 @@ void Model::body(Context &ctx, void *self) {
 }
 
 bool Model::execute(std::string &error) {
+  if (!refreshInputs(error))
+    return false;
   rt::execute(*ctx_, &Model::body, this);
+  for (int i = 0; i < program_->numInputs; ++i)
+    inputsStale_ = inputsStale_ || program_->inputs[i].offset >= 0;
   return check(error);
 }
 

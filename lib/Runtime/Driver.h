@@ -34,9 +34,15 @@ public:
   /// from `seed` when `randomWeights`). Returns false with `error` set.
   bool init(const ProgramInfo *program, const std::string &weightsPath,
             bool randomWeights, uint64_t seed, std::string &error);
-  /// Copies host inputs in (in ProgramInfo order).
+  /// Copies host inputs in (in ProgramInfo order). The host buffers must
+  /// stay valid until the next setInputs: inputs that live in the arena are
+  /// overwritten by a run (the planner reuses their bytes once they are dead)
+  /// and are copied in again before the next run.
   bool setInputs(const void *const *hostInputs, std::string &error);
-  /// Runs the program once on the device.
+  /// Re-copies the arena-resident inputs if a run has clobbered them (the
+  /// bench calls this before starting its timer).
+  bool refreshInputs(std::string &error);
+  /// Runs the program once on the device (refreshing inputs as needed).
   bool execute(std::string &error);
   /// Copies outputs out (in ProgramInfo order).
   bool getOutputs(void *const *hostOutputs, std::string &error);
@@ -54,6 +60,8 @@ private:
   uint8_t *arena_ = nullptr;
   uint8_t *weights_ = nullptr;
   std::vector<void *> inputs_, outputs_, ownBuffers_;
+  std::vector<const void *> hostInputs_;
+  bool inputsStale_ = false;
   size_t ioBytes_ = 0;
 };
 

@@ -307,6 +307,29 @@ TEST_F(Executable, BenchPrintsLatencyAndMemory) {
       << log;
 }
 
+TEST_F(Executable, BenchRunsDoNotChangeTheOutputs) {
+  // The input lives in the arena and the pool output overwrites it, so every
+  // run must start from a fresh copy of the input.
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8},
+             randomValues(384, 10, 1.0f));
+  std::string log, outputs[2];
+  for (int run = 0; run < 2; ++run) {
+    std::string sub = dir + "/bench" + std::to_string(run);
+    ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+    ASSERT_EQ(runModel("--input image=" + dir +
+                           "/image.npy --random-weights 5 --output-dir " + sub +
+                           (run ? " --bench 4" : ""),
+                       log),
+              0)
+        << log;
+    std::ifstream in(sub + "/probs.npy", std::ios::binary);
+    outputs[run].assign(std::istreambuf_iterator<char>(in),
+                        std::istreambuf_iterator<char>());
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
 TEST_F(Executable, RandomWeightsAreDeterministic) {
   writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 7, 1.0f));
   std::string log, outputs[3];
