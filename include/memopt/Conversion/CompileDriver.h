@@ -1,0 +1,59 @@
+//===- CompileDriver.h - the memopt-compile pipeline -------------*- C++
+//-*-===//
+//
+// The library behind `memopt-compile`: import an ONNX model (or read MLIR),
+// run canonicalize -> memopt-schedule -> memopt-bufferize ->
+// memopt-plan-memory, lower the planned function to a C++ program
+// (EmitProgram.h) and, on request, build it with the system compiler against
+// a runtime backend. The tool only parses flags into CompileOptions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_CONVERSION_COMPILEDRIVER_H
+#define MEMOPT_CONVERSION_COMPILEDRIVER_H
+
+#include "mlir/Support/LLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::memopt {
+
+enum class CompileTarget { Host, Cuda };
+enum class CompilePrecision { FP32, FP16, BF16 };
+enum class EmitKind { Mlir, Plan, Source, Exe };
+
+struct CompileOptions {
+  std::string inputPath;
+  /// Output path: a file for mlir/plan, a prefix for source (OUT.cpp,
+  /// OUT.weights, OUT.build.sh) and exe (OUT, OUT.weights).
+  std::string outputPath;
+  CompileTarget target = CompileTarget::Host;
+  CompilePrecision precision = CompilePrecision::FP32;
+  /// Arena capacity in bytes; 0 = no limit.
+  int64_t memoryBudget = 0;
+  /// "NAME=DIMS" entries (importer syntax).
+  std::vector<std::string> inputShapes;
+  EmitKind emit = EmitKind::Exe;
+  std::string reportPath;
+  std::string cudaArch = "sm_90";
+  /// Every tensor gets its own arena slot (no reuse, no in-place).
+  bool noPlan = false;
+  /// The input is already planned MLIR: only lower it.
+  bool lowerOnly = false;
+  /// Phase lines and the memory report go here.
+  bool quiet = false;
+};
+
+/// Parses "2GiB", "512MiB", "1.5GB", "4096" (bytes) into bytes.
+FailureOr<int64_t> parseByteSize(StringRef text);
+
+/// Runs the whole pipeline. Returns 0 on success; on failure one clear
+/// message is printed on stderr and the result is non-zero.
+int runCompile(const CompileOptions &options, llvm::raw_ostream &log);
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_CONVERSION_COMPILEDRIVER_H

@@ -1,0 +1,58 @@
+//===- EmitProgram.h - planned memopt IR -> generated C++ program -*- C++
+//-*-===//
+//
+// The lowering: a function that went through `--memopt-plan-memory` becomes
+// one C++ source file defining `memopt_program()` (include/memopt/Runtime/
+// Program.h), whose run function calls the runtime's kernel entry points
+// (include/memopt/Runtime/Runtime.h) with TensorRefs at the planned offsets,
+// plus the weight region image (the constants' bytes at their
+// `memopt.weight_offset`s). The lowering reads the plan; it never chooses an
+// offset.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_CONVERSION_EMITPROGRAM_H
+#define MEMOPT_CONVERSION_EMITPROGRAM_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::memopt {
+
+/// What the lowering produces for one planned function.
+struct EmittedProgram {
+  /// The generated C++ source (links against either runtime backend).
+  std::string source;
+  /// The weight region image, `memopt.weights_size` bytes.
+  std::vector<char> weights;
+};
+
+struct EmitProgramOptions {
+  /// ProgramInfo::name; empty means the function's name.
+  std::string programName;
+};
+
+/// Lowers the planned `function`. Fails with one diagnostic naming the op
+/// and its ONNX node when the IR is not planned, the plan is inconsistent,
+/// or an op has no runtime kernel yet.
+FailureOr<EmittedProgram> emitProgram(func::FuncOp function,
+                                      const EmitProgramOptions &options = {});
+
+/// The single non-external function of `module` that `emitProgram` lowers
+/// (`main` when there are several); emits an error and returns null if none.
+func::FuncOp getProgramFunction(ModuleOp module);
+
+/// Replaces the arena offsets that `--memopt-plan-memory` recorded in
+/// `function` with a naive layout: every arena storage (and every conv
+/// workspace) gets its own slot, one after the other, so nothing is reused.
+/// Same attributes, so the lowering is identical; used to show that planning
+/// changes no numbers.
+LogicalResult assignNaiveOffsets(func::FuncOp function, int64_t alignment);
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_CONVERSION_EMITPROGRAM_H

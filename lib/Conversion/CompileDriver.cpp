@@ -1,0 +1,417 @@
+//===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
+//
+// import -> canonicalize -> memopt-schedule -> memopt-bufferize ->
+// memopt-plan-memory -> EmitProgram -> system compiler. The shape follows
+// onnx-mlir's `onnx-mlir` driver (one tool, `--EmitONNXIR/--EmitMLIR/--EmitLib`
+// style stop points, the system compiler invoked at the end) and TVM's
+// `tvmc compile` (target and output chosen by flags).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/CompileDriver.h"
+
+#include "CompileConfig.h"
+#include "memopt/Conversion/EmitProgram.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Import/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+FailureOr<int64_t> mlir::memopt::parseByteSize(StringRef text) {
+  StringRef trimmed = text.trim();
+  size_t split = trimmed.find_first_not_of("0123456789.");
+  StringRef number = trimmed.substr(0, split);
+  StringRef unit = split == StringRef::npos ? "" : trimmed.substr(split).trim();
+  double value = 0;
+  if (number.empty() || number.getAsDouble(value) || value < 0)
+    return failure();
+  std::optional<double> scale =
+      llvm::StringSwitch<std::optional<double>>(unit.lower())
+          .Case("", 1.0)
+          .Case("b", 1.0)
+          .Case("kib", 1024.0)
+          .Case("mib", 1024.0 * 1024)
+          .Case("gib", 1024.0 * 1024 * 1024)
+          .Case("kb", 1e3)
+          .Case("mb", 1e6)
+          .Case("gb", 1e9)
+          .Default(std::nullopt);
+  if (!scale)
+    return failure();
+  return int64_t(std::llround(value * *scale));
+}
+
+namespace {
+
+/// Prints one clear error and returns the exit code.
+int fail(const Twine &message) {
+  llvm::errs() << "memopt-compile: error: " << message << "\n";
+  return 1;
+}
+
+LogicalResult writeFile(StringRef path, StringRef contents) {
+  std::string message;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &message);
+  if (!file) {
+    llvm::errs() << "memopt-compile: error: cannot write '" << path
+                 << "': " << message << "\n";
+    return failure();
+  }
+  file->os() << contents;
+  file->keep();
+  return success();
+}
+
+/// Runs `program` with `arguments`; prints its failure.
+LogicalResult runTool(StringRef program, ArrayRef<std::string> arguments,
+                      llvm::raw_ostream &log, bool quiet) {
+  SmallVector<StringRef> argv;
+  argv.push_back(program);
+  for (const std::string &argument : arguments)
+    argv.push_back(argument);
+  if (!quiet) {
+    log << "  $";
+    for (StringRef argument : argv)
+      log << " " << argument;
+    log << "\n";
+  }
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, {}, 0, 0,
+                                         &message);
+  if (status != 0) {
+    llvm::errs() << "memopt-compile: error: " << program << " failed"
+                 << (message.empty() ? "" : ": " + message) << " (exit "
+                 << status << ")\n";
+    return failure();
+  }
+  return success();
+}
+
+SmallVector<std::string> splitList(StringRef list) {
+  SmallVector<StringRef> parts;
+  list.split(parts, ';', -1, /*KeepEmpty=*/false);
+  return llvm::map_to_vector(parts, [](StringRef s) { return s.str(); });
+}
+
+std::string findNvcc() {
+  if (llvm::sys::fs::can_execute(MEMOPT_NVCC))
+    return MEMOPT_NVCC;
+  if (auto path = llvm::sys::findProgramByName("nvcc"))
+    return *path;
+  return "";
+}
+
+/// Checks that nvcc can generate code for `arch` (e.g. sm_90).
+LogicalResult checkCudaArch(StringRef arch, StringRef nvcc) {
+  StringRef digits = arch;
+  if (!digits.consume_front("sm_") || digits.empty() ||
+      !llvm::isDigit(digits.front())) {
+    llvm::errs() << "memopt-compile: error: --arch '" << arch
+                 << "' is not a GPU architecture (expected sm_NN, e.g. "
+                    "sm_90)\n";
+    return failure();
+  }
+  if (nvcc.empty())
+    return success();
+  SmallString<128> listing;
+  if (llvm::sys::fs::createTemporaryFile("memopt-nvcc-arch", "txt", listing))
+    return success();
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(listing),
+                                          std::nullopt};
+  StringRef argv[] = {nvcc, "--list-gpu-code"};
+  int status = llvm::sys::ExecuteAndWait(nvcc, argv, std::nullopt, redirects);
+  auto buffer = llvm::MemoryBuffer::getFile(listing);
+  llvm::sys::fs::remove(listing);
+  if (status != 0 || !buffer)
+    return success();
+  SmallVector<StringRef> codes;
+  (*buffer)->getBuffer().split(codes, '\n', -1, false);
+  for (StringRef code : codes)
+    if (code.trim() == arch)
+      return success();
+  llvm::errs() << "memopt-compile: error: nvcc (" << nvcc
+               << ") cannot target --arch " << arch << "; it supports: ";
+  llvm::interleaveComma(codes, llvm::errs(),
+                        [](StringRef code) { llvm::errs() << code.trim(); });
+  llvm::errs() << "\n";
+  return failure();
+}
+
+/// The command that builds the generated source into an executable.
+struct BuildCommand {
+  std::string compiler;
+  std::vector<std::string> arguments;
+};
+
+FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
+                                        StringRef source, StringRef output) {
+  BuildCommand command;
+  if (options.target == CompileTarget::Host) {
+    auto compiler = llvm::sys::findProgramByName("g++");
+    if (!compiler) {
+      llvm::errs() << "memopt-compile: error: g++ not found in PATH\n";
+      return failure();
+    }
+    command.compiler = *compiler;
+    command.arguments = {"-std=c++17", "-O2",
+                         source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
+                         "-o",         output.str()};
+    for (const std::string &library : splitList(MEMOPT_RUNTIME_HOST_LIBS))
+      command.arguments.push_back(library);
+    command.arguments.push_back("-lpthread");
+  } else {
+    command.compiler = findNvcc();
+    if (command.compiler.empty()) {
+      llvm::errs() << "memopt-compile: error: --target cuda needs nvcc, which "
+                      "was not found (use --emit source and build on a GPU "
+                      "machine)\n";
+      return failure();
+    }
+    command.arguments = {"-std=c++17",
+                         "-O2",
+                         "-arch=" + options.cudaArch,
+                         source.str(),
+                         "-I" MEMOPT_SOURCE_INCLUDE_DIR,
+                         "-o",
+                         output.str()};
+    SmallVector<std::string> libraries = splitList(MEMOPT_RUNTIME_CUDA_LIBS);
+    if (libraries.empty()) {
+      llvm::errs() << "memopt-compile: error: this build has no CUDA runtime "
+                      "backend (memopt_runtime_cuda); use --emit source\n";
+      return failure();
+    }
+    command.arguments.insert(command.arguments.end(), libraries.begin(),
+                             libraries.end());
+    for (StringRef library : {"-lcudart", "-lcublasLt", "-lcudnn"})
+      command.arguments.push_back(library.str());
+  }
+  for (const std::string &argument : command.arguments)
+    if (StringRef(argument).ends_with(".a") &&
+        !llvm::sys::fs::exists(argument)) {
+      llvm::errs() << "memopt-compile: error: runtime library '" << argument
+                   << "' is missing; build the runtime targets first\n";
+      return failure();
+    }
+  return command;
+}
+
+/// A script that builds OUT.cpp on a machine without MLIR: it builds the
+/// runtime standalone from the source tree and links the program.
+std::string getBuildScript(const CompileOptions &options, StringRef stem) {
+  bool cuda = options.target == CompileTarget::Cuda;
+  std::string script;
+  llvm::raw_string_ostream os(script);
+  os << "#!/bin/sh\n"
+     << "# Builds " << stem << " from " << stem
+     << ".cpp (generated by memopt-compile).\n"
+     << "# Usage: MEMOPT_ROOT=<memopt source tree> sh " << stem << ".build.sh\n"
+     << "set -e\n"
+     << "HERE=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+     << "ROOT=${MEMOPT_ROOT:-" << MEMOPT_SOURCE_ROOT << "}\n"
+     << "RT=${MEMOPT_RUNTIME_BUILD:-$HERE/memopt-runtime-build}\n"
+     << "cmake -S \"$ROOT/lib/Runtime\" -B \"$RT\" -DCMAKE_BUILD_TYPE=Release"
+     << (cuda ? " -DMEMOPT_ENABLE_CUDA=ON" : " -DMEMOPT_ENABLE_CUDA=OFF")
+     << " >/dev/null\n"
+     << "cmake --build \"$RT\" -j8 --target memopt_runtime_main "
+     << (cuda ? "memopt_runtime_cuda" : "memopt_runtime_host") << "\n";
+  if (cuda)
+    os << "${NVCC:-nvcc} -std=c++17 -O2 -arch=" << options.cudaArch
+       << " \"$HERE/" << stem << ".cpp\" -I\"$ROOT/include\" -o \"$HERE/"
+       << stem << "\" \\\n  \"$RT/libmemopt_runtime_main.a\" "
+       << "\"$RT/libmemopt_runtime_driver.a\" \"$RT/libmemopt_runtime_cuda.a\" "
+       << "\"$RT/libmemopt_runtime_common.a\" \\\n"
+       << "  -lcudart -lcublasLt -lcudnn\n";
+  else
+    os << "${CXX:-g++} -std=c++17 -O2 \"$HERE/" << stem
+       << ".cpp\" -I\"$ROOT/include\" -o \"$HERE/" << stem << "\" \\\n"
+       << "  \"$RT/libmemopt_runtime_main.a\" "
+          "\"$RT/libmemopt_runtime_driver.a\" "
+       << "\"$RT/libmemopt_runtime_host.a\" \"$RT/libmemopt_runtime_common.a\" "
+       << "-lpthread\n";
+  os << "echo \"built $HERE/" << stem << " (weights: $HERE/" << stem
+     << ".weights)\"\n";
+  return script;
+}
+
+FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
+                                            MLIRContext &context) {
+  if (StringRef(options.inputPath).ends_with(".mlir")) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceFile<ModuleOp>(options.inputPath, &context);
+    if (!module)
+      return failure();
+    return module;
+  }
+  ImportOptions importOptions;
+  for (const std::string &spec : options.inputShapes) {
+    std::string message;
+    if (failed(parseInputShapeSpec(spec, importOptions, message))) {
+      llvm::errs() << "memopt-compile: error: --input-shape '" << spec
+                   << "': " << message << "\n";
+      return failure();
+    }
+  }
+  return importOnnxModel(options.inputPath, context, importOptions);
+}
+
+size_t countOps(ModuleOp module) {
+  size_t count = 0;
+  module.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "memopt")
+      ++count;
+  });
+  return count;
+}
+
+std::string printModule(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
+} // namespace
+
+int mlir::memopt::runCompile(const CompileOptions &options,
+                             llvm::raw_ostream &log) {
+  if (options.precision != CompilePrecision::FP32)
+    return fail(
+        Twine("--precision ") +
+        (options.precision == CompilePrecision::FP16 ? "fp16" : "bf16") +
+        ": mixed precision is not implemented yet (no "
+        "--memopt-mixed-precision pass); use fp32");
+  if (options.outputPath.empty())
+    return fail("no output given (-o OUT)");
+  if (options.target == CompileTarget::Cuda &&
+      (options.emit == EmitKind::Exe || options.emit == EmitKind::Source) &&
+      failed(checkCudaArch(options.cudaArch, findNvcc())))
+    return 1;
+
+  DialectRegistry registry;
+  registerImportDialects(registry);
+  registry.insert<func::FuncDialect, MemOptDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+
+  auto say = [&](const Twine &line) {
+    if (!options.quiet)
+      log << line << "\n";
+  };
+
+  FailureOr<OwningOpRef<ModuleOp>> loaded = loadModule(options, context);
+  if (failed(loaded))
+    return 1;
+  ModuleOp module = loaded->get();
+  say("[import] " + options.inputPath + ": " + Twine(countOps(module)) +
+      " memopt ops");
+
+  if (!options.lowerOnly) {
+    PassManager canonicalize(&context);
+    canonicalize.addPass(createCanonicalizerPass());
+    if (failed(canonicalize.run(module)))
+      return fail("canonicalization failed");
+    say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
+    if (options.emit == EmitKind::Mlir) {
+      if (failed(writeFile(options.outputPath, printModule(module))))
+        return 1;
+      say("[emit] graph IR: " + options.outputPath);
+      return 0;
+    }
+
+    PassManager memory(&context);
+    memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
+    if (!options.noPlan)
+      memory.addNestedPass<func::FuncOp>(createMemOptBufferize());
+    MemOptPlanMemoryOptions planOptions;
+    planOptions.capacity = options.noPlan ? 0 : options.memoryBudget;
+    planOptions.printReport = !options.quiet;
+    planOptions.reportJson = options.reportPath;
+    memory.addPass(createMemOptPlanMemory(planOptions));
+    say(Twine("[memory] schedule") +
+        (options.noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +
+        (options.memoryBudget > 0 && !options.noPlan
+             ? " (budget " + Twine(options.memoryBudget) + " bytes)"
+             : Twine("")));
+    if (failed(memory.run(module)))
+      return fail("memory planning failed (see the error above)");
+  }
+
+  func::FuncOp function = getProgramFunction(module);
+  if (!function)
+    return 1;
+  if (options.noPlan) {
+    if (failed(assignNaiveOffsets(function, /*alignment=*/256)))
+      return 1;
+    auto arena = function->getAttrOfType<IntegerAttr>("memopt.arena_size");
+    if (options.memoryBudget > 0 && arena.getInt() > options.memoryBudget)
+      return fail("--no-plan needs an arena of " + Twine(arena.getInt()) +
+                  " bytes, above --memory-budget " +
+                  Twine(options.memoryBudget));
+    say("[no-plan] every tensor in its own slot: arena " +
+        Twine(arena.getInt()) + " bytes");
+  }
+  if (options.emit == EmitKind::Plan || options.emit == EmitKind::Mlir) {
+    if (failed(writeFile(options.outputPath, printModule(module))))
+      return 1;
+    say("[emit] planned IR: " + options.outputPath);
+    return 0;
+  }
+
+  EmitProgramOptions emitOptions;
+  emitOptions.programName = llvm::sys::path::stem(options.inputPath).str();
+  FailureOr<EmittedProgram> program = emitProgram(function, emitOptions);
+  if (failed(program))
+    return fail("lowering failed (see the error above)");
+
+  std::string sourcePath = options.outputPath + ".cpp";
+  std::string weightsPath = options.outputPath + ".weights";
+  if (failed(writeFile(sourcePath, program->source)) ||
+      failed(writeFile(weightsPath, StringRef(program->weights.data(),
+                                              program->weights.size()))))
+    return 1;
+  say("[lower] " + sourcePath + ", " + weightsPath + " (" +
+      Twine(program->weights.size()) + " weight bytes)");
+
+  if (options.emit == EmitKind::Source) {
+    std::string scriptPath = options.outputPath + ".build.sh";
+    std::string stem = llvm::sys::path::filename(options.outputPath).str();
+    if (failed(writeFile(scriptPath, getBuildScript(options, stem))))
+      return 1;
+    say("[emit] source: " + sourcePath + " (build with sh " + scriptPath + ")");
+    return 0;
+  }
+
+  FailureOr<BuildCommand> command =
+      getBuildCommand(options, sourcePath, options.outputPath);
+  if (failed(command))
+    return 1;
+  say(Twine("[build] ") +
+      (options.target == CompileTarget::Host ? "host" : "cuda") +
+      " executable " + options.outputPath);
+  if (failed(
+          runTool(command->compiler, command->arguments, log, options.quiet)))
+    return 1;
+  say("[done] run: " + options.outputPath + " --weights " + weightsPath +
+      " --input NAME=FILE.npy --output-dir DIR");
+  return 0;
+}

@@ -1,0 +1,1058 @@
+//===- EmitProgram.cpp - planned memopt IR -> generated C++ program -------===//
+//
+// A direct emitter: `ProgramEmitter` walks the planned function once, in
+// block order (the scheduler's order), and writes one runtime call per op.
+// Every tensor becomes a `TensorRef` local whose pointer comes from where its
+// storage lives (BufferLiveness): the arena at the op's `memopt.offsets`, the
+// weight region at the constant's `memopt.weight_offset`, or the caller's
+// input / output buffer. View ops only declare a new TensorRef over the same
+// bytes. Returned values that do not already live in their output buffer are
+// copied there at the end.
+//
+// Taken from: TVM's AOT executor (one generated `run` function calling
+// operator entry points with pointers into a pre-planned workspace), IREE's
+// HAL (the executable table describing inputs, outputs and constants next to
+// the code), onnx-mlir (node names carried into the generated calls for
+// error messages). Different: offsets are compile-time constants from the
+// planner, including convolution workspaces, and the runtime allocates
+// nothing. Why not EmitC: see docs/lowering.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/EmitProgram.h"
+
+#include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+constexpr int kMaxRank = 8; // memopt::rt::kMaxRank
+
+/// The ONNX node name carried by the importer's NameLoc, if any.
+std::optional<std::string> findNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto name = findNodeName(inner))
+        return name;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return findNodeName(callSite.getCallee());
+  return std::nullopt;
+}
+
+/// A C++ string literal for `text` (octal escapes for anything unusual).
+std::string cppString(StringRef text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\' || c == '?' || !llvm::isPrint(c)) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\%03o", c);
+      out += buffer;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+/// A float as a C++ literal that round-trips.
+std::string cppFloat(double value) {
+  if (std::isinf(value))
+    return value > 0 ? "INFINITY" : "-INFINITY";
+  if (std::isnan(value))
+    return "NAN";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", value);
+  std::string text = buffer;
+  if (text.find_first_of(".eE") == std::string::npos)
+    text += ".0";
+  return text + "f";
+}
+
+/// A double as a C++ literal that round-trips.
+std::string cppDouble(double value) {
+  if (std::isinf(value))
+    return value > 0 ? "INFINITY" : "-INFINITY";
+  if (std::isnan(value))
+    return "NAN";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+double toDouble(APFloat value) {
+  bool losesInfo = false;
+  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+  return value.convertToDouble();
+}
+
+/// The runtime DType enumerator for an element type.
+std::optional<StringRef> getDTypeName(Type type) {
+  if (type.isF32())
+    return StringRef("DType::F32");
+  if (type.isF16())
+    return StringRef("DType::F16");
+  if (type.isBF16())
+    return StringRef("DType::BF16");
+  if (type.isF64())
+    return StringRef("DType::F64");
+  if (type.isInteger(64))
+    return StringRef("DType::I64");
+  if (type.isInteger(32))
+    return StringRef("DType::I32");
+  if (type.isSignlessInteger(8) || type.isSignedInteger(8))
+    return StringRef("DType::I8");
+  if (type.isUnsignedInteger(8))
+    return StringRef("DType::U8");
+  if (type.isInteger(1))
+    return StringRef("DType::Bool");
+  return std::nullopt;
+}
+
+/// Bytes per element as the runtime stores it (bool: one byte).
+int64_t getElementBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+int64_t getBytes(RankedTensorType type) {
+  return type.getNumElements() * getElementBytes(type.getElementType());
+}
+
+std::string shapeList(ArrayRef<int64_t> shape) {
+  std::string text = "{";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  return text + "}";
+}
+
+/// Normalizes a possibly negative axis.
+int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+class ProgramEmitter {
+public:
+  ProgramEmitter(func::FuncOp function, const EmitProgramOptions &options)
+      : function(function), options(options), liveness(function) {}
+
+  FailureOr<EmittedProgram> run();
+
+private:
+  // Checks and tables.
+  LogicalResult checkPlanned();
+  LogicalResult collectWeights();
+  LogicalResult emitTables();
+
+  // The run function.
+  LogicalResult emitOp(Operation *op);
+  LogicalResult declareResults(Operation *op);
+  LogicalResult declare(Value value, StringRef pointer);
+  LogicalResult emitReturn(func::ReturnOp returnOp);
+
+  // Per-family lowering.
+  LogicalResult emitUnary(Operation *op, StringRef kind, double alpha = 0,
+                          double beta = 0);
+  LogicalResult emitMatMul(MatMulOp op);
+  LogicalResult emitConv(Operation *op, ArrayRef<int64_t> kernel,
+                         ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                         ArrayRef<int64_t> dilations, int64_t group,
+                         ArrayRef<int64_t> outputPadding, Value bias,
+                         StringRef function);
+  LogicalResult emitPool(Operation *op, StringRef kind,
+                         ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                         ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                         bool ceilMode, bool countIncludePad);
+  LogicalResult emitReduce(Operation *op, StringRef kind,
+                           ArrayRef<int64_t> axes);
+  LogicalResult emitSlice(SliceOp op);
+  LogicalResult emitResize(ResizeOp op);
+  LogicalResult emitPad(PadOp op);
+  LogicalResult emitConstantOfShape(ConstantOfShapeOp op);
+
+  /// The name of the ONNX node of `op` (or a stable stand-in).
+  std::string nodeName(Operation *op);
+  /// `nodeName` as a C++ literal.
+  std::string nodeLiteral(Operation *op) { return cppString(nodeName(op)); }
+  /// An error on `op` that names its node.
+  InFlightDiagnostic error(Operation *op);
+  /// The TensorRef local of a value.
+  std::string ref(Value value) { return names.lookup(value); }
+  /// A TensorRef expression over `value`'s bytes with another shape.
+  std::string refWithShape(Value value, ArrayRef<int64_t> shape);
+  std::string arenaPointer(Operation *op, StringRef attr);
+
+  func::FuncOp function;
+  const EmitProgramOptions &options;
+  BufferLiveness liveness;
+  int64_t arenaSize = 0;
+  int64_t weightsSize = 0;
+  std::vector<char> weights;
+  llvm::DenseMap<Value, std::string> names;
+  /// Pointer expression and dtype of each TensorRef local.
+  llvm::DenseMap<Value, std::string> pointers;
+  unsigned nextLocal = 0;
+  unsigned nextOp = 0;
+  std::string tables;
+  std::string body;
+  llvm::raw_string_ostream os{body};
+};
+
+std::string ProgramEmitter::nodeName(Operation *op) {
+  if (auto name = findNodeName(op->getLoc()))
+    return *name;
+  return (op->getName().stripDialect() + "_" + Twine(nextOp)).str();
+}
+
+InFlightDiagnostic ProgramEmitter::error(Operation *op) {
+  InFlightDiagnostic diag = op->emitError();
+  diag << "'" << op->getName() << "' (ONNX node '" << nodeName(op) << "') ";
+  return diag;
+}
+
+LogicalResult ProgramEmitter::checkPlanned() {
+  auto arena = function->getAttrOfType<IntegerAttr>("memopt.arena_size");
+  auto weightRegion =
+      function->getAttrOfType<IntegerAttr>("memopt.weights_size");
+  if (!arena || !weightRegion)
+    return function.emitError("function @")
+           << function.getName()
+           << " is not planned (no memopt.arena_size / memopt.weights_size): "
+              "run --memopt-plan-memory before lowering";
+  arenaSize = arena.getInt();
+  weightsSize = weightRegion.getInt();
+  if (!function.getBody().hasOneBlock())
+    return function.emitError("lowering expects a single-block function");
+  for (Operation &op : function.getBody().front().without_terminator()) {
+    if (isa<ConstantOp>(op)) {
+      if (!op.getAttrOfType<IntegerAttr>("memopt.weight_offset"))
+        return error(&op) << "has no memopt.weight_offset: the function is "
+                             "not planned; run --memopt-plan-memory first";
+      continue;
+    }
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("memopt.offsets");
+    if (!offsets)
+      return error(&op) << "has no memopt.offsets: the function is not "
+                           "planned; run --memopt-plan-memory first";
+    if (offsets.size() != int64_t(op.getNumResults()))
+      return error(&op) << "has " << offsets.size() << " memopt.offsets for "
+                        << op.getNumResults() << " results";
+    for (Value result : op.getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !type.hasStaticShape())
+        return error(&op) << "has a result that is not a static tensor";
+      if (type.getRank() > kMaxRank)
+        return error(&op) << "has a result of rank " << type.getRank()
+                          << "; the runtime supports rank <= " << kMaxRank;
+      if (!getDTypeName(type.getElementType()))
+        return error(&op) << "has a result of element type "
+                          << type.getElementType()
+                          << " that the runtime does not support";
+    }
+  }
+  for (BlockArgument argument : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(argument.getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > kMaxRank ||
+        !getDTypeName(type.getElementType()))
+      return function.emitError("input #")
+             << argument.getArgNumber() << " has type " << argument.getType()
+             << ", which the runtime does not support";
+  }
+  return success();
+}
+
+/// The constant's bytes as the runtime stores them (row-major, bool as one
+/// byte per element, splats expanded).
+FailureOr<std::vector<char>> getConstantBytes(ConstantOp op,
+                                              RankedTensorType type) {
+  Attribute value = op.getValue();
+  int64_t bytes = getBytes(type);
+  std::vector<char> data(bytes);
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return failure();
+    ArrayRef<char> raw = blob->getData();
+    if (int64_t(raw.size()) != bytes)
+      return failure();
+    std::memcpy(data.data(), raw.data(), bytes);
+    return data;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return failure();
+  if (type.getElementType().isInteger(1)) {
+    int64_t i = 0;
+    for (bool element : dense.getValues<bool>())
+      data[i++] = element ? 1 : 0;
+    return data;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    int64_t elementBytes = getElementBytes(type.getElementType());
+    if (int64_t(raw.size()) < elementBytes)
+      return failure();
+    for (int64_t offset = 0; offset < bytes; offset += elementBytes)
+      std::memcpy(data.data() + offset, raw.data(), elementBytes);
+    return data;
+  }
+  if (int64_t(raw.size()) != bytes)
+    return failure();
+  std::memcpy(data.data(), raw.data(), bytes);
+  return data;
+}
+
+LogicalResult ProgramEmitter::collectWeights() {
+  weights.assign(weightsSize, 0);
+  llvm::raw_string_ostream table(tables);
+  std::string initData;
+  llvm::raw_string_ostream init(initData);
+  std::string entries;
+  llvm::raw_string_ostream entry(entries);
+  unsigned count = 0;
+  for (Operation &op : function.getBody().front().without_terminator()) {
+    auto constant = dyn_cast<ConstantOp>(op);
+    if (!constant)
+      continue;
+    auto type = cast<RankedTensorType>(constant.getType());
+    int64_t offset =
+        op.getAttrOfType<IntegerAttr>("memopt.weight_offset").getInt();
+    std::optional<StringRef> dtype = getDTypeName(type.getElementType());
+    if (!dtype || type.getRank() > kMaxRank)
+      return error(&op) << "has type " << type
+                        << ", which the runtime does not support";
+    int64_t bytes = getBytes(type);
+    if (offset < 0 || offset + bytes > weightsSize)
+      return error(&op) << "has memopt.weight_offset " << offset << " and "
+                        << bytes << " bytes, outside the weight region of "
+                        << weightsSize << " bytes";
+    FailureOr<std::vector<char>> data = getConstantBytes(constant, type);
+    if (failed(data))
+      return error(&op) << "has a value whose bytes cannot be read (expected "
+                           "a dense or dense_resource attribute of "
+                        << bytes << " bytes)";
+    std::memcpy(weights.data() + offset, data->data(), bytes);
+    // Non-float constants (indices, shapes) and scalars keep their bytes in
+    // the program too, so a run with random weights stays meaningful.
+    std::string initPointer = "nullptr";
+    if (!isa<FloatType>(type.getElementType()) || type.getNumElements() <= 1) {
+      initPointer = "kInit" + std::to_string(count);
+      init << "alignas(8) const unsigned char " << initPointer << "[] = {";
+      for (int64_t i = 0; i < std::max<int64_t>(bytes, 1); ++i)
+        init << (i ? "," : "")
+             << (i < bytes ? unsigned((unsigned char)(*data)[i]) : 0u);
+      init << "};\n";
+    }
+    entry << "    {" << cppString(nodeName(&op)) << ", " << *dtype << ", "
+          << type.getRank() << ", " << shapeList(type.getShape()) << ", "
+          << offset << ", " << initPointer << "},\n";
+    ++count;
+  }
+  table << initData;
+  if (count)
+    table << "const TensorInfo kWeights[] = {\n" << entries << "};\n";
+  else
+    table << "const TensorInfo *const kWeights = nullptr;\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitTables() {
+  llvm::raw_string_ostream table(tables);
+  auto emitIo = [&](StringRef tableName, StringRef prefix, ArrayRef<Type> types,
+                    auto getName) {
+    if (types.empty()) {
+      table << "const TensorInfo *const " << tableName << " = nullptr;\n";
+      return;
+    }
+    table << "const TensorInfo " << tableName << "[] = {\n";
+    for (auto [index, type] : llvm::enumerate(types)) {
+      auto tensor = cast<RankedTensorType>(type);
+      std::string name = getName(index);
+      if (name.empty())
+        name = (prefix + Twine(index)).str();
+      table << "    {" << cppString(name) << ", "
+            << *getDTypeName(tensor.getElementType()) << ", "
+            << tensor.getRank() << ", " << shapeList(tensor.getShape())
+            << ", -1, nullptr},\n";
+    }
+    table << "};\n";
+  };
+  emitIo("kInputs", "input", function.getArgumentTypes(), [&](size_t i) {
+    auto name = function.getArgAttrOfType<StringAttr>(i, "memopt.name");
+    return name ? name.str() : std::string();
+  });
+  for (Type type : function.getResultTypes()) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape() || tensor.getRank() > kMaxRank ||
+        !getDTypeName(tensor.getElementType()))
+      return function.emitError("result type ")
+             << type << " is not supported by the runtime";
+  }
+  emitIo("kOutputs", "output", function.getResultTypes(), [&](size_t i) {
+    auto name = function.getResultAttrOfType<StringAttr>(i, "memopt.name");
+    return name ? name.str() : std::string();
+  });
+  return success();
+}
+
+LogicalResult ProgramEmitter::declare(Value value, StringRef pointer) {
+  auto type = cast<RankedTensorType>(value.getType());
+  std::string name = "t" + std::to_string(nextLocal++);
+  os << "  TensorRef " << name << " = ref(" << pointer << ", "
+     << *getDTypeName(type.getElementType()) << ", "
+     << shapeList(type.getShape()) << ");\n";
+  names[value] = name;
+  pointers[value] = pointer.str();
+  return success();
+}
+
+std::string ProgramEmitter::refWithShape(Value value, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return "ref(" + pointers.lookup(value) + ", " +
+         getDTypeName(type.getElementType())->str() + ", " + shapeList(shape) +
+         ")";
+}
+
+/// Declares the results of `op` at the places the plan gave them.
+LogicalResult ProgramEmitter::declareResults(Operation *op) {
+  ArrayRef<int64_t> offsets =
+      op->getAttrOfType<DenseI64ArrayAttr>("memopt.offsets").asArrayRef();
+  for (auto [result, offset] : llvm::zip_equal(op->getResults(), offsets)) {
+    const Storage &storage = liveness.getStorage(result);
+    auto type = cast<RankedTensorType>(result.getType());
+    std::string pointer;
+    switch (storage.kind) {
+    case StorageKind::Arena:
+      if (offset < 0 || offset + getBytes(type) > arenaSize)
+        return error(op) << "has arena offset " << offset << " for "
+                         << getBytes(type) << " bytes, outside the arena of "
+                         << arenaSize << " bytes";
+      pointer = "arena + " + std::to_string(offset);
+      break;
+    case StorageKind::Output:
+      pointer = "outputs[" + std::to_string(storage.ioIndex) + "]";
+      break;
+    case StorageKind::Input:
+    case StorageKind::Weight:
+      // Only views reach here: a view of an input or a weight.
+      pointer = pointers.lookup(storage.values.front());
+      break;
+    }
+    if (failed(declare(result, pointer)))
+      return failure();
+  }
+  return success();
+}
+
+std::string ProgramEmitter::arenaPointer(Operation *op, StringRef attr) {
+  auto offset = op->getAttrOfType<IntegerAttr>(attr);
+  return offset ? "arena + " + std::to_string(offset.getInt()) : "nullptr";
+}
+
+LogicalResult ProgramEmitter::emitUnary(Operation *op, StringRef kind,
+                                        double alpha, double beta) {
+  os << "  unary(ctx, " << nodeLiteral(op) << ", UnaryOp::" << kind << ", "
+     << cppFloat(alpha) << ", " << cppFloat(beta) << ", "
+     << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
+  // The runtime takes operands of rank >= 2: ONNX's 1-D operands become a
+  // row (A) or a column (B) and the result gets the dropped unit dimension.
+  auto aType = cast<RankedTensorType>(op.getA().getType());
+  auto bType = cast<RankedTensorType>(op.getB().getType());
+  auto cType = cast<RankedTensorType>(op.getResult().getType());
+  SmallVector<int64_t> aShape(aType.getShape()), bShape(bType.getShape()),
+      cShape(cType.getShape());
+  if (aShape.size() == 1) {
+    aShape.insert(aShape.begin(), 1);
+    cShape.insert(cShape.end() - (bShape.size() == 1 ? 0 : 1), 1);
+  }
+  if (bShape.size() == 1) {
+    bShape.push_back(1);
+    cShape.push_back(1);
+  }
+  os << "  {\n    MatmulParams params;\n"
+     << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
+     << refWithShape(op.getA(), aShape) << ", "
+     << refWithShape(op.getB(), bShape) << ", nullptr, "
+     << refWithShape(op.getResult(), cShape) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitConv(
+    Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, int64_t group,
+    ArrayRef<int64_t> outputPadding, Value bias, StringRef callee) {
+  size_t spatial = kernel.size();
+  if (spatial < 1 || spatial > 3)
+    return error(op) << "has " << spatial
+                     << " spatial dimensions; the runtime supports 1 to 3";
+  os << "  {\n    ConvParams params;\n    params.spatialRank = " << spatial
+     << ";\n";
+  for (size_t i = 0; i < spatial; ++i) {
+    os << "    params.padsBegin[" << i << "] = " << pads[i] << ";\n"
+       << "    params.padsEnd[" << i << "] = " << pads[spatial + i] << ";\n"
+       << "    params.strides[" << i << "] = " << strides[i] << ";\n"
+       << "    params.dilations[" << i << "] = " << dilations[i] << ";\n";
+    if (i < outputPadding.size())
+      os << "    params.outputPadding[" << i << "] = " << outputPadding[i]
+         << ";\n";
+  }
+  os << "    params.group = " << group << ";\n";
+  auto workspaceSize = op->getAttrOfType<IntegerAttr>("memopt.workspace_size");
+  std::string workspace = arenaPointer(op, "memopt.workspace_offset");
+  if (workspaceSize && workspace != "nullptr" &&
+      op->getAttrOfType<IntegerAttr>("memopt.workspace_offset").getInt() +
+              workspaceSize.getInt() >
+          arenaSize)
+    return error(op) << "has a workspace outside the arena of " << arenaSize
+                     << " bytes";
+  os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
+     << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
+     << (bias ? "&" + ref(bias) : std::string("nullptr")) << ", "
+     << ref(op->getResult(0)) << ", " << workspace << ", size_t("
+     << (workspaceSize && workspace != "nullptr" ? workspaceSize.getInt() : 0)
+     << "));\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
+                                       ArrayRef<int64_t> kernel,
+                                       ArrayRef<int64_t> strides,
+                                       ArrayRef<int64_t> pads,
+                                       ArrayRef<int64_t> dilations,
+                                       bool ceilMode, bool countIncludePad) {
+  size_t spatial = kernel.size();
+  if (spatial < 1 || spatial > 3)
+    return error(op) << "has " << spatial
+                     << " spatial dimensions; the runtime supports 1 to 3";
+  os << "  {\n    PoolParams params;\n    params.kind = PoolKind::" << kind
+     << ";\n    params.spatialRank = " << spatial << ";\n";
+  for (size_t i = 0; i < spatial; ++i)
+    os << "    params.kernel[" << i << "] = " << kernel[i] << ";\n"
+       << "    params.padsBegin[" << i << "] = " << pads[i] << ";\n"
+       << "    params.padsEnd[" << i << "] = " << pads[spatial + i] << ";\n"
+       << "    params.strides[" << i << "] = " << strides[i] << ";\n"
+       << "    params.dilations[" << i
+       << "] = " << (i < dilations.size() ? dilations[i] : 1) << ";\n";
+  os << "    params.ceilMode = " << (ceilMode ? "true" : "false") << ";\n"
+     << "    params.countIncludePad = " << (countIncludePad ? "true" : "false")
+     << ";\n    pool(ctx, " << nodeLiteral(op) << ", params, "
+     << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitReduce(Operation *op, StringRef kind,
+                                         ArrayRef<int64_t> axes) {
+  int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+  SmallVector<int64_t> normalized;
+  for (int64_t axis : axes)
+    normalized.push_back(normalizeAxis(axis, rank));
+  if (normalized.empty())
+    for (int64_t axis = 0; axis < rank; ++axis)
+      normalized.push_back(axis);
+  llvm::sort(normalized);
+  normalized.erase(llvm::unique(normalized), normalized.end());
+  os << "  {\n    const int axes[] = " << shapeList(normalized) << ";\n"
+     << "    reduce(ctx, " << nodeLiteral(op) << ", ReduceOp::" << kind
+     << ", axes, " << normalized.size() << ", " << ref(op->getOperand(0))
+     << ", " << ref(op->getResult(0)) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitSlice(SliceOp op) {
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(op.getData().getType()).getShape();
+  int64_t rank = shape.size();
+  SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+  ArrayRef<int64_t> axes = op.getAxes();
+  for (auto [i, axisValue] : llvm::enumerate(axes)) {
+    int64_t axis = normalizeAxis(axisValue, rank);
+    if (axis < 0 || axis >= rank || i >= op.getStarts().size() ||
+        i >= op.getSteps().size())
+      return error(op) << "has an invalid axis " << axisValue;
+    int64_t dim = shape[axis];
+    int64_t step = op.getSteps()[i];
+    int64_t start = op.getStarts()[i];
+    if (start < 0)
+      start += dim;
+    // ONNX clamping: [0, dim] for positive steps, [0, dim - 1] otherwise.
+    start = step > 0 ? std::clamp<int64_t>(start, 0, dim)
+                     : std::clamp<int64_t>(start, 0, dim - 1);
+    starts[axis] = std::min<int64_t>(start, std::max<int64_t>(dim - 1, 0));
+    steps[axis] = step;
+  }
+  os << "  {\n    const int64_t starts[] = " << shapeList(starts) << ";\n"
+     << "    const int64_t steps[] = " << shapeList(steps) << ";\n"
+     << "    slice(ctx, " << nodeLiteral(op) << ", starts, steps, "
+     << ref(op.getData()) << ", " << ref(op.getResult()) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitResize(ResizeOp op) {
+  StringRef mode = op.getMode();
+  StringRef resizeMode;
+  if (mode == "nearest")
+    resizeMode = "Nearest";
+  else if (mode == "linear")
+    resizeMode = "Linear";
+  else
+    return error(op) << "uses mode '" << mode
+                     << "'; the runtime supports nearest and linear";
+  StringRef coordinate =
+      llvm::StringSwitch<StringRef>(op.getCoordinateTransformationMode())
+          .Case("half_pixel", "HalfPixel")
+          .Case("pytorch_half_pixel", "PytorchHalfPixel")
+          .Case("align_corners", "AlignCorners")
+          .Case("asymmetric", "Asymmetric")
+          .Case("tf_half_pixel_for_centers", "TfHalfPixelForCenters")
+          .Default("");
+  if (coordinate.empty())
+    return error(op) << "uses coordinate_transformation_mode '"
+                     << op.getCoordinateTransformationMode()
+                     << "', which the runtime does not support";
+  StringRef nearest = llvm::StringSwitch<StringRef>(op.getNearestMode())
+                          .Case("round_prefer_floor", "RoundPreferFloor")
+                          .Case("round_prefer_ceil", "RoundPreferCeil")
+                          .Case("floor", "Floor")
+                          .Case("ceil", "Ceil")
+                          .Default("");
+  if (nearest.empty())
+    return error(op) << "uses nearest_mode '" << op.getNearestMode()
+                     << "', which the runtime does not support";
+  os << "  {\n    ResizeParams params;\n    params.mode = ResizeMode::"
+     << resizeMode
+     << ";\n    params.coordinateMode = CoordinateMode::" << coordinate
+     << ";\n    params.nearestMode = NearestMode::" << nearest
+     << ";\n    resize(ctx, " << nodeLiteral(op) << ", params, "
+     << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitPad(PadOp op) {
+  StringRef mode = llvm::StringSwitch<StringRef>(op.getMode())
+                       .Case("constant", "Constant")
+                       .Case("reflect", "Reflect")
+                       .Case("edge", "Edge")
+                       .Default("");
+  if (mode.empty())
+    return error(op) << "uses mode '" << op.getMode()
+                     << "', which the runtime does not support";
+  ArrayRef<int64_t> pads = op.getPads();
+  size_t rank = pads.size() / 2;
+  os << "  {\n    const int64_t padsBegin[] = "
+     << shapeList(pads.take_front(rank))
+     << ";\n    const int64_t padsEnd[] = " << shapeList(pads.drop_front(rank))
+     << ";\n    pad(ctx, " << nodeLiteral(op) << ", PadMode::" << mode
+     << ", padsBegin, padsEnd, " << cppDouble(toDouble(op.getConstantValue()))
+     << ", " << ref(op.getData()) << ", " << ref(op.getResult()) << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitConstantOfShape(ConstantOfShapeOp op) {
+  double value = 0;
+  if (auto attr = op.getValueAttr()) {
+    auto dense = dyn_cast<DenseElementsAttr>(attr);
+    if (!dense || dense.getNumElements() != 1)
+      return error(op) << "has a value that is not one dense element";
+    Type elementType = dense.getElementType();
+    if (isa<FloatType>(elementType))
+      value = toDouble(*dense.value_begin<APFloat>());
+    else if (elementType.isInteger(1))
+      value = *dense.value_begin<bool>() ? 1 : 0;
+    else
+      value = double((*dense.value_begin<APInt>()).getSExtValue());
+  }
+  os << "  fill(ctx, " << nodeLiteral(op) << ", " << cppDouble(value) << ", "
+     << ref(op.getResult()) << ");\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitOp(Operation *op) {
+  // Views: a new TensorRef over the operand's bytes, no call.
+  if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op)) {
+    os << "  // " << nodeName(op) << " (" << op->getName()
+       << "): view, no call\n";
+    return declare(op->getResult(0), pointers.lookup(op->getOperand(0)));
+  }
+  if (isa<ShapeOp, RangeOp, IsNaNOp>(op))
+    return error(op) << "has no runtime kernel yet";
+  for (Value operand : op->getOperands())
+    if (!names.count(operand))
+      return error(op) << "uses a value defined after it";
+  if (failed(declareResults(op)))
+    return failure();
+  std::string node = nodeLiteral(op);
+  auto binary = [&](StringRef function, StringRef kind) {
+    os << "  " << function << "(ctx, " << node << ", " << kind << ", "
+       << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
+       << ref(op->getResult(0)) << ");\n";
+    return success();
+  };
+  constexpr double kFloatMax = std::numeric_limits<float>::infinity();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ReluOp) { return emitUnary(op, "Relu"); })
+      .Case([&](ExpOp) { return emitUnary(op, "Exp"); })
+      .Case([&](LogOp) { return emitUnary(op, "Log"); })
+      .Case([&](SqrtOp) { return emitUnary(op, "Sqrt"); })
+      .Case([&](ReciprocalOp) { return emitUnary(op, "Reciprocal"); })
+      .Case([&](NegOp) { return emitUnary(op, "Neg"); })
+      .Case([&](AbsOp) { return emitUnary(op, "Abs"); })
+      .Case([&](SigmoidOp) { return emitUnary(op, "Sigmoid"); })
+      .Case([&](TanhOp) { return emitUnary(op, "Tanh"); })
+      .Case([&](ErfOp) { return emitUnary(op, "Erf"); })
+      .Case([&](SinOp) { return emitUnary(op, "Sin"); })
+      .Case([&](CosOp) { return emitUnary(op, "Cos"); })
+      .Case([&](NotOp) { return emitUnary(op, "Not"); })
+      .Case([&](HardSwishOp) { return emitUnary(op, "HardSwish"); })
+      .Case([&](LeakyReluOp leaky) {
+        return emitUnary(op, "LeakyRelu", toDouble(leaky.getAlpha()));
+      })
+      .Case([&](HardSigmoidOp hard) {
+        return emitUnary(op, "HardSigmoid", toDouble(hard.getAlpha()),
+                         toDouble(hard.getBeta()));
+      })
+      .Case([&](GeluOp gelu) {
+        return emitUnary(op,
+                         gelu.getApproximate() == "tanh" ? "GeluTanh" : "Gelu");
+      })
+      .Case([&](ClipOp clip) {
+        std::optional<APFloat> low = clip.getMin(), high = clip.getMax();
+        return emitUnary(op, "Clip", low ? toDouble(*low) : -kFloatMax,
+                         high ? toDouble(*high) : kFloatMax);
+      })
+      .Case([&](CastOp) {
+        os << "  cast(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](AddOp) { return binary("binary", "BinaryOp::Add"); })
+      .Case([&](SubOp) { return binary("binary", "BinaryOp::Sub"); })
+      .Case([&](MulOp) { return binary("binary", "BinaryOp::Mul"); })
+      .Case([&](DivOp) { return binary("binary", "BinaryOp::Div"); })
+      .Case([&](PowOp) { return binary("binary", "BinaryOp::Pow"); })
+      .Case([&](MinOp) { return binary("binary", "BinaryOp::Min"); })
+      .Case([&](MaxOp) { return binary("binary", "BinaryOp::Max"); })
+      .Case([&](EqualOp) { return binary("compare", "CompareOp::Equal"); })
+      .Case([&](LessOp) { return binary("compare", "CompareOp::Less"); })
+      .Case([&](GreaterOp) { return binary("compare", "CompareOp::Greater"); })
+      .Case([&](AndOp) { return binary("logical", "LogicalOp::And"); })
+      .Case([&](OrOp) { return binary("logical", "LogicalOp::Or"); })
+      .Case([&](WhereOp) {
+        os << "  where(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
+           << ref(op->getOperand(1)) << ", " << ref(op->getOperand(2)) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](MatMulOp matmul) { return emitMatMul(matmul); })
+      .Case([&](GemmOp gemm) {
+        os << "  {\n    MatmulParams params;\n    params.transA = "
+           << (gemm.getTransA() ? "true" : "false")
+           << ";\n    params.transB = " << (gemm.getTransB() ? "true" : "false")
+           << ";\n    params.alpha = " << cppFloat(toDouble(gemm.getAlpha()))
+           << ";\n    params.beta = " << cppFloat(toDouble(gemm.getBeta()))
+           << ";\n    matmul(ctx, " << node << ", params, " << ref(gemm.getA())
+           << ", " << ref(gemm.getB()) << ", "
+           << (gemm.getC() ? "&" + ref(gemm.getC()) : std::string("nullptr"))
+           << ", " << ref(gemm.getResult()) << ");\n  }\n";
+        return success();
+      })
+      .Case([&](ConvOp conv) {
+        return emitConv(op, conv.getKernelShape(), conv.getStrides(),
+                        conv.getPads(), conv.getDilations(), conv.getGroup(),
+                        {}, conv.getB(), "conv");
+      })
+      .Case([&](ConvTransposeOp conv) {
+        return emitConv(op, conv.getKernelShape(), conv.getStrides(),
+                        conv.getPads(), conv.getDilations(), conv.getGroup(),
+                        conv.getOutputPadding(), conv.getB(), "convTranspose");
+      })
+      .Case([&](MaxPoolOp pool) {
+        return emitPool(op, "Max", pool.getKernelShape(), pool.getStrides(),
+                        pool.getPads(), pool.getDilations(),
+                        pool.getCeilMode() != 0, false);
+      })
+      .Case([&](AveragePoolOp pool) {
+        return emitPool(op, "Avg", pool.getKernelShape(), pool.getStrides(),
+                        pool.getPads(), pool.getDilations(),
+                        pool.getCeilMode() != 0,
+                        pool.getCountIncludePad() != 0);
+      })
+      .Case([&](GlobalAveragePoolOp) {
+        os << "  globalAvgPool(ctx, " << node << ", " << ref(op->getOperand(0))
+           << ", " << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormalizationOp norm) {
+        os << "  batchNorm(ctx, " << node << ", "
+           << cppFloat(toDouble(norm.getEpsilon()));
+        for (Value operand : op->getOperands())
+          os << ", " << ref(operand);
+        os << ", " << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](LayerNormalizationOp norm) {
+        int64_t rank = cast<RankedTensorType>(norm.getX().getType()).getRank();
+        os << "  layerNorm(ctx, " << node << ", "
+           << normalizeAxis(norm.getAxis(), rank) << ", "
+           << cppFloat(toDouble(norm.getEpsilon())) << ", " << ref(norm.getX())
+           << ", " << ref(norm.getScale()) << ", "
+           << (norm.getB() ? "&" + ref(norm.getB()) : std::string("nullptr"))
+           << ", " << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](SoftmaxOp softmax) {
+        int64_t rank =
+            cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+        os << "  softmax(ctx, " << node << ", "
+           << normalizeAxis(softmax.getAxis(), rank) << ", false, "
+           << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](ReduceMeanOp reduce) {
+        return emitReduce(op, "Mean", reduce.getAxes());
+      })
+      .Case([&](ReduceSumOp reduce) {
+        return emitReduce(op, "Sum", reduce.getAxes());
+      })
+      .Case([&](ReduceMaxOp reduce) {
+        return emitReduce(op, "Max", reduce.getAxes());
+      })
+      .Case([&](TransposeOp transpose) {
+        int64_t rank =
+            cast<RankedTensorType>(transpose.getData().getType()).getRank();
+        SmallVector<int64_t> perm;
+        if (auto given = transpose.getPerm())
+          perm.assign(given->begin(), given->end());
+        else
+          for (int64_t i = rank - 1; i >= 0; --i)
+            perm.push_back(i);
+        os << "  {\n    const int perm[] = " << shapeList(perm)
+           << ";\n    transpose(ctx, " << node << ", perm, "
+           << ref(transpose.getData()) << ", " << ref(op->getResult(0))
+           << ");\n  }\n";
+        return success();
+      })
+      .Case([&](ConcatOp concat) {
+        int64_t rank =
+            cast<RankedTensorType>(concat.getResult().getType()).getRank();
+        os << "  {\n    const TensorRef inputs[] = {";
+        llvm::interleaveComma(concat.getInputs(), os,
+                              [&](Value input) { os << ref(input); });
+        os << "};\n    concat(ctx, " << node << ", "
+           << normalizeAxis(concat.getAxis(), rank) << ", inputs, "
+           << concat.getInputs().size() << ", " << ref(concat.getResult())
+           << ");\n  }\n";
+        return success();
+      })
+      .Case([&](SplitOp split) {
+        int64_t rank =
+            cast<RankedTensorType>(split.getInput().getType()).getRank();
+        os << "  {\n    const TensorRef outputs[] = {";
+        llvm::interleaveComma(split.getResults(), os,
+                              [&](Value result) { os << ref(result); });
+        os << "};\n    split(ctx, " << node << ", "
+           << normalizeAxis(split.getAxis(), rank) << ", "
+           << ref(split.getInput()) << ", outputs, " << split.getNumResults()
+           << ");\n  }\n";
+        return success();
+      })
+      .Case([&](SliceOp slice) { return emitSlice(slice); })
+      .Case([&](GatherOp gather) {
+        int64_t rank =
+            cast<RankedTensorType>(gather.getData().getType()).getRank();
+        os << "  gather(ctx, " << node << ", "
+           << normalizeAxis(gather.getAxis(), rank) << ", "
+           << ref(gather.getData()) << ", " << ref(gather.getIndices()) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](GatherElementsOp gather) {
+        int64_t rank =
+            cast<RankedTensorType>(gather.getData().getType()).getRank();
+        os << "  gatherElements(ctx, " << node << ", "
+           << normalizeAxis(gather.getAxis(), rank) << ", "
+           << ref(gather.getData()) << ", " << ref(gather.getIndices()) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](ExpandOp) {
+        os << "  expand(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](PadOp pad) { return emitPad(pad); })
+      .Case([&](ResizeOp resize) { return emitResize(resize); })
+      .Case([&](ConstantOfShapeOp constant) {
+        return emitConstantOfShape(constant);
+      })
+      .Default([&](Operation *) {
+        return error(op) << "has no runtime kernel yet";
+      });
+}
+
+LogicalResult ProgramEmitter::emitReturn(func::ReturnOp returnOp) {
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+    const Storage &storage = liveness.getStorage(value);
+    if (storage.kind == StorageKind::Output &&
+        storage.ioIndex == int64_t(index))
+      continue;
+    // The value lives in another output, an input, a weight or the arena
+    // (a returned value shares its storage): copy it into its own buffer.
+    auto type = cast<RankedTensorType>(value.getType());
+    os << "  copy(ctx, " << cppString(("output #" + Twine(index)).str()) << ", "
+       << ref(value) << ", ref(outputs[" << index << "], "
+       << *getDTypeName(type.getElementType()) << ", "
+       << shapeList(type.getShape()) << "));\n";
+  }
+  return success();
+}
+
+FailureOr<EmittedProgram> ProgramEmitter::run() {
+  if (failed(checkPlanned()) || failed(emitTables()) ||
+      failed(collectWeights()))
+    return failure();
+  os << "  uint8_t *W = const_cast<uint8_t *>(weights);\n"
+     << "  (void)W;\n  (void)arena;\n  (void)inputs;\n";
+  for (BlockArgument argument : function.getArguments())
+    if (failed(declare(argument, ("static_cast<uint8_t *>(inputs[" +
+                                  Twine(argument.getArgNumber()) + "])")
+                                     .str())))
+      return failure();
+  for (Operation &op : function.getBody().front()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      if (failed(declare(constant.getResult(),
+                         ("W + " + Twine(op.getAttrOfType<IntegerAttr>(
+                                               "memopt.weight_offset")
+                                             .getInt()))
+                             .str())))
+        return failure();
+      continue;
+    }
+    if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      if (failed(emitReturn(returnOp)))
+        return failure();
+      continue;
+    }
+    if (failed(emitOp(&op)))
+      return failure();
+    ++nextOp;
+  }
+
+  std::string programName = options.programName.empty()
+                                ? function.getName().str()
+                                : options.programName;
+  EmittedProgram program;
+  llvm::raw_string_ostream out(program.source);
+  out << "// Generated by memopt-compile from @" << function.getName()
+      << ". Do not edit.\n"
+      << "// Arena: " << arenaSize << " bytes; weight region: " << weightsSize
+      << " bytes.\n"
+      << "#include \"memopt/Runtime/Program.h\"\n\n"
+      << "#include <cmath>\n#include <initializer_list>\n\n"
+      << "using namespace memopt::rt;\n\nnamespace {\n\n"
+      << tables << "\n"
+      << "TensorRef ref(void *data, DType dtype,\n"
+      << "              std::initializer_list<int64_t> shape) {\n"
+      << "  TensorRef t;\n  t.data = data;\n  t.dtype = dtype;\n"
+      << "  t.rank = int(shape.size());\n  int i = 0;\n"
+      << "  for (int64_t d : shape)\n    t.shape[i++] = d;\n  return t;\n}\n\n"
+      << "void run(Context &ctx, uint8_t *arena, const uint8_t *weights,\n"
+      << "         void *const *inputs, void *const *outputs) {\n"
+      << body << "}\n\n"
+      << "const ProgramInfo kProgram = {kProgramAbiVersion, "
+      << cppString(programName) << ", " << arenaSize << ", " << weightsSize
+      << ", " << function.getNumArguments() << ", " << function.getNumResults()
+      << ", "
+      << llvm::count_if(function.getBody().front(),
+                        [](Operation &op) { return isa<ConstantOp>(op); })
+      << ", kInputs, kOutputs, kWeights, run};\n\n"
+      << "} // namespace\n\n"
+      << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
+      << "  return &kProgram;\n}\n";
+  program.weights = std::move(weights);
+  return program;
+}
+
+} // namespace
+
+FailureOr<EmittedProgram>
+mlir::memopt::emitProgram(func::FuncOp function,
+                          const EmitProgramOptions &options) {
+  ProgramEmitter emitter(function, options);
+  return emitter.run();
+}
+
+func::FuncOp mlir::memopt::getProgramFunction(ModuleOp module) {
+  SmallVector<func::FuncOp> functions;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      functions.push_back(function);
+  if (functions.size() == 1)
+    return functions.front();
+  for (func::FuncOp function : functions)
+    if (function.getName() == "main")
+      return function;
+  module.emitError("expected one function to lower (or one named @main), "
+                   "found ")
+      << functions.size();
+  return nullptr;
+}
+
+LogicalResult mlir::memopt::assignNaiveOffsets(func::FuncOp function,
+                                               int64_t alignment) {
+  if (!function->hasAttr("memopt.arena_size"))
+    return function.emitError("assignNaiveOffsets expects a planned function");
+  BufferLiveness liveness(function);
+  auto alignUp = [&](int64_t value) {
+    return (value + alignment - 1) / alignment * alignment;
+  };
+  int64_t arenaSize = 0;
+  llvm::DenseMap<unsigned, int64_t> storageOffset;
+  for (const Storage &storage : liveness.getStorages()) {
+    if (storage.kind != StorageKind::Arena || storage.values.empty())
+      continue;
+    storageOffset[storage.id] = arenaSize;
+    arenaSize = alignUp(arenaSize + storage.size);
+  }
+  Builder builder(function.getContext());
+  for (Operation &op : function.getBody().front().without_terminator()) {
+    if (isa<ConstantOp>(op))
+      continue;
+    SmallVector<int64_t> offsets;
+    for (Value result : op.getResults()) {
+      const Storage &storage = liveness.getStorage(result);
+      offsets.push_back(storage.kind == StorageKind::Arena
+                            ? storageOffset.lookup(storage.id)
+                            : -1);
+    }
+    op.setAttr("memopt.offsets", builder.getDenseI64ArrayAttr(offsets));
+    if (auto size = op.getAttrOfType<IntegerAttr>("memopt.workspace_size")) {
+      op.setAttr("memopt.workspace_offset",
+                 builder.getI64IntegerAttr(arenaSize));
+      arenaSize = alignUp(arenaSize + size.getInt());
+    }
+  }
+  function->setAttr("memopt.arena_size", builder.getI64IntegerAttr(arenaSize));
+  return success();
+}

@@ -1,0 +1,94 @@
+//===- memopt-compile.cpp - ONNX model -> executable ----------------------===//
+//
+//   memopt-compile model.onnx -o OUT [--target cuda|host]
+//       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
+//       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe]
+//       [--report FILE.json] [--arch sm_90] [--no-plan] [--lower-only]
+//
+// Thin: flags become CompileOptions; the pipeline is in lib/Conversion
+// (CompileDriver.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/CompileDriver.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+
+using namespace mlir::memopt;
+namespace cl = llvm::cl;
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("memopt-compile options");
+  cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx|.mlir>"),
+                             cl::Required, cl::cat(category));
+  cl::opt<std::string> output("o", cl::desc("Output path (prefix)"),
+                              cl::value_desc("OUT"), cl::Required,
+                              cl::cat(category));
+  cl::opt<CompileTarget> target(
+      "target", cl::desc("Runtime backend"), cl::init(CompileTarget::Host),
+      cl::values(clEnumValN(CompileTarget::Host, "host", "CPU backend"),
+                 clEnumValN(CompileTarget::Cuda, "cuda", "CUDA backend")),
+      cl::cat(category));
+  cl::opt<CompilePrecision> precision(
+      "precision", cl::desc("Compute precision"),
+      cl::init(CompilePrecision::FP32),
+      cl::values(clEnumValN(CompilePrecision::FP32, "fp32", "float32"),
+                 clEnumValN(CompilePrecision::FP16, "fp16", "float16"),
+                 clEnumValN(CompilePrecision::BF16, "bf16", "bfloat16")),
+      cl::cat(category));
+  cl::opt<std::string> budget(
+      "memory-budget", cl::desc("Arena capacity, e.g. 2GiB, 512MiB, 4096"),
+      cl::cat(category));
+  cl::list<std::string> inputShapes(
+      "input-shape", cl::desc("Static input shape NAME=DIMS (e.g. x=1x3x8x8)"),
+      cl::cat(category));
+  cl::opt<EmitKind> emit(
+      "emit", cl::desc("What to produce"), cl::init(EmitKind::Exe),
+      cl::values(clEnumValN(EmitKind::Mlir, "mlir", "graph IR (OUT)"),
+                 clEnumValN(EmitKind::Plan, "plan", "planned IR (OUT)"),
+                 clEnumValN(EmitKind::Source, "source",
+                            "OUT.cpp, OUT.weights, OUT.build.sh"),
+                 clEnumValN(EmitKind::Exe, "exe", "executable OUT")),
+      cl::cat(category));
+  cl::opt<std::string> report("report",
+                              cl::desc("Write the memory report (JSON)"),
+                              cl::value_desc("FILE.json"), cl::cat(category));
+  cl::opt<std::string> arch("arch", cl::desc("GPU architecture for nvcc"),
+                            cl::init("sm_90"), cl::cat(category));
+  cl::opt<bool> noPlan("no-plan",
+                       cl::desc("No reuse: every tensor its own arena slot"),
+                       cl::cat(category));
+  cl::opt<bool> lowerOnly(
+      "lower-only",
+      cl::desc("The input is planned MLIR: only lower (and build) it"),
+      cl::cat(category));
+  cl::opt<bool> quiet("quiet", cl::desc("Print errors only"),
+                      cl::cat(category));
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, "memopt ONNX compiler\n");
+
+  CompileOptions options;
+  options.inputPath = input;
+  options.outputPath = output;
+  options.target = target;
+  options.precision = precision;
+  if (!budget.empty()) {
+    auto bytes = parseByteSize(budget);
+    if (mlir::failed(bytes) || *bytes <= 0) {
+      llvm::errs() << "memopt-compile: error: --memory-budget '" << budget
+                   << "' is not a size (e.g. 2GiB, 512MiB, 4096)\n";
+      return 1;
+    }
+    options.memoryBudget = *bytes;
+  }
+  options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
+  options.emit = emit;
+  options.reportPath = report;
+  options.cudaArch = arch;
+  options.noPlan = noPlan;
+  options.lowerOnly = lowerOnly;
+  options.quiet = quiet;
+  return runCompile(options, llvm::outs());
+}
