@@ -353,7 +353,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
              ? " (budget " + Twine(options.memoryBudget) + " bytes)"
              : Twine("")));
     if (failed(memory.run(module)))
-      return fail("memory planning failed (see the error above)");
+      return 1;
   }
 
   func::FuncOp function = getProgramFunction(module);
@@ -381,7 +381,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   emitOptions.programName = llvm::sys::path::stem(options.inputPath).str();
   FailureOr<EmittedProgram> program = emitProgram(function, emitOptions);
   if (failed(program))
-    return fail("lowering failed (see the error above)");
+    return 1;
 
   std::string sourcePath = options.outputPath + ".cpp";
   std::string weightsPath = options.outputPath + ".weights";

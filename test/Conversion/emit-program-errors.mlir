@@ -1,0 +1,50 @@
+// RUN: split-file %s %t
+// RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source -o %t/a 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: not memopt-compile %t/missing-offsets.mlir --lower-only --emit source -o %t/b 2>&1 | FileCheck %s --check-prefix=OFFSETS
+// RUN: not memopt-compile %t/no-kernel.mlir --lower-only --emit source -o %t/c 2>&1 | FileCheck %s --check-prefix=KERNEL
+// RUN: not memopt-compile %t/outside.mlir --lower-only --emit source -o %t/d 2>&1 | FileCheck %s --check-prefix=OUTSIDE
+// RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source --precision fp16 -o %t/e 2>&1 | FileCheck %s --check-prefix=FP16
+// RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source --target cuda --arch sm_1 -o %t/f 2>&1 | FileCheck %s --check-prefix=ARCH
+// RUN: not memopt-compile %t/unplanned.mlir --emit plan --memory-budget 32 -o %t/g 2>&1 | FileCheck %s --check-prefix=BUDGET
+// RUN: not memopt-compile %t/unplanned.mlir --emit plan --memory-budget lots -o %t/h 2>&1 | FileCheck %s --check-prefix=BADSIZE
+// RUN: not memopt-compile %t/unplanned.mlir --bogus-flag -o %t/i 2>&1 | FileCheck %s --check-prefix=FLAG
+
+// UNPLANNED: error: {{.*}}function @main is not planned (no memopt.arena_size / memopt.weights_size): run --memopt-plan-memory before lowering
+// OFFSETS: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has no memopt.offsets: the function is not planned; run --memopt-plan-memory first
+// KERNEL: error: {{.*}}'memopt.is_nan' (ONNX node 'nan_check') has no runtime kernel yet
+// OUTSIDE: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has arena offset 128 for 64 bytes, outside the arena of 160 bytes
+// FP16: error: --precision fp16: mixed precision is not implemented yet
+// ARCH: error: nvcc {{.*}} cannot target --arch sm_1
+// BUDGET: error: memory planning failed: capacity of 32 bytes is below max-live (64 bytes)
+// BADSIZE: error: --memory-budget 'lots' is not a size
+// FLAG: Unknown command line argument '--bogus-flag'
+
+//--- unplanned.mlir
+func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %e = memopt.exp %x : tensor<4x4xf32> loc("exp_node")
+  %n = memopt.neg %e : tensor<4x4xf32> loc("neg_node")
+  return %n : tensor<4x4xf32>
+}
+
+//--- missing-offsets.mlir
+func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xf32>
+    attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 0 : i64} {
+  %e = memopt.exp %x : tensor<4x4xf32> loc("exp_node")
+  %n = memopt.neg %e {memopt.offsets = array<i64: -1>} : tensor<4x4xf32> loc("neg_node")
+  return %n : tensor<4x4xf32>
+}
+
+//--- no-kernel.mlir
+func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xi1>
+    attributes {memopt.arena_size = 0 : i64, memopt.weights_size = 0 : i64} {
+  %n = memopt.is_nan %x {memopt.offsets = array<i64: -1>} : (tensor<4x4xf32>) -> tensor<4x4xi1> loc("nan_check")
+  return %n : tensor<4x4xi1>
+}
+
+//--- outside.mlir
+func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xf32>
+    attributes {memopt.arena_size = 160 : i64, memopt.weights_size = 0 : i64} {
+  %e = memopt.exp %x {memopt.offsets = array<i64: 128>} : tensor<4x4xf32> loc("exp_node")
+  %n = memopt.neg %e {memopt.offsets = array<i64: -1>} : tensor<4x4xf32> loc("neg_node")
+  return %n : tensor<4x4xf32>
+}
