@@ -133,12 +133,19 @@ std::vector<Case> buildCases() {
       std::vector<int64_t> a, b, c;
       BinaryOp op;
     };
-    for (B b : {B{"same_add", {333, 65}, {333, 65}, {333, 65}, BinaryOp::Add},
-                B{"scalar_mul", {1}, {4099}, {4099}, BinaryOp::Mul},
-                B{"rowbias_add", {257, 129}, {129}, {257, 129}, BinaryOp::Add},
-                B{"outer_div", {31, 1}, {1, 47}, {31, 47}, BinaryOp::Div},
-                B{"bcast_max", {2, 1, 9}, {5, 1}, {2, 5, 9}, BinaryOp::Max},
-                B{"same_sub", {4097}, {4097}, {4097}, BinaryOp::Sub}})
+    for (B b :
+         {B{"same_add", {333, 65}, {333, 65}, {333, 65}, BinaryOp::Add},
+          B{"scalar_mul", {1}, {4099}, {4099}, BinaryOp::Mul},
+          B{"rowbias_add", {257, 129}, {129}, {257, 129}, BinaryOp::Add},
+          B{"rowbias_vec_mul",
+            {3, 64, 256},
+            {1, 256},
+            {3, 64, 256},
+            BinaryOp::Mul},
+          B{"lhs_suffix_sub", {40}, {2, 7, 40}, {2, 7, 40}, BinaryOp::Sub},
+          B{"outer_div", {31, 1}, {1, 47}, {31, 47}, BinaryOp::Div},
+          B{"bcast_max", {2, 1, 9}, {5, 1}, {2, 5, 9}, BinaryOp::Max},
+          B{"same_sub", {4097}, {4097}, {4097}, BinaryOp::Sub}})
       cases.push_back({std::string("binary_") + b.name + "_" + tag(dt), tol(dt),
                        [=](Suite &s) {
                          TensorRef x = s.random(dt, b.a), y = s.random(dt, b.b);
@@ -524,6 +531,25 @@ std::vector<Case> buildCases() {
                      int perm[4] = {0, 2, 3, 1};
                      transpose(*s.ctx, "transpose", perm, x, y);
                      return std::vector<TensorRef>{y};
+                   }});
+  cases.push_back(
+      {"transpose_nhwc_nchw_i64_odd", 0, [](Suite &s) {
+         TensorRef x = s.random(DType::I64, {3, 37, 5, 45}, 1, 1000);
+         TensorRef y = s.empty(DType::I64, {3, 45, 37, 5});
+         int perm[4] = {0, 3, 1, 2};
+         transpose(*s.ctx, "transpose", perm, x, y);
+         return std::vector<TensorRef>{y};
+       }});
+  cases.push_back({"transpose_2d_and_middle_u8", 0, [](Suite &s) {
+                     TensorRef x = s.random(DType::U8, {70, 33}, 1, 200, true);
+                     TensorRef y = s.empty(DType::U8, {33, 70});
+                     int perm2[2] = {1, 0};
+                     transpose(*s.ctx, "transpose2d", perm2, x, y);
+                     TensorRef z = s.random(DType::F32, {2, 5, 3, 7});
+                     TensorRef w = s.empty(DType::F32, {2, 3, 5, 7});
+                     int perm4[4] = {0, 2, 1, 3};
+                     transpose(*s.ctx, "transpose_mid", perm4, z, w);
+                     return std::vector<TensorRef>{y, w};
                    }});
   cases.push_back({"slice_steps", 0, [](Suite &s) {
                      TensorRef x = s.random(DType::F32, {9, 20, 6});

@@ -189,38 +189,49 @@ __device__ __forceinline__ T combine(BinaryOp op, T a, T b) {
   }
 }
 
-/// Same-shape (mode 0), scalar lhs (1) or scalar rhs (2) binary op.
+/// Index of element `e` in an operand that repeats every `period` elements
+/// of the output (0: the operand is as large as the output).
+__device__ __forceinline__ int64_t periodic(int64_t e, int64_t period) {
+  return period == 0 ? e : period == 1 ? 0 : e % period;
+}
+
+/// Loads V elements starting at operand index `at` (a period-1 operand is
+/// replicated).
 template <typename T, int V>
-__global__ void binaryFlatKernel(const T *__restrict__ a,
-                                 const T *__restrict__ b, T *__restrict__ c,
-                                 int64_t chunks, int mode, BinaryOp op) {
+__device__ __forceinline__ void loadChunk(const T *__restrict__ p, int64_t at,
+                                          int64_t period, T *out) {
+  if (period == 1) {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      out[j] = p[0];
+  } else if constexpr (V > 1) {
+    *reinterpret_cast<uint4 *>(out) = *reinterpret_cast<const uint4 *>(p + at);
+  } else {
+    out[0] = p[at];
+  }
+}
+
+/// Binary op where each operand is either the output's size, a scalar, or a
+/// suffix of the output's shape (a row bias [N] over [M, N]): operand index =
+/// output index modulo the operand's period. Covers the common broadcasts
+/// with vector loads and no per-dimension index math.
+template <typename T, int V>
+__global__ void
+binaryPeriodicKernel(const T *__restrict__ a, const T *__restrict__ b,
+                     T *__restrict__ c, int64_t start, int64_t chunks,
+                     int64_t aPeriod, int64_t bPeriod, BinaryOp op) {
   MEMOPT_GRID_STRIDE(i, chunks) {
+    int64_t e = start + i * V;
     T x[V], y[V], out[V];
-    if (mode == 1) {
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        x[j] = a[0];
-    } else if constexpr (V > 1) {
-      *reinterpret_cast<uint4 *>(x) = reinterpret_cast<const uint4 *>(a)[i];
-    } else {
-      x[0] = a[i];
-    }
-    if (mode == 2) {
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        y[j] = b[0];
-    } else if constexpr (V > 1) {
-      *reinterpret_cast<uint4 *>(y) = reinterpret_cast<const uint4 *>(b)[i];
-    } else {
-      y[0] = b[i];
-    }
+    loadChunk<T, V>(a, periodic(e, aPeriod), aPeriod, x);
+    loadChunk<T, V>(b, periodic(e, bPeriod), bPeriod, y);
 #pragma unroll
     for (int j = 0; j < V; ++j)
       out[j] = combine(op, x[j], y[j]);
     if constexpr (V > 1)
-      reinterpret_cast<uint4 *>(c)[i] = *reinterpret_cast<uint4 *>(out);
+      *reinterpret_cast<uint4 *>(c + e) = *reinterpret_cast<uint4 *>(out);
     else
-      c[i] = out[0];
+      c[e] = out[0];
   }
 }
 
@@ -233,6 +244,25 @@ __global__ void binaryBroadcastKernel(const T *a, const T *b, T *c, int64_t n,
   }
 }
 
+/// The period of `t` inside `out` (see binaryPeriodicKernel): 0 when t has
+/// out's layout, the element count when t's shape (without leading ones) is
+/// a suffix of out's shape, -1 otherwise.
+int64_t periodOf(const TensorRef &t, const TensorRef &out) {
+  int64_t n = t.numElements();
+  if (n == out.numElements())
+    return 0;
+  int first = 0;
+  while (first < t.rank && t.shape[first] == 1)
+    ++first;
+  int suffix = t.rank - first;
+  if (suffix > out.rank)
+    return -1;
+  for (int i = 0; i < suffix; ++i)
+    if (t.shape[first + i] != out.shape[out.rank - suffix + i])
+      return -1;
+  return n;
+}
+
 template <typename T>
 void launchBinary(Context &ctx, BinaryOp op, const TensorRef &a,
                   const TensorRef &b, const TensorRef &c) {
@@ -240,33 +270,27 @@ void launchBinary(Context &ctx, BinaryOp op, const TensorRef &a,
   const T *pa = static_cast<const T *>(a.data);
   const T *pb = static_cast<const T *>(b.data);
   T *pc = static_cast<T *>(c.data);
-  int64_t na = a.numElements(), nb = b.numElements();
-  int mode = -1;
-  // A broadcast operand with c's element count has c's layout.
-  if (na == n && nb == n)
-    mode = 0;
-  else if (na == 1 && nb == n)
-    mode = 1;
-  else if (nb == 1 && na == n)
-    mode = 2;
-  if (mode < 0) {
+  int64_t aPeriod = periodOf(a, c), bPeriod = periodOf(b, c);
+  if (aPeriod < 0 || bPeriod < 0) {
     binaryBroadcastKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
         pa, pb, pc, n, broadcastDims(a, c), broadcastDims(b, c), op);
     return;
   }
-  bool vec = aligned16(pc) && (mode == 1 || aligned16(pa)) &&
-             (mode == 2 || aligned16(pb));
   constexpr int V = vectorWidth<T>();
+  auto vectorOk = [&](const T *p, int64_t period) {
+    return period == 1 || (aligned16(p) && period % V == 0);
+  };
+  bool vec = aligned16(pc) && vectorOk(pa, aPeriod) && vectorOk(pb, bPeriod);
   splitVectorized<T>(
       n, vec,
       [&](int64_t chunks) {
-        binaryFlatKernel<T, V><<<gridFor(ctx, chunks), 256, 0, ctx.stream>>>(
-            pa, pb, pc, chunks, mode, op);
+        binaryPeriodicKernel<T, V>
+            <<<gridFor(ctx, chunks), 256, 0, ctx.stream>>>(
+                pa, pb, pc, 0, chunks, aPeriod, bPeriod, op);
       },
       [&](int64_t start, int64_t count) {
-        binaryFlatKernel<T, 1><<<gridFor(ctx, count), 256, 0, ctx.stream>>>(
-            mode == 1 ? pa : pa + start, mode == 2 ? pb : pb + start,
-            pc + start, count, mode, op);
+        binaryPeriodicKernel<T, 1><<<gridFor(ctx, count), 256, 0, ctx.stream>>>(
+            pa, pb, pc, start, count, aPeriod, bPeriod, op);
       });
 }
 

@@ -170,21 +170,35 @@ __device__ __forceinline__ float finishRow(const RowOp &op, float v, int64_t j,
   return v - a - b;
 }
 
-/// One warp per row, row in registers (cols <= 1024).
-template <typename T>
+/// One warp per row, row in registers (cols <= 1024). With V > 1 every lane
+/// moves 16-byte chunks (cols % V == 0 and 16-byte aligned rows); register k
+/// holds column (lane + 32 * (k / V)) * V + k % V.
+template <typename T, int V>
 __global__ void warpRowKernel(const T *x, T *y, int64_t rows, int64_t cols,
                               RowOp op) {
   constexpr int kPerLane = kWarpRowMax / 32;
+  constexpr int kChunks = kPerLane / V;
   int warpsPerBlock = blockDim.x >> 5, lane = threadIdx.x & 31;
   for (int64_t r = int64_t(blockIdx.x) * warpsPerBlock + (threadIdx.x >> 5);
        r < rows; r += int64_t(gridDim.x) * warpsPerBlock) {
     const T *xr = x + r * cols;
     float v[kPerLane];
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      int64_t j = lane + 32 * k;
-      v[k] = j < cols ? toFloat(xr[j]) : 0.0f;
+    for (int c = 0; c < kChunks; ++c) {
+      int64_t col = int64_t(lane + 32 * c) * V;
+      T chunk[V] = {};
+      if (col < cols) {
+        if constexpr (V > 1)
+          *reinterpret_cast<uint4 *>(chunk) =
+              *reinterpret_cast<const uint4 *>(xr + col);
+        else
+          chunk[0] = xr[col];
+      }
+#pragma unroll
+      for (int t = 0; t < V; ++t)
+        v[c * V + t] = col < cols ? toFloat(chunk[t]) : 0.0f;
     }
+    auto inRow = [&](int k) { return int64_t(lane + 32 * (k / V)) * V < cols; };
     float a, b;
     if (op.kind == 0) {
       float sum = 0.0f;
@@ -195,7 +209,7 @@ __global__ void warpRowKernel(const T *x, T *y, int64_t rows, int64_t cols,
       float sq = 0.0f;
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) {
-        float d = lane + 32 * k < cols ? v[k] - a : 0.0f;
+        float d = inRow(k) ? v[k] - a : 0.0f;
         sq += d * d;
       }
       b = rsqrtf(warpSum(sq) / float(cols) + op.epsilon);
@@ -203,23 +217,32 @@ __global__ void warpRowKernel(const T *x, T *y, int64_t rows, int64_t cols,
       float best = -INFINITY;
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k)
-        if (lane + 32 * k < cols)
+        if (inRow(k))
           best = fmaxf(best, v[k]);
       a = warpMax(best);
       float sum = 0.0f;
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k)
-        if (lane + 32 * k < cols)
+        if (inRow(k))
           sum += __expf(v[k] - a);
       sum = warpSum(sum);
       b = op.kind == 1 ? 1.0f / sum : logf(sum);
     }
     T *yr = y + r * cols;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      int64_t j = lane + 32 * k;
-      if (j < cols)
-        yr[j] = fromFloat<T>(finishRow(op, v[k], j, a, b));
+    for (int c = 0; c < kChunks; ++c) {
+      int64_t col = int64_t(lane + 32 * c) * V;
+      if (col >= cols)
+        continue;
+      T chunk[V];
+#pragma unroll
+      for (int t = 0; t < V; ++t)
+        chunk[t] = fromFloat<T>(finishRow(op, v[c * V + t], col + t, a, b));
+      if constexpr (V > 1)
+        *reinterpret_cast<uint4 *>(yr + col) =
+            *reinterpret_cast<uint4 *>(chunk);
+      else
+        yr[col] = chunk[0];
     }
   }
 }
@@ -288,8 +311,14 @@ void launchRows(Context &ctx, const T *x, T *y, int64_t rows, int64_t cols,
   if (cols <= kWarpRowMax) {
     int64_t blocks = (rows + 7) / 8;
     int64_t cap = int64_t(ctx.smCount) * 16;
-    warpRowKernel<T><<<unsigned(std::max<int64_t>(1, std::min(blocks, cap))),
-                       256, 0, ctx.stream>>>(x, y, rows, cols, op);
+    unsigned grid = unsigned(std::max<int64_t>(1, std::min(blocks, cap)));
+    constexpr int V = 16 / sizeof(T);
+    bool vec = cols % V == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+               (reinterpret_cast<uintptr_t>(y) & 15) == 0;
+    if (vec)
+      warpRowKernel<T, V><<<grid, 256, 0, ctx.stream>>>(x, y, rows, cols, op);
+    else
+      warpRowKernel<T, 1><<<grid, 256, 0, ctx.stream>>>(x, y, rows, cols, op);
   } else {
     int64_t cap = int64_t(ctx.smCount) * 2;
     blockRowKernel<T><<<unsigned(std::max<int64_t>(1, std::min(rows, cap))),
@@ -416,6 +445,32 @@ template <typename T>
 __global__ void stridedCopyKernel(const T *x, T *y, int64_t n, int64_t base,
                                   KernelDims dims) {
   MEMOPT_GRID_STRIDE(i, n) { y[i] = x[base + offsetOf(i, dims)]; }
+}
+
+/// Batched 2-D transpose [batch, rows, cols] -> [batch, cols, rows] through
+/// a 32x33 shared-memory tile, so both the reads and the writes are
+/// coalesced (the classic CUDA SDK transpose).
+template <typename T>
+__global__ void tiledTransposeKernel(const T *x, T *y, int64_t batch,
+                                     int64_t rows, int64_t cols) {
+  __shared__ T tile[32][33];
+  int64_t c0 = int64_t(blockIdx.x) * 32, r0 = int64_t(blockIdx.y) * 32;
+  for (int64_t b = blockIdx.z; b < batch; b += gridDim.z) {
+    const T *xb = x + b * rows * cols;
+    T *yb = y + b * rows * cols;
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+      int64_t r = r0 + i, c = c0 + threadIdx.x;
+      if (r < rows && c < cols)
+        tile[i][threadIdx.x] = xb[r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+      int64_t c = c0 + i, r = r0 + threadIdx.x;
+      if (r < rows && c < cols)
+        yb[c * rows + r] = tile[threadIdx.x][i];
+    }
+    __syncthreads();
+  }
 }
 
 __device__ __forceinline__ int64_t loadIndex(const void *p, DType t,
@@ -772,6 +827,33 @@ void transpose(Context &ctx, const char *node, const int *perm, TensorRef x,
   int64_t n = y.numElements();
   if (n == 0)
     return;
+  // Batched 2-D case: perm = [0..L) + [k..r) + [L..k), e.g. NCHW -> NHWC.
+  int rank = x.rank, lead = 0;
+  while (lead < rank && perm[lead] == lead)
+    ++lead;
+  int split = lead < rank ? perm[lead] : rank;
+  bool batched2d = lead < rank && split > lead;
+  for (int i = lead; batched2d && i < rank; ++i) {
+    int expected = i - lead < rank - split ? split + (i - lead)
+                                           : lead + (i - lead - (rank - split));
+    batched2d = perm[i] == expected;
+  }
+  if (batched2d) {
+    int64_t batch = 1, rows = 1, cols = 1;
+    for (int d = 0; d < rank; ++d)
+      (d < lead ? batch : d < split ? rows : cols) *= x.shape[d];
+    dim3 grid(unsigned((cols + 31) / 32), unsigned((rows + 31) / 32),
+              unsigned(std::min<int64_t>(batch, 65535)));
+    if (grid.y <= 65535) {
+      MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T,
+                            tiledTransposeKernel<T>
+                            <<<grid, dim3(32, 8), 0, ctx.stream>>>(
+                                static_cast<const T *>(x.data),
+                                static_cast<T *>(y.data), batch, rows, cols));
+      checkLaunch(ctx, node);
+      return;
+    }
+  }
   KernelDims dims = dimsOf(y), xDims = dimsOf(x);
   for (int d = 0; d < y.rank; ++d)
     dims.stride[d] = xDims.stride[perm[d]];
