@@ -1,0 +1,373 @@
+"""End to end on the host backend: memopt-compile --target host builds an executable from an ONNX
+model; it runs on random non-zero inputs and its outputs are compared with onnxruntime
+(float32, relative error < 1e-4 of the reference's largest magnitude). Every model is compiled
+twice: with memory planning (reuse, in-place) and with --no-plan (every tensor its own slot), so a
+planning or aliasing mistake shows up as a numeric difference.
+
+Covered: the bundled tiny_convnet, small generated models (onnx.helper) for each op family the
+runtime implements, the zoo models in ZOO_EXPECTED_FAILURES' complement. A zoo model the runtime
+cannot run yet is listed in ZOO_EXPECTED_FAILURES with the reason; xfail is strict, so it fails
+the suite once it starts working (then move it out of the list).
+
+Also: the CUDA target's generated source for the bundled model compiles with nvcc (no GPU).
+Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it must have bin/memopt-compile.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import _tool
+import fill_weights
+import zoo
+
+RELATIVE_TOLERANCE = 1e-4
+OPSET = 17
+
+
+@pytest.fixture(scope="session")
+def compiler():
+    return _tool("memopt-compile")
+
+
+def _run(argv, timeout=900):
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def compile_model(compiler, onnx_path, out, *extra):
+    argv = [compiler, onnx_path, "-o", out, "--target", "host", *extra]
+    proc = _run(argv)
+    assert proc.returncode == 0, (f"{' '.join(argv)} failed ({proc.returncode})\n"
+                                  f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+    assert os.path.isfile(out) and os.path.isfile(out + ".weights")
+    return proc.stdout
+
+
+def random_inputs(onnx_path, shapes, seed=0):
+    """Random non-zero inputs: floats of magnitude 0.5..1.5 with random signs; token ids."""
+    rng = np.random.default_rng(seed)
+    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    inputs = {}
+    for info in session.get_inputs():
+        shape = shapes.get(info.name) or [d if isinstance(d, int) else 1 for d in info.shape]
+        if info.type == "tensor(int64)":
+            inputs[info.name] = rng.integers(1, 100, size=shape, dtype=np.int64)
+        else:
+            magnitude = rng.uniform(0.5, 1.5, size=shape)
+            sign = np.where(rng.random(size=shape) < 0.5, -1.0, 1.0)
+            inputs[info.name] = (magnitude * sign).astype(np.float32)
+    return session, inputs
+
+
+def file_name(name):
+    return re.sub(r"[/\\: ]", "_", name) + ".npy"
+
+
+def run_executable(exe, inputs, folder):
+    argv = [exe, "--weights", exe + ".weights", "--output-dir", folder]
+    for name, value in inputs.items():
+        path = os.path.join(folder, "in_" + file_name(name))
+        np.save(path, value)
+        argv += ["--input", f"{name}={path}"]
+    proc = _run(argv)
+    assert proc.returncode == 0, f"{exe} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+
+
+def check_against_onnxruntime(compiler, onnx_path, folder, shapes=None, extra=()):
+    """Compiles with and without planning, runs both, compares both with onnxruntime."""
+    shapes = shapes or {}
+    session, inputs = random_inputs(onnx_path, shapes)
+    expected = session.run(None, inputs)
+    names = [o.name for o in session.get_outputs()]
+    shape_args = []
+    for name, shape in shapes.items():
+        shape_args += ["--input-shape", f"{name}={'x'.join(str(d) for d in shape)}"]
+    for variant, flags in (("planned", []), ("noplan", ["--no-plan"])):
+        out_dir = os.path.join(folder, variant)
+        os.makedirs(out_dir, exist_ok=True)
+        exe = os.path.join(out_dir, "model")
+        compile_model(compiler, onnx_path, exe, "--quiet", *shape_args, *flags, *extra)
+        run_executable(exe, inputs, out_dir)
+        for name, reference in zip(names, expected):
+            got = np.load(os.path.join(out_dir, file_name(name)))
+            assert got.shape == reference.shape, (variant, name, got.shape, reference.shape)
+            if reference.dtype.kind in "biu":
+                np.testing.assert_array_equal(got, reference, err_msg=f"{variant} {name}")
+                continue
+            # Never compare on zeros: the reference must carry signal.
+            scale = float(np.max(np.abs(reference)))
+            assert scale > 0, f"{name}: the reference output is all zeros"
+            error = float(np.max(np.abs(got.astype(np.float64) - reference))) / scale
+            assert error < RELATIVE_TOLERANCE, (
+                f"{variant} output {name}: relative error {error:.3g} >= {RELATIVE_TOLERANCE}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small generated models, one per op family.
+# ---------------------------------------------------------------------------------------------
+
+def _w(rng, name, shape, positive=False):
+    values = rng.uniform(0.5, 1.5, size=shape) if positive else rng.standard_normal(shape) * 0.5
+    return numpy_helper.from_array(values.astype(np.float32), name)
+
+
+def _i64(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def model_elementwise(rng):
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="add_bcast"),
+        helper.make_node("Mul", ["a", "x"], ["m"], name="mul"),
+        helper.make_node("Sub", ["m", "b"], ["s"], name="sub"),
+        helper.make_node("Abs", ["s"], ["ab"], name="abs"),
+        helper.make_node("Sqrt", ["ab"], ["sq"], name="sqrt"),
+        helper.make_node("Add", ["sq", "one"], ["sq1"], name="add_one"),
+        helper.make_node("Div", ["s", "sq1"], ["d"], name="div"),
+        helper.make_node("Sigmoid", ["d"], ["sg"], name="sigmoid"),
+        helper.make_node("Tanh", ["s"], ["th"], name="tanh"),
+        helper.make_node("LeakyRelu", ["th"], ["lr"], name="leaky", alpha=0.2),
+        helper.make_node("Erf", ["lr"], ["er"], name="erf"),
+        helper.make_node("Exp", ["er"], ["ex"], name="exp"),
+        helper.make_node("Log", ["ex"], ["lg"], name="log"),
+        helper.make_node("Neg", ["lg"], ["ng"], name="neg"),
+        helper.make_node("Relu", ["ng"], ["rl"], name="relu"),
+        helper.make_node("Clip", ["sg", "lo", "hi"], ["cl"], name="clip"),
+        helper.make_node("Max", ["cl", "rl"], ["mx"], name="max"),
+        helper.make_node("Min", ["mx", "sg"], ["mn"], name="min"),
+        helper.make_node("Pow", ["ab", "two"], ["pw"], name="pow"),
+        helper.make_node("Add", ["mn", "pw"], ["y"], name="out"),
+        helper.make_node("HardSigmoid", ["s"], ["hs"], name="hardsigmoid"),
+        helper.make_node("HardSwish", ["s"], ["y2"], name="hardswish"),
+        helper.make_node("Mul", ["hs", "th"], ["y3"], name="mul_out"),
+    ]
+    inits = [_w(rng, "b", [8]), numpy_helper.from_array(np.float32(1.0).reshape(()), "one"),
+             numpy_helper.from_array(np.float32(0.2).reshape(()), "lo"),
+             numpy_helper.from_array(np.float32(0.7).reshape(()), "hi"),
+             numpy_helper.from_array(np.float32(2.0).reshape(()), "two")]
+    return _model(nodes, [_f32("x", [2, 3, 8])],
+                  [_f32("y", [2, 3, 8]), _f32("y2", [2, 3, 8]), _f32("y3", [2, 3, 8])], inits)
+
+
+def model_matmul(rng):
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul_batched"),
+        helper.make_node("Reshape", ["h", "shape"], ["h2"], name="reshape"),
+        helper.make_node("Gemm", ["h2", "g", "c"], ["y"], name="gemm", transB=1, alpha=0.5,
+                         beta=2.0),
+        helper.make_node("MatMul", ["v", "m"], ["y2"], name="matmul_vector"),
+        helper.make_node("Relu", ["y2"], ["y3"], name="relu"),
+    ]
+    inits = [_w(rng, "w", [2, 6, 5]), _w(rng, "g", [7, 15]), _w(rng, "c", [7]),
+             _i64("shape", [2, 15]), _w(rng, "m", [3, 6, 4])]
+    return _model(nodes, [_f32("x", [2, 3, 6]), _f32("v", [6])],
+                  [_f32("y", [2, 7]), _f32("y3", [3, 4])], inits)
+
+
+def model_conv(rng):
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv_pad_stride",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c1", "s", "bb", "mean", "var"], ["bn"],
+                         name="bn", epsilon=1e-3),
+        helper.make_node("Relu", ["bn"], ["r1"], name="relu"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv_group_dilation",
+                         kernel_shape=[3, 3], pads=[2, 2, 2, 2], dilations=[2, 2], group=2),
+        helper.make_node("MaxPool", ["c2"], ["p1"], name="maxpool", kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("AveragePool", ["c2"], ["p2"], name="avgpool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Add", ["p1", "p2"], ["p"], name="add"),
+        helper.make_node("ConvTranspose", ["p", "wt", "bt"], ["u"], name="convtranspose",
+                         kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["u"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["y"], name="flatten"),
+    ]
+    inits = [_w(rng, "w1", [4, 3, 3, 3]), _w(rng, "b1", [4]), _w(rng, "s", [4], True),
+             _w(rng, "bb", [4]), _w(rng, "mean", [4]), _w(rng, "var", [4], True),
+             _w(rng, "w2", [6, 2, 3, 3]), _w(rng, "wt", [6, 3, 2, 2]), _w(rng, "bt", [3])]
+    return _model(nodes, [_f32("x", [2, 3, 16, 16])], [_f32("y", [2, 3]), _f32("u", [2, 3, 8, 8])],
+                  inits)
+
+
+def model_norm(rng):
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["ln"], name="layernorm",
+                         axis=-1, epsilon=1e-5),
+        helper.make_node("Softmax", ["ln"], ["sm"], name="softmax", axis=1),
+        helper.make_node("ReduceMean", ["ln"], ["rm"], name="reducemean", axes=[-1],
+                         keepdims=1),
+        helper.make_node("Sub", ["ln", "rm"], ["d"], name="sub"),
+        helper.make_node("ReduceSum", ["d", "axes"], ["rs"], name="reducesum", keepdims=0),
+        helper.make_node("ReduceMax", ["sm"], ["rx"], name="reducemax", axes=[0, 2],
+                         keepdims=0),
+        helper.make_node("Relu", ["rs"], ["y2"], name="relu"),
+    ]
+    inits = [_w(rng, "gamma", [16], True), _w(rng, "beta", [16]), _i64("axes", [1])]
+    return _model(nodes, [_f32("x", [2, 5, 16])],
+                  [_f32("sm", [2, 5, 16]), _f32("rx", [5]), _f32("y2", [2, 16])], inits)
+
+
+def model_data_movement(rng):
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[0, 2, 1]),
+        helper.make_node("Split", ["t", "split"], ["s1", "s2"], name="split", axis=1),
+        helper.make_node("Concat", ["s2", "s1", "s2"], ["c"], name="concat", axis=1),
+        helper.make_node("Slice", ["c", "starts", "ends", "axes", "steps"], ["sl"],
+                         name="slice"),
+        helper.make_node("Gather", ["x", "idx"], ["g"], name="gather", axis=1),
+        helper.make_node("Unsqueeze", ["g", "uaxes"], ["u"], name="unsqueeze"),
+        helper.make_node("Squeeze", ["u", "uaxes"], ["q"], name="squeeze"),
+        helper.make_node("Pad", ["q", "pads"], ["p"], name="pad", mode="reflect"),
+        helper.make_node("Expand", ["row", "eshape"], ["e"], name="expand"),
+        helper.make_node("Greater", ["sl", "e"], ["gt"], name="greater"),
+        helper.make_node("Where", ["gt", "sl", "e"], ["w"], name="where"),
+        helper.make_node("Cast", ["gt"], ["cf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["w", "cf"], ["y"], name="add"),
+        helper.make_node("Resize", ["img", "", "scales"], ["rz"], name="resize",
+                         mode="linear"),
+        helper.make_node("Resize", ["img", "", "scales"], ["rn"], name="resize_nearest",
+                         mode="nearest"),
+        helper.make_node("Identity", ["rz"], ["y4"], name="identity"),
+    ]
+    inits = [_i64("split", [3, 3]), _i64("starts", [-1, 0]), _i64("ends", [-100, 4]),
+             _i64("axes", [1, 2]), _i64("steps", [-2, 1]), _i64("idx", [[2, 0], [1, 1]]),
+             _i64("uaxes", [0]), _i64("pads", [0, 1, 0, 0, 1, 0, 0, 1]),
+             _w(rng, "row", [1, 1, 4]), _i64("eshape", [2, 5, 1]),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")]
+    return _model(nodes, [_f32("x", [2, 4, 6]), _f32("img", [1, 2, 3, 4])],
+                  [_f32("y", [2, 5, 4]), _f32("p", [3, 3, 2, 7]), _f32("rn", [1, 2, 6, 8]),
+                   _f32("y4", [1, 2, 6, 8])],
+                  inits)
+
+
+def model_shared_outputs(rng):
+    """Outputs that share storage: an input returned as is, one value returned twice, a
+    weight returned as is, a view of an output."""
+    nodes = [
+        helper.make_node("Identity", ["x"], ["same_as_input"], name="pass_input"),
+        helper.make_node("Sigmoid", ["x"], ["s"], name="sigmoid"),
+        helper.make_node("Identity", ["s"], ["s_again"], name="second_use"),
+        helper.make_node("Reshape", ["s", "shape"], ["s_flat"], name="view_of_output"),
+        helper.make_node("Identity", ["k"], ["weight_out"], name="pass_weight"),
+    ]
+    inits = [_w(rng, "k", [3]), _i64("shape", [-1])]
+    return _model(nodes, [_f32("x", [2, 3])],
+                  [_f32("same_as_input", [2, 3]), _f32("s", [2, 3]), _f32("s_again", [2, 3]),
+                   _f32("s_flat", [6]), _f32("weight_out", [3])], inits)
+
+
+GENERATED = {
+    "elementwise": model_elementwise,
+    "matmul_gemm": model_matmul,
+    "conv_pool_norm": model_conv,
+    "layernorm_softmax_reduce": model_norm,
+    "data_movement_resize": model_data_movement,
+    "shared_outputs": model_shared_outputs,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_model(name, compiler, tmp_path):
+    model = GENERATED[name](np.random.default_rng(len(name)))
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    check_against_onnxruntime(compiler, path, str(tmp_path))
+
+
+def test_bundled_model(compiler, tmp_path):
+    check_against_onnxruntime(compiler, zoo.BUNDLED_PATH, str(tmp_path),
+                              {n: s for n, (s, _) in zoo.BUNDLED.inputs.items()})
+
+
+def test_planning_shrinks_the_arena(compiler, tmp_path):
+    """The planned arena of the bundled model is smaller than the no-reuse layout."""
+    sizes = {}
+    for variant, flags in (("planned", []), ("noplan", ["--no-plan"])):
+        out = str(tmp_path / f"{variant}.mlir")
+        proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--quiet",
+                     *flags])
+        assert proc.returncode == 0, proc.stderr
+        sizes[variant] = int(re.search(r"memopt.arena_size = (\d+)", open(out).read()).group(1))
+    assert 0 < sizes["planned"] < sizes["noplan"], sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# The zoo. Models the host runtime cannot run yet, with the missing piece named.
+# ---------------------------------------------------------------------------------------------
+
+ZOO_EXPECTED_FAILURES = {}
+
+
+def _zoo_params():
+    params = []
+    for model in zoo.MODELS:
+        marks = []
+        if model.id in ZOO_EXPECTED_FAILURES:
+            marks.append(pytest.mark.xfail(strict=True, reason=ZOO_EXPECTED_FAILURES[model.id]))
+        params.append(pytest.param(model, id=model.id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("model", _zoo_params())
+def test_zoo_model(model, compiler, tmp_path):
+    onnx_path = fill_weights.fill(model.path, str(tmp_path / "model"))
+    shapes = {name: shape for name, (shape, _) in model.inputs.items()}
+    check_against_onnxruntime(compiler, onnx_path, str(tmp_path), shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA target: the generated source compiles with nvcc (no GPU needed).
+# ---------------------------------------------------------------------------------------------
+
+def _nvcc():
+    path = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not os.path.isfile(path):
+        pytest.fail("nvcc not found (install the CUDA toolkit): the CUDA target cannot be "
+                    "checked", pytrace=False)
+    return path
+
+
+def test_cuda_source_compiles_with_nvcc(compiler, tmp_path):
+    out = str(tmp_path / "tiny")
+    proc = _run([compiler, zoo.BUNDLED_PATH, "-o", out, "--target", "cuda", "--emit", "source",
+                 "--arch", "sm_90", "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    script = open(out + ".build.sh").read()
+    assert "-arch=sm_90" in script and "libmemopt_runtime_cuda.a" in script
+    include = os.path.join(zoo.REPO, "include")
+    obj = out + ".o"
+    proc = _run([_nvcc(), "-std=c++17", "-arch=sm_90", "-c", out + ".cpp", "-I" + include,
+                 "-o", obj])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    symbols = _run(["nm", obj]).stdout
+    assert re.search(r"\bT memopt_program\b", symbols), symbols[-2000:]
+    # The weight image is the one the host target writes.
+    assert os.path.getsize(out + ".weights") > 0
+
+
+def test_cuda_rejects_unknown_arch(compiler, tmp_path):
+    proc = _run([compiler, zoo.BUNDLED_PATH, "-o", str(tmp_path / "x"), "--target", "cuda",
+                 "--emit", "source", "--arch", "sm_7"])
+    assert proc.returncode != 0
+    assert "cannot target --arch sm_7" in proc.stderr
