@@ -383,7 +383,7 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
   DenseElementsAttr input = getSmallDense(adaptor.getInput());
-  if (!input)
+  if (!input || input.getNumElements() != getType().getNumElements())
     return {};
   Type target = getType().getElementType();
   if (input.isSplat()) {

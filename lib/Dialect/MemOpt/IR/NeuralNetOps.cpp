@@ -175,6 +175,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   StringRef name = getOperationName();
   if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
     return failure();
+  if (failed(requireAttributes(loc, name,
+                               {{"kernel_shape", adaptor.getKernelShapeAttr()},
+                                {"strides", adaptor.getStridesAttr()},
+                                {"pads", adaptor.getPadsAttr()},
+                                {"dilations", adaptor.getDilationsAttr()}})))
+    return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   auto w = cast<RankedTensorType>(adaptor.getW().getType());
   if (x.getRank() < 3 || w.getRank() != x.getRank())
@@ -245,6 +251,12 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
   if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, name,
+                               {{"kernel_shape", adaptor.getKernelShapeAttr()},
+                                {"strides", adaptor.getStridesAttr()},
+                                {"pads", adaptor.getPadsAttr()},
+                                {"dilations", adaptor.getDilationsAttr()}})))
     return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   auto w = cast<RankedTensorType>(adaptor.getW().getType());
@@ -355,10 +367,17 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           MaxPoolOp::Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
-  return inferPoolType(loc, getOperationName(), adaptor.getX(),
-                       adaptor.getKernelShape(), adaptor.getStrides(),
-                       adaptor.getPads(), adaptor.getDilations(),
-                       adaptor.getCeilMode() != 0, results);
+  StringRef name = getOperationName();
+  if (failed(requireAttributes(loc, name,
+                               {{"kernel_shape", adaptor.getKernelShapeAttr()},
+                                {"strides", adaptor.getStridesAttr()},
+                                {"pads", adaptor.getPadsAttr()},
+                                {"dilations", adaptor.getDilationsAttr()}})))
+    return failure();
+  return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
+                       adaptor.getStrides(), adaptor.getPads(),
+                       adaptor.getDilations(), adaptor.getCeilMode() != 0,
+                       results);
 }
 
 int64_t MaxPoolOp::getFlops() {
@@ -369,10 +388,17 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               AveragePoolOp::Adaptor adaptor,
                                               SmallVectorImpl<Type> &results) {
-  return inferPoolType(loc, getOperationName(), adaptor.getX(),
-                       adaptor.getKernelShape(), adaptor.getStrides(),
-                       adaptor.getPads(), adaptor.getDilations(),
-                       adaptor.getCeilMode() != 0, results);
+  StringRef name = getOperationName();
+  if (failed(requireAttributes(loc, name,
+                               {{"kernel_shape", adaptor.getKernelShapeAttr()},
+                                {"strides", adaptor.getStridesAttr()},
+                                {"pads", adaptor.getPadsAttr()},
+                                {"dilations", adaptor.getDilationsAttr()}})))
+    return failure();
+  return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
+                       adaptor.getStrides(), adaptor.getPads(),
+                       adaptor.getDilations(), adaptor.getCeilMode() != 0,
+                       results);
 }
 
 int64_t AveragePoolOp::getFlops() {
@@ -542,6 +568,9 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
   LogicalResult OpClass::inferReturnTypes(                                     \
       MLIRContext *, std::optional<Location> loc, OpClass::Adaptor adaptor,    \
       SmallVectorImpl<Type> &results) {                                        \
+    if (failed(requireAttributes(loc, getOperationName(),                      \
+                                 {{"axes", adaptor.getAxesAttr()}})))          \
+      return failure();                                                        \
     return inferReduceType(loc, getOperationName(), adaptor.getData(),         \
                            adaptor.getAxes(), adaptor.getKeepdims() != 0,      \
                            results);                                           \

@@ -99,3 +99,12 @@ LogicalResult impl::requireStaticTensors(std::optional<Location> loc,
   }
   return success();
 }
+
+LogicalResult
+impl::requireAttributes(std::optional<Location> loc, StringRef opName,
+                        ArrayRef<std::pair<StringRef, Attribute>> attributes) {
+  for (auto [name, attribute] : attributes)
+    if (!attribute)
+      return inferError(loc, opName, "requires attribute '", name, "'");
+  return success();
+}

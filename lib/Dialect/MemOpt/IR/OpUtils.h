@@ -64,6 +64,14 @@ LogicalResult inferError(std::optional<Location> loc, StringRef opName,
 LogicalResult requireStaticTensors(std::optional<Location> loc,
                                    StringRef opName, ValueRange operands);
 
+/// Fails with a diagnostic naming the first absent attribute. The verifier
+/// already rejects ops without their required attributes, but the importer
+/// calls inference on an OperationState before any verification, and the
+/// adaptor's getters must not see a null attribute.
+LogicalResult
+requireAttributes(std::optional<Location> loc, StringRef opName,
+                  ArrayRef<std::pair<StringRef, Attribute>> attributes);
+
 /// Result type of a broadcasting op, or failure with a diagnostic. A null
 /// `resultElementType` keeps the element type of `lhsType`.
 LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName,

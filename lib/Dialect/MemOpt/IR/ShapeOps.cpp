@@ -34,9 +34,12 @@ MEMOPT_ZERO_COST(IdentityOp)
 /// Folds ops that only change the shape: same elements in row-major order.
 static OpFoldResult foldReshapeOfConstant(Attribute operand,
                                           ShapedType resultType) {
-  if (DenseElementsAttr dense = getSmallDense(operand))
-    return dense.reshape(resultType);
-  return {};
+  // The counts may differ in an op not yet verified (createOrFold).
+  DenseElementsAttr dense = getSmallDense(operand);
+  if (!dense || dense.getNumElements() != resultType.getNumElements() ||
+      dense.getElementType() != resultType.getElementType())
+    return {};
+  return dense.reshape(resultType);
 }
 
 //===----------------------------------------------------------------------===//
@@ -290,6 +293,9 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
     return failure();
+  if (failed(requireAttributes(loc, getOperationName(),
+                               {{"axes", adaptor.getAxesAttr()}})))
+    return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   int64_t resultRank = type.getRank() + adaptor.getAxes().size();
   FailureOr<SmallVector<bool>> inserted =
@@ -324,6 +330,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          SmallVectorImpl<Type> &results) {
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, getOperationName(),
+                               {{"axis", adaptor.getAxisAttr()}})))
     return failure();
   if (adaptor.getInputs().empty())
     return inferError(loc, getOperationName(), "needs at least one input");
@@ -391,6 +400,9 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         SmallVectorImpl<Type> &results) {
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, getOperationName(),
+                               {{"split", adaptor.getSplitAttr()}})))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
@@ -485,6 +497,12 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
                                         SmallVectorImpl<Type> &results) {
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, getOperationName(),
+                               {{"starts", adaptor.getStartsAttr()},
+                                {"ends", adaptor.getEndsAttr()},
+                                {"axes", adaptor.getAxesAttr()},
+                                {"steps", adaptor.getStepsAttr()}})))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   FailureOr<SmallVector<AxisSlice>> slices = computeSlice(
@@ -641,6 +659,9 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
     return failure();
+  if (failed(requireAttributes(loc, getOperationName(),
+                               {{"pads", adaptor.getPadsAttr()}})))
+    return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   int64_t rank = type.getRank();
   ArrayRef<int64_t> pads = adaptor.getPads();
@@ -727,7 +748,8 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   Type elementType = getType().getElementType();
   if (std::optional<ElementsAttr> value = getValue()) {
     auto dense = dyn_cast<DenseElementsAttr>(*value);
-    if (!dense)
+    if (!dense || dense.getNumElements() != 1 ||
+        dense.getElementType() != elementType)
       return {};
     return DenseElementsAttr::get(getType(),
                                   *dense.getValues<Attribute>().begin());
@@ -762,10 +784,18 @@ OpFoldResult RangeOp::fold(FoldAdaptor adaptor) {
   DenseElementsAttr delta = getSmallDense(adaptor.getDelta());
   if (!start || !limit || !delta)
     return {};
+  // An op not yet verified (createOrFold) may mix element types.
+  Type elementType = getType().getElementType();
+  if (getType().getRank() != 1 ||
+      llvm::any_of(ArrayRef<DenseElementsAttr>{start, limit, delta},
+                   [&](DenseElementsAttr scalar) {
+                     return scalar.getNumElements() != 1 ||
+                            scalar.getElementType() != elementType;
+                   }))
+    return {};
   int64_t count = getType().getDimSize(0);
   if (count > kMaxFoldElements)
     return {};
-  Type elementType = getType().getElementType();
   if (isa<IntegerType>(elementType)) {
     APInt first = start.getSplatValue<APInt>();
     APInt step = delta.getSplatValue<APInt>();
