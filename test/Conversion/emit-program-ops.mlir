@@ -1,0 +1,51 @@
+// RUN: split-file %s %t
+// RUN: memopt-compile %t/conv.mlir --lower-only --emit source -o %t/conv --quiet
+// RUN: FileCheck %s --check-prefix=CONV < %t/conv.cpp
+// RUN: memopt-compile %t/shapes.mlir --lower-only --emit source -o %t/shapes --quiet
+// RUN: FileCheck %s --check-prefix=SHAPES < %t/shapes.cpp
+
+// A conv with a planned workspace gets that arena pointer and size; one
+// without gets nullptr / 0. Pads are split into begins and ends.
+// CONV: TensorRef [[Y1:t[0-9]+]] = ref(arena + 0, DType::F32, {1, 4, 8, 8});
+// CONV: params.padsBegin[0] = 1;
+// CONV-NEXT: params.padsEnd[0] = 2;
+// CONV-NEXT: params.strides[0] = 1;
+// CONV-NEXT: params.dilations[0] = 1;
+// CONV: params.padsBegin[1] = 0;
+// CONV-NEXT: params.padsEnd[1] = 2;
+// CONV: params.group = 1;
+// CONV-NEXT: conv(ctx, "conv_ws", params, {{t[0-9]+}}, {{t[0-9]+}}, &{{t[0-9]+}}, [[Y1]], arena + 1024, size_t(4096));
+// CONV: conv(ctx, "conv_no_ws", params, [[Y1]], {{t[0-9]+}}, nullptr, {{t[0-9]+}}, nullptr, size_t(0));
+
+//--- conv.mlir
+func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
+    attributes {memopt.arena_size = 8192 : i64, memopt.weights_size = 1024 : i64} {
+  %w = memopt.constant {memopt.weight_offset = 0 : i64} dense<0.1> : tensor<4x3x3x3xf32> loc("w")
+  %b = memopt.constant {memopt.weight_offset = 512 : i64} dense<0.2> : tensor<4xf32> loc("b")
+  %w2 = memopt.constant {memopt.weight_offset = 768 : i64} dense<0.3> : tensor<4x4x1x1xf32> loc("w2")
+  %y = memopt.conv %x, %w, %b {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 0, 2, 2>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: 0>, memopt.workspace_offset = 1024 : i64, memopt.workspace_size = 4096 : i64} : (tensor<1x3x7x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32> loc("conv_ws")
+  %z = memopt.conv %y, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: -1>} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32> loc("conv_no_ws")
+  return %z : tensor<1x4x8x8xf32>
+}
+
+// ONNX's 1-D matmul operands become a row / a column for the runtime; slice
+// starts are normalized (negative, clamped) per axis of the input; reduce
+// axes are made non-negative and sorted.
+// SHAPES: matmul(ctx, "mv", params, ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {1, 6}), ref(W + 0, DType::F32, {2, 6, 4}), nullptr, ref(arena + 0, DType::F32, {2, 1, 4}));
+// SHAPES: const int64_t starts[] = {0, 3};
+// SHAPES-NEXT: const int64_t steps[] = {1, -2};
+// SHAPES-NEXT: slice(ctx, "sl",
+// SHAPES: const int axes[] = {0, 2};
+// SHAPES-NEXT: reduce(ctx, "rm", ReduceOp::Mean, axes, 2,
+
+//--- shapes.mlir
+func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
+    attributes {memopt.arena_size = 1024 : i64, memopt.weights_size = 256 : i64} {
+  %m = memopt.constant {memopt.weight_offset = 0 : i64} dense<0.5> : tensor<2x6x4xf32> loc("m")
+  %y = memopt.matmul %v, %m {memopt.offsets = array<i64: 0>} : (tensor<6xf32>, tensor<2x6x4xf32>) -> tensor<2x4xf32> loc("mv")
+  %s = memopt.slice %y {starts = array<i64: -1>, ends = array<i64: -100>, axes = array<i64: -1>, steps = array<i64: -2>, memopt.offsets = array<i64: 256>} : (tensor<2x4xf32>) -> tensor<2x2xf32> loc("sl")
+  %u = memopt.unsqueeze %s {axes = array<i64: 1>, memopt.offsets = array<i64: 256>} : (tensor<2x2xf32>) -> tensor<2x1x2xf32> loc("un")
+  %r = memopt.reduce_mean %u {axes = array<i64: -1, 0>, keepdims = 0 : i64, memopt.offsets = array<i64: 512>} : (tensor<2x1x2xf32>) -> tensor<1xf32> loc("rm")
+  %o = memopt.expand %r {memopt.offsets = array<i64: -1>} : (tensor<1xf32>) -> tensor<4xf32> loc("ex")
+  return %o : tensor<4xf32>
+}
