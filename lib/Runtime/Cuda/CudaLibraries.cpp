@@ -76,8 +76,8 @@ bool stridedBatchable(const TensorRef &batch, const TensorRef &out,
 bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
                      const MatmulGeometry &g, DType dtype, int64_t batch,
                      bool broadcastA, bool broadcastB, cublasLtEpilogue_t epi,
-                     bool withC, const void *aPtr, const void *bPtr,
-                     const void *cPtr, const void *biasPtr, MatmulPlan &plan) {
+                     const void *aPtr, const void *bPtr, const void *cPtr,
+                     const void *biasPtr, MatmulPlan &plan) {
   cudaDataType_t type = cudaTypeOf(dtype);
   cublasComputeType_t compute = dtype == DType::F32 && ctx.options.allowTf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -140,9 +140,19 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
   cublasLtMatmulPreferenceSetAttribute(pref,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &workspace, sizeof(workspace));
-  uint32_t alignA = uint32_t(alignmentOf(bPtr)),
-           alignB = uint32_t(alignmentOf(aPtr));
-  uint32_t alignC = uint32_t(alignmentOf(cPtr));
+  // Per-matrix calls (a general batch broadcast) pass pointers at multiples
+  // of the matrix size: the guaranteed alignment is the smaller of the
+  // base's and the matrix size's. Strided batches are checked by cuBLASLt.
+  size_t elem = dtypeSize(dtype);
+  auto alignment = [&](const void *p, uint64_t rows, uint64_t cols) {
+    uintptr_t bytes = uintptr_t(rows * cols * elem);
+    int a = alignmentOf(p);
+    if (batch == 1 && g.batchCount > 1)
+      a = std::min(a, alignmentOf(reinterpret_cast<const void *>(bytes)));
+    return uint32_t(a);
+  };
+  uint32_t alignA = alignment(bPtr, k, n), alignB = alignment(aPtr, m, k);
+  uint32_t alignC = alignment(cPtr, m, n);
   cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
       sizeof(alignA));
@@ -168,7 +178,6 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
           (long long)m, (long long)n, (long long)k, dtypeName(dtype));
     return false;
   }
-  (void)withC;
   plan.algo = result.algo;
   plan.ok = true;
   return true;
@@ -229,7 +238,7 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
   if (it == ctx.matmulPlans.end()) {
     MatmulPlan plan;
     bool ok = buildMatmulPlan(ctx, node, params, g, c.dtype, batch, broadcastA,
-                              broadcastB, epi, biasInC, a.data, b.data, c.data,
+                              broadcastB, epi, a.data, b.data, c.data,
                               fuseBias ? bias->data : nullptr, plan);
     it = ctx.matmulPlans.emplace(key, plan).first;
     if (!ok)
