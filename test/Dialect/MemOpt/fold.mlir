@@ -242,6 +242,23 @@ func.func @transpose_expand_neg_concat() -> (tensor<3x2xi64>, tensor<2x2xi32>, t
 
 // -----
 
+// Row-major order is kept by reshape; a splat expands to a splat.
+// CHECK-LABEL: func.func @reshape_and_splat_expand
+// CHECK-DAG: %[[R:.*]] = memopt.constant dense<{{\[\[}}1, 2], [3, 4], [5, 6]]> : tensor<3x2xi64>
+// CHECK-DAG: %[[E:.*]] = memopt.constant dense<5.000000e-01> : tensor<2x3xf32>
+// CHECK-DAG: %[[U:.*]] = memopt.constant dense<{{\[\[}}[1, 2, 3]], {{\[\[}}4, 5, 6]]]> : tensor<2x1x3xi64>
+// CHECK: return %[[R]], %[[E]], %[[U]]
+func.func @reshape_and_splat_expand() -> (tensor<3x2xi64>, tensor<2x3xf32>, tensor<2x1x3xi64>) {
+  %m = memopt.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %r = memopt.reshape %m : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  %h = memopt.constant dense<0.5> : tensor<1xf32>
+  %e = memopt.expand %h : (tensor<1xf32>) -> tensor<2x3xf32>
+  %u = memopt.unsqueeze %m {axes = array<i64: 1>} : (tensor<2x3xi64>) -> tensor<2x1x3xi64>
+  return %r, %e, %u : tensor<3x2xi64>, tensor<2x3xf32>, tensor<2x1x3xi64>
+}
+
+// -----
+
 // Trivial identities fold to the operand without constants.
 // CHECK-LABEL: func.func @identities
 // CHECK-NEXT: return %arg0, %arg0, %arg0, %arg0 :
@@ -273,3 +290,22 @@ func.func @no_fold_of_weights(%x: tensor<2xf32>) -> (tensor<2x1xf32>, tensor<2xf
     }
   }
 #-}
+
+// -----
+
+// A folded constant lives for the whole program, so results above 65536
+// elements are left to run time even when every operand is a small splat.
+// CHECK-LABEL: func.func @no_fold_of_large_results
+// CHECK: memopt.expand
+// CHECK: memopt.add
+// CHECK: memopt.constant_of_shape
+func.func @no_fold_of_large_results(%s: tensor<2xi64>) -> (tensor<512x512xf32>, tensor<512x512xf32>, tensor<512x512xf32>) {
+  %one = memopt.constant dense<1.0> : tensor<1xf32>
+  %e = memopt.expand %one : (tensor<1xf32>) -> tensor<512x512xf32>
+  %big = memopt.constant dense<2.0> : tensor<1x512xf32>
+  %col = memopt.constant dense<3.0> : tensor<512x1xf32>
+  %a = memopt.add %big, %col : (tensor<1x512xf32>, tensor<512x1xf32>) -> tensor<512x512xf32>
+  %shape = memopt.constant dense<512> : tensor<2xi64>
+  %z = memopt.constant_of_shape %shape : (tensor<2xi64>) -> tensor<512x512xf32>
+  return %e, %a, %z : tensor<512x512xf32>, tensor<512x512xf32>, tensor<512x512xf32>
+}

@@ -52,6 +52,10 @@ DenseElementsAttr impl::broadcastDense(DenseElementsAttr source,
   ArrayRef<int64_t> sourceShape = source.getType().getShape();
   if (sourceShape == shape)
     return source;
+  // A folded constant lives for the whole program, so a large broadcast is
+  // better computed when needed: fold only small results, splats included.
+  if (ShapedType::getNumElements(shape) > kMaxFoldElements)
+    return {};
   std::optional<SmallVector<int64_t>> broadcast =
       broadcastShapes(sourceShape, shape);
   if (!broadcast || ArrayRef<int64_t>(*broadcast) != shape)

@@ -40,7 +40,7 @@ rearrangeDense(DenseElementsAttr source, ShapedType resultType,
                function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex);
 
 /// `source` broadcast (numpy rules, one direction) to `shape`; null when it
-/// does not broadcast.
+/// does not broadcast or when the result would exceed kMaxFoldElements.
 DenseElementsAttr broadcastDense(DenseElementsAttr source,
                                  ArrayRef<int64_t> shape);
 
@@ -87,6 +87,8 @@ LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName,
 template <typename IntFn, typename FloatFn>
 Attribute foldElementwise(ShapedType resultType, ArrayRef<Attribute> operands,
                           IntFn intFn, FloatFn floatFn) {
+  if (resultType.getNumElements() > kMaxFoldElements)
+    return {};
   SmallVector<DenseElementsAttr> dense;
   for (Attribute operand : operands) {
     DenseElementsAttr value =

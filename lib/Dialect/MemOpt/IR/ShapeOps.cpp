@@ -569,7 +569,7 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   DenseElementsAttr data = getSmallDense(adaptor.getData());
   DenseElementsAttr indices = getSmallDense(adaptor.getIndices());
-  if (!data || !indices)
+  if (!data || !indices || getType().getNumElements() > kMaxFoldElements)
     return {};
   ArrayRef<int64_t> dataShape = getData().getType().getShape();
   int64_t axis = *normalizeAxis(getAxis(), dataShape.size());
