@@ -75,13 +75,17 @@ func.func @pool_ceil_mode_wrong(%x: tensor<1x1x7x7xf32>) {
 // -----
 
 // CHECK-LABEL: func.func @slice_clamping
-func.func @slice_clamping(%x: tensor<10xf32>, %m: tensor<4x6xf32>) {
+func.func @slice_clamping(%x: tensor<10xf32>, %m: tensor<4x6xf32>, %e: tensor<2x0xf32>) {
   // Negative step, end clamped to -1: elements 9, 6, 3, 0.
   %0 = memopt.slice %x {starts = array<i64: -1>, ends = array<i64: -100>, axes = array<i64: 0>, steps = array<i64: -3>} : (tensor<10xf32>) -> tensor<4xf32>
   // Start past the end is clamped: empty.
   %1 = memopt.slice %x {starts = array<i64: 100>, ends = array<i64: 200>, axes = array<i64: 0>, steps = array<i64: 1>} : (tensor<10xf32>) -> tensor<0xf32>
   // Start past the end with a negative step is clamped to dim - 1: 9, 7, 5.
   %2 = memopt.slice %x {starts = array<i64: 100>, ends = array<i64: 4>, axes = array<i64: 0>, steps = array<i64: -2>} : (tensor<10xf32>) -> tensor<3xf32>
+  // Huge steps take one element; an empty axis stays empty.
+  %4 = memopt.slice %x {starts = array<i64: 2>, ends = array<i64: 10>, axes = array<i64: 0>, steps = array<i64: 9223372036854775807>} : (tensor<10xf32>) -> tensor<1xf32>
+  %5 = memopt.slice %x {starts = array<i64: -1>, ends = array<i64: -9223372036854775808>, axes = array<i64: 0>, steps = array<i64: -9223372036854775808>} : (tensor<10xf32>) -> tensor<1xf32>
+  %6 = memopt.slice %e {starts = array<i64: 0>, ends = array<i64: -1>, axes = array<i64: 1>, steps = array<i64: -1>} : (tensor<2x0xf32>) -> tensor<2x0xf32>
   // Two axes, one negative, INT64_MAX end: rows 1..3, columns 0, 2, 4.
   %3 = memopt.slice %m {starts = array<i64: 0, 1>, ends = array<i64: 9223372036854775807, -1>, axes = array<i64: -1, 0>, steps = array<i64: 2, 1>} : (tensor<4x6xf32>) -> tensor<2x3xf32>
   return

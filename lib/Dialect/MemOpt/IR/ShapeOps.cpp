@@ -445,6 +445,15 @@ struct AxisSlice {
 };
 } // namespace
 
+/// ceil(span / |step|) for span > 0, without overflow for any step
+/// (INT64_MIN and INT64_MAX included).
+static int64_t ceilDivide(int64_t span, int64_t step) {
+  uint64_t magnitude =
+      step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  return static_cast<int64_t>((static_cast<uint64_t>(span) - 1) / magnitude +
+                              1);
+}
+
 /// Per-axis (start, step, count) of a slice; axes that are not sliced keep
 /// (0, 1, dim). Fails with a diagnostic on malformed attributes.
 static FailureOr<SmallVector<AxisSlice>>
@@ -480,11 +489,14 @@ computeSlice(std::optional<Location> loc, StringRef opName,
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + step - 1) / step : 0;
+      count = end > start ? ceilDivide(end - start, step) : 0;
+    } else if (dim == 0) {
+      start = 0;
+      count = 0;
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end - step - 1) / -step : 0;
+      count = start > end ? ceilDivide(start - end, step) : 0;
     }
     slices[*axis] = {start, step, count};
   }
