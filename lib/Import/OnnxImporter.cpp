@@ -219,7 +219,9 @@ private:
 
   // Values.
   FailureOr<Value> lookup(const Node &node, int inputIndex);
-  FailureOr<Value> lookupName(StringRef name, Location useLoc);
+  /// The value called `name`; `user` says who reads it, for the error.
+  FailureOr<Value> lookupName(StringRef name, Location useLoc,
+                              const Twine &user);
   RankedTensorType typeOf(Value value) {
     return cast<RankedTensorType>(value.getType());
   }
@@ -423,7 +425,8 @@ GraphImporter::graphInputType(const onnx::ValueInfoProto &input) {
 // Values
 //===----------------------------------------------------------------------===//
 
-FailureOr<Value> GraphImporter::lookupName(StringRef name, Location useLoc) {
+FailureOr<Value> GraphImporter::lookupName(StringRef name, Location useLoc,
+                                           const Twine &user) {
   auto it = values.find(name);
   if (it != values.end())
     return it->second;
@@ -440,20 +443,16 @@ FailureOr<Value> GraphImporter::lookupName(StringRef name, Location useLoc) {
     values[name] = constant;
     return constant;
   }
-  return emitError(useLoc) << "value '" << name
-                           << "' is not produced by any earlier node, "
+  return emitError(useLoc) << user << " ('" << name
+                           << "') is not produced by any earlier node, "
                               "initializer or graph input";
 }
 
 FailureOr<Value> GraphImporter::lookup(const Node &node, int inputIndex) {
   if (!node.hasInput(inputIndex))
     return Value();
-  auto value = lookupName(node.proto.input(inputIndex), node.loc);
-  if (failed(value))
-    return emitError(node.loc)
-           << node.describe() << ": cannot read input " << inputIndex << " ('"
-           << node.proto.input(inputIndex) << "')";
-  return value;
+  return lookupName(node.proto.input(inputIndex), node.loc,
+                    node.describe() + ": input " + std::to_string(inputIndex));
 }
 
 LogicalResult GraphImporter::notConstantError(const Node &node,
@@ -1635,7 +1634,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
   SmallVector<Value> results;
   for (const onnx::ValueInfoProto &output : graph.output()) {
-    auto value = lookupName(output.name(), nameLoc(output.name()));
+    auto value = lookupName(output.name(), nameLoc(output.name()),
+                            "graph output '" + output.name() + "'");
     if (failed(value))
       return failure();
     results.push_back(*value);
@@ -1680,7 +1680,17 @@ static LogicalResult parseModel(StringRef contents, StringRef path,
              << "' is not a valid ONNX model: the protobuf cannot be parsed "
                 "(the file is truncated, corrupt, or not ONNX)";
   } else {
-    std::string source = contents.str();
+    // Lines starting with `//` or `#` are comments (lit RUN/CHECK lines);
+    // they are blanked so the parser's line numbers stay right.
+    std::string source;
+    SmallVector<StringRef> lines;
+    contents.split(lines, '\n');
+    for (StringRef line : lines) {
+      StringRef trimmed = line.ltrim();
+      if (!trimmed.starts_with("//") && !trimmed.starts_with("#"))
+        source += line.str();
+      source += '\n';
+    }
     std::string message;
     try {
       onnx::Common::Status status =

@@ -47,7 +47,7 @@ def weights_model():
         helper.make_tensor("i32", TensorProto.INT32, [2], [-3, 40000]),
         numpy_helper.from_array(np.array([9, -9], dtype=np.int64), "i64"),
         numpy_helper.from_array(np.array([1.0, -2.0], dtype=np.float16), "h"),
-        helper.make_tensor("bf", TensorProto.BFLOAT16, [1], [0x3FC0]),
+        helper.make_tensor("bf", TensorProto.BFLOAT16, [1], [1.5]),
     ]
     nodes = [helper.make_node("MatMul", ["X", "W"], ["XW"], name="mm"),
              helper.make_node("Add", ["XW", "B"], ["Y"], name="bias")]
