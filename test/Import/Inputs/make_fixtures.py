@@ -123,6 +123,28 @@ def named_models(folder):
          folder, "initializer_as_input.onnx")
 
 
+def optional_input_models(folder):
+    """Optional inputs left empty ("") before a given one, which ONNX's text
+    format of 1.12 cannot write."""
+    inits = [numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+             numpy_helper.from_array(np.array([1, 2], np.int64), "pads"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axes")]
+    nodes = [helper.make_node("Clip", ["X", "", "hi"], ["C"], name="clip_max"),
+             helper.make_node("Pad", ["C", "pads", "", "axes"], ["Y"],
+                              name="pad_last")]
+    save(model(nodes, [tensor_info("X", TensorProto.FLOAT, [2, 3])],
+               [tensor_info("Y", TensorProto.FLOAT, [2, 6])], inits, opset=18),
+         folder, "optional_inputs.onnx")
+
+    # Dropout whose mask output is read by another node.
+    save(model([helper.make_node("Dropout", ["X"], ["D", "mask"], name="drop"),
+                helper.make_node("Not", ["mask"], ["Y"], name="use_mask")],
+               [tensor_info("X", TensorProto.FLOAT, [4])],
+               [tensor_info("D", TensorProto.FLOAT, [4]),
+                tensor_info("Y", TensorProto.BOOL, [4])]),
+         folder, "dropout_mask.onnx")
+
+
 def main():
     folder = sys.argv[1]
     os.makedirs(folder, exist_ok=True)
@@ -135,6 +157,7 @@ def main():
         f.write(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
     external_models(folder)
     named_models(folder)
+    optional_input_models(folder)
 
 
 if __name__ == "__main__":
