@@ -309,3 +309,30 @@ func.func @no_fold_of_large_results(%s: tensor<2xi64>) -> (tensor<512x512xf32>, 
   %z = memopt.constant_of_shape %shape : (tensor<2xi64>) -> tensor<512x512xf32>
   return %e, %a, %z : tensor<512x512xf32>, tensor<512x512xf32>, tensor<512x512xf32>
 }
+
+// -----
+
+// Round trips through a wider type fold away; lossy ones (f32 -> f16 -> f32,
+// f16 -> bf16 -> f16) stay. Views under a reshape are skipped.
+// CHECK-LABEL: func.func @cast_round_trips_and_view_chains
+// CHECK: %[[LOSSY:.*]] = memopt.cast %arg1 : (tensor<4xf32>) -> tensor<4xf16>
+// CHECK: %[[BACK:.*]] = memopt.cast %[[LOSSY]] : (tensor<4xf16>) -> tensor<4xf32>
+// CHECK: %[[BF:.*]] = memopt.cast %arg0 : (tensor<4xf16>) -> tensor<4xbf16>
+// CHECK: %[[BF_BACK:.*]] = memopt.cast %[[BF]] : (tensor<4xbf16>) -> tensor<4xf16>
+// CHECK: %[[R:.*]] = memopt.reshape %arg2 : (tensor<2x1x3xf32>) -> tensor<3x2xf32>
+// CHECK: return %arg0, %[[BACK]], %[[BF_BACK]], %arg3, %[[R]]
+func.func @cast_round_trips_and_view_chains(%h: tensor<4xf16>, %f: tensor<4xf32>, %x: tensor<2x1x3xf32>, %i: tensor<4xi32>)
+    -> (tensor<4xf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xi32>, tensor<3x2xf32>) {
+  %up = memopt.cast %h : (tensor<4xf16>) -> tensor<4xf32>
+  %down = memopt.cast %up : (tensor<4xf32>) -> tensor<4xf16>
+  %lossy = memopt.cast %f : (tensor<4xf32>) -> tensor<4xf16>
+  %back = memopt.cast %lossy : (tensor<4xf16>) -> tensor<4xf32>
+  %bf = memopt.cast %h : (tensor<4xf16>) -> tensor<4xbf16>
+  %bfback = memopt.cast %bf : (tensor<4xbf16>) -> tensor<4xf16>
+  %wide = memopt.cast %i : (tensor<4xi32>) -> tensor<4xi64>
+  %narrow = memopt.cast %wide : (tensor<4xi64>) -> tensor<4xi32>
+  %sq = memopt.squeeze %x {axes = array<i64: 1>} : (tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  %fl = memopt.flatten %sq {axis = 0 : i64} : (tensor<2x3xf32>) -> tensor<1x6xf32>
+  %r = memopt.reshape %fl : (tensor<1x6xf32>) -> tensor<3x2xf32>
+  return %down, %back, %bfback, %narrow, %r : tensor<4xf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xi32>, tensor<3x2xf32>
+}

@@ -379,9 +379,32 @@ static std::optional<Attribute> castElement(Attribute value, Type target) {
   return std::nullopt;
 }
 
+/// Whether every value of `from` survives a cast to `to` unchanged, so that
+/// casting back restores it (f16 -> f32, bf16 -> f32, i32 -> i64, i1 -> any).
+static bool isLosslessCast(Type from, Type to) {
+  if (from.isInteger(1))
+    return isa<IntegerType, FloatType>(to);
+  auto fromFloat = dyn_cast<FloatType>(from);
+  auto toFloat = dyn_cast<FloatType>(to);
+  if (fromFloat && toFloat)
+    return APFloat::isRepresentableBy(fromFloat.getFloatSemantics(),
+                                      toFloat.getFloatSemantics());
+  auto fromInt = dyn_cast<IntegerType>(from);
+  auto toInt = dyn_cast<IntegerType>(to);
+  return fromInt && toInt && fromInt.getWidth() < toInt.getWidth() &&
+         (fromInt.isUnsigned() == toInt.isUnsigned() || fromInt.isUnsigned());
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // cast(cast(x : A -> B) : B -> A) -> x when A -> B loses nothing: the
+  // round trips that mixed precision leaves behind (f16 -> f32 -> f16).
+  if (auto producer = getInput().getDefiningOp<CastOp>();
+      producer && producer.getInput().getType() == getType() &&
+      isLosslessCast(getType().getElementType(),
+                     producer.getType().getElementType()))
+    return producer.getInput();
   DenseElementsAttr input = getSmallDense(adaptor.getInput());
   if (!input || input.getNumElements() != getType().getNumElements())
     return {};

@@ -112,9 +112,11 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     return getData();
   if (OpFoldResult folded = foldReshapeOfConstant(adaptor.getData(), getType()))
     return folded;
-  // reshape(reshape(x)) -> reshape(x)
-  if (auto producer = getData().getDefiningOp<ReshapeOp>()) {
-    getDataMutable().assign(producer.getData());
+  // reshape(view(x)) -> reshape(x): every view keeps the row-major order of
+  // the elements, so only the last shape matters.
+  Operation *producer = getData().getDefiningOp();
+  if (isa_and_present<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(producer)) {
+    getDataMutable().assign(producer->getOperand(0));
     return getResult();
   }
   return {};
