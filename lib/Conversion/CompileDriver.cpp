@@ -111,6 +111,23 @@ SmallVector<std::string> splitList(StringRef list) {
   return llvm::map_to_vector(parts, [](StringRef s) { return s.str(); });
 }
 
+/// A runtime library recorded at configure time, found relative to this
+/// executable (<bin>/../<path in the build tree>) so a moved build tree still
+/// works; the configured path otherwise.
+std::string locateRuntimeLibrary(StringRef configured) {
+  StringRef relative = configured;
+  if (!relative.consume_front(MEMOPT_BUILD_ROOT "/"))
+    return configured.str();
+  std::string executable = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  if (executable.empty())
+    return configured.str();
+  SmallString<256> candidate(
+      llvm::sys::path::parent_path(llvm::sys::path::parent_path(executable)));
+  llvm::sys::path::append(candidate, relative);
+  return llvm::sys::fs::exists(candidate) ? candidate.str().str()
+                                          : configured.str();
+}
+
 std::string findNvcc() {
   if (llvm::sys::fs::can_execute(MEMOPT_NVCC))
     return MEMOPT_NVCC;
@@ -175,7 +192,7 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
                          source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
                          "-o",         output.str()};
     for (const std::string &library : splitList(MEMOPT_RUNTIME_HOST_LIBS))
-      command.arguments.push_back(library);
+      command.arguments.push_back(locateRuntimeLibrary(library));
     command.arguments.push_back("-lpthread");
   } else {
     command.compiler = findNvcc();
@@ -198,8 +215,8 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
                       "backend (memopt_runtime_cuda); use --emit source\n";
       return failure();
     }
-    command.arguments.insert(command.arguments.end(), libraries.begin(),
-                             libraries.end());
+    for (const std::string &library : libraries)
+      command.arguments.push_back(locateRuntimeLibrary(library));
     for (StringRef library : {"-lcudart", "-lcublasLt", "-lcudnn"})
       command.arguments.push_back(library.str());
   }

@@ -361,7 +361,9 @@ LogicalResult ProgramEmitter::collectWeights() {
              << (i < bytes ? unsigned((unsigned char)(*data)[i]) : 0u);
       init << "};\n";
     }
-    entry << "    {" << cppString(nodeName(&op)) << ", " << *dtype << ", "
+    std::string name =
+        findNodeName(op.getLoc()).value_or("weight" + std::to_string(count));
+    entry << "    {" << cppString(name) << ", " << *dtype << ", "
           << type.getRank() << ", " << shapeList(type.getShape()) << ", "
           << offset << ", " << initPointer << "},\n";
     ++count;
@@ -689,6 +691,9 @@ LogicalResult ProgramEmitter::emitConstantOfShape(ConstantOfShapeOp op) {
 }
 
 LogicalResult ProgramEmitter::emitOp(Operation *op) {
+  for (Value operand : op->getOperands())
+    if (!names.count(operand))
+      return error(op) << "uses a value defined after it";
   // Views: a new TensorRef over the operand's bytes, no call.
   if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op)) {
     os << "  // " << nodeName(op) << " (" << op->getName()
@@ -697,9 +702,6 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
   }
   if (isa<ShapeOp, RangeOp, IsNaNOp>(op))
     return error(op) << "has no runtime kernel yet";
-  for (Value operand : op->getOperands())
-    if (!names.count(operand))
-      return error(op) << "uses a value defined after it";
   if (failed(declareResults(op)))
     return failure();
   std::string node = nodeLiteral(op);
