@@ -327,6 +327,8 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   registry.insert<func::FuncDialect, MemOptDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // One message per error: the op's location names the ONNX node already.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
 

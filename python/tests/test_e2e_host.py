@@ -15,6 +15,7 @@ Also: the CUDA target's generated source for the bundled model compiles with nvc
 Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it must have bin/memopt-compile.
 """
 
+import json
 import os
 import re
 import shutil
@@ -312,6 +313,37 @@ def test_planning_shrinks_the_arena(compiler, tmp_path):
         assert proc.returncode == 0, proc.stderr
         sizes[variant] = int(re.search(r"memopt.arena_size = (\d+)", open(out).read()).group(1))
     assert 0 < sizes["planned"] < sizes["noplan"], sizes
+
+
+def test_budget_report_and_emit_kinds(compiler, tmp_path):
+    """--report writes the plan's JSON (matching the IR), an impossible --memory-budget fails
+    with one error giving max-live, --emit mlir stops before planning, fp16 is refused."""
+    plan = str(tmp_path / "plan.mlir")
+    report_path = str(tmp_path / "report.json")
+    proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--report",
+                 report_path, "--memory-budget", "2GiB"])
+    assert proc.returncode == 0, proc.stderr
+    assert "[memory]" in proc.stdout and "max-live" in proc.stdout
+    report = json.load(open(report_path))
+    arena = int(re.search(r"memopt.arena_size = (\d+)", open(plan).read()).group(1))
+    assert report["arena_bytes"] == arena and 0 < report["max_live_bytes"] <= arena
+
+    below = report["max_live_bytes"] // 2
+    proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--memory-budget",
+                 str(below)])
+    assert proc.returncode != 0
+    assert (f"capacity of {below} bytes is below max-live ({report['max_live_bytes']} bytes)"
+            in proc.stderr), proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
+
+    graph = str(tmp_path / "graph.mlir")
+    proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "mlir", "-o", graph, "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    text = open(graph).read()
+    assert "memopt.conv" in text and "memopt.offsets" not in text
+
+    proc = _run([compiler, zoo.BUNDLED_PATH, "-o", str(tmp_path / "x"), "--precision", "fp16"])
+    assert proc.returncode != 0 and "not implemented yet" in proc.stderr
 
 
 # ---------------------------------------------------------------------------------------------
