@@ -4,7 +4,7 @@
 // RUN: not memopt-compile %t/no-kernel.mlir --lower-only --emit source -o %t/c 2>&1 | FileCheck %s --check-prefix=KERNEL
 // RUN: not memopt-compile %t/outside.mlir --lower-only --emit source -o %t/d 2>&1 | FileCheck %s --check-prefix=OUTSIDE
 // RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source --precision fp16 -o %t/e 2>&1 | FileCheck %s --check-prefix=FP16
-// RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source --target cuda --arch sm_1 -o %t/f 2>&1 | FileCheck %s --check-prefix=ARCH
+// RUN: not memopt-compile %t/unplanned.mlir --lower-only --emit source --target cuda --arch 90 -o %t/f 2>&1 | FileCheck %s --check-prefix=ARCH
 // RUN: not memopt-compile %t/unplanned.mlir --emit plan --memory-budget 32 -o %t/g 2>&1 | FileCheck %s --check-prefix=BUDGET
 // RUN: not memopt-compile %t/unplanned.mlir --emit plan --memory-budget lots -o %t/h 2>&1 | FileCheck %s --check-prefix=BADSIZE
 // RUN: not memopt-compile %t/unplanned.mlir --bogus-flag -o %t/i 2>&1 | FileCheck %s --check-prefix=FLAG
@@ -14,7 +14,7 @@
 // KERNEL: error: {{.*}}'memopt.is_nan' (ONNX node 'nan_check') has no runtime kernel yet
 // OUTSIDE: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has arena offset 128 for 64 bytes, outside the arena of 160 bytes
 // FP16: error: --precision fp16: mixed precision is not implemented yet
-// ARCH: error: nvcc {{.*}} cannot target --arch sm_1
+// ARCH: error: --arch '90' is not a GPU architecture (expected sm_NN, e.g. sm_90)
 // BUDGET: error: memory planning failed: capacity of 32 bytes is below max-live (64 bytes)
 // BADSIZE: error: --memory-budget 'lots' is not a size
 // FLAG: Unknown command line argument '--bogus-flag'
