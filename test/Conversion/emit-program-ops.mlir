@@ -49,3 +49,32 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
   %o = memopt.expand %r {memopt.offsets = array<i64: -1>} : (tensor<1xf32>) -> tensor<4xf32> loc("ex")
   return %o : tensor<4xf32>
 }
+
+// Weights from a dense_resource blob land at their weight offset; an i64
+// constant gets init data in the program too.
+// RUN: memopt-compile %t/resource.mlir --lower-only --emit source -o %t/resource --quiet
+// RUN: FileCheck %s --check-prefix=RESOURCE < %t/resource.cpp
+// RUN: od -A d -t f4 -v -N 8 -j 256 %t/resource.weights | FileCheck %s --check-prefix=BLOB
+// RESOURCE: alignas(8) const unsigned char kInit1[] = {1,0,0,0,0,0,0,0};
+// RESOURCE: {"blob_weight", DType::F32, 1, {2}, 256, nullptr},
+// RESOURCE-NEXT: {"index", DType::I64, 1, {1}, 512, kInit1},
+// RESOURCE: gather(ctx, "g", 0, {{t[0-9]+}}, {{t[0-9]+}}, {{t[0-9]+}});
+// BLOB: 0000256 1 2
+
+//--- resource.mlir
+func.func @main(%x: tensor<2xf32>) -> tensor<1xf32>
+    attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 520 : i64} {
+  %w = memopt.constant {memopt.weight_offset = 256 : i64} dense_resource<blob_weight> : tensor<2xf32> loc("blob_weight")
+  %i = memopt.constant {memopt.weight_offset = 512 : i64} dense<1> : tensor<1xi64> loc("index")
+  %a = memopt.add %x, %w {memopt.offsets = array<i64: 0>} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32> loc("a")
+  %g = memopt.gather %a, %i {axis = 0 : i64, memopt.offsets = array<i64: -1>} : (tensor<2xf32>, tensor<1xi64>) -> tensor<1xf32> loc("g")
+  return %g : tensor<1xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      blob_weight: "0x040000000000803F00000040"
+    }
+  }
+#-}
