@@ -91,18 +91,25 @@ def main():
     lines = [
         f"Batch {args.batch}. Bytes in MiB. `python3 bench/memory_bench.py --batch {args.batch}`",
         "",
+        "naive: every arena tensor its own slot; max-live: the most arena bytes alive at once "
+        "(the lower bound), in the imported order and after --memopt-schedule; arena: the "
+        "planned size; in-place saved: bytes --memopt-bufferize removed; plan ms: the packing "
+        "(planner + validator); passes s: canonicalize + schedule + bufferize + plan, wall; "
+        "import s: memopt-translate, wall.",
+        "",
         "| model | ops | naive | max-live before sched. | max-live after | arena | arena / max-live "
-        "| in-place saved | plan s | import s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| in-place saved | plan ms | passes s | import s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | error: {r['error']} |||||||||")
+            lines.append(f"| {r['model']} | error: {r['error']} ||||||||||")
             continue
         lines.append(
             f"| {r['model']} | {r['ops']} | {mib(r['naive'])} | {mib(r['before'])} | "
             f"{mib(r['after'])} | {mib(r['arena'])} | {r['arena'] / max(r['after'], 1):.4f} | "
-            f"{mib(r['inplace'])} | {r['plan_seconds']:.3f} | {r['import_seconds']:.2f} |")
+            f"{mib(r['inplace'])} | {1000 * r['plan_seconds']:.1f} | {r['passes_seconds']:.2f} | "
+            f"{r['import_seconds']:.2f} |")
     table = "\n".join(lines)
     print(table)
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

@@ -9,6 +9,7 @@
 
 #include "OpUtils.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <numeric>
 
@@ -113,6 +114,93 @@ int64_t GemmOp::getFlops() {
   int64_t k = a.getDimSize(getTransA() ? 0 : 1);
   int64_t outputs = getType().getNumElements();
   return 2 * k * outputs + (getC() ? outputs : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization: transposed matrices become GEMM flags
+//===----------------------------------------------------------------------===//
+//
+// Exporters write `x @ W.T` (a Linear layer whose weight is shared, e.g.
+// GPT-2's LM head tied to the token embedding) as MatMul(x, Transpose(W)).
+// Executed as written, the transpose materializes a copy of W in the activation
+// arena (8 MiB for a 8192 x 256 vocabulary, 147 MiB for GPT-2 small's 50257 x
+// 768) although every BLAS reads a transposed operand for free. onnxruntime's
+// MatMul+Transpose fusion (FusedMatMul) and XLA's algebraic simplifier (dot of
+// a transpose becomes a dot with swapped contracting dimensions) do the same;
+// here the contraction becomes a 2-D `gemm` with `transB` (a leading batch of
+// `x` is folded into M through aliasing reshapes, which cost no bytes).
+
+namespace {
+/// matmul(A [..., K], transpose(W [N, K])) -> reshape(gemm(A' [M, K], W,
+/// transB = 1)) where A' and the result reshape are views.
+struct MatMulOfTransposedMatrix : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto transpose = op.getB().getDefiningOp<TransposeOp>();
+    if (!transpose)
+      return failure();
+    auto bType = cast<RankedTensorType>(op.getB().getType());
+    auto aType = cast<RankedTensorType>(op.getA().getType());
+    if (bType.getRank() != 2 || aType.getRank() < 2)
+      return failure();
+    int64_t k = aType.getShape().back();
+    if (k == 0 || bType.getNumElements() == 0)
+      return failure();
+    Location loc = op.getLoc();
+    Value a = op.getA();
+    if (aType.getRank() != 2)
+      a = ReshapeOp::create(
+          rewriter, loc,
+          RankedTensorType::get({aType.getNumElements() / k, k},
+                                aType.getElementType()),
+          a);
+    Value product = GemmOp::create(
+        rewriter, loc, a, transpose.getData(),
+        /*C=*/Value(), rewriter.getF32FloatAttr(1), rewriter.getF32FloatAttr(1),
+        rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(1));
+    if (product.getType() != op.getType())
+      product = ReshapeOp::create(rewriter, loc, op.getType(), product);
+    rewriter.replaceOp(op, product);
+    return success();
+  }
+};
+
+/// gemm(transpose(A), B) / gemm(A, transpose(B)) with 2-D transposes: the
+/// transpose becomes the operand's trans flag.
+struct GemmOfTransposedOperand : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    auto transposeA = op.getA().getDefiningOp<TransposeOp>();
+    auto transposeB = op.getB().getDefiningOp<TransposeOp>();
+    if (!transposeA && !transposeB)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (transposeA) {
+        op.getAMutable().assign(transposeA.getData());
+        op.setTransA(op.getTransA() ? 0 : 1);
+      }
+      if (transposeB) {
+        op.getBMutable().assign(transposeB.getData());
+        op.setTransB(op.getTransB() ? 0 : 1);
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<MatMulOfTransposedMatrix>(context);
+}
+
+void GemmOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                         MLIRContext *context) {
+  patterns.add<GemmOfTransposedOperand>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -290,6 +290,7 @@ def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
   let results = (outs MemOpt_Tensor:$Y);
   let assemblyFormat =
       "$A `,` $B attr-dict `:` functional-type(operands, results)";
+  let hasCanonicalizer = 1;
 }
 
 def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
@@ -307,6 +308,7 @@ def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
   let results = (outs MemOpt_Tensor:$Y);
   let assemblyFormat = "$A `,` $B (`,` $C^)? attr-dict `:` "
                        "functional-type(operands, results)";
+  let hasCanonicalizer = 1;
 }
 
 def MemOpt_ConvOp

@@ -1,0 +1,65 @@
+// RUN: memopt-opt %s --canonicalize --split-input-file | FileCheck %s
+
+// A tied LM head: x @ transpose(W) becomes a gemm reading W transposed; the
+// leading batch of x folds into M through views, and no transpose is left.
+// CHECK-LABEL: func.func @matmul_of_transposed_weight
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>)
+// CHECK-NEXT: %[[A:.*]] = memopt.reshape %[[X]] : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT: %[[G:.*]] = memopt.gemm %[[A]], %[[W]] {transB = 1 : i64} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
+// CHECK-NEXT: %[[Y:.*]] = memopt.reshape %[[G]] : (tensor<6x5xf32>) -> tensor<2x3x5xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @matmul_of_transposed_weight(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32> {
+  %t = memopt.transpose %w {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  %y = memopt.matmul %x, %t : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+// 2-D operands need no reshape; a transpose with another user stays for it.
+// CHECK-LABEL: func.func @matmul_2d_shared_transpose
+// CHECK: %[[T:.*]] = memopt.transpose %arg1
+// CHECK-NEXT: %[[G:.*]] = memopt.gemm %arg0, %arg1 {transB = 1 : i64} : (tensor<3x4xf32>, tensor<5x4xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT: return %[[G]], %[[T]]
+func.func @matmul_2d_shared_transpose(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>) -> (tensor<3x5xf32>, tensor<4x5xf32>) {
+  %t = memopt.transpose %w {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  %y = memopt.matmul %x, %t : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  return %y, %t : tensor<3x5xf32>, tensor<4x5xf32>
+}
+
+// -----
+
+// A batched transposed operand (attention's K^T) is not a matrix: left alone.
+// CHECK-LABEL: func.func @batched_transpose_kept
+// CHECK: memopt.transpose
+// CHECK: memopt.matmul
+// CHECK-NOT: memopt.gemm
+func.func @batched_transpose_kept(%q: tensor<2x3x4xf32>, %k: tensor<2x3x4xf32>) -> tensor<2x3x3xf32> {
+  %t = memopt.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %y = memopt.matmul %q, %t : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
+  return %y : tensor<2x3x3xf32>
+}
+
+// -----
+
+// A 1-D left operand has no row dimension to fold: left alone.
+// CHECK-LABEL: func.func @vector_times_transposed_matrix
+// CHECK: memopt.matmul
+func.func @vector_times_transposed_matrix(%x: tensor<4xf32>, %w: tensor<5x4xf32>) -> tensor<5xf32> {
+  %t = memopt.transpose %w {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  %y = memopt.matmul %x, %t : (tensor<4xf32>, tensor<4x5xf32>) -> tensor<5xf32>
+  return %y : tensor<5xf32>
+}
+
+// -----
+
+// Gemm flips its trans flags instead of reading transposed copies.
+// CHECK-LABEL: func.func @gemm_of_transposes
+// CHECK-NEXT: %[[G:.*]] = memopt.gemm %arg0, %arg1, %arg2 {transA = 1 : i64} : (tensor<4x3xf32>, tensor<4x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gemm_of_transposes(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>, %c: tensor<5xf32>) -> tensor<3x5xf32> {
+  %at = memopt.transpose %a {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %bt = memopt.transpose %b {perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  %y = memopt.gemm %at, %bt, %c {transB = 1 : i64} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
+}
