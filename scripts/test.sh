@@ -10,4 +10,4 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 echo "== pytest (end-to-end numerics and import coverage)"
 PYTHON=${PYTHON:-python3}
-MEMOPT_BUILD_DIR="$PWD/build" $PYTHON -m pytest -q python/tests
+MEMOPT_BUILD_DIR="$PWD/build" $PYTHON -m pytest -q -n auto python/tests

@@ -2,10 +2,15 @@
 
 The build folder comes from $MEMOPT_BUILD_DIR (default <repo>/build). Nothing is skipped: when a
 tool is missing, every test that needs it FAILS with a message saying what to build.
-Tests put rows into REPORTS; at the end of the session they are written as markdown tables to
-<build>/import_report.md and <build>/node_tests_report.md and printed in the terminal summary.
+Tests put rows (and counters) into REPORTS; at the end of the session they are written as
+markdown tables to <build>/import_report.md and <build>/node_tests_report.md and printed in the
+terminal summary. Under pytest-xdist (scripts/test.sh runs `-n auto`), each worker writes its part
+to <build>/pytest-reports/<worker>.json and the controller merges them (rows concatenated,
+counters summed, footers without duplicates) before writing.
 """
 
+import glob
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -23,8 +28,13 @@ REPORTS = {}
 
 
 def report(name, title, columns):
+    """A report table; entry["counts"] holds counters summed over xdist workers."""
     return REPORTS.setdefault(name, {"title": title, "columns": columns, "rows": [],
-                                     "footer": []})
+                                     "footer": [], "counts": {}})
+
+
+def count(entry, key, amount=1):
+    entry["counts"][key] = entry["counts"].get(key, 0) + amount
 
 
 @dataclass(frozen=True)
@@ -55,12 +65,51 @@ def _markdown(entry):
     for row in entry["rows"]:
         lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
     lines += [""] + entry["footer"]
+    if entry.get("counts"):
+        lines.append("Counts: " + ", ".join(f"{key} {value}"
+                                            for key, value in sorted(entry["counts"].items())))
     return "\n".join(lines) + "\n"
 
 
+def _parts_dir():
+    return os.path.join(BUILD_DIR, "pytest-reports")
+
+
+def _merge_worker_parts():
+    """Controller side: folds every worker's JSON part into REPORTS."""
+    for path in sorted(glob.glob(os.path.join(_parts_dir(), "*.json"))):
+        with open(path) as stream:
+            part = json.load(stream)
+        os.remove(path)
+        for name, entry in part.items():
+            mine = REPORTS.setdefault(name, {"title": entry["title"],
+                                             "columns": entry["columns"], "rows": [],
+                                             "footer": [], "counts": {}})
+            mine["rows"] += entry["rows"]
+            mine["footer"] += [line for line in entry["footer"] if line not in mine["footer"]]
+            for key, value in entry.get("counts", {}).items():
+                count(mine, key, value)
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput") and os.path.isdir(_parts_dir()):
+        for path in glob.glob(os.path.join(_parts_dir(), "*.json")):
+            os.remove(path)
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if not REPORTS or not os.path.isdir(BUILD_DIR):
+    if not os.path.isdir(BUILD_DIR):
         return
+    worker = getattr(session.config, "workerinput", None)
+    if worker is not None:
+        if REPORTS:
+            os.makedirs(_parts_dir(), exist_ok=True)
+            with open(os.path.join(_parts_dir(), worker["workerid"] + ".json"), "w") as stream:
+                json.dump(REPORTS, stream)
+        return
+    _merge_worker_parts()
+    for entry in REPORTS.values():
+        entry["rows"].sort(key=lambda row: tuple(str(row.get(c, "")) for c in entry["columns"]))
     for name, entry in REPORTS.items():
         if entry["rows"] or entry["footer"]:
             with open(os.path.join(BUILD_DIR, f"{name}.md"), "w") as stream:

@@ -26,10 +26,12 @@ from onnx import defs, numpy_helper
 import memopt_tools
 import node_test_exclusions
 import supported_ops
-from conftest import report
+from conftest import count, report
 
 NODE_REPORT = report("node_tests_report", "ONNX backend node tests imported by memopt",
                      ["case", "status", "detail"])
+for _key in ("imported", "excluded", "excluded but imported", "failed"):
+    count(NODE_REPORT, _key, 0)
 
 # op type -> input positions whose values decide shapes (memopt keeps them as attributes)
 SHAPE_INPUTS = {"Reshape": [1], "Expand": [1], "Slice": [1, 2, 3, 4], "Squeeze": [1],
@@ -155,8 +157,6 @@ def _select():
 
 
 SELECTED = _select()
-COUNTS = {"selected": len(SELECTED), "imported": 0, "excluded": 0, "excluded but imported": 0,
-          "failed": 0}
 
 
 def test_selection_is_not_empty():
@@ -174,9 +174,9 @@ def test_node_import(case, tools, tmp_path):
     first_error = next((line for line in result.stderr.splitlines() if "error" in line),
                        result.stderr.strip()[:200])
     if reason:
-        COUNTS["excluded"] += 1
+        count(NODE_REPORT, "excluded")
         if result.returncode == 0:
-            COUNTS["excluded but imported"] += 1
+            count(NODE_REPORT, "excluded but imported")
         NODE_REPORT["rows"].append({"case": name, "status": "excluded",
                                     "detail": reason.replace("|", "/")})
         assert result.returncode in (0, 1), result.describe("memopt-translate (crash?)")
@@ -184,16 +184,9 @@ def test_node_import(case, tools, tmp_path):
             assert "error" in result.stderr, result.describe("memopt-translate (no message)")
         return
     if result.returncode == 0:
-        COUNTS["imported"] += 1
+        count(NODE_REPORT, "imported")
     else:
-        COUNTS["failed"] += 1
+        count(NODE_REPORT, "failed")
         NODE_REPORT["rows"].append({"case": name, "status": "FAILED",
                                     "detail": first_error.replace("|", "/")[:300]})
     assert result.returncode == 0, result.describe("memopt-translate")
-
-
-def test_zz_node_summary():
-    """Runs last in this file (pytest keeps file order): writes the counts to the report."""
-    NODE_REPORT["footer"].append(
-        "Counts: " + ", ".join(f"{key} {value}" for key, value in COUNTS.items()))
-    assert COUNTS["selected"] == len(SELECTED)
