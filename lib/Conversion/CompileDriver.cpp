@@ -350,6 +350,14 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     if (failed(canonicalize.run(module)))
       return fail("canonicalization failed");
     say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
+    if (options.fuseEpilogues) {
+      PassManager fuse(&context);
+      fuse.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
+      if (failed(fuse.run(module)))
+        return fail("epilogue fusion failed");
+      say("[fuse] bias and activation epilogues: " + Twine(countOps(module)) +
+          " memopt ops");
+    }
     if (options.emit == EmitKind::Mlir) {
       if (failed(writeFile(options.outputPath, printModule(module))))
         return 1;

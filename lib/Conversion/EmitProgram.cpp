@@ -176,7 +176,7 @@ private:
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                          ArrayRef<int64_t> dilations, int64_t group,
                          ArrayRef<int64_t> outputPadding, Value bias,
-                         StringRef function);
+                         StringRef function, StringRef activation);
   LogicalResult emitPool(Operation *op, StringRef kind,
                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
@@ -477,6 +477,16 @@ LogicalResult ProgramEmitter::emitUnary(Operation *op, StringRef kind,
   return success();
 }
 
+/// The runtime's Activation enumerator for a fused `activation` attribute
+/// (the dialect verifies the spelling).
+static StringRef runtimeActivation(StringRef activation) {
+  return StringSwitch<StringRef>(activation)
+      .Case("relu", "Activation::Relu")
+      .Case("gelu", "Activation::Gelu")
+      .Case("gelu_tanh", "Activation::GeluTanh")
+      .Default("Activation::None");
+}
+
 LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
   // The runtime takes operands of rank >= 2: ONNX's 1-D operands become a
   // row (A) or a column (B) and the result gets the dropped unit dimension.
@@ -501,10 +511,12 @@ LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
   return success();
 }
 
-LogicalResult ProgramEmitter::emitConv(
-    Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-    ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, int64_t group,
-    ArrayRef<int64_t> outputPadding, Value bias, StringRef callee) {
+LogicalResult
+ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
+                         ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                         ArrayRef<int64_t> dilations, int64_t group,
+                         ArrayRef<int64_t> outputPadding, Value bias,
+                         StringRef callee, StringRef activation) {
   size_t spatial = kernel.size();
   if (spatial < 1 || spatial > 3)
     return error(op) << "has " << spatial
@@ -521,6 +533,8 @@ LogicalResult ProgramEmitter::emitConv(
          << ";\n";
   }
   os << "    params.group = " << group << ";\n";
+  if (activation != "none")
+    os << "    params.activation = " << runtimeActivation(activation) << ";\n";
   auto workspaceSize = op->getAttrOfType<IntegerAttr>("memopt.workspace_size");
   std::string workspace = arenaPointer(op, "memopt.workspace_offset");
   if (workspaceSize && workspace != "nullptr" &&
@@ -773,7 +787,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ";\n    params.transB = " << (gemm.getTransB() ? "true" : "false")
            << ";\n    params.alpha = " << cppFloat(toDouble(gemm.getAlpha()))
            << ";\n    params.beta = " << cppFloat(toDouble(gemm.getBeta()))
-           << ";\n    matmul(ctx, " << node << ", params, " << ref(gemm.getA())
+           << ";\n";
+        if (gemm.getActivation() != "none")
+          os << "    params.activation = "
+             << runtimeActivation(gemm.getActivation()) << ";\n";
+        os << "    matmul(ctx, " << node << ", params, " << ref(gemm.getA())
            << ", " << ref(gemm.getB()) << ", "
            << (gemm.getC() ? "&" + ref(gemm.getC()) : std::string("nullptr"))
            << ", " << ref(gemm.getResult()) << ");\n  }\n";
@@ -782,12 +800,13 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](ConvOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
-                        {}, conv.getB(), "conv");
+                        {}, conv.getB(), "conv", conv.getActivation());
       })
       .Case([&](ConvTransposeOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
-                        conv.getOutputPadding(), conv.getB(), "convTranspose");
+                        conv.getOutputPadding(), conv.getB(), "convTranspose",
+                        "none");
       })
       .Case([&](MaxPoolOp pool) {
         return emitPool(op, "Max", pool.getKernelShape(), pool.getStrides(),

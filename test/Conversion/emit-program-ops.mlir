@@ -5,7 +5,8 @@
 // RUN: FileCheck %s --check-prefix=SHAPES < %t/shapes.cpp
 
 // A conv with a planned workspace gets that arena pointer and size; one
-// without gets nullptr / 0. Pads are split into begins and ends.
+// without gets nullptr / 0. Pads are split into begins and ends. A fused
+// activation (--memopt-fuse-epilogues) becomes ConvParams::activation.
 // CONV: TensorRef [[Y1:t[0-9]+]] = ref(arena + 0, DType::F32, {1, 4, 8, 8});
 // CONV: params.padsBegin[0] = 1;
 // CONV-NEXT: params.padsEnd[0] = 2;
@@ -15,7 +16,9 @@
 // CONV-NEXT: params.padsEnd[1] = 2;
 // CONV: params.group = 1;
 // CONV-NEXT: conv(ctx, "conv_ws", params, {{t[0-9]+}}, {{t[0-9]+}}, &{{t[0-9]+}}, [[Y1]], arena + 1024, size_t(4096));
-// CONV: conv(ctx, "conv_no_ws", params, [[Y1]], {{t[0-9]+}}, nullptr, {{t[0-9]+}}, nullptr, size_t(0));
+// CONV: params.group = 1;
+// CONV-NEXT: params.activation = Activation::Gelu;
+// CONV-NEXT: conv(ctx, "conv_no_ws", params, [[Y1]], {{t[0-9]+}}, nullptr, {{t[0-9]+}}, nullptr, size_t(0));
 
 //--- conv.mlir
 func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
@@ -24,7 +27,7 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
   %b = memopt.constant {memopt.weight_offset = 512 : i64} dense<0.2> : tensor<4xf32> loc("b")
   %w2 = memopt.constant {memopt.weight_offset = 768 : i64} dense<0.3> : tensor<4x4x1x1xf32> loc("w2")
   %y = memopt.conv %x, %w, %b {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 0, 2, 2>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: 0>, memopt.workspace_offset = 1024 : i64, memopt.workspace_size = 4096 : i64} : (tensor<1x3x7x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32> loc("conv_ws")
-  %z = memopt.conv %y, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: -1>} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32> loc("conv_no_ws")
+  %z = memopt.conv %y, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, activation = "gelu", memopt.offsets = array<i64: -1>} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32> loc("conv_no_ws")
   return %z : tensor<1x4x8x8xf32>
 }
 

@@ -60,6 +60,10 @@ int main(int argc, char **argv) {
   cl::opt<bool> noPlan("no-plan",
                        cl::desc("No reuse: every tensor its own arena slot"),
                        cl::cat(category));
+  cl::opt<bool> noFuseEpilogues(
+      "no-fuse-epilogues",
+      cl::desc("Keep bias adds and activations as separate ops"),
+      cl::cat(category));
   cl::opt<bool> lowerOnly(
       "lower-only",
       cl::desc("The input is planned MLIR: only lower (and build) it"),
@@ -88,6 +92,7 @@ int main(int argc, char **argv) {
   options.reportPath = report;
   options.cudaArch = arch;
   options.noPlan = noPlan;
+  options.fuseEpilogues = !noFuseEpilogues;
   options.lowerOnly = lowerOnly;
   options.quiet = quiet;
   return runCompile(options, llvm::outs());

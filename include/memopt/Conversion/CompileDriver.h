@@ -41,6 +41,8 @@ struct CompileOptions {
   std::string cudaArch = "sm_90";
   /// Every tensor gets its own arena slot (no reuse, no in-place).
   bool noPlan = false;
+  /// Run --memopt-fuse-epilogues (bias / activation into gemm and conv).
+  bool fuseEpilogues = true;
   /// The input is already planned MLIR: only lower it.
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.

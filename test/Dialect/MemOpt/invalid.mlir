@@ -661,3 +661,12 @@ func.func @constant_type() -> tensor<3xi64> {
   %0 = "memopt.constant"() {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<3xi64>
   return %0 : tensor<3xi64>
 }
+
+// -----
+
+func.func @gemm_activation(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+2 {{activation 'swish' is not one of none, relu, gelu, gelu_tanh}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.gemm %a, %b {activation = "swish"} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

@@ -22,6 +22,19 @@ static int64_t product(ArrayRef<int64_t> values) {
                          std::multiplies<int64_t>());
 }
 
+/// The fused activations conv and gemm accept (the runtime's Activation).
+/// A null attribute is the default (`none`): builders infer result types
+/// before default-valued properties are filled in.
+static LogicalResult verifyActivation(std::optional<Location> loc,
+                                      StringRef opName, StringAttr attr) {
+  StringRef activation = attr ? attr.getValue() : StringRef("none");
+  if (activation == "none" || activation == "relu" || activation == "gelu" ||
+      activation == "gelu_tanh")
+    return success();
+  return inferError(loc, opName, "activation '", activation,
+                    "' is not one of none, relu, gelu, gelu_tanh");
+}
+
 //===----------------------------------------------------------------------===//
 // MatMulOp
 //===----------------------------------------------------------------------===//
@@ -80,6 +93,9 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
                                        SmallVectorImpl<Type> &results) {
   if (failed(
           requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  if (failed(verifyActivation(loc, getOperationName(),
+                              adaptor.getActivationAttr())))
     return failure();
   auto a = cast<RankedTensorType>(adaptor.getA().getType());
   auto b = cast<RankedTensorType>(adaptor.getB().getType());
@@ -268,6 +284,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                 {"strides", adaptor.getStridesAttr()},
                                 {"pads", adaptor.getPadsAttr()},
                                 {"dilations", adaptor.getDilationsAttr()}})))
+    return failure();
+  if (failed(verifyActivation(loc, name, adaptor.getActivationAttr())))
     return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   auto w = cast<RankedTensorType>(adaptor.getW().getType());

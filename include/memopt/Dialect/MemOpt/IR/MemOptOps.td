@@ -284,6 +284,10 @@ def MemOpt_WhereOp : MemOpt_InferredOp<"where", [
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
+/// A fused epilogue activation (conv, gemm): none, relu, gelu (erf) or
+/// gelu_tanh, the runtime's `Activation`. Set by --memopt-fuse-epilogues.
+def MemOpt_ActivationAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
+
 def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
   let summary = "numpy matmul: batched, with broadcast batch dimensions";
   let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B);
@@ -298,13 +302,17 @@ def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
   let description = [{
     `A` and `B` are 2-D; `transA`/`transB` transpose them first. The optional
     `C` broadcasts unidirectionally to the [M, N] result.
+    Departs from ONNX: `activation` (`none`, `relu`, `gelu`, `gelu_tanh`),
+    set by --memopt-fuse-epilogues, is applied to the whole result (after C),
+    as cuBLASLt's epilogues do.
   }];
   let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B,
                        Optional<MemOpt_Tensor>:$C,
                        DefaultValuedAttr<F32Attr, "1.0">:$alpha,
                        DefaultValuedAttr<F32Attr, "1.0">:$beta,
                        DefaultValuedAttr<I64Attr, "0">:$transA,
-                       DefaultValuedAttr<I64Attr, "0">:$transB);
+                       DefaultValuedAttr<I64Attr, "0">:$transB,
+                       MemOpt_ActivationAttr:$activation);
   let results = (outs MemOpt_Tensor:$Y);
   let assemblyFormat = "$A `,` $B (`,` $C^)? attr-dict `:` "
                        "functional-type(operands, results)";
@@ -326,7 +334,8 @@ def MemOpt_ConvOp
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       MemOpt_ActivationAttr:$activation);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
                        "functional-type(operands, results)";

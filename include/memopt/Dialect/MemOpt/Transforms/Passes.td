@@ -39,6 +39,23 @@ def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptFuseEpilogues
+    : Pass<"memopt-fuse-epilogues", "::mlir::func::FuncOp"> {
+  let summary = "Fold bias adds and activations into gemm and conv";
+  let description = [{
+    Rewrites the elementwise tails of contractions into the contraction, so
+    that they run as the library call's epilogue and their intermediates need
+    no arena space: the eight-op tanh GELU of GPT-2-style exports becomes
+    `gelu {approximate = "tanh"}`; matmul with a 2-D right operand becomes a
+    2-D gemm between aliasing reshapes; a row-vector bias add becomes the
+    gemm's C; relu / gelu after a gemm or conv becomes the op's `activation`.
+    Only single-use intermediates are fused; one reshape between the
+    contraction and its tail is looked through. Runs the dialect's
+    canonicalization patterns too.
+  }];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let summary = "Reorder ops to lower the peak of live activation bytes";
   let description = [{
