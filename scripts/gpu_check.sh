@@ -19,7 +19,7 @@ nvidia-smi -L || echo "warning: nvidia-smi failed"
 EXTRA=()
 if ! ls /usr/include/cudnn.h /usr/local/include/cudnn.h \
         /usr/local/cuda/include/cudnn.h >/dev/null 2>&1; then
-  CUDNN_DIR=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
+  CUDNN_DIR=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)
   if [ -n "$CUDNN_DIR" ] && [ -f "$CUDNN_DIR/include/cudnn.h" ]; then
     mkdir -p "$BUILD/cudnn-lib"
     ln -sf "$(ls "$CUDNN_DIR"/lib/libcudnn.so* | head -1)" "$BUILD/cudnn-lib/libcudnn.so"

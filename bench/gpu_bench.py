@@ -1,0 +1,803 @@
+#!/usr/bin/env python3
+"""GPU benchmark: memopt's CUDA executables against PyTorch eager and torch.compile (issue 4).
+
+Five models at inference, each at batch 1 and at a realistic batch, fp32 with TF32 off on both
+sides: ResNet-50, MobileNetV3-large and ViT-B/16 (1 and 32 images of 3x224x224), BERT-base and
+GPT-2 small (1 x 512 and 8 x 512 tokens). For each: peak device memory beyond the weights,
+median latency, and memopt's CUDA output compared with its host backend.
+
+memopt-compile needs MLIR, which only the development machine has; PyTorch 2.x, transformers
+and the GPU only the device machine has. So the benchmark is four steps:
+
+  export   (device)  exports the ten graphs with torch.onnx's dynamo exporter, packs the graph
+                     files without their weights into OUT/graphs.tar.gz
+  torch    (device)  PyTorch eager and torch.compile timings and memory -> JSON
+  prepare  (here)    fills the graphs' weights (fill_weights.py), compiles each with
+                     memopt-compile --target cuda --emit source into the carry folder, and copies
+                     the runtime's source tree there
+  device   (device)  builds the runtime standalone and every program (CUDA and host), runs the
+                     CUDA executables (--bench), then the PyTorch baselines in the same run, then
+                     the host executables on the same seed and inputs and compares -> JSON
+  report   (here)    docs/gpu-benchmark.md and bench/results/gpu.json from the JSON files
+
+    # device call 1 (carry .dev-bench, after `prepare --src-only`):
+    python3 src/bench/gpu_bench.py export --out $OUT & python3 src/bench/gpu_bench.py torch ...
+    python3 bench/gpu_bench.py prepare --graphs DIR/graphs.tar.gz --dest /work/main/.dev-bench
+    # device call 2: cd .dev-bench && python3 src/bench/gpu_bench.py device --out $OUT
+    python3 bench/gpu_bench.py report --device-json DIR/device.json
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python", "models"))
+
+VISION = ["resnet50", "mobilenet_v3_large", "vit_b_16"]
+TEXT = ["bert_base", "gpt2"]
+MODELS = VISION + TEXT
+SEQ = 512
+BATCHES = {"vision": (1, 32), "text": (1, 8)}
+SEED = 1  # --random-weights and the input generator
+
+
+def family(model):
+    return "vision" if model in VISION else "text"
+
+
+def configs(models=MODELS):
+    """(config name, model, batch) for every model at batch 1 and its realistic batch."""
+    return [(f"{m}_b{b}", m, b) for m in models for b in BATCHES[family(m)]]
+
+
+def input_spec(model, batch):
+    """(input name, shape, numpy dtype name) of the single graph input."""
+    if family(model) == "vision":
+        return "input", (batch, 3, 224, 224), "float32"
+    return "input_ids", (batch, SEQ), "int64"
+
+
+def vocab(model):
+    return 30522 if model == "bert_base" else 50257
+
+
+def make_input(model, batch):
+    """The benchmark input, the same on every machine (numpy's generator seeded by SEED)."""
+    import numpy as np
+
+    name, shape, dtype = input_spec(model, batch)
+    rng = np.random.default_rng(SEED)
+    if dtype == "float32":
+        return name, rng.standard_normal(shape).astype(np.float32)
+    return name, rng.integers(0, vocab(model), size=shape, dtype=np.int64)
+
+
+def log_to(path):
+    handle = open(path, "a")
+
+    def say(text):
+        print(text, flush=True)
+        handle.write(text + "\n")
+        handle.flush()
+
+    return say
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch side (device machine)
+
+
+def build_torch_model(model, attn=None):
+    """The model in eval mode with random weights. attn: transformers' attn_implementation
+    (None = the library default; the export uses "eager" so the graph is MatMul + Softmax)."""
+    import torch
+
+    torch.manual_seed(0)
+    if model in VISION:
+        import torchvision
+
+        return getattr(torchvision.models, model)(weights=None).eval()
+    import transformers
+
+    extra = {"attn_implementation": attn} if attn else {}
+    if model == "bert_base":
+        config = transformers.BertConfig(**extra)  # 12 layers, 768, 12 heads, vocab 30522
+        inner = transformers.BertModel(config, add_pooling_layer=False)
+        field = "last_hidden_state"
+    else:
+        config = transformers.GPT2Config(**extra)  # 12 layers, 768, 12 heads, vocab 50257
+        inner = transformers.GPT2LMHeadModel(config)
+        field = "logits"
+
+    class Wrapped(torch.nn.Module):
+        """Plain tensor in, plain tensor out (no cache, no ModelOutput)."""
+
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+            self.attn_implementation = inner.config._attn_implementation
+
+        def forward(self, input_ids):
+            kwargs = {"use_cache": False} if field == "logits" else {}
+            return getattr(self.inner(input_ids=input_ids, return_dict=True, **kwargs), field)
+
+    return Wrapped().eval()
+
+
+def output_name(model):
+    return {"bert_base": "last_hidden_state", "gpt2": "logits"}.get(model, "logits")
+
+
+def export_one(name, model, batch, work):
+    """Exports one configuration (CPU) to work/NAME.onnx + external data."""
+    import onnx
+    import torch
+
+    import export_common
+
+    torch.set_num_threads(2)
+    module = build_torch_model(model, attn="eager")
+    input_name, array = make_input(model, batch)
+    tmp_dir = tempfile.mkdtemp(prefix=f"export_{name}_")
+    tmp = os.path.join(tmp_dir, f"{name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(module, (torch.from_numpy(array),), tmp, dynamo=True,
+                          external_data=True, input_names=[input_name],
+                          output_names=[output_name(model)])
+    proto = onnx.load(tmp)
+    path = os.path.join(work, f"{name}.onnx")
+    graph_bytes, data_bytes = export_common.save_with_external_data(proto, path)
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    ops = export_common.op_types(proto)
+    print(json.dumps({"name": name, "graph_bytes": graph_bytes, "data_bytes": data_bytes,
+                      "nodes": len(proto.graph.node), "ops": ops}))
+
+
+def cmd_export(args):
+    """Exports every configuration, `--jobs` at a time, each in its own process so that one
+    failure leaves the others; packs the graph files (no .data) into OUT/graphs.tar.gz."""
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="gpu_bench_export_")
+    say = log_to(os.path.join(args.out, "export_log.txt"))
+    pending = [c for c in configs(args.models) if not args.only or c[0] in args.only]
+    running, done, start = [], [], time.time()
+    while pending or running:
+        while pending and len(running) < args.jobs:
+            name, model, batch = pending.pop(0)
+            proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "export-one", name, model, str(batch),
+                 work], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            running.append((name, proc, time.time()))
+        time.sleep(0.5)
+        for item in list(running):
+            name, proc, begun = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            text = proc.stdout.read()
+            if proc.returncode == 0:
+                info = json.loads(text.strip().splitlines()[-1])
+                done.append(name)
+                say(f"ok   {name}: {info['nodes']} nodes, graph {info['graph_bytes']} B, "
+                    f"data {info['data_bytes']} B, {time.time() - begun:.1f} s, "
+                    f"ops {','.join(info['ops'])}")
+            else:
+                say(f"FAIL {name} (exit {proc.returncode}):\n{text[-3000:]}")
+    archive = os.path.join(args.out, "graphs.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in done:
+            tar.add(os.path.join(work, f"{name}.onnx"), arcname=f"{name}.onnx")
+    say(f"exported {len(done)} graphs in {time.time() - start:.1f} s -> {archive}")
+    return 0 if done else 1
+
+
+def torch_environment():
+    import torch
+
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(0)}
+    for package in ("torchvision", "transformers", "onnx", "onnxscript"):
+        try:
+            env[package] = __import__(package).__version__
+        except Exception as error:  # noqa: BLE001 - recorded, not fatal
+            env[package] = f"unavailable ({error})"
+    try:
+        env["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return env
+
+
+def top_kernels(prof, count=8):
+    """The `count` kernels with the most device time in a torch.profiler run, per run."""
+    rows = []
+    for event in prof.key_averages():
+        device_us = getattr(event, "self_device_time_total", None)
+        if device_us is None:
+            device_us = getattr(event, "self_cuda_time_total", 0)
+        if device_us > 0 and event.key and not event.key.startswith("ProfilerStep"):
+            rows.append((device_us, event.key, event.count))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    return {"total_us": total,
+            "kernels": [{"name": key[:160], "us": us, "calls": calls}
+                        for us, key, calls in rows[:count]]}
+
+
+def torch_measure(fn, x, weight_bytes, runs, profile):
+    """Peak memory beyond weights (max_memory_allocated during one run minus parameter and
+    buffer bytes) and the median latency of `runs` runs (CUDA events, synchronized each run)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    y = fn(x)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    peak_reserved = torch.cuda.max_memory_reserved()
+    del y
+    for _ in range(10):
+        fn(x)
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn(x)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    result = {"median_ms": statistics.median(times), "min_ms": min(times),
+              "max_ms": max(times), "runs": runs,
+              "peak_beyond_weights_bytes": peak - weight_bytes,
+              "resident_before_bytes": before, "peak_allocated_bytes": peak,
+              "peak_reserved_bytes": peak_reserved}
+    if profile:
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                fn(x)
+            torch.cuda.synchronize()
+        result["profile"] = top_kernels(prof)
+        result["profile"]["runs"] = 3
+    return result
+
+
+def cmd_torch(args):
+    """PyTorch eager and torch.compile (default mode, dynamic=False) for each configuration."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.benchmark = True  # like memopt's per-call-site algorithm search
+    torch._dynamo.config.cache_size_limit = 64
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    say = log_to(args.log) if args.log else print
+    results = {"environment": torch_environment(), "settings": {
+        "allow_tf32": False, "cudnn_benchmark": True, "compile_mode": "default",
+        "dynamic": False, "inference_mode": True, "runs": args.runs}, "configs": {}}
+    deadline = time.time() + args.budget_s
+    selected = [c for c in configs(args.models) if not args.only or c[0] in args.only]
+    by_model = {}
+    for name, model, batch in selected:
+        by_model.setdefault(model, []).append((name, batch))
+
+    def save():
+        with open(args.out, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+    for model, entries in by_model.items():
+        module = build_torch_model(model).cuda()
+        weight_bytes = sum(t.numel() * t.element_size()
+                           for t in list(module.parameters()) + list(module.buffers()))
+        for name, batch in entries:
+            entry = {"model": model, "batch": batch, "weight_bytes": weight_bytes}
+            if model in TEXT:
+                entry["attn_implementation"] = module.attn_implementation
+            _, array = make_input(model, batch)
+            x = torch.from_numpy(array).cuda()
+            profile = args.profile and batch > 1
+            for mode in ("eager", "compile"):
+                if time.time() > deadline:
+                    entry[mode] = {"error": "time budget spent"}
+                    continue
+                try:
+                    with torch.inference_mode():
+                        fn = module
+                        if mode == "compile":
+                            torch._dynamo.reset()
+                            fn = torch.compile(module, dynamic=False)
+                        begin = time.time()
+                        fn(x)
+                        torch.cuda.synchronize()
+                        first_s = time.time() - begin
+                        entry[mode] = torch_measure(fn, x, weight_bytes, args.runs, profile)
+                        entry[mode]["first_call_s"] = first_s
+                    say(f"torch {name} {mode}: {entry[mode]['median_ms']:.3f} ms, beyond weights "
+                        f"{entry[mode]['peak_beyond_weights_bytes'] / 2**20:.1f} MiB, "
+                        f"first call {first_s:.1f} s")
+                except Exception as error:  # noqa: BLE001 - recorded per configuration
+                    entry[mode] = {"error": f"{type(error).__name__}: {str(error)[:1500]}"}
+                    say(f"torch {name} {mode}: FAILED {entry[mode]['error'][:300]}")
+                torch._dynamo.reset()
+                torch.cuda.empty_cache()
+            results["configs"][name] = entry
+            del x
+            save()
+        del module
+        torch.cuda.empty_cache()
+    save()
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# memopt side: prepare (here)
+
+
+def copy_source_tree(dest):
+    """The runtime's sources (lib/Runtime, include, unittests/Runtime, test/GPU inputs,
+    scripts, this bench and python/models), for the standalone build on the device."""
+    src = os.path.join(dest, "src")
+    shutil.rmtree(src, ignore_errors=True)
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    keep = ("lib/Runtime/", "include/memopt/Runtime/", "unittests/Runtime/", "test/GPU/",
+            "scripts/", "bench/", "python/models/")
+    for path in files:
+        if path.startswith(keep) and os.path.exists(os.path.join(REPO, path)):
+            target = os.path.join(src, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(REPO, path), target)
+
+
+def cmd_prepare(args):
+    import fill_weights
+
+    dest = os.path.abspath(args.dest)
+    os.makedirs(dest, exist_ok=True)
+    copy_source_tree(dest)
+    if args.src_only:
+        print(f"copied the source tree to {dest}/src")
+        return 0
+    programs = os.path.join(dest, "programs")
+    shutil.rmtree(programs, ignore_errors=True)
+    os.makedirs(programs)
+    compile_bin = os.path.join(os.path.abspath(args.build), "bin", "memopt-compile")
+    scratch = tempfile.mkdtemp(prefix="gpu_bench_prepare_")
+    with tarfile.open(args.graphs) as tar:
+        tar.extractall(os.path.join(scratch, "graphs"))
+    summary = {}
+    for name, model, batch in configs():
+        graph = os.path.join(scratch, "graphs", f"{name}.onnx")
+        if args.only and name not in args.only:
+            continue
+        if not os.path.exists(graph):
+            summary[name] = {"error": "graph not exported"}
+            print(f"{name}: no graph")
+            continue
+        filled_dir = os.path.join(scratch, "filled", name)
+        os.makedirs(filled_dir, exist_ok=True)
+        fill_weights.fill(graph, filled_dir, log=open(os.devnull, "w"))
+        out = os.path.join(scratch, "out", name)
+        os.makedirs(out, exist_ok=True)
+        command = [compile_bin, os.path.join(filled_dir, f"{name}.onnx"), "-o",
+                   os.path.join(out, name), "--target", "cuda", "--emit", "source",
+                   "--arch", "sm_90", "--report", os.path.join(out, "report.json")]
+        command += args.extra
+        begin = time.time()
+        proc = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.time() - begin
+        if proc.returncode != 0:
+            message = (proc.stderr or proc.stdout).strip()
+            summary[name] = {"error": message[-2000:], "command": " ".join(command[1:])}
+            print(f"{name}: memopt-compile FAILED ({seconds:.1f} s)\n{message[-2000:]}")
+        else:
+            shutil.copy(os.path.join(out, f"{name}.cpp"), programs)
+            report = json.load(open(os.path.join(out, "report.json")))
+            summary[name] = {"compile_s": seconds, "report": report,
+                             "source_bytes": os.path.getsize(os.path.join(out, f"{name}.cpp")),
+                             "command": "memopt-compile GRAPH.onnx " + " ".join(command[3:])}
+            print(f"{name}: ok in {seconds:.1f} s, source "
+                  f"{summary[name]['source_bytes'] / 2**20:.2f} MiB")
+        shutil.rmtree(filled_dir, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    with open(os.path.join(dest, "prepare.json"), "w") as handle:
+        json.dump(summary, handle, indent=1)
+    return 0 if any("error" not in s for s in summary.values()) else 1
+
+
+# ----------------------------------------------------------------------------------------------
+# memopt side: device
+
+
+def cudnn_paths():
+    """(include dir, library dir) of cuDNN: system headers first, else PyTorch's pip wheel."""
+    for include in ("/usr/include", "/usr/local/include", "/usr/local/cuda/include"):
+        if os.path.exists(os.path.join(include, "cudnn.h")):
+            return None, None
+    import nvidia.cudnn
+
+    base = list(nvidia.cudnn.__path__)[0]  # a namespace package: no __file__
+    return os.path.join(base, "include"), os.path.join(base, "lib")
+
+
+MEMORY_FIELDS = ("arena_bytes", "weight_bytes", "io_bytes", "workspace_bytes",
+                 "device_peak_used_bytes", "device_total_bytes")
+
+
+def parse_bench(text):
+    """The executable's `bench:` and `memory:` lines as numbers."""
+    result = {}
+    bench = re.search(r"bench: backend=(\S+) runs=(\d+) median_ms=(\S+) min_ms=(\S+) "
+                      r"max_ms=(\S+)", text)
+    if bench:
+        result.update(backend=bench.group(1), runs=int(bench.group(2)),
+                      median_ms=float(bench.group(3)), min_ms=float(bench.group(4)),
+                      max_ms=float(bench.group(5)))
+    memory = re.search(r"memory: (.*)", text)
+    if memory:
+        for key, value in re.findall(r"(\w+)=(\d+)", memory.group(1)):
+            result[key] = int(value)
+    if "arena_bytes" in result:
+        # Everything the executable allocates besides the weight region.
+        result["beyond_weights_bytes"] = (result["arena_bytes"] + result["io_bytes"] +
+                                          result["workspace_bytes"])
+    return result
+
+
+def compare_outputs(cuda_file, host_file):
+    import numpy as np
+
+    a = np.load(cuda_file).astype(np.float64)
+    b = np.load(host_file).astype(np.float64)
+    if a.shape != b.shape:
+        return {"error": f"shape {a.shape} vs {b.shape}"}
+    diff = float(np.linalg.norm(a - b))
+    return {"rel_l2": diff / max(float(np.linalg.norm(b)), 1e-30),
+            "max_abs": float(np.max(np.abs(a - b))), "ref_max_abs": float(np.max(np.abs(b))),
+            "finite": bool(np.isfinite(a).all() and np.isfinite(b).all())}
+
+
+def cmd_device(args):
+    """Runs from the carry folder (cwd): src/, programs/."""
+    import numpy as np
+
+    begin_all = time.time()
+    root = os.getcwd()
+    src = os.path.join(root, "src")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    say = log_to(os.path.join(out, "device_log.txt"))
+    work = args.work
+    os.makedirs(work, exist_ok=True)
+    results = {"configs": {}, "phases": {}}
+    result_path = os.path.join(out, "device.json")
+
+    def save():
+        with open(result_path, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+    names = [c for c in configs() if os.path.exists(os.path.join(root, "programs",
+                                                                 f"{c[0]}.cpp"))]
+    if args.only:
+        names = [c for c in names if c[0] in args.only]
+    say(f"programs: {', '.join(n for n, _, _ in names)}")
+
+    # 1. The runtime (standalone, sm_90) through scripts/gpu_check.sh, which also runs the
+    # kernel suite and the example program on both backends (the GPU lit-equivalent checks);
+    # meanwhile each generated program compiles to one object (the source is the same for
+    # both backends: only the link differs).
+    rt = os.path.join(work, "rt")
+    env = dict(os.environ, JOBS=str(args.jobs), CUDA_ARCH="90", SKIP_PERF="1")
+    begin = time.time()
+    check_log = open(os.path.join(out, "gpu_check_log.txt"), "w")
+    check = subprocess.Popen(["bash", os.path.join(src, "scripts", "gpu_check.sh"), rt],
+                             stdout=check_log, stderr=subprocess.STDOUT, env=env)
+    include = os.path.join(src, "include")
+    objects = {}
+    compiles = []
+    for name, _, _ in names:
+        obj = os.path.join(work, f"{name}.o")
+        objects[name] = obj
+        compiles.append((name, subprocess.Popen(
+            ["g++", "-std=c++17", "-O2", "-c", os.path.join(root, "programs", f"{name}.cpp"),
+             f"-I{include}", "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)))
+    for name, proc in compiles:
+        text = proc.communicate()[0]
+        if proc.returncode != 0:
+            results["configs"].setdefault(name, {})["build_error"] = text[-2000:]
+            say(f"{name}: object FAILED\n{text[-2000:]}")
+    results["phases"]["objects_s"] = time.time() - begin
+    check.wait()
+    check_log.close()
+    results["phases"]["runtime_and_check_s"] = time.time() - begin
+    check_text = open(os.path.join(out, "gpu_check_log.txt")).read()
+    results["gpu_check"] = {"exit": check.returncode,
+                            "passed": "GPU CHECK PASSED" in check_text,
+                            "tail": check_text[-1500:]}
+    say(f"gpu_check.sh: exit {check.returncode} after {time.time() - begin:.0f} s")
+    save()
+
+    # 2. Link the CUDA and host executables.
+    cudnn_include, cudnn_lib = cudnn_paths()
+    lib = lambda n: os.path.join(rt, f"libmemopt_runtime_{n}.a")  # noqa: E731
+    links = []
+    for name, _, _ in names:
+        if "build_error" in results["configs"].get(name, {}):
+            continue
+        cuda_exe = os.path.join(work, f"{name}.cuda")
+        host_exe = os.path.join(work, f"{name}.host")
+        cuda_cmd = ["nvcc", "-arch=sm_90", objects[name], lib("main"), lib("driver"),
+                    lib("cuda"), lib("common"), "-lcublasLt", "-lcudnn", "-o", cuda_exe]
+        if cudnn_lib:
+            cuda_cmd[1:1] = [f"-L{cudnn_lib}"]
+        host_cmd = ["g++", objects[name], lib("main"), lib("driver"), lib("host"), lib("common"),
+                    "-lpthread", "-o", host_exe]
+        for kind, command in (("cuda", cuda_cmd), ("host", host_cmd)):
+            links.append((name, kind, subprocess.Popen(command, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.STDOUT, text=True)))
+    for name, kind, proc in links:
+        text = proc.communicate()[0]
+        if proc.returncode != 0:
+            results["configs"].setdefault(name, {})["build_error"] = f"{kind} link: {text[-2000:]}"
+            say(f"{name}: {kind} link FAILED\n{text[-2000:]}")
+    results["phases"]["build_s"] = time.time() - begin
+    if cudnn_lib:
+        os.environ["LD_LIBRARY_PATH"] = cudnn_lib + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+
+    # 3. Inputs (numpy, seeded) and the CUDA runs, one at a time, GPU otherwise idle.
+    for name, model, batch in names:
+        entry = results["configs"].setdefault(name, {})
+        entry.update(model=model, batch=batch)
+        input_name, array = make_input(model, batch)
+        input_file = os.path.join(work, f"{name}.input.npy")
+        np.save(input_file, array)
+        if "build_error" in entry:
+            continue
+        out_dir = os.path.join(work, "outputs", name, "cuda")
+        os.makedirs(out_dir, exist_ok=True)
+        command = [os.path.join(work, f"{name}.cuda"), "--random-weights", str(SEED),
+                   "--input", f"{input_name}={input_file}", "--output-dir", out_dir,
+                   "--bench", str(args.runs)]
+        started = time.time()
+        proc = subprocess.run(command, capture_output=True, text=True)
+        entry["cuda_wall_s"] = time.time() - started
+        if proc.returncode != 0:
+            entry["cuda_error"] = (proc.stderr + proc.stdout)[-2000:]
+            say(f"{name}: cuda run FAILED: {entry['cuda_error'][-500:]}")
+            continue
+        entry["memopt"] = parse_bench(proc.stdout)
+        m = entry["memopt"]
+        say(f"memopt {name}: {m.get('median_ms', float('nan')):.3f} ms, beyond weights "
+            f"{m.get('beyond_weights_bytes', 0) / 2**20:.1f} MiB (arena "
+            f"{m.get('arena_bytes', 0) / 2**20:.1f}, io {m.get('io_bytes', 0) / 2**20:.1f}, "
+            f"workspace {m.get('workspace_bytes', 0) / 2**20:.1f}), device peak "
+            f"{m.get('device_peak_used_bytes', 0) / 2**20:.0f} MiB")
+        save()
+    results["phases"]["memopt_runs_s"] = time.time() - begin
+
+    # 4. PyTorch eager and torch.compile on the same GPU, in a child process (so that its
+    # caching allocator is gone before anything else runs).
+    if not args.skip_torch:
+        torch_json = os.path.join(out, "torch.json")
+        budget = max(60, args.deadline_s - (time.time() - begin_all) - args.host_reserve_s)
+        command = [sys.executable, os.path.abspath(__file__), "torch", "--out", torch_json,
+                   "--log", os.path.join(out, "device_log.txt"), "--runs", str(args.runs),
+                   "--budget-s", str(budget)]
+        if args.profile:
+            command.append("--profile")
+        if args.only:
+            command += ["--only"] + args.only
+        subprocess.run(command)
+        results["phases"]["torch_s"] = time.time() - begin
+
+    # 5. The host executables on the same seed and inputs, in parallel, until the deadline;
+    # batch 1 first (the realistic batches are 8-32x the work for a single-threaded backend).
+    order = sorted((c for c in names if "build_error" not in results["configs"][c[0]]
+                    and "memopt" in results["configs"][c[0]]), key=lambda c: c[2])
+    if args.host_batch1_only:
+        order = [c for c in order if c[2] == 1]
+    running = []
+    deadline = begin_all + args.deadline_s
+    while order or running:
+        while order and len(running) < args.host_jobs:
+            name, model, batch = order.pop(0)
+            input_name, _ = input_spec(model, batch)
+            out_dir = os.path.join(work, "outputs", name, "host")
+            os.makedirs(out_dir, exist_ok=True)
+            command = [os.path.join(work, f"{name}.host"), "--random-weights", str(SEED),
+                       "--input", f"{input_name}={os.path.join(work, name + '.input.npy')}",
+                       "--output-dir", out_dir]
+            running.append((name, model, subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                time.time()))
+        time.sleep(0.5)
+        for item in list(running):
+            name, model, proc, started = item
+            entry = results["configs"][name]
+            if proc.poll() is None:
+                if time.time() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    running.remove(item)
+                    entry["host_check"] = {"error": f"host run unfinished after "
+                                           f"{time.time() - started:.0f} s (deadline)"}
+                    say(f"{name}: host run stopped at the deadline")
+                continue
+            running.remove(item)
+            text = proc.stdout.read()
+            if proc.returncode != 0:
+                entry["host_check"] = {"error": text[-1500:]}
+                continue
+            file = output_name(model).replace("/", "_") + ".npy"
+            entry["host_check"] = compare_outputs(
+                os.path.join(work, "outputs", name, "cuda", file),
+                os.path.join(work, "outputs", name, "host", file))
+            entry["host_check"]["host_s"] = time.time() - started
+            say(f"{name}: CUDA vs host rel L2 {entry['host_check'].get('rel_l2', float('nan')):.2e}"
+                f" (host run {time.time() - started:.0f} s)")
+            save()
+        if not order and time.time() > deadline:
+            order = []
+    for name, _, _ in names:
+        entry = results["configs"][name]
+        if "memopt" in entry and "host_check" not in entry:
+            entry["host_check"] = {"error": "not run (deadline)"}
+    results["phases"]["total_s"] = time.time() - begin_all
+    save()
+    say(f"device step done in {time.time() - begin_all:.0f} s")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# report (here)
+
+
+def mib(n):
+    return f"{n / 2**20:.1f}"
+
+
+def cmd_report(args):
+    device = json.load(open(args.device_json))
+    torch_res = json.load(open(args.torch_json))
+    prepare = json.load(open(args.prepare_json)) if args.prepare_json else {}
+    notes = open(args.notes).read() if args.notes else ""
+    env = torch_res.get("environment", {})
+    rows, merged = [], {}
+    for name, model, batch in configs():
+        d = device["configs"].get(name, {})
+        t = torch_res["configs"].get(name, {})
+        m = d.get("memopt", {})
+        eager, comp = t.get("eager", {}), t.get("compile", {})
+        record = {"model": model, "batch": batch, "memopt": m, "eager": eager,
+                  "compile": comp, "host_check": d.get("host_check"),
+                  "weight_bytes_torch": t.get("weight_bytes"),
+                  "prepare": {k: v for k, v in prepare.get(name, {}).items() if k != "report"}}
+        for key in ("build_error", "cuda_error"):
+            if key in d:
+                record[key] = d[key]
+        merged[name] = record
+        shape = "x".join(map(str, input_spec(model, batch)[1]))
+
+        def lat(r):
+            return f"{r['median_ms']:.3f}" if "median_ms" in r else "—"
+
+        def mem(r, key):
+            return mib(r[key]) if key in r else "—"
+
+        ratio = (f"{m['median_ms'] / comp['median_ms']:.2f}"
+                 if "median_ms" in m and "median_ms" in comp else "—")
+        check = d.get("host_check") or {}
+        check_text = (f"{check['rel_l2']:.1e}" if "rel_l2" in check else
+                      ("not run" if "error" in check else "—"))
+        verdict = "—"
+        if "beyond_weights_bytes" in m and "peak_beyond_weights_bytes" in eager and \
+                "peak_beyond_weights_bytes" in comp and "median_ms" in comp:
+            mem_ok = m["beyond_weights_bytes"] < min(eager["peak_beyond_weights_bytes"],
+                                                     comp["peak_beyond_weights_bytes"])
+            lat_ok = m["median_ms"] <= 1.25 * comp["median_ms"]
+            verdict = ("yes" if mem_ok and lat_ok else
+                       "no (" + ", ".join(w for w, ok in (("memory", mem_ok), ("latency", lat_ok))
+                                          if not ok) + ")")
+            record["meets_goal"] = mem_ok and lat_ok
+        rows.append(f"| {model} | {shape} | {mem(m, 'beyond_weights_bytes')} | "
+                    f"{mem(eager, 'peak_beyond_weights_bytes')} | "
+                    f"{mem(comp, 'peak_beyond_weights_bytes')} | {lat(m)} | {lat(eager)} | "
+                    f"{lat(comp)} | {ratio} | {mem(m, 'device_peak_used_bytes')} | "
+                    f"{check_text} | {verdict if batch > 1 else '(batch 1)'} |")
+    os.makedirs(os.path.dirname(args.json_out), exist_ok=True)
+    with open(args.json_out, "w") as handle:
+        json.dump({"environment": env, "torch_settings": torch_res.get("settings"),
+                   "phases": device.get("phases"), "gpu_check": device.get("gpu_check"),
+                   "configs": merged}, handle, indent=1)
+    header = ("| model | input | memopt beyond weights | eager beyond weights | "
+              "compile beyond weights | memopt ms | eager ms | compile ms | memopt / compile | "
+              "memopt device peak | CUDA vs host (rel. L2) | goal met |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    text = open(args.template).read()
+    text = text.replace("@TABLE@", header + "\n" + "\n".join(rows))
+    text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()))
+    text = text.replace("@NOTES@", notes.strip())
+    with open(args.doc_out, "w") as handle:
+        handle.write(text)
+    print("\n".join([header] + rows))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("export")
+    p.add_argument("--out", required=True)
+    p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--jobs", type=int, default=4)
+    p = sub.add_parser("export-one")
+    p.add_argument("name")
+    p.add_argument("model")
+    p.add_argument("batch", type=int)
+    p.add_argument("work")
+    p = sub.add_parser("torch")
+    p.add_argument("--out", required=True)
+    p.add_argument("--log")
+    p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--budget-s", type=float, default=480)
+    p.add_argument("--profile", action="store_true",
+                   help="torch.profiler's top kernels at the realistic batch")
+    p = sub.add_parser("prepare")
+    p.add_argument("--graphs")
+    p.add_argument("--dest", required=True)
+    p.add_argument("--build", default=os.path.join(REPO, "build"))
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--src-only", action="store_true")
+    p.add_argument("extra", nargs="*", help="more memopt-compile flags (after --)")
+    p = sub.add_parser("device")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/gpu_bench")
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--jobs", type=int, default=16)
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--host-jobs", type=int, default=10)
+    p.add_argument("--host-batch1-only", action="store_true")
+    p.add_argument("--deadline-s", type=float, default=560)
+    p.add_argument("--host-reserve-s", type=float, default=150)
+    p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--profile", action="store_true")
+    p = sub.add_parser("report")
+    p.add_argument("--device-json", required=True)
+    p.add_argument("--torch-json", required=True)
+    p.add_argument("--prepare-json")
+    p.add_argument("--notes")
+    p.add_argument("--template", default=os.path.join(REPO, "bench", "gpu_bench_template.md"))
+    p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "gpu-benchmark.md"))
+    p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "gpu.json"))
+    args = parser.parse_args(argv)
+    if args.command == "export-one":
+        return export_one(args.name, args.model, args.batch, args.work) or 0
+    return {"export": cmd_export, "torch": cmd_torch, "prepare": cmd_prepare,
+            "device": cmd_device, "report": cmd_report}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
