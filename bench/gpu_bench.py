@@ -717,6 +717,154 @@ def cmd_device(args):
     return 0
 
 
+def ncu_kernels(command, ncu, log_path):
+    """Per-kernel device time of one eager run of a memopt executable under Nsight Compute
+    (gpu__time_duration.sum, caches and clocks left alone), summed by kernel name."""
+    import csv
+
+    full = [ncu, "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
+            "--cache-control", "none", "--clock-control", "none", "--log-file", log_path] + command
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True)
+    except OSError as error:
+        return {"error": f"cannot run {ncu}: {error}"}
+    rows = list(csv.reader(open(log_path))) if os.path.exists(log_path) else []
+    header = next((i for i, row in enumerate(rows) if row[:1] == ["ID"]), None)
+    if header is None:
+        return {"error": (proc.stderr + proc.stdout)[-1500:]}
+    columns = rows[header]
+    name_col, value_col = columns.index("Kernel Name"), columns.index("Metric Value")
+    by_name, total, count = {}, 0.0, 0
+    for row in rows[header + 1:]:
+        if len(row) <= value_col:
+            continue
+        ns = float(row[value_col].replace(",", ""))
+        name = re.sub(r"\(.*", "", row[name_col])[:120]
+        calls, sum_ns = by_name.get(name, (0, 0.0))
+        by_name[name] = (calls + 1, sum_ns + ns)
+        total += ns
+        count += 1
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])
+    return {"kernels": count, "total_ms": total / 1e6,
+            "top": [{"name": n, "calls": c, "ms": t / 1e6} for n, (c, t) in top[:12]]}
+
+
+def cmd_extra(args):
+    """Second device call: relinks from OUT/built.tar.gz of `device --pack`, profiles memopt's
+    eager run of --profile configurations with Nsight Compute, and runs the host checks that
+    the first call had no time for (--host), comparing with fresh CUDA outputs."""
+    import numpy as np
+
+    begin_all = time.time()
+    root = os.getcwd()
+    src = os.path.join(root, "src")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    say = log_to(os.path.join(out, "extra_log.txt"))
+    work = args.work
+    os.makedirs(work, exist_ok=True)
+    with tarfile.open(os.path.join(root, "built.tar.gz")) as tar:
+        tar.extractall(work)
+    results = {"profiles": {}, "host_checks": {}}
+    result_path = os.path.join(out, "extra.json")
+
+    def save():
+        with open(result_path, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+    table = {c[0]: c for c in configs()}
+    wanted = sorted(set(args.profile) | set(args.host))
+    rt_host = os.path.join(work, "rt-host")
+    subprocess.run(f"cmake -S {src}/lib/Runtime -B {rt_host} -G Ninja -DCMAKE_BUILD_TYPE=Release "
+                   f"-DMEMOPT_ENABLE_CUDA=OFF >/dev/null && cmake --build {rt_host} -j 16 "
+                   "--target memopt_runtime_main memopt_runtime_host >/dev/null", shell=True)
+    _, cudnn_lib = cudnn_paths()
+    link_dir = os.path.join(work, "cudnn-lib")
+    os.makedirs(link_dir, exist_ok=True)
+    if cudnn_lib:
+        found = sorted(f for f in os.listdir(cudnn_lib) if f.startswith("libcudnn.so"))
+        if found and not os.path.exists(os.path.join(link_dir, "libcudnn.so")):
+            os.symlink(os.path.join(cudnn_lib, found[0]), os.path.join(link_dir, "libcudnn.so"))
+        os.environ["LD_LIBRARY_PATH"] = cudnn_lib + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    lib = lambda d, n: os.path.join(work, d, f"libmemopt_runtime_{n}.a")  # noqa: E731
+
+    def link_done(key, code, text, seconds):
+        if code != 0:
+            say(f"{key}: link FAILED {text[-1500:]}")
+
+    jobs = []
+    for name in wanted:
+        obj = os.path.join(work, "obj", f"{name}.o")
+        jobs.append(((name, "cuda"), ["nvcc", "-arch=sm_90", f"-L{link_dir}", obj,
+                                      lib("rt", "main"), lib("rt", "driver"), lib("rt", "cuda"),
+                                      lib("rt", "common"), "-lcublasLt", "-lcudnn", "-o",
+                                      os.path.join(work, f"{name}.cuda")]))
+        if name in args.host:
+            jobs.append(((name, "host"), ["g++", obj, lib("rt-host", "main"),
+                                          lib("rt-host", "driver"), lib("rt-host", "host"),
+                                          lib("rt-host", "common"), "-lpthread", "-o",
+                                          os.path.join(work, f"{name}.host")]))
+    run_parallel(jobs, 16, begin_all + 300, link_done, say)
+    results["link_s"] = time.time() - begin_all
+
+    def io_args(name, kind):
+        _, model, batch = table[name]
+        input_file = os.path.join(work, f"{name}.input.npy")
+        if not os.path.exists(input_file):
+            np.save(input_file, make_input(model, batch)[1])
+        out_dir = os.path.join(work, "outputs", name, kind)
+        os.makedirs(out_dir, exist_ok=True)
+        return ["--random-weights", str(SEED), "--input",
+                f"{input_spec(model, batch)[0]}={input_file}", "--output-dir", out_dir]
+
+    # Host runs in the background (CPU) while the GPU profiles run.
+    host_procs = {}
+    for name in args.host:
+        host_procs[name] = (subprocess.Popen(
+            [os.path.join(work, f"{name}.host")] + io_args(name, "host"),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), time.time())
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    for name in args.profile:
+        started = time.time()
+        results["profiles"][name] = profile = ncu_kernels(
+            [os.path.join(work, f"{name}.cuda")] + io_args(name, "ncu"), ncu,
+            os.path.join(work, f"{name}.ncu.csv"))
+        profile["seconds"] = time.time() - started
+        say(f"ncu {name}: {profile.get('kernels')} kernels, "
+            f"{profile.get('total_ms', float('nan')):.2f} ms in {profile['seconds']:.0f} s")
+        for row in profile.get("top", [])[:6]:
+            say(f"    {row['ms']:8.3f} ms  x{row['calls']:<4d} {row['name']}")
+        save()
+    for name in args.host:
+        exe = os.path.join(work, f"{name}.cuda")
+        proc = subprocess.run([exe] + io_args(name, "cuda"), capture_output=True,
+                              text=True) if os.path.exists(exe) else None
+        if proc is None or proc.returncode != 0:
+            say(f"{name}: cuda run FAILED {proc.stderr[-500:] if proc else 'no executable'}")
+    for name, (proc, started) in host_procs.items():
+        remaining = begin_all + args.deadline_s - time.time()
+        try:
+            proc.wait(timeout=max(1.0, remaining))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            results["host_checks"][name] = {"error": "host run unfinished at the deadline "
+                                            f"({time.time() - started:.0f} s)"}
+            say(f"{name}: host run unfinished")
+            continue
+        model = table[name][1]
+        file = output_name(model) + ".npy"
+        check = compare_outputs(os.path.join(work, "outputs", name, "cuda", file),
+                                os.path.join(work, "outputs", name, "host", file))
+        check["host_s"] = round(time.time() - started, 1)
+        results["host_checks"][name] = check
+        say(f"{name}: CUDA vs host rel L2 {check.get('rel_l2', float('nan')):.2e} "
+            f"(host {check['host_s']} s)")
+        save()
+    save()
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------
 # report (here)
 
@@ -838,6 +986,12 @@ def main(argv=None):
                    help="write OUT/built.tar.gz (runtime libraries and program objects)")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--profile", action="store_true")
+    p = sub.add_parser("extra")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/gpu_bench_extra")
+    p.add_argument("--profile", nargs="*", default=[])
+    p.add_argument("--host", nargs="*", default=[])
+    p.add_argument("--deadline-s", type=float, default=540)
     p = sub.add_parser("report")
     p.add_argument("--device-json", required=True)
     p.add_argument("--torch-json", required=True)
@@ -850,7 +1004,7 @@ def main(argv=None):
     if args.command == "export-one":
         return export_one(args.name, args.model, args.batch, args.work) or 0
     return {"export": cmd_export, "torch": cmd_torch, "prepare": cmd_prepare,
-            "device": cmd_device, "report": cmd_report}[args.command](args)
+            "device": cmd_device, "extra": cmd_extra, "report": cmd_report}[args.command](args)
 
 
 if __name__ == "__main__":
