@@ -7,7 +7,7 @@ GPT-2 small (1 x 512 and 8 x 512 tokens). For each: peak device memory beyond th
 median latency, and memopt's CUDA output compared with its host backend.
 
 memopt-compile needs MLIR, which only the development machine has; PyTorch 2.x, transformers
-and the GPU only the device machine has. So the benchmark is four steps:
+and the GPU only the device machine has. So the benchmark is split in steps:
 
   export   (device)  exports the ten graphs with torch.onnx's dynamo exporter, packs the graph
                      files without their weights into OUT/graphs.tar.gz
@@ -15,16 +15,30 @@ and the GPU only the device machine has. So the benchmark is four steps:
   prepare  (here)    fills the graphs' weights (fill_weights.py), compiles each with
                      memopt-compile --target cuda --emit source into the carry folder, and copies
                      the runtime's source tree there
-  device   (device)  builds the runtime standalone and every program (CUDA and host), runs the
-                     CUDA executables (--bench), then the PyTorch baselines in the same run, then
-                     the host executables on the same seed and inputs and compares -> JSON
+  device   (device)  builds the runtime standalone (with scripts/gpu_check.sh's checks) and every
+                     program (CUDA and host); runs the host executables while the GPU is idle
+                     (batch 1 first, until a cap), then the CUDA executables (--bench) one at a
+                     time, then the PyTorch baselines in the same run; compares CUDA with host
+                     outputs on the same seed and inputs -> JSON
+  extra    (device)  a later call: Nsight Compute kernel profiles of memopt's eager run, and
+                     host checks the first call had no time for
   report   (here)    docs/gpu-benchmark.md and bench/results/gpu.json from the JSON files
 
-    # device call 1 (carry .dev-bench, after `prepare --src-only`):
-    python3 src/bench/gpu_bench.py export --out $OUT & python3 src/bench/gpu_bench.py torch ...
-    python3 bench/gpu_bench.py prepare --graphs DIR/graphs.tar.gz --dest /work/main/.dev-bench
-    # device call 2: cd .dev-bench && python3 src/bench/gpu_bench.py device --out $OUT
-    python3 bench/gpu_bench.py report --device-json DIR/device.json
+The device machine receives /work/main's checkout: everything it needs goes into the
+git-ignored carry folder .dev-bench (carry=[".dev-bench"], each command starts with
+`cd .dev-bench`). The run behind docs/gpu-benchmark.md:
+
+    python3 bench/gpu_bench.py prepare --dest /work/main/.dev-bench --src-only
+    # device: python3 src/bench/gpu_bench.py export --out $OUT  (and `torch`, to warm Inductor's
+    #         cache; $OUT/inductor.tar.gz goes into .dev-bench for the next call)
+    python3 bench/gpu_bench.py prepare --graphs graphs.tar.gz --dest /work/main/.dev-bench
+    # device: python3 src/bench/gpu_bench.py device --out $OUT --profile --pack
+    # device: python3 src/bench/gpu_bench.py extra --out $OUT --profile CONFIG... --host CONFIG...
+    #         (with $OUT/built.tar.gz of the previous call in .dev-bench: relinks, no rebuild)
+    python3 bench/gpu_bench.py report --device-json device.json --torch-json torch.json \
+        --prepare-json prepare.json --extra-json extra*.json --notes bench/gpu_bench_notes.md
+
+The JSON inputs of the committed report are in bench/results/gpu_raw/.
 """
 
 import argparse
@@ -645,7 +659,7 @@ def cmd_device(args):
     phase("gpu_check_done_s")
 
     # A3. CUDA executables (cuDNN from the wheel through gpu_check.sh's link folder).
-    cudnn_include, cudnn_lib = cudnn_paths()
+    _, cudnn_lib = cudnn_paths()
     lib = lambda n: os.path.join(rt, f"libmemopt_runtime_{n}.a")  # noqa: E731
     link_dir = os.path.join(rt, "cudnn-lib")
     run_parallel([((n, "cuda"), ["nvcc", "-arch=sm_90"] +
@@ -717,7 +731,7 @@ def cmd_device(args):
     return 0
 
 
-def ncu_kernels(command, ncu, log_path):
+def ncu_kernels(command, ncu, log_path, timeout_s=120):
     """Per-kernel device time of one eager run of a memopt executable under Nsight Compute
     (gpu__time_duration.sum, caches and clocks left alone), summed by kernel name."""
     import csv
@@ -725,9 +739,13 @@ def ncu_kernels(command, ncu, log_path):
     full = [ncu, "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
             "--cache-control", "none", "--clock-control", "none", "--log-file", log_path] + command
     try:
-        proc = subprocess.run(full, capture_output=True, text=True)
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s)
     except OSError as error:
         return {"error": f"cannot run {ncu}: {error}"}
+    except subprocess.TimeoutExpired:
+        # Seen with MobileNetV3 at batch 32: cuDNN's algorithm search launches thousands of
+        # kernels, each profiled.
+        return {"error": f"ncu did not finish in {timeout_s} s"}
     rows = list(csv.reader(open(log_path))) if os.path.exists(log_path) else []
     header = next((i for i, row in enumerate(rows) if row[:1] == ["ID"]), None)
     if header is None:
@@ -878,6 +896,14 @@ def cmd_report(args):
     torch_res = json.load(open(args.torch_json))
     prepare = json.load(open(args.prepare_json)) if args.prepare_json else {}
     notes = open(args.notes).read() if args.notes else ""
+    profiles = {}
+    for path in args.extra_json or []:
+        extra = json.load(open(path))
+        profiles.update({k: v for k, v in extra.get("profiles", {}).items() if "top" in v})
+        for name, check in extra.get("host_checks", {}).items():
+            entry = device["configs"].setdefault(name, {})
+            if "rel_l2" in check or "rel_l2" not in (entry.get("host_check") or {}):
+                entry["host_check"] = check
     env = torch_res.get("environment", {})
     rows, merged = [], {}
     for name, model, batch in configs():
@@ -892,6 +918,8 @@ def cmd_report(args):
         for key in ("build_error", "cuda_error"):
             if key in d:
                 record[key] = d[key]
+        if name in profiles:
+            record["memopt_ncu_profile"] = profiles[name]
         merged[name] = record
         shape = "x".join(map(str, input_spec(model, batch)[1]))
 
@@ -905,7 +933,7 @@ def cmd_report(args):
                  if "median_ms" in m and "median_ms" in comp else "—")
         check = d.get("host_check") or {}
         check_text = (f"{check['rel_l2']:.1e}" if "rel_l2" in check else
-                      ("not run" if "error" in check else "—"))
+                      ("unfinished" if "error" in check else "not run"))
         verdict = "—"
         if "beyond_weights_bytes" in m and "peak_beyond_weights_bytes" in eager and \
                 "peak_beyond_weights_bytes" in comp and "median_ms" in comp:
@@ -930,7 +958,28 @@ def cmd_report(args):
               "compile beyond weights | memopt ms | eager ms | compile ms | memopt / compile | "
               "memopt device peak | CUDA vs host (rel. L2) | goal met |\n"
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    sections = []
+    for name, profile in profiles.items():
+        record = merged[name]
+        lines = [f"### {name}: memopt {record['memopt'].get('median_ms', 0):.2f} ms, "
+                 f"torch.compile {record['compile'].get('median_ms', 0):.2f} ms",
+                 "",
+                 f"memopt, one eager run under Nsight Compute ({profile['kernels']} kernels, "
+                 f"{profile['total_ms']:.2f} ms of kernel time):",
+                 "", "| kernel | calls | ms |", "| --- | ---: | ---: |"]
+        lines += [f"| `{k['name']}` | {k['calls']} | {k['ms']:.2f} |" for k in profile["top"][:8]]
+        torch_profile = record["compile"].get("profile")
+        if torch_profile:
+            runs = torch_profile.get("runs", 3)
+            lines += ["", f"torch.compile, torch.profiler over {runs} calls "
+                      f"({torch_profile['total_us'] / runs / 1000:.2f} ms of kernel time per "
+                      "call):", "", "| kernel | calls per run | ms per run |",
+                      "| --- | ---: | ---: |"]
+            lines += [f"| `{k['name'][:110]}` | {k['calls'] // runs} | {k['us'] / runs / 1000:.2f} |"
+                      for k in torch_profile["kernels"][:8]]
+        sections.append("\n".join(lines))
     text = open(args.template).read()
+    text = text.replace("@PROFILES@", "\n\n".join(sections))
     text = text.replace("@TABLE@", header + "\n" + "\n".join(rows))
     text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()))
     text = text.replace("@NOTES@", notes.strip())
@@ -997,6 +1046,7 @@ def main(argv=None):
     p.add_argument("--torch-json", required=True)
     p.add_argument("--prepare-json")
     p.add_argument("--notes")
+    p.add_argument("--extra-json", nargs="*", help="JSON of `extra` calls (profiles, checks)")
     p.add_argument("--template", default=os.path.join(REPO, "bench", "gpu_bench_template.md"))
     p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "gpu-benchmark.md"))
     p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "gpu.json"))

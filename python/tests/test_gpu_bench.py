@@ -1,0 +1,70 @@
+"""bench/gpu_bench.py: the parts that run without a GPU (configuration list, parsing of the
+executable's bench lines, the report over the stored results of a device run)."""
+
+import importlib.util
+import json
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RAW = os.path.join(REPO, "bench", "results", "gpu_raw")
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_bench", os.path.join(REPO, "bench", "gpu_bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_configs_cover_five_models_at_two_batches():
+    bench = load_bench()
+    names = [c[0] for c in bench.configs()]
+    assert names == ["resnet50_b1", "resnet50_b32", "mobilenet_v3_large_b1",
+                     "mobilenet_v3_large_b32", "vit_b_16_b1", "vit_b_16_b32", "bert_base_b1",
+                     "bert_base_b8", "gpt2_b1", "gpt2_b8"]
+    assert bench.input_spec("gpt2", 8) == ("input_ids", (8, 512), "int64")
+    assert bench.input_spec("vit_b_16", 32) == ("input", (32, 3, 224, 224), "float32")
+    name, ids = bench.make_input("bert_base", 1)
+    assert name == "input_ids" and ids.shape == (1, 512) and ids.max() < 30522
+    # The same input on every machine: a fixed seed.
+    assert (bench.make_input("bert_base", 1)[1] == ids).all()
+
+
+def test_parse_bench_lines():
+    bench = load_bench()
+    text = ("bench: backend=cuda runs=50 median_ms=2.9610 min_ms=2.9500 max_ms=3.1000\n"
+            "memory: arena_bytes=1000 weight_bytes=64 io_bytes=24 workspace_bytes=4096 "
+            "device_peak_used_bytes=123456 device_total_bytes=999999\n")
+    result = bench.parse_bench(text)
+    assert result["backend"] == "cuda" and result["runs"] == 50
+    assert result["median_ms"] == 2.961
+    assert result["device_peak_used_bytes"] == 123456
+    # Beyond weights: arena + I/O buffers + the cuBLASLt workspace, not the weights.
+    assert result["beyond_weights_bytes"] == 1000 + 24 + 4096
+    assert bench.parse_bench("no bench output") == {}
+
+
+def test_report_over_stored_device_run(tmp_path):
+    bench = load_bench()
+    doc, out = tmp_path / "doc.md", tmp_path / "gpu.json"
+    assert bench.main(["report", "--device-json", os.path.join(RAW, "device.json"),
+                       "--torch-json", os.path.join(RAW, "torch.json"),
+                       "--prepare-json", os.path.join(RAW, "prepare.json"),
+                       "--extra-json", os.path.join(RAW, "extra_profiles.json"),
+                       os.path.join(RAW, "extra_host.json"),
+                       "--doc-out", str(doc), "--json-out", str(out)]) == 0
+    text = doc.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| resnet50 ") or
+            line.startswith("| gpt2 ") or line.startswith("| bert_base ") or
+            line.startswith("| vit_b_16 ") or line.startswith("| mobilenet_v3_large ")]
+    assert len(rows) == 10
+    assert "@" not in text  # every placeholder filled
+    data = json.loads(out.read_text())["configs"]
+    assert data["resnet50_b32"]["meets_goal"] is True
+    assert data["gpt2_b8"]["meets_goal"] is False
+    assert "meets_goal" in data["mobilenet_v3_large_b32"]
+    # Host checks from the later call are merged in (gpt2_b1 was only checked there).
+    assert data["gpt2_b1"]["host_check"]["rel_l2"] < 1e-5
+    # Profiles of the misses end up in the document.
+    assert "### bert_base_b8" in text and "binaryBroadcastKernel" in text
