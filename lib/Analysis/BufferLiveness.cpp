@@ -74,7 +74,8 @@ struct StorageBuilder {
     unsigned id = storages.size();
     Storage storage;
     storage.id = id;
-    storage.size = bytes;
+    storage.size = std::min(bytes, kWorkspaceFloorBytes);
+    storage.maxSize = bytes;
     storage.first = storage.last = index;
     storage.workspaceOf = op;
     storages.push_back(std::move(storage));
@@ -245,6 +246,13 @@ const Storage &BufferLiveness::getStorage(Value value) const {
   auto it = storageOf.find(value);
   assert(it != storageOf.end() && "value has no storage");
   return storages[it->second];
+}
+
+void BufferLiveness::setWorkspaceSize(unsigned storageId, int64_t bytes) {
+  Storage &storage = storages[storageId];
+  assert(storage.workspaceOf && bytes >= 0 && bytes <= storage.maxSize &&
+         "only workspaces are resized, within their maximum");
+  storage.size = bytes;
 }
 
 const Storage *BufferLiveness::getWorkspace(Operation *op) const {

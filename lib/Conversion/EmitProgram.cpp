@@ -172,6 +172,8 @@ private:
   LogicalResult emitUnary(Operation *op, StringRef kind, double alpha = 0,
                           double beta = 0);
   LogicalResult emitMatMul(MatMulOp op);
+  /// setMatmulWorkspace(...) for the planned workspace of a matmul / gemm.
+  LogicalResult emitMatmulWorkspace(Operation *op);
   LogicalResult emitConv(Operation *op, ArrayRef<int64_t> kernel,
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                          ArrayRef<int64_t> dilations, int64_t group,
@@ -487,6 +489,19 @@ static StringRef runtimeActivation(StringRef activation) {
       .Default("Activation::None");
 }
 
+LogicalResult ProgramEmitter::emitMatmulWorkspace(Operation *op) {
+  auto size = op->getAttrOfType<IntegerAttr>("memopt.workspace_size");
+  auto offset = op->getAttrOfType<IntegerAttr>("memopt.workspace_offset");
+  if (!size || !offset || size.getInt() <= 0)
+    return success();
+  if (offset.getInt() < 0 || offset.getInt() + size.getInt() > arenaSize)
+    return error(op) << "has a workspace outside the arena of " << arenaSize
+                     << " bytes";
+  os << "  setMatmulWorkspace(ctx, arena + " << offset.getInt() << ", size_t("
+     << size.getInt() << "));\n";
+  return success();
+}
+
 LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
   // The runtime takes operands of rank >= 2: ONNX's 1-D operands become a
   // row (A) or a column (B) and the result gets the dropped unit dimension.
@@ -503,6 +518,8 @@ LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
     bShape.push_back(1);
     cShape.push_back(1);
   }
+  if (failed(emitMatmulWorkspace(op)))
+    return failure();
   os << "  {\n    MatmulParams params;\n"
      << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
      << refWithShape(op.getA(), aShape) << ", "
@@ -782,6 +799,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       })
       .Case([&](MatMulOp matmul) { return emitMatMul(matmul); })
       .Case([&](GemmOp gemm) {
+        if (failed(emitMatmulWorkspace(op)))
+          return failure();
         os << "  {\n    MatmulParams params;\n    params.transA = "
            << (gemm.getTransA() ? "true" : "false")
            << ";\n    params.transB = " << (gemm.getTransB() ? "true" : "false")

@@ -34,7 +34,11 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
 // ONNX's 1-D matmul operands become a row / a column for the runtime; slice
 // starts are normalized (negative, clamped) per axis of the input; reduce
 // axes are made non-negative and sorted.
-// SHAPES: matmul(ctx, "mv", params, ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {1, 6}), ref(W + 0, DType::F32, {2, 6, 4}), nullptr, ref(arena + 0, DType::F32, {2, 1, 4}));
+// A planned matmul workspace is handed to the next matmul call.
+// SHAPES: setMatmulWorkspace(ctx, arena + 512, size_t(256));
+// SHAPES-NEXT: {
+// SHAPES-NEXT: MatmulParams params;
+// SHAPES-NEXT: matmul(ctx, "mv", params, ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {1, 6}), ref(W + 0, DType::F32, {2, 6, 4}), nullptr, ref(arena + 0, DType::F32, {2, 1, 4}));
 // SHAPES: const int64_t starts[] = {0, 3};
 // SHAPES-NEXT: const int64_t steps[] = {1, -2};
 // SHAPES-NEXT: slice(ctx, "sl",
@@ -45,7 +49,7 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
 func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
     attributes {memopt.arena_size = 1024 : i64, memopt.weights_size = 256 : i64} {
   %m = memopt.constant {memopt.weight_offset = 0 : i64} dense<0.5> : tensor<2x6x4xf32> loc("m")
-  %y = memopt.matmul %v, %m {memopt.offsets = array<i64: 0>} : (tensor<6xf32>, tensor<2x6x4xf32>) -> tensor<2x4xf32> loc("mv")
+  %y = memopt.matmul %v, %m {memopt.offsets = array<i64: 0>, memopt.workspace_offset = 512 : i64, memopt.workspace_size = 256 : i64} : (tensor<6xf32>, tensor<2x6x4xf32>) -> tensor<2x4xf32> loc("mv")
   %s = memopt.slice %y {starts = array<i64: -1>, ends = array<i64: -100>, axes = array<i64: -1>, steps = array<i64: -2>, memopt.offsets = array<i64: 256>} : (tensor<2x4xf32>) -> tensor<2x2xf32> loc("sl")
   %u = memopt.unsqueeze %s {axes = array<i64: 1>, memopt.offsets = array<i64: 256>} : (tensor<2x2xf32>) -> tensor<2x1x2xf32> loc("un")
   %r = memopt.reduce_mean %u {axes = array<i64: -1, 0>, keepdims = 0 : i64, memopt.offsets = array<i64: 512>} : (tensor<2x1x2xf32>) -> tensor<1xf32> loc("rm")

@@ -75,3 +75,36 @@ func.func @conv_workspace(%x: tensor<1x4x16x16xf32>) -> tensor<1x8x16x16xf32> {
   %e = memopt.exp %c : tensor<1x8x16x16xf32>
   return %e : tensor<1x8x16x16xf32>
 }
+
+// -----
+
+// Workspaces are elastic: planned at a 1 MiB floor (never raising the arena
+// beyond tensors + floor), then grown into bytes free during their op. Here
+// nothing is free at the conv: 4 MiB input + the 1 MiB floor; the conv wants
+// max(input 4 MiB, output 8 MiB) = 8 MiB but gets 1 MiB.
+// CHECK-LABEL: func.func @workspace_floor
+// CHECK-SAME: memopt.arena_size = 5242880 : i64
+// CHECK: memopt.conv {{.*}}memopt.workspace_size = 1048576 : i64
+func.func @workspace_floor(%x: tensor<1x4x512x512xf32>) -> tensor<1x8x512x512xf32> {
+  %k = memopt.constant dense<0.5> : tensor<8x4x1x1xf32>
+  %a = memopt.exp %x : tensor<1x4x512x512xf32>
+  %c = memopt.conv %a, %k {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x512x512xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x512x512xf32>
+  return %c : tensor<1x8x512x512xf32>
+}
+
+// -----
+
+// The same conv after a 16 MiB tensor made the arena 17 MiB: at the conv only
+// its 4 MiB input is live, so the workspace grows to all 8 MiB it can use and
+// the arena stays 17 MiB (16 MiB + the 1 MiB reduction alive with it).
+// CHECK-LABEL: func.func @workspace_grows
+// CHECK-SAME: memopt.arena_size = 17825792 : i64
+// CHECK: memopt.conv {{.*}}memopt.workspace_size = 8388608 : i64
+func.func @workspace_grows(%x: tensor<1x4x512x512xf32>, %y: tensor<1x16x512x512xf32>) -> tensor<1x8x512x512xf32> {
+  %k = memopt.constant dense<0.5> : tensor<8x4x1x1xf32>
+  %b = memopt.exp %y : tensor<1x16x512x512xf32>
+  %r = memopt.reduce_sum %b {axes = array<i64: 1>} : (tensor<1x16x512x512xf32>) -> tensor<1x1x512x512xf32>
+  %a = memopt.add %x, %r : (tensor<1x4x512x512xf32>, tensor<1x1x512x512xf32>) -> tensor<1x4x512x512xf32>
+  %c = memopt.conv %a, %k {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x512x512xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x512x512xf32>
+  return %c : tensor<1x8x512x512xf32>
+}

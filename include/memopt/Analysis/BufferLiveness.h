@@ -61,7 +61,18 @@ struct Storage {
   /// For a kernel workspace (scratch live during one op): that op. Such a
   /// storage holds no tensor.
   Operation *workspaceOf = nullptr;
+  /// For a workspace: the bytes its kernel could use (CostOpInterface::
+  /// getWorkspaceBytes). `size` starts at the floor, min(maxSize,
+  /// kWorkspaceFloorBytes); the planner grows it into free arena bytes
+  /// (planner::growIntoFreeSpace) and records the result with
+  /// BufferLiveness::setWorkspaceSize.
+  int64_t maxSize = 0;
 };
+
+/// The workspace every kernel is promised (at most what it asks for): room for
+/// cuDNN's precomputed-index implicit GEMM without raising the arena; more
+/// comes from free space only.
+constexpr int64_t kWorkspaceFloorBytes = int64_t(1) << 20;
 
 /// The memory numbers of one function in one op order.
 struct MemoryStats {
@@ -99,6 +110,10 @@ public:
   const Storage &getStorage(Value value) const;
   /// The workspace storage of `op`, if its kernel needs scratch bytes.
   const Storage *getWorkspace(Operation *op) const;
+  /// Records the planned size of a workspace storage (between its floor and
+  /// its maxSize). Statistics keep the floor: they are the lower bound the
+  /// plan was made against.
+  void setWorkspaceSize(unsigned storageId, int64_t bytes);
   /// The op index of `op` (constants and the terminator have none).
   std::optional<int64_t> getOpIndex(Operation *op) const;
   int64_t getNumSteps() const { return numSteps; }

@@ -77,8 +77,10 @@ struct Context;
 
 struct ContextOptions {
   int device = 0;
-  /// cuBLASLt workspace owned by the context (allocated once at creation).
-  size_t matmulWorkspaceBytes = size_t(32) << 20;
+  /// cuBLASLt workspace owned by the context (allocated once at creation),
+  /// for matmul calls that get no planned workspace (setMatmulWorkspace).
+  /// Generated programs plan one per call inside the arena, so 0 by default.
+  size_t matmulWorkspaceBytes = 0;
   /// Let f32 matmuls and convolutions use TF32 tensor cores (about 1e-3
   /// relative error). Off by default: f32 results then match the host backend
   /// closely; the mixed-precision pass is the way to fast math.
@@ -214,6 +216,11 @@ struct MatmulParams {
 /// and has c's dtype. a, b, c share one float dtype; accumulation is f32.
 void matmul(Context &ctx, const char *nodeName, const MatmulParams &params,
             TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c);
+/// Scratch for the next matmul call only (a slice of the arena the compiler
+/// planned for it, 256-byte aligned); that call picks the fastest cuBLASLt
+/// algorithm within `bytes`. Without it a call uses the context's own
+/// workspace (ContextOptions::matmulWorkspaceBytes). The host ignores it.
+void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes);
 
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (NCHW, 1-D / 2-D / 3-D spatial)

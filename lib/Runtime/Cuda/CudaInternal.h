@@ -45,6 +45,12 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
   void *matmulWorkspace = nullptr;
+  /// Set by setMatmulWorkspace for the next matmul call, then cleared.
+  void *nextMatmulWorkspace = nullptr;
+  size_t nextMatmulWorkspaceBytes = 0;
+  /// The workspace of the matmul call in progress.
+  void *callWorkspace = nullptr;
+  size_t callWorkspaceBytes = 0;
   cudaEvent_t timerBegin = nullptr, timerEnd = nullptr;
   int smCount = 1;
   // CUDA graph replay (see execute()).

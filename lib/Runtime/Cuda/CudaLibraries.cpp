@@ -135,8 +135,7 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
   if (!checkCublas(ctx, node, cublasLtMatmulPreferenceCreate(&pref),
                    "cublasLtMatmulPreferenceCreate"))
     return false;
-  uint64_t workspace =
-      ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
+  uint64_t workspace = ctx.callWorkspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(pref,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &workspace, sizeof(workspace));
@@ -185,8 +184,9 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
 
 } // namespace
 
-void matmul(Context &ctx, const char *node, const MatmulParams &params,
-            TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
+namespace {
+void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
+                TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
   MatmulGeometry g;
   if (hasError(ctx) || !validateMatmul(ctx, node, params, a, b, bias, c, g))
     return;
@@ -225,7 +225,8 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
   }
   int64_t batch = strided ? g.batchCount : 1;
   TensorRef keyTensors[3] = {a, b, c};
-  int64_t extra[8] = {params.transA,
+  int64_t extra[9] = {int64_t(ctx.callWorkspaceBytes),
+                      params.transA,
                       params.transB,
                       int64_t(epi),
                       alignmentOf(a.data),
@@ -233,7 +234,7 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
                       alignmentOf(c.data),
                       biasInC,
                       strided};
-  std::string key = geometryKey(node, keyTensors, 3, extra, 8);
+  std::string key = geometryKey(node, keyTensors, 3, extra, 9);
   auto it = ctx.matmulPlans.find(key);
   if (it == ctx.matmulPlans.end()) {
     MatmulPlan plan;
@@ -270,18 +271,38 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
     const uint8_t *pb = static_cast<const uint8_t *>(b.data) +
                         size_t(bIndex * g.k * g.n) * elem;
     uint8_t *pc = static_cast<uint8_t *>(c.data) + size_t(i * g.m * g.n) * elem;
-    if (!checkCublas(
-            ctx, node,
-            cublasLtMatmul(
-                ctx.lt, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta, pc,
-                plan.c, pc, plan.c, &plan.algo, ctx.matmulWorkspace,
-                ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0,
-                ctx.stream),
-            "cublasLtMatmul"))
+    if (!checkCublas(ctx, node,
+                     cublasLtMatmul(ctx.lt, plan.desc, &alpha, pb, plan.a, pa,
+                                    plan.b, &beta, pc, plan.c, pc, plan.c,
+                                    &plan.algo, ctx.callWorkspace,
+                                    ctx.callWorkspaceBytes, ctx.stream),
+                     "cublasLtMatmul"))
       return;
   }
   if (!fusedAct)
     unary(ctx, node, UnaryOp::Gelu, 0, 0, c, c);
+}
+} // namespace
+
+void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes) {
+  ctx.nextMatmulWorkspace = bytes ? workspace : nullptr;
+  ctx.nextMatmulWorkspaceBytes = workspace ? bytes : 0;
+}
+
+void matmul(Context &ctx, const char *node, const MatmulParams &params,
+            TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
+  // The planned slice for this call, else the context's own workspace.
+  if (ctx.nextMatmulWorkspace) {
+    ctx.callWorkspace = ctx.nextMatmulWorkspace;
+    ctx.callWorkspaceBytes = ctx.nextMatmulWorkspaceBytes;
+  } else {
+    ctx.callWorkspace = ctx.matmulWorkspace;
+    ctx.callWorkspaceBytes =
+        ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
+  }
+  ctx.nextMatmulWorkspace = nullptr;
+  ctx.nextMatmulWorkspaceBytes = 0;
+  matmulCall(ctx, node, params, a, b, bias, c);
 }
 
 //===----------------------------------------------------------------------===//

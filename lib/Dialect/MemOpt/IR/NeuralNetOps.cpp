@@ -125,6 +125,19 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// cuBLASLt's scratch (split-K and stream-K reductions): the library-call
+/// policy, except that GEMMs whose operands and result are all below 1 MiB get
+/// none (they run at full speed without one, and a tiny model keeps a tiny
+/// arena).
+static int64_t gemmWorkspaceBytes(Operation *op) {
+  int64_t bytes = mlir::memopt::detail::convolutionWorkspaceBytes(op);
+  return bytes < (int64_t(1) << 20) ? 0 : bytes;
+}
+
+int64_t MatMulOp::getWorkspaceBytes() { return gemmWorkspaceBytes(*this); }
+
+int64_t GemmOp::getWorkspaceBytes() { return gemmWorkspaceBytes(*this); }
+
 int64_t GemmOp::getFlops() {
   auto a = getA().getType();
   int64_t k = a.getDimSize(getTransA() ? 0 : 1);

@@ -12,7 +12,9 @@
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Planner/Elastic.h"
 #include "memopt/Planner/Planner.h"
+#include "memopt/Planner/Validator.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -110,6 +112,23 @@ struct MemOptPlanMemoryPass
     planner::PlanResult result = planner::plan(problem, options);
     if (!result.ok())
       return function.emitError("memory planning failed: ") << result.message;
+
+    // Workspaces were planned at their floor; grow them into the bytes that
+    // are free anyway while their op runs (the arena does not change), then
+    // check the grown plan again.
+    std::vector<int64_t> maxSizes;
+    for (const planner::Buffer &buffer : problem.buffers)
+      maxSizes.push_back(liveness.getStorages()[buffer.id].maxSize);
+    planner::growIntoFreeSpace(problem, result.plan, maxSizes);
+    planner::ValidationResult grown =
+        planner::validatePlan(problem, result.plan, result.plan.arenaSize);
+    if (!grown.ok())
+      return function.emitError("memory planning failed: growing workspaces "
+                                "broke the plan: ")
+             << grown.message;
+    for (const planner::Buffer &buffer : problem.buffers)
+      if (liveness.getStorages()[buffer.id].workspaceOf)
+        liveness.setWorkspaceSize(buffer.id, buffer.size);
 
     SmallVector<int64_t> storageOffsets(liveness.getStorages().size(), -1);
     for (auto [buffer, offset] :

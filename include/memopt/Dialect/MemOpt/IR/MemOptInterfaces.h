@@ -11,10 +11,13 @@ namespace detail {
 int64_t defaultFlops(Operation *op);
 /// Every operand read once plus every result written once, in bytes.
 int64_t defaultBytesMoved(Operation *op);
-/// The convolution workspace policy: as many bytes as the larger of input and
-/// output, at most 32 MiB. Enough for cuDNN's implicit-GEMM and most
-/// Winograd/FFT-tiled algorithms on inference shapes, small enough that the
-/// workspace rarely sets the arena's peak.
+/// The library-call workspace policy (cuDNN convolutions, cuBLASLt GEMMs): as
+/// many bytes as the largest operand or result, at most 32 MiB (cuBLASLt's
+/// recommendation on Hopper; enough for cuDNN's implicit-GEMM and most
+/// Winograd/FFT-tiled algorithms on inference shapes). It is a maximum: the
+/// planner promises a 1 MiB floor and grows the rest into free arena bytes
+/// (planner::growIntoFreeSpace), so a workspace never raises the arena by
+/// more than the floor.
 int64_t convolutionWorkspaceBytes(Operation *op);
 } // namespace detail
 

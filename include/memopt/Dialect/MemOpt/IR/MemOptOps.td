@@ -288,7 +288,8 @@ def MemOpt_WhereOp : MemOpt_InferredOp<"where", [
 /// gelu_tanh, the runtime's `Activation`. Set by --memopt-fuse-epilogues.
 def MemOpt_ActivationAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
 
-def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
+def MemOpt_MatMulOp
+    : MemOpt_InferredOp<"matmul", [], ["getFlops", "getWorkspaceBytes"]> {
   let summary = "numpy matmul: batched, with broadcast batch dimensions";
   let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B);
   let results = (outs MemOpt_Tensor:$Y);
@@ -297,7 +298,8 @@ def MemOpt_MatMulOp : MemOpt_InferredOp<"matmul", [], ["getFlops"]> {
   let hasCanonicalizer = 1;
 }
 
-def MemOpt_GemmOp : MemOpt_InferredOp<"gemm", [], ["getFlops"]> {
+def MemOpt_GemmOp
+    : MemOpt_InferredOp<"gemm", [], ["getFlops", "getWorkspaceBytes"]> {
   let summary = "Y = alpha * op(A) * op(B) + beta * C";
   let description = [{
     `A` and `B` are 2-D; `transA`/`transB` transpose them first. The optional
