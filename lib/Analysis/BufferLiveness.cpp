@@ -195,13 +195,20 @@ void BufferLiveness::analyze(func::FuncOp function, ArrayRef<Operation *> order,
     }
 
   liveProfile.assign(numSteps, 0);
+  bool outputsInArena = function->hasAttr(kOutputsInArenaAttrName);
   for (const Storage &storage : storages) {
     switch (storage.kind) {
     case StorageKind::Weight:
       stats.weightsBytes += storage.size;
       break;
-    case StorageKind::Input:
     case StorageKind::Output:
+      stats.ioBytes += storage.size;
+      if (!outputsInArena)
+        break;
+      for (int64_t step = storage.first; step < numSteps; ++step)
+        liveProfile[step] += storage.size;
+      break;
+    case StorageKind::Input:
       stats.ioBytes += storage.size;
       break;
     case StorageKind::Arena:

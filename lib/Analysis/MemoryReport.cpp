@@ -62,7 +62,10 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
                             liveness.getLiveProfile().end());
 
   for (const Storage &storage : liveness.getStorages()) {
-    if (storage.kind != StorageKind::Arena || storage.size == 0)
+    // Arena storages, and outputs when the plan put them in the arena.
+    if (storage.size == 0 || (storage.kind != StorageKind::Arena &&
+                              !(storage.kind == StorageKind::Output &&
+                                storageOffsets[storage.id] >= 0)))
       continue;
     BufferReport buffer;
     buffer.name =

@@ -373,6 +373,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     planOptions.capacity = options.noPlan ? 0 : options.memoryBudget;
     planOptions.printReport = !options.quiet;
     planOptions.reportJson = options.reportPath;
+    planOptions.outputsInArena = options.outputsInArena && !options.noPlan;
     memory.addPass(createMemOptPlanMemory(planOptions));
     say(Twine("[memory] schedule") +
         (options.noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +

@@ -380,8 +380,24 @@ LogicalResult ProgramEmitter::collectWeights() {
 
 LogicalResult ProgramEmitter::emitTables() {
   llvm::raw_string_ostream table(tables);
+  auto outputOffsets =
+      function->getAttrOfType<DenseI64ArrayAttr>("memopt.output_offsets");
+  if (outputOffsets &&
+      outputOffsets.size() != int64_t(function.getNumResults()))
+    return function.emitError("memopt.output_offsets has ")
+           << outputOffsets.size() << " entries for "
+           << function.getNumResults() << " results";
+  for (auto [index, type] : llvm::enumerate(function.getResultTypes())) {
+    int64_t offset = outputOffsets ? outputOffsets[index] : -1;
+    if (offset >= 0 &&
+        offset + getBytes(cast<RankedTensorType>(type)) > arenaSize)
+      return function.emitError("output #")
+             << index << " at arena offset " << offset
+             << " lies outside the arena of " << arenaSize << " bytes";
+  }
+  // Inputs are the caller's buffers (-1); outputs may live in the arena.
   auto emitIo = [&](StringRef tableName, StringRef prefix, ArrayRef<Type> types,
-                    auto getName) {
+                    auto getName, auto getOffset) {
     if (types.empty()) {
       table << "const TensorInfo *const " << tableName << " = nullptr;\n";
       return;
@@ -394,15 +410,18 @@ LogicalResult ProgramEmitter::emitTables() {
         name = (prefix + Twine(index)).str();
       table << "    {" << cppString(name) << ", "
             << *getDTypeName(tensor.getElementType()) << ", "
-            << tensor.getRank() << ", " << shapeList(tensor.getShape())
-            << ", -1, nullptr},\n";
+            << tensor.getRank() << ", " << shapeList(tensor.getShape()) << ", "
+            << getOffset(index) << ", nullptr},\n";
     }
     table << "};\n";
   };
-  emitIo("kInputs", "input", function.getArgumentTypes(), [&](size_t i) {
-    auto name = function.getArgAttrOfType<StringAttr>(i, "memopt.name");
-    return name ? name.str() : std::string();
-  });
+  emitIo(
+      "kInputs", "input", function.getArgumentTypes(),
+      [&](size_t i) {
+        auto name = function.getArgAttrOfType<StringAttr>(i, "memopt.name");
+        return name ? name.str() : std::string();
+      },
+      [](size_t) { return int64_t(-1); });
   for (Type type : function.getResultTypes()) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor || !tensor.hasStaticShape() || tensor.getRank() > kMaxRank ||
@@ -410,10 +429,13 @@ LogicalResult ProgramEmitter::emitTables() {
       return function.emitError("result type ")
              << type << " is not supported by the runtime";
   }
-  emitIo("kOutputs", "output", function.getResultTypes(), [&](size_t i) {
-    auto name = function.getResultAttrOfType<StringAttr>(i, "memopt.name");
-    return name ? name.str() : std::string();
-  });
+  emitIo(
+      "kOutputs", "output", function.getResultTypes(),
+      [&](size_t i) {
+        auto name = function.getResultAttrOfType<StringAttr>(i, "memopt.name");
+        return name ? name.str() : std::string();
+      },
+      [&](size_t i) { return outputOffsets ? outputOffsets[i] : int64_t(-1); });
   return success();
 }
 
@@ -1063,6 +1085,9 @@ LogicalResult mlir::memopt::assignNaiveOffsets(func::FuncOp function,
                                                int64_t alignment) {
   if (!function->hasAttr("memopt.arena_size"))
     return function.emitError("assignNaiveOffsets expects a planned function");
+  // Reuse-free twin: outputs go back to the caller's buffers.
+  function->removeAttr("memopt.output_offsets");
+  function->removeAttr(kOutputsInArenaAttrName);
   BufferLiveness liveness(function);
   auto alignUp = [&](int64_t value) {
     return (value + alignment - 1) / alignment * alignment;

@@ -100,7 +100,6 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     for (int i = 0; i < count; ++i) {
       const TensorInfo &info = infos[i];
       size_t bytes = tensorBytes(info);
-      ioBytes_ += bytes;
       if (info.offset >= 0) {
         if (info.offset + int64_t(bytes) > program->arenaBytes) {
           error =
@@ -109,6 +108,7 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
         }
         pointers.push_back(arena_ + info.offset);
       } else {
+        ioBytes_ += bytes; // a buffer of its own, outside the arena
         pointers.push_back(deviceAlloc(*ctx_, bytes, info.name));
         ownBuffers_.push_back(pointers.back());
       }

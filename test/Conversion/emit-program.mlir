@@ -11,7 +11,9 @@
 // CHECK-NEXT: {"x", DType::F32, 2, {2, 8}, -1, nullptr},
 // CHECK-NEXT: {"y", DType::F32, 1, {4}, -1, nullptr},
 // CHECK: const TensorInfo kOutputs[] = {
-// CHECK-NEXT: {"out", DType::F32, 2, {2, 4}, -1, nullptr},
+// An output planned in the arena (memopt.output_offsets) carries its offset:
+// the driver binds outputs[0] to arena + 384.
+// CHECK-NEXT: {"out", DType::F32, 2, {2, 4}, 384, nullptr},
 // CHECK-NEXT: {"flat", DType::F32, 1, {16}, -1, nullptr},
 // CHECK: const TensorInfo kWeights[] = {
 // CHECK-NEXT: {"fc.weight", DType::F32, 2, {8, 4}, 0, nullptr},
@@ -64,7 +66,8 @@ func.func @main(%x: tensor<2x8xf32> {memopt.name = "x"},
         tensor<4xf32> {memopt.name = "passthrough"},
         tensor<16xf32> {memopt.name = "flat_again"},
         tensor<4xf32> {memopt.name = "bias"})
-    attributes {memopt.arena_size = 512 : i64, memopt.weights_size = 272 : i64} {
+    attributes {memopt.arena_size = 512 : i64, memopt.weights_size = 272 : i64,
+                memopt.output_offsets = array<i64: 384, -1, -1, -1, -1>} {
   %w = memopt.constant {memopt.weight_offset = 0 : i64} dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<8x4xf32> loc("fc.weight")
   %b = memopt.constant {memopt.weight_offset = 256 : i64} dense<0.5> : tensor<4xf32> loc("fc.bias")
   %e = memopt.exp %x {memopt.offsets = array<i64: 128>} : tensor<2x8xf32> loc("exp_node")

@@ -60,6 +60,10 @@ int main(int argc, char **argv) {
   cl::opt<bool> noPlan("no-plan",
                        cl::desc("No reuse: every tensor its own arena slot"),
                        cl::cat(category));
+  cl::opt<bool> separateOutputs(
+      "separate-outputs",
+      cl::desc("Give each output a buffer of its own instead of an arena slot"),
+      cl::cat(category));
   cl::opt<bool> noFuseEpilogues(
       "no-fuse-epilogues",
       cl::desc("Keep bias adds and activations as separate ops"),
@@ -93,6 +97,7 @@ int main(int argc, char **argv) {
   options.cudaArch = arch;
   options.noPlan = noPlan;
   options.fuseEpilogues = !noFuseEpilogues;
+  options.outputsInArena = !separateOutputs;
   options.lowerOnly = lowerOnly;
   options.quiet = quiet;
   return runCompile(options, llvm::outs());

@@ -69,6 +69,12 @@ struct Storage {
   int64_t maxSize = 0;
 };
 
+/// Function attribute set by --memopt-plan-memory=outputs-in-arena: the
+/// Output storages live in the arena (from their producer to the end), so
+/// max-live counts them.
+constexpr llvm::StringLiteral kOutputsInArenaAttrName =
+    "memopt.outputs_in_arena";
+
 /// The workspace every kernel is promised (at most what it asks for): room for
 /// cuDNN's precomputed-index implicit GEMM without raising the arena; more
 /// comes from free space only.

@@ -41,6 +41,9 @@ struct CompileOptions {
   std::string cudaArch = "sm_90";
   /// Every tensor gets its own arena slot (no reuse, no in-place).
   bool noPlan = false;
+  /// Plan the model's outputs inside the arena (the driver reads them from
+  /// there); off: each output gets a buffer of its own.
+  bool outputsInArena = true;
   /// Run --memopt-fuse-epilogues (bias / activation into gemm and conv).
   bool fuseEpilogues = true;
   /// The input is already planned MLIR: only lower it.

@@ -97,11 +97,18 @@ struct MemOptPlanMemoryPass
     if (!function.getBody().hasOneBlock())
       return function.emitError(
           "memopt-plan-memory expects a single-block function");
+    Builder builder(&getContext());
+    if (outputsInArena)
+      function->setAttr(kOutputsInArenaAttrName, builder.getUnitAttr());
+    else
+      function->removeAttr(kOutputsInArenaAttrName);
     BufferLiveness liveness(function);
 
     planner::Problem problem;
     for (const Storage &storage : liveness.getStorages())
-      if (storage.kind == StorageKind::Arena && storage.size > 0)
+      if ((storage.kind == StorageKind::Arena ||
+           (outputsInArena && storage.kind == StorageKind::Output)) &&
+          storage.size > 0)
         problem.buffers.push_back({storage.id, storage.first, storage.last + 1,
                                    storage.size, alignment});
     planner::PlanOptions options;
@@ -138,7 +145,17 @@ struct MemOptPlanMemoryPass
       if (storage.kind == StorageKind::Arena && storage.size == 0)
         storageOffsets[storage.id] = 0;
 
-    Builder builder(&getContext());
+    // Where each function result lives: its planned arena slot, or -1 (the
+    // caller's buffer: outputs outside the arena, or a result that is an
+    // input, a weight or a second use of another output's storage).
+    SmallVector<int64_t> outputOffsets(function.getNumResults(), -1);
+    for (const Storage &storage : liveness.getStorages())
+      if (storage.kind == StorageKind::Output &&
+          storageOffsets[storage.id] >= 0)
+        outputOffsets[storage.ioIndex] = storageOffsets[storage.id];
+    function->setAttr("memopt.output_offsets",
+                      builder.getDenseI64ArrayAttr(outputOffsets));
+
     int64_t weightsSize = 0;
     for (Operation &op : function.getBody().front().without_terminator()) {
       if (isa<ConstantOp>(op)) {

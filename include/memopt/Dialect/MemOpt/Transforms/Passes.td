@@ -91,8 +91,13 @@ def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
     - an op whose kernel needs scratch (a convolution's workspace) gets
       `memopt.workspace_offset` and `memopt.workspace_size`;
     - every constant gets `memopt.weight_offset` in the weight region;
-    - the function gets `memopt.arena_size`, `memopt.weights_size` and
-      `memopt.max_live`.
+    - the function gets `memopt.arena_size`, `memopt.weights_size`,
+      `memopt.max_live` and `memopt.output_offsets` (per result: its arena
+      offset, or -1 for a caller's buffer).
+    With `outputs-in-arena`, function outputs are planned in the arena too,
+    live from their producer to the end (what memopt-compile does: the
+    driver then reads results straight from the arena, so an output reuses
+    bytes that died before it was produced, e.g. GPT-2's logits).
     The memory report (JSON, text, SVG timeline, HTML page) is written on
     request.
   }];
@@ -113,6 +118,8 @@ def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
            "Write a self-contained HTML report to this file">,
     Option<"printReport", "print", "bool", /*default=*/"false",
            "Print the text report on stdout">,
+    Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"false",
+           "Plan the function's outputs inside the arena">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
