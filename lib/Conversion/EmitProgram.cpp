@@ -806,6 +806,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](MulOp) { return binary("binary", "BinaryOp::Mul"); })
       .Case([&](DivOp) { return binary("binary", "BinaryOp::Div"); })
       .Case([&](PowOp) { return binary("binary", "BinaryOp::Pow"); })
+      .Case([&](ModOp mod) {
+        // fmod = 1 truncates (C fmod / %); fmod = 0 (integers only) floors.
+        return binary("binary",
+                      mod.getFmod() ? "BinaryOp::FMod" : "BinaryOp::Mod");
+      })
       .Case([&](MinOp) { return binary("binary", "BinaryOp::Min"); })
       .Case([&](MaxOp) { return binary("binary", "BinaryOp::Max"); })
       .Case([&](EqualOp) { return binary("compare", "CompareOp::Equal"); })
@@ -956,6 +961,24 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << normalizeAxis(gather.getAxis(), rank) << ", "
            << ref(gather.getData()) << ", " << ref(gather.getIndices()) << ", "
            << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](ScatterNDOp scatter) -> LogicalResult {
+        StringRef reduction =
+            llvm::StringSwitch<StringRef>(scatter.getReduction())
+                .Case("none", "None")
+                .Case("add", "Add")
+                .Case("mul", "Mul")
+                .Case("max", "Max")
+                .Case("min", "Min")
+                .Default("");
+        if (reduction.empty())
+          return error(op) << "has reduction '" << scatter.getReduction()
+                           << "', which the runtime does not support";
+        os << "  scatterND(ctx, " << node << ", ScatterReduction::" << reduction
+           << ", " << ref(scatter.getData()) << ", "
+           << ref(scatter.getIndices()) << ", " << ref(scatter.getUpdates())
+           << ", " << ref(scatter.getResult()) << ");\n";
         return success();
       })
       .Case([&](ExpandOp) {

@@ -1534,9 +1534,24 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
     auto training = constantInts(node, 2);
     if (failed(training))
       return failure();
-    if (!training->empty() && (*training)[0] != 0)
+    // Training mode drops nothing when the ratio is 0 (the output is the
+    // input, scaled by 1 / (1 - 0)): torchvision's swin_t calls F.dropout
+    // with its default training=True and p=0, and the TorchScript exporter
+    // keeps that node.
+    double ratio = 0.5; // ONNX's default
+    if (node.hasInput(1)) {
+      auto ratios = constantFloats(node, 1);
+      if (failed(ratios))
+        return failure();
+      if (ratios->size() != 1)
+        return emitError(node.loc)
+               << node.describe() << ": ratio must be a scalar";
+      ratio = (*ratios)[0];
+    }
+    if (!training->empty() && (*training)[0] != 0 && ratio != 0)
       return emitError(node.loc)
-             << node.describe() << ": training_mode=true is not supported";
+             << node.describe() << ": training_mode=true is not supported "
+             << "(ratio " << ratio << "; only ratio 0, the identity, is)";
   }
   auto result = createOne(node, "memopt.identity", {*data}, {});
   if (failed(result))

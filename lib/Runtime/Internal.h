@@ -217,6 +217,16 @@ bool validateSlice(Context &ctx, const char *node, const int64_t *starts,
 bool validateGather(Context &ctx, const char *node, int axis,
                     const TensorRef &x, const TensorRef &indices,
                     const TensorRef &y, bool elements);
+/// ScatterND: `tuples` index tuples of `k` entries each address `sliceSize`
+/// contiguous elements of y; `dims` / `strides` are data's first k axes.
+struct ScatterGeometry {
+  int64_t tuples = 0, k = 0, sliceSize = 1;
+  int64_t dims[kMaxRank] = {}, strides[kMaxRank] = {};
+};
+bool validateScatterND(Context &ctx, const char *node,
+                       ScatterReduction reduction, const TensorRef &data,
+                       const TensorRef &indices, const TensorRef &updates,
+                       const TensorRef &y, ScatterGeometry &geometry);
 bool validatePad(Context &ctx, const char *node, PadMode mode,
                  const int64_t *padsBegin, const int64_t *padsEnd,
                  const TensorRef &x, const TensorRef &y);

@@ -497,6 +497,80 @@ bool validateGather(Context &ctx, const char *node, int axis,
   return true;
 }
 
+/// Whether the bytes of `a` and `b` overlap (both non-empty).
+static bool overlaps(const TensorRef &a, const TensorRef &b) {
+  auto *pa = static_cast<const char *>(a.data);
+  auto *pb = static_cast<const char *>(b.data);
+  return a.bytes() && b.bytes() && pa < pb + b.bytes() && pb < pa + a.bytes();
+}
+
+bool validateScatterND(Context &ctx, const char *node,
+                       ScatterReduction reduction, const TensorRef &data,
+                       const TensorRef &indices, const TensorRef &updates,
+                       const TensorRef &y, ScatterGeometry &g) {
+  if (!checkTensor(ctx, node, data, "data") ||
+      !checkTensor(ctx, node, indices, "indices") ||
+      !checkTensor(ctx, node, updates, "updates") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, data, y, "data/output") ||
+      !checkSameDType(ctx, node, data, updates, "data/updates") ||
+      !checkSameShape(ctx, node, data, y, "data/output"))
+    return false;
+  if (int(reduction) < int(ScatterReduction::None) ||
+      int(reduction) > int(ScatterReduction::Min)) {
+    failf(ctx, node, "invalid scatter reduction %d", int(reduction));
+    return false;
+  }
+  if (reduction != ScatterReduction::None && data.dtype == DType::Bool) {
+    failf(ctx, node, "scatter reduction %d needs a numeric dtype, got bool",
+          int(reduction));
+    return false;
+  }
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32) {
+    failf(ctx, node, "indices must be i64 or i32, got %s",
+          dtypeName(indices.dtype));
+    return false;
+  }
+  if (indices.rank < 1 || indices.shape[indices.rank - 1] > data.rank) {
+    failf(ctx, node,
+          "indices %s do not index data %s (need rank >= 1 and a "
+          "last dimension <= the data rank)",
+          shapeString(indices).c_str(), shapeString(data).c_str());
+    return false;
+  }
+  g.k = indices.shape[indices.rank - 1];
+  g.tuples = 1;
+  for (int i = 0; i + 1 < indices.rank; ++i)
+    g.tuples *= indices.shape[i];
+  g.sliceSize = 1;
+  for (int i = int(g.k); i < data.rank; ++i)
+    g.sliceSize *= data.shape[i];
+  bool ok = updates.rank == indices.rank - 1 + data.rank - int(g.k);
+  for (int i = 0; ok && i < updates.rank; ++i)
+    ok = updates.shape[i] == (i < indices.rank - 1
+                                  ? indices.shape[i]
+                                  : data.shape[i - (indices.rank - 1) + g.k]);
+  if (!ok) {
+    failf(ctx, node,
+          "updates %s must have shape indices[:-1] + data[k:] (indices %s, "
+          "data %s)",
+          shapeString(updates).c_str(), shapeString(indices).c_str(),
+          shapeString(data).c_str());
+    return false;
+  }
+  if (overlaps(indices, y) || overlaps(updates, y)) {
+    failf(ctx, node, "indices and updates must not overlap the output");
+    return false;
+  }
+  int64_t strides[kMaxRank];
+  contiguousStrides(data, strides);
+  for (int i = 0; i < int(g.k); ++i) {
+    g.dims[i] = data.shape[i];
+    g.strides[i] = strides[i];
+  }
+  return true;
+}
+
 bool validatePad(Context &ctx, const char *node, PadMode mode,
                  const int64_t *padsBegin, const int64_t *padsEnd,
                  const TensorRef &x, const TensorRef &y) {

@@ -6,8 +6,8 @@ planning or aliasing mistake shows up as a numeric difference.
 
 Covered: the bundled tiny_convnet, small generated models (onnx.helper) for each op family the
 runtime implements, and every zoo model except those in ZOO_EXPECTED_FAILURES (both exporters:
-resnet50, mobilenet_v3_large, efficientnet_b0, vit_b_16, convnext_tiny, gpt2_nn, bert_nn, and
-dynamo's hf_gpt2, hf_bert pass; swin_t does not import yet). A zoo model the runtime
+resnet50, mobilenet_v3_large, efficientnet_b0, vit_b_16, swin_t, convnext_tiny, gpt2_nn,
+bert_nn, and dynamo's hf_gpt2, hf_bert pass). A zoo model the runtime
 cannot run yet is listed in ZOO_EXPECTED_FAILURES with the reason; xfail is strict, so it fails
 the suite once it starts working (then move it out of the list).
 
@@ -351,12 +351,7 @@ def test_budget_report_and_emit_kinds(compiler, tmp_path):
 # The zoo. Models the host runtime cannot run yet, with the missing piece named.
 # ---------------------------------------------------------------------------------------------
 
-ZOO_EXPECTED_FAILURES = {
-    "torchscript/swin_t": "import: ONNX Mod and ScatterND have no memopt op yet "
-                          "(shifted-window attention mask)",
-    "dynamo/swin_t": "import: ONNX ScatterND has no memopt op yet (shifted-window attention "
-                     "mask)",
-}
+ZOO_EXPECTED_FAILURES = {}
 
 
 def _zoo_params():

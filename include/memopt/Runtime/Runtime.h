@@ -157,7 +157,11 @@ enum class UnaryOp : int32_t {
   PowScalar, ///< x ** alpha
 };
 
-enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, Max, Min, Mod };
+/// Mod: floored remainder for integers (the sign of the divisor: ONNX Mod
+/// with fmod = 0, Python's %), C fmod for floats. FMod: truncated remainder
+/// (the sign of the dividend: ONNX fmod = 1, C's % and fmod) for every type.
+/// Integer Div/Mod/FMod by zero give 0.
+enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod };
 enum class CompareOp : int32_t {
   Equal,
   Less,
@@ -172,7 +176,7 @@ enum class LogicalOp : int32_t { And, Or, Xor };
 void unary(Context &ctx, const char *nodeName, UnaryOp op, float alpha,
            float beta, TensorRef x, TensorRef y);
 /// c = a op b with numpy broadcasting; a, b, c share one dtype (float or
-/// I32/I64; Mod is fmod for floats and ONNX's sign-of-divisor mod for ints).
+/// I32/I64; see BinaryOp for Mod and FMod).
 void binary(Context &ctx, const char *nodeName, BinaryOp op, TensorRef a,
             TensorRef b, TensorRef c);
 /// c (Bool) = a cmp b with broadcasting.
@@ -328,6 +332,22 @@ void gather(Context &ctx, const char *nodeName, int axis, TensorRef x,
 /// ONNX GatherElements (indices has y's shape).
 void gatherElements(Context &ctx, const char *nodeName, int axis, TensorRef x,
                     TensorRef indices, TensorRef y);
+
+enum class ScatterReduction : int32_t { None, Add, Mul, Max, Min };
+/// ONNX ScatterND (opsets 13-18): y = data, then for each index tuple t of
+/// indices [..., k] (I64 or I32; negative values wrap),
+/// y[t, :...] = updates[t-position, :...] (None) or combined with it (Add,
+/// Mul, Max, Min). updates has shape indices.shape[:-1] + data.shape[k:]; y
+/// has data's shape and dtype (any dtype; reductions not on Bool). y may be
+/// data itself (in place: the copy is skipped); indices and updates must not
+/// overlap y. With None, repeated tuples leave the result undefined (ONNX):
+/// the host takes the last, CUDA any one. Reductions with repeated tuples are
+/// exact on the host (in order) and atomic on CUDA (every update is applied;
+/// float sums may differ in rounding). Out-of-range indices are an error
+/// (host) or skipped (CUDA).
+void scatterND(Context &ctx, const char *nodeName, ScatterReduction reduction,
+               TensorRef data, TensorRef indices, TensorRef updates,
+               TensorRef y);
 
 enum class PadMode : int32_t { Constant, Reflect, Edge };
 /// padsBegin/padsEnd per axis of x (may be negative = crop).

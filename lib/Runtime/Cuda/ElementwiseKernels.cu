@@ -149,11 +149,13 @@ __device__ __forceinline__ T combine(BinaryOp op, T a, T b) {
     case BinaryOp::Min:
       return a < b ? a : b;
     case BinaryOp::Mod: {
-      if (b == 0)
+      if (b == 0 || b == T(-1)) // INT_MIN % -1 overflows; the answer is 0
         return 0;
       T r = a % b;
       return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     }
+    case BinaryOp::FMod:
+      return b == 0 || b == T(-1) ? T(0) : T(a % b);
     default:
       return 0;
     }
@@ -181,7 +183,7 @@ __device__ __forceinline__ T combine(BinaryOp op, T a, T b) {
     case BinaryOp::Min:
       r = fminf(x, y);
       break;
-    default:
+    default: // Mod and FMod: C fmod (ONNX allows only fmod = 1 on floats)
       r = fmodf(x, y);
       break;
     }

@@ -513,6 +513,146 @@ gatherElementsKernel(const T *x, const void *indices, DType indexType, T *y,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// ScatterND
+//
+// One thread per update element (onnxruntime's CUDA ScatterND layout: the
+// copy of data first, then the scatter). Reductions combine through a
+// compare-and-swap loop on the element's bits (on the aligned 32-bit word
+// that holds it for 1- and 2-byte types), so repeated index tuples apply
+// every update whatever the dtype; f32 add uses atomicAdd. Kernels are
+// instantiated per element size and switch on the dtype at run time.
+//===----------------------------------------------------------------------===//
+
+template <typename V>
+__device__ __forceinline__ V scatterValue(ScatterReduction op, V a, V b) {
+  switch (op) {
+  case ScatterReduction::Add:
+    return a + b;
+  case ScatterReduction::Mul:
+    return a * b;
+  case ScatterReduction::Max: // std::max(a, b)
+    return a < b ? b : a;
+  case ScatterReduction::Min: // std::min(a, b)
+    return b < a ? b : a;
+  default:
+    return b;
+  }
+}
+
+/// Integers: add and multiply wrap (computed on uint64_t).
+__device__ __forceinline__ int64_t scatterInt(ScatterReduction op, int64_t a,
+                                              int64_t b) {
+  if (op == ScatterReduction::Add)
+    return int64_t(uint64_t(a) + uint64_t(b));
+  if (op == ScatterReduction::Mul)
+    return int64_t(uint64_t(a) * uint64_t(b));
+  return scatterValue(op, a, b);
+}
+
+/// Combines two elements given as their raw bits (in the low bytes); returns
+/// the bits of the result (the caller keeps the element's bytes only).
+__device__ __forceinline__ uint64_t scatterBits(DType dtype,
+                                                ScatterReduction op, uint64_t a,
+                                                uint64_t b) {
+  switch (dtype) {
+  case DType::F64:
+    return uint64_t(__double_as_longlong(
+        scatterValue(op, __longlong_as_double((long long)a),
+                     __longlong_as_double((long long)b))));
+  case DType::F32:
+    return __float_as_uint(scatterValue(op, __uint_as_float(unsigned(a)),
+                                        __uint_as_float(unsigned(b))));
+  case DType::F16:
+    return __half_as_ushort(__float2half_rn(
+        scatterValue(op, __half2float(__ushort_as_half((unsigned short)a)),
+                     __half2float(__ushort_as_half((unsigned short)b)))));
+  case DType::BF16:
+    return __bfloat16_as_ushort(__float2bfloat16_rn(scatterValue(
+        op, __bfloat162float(__ushort_as_bfloat16((unsigned short)a)),
+        __bfloat162float(__ushort_as_bfloat16((unsigned short)b)))));
+  case DType::I64:
+    return uint64_t(scatterInt(op, int64_t(a), int64_t(b)));
+  case DType::I32:
+    return uint64_t(scatterInt(op, int32_t(uint32_t(a)), int32_t(uint32_t(b))));
+  case DType::I8:
+    return uint64_t(scatterInt(op, int8_t(uint8_t(a)), int8_t(uint8_t(b))));
+  case DType::U8:
+    return uint64_t(scatterInt(op, uint8_t(a), uint8_t(b)));
+  default:
+    return b;
+  }
+}
+
+/// *address = combine(*address, value), atomically.
+template <typename U>
+__device__ void atomicScatter(U *address, uint64_t value, DType dtype,
+                              ScatterReduction op) {
+  if constexpr (sizeof(U) == 8) {
+    auto *word = reinterpret_cast<unsigned long long *>(address);
+    unsigned long long seen = *word, expected;
+    do {
+      expected = seen;
+      seen = atomicCAS(
+          word, expected,
+          (unsigned long long)scatterBits(dtype, op, expected, value));
+    } while (seen != expected);
+  } else if constexpr (sizeof(U) == 4) {
+    auto *word = reinterpret_cast<unsigned int *>(address);
+    unsigned int seen = *word, expected;
+    do {
+      expected = seen;
+      seen = atomicCAS(word, expected,
+                       unsigned(scatterBits(dtype, op, expected, value)));
+    } while (seen != expected);
+  } else {
+    uintptr_t at = reinterpret_cast<uintptr_t>(address);
+    auto *word = reinterpret_cast<unsigned int *>(at & ~uintptr_t(3));
+    unsigned shift = unsigned(at & 3) * 8;
+    unsigned mask = (sizeof(U) == 1 ? 0xffu : 0xffffu) << shift;
+    unsigned int seen = *word, expected;
+    do {
+      expected = seen;
+      unsigned current = (expected & mask) >> shift;
+      unsigned next =
+          (unsigned(scatterBits(dtype, op, current, value)) << shift) & mask;
+      seen = atomicCAS(word, expected, (expected & ~mask) | next);
+    } while (seen != expected);
+  }
+}
+
+template <typename U>
+__global__ void scatterNDKernel(const void *indices, DType indexType,
+                                const U *updates, U *y, int64_t n,
+                                ScatterGeometry g, DType dtype,
+                                ScatterReduction op) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t tuple = i / g.sliceSize, offset = i % g.sliceSize;
+    bool inRange = true;
+    for (int64_t d = 0; d < g.k; ++d) {
+      int64_t index = loadIndex(indices, indexType, tuple * g.k + d);
+      if (index < 0)
+        index += g.dims[d];
+      inRange = inRange && index >= 0 && index < g.dims[d];
+      offset += index * g.strides[d];
+    }
+    if (!inRange)
+      continue; // the host backend reports it; here the update is dropped
+    U *target = y + offset;
+    if (op == ScatterReduction::None) {
+      *target = updates[i];
+    } else if constexpr (sizeof(U) == 4) {
+      if (dtype == DType::F32 && op == ScatterReduction::Add)
+        atomicAdd(reinterpret_cast<float *>(target),
+                  __uint_as_float(updates[i]));
+      else
+        atomicScatter(target, updates[i], dtype, op);
+    } else {
+      atomicScatter(target, uint64_t(updates[i]), dtype, op);
+    }
+  }
+}
+
 struct PadGeometry {
   int rank;
   int64_t xShape[kMaxRank], xStride[kMaxRank], yShape[kMaxRank],
@@ -914,6 +1054,31 @@ void gatherElements(Context &ctx, const char *node, int axis, TensorRef x,
       gatherElementsKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
           static_cast<const T *>(x.data), indices.data, indices.dtype,
           static_cast<T *>(y.data), n, dimsOf(y), dimsOf(x), axis));
+  checkLaunch(ctx, node);
+}
+
+void scatterND(Context &ctx, const char *node, ScatterReduction reduction,
+               TensorRef data, TensorRef indices, TensorRef updates,
+               TensorRef y) {
+  ScatterGeometry g;
+  if (hasError(ctx) ||
+      !validateScatterND(ctx, node, reduction, data, indices, updates, y, g))
+    return;
+  // In place (y is data): nothing to copy.
+  if (y.data != data.data && y.bytes() &&
+      !checkCuda(ctx, node,
+                 cudaMemcpyAsync(y.data, data.data, y.bytes(),
+                                 cudaMemcpyDeviceToDevice, ctx.stream),
+                 "cudaMemcpyAsync"))
+    return;
+  int64_t n = updates.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_BYTES(
+      dtypeSize(y.dtype), U,
+      scatterNDKernel<U><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          indices.data, indices.dtype, static_cast<const U *>(updates.data),
+          static_cast<U *>(y.data), n, g, y.dtype, reduction));
   checkLaunch(ctx, node);
 }
 

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace memopt::rt {
@@ -212,6 +213,7 @@ double applyBinary(BinaryOp op, double a, double b) {
   case BinaryOp::Min:
     return std::min(a, b);
   case BinaryOp::Mod:
+  case BinaryOp::FMod:
     return std::fmod(a, b);
   }
   return 0;
@@ -232,11 +234,13 @@ int64_t applyBinaryInt(BinaryOp op, int64_t a, int64_t b) {
   case BinaryOp::Min:
     return std::min(a, b);
   case BinaryOp::Mod: {
-    if (b == 0)
+    if (b == 0 || b == -1) // -1: INT64_MIN % -1 overflows; the answer is 0
       return 0;
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
+  case BinaryOp::FMod:
+    return b == 0 || b == -1 ? 0 : a % b;
   case BinaryOp::Pow:
     return 0;
   }
@@ -947,6 +951,118 @@ void gatherElements(Context &ctx, const char *node, int axis, TensorRef x,
     copyElement(x, from, out.data(), i, elem);
   }
   std::memcpy(y.data, out.data(), out.size());
+}
+
+namespace {
+
+/// Element `i` of an integer tensor (I64, I32, I8, U8) as int64_t.
+int64_t loadInt(const void *data, DType dtype, int64_t i) {
+  switch (dtype) {
+  case DType::I64:
+    return static_cast<const int64_t *>(data)[i];
+  case DType::I32:
+    return static_cast<const int32_t *>(data)[i];
+  case DType::I8:
+    return static_cast<const int8_t *>(data)[i];
+  default:
+    return static_cast<const uint8_t *>(data)[i];
+  }
+}
+
+/// Stores `v` wrapped to the integer dtype (two's complement, as C++20).
+void storeInt(void *data, DType dtype, int64_t i, int64_t v) {
+  switch (dtype) {
+  case DType::I64:
+    static_cast<int64_t *>(data)[i] = v;
+    break;
+  case DType::I32:
+    static_cast<int32_t *>(data)[i] = static_cast<int32_t>(v);
+    break;
+  case DType::I8:
+    static_cast<int8_t *>(data)[i] = static_cast<int8_t>(v);
+    break;
+  default:
+    static_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(v);
+    break;
+  }
+}
+
+template <typename T> T combineScatter(ScatterReduction op, T a, T b) {
+  switch (op) {
+  case ScatterReduction::Add:
+    if constexpr (std::is_integral_v<T>)
+      return T(uint64_t(a) + uint64_t(b)); // wraps instead of overflowing
+    else
+      return a + b;
+  case ScatterReduction::Mul:
+    if constexpr (std::is_integral_v<T>)
+      return T(uint64_t(a) * uint64_t(b));
+    else
+      return a * b;
+  case ScatterReduction::Max:
+    return std::max(a, b);
+  case ScatterReduction::Min:
+    return std::min(a, b);
+  case ScatterReduction::None:
+    break;
+  }
+  return b;
+}
+
+} // namespace
+
+/// onnxruntime's ScatterND structure: copy data into the output unless they
+/// are the same buffer, then visit the index tuples in order. Every index is
+/// checked before anything is written.
+void scatterND(Context &ctx, const char *node, ScatterReduction reduction,
+               TensorRef data, TensorRef indices, TensorRef updates,
+               TensorRef y) {
+  ScatterGeometry g;
+  if (hasError(ctx) ||
+      !validateScatterND(ctx, node, reduction, data, indices, updates, y, g))
+    return;
+  std::vector<int64_t> idx = toInt64(indices);
+  std::vector<int64_t> offsets(size_t(g.tuples), 0);
+  for (int64_t t = 0; t < g.tuples; ++t) {
+    for (int64_t d = 0; d < g.k; ++d) {
+      int64_t raw = idx[size_t(t * g.k + d)];
+      int64_t index = raw < 0 ? raw + g.dims[d] : raw;
+      if (index < 0 || index >= g.dims[d]) {
+        failf(ctx, node, "index %lld out of range [-%lld, %lld) on axis %lld",
+              (long long)raw, (long long)g.dims[d], (long long)g.dims[d],
+              (long long)d);
+        return;
+      }
+      offsets[size_t(t)] += index * g.strides[d];
+    }
+  }
+  if (y.data != data.data && y.bytes())
+    std::memmove(y.data, data.data, y.bytes());
+  size_t elem = dtypeSize(y.dtype);
+  auto *out = static_cast<uint8_t *>(y.data);
+  bool isInt = y.dtype == DType::I64 || y.dtype == DType::I32 ||
+               y.dtype == DType::I8 || y.dtype == DType::U8;
+  for (int64_t t = 0; t < g.tuples; ++t) {
+    int64_t base = offsets[size_t(t)], from = t * g.sliceSize;
+    if (reduction == ScatterReduction::None) {
+      std::memcpy(out + size_t(base) * elem,
+                  static_cast<const uint8_t *>(updates.data) +
+                      size_t(from) * elem,
+                  size_t(g.sliceSize) * elem);
+      continue;
+    }
+    for (int64_t j = 0; j < g.sliceSize; ++j) {
+      if (isInt)
+        storeInt(y.data, y.dtype, base + j,
+                 combineScatter(reduction, loadInt(y.data, y.dtype, base + j),
+                                loadInt(updates.data, y.dtype, from + j)));
+      else
+        storeFromDouble(
+            y.data, y.dtype, base + j,
+            combineScatter(reduction, loadAsDouble(y.data, y.dtype, base + j),
+                           loadAsDouble(updates.data, y.dtype, from + j)));
+    }
+  }
 }
 
 void pad(Context &ctx, const char *node, PadMode mode, const int64_t *padsBegin,

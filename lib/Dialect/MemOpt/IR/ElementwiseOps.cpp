@@ -63,7 +63,7 @@ static LogicalResult verifyBinaryOperands(Operation *op, bool sameElementType,
 
 /// A binary op may write into operand `i` when that operand already has the
 /// result's type (no broadcast along it, same element type).
-#define MEMOPT_BINARY_ELEMENTWISE(OpClass, ResultElement, SameElement, Bool)   \
+#define MEMOPT_BINARY_ELEMENTWISE_COMMON(OpClass, ResultElement)               \
   bool OpClass::isElementwise() { return true; }                               \
   bool OpClass::canWriteInPlace(unsigned operandIndex) {                       \
     return operandIndex < 2 &&                                                 \
@@ -79,7 +79,9 @@ static LogicalResult verifyBinaryOperands(Operation *op, bool sameElementType,
     return inferBroadcastType(                                                 \
         loc, getOperationName(), adaptor.getA().getType(),                     \
         adaptor.getB().getType(), ResultElement, results);                     \
-  }                                                                            \
+  }
+#define MEMOPT_BINARY_ELEMENTWISE(OpClass, ResultElement, SameElement, Bool)   \
+  MEMOPT_BINARY_ELEMENTWISE_COMMON(OpClass, ResultElement)                     \
   LogicalResult OpClass::verify() {                                            \
     return verifyBinaryOperands(*this, SameElement, Bool);                     \
   }
@@ -90,6 +92,7 @@ MEMOPT_BINARY_ELEMENTWISE(SubOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(MulOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(DivOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(PowOp, Type(), false, false)
+MEMOPT_BINARY_ELEMENTWISE_COMMON(ModOp, Type())
 MEMOPT_BINARY_ELEMENTWISE(MinOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(MaxOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(EqualOp, MEMOPT_I1, true, false)
@@ -99,6 +102,24 @@ MEMOPT_BINARY_ELEMENTWISE(AndOp, MEMOPT_I1, true, true)
 MEMOPT_BINARY_ELEMENTWISE(OrOp, MEMOPT_I1, true, true)
 #undef MEMOPT_I1
 #undef MEMOPT_BINARY_ELEMENTWISE
+#undef MEMOPT_BINARY_ELEMENTWISE_COMMON
+
+/// ONNX Mod: numeric operands of one element type; `fmod` is 0 or 1, and 1
+/// for floats (the spec requires it; onnxruntime rejects fmod = 0 on floats).
+LogicalResult ModOp::verify() {
+  if (failed(verifyBinaryOperands(*this, /*sameElementType=*/true,
+                                  /*requireBool=*/false)))
+    return failure();
+  Type element = getA().getType().getElementType();
+  if (element.isInteger(1))
+    return emitOpError("operands must be numeric, got ") << getA().getType();
+  if (getFmod() != 0 && getFmod() != 1)
+    return emitOpError("fmod must be 0 or 1, got ") << getFmod();
+  if (isa<FloatType>(element) && getFmod() != 1)
+    return emitOpError("fmod must be 1 for floating-point operands (")
+           << element << "), as ONNX requires";
+  return success();
+}
 
 //===----------------------------------------------------------------------===//
 // Unary folders and verifiers
@@ -201,6 +222,32 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
       },
       [](ArrayRef<APFloat> x) -> std::optional<APFloat> {
         return x[0] / x[1];
+      });
+}
+
+/// ONNX Mod on constants. Integers: `fmod = 1` truncates (C `%`), `fmod = 0`
+/// floors (the remainder takes the divisor's sign, as Python's `%` and
+/// onnxruntime's Mod); a zero divisor stops folding. Floats: C `fmod`
+/// (APFloat::mod), the only mode ONNX allows for them.
+OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
+  bool truncate = getFmod() != 0;
+  return foldElementwise(
+      getType(), adaptor.getOperands(),
+      [&](ArrayRef<APInt> x, bool isUnsigned) -> std::optional<APInt> {
+        if (x[1].isZero())
+          return std::nullopt;
+        if (isUnsigned)
+          return x[0].urem(x[1]);
+        APInt remainder = x[0].srem(x[1]);
+        if (!truncate && !remainder.isZero() &&
+            remainder.isNegative() != x[1].isNegative())
+          remainder += x[1];
+        return remainder;
+      },
+      [](ArrayRef<APFloat> x) -> std::optional<APFloat> {
+        APFloat remainder = x[0];
+        remainder.mod(x[1]);
+        return remainder;
       });
 }
 

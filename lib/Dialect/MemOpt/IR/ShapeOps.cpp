@@ -639,6 +639,168 @@ GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 }
 
 //===----------------------------------------------------------------------===//
+// ScatterNDOp
+//
+// Shape rule and reduction semantics from the ONNX specification (opsets 13,
+// 16 and 18); negative indices are accepted as onnxruntime's ScatterND does.
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            ScatterNDOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  if (failed(
+          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+    return failure();
+  results.push_back(adaptor.getData().getType());
+  return success();
+}
+
+static bool isScatterReduction(StringRef reduction) {
+  return llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction);
+}
+
+LogicalResult ScatterNDOp::verify() {
+  RankedTensorType data = getData().getType();
+  RankedTensorType indices = getIndices().getType();
+  RankedTensorType updates = getUpdates().getType();
+  if (!isScatterReduction(getReduction()))
+    return emitOpError("reduction must be 'none', 'add', 'mul', 'max' or "
+                       "'min', got '")
+           << getReduction() << "'";
+  if (getReduction() != "none" && data.getElementType().isInteger(1))
+    return emitOpError("reduction '")
+           << getReduction() << "' needs a numeric element type, got " << data;
+  if (indices.getRank() < 1)
+    return emitOpError("indices must have rank >= 1, got ") << indices;
+  int64_t k = indices.getShape().back();
+  if (k > data.getRank())
+    return emitOpError("indices ")
+           << indices << " address " << k << " axes, but data " << data
+           << " has rank " << data.getRank();
+  if (updates.getElementType() != data.getElementType())
+    return emitOpError("updates element type differs from data: ")
+           << updates << " vs " << data;
+  SmallVector<int64_t> expected(indices.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(k));
+  if (ArrayRef<int64_t>(expected) != updates.getShape())
+    return emitOpError("updates ")
+           << updates << " must be "
+           << RankedTensorType::get(expected, data.getElementType())
+           << " (indices.shape[:-1] + data.shape[k:] for data " << data
+           << " and indices " << indices << ")";
+  return success();
+}
+
+/// The value an aliasing view (reshape, flatten, squeeze, unsqueeze,
+/// identity) chain starts from: views share their operand's storage.
+static Value getViewRoot(Value value) {
+  while (Operation *producer = value.getDefiningOp()) {
+    auto behavior = dyn_cast<BufferBehaviorOpInterface>(producer);
+    if (!behavior || !behavior.isAliasingView())
+      break;
+    value = producer->getOperand(0);
+  }
+  return value;
+}
+
+/// The result may take `data`'s storage (the kernel then skips the copy and
+/// writes the updates over it, as onnxruntime does when it reuses the input
+/// buffer), unless `indices` or `updates` share that storage: the kernel
+/// would then read what it has already overwritten.
+bool ScatterNDOp::canWriteInPlace(unsigned operandIndex) {
+  Value root = getViewRoot(getData());
+  return operandIndex == 0 && getViewRoot(getIndices()) != root &&
+         getViewRoot(getUpdates()) != root;
+}
+
+/// One read-combine-write per update element; the copy of `data` (absent
+/// when in place) is data movement only.
+int64_t ScatterNDOp::getFlops() {
+  return getUpdates().getType().getNumElements();
+}
+
+/// Combines the current element with an update for `reduction` (not
+/// "none"); integers compare signed unless the type is unsigned.
+static Attribute combineScatterElement(StringRef reduction, Attribute current,
+                                       Attribute update) {
+  if (auto integer = dyn_cast<IntegerAttr>(current)) {
+    APInt a = integer.getValue();
+    APInt b = cast<IntegerAttr>(update).getValue();
+    bool isUnsigned = isUnsignedInteger(integer.getType());
+    APInt result = a;
+    if (reduction == "add")
+      result = a + b;
+    else if (reduction == "mul")
+      result = a * b;
+    else if (reduction == "max")
+      result = (isUnsigned ? a.ult(b) : a.slt(b)) ? b : a;
+    else
+      result = (isUnsigned ? b.ult(a) : b.slt(a)) ? b : a;
+    return IntegerAttr::get(integer.getType(), result);
+  }
+  auto floating = cast<FloatAttr>(current);
+  APFloat a = floating.getValue();
+  APFloat b = cast<FloatAttr>(update).getValue();
+  APFloat result = a;
+  if (reduction == "add")
+    result.add(b, APFloat::rmNearestTiesToEven);
+  else if (reduction == "mul")
+    result.multiply(b, APFloat::rmNearestTiesToEven);
+  else if (reduction == "max") // std::max(a, b)
+    result = a.compare(b) == APFloat::cmpLessThan ? b : a;
+  else // std::min(a, b)
+    result = b.compare(a) == APFloat::cmpLessThan ? b : a;
+  return FloatAttr::get(floating.getType(), result);
+}
+
+OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
+  ArrayRef<int64_t> indicesShape = getIndices().getType().getShape();
+  int64_t numTuples = ShapedType::getNumElements(indicesShape.drop_back());
+  // Nothing to scatter: the result is `data`.
+  if (numTuples == 0)
+    return getData();
+  DenseElementsAttr data = getSmallDense(adaptor.getData());
+  DenseElementsAttr indices = getSmallDense(adaptor.getIndices());
+  DenseElementsAttr updates = getSmallDense(adaptor.getUpdates());
+  if (!data || !indices || !updates ||
+      getType().getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> dataShape = getType().getShape();
+  int64_t k = indicesShape.back();
+  int64_t sliceSize = ShapedType::getNumElements(dataShape.drop_front(k));
+  SmallVector<int64_t> strides = computeStrides(dataShape);
+  SmallVector<int64_t> indexValues;
+  for (const APInt &index : indices.getValues<APInt>())
+    indexValues.push_back(index.getSExtValue());
+  SmallVector<Attribute> values(data.getValues<Attribute>());
+  SmallVector<Attribute> updateValues(updates.getValues<Attribute>());
+  StringRef reduction = getReduction();
+  // Tuples apply in order, so with reduction "none" a repeated index takes
+  // the last update (ONNX leaves that case undefined).
+  for (int64_t tuple = 0; tuple < numTuples; ++tuple) {
+    int64_t base = 0;
+    for (int64_t axis = 0; axis < k; ++axis) {
+      int64_t index = indexValues[tuple * k + axis];
+      if (index < 0)
+        index += dataShape[axis];
+      // Out of range: left to the runtime, which reports it.
+      if (index < 0 || index >= dataShape[axis])
+        return {};
+      base += index * strides[axis];
+    }
+    for (int64_t j = 0; j < sliceSize; ++j) {
+      Attribute update = updateValues[tuple * sliceSize + j];
+      Attribute &current = values[base + j];
+      current = reduction == "none"
+                    ? update
+                    : combineScatterElement(reduction, current, update);
+    }
+  }
+  return DenseElementsAttr::get(getType(), values);
+}
+
+//===----------------------------------------------------------------------===//
 // ExpandOp
 //===----------------------------------------------------------------------===//
 

@@ -240,6 +240,19 @@ def MemOpt_PowOp : MemOpt_BinaryElementwiseOp<"pow"> {
     base; the result has the base's element type.
   }];
 }
+def MemOpt_ModOp : MemOpt_BinaryElementwiseOp<"mod"> {
+  let summary = "a mod b with broadcasting (ONNX Mod)";
+  let description = [{
+    `fmod = 0` (integers only): the remainder takes the sign of the divisor,
+    as Python's `%` (-7 mod 3 = 2). `fmod = 1`: the remainder takes the sign
+    of the dividend, as C's `fmod` / `%` (-7 mod 3 = -1). As in ONNX, float
+    element types require `fmod = 1`. Folds on small constants (a zero
+    divisor is left to run time).
+  }];
+  let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B,
+                       DefaultValuedAttr<I64Attr, "0">:$fmod);
+  let hasFolder = 1;
+}
 def MemOpt_MinOp : MemOpt_BinaryElementwiseOp<"min", [Commutative]> {
   let summary = "elementwise minimum of two tensors with broadcasting";
 }
@@ -642,6 +655,32 @@ def MemOpt_GatherElementsOp : MemOpt_InferredOp<"gather_elements"> {
   let results = (outs MemOpt_Tensor:$output);
   let assemblyFormat =
       "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def MemOpt_ScatterNDOp : MemOpt_InferredOp<"scatter_nd", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>], ["getFlops"]> {
+  let summary = "A copy of `data` with slices replaced (or combined) by `updates`";
+  let description = [{
+    ONNX ScatterND (opsets 13 to 18). `indices` has shape `[..., k]` with
+    `k <= rank(data)`: each index tuple addresses a slice
+    `data[i0, ..., ik-1, :, ...]`; `updates` has shape
+    `indices.shape[:-1] + data.shape[k:]`. Negative indices count from the
+    back (as onnxruntime accepts). `reduction` is `none` (replace; with
+    duplicate indices ONNX leaves the result undefined, memopt's host backend
+    and folder take the last update), `add`, `mul`, `max` or `min` (combine
+    with the current value; not for i1). Result type: the type of `data`.
+    The result may reuse `data`'s storage when `data` dies here, as
+    onnxruntime does. Folds on small constants.
+  }];
+  let arguments = (ins MemOpt_Tensor:$data, MemOpt_IndexTensor:$indices,
+                       MemOpt_Tensor:$updates,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs MemOpt_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def MemOpt_ExpandOp : MemOpt_Op<"expand"> {
