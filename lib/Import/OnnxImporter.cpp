@@ -50,6 +50,7 @@
 #include "onnx/defs/schema.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 using namespace mlir;
@@ -1548,10 +1549,13 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
                << node.describe() << ": ratio must be a scalar";
       ratio = (*ratios)[0];
     }
-    if (!training->empty() && (*training)[0] != 0 && ratio != 0)
+    if (!training->empty() && (*training)[0] != 0 && ratio != 0) {
+      char ratioText[32];
+      std::snprintf(ratioText, sizeof(ratioText), "%g", ratio);
       return emitError(node.loc)
              << node.describe() << ": training_mode=true is not supported "
-             << "(ratio " << ratio << "; only ratio 0, the identity, is)";
+             << "(ratio " << ratioText << "; only ratio 0, the identity, is)";
+    }
   }
   auto result = createOne(node, "memopt.identity", {*data}, {});
   if (failed(result))

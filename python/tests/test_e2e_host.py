@@ -127,9 +127,9 @@ def _i64(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
 
-def _model(nodes, inputs, outputs, initializers=()):
+def _model(nodes, inputs, outputs, initializers=(), opset=OPSET):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
@@ -265,6 +265,44 @@ def model_data_movement(rng):
                   inits)
 
 
+def model_mod_scatter(rng):
+    """Mod (floored and truncated integers, float fmod, broadcasting) and ScatterND at run time:
+    rows and single elements, every reduction with repeated indices, negative indices, and a
+    `data` that dies at the scatter (written in place when planned). Opset 18 for max/min."""
+    nodes = [
+        helper.make_node("Sub", ["n", "fifty"], ["signed"], name="center"),
+        helper.make_node("Mod", ["signed", "divisors"], ["floored"], name="mod_floor"),
+        helper.make_node("Mod", ["signed", "divisors"], ["truncated"], name="mod_trunc", fmod=1),
+        helper.make_node("Mod", ["x", "fdiv"], ["fm"], name="mod_float", fmod=1),
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("ScatterND", ["r", "rows", "rowvals"], ["s_none"], name="scatter_rows"),
+        helper.make_node("ScatterND", ["x", "elems", "elemvals"], ["s_add"], name="scatter_add",
+                         reduction="add"),
+        helper.make_node("ScatterND", ["x", "elems", "elemvals"], ["s_mul"], name="scatter_mul",
+                         reduction="mul"),
+        helper.make_node("ScatterND", ["x", "elems", "elemvals"], ["s_max"], name="scatter_max",
+                         reduction="max"),
+        helper.make_node("ScatterND", ["x", "elems", "elemvals"], ["s_min"], name="scatter_min",
+                         reduction="min"),
+        helper.make_node("ScatterND", ["floored", "irows", "ivals"], ["s_int"], name="scatter_int",
+                         reduction="add"),
+        helper.make_node("Add", ["s_none", "fm"], ["y"], name="sum"),
+    ]
+    inits = [_i64("fifty", [50]), _i64("divisors", [[7], [-7], [3]]),
+             numpy_helper.from_array(np.array([0.7, -1.3, 2.1, 0.4, -0.9], np.float32), "fdiv"),
+             _i64("rows", [[1, 0], [-1, 2], [0, -4]]), _w(rng, "rowvals", [3, 5]),
+             _i64("elems", [[0, 1, 4], [2, 3, 0], [0, 1, 4], [-1, -1, -1], [0, 1, 4]]),
+             _w(rng, "elemvals", [5]), _i64("irows", [[2], [0], [2]]),
+             _i64("ivals", [[5, -6, 7, 8], [1, 2, 3, 4], [-9, 10, 11, 12]])]
+    i64 = TensorProto.INT64
+    return _model(nodes, [_f32("x", [3, 4, 5]), helper.make_tensor_value_info("n", i64, [4])],
+                  [_f32("y", [3, 4, 5]), _f32("s_add", [3, 4, 5]), _f32("s_mul", [3, 4, 5]),
+                   _f32("s_max", [3, 4, 5]), _f32("s_min", [3, 4, 5]),
+                   helper.make_tensor_value_info("truncated", i64, [3, 4]),
+                   helper.make_tensor_value_info("s_int", i64, [3, 4])],
+                  inits, opset=18)
+
+
 def model_shared_outputs(rng):
     """Outputs that share storage: an input returned as is, one value returned twice, a
     weight returned as is, a view of an output."""
@@ -288,6 +326,7 @@ GENERATED = {
     "layernorm_softmax_reduce": model_norm,
     "data_movement_resize": model_data_movement,
     "shared_outputs": model_shared_outputs,
+    "mod_scatter_nd": model_mod_scatter,
 }
 
 

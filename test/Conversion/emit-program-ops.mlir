@@ -45,6 +45,29 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
 // SHAPES: const int axes[] = {0, 2};
 // SHAPES-NEXT: reduce(ctx, "rm", ReduceOp::Mean, axes, 2,
 
+// ONNX Mod lowers to BinaryOp::Mod (fmod = 0, floored) or BinaryOp::FMod
+// (fmod = 1, truncated); ScatterND to scatterND with its reduction, here in
+// place: its result has data's arena offset.
+// RUN: memopt-compile %t/scatter.mlir --lower-only --emit source -o %t/scatter --quiet
+// RUN: FileCheck %s --check-prefix=SCATTER < %t/scatter.cpp
+// SCATTER: binary(ctx, "floor_mod", BinaryOp::Mod,
+// SCATTER: binary(ctx, "trunc_mod", BinaryOp::FMod,
+// SCATTER: TensorRef [[DATA:t[0-9]+]] = ref(arena + 0, DType::F32, {4, 8});
+// SCATTER: TensorRef [[OUT:t[0-9]+]] = ref(arena + 0, DType::F32, {4, 8});
+// SCATTER-NEXT: scatterND(ctx, "scatter", ScatterReduction::Add, [[DATA]], {{t[0-9]+}}, {{t[0-9]+}}, [[OUT]]);
+
+//--- scatter.mlir
+func.func @main(%x: tensor<4x8xf32>, %u: tensor<2x8xf32>, %a: tensor<3xi64>) -> (tensor<4x8xf32>, tensor<3xi64>)
+    attributes {memopt.arena_size = 512 : i64, memopt.weights_size = 16 : i64} {
+  %i = memopt.constant {memopt.weight_offset = 0 : i64} dense<[[3], [0]]> : tensor<2x1xi64> loc("idx")
+  %m = memopt.mod %a, %a {memopt.offsets = array<i64: 256>} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64> loc("floor_mod")
+  %n = memopt.mod %m, %a {fmod = 1 : i64, memopt.offsets = array<i64: -1>} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64> loc("trunc_mod")
+  %e = memopt.exp %x {memopt.offsets = array<i64: 0>} : tensor<4x8xf32> loc("exp")
+  %s = memopt.scatter_nd %e, %i, %u {reduction = "add", memopt.in_place = 0 : i64, memopt.offsets = array<i64: 0>} : (tensor<4x8xf32>, tensor<2x1xi64>, tensor<2x8xf32>) -> tensor<4x8xf32> loc("scatter")
+  %o = memopt.exp %s {memopt.offsets = array<i64: -1>} : tensor<4x8xf32> loc("exp2")
+  return %o, %n : tensor<4x8xf32>, tensor<3xi64>
+}
+
 //--- shapes.mlir
 func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
     attributes {memopt.arena_size = 1024 : i64, memopt.weights_size = 256 : i64} {

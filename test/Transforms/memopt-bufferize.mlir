@@ -80,3 +80,34 @@ func.func @view_alive(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<32xf32>) 
   %t = memopt.exp %v : tensor<32xf32>
   return %r, %t : tensor<4x8xf32>, tensor<32xf32>
 }
+
+// -----
+
+// ScatterND writes into `data` when `data` dies there (the kernel then skips
+// its copy, as onnxruntime does), but never when `updates` or `indices`
+// share data's storage through a view: the kernel would read what it has
+// already overwritten.
+// CHECK-LABEL: func.func @scatter_nd_in_place
+// CHECK: memopt.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {memopt.in_place = 0 : i64} : (tensor<4x8xf32>
+// REPORT: memopt-bufferize @scatter_nd_in_place: 1 ops in place, saved 128 bytes
+func.func @scatter_nd_in_place(%x: tensor<4x8xf32>, %u: tensor<2x8xf32>) -> tensor<4x8xf32> {
+  %i = memopt.constant dense<[[3], [0]]> : tensor<2x1xi64>
+  %a = memopt.exp %x : tensor<4x8xf32>
+  %s = memopt.scatter_nd %a, %i, %u : (tensor<4x8xf32>, tensor<2x1xi64>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  %t = memopt.exp %s : tensor<4x8xf32>
+  return %t : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @scatter_nd_updates_view_of_data
+// CHECK: memopt.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32xf32>
+// CHECK-NOT: memopt.in_place
+// CHECK: return
+// REPORT: memopt-bufferize @scatter_nd_updates_view_of_data: 0 ops in place
+func.func @scatter_nd_updates_view_of_data(%x: tensor<32xf32>) -> tensor<32xf32> {
+  %i = memopt.constant dense<0> : tensor<1x0xi64>
+  %a = memopt.exp %x : tensor<32xf32>
+  %v = memopt.reshape %a : (tensor<32xf32>) -> tensor<1x32xf32>
+  %s = memopt.scatter_nd %a, %i, %v : (tensor<32xf32>, tensor<1x0xi64>, tensor<1x32xf32>) -> tensor<32xf32>
+  %t = memopt.exp %s : tensor<32xf32>
+  return %t : tensor<32xf32>
+}

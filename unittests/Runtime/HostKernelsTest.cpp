@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -180,6 +181,29 @@ TEST_F(HostKernels, IntegerModFollowsDivisorSign) {
   fillInts(b, {3, 3, -3, -3});
   binary(*ctx, "mod", BinaryOp::Mod, a.ref(), b.ref(), c.ref());
   expectClose(c, {1, 2, -2, -1}, 0);
+}
+
+TEST_F(HostKernels, IntegerFModTruncates) {
+  Buffer a(DType::I32, {5}), b(DType::I32, {5}), c(DType::I32, {5});
+  fillInts(a, {7, -7, 7, -7, 5});
+  fillInts(b, {3, 3, -3, -3, 0});
+  binary(*ctx, "fmod", BinaryOp::FMod, a.ref(), b.ref(), c.ref());
+  // The sign of the dividend (C's %); a zero divisor gives 0.
+  expectClose(c, {1, -1, 1, -1, 0}, 0);
+  // INT64_MIN mod -1 would overflow in C; the answer is 0 in both modes.
+  Buffer m(DType::I64, {1}), n(DType::I64, {1}), r(DType::I64, {1});
+  fillInts(m, {std::numeric_limits<int64_t>::min()});
+  fillInts(n, {-1});
+  for (BinaryOp op : {BinaryOp::Mod, BinaryOp::FMod}) {
+    binary(*ctx, "mod_min", op, m.ref(), n.ref(), r.ref());
+    expectClose(r, {0}, 0);
+  }
+  Buffer x(DType::F32, {2}), y(DType::F32, {2}), z(DType::F32, {2});
+  float xs[2] = {5.5f, -5.5f}, ys[2] = {2.0f, 2.0f};
+  std::memcpy(x.storage.data(), xs, 8);
+  std::memcpy(y.storage.data(), ys, 8);
+  binary(*ctx, "fmod_f", BinaryOp::FMod, x.ref(), y.ref(), z.ref());
+  expectClose(z, {1.5, -1.5}, 0);
 }
 
 TEST_F(HostKernels, CompareWhereAndLogical) {
@@ -591,6 +615,137 @@ TEST_F(HostKernels, GatherOutOfRangeNamesTheNode) {
             std::string::npos);
   destroyContext(ctx);
   ctx = createContext();
+}
+
+/// ScatterND reference written from the ONNX definition: copy, then apply
+/// the tuples in order.
+std::vector<double> scatterReference(const Buffer &data, const Buffer &indices,
+                                     const Buffer &updates,
+                                     ScatterReduction reduction) {
+  std::vector<double> out = data.values();
+  int64_t k = indices.shape.back();
+  int64_t tuples = indices.count() / std::max<int64_t>(k, 1);
+  int64_t slice = updates.count() / tuples;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = int64_t(indices.at(t * k + d));
+      if (index < 0)
+        index += data.shape[size_t(d)];
+      int64_t stride = 1;
+      for (size_t e = size_t(d) + 1; e < data.shape.size(); ++e)
+        stride *= data.shape[e];
+      base += index * stride;
+    }
+    for (int64_t j = 0; j < slice; ++j) {
+      double &v = out[size_t(base + j)];
+      double u = updates.at(t * slice + j);
+      v = reduction == ScatterReduction::None  ? u
+          : reduction == ScatterReduction::Add ? v + u
+          : reduction == ScatterReduction::Mul ? v * u
+          : reduction == ScatterReduction::Max ? std::max(v, u)
+                                               : std::min(v, u);
+    }
+  }
+  return out;
+}
+
+TEST_F(HostKernels, ScatterNDSlicesElementsAndReductions) {
+  // Row slices (k = 1) with a negative index, f32.
+  Buffer data = random(DType::F32, {5, 3}, 40), rows(DType::I64, {2, 1});
+  fillInts(rows, {-1, 1});
+  Buffer updates = random(DType::F32, {2, 3}, 41), y(DType::F32, {5, 3});
+  scatterND(*ctx, "rows", ScatterReduction::None, data.ref(), rows.ref(),
+            updates.ref(), y.ref());
+  expectClose(y, scatterReference(data, rows, updates, ScatterReduction::None),
+              0);
+  // Single elements (k = 2), i32 indices, every reduction with a repeated
+  // tuple: applied in order.
+  for (ScatterReduction reduction :
+       {ScatterReduction::Add, ScatterReduction::Mul, ScatterReduction::Max,
+        ScatterReduction::Min}) {
+    Buffer grid = random(DType::F64, {3, 4}, 42), at(DType::I32, {3, 2});
+    fillInts(at, {2, 3, 0, -4, 2, 3});
+    Buffer values = random(DType::F64, {3}, 43), out(DType::F64, {3, 4});
+    scatterND(*ctx, "elements", reduction, grid.ref(), at.ref(), values.ref(),
+              out.ref());
+    SCOPED_TRACE(int(reduction));
+    expectClose(out, scatterReference(grid, at, values, reduction), 1e-12);
+  }
+  // Integer reductions wrap like the integer type (u8: 250 + 10 = 4).
+  Buffer bytes(DType::U8, {4}), at(DType::I64, {2, 1}), add(DType::U8, {2});
+  fillInts(bytes, {250, 1, 2, 3});
+  fillInts(at, {0, 3});
+  fillInts(add, {10, 7});
+  Buffer sum(DType::U8, {4});
+  scatterND(*ctx, "wrap", ScatterReduction::Add, bytes.ref(), at.ref(),
+            add.ref(), sum.ref());
+  expectClose(sum, {4, 1, 2, 10}, 0);
+}
+
+TEST_F(HostKernels, ScatterNDInPlaceAndNoneWithRepeats) {
+  // y is data (the planner's in-place case): no copy, the updates land on it.
+  Buffer data(DType::I64, {2, 3}), at(DType::I64, {3, 1}),
+      rows(DType::I64, {3, 3});
+  fillInts(data, {1, 2, 3, 4, 5, 6});
+  fillInts(at, {1, 0, 1});
+  fillInts(rows, {10, 20, 30, 40, 50, 60, 70, 80, 90});
+  scatterND(*ctx, "in_place", ScatterReduction::None, data.ref(), at.ref(),
+            rows.ref(), data.ref());
+  // Row 1 is written twice; the last update wins on the host.
+  expectClose(data, {40, 50, 60, 70, 80, 90}, 0);
+  // Bool data with reduction none (any dtype moves).
+  Buffer mask(DType::Bool, {4}), one(DType::I64, {1, 1}), on(DType::Bool, {1});
+  fillInts(one, {2});
+  fillInts(on, {1});
+  Buffer masked(DType::Bool, {4});
+  scatterND(*ctx, "mask", ScatterReduction::None, mask.ref(), one.ref(),
+            on.ref(), masked.ref());
+  expectClose(masked, {0, 0, 1, 0}, 0);
+}
+
+TEST_F(HostKernels, ScatterNDErrorsNameTheNode) {
+  struct Bad {
+    const char *node, *message;
+    std::function<void(Context &)> run;
+  };
+  Buffer data(DType::F32, {4}), at(DType::I64, {1, 1}), up(DType::F32, {1}),
+      y(DType::F32, {4}), wide(DType::F32, {2}), flag(DType::Bool, {4}),
+      flagUp(DType::Bool, {1});
+  fillInts(at, {4});
+  for (const Bad &bad : std::vector<Bad>{
+           {"/mask/ScatterND", "index 4 out of range [-4, 4) on axis 0",
+            [&](Context &c) {
+              scatterND(c, "/mask/ScatterND", ScatterReduction::None,
+                        data.ref(), at.ref(), up.ref(), y.ref());
+            }},
+           {"shape", "updates [2] must have shape indices[:-1] + data[k:]",
+            [&](Context &c) {
+              scatterND(c, "shape", ScatterReduction::None, data.ref(),
+                        at.ref(), wide.ref(), y.ref());
+            }},
+           {"overlap", "indices and updates must not overlap the output",
+            [&](Context &c) {
+              TensorRef alias = y.ref();
+              alias.rank = 1;
+              alias.shape[0] = 1;
+              scatterND(c, "overlap", ScatterReduction::None, data.ref(),
+                        at.ref(), alias, y.ref());
+            }},
+           {"bool_add", "needs a numeric dtype, got bool", [&](Context &c) {
+              scatterND(c, "bool_add", ScatterReduction::Add, flag.ref(),
+                        at.ref(), flagUp.ref(), flag.ref());
+            }}}) {
+    bad.run(*ctx);
+    ASSERT_NE(contextError(*ctx), nullptr) << bad.node;
+    std::string error = contextError(*ctx);
+    EXPECT_NE(error.find(bad.node), std::string::npos) << error;
+    EXPECT_NE(error.find(bad.message), std::string::npos) << error;
+    destroyContext(ctx);
+    ctx = createContext();
+  }
+  // Nothing was written by the out-of-range call.
+  expectClose(y, {0, 0, 0, 0}, 0);
 }
 
 TEST_F(HostKernels, ExpandAndFill) {

@@ -162,6 +162,14 @@ std::vector<Case> buildCases() {
          binary(*s.ctx, "mod", BinaryOp::Mod, a, b, c);
          return std::vector<TensorRef>{c};
        }});
+  cases.push_back(
+      {"binary_fmod_i32", 0, [](Suite &s) {
+         TensorRef a = s.ints(DType::I32, {6}, {7, -7, 7, -7, 100, -3});
+         TensorRef b = s.ints(DType::I32, {6}, {3, 3, -3, -3, 7, 0});
+         TensorRef c = s.empty(DType::I32, {6});
+         binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
+         return std::vector<TensorRef>{c};
+       }});
   cases.push_back({"compare_where_logical", 0, [](Suite &s) {
                      TensorRef a = s.random(DType::F32, {37, 41}),
                                b = s.random(DType::F32, {41});
@@ -575,6 +583,73 @@ std::vector<Case> buildCases() {
                      TensorRef y = s.empty(DType::F32, {3, 2, 4});
                      gatherElements(*s.ctx, "gather_elements", 1, x, ind, y);
                      return std::vector<TensorRef>{y};
+                   }});
+  // ScatterND: distinct row tuples (k = 2 of rank 3, some negative) for
+  // "none"; repeated tuples for the reductions, which must apply every
+  // update (CUDA: atomics on 8-, 4-, 2- and 1-byte elements, the last two
+  // through the enclosing 32-bit word); u8 in place, wrapping.
+  cases.push_back({"scatter_nd_none_rows_f32", 0, [](Suite &s) {
+                     TensorRef data = s.random(DType::F32, {50, 33, 7});
+                     std::vector<double> idx;
+                     for (int t = 0; t < 40; ++t) {
+                       idx.push_back(t % 2 ? t : t - 50);
+                       idx.push_back((t * 5) % 33);
+                     }
+                     TensorRef ind = s.ints(DType::I64, {40, 2}, idx);
+                     TensorRef up = s.random(DType::F32, {40, 7});
+                     TensorRef y = s.empty(DType::F32, {50, 33, 7});
+                     scatterND(*s.ctx, "scatter_none", ScatterReduction::None,
+                               data, ind, up, y);
+                     return std::vector<TensorRef>{y};
+                   }});
+  struct S {
+    const char *name;
+    DType dtype, indexType;
+    ScatterReduction reduction;
+    double tolerance;
+  };
+  for (S c : {S{"add_f32", DType::F32, DType::I64, ScatterReduction::Add, 1e-5},
+              S{"mul_f16", DType::F16, DType::I32, ScatterReduction::Mul, 1e-2},
+              S{"max_bf16", DType::BF16, DType::I64, ScatterReduction::Max, 0},
+              S{"min_f64", DType::F64, DType::I64, ScatterReduction::Min, 0},
+              S{"add_i64", DType::I64, DType::I32, ScatterReduction::Add, 0},
+              S{"max_i32", DType::I32, DType::I64, ScatterReduction::Max, 0},
+              S{"mul_i8", DType::I8, DType::I64, ScatterReduction::Mul, 0}})
+    cases.push_back(
+        {std::string("scatter_nd_") + c.name + "_repeated", c.tolerance,
+         [=](Suite &s) {
+           bool isInt = c.dtype == DType::I64 || c.dtype == DType::I32 ||
+                        c.dtype == DType::I8;
+           std::vector<double> values, idx;
+           for (int i = 0; i < 999; ++i)
+             values.push_back(isInt ? (i * 37) % 11 - 5 : 0.5 + (i % 7) * 0.25);
+           TensorRef data = s.upload(c.dtype, {999}, values);
+           // 3000 tuples over 999 elements: each is hit about 3 times.
+           for (int t = 0; t < 3000; ++t)
+             idx.push_back((t * 7919) % 999 - (t % 3 ? 0 : 999));
+           TensorRef ind = s.ints(c.indexType, {3000, 1}, idx);
+           std::vector<double> ups;
+           for (int t = 0; t < 3000; ++t)
+             ups.push_back(isInt ? (t * 13) % 7 - 3 : 0.75 + (t % 5) * 0.125);
+           TensorRef up = s.upload(c.dtype, {3000}, ups);
+           TensorRef y = s.empty(c.dtype, {999});
+           scatterND(*s.ctx, c.name, c.reduction, data, ind, up, y);
+           return std::vector<TensorRef>{y};
+         }});
+  cases.push_back({"scatter_nd_add_u8_in_place", 0, [](Suite &s) {
+                     std::vector<double> values, idx, ups;
+                     for (int i = 0; i < 301; ++i)
+                       values.push_back(200 + i % 50);
+                     TensorRef data = s.upload(DType::U8, {301}, values);
+                     for (int t = 0; t < 903; ++t) {
+                       idx.push_back((t * 101) % 301);
+                       ups.push_back(20 + t % 30);
+                     }
+                     TensorRef ind = s.ints(DType::I64, {903, 1}, idx);
+                     TensorRef up = s.upload(DType::U8, {903}, ups);
+                     scatterND(*s.ctx, "scatter_u8", ScatterReduction::Add,
+                               data, ind, up, data);
+                     return std::vector<TensorRef>{data};
                    }});
   for (PadMode mode : {PadMode::Constant, PadMode::Reflect, PadMode::Edge})
     cases.push_back({"pad_mode" + std::to_string(int(mode)), 0, [=](Suite &s) {

@@ -336,3 +336,116 @@ func.func @cast_round_trips_and_view_chains(%h: tensor<4xf16>, %f: tensor<4xf32>
   %r = memopt.reshape %fl : (tensor<1x6xf32>) -> tensor<3x2xf32>
   return %down, %back, %bfback, %narrow, %r : tensor<4xf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xi32>, tensor<3x2xf32>
 }
+
+// -----
+
+// ONNX Mod: fmod = 0 floors (sign of the divisor), fmod = 1 truncates (sign
+// of the dividend), with broadcasting; floats use C fmod. swin_t's
+// TorchScript export computes its window shifts this way.
+// CHECK-LABEL: func.func @mod_fold
+// CHECK-DAG: %[[FLOOR:.*]] = memopt.constant dense<{{\[\[}}1, 2, -2, -1], [0, 0, 0, 0]]> : tensor<2x4xi64>
+// CHECK-DAG: %[[TRUNC:.*]] = memopt.constant dense<[1, -1, 1, -1]> : tensor<4xi32>
+// CHECK-DAG: %[[F:.*]] = memopt.constant dense<[1.500000e+00, -1.500000e+00, 1.500000e+00]> : tensor<3xf32>
+// CHECK-DAG: %[[U:.*]] = memopt.constant dense<[2, 4]> : tensor<2xui8>
+// CHECK: return %[[FLOOR]], %[[TRUNC]], %[[F]], %[[U]]
+func.func @mod_fold() -> (tensor<2x4xi64>, tensor<4xi32>, tensor<3xf32>, tensor<2xui8>) {
+  %a = memopt.constant dense<[[7, -7, 7, -7], [6, -6, 6, -6]]> : tensor<2x4xi64>
+  %b = memopt.constant dense<[3, 3, -3, -3]> : tensor<4xi64>
+  %floor = memopt.mod %a, %b : (tensor<2x4xi64>, tensor<4xi64>) -> tensor<2x4xi64>
+  %c = memopt.constant dense<[7, -7, 7, -7]> : tensor<4xi32>
+  %d = memopt.constant dense<[3, 3, -3, -3]> : tensor<4xi32>
+  %trunc = memopt.mod %c, %d {fmod = 1 : i64} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %e = memopt.constant dense<[5.5, -5.5, 5.5]> : tensor<3xf32>
+  %g = memopt.constant dense<[2.0, 2.0, -2.0]> : tensor<3xf32>
+  %f = memopt.mod %e, %g {fmod = 1 : i64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h = memopt.constant dense<[200, 250]> : tensor<2xui8>
+  %k = memopt.constant dense<[3, 6]> : tensor<2xui8>
+  %u = memopt.mod %h, %k : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xui8>
+  return %floor, %trunc, %f, %u : tensor<2x4xi64>, tensor<4xi32>, tensor<3xf32>, tensor<2xui8>
+}
+
+// -----
+
+// A zero divisor is left to run time.
+// CHECK-LABEL: func.func @mod_by_zero
+// CHECK: memopt.mod
+func.func @mod_by_zero() -> tensor<2xi64> {
+  %a = memopt.constant dense<[7, 8]> : tensor<2xi64>
+  %b = memopt.constant dense<[3, 0]> : tensor<2xi64>
+  %m = memopt.mod %a, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  return %m : tensor<2xi64>
+}
+
+// -----
+
+// ScatterND on constants: row slices (k = 1, negative index from the back),
+// single elements (k = 2), the reductions with a repeated index (applied in
+// order), and "none" with a repeated index (the last update wins).
+// CHECK-LABEL: func.func @scatter_nd_fold
+// CHECK-DAG: %[[ROWS:.*]] = memopt.constant dense<{{\[\[}}1.000000e+00, 2.000000e+00], [0.000000e+00, 0.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<3x2xf32>
+// CHECK-DAG: %[[ELEMS:.*]] = memopt.constant dense<{{\[\[}}0, 5], [6, 0]]> : tensor<2x2xi64>
+// CHECK-DAG: %[[ADD:.*]] = memopt.constant dense<[10, 12, 10, 10]> : tensor<4xi32>
+// CHECK-DAG: %[[MUL:.*]] = memopt.constant dense<[10, -240, 10, 10]> : tensor<4xi32>
+// CHECK-DAG: %[[MAX:.*]] = memopt.constant dense<[10, 11, 10, 10]> : tensor<4xi32>
+// CHECK-DAG: %[[MIN:.*]] = memopt.constant dense<[10, 1, 10, 10]> : tensor<4xi32>
+// CHECK-DAG: %[[LAST:.*]] = memopt.constant dense<[0, 2, 0, 0]> : tensor<4xi32>
+// CHECK-NOT: memopt.scatter_nd
+// CHECK: return %[[ROWS]], %[[ELEMS]], %[[ADD]], %[[MUL]], %[[MAX]], %[[MIN]], %[[LAST]]
+func.func @scatter_nd_fold() -> (tensor<3x2xf32>, tensor<2x2xi64>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>) {
+  %zeros = memopt.constant dense<0.0> : tensor<3x2xf32>
+  %rows_at = memopt.constant dense<[[0], [-1]]> : tensor<2x1xi64>
+  %rows = memopt.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %0 = memopt.scatter_nd %zeros, %rows_at, %rows : (tensor<3x2xf32>, tensor<2x1xi64>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %izeros = memopt.constant dense<0> : tensor<2x2xi64>
+  %elems_at = memopt.constant dense<[[0, 1], [1, 0]]> : tensor<2x2xi64>
+  %elems = memopt.constant dense<[5, 6]> : tensor<2xi64>
+  %1 = memopt.scatter_nd %izeros, %elems_at, %elems : (tensor<2x2xi64>, tensor<2x2xi64>, tensor<2xi64>) -> tensor<2x2xi64>
+  %tens = memopt.constant dense<10> : tensor<4xi32>
+  %twice = memopt.constant dense<[[1], [1]]> : tensor<2x1xi64>
+  %ups = memopt.constant dense<[-4, 6]> : tensor<2xi32>
+  %ups2 = memopt.constant dense<[1, 11]> : tensor<2xi32>
+  %ups3 = memopt.constant dense<[1, 2]> : tensor<2xi32>
+  %2 = memopt.scatter_nd %tens, %twice, %ups {reduction = "add"} : (tensor<4xi32>, tensor<2x1xi64>, tensor<2xi32>) -> tensor<4xi32>
+  %3 = memopt.scatter_nd %tens, %twice, %ups {reduction = "mul"} : (tensor<4xi32>, tensor<2x1xi64>, tensor<2xi32>) -> tensor<4xi32>
+  %4 = memopt.scatter_nd %tens, %twice, %ups2 {reduction = "max"} : (tensor<4xi32>, tensor<2x1xi64>, tensor<2xi32>) -> tensor<4xi32>
+  %5 = memopt.scatter_nd %tens, %twice, %ups2 {reduction = "min"} : (tensor<4xi32>, tensor<2x1xi64>, tensor<2xi32>) -> tensor<4xi32>
+  %izero4 = memopt.constant dense<0> : tensor<4xi32>
+  %6 = memopt.scatter_nd %izero4, %twice, %ups3 : (tensor<4xi32>, tensor<2x1xi64>, tensor<2xi32>) -> tensor<4xi32>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<3x2xf32>, tensor<2x2xi64>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>
+}
+
+// -----
+
+// Float reductions, and no updates at all (the result is `data`, even when
+// it is not a constant).
+// CHECK-LABEL: func.func @scatter_nd_fold_float
+// CHECK-DAG: %[[ADD:.*]] = memopt.constant dense<[1.000000e+00, 3.500000e+00]> : tensor<2xf32>
+// CHECK-DAG: %[[MAX:.*]] = memopt.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK: return %[[ADD]], %[[MAX]], %arg0
+func.func @scatter_nd_fold_float(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %d = memopt.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %i = memopt.constant dense<[[1], [1]]> : tensor<2x1xi64>
+  %u = memopt.constant dense<[0.5, 1.0]> : tensor<2xf32>
+  %0 = memopt.scatter_nd %d, %i, %u {reduction = "add"} : (tensor<2xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<2xf32>
+  %1 = memopt.scatter_nd %d, %i, %u {reduction = "max"} : (tensor<2xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<2xf32>
+  %none = memopt.constant dense<0> : tensor<0x1xi64>
+  %nothing = memopt.constant dense<0.0> : tensor<0xf32>
+  %2 = memopt.scatter_nd %x, %none, %nothing : (tensor<2xf32>, tensor<0x1xi64>, tensor<0xf32>) -> tensor<2xf32>
+  return %0, %1, %2 : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// Not folded: an index out of range (left to the runtime's error), and an
+// operand that is not a constant.
+// CHECK-LABEL: func.func @scatter_nd_no_fold
+// CHECK-COUNT-2: memopt.scatter_nd
+func.func @scatter_nd_no_fold(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %d = memopt.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %bad = memopt.constant dense<[[2]]> : tensor<1x1xi64>
+  %u = memopt.constant dense<[5.0]> : tensor<1xf32>
+  %0 = memopt.scatter_nd %d, %bad, %u : (tensor<2xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<2xf32>
+  %ok = memopt.constant dense<[[1]]> : tensor<1x1xi64>
+  %1 = memopt.scatter_nd %x, %ok, %u : (tensor<2xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<2xf32>
+  return %0, %1 : tensor<2xf32>, tensor<2xf32>
+}

@@ -670,3 +670,92 @@ func.func @gemm_activation(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2
   %0 = memopt.gemm %a, %b {activation = "swish"} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @mod_float_floor(%x: tensor<4xf32>) {
+  // expected-error @+1 {{fmod must be 1 for floating-point operands ('f32'), as ONNX requires}}
+  %0 = memopt.mod %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @mod_bad_fmod(%x: tensor<4xi32>) {
+  // expected-error @+1 {{fmod must be 0 or 1, got 2}}
+  %0 = memopt.mod %x, %x {fmod = 2 : i64} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @mod_bool(%x: tensor<4xi1>) {
+  // expected-error @+1 {{operands must be numeric, got 'tensor<4xi1>'}}
+  %0 = memopt.mod %x, %x : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @mod_mixed_types(%x: tensor<4xi32>, %y: tensor<4xi64>) {
+  // expected-error @+1 {{operand element types differ}}
+  %0 = memopt.mod %x, %y : (tensor<4xi32>, tensor<4xi64>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_updates_shape(%d: tensor<4x5xf32>, %i: tensor<2x1xi64>, %u: tensor<2x4xf32>) {
+  // expected-error @+1 {{updates 'tensor<2x4xf32>' must be 'tensor<2x5xf32>' (indices.shape[:-1] + data.shape[k:] for data 'tensor<4x5xf32>' and indices 'tensor<2x1xi64>')}}
+  %0 = memopt.scatter_nd %d, %i, %u : (tensor<4x5xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_too_many_axes(%d: tensor<4xf32>, %i: tensor<2x2xi64>, %u: tensor<2xf32>) {
+  // expected-error @+1 {{indices 'tensor<2x2xi64>' address 2 axes, but data 'tensor<4xf32>' has rank 1}}
+  %0 = memopt.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<2x2xi64>, tensor<2xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_scalar_indices(%d: tensor<4xf32>, %i: tensor<i64>, %u: tensor<f32>) {
+  // expected-error @+1 {{indices must have rank >= 1, got 'tensor<i64>'}}
+  %0 = memopt.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<i64>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_reduction(%d: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tensor<1xf32>) {
+  // expected-error @+1 {{reduction must be 'none', 'add', 'mul', 'max' or 'min', got 'sum'}}
+  %0 = memopt.scatter_nd %d, %i, %u {reduction = "sum"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_bool_add(%d: tensor<4xi1>, %i: tensor<1x1xi64>, %u: tensor<1xi1>) {
+  // expected-error @+1 {{reduction 'add' needs a numeric element type, got 'tensor<4xi1>'}}
+  %0 = memopt.scatter_nd %d, %i, %u {reduction = "add"} : (tensor<4xi1>, tensor<1x1xi64>, tensor<1xi1>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_updates_type(%d: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tensor<1xf16>) {
+  // expected-error @+1 {{updates element type differs from data: 'tensor<1xf16>' vs 'tensor<4xf32>'}}
+  %0 = memopt.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_result_type(%d: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tensor<1xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<4xf32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<5xf32>
+  return
+}

@@ -159,6 +159,22 @@ func.func @shapes(%x: tensor<2x1x3xf32>, %i: tensor<2x2xi64>, %j: tensor<2x1x3xi
   return
 }
 
+// `fmod` and `reduction` print only when they differ from ONNX's defaults.
+// CHECK-LABEL: func.func @mod_scatter_nd
+func.func @mod_scatter_nd(%a: tensor<2x3xi64>, %b: tensor<3xi64>,
+                          %f: tensor<4xf32>, %d: tensor<4x5xf32>,
+                          %i: tensor<2x1xi64>, %u: tensor<2x5xf32>) {
+  // CHECK: memopt.mod %{{.*}}, %{{.*}} : (tensor<2x3xi64>, tensor<3xi64>) -> tensor<2x3xi64>
+  %0 = memopt.mod %a, %b : (tensor<2x3xi64>, tensor<3xi64>) -> tensor<2x3xi64>
+  // CHECK: memopt.mod %{{.*}}, %{{.*}} {fmod = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = memopt.mod %f, %f {fmod = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: memopt.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x5xf32>, tensor<2x1xi64>, tensor<2x5xf32>) -> tensor<4x5xf32>
+  %2 = memopt.scatter_nd %d, %i, %u : (tensor<4x5xf32>, tensor<2x1xi64>, tensor<2x5xf32>) -> tensor<4x5xf32>
+  // CHECK: memopt.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = "max"} : (tensor<4x5xf32>, tensor<2x1xi64>, tensor<2x5xf32>) -> tensor<4x5xf32>
+  %3 = memopt.scatter_nd %d, %i, %u {reduction = "max"} : (tensor<4x5xf32>, tensor<2x1xi64>, tensor<2x5xf32>) -> tensor<4x5xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @explicit_result_types
 func.func @explicit_result_types(%x: tensor<1x3x4x4xf32>, %s: tensor<3xi64>,
                                  %a: tensor<i64>) {
