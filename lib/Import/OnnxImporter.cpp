@@ -150,8 +150,12 @@ static std::string captureDiagnostics(MLIRContext *context,
       if (!messages.empty())
         messages += "; ";
       messages += diag.str();
-      for (Diagnostic &note : diag.getNotes())
-        messages += " (" + note.str() + ")";
+      for (Diagnostic &note : diag.getNotes()) {
+        // MLIR's dump of the failing op repeats what the node name says.
+        std::string text = note.str();
+        if (!StringRef(text).starts_with("see current operation"))
+          messages += " (" + text + ")";
+      }
       return success();
     });
     fn();
