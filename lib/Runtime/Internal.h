@@ -177,6 +177,25 @@ bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
                     const TensorRef *bias, const TensorRef &c,
                     MatmulGeometry &geometry);
 
+/// Flattened attention problem: `batch` entries of [S, D] x [Sk, D] -> [S,
+/// Dv]. Per-operand batch strides (elements, 0 where broadcast) are given for
+/// each of up to kMaxRank batch dims of y; bias strides cover all of y's
+/// batch dims plus the row (query) and column (key) dims.
+struct AttentionGeometry {
+  int64_t batch = 1, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+  int batchRank = 0;
+  int64_t batchShape[kMaxRank] = {};
+  int64_t qStride[kMaxRank] = {}, kStride[kMaxRank] = {},
+          vStride[kMaxRank] = {}, biasStride[kMaxRank] = {};
+  int64_t biasRowStride = 0, biasColStride = 0;
+  bool hasBias = false;
+};
+bool validateAttention(Context &ctx, const char *node,
+                       const AttentionParams &params, const TensorRef &q,
+                       const TensorRef &k, const TensorRef &v,
+                       const TensorRef *bias, const TensorRef &y,
+                       AttentionGeometry &geometry);
+
 /// Spatial dims padded to 3 (missing dims are 1 with kernel 1, stride 1).
 struct ConvGeometry {
   int64_t batch = 0, inChannels = 0, outChannels = 0, group = 1;

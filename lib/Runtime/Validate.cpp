@@ -147,6 +147,85 @@ bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
   return true;
 }
 
+/// True when the byte ranges of two tensors overlap.
+static bool overlaps(const TensorRef &a, const TensorRef &b) {
+  auto begin = [](const TensorRef &t) {
+    return reinterpret_cast<uintptr_t>(t.data);
+  };
+  return begin(a) < begin(b) + b.bytes() && begin(b) < begin(a) + a.bytes();
+}
+
+bool validateAttention(Context &ctx, const char *node,
+                       const AttentionParams &params, const TensorRef &q,
+                       const TensorRef &k, const TensorRef &v,
+                       const TensorRef *bias, const TensorRef &y,
+                       AttentionGeometry &g) {
+  if (!checkFloat(ctx, node, q, "Q") || !checkFloat(ctx, node, k, "K") ||
+      !checkFloat(ctx, node, v, "V") || !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, q, k, "Q/K") ||
+      !checkSameDType(ctx, node, q, v, "Q/V") ||
+      !checkSameDType(ctx, node, q, y, "Q/output"))
+    return false;
+  if (q.rank < 2 || k.rank < 2 || v.rank < 2 || y.rank < 2) {
+    failf(ctx, node, "attention operands need rank >= 2 (Q %s, K %s, V %s)",
+          shapeString(q).c_str(), shapeString(k).c_str(),
+          shapeString(v).c_str());
+    return false;
+  }
+  g.queries = q.shape[q.rank - 2];
+  g.headSize = q.shape[q.rank - 1];
+  int64_t keyHeadSize = k.shape[k.rank - (params.keyTransposed ? 2 : 1)];
+  g.keys = k.shape[k.rank - (params.keyTransposed ? 1 : 2)];
+  g.valueSize = v.shape[v.rank - 1];
+  if (keyHeadSize != g.headSize || v.shape[v.rank - 2] != g.keys ||
+      y.shape[y.rank - 2] != g.queries || y.shape[y.rank - 1] != g.valueSize) {
+    failf(ctx, node,
+          "attention shapes do not agree: Q %s, K %s%s, V %s, output %s",
+          shapeString(q).c_str(), shapeString(k).c_str(),
+          params.keyTransposed ? " (transposed)" : "", shapeString(v).c_str(),
+          shapeString(y).c_str());
+    return false;
+  }
+  g.batchRank = y.rank - 2;
+  TensorRef batches[3] = {leadingDims(q, q.rank - 2),
+                          leadingDims(k, k.rank - 2),
+                          leadingDims(v, v.rank - 2)};
+  TensorRef yBatch = leadingDims(y, g.batchRank);
+  if (!checkBroadcast(ctx, node, batches, 3, yBatch))
+    return false;
+  g.batch = yBatch.numElements();
+  BroadcastStrides qs = broadcastStrides(q, y), ks = broadcastStrides(k, y),
+                   vs = broadcastStrides(v, y);
+  for (int i = 0; i < g.batchRank; ++i) {
+    g.batchShape[i] = y.shape[i];
+    g.qStride[i] = qs.stride[i];
+    g.kStride[i] = ks.stride[i];
+    g.vStride[i] = vs.stride[i];
+  }
+  if (bias) {
+    if (!checkTensor(ctx, node, *bias, "bias") ||
+        !checkSameDType(ctx, node, *bias, y, "bias/output"))
+      return false;
+    TensorRef scores = y;
+    scores.shape[y.rank - 1] = g.keys;
+    TensorRef biasRef = *bias;
+    if (!checkBroadcast(ctx, node, &biasRef, 1, scores, /*exact=*/false))
+      return false;
+    BroadcastStrides bs = broadcastStrides(*bias, scores);
+    for (int i = 0; i < g.batchRank; ++i)
+      g.biasStride[i] = bs.stride[i];
+    g.biasRowStride = bs.stride[y.rank - 2];
+    g.biasColStride = bs.stride[y.rank - 1];
+    g.hasBias = true;
+  }
+  if (y.numElements() > 0 && (overlaps(y, q) || overlaps(y, k) ||
+                              overlaps(y, v) || (bias && overlaps(y, *bias)))) {
+    failf(ctx, node, "attention output must not alias an input");
+    return false;
+  }
+  return true;
+}
+
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
                             const TensorRef &x, const TensorRef &y) {
   if (spatialRank < 1 || spatialRank > 3) {

@@ -511,6 +511,137 @@ TEST_F(HostKernels, SoftmaxOverMiddleAxisAndLogSoftmax) {
   expectClose(ly, logExpected, 1e-5);
 }
 
+/// Unfused attention: the whole [S, Sk] score matrix, softmax, then P V.
+std::vector<double> referenceAttention(const Buffer &q, const Buffer &k,
+                                       const Buffer &v, const Buffer *bias,
+                                       const AttentionParams &params,
+                                       const std::vector<int64_t> &yShape) {
+  size_t rank = yShape.size();
+  int64_t queries = yShape[rank - 2], valueSize = yShape[rank - 1];
+  int64_t headSize = q.shape.back();
+  int64_t keys =
+      params.keyTransposed ? k.shape.back() : k.shape[k.shape.size() - 2];
+  std::vector<int64_t> batchShape(yShape.begin(), yShape.end() - 2);
+  int64_t batch = 1;
+  for (int64_t d : batchShape)
+    batch *= d;
+  std::vector<double> out;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> co = coordsOf(b, batchShape);
+    auto at = [&](const Buffer &t, int64_t row, int64_t column) {
+      std::vector<int64_t> c = co;
+      c.push_back(row);
+      c.push_back(column);
+      return broadcastAt(t, c);
+    };
+    std::vector<std::vector<double>> scores(
+        static_cast<size_t>(queries),
+        std::vector<double>(static_cast<size_t>(keys)));
+    for (int64_t i = 0; i < queries; ++i)
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < headSize; ++d)
+          dot +=
+              at(q, i, d) * (params.keyTransposed ? at(k, d, j) : at(k, j, d));
+        double score = params.scale * dot + (bias ? at(*bias, i, j) : 0.0);
+        scores[size_t(i)][size_t(j)] =
+            params.causal && j > i ? -INFINITY : score;
+      }
+    for (int64_t i = 0; i < queries; ++i) {
+      std::vector<double> &row = scores[size_t(i)];
+      double max = -INFINITY, sum = 0;
+      for (double s : row)
+        max = std::max(max, s);
+      for (double &s : row)
+        sum += (s = std::exp(s - max));
+      for (int64_t d = 0; d < valueSize; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          acc += row[size_t(j)] / sum * at(v, j, d);
+        out.push_back(acc);
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(HostKernels, AttentionBroadcastsBatchAndBias) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    // K is shared by the 3 heads, the bias by the 2 sequences and the rows.
+    Buffer q = random(dtype, {2, 3, 5, 8}, 50),
+           k = random(dtype, {2, 1, 7, 8}, 51);
+    Buffer v = random(dtype, {2, 3, 7, 6}, 52),
+           bias = random(dtype, {3, 1, 7}, 53);
+    Buffer y(dtype, {2, 3, 5, 6});
+    AttentionParams params;
+    params.scale = 0.35f;
+    TensorRef biasRef = bias.ref();
+    attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), &biasRef,
+              y.ref());
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(y, referenceAttention(q, k, v, &bias, params, y.shape),
+                tolerance(dtype) * 4);
+  }
+}
+
+TEST_F(HostKernels, AttentionCausalWithTransposedKeys) {
+  // More queries than keys: rows 2.. see every key, row 0 only key 0.
+  Buffer q = random(DType::F32, {3, 5, 4}, 54),
+         k = random(DType::F32, {3, 4, 3}, 55);
+  Buffer v = random(DType::F32, {3, 3, 2}, 56), y(DType::F32, {3, 5, 2});
+  AttentionParams params;
+  params.scale = 0.5f;
+  params.causal = true;
+  params.keyTransposed = true;
+  attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), nullptr,
+            y.ref());
+  expectClose(y, referenceAttention(q, k, v, nullptr, params, y.shape), 1e-6);
+  // Row 0 of each batch attends to key 0 only: its output is V's first row.
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t d = 0; d < 2; ++d)
+      EXPECT_NEAR(y.at(b * 10 + d), v.at(b * 6 + d), 1e-6);
+}
+
+TEST_F(HostKernels, AttentionFullyMaskedRowIsNaN) {
+  Buffer q = random(DType::F32, {2, 4}, 57), k = random(DType::F32, {3, 4}, 58);
+  Buffer v = random(DType::F32, {3, 4}, 59), bias(DType::F32, {2, 3});
+  float values[6] = {-INFINITY, -INFINITY, -INFINITY, 0.0f, -INFINITY, 1.0f};
+  std::memcpy(bias.storage.data(), values, sizeof(values));
+  Buffer y(DType::F32, {2, 4});
+  AttentionParams params;
+  TensorRef biasRef = bias.ref();
+  attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), &biasRef,
+            y.ref());
+  for (int64_t d = 0; d < 4; ++d)
+    EXPECT_TRUE(std::isnan(y.at(d))) << d;
+  std::vector<double> expected =
+      referenceAttention(q, k, v, &bias, params, y.shape);
+  for (int64_t d = 4; d < 8; ++d)
+    EXPECT_NEAR(y.at(d), expected[size_t(d)], 1e-6);
+}
+
+TEST_F(HostKernels, AttentionErrorsNameTheNode) {
+  Buffer q = random(DType::F32, {2, 4}, 60), k = random(DType::F32, {3, 5}, 61);
+  Buffer v = random(DType::F32, {3, 4}, 62), y(DType::F32, {2, 4});
+  attention(*ctx, "/attn/MatMul", AttentionParams(), q.ref(), k.ref(), v.ref(),
+            nullptr, y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  std::string message = contextError(*ctx);
+  EXPECT_NE(message.find("node '/attn/MatMul'"), std::string::npos) << message;
+  EXPECT_NE(message.find("K [3, 5]"), std::string::npos) << message;
+
+  destroyContext(ctx);
+  ctx = createContext();
+  Buffer k2 = random(DType::F32, {3, 4}, 63);
+  attention(*ctx, "/attn/alias", AttentionParams(), q.ref(), k2.ref(), v.ref(),
+            nullptr, q.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("must not alias"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
 TEST_F(HostKernels, ReduceOverNonContiguousAxes) {
   Buffer x = random(DType::F32, {3, 4, 5}, 31);
   int axes[2] = {0, 2};

@@ -299,6 +299,27 @@ void layerNorm(Context &ctx, const char *nodeName, int axis, float epsilon,
 void softmax(Context &ctx, const char *nodeName, int axis, bool logSoftmax,
              TensorRef x, TensorRef y);
 
+struct AttentionParams {
+  float scale = 1.0f;
+  /// Mask key j > i of query row i (top-left aligned, PyTorch's is_causal).
+  bool causal = false;
+  /// k is [..., D, Sk] instead of [..., Sk, D].
+  bool keyTransposed = false;
+};
+
+/// Fused scaled dot-product attention (ONNX Attention, 4-D form):
+/// y[..., i, :] = softmax_j(scale * q[..., i, :] . k[..., j, :] +
+/// bias[..., i, j]) @ v. q [..., S, D], k [..., Sk, D] (or [..., D, Sk]),
+/// v [..., Sk, Dv], y [..., S, Dv]; batch dims broadcast numpy-style, bias
+/// (optional, y's dtype) broadcasts to [..., S, Sk]. One float dtype for all;
+/// softmax statistics and accumulation in f32 (double on the host). The
+/// [S, Sk] scores are never stored: the host keeps one row, the CUDA kernels
+/// tiles in shared memory with an online softmax. y must not alias an input.
+/// CUDA: D and Dv at most 128. A row whose scores are all -inf gives NaN.
+void attention(Context &ctx, const char *nodeName,
+               const AttentionParams &params, TensorRef q, TensorRef k,
+               TensorRef v, const TensorRef *bias, TensorRef y);
+
 enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 /// Reduces x over `axes` (sorted, unique, non-negative). y holds the result
 /// with the reduced dims removed or kept as 1: only its element count matters.

@@ -71,6 +71,8 @@ Context *createContext(const ContextOptions &options) {
     return ctx;
   cudaDeviceGetAttribute(&ctx->smCount, cudaDevAttrMultiProcessorCount,
                          options.device);
+  cudaDeviceGetAttribute(&ctx->computeMajor, cudaDevAttrComputeCapabilityMajor,
+                         options.device);
   if (!checkCuda(*ctx, node,
                  cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking),
                  "cudaStreamCreate") ||

@@ -53,6 +53,7 @@ struct Context {
   size_t callWorkspaceBytes = 0;
   cudaEvent_t timerBegin = nullptr, timerEnd = nullptr;
   int smCount = 1;
+  int computeMajor = 0; ///< compute capability major (8: Ampere, 9: Hopper)
   // CUDA graph replay (see execute()).
   int runs = 0;
   bool capturing = false;

@@ -715,6 +715,67 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
   store(v, y);
 }
 
+void attention(Context &ctx, const char *node, const AttentionParams &params,
+               TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
+               TensorRef y) {
+  if (hasError(ctx))
+    return;
+  AttentionGeometry g;
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+    return;
+  std::vector<double> vq = toDouble(q), vk = toDouble(k), vv = toDouble(v),
+                      vbias = bias ? toDouble(*bias) : std::vector<double>();
+  std::vector<double> out(size_t(y.numElements()));
+  // One row of scores and one of outputs: never the [S, Sk] matrix.
+  std::vector<double> row(size_t(g.keys)), acc(size_t(g.valueSize));
+  for (int64_t b = 0; b < g.batch; ++b) {
+    int64_t qOffset = 0, kOffset = 0, vOffset = 0, biasOffset = 0;
+    for (int64_t rest = b, i = g.batchRank - 1; i >= 0; --i) {
+      int64_t coord = rest % g.batchShape[i];
+      rest /= g.batchShape[i];
+      qOffset += coord * g.qStride[i];
+      kOffset += coord * g.kStride[i];
+      vOffset += coord * g.vStride[i];
+      biasOffset += coord * g.biasStride[i];
+    }
+    for (int64_t i = 0; i < g.queries; ++i) {
+      const double *qRow = vq.data() + qOffset + i * g.headSize;
+      double rowMax = -INFINITY;
+      for (int64_t j = 0; j < g.keys; ++j) {
+        if (params.causal && j > i) {
+          row[j] = -INFINITY;
+          continue;
+        }
+        double dot = 0;
+        for (int64_t d = 0; d < g.headSize; ++d)
+          dot += qRow[d] *
+                 vk[kOffset + (params.keyTransposed ? d * g.keys + j
+                                                    : j * g.headSize + d)];
+        double score = params.scale * dot;
+        if (g.hasBias)
+          score +=
+              vbias[biasOffset + i * g.biasRowStride + j * g.biasColStride];
+        row[j] = score;
+        rowMax = std::max(rowMax, score);
+      }
+      // All -inf: exp(-inf - -inf) is NaN, as in the unfused graph.
+      double sum = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < g.keys; ++j) {
+        double p = std::exp(row[j] - rowMax);
+        sum += p;
+        const double *vRow = vv.data() + vOffset + j * g.valueSize;
+        for (int64_t d = 0; d < g.valueSize; ++d)
+          acc[d] += p * vRow[d];
+      }
+      double *yRow = out.data() + (b * g.queries + i) * g.valueSize;
+      for (int64_t d = 0; d < g.valueSize; ++d)
+        yRow[d] = acc[d] / sum;
+    }
+  }
+  store(out, y);
+}
+
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
             int numAxes, TensorRef x, TensorRef y) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))

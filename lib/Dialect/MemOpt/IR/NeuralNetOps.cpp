@@ -11,6 +11,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <algorithm>
 #include <numeric>
 
 using namespace mlir;
@@ -647,6 +648,90 @@ bool SoftmaxOp::canWriteInPlace(unsigned operandIndex) {
 
 /// Max, subtract, exp, sum, divide: five operations per element.
 int64_t SoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            AttentionOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, name, {{"scale", adaptor.getScaleAttr()}})))
+    return failure();
+  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
+  auto k = cast<RankedTensorType>(adaptor.getK().getType());
+  auto v = cast<RankedTensorType>(adaptor.getV().getType());
+  if (q.getRank() < 2 || k.getRank() < 2 || v.getRank() < 2)
+    return inferError(loc, name, "Q ", q, ", K ", k, " and V ", v,
+                      " must have rank 2 or more");
+  Type elementType = q.getElementType();
+  if (k.getElementType() != elementType || v.getElementType() != elementType)
+    return inferError(loc, name, "Q ", q, ", K ", k, " and V ", v,
+                      " have different element types");
+  bool keyTransposed = adaptor.getKeyTransposed();
+  int64_t queries = q.getDimSize(q.getRank() - 2);
+  int64_t headSize = q.getDimSize(q.getRank() - 1);
+  int64_t keyHeadSize = k.getDimSize(k.getRank() - (keyTransposed ? 2 : 1));
+  int64_t keys = k.getDimSize(k.getRank() - (keyTransposed ? 1 : 2));
+  if (keyHeadSize != headSize)
+    return inferError(
+        loc, name, "K ", k, keyTransposed ? " (key_transposed)" : "",
+        " has head size ", keyHeadSize, " but Q ", q, " has ", headSize);
+  if (v.getDimSize(v.getRank() - 2) != keys)
+    return inferError(loc, name, "V ", v, " has ",
+                      v.getDimSize(v.getRank() - 2), " keys but K ", k, " has ",
+                      keys);
+  std::optional<SmallVector<int64_t>> batch =
+      broadcastShapes(q.getShape().drop_back(2), k.getShape().drop_back(2));
+  if (batch)
+    batch = broadcastShapes(*batch, v.getShape().drop_back(2));
+  if (!batch)
+    return inferError(loc, name, "batch dimensions of Q ", q, ", K ", k,
+                      " and V ", v, " do not broadcast");
+  if (Value bias = adaptor.getBias()) {
+    auto b = cast<RankedTensorType>(bias.getType());
+    SmallVector<int64_t> scores = *batch;
+    scores.append({queries, keys});
+    std::optional<SmallVector<int64_t>> shape =
+        broadcastShapes(b.getShape(), scores);
+    if (b.getElementType() != elementType)
+      return inferError(loc, name, "bias ", b, " must have the element type ",
+                        elementType, " of Q");
+    if (!shape || ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>(scores))
+      return inferError(loc, name, "bias ", b,
+                        " does not broadcast to the scores [", scores, "]");
+  }
+  SmallVector<int64_t> shape = *batch;
+  shape.append({queries, v.getDimSize(v.getRank() - 1)});
+  results.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+int64_t AttentionOp::getUnmaskedScoreCount() {
+  auto q = getQ().getType();
+  auto k = getK().getType();
+  int64_t queries = q.getDimSize(q.getRank() - 2);
+  int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
+  if (!getCausal())
+    return queries * keys;
+  // Row i keeps keys 0..min(i, keys - 1).
+  int64_t full = std::min(queries, keys);
+  return full * (full + 1) / 2 + (queries - full) * keys;
+}
+
+/// Two contractions (Q K^T and P V, 2 flops per multiply-add), plus scale,
+/// bias, max, exp, sum and normalize (about 6 per score): the work of the
+/// unfused graph, with masked-out causal scores not computed.
+int64_t AttentionOp::getFlops() {
+  int64_t headSize = getQ().getType().getShape().back();
+  int64_t valueSize = getType().getShape().back();
+  int64_t batch = product(getType().getShape().drop_back(2));
+  return batch * getUnmaskedScoreCount() * (2 * headSize + 2 * valueSize + 6);
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions

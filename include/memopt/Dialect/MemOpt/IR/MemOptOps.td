@@ -480,6 +480,50 @@ def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [
 }
 
 //===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
+    ["getFlops"]> {
+  let summary = "softmax(scale * Q K^T + bias, masked) V without the scores";
+  let description = [{
+    Scaled dot-product attention as one op, so the `[..., S, Sk]` scores and
+    probabilities never exist as tensors (produced by
+    `--memopt-fuse-attention`; the semantics of ONNX opset 23 `Attention` in
+    its 4-D form, minus the KV cache):
+
+    - `Q` is `[..., S, D]`; `K` is `[..., Sk, D]`, or `[..., D, Sk]` with
+      `key_transposed` (the operand of the unfused `MatMul(Q, K^T)` as
+      exporters produce it); `V` is `[..., Sk, Dv]`. The batch dimensions of
+      `Q`, `K` and `V` broadcast (numpy rules).
+    - `scores[..., i, j] = scale * sum_d Q[..., i, d] * K[..., j, d]
+      + bias[..., i, j]`; the optional float `bias` (an additive mask or a
+      relative-position bias) broadcasts to `[..., S, Sk]` without widening
+      it.
+    - With `causal`, key `j > i` is masked out (PyTorch's `is_causal`:
+      top-left aligned, `tril(ones(S, Sk))` is kept).
+    - `result[..., i, :] = softmax_j(scores[..., i, :]) V[..., :, :]`, shape
+      `[..., S, Dv]` with the broadcast batch dimensions. A row whose scores
+      are all `-inf` gives NaN, as the unfused graph does.
+
+    The result never shares storage with an operand.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$Q, MemOpt_FloatTensor:$K,
+                       MemOpt_FloatTensor:$V,
+                       Optional<MemOpt_FloatTensor>:$bias, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Score elements that are not masked by `causal`, per batch entry.
+    int64_t getUnmaskedScoreCount();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

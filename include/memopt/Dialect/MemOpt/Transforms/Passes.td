@@ -20,6 +20,47 @@ def MemOptSummary : Pass<"memopt-summary", "ModuleOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptFuseAttention
+    : Pass<"memopt-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Fuse MatMul -> Softmax -> MatMul attention into memopt.attention";
+  let description = [{
+    Rewrites the attention that exporters spell out op by op,
+
+      MatMul(Q, K^T) [-> Mul/Div by a scalar constant]
+                     [-> Add(bias) | Where(mask, -inf, .) | Reshape]...
+                     -> Softmax(last axis) -> MatMul(., V)
+
+    into one `memopt.attention`, so that the `[..., S, Sk]` scores and
+    probabilities are never materialized (the memory-efficient / flash
+    attention of PyTorch's SDPA, onnxruntime's Attention and
+    MultiHeadAttention contrib ops, TensorRT's MHA fusion). Matched, when
+    every intermediate has exactly one use:
+    - scalar-constant scaling of the scores, or of Q and/or K before the
+      first MatMul (folded into `scale`);
+    - K^T given by a transpose of the last two axes (its operand becomes K)
+      or by anything else (`key_transposed`);
+    - additive terms (HF attention masks, swin's relative-position bias),
+      `Where(mask, fill, scores)` / `Where(mask, scores, fill)` with a fill of
+      -inf or below -1e30 (GPT-2's causal mask), and reshapes of the batch
+      axes between them (swin's shifted-window mask is added in a 5-D view);
+    - a constant mask that is exactly the top-left causal pattern becomes
+      `causal = true`; an all-zero additive constant is dropped; other terms
+      are summed into the `bias` operand.
+    Heads wider than `max-head-size` are left alone (the CUDA kernels keep
+    tiles of Q, K and V with whole rows in shared memory). With `report`,
+    prints how many attentions were fused and the bytes of score and
+    probability tensors that no longer exist.
+  }];
+  let options = [
+    Option<"maxHeadSize", "max-head-size", "int64_t", /*default=*/"128",
+           "Fuse only when the head sizes of Q and V are at most this">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the attentions fused, the causal masks recognised and the "
+           "score bytes no longer materialized">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
   let summary = "Decide which results are written in place over a dying operand";
   let description = [{
