@@ -1,10 +1,11 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
-// import -> canonicalize -> memopt-schedule -> memopt-bufferize ->
-// memopt-plan-memory -> EmitProgram -> system compiler. The shape follows
-// onnx-mlir's `onnx-mlir` driver (one tool, `--EmitONNXIR/--EmitMLIR/--EmitLib`
-// style stop points, the system compiler invoked at the end) and TVM's
-// `tvmc compile` (target and output chosen by flags).
+// import -> canonicalize -> memopt-fuse-attention -> memopt-schedule ->
+// memopt-bufferize -> memopt-plan-memory -> EmitProgram -> system compiler. The
+// shape follows onnx-mlir's `onnx-mlir` driver (one tool,
+// `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system compiler
+// invoked at the end) and TVM's `tvmc compile` (target and output chosen by
+// flags).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 #include "CompileConfig.h"
 #include "memopt/Conversion/EmitProgram.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Import/OnnxImporter.h"
 
@@ -350,6 +352,15 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     if (failed(canonicalize.run(module)))
       return fail("canonicalization failed");
     say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
+    if (options.fuseAttention) {
+      PassManager fuse(&context);
+      fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
+      if (failed(fuse.run(module)))
+        return fail("attention fusion failed");
+      size_t fused = 0;
+      module.walk([&](AttentionOp) { ++fused; });
+      say("[fuse-attention] " + Twine(fused) + " memopt.attention ops");
+    }
     if (options.fuseEpilogues) {
       PassManager fuse(&context);
       fuse.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());

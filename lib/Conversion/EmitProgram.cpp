@@ -896,6 +896,21 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n";
         return success();
       })
+      .Case([&](AttentionOp attention) {
+        os << "  {\n    AttentionParams params;\n    params.scale = "
+           << cppFloat(toDouble(attention.getScale()))
+           << ";\n    params.causal = "
+           << (attention.getCausal() ? "true" : "false")
+           << ";\n    params.keyTransposed = "
+           << (attention.getKeyTransposed() ? "true" : "false")
+           << ";\n    attention(ctx, " << node << ", params, "
+           << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
+           << ref(attention.getV()) << ", "
+           << (attention.getBias() ? "&" + ref(attention.getBias())
+                                   : std::string("nullptr"))
+           << ", " << ref(attention.getResult()) << ");\n  }\n";
+        return success();
+      })
       .Case([&](ReduceMeanOp reduce) {
         return emitReduce(op, "Mean", reduce.getAxes());
       })

@@ -387,6 +387,128 @@ def test_budget_report_and_emit_kinds(compiler, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Attention fusion: the exporters' forms, fused, against onnxruntime and the unfused program.
+# ---------------------------------------------------------------------------------------------
+
+def _heads(x, weight, shape, perm, prefix):
+    """MatMul(x, weight) -> Reshape(shape) -> Transpose(perm), as the exporters split heads."""
+    return [helper.make_node("MatMul", [x, weight], [prefix + "_mm"], name=prefix + "_mm"),
+            helper.make_node("Reshape", [prefix + "_mm", prefix + "_shape"], [prefix + "_r"],
+                             name=prefix + "_reshape"),
+            helper.make_node("Transpose", [prefix + "_r"], [prefix], name=prefix + "_t",
+                             perm=perm)]
+
+
+def model_attention(rng):
+    """Four attentions over x [2, 6, 8] (2 heads of 4):
+    1. BERT (torchscript) with a key padding mask from an input: K^T by perm [0, 2, 3, 1],
+       Div by sqrt(d), Where(keep, scores, -inf);
+    2. GPT-2 / HF / ViT (dynamo): Q and K each scaled, K^T = Transpose(K) of the last two axes,
+       the causal Where(mask, -inf, scores) with a constant mask, an additive bias constant;
+    3. swin's shifted window: 4 windows, relative-position bias added in [4, 2, 3, 3], the
+       window mask added in a [2, 2, 2, 3, 3] view (Reshape, Add, Reshape);
+    4. not fused: the probabilities are also an output."""
+    nodes = [helper.make_node("Greater", ["m", "zero"], ["gt"], name="mask_gt"),
+             helper.make_node("Or", ["gt", "first"], ["keep2"], name="mask_or"),
+             helper.make_node("Reshape", ["keep2", "mask_shape"], ["keep"], name="mask_view")]
+    bhsd, bhds = [0, 2, 1, 3], [0, 2, 3, 1]
+    nodes += _heads("x", "wq1", bhsd, bhsd, "q1") + _heads("x", "wk1", bhsd, bhds, "k1")
+    nodes += _heads("x", "wv1", bhsd, bhsd, "v1")
+    nodes += [helper.make_node("MatMul", ["q1", "k1"], ["s1"], name="a1_qk"),
+              helper.make_node("Div", ["s1", "two"], ["d1"], name="a1_div"),
+              helper.make_node("Where", ["keep", "d1", "ninf"], ["w1"], name="a1_where"),
+              helper.make_node("Softmax", ["w1"], ["p1"], name="a1_softmax", axis=-1),
+              helper.make_node("MatMul", ["p1", "v1"], ["y1"], name="a1_pv")]
+    for name in ("q2", "k2", "v2"):
+        nodes += _heads("x", "w" + name, name + "_shape", bhsd, name)
+    nodes += [helper.make_node("Mul", ["q2", "root"], ["q2s"], name="a2_qscale"),
+              helper.make_node("Transpose", ["k2"], ["k2t"], name="a2_kt", perm=[0, 1, 3, 2]),
+              helper.make_node("Mul", ["k2t", "root"], ["k2s"], name="a2_kscale"),
+              helper.make_node("MatMul", ["q2s", "k2s"], ["s2"], name="a2_qk"),
+              helper.make_node("Where", ["causal", "lowest", "s2"], ["w2"], name="a2_causal"),
+              helper.make_node("Add", ["w2", "bias2"], ["b2"], name="a2_bias"),
+              helper.make_node("Softmax", ["b2"], ["p2"], name="a2_softmax", axis=-1),
+              helper.make_node("MatMul", ["p2", "v2"], ["y2"], name="a2_pv")]
+    for name in ("q3", "k3", "v3"):
+        nodes += _heads("x", "w" + name, name + "_shape", bhsd, name)
+    nodes += [helper.make_node("Mul", ["q3", "half"], ["q3s"], name="a3_qscale"),
+              helper.make_node("Transpose", ["k3"], ["k3t"], name="a3_kt", perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q3s", "k3t"], ["s3"], name="a3_qk"),
+              helper.make_node("Add", ["s3", "relpos"], ["r3"], name="a3_relpos"),
+              helper.make_node("Reshape", ["r3", "win5"], ["r3w"], name="a3_view5"),
+              helper.make_node("Add", ["r3w", "winmask"], ["r3m"], name="a3_mask"),
+              helper.make_node("Reshape", ["r3m", "win4"], ["r3b"], name="a3_view4"),
+              helper.make_node("Softmax", ["r3b"], ["p3"], name="a3_softmax", axis=-1),
+              helper.make_node("MatMul", ["p3", "v3"], ["y3"], name="a3_pv")]
+    nodes += [helper.make_node("MatMul", ["q1", "k1"], ["s4"], name="a4_qk"),
+              helper.make_node("Softmax", ["s4"], ["p4"], name="a4_softmax", axis=-1),
+              helper.make_node("MatMul", ["p4", "v1"], ["y4"], name="a4_pv")]
+    causal = np.triu(np.ones((6, 6), dtype=bool), k=1)
+    winmask = np.where(rng.random((1, 2, 1, 3, 3)) < 0.3, -100.0, 0.0).astype(np.float32)
+    inits = [_w(rng, n, [8, 8]) for n in ("wq1", "wk1", "wv1", "wq2", "wk2", "wv2", "wq3",
+                                          "wk3", "wv3")]
+    inits += [_i64(n, [2, 6, 2, 4]) for n in ("q1_shape", "k1_shape", "v1_shape", "q2_shape",
+                                             "k2_shape", "v2_shape")]
+    inits += [_i64(n, [4, 3, 2, 4]) for n in ("q3_shape", "k3_shape", "v3_shape")]
+    inits += [numpy_helper.from_array(np.float32(v).reshape(()), n)
+              for n, v in (("zero", 0.0), ("two", 2.0), ("ninf", -np.inf), ("half", 0.5),
+                           ("root", 0.5 ** 0.5), ("lowest", np.finfo(np.float32).min))]
+    inits += [numpy_helper.from_array(np.eye(1, 6, dtype=bool), "first"),
+              _i64("mask_shape", [2, 1, 1, 6]),
+              numpy_helper.from_array(causal, "causal"), _w(rng, "bias2", [2, 6, 6]),
+              _w(rng, "relpos", [2, 3, 3]), _i64("win5", [2, 2, 2, 3, 3]),
+              numpy_helper.from_array(winmask, "winmask"), _i64("win4", [4, 2, 3, 3])]
+    return _model(nodes, [_f32("x", [2, 6, 8]), _f32("m", [2, 6])],
+                  [_f32("y1", [2, 2, 6, 4]), _f32("y2", [2, 2, 6, 4]), _f32("y3", [4, 2, 3, 4]),
+                   _f32("y4", [2, 2, 6, 4]), _f32("p4", [2, 2, 6, 6])], inits)
+
+
+def test_attention_fusion_matches_onnxruntime(compiler, tmp_path):
+    """Three of the four attentions fuse (one causal, one with K^T taken from its
+    transpose, one regrouped into the 5-D window view); fused and unfused programs both
+    match onnxruntime."""
+    path = str(tmp_path / "attention.onnx")
+    onnx.save(model_attention(np.random.default_rng(7)), path)
+    graph = str(tmp_path / "graph.mlir")
+    proc = _run([compiler, path, "--emit", "mlir", "-o", graph, "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    fused = [line for line in open(graph) if "memopt.attention" in line]
+    assert len(fused) == 3, "".join(fused)
+    assert sum("causal = true" in line for line in fused) == 1, "".join(fused)
+    assert sum("key_transposed = true" in line for line in fused) == 1, "".join(fused)
+    assert any("tensor<2x2x2x3x4xf32>" in line for line in fused), "".join(fused)
+    check_against_onnxruntime(compiler, path, str(tmp_path / "fused"))
+    check_against_onnxruntime(compiler, path, str(tmp_path / "unfused"),
+                              extra=("--no-fuse-attention",))
+
+
+def test_attention_fusion_shrinks_the_arena(compiler, tmp_path):
+    """One head block of 2 x 256 queries: the unfused plan holds [2, 256, 256] scores and
+    probabilities; the fused one never does."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
+             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
+             helper.make_node("Softmax", ["ss"], ["p"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")]
+    inits = [numpy_helper.from_array(np.float32(0.25).reshape(()), "scale")]
+    model = _model(nodes, [_f32(n, [2, 256, 16]) for n in "qkv"], [_f32("y", [2, 256, 16])],
+                   inits)
+    path = str(tmp_path / "attention.onnx")
+    onnx.save(model, path)
+    arenas = {}
+    for variant, flags in (("fused", []), ("unfused", ["--no-fuse-attention"])):
+        report = str(tmp_path / f"{variant}.json")
+        proc = _run([compiler, path, "--emit", "plan", "-o", str(tmp_path / f"{variant}.mlir"),
+                     "--report", report, "--quiet", *flags])
+        assert proc.returncode == 0, proc.stderr
+        arenas[variant] = json.load(open(report))["arena_bytes"]
+    scores = 2 * 256 * 256 * 4
+    assert arenas["unfused"] >= scores, arenas
+    assert arenas["fused"] < scores // 4, arenas
+    check_against_onnxruntime(compiler, path, str(tmp_path / "run"))
+
+
+# ---------------------------------------------------------------------------------------------
 # The zoo. Models the host runtime cannot run yet, with the missing piece named.
 # ---------------------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe]
-//       [--report FILE.json] [--arch sm_90] [--no-plan] [--lower-only]
+//       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
+//       [--lower-only]
 //
 // Thin: flags become CompileOptions; the pipeline is in lib/Conversion
 // (CompileDriver.cpp).
@@ -64,6 +65,11 @@ int main(int argc, char **argv) {
       "separate-outputs",
       cl::desc("Give each output a buffer of its own instead of an arena slot"),
       cl::cat(category));
+  cl::opt<bool> noFuseAttention(
+      "no-fuse-attention",
+      cl::desc(
+          "Keep attention as MatMul -> Softmax -> MatMul (for comparison)"),
+      cl::cat(category));
   cl::opt<bool> noFuseEpilogues(
       "no-fuse-epilogues",
       cl::desc("Keep bias adds and activations as separate ops"),
@@ -96,6 +102,7 @@ int main(int argc, char **argv) {
   options.reportPath = report;
   options.cudaArch = arch;
   options.noPlan = noPlan;
+  options.fuseAttention = !noFuseAttention;
   options.fuseEpilogues = !noFuseEpilogues;
   options.outputsInArena = !separateOutputs;
   options.lowerOnly = lowerOnly;

@@ -2,8 +2,9 @@
 //-*-===//
 //
 // The library behind `memopt-compile`: import an ONNX model (or read MLIR),
-// run canonicalize -> memopt-schedule -> memopt-bufferize ->
-// memopt-plan-memory, lower the planned function to a C++ program
+// run canonicalize -> memopt-fuse-attention -> memopt-schedule ->
+// memopt-bufferize -> memopt-plan-memory, lower the planned function to a C++
+// program
 // (EmitProgram.h) and, on request, build it with the system compiler against
 // a runtime backend. The tool only parses flags into CompileOptions.
 //
@@ -44,6 +45,8 @@ struct CompileOptions {
   /// Plan the model's outputs inside the arena (the driver reads them from
   /// there); off: each output gets a buffer of its own.
   bool outputsInArena = true;
+  /// Run --memopt-fuse-attention after canonicalize.
+  bool fuseAttention = true;
   /// Run --memopt-fuse-epilogues (bias / activation into gemm and conv).
   bool fuseEpilogues = true;
   /// The input is already planned MLIR: only lower it.

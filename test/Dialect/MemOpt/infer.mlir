@@ -236,3 +236,21 @@ func.func @unsqueeze_wrong(%m: tensor<3x4xf32>) {
   %0 = memopt.unsqueeze %m {axes = array<i64: 1, -1>} : (tensor<3x4xf32>) -> tensor<3x1x1x4xf32>
   return
 }
+
+// -----
+
+// attention: broadcast batch of Q, K, V; S from Q, Dv from V.
+// CHECK-LABEL: func.func @attention_shape
+func.func @attention_shape(%q: tensor<3x1x5x8xf32>, %k: tensor<4x7x8xf32>, %v: tensor<1x7x2xf32>) {
+  %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<3x1x5x8xf32>, tensor<4x7x8xf32>, tensor<1x7x2xf32>) -> tensor<3x4x5x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_wrong(%q: tensor<3x1x5x8xf32>, %k: tensor<4x7x8xf32>, %v: tensor<1x7x2xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<3x4x5x2xf32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<3x1x5x8xf32>, tensor<4x7x8xf32>, tensor<1x7x2xf32>) -> tensor<3x4x5x8xf32>
+  return
+}

@@ -759,3 +759,56 @@ func.func @scatter_nd_result_type(%d: tensor<4xf32>, %i: tensor<1x1xi64>, %u: te
   %0 = memopt.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<5xf32>
   return
 }
+
+// -----
+
+func.func @attention_head_size(%q: tensor<4x8xf32>, %k: tensor<6x16xf32>, %v: tensor<6x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{K 'tensor<6x16xf32>' has head size 16 but Q 'tensor<4x8xf32>' has 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<4x8xf32>, tensor<6x16xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_transposed_keys(%q: tensor<4x8xf32>, %kt: tensor<8x6xf32>, %v: tensor<5x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{V 'tensor<5x8xf32>' has 5 keys but K 'tensor<8x6xf32>' has 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %kt, %v {scale = 1.0 : f32, key_transposed = true} : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<5x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x4x8xf32>, %k: tensor<3x6x8xf32>, %v: tensor<6x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+2 {{batch dimensions of Q 'tensor<2x4x8xf32>', K 'tensor<3x6x8xf32>' and V 'tensor<6x8xf32>' do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x4x8xf32>, tensor<3x6x8xf32>, tensor<6x8xf32>) -> tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_bias_widens(%q: tensor<2x4x8xf32>, %k: tensor<2x6x8xf32>, %v: tensor<2x6x8xf32>, %b: tensor<3x1x6xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+2 {{bias 'tensor<3x1x6xf32>' does not broadcast to the scores [2, 4, 6]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %k, %v, %b {scale = 1.0 : f32} : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<3x1x6xf32>) -> tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_element_types(%q: tensor<4x8xf32>, %k: tensor<6x8xf16>, %v: tensor<6x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<4x8xf32>, tensor<6x8xf16>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_no_scale(%q: tensor<4x8xf32>, %k: tensor<6x8xf32>, %v: tensor<6x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{requires attribute 'scale'}}
+  %0 = memopt.attention %q, %k, %v : (tensor<4x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}

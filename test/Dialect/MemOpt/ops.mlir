@@ -124,6 +124,17 @@ func.func @pool_and_norm(%x: tensor<2x4x8x8xf32>, %c: tensor<4xf32>,
   return
 }
 
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x1x8x16xf32>,
+                     %kt: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x32xf32>,
+                     %b: tensor<2x1x1x8xf32>) {
+  // CHECK: memopt.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : (tensor<2x4x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x8x32xf32>
+  %0 = memopt.attention %q, %k, %v {scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x8x32xf32>
+  // CHECK: memopt.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal = true, key_transposed = true, scale = 1.250000e-01 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x32xf32>
+  %1 = memopt.attention %q, %kt, %v, %b {scale = 0.125 : f32, causal = true, key_transposed = true} : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x32xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%x: tensor<2x1x3xf32>, %i: tensor<2x2xi64>, %j: tensor<2x1x3xi64>) {
   // CHECK: memopt.shape %{{.*}} {end = 2 : i64, start = 1 : i64} : (tensor<2x1x3xf32>) -> tensor<1xi64>

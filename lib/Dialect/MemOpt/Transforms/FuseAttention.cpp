@@ -556,6 +556,16 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
         return operand;
       return rewriter.createOrFold<ReshapeOp>(loc, type, operand);
     };
+    // An operand whose batch axes only lack leading 1s broadcasts as it is.
+    auto regroup = [&](Value operand, ArrayRef<int64_t> batch) -> Value {
+      auto type = cast<RankedTensorType>(operand.getType());
+      ArrayRef<int64_t> own = type.getShape().drop_back(2);
+      if (own.size() <= batch.size() && batch.take_back(own.size()) == own &&
+          llvm::all_of(batch.drop_back(own.size()),
+                       [](int64_t d) { return d == 1; }))
+        return operand;
+      return reshapeTo(operand, withBatch(type, batch));
+    };
     Type elementType = probsType.getElementType();
     Value bias;
     for (auto [step, batch] : llvm::zip_equal(terms, termBatches)) {
@@ -571,14 +581,13 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
                 ? rewriter.createOrFold<WhereOp>(loc, term, step->fill, zero)
                 : rewriter.createOrFold<WhereOp>(loc, term, zero, step->fill);
       }
-      auto termType = cast<RankedTensorType>(term.getType());
-      if (termType.getRank() > 2 || !batch.empty())
-        term = reshapeTo(term, withBatch(termType, batch));
+      if (cast<RankedTensorType>(term.getType()).getRank() > 2)
+        term = regroup(term, batch);
       bias = bias ? rewriter.createOrFold<AddOp>(loc, bias, term) : term;
     }
-    Value q = reshapeTo(query, withBatch(query.getType(), queryBatch));
-    Value k = reshapeTo(key, withBatch(key.getType(), keyBatch));
-    Value v = reshapeTo(value, withBatch(value.getType(), valueBatch));
+    Value q = regroup(query, queryBatch);
+    Value k = regroup(key, keyBatch);
+    Value v = regroup(value, valueBatch);
     auto attention = AttentionOp::create(
         rewriter, loc, q, k, v, bias, rewriter.getF32FloatAttr(scale),
         rewriter.getBoolAttr(causal), rewriter.getBoolAttr(keyTransposed));

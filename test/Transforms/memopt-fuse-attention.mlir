@@ -1,0 +1,252 @@
+// RUN: memopt-opt %s -split-input-file --memopt-fuse-attention | FileCheck %s
+// RUN: memopt-opt %s -split-input-file --memopt-fuse-attention=report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --memopt-fuse-attention=max-head-size=256 | FileCheck %s --check-prefix=WIDE
+
+// torchscript BERT: K^T by Transpose(perm [0, 2, 3, 1]) stays the K operand
+// (key_transposed), Div by sqrt(d) becomes the scale.
+// CHECK-LABEL: func.func @bert_torchscript
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x4x8x16xf32>, %[[K:.*]]: tensor<1x8x4x16xf32>, %[[V:.*]]: tensor<1x4x8x16xf32>)
+// CHECK: %[[KT:.*]] = memopt.transpose %[[K]]
+// CHECK-NEXT: %[[Y:.*]] = memopt.attention %[[Q]], %[[KT]], %[[V]] {key_transposed = true, scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+// CHECK-NEXT: return %[[Y]]
+// REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal), 2048 bytes of scores and probabilities removed
+func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %c = memopt.constant dense<4.0> : tensor<f32>
+  %kt = memopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x16x8xf32>
+  %s = memopt.matmul %q, %kt : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %d = memopt.div %s, %c : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %p = memopt.softmax %d : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %y = memopt.matmul %p, %v : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %y : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// GPT-2 (both exporters): Where(constant causal mask, -inf, scores). The
+// mask is exactly j > i, so it becomes `causal` and no bias is left.
+// CHECK-LABEL: func.func @gpt2_causal_where
+// CHECK-NOT: memopt.where
+// CHECK: memopt.attention %arg0, %arg1, %arg2 {causal = true, key_transposed = true, scale = 1.250000e-01 : f32}
+// CHECK-NOT: memopt.softmax
+// REPORT: memopt-fuse-attention @gpt2_causal_where: 1 attentions fused (1 causal)
+func.func @gpt2_causal_where(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %c = memopt.constant dense<8.0> : tensor<f32>
+  %mask = memopt.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %ninf = memopt.constant dense<0xFF800000> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %d = memopt.div %s, %c : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %w = memopt.where %mask, %ninf, %d : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = memopt.softmax %w : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %y : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// A mask that is not causal (or not constant) becomes an additive bias
+// Where(mask, fill, 0); with the scores in the X branch the mask keeps
+// where true, so the bias is Where(mask, 0, fill).
+// CHECK-LABEL: func.func @where_mask_input
+// CHECK-SAME: %[[MASK:[^:]*]]: tensor<2x1x1x4xi1>
+// CHECK-DAG: %[[FILL:.*]] = memopt.constant dense<-3.40282347E+38> : tensor<f32>
+// CHECK-DAG: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[BIAS:.*]] = memopt.where %[[MASK]], %[[ZERO]], %[[FILL]] : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK: memopt.attention %arg0, %arg1, %arg2, %[[BIAS]] {key_transposed = true, scale = 1.000000e+00 : f32}
+func.func @where_mask_input(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>, %mask: tensor<2x1x1x4xi1>) -> tensor<2x3x4x8xf32> {
+  %fill = memopt.constant dense<-3.40282347E+38> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %w = memopt.where %mask, %s, %fill : (tensor<2x1x1x4xi1>, tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %p = memopt.softmax %w {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %y : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// HF (dynamo): Mul by a scalar, then Add of the folded mask constant. A
+// causal pattern of 0 / finfo.min becomes `causal`; an all-zero mask (BERT
+// without padding) is dropped.
+// CHECK-LABEL: func.func @hf_additive_masks
+// CHECK: %[[A:.*]] = memopt.attention %arg0, %arg1, %arg2 {causal = true, key_transposed = true, scale = 1.250000e-01 : f32}
+// CHECK: %[[B:.*]] = memopt.attention %arg0, %arg1, %arg2 {key_transposed = true, scale = 1.250000e-01 : f32}
+// CHECK-NOT: memopt.add %
+// CHECK: return %[[A]], %[[B]]
+func.func @hf_additive_masks(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x8x3xf32>, %v: tensor<1x2x3x8xf32>) -> (tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) {
+  %c = memopt.constant dense<0.125> : tensor<f32>
+  %causal = memopt.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %zeros = memopt.constant dense<0.0> : tensor<1x1x3x3xf32>
+  %s = memopt.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %m = memopt.mul %s, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %a = memopt.add %m, %causal : (tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = memopt.softmax %a : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %y = memopt.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  %s2 = memopt.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %m2 = memopt.mul %s2, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %a2 = memopt.add %zeros, %m2 : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p2 = memopt.softmax %a2 : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %y2 = memopt.matmul %p2, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %y, %y2 : tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>
+}
+
+// -----
+
+// dynamo ViT: Q and K^T each multiplied by d^-1/4 (a 1-element tensor)
+// before the MatMul; both factors join the scale. A relative-position bias
+// (swin) is any other additive term.
+// CHECK-LABEL: func.func @vit_scaled_operands_and_bias
+// CHECK-NOT: memopt.mul
+// CHECK: memopt.attention %arg0, %arg1, %arg2, %arg3 {key_transposed = true, scale = 2.500000e-01 : f32}
+func.func @vit_scaled_operands_and_bias(%q: tensor<1x2x5x16xf32>, %kt: tensor<1x2x16x5xf32>, %v: tensor<1x2x5x16xf32>, %relpos: tensor<2x5x5xf32>) -> tensor<1x2x5x16xf32> {
+  %c = memopt.constant dense<0.5> : tensor<1xf32>
+  %qs = memopt.mul %q, %c : (tensor<1x2x5x16xf32>, tensor<1xf32>) -> tensor<1x2x5x16xf32>
+  %ks = memopt.mul %c, %kt : (tensor<1xf32>, tensor<1x2x16x5xf32>) -> tensor<1x2x16x5xf32>
+  %s = memopt.matmul %qs, %ks : (tensor<1x2x5x16xf32>, tensor<1x2x16x5xf32>) -> tensor<1x2x5x5xf32>
+  %a = memopt.add %s, %relpos : (tensor<1x2x5x5xf32>, tensor<2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %p = memopt.softmax %a : (tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %y = memopt.matmul %p, %v : (tensor<1x2x5x5xf32>, tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32>
+  return %y : tensor<1x2x5x16xf32>
+}
+
+// -----
+
+// K^T = Transpose(K) over the last two axes: K itself is the operand and the
+// transpose disappears.
+// CHECK-LABEL: func.func @swin_transpose_last_two
+// CHECK-NOT: memopt.transpose
+// CHECK: memopt.attention %arg0, %arg1, %arg2 {scale = 0.176776692 : f32} : (tensor<4x3x7x32xf32>, tensor<4x3x7x32xf32>, tensor<4x3x7x32xf32>) -> tensor<4x3x7x32xf32>
+func.func @swin_transpose_last_two(%q: tensor<4x3x7x32xf32>, %k: tensor<4x3x7x32xf32>, %v: tensor<4x3x7x32xf32>) -> tensor<4x3x7x32xf32> {
+  %c = memopt.constant dense<0.176776695> : tensor<f32>
+  %qs = memopt.mul %q, %c : (tensor<4x3x7x32xf32>, tensor<f32>) -> tensor<4x3x7x32xf32>
+  %kt = memopt.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<4x3x7x32xf32>) -> tensor<4x3x32x7xf32>
+  %s = memopt.matmul %qs, %kt : (tensor<4x3x7x32xf32>, tensor<4x3x32x7xf32>) -> tensor<4x3x7x7xf32>
+  %p = memopt.softmax %s : (tensor<4x3x7x7xf32>) -> tensor<4x3x7x7xf32>
+  %y = memopt.matmul %p, %v : (tensor<4x3x7x7xf32>, tensor<4x3x7x32xf32>) -> tensor<4x3x7x32xf32>
+  return %y : tensor<4x3x7x32xf32>
+}
+
+// -----
+
+// swin's shifted window: the relative-position bias is added to [4, 3, N, N]
+// scores (4 = 2 images x 2 windows), the window mask in a [2, 2, 3, N, N]
+// view. The attention runs in the 5-D view: Q, K and V are regrouped
+// (views), the relative bias broadcasts there as it is, the two terms are
+// summed into one bias, and the result is viewed back as [4, 3, N, D].
+// CHECK-LABEL: func.func @swin_shifted_window
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<4x3x5x8xf32>, %[[K:[^:]*]]: tensor<4x3x5x8xf32>, %[[V:[^:]*]]: tensor<4x3x5x8xf32>, %[[REL:[^:]*]]: tensor<1x3x5x5xf32>, %[[WIN:[^:]*]]: tensor<1x2x1x5x5xf32>)
+// CHECK-DAG: %[[BIAS:.*]] = memopt.add %[[REL]], %[[WIN]] : (tensor<1x3x5x5xf32>, tensor<1x2x1x5x5xf32>) -> tensor<1x2x3x5x5xf32>
+// CHECK-DAG: %[[Q5:.*]] = memopt.reshape %[[Q]] : (tensor<4x3x5x8xf32>) -> tensor<2x2x3x5x8xf32>
+// CHECK-DAG: %[[K5:.*]] = memopt.reshape %[[K]] : (tensor<4x3x5x8xf32>) -> tensor<2x2x3x5x8xf32>
+// CHECK-DAG: %[[V5:.*]] = memopt.reshape %[[V]] : (tensor<4x3x5x8xf32>) -> tensor<2x2x3x5x8xf32>
+// CHECK: %[[Y5:.*]] = memopt.attention %[[Q5]], %[[K5]], %[[V5]], %[[BIAS]] {scale = 5.000000e-01 : f32}
+// CHECK: %[[Y:.*]] = memopt.reshape %[[Y5]] : (tensor<2x2x3x5x8xf32>) -> tensor<4x3x5x8xf32>
+// CHECK: return %[[Y]]
+func.func @swin_shifted_window(%q: tensor<4x3x5x8xf32>, %k: tensor<4x3x5x8xf32>, %v: tensor<4x3x5x8xf32>, %relpos: tensor<1x3x5x5xf32>, %winmask: tensor<1x2x1x5x5xf32>) -> tensor<4x3x5x8xf32> {
+  %c = memopt.constant dense<0.5> : tensor<f32>
+  %qs = memopt.mul %q, %c : (tensor<4x3x5x8xf32>, tensor<f32>) -> tensor<4x3x5x8xf32>
+  %kt = memopt.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<4x3x5x8xf32>) -> tensor<4x3x8x5xf32>
+  %s = memopt.matmul %qs, %kt : (tensor<4x3x5x8xf32>, tensor<4x3x8x5xf32>) -> tensor<4x3x5x5xf32>
+  %a = memopt.add %s, %relpos : (tensor<4x3x5x5xf32>, tensor<1x3x5x5xf32>) -> tensor<4x3x5x5xf32>
+  %r = memopt.reshape %a : (tensor<4x3x5x5xf32>) -> tensor<2x2x3x5x5xf32>
+  %m = memopt.add %r, %winmask : (tensor<2x2x3x5x5xf32>, tensor<1x2x1x5x5xf32>) -> tensor<2x2x3x5x5xf32>
+  %b = memopt.reshape %m : (tensor<2x2x3x5x5xf32>) -> tensor<4x3x5x5xf32>
+  %p = memopt.softmax %b : (tensor<4x3x5x5xf32>) -> tensor<4x3x5x5xf32>
+  %y = memopt.matmul %p, %v : (tensor<4x3x5x5xf32>, tensor<4x3x5x8xf32>) -> tensor<4x3x5x8xf32>
+  return %y : tensor<4x3x5x8xf32>
+}
+
+// -----
+
+// Not fused: the scores are used twice.
+// CHECK-LABEL: func.func @scores_used_twice
+// CHECK-NOT: memopt.attention
+// CHECK: memopt.softmax
+func.func @scores_used_twice(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>) {
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y, %s : tensor<2x4x8xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// Not fused: the probabilities are used twice.
+// CHECK-LABEL: func.func @probabilities_used_twice
+// CHECK-NOT: memopt.attention
+func.func @probabilities_used_twice(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>) {
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y, %p : tensor<2x4x8xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// Not fused: softmax over another axis than the keys.
+// CHECK-LABEL: func.func @softmax_other_axis
+// CHECK-NOT: memopt.attention
+// CHECK: memopt.softmax %{{.*}} {axis = 1 : i64}
+func.func @softmax_other_axis(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s {axis = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Not fused: a per-key factor is not a scale.
+// CHECK-LABEL: func.func @non_scalar_scale
+// CHECK-NOT: memopt.attention
+// CHECK: memopt.div
+func.func @non_scalar_scale(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %c = memopt.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %d = memopt.div %s, %c : (tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %d : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Not fused: scaling after the bias would scale the bias too.
+// CHECK-LABEL: func.func @scale_after_bias
+// CHECK-NOT: memopt.attention
+func.func @scale_after_bias(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %b: tensor<4x4xf32>) -> tensor<2x4x8xf32> {
+  %c = memopt.constant dense<0.5> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %a = memopt.add %s, %b : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %m = memopt.mul %a, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %m : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Not fused: a Where whose fill does not mask (-1) changes the softmax of the
+// kept scores differently from an additive term.
+// CHECK-LABEL: func.func @where_fill_not_masking
+// CHECK-NOT: memopt.attention
+func.func @where_fill_not_masking(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %mask: tensor<4x4xi1>) -> tensor<2x4x8xf32> {
+  %fill = memopt.constant dense<-1.0> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %w = memopt.where %mask, %fill, %s : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %w : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Heads wider than max-head-size (128 by default) are left alone.
+// CHECK-LABEL: func.func @wide_head
+// CHECK-NOT: memopt.attention
+// WIDE-LABEL: func.func @wide_head
+// WIDE: memopt.attention %arg0, %arg1, %arg2 {key_transposed = true, scale = 1.000000e+00 : f32}
+func.func @wide_head(%q: tensor<2x4x160xf32>, %kt: tensor<2x160x4xf32>, %v: tensor<2x4x160xf32>) -> tensor<2x4x160xf32> {
+  %s = memopt.matmul %q, %kt : (tensor<2x4x160xf32>, tensor<2x160x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x160xf32>) -> tensor<2x4x160xf32>
+  return %y : tensor<2x4x160xf32>
+}
