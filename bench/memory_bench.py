@@ -2,9 +2,9 @@
 """Memory-planning benchmark over the model zoo.
 
 For every model in python/models/zoo.py (weights filled deterministically), runs the memory
-passes and prints a markdown table: naive bytes, max-live before and after scheduling, the
-planned arena and its ratio to max-live, bytes saved in place, and plan time. Writes the table
-to bench/results/memory.md (or --output).
+passes (after attention fusion, as memopt-compile does) and prints a markdown table: naive
+bytes, max-live before and after scheduling, the planned arena and its ratio to max-live, bytes
+saved in place, and plan time. Writes the table to bench/results/memory.md (or --output).
 
     python3 bench/memory_bench.py [--build build] [--models resnet50,bert_nn] [--batch 1]
 """
@@ -49,7 +49,7 @@ def run_model(model, build, workdir, batch):
     start = time.perf_counter()
     planned = subprocess.run(
         [os.path.join(build, "bin", "memopt-opt"), "--canonicalize",
-         "--memopt-schedule=report", "--memopt-bufferize",
+         "--memopt-fuse-attention", "--memopt-schedule=report", "--memopt-bufferize",
          f"--memopt-plan-memory=report={report}", "-o", os.devnull],
         input=imported.stdout, capture_output=True)
     if planned.returncode != 0:

@@ -95,6 +95,22 @@ double tol(DType t, double f32 = 1e-4) {
   return t == DType::F32 ? f32 : t == DType::F16 ? 1e-2 : 5e-2;
 }
 
+/// Broadcast batch of Q, K, V, then [S, Dv].
+std::vector<int64_t> attentionShape(const std::vector<int64_t> &q,
+                                    const std::vector<int64_t> &k,
+                                    const std::vector<int64_t> &v) {
+  size_t rank = std::max({q.size(), k.size(), v.size()});
+  std::vector<int64_t> out(rank, 1);
+  for (const std::vector<int64_t> *t : {&q, &k, &v})
+    for (size_t i = 0; i + 2 < t->size(); ++i) {
+      size_t o = rank - t->size() + i;
+      out[o] = std::max(out[o], (*t)[i]);
+    }
+  out[rank - 2] = q[q.size() - 2];
+  out[rank - 1] = v.back();
+  return out;
+}
+
 std::vector<Case> buildCases() {
   std::vector<Case> cases;
   const DType floats[3] = {DType::F32, DType::F16, DType::BF16};
@@ -458,6 +474,99 @@ std::vector<Case> buildCases() {
          }});
   }
 
+  // Attention: head sizes that are and are not multiples of 8 / 16, query
+  // and key counts that leave partial tiles, broadcast batches and biases, a
+  // padding mask of -inf, causal masks with more queries than a tile.
+  for (DType dt : floats) {
+    struct A {
+      const char *name;
+      std::vector<int64_t> q, k, v, bias;
+      bool causal, keyTransposed, paddingMask;
+      float scale;
+    };
+    for (A a : {A{"bert",
+                  {2, 3, 77, 64},
+                  {2, 3, 77, 64},
+                  {2, 3, 77, 64},
+                  {},
+                  false,
+                  false,
+                  false,
+                  0.125f},
+                A{"gpt2_causal_kt_mask",
+                  {2, 2, 130, 64},
+                  {2, 2, 64, 130},
+                  {2, 2, 130, 64},
+                  {2, 1, 1, 130},
+                  true,
+                  true,
+                  true,
+                  0.125f},
+                A{"broadcast_d40_dv24",
+                  {3, 1, 33, 40},
+                  {1, 2, 50, 40},
+                  {3, 2, 50, 24},
+                  {2, 33, 50},
+                  false,
+                  false,
+                  false,
+                  0.16f},
+                A{"d128_relpos",
+                  {1, 4, 200, 128},
+                  {1, 4, 200, 128},
+                  {1, 4, 200, 128},
+                  {200, 200},
+                  false,
+                  false,
+                  false,
+                  0.088f},
+                A{"cross_kt_d32",
+                  {2, 5, 32},
+                  {2, 32, 296},
+                  {2, 296, 32},
+                  {},
+                  false,
+                  true,
+                  false,
+                  0.18f},
+                A{"causal_square_d64",
+                  {1, 2, 256, 64},
+                  {1, 2, 256, 64},
+                  {1, 2, 256, 64},
+                  {},
+                  true,
+                  false,
+                  false,
+                  0.125f}})
+      cases.push_back(
+          {std::string("attention_") + a.name + "_" + tag(dt), tol(dt, 2e-4),
+           [=](Suite &s) {
+             TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
+                       v = s.random(dt, a.v);
+             TensorRef bias;
+             if (a.paddingMask) {
+               // Sequence b keeps its first keys - 37 * b keys.
+               int64_t keys = a.bias.back();
+               std::vector<double> values;
+               for (int64_t b = 0; b < a.bias.front(); ++b)
+                 for (int64_t j = 0; j < keys; ++j)
+                   values.push_back(j < keys - 37 * b ? 0.0 : -INFINITY);
+               bias = s.upload(dt, a.bias, values);
+             } else if (!a.bias.empty()) {
+               bias = s.random(dt, a.bias, 0.1, 1.0);
+             }
+             std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
+             TensorRef y = s.empty(dt, out);
+             AttentionParams params;
+             params.scale = a.scale;
+             params.causal = a.causal;
+             params.keyTransposed = a.keyTransposed;
+             attention(*s.ctx, "attention", params, q, k, v,
+                       a.bias.empty() ? nullptr : &bias, y);
+             return std::vector<TensorRef>{y};
+           }});
+  }
+
   // Normalization, softmax, reductions.
   for (DType dt : floats) {
     cases.push_back(
@@ -771,6 +880,92 @@ int runPerf(Context *ctx) {
        },
        [](Context &c, std::vector<TensorRef> &t) {
          softmax(c, "sm", 1, false, t[0], t[1]);
+       }},
+      // BERT-base / GPT-2 small attention: 8 sequences x 12 heads x 512
+      // tokens x 64; flops count both contractions over every score.
+      {"attention_f32_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {8, 12, 512, 64}),
+              s.random(DType::F32, {8, 12, 512, 64}),
+              s.random(DType::F32, {8, 12, 512, 64}),
+              s.empty(DType::F32, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         AttentionParams p;
+         p.scale = 0.125f;
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+       }},
+      {"attention_f16_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {8, 12, 512, 64}),
+              s.random(DType::F16, {8, 12, 512, 64}),
+              s.random(DType::F16, {8, 12, 512, 64}),
+              s.empty(DType::F16, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         AttentionParams p;
+         p.scale = 0.125f;
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+       }},
+      {"attention_bf16_causal_kt_8x12x512x64", 0, 2.0 * 96 * 512 * 513 * 64,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::BF16, {8, 12, 512, 64}),
+              s.random(DType::BF16, {8, 12, 64, 512}),
+              s.random(DType::BF16, {8, 12, 512, 64}),
+              s.empty(DType::BF16, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         AttentionParams p;
+         p.scale = 0.125f;
+         p.causal = true;
+         p.keyTransposed = true;
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+       }},
+      {"attention_f16_8x12x512x128", 0, 4.0 * 96 * 512 * 512 * 128,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {8, 12, 512, 128}),
+              s.random(DType::F16, {8, 12, 512, 128}),
+              s.random(DType::F16, {8, 12, 512, 128}),
+              s.empty(DType::F16, {8, 12, 512, 128})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         AttentionParams p;
+         p.scale = 0.088f;
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+       }},
+      // The same attention unfused (cuBLASLt, softmax, cuBLASLt) with its
+      // [8, 12, 512, 512] scores: the fused kernel's speed reference.
+      {"unfused_attention_f16_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {8, 12, 512, 64}),
+              s.random(DType::F16, {8, 12, 512, 64}),
+              s.random(DType::F16, {8, 12, 512, 64}),
+              s.empty(DType::F16, {8, 12, 512, 512}),
+              s.empty(DType::F16, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         MatmulParams scores;
+         scores.transB = true;
+         scores.alpha = 0.125f;
+         matmul(c, "qk", scores, t[0], t[1], nullptr, t[3]);
+         softmax(c, "softmax", 3, false, t[3], t[3]);
+         matmul(c, "pv", MatmulParams(), t[3], t[2], nullptr, t[4]);
+       }},
+      {"unfused_attention_f32_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {8, 12, 512, 64}),
+              s.random(DType::F32, {8, 12, 512, 64}),
+              s.random(DType::F32, {8, 12, 512, 64}),
+              s.empty(DType::F32, {8, 12, 512, 512}),
+              s.empty(DType::F32, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         MatmulParams scores;
+         scores.transB = true;
+         scores.alpha = 0.125f;
+         matmul(c, "qk", scores, t[0], t[1], nullptr, t[3]);
+         softmax(c, "softmax", 3, false, t[3], t[3]);
+         matmul(c, "pv", MatmulParams(), t[3], t[2], nullptr, t[4]);
        }},
       {"softmax_f32_2048x8192", 2.0 * 4 * 2048 * 8192, 0,
        [&](Suite &s, std::vector<TensorRef> &t) {
