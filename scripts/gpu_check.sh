@@ -6,7 +6,9 @@
 #   2. runs the example program on both backends through the executable main
 #      and compares the outputs;
 #   3. prints kernel timings (memopt-kernel-suite-cuda --perf).
-# Usage: scripts/gpu_check.sh [build-dir]   (env: JOBS, CUDA_ARCH, SKIP_PERF)
+# Usage: scripts/gpu_check.sh [build-dir]
+#   env: JOBS, CUDA_ARCH, SKIP_PERF, SKIP_EXAMPLE, PERF_FILTER (substring of the
+#   timing names, e.g. attention)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-/tmp/memopt-runtime-gpu}
@@ -36,7 +38,9 @@ echo "== configure and build ($BUILD, -j$JOBS)"
 cmake -S lib/Runtime -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DMEMOPT_ENABLE_CUDA=ON "${EXTRA[@]}" || exit 1
 start=$(date +%s)
-cmake --build "$BUILD" -j "$JOBS" || exit 1
+TARGETS=()
+[ -n "${SKIP_EXAMPLE:-}" ] && TARGETS=(--target memopt-kernel-suite-cuda memopt-kernel-suite-host)
+cmake --build "$BUILD" -j "$JOBS" "${TARGETS[@]}" || exit 1
 echo "build took $(( $(date +%s) - start )) s"
 
 echo "== kernel suite: CUDA vs host"
@@ -45,6 +49,7 @@ rm -rf "$BUILD/suite" && mkdir -p "$BUILD/suite"
 "$BUILD/memopt-kernel-suite-host" --compare "$BUILD/suite" | tee "$BUILD/compare.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
+if [ -z "${SKIP_EXAMPLE:-}" ]; then
 echo "== example program through the executable main"
 rm -rf "$BUILD/example" && mkdir -p "$BUILD/example/host" "$BUILD/example/cuda"
 IMAGE=test/GPU/Inputs/image.npy
@@ -60,10 +65,11 @@ err = float(np.max(np.abs(a - b)))
 print("example probs max abs diff host vs cuda:", err)
 sys.exit(0 if np.allclose(a, b, rtol=1e-4, atol=1e-6) else 1)
 PY
+fi
 
 if [ -z "${SKIP_PERF:-}" ]; then
   echo "== kernel timings"
-  "$BUILD/memopt-kernel-suite-cuda" --perf || status=1
+  "$BUILD/memopt-kernel-suite-cuda" --perf "${PERF_FILTER:-}" || status=1
 fi
 
 [ $status -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED"

@@ -6,6 +6,7 @@
 //
 //   memopt-kernel-suite-cuda --out DIR      writes DIR/<case>.npy (float64)
 //   memopt-kernel-suite-host --compare DIR  reruns on the host and compares
+//   memopt-kernel-suite-cuda --perf [FILTER] times the large cases
 //
 // so the CUDA backend is checked against the host reference without linking
 // both backends into one program (they define the same symbols). Sizes are
@@ -833,7 +834,7 @@ std::vector<double> graphReplay(Suite &s) {
 
 /// Times a few large kernels (median of 20 runs after warm-up) and prints
 /// effective bandwidth / throughput, for the performance notes.
-int runPerf(Context *ctx) {
+int runPerf(Context *ctx, const std::string &filter) {
   struct Perf {
     const char *name;
     double bytes, flops;
@@ -1040,6 +1041,9 @@ int runPerf(Context *ctx) {
        }},
   };
   for (Perf &p : perfs) {
+    if (!filter.empty() &&
+        std::string(p.name).find(filter) == std::string::npos)
+      continue;
     Suite suite;
     suite.ctx = ctx;
     std::vector<TensorRef> tensors;
@@ -1075,12 +1079,13 @@ int main(int argc, char **argv) {
   std::string mode = argc >= 2 ? argv[1] : "";
   if (mode == "--perf") {
     Context *ctx = createContext();
-    int status = contextError(*ctx) ? 1 : runPerf(ctx);
+    int status = contextError(*ctx) ? 1 : runPerf(ctx, argc > 2 ? argv[2] : "");
     destroyContext(ctx);
     return status;
   }
   if (argc < 3 || (mode != "--out" && mode != "--compare")) {
-    std::fprintf(stderr, "usage: %s (--out|--compare) DIR [filter] | --perf\n",
+    std::fprintf(stderr,
+                 "usage: %s (--out|--compare) DIR [filter] | --perf [filter]\n",
                  argv[0]);
     return 2;
   }
