@@ -4,7 +4,7 @@
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
-//       [--lower-only]
+//       [--no-fuse-epilogues] [--lower-only]
 //
 // Thin: flags become CompileOptions; the pipeline is in lib/Conversion
 // (CompileDriver.cpp).
