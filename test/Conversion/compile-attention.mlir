@@ -8,9 +8,9 @@
 // memopt-compile fuses attention by default, after canonicalize and before
 // scheduling: the program calls `attention` once and never materializes the
 // [2, 64, 64] scores (the unfused arena holds them and K^T: 32 KiB + 8 KiB;
-// the fused program needs no arena at all); --no-fuse-attention keeps
+// the fused arena only the 8 KiB output); --no-fuse-attention keeps
 // MatMul -> Softmax -> MatMul.
-// FUSED: // Arena: 0 bytes; weight region: 0 bytes.
+// FUSED: // Arena: 8192 bytes; weight region: 0 bytes.
 // FUSED: void run(
 // FUSED-NOT: softmax(
 // FUSED: params.scale = 0.25f;
