@@ -147,12 +147,11 @@ bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
   return true;
 }
 
-/// True when the byte ranges of two tensors overlap.
+/// Whether the bytes of `a` and `b` overlap (both non-empty).
 static bool overlaps(const TensorRef &a, const TensorRef &b) {
-  auto begin = [](const TensorRef &t) {
-    return reinterpret_cast<uintptr_t>(t.data);
-  };
-  return begin(a) < begin(b) + b.bytes() && begin(b) < begin(a) + a.bytes();
+  auto *pa = static_cast<const char *>(a.data);
+  auto *pb = static_cast<const char *>(b.data);
+  return a.bytes() && b.bytes() && pa < pb + b.bytes() && pb < pa + a.bytes();
 }
 
 bool validateAttention(Context &ctx, const char *node,
@@ -218,8 +217,8 @@ bool validateAttention(Context &ctx, const char *node,
     g.biasColStride = bs.stride[y.rank - 1];
     g.hasBias = true;
   }
-  if (y.numElements() > 0 && (overlaps(y, q) || overlaps(y, k) ||
-                              overlaps(y, v) || (bias && overlaps(y, *bias)))) {
+  if (overlaps(y, q) || overlaps(y, k) || overlaps(y, v) ||
+      (bias && overlaps(y, *bias))) {
     failf(ctx, node, "attention output must not alias an input");
     return false;
   }
@@ -574,13 +573,6 @@ bool validateGather(Context &ctx, const char *node, int axis,
     return false;
   }
   return true;
-}
-
-/// Whether the bytes of `a` and `b` overlap (both non-empty).
-static bool overlaps(const TensorRef &a, const TensorRef &b) {
-  auto *pa = static_cast<const char *>(a.data);
-  auto *pb = static_cast<const char *>(b.data);
-  return a.bytes() && b.bytes() && pa < pb + b.bytes() && pb < pa + a.bytes();
 }
 
 bool validateScatterND(Context &ctx, const char *node,
