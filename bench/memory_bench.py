@@ -49,8 +49,9 @@ def run_model(model, build, workdir, batch):
     start = time.perf_counter()
     planned = subprocess.run(
         [os.path.join(build, "bin", "memopt-opt"), "--canonicalize",
-         "--memopt-fuse-attention", "--memopt-schedule=report", "--memopt-bufferize",
-         f"--memopt-plan-memory=report={report}", "-o", os.devnull],
+         "--memopt-fuse-attention", "--memopt-fuse-epilogues", "--memopt-schedule=report",
+         "--memopt-bufferize", f"--memopt-plan-memory=report={report}",
+         "-o", os.devnull],
         input=imported.stdout, capture_output=True)
     if planned.returncode != 0:
         return {"model": model.id, "error": planned.stderr.decode().strip().splitlines()[0]}
@@ -94,7 +95,9 @@ def main():
         "naive: every arena tensor its own slot; max-live: the most arena bytes alive at once "
         "(the lower bound), in the imported order and after --memopt-schedule; arena: the "
         "planned size; in-place saved: bytes --memopt-bufferize removed; plan ms: the packing "
-        "(planner + validator); passes s: canonicalize + schedule + bufferize + plan, wall; "
+        "(planner + validator); passes s: canonicalize + fuse-attention + fuse-epilogues + "
+        "schedule + bufferize + plan, wall; inputs and outputs are the caller's buffers here "
+        "(memopt-compile also plans outputs in the arena); "
         "import s: memopt-translate, wall.",
         "",
         "| model | ops | naive | max-live before sched. | max-live after | arena | arena / max-live "
