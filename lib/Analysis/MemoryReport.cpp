@@ -49,6 +49,8 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   MemoryReport report;
   const MemoryStats &stats = liveness.getStats();
   report.function = function.getSymName().str();
+  if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
+    report.precision = precision.str();
   report.weightsBytes = stats.weightsBytes;
   report.ioBytes = stats.ioBytes;
   report.arenaBytes = arenaBytes;
@@ -122,6 +124,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
   for (int64_t bytes : report.liveProfile)
     profile.push_back(bytes);
   return llvm::json::Object{{"function", report.function},
+                            {"precision", report.precision},
                             {"weights_bytes", report.weightsBytes},
                             {"io_bytes", report.ioBytes},
                             {"arena_bytes", report.arenaBytes},
@@ -164,7 +167,11 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
                : double(bytes) / double(report.maxLiveBytes);
   };
   os << "memory report of @" << report.function << " (" << report.numSteps
-     << " ops)\n";
+     << " ops"
+     << (report.precision == "f32"
+             ? ""
+             : ", " + report.precision + " mixed precision")
+     << ")\n";
   os << "  weights      "
      << llvm::right_justify(formatBytes(report.weightsBytes), 12) << "\n";
   os << "  inputs+outputs "

@@ -1,6 +1,7 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
-// import -> canonicalize -> memopt-fuse-attention -> memopt-schedule ->
+// import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
+// [memopt-mixed-precision -> canonicalize] -> memopt-schedule ->
 // memopt-bufferize -> memopt-plan-memory -> EmitProgram -> system compiler. The
 // shape follows onnx-mlir's `onnx-mlir` driver (one tool,
 // `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system compiler
@@ -311,12 +312,14 @@ std::string printModule(ModuleOp module) {
 
 int mlir::memopt::runCompile(const CompileOptions &options,
                              llvm::raw_ostream &log) {
-  if (options.precision != CompilePrecision::FP32)
-    return fail(
-        Twine("--precision ") +
-        (options.precision == CompilePrecision::FP16 ? "fp16" : "bf16") +
-        ": mixed precision is not implemented yet (no "
-        "--memopt-mixed-precision pass); use fp32");
+  StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"
+                      : options.precision == CompilePrecision::BF16 ? "bf16"
+                                                                    : "";
+  if (!lowType.empty() && options.lowerOnly)
+    return fail(Twine("--precision ") + (lowType == "f16" ? "fp16" : "bf16") +
+                " needs the graph before planning; --lower-only input is "
+                "already planned (compile the model with --precision "
+                "instead)");
   if (options.outputPath.empty())
     return fail("no output given (-o OUT)");
   if (options.target == CompileTarget::Cuda &&
@@ -368,6 +371,21 @@ int mlir::memopt::runCompile(const CompileOptions &options,
         return fail("epilogue fusion failed");
       say("[fuse] bias and activation epilogues: " + Twine(countOps(module)) +
           " memopt ops");
+    }
+    if (!lowType.empty()) {
+      // After fusion (its patterns see no casts), before scheduling and
+      // planning, so that they see the narrow tensors; canonicalize again.
+      PassManager precision(&context);
+      MemOptMixedPrecisionOptions precisionOptions;
+      precisionOptions.precision = lowType.str();
+      precisionOptions.report = !options.quiet;
+      precision.addNestedPass<func::FuncOp>(
+          createMemOptMixedPrecision(precisionOptions));
+      precision.addPass(createCanonicalizerPass());
+      say("[precision] " + lowType +
+          " where safe (memopt-mixed-precision), inputs and outputs f32");
+      if (failed(precision.run(module)))
+        return 1;
     }
     if (options.emit == EmitKind::Mlir) {
       if (failed(writeFile(options.outputPath, printModule(module))))

@@ -101,8 +101,13 @@ bool validateMatmul(Context &ctx, const char *node, const MatmulParams &params,
                     MatmulGeometry &g) {
   if (!checkFloat(ctx, node, a, "A") || !checkFloat(ctx, node, b, "B") ||
       !checkFloat(ctx, node, c, "output") ||
-      !checkSameDType(ctx, node, a, b, "A/B") ||
-      !checkSameDType(ctx, node, a, c, "A/output"))
+      !checkSameDType(ctx, node, a, b, "A/B"))
+    return false;
+  // The output has the operands' dtype, or f32 for f16 / bf16 operands (the
+  // f32 accumulator stored as it is).
+  bool widened = c.dtype == DType::F32 &&
+                 (a.dtype == DType::F16 || a.dtype == DType::BF16);
+  if (!widened && !checkSameDType(ctx, node, a, c, "A/output"))
     return false;
   if (a.rank < 2 || b.rank < 2 || c.rank < 2) {
     failf(ctx, node, "matmul operands need rank >= 2 (got %d, %d -> %d)",

@@ -13,7 +13,7 @@
 // OFFSETS: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has no memopt.offsets: the function is not planned; run --memopt-plan-memory first
 // KERNEL: error: {{.*}}'memopt.is_nan' (ONNX node 'nan_check') has no runtime kernel yet
 // OUTSIDE: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has arena offset 128 for 64 bytes, outside the arena of 160 bytes
-// FP16: error: --precision fp16: mixed precision is not implemented yet
+// FP16: error: --precision fp16 needs the graph before planning; --lower-only input is already planned
 // ARCH: error: --arch '90' is not a GPU architecture (expected sm_NN, e.g. sm_90)
 // memopt-compile plans outputs in the arena: max-live holds the 64-byte
 // intermediate and the 64-byte output.

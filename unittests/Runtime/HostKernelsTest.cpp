@@ -243,6 +243,42 @@ TEST_F(HostKernels, MatmulBatchBroadcastAndTranspose) {
   }
 }
 
+TEST_F(HostKernels, MatmulLowOperandsStoreF32Output) {
+  // f16 / bf16 operands, f32 result and bias: the accumulator is stored as
+  // it is, so the result matches a double reference of the rounded operands.
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    Buffer a = random(dtype, {2, 3, 5}, 11), b = random(dtype, {5, 4}, 12);
+    Buffer bias = random(DType::F32, {4}, 13);
+    Buffer c(DType::F32, {2, 3, 4});
+    TensorRef biasRef = bias.ref();
+    matmul(*ctx, "matmul_wide", MatmulParams(), a.ref(), b.ref(), &biasRef,
+           c.ref());
+    std::vector<double> expected;
+    for (int64_t i = 0; i < c.count(); ++i) {
+      std::vector<int64_t> co = coordsOf(i, c.shape);
+      double acc = bias.at(co[2]);
+      for (int64_t k = 0; k < 5; ++k)
+        acc += a.at(indexOf({co[0], co[1], k}, a.shape)) *
+               b.at(indexOf({k, co[2]}, b.shape));
+      expected.push_back(acc);
+    }
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(c, expected, 1e-6);
+  }
+}
+
+TEST(HostKernelErrors, MatmulOutputNarrowerThanOperands) {
+  // Only the widening direction is allowed: f32 operands, f16 result fails.
+  Context *ctx = createContext();
+  Buffer a(DType::F32, {2, 3}), b(DType::F32, {3, 2}), c(DType::F16, {2, 2});
+  matmul(*ctx, "narrow", MatmulParams(), a.ref(), b.ref(), nullptr, c.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("node 'narrow'"),
+            std::string::npos)
+      << contextError(*ctx);
+  destroyContext(ctx);
+}
+
 TEST_F(HostKernels, GemmTransposesBiasAndRelu) {
   // A^T: [K=6, M=5], B^T: [N=3, K=6], C: [M, 1] broadcast along N.
   Buffer a = random(DType::F32, {6, 5}, 7), b = random(DType::F32, {3, 6}, 8);

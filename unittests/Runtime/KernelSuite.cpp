@@ -290,6 +290,17 @@ std::vector<Case> buildCases() {
            return std::vector<TensorRef>{c};
          }});
   }
+  // f16 / bf16 operands storing an f32 result (mixed precision's outputs):
+  // strided batch and the fused row bias, both f32 on the output side.
+  for (DType dt : {DType::F16, DType::BF16})
+    cases.push_back(
+        {std::string("matmul_f32_output_") + tag(dt), 1e-3, [=](Suite &s) {
+           TensorRef a = s.random(dt, {3, 33, 64}), b = s.random(dt, {64, 40});
+           TensorRef bias = s.random(DType::F32, {40});
+           TensorRef c = s.empty(DType::F32, {3, 33, 40});
+           matmul(*s.ctx, "mm_f32_out", MatmulParams(), a, b, &bias, c);
+           return std::vector<TensorRef>{c};
+         }});
 
   // Convolutions.
   struct V {

@@ -33,6 +33,8 @@ struct BufferReport {
 
 struct MemoryReport {
   std::string function;
+  /// "f32", or the low type memopt-mixed-precision chose ("f16", "bf16").
+  std::string precision = "f32";
   int64_t weightsBytes = 0;
   int64_t ioBytes = 0;
   int64_t arenaBytes = 0;

@@ -2,7 +2,8 @@
 //-*-===//
 //
 // The library behind `memopt-compile`: import an ONNX model (or read MLIR),
-// run canonicalize -> memopt-fuse-attention -> memopt-schedule ->
+// run canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues -> (with
+// --precision fp16|bf16) memopt-mixed-precision -> memopt-schedule ->
 // memopt-bufferize -> memopt-plan-memory, lower the planned function to a C++
 // program
 // (EmitProgram.h) and, on request, build it with the system compiler against

@@ -217,7 +217,9 @@ struct MatmulParams {
 /// if transA), b: [..., K, N] ([..., N, K] if transB), c: [..., M, N]; batch
 /// dims broadcast numpy-style (rank >= 2 each: the caller turns ONNX's 1-D
 /// MatMul operands into matrices). bias broadcasts to [M, N] (ONNX Gemm's C)
-/// and has c's dtype. a, b, c share one float dtype; accumulation is f32.
+/// and has c's dtype. a, b, c share one float dtype, except that c may be F32
+/// when a and b are F16 or BF16 (the f32 accumulator is stored as it is);
+/// accumulation is f32.
 void matmul(Context &ctx, const char *nodeName, const MatmulParams &params,
             TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c);
 /// Scratch for the next matmul call only (a slice of the arena the compiler

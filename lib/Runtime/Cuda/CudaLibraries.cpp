@@ -126,12 +126,16 @@ fastestMatmulAlgo(Context &ctx, const MatmulPlan &plan,
   return best;
 }
 
+/// `dtype` is A's and B's, `outType` C's and D's (the same, or F32 for F16 /
+/// BF16 operands: cuBLASLt supports 16F/16BF A/B with 32F C/D under
+/// CUBLAS_COMPUTE_32F, the bias then being f32 too).
 bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
-                     const MatmulGeometry &g, DType dtype, int64_t batch,
-                     bool broadcastA, bool broadcastB, cublasLtEpilogue_t epi,
-                     const void *aPtr, const void *bPtr, const void *cPtr,
-                     const void *biasPtr, MatmulPlan &plan) {
+                     const MatmulGeometry &g, DType dtype, DType outType,
+                     int64_t batch, bool broadcastA, bool broadcastB,
+                     cublasLtEpilogue_t epi, const void *aPtr, const void *bPtr,
+                     const void *cPtr, const void *biasPtr, MatmulPlan &plan) {
   cudaDataType_t type = cudaTypeOf(dtype);
+  cudaDataType_t outCudaType = cudaTypeOf(outType);
   cublasComputeType_t compute = dtype == DType::F32 && ctx.options.allowTf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
                                     : CUBLAS_COMPUTE_32F;
@@ -164,9 +168,10 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
                    cublasLtMatrixLayoutCreate(&plan.b, type, bRows, bCols,
                                               int64_t(bRows)),
                    "cublasLtMatrixLayoutCreate") ||
-      !checkCublas(ctx, node,
-                   cublasLtMatrixLayoutCreate(&plan.c, type, n, m, int64_t(n)),
-                   "cublasLtMatrixLayoutCreate"))
+      !checkCublas(
+          ctx, node,
+          cublasLtMatrixLayoutCreate(&plan.c, outCudaType, n, m, int64_t(n)),
+          "cublasLtMatrixLayoutCreate"))
     return false;
   if (batch > 1) {
     int32_t count = int32_t(batch);
@@ -195,16 +200,17 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
   // Per-matrix calls (a general batch broadcast) pass pointers at multiples
   // of the matrix size: the guaranteed alignment is the smaller of the
   // base's and the matrix size's. Strided batches are checked by cuBLASLt.
-  size_t elem = dtypeSize(dtype);
-  auto alignment = [&](const void *p, uint64_t rows, uint64_t cols) {
-    uintptr_t bytes = uintptr_t(rows * cols * elem);
+  auto alignment = [&](const void *p, uint64_t rows, uint64_t cols,
+                       DType type) {
+    uintptr_t bytes = uintptr_t(rows * cols * dtypeSize(type));
     int a = alignmentOf(p);
     if (batch == 1 && g.batchCount > 1)
       a = std::min(a, alignmentOf(reinterpret_cast<const void *>(bytes)));
     return uint32_t(a);
   };
-  uint32_t alignA = alignment(bPtr, k, n), alignB = alignment(aPtr, m, k);
-  uint32_t alignC = alignment(cPtr, m, n);
+  uint32_t alignA = alignment(bPtr, k, n, dtype);
+  uint32_t alignB = alignment(aPtr, m, k, dtype);
+  uint32_t alignC = alignment(cPtr, m, n, outType);
   cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
       sizeof(alignA));
@@ -295,9 +301,9 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
   auto it = ctx.matmulPlans.find(key);
   if (it == ctx.matmulPlans.end()) {
     MatmulPlan plan;
-    bool ok = buildMatmulPlan(ctx, node, params, g, c.dtype, batch, broadcastA,
-                              broadcastB, epi, a.data, b.data, c.data,
-                              fuseBias ? bias->data : nullptr, plan);
+    bool ok = buildMatmulPlan(ctx, node, params, g, a.dtype, c.dtype, batch,
+                              broadcastA, broadcastB, epi, a.data, b.data,
+                              c.data, fuseBias ? bias->data : nullptr, plan);
     it = ctx.matmulPlans.emplace(key, plan).first;
     if (!ok)
       return;
@@ -318,7 +324,7 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
     cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                    &bias->data, sizeof(bias->data));
   float alpha = params.alpha, beta = biasInC ? params.beta : 0.0f;
-  size_t elem = dtypeSize(c.dtype);
+  size_t elem = dtypeSize(a.dtype), outElem = dtypeSize(c.dtype);
   BroadcastStrides sa = broadcastStrides(g.aBatch, g.cBatch),
                    sb = broadcastStrides(g.bBatch, g.cBatch);
   int64_t calls = strided ? 1 : g.batchCount;
@@ -334,7 +340,8 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
                         size_t(aIndex * g.m * g.k) * elem;
     const uint8_t *pb = static_cast<const uint8_t *>(b.data) +
                         size_t(bIndex * g.k * g.n) * elem;
-    uint8_t *pc = static_cast<uint8_t *>(c.data) + size_t(i * g.m * g.n) * elem;
+    uint8_t *pc =
+        static_cast<uint8_t *>(c.data) + size_t(i * g.m * g.n) * outElem;
     if (!checkCublas(ctx, node,
                      cublasLtMatmul(ctx.lt, plan.desc, &alpha, pb, plan.a, pa,
                                     plan.b, &beta, pc, plan.c, pc, plan.c,

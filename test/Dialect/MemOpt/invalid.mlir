@@ -147,6 +147,24 @@ func.func @gemm_bias(%x: tensor<2x3xf32>, %y: tensor<3x5xf32>, %c: tensor<3xf32>
 
 // -----
 
+func.func @gemm_bias_type(%x: tensor<2x3xf16>, %y: tensor<3x5xf16>, %c: tensor<5xf16>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{C 'tensor<5xf16>' must have the result's element type ('f32')}}
+  %0 = memopt.gemm %x, %y, %c : (tensor<2x3xf16>, tensor<3x5xf16>, tensor<5xf16>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+// A matmul may widen f16 / bf16 operands to an f32 result, never narrow.
+func.func @matmul_narrowed(%x: tensor<2x3xf32>, %y: tensor<3x5xf32>) -> tensor<2x5xf16> {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x5xf32>' are incompatible with return type(s) of operation 'tensor<2x5xf16>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.matmul %x, %y : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf16>
+  return %0 : tensor<2x5xf16>
+}
+
+// -----
+
 func.func @conv_rank(%x: tensor<1x3x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
   // expected-error @+2 {{must have the same rank, at least 3}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -202,6 +202,64 @@ func.func @explicit_result_types(%x: tensor<1x3x4x4xf32>, %s: tensor<3xi64>,
   return
 }
 
+// f16 and bf16 everywhere the runtime takes them (what memopt-mixed-precision
+// produces): every float op family verifies with low-precision tensors, and
+// batch / layer normalization accept parameters of another float type.
+// CHECK-LABEL: func.func @low_precision
+func.func @low_precision(%x: tensor<1x4x8x8xf16>, %k: tensor<4x4x3x3xf16>, %kb: tensor<4xf16>, %p32: tensor<4xf32>, %s: tensor<2x5x16xbf16>, %g: tensor<16xf32>, %i: tensor<2xi64>, %m: tensor<2x5x16xi1>) {
+  // CHECK: memopt.conv {{.*}} -> tensor<1x4x8x8xf16>
+  %0 = memopt.conv %x, %k, %kb {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf16>, tensor<4x4x3x3xf16>, tensor<4xf16>) -> tensor<1x4x8x8xf16>
+  // CHECK: memopt.conv_transpose {{.*}} -> tensor<1x4x10x10xf16>
+  %1 = memopt.conv_transpose %0, %k {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf16>, tensor<4x4x3x3xf16>) -> tensor<1x4x10x10xf16>
+  // CHECK: memopt.batch_normalization {{.*}} : (tensor<1x4x8x8xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf16>
+  %2 = memopt.batch_normalization %0, %p32, %p32, %p32, %p32 : (tensor<1x4x8x8xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf16>
+  // CHECK: memopt.max_pool {{.*}} -> tensor<1x4x4x4xf16>
+  %3 = memopt.max_pool %2 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf16>) -> tensor<1x4x4x4xf16>
+  // CHECK: memopt.average_pool {{.*}} -> tensor<1x4x4x4xf16>
+  %4 = memopt.average_pool %2 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf16>) -> tensor<1x4x4x4xf16>
+  // CHECK: memopt.global_average_pool {{.*}} -> tensor<1x4x1x1xf16>
+  %5 = memopt.global_average_pool %4 : (tensor<1x4x4x4xf16>) -> tensor<1x4x1x1xf16>
+  // CHECK: memopt.resize {{.*}} -> tensor<1x4x8x8xf16>
+  %6 = memopt.resize %3 {mode = "linear"} : (tensor<1x4x4x4xf16>) -> tensor<1x4x8x8xf16>
+  // CHECK: memopt.pad {{.*}} -> tensor<1x4x4x6xf16>
+  %7 = memopt.pad %3 {pads = array<i64: 0, 0, 0, 1, 0, 0, 0, 1>, constant_value = -6.0e+04 : f64} : (tensor<1x4x4x4xf16>) -> tensor<1x4x4x6xf16>
+  // CHECK: memopt.clip {{.*}} : tensor<1x4x4x4xf16>
+  %8 = memopt.clip %3 {min = 0.0 : f64, max = 6.0 : f64} : tensor<1x4x4x4xf16>
+  // CHECK: memopt.hard_swish {{.*}} : tensor<1x4x4x4xf16>
+  %9 = memopt.hard_swish %8 : tensor<1x4x4x4xf16>
+  // CHECK: memopt.layer_normalization {{.*}} : (tensor<2x5x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x5x16xbf16>
+  %10 = memopt.layer_normalization %s, %g, %g : (tensor<2x5x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x5x16xbf16>
+  // CHECK: memopt.softmax {{.*}} -> tensor<2x5x16xbf16>
+  %11 = memopt.softmax %10 : (tensor<2x5x16xbf16>) -> tensor<2x5x16xbf16>
+  // CHECK: memopt.gelu {{.*}} : tensor<2x5x16xbf16>
+  %12 = memopt.gelu %11 : tensor<2x5x16xbf16>
+  // CHECK: memopt.matmul {{.*}} -> tensor<2x5x5xbf16>
+  %t = memopt.transpose %12 {perm = array<i64: 0, 2, 1>} : (tensor<2x5x16xbf16>) -> tensor<2x16x5xbf16>
+  %13 = memopt.matmul %12, %t : (tensor<2x5x16xbf16>, tensor<2x16x5xbf16>) -> tensor<2x5x5xbf16>
+  // CHECK: memopt.matmul {{.*}} -> tensor<2x5x5xf32>
+  %wide = memopt.matmul %12, %t : (tensor<2x5x16xbf16>, tensor<2x16x5xbf16>) -> tensor<2x5x5xf32>
+  // CHECK: memopt.gemm {{.*}} -> tensor<10x10xf32>
+  %w0 = memopt.reshape %12 : (tensor<2x5x16xbf16>) -> tensor<10x16xbf16>
+  %w1 = memopt.reshape %12 : (tensor<2x5x16xbf16>) -> tensor<16x10xbf16>
+  %wideGemm = memopt.gemm %w0, %w1 : (tensor<10x16xbf16>, tensor<16x10xbf16>) -> tensor<10x10xf32>
+  // CHECK: memopt.reduce_mean {{.*}} -> tensor<2x5x1xbf16>
+  %14 = memopt.reduce_mean %12 {axes = array<i64: 2>} : (tensor<2x5x16xbf16>) -> tensor<2x5x1xbf16>
+  // CHECK: memopt.reduce_max {{.*}} -> tensor<2x5xbf16>
+  %15 = memopt.reduce_max %12 {axes = array<i64: 2>, keepdims = 0 : i64} : (tensor<2x5x16xbf16>) -> tensor<2x5xbf16>
+  // CHECK: memopt.where {{.*}} -> tensor<2x5x16xbf16>
+  %16 = memopt.where %m, %12, %11 : (tensor<2x5x16xi1>, tensor<2x5x16xbf16>, tensor<2x5x16xbf16>) -> tensor<2x5x16xbf16>
+  // CHECK: memopt.gather {{.*}} -> tensor<2x2x16xbf16>
+  %17 = memopt.gather %16, %i {axis = 1 : i64} : (tensor<2x5x16xbf16>, tensor<2xi64>) -> tensor<2x2x16xbf16>
+  // CHECK: memopt.concat {{.*}} -> tensor<2x7x16xbf16>
+  %18 = memopt.concat %16, %17 {axis = 1 : i64} : (tensor<2x5x16xbf16>, tensor<2x2x16xbf16>) -> tensor<2x7x16xbf16>
+  // CHECK: memopt.cast {{.*}} -> tensor<2x7x16xf16>
+  %19 = memopt.cast %18 : (tensor<2x7x16xbf16>) -> tensor<2x7x16xf16>
+  // CHECK: memopt.constant_of_shape {{.*}} -> tensor<2x3xf16>
+  %shape = memopt.constant dense<[2, 3]> : tensor<2xi64>
+  %20 = memopt.constant_of_shape %shape {value = dense<1.5> : tensor<1xf16>} : (tensor<2xi64>) -> tensor<2x3xf16>
+  return
+}
+
 {-#
   dialect_resources: {
     builtin: {

@@ -79,6 +79,25 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The inferred result, or the same shape in f32 when the inferred element
+/// type is f16 or bf16 (the f32 accumulator stored as it is).
+static bool isInferredOrWidened(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred.front() == actual.front())
+    return true;
+  auto expected = dyn_cast<RankedTensorType>(inferred.front());
+  auto result = dyn_cast<RankedTensorType>(actual.front());
+  return expected && result && expected.getShape() == result.getShape() &&
+         (expected.getElementType().isF16() ||
+          expected.getElementType().isBF16()) &&
+         result.getElementType().isF32();
+}
+
+bool MatMulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return isInferredOrWidened(inferred, actual);
+}
+
 int64_t MatMulOp::getFlops() {
   int64_t k = getA().getType().getShape().back();
   return 2 * k * getType().getNumElements();
@@ -139,6 +158,21 @@ int64_t MatMulOp::getWorkspaceBytes() { return gemmWorkspaceBytes(*this); }
 
 int64_t GemmOp::getWorkspaceBytes() { return gemmWorkspaceBytes(*this); }
 
+bool GemmOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return isInferredOrWidened(inferred, actual);
+}
+
+/// The runtime adds C into the result buffer: both have one element type.
+LogicalResult GemmOp::verify() {
+  if (Value c = getC();
+      c && cast<RankedTensorType>(c.getType()).getElementType() !=
+               getType().getElementType())
+    return emitOpError("C ")
+           << c.getType() << " must have the result's element type ("
+           << getType().getElementType() << ")";
+  return success();
+}
+
 int64_t GemmOp::getFlops() {
   auto a = getA().getType();
   int64_t k = a.getDimSize(getTransA() ? 0 : 1);
@@ -186,8 +220,13 @@ struct MatMulOfTransposedMatrix : OpRewritePattern<MatMulOp> {
           RankedTensorType::get({aType.getNumElements() / k, k},
                                 aType.getElementType()),
           a);
+    // The matmul's element type, which may be a widened f32 (mixed precision).
+    auto productType = RankedTensorType::get(
+        {cast<RankedTensorType>(a.getType()).getDimSize(0),
+         bType.getDimSize(1)},
+        op.getType().getElementType());
     Value product = GemmOp::create(
-        rewriter, loc, a, transpose.getData(),
+        rewriter, loc, productType, a, transpose.getData(),
         /*C=*/Value(), rewriter.getF32FloatAttr(1), rewriter.getF32FloatAttr(1),
         rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(1));
     if (product.getType() != op.getType())

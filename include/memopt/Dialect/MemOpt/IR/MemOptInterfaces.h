@@ -21,6 +21,37 @@ int64_t defaultBytesMoved(Operation *op);
 int64_t convolutionWorkspaceBytes(Operation *op);
 } // namespace detail
 
+/// How an op may run when a model is compiled for a low float type (f16 or
+/// bf16) by memopt-mixed-precision. The categories follow PyTorch autocast
+/// (lower_precision_fp list, fp32 list, type promotion for everything else);
+/// `BoundedResult` and the two "unchanged" kinds are memopt's own.
+enum class PrecisionPolicy {
+  /// Compute-bound: f32 operands are cast to the low type and the result is
+  /// low. The runtime kernels (cuBLASLt, cuDNN, host loops) accumulate in f32
+  /// or wider, so only the storage is narrow.
+  LowPrecision,
+  /// A low-type result may overflow (exp, pow, sums) or lose what the
+  /// consumer needs (log, reciprocal): operands and result stay f32, and the
+  /// result keeps its consumers in f32 until a LowPrecision op or a
+  /// BoundedResult op.
+  Float32,
+  /// Runs in the widest float type among its operands whose type is not free
+  /// to change (results of Float32 ops and of f32 Promote ops); in the low
+  /// type when there are none. Elementwise arithmetic and data movement.
+  Promote,
+  /// As Promote, but the result's magnitude is bounded whatever the input
+  /// (tanh, sigmoid, softmax, normalizations) and the kernel computes in f32:
+  /// an f32 result may be cast down without overflow, so it does not hold its
+  /// consumers in f32.
+  BoundedResult,
+  /// Operands are taken in whatever type they have (the op reads any type:
+  /// cast, shape); result types are left alone.
+  AnyOperandType,
+  /// Operand and result types are left as imported (ops whose result type is
+  /// explicit and whose values would lose meaning in the low type: range).
+  Unchanged,
+};
+
 /// Size in bytes of a statically shaped tensor (i1 is stored as one byte).
 int64_t getTensorBytes(Type type);
 } // namespace mlir::memopt

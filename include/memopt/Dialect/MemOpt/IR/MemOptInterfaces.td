@@ -58,4 +58,27 @@ def MemOpt_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def MemOpt_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
+  let cppNamespace = "::mlir::memopt";
+  let description = [{
+    In which float type an op may run when the model is compiled for f16 or
+    bf16 (memopt-mixed-precision). Ops without this interface follow
+    `PrecisionPolicy::Promote`: they run in the widest float type of their
+    operands, as PyTorch's ops outside autocast's lists do. The policies and
+    the reasons for each op are listed in docs/mixed-precision.md.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The precision policy of this op (see PrecisionPolicy).",
+      "::mlir::memopt::PrecisionPolicy", "getPrecisionPolicy", (ins)>,
+    InterfaceMethod<
+      "True if, with f16 / bf16 operands, the op may store its f32 "
+      "accumulator as an f32 result (the verifier accepts it and the runtime "
+      "kernel writes it). Mixed precision then gives a result that leaves "
+      "the function its f32 type directly, instead of a low result in the "
+      "arena plus a cast into the output.",
+      "bool", "acceptsF32Result", (ins), [{}], [{ return false; }]>,
+  ];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD

@@ -35,6 +35,11 @@ class MemOpt_Op<string mnemonic, list<Trait> traits = [],
 // no bytes: both cost methods return 0.
 defvar MemOpt_ViewCosts = ["getFlops", "getBytesMoved"];
 
+// Ops whose mixed-precision policy is not `Promote` declare this; the policy
+// of every op is in lib/Dialect/MemOpt/IR/PrecisionPolicies.cpp.
+defvar MemOpt_Precision =
+    DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface>;
+
 // Ops whose result types follow from operands and attributes; the C++ side
 // implements `inferReturnTypes` with the ONNX shape rule.
 class MemOpt_InferredOp<string mnemonic, list<Trait> traits = [],
@@ -102,17 +107,20 @@ def MemOpt_ConstantOp : MemOpt_Op<"constant", [ConstantLike,
 def MemOpt_ReluOp : MemOpt_UnaryElementwiseOp<"relu"> {
   let summary = "max(x, 0)";
 }
-def MemOpt_ExpOp : MemOpt_UnaryElementwiseOp<"exp", MemOpt_FloatTensor> {
+def MemOpt_ExpOp : MemOpt_UnaryElementwiseOp<"exp", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "e^x";
 }
-def MemOpt_LogOp : MemOpt_UnaryElementwiseOp<"log", MemOpt_FloatTensor> {
+def MemOpt_LogOp : MemOpt_UnaryElementwiseOp<"log", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "natural logarithm";
 }
 def MemOpt_SqrtOp : MemOpt_UnaryElementwiseOp<"sqrt", MemOpt_FloatTensor> {
   let summary = "square root";
 }
 def MemOpt_ReciprocalOp
-    : MemOpt_UnaryElementwiseOp<"reciprocal", MemOpt_FloatTensor> {
+    : MemOpt_UnaryElementwiseOp<"reciprocal", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "1 / x";
 }
 def MemOpt_NegOp : MemOpt_UnaryElementwiseOp<"neg"> {
@@ -123,19 +131,24 @@ def MemOpt_AbsOp : MemOpt_UnaryElementwiseOp<"abs"> {
   let summary = "|x|";
 }
 def MemOpt_SigmoidOp
-    : MemOpt_UnaryElementwiseOp<"sigmoid", MemOpt_FloatTensor> {
+    : MemOpt_UnaryElementwiseOp<"sigmoid", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "1 / (1 + e^-x)";
 }
-def MemOpt_TanhOp : MemOpt_UnaryElementwiseOp<"tanh", MemOpt_FloatTensor> {
+def MemOpt_TanhOp : MemOpt_UnaryElementwiseOp<"tanh", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "hyperbolic tangent";
 }
-def MemOpt_ErfOp : MemOpt_UnaryElementwiseOp<"erf", MemOpt_FloatTensor> {
+def MemOpt_ErfOp : MemOpt_UnaryElementwiseOp<"erf", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "Gauss error function";
 }
-def MemOpt_SinOp : MemOpt_UnaryElementwiseOp<"sin", MemOpt_FloatTensor> {
+def MemOpt_SinOp : MemOpt_UnaryElementwiseOp<"sin", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "sine";
 }
-def MemOpt_CosOp : MemOpt_UnaryElementwiseOp<"cos", MemOpt_FloatTensor> {
+def MemOpt_CosOp : MemOpt_UnaryElementwiseOp<"cos", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "cosine";
 }
 def MemOpt_NotOp : MemOpt_UnaryElementwiseOp<"not", MemOpt_BoolTensor> {
@@ -165,7 +178,8 @@ def MemOpt_HardSwishOp
   let summary = "x * max(0, min(1, x / 6 + 1 / 2))";
 }
 def MemOpt_HardSigmoidOp
-    : MemOpt_UnaryElementwiseOp<"hard_sigmoid", MemOpt_FloatTensor> {
+    : MemOpt_UnaryElementwiseOp<"hard_sigmoid", MemOpt_FloatTensor,
+                                [MemOpt_Precision]> {
   let summary = "max(0, min(1, alpha * x + beta))";
   let arguments = (ins MemOpt_FloatTensor:$X,
                        DefaultValuedAttr<F32Attr, "0.2">:$alpha,
@@ -182,7 +196,7 @@ def MemOpt_ClipOp : MemOpt_UnaryElementwiseOp<"clip"> {
   let hasVerifier = 1;
 }
 
-def MemOpt_IsNaNOp : MemOpt_InferredOp<"is_nan", [
+def MemOpt_IsNaNOp : MemOpt_InferredOp<"is_nan", [MemOpt_Precision,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
                               ["isElementwise"]>]> {
   let summary = "x != x, as an i1 tensor of the same shape";
@@ -192,7 +206,7 @@ def MemOpt_IsNaNOp : MemOpt_InferredOp<"is_nan", [
 }
 
 def MemOpt_CastOp : MemOpt_Op<"cast", [SameOperandsAndResultShape,
-    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+    MemOpt_Precision, DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
                               ["isElementwise", "canWriteInPlace"]>]> {
   let summary = "Element type conversion (explicit result type)";
   let description = [{
@@ -233,14 +247,14 @@ def MemOpt_DivOp : MemOpt_BinaryElementwiseOp<"div"> {
   let summary = "a / b with broadcasting (integers truncate toward zero)";
   let hasFolder = 1;
 }
-def MemOpt_PowOp : MemOpt_BinaryElementwiseOp<"pow"> {
+def MemOpt_PowOp : MemOpt_BinaryElementwiseOp<"pow", [MemOpt_Precision]> {
   let summary = "a ^ b with broadcasting";
   let description = [{
     As in ONNX the exponent may have another numeric element type than the
     base; the result has the base's element type.
   }];
 }
-def MemOpt_ModOp : MemOpt_BinaryElementwiseOp<"mod"> {
+def MemOpt_ModOp : MemOpt_BinaryElementwiseOp<"mod", [MemOpt_Precision]> {
   let summary = "a mod b with broadcasting (ONNX Mod)";
   let description = [{
     `fmod = 0` (integers only): the remainder takes the sign of the divisor,
@@ -301,9 +315,21 @@ def MemOpt_WhereOp : MemOpt_InferredOp<"where", [
 /// gelu_tanh, the runtime's `Activation`. Set by --memopt-fuse-epilogues.
 def MemOpt_ActivationAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
 
+// matmul and gemm: the result may be f32 while the operands are f16 / bf16
+// (cuBLASLt and the host loops accumulate in f32 and may store that).
+defvar MemOpt_WidenableResult = [InferTypeOpAdaptorWithIsCompatible,
+    DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
+                              ["acceptsF32Result"]>];
+
 def MemOpt_MatMulOp
-    : MemOpt_InferredOp<"matmul", [], ["getFlops", "getWorkspaceBytes"]> {
+    : MemOpt_Op<"matmul", MemOpt_WidenableResult,
+                ["getFlops", "getWorkspaceBytes"]> {
   let summary = "numpy matmul: batched, with broadcast batch dimensions";
+  let description = [{
+    The result has the operands' element type, or f32 when they are f16 or
+    bf16 (the f32 accumulator stored as it is; mixed precision uses this for
+    results that leave the function).
+  }];
   let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B);
   let results = (outs MemOpt_Tensor:$Y);
   let assemblyFormat =
@@ -312,15 +338,19 @@ def MemOpt_MatMulOp
 }
 
 def MemOpt_GemmOp
-    : MemOpt_InferredOp<"gemm", [], ["getFlops", "getWorkspaceBytes"]> {
+    : MemOpt_Op<"gemm", MemOpt_WidenableResult,
+                ["getFlops", "getWorkspaceBytes"]> {
   let summary = "Y = alpha * op(A) * op(B) + beta * C";
   let description = [{
     `A` and `B` are 2-D; `transA`/`transB` transpose them first. The optional
-    `C` broadcasts unidirectionally to the [M, N] result.
+    `C` broadcasts unidirectionally to the [M, N] result and has the result's
+    element type. As for `matmul`, the result may be f32 when `A` and `B`
+    are f16 or bf16.
     Departs from ONNX: `activation` (`none`, `relu`, `gelu`, `gelu_tanh`),
     set by --memopt-fuse-epilogues, is applied to the whole result (after C),
     as cuBLASLt's epilogues do.
   }];
+  let hasVerifier = 1;
   let arguments = (ins MemOpt_Tensor:$A, MemOpt_Tensor:$B,
                        Optional<MemOpt_Tensor>:$C,
                        DefaultValuedAttr<F32Attr, "1.0">:$alpha,
@@ -335,7 +365,8 @@ def MemOpt_GemmOp
 }
 
 def MemOpt_ConvOp
-    : MemOpt_InferredOp<"conv", [], ["getFlops", "getWorkspaceBytes"]> {
+    : MemOpt_InferredOp<"conv", [MemOpt_Precision],
+                        ["getFlops", "getWorkspaceBytes"]> {
   let summary = "N-D grouped convolution (NCHW, weights MCkk)";
   let description = [{
     Departs from ONNX: `auto_pad` is resolved by the importer, so
@@ -357,7 +388,7 @@ def MemOpt_ConvOp
 }
 
 def MemOpt_ConvTransposeOp
-    : MemOpt_InferredOp<"conv_transpose", [],
+    : MemOpt_InferredOp<"conv_transpose", [MemOpt_Precision],
                         ["getFlops", "getWorkspaceBytes"]> {
   let summary = "N-D grouped transposed convolution (weights C x M/group x k)";
   let description = [{
@@ -449,7 +480,7 @@ def MemOpt_BatchNormalizationOp
 }
 
 def MemOpt_LayerNormalizationOp
-    : MemOpt_InferredOp<"layer_normalization", [
+    : MemOpt_InferredOp<"layer_normalization", [MemOpt_Precision,
         DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
                                   ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "Normalization over the axes [axis, rank)";
@@ -468,7 +499,7 @@ def MemOpt_LayerNormalizationOp
                        "functional-type(operands, results)";
 }
 
-def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [
+def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [MemOpt_Precision,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
                               ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "Softmax along one axis (ONNX opset 13 semantics)";
@@ -527,8 +558,8 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class MemOpt_ReduceOp<string mnemonic>
-    : MemOpt_InferredOp<mnemonic, [], ["getFlops"]> {
+class MemOpt_ReduceOp<string mnemonic, list<Trait> traits = []>
+    : MemOpt_InferredOp<mnemonic, traits, ["getFlops"]> {
   let description = [{
     Departs from ONNX: `axes` is an attribute, normalized (non-negative),
     sorted and non-empty (the importer expands "all axes");
@@ -543,7 +574,7 @@ class MemOpt_ReduceOp<string mnemonic>
 def MemOpt_ReduceMeanOp : MemOpt_ReduceOp<"reduce_mean"> {
   let summary = "Mean over `axes`";
 }
-def MemOpt_ReduceSumOp : MemOpt_ReduceOp<"reduce_sum"> {
+def MemOpt_ReduceSumOp : MemOpt_ReduceOp<"reduce_sum", [MemOpt_Precision]> {
   let summary = "Sum over `axes`";
 }
 def MemOpt_ReduceMaxOp : MemOpt_ReduceOp<"reduce_max"> {
@@ -554,7 +585,8 @@ def MemOpt_ReduceMaxOp : MemOpt_ReduceOp<"reduce_max"> {
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def MemOpt_ShapeOp : MemOpt_InferredOp<"shape", [], MemOpt_ViewCosts> {
+def MemOpt_ShapeOp
+    : MemOpt_InferredOp<"shape", [MemOpt_Precision], MemOpt_ViewCosts> {
   let summary = "The shape of a tensor as a 1-D i64 tensor (always folds)";
   let description = [{
     Shapes are static, so this op always folds to a constant; it exists so
@@ -783,7 +815,8 @@ def MemOpt_IdentityOp : MemOpt_Op<"identity", [SameOperandsAndResultType,
   let hasFolder = 1;
 }
 
-def MemOpt_ConstantOfShapeOp : MemOpt_Op<"constant_of_shape"> {
+def MemOpt_ConstantOfShapeOp
+    : MemOpt_Op<"constant_of_shape", [MemOpt_Precision]> {
   let summary = "A tensor filled with `value` (explicit result type)";
   let description = [{
     The result type carries the shape (the `input` operand is the 1-D i64
@@ -800,7 +833,7 @@ def MemOpt_ConstantOfShapeOp : MemOpt_Op<"constant_of_shape"> {
   let hasFolder = 1;
 }
 
-def MemOpt_RangeOp : MemOpt_Op<"range"> {
+def MemOpt_RangeOp : MemOpt_Op<"range", [MemOpt_Precision]> {
   let summary = "start, start + delta, ... below limit (explicit result type)";
   let description = [{
     `start`, `limit` and `delta` are scalars (0-d tensors) of the result's

@@ -61,6 +61,44 @@ def MemOptFuseAttention
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptMixedPrecision
+    : Pass<"memopt-mixed-precision", "::mlir::func::FuncOp"> {
+  let summary = "Run the model in f16 or bf16 where that is safe";
+  let description = [{
+    Mixed precision for inference, decided per op by
+    `PrecisionOpInterface::getPrecisionPolicy` (docs/mixed-precision.md):
+    compute-bound ops (matmul, gemm, conv, conv_transpose) run in the low type;
+    ops whose low-type result would overflow or lose precision (exp, pow,
+    log, reciprocal, reduce_sum) run in f32 and keep their consumers in f32
+    (PyTorch type promotion) until a compute-bound op or an op with a bounded
+    result (tanh, sigmoid, softmax, layer_normalization, ...) ends the
+    island; everything else runs in the low type.
+
+    - f32 constants are converted at compile time, once per type they are
+      used in (`dense` and `dense_resource` alike), so the weight region
+      halves. Finite values beyond the low type's range clamp to its largest
+      finite value (with a warning naming the constant); non-zero values that
+      would round to zero become its smallest subnormal of the same sign
+      (onnxconverter-common's float16 converter raises them likewise).
+    - The function's inputs and results keep their types (onnxconverter's
+      `keep_io_types`): casts sit at the boundary.
+    - A cast is inserted once per value and type, right before its first
+      user, so no round trip (f16 -> f32 -> f16) is created.
+    - Integer and bool values and f64 are never touched.
+
+    The function gets `memopt.precision` ("f16" or "bf16"), which the memory
+    report shows. With `report`, prints how many ops run in each type, the
+    casts inserted and the weight bytes before and after.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"f16\"",
+           "The low float type: f16 or bf16">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print ops per type, casts inserted and weight bytes">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
   let summary = "Decide which results are written in place over a dying operand";
   let description = [{

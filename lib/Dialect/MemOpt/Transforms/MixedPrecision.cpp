@@ -1,0 +1,522 @@
+//===- MixedPrecision.cpp - f16 / bf16 where it is safe -------------------===//
+//
+// Inference mixed precision in one forward walk over the function. Each op
+// asks PrecisionOpInterface how it may run (policies and the reason for each
+// op: lib/Dialect/MemOpt/IR/PrecisionPolicies.cpp); ops without the interface
+// follow type promotion.
+//
+// Taken from:
+// - PyTorch autocast: the three categories (lower_precision_fp ops, fp32 ops,
+//   and every other op running in the widest type of its inputs), so an
+//   overflow-prone result (exp, pow, sum) keeps its consumers in f32 instead
+//   of being cast down at once.
+// - onnxconverter-common's float16 converter (and onnxruntime's copy of it):
+//   graph inputs and outputs keep f32 (`keep_io_types`), initializers are
+//   converted once at compile time, values beyond the f16 range are clamped
+//   and tiny non-zero values are kept non-zero; a block list of ops stays f32.
+// - TensorRT's precision constraints: a per-layer precision with reformat
+//   (cast) layers only where two precisions meet.
+// Further than those:
+// - Values whose type is free to change (constants, graph inputs, integer
+//   casts, bounded results computed in f32) never force a consumer into f32:
+//   autocast promotes `x_f16 + const_f32` to f32, memopt narrows the constant.
+// - An f32 island ends at an op whose result is bounded (tanh, softmax,
+//   layer_normalization, ...), not only at the next matmul.
+// - A matmul whose result only leaves the function stores its f32 result
+//   directly (PrecisionOpInterface::acceptsF32Result): the output cast is
+//   folded into the GEMM epilogue, as TensorRT does when it fuses output
+//   reformatting, so a model's largest tensor (a language model's logits)
+//   has no low copy in the arena.
+// - A value gets at most one cast per type, placed before its first user,
+//   and every user asks for a version of the value itself (never of a cast),
+//   so the pass creates no f16 -> f32 -> f16 round trips.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTMIXEDPRECISION
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// f32 -> f16 / bf16 conversion of constants
+//===----------------------------------------------------------------------===//
+
+/// What converting a constant changed, beyond rounding.
+struct ConversionCounts {
+  /// Finite values beyond the target's range, set to its largest finite value.
+  int64_t clamped = 0;
+  /// Non-zero values that would round to zero, set to its smallest subnormal.
+  int64_t raised = 0;
+};
+
+/// f32 bits -> f16 bits, round to nearest even; NaN and infinities kept.
+uint16_t toHalfBits(uint32_t bits, ConversionCounts &counts) {
+  uint16_t sign = uint16_t((bits >> 16) & 0x8000);
+  uint32_t magnitude = bits & 0x7fffffff;
+  if (magnitude > 0x7f800000) // NaN: keep it quiet
+    return sign | 0x7e00;
+  if (magnitude == 0x7f800000)
+    return sign | 0x7c00;
+  if (magnitude >= 0x477ff000) { // rounds to 65520 or more: infinity in f16
+    ++counts.clamped;
+    return sign | 0x7bff; // 65504
+  }
+  if (magnitude == 0)
+    return sign;
+  if (magnitude >= 0x38800000) { // a normal f16 (2^-14 and above)
+    uint32_t value = (magnitude >> 13) - (112u << 10);
+    uint32_t rest = magnitude & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (value & 1)))
+      ++value;
+    return uint16_t(sign | value);
+  }
+  // Subnormal f16: units of 2^-24. Below 2^-25 everything rounds to zero.
+  uint32_t exponent = magnitude >> 23;
+  uint32_t value = 0;
+  if (exponent >= 102) {
+    uint32_t mantissa = (magnitude & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - exponent; // 14..24
+    value = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (value & 1)))
+      ++value;
+  }
+  if (value == 0) {
+    ++counts.raised;
+    value = 1;
+  }
+  return uint16_t(sign | value);
+}
+
+/// f32 bits -> bf16 bits, round to nearest even; NaN and infinities kept.
+uint16_t toBFloat16Bits(uint32_t bits, ConversionCounts &counts) {
+  uint16_t sign = uint16_t((bits >> 16) & 0x8000);
+  uint32_t magnitude = bits & 0x7fffffff;
+  if (magnitude > 0x7f800000)
+    return uint16_t((bits >> 16) | 0x40);
+  if (magnitude == 0x7f800000 || magnitude == 0)
+    return uint16_t(bits >> 16);
+  uint32_t rounded = (magnitude + 0x7fff + ((magnitude >> 16) & 1)) >> 16;
+  if (rounded >= 0x7f80) {
+    ++counts.clamped;
+    rounded = 0x7f7f;
+  } else if (rounded == 0) {
+    ++counts.raised;
+    rounded = 1;
+  }
+  return uint16_t(sign | rounded);
+}
+
+/// Converts `count` f32 values at `source` (any alignment) into `target`.
+void convertFloats(const char *source, int64_t count, bool toHalf,
+                   uint16_t *target, ConversionCounts &counts) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, source + i * 4, 4);
+    target[i] =
+        toHalf ? toHalfBits(bits, counts) : toBFloat16Bits(bits, counts);
+  }
+}
+
+/// The f32 constant's value in the low type, or null when it has no readable
+/// data (an elided resource).
+ElementsAttr convertConstant(ElementsAttr value, RankedTensorType type,
+                             ConversionCounts &counts) {
+  bool toHalf = type.getElementType().isF16();
+  int64_t count = type.getNumElements();
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    ArrayRef<char> raw = dense.getRawData();
+    int64_t stored = dense.isSplat() ? 1 : count;
+    if (int64_t(raw.size()) != stored * 4)
+      return {};
+    SmallVector<uint16_t> bits(stored);
+    ConversionCounts storedCounts;
+    convertFloats(raw.data(), stored, toHalf, bits.data(), storedCounts);
+    // A splat stands for every element: count its changes once per element.
+    int64_t repeat = count / stored;
+    counts.clamped += storedCounts.clamped * repeat;
+    counts.raised += storedCounts.raised * repeat;
+    if (dense.isSplat()) {
+      auto floatType = cast<FloatType>(type.getElementType());
+      return DenseElementsAttr::get(
+          type, APFloat(floatType.getFloatSemantics(), APInt(16, bits[0])));
+    }
+    return DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
+                             bits.size() * sizeof(uint16_t)));
+  }
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    DenseResourceElementsHandle handle = resource.getRawHandle();
+    AsmResourceBlob *blob = handle.getBlob();
+    if (!blob || int64_t(blob->getData().size()) != count * 4)
+      return {};
+    AsmResourceBlob converted = HeapAsmResourceBlob::allocate(
+        count * sizeof(uint16_t), alignof(uint64_t));
+    convertFloats(
+        blob->getData().data(), count, toHalf,
+        reinterpret_cast<uint16_t *>(converted.getMutableData().data()),
+        counts);
+    std::string key = (handle.getKey() + "_" +
+                       (toHalf ? StringRef("f16") : StringRef("bf16")))
+                          .str();
+    return DenseResourceElementsAttr::get(type, key, std::move(converted));
+  }
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+/// How a value that was f32 before the pass constrains its consumers.
+enum class ValueKind {
+  /// Holds the low type.
+  Low,
+  /// f32 that must stay f32: consumers that promote run in f32.
+  Strict,
+  /// f32 whose type is free: a consumer running low gets a cast (or, for a
+  /// constant, a converted copy). Constants, function inputs, results of
+  /// ops left unchanged and bounded results computed in f32.
+  Flexible,
+};
+
+class MixedPrecision {
+public:
+  MixedPrecision(func::FuncOp function, FloatType lowType)
+      : function(function), lowType(lowType),
+        f32Type(Float32Type::get(function.getContext())) {}
+
+  LogicalResult run();
+
+  int64_t numCasts = 0;
+  /// Low results given their f32 output type directly (acceptsF32Result).
+  int64_t numWidened = 0;
+  int64_t numConvertedConstants = 0;
+  ConversionCounts counts;
+
+private:
+  StringRef lowTypeName() const { return lowType.isF16() ? "f16" : "bf16"; }
+  void processOp(Operation *op);
+  /// Gives `value`, a low result read only by `returnOp` (directly or through
+  /// aliasing views), the f32 type when its producer can store its f32
+  /// accumulator (PrecisionOpInterface::acceptsF32Result).
+  bool storeInF32(Value value, Operation *returnOp);
+  /// `value` (f32 before the pass) as a tensor of `elementType`, inserting a
+  /// cast before `user` or converting a constant when needed.
+  Value getVersion(Value value, Type elementType, Operation *user);
+  Value convertConstantOp(ConstantOp constant, RankedTensorType type);
+
+  func::FuncOp function;
+  FloatType lowType;
+  FloatType f32Type;
+  /// Every value that was f32 before the pass.
+  DenseMap<Value, ValueKind> kinds;
+  DenseMap<std::pair<Value, Type>, Value> versions;
+  /// Constants that received a converted copy and integer casts that got a
+  /// second target type; erased when left unused.
+  SmallVector<ConstantOp> convertedConstants;
+  SmallVector<CastOp> replacedCasts;
+  bool failed = false;
+};
+
+bool isF32Tensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.getElementType().isF32();
+}
+
+/// The cast that defines `value` from an integer or bool tensor, if any.
+CastOp getIntegerCast(Value value) {
+  auto cast = value.getDefiningOp<CastOp>();
+  if (!cast || !isa<IntegerType>(cast.getInput().getType().getElementType()))
+    return {};
+  return cast;
+}
+
+Value MixedPrecision::convertConstantOp(ConstantOp constant,
+                                        RankedTensorType type) {
+  ConversionCounts local;
+  ElementsAttr converted = convertConstant(constant.getValue(), type, local);
+  if (!converted) {
+    constant.emitError("'")
+        << getValueName(constant.getResult()) << "' cannot be converted to "
+        << lowTypeName() << ": its value holds no readable f32 data";
+    failed = true;
+    return {};
+  }
+  if (local.clamped) {
+    std::string largest;
+    llvm::raw_string_ostream(largest) << llvm::format(
+        "%g",
+        APFloat::getLargest(lowType.getFloatSemantics()).convertToDouble());
+    constant.emitWarning("'")
+        << getValueName(constant.getResult()) << "': " << local.clamped
+        << " value(s) beyond the " << lowTypeName() << " range clamped to +-"
+        << largest;
+  }
+  counts.clamped += local.clamped;
+  counts.raised += local.raised;
+  OpBuilder builder(constant->getContext());
+  builder.setInsertionPointAfter(constant);
+  auto result = ConstantOp::create(builder, constant.getLoc(), converted);
+  if (constant->getAttrDictionary().size() > 1)
+    for (NamedAttribute attribute : constant->getAttrs())
+      if (attribute.getName() != constant.getValueAttrName())
+        result->setAttr(attribute.getName(), attribute.getValue());
+  ++numConvertedConstants;
+  convertedConstants.push_back(constant);
+  return result;
+}
+
+bool MixedPrecision::storeInF32(Value value, Operation *returnOp) {
+  // Through aliasing views (a reshape of the product is common: a matmul
+  // over [B, S, K] runs as a 2-D gemm between views), each used only by the
+  // next one, to the producer.
+  SmallVector<Value> chain;
+  Operation *user = returnOp;
+  while (true) {
+    if (!llvm::all_of(value.getUsers(),
+                      [&](Operation *other) { return other == user; }))
+      return false;
+    chain.push_back(value);
+    auto view = value.getDefiningOp<BufferBehaviorOpInterface>();
+    if (!view || !view.isAliasingView() || view->getNumOperands() != 1 ||
+        view->getNumResults() != 1)
+      break;
+    user = view;
+    value = view->getOperand(0);
+  }
+  auto producer = value.getDefiningOp<PrecisionOpInterface>();
+  if (!producer || producer->getNumResults() != 1 ||
+      !producer.acceptsF32Result())
+    return false;
+  for (Value link : chain) {
+    link.setType(cast<RankedTensorType>(link.getType()).clone(f32Type));
+    kinds[link] = ValueKind::Strict;
+  }
+  ++numWidened;
+  return true;
+}
+
+Value MixedPrecision::getVersion(Value value, Type elementType,
+                                 Operation *user) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == elementType)
+    return value;
+  auto key = std::make_pair(value, elementType);
+  if (auto it = versions.find(key); it != versions.end())
+    return it->second;
+  RankedTensorType targetType = type.clone(elementType);
+  Value version;
+  if (auto constant = value.getDefiningOp<ConstantOp>()) {
+    version = convertConstantOp(constant, targetType);
+    if (!version)
+      return value;
+  } else if (CastOp fromInteger = getIntegerCast(value)) {
+    // Cast the integer (or bool) straight to the type asked for: one
+    // rounding instead of two, and no f32 tensor.
+    OpBuilder builder(fromInteger->getContext());
+    builder.setInsertionPointAfter(fromInteger);
+    version = CastOp::create(builder, fromInteger.getLoc(), targetType,
+                             fromInteger.getInput());
+    replacedCasts.push_back(fromInteger);
+  } else {
+    OpBuilder builder(user);
+    std::string name = getValueName(value) + ".to_";
+    llvm::raw_string_ostream(name) << elementType;
+    Location loc = NameLoc::get(builder.getStringAttr(name), value.getLoc());
+    version = CastOp::create(builder, loc, targetType, value);
+    ++numCasts;
+  }
+  versions[key] = version;
+  return version;
+}
+
+void MixedPrecision::processOp(Operation *op) {
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    if (isF32Tensor(constant.getType()))
+      kinds[constant.getResult()] = ValueKind::Flexible;
+    return;
+  }
+  // f32 operands (as they were before the pass) and whether another float
+  // type takes part, in which case the op is left as it is.
+  SmallVector<OpOperand *> floatOperands;
+  bool otherFloat = false;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (kinds.count(operand.get()))
+      floatOperands.push_back(&operand);
+    else if (auto tensor = dyn_cast<RankedTensorType>(operand.get().getType());
+             tensor && isa<FloatType>(tensor.getElementType()))
+      otherFloat = true;
+  }
+
+  if (isa<func::ReturnOp>(op)) {
+    // keep_io_types: the function's results keep their f32 type. A low
+    // result that only leaves the function, of an op that can store its f32
+    // accumulator, becomes f32 itself (no low copy in the arena, no cast).
+    for (OpOperand *operand : floatOperands) {
+      Value value = operand->get();
+      if (kinds.lookup(value) == ValueKind::Low && storeInF32(value, op))
+        continue;
+      operand->set(getVersion(value, f32Type, op));
+    }
+    return;
+  }
+
+  PrecisionPolicy policy = PrecisionPolicy::Unchanged;
+  if (op->getDialect() ==
+      function->getContext()->getLoadedDialect<MemOptDialect>()) {
+    policy = PrecisionPolicy::Promote;
+    if (auto precision = dyn_cast<PrecisionOpInterface>(op))
+      policy = precision.getPrecisionPolicy();
+  }
+  if (otherFloat && policy != PrecisionPolicy::AnyOperandType)
+    policy = PrecisionPolicy::Unchanged;
+
+  Type runType;
+  switch (policy) {
+  case PrecisionPolicy::LowPrecision:
+    runType = lowType;
+    break;
+  case PrecisionPolicy::Float32:
+    runType = f32Type;
+    break;
+  case PrecisionPolicy::Promote:
+  case PrecisionPolicy::BoundedResult:
+    if (floatOperands.empty())
+      break;
+    runType = lowType;
+    for (OpOperand *operand : floatOperands)
+      if (kinds.lookup(operand->get()) == ValueKind::Strict)
+        runType = f32Type;
+    break;
+  case PrecisionPolicy::AnyOperandType:
+    break;
+  case PrecisionPolicy::Unchanged:
+    for (OpOperand *operand : floatOperands)
+      operand->set(getVersion(operand->get(), f32Type, op));
+    break;
+  }
+
+  if (!runType) {
+    // Results keep their types; f32 ones may still be narrowed by users.
+    for (Value result : op->getResults())
+      if (isF32Tensor(result.getType()))
+        kinds[result] = ValueKind::Flexible;
+    return;
+  }
+  for (OpOperand *operand : floatOperands)
+    operand->set(getVersion(operand->get(), runType, op));
+  ValueKind resultKind = ValueKind::Low;
+  if (runType == f32Type)
+    resultKind = policy == PrecisionPolicy::BoundedResult ? ValueKind::Flexible
+                                                          : ValueKind::Strict;
+  for (Value result : op->getResults()) {
+    if (!isF32Tensor(result.getType()))
+      continue;
+    result.setType(cast<RankedTensorType>(result.getType()).clone(runType));
+    kinds[result] = resultKind;
+  }
+}
+
+LogicalResult MixedPrecision::run() {
+  if (!function.getBody().hasOneBlock())
+    return function.emitError(
+        "memopt-mixed-precision expects a single-block function");
+  Block &block = function.getBody().front();
+  for (BlockArgument argument : block.getArguments())
+    if (isF32Tensor(argument.getType()))
+      kinds[argument] = ValueKind::Flexible;
+  // Casts are inserted before the op being processed and converted
+  // constants after their original, so neither is visited.
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    processOp(&op);
+    if (failed)
+      return failure();
+  }
+  for (ConstantOp constant : convertedConstants)
+    if (constant->use_empty())
+      constant->erase();
+  for (CastOp cast : replacedCasts)
+    if (cast->use_empty())
+      cast->erase();
+  return success();
+}
+
+int64_t getWeightBytes(func::FuncOp function) {
+  int64_t bytes = 0;
+  function.walk([&](ConstantOp constant) {
+    bytes += getTensorBytes(constant.getType());
+  });
+  return bytes;
+}
+
+struct MemOptMixedPrecisionPass
+    : public mlir::memopt::impl::MemOptMixedPrecisionBase<
+          MemOptMixedPrecisionPass> {
+  using MemOptMixedPrecisionBase::MemOptMixedPrecisionBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    MLIRContext *context = &getContext();
+    FloatType lowType;
+    if (precision == "f16")
+      lowType = Float16Type::get(context);
+    else if (precision == "bf16")
+      lowType = BFloat16Type::get(context);
+    if (!lowType) {
+      function.emitError("memopt-mixed-precision: precision '")
+          << precision << "' is not f16 or bf16";
+      return signalPassFailure();
+    }
+    int64_t weightsBefore = report ? getWeightBytes(function) : 0;
+    MixedPrecision mixed(function, lowType);
+    if (failed(mixed.run()))
+      return signalPassFailure();
+    function->setAttr("memopt.precision", StringAttr::get(context, precision));
+    if (!report)
+      return;
+    int64_t lowOps = 0, f32Ops = 0;
+    function.walk([&](Operation *op) {
+      if (isa<ConstantOp, CastOp>(op) ||
+          op->getDialect() !=
+              function->getContext()->getLoadedDialect<MemOptDialect>())
+        return;
+      for (Type type : op->getResultTypes()) {
+        Type element = cast<ShapedType>(type).getElementType();
+        if (element == lowType || element.isF32()) {
+          ++(element == lowType ? lowOps : f32Ops);
+          return;
+        }
+      }
+    });
+    llvm::outs() << "memopt-mixed-precision @" << function.getSymName() << ": "
+                 << precision << ": " << lowOps << " ops in " << precision
+                 << ", " << f32Ops << " in f32, " << mixed.numCasts
+                 << " casts, " << mixed.numWidened
+                 << " results stored in f32; weights " << weightsBefore
+                 << " -> " << getWeightBytes(function) << " bytes ("
+                 << mixed.numConvertedConstants << " constants converted, "
+                 << mixed.counts.clamped << " values clamped, "
+                 << mixed.counts.raised << " raised from zero)\n";
+  }
+};
+} // namespace
