@@ -16,7 +16,8 @@ constants and f32-island scalars stay) and a smaller arena (exactly half for the
 the zoo's arenas also hold f32 outputs and fixed-size GEMM workspaces).
 
 Covered: the seven generated op-family models of test_e2e_host.py (every runtime kernel family,
-including the f32 islands of exp, log, pow, mod), the bundled tiny_convnet, and a subset of the zoo
+including the f32 islands of exp, log, pow, mod) and its attention model (fused attention in the
+low type), the bundled tiny_convnet, and a subset of the zoo
 chosen to cover every op kind the zoo uses while keeping CI time small (about 1 min for this
 file on the shared 2-core machine; host runs of resnet50, convnext_tiny or vit_b_16 take 9 to 77 s
 each, per precision): torchscript/gpt2_nn (causal mask with -inf through where, erf GELU,
@@ -42,6 +43,9 @@ import zoo
 UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 TOLERANCE = {precision: 20 * u for precision, u in UNIT_ROUNDOFF.items()}
 PRECISIONS = sorted(UNIT_ROUNDOFF)
+# test_e2e_host's op-family models and its attention model (three of its four attentions fuse
+# into memopt.attention, which runs in the low type).
+GENERATED = dict(e2e.GENERATED, attention=e2e.model_attention)
 ZOO_SUBSET = ["torchscript/gpt2_nn", "torchscript/bert_nn", "dynamo/hf_gpt2",
               "dynamo/mobilenet_v3_large", "dynamo/efficientnet_b0"]
 
@@ -105,9 +109,9 @@ def compiler():
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize("name", sorted(e2e.GENERATED))
+@pytest.mark.parametrize("name", sorted(GENERATED))
 def test_generated_model(name, precision, compiler, tmp_path):
-    model = e2e.GENERATED[name](np.random.default_rng(len(name)))
+    model = GENERATED[name](np.random.default_rng(len(name)))
     path = str(tmp_path / f"{name}.onnx")
     e2e.onnx.save(model, path)
     check_precision(compiler, path, str(tmp_path), {}, precision)

@@ -84,6 +84,20 @@ func.func @conv_chain(%x: tensor<1x3x8x8xf32>) -> (tensor<1x36xf32>, tensor<1x4x
 
 // -----
 
+// Fused attention is compute-bound: Q, K, V and the additive mask run in f16,
+// the mask's -3.4e38 (HuggingFace's finfo.min) clamped to -65504.
+// CHECK-LABEL: func.func @attention_low
+// CHECK: %[[MASK:.*]] = memopt.constant dense<[{{\[}}[0.000000e+00, -6.550400e+04]]]> : tensor<1x1x2xf16>
+// CHECK: memopt.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]] {scale = 5.000000e-01 : f32} : (tensor<1x2x4xf16>, tensor<1x2x4xf16>, tensor<1x2x4xf16>, tensor<1x1x2xf16>) -> tensor<1x2x4xf16>
+func.func @attention_low(%q: tensor<1x2x4xf32>, %k: tensor<1x2x4xf32>, %v: tensor<1x2x4xf32>) -> tensor<1x2x4xf32> {
+  // expected-warning @+1 {{'constant': 1 value(s) beyond the f16 range clamped to +-65504}}
+  %mask = memopt.constant dense<[[[0.0, -3.40282347e+38]]]> : tensor<1x1x2xf32>
+  %a = memopt.attention %q, %k, %v, %mask {scale = 0.5 : f32} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x1x2xf32>) -> tensor<1x2x4xf32>
+  return %a : tensor<1x2x4xf32>
+}
+
+// -----
+
 // An f32 island (HuggingFace GPT-2's tanh GELU): pow's result would overflow
 // f16 above |x| = 40, so pow runs in f32 and holds its consumers (mul, add)
 // in f32 too, with the constants they read kept f32; tanh's result is

@@ -31,6 +31,12 @@ MEMOPT_PRECISION(MatMulOp, LowPrecision)
 MEMOPT_PRECISION(GemmOp, LowPrecision)
 MEMOPT_PRECISION(ConvOp, LowPrecision)
 MEMOPT_PRECISION(ConvTransposeOp, LowPrecision)
+// Fused attention: two GEMMs with the softmax statistics and the output
+// accumulator in f32 (online softmax); the result is a convex combination of
+// V's rows, so it has V's range. f16 / bf16 take the tensor-core (WMMA) kernels
+// on the GPU. An additive mask in `bias` converts like any constant (HF's
+// finfo.min clamps to -65504, which softmax still turns into 0).
+MEMOPT_PRECISION(AttentionOp, LowPrecision)
 
 // cuBLASLt takes an f32 C/D with f16 / bf16 A/B under CUBLAS_COMPUTE_32F (the
 // host loops store any type), so a matmul can write the f32 output of the

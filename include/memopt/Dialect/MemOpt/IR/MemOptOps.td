@@ -514,7 +514,7 @@ def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [MemOpt_Precision,
 // Attention
 //===----------------------------------------------------------------------===//
 
-def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
+def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
     ["getFlops"]> {
   let summary = "softmax(scale * Q K^T + bias, masked) V without the scores";
