@@ -32,7 +32,7 @@ int64_t mlir::memopt::detail::defaultBytesMoved(Operation *op) {
   return bytes;
 }
 
-int64_t mlir::memopt::detail::convolutionWorkspaceBytes(Operation *op) {
+int64_t mlir::memopt::detail::libraryWorkspaceBytes(Operation *op) {
   constexpr int64_t kMaxWorkspaceBytes = int64_t(32) << 20;
   int64_t largest = 0;
   for (Type type : op->getOperandTypes())

@@ -150,7 +150,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
 /// none (they run at full speed without one, and a tiny model keeps a tiny
 /// arena).
 static int64_t gemmWorkspaceBytes(Operation *op) {
-  int64_t bytes = mlir::memopt::detail::convolutionWorkspaceBytes(op);
+  int64_t bytes = mlir::memopt::detail::libraryWorkspaceBytes(op);
   return bytes < (int64_t(1) << 20) ? 0 : bytes;
 }
 
@@ -194,6 +194,25 @@ int64_t GemmOp::getFlops() {
 // here the contraction becomes a 2-D `gemm` with `transB` (a leading batch of
 // `x` is folded into M through aliasing reshapes, which cost no bytes).
 
+Value mlir::memopt::createFlattenedGemm(OpBuilder &builder, Location loc,
+                                        Value a, Value b, bool transB,
+                                        Type resultType) {
+  auto aType = cast<RankedTensorType>(a.getType());
+  int64_t k = aType.getShape().back();
+  if (aType.getRank() != 2)
+    a = ReshapeOp::create(builder, loc,
+                          RankedTensorType::get({aType.getNumElements() / k, k},
+                                                aType.getElementType()),
+                          a);
+  Value product = GemmOp::create(
+      builder, loc, a, b, /*C=*/Value(), builder.getF32FloatAttr(1),
+      builder.getF32FloatAttr(1), builder.getI64IntegerAttr(0),
+      builder.getI64IntegerAttr(transB ? 1 : 0), builder.getStringAttr("none"));
+  if (product.getType() != resultType)
+    product = ReshapeOp::create(builder, loc, resultType, product);
+  return product;
+}
+
 namespace {
 /// matmul(A [..., K], transpose(W [N, K])) -> reshape(gemm(A' [M, K], W,
 /// transB = 1)) where A' and the result reshape are views.
@@ -212,26 +231,9 @@ struct MatMulOfTransposedMatrix : OpRewritePattern<MatMulOp> {
     int64_t k = aType.getShape().back();
     if (k == 0 || bType.getNumElements() == 0)
       return failure();
-    Location loc = op.getLoc();
-    Value a = op.getA();
-    if (aType.getRank() != 2)
-      a = ReshapeOp::create(
-          rewriter, loc,
-          RankedTensorType::get({aType.getNumElements() / k, k},
-                                aType.getElementType()),
-          a);
-    // The matmul's element type, which may be a widened f32 (mixed precision).
-    auto productType = RankedTensorType::get(
-        {cast<RankedTensorType>(a.getType()).getDimSize(0),
-         bType.getDimSize(1)},
-        op.getType().getElementType());
-    Value product = GemmOp::create(
-        rewriter, loc, productType, a, transpose.getData(),
-        /*C=*/Value(), rewriter.getF32FloatAttr(1), rewriter.getF32FloatAttr(1),
-        rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(1));
-    if (product.getType() != op.getType())
-      product = ReshapeOp::create(rewriter, loc, op.getType(), product);
-    rewriter.replaceOp(op, product);
+    rewriter.replaceOp(op, createFlattenedGemm(rewriter, op.getLoc(), op.getA(),
+                                               transpose.getData(),
+                                               /*transB=*/true, op.getType()));
     return success();
   }
 };
@@ -389,7 +391,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
 }
 
 int64_t ConvOp::getWorkspaceBytes() {
-  return detail::convolutionWorkspaceBytes(*this);
+  return detail::libraryWorkspaceBytes(*this);
 }
 
 int64_t ConvOp::getFlops() {
@@ -475,7 +477,7 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 }
 
 int64_t ConvTransposeOp::getWorkspaceBytes() {
-  return detail::convolutionWorkspaceBytes(*this);
+  return detail::libraryWorkspaceBytes(*this);
 }
 
 int64_t ConvTransposeOp::getFlops() {

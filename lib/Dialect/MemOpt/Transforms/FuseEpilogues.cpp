@@ -138,21 +138,9 @@ struct MatMulToGemm : OpRewritePattern<MatMulOp> {
     int64_t k = aType.getShape().back();
     if (k == 0 || aType.getNumElements() == 0)
       return failure();
-    Location loc = op.getLoc();
-    Value a = op.getA();
-    if (aType.getRank() != 2)
-      a = ReshapeOp::create(
-          rewriter, loc,
-          RankedTensorType::get({aType.getNumElements() / k, k},
-                                aType.getElementType()),
-          a);
-    Value product = GemmOp::create(
-        rewriter, loc, a, op.getB(), /*C=*/Value(), rewriter.getF32FloatAttr(1),
-        rewriter.getF32FloatAttr(1), rewriter.getI64IntegerAttr(0),
-        rewriter.getI64IntegerAttr(0), rewriter.getStringAttr("none"));
-    if (product.getType() != op.getType())
-      product = ReshapeOp::create(rewriter, loc, op.getType(), product);
-    rewriter.replaceOp(op, product);
+    rewriter.replaceOp(op, createFlattenedGemm(rewriter, op.getLoc(), op.getA(),
+                                               op.getB(),
+                                               /*transB=*/false, op.getType()));
     return success();
   }
 };

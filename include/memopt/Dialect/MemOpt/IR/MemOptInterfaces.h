@@ -18,7 +18,7 @@ int64_t defaultBytesMoved(Operation *op);
 /// planner promises a 1 MiB floor and grows the rest into free arena bytes
 /// (planner::growIntoFreeSpace), so a workspace never raises the arena by
 /// more than the floor.
-int64_t convolutionWorkspaceBytes(Operation *op);
+int64_t libraryWorkspaceBytes(Operation *op);
 } // namespace detail
 
 /// How an op may run when a model is compiled for a low float type (f16 or
