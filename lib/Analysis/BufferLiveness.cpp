@@ -70,11 +70,12 @@ struct StorageBuilder {
   }
 
   /// Scratch bytes live during the op at `index` only.
-  void createWorkspace(Operation *op, int64_t bytes, int64_t index) {
+  void createWorkspace(Operation *op, int64_t bytes, bool optional,
+                       int64_t index) {
     unsigned id = storages.size();
     Storage storage;
     storage.id = id;
-    storage.size = std::min(bytes, kWorkspaceFloorBytes);
+    storage.size = optional ? 0 : std::min(bytes, kWorkspaceFloorBytes);
     storage.maxSize = bytes;
     storage.first = storage.last = index;
     storage.workspaceOf = op;
@@ -126,7 +127,7 @@ struct StorageBuilder {
         create(result, StorageKind::Arena, index);
       if (auto cost = dyn_cast<CostOpInterface>(op))
         if (int64_t bytes = cost.getWorkspaceBytes(); bytes > 0)
-          createWorkspace(op, bytes, index);
+          createWorkspace(op, bytes, cost.isWorkspaceOptional(), index);
     }
     int64_t numSteps = order.size();
     for (auto [index, op] : llvm::enumerate(order))

@@ -174,6 +174,9 @@ private:
   LogicalResult emitMatMul(MatMulOp op);
   /// setMatmulWorkspace(...) for the planned workspace of a matmul / gemm.
   LogicalResult emitMatmulWorkspace(Operation *op);
+  /// "pointer, size_t(bytes)" of the op's planned workspace, or
+  /// "nullptr, size_t(0)" without one.
+  FailureOr<std::string> workspaceArguments(Operation *op);
   LogicalResult emitConv(Operation *op, ArrayRef<int64_t> kernel,
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                          ArrayRef<int64_t> dilations, int64_t group,
@@ -574,21 +577,27 @@ ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
   os << "    params.group = " << group << ";\n";
   if (activation != "none")
     os << "    params.activation = " << runtimeActivation(activation) << ";\n";
-  auto workspaceSize = op->getAttrOfType<IntegerAttr>("memopt.workspace_size");
-  std::string workspace = arenaPointer(op, "memopt.workspace_offset");
-  if (workspaceSize && workspace != "nullptr" &&
-      op->getAttrOfType<IntegerAttr>("memopt.workspace_offset").getInt() +
-              workspaceSize.getInt() >
-          arenaSize)
-    return error(op) << "has a workspace outside the arena of " << arenaSize
-                     << " bytes";
+  FailureOr<std::string> workspace = workspaceArguments(op);
+  if (failed(workspace))
+    return failure();
   os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
      << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
      << (bias ? "&" + ref(bias) : std::string("nullptr")) << ", "
-     << ref(op->getResult(0)) << ", " << workspace << ", size_t("
-     << (workspaceSize && workspace != "nullptr" ? workspaceSize.getInt() : 0)
-     << "));\n  }\n";
+     << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
+}
+
+FailureOr<std::string> ProgramEmitter::workspaceArguments(Operation *op) {
+  auto workspaceSize = op->getAttrOfType<IntegerAttr>("memopt.workspace_size");
+  std::string workspace = arenaPointer(op, "memopt.workspace_offset");
+  if (!workspaceSize || workspaceSize.getInt() == 0 || workspace == "nullptr")
+    return std::string("nullptr, size_t(0)");
+  if (op->getAttrOfType<IntegerAttr>("memopt.workspace_offset").getInt() +
+          workspaceSize.getInt() >
+      arenaSize)
+    return error(op) << "has a workspace outside the arena of " << arenaSize
+                     << " bytes";
+  return workspace + ", size_t(" + std::to_string(workspaceSize.getInt()) + ")";
 }
 
 LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
@@ -896,7 +905,10 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n";
         return success();
       })
-      .Case([&](AttentionOp attention) {
+      .Case([&](AttentionOp attention) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
         os << "  {\n    AttentionParams params;\n    params.scale = "
            << cppFloat(toDouble(attention.getScale()))
            << ";\n    params.causal = "
@@ -908,7 +920,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ref(attention.getV()) << ", "
            << (attention.getBias() ? "&" + ref(attention.getBias())
                                    : std::string("nullptr"))
-           << ", " << ref(attention.getResult()) << ");\n  }\n";
+           << ", " << ref(attention.getResult()) << ", " << *workspace
+           << ");\n  }\n";
         return success();
       })
       .Case([&](ReduceMeanOp reduce) {

@@ -244,6 +244,13 @@ static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
   return true;
 }
 
+size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
+                           DType dtype) {
+  size_t scores = size_t(items) * size_t(queries) * size_t(keys);
+  size_t f32 = (scores * sizeof(float) + 255) / 256 * 256;
+  return f32 + (dtype == DType::F32 ? 0 : scores * dtypeSize(dtype));
+}
+
 bool validateConv(Context &ctx, const char *node, const ConvParams &params,
                   bool transposed, const TensorRef &x, const TensorRef &w,
                   const TensorRef *bias, const TensorRef &y, ConvGeometry &g) {

@@ -81,7 +81,8 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 }
 
 // Attention: params from the attributes, the bias by pointer (nullptr
-// without); Q, K, V and the output at their planned places.
+// without); Q, K, V and the output at their planned places; a planned
+// workspace by pointer and size (nullptr and 0 without).
 // RUN: memopt-compile %t/attention.mlir --lower-only --emit source -o %t/attention --quiet
 // RUN: FileCheck %s --check-prefix=ATTENTION < %t/attention.cpp
 // ATTENTION: TensorRef [[Q:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 4, 8, 16});
@@ -92,16 +93,16 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // ATTENTION-NEXT: params.scale = 0.125f;
 // ATTENTION-NEXT: params.causal = true;
 // ATTENTION-NEXT: params.keyTransposed = true;
-// ATTENTION-NEXT: attention(ctx, "attn", params, [[Q]], {{t[0-9]+}}, {{t[0-9]+}}, &[[B]], [[Y]]);
+// ATTENTION-NEXT: attention(ctx, "attn", params, [[Q]], {{t[0-9]+}}, {{t[0-9]+}}, &[[B]], [[Y]], arena + 8192, size_t(2048));
 // ATTENTION: params.scale = 0.25f;
 // ATTENTION-NEXT: params.causal = false;
 // ATTENTION-NEXT: params.keyTransposed = false;
-// ATTENTION-NEXT: attention(ctx, "attn_plain", params, [[Y]], {{t[0-9]+}}, {{t[0-9]+}}, nullptr, {{t[0-9]+}});
+// ATTENTION-NEXT: attention(ctx, "attn_plain", params, [[Y]], {{t[0-9]+}}, {{t[0-9]+}}, nullptr, {{t[0-9]+}}, nullptr, size_t(0));
 
 //--- attention.mlir
 func.func @main(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x32xf32>, %b: tensor<2x1x1x8xf32>, %k2: tensor<8x32xf32>, %v2: tensor<8x4xf32>) -> tensor<2x4x8x4xf32>
     attributes {memopt.arena_size = 16384 : i64, memopt.weights_size = 0 : i64} {
-  %y = memopt.attention %q, %kt, %v, %b {scale = 0.125 : f32, causal = true, key_transposed = true, memopt.offsets = array<i64: 0>} : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x32xf32> loc("attn")
+  %y = memopt.attention %q, %kt, %v, %b {scale = 0.125 : f32, causal = true, key_transposed = true, memopt.offsets = array<i64: 0>, memopt.workspace_offset = 8192 : i64, memopt.workspace_size = 2048 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x32xf32> loc("attn")
   %z = memopt.attention %y, %k2, %v2 {scale = 0.25 : f32, memopt.offsets = array<i64: -1>} : (tensor<2x4x8x32xf32>, tensor<8x32xf32>, tensor<8x4xf32>) -> tensor<2x4x8x4xf32> loc("attn_plain")
   return %z : tensor<2x4x8x4xf32>
 }

@@ -108,3 +108,34 @@ func.func @workspace_grows(%x: tensor<1x4x512x512xf32>, %y: tensor<1x16x512x512x
   %c = memopt.conv %a, %k {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x512x512xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x512x512xf32>
   return %c : tensor<1x8x512x512xf32>
 }
+
+// -----
+
+// An attention's workspace (room for all its f32 scores, 2 x 64 x 64 x 4 =
+// 32 KiB) is optional: the fused kernel needs none, so the floor is 0 and,
+// with the result outside the arena, the arena stays empty; nothing is free
+// at the attention, so the workspace stays empty too.
+// CHECK-LABEL: func.func @attention_workspace_optional
+// CHECK-SAME: memopt.arena_size = 0 : i64
+// CHECK: memopt.attention {{.*}}memopt.workspace_offset = 0 : i64, memopt.workspace_size = 0 : i64
+func.func @attention_workspace_optional(%q: tensor<2x64x16xf32>, %k: tensor<2x64x16xf32>, %v: tensor<2x64x16xf32>) -> tensor<2x64x16xf32> {
+  %y = memopt.attention %q, %k, %v {scale = 0.25 : f32} : (tensor<2x64x16xf32>, tensor<2x64x16xf32>, tensor<2x64x16xf32>) -> tensor<2x64x16xf32>
+  return %y : tensor<2x64x16xf32>
+}
+
+// -----
+
+// After a 64 KiB tensor set the arena (64 KiB + the 4-byte sum), the
+// attention's workspace grows into the bytes free while it runs, up to all
+// 32 KiB of scores (the chunked library path then runs in one chunk), after
+// the live 8 KiB Q; the arena stays max-live.
+// CHECK-LABEL: func.func @attention_workspace_grows
+// CHECK-SAME: memopt.arena_size = 65540 : i64, memopt.max_live = 65540 : i64
+// CHECK: memopt.attention {{.*}}memopt.workspace_offset = 8192 : i64, memopt.workspace_size = 32768 : i64
+func.func @attention_workspace_grows(%big: tensor<16384xf32>, %q: tensor<2x64x16xf32>, %k: tensor<2x64x16xf32>, %v: tensor<2x64x16xf32>) -> tensor<2x64x16xf32> {
+  %e = memopt.exp %big : tensor<16384xf32>
+  %s = memopt.reduce_sum %e {axes = array<i64: 0>} : (tensor<16384xf32>) -> tensor<1xf32>
+  %q2 = memopt.add %q, %s : (tensor<2x64x16xf32>, tensor<1xf32>) -> tensor<2x64x16xf32>
+  %y = memopt.attention %q2, %k, %v {scale = 0.25 : f32} : (tensor<2x64x16xf32>, tensor<2x64x16xf32>, tensor<2x64x16xf32>) -> tensor<2x64x16xf32>
+  return %y : tensor<2x64x16xf32>
+}

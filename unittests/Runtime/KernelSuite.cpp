@@ -549,34 +549,73 @@ std::vector<Case> buildCases() {
                   true,
                   false,
                   false,
-                  0.125f}})
-      cases.push_back(
-          {std::string("attention_") + a.name + "_" + tag(dt), tol(dt, 2e-4),
-           [=](Suite &s) {
-             TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
-                       v = s.random(dt, a.v);
-             TensorRef bias;
-             if (a.paddingMask) {
-               // Sequence b keeps its first keys - 37 * b keys.
-               int64_t keys = a.bias.back();
-               std::vector<double> values;
-               for (int64_t b = 0; b < a.bias.front(); ++b)
-                 for (int64_t j = 0; j < keys; ++j)
-                   values.push_back(j < keys - 37 * b ? 0.0 : -INFINITY);
-               bias = s.upload(dt, a.bias, values);
-             } else if (!a.bias.empty()) {
-               bias = s.random(dt, a.bias, 0.1, 1.0);
-             }
-             std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
-             TensorRef y = s.empty(dt, out);
-             AttentionParams params;
-             params.scale = a.scale;
-             params.causal = a.causal;
-             params.keyTransposed = a.keyTransposed;
-             attention(*s.ctx, "attention", params, q, k, v,
-                       a.bias.empty() ? nullptr : &bias, y);
-             return std::vector<TensorRef>{y};
-           }});
+                  0.125f},
+                A{"causal_relpos_b7",
+                  {7, 130, 64},
+                  {7, 130, 64},
+                  {7, 130, 64},
+                  {130, 130},
+                  true,
+                  false,
+                  false,
+                  0.125f},
+                A{"long_keys_kt",
+                  {2, 3, 40, 32},
+                  {2, 3, 32, 1100},
+                  {2, 3, 1100, 48},
+                  {2, 1, 1, 1100},
+                  false,
+                  true,
+                  false,
+                  0.2f}})
+      // chunks 0: no workspace (the fused kernel); otherwise a workspace
+      // that holds the scores of ceil(batch / chunks) entries (the chunked
+      // cuBLASLt path when Q, K and V hold the whole batch, the fused
+      // kernel otherwise).
+      for (int64_t chunks : {int64_t(0), int64_t(3)})
+        cases.push_back(
+            {std::string("attention_") + a.name + (chunks ? "_chunked_" : "_") +
+                 tag(dt),
+             tol(dt, 2e-4), [=](Suite &s) {
+               TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
+                         v = s.random(dt, a.v);
+               TensorRef bias;
+               if (a.paddingMask) {
+                 // Sequence b keeps its first keys - 37 * b keys.
+                 int64_t keys = a.bias.back();
+                 std::vector<double> values;
+                 for (int64_t b = 0; b < a.bias.front(); ++b)
+                   for (int64_t j = 0; j < keys; ++j)
+                     values.push_back(j < keys - 37 * b ? 0.0 : -INFINITY);
+                 bias = s.upload(dt, a.bias, values);
+               } else if (!a.bias.empty()) {
+                 bias = s.random(dt, a.bias, 0.1, 1.0);
+               }
+               std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
+               TensorRef y = s.empty(dt, out);
+               AttentionParams params;
+               params.scale = a.scale;
+               params.causal = a.causal;
+               params.keyTransposed = a.keyTransposed;
+               void *workspace = nullptr;
+               size_t workspaceBytes = 0;
+               if (chunks) {
+                 int64_t batch = 1;
+                 for (size_t i = 0; i + 2 < out.size(); ++i)
+                   batch *= out[i];
+                 int64_t keys =
+                     a.keyTransposed ? a.k.back() : a.k[a.k.size() - 2];
+                 workspaceBytes =
+                     attentionChunkBytes((batch + chunks - 1) / chunks,
+                                         out[out.size() - 2], keys, dt);
+                 workspace =
+                     s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
+               }
+               attention(*s.ctx, "attention", params, q, k, v,
+                         a.bias.empty() ? nullptr : &bias, y, workspace,
+                         workspaceBytes);
+               return std::vector<TensorRef>{y};
+             }});
   }
 
   // Normalization, softmax, reductions.
@@ -847,7 +886,7 @@ std::vector<double> graphReplay(Suite &s) {
 /// effective bandwidth / throughput, for the performance notes.
 int runPerf(Context *ctx, const std::string &filter) {
   struct Perf {
-    const char *name;
+    std::string name;
     double bytes, flops;
     std::function<void(Suite &, std::vector<TensorRef> &)> setup;
     std::function<void(Context &, std::vector<TensorRef> &)> run;
@@ -895,30 +934,6 @@ int runPerf(Context *ctx, const std::string &filter) {
        }},
       // BERT-base / GPT-2 small attention: 8 sequences x 12 heads x 512
       // tokens x 64; flops count both contractions over every score.
-      {"attention_f32_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F32, {8, 12, 512, 64}),
-              s.random(DType::F32, {8, 12, 512, 64}),
-              s.random(DType::F32, {8, 12, 512, 64}),
-              s.empty(DType::F32, {8, 12, 512, 64})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         AttentionParams p;
-         p.scale = 0.125f;
-         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
-       }},
-      {"attention_f16_8x12x512x64", 0, 4.0 * 96 * 512 * 512 * 64,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F16, {8, 12, 512, 64}),
-              s.random(DType::F16, {8, 12, 512, 64}),
-              s.random(DType::F16, {8, 12, 512, 64}),
-              s.empty(DType::F16, {8, 12, 512, 64})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         AttentionParams p;
-         p.scale = 0.125f;
-         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
-       }},
       {"attention_bf16_causal_kt_8x12x512x64", 0, 2.0 * 96 * 512 * 513 * 64,
        [&](Suite &s, std::vector<TensorRef> &t) {
          t = {s.random(DType::BF16, {8, 12, 512, 64}),
@@ -1051,9 +1066,52 @@ int runPerf(Context *ctx, const std::string &filter) {
          reduce(c, "mean", ReduceOp::Mean, axes, 1, t[0], t[1]);
        }},
   };
+  // Attention as the compiler's programs call it: the fused kernel (no
+  // workspace) against the chunked cuBLASLt path with a workspace that holds
+  // 1 / chunks of the batch's scores. BERT-base / GPT-2 small (12 heads x
+  // 512 x 64) at 8 and 1 sequences, ViT-B/16 (197 tokens) at 32 images.
+  struct AttentionPerf {
+    const char *model;
+    int64_t batch, tokens;
+    DType dtype;
+    std::vector<int64_t> chunks;
+  };
+  for (const AttentionPerf &a :
+       {AttentionPerf{"bert", 8, 512, DType::F32, {0, 1, 4, 8, 16}},
+        AttentionPerf{"bert", 8, 512, DType::F16, {0, 1, 8}},
+        AttentionPerf{"bert", 1, 512, DType::F32, {0, 1, 2, 4, 12}},
+        AttentionPerf{"vit", 32, 197, DType::F32, {0, 1, 2, 8, 16}},
+        AttentionPerf{"vit", 1, 197, DType::F32, {0, 1, 2, 12}}})
+    for (int64_t chunks : a.chunks) {
+      int64_t heads = a.batch * 12, tokens = a.tokens;
+      std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
+      DType dt = a.dtype;
+      size_t workspaceBytes =
+          chunks ? attentionChunkBytes((heads + chunks - 1) / chunks, tokens,
+                                       tokens, dt)
+                 : 0;
+      std::string name =
+          std::string("attention_") + a.model + "_b" + std::to_string(a.batch) +
+          "_" + dtypeName(dt) +
+          (chunks ? "_chunks" + std::to_string(chunks) : std::string("_fused"));
+      perfs.push_back(
+          {name, 0, 4.0 * double(heads) * tokens * tokens * 64,
+           [=](Suite &s, std::vector<TensorRef> &t) {
+             t = {s.random(dt, shape), s.random(dt, shape), s.random(dt, shape),
+                  s.empty(dt, shape),
+                  s.empty(DType::F32,
+                          {std::max<int64_t>(1, int64_t(workspaceBytes / 4))})};
+           },
+           [=](Context &c, std::vector<TensorRef> &t) {
+             AttentionParams p;
+             p.scale = 0.125f;
+             attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                       workspaceBytes ? t[4].data : nullptr, workspaceBytes);
+           }});
+    }
+
   for (Perf &p : perfs) {
-    if (!filter.empty() &&
-        std::string(p.name).find(filter) == std::string::npos)
+    if (!filter.empty() && p.name.find(filter) == std::string::npos)
       continue;
     Suite suite;
     suite.ctx = ctx;
@@ -1071,10 +1129,10 @@ int runPerf(Context *ctx, const std::string &filter) {
     std::sort(times.begin(), times.end());
     double ms = times[times.size() / 2];
     if (const char *error = contextError(*ctx)) {
-      std::printf("perf %s: error %s\n", p.name, error);
+      std::printf("perf %s: error %s\n", p.name.c_str(), error);
       return 1;
     }
-    std::printf("perf %-40s %9.4f ms", p.name, ms);
+    std::printf("perf %-40s %9.4f ms", p.name.c_str(), ms);
     if (p.bytes > 0)
       std::printf("  %8.1f GB/s", p.bytes / ms / 1e6);
     if (p.flops > 0)

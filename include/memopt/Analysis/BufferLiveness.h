@@ -63,7 +63,9 @@ struct Storage {
   Operation *workspaceOf = nullptr;
   /// For a workspace: the bytes its kernel could use (CostOpInterface::
   /// getWorkspaceBytes). `size` starts at the floor, min(maxSize,
-  /// kWorkspaceFloorBytes); the planner grows it into free arena bytes
+  /// kWorkspaceFloorBytes), or 0 for an optional workspace
+  /// (CostOpInterface::isWorkspaceOptional); the planner grows it into free
+  /// arena bytes
   /// (planner::growIntoFreeSpace) and records the result with
   /// BufferLiveness::setWorkspaceSize.
   int64_t maxSize = 0;

@@ -309,18 +309,35 @@ struct AttentionParams {
   bool keyTransposed = false;
 };
 
-/// Fused scaled dot-product attention (ONNX Attention, 4-D form):
+/// Scaled dot-product attention (ONNX Attention, 4-D form):
 /// y[..., i, :] = softmax_j(scale * q[..., i, :] . k[..., j, :] +
 /// bias[..., i, j]) @ v. q [..., S, D], k [..., Sk, D] (or [..., D, Sk]),
 /// v [..., Sk, Dv], y [..., S, Dv]; batch dims broadcast numpy-style, bias
 /// (optional, y's dtype) broadcasts to [..., S, Sk]. One float dtype for all;
-/// softmax statistics and accumulation in f32 (double on the host). The
-/// [S, Sk] scores are never stored: the host keeps one row, the CUDA kernels
-/// tiles in shared memory with an online softmax. y must not alias an input.
-/// CUDA: D and Dv at most 128. A row whose scores are all -inf gives NaN.
+/// softmax statistics and accumulation in f32 (double on the host). y must
+/// not alias an input. A row whose scores are all -inf gives NaN.
+///
+/// `workspace` (optional, 256-byte aligned) is scratch the compiler found
+/// free while the op runs. CUDA: when Q, K and V hold the whole batch and the
+/// workspace holds the scores of at least 1 / kMaxAttentionChunks of it
+/// (attentionChunkBytes), the attention runs chunk by chunk as cuBLASLt
+/// (Q K^T into f32 scores), a masked softmax, cuBLASLt (P V); otherwise a
+/// fused flash-attention kernel keeps the scores in shared memory (D and Dv
+/// at most 128 then). The host keeps one row of scores and overwrites the
+/// whole workspace with NaN before and after the call, so a workspace that
+/// overlaps live data breaks the results there rather than only on a GPU.
 void attention(Context &ctx, const char *nodeName,
                const AttentionParams &params, TensorRef q, TensorRef k,
-               TensorRef v, const TensorRef *bias, TensorRef y);
+               TensorRef v, const TensorRef *bias, TensorRef y,
+               void *workspace = nullptr, size_t workspaceBytes = 0);
+/// At most this many chunks: smaller ones leave the GPU idle between library
+/// calls, and the fused kernel is used instead.
+constexpr int64_t kMaxAttentionChunks = 16;
+/// Workspace bytes of a chunk of `items` batch entries of attention with
+/// `queries` x `keys` scores of `dtype`: f32 scores (rounded up to 256
+/// bytes), plus the probabilities in `dtype` when it is not F32.
+size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
+                           DType dtype);
 
 enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 /// Reduces x over `axes` (sorted, unique, non-negative). y holds the result

@@ -477,11 +477,203 @@ bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
+//===----------------------------------------------------------------------===//
+// Chunked library path: cuBLASLt, masked softmax, cuBLASLt
+//===----------------------------------------------------------------------===//
+
+/// One chunk of the masked softmax: rows [0, rows) of f32 scores that belong
+/// to batch entries firstBatch + row / queries.
+struct ScoreSoftmaxArgs {
+  const float *scores;
+  void *probs; ///< rows x keys of T; the scores themselves when T is float
+  const void *bias;
+  int64_t rows, queries, keys, firstBatch;
+  int batchRank;
+  int64_t batchShape[kMaxRank], biasStride[kMaxRank];
+  int64_t biasRowStride, biasColStride;
+  bool causal, hasBias;
+};
+
+constexpr int kSoftmaxWarps = 8;
+
+/// One warp per row. kVals > 0: the row lives in registers (keys <= 32 kVals,
+/// one read, one write); kVals == 0: any length, three passes over the row.
+/// Bias and masks are applied on the fly; exp2 in the log2 domain as in the
+/// fused kernels. A row whose scores are all -inf gives NaN (0 / 0), as the
+/// unfused softmax and the fused kernels do.
+template <typename T, int kVals>
+__global__ void __launch_bounds__(kSoftmaxWarps * 32)
+    scoreSoftmaxKernel(ScoreSoftmaxArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kSoftmaxWarps + (threadIdx.x >> 5);
+  if (row >= a.rows)
+    return;
+  const int64_t i = row % a.queries;
+  int64_t b = a.firstBatch + row / a.queries, biasOffset = 0;
+  for (int d = a.batchRank - 1; d >= 0; --d) {
+    biasOffset += (b % a.batchShape[d]) * a.biasStride[d];
+    b /= a.batchShape[d];
+  }
+  const T *bias = static_cast<const T *>(a.bias) + biasOffset +
+                  (a.hasBias ? i * a.biasRowStride : 0);
+  const float *s = a.scores + row * a.keys;
+  T *p = static_cast<T *>(a.probs) + row * a.keys;
+  const int64_t keys = a.keys;
+  auto score = [&](int64_t j) {
+    if (a.causal && j > i)
+      return -INFINITY;
+    float x = s[j];
+    if (a.hasBias)
+      x += toFloat(bias[j * a.biasColStride]);
+    return x * kLog2e;
+  };
+  if constexpr (kVals > 0) {
+    float x[kVals];
+    float m = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kVals; ++t) {
+      int64_t j = lane + 32 * t;
+      x[t] = j < keys ? score(j) : -INFINITY;
+      m = fmaxf(m, x[t]);
+    }
+    m = warpMax(m);
+    float sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kVals; ++t) {
+      x[t] = exp2f(x[t] - m);
+      sum += x[t];
+    }
+    float inv = 1.0f / warpSum(sum);
+#pragma unroll
+    for (int t = 0; t < kVals; ++t) {
+      int64_t j = lane + 32 * t;
+      if (j < keys)
+        p[j] = fromFloat<T>(x[t] * inv);
+    }
+  } else {
+    float m = -INFINITY;
+    for (int64_t j = lane; j < keys; j += 32)
+      m = fmaxf(m, score(j));
+    m = warpMax(m);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < keys; j += 32)
+      sum += exp2f(score(j) - m);
+    float inv = 1.0f / warpSum(sum);
+    for (int64_t j = lane; j < keys; j += 32)
+      p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
+  }
+}
+
+template <typename T>
+void launchScoreSoftmax(Context &ctx, const ScoreSoftmaxArgs &a) {
+  unsigned blocks = unsigned((a.rows + kSoftmaxWarps - 1) / kSoftmaxWarps);
+  unsigned threads = kSoftmaxWarps * 32;
+  if (a.keys <= 32 * 4)
+    scoreSoftmaxKernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(a);
+  else if (a.keys <= 32 * 8)
+    scoreSoftmaxKernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(a);
+  else if (a.keys <= 32 * 16)
+    scoreSoftmaxKernel<T, 16><<<blocks, threads, 0, ctx.stream>>>(a);
+  else if (a.keys <= 32 * 32)
+    scoreSoftmaxKernel<T, 32><<<blocks, threads, 0, ctx.stream>>>(a);
+  else
+    scoreSoftmaxKernel<T, 0><<<blocks, threads, 0, ctx.stream>>>(a);
+}
+
+size_t chunkBytes(int64_t items, const AttentionGeometry &g, DType dtype) {
+  return attentionChunkBytes(items, g.queries, g.keys, dtype);
+}
+
+/// Runs the attention chunk by chunk through the workspace when every chunk
+/// is large enough to keep the GPU busy; returns false (nothing done) when the
+/// fused kernel should run instead.
+bool attentionChunked(Context &ctx, const char *node,
+                      const AttentionParams &params, const AttentionGeometry &g,
+                      const TensorRef &q, const TensorRef &k,
+                      const TensorRef &v, const TensorRef *bias,
+                      const TensorRef &y, void *workspace,
+                      size_t workspaceBytes) {
+  const int64_t batch = g.batch;
+  // Q, K and V must each hold the whole batch (no broadcast): one batch
+  // stride per operand.
+  if (!workspace || batch < 1 ||
+      q.numElements() != batch * g.queries * g.headSize ||
+      k.numElements() != batch * g.keys * g.headSize ||
+      v.numElements() != batch * g.keys * g.valueSize)
+    return false;
+  int64_t items = std::min<int64_t>(
+      batch,
+      int64_t(workspaceBytes / std::max<size_t>(1, chunkBytes(1, g, y.dtype))));
+  while (items > 0 && chunkBytes(items, g, y.dtype) > workspaceBytes)
+    --items;
+  if (items < 1 || (batch + items - 1) / items > kMaxAttentionChunks)
+    return false;
+  // Balance the chunks: the same number of chunks, as even as possible.
+  int64_t chunks = (batch + items - 1) / items;
+  items = (batch + chunks - 1) / chunks;
+
+  uint8_t *base = static_cast<uint8_t *>(workspace);
+  float *scores = reinterpret_cast<float *>(base);
+  void *probs =
+      y.dtype == DType::F32
+          ? static_cast<void *>(scores)
+          : static_cast<void *>(base + attentionChunkBytes(items, g.queries,
+                                                           g.keys, DType::F32));
+  size_t elem = dtypeSize(y.dtype);
+  ScoreSoftmaxArgs sm = {};
+  sm.scores = scores;
+  sm.probs = probs;
+  sm.bias = bias ? bias->data : nullptr;
+  sm.queries = g.queries;
+  sm.keys = g.keys;
+  sm.batchRank = g.batchRank;
+  for (int i = 0; i < g.batchRank; ++i) {
+    sm.batchShape[i] = g.batchShape[i];
+    sm.biasStride[i] = g.biasStride[i];
+  }
+  sm.biasRowStride = g.biasRowStride;
+  sm.biasColStride = g.biasColStride;
+  sm.causal = params.causal;
+  sm.hasBias = g.hasBias;
+
+  MatmulParams qk;
+  qk.alpha = params.scale;
+  qk.transB = !params.keyTransposed;
+  for (int64_t first = 0; first < batch && !hasError(ctx); first += items) {
+    int64_t n = std::min(items, batch - first);
+    auto slice = [&](const TensorRef &t, int64_t rows, int64_t cols) {
+      int64_t shape[3] = {n, rows, cols};
+      return makeTensor(static_cast<uint8_t *>(t.data) +
+                            size_t(first * rows * cols) * elem,
+                        t.dtype, 3, shape);
+    };
+    TensorRef qs = slice(q, g.queries, g.headSize);
+    TensorRef ks = params.keyTransposed ? slice(k, g.headSize, g.keys)
+                                        : slice(k, g.keys, g.headSize);
+    TensorRef vs = slice(v, g.keys, g.valueSize);
+    TensorRef ys = slice(y, g.queries, g.valueSize);
+    int64_t scoreShape[3] = {n, g.queries, g.keys};
+    TensorRef s = makeTensor(scores, DType::F32, 3, scoreShape);
+    TensorRef p = makeTensor(probs, y.dtype, 3, scoreShape);
+    matmulWithWorkspace(ctx, node, qk, qs, ks, nullptr, s, nullptr, 0);
+    if (hasError(ctx))
+      return true;
+    sm.rows = n * g.queries;
+    sm.firstBatch = first;
+    MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchScoreSoftmax<T>(ctx, sm));
+    if (!checkLaunch(ctx, node))
+      return true;
+    matmulWithWorkspace(ctx, node, MatmulParams(), p, vs, nullptr, ys, nullptr,
+                        0);
+  }
+  return true;
+}
+
 } // namespace
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y) {
+               TensorRef y, void *workspace, size_t workspaceBytes) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
@@ -495,6 +687,9 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
     return;
   }
   if (y.numElements() == 0)
+    return;
+  if (attentionChunked(ctx, node, params, g, q, k, v, bias, y, workspace,
+                       workspaceBytes))
     return;
   AttentionArgs args = {};
   args.q = q.data;

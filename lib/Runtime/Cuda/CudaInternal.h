@@ -90,6 +90,13 @@ struct KernelDims {
 KernelDims dimsOf(const TensorRef &t);
 KernelDims broadcastDims(const TensorRef &in, const TensorRef &out);
 
+/// A matmul (see matmul()) with an explicit cuBLASLt workspace, for kernels
+/// built from several library calls (the chunked attention).
+void matmulWithWorkspace(Context &ctx, const char *node,
+                         const MatmulParams &params, TensorRef a, TensorRef b,
+                         const TensorRef *bias, TensorRef c, void *workspace,
+                         size_t workspaceBytes);
+
 /// Launchers implemented in ElementwiseKernels.cu, used by CudaLibraries.cpp.
 bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
                           const TensorRef *bias, int64_t channels,

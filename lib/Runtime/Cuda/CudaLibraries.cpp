@@ -360,6 +360,15 @@ void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes) {
   ctx.nextMatmulWorkspaceBytes = workspace ? bytes : 0;
 }
 
+void matmulWithWorkspace(Context &ctx, const char *node,
+                         const MatmulParams &params, TensorRef a, TensorRef b,
+                         const TensorRef *bias, TensorRef c, void *workspace,
+                         size_t workspaceBytes) {
+  ctx.callWorkspace = workspaceBytes ? workspace : nullptr;
+  ctx.callWorkspaceBytes = workspace ? workspaceBytes : 0;
+  matmulCall(ctx, node, params, a, b, bias, c);
+}
+
 void matmul(Context &ctx, const char *node, const MatmulParams &params,
             TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
   // The planned slice for this call, else the context's own workspace.

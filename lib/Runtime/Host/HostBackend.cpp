@@ -30,6 +30,9 @@ namespace memopt::rt {
 struct Context {
   std::string error;
   std::chrono::steady_clock::time_point timerStart;
+  /// The planned workspace of the next matmul (setMatmulWorkspace).
+  void *matmulWorkspace = nullptr;
+  size_t matmulWorkspaceBytes = 0;
 };
 
 Context *createContext(const ContextOptions &) { return new Context(); }
@@ -75,6 +78,15 @@ double timerStopMs(Context &ctx) {
 MemoryInfo memoryInfo(Context &) { return MemoryInfo(); }
 
 namespace {
+
+/// The host's loops need no scratch, but the CUDA backend writes anywhere in
+/// a planned workspace: the host fills it with NaN (all bits set) before and
+/// after the op, so a workspace that overlaps live data shows up as wrong
+/// results in host-backend tests, not only on a GPU.
+void poisonWorkspace(void *workspace, size_t bytes) {
+  if (workspace && bytes)
+    std::memset(workspace, 0xff, bytes);
+}
 
 std::vector<double> toDouble(const TensorRef &t) {
   int64_t n = t.numElements();
@@ -430,13 +442,32 @@ void expand(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 // Matrix products
 //===----------------------------------------------------------------------===//
 
-/// The host's loops need no scratch: the planned slice is accepted and unused
-/// (the arena bytes exist, so a wrong offset still shows up in the validator
-/// and in the CUDA build).
-void setMatmulWorkspace(Context &, void *, size_t) {}
+/// The host's loops need no scratch: the planned slice is only poisoned
+/// around the next matmul (poisonWorkspace).
+void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes) {
+  ctx.matmulWorkspace = workspace;
+  ctx.matmulWorkspaceBytes = bytes;
+}
+
+namespace {
+void matmulImpl(Context &ctx, const char *node, const MatmulParams &params,
+                TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c);
+} // namespace
 
 void matmul(Context &ctx, const char *node, const MatmulParams &params,
             TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
+  void *workspace = ctx.matmulWorkspace;
+  size_t bytes = ctx.matmulWorkspaceBytes;
+  ctx.matmulWorkspace = nullptr;
+  ctx.matmulWorkspaceBytes = 0;
+  poisonWorkspace(workspace, bytes);
+  matmulImpl(ctx, node, params, a, b, bias, c);
+  poisonWorkspace(workspace, bytes);
+}
+
+namespace {
+void matmulImpl(Context &ctx, const char *node, const MatmulParams &params,
+                TensorRef a, TensorRef b, const TensorRef *bias, TensorRef c) {
   MatmulGeometry g;
   if (hasError(ctx) || !validateMatmul(ctx, node, params, a, b, bias, c, g))
     return;
@@ -471,6 +502,7 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
   }
   store(out, c);
 }
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Convolution and pooling
@@ -551,14 +583,19 @@ void convImpl(Context &ctx, const char *node, const ConvParams &params,
 } // namespace
 
 void conv(Context &ctx, const char *node, const ConvParams &params, TensorRef x,
-          TensorRef w, const TensorRef *bias, TensorRef y, void *, size_t) {
+          TensorRef w, const TensorRef *bias, TensorRef y, void *workspace,
+          size_t workspaceBytes) {
+  poisonWorkspace(workspace, workspaceBytes);
   convImpl(ctx, node, params, false, x, w, bias, y);
+  poisonWorkspace(workspace, workspaceBytes);
 }
 
 void convTranspose(Context &ctx, const char *node, const ConvParams &params,
                    TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
-                   void *, size_t) {
+                   void *workspace, size_t workspaceBytes) {
+  poisonWorkspace(workspace, workspaceBytes);
   convImpl(ctx, node, params, true, x, w, bias, y);
+  poisonWorkspace(workspace, workspaceBytes);
 }
 
 void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
@@ -717,12 +754,15 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y) {
+               TensorRef y, void *workspace, size_t workspaceBytes) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
   if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
     return;
+  // The CUDA backend may write scores anywhere in the workspace: clobber it
+  // here too, before the operands are read and after the result is written.
+  poisonWorkspace(workspace, workspaceBytes);
   std::vector<double> vq = toDouble(q), vk = toDouble(k), vv = toDouble(v),
                       vbias = bias ? toDouble(*bias) : std::vector<double>();
   std::vector<double> out(size_t(y.numElements()));
@@ -774,6 +814,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
     }
   }
   store(out, y);
+  poisonWorkspace(workspace, workspaceBytes);
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,

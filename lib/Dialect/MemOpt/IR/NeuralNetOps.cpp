@@ -774,6 +774,31 @@ int64_t AttentionOp::getFlops() {
   return batch * getUnmaskedScoreCount() * (2 * headSize + 2 * valueSize + 6);
 }
 
+/// Room for every score in f32 (plus the probabilities in the element type
+/// when it is narrower), laid out as the runtime's attentionChunkBytes does;
+/// nothing when an operand broadcasts over the batch (the runtime then always
+/// runs the fused kernel).
+int64_t AttentionOp::getWorkspaceBytes() {
+  auto shape = getType().getShape();
+  int64_t batch = product(shape.drop_back(2));
+  for (Value operand : {getQ(), getK(), getV()})
+    if (product(cast<RankedTensorType>(operand.getType())
+                    .getShape()
+                    .drop_back(2)) != batch)
+      return 0;
+  auto k = getK().getType();
+  int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
+  int64_t scores = batch * shape[shape.size() - 2] * keys;
+  int64_t elementBytes = getTensorBytes(getType()) / getType().getNumElements();
+  int64_t bytes = (scores * 4 + 255) / 256 * 256;
+  if (elementBytes < 4)
+    bytes += scores * elementBytes;
+  return bytes;
+}
+
+/// The fused kernel needs no workspace: the scores never raise the arena.
+bool AttentionOp::isWorkspaceOptional() { return true; }
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -122,7 +122,13 @@ struct MemOptPlanMemoryPass
 
     // Workspaces were planned at their floor; grow them into the bytes that
     // are free anyway while their op runs (the arena does not change), then
-    // check the grown plan again.
+    // check the grown plan again. Optional workspaces (floor 0) join here.
+    for (const Storage &storage : liveness.getStorages())
+      if (storage.workspaceOf && storage.size == 0 && storage.maxSize > 0) {
+        problem.buffers.push_back(
+            {storage.id, storage.first, storage.last + 1, 0, alignment});
+        result.plan.offsets.push_back(0);
+      }
     std::vector<int64_t> maxSizes;
     for (const planner::Buffer &buffer : problem.buffers)
       maxSizes.push_back(liveness.getStorages()[buffer.id].maxSize);

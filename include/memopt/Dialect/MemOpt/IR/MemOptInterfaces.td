@@ -55,6 +55,11 @@ def MemOpt_CostOpInterface : OpInterface<"CostOpInterface"> {
       "convolution's workspace). The planner gives it arena space live at "
       "this op only; the runtime picks the fastest algorithm that fits.",
       "int64_t", "getWorkspaceBytes", (ins), [{}], [{ return 0; }]>,
+    InterfaceMethod<
+      "True if the kernel also runs without any workspace (a slower path): "
+      "the planner then promises none and only grows it into bytes that are "
+      "free anyway, so the op never raises the arena for its scratch.",
+      "bool", "isWorkspaceOptional", (ins), [{}], [{ return false; }]>,
   ];
 }
 

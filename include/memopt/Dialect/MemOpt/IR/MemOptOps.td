@@ -516,7 +516,7 @@ def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [MemOpt_Precision,
 
 def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
-    ["getFlops"]> {
+    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
   let summary = "softmax(scale * Q K^T + bias, masked) V without the scores";
   let description = [{
     Scaled dot-product attention as one op, so the `[..., S, Sk]` scores and
@@ -539,6 +539,13 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
       are all `-inf` gives NaN, as the unfused graph does.
 
     The result never shares storage with an operand.
+
+    Workspace: when `Q`, `K` and `V` hold the whole batch, the op asks for
+    room for all f32 scores (plus the probabilities in the element type when
+    it is not f32). It is optional: the planner promises none and grows it
+    into bytes that are free anyway while the op runs; the CUDA runtime
+    computes the attention chunk by chunk through library GEMMs when that
+    space holds enough of the batch, and with a fused kernel otherwise.
   }];
   let arguments = (ins MemOpt_FloatTensor:$Q, MemOpt_FloatTensor:$K,
                        MemOpt_FloatTensor:$V,
