@@ -85,6 +85,15 @@ struct ContextOptions {
   /// relative error). Off by default: f32 results then match the host backend
   /// closely; the mixed-precision pass is the way to fast math.
   bool allowTf32 = false;
+  /// When attention runs chunk by chunk through its workspace (CUDA): one
+  /// chunk always; several when there are at most attentionMaxChunks of at
+  /// least attentionMinChunkScores scores each, or the library calls are too
+  /// small to fill the GPU and the fused kernel is faster (H100, f32, 12
+  /// heads of 512 x 512 x 64: 1 head per chunk took 2.1x the fused kernel's
+  /// time, 3 heads 0.74x, 6 heads 0.46x; docs/attention.md). Tests set them
+  /// to force the chunked path on small shapes.
+  int64_t attentionMaxChunks = 16;
+  int64_t attentionMinChunkScores = int64_t(1) << 19;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());
@@ -319,20 +328,19 @@ struct AttentionParams {
 ///
 /// `workspace` (optional, 256-byte aligned) is scratch the compiler found
 /// free while the op runs. CUDA: when Q, K and V hold the whole batch and the
-/// workspace holds the scores of at least 1 / kMaxAttentionChunks of it
-/// (attentionChunkBytes), the attention runs chunk by chunk as cuBLASLt
-/// (Q K^T into f32 scores), a masked softmax, cuBLASLt (P V); otherwise a
-/// fused flash-attention kernel keeps the scores in shared memory (D and Dv
-/// at most 128 then). The host keeps one row of scores and overwrites the
-/// whole workspace with NaN before and after the call, so a workspace that
+/// workspace holds the scores of the whole batch, or of chunks of it that are
+/// large enough (ContextOptions::attentionMinChunkScores), the attention runs
+/// chunk by chunk
+/// as cuBLASLt (Q K^T into f32 scores), a masked softmax, cuBLASLt (P V);
+/// otherwise a fused flash-attention kernel keeps the scores in shared memory
+/// (D and Dv at most 128 then). The host keeps one row of scores and overwrites
+/// the whole workspace with NaN before and after the call, so a workspace that
 /// overlaps live data breaks the results there rather than only on a GPU.
 void attention(Context &ctx, const char *nodeName,
                const AttentionParams &params, TensorRef q, TensorRef k,
                TensorRef v, const TensorRef *bias, TensorRef y,
                void *workspace = nullptr, size_t workspaceBytes = 0);
-/// At most this many chunks: smaller ones leave the GPU idle between library
-/// calls, and the fused kernel is used instead.
-constexpr int64_t kMaxAttentionChunks = 16;
+
 /// Workspace bytes of a chunk of `items` batch entries of attention with
 /// `queries` x `keys` scores of `dtype`: f32 scores (rounded up to 256
 /// bytes), plus the probabilities in `dtype` when it is not F32.

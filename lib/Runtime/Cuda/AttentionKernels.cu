@@ -606,11 +606,15 @@ bool attentionChunked(Context &ctx, const char *node,
       int64_t(workspaceBytes / std::max<size_t>(1, chunkBytes(1, g, y.dtype))));
   while (items > 0 && chunkBytes(items, g, y.dtype) > workspaceBytes)
     --items;
-  if (items < 1 || (batch + items - 1) / items > kMaxAttentionChunks)
+  if (items < 1)
     return false;
   // Balance the chunks: the same number of chunks, as even as possible.
   int64_t chunks = (batch + items - 1) / items;
   items = (batch + chunks - 1) / chunks;
+  if (chunks > 1 &&
+      (chunks > ctx.options.attentionMaxChunks ||
+       items * g.queries * g.keys < ctx.options.attentionMinChunkScores))
+    return false;
 
   uint8_t *base = static_cast<uint8_t *>(workspace);
   float *scores = reinterpret_cast<float *>(base);
