@@ -709,6 +709,23 @@ def cmd_device(args):
                                                os.path.join(work, "outputs", name, "host",
                                                             file)))
             say(f"{name}: CUDA vs host rel L2 {check_entry.get('rel_l2', float('nan')):.2e}")
+        # Attention: the run above takes the chunked library path wherever its workspace
+        # allows; the same program with --fused-attention runs the fused kernel everywhere.
+        # Two independent CUDA implementations on the whole model at the real batch, where
+        # the host backend is too slow to finish.
+        if "attention(ctx" in open(os.path.join(root, "programs", f"{name}.cpp")).read():
+            fused_dir = os.path.join(work, "outputs", name, "cuda_fused")
+            os.makedirs(fused_dir, exist_ok=True)
+            fused = subprocess.run(command[:command.index("--output-dir")] +
+                                   ["--output-dir", fused_dir, "--fused-attention"],
+                                   capture_output=True, text=True)
+            file = output_name(model) + ".npy"
+            entry["attention_check"] = (
+                compare_outputs(os.path.join(out_dir, file), os.path.join(fused_dir, file))
+                if fused.returncode == 0 else
+                {"error": (fused.stderr + fused.stdout)[-1000:]})
+            say(f"{name}: chunked vs fused attention rel L2 "
+                f"{entry['attention_check'].get('rel_l2', float('nan')):.2e}")
         save()
     phase("memopt_runs_done_s")
 
@@ -913,6 +930,7 @@ def cmd_report(args):
         eager, comp = t.get("eager", {}), t.get("compile", {})
         record = {"model": model, "batch": batch, "memopt": m, "eager": eager,
                   "compile": comp, "host_check": d.get("host_check"),
+                  "attention_check": d.get("attention_check"),
                   "weight_bytes_torch": t.get("weight_bytes"),
                   "prepare": {k: v for k, v in prepare.get(name, {}).items() if k != "report"}}
         for key in ("build_error", "cuda_error"):
@@ -934,6 +952,9 @@ def cmd_report(args):
         check = d.get("host_check") or {}
         check_text = (f"{check['rel_l2']:.1e}" if "rel_l2" in check else
                       ("unfinished" if "error" in check else "not run"))
+        attention = d.get("attention_check") or {}
+        attention_text = (f"{attention['rel_l2']:.1e}" if "rel_l2" in attention else
+                          ("failed" if "error" in attention else "—"))
         verdict = "—"
         if "beyond_weights_bytes" in m and "peak_beyond_weights_bytes" in eager and \
                 "peak_beyond_weights_bytes" in comp and "median_ms" in comp:
@@ -948,7 +969,8 @@ def cmd_report(args):
                     f"{mem(eager, 'peak_beyond_weights_bytes')} | "
                     f"{mem(comp, 'peak_beyond_weights_bytes')} | {lat(m)} | {lat(eager)} | "
                     f"{lat(comp)} | {ratio} | {mem(m, 'device_peak_used_bytes')} | "
-                    f"{check_text} | {verdict if batch > 1 else '(batch 1)'} |")
+                    f"{check_text} | {attention_text} | "
+                    f"{verdict if batch > 1 else '(batch 1)'} |")
     os.makedirs(os.path.dirname(args.json_out), exist_ok=True)
     with open(args.json_out, "w") as handle:
         json.dump({"environment": env, "torch_settings": torch_res.get("settings"),
@@ -956,8 +978,10 @@ def cmd_report(args):
                    "configs": merged}, handle, indent=1)
     header = ("| model | input | memopt beyond weights | eager beyond weights | "
               "compile beyond weights | memopt ms | eager ms | compile ms | memopt / compile | "
-              "memopt device peak | CUDA vs host (rel. L2) | goal met |\n"
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+              "memopt device peak | CUDA vs host (rel. L2) | chunked vs fused attention "
+              "(rel. L2) | goal met |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| --- |")
     sections = []
     for name, profile in profiles.items():
         record = merged[name]

@@ -78,14 +78,15 @@ bool Model::check(std::string &error) {
 }
 
 bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
-                 bool randomWeights, uint64_t seed, std::string &error) {
+                 bool randomWeights, uint64_t seed, std::string &error,
+                 const ContextOptions &options) {
   program_ = program;
   if (!program || program->abiVersion != kProgramAbiVersion) {
     error = "program ABI version mismatch (runtime expects " +
             std::to_string(kProgramAbiVersion) + ")";
     return false;
   }
-  ctx_ = createContext();
+  ctx_ = createContext(options);
   if (!check(error))
     return false;
   arena_ = static_cast<uint8_t *>(

@@ -33,7 +33,8 @@ public:
   /// Allocates everything and loads weights (from `weightsPath`, or random
   /// from `seed` when `randomWeights`). Returns false with `error` set.
   bool init(const ProgramInfo *program, const std::string &weightsPath,
-            bool randomWeights, uint64_t seed, std::string &error);
+            bool randomWeights, uint64_t seed, std::string &error,
+            const ContextOptions &options = ContextOptions());
   /// Copies host inputs in (in ProgramInfo order). The host buffers must
   /// stay valid until the next setInputs: inputs that live in the arena are
   /// overwritten by a run (the planner reuses their bytes once they are dead)

@@ -1,7 +1,7 @@
 //===- Main.cpp - the executable driver of a compiled model ---------------===//
 //
 //   OUT --input NAME=FILE.npy ... --output-dir DIR [--weights FILE]
-//       [--random-weights SEED] [--bench N]
+//       [--random-weights SEED] [--bench N] [--fused-attention]
 //
 // Linked with a generated program (which defines memopt_program) and one
 // backend library. Inputs are checked by name, dtype and shape against the
@@ -34,7 +34,9 @@ void usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s --input NAME=FILE.npy ... --output-dir DIR\n"
                "          [--weights FILE] [--random-weights SEED] "
-               "[--bench N]\n",
+               "[--bench N]\n"
+               "          [--fused-attention]  (CUDA: never the chunked "
+               "library path)\n",
                argv0);
 }
 
@@ -92,6 +94,7 @@ int main(int argc, char **argv) {
   bool randomWeights = false;
   uint64_t seed = 0;
   int benchRuns = 0;
+  ContextOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -121,6 +124,8 @@ int main(int argc, char **argv) {
         return fail("--random-weights expects an integer seed, got '" + v +
                     "'");
       randomWeights = true;
+    } else if (arg == "--fused-attention") {
+      options.chunkedAttention = false;
     } else if (arg == "--bench" && value(v)) {
       benchRuns = std::atoi(v.c_str());
       if (benchRuns < 1)
@@ -162,7 +167,7 @@ int main(int argc, char **argv) {
 
   Model model;
   std::string error;
-  if (!model.init(program, weightsPath, randomWeights, seed, error) ||
+  if (!model.init(program, weightsPath, randomWeights, seed, error, options) ||
       !model.setInputs(inputPointers.data(), error) || !model.execute(error))
     return fail(error);
 

@@ -94,6 +94,9 @@ struct ContextOptions {
   /// to force the chunked path on small shapes.
   int64_t attentionMaxChunks = 16;
   int64_t attentionMinChunkScores = int64_t(1) << 19;
+  /// False: attention always runs the fused kernel (the executable's
+  /// --fused-attention, to compare the two CUDA paths on a whole model).
+  bool chunkedAttention = true;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());

@@ -596,7 +596,7 @@ bool attentionChunked(Context &ctx, const char *node,
   const int64_t batch = g.batch;
   // Q, K and V must each hold the whole batch (no broadcast): one batch
   // stride per operand.
-  if (!workspace || batch < 1 ||
+  if (!ctx.options.chunkedAttention || !workspace || batch < 1 ||
       q.numElements() != batch * g.queries * g.headSize ||
       k.numElements() != batch * g.keys * g.headSize ||
       v.numElements() != batch * g.keys * g.valueSize)
