@@ -35,6 +35,12 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = -1; ///< forward or backward-data algorithm
   size_t workspaceBytes = 0;
+  /// The algorithm search's other usable results, fastest first: taken in
+  /// turn if a call with `algo` fails (seen with f16 on an H100: an
+  /// algorithm cudnnFind timed out fine returned CUDNN_STATUS_BAD_PARAM).
+  int fallbackAlgos[8] = {};
+  size_t fallbackBytes[8] = {};
+  int numFallbacks = 0;
   bool useFallback = false; ///< own direct kernel (asymmetric pads)
 };
 

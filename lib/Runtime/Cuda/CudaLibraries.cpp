@@ -413,6 +413,18 @@ bool setTensorDesc(Context &ctx, const char *node,
                     "cudnnSetTensorNdDescriptor");
 }
 
+/// The first usable algorithm becomes the plan's, later ones its fallbacks.
+void addConvCandidate(ConvPlan &plan, int algo, size_t bytes) {
+  if (plan.algo < 0) {
+    plan.algo = algo;
+    plan.workspaceBytes = bytes;
+  } else if (plan.numFallbacks < 8) {
+    plan.fallbackAlgos[plan.numFallbacks] = algo;
+    plan.fallbackBytes[plan.numFallbacks] = bytes;
+    ++plan.numFallbacks;
+  }
+}
+
 bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
                    bool transposed, const TensorRef &x, const TensorRef &w,
                    const TensorRef &y, void *workspace, size_t workspaceBytes,
@@ -477,11 +489,8 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
       return false;
     for (int i = 0; i < returned; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          perf[i].memory <= workspaceBytes) {
-        plan.algo = int(perf[i].algo);
-        plan.workspaceBytes = perf[i].memory;
-        break;
-      }
+          perf[i].memory <= workspaceBytes)
+        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
   } else {
     // ConvTranspose = backward data of the conv y -> x with the same filter.
     cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
@@ -497,11 +506,8 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
       return false;
     for (int i = 0; i < returned; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          perf[i].memory <= workspaceBytes) {
-        plan.algo = int(perf[i].algo);
-        plan.workspaceBytes = perf[i].memory;
-        break;
-      }
+          perf[i].memory <= workspaceBytes)
+        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
   }
   if (plan.algo < 0) {
     failf(ctx, node,
@@ -565,15 +571,31 @@ void convCommon(Context &ctx, const char *node, const ConvParams &params,
       return;
     }
     float one = 1.0f, zero = 0.0f;
-    cudnnStatus_t status =
-        transposed ? cudnnConvolutionBackwardData(
-                         ctx.dnn, &one, plan.w, w.data, plan.x, x.data,
-                         plan.conv, cudnnConvolutionBwdDataAlgo_t(plan.algo),
-                         workspace, plan.workspaceBytes, &zero, plan.y, y.data)
-                   : cudnnConvolutionForward(
-                         ctx.dnn, &one, plan.x, x.data, plan.w, w.data,
-                         plan.conv, cudnnConvolutionFwdAlgo_t(plan.algo),
-                         workspace, plan.workspaceBytes, &zero, plan.y, y.data);
+    auto call = [&] {
+      return transposed
+                 ? cudnnConvolutionBackwardData(
+                       ctx.dnn, &one, plan.w, w.data, plan.x, x.data, plan.conv,
+                       cudnnConvolutionBwdDataAlgo_t(plan.algo), workspace,
+                       plan.workspaceBytes, &zero, plan.y, y.data)
+                 : cudnnConvolutionForward(
+                       ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
+                       cudnnConvolutionFwdAlgo_t(plan.algo), workspace,
+                       plan.workspaceBytes, &zero, plan.y, y.data);
+    };
+    cudnnStatus_t status = call();
+    // An algorithm that fails outright is dropped for the search's next one,
+    // outside graph capture only (the first run of a program is eager).
+    while (status != CUDNN_STATUS_SUCCESS && !ctx.capturing &&
+           plan.numFallbacks > 0) {
+      plan.algo = plan.fallbackAlgos[0];
+      plan.workspaceBytes = plan.fallbackBytes[0];
+      --plan.numFallbacks;
+      for (int i = 0; i < plan.numFallbacks; ++i) {
+        plan.fallbackAlgos[i] = plan.fallbackAlgos[i + 1];
+        plan.fallbackBytes[i] = plan.fallbackBytes[i + 1];
+      }
+      status = call();
+    }
     if (!checkCudnn(ctx, node, status,
                     transposed ? "cudnnConvolutionBackwardData"
                                : "cudnnConvolutionForward"))
