@@ -1,7 +1,8 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
 // import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
-// [memopt-mixed-precision -> canonicalize] -> memopt-schedule ->
+// [memopt-mixed-precision -> canonicalize] -> memopt-fuse-elementwise ->
+// memopt-schedule ->
 // memopt-bufferize -> memopt-plan-memory -> EmitProgram -> system compiler. The
 // shape follows onnx-mlir's `onnx-mlir` driver (one tool,
 // `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system compiler
@@ -386,6 +387,21 @@ int mlir::memopt::runCompile(const CompileOptions &options,
           " where safe (memopt-mixed-precision), inputs and outputs f32");
       if (failed(precision.run(module)))
         return 1;
+    }
+    if (options.fuseElementwise) {
+      // Last of the graph rewrites: the chains it fuses are what epilogue
+      // fusion and mixed precision left.
+      PassManager fuse(&context);
+      fuse.addNestedPass<func::FuncOp>(createMemOptFuseElementwise());
+      if (failed(fuse.run(module)))
+        return fail("elementwise fusion failed");
+      size_t groups = 0, steps = 0;
+      module.walk([&](FusedElementwiseOp op) {
+        ++groups;
+        steps += op.getOps().size();
+      });
+      say("[fuse-elementwise] " + Twine(steps) + " ops in " + Twine(groups) +
+          " memopt.fused_elementwise ops");
     }
     if (options.emit == EmitKind::Mlir) {
       if (failed(writeFile(options.outputPath, printModule(module))))

@@ -192,6 +192,7 @@ private:
   LogicalResult emitResize(ResizeOp op);
   LogicalResult emitPad(PadOp op);
   LogicalResult emitConstantOfShape(ConstantOfShapeOp op);
+  LogicalResult emitFusedElementwise(FusedElementwiseOp op);
 
   /// The name of the ONNX node of `op` (or a stable stand-in).
   std::string nodeName(Operation *op);
@@ -752,6 +753,59 @@ LogicalResult ProgramEmitter::emitConstantOfShape(ConstantOfShapeOp op) {
   return success();
 }
 
+LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
+  // Step names (the op's verifier knows them) -> the runtime's enumerators.
+  auto runtimeStep = [](StringRef name) {
+    return StringSwitch<const char *>(name)
+        .Case("add", "BinaryOp::Add")
+        .Case("sub", "BinaryOp::Sub")
+        .Case("mul", "BinaryOp::Mul")
+        .Case("div", "BinaryOp::Div")
+        .Case("pow", "BinaryOp::Pow")
+        .Case("min", "BinaryOp::Min")
+        .Case("max", "BinaryOp::Max")
+        .Case("relu", "UnaryOp::Relu")
+        .Case("exp", "UnaryOp::Exp")
+        .Case("log", "UnaryOp::Log")
+        .Case("sqrt", "UnaryOp::Sqrt")
+        .Case("reciprocal", "UnaryOp::Reciprocal")
+        .Case("neg", "UnaryOp::Neg")
+        .Case("abs", "UnaryOp::Abs")
+        .Case("sigmoid", "UnaryOp::Sigmoid")
+        .Case("tanh", "UnaryOp::Tanh")
+        .Case("erf", "UnaryOp::Erf")
+        .Case("sin", "UnaryOp::Sin")
+        .Case("cos", "UnaryOp::Cos")
+        .Case("hard_swish", "UnaryOp::HardSwish")
+        .Case("leaky_relu", "UnaryOp::LeakyRelu")
+        .Case("hard_sigmoid", "UnaryOp::HardSigmoid")
+        .Case("gelu", "UnaryOp::Gelu")
+        .Case("gelu_tanh", "UnaryOp::GeluTanh")
+        .Case("clip", "UnaryOp::Clip")
+        .Default(nullptr);
+  };
+  ArrayRef<int64_t> registers = op.getRegisters();
+  os << "  {\n    static const ElementwiseStep steps[] = {\n";
+  for (auto [index, attr] : llvm::enumerate(op.getOps())) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    const char *step = runtimeStep(name);
+    if (!step)
+      return error(op) << "has an unknown fused step '" << name << "'";
+    os << "        {ElementwiseStep::"
+       << (FusedElementwiseOp::isBinaryStep(name) ? "kBinary" : "kUnary")
+       << ", int32_t(" << step << "), " << registers[2 * index] << ", "
+       << registers[2 * index + 1] << ", " << cppFloat(op.getAlphas()[index])
+       << ", " << cppFloat(op.getBetas()[index]) << "},\n";
+  }
+  os << "    };\n    const TensorRef inputs[] = {";
+  for (auto [index, input] : llvm::enumerate(op.getInputs()))
+    os << (index ? ", " : "") << ref(input);
+  os << "};\n    fusedElementwise(ctx, " << nodeLiteral(op) << ", steps, "
+     << op.getOps().size() << ", inputs, " << op.getInputs().size() << ", "
+     << ref(op.getResult()) << ");\n  }\n";
+  return success();
+}
+
 LogicalResult ProgramEmitter::emitOp(Operation *op) {
   for (Value operand : op->getOperands())
     if (!names.count(operand))
@@ -805,6 +859,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
         return emitUnary(op, "Clip", low ? toDouble(*low) : -kFloatMax,
                          high ? toDouble(*high) : kFloatMax);
       })
+      .Case(
+          [&](FusedElementwiseOp fused) { return emitFusedElementwise(fused); })
       .Case([&](CastOp) {
         os << "  cast(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
            << ref(op->getResult(0)) << ");\n";

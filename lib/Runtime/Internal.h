@@ -157,6 +157,10 @@ namespace memopt::rt {
 
 bool validateUnary(Context &ctx, const char *node, UnaryOp op,
                    const TensorRef &x, const TensorRef &y);
+bool validateFusedElementwise(Context &ctx, const char *node,
+                              const ElementwiseStep *steps, int numSteps,
+                              const TensorRef *inputs, int numInputs,
+                              const TensorRef &y);
 bool validateBinary(Context &ctx, const char *node, BinaryOp op,
                     const TensorRef &a, const TensorRef &b, const TensorRef &c);
 bool validateCompare(Context &ctx, const char *node, const TensorRef &a,

@@ -54,6 +54,53 @@ bool validateBinary(Context &ctx, const char *node, BinaryOp op,
   return checkBroadcast(ctx, node, inputs, 2, c);
 }
 
+bool validateFusedElementwise(Context &ctx, const char *node,
+                              const ElementwiseStep *steps, int numSteps,
+                              const TensorRef *inputs, int numInputs,
+                              const TensorRef &y) {
+  if (numInputs < 1 || numInputs > kMaxFusedInputs || numSteps < 1 ||
+      numSteps > kMaxFusedSteps || !steps || !inputs) {
+    failf(ctx, node,
+          "fused elementwise program with %d inputs and %d steps (1 to %d "
+          "and 1 to %d)",
+          numInputs, numSteps, kMaxFusedInputs, kMaxFusedSteps);
+    return false;
+  }
+  if (!checkTensor(ctx, node, y, "output"))
+    return false;
+  if (!isFloatType(y.dtype)) {
+    failf(ctx, node, "fused elementwise ops need a float type, got %s",
+          dtypeName(y.dtype));
+    return false;
+  }
+  for (int i = 0; i < numInputs; ++i) {
+    if (!checkTensor(ctx, node, inputs[i], "input") ||
+        !checkSameDType(ctx, node, inputs[i], y, "input/output"))
+      return false;
+    if (inputs[i].data == y.data &&
+        inputs[i].numElements() != y.numElements()) {
+      failf(ctx, node, "output aliases broadcast input %d", i);
+      return false;
+    }
+  }
+  for (int i = 0; i < numSteps; ++i) {
+    const ElementwiseStep &s = steps[i];
+    int registers = numInputs + i;
+    bool unaryOk = s.kind == ElementwiseStep::kUnary && s.op >= 0 &&
+                   s.op <= int32_t(UnaryOp::PowScalar) &&
+                   s.op != int32_t(UnaryOp::Not);
+    bool binaryOk = s.kind == ElementwiseStep::kBinary && s.op >= 0 &&
+                    s.op <= int32_t(BinaryOp::FMod) && s.b >= 0 &&
+                    s.b < registers;
+    if ((!unaryOk && !binaryOk) || s.a < 0 || s.a >= registers) {
+      failf(ctx, node, "fused elementwise step %d is invalid (kind %d, op %d)",
+            i, int(s.kind), int(s.op));
+      return false;
+    }
+  }
+  return checkBroadcast(ctx, node, inputs, numInputs, y);
+}
+
 bool validateCompare(Context &ctx, const char *node, const TensorRef &a,
                      const TensorRef &b, const TensorRef &c, bool logical) {
   if (!checkTensor(ctx, node, a, "lhs") || !checkTensor(ctx, node, b, "rhs") ||

@@ -506,6 +506,67 @@ def test_attention_fusion_shrinks_the_arena(compiler, tmp_path):
     check_against_onnxruntime(compiler, path, str(tmp_path / "run"))
 
 
+def model_elementwise_chains(rng):
+    """EfficientNet's spelled-out swish, MobileNetV3's hard-swish-like gate with a per-channel
+    scale, ResNet's residual add + relu, a GELU (erf form) and a clip/leaky tail: trees of
+    elementwise ops with broadcast inputs and intermediates of one use."""
+    n = helper.make_node
+    nodes = [n("Sigmoid", ["x"], ["sg"], name="sig"),
+             n("Mul", ["x", "sg"], ["swish"], name="swish"),
+             n("Mul", ["swish", "scale"], ["scaled"], name="scale"),
+             n("Add", ["scaled", "shift"], ["shifted"], name="shift"),
+             n("HardSigmoid", ["shifted"], ["hs"], name="hsig", alpha=0.2, beta=0.5),
+             n("Mul", ["shifted", "hs"], ["hswish"], name="hswish"),
+             n("Add", ["hswish", "r"], ["res"], name="residual"),
+             n("Relu", ["res"], ["y1"], name="relu"),
+             # GELU, erf form: 0.5 * x * (1 + erf(x / sqrt(2))).
+             n("Div", ["r", "sqrt2"], ["xs"], name="gelu_div"),
+             n("Erf", ["xs"], ["e"], name="gelu_erf"),
+             n("Add", ["e", "one"], ["e1"], name="gelu_add"),
+             n("Mul", ["r", "e1"], ["g"], name="gelu_mul"),
+             n("Mul", ["g", "half"], ["gelu"], name="gelu_half"),
+             n("Clip", ["gelu", "lo", "hi"], ["c"], name="clip"),
+             n("LeakyRelu", ["c"], ["y2"], name="leaky", alpha=0.1)]
+    inits = [_w(rng, "scale", [8, 1, 1]), _w(rng, "shift", [1]),
+             numpy_helper.from_array(np.float32(np.sqrt(2.0)).reshape(()), "sqrt2"),
+             numpy_helper.from_array(np.float32(1.0).reshape(()), "one"),
+             numpy_helper.from_array(np.float32(0.5).reshape(()), "half"),
+             numpy_helper.from_array(np.float32(-0.4).reshape(()), "lo"),
+             numpy_helper.from_array(np.float32(0.9).reshape(()), "hi")]
+    shape = [2, 8, 16, 16]
+    return _model(nodes, [_f32("x", shape), _f32("r", shape)],
+                  [_f32("y1", shape), _f32("y2", shape)], inits)
+
+
+def test_elementwise_fusion_matches_onnxruntime_and_shrinks_the_arena(compiler, tmp_path):
+    """The two chains become two fused_elementwise ops (all 15 ops), fused and unfused
+    programs both match onnxruntime, and the fused plan keeps no intermediate: the arena is
+    the two outputs alone, where the unfused plan also holds at least one 16 KiB
+    intermediate next to them."""
+    path = str(tmp_path / "chains.onnx")
+    onnx.save(model_elementwise_chains(np.random.default_rng(11)), path)
+    graph = str(tmp_path / "graph.mlir")
+    proc = _run([compiler, path, "--emit", "mlir", "-o", graph, "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    text = open(graph).read()
+    assert text.count("memopt.fused_elementwise") == 2, text
+    for op in ("memopt.sigmoid", "memopt.erf", "memopt.relu", "memopt.mul"):
+        assert op not in text, op
+    arenas = {}
+    for variant, flags in (("fused", []), ("unfused", ["--no-fuse-elementwise"])):
+        report = str(tmp_path / f"{variant}.json")
+        proc = _run([compiler, path, "--emit", "plan", "-o", str(tmp_path / f"{variant}.mlir"),
+                     "--report", report, "--quiet", *flags])
+        assert proc.returncode == 0, proc.stderr
+        arenas[variant] = json.load(open(report))["arena_bytes"]
+    output = 2 * 8 * 16 * 16 * 4
+    assert arenas["fused"] == 2 * output, arenas
+    assert arenas["unfused"] >= 3 * output, arenas
+    check_against_onnxruntime(compiler, path, str(tmp_path / "fused"))
+    check_against_onnxruntime(compiler, path, str(tmp_path / "unfused"),
+                              extra=("--no-fuse-elementwise",))
+
+
 # ---------------------------------------------------------------------------------------------
 # The zoo. Models the host runtime cannot run yet, with the missing piece named.
 # ---------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@
 // OUTSIDE: error: {{.*}}'memopt.exp' (ONNX node 'exp_node') has arena offset 128 for 64 bytes, outside the arena of 160 bytes
 // FP16: error: --precision fp16 needs the graph before planning; --lower-only input is already planned
 // ARCH: error: --arch '90' is not a GPU architecture (expected sm_NN, e.g. sm_90)
-// memopt-compile plans outputs in the arena: max-live holds the 64-byte
-// intermediate and the 64-byte output.
-// BUDGET: error: memory planning failed: capacity of 32 bytes is below max-live (128 bytes)
+// memopt-compile plans outputs in the arena and fuses exp -> neg into one
+// op: max-live is the 64-byte output alone.
+// BUDGET: error: memory planning failed: capacity of 32 bytes is below max-live (64 bytes)
 // BADSIZE: error: --memory-budget 'lots' is not a size
 // FLAG: Unknown command line argument '--bogus-flag'
 

@@ -85,6 +85,23 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // workspace by pointer and size (nullptr and 0 without).
 // RUN: memopt-compile %t/attention.mlir --lower-only --emit source -o %t/attention --quiet
 // RUN: FileCheck %s --check-prefix=ATTENTION < %t/attention.cpp
+// RUN: memopt-compile %t/fused.mlir --lower-only --emit source -o %t/fused --quiet
+// RUN: FileCheck %s --check-prefix=FUSED < %t/fused.cpp
+
+// A fused elementwise op: a static step table (runtime enums, registers,
+// parameters, clip's open bound as INFINITY) and the inputs in register
+// order.
+// FUSED: TensorRef [[X:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 8});
+// FUSED: TensorRef [[B:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[1]), DType::F32, {8});
+// FUSED: TensorRef [[Y:t[0-9]+]] = ref(outputs[0], DType::F32, {2, 8});
+// FUSED-NEXT: {
+// FUSED-NEXT: static const ElementwiseStep steps[] = {
+// FUSED-NEXT: {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 0, 1, 0.0f, 0.0f},
+// FUSED-NEXT: {ElementwiseStep::kUnary, int32_t(UnaryOp::Clip), 2, -1, 0.0f, INFINITY},
+// FUSED-NEXT: {ElementwiseStep::kUnary, int32_t(UnaryOp::LeakyRelu), 3, -1, 0.100000001f, 0.0f},
+// FUSED-NEXT: };
+// FUSED-NEXT: const TensorRef inputs[] = {[[X]], [[B]]};
+// FUSED-NEXT: fusedElementwise(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
 // ATTENTION: TensorRef [[Q:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 4, 8, 16});
 // ATTENTION: TensorRef [[B:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[3]), DType::F32, {2, 1, 1, 8});
 // ATTENTION: TensorRef [[Y:t[0-9]+]] = ref(arena + 0, DType::F32, {2, 4, 8, 32});
@@ -98,6 +115,13 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // ATTENTION-NEXT: params.causal = false;
 // ATTENTION-NEXT: params.keyTransposed = false;
 // ATTENTION-NEXT: attention(ctx, "attn_plain", params, [[Y]], {{t[0-9]+}}, {{t[0-9]+}}, nullptr, {{t[0-9]+}}, nullptr, size_t(0));
+
+//--- fused.mlir
+func.func @main(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32>
+    attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 0 : i64} {
+  %y = memopt.fused_elementwise %x, %b {ops = ["mul", "clip", "leaky_relu"], registers = array<i64: 0, 1, 2, -1, 3, -1>, alphas = array<f32: 0.0, 0.0, 0.1>, betas = array<f32: 0.0, 0x7F800000, 0.0>, memopt.offsets = array<i64: 0>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32> loc("tail")
+  return %y : tensor<2x8xf32>
+}
 
 //--- attention.mlir
 func.func @main(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x32xf32>, %b: tensor<2x1x1x8xf32>, %k2: tensor<8x32xf32>, %v2: tensor<8x4xf32>) -> tensor<2x4x8x4xf32>

@@ -4,7 +4,7 @@
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
-//       [--no-fuse-epilogues] [--lower-only]
+//       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
 //
 // Thin: flags become CompileOptions; the pipeline is in lib/Conversion
 // (CompileDriver.cpp).
@@ -74,6 +74,10 @@ int main(int argc, char **argv) {
       "no-fuse-epilogues",
       cl::desc("Keep bias adds and activations as separate ops"),
       cl::cat(category));
+  cl::opt<bool> noFuseElementwise(
+      "no-fuse-elementwise",
+      cl::desc("Keep elementwise chains as one op (and one kernel) each"),
+      cl::cat(category));
   cl::opt<bool> lowerOnly(
       "lower-only",
       cl::desc("The input is planned MLIR: only lower (and build) it"),
@@ -104,6 +108,7 @@ int main(int argc, char **argv) {
   options.noPlan = noPlan;
   options.fuseAttention = !noFuseAttention;
   options.fuseEpilogues = !noFuseEpilogues;
+  options.fuseElementwise = !noFuseElementwise;
   options.outputsInArena = !separateOutputs;
   options.lowerOnly = lowerOnly;
   options.quiet = quiet;

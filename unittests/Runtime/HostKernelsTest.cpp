@@ -175,6 +175,62 @@ TEST_F(HostKernels, BinaryBroadcasting) {
   }
 }
 
+// y = relu(x * s + b) * x with s broadcast per row and b a scalar: the
+// steps read the right registers, inputs broadcast, in place works.
+TEST_F(HostKernels, FusedElementwiseProgram) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    Buffer x = random(dtype, {3, 4}, 1), s = random(dtype, {3, 1}, 2),
+           b = random(dtype, {1}, 3);
+    const ElementwiseStep steps[] = {
+        {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 0, 1, 0, 0},
+        {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 3, 2, 0, 0},
+        {ElementwiseStep::kUnary, int32_t(UnaryOp::Relu), 4, -1, 0, 0},
+        {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 5, 0, 0, 0}};
+    std::vector<double> expected;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      double v = x.at(i), t = v * s.at(i / 4) + b.at(0);
+      expected.push_back(std::max(t, 0.0) * v);
+    }
+    Buffer y(dtype, {3, 4});
+    const TensorRef inputs[] = {x.ref(), s.ref(), b.ref()};
+    fusedElementwise(*ctx, "fused", steps, 4, inputs, 3, y.ref());
+    SCOPED_TRACE(dtypeName(dtype));
+    expectClose(y, expected, tolerance(dtype));
+    // In place over x (same shape as y).
+    const TensorRef inPlace[] = {x.ref(), s.ref(), b.ref()};
+    fusedElementwise(*ctx, "fused", steps, 4, inPlace, 3, x.ref());
+    expectClose(x, expected, tolerance(dtype));
+  }
+}
+
+TEST_F(HostKernels, FusedElementwiseRejectsBadPrograms) {
+  Buffer x = random(DType::F32, {4}, 1), row = random(DType::F32, {1}, 2);
+  Buffer y(DType::F32, {4});
+  const TensorRef inputs[] = {x.ref(), row.ref()};
+  // A step that reads a register not written yet.
+  const ElementwiseStep forward[] = {
+      {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 0, 2, 0, 0}};
+  fusedElementwise(*ctx, "bad_step", forward, 1, inputs, 2, y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("bad_step"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+  // Writing over a broadcast input in place.
+  const ElementwiseStep add[] = {
+      {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 0, 1, 0, 0}};
+  const TensorRef aliased[] = {x.ref(), row.ref()};
+  TensorRef rowOut = row.ref();
+  rowOut.rank = 1;
+  rowOut.shape[0] = 4;
+  fusedElementwise(*ctx, "alias", add, 1, aliased, 2, rowOut);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("aliases broadcast input 1"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
 TEST_F(HostKernels, IntegerModFollowsDivisorSign) {
   Buffer a(DType::I64, {4}), b(DType::I64, {4}), c(DType::I64, {4});
   fillInts(a, {7, -7, 7, -7});

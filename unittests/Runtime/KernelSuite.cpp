@@ -170,23 +170,61 @@ std::vector<Case> buildCases() {
                          binary(*s.ctx, "binary", b.op, x, y, z);
                          return std::vector<TensorRef>{z};
                        }});
+    // Fused elementwise programs: relu(x * scale + shift) * x plus a
+    // hard-sigmoid / clip / leaky-relu tail, with inputs that are full,
+    // per-channel, scalar, or a general broadcast; sizes with a scalar tail
+    // after the vectorized part; one in place.
+    struct F {
+      const char *name;
+      std::vector<int64_t> x, scale, shift;
+      bool inPlace;
+    };
+    for (F f : {F{"channels", {4, 16, 7, 7}, {16, 1, 1}, {1}, false},
+                F{"rowvec_odd", {5, 1001}, {1001}, {5, 1}, false},
+                F{"general_bcast", {3, 5, 9}, {3, 1, 9}, {1, 5, 1}, false},
+                F{"in_place", {2, 64, 33}, {33}, {1}, true}})
+      cases.push_back(
+          {std::string("fused_elementwise_") + f.name + "_" + tag(dt), tol(dt),
+           [=](Suite &s) {
+             TensorRef x = s.random(dt, f.x), scale = s.random(dt, f.scale),
+                       shift = s.random(dt, f.shift);
+             TensorRef y = f.inPlace ? x : s.empty(dt, f.x);
+             const ElementwiseStep steps[] = {
+                 {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 0, 1, 0, 0},
+                 {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 3, 2, 0, 0},
+                 {ElementwiseStep::kUnary, int32_t(UnaryOp::Relu), 4, -1, 0, 0},
+                 {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 5, 0, 0, 0},
+                 {ElementwiseStep::kUnary, int32_t(UnaryOp::HardSigmoid), 6, -1,
+                  0.2f, 0.5f},
+                 {ElementwiseStep::kUnary, int32_t(UnaryOp::Clip), 7, -1, 0.1f,
+                  0.9f},
+                 {ElementwiseStep::kUnary, int32_t(UnaryOp::LeakyRelu), 8, -1,
+                  0.01f, 0},
+                 {ElementwiseStep::kBinary, int32_t(BinaryOp::Sub), 9, 1, 0,
+                  0}};
+             const TensorRef inputs[] = {x, scale, shift};
+             fusedElementwise(*s.ctx, "fused", steps, 8, inputs, 3, y);
+             return std::vector<TensorRef>{y};
+           }});
   }
-  cases.push_back(
-      {"binary_mod_i64", 0, [](Suite &s) {
-         TensorRef a = s.ints(DType::I64, {6}, {7, -7, 7, -7, 100, -3});
-         TensorRef b = s.ints(DType::I64, {6}, {3, 3, -3, -3, 7, 5});
-         TensorRef c = s.empty(DType::I64, {6});
-         binary(*s.ctx, "mod", BinaryOp::Mod, a, b, c);
-         return std::vector<TensorRef>{c};
-       }});
-  cases.push_back(
-      {"binary_fmod_i32", 0, [](Suite &s) {
-         TensorRef a = s.ints(DType::I32, {6}, {7, -7, 7, -7, 100, -3});
-         TensorRef b = s.ints(DType::I32, {6}, {3, 3, -3, -3, 7, 0});
-         TensorRef c = s.empty(DType::I32, {6});
-         binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
-         return std::vector<TensorRef>{c};
-       }});
+  cases.push_back({"binary_mod_i64", 0, [](Suite &s) {
+                     TensorRef a =
+                         s.ints(DType::I64, {6}, {7, -7, 7, -7, 100, -3});
+                     TensorRef b =
+                         s.ints(DType::I64, {6}, {3, 3, -3, -3, 7, 5});
+                     TensorRef c = s.empty(DType::I64, {6});
+                     binary(*s.ctx, "mod", BinaryOp::Mod, a, b, c);
+                     return std::vector<TensorRef>{c};
+                   }});
+  cases.push_back({"binary_fmod_i32", 0, [](Suite &s) {
+                     TensorRef a =
+                         s.ints(DType::I32, {6}, {7, -7, 7, -7, 100, -3});
+                     TensorRef b =
+                         s.ints(DType::I32, {6}, {3, 3, -3, -3, 7, 0});
+                     TensorRef c = s.empty(DType::I32, {6});
+                     binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
+                     return std::vector<TensorRef>{c};
+                   }});
   cases.push_back({"compare_where_logical", 0, [](Suite &s) {
                      TensorRef a = s.random(DType::F32, {37, 41}),
                                b = s.random(DType::F32, {41});
@@ -237,14 +275,14 @@ std::vector<Case> buildCases() {
            matmul(*s.ctx, "mm", MatmulParams(), a, b, nullptr, c);
            return std::vector<TensorRef>{c};
          }});
-    cases.push_back(
-        {std::string("matmul_batched_") + tag(dt), tol(dt, 1e-3),
-         [=](Suite &s) {
-           TensorRef a = s.random(dt, {3, 33, 65}), b = s.random(dt, {65, 17});
-           TensorRef c = s.empty(dt, {3, 33, 17});
-           matmul(*s.ctx, "bmm", MatmulParams(), a, b, nullptr, c);
-           return std::vector<TensorRef>{c};
-         }});
+    cases.push_back({std::string("matmul_batched_") + tag(dt), tol(dt, 1e-3),
+                     [=](Suite &s) {
+                       TensorRef a = s.random(dt, {3, 33, 65}),
+                                 b = s.random(dt, {65, 17});
+                       TensorRef c = s.empty(dt, {3, 33, 17});
+                       matmul(*s.ctx, "bmm", MatmulParams(), a, b, nullptr, c);
+                       return std::vector<TensorRef>{c};
+                     }});
     cases.push_back(
         {std::string("matmul_bcast_") + tag(dt), tol(dt, 1e-3), [=](Suite &s) {
            TensorRef a = s.random(dt, {2, 1, 16, 24}),
@@ -253,42 +291,42 @@ std::vector<Case> buildCases() {
            matmul(*s.ctx, "bmm_bcast", MatmulParams(), a, b, nullptr, c);
            return std::vector<TensorRef>{c};
          }});
-    cases.push_back(
-        {std::string("gemm_trans_bias_relu_") + tag(dt), tol(dt, 1e-3),
-         [=](Suite &s) {
-           TensorRef a = s.random(dt, {40, 24}), b = s.random(dt, {56, 40});
-           TensorRef bias = s.random(dt, {56});
-           TensorRef c = s.empty(dt, {24, 56});
-           MatmulParams p;
-           p.transA = p.transB = true;
-           p.alpha = 0.5f;
-           p.activation = Activation::Relu;
-           matmul(*s.ctx, "gemm", p, a, b, &bias, c);
-           return std::vector<TensorRef>{c};
-         }});
-    cases.push_back(
-        {std::string("gemm_colbias_beta_gelu_") + tag(dt), tol(dt, 1e-3),
-         [=](Suite &s) {
-           TensorRef a = s.random(dt, {24, 40}), b = s.random(dt, {40, 56});
-           TensorRef bias = s.random(dt, {24, 1});
-           TensorRef c = s.empty(dt, {24, 56});
-           MatmulParams p;
-           p.beta = 0.5f;
-           p.activation = Activation::Gelu;
-           matmul(*s.ctx, "gemm2", p, a, b, &bias, c);
-           return std::vector<TensorRef>{c};
-         }});
-    cases.push_back(
-        {std::string("matmul_bias_gelutanh_") + tag(dt), tol(dt, 1e-3),
-         [=](Suite &s) {
-           TensorRef a = s.random(dt, {2, 24, 40}), b = s.random(dt, {40, 64});
-           TensorRef bias = s.random(dt, {64});
-           TensorRef c = s.empty(dt, {2, 24, 64});
-           MatmulParams p;
-           p.activation = Activation::GeluTanh;
-           matmul(*s.ctx, "mm_gelu", p, a, b, &bias, c);
-           return std::vector<TensorRef>{c};
-         }});
+    cases.push_back({std::string("gemm_trans_bias_relu_") + tag(dt),
+                     tol(dt, 1e-3), [=](Suite &s) {
+                       TensorRef a = s.random(dt, {40, 24}),
+                                 b = s.random(dt, {56, 40});
+                       TensorRef bias = s.random(dt, {56});
+                       TensorRef c = s.empty(dt, {24, 56});
+                       MatmulParams p;
+                       p.transA = p.transB = true;
+                       p.alpha = 0.5f;
+                       p.activation = Activation::Relu;
+                       matmul(*s.ctx, "gemm", p, a, b, &bias, c);
+                       return std::vector<TensorRef>{c};
+                     }});
+    cases.push_back({std::string("gemm_colbias_beta_gelu_") + tag(dt),
+                     tol(dt, 1e-3), [=](Suite &s) {
+                       TensorRef a = s.random(dt, {24, 40}),
+                                 b = s.random(dt, {40, 56});
+                       TensorRef bias = s.random(dt, {24, 1});
+                       TensorRef c = s.empty(dt, {24, 56});
+                       MatmulParams p;
+                       p.beta = 0.5f;
+                       p.activation = Activation::Gelu;
+                       matmul(*s.ctx, "gemm2", p, a, b, &bias, c);
+                       return std::vector<TensorRef>{c};
+                     }});
+    cases.push_back({std::string("matmul_bias_gelutanh_") + tag(dt),
+                     tol(dt, 1e-3), [=](Suite &s) {
+                       TensorRef a = s.random(dt, {2, 24, 40}),
+                                 b = s.random(dt, {40, 64});
+                       TensorRef bias = s.random(dt, {64});
+                       TensorRef c = s.empty(dt, {2, 24, 64});
+                       MatmulParams p;
+                       p.activation = Activation::GeluTanh;
+                       matmul(*s.ctx, "mm_gelu", p, a, b, &bias, c);
+                       return std::vector<TensorRef>{c};
+                     }});
   }
   // f16 / bf16 operands storing an f32 result (mixed precision's outputs):
   // strided batch and the fused row bias, both f32 on the output side.
@@ -658,15 +696,15 @@ std::vector<Case> buildCases() {
                          return std::vector<TensorRef>{y};
                        }});
     for (int64_t cols : {int64_t(1000), int64_t(5003), int64_t(7)})
-      cases.push_back(
-          {"softmax_" + std::to_string(cols) + "_" + tag(dt), tol(dt, 2e-4),
-           [=](Suite &s) {
-             TensorRef x = s.random(dt, {13, cols}, 0.1, 6.0);
-             TensorRef y = s.empty(dt, {13, cols}), l = s.empty(dt, {13, cols});
-             softmax(*s.ctx, "softmax", 1, false, x, y);
-             softmax(*s.ctx, "logsoftmax", 1, true, x, l);
-             return std::vector<TensorRef>{y, l};
-           }});
+      cases.push_back({"softmax_" + std::to_string(cols) + "_" + tag(dt),
+                       tol(dt, 2e-4), [=](Suite &s) {
+                         TensorRef x = s.random(dt, {13, cols}, 0.1, 6.0);
+                         TensorRef y = s.empty(dt, {13, cols}),
+                                   l = s.empty(dt, {13, cols});
+                         softmax(*s.ctx, "softmax", 1, false, x, y);
+                         softmax(*s.ctx, "logsoftmax", 1, true, x, l);
+                         return std::vector<TensorRef>{y, l};
+                       }});
     cases.push_back({std::string("softmax_middle_axis_") + tag(dt),
                      tol(dt, 2e-4), [=](Suite &s) {
                        TensorRef x = s.random(dt, {3, 50, 17});
@@ -716,14 +754,14 @@ std::vector<Case> buildCases() {
                      transpose(*s.ctx, "transpose", perm, x, y);
                      return std::vector<TensorRef>{y};
                    }});
-  cases.push_back(
-      {"transpose_nhwc_nchw_i64_odd", 0, [](Suite &s) {
-         TensorRef x = s.random(DType::I64, {3, 37, 5, 45}, 1, 1000);
-         TensorRef y = s.empty(DType::I64, {3, 45, 37, 5});
-         int perm[4] = {0, 3, 1, 2};
-         transpose(*s.ctx, "transpose", perm, x, y);
-         return std::vector<TensorRef>{y};
-       }});
+  cases.push_back({"transpose_nhwc_nchw_i64_odd", 0, [](Suite &s) {
+                     TensorRef x =
+                         s.random(DType::I64, {3, 37, 5, 45}, 1, 1000);
+                     TensorRef y = s.empty(DType::I64, {3, 45, 37, 5});
+                     int perm[4] = {0, 3, 1, 2};
+                     transpose(*s.ctx, "transpose", perm, x, y);
+                     return std::vector<TensorRef>{y};
+                   }});
   cases.push_back({"transpose_2d_and_middle_u8", 0, [](Suite &s) {
                      TensorRef x = s.random(DType::U8, {70, 33}, 1, 200, true);
                      TensorRef y = s.empty(DType::U8, {33, 70});
@@ -924,6 +962,57 @@ int runPerf(Context *ctx, const std::string &filter) {
        },
        [](Context &c, std::vector<TensorRef> &t) {
          binary(c, "add", BinaryOp::Add, t[0], t[1], t[2]);
+       }},
+      // ResNet's residual tail and MobileNetV3's gated hard swish: one
+      // fused pass against the separate kernels it replaces (f32, 16M).
+      {"residual_relu_unfused_f32_16M", 5.0 * 4 * (big / 4), 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {big / 4}), s.random(DType::F32, {big / 4}),
+              s.empty(DType::F32, {big / 4})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         binary(c, "add", BinaryOp::Add, t[0], t[1], t[2]);
+         unary(c, "relu", UnaryOp::Relu, 0, 0, t[2], t[2]);
+       }},
+      {"residual_relu_fused_f32_16M", 3.0 * 4 * (big / 4), 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {big / 4}), s.random(DType::F32, {big / 4}),
+              s.empty(DType::F32, {big / 4})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         const ElementwiseStep steps[] = {
+             {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 0, 1, 0, 0},
+             {ElementwiseStep::kUnary, int32_t(UnaryOp::Relu), 2, -1, 0, 0}};
+         fusedElementwise(c, "fused", steps, 2, t.data(), 2, t[2]);
+       }},
+      {"scale_shift_hswish_unfused_f32_32x96x56x56", 9.0 * 4 * 32 * 96 * 3136,
+       0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {32, 96, 56, 56}),
+              s.random(DType::F32, {96, 1, 1}), s.random(DType::F32, {1}),
+              s.empty(DType::F32, {32, 96, 56, 56}),
+              s.empty(DType::F32, {32, 96, 56, 56})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         binary(c, "mul", BinaryOp::Mul, t[0], t[1], t[3]);
+         binary(c, "add", BinaryOp::Add, t[3], t[2], t[3]);
+         unary(c, "hsig", UnaryOp::HardSigmoid, 0.2f, 0.5f, t[3], t[4]);
+         binary(c, "mul", BinaryOp::Mul, t[3], t[4], t[4]);
+       }},
+      {"scale_shift_hswish_fused_f32_32x96x56x56", 2.0 * 4 * 32 * 96 * 3136, 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {32, 96, 56, 56}),
+              s.random(DType::F32, {96, 1, 1}), s.random(DType::F32, {1}),
+              s.empty(DType::F32, {32, 96, 56, 56})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         const ElementwiseStep steps[] = {
+             {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 0, 1, 0, 0},
+             {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 3, 2, 0, 0},
+             {ElementwiseStep::kUnary, int32_t(UnaryOp::HardSigmoid), 4, -1,
+              0.2f, 0.5f},
+             {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 4, 5, 0, 0}};
+         fusedElementwise(c, "fused", steps, 4, t.data(), 3, t[3]);
        }},
       {"gelu_bf16_64M", 2.0 * 2 * big, 0,
        [&](Suite &s, std::vector<TensorRef> &t) {

@@ -50,6 +50,8 @@ struct CompileOptions {
   bool fuseAttention = true;
   /// Run --memopt-fuse-epilogues (bias / activation into gemm and conv).
   bool fuseEpilogues = true;
+  /// Run --memopt-fuse-elementwise (after mixed precision).
+  bool fuseElementwise = true;
   /// The input is already planned MLIR: only lower it.
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.

@@ -191,6 +191,27 @@ void unary(Context &ctx, const char *nodeName, UnaryOp op, float alpha,
 /// I32/I64; see BinaryOp for Mod and FMod).
 void binary(Context &ctx, const char *nodeName, BinaryOp op, TensorRef a,
             TensorRef b, TensorRef c);
+
+/// One step of a fused elementwise program. Registers 0 .. numInputs - 1
+/// hold the inputs' elements, step i writes register numInputs + i, the last
+/// step's register is the output.
+struct ElementwiseStep {
+  static constexpr int32_t kUnary = 0, kBinary = 1;
+  int32_t kind;      ///< kUnary or kBinary
+  int32_t op;        ///< a UnaryOp or BinaryOp value
+  int32_t a, b;      ///< operand registers (b: binary only)
+  float alpha, beta; ///< UnaryOp parameters
+};
+constexpr int kMaxFusedInputs = 8;
+constexpr int kMaxFusedSteps = 16;
+/// y = a chain (a tree) of float unary / binary ops in one pass: each output
+/// element reads each input once (numpy broadcasting to y's shape) and
+/// computes the steps in f32 registers (double on the host), with no
+/// intermediate tensors. Inputs and y share one float dtype; y may alias an
+/// input of its own shape (in place), not a broadcast one.
+void fusedElementwise(Context &ctx, const char *nodeName,
+                      const ElementwiseStep *steps, int numSteps,
+                      const TensorRef *inputs, int numInputs, TensorRef y);
 /// c (Bool) = a cmp b with broadcasting.
 void compare(Context &ctx, const char *nodeName, CompareOp op, TensorRef a,
              TensorRef b, TensorRef c);

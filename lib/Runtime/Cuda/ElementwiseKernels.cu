@@ -296,6 +296,106 @@ void launchBinary(Context &ctx, BinaryOp op, const TensorRef &a,
       });
 }
 
+//===----------------------------------------------------------------------===//
+// Fused elementwise programs
+//===----------------------------------------------------------------------===//
+
+struct FusedArgs {
+  ElementwiseStep steps[kMaxFusedSteps];
+  const void *inputs[kMaxFusedInputs];
+  int64_t periods[kMaxFusedInputs]; ///< see periodOf; -1: general broadcast
+  int numSteps, numInputs;
+};
+struct FusedDims {
+  KernelDims dims[kMaxFusedInputs];
+};
+
+/// Each thread loads V output positions of every input (16-byte vectors
+/// where the layout allows, like binaryPeriodicKernel; General: per-element
+/// broadcast offsets, V = 1), then runs the program on f32 registers and
+/// stores once. Steps are the outer loop and the V elements the inner one:
+/// the step's opcode is uniform across the grid (a kernel parameter), so
+/// each step costs one well-predicted branch per V elements, not per element.
+template <typename T, int V, bool General>
+__global__ void fusedElementwiseKernel(FusedArgs a, FusedDims d,
+                                       T *__restrict__ y, int64_t start,
+                                       int64_t chunks) {
+  MEMOPT_GRID_STRIDE(i, chunks) {
+    int64_t e = start + i * V;
+    float r[kMaxFusedInputs + kMaxFusedSteps][V];
+    for (int k = 0; k < a.numInputs; ++k) {
+      const T *p = static_cast<const T *>(a.inputs[k]);
+      T in[V];
+      if constexpr (General)
+        in[0] = p[offsetOf(e, d.dims[k])];
+      else
+        loadChunk<T, V>(p, periodic(e, a.periods[k]), a.periods[k], in);
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        r[k][j] = toFloat(in[j]);
+    }
+    for (int s = 0; s < a.numSteps; ++s) {
+      const ElementwiseStep &st = a.steps[s];
+      float *out = r[a.numInputs + s];
+      const float *x = r[st.a];
+      if (st.kind == ElementwiseStep::kUnary) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          out[j] = applyUnaryDevice(UnaryOp(st.op), x[j], st.alpha, st.beta);
+      } else {
+        const float *z = r[st.b];
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          out[j] = combine<float>(BinaryOp(st.op), x[j], z[j]);
+      }
+    }
+    T out[V];
+    const float *result = r[a.numInputs + a.numSteps - 1];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      out[j] = fromFloat<T>(result[j]);
+    if constexpr (V > 1)
+      *reinterpret_cast<uint4 *>(y + e) = *reinterpret_cast<uint4 *>(out);
+    else
+      y[e] = out[0];
+  }
+}
+
+template <typename T>
+void launchFused(Context &ctx, FusedArgs &args, const TensorRef *inputs,
+                 const TensorRef &y) {
+  int64_t n = y.numElements();
+  T *py = static_cast<T *>(y.data);
+  constexpr int V = vectorWidth<T>();
+  bool general = false, vec = aligned16(py);
+  for (int k = 0; k < args.numInputs; ++k) {
+    args.periods[k] = periodOf(inputs[k], y);
+    general = general || args.periods[k] < 0;
+    vec = vec && (args.periods[k] == 1 ||
+                  (aligned16(inputs[k].data) && args.periods[k] % V == 0));
+  }
+  FusedDims dims = {};
+  if (general) {
+    for (int k = 0; k < args.numInputs; ++k)
+      dims.dims[k] = broadcastDims(inputs[k], y);
+    fusedElementwiseKernel<T, 1, true>
+        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(args, dims, py, 0, n);
+    return;
+  }
+  splitVectorized<T>(
+      n, vec,
+      [&](int64_t chunks) {
+        fusedElementwiseKernel<T, V, false>
+            <<<gridFor(ctx, chunks), 256, 0, ctx.stream>>>(args, dims, py, 0,
+                                                           chunks);
+      },
+      [&](int64_t start, int64_t count) {
+        fusedElementwiseKernel<T, 1, false>
+            <<<gridFor(ctx, count), 256, 0, ctx.stream>>>(args, dims, py, start,
+                                                          count);
+      });
+}
+
 template <typename T>
 __global__ void compareKernel(const T *a, const T *b, uint8_t *c, int64_t n,
                               KernelDims da, KernelDims db, CompareOp op) {
@@ -483,6 +583,25 @@ void binary(Context &ctx, const char *node, BinaryOp op, TensorRef a,
   else {
     MEMOPT_DISPATCH_FLOAT(c.dtype, T, launchBinary<T>(ctx, op, a, b, c));
   }
+  checkLaunch(ctx, node);
+}
+
+void fusedElementwise(Context &ctx, const char *node,
+                      const ElementwiseStep *steps, int numSteps,
+                      const TensorRef *inputs, int numInputs, TensorRef y) {
+  if (hasError(ctx) || !validateFusedElementwise(ctx, node, steps, numSteps,
+                                                 inputs, numInputs, y))
+    return;
+  if (y.numElements() == 0)
+    return;
+  FusedArgs args = {};
+  args.numSteps = numSteps;
+  args.numInputs = numInputs;
+  for (int s = 0; s < numSteps; ++s)
+    args.steps[s] = steps[s];
+  for (int k = 0; k < numInputs; ++k)
+    args.inputs[k] = inputs[k].data;
+  MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchFused<T>(ctx, args, inputs, y));
   checkLaunch(ctx, node);
 }
 

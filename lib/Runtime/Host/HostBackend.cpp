@@ -287,6 +287,39 @@ void unary(Context &ctx, const char *node, UnaryOp op, float alpha, float beta,
   store(v, y);
 }
 
+void fusedElementwise(Context &ctx, const char *node,
+                      const ElementwiseStep *steps, int numSteps,
+                      const TensorRef *inputs, int numInputs, TensorRef y) {
+  if (hasError(ctx) || !validateFusedElementwise(ctx, node, steps, numSteps,
+                                                 inputs, numInputs, y))
+    return;
+  std::vector<std::vector<double>> values;
+  std::vector<BroadcastStrides> strides;
+  for (int i = 0; i < numInputs; ++i) {
+    values.push_back(toDouble(inputs[i]));
+    strides.push_back(broadcastStrides(inputs[i], y));
+  }
+  int64_t n = y.numElements();
+  std::vector<double> out(static_cast<size_t>(n));
+  double registers[kMaxFusedInputs + kMaxFusedSteps];
+  for (int64_t e = 0; e < n; ++e) {
+    for (int i = 0; i < numInputs; ++i)
+      registers[i] =
+          values[size_t(i)][size_t(broadcastOffset(e, y, strides[size_t(i)]))];
+    for (int s = 0; s < numSteps; ++s) {
+      const ElementwiseStep &step = steps[s];
+      registers[numInputs + s] =
+          step.kind == ElementwiseStep::kUnary
+              ? applyUnary(UnaryOp(step.op), registers[step.a], step.alpha,
+                           step.beta)
+              : applyBinary(BinaryOp(step.op), registers[step.a],
+                            registers[step.b]);
+    }
+    out[size_t(e)] = registers[numInputs + numSteps - 1];
+  }
+  store(out, y);
+}
+
 void binary(Context &ctx, const char *node, BinaryOp op, TensorRef a,
             TensorRef b, TensorRef c) {
   if (hasError(ctx) || !validateBinary(ctx, node, op, a, b, c))

@@ -830,3 +830,51 @@ func.func @attention_no_scale(%q: tensor<4x8xf32>, %k: tensor<6x8xf32>, %v: tens
   %0 = memopt.attention %q, %k, %v : (tensor<4x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @fused_unknown_step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown step 'softmax'}}
+  %0 = memopt.fused_elementwise %x {ops = ["softmax"], registers = array<i64: 0, -1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_future_register(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{step 0 ('add') reads registers 0, 1; registers 0..0 exist}}
+  %0 = memopt.fused_elementwise %x {ops = ["add"], registers = array<i64: 0, 1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_unary_second(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{and a unary step's second is -1}}
+  %0 = memopt.fused_elementwise %x {ops = ["relu"], registers = array<i64: 0, 0>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_shape(%x: tensor<4xf32>, %y: tensor<3x1xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{result 'tensor<4xf32>' is not the broadcast shape of the inputs}}
+  %0 = memopt.fused_elementwise %x, %y {ops = ["add"], registers = array<i64: 0, 1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>, tensor<3x1xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_element_type(%x: tensor<4xf32>, %y: tensor<4xf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{input 'tensor<4xf16>' does not have the element type 'f32' of the result}}
+  %0 = memopt.fused_elementwise %x, %y {ops = ["add"], registers = array<i64: 0, 1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_counts(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{needs two operand registers, one alpha and one beta per step}}
+  %0 = memopt.fused_elementwise %x {ops = ["relu"], registers = array<i64: 0>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -135,6 +135,13 @@ func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x1x8x16xf32>,
   return
 }
 
+// CHECK-LABEL: func.func @fused_elementwise
+func.func @fused_elementwise(%x: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // CHECK: memopt.fused_elementwise %{{.*}}, %{{.*}} {alphas = array<f32: 0.000000e+00, 0.000000e+00>, betas = array<f32: 0.000000e+00, 6.000000e+00>, ops = ["add", "clip"], registers = array<i64: 0, 1, 2, -1>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %0 = memopt.fused_elementwise %x, %b {ops = ["add", "clip"], registers = array<i64: 0, 1, 2, -1>, alphas = array<f32: 0.0, 0.0>, betas = array<f32: 0.0, 6.0>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%x: tensor<2x1x3xf32>, %i: tensor<2x2xi64>, %j: tensor<2x1x3xi64>) {
   // CHECK: memopt.shape %{{.*}} {end = 2 : i64, start = 1 : i64} : (tensor<2x1x3xf32>) -> tensor<1xi64>

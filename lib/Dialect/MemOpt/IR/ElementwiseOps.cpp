@@ -472,3 +472,78 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   }
   return DenseElementsAttr::get(getType(), values);
 }
+
+//===----------------------------------------------------------------------===//
+// FusedElementwiseOp
+//===----------------------------------------------------------------------===//
+
+bool FusedElementwiseOp::isUnaryStep(StringRef name) {
+  return llvm::is_contained({"relu", "exp", "log", "sqrt", "reciprocal", "neg",
+                             "abs", "sigmoid", "tanh", "erf", "sin", "cos",
+                             "hard_swish", "leaky_relu", "hard_sigmoid", "gelu",
+                             "gelu_tanh", "clip"},
+                            name);
+}
+
+bool FusedElementwiseOp::isBinaryStep(StringRef name) {
+  return llvm::is_contained({"add", "sub", "mul", "div", "pow", "min", "max"},
+                            name);
+}
+
+bool FusedElementwiseOp::isElementwise() { return true; }
+
+/// In place over an input that already has the result's type: element e of
+/// the result reads only element e of that input.
+bool FusedElementwiseOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex < getNumOperands() &&
+         getOperand(operandIndex).getType() == getType();
+}
+
+int64_t FusedElementwiseOp::getFlops() {
+  return int64_t(getOps().size()) * getType().getNumElements();
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  int64_t numInputs = getInputs().size();
+  int64_t numSteps = getOps().size();
+  if (numInputs < 1 || numInputs > 8 || numSteps < 1 || numSteps > 16)
+    return emitOpError("needs 1 to 8 inputs and 1 to 16 steps, got ")
+           << numInputs << " and " << numSteps;
+  if (int64_t(getRegisters().size()) != 2 * numSteps ||
+      int64_t(getAlphas().size()) != numSteps ||
+      int64_t(getBetas().size()) != numSteps)
+    return emitOpError("needs two operand registers, one alpha and one beta "
+                       "per step");
+  Type element = getType().getElementType();
+  SmallVector<int64_t> shape;
+  for (Value input : getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getElementType() != element)
+      return emitOpError("input ") << type << " does not have the element type "
+                                   << element << " of the result";
+    std::optional<SmallVector<int64_t>> joined =
+        broadcastShapes(shape, type.getShape());
+    if (!joined)
+      return emitOpError("inputs do not broadcast together");
+    shape = *joined;
+  }
+  if (ArrayRef<int64_t>(shape) != getType().getShape())
+    return emitOpError("result ")
+           << getType() << " is not the broadcast shape of the inputs";
+  ArrayRef<int64_t> registers = getRegisters();
+  for (int64_t i = 0; i < numSteps; ++i) {
+    StringRef name = cast<StringAttr>(getOps()[i]).getValue();
+    bool binary = isBinaryStep(name);
+    if (!binary && !isUnaryStep(name))
+      return emitOpError("unknown step '") << name << "'";
+    int64_t a = registers[2 * i], b = registers[2 * i + 1];
+    int64_t available = numInputs + i;
+    if (a < 0 || a >= available || (binary && (b < 0 || b >= available)) ||
+        (!binary && b != -1))
+      return emitOpError("step ")
+             << i << " ('" << name << "') reads registers " << a << ", " << b
+             << "; registers 0.." << available - 1 << " exist"
+             << (binary ? "" : " and a unary step's second is -1");
+  }
+  return success();
+}

@@ -307,6 +307,44 @@ def MemOpt_WhereOp : MemOpt_InferredOp<"where", [
   let hasFolder = 1;
 }
 
+def MemOpt_FusedElementwiseOp : MemOpt_Op<"fused_elementwise", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise", "canWriteInPlace"]>],
+    ["getFlops"]> {
+  let summary = "a DAG of float elementwise ops computed in one pass";
+  let description = [{
+    Produced by `--memopt-fuse-elementwise` from chains (trees or DAGs) of
+    unary and binary float ops whose intermediates are used only inside the
+    group and have the final result's shape: the intermediates never exist
+    as tensors, and the runtime reads each input once and writes the result
+    once (one kernel). A register may be read by several steps.
+
+    Registers `0 .. N-1` are the `inputs` (each broadcasts to the result,
+    numpy rules); step `i` writes register `N + i`; the last step is the
+    result. `ops` names each step (`add`, `sub`, `mul`, `div`, `pow`, `min`,
+    `max`; `relu`, `exp`, `log`, `sqrt`, `reciprocal`, `neg`, `abs`,
+    `sigmoid`, `tanh`, `erf`, `sin`, `cos`, `hard_swish`, `leaky_relu`,
+    `hard_sigmoid`, `gelu`, `gelu_tanh`, `clip`); `registers` holds the two
+    operand registers of each step (`-1` second for unary steps); `alphas` / `betas` the
+    parameters of `leaky_relu` (alpha), `hard_sigmoid` (alpha, beta) and
+    `clip` (min, max). One float element type throughout; at most 8 inputs
+    and 16 steps (the runtime's limits). Intermediates are not rounded to the
+    element type between steps.
+  }];
+  let arguments = (ins Variadic<MemOpt_FloatTensor>:$inputs,
+                       StrArrayAttr:$ops, DenseI64ArrayAttr:$registers,
+                       DenseF32ArrayAttr:$alphas, DenseF32ArrayAttr:$betas);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether `name` is a unary / binary step this op and the runtime know.
+    static bool isUnaryStep(::llvm::StringRef name);
+    static bool isBinaryStep(::llvm::StringRef name);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//

@@ -1,4 +1,5 @@
-//===- ShapeUtils.h - ONNX shape rules shared by ops and importer -*- C++ -*-===//
+//===- ShapeUtils.h - ONNX shape rules shared by ops and importer -*- C++
+//-*-===//
 
 #ifndef MEMOPT_DIALECT_MEMOPT_IR_SHAPEUTILS_H
 #define MEMOPT_DIALECT_MEMOPT_IR_SHAPEUTILS_H

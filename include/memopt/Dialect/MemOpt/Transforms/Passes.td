@@ -135,6 +135,24 @@ def MemOptFuseEpilogues
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptFuseElementwise
+    : Pass<"memopt-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Fuse trees of float elementwise ops into fused_elementwise";
+  let description = [{
+    Groups unary and binary float ops whose intermediates are used only
+    inside the group and have the group result's shape into one
+    `memopt.fused_elementwise` (a step program the runtime runs in one
+    kernel): no intermediate tensors, each input read once. Broadcast operands stay inputs. At most 8 inputs and 16
+    steps per group. With `report`, prints how many ops were fused into how
+    many groups.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the number of ops fused">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let summary = "Reorder ops to lower the peak of live activation bytes";
   let description = [{

@@ -1,0 +1,241 @@
+//===- FuseElementwise.cpp - elementwise chains into one op ---------------===//
+//
+// Groups trees of float unary / binary ops into one memopt.fused_elementwise,
+// so that the runtime reads every input once, keeps the intermediates in
+// registers and writes the result once (one kernel instead of one per op),
+// and the intermediates never need arena space:
+//
+//   * a residual add followed by relu (ResNet), x * hard_sigmoid-like chains
+//     (MobileNetV3), sigmoid-gated products (EfficientNet's swish when it is
+//     spelled out), scale-and-shift tails;
+//   * every use of a member's result must be inside the group (a value read
+//     by two steps, as in x * hard_sigmoid(x), is one register read twice),
+//     and it must have the group's result shape (intermediates are never
+//     broadcast further); the group's external inputs broadcast (numpy
+//     rules) and are read once each.
+//
+// Taken from: XLA's loop fusion and TVM's injective fusion (fuse producers
+// into their single consumer when the iteration space is the same; a
+// broadcast operand is an input, not a fused intermediate), TensorRT's
+// pointwise fusion (one kernel per pointwise subgraph). Different: the fused
+// op carries an explicit step program (`ops`, `registers`) that the runtime
+// interprets per element, so no code is generated at run time (no NVRTC) and
+// the same program runs on the host backend in CI. Runs after
+// --memopt-fuse-epilogues (bias and activations go into library epilogues
+// first) and after --memopt-mixed-precision (the fused program then sees the
+// final element types; casts are not fused).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+#include <optional>
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTFUSEELEMENTWISE
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+constexpr unsigned kMaxInputs = 8;
+constexpr unsigned kMaxSteps = 16;
+
+/// What one op becomes as a step: its name and parameters.
+struct Step {
+  StringRef name;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+std::optional<Step> stepOf(Operation *op) {
+  if (op->getNumResults() != 1)
+    return std::nullopt;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || !isa<FloatType>(type.getElementType()) || !type.hasStaticShape())
+    return std::nullopt;
+  // One element type throughout (pow may have an integer exponent).
+  for (Value operand : op->getOperands()) {
+    auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+    if (!operandType || operandType.getElementType() != type.getElementType())
+      return std::nullopt;
+  }
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  return llvm::TypeSwitch<Operation *, std::optional<Step>>(op)
+      .Case([](AddOp) { return Step{"add"}; })
+      .Case([](SubOp) { return Step{"sub"}; })
+      .Case([](MulOp) { return Step{"mul"}; })
+      .Case([](DivOp) { return Step{"div"}; })
+      .Case([](PowOp) { return Step{"pow"}; })
+      .Case([](MinOp) { return Step{"min"}; })
+      .Case([](MaxOp) { return Step{"max"}; })
+      .Case([](ReluOp) { return Step{"relu"}; })
+      .Case([](ExpOp) { return Step{"exp"}; })
+      .Case([](LogOp) { return Step{"log"}; })
+      .Case([](SqrtOp) { return Step{"sqrt"}; })
+      .Case([](ReciprocalOp) { return Step{"reciprocal"}; })
+      .Case([](NegOp) { return Step{"neg"}; })
+      .Case([](AbsOp) { return Step{"abs"}; })
+      .Case([](SigmoidOp) { return Step{"sigmoid"}; })
+      .Case([](TanhOp) { return Step{"tanh"}; })
+      .Case([](ErfOp) { return Step{"erf"}; })
+      .Case([](SinOp) { return Step{"sin"}; })
+      .Case([](CosOp) { return Step{"cos"}; })
+      .Case([](HardSwishOp) { return Step{"hard_swish"}; })
+      .Case([](LeakyReluOp op) {
+        return Step{"leaky_relu", op.getAlpha().convertToFloat()};
+      })
+      .Case([](HardSigmoidOp op) {
+        return Step{"hard_sigmoid", op.getAlpha().convertToFloat(),
+                    op.getBeta().convertToFloat()};
+      })
+      .Case([](GeluOp op) {
+        return Step{op.getApproximate() == "tanh" ? "gelu_tanh" : "gelu"};
+      })
+      .Case([&](ClipOp op) {
+        std::optional<APFloat> low = op.getMin(), high = op.getMax();
+        return Step{"clip", low ? float(low->convertToDouble()) : -kInf,
+                    high ? float(high->convertToDouble()) : kInf};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// One fusion group: `root` and the producers folded into it.
+struct Group {
+  Operation *root;
+  llvm::SetVector<Operation *> members; // root included
+  llvm::SetVector<Value> inputs;        // external values, first use order
+};
+
+/// Grows `group` from its root to a fixpoint: the producer of an input joins
+/// when it is a step in the same block, every use of its result is inside
+/// the group (so a value read by two steps, like `x` in `x * sigmoid(x)`,
+/// joins once both readers have), its result has the root's type (no
+/// broadcast intermediates), and the group stays within the runtime's limits.
+void grow(Group &group, llvm::DenseSet<Operation *> &taken) {
+  Type rootType = group.root->getResult(0).getType();
+  bool changed = true;
+  while (changed && group.members.size() < kMaxSteps) {
+    changed = false;
+    for (Value input : group.inputs) {
+      Operation *producer = input.getDefiningOp();
+      if (!producer || taken.contains(producer) ||
+          producer->getBlock() != group.root->getBlock() ||
+          input.getType() != rootType || !stepOf(producer) ||
+          !llvm::all_of(input.getUsers(), [&](Operation *user) {
+            return group.members.contains(user);
+          }))
+        continue;
+      // Inputs after the join: the producer's operands replace `input`.
+      llvm::SetVector<Value> inputs = group.inputs;
+      inputs.remove(input);
+      for (Value operand : producer->getOperands())
+        inputs.insert(operand);
+      if (inputs.size() > kMaxInputs)
+        continue;
+      group.inputs = std::move(inputs);
+      group.members.insert(producer);
+      taken.insert(producer);
+      changed = true;
+      break; // `inputs` changed under the loop: scan again
+    }
+  }
+}
+
+struct MemOptFuseElementwisePass
+    : public mlir::memopt::impl::MemOptFuseElementwiseBase<
+          MemOptFuseElementwisePass> {
+  using MemOptFuseElementwiseBase::MemOptFuseElementwiseBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    int64_t fusedGroups = 0, fusedOps = 0;
+    for (Block &block : function.getBody()) {
+      // Roots from the end of the block: each op whose result is not itself
+      // folded into a later op starts a group.
+      llvm::DenseSet<Operation *> taken;
+      SmallVector<Group> groups;
+      for (Operation &op : llvm::reverse(block)) {
+        if (taken.contains(&op) || !stepOf(&op))
+          continue;
+        Group group{&op, {}, {}};
+        group.members.insert(&op);
+        group.inputs.insert(op.getOperands().begin(), op.getOperands().end());
+        taken.insert(&op);
+        grow(group, taken);
+        if (group.members.size() >= 2 && group.inputs.size() <= kMaxInputs)
+          groups.push_back(std::move(group));
+        else
+          for (Operation *member : group.members)
+            if (member != &op)
+              taken.erase(member); // single op: its producers stay free
+      }
+      for (Group &group : groups) {
+        rewrite(group);
+        ++fusedGroups;
+        fusedOps += group.members.size();
+      }
+    }
+    if (report)
+      llvm::outs() << "memopt-fuse-elementwise @" << function.getSymName()
+                   << ": " << fusedOps << " ops in " << fusedGroups
+                   << " fused_elementwise ops\n";
+  }
+
+  /// Replaces the group with one fused_elementwise at the root.
+  void rewrite(Group &group) {
+    SmallVector<Operation *> order(group.members.begin(), group.members.end());
+    llvm::sort(order, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    // Registers: the inputs in the order the steps first read them, then
+    // one per step.
+    llvm::SetVector<Value> inputs;
+    llvm::DenseMap<Value, int64_t> registerOf;
+    llvm::DenseSet<Value> internal;
+    for (Operation *op : order)
+      internal.insert(op->getResult(0));
+    for (Operation *op : order)
+      for (Value operand : op->getOperands())
+        if (!internal.contains(operand))
+          inputs.insert(operand);
+    for (auto [index, input] : llvm::enumerate(inputs))
+      registerOf[input] = int64_t(index);
+    SmallVector<Attribute> names;
+    SmallVector<int64_t> registers;
+    SmallVector<float> alphas, betas;
+    Builder builder(&getContext());
+    for (auto [index, op] : llvm::enumerate(order)) {
+      Step step = *stepOf(op);
+      names.push_back(builder.getStringAttr(step.name));
+      registers.push_back(registerOf.lookup(op->getOperand(0)));
+      registers.push_back(op->getNumOperands() == 2
+                              ? registerOf.lookup(op->getOperand(1))
+                              : -1);
+      alphas.push_back(step.alpha);
+      betas.push_back(step.beta);
+      registerOf[op->getResult(0)] = int64_t(inputs.size() + index);
+    }
+    Operation *root = group.root;
+    OpBuilder rewriter(root);
+    auto fused = FusedElementwiseOp::create(
+        rewriter, root->getLoc(), root->getResult(0).getType(),
+        inputs.getArrayRef(), rewriter.getArrayAttr(names),
+        rewriter.getDenseI64ArrayAttr(registers),
+        rewriter.getDenseF32ArrayAttr(alphas),
+        rewriter.getDenseF32ArrayAttr(betas));
+    root->getResult(0).replaceAllUsesWith(fused.getResult());
+    for (Operation *op : llvm::reverse(order))
+      op->erase();
+  }
+};
+
+} // namespace
