@@ -49,7 +49,8 @@ def run_model(model, build, workdir, batch):
     start = time.perf_counter()
     planned = subprocess.run(
         [os.path.join(build, "bin", "memopt-opt"), "--canonicalize",
-         "--memopt-fuse-attention", "--memopt-fuse-epilogues", "--memopt-schedule=report",
+         "--memopt-fuse-attention", "--memopt-fuse-epilogues", "--memopt-fuse-elementwise",
+         "--memopt-schedule=report",
          "--memopt-bufferize", f"--memopt-plan-memory=report={report}",
          "-o", os.devnull],
         input=imported.stdout, capture_output=True)
@@ -96,7 +97,7 @@ def main():
         "(the lower bound), in the imported order and after --memopt-schedule; arena: the "
         "planned size; in-place saved: bytes --memopt-bufferize removed; plan ms: the packing "
         "(planner + validator); passes s: canonicalize + fuse-attention + fuse-epilogues + "
-        "schedule + bufferize + plan, wall; inputs and outputs are the caller's buffers here "
+        "fuse-elementwise + schedule + bufferize + plan, wall; inputs and outputs are the caller's buffers here "
         "(memopt-compile also plans outputs in the arena); "
         "import s: memopt-translate, wall.",
         "",
