@@ -517,16 +517,17 @@ def compare_outputs(cuda_file, host_file):
             "finite": bool(np.isfinite(a).all() and np.isfinite(b).all())}
 
 
-def run_parallel(jobs, limit, deadline, on_done, say):
+def run_parallel(jobs, limit, deadline, on_done, say, env=None):
     """Runs (key, command) pairs, `limit` at a time, until `deadline` (time.time()); calls
     on_done(key, returncode, output, seconds), with returncode None for a job killed at the
-    deadline or never started."""
+    deadline or never started. `env`: the children's environment (default: ours)."""
     pending, running = list(jobs), []
     while pending or running:
         while pending and len(running) < limit and time.time() < deadline:
             key, command = pending.pop(0)
             running.append((key, subprocess.Popen(command, stdout=subprocess.PIPE,
-                                                  stderr=subprocess.STDOUT, text=True),
+                                                  stderr=subprocess.STDOUT, text=True,
+                                                  env=env),
                             time.time()))
         if not running:
             break
@@ -646,7 +647,11 @@ def cmd_device(args):
     host_jobs = [(n, host_command(n, m, b)) for n, m, b in sorted(ok, key=lambda c: c[2])
                  if "build_error" not in results["configs"][n] and
                  (b == 1 or n in args.host_realistic)]
-    run_parallel(host_jobs, args.host_jobs, begin_all + args.host_cap_s, host_done, say)
+    # The host backend runs large ops on worker threads: share the cores between the jobs.
+    threads = max(1, (os.cpu_count() or 1) // max(1, args.host_jobs))
+    say(f"host runs: {args.host_jobs} at a time, {threads} threads each")
+    run_parallel(host_jobs, args.host_jobs, begin_all + args.host_cap_s, host_done, say,
+                 env=dict(os.environ, MEMOPT_HOST_THREADS=str(threads)))
     phase("host_runs_done_s")
 
     check.wait()
@@ -1048,9 +1053,9 @@ def main(argv=None):
     p.add_argument("--only", nargs="*")
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--runs", type=int, default=50)
-    p.add_argument("--host-jobs", type=int, default=12)
-    p.add_argument("--host-realistic", nargs="*", default=["mobilenet_v3_large_b32",
-                                                           "resnet50_b32"],
+    p.add_argument("--host-jobs", type=int, default=4)
+    p.add_argument("--host-realistic", nargs="*",
+                   default=[f"{m}_b{BATCHES[family(m)][1]}" for m in MODELS],
                    help="realistic-batch configurations also run on the host backend")
     p.add_argument("--host-cap-s", type=float, default=240,
                    help="host runs still going this long after the start are stopped")
