@@ -71,8 +71,17 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// Writes `contents` to `path`, creating its folder first (`-o out/model`
+/// needs no mkdir).
 LogicalResult writeFile(StringRef path, StringRef contents) {
   std::string message;
+  StringRef folder = llvm::sys::path::parent_path(path);
+  if (!folder.empty())
+    if (std::error_code error = llvm::sys::fs::create_directories(folder)) {
+      llvm::errs() << "memopt-compile: error: cannot create folder '" << folder
+                   << "': " << error.message() << "\n";
+      return failure();
+    }
   std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &message);
   if (!file) {
     llvm::errs() << "memopt-compile: error: cannot write '" << path
@@ -182,9 +191,36 @@ struct BuildCommand {
   std::vector<std::string> arguments;
 };
 
+/// The runtime libraries to link, in order: the executable's main (or, for
+/// a shared library, the C API), driver, backend, common. A shared library
+/// takes the whole C API archive: nothing in the program references its
+/// exported functions, so the linker would otherwise leave them out.
+SmallVector<std::string> runtimeLibraries(const CompileOptions &options) {
+  SmallVector<std::string> libraries = splitList(
+      options.target == CompileTarget::Host ? MEMOPT_RUNTIME_HOST_LIBS
+                                            : MEMOPT_RUNTIME_CUDA_LIBS);
+  for (std::string &library : libraries)
+    library = locateRuntimeLibrary(library);
+  if (options.emit != EmitKind::Lib || libraries.empty())
+    return libraries;
+  std::string capi = locateRuntimeLibrary(MEMOPT_RUNTIME_CAPI_LIB);
+  if (options.target == CompileTarget::Host) {
+    libraries.front() = capi;
+    libraries.insert(libraries.begin(), "-Wl,--whole-archive");
+    libraries.insert(libraries.begin() + 2, "-Wl,--no-whole-archive");
+  } else {
+    // nvcc moves -Xlinker options away from the libraries: keep the three
+    // together in one option.
+    libraries.front() =
+        "-Xlinker=--whole-archive," + capi + ",--no-whole-archive";
+  }
+  return libraries;
+}
+
 FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
                                         StringRef source, StringRef output) {
   BuildCommand command;
+  bool shared = options.emit == EmitKind::Lib;
   if (options.target == CompileTarget::Host) {
     auto compiler = llvm::sys::findProgramByName("g++");
     if (!compiler) {
@@ -195,8 +231,10 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
     command.arguments = {"-std=c++17", "-O2",
                          source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
                          "-o",         output.str()};
-    for (const std::string &library : splitList(MEMOPT_RUNTIME_HOST_LIBS))
-      command.arguments.push_back(locateRuntimeLibrary(library));
+    if (shared)
+      command.arguments.insert(command.arguments.begin(), {"-shared", "-fPIC"});
+    for (const std::string &library : runtimeLibraries(options))
+      command.arguments.push_back(library);
     command.arguments.push_back("-lpthread");
   } else {
     command.compiler = findNvcc();
@@ -213,19 +251,23 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
                          "-I" MEMOPT_SOURCE_INCLUDE_DIR,
                          "-o",
                          output.str()};
-    SmallVector<std::string> libraries = splitList(MEMOPT_RUNTIME_CUDA_LIBS);
+    if (shared)
+      command.arguments.insert(command.arguments.begin(),
+                               {"-shared", "-Xcompiler", "-fPIC"});
+    SmallVector<std::string> libraries = runtimeLibraries(options);
     if (libraries.empty()) {
       llvm::errs() << "memopt-compile: error: this build has no CUDA runtime "
                       "backend (memopt_runtime_cuda); use --emit source\n";
       return failure();
     }
     for (const std::string &library : libraries)
-      command.arguments.push_back(locateRuntimeLibrary(library));
+      command.arguments.push_back(library);
     for (StringRef library : {"-lcudart", "-lcublasLt", "-lcudnn"})
       command.arguments.push_back(library.str());
   }
   for (const std::string &argument : command.arguments)
     if (StringRef(argument).ends_with(".a") &&
+        !StringRef(argument).starts_with("-") &&
         !llvm::sys::fs::exists(argument)) {
       llvm::errs() << "memopt-compile: error: runtime library '" << argument
                    << "' is missing; build the runtime targets first\n";
@@ -235,7 +277,8 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
 }
 
 /// A script that builds OUT.cpp on a machine without MLIR: it builds the
-/// runtime standalone from the source tree and links the program.
+/// runtime standalone from the source tree and links the program as an
+/// executable (OUT) and as a shared library with the C API (OUT.so).
 std::string getBuildScript(const CompileOptions &options, StringRef stem) {
   bool cuda = options.target == CompileTarget::Cuda;
   std::string script;
@@ -252,23 +295,33 @@ std::string getBuildScript(const CompileOptions &options, StringRef stem) {
      << (cuda ? " -DMEMOPT_ENABLE_CUDA=ON" : " -DMEMOPT_ENABLE_CUDA=OFF")
      << " >/dev/null\n"
      << "cmake --build \"$RT\" -j8 --target memopt_runtime_main "
+     << "memopt_runtime_capi "
      << (cuda ? "memopt_runtime_cuda" : "memopt_runtime_host") << "\n";
-  if (cuda)
-    os << "${NVCC:-nvcc} -std=c++17 -O2 -arch=" << options.cudaArch
-       << " \"$HERE/" << stem << ".cpp\" -I\"$ROOT/include\" -o \"$HERE/"
-       << stem << "\" \\\n  \"$RT/libmemopt_runtime_main.a\" "
-       << "\"$RT/libmemopt_runtime_driver.a\" \"$RT/libmemopt_runtime_cuda.a\" "
-       << "\"$RT/libmemopt_runtime_common.a\" \\\n"
-       << "  -lcudart -lcublasLt -lcudnn\n";
-  else
-    os << "${CXX:-g++} -std=c++17 -O2 \"$HERE/" << stem
-       << ".cpp\" -I\"$ROOT/include\" -o \"$HERE/" << stem << "\" \\\n"
-       << "  \"$RT/libmemopt_runtime_main.a\" "
-          "\"$RT/libmemopt_runtime_driver.a\" "
-       << "\"$RT/libmemopt_runtime_host.a\" \"$RT/libmemopt_runtime_common.a\" "
-       << "-lpthread\n";
-  os << "echo \"built $HERE/" << stem << " (weights: $HERE/" << stem
-     << ".weights)\"\n";
+  StringRef backend = cuda ? "cuda" : "host";
+  for (bool shared : {false, true}) {
+    StringRef first = shared ? "capi" : "main";
+    if (cuda)
+      os << "${NVCC:-nvcc} -std=c++17 -O2 -arch=" << options.cudaArch
+         << (shared ? " -shared -Xcompiler -fPIC" : "");
+    else
+      os << "${CXX:-g++} -std=c++17 -O2" << (shared ? " -shared -fPIC" : "");
+    // The C API archive whole (see runtimeLibraries); nvcc keeps the three
+    // together only inside one -Xlinker option.
+    StringRef wholeArchive =
+        cuda ? "-Xlinker=--whole-archive," : "-Wl,--whole-archive ";
+    StringRef noWholeArchive =
+        cuda ? ",--no-whole-archive" : " -Wl,--no-whole-archive";
+    os << " \"$HERE/" << stem << ".cpp\" -I\"$ROOT/include\" -o \"$HERE/"
+       << stem << (shared ? ".so" : "") << "\" \\\n  "
+       << (shared ? wholeArchive : "") << "\"$RT/libmemopt_runtime_" << first
+       << ".a\"" << (shared ? noWholeArchive : "")
+       << " \"$RT/libmemopt_runtime_driver.a\" "
+       << "\"$RT/libmemopt_runtime_" << backend << ".a\" "
+       << "\"$RT/libmemopt_runtime_common.a\" \\\n  "
+       << (cuda ? "-lcudart -lcublasLt -lcudnn" : "-lpthread") << "\n";
+  }
+  os << "echo \"built $HERE/" << stem << " and $HERE/" << stem
+     << ".so (weights: $HERE/" << stem << ".weights)\"\n";
   return script;
 }
 
@@ -324,7 +377,8 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (options.outputPath.empty())
     return fail("no output given (-o OUT)");
   if (options.target == CompileTarget::Cuda &&
-      (options.emit == EmitKind::Exe || options.emit == EmitKind::Source) &&
+      (options.emit == EmitKind::Exe || options.emit == EmitKind::Lib ||
+       options.emit == EmitKind::Source) &&
       failed(checkCudaArch(options.cudaArch, findNvcc())))
     return 1;
 
@@ -474,17 +528,23 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return 0;
   }
 
+  bool shared = options.emit == EmitKind::Lib;
+  std::string binaryPath = options.outputPath + (shared ? ".so" : "");
   FailureOr<BuildCommand> command =
-      getBuildCommand(options, sourcePath, options.outputPath);
+      getBuildCommand(options, sourcePath, binaryPath);
   if (failed(command))
     return 1;
   say(Twine("[build] ") +
       (options.target == CompileTarget::Host ? "host" : "cuda") +
-      " executable " + options.outputPath);
+      (shared ? " shared library " : " executable ") + binaryPath);
   if (failed(
           runTool(command->compiler, command->arguments, log, options.quiet)))
     return 1;
-  say("[done] run: " + options.outputPath + " --weights " + weightsPath +
-      " --input NAME=FILE.npy --output-dir DIR");
+  if (shared)
+    say("[done] load " + binaryPath + " and call memopt_model_create(\"" +
+        weightsPath + "\", 0, ...) (include/memopt/Runtime/memopt_c_api.h)");
+  else
+    say("[done] run: " + options.outputPath + " --weights " + weightsPath +
+        " --input NAME=FILE.npy --output-dir DIR");
   return 0;
 }

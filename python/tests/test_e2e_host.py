@@ -16,6 +16,7 @@ and linked (no GPU needed), from the same source as the host program.
 Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it must have bin/memopt-compile.
 """
 
+import ctypes
 import json
 import os
 import re
@@ -633,6 +634,98 @@ def test_cuda_source_compiles_with_nvcc(compiler, tmp_path):
     assert re.search(r"\bT memopt_program\b", symbols), symbols[-2000:]
     # The weight image is the one the host target writes.
     assert os.path.getsize(out + ".weights") > 0
+
+
+def _load_c_api(library):
+    """The C API of a model compiled with --emit lib (include/memopt/Runtime/memopt_c_api.h)."""
+    lib = ctypes.CDLL(library)
+    lib.memopt_model_create.restype = ctypes.c_void_p
+    lib.memopt_model_create.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                                        ctypes.c_size_t]
+    lib.memopt_model_run.restype = ctypes.c_int
+    lib.memopt_model_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                     ctypes.POINTER(ctypes.c_void_p)]
+    lib.memopt_model_error.restype = ctypes.c_char_p
+    lib.memopt_model_error.argtypes = [ctypes.c_void_p]
+    for name in ("memopt_model_num_inputs", "memopt_model_num_outputs"):
+        getattr(lib, name).restype = ctypes.c_int
+        getattr(lib, name).argtypes = [ctypes.c_void_p]
+    lib.memopt_model_tensor_name.restype = ctypes.c_char_p
+    lib.memopt_model_tensor_name.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.memopt_model_tensor_bytes.restype = ctypes.c_size_t
+    lib.memopt_model_tensor_bytes.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.memopt_model_destroy.restype = None
+    lib.memopt_model_destroy.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def test_shared_library_c_api_matches_onnxruntime(compiler, tmp_path):
+    """--emit lib: OUT.so exports the C API; the bundled model loaded through ctypes runs
+    twice (the second time is a replay) and matches onnxruntime; a missing weight file gives
+    NULL and a message that names it; a short input buffer list is not read past."""
+    out = str(tmp_path / "tiny")
+    proc = _run([compiler, zoo.BUNDLED_PATH, "-o", out, "--target", "host", "--emit", "lib",
+                 "--quiet"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert os.path.isfile(out + ".so") and os.path.isfile(out + ".weights")
+    assert not os.path.exists(out), "--emit lib must not also link an executable"
+    lib = _load_c_api(out + ".so")
+
+    error = ctypes.create_string_buffer(512)
+    missing = str(tmp_path / "missing.weights")
+    assert not lib.memopt_model_create(missing.encode(), 0, error, len(error))
+    assert missing in error.value.decode(), error.value
+
+    model = lib.memopt_model_create((out + ".weights").encode(), 0, error, len(error))
+    assert model, error.value
+    try:
+        session, inputs = random_inputs(zoo.BUNDLED_PATH,
+                                        {n: s for n, (s, _) in zoo.BUNDLED.inputs.items()})
+        expected = dict(zip([o.name for o in session.get_outputs()],
+                            session.run(None, inputs)))
+        assert lib.memopt_model_num_inputs(model) == len(inputs)
+        assert lib.memopt_model_num_outputs(model) == len(expected)
+        arrays_in = []
+        for i in range(len(inputs)):
+            name = lib.memopt_model_tensor_name(model, 0, i).decode()
+            array = np.ascontiguousarray(inputs[name])
+            assert lib.memopt_model_tensor_bytes(model, 0, i) == array.nbytes
+            arrays_in.append(array)
+        arrays_out, names_out = [], []
+        for i in range(len(expected)):
+            name = lib.memopt_model_tensor_name(model, 1, i).decode()
+            reference = expected[name]
+            assert lib.memopt_model_tensor_bytes(model, 1, i) == reference.nbytes
+            arrays_out.append(np.zeros_like(reference))
+            names_out.append(name)
+        in_ptrs = (ctypes.c_void_p * len(arrays_in))(*[a.ctypes.data for a in arrays_in])
+        out_ptrs = (ctypes.c_void_p * len(arrays_out))(*[a.ctypes.data for a in arrays_out])
+        for run in range(2):
+            for array in arrays_out:
+                array.fill(0)
+            assert lib.memopt_model_run(model, in_ptrs, out_ptrs) == 0, \
+                lib.memopt_model_error(model)
+            for name, got in zip(names_out, arrays_out):
+                reference = expected[name]
+                scale = float(np.max(np.abs(reference)))
+                assert scale > 0
+                error_rel = float(np.max(np.abs(got.astype(np.float64) - reference))) / scale
+                assert error_rel < RELATIVE_TOLERANCE, (run, name, error_rel)
+    finally:
+        lib.memopt_model_destroy(model)
+
+
+def test_cuda_shared_library_links_with_nvcc(compiler, tmp_path):
+    """--target cuda --emit lib builds OUT.so with nvcc against the CUDA runtime library and
+    exports the C API (it cannot run without a GPU)."""
+    _nvcc()
+    out = str(tmp_path / "tiny")
+    proc = _run([compiler, zoo.BUNDLED_PATH, "-o", out, "--target", "cuda", "--emit", "lib",
+                 "--arch", "sm_90", "--quiet"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    symbols = _run(["nm", "-D", "--defined-only", out + ".so"]).stdout
+    for name in ("memopt_model_create", "memopt_model_run", "memopt_model_destroy"):
+        assert re.search(rf"\bT {name}\b", symbols), name
 
 
 def test_cuda_rejects_unknown_arch(compiler, tmp_path):

@@ -2,7 +2,7 @@
 //
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
-//       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe]
+//       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
 //
@@ -51,7 +51,10 @@ int main(int argc, char **argv) {
                  clEnumValN(EmitKind::Plan, "plan", "planned IR (OUT)"),
                  clEnumValN(EmitKind::Source, "source",
                             "OUT.cpp, OUT.weights, OUT.build.sh"),
-                 clEnumValN(EmitKind::Exe, "exe", "executable OUT")),
+                 clEnumValN(EmitKind::Exe, "exe", "executable OUT"),
+                 clEnumValN(EmitKind::Lib, "lib",
+                            "shared library OUT.so with the C API "
+                            "(memopt_c_api.h)")),
       cl::cat(category));
   cl::opt<std::string> report("report",
                               cl::desc("Write the memory report (JSON)"),

@@ -25,12 +25,13 @@ namespace mlir::memopt {
 
 enum class CompileTarget { Host, Cuda };
 enum class CompilePrecision { FP32, FP16, BF16 };
-enum class EmitKind { Mlir, Plan, Source, Exe };
+enum class EmitKind { Mlir, Plan, Source, Exe, Lib };
 
 struct CompileOptions {
   std::string inputPath;
   /// Output path: a file for mlir/plan, a prefix for source (OUT.cpp,
-  /// OUT.weights, OUT.build.sh) and exe (OUT, OUT.weights).
+  /// OUT.weights, OUT.build.sh), exe (OUT, OUT.weights) and lib (OUT.so
+  /// exporting the C API of memopt_c_api.h, OUT.weights).
   std::string outputPath;
   CompileTarget target = CompileTarget::Host;
   CompilePrecision precision = CompilePrecision::FP32;
