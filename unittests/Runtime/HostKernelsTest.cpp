@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -1106,6 +1107,201 @@ TEST(ConvWorkspace, BoundIsDocumentedFormula) {
   EXPECT_EQ(bound % 256, 0u);
   EXPECT_GE(bound, midX.bytes());
   EXPECT_LT(bound, midX.bytes() + 256);
+}
+
+/// A context whose ops use `threads` threads (the backend reads
+/// MEMOPT_HOST_THREADS when the context is created).
+Context *createContextWithThreads(int threads) {
+  const char *previous = std::getenv("MEMOPT_HOST_THREADS");
+  std::string saved = previous ? previous : "";
+  setenv("MEMOPT_HOST_THREADS", std::to_string(threads).c_str(), 1);
+  Context *context = createContext();
+  if (previous)
+    setenv("MEMOPT_HOST_THREADS", saved.c_str(), 1);
+  else
+    unsetenv("MEMOPT_HOST_THREADS");
+  return context;
+}
+
+/// Direct N-D convolution (1-3 spatial dims) from the ONNX definition.
+std::vector<double> referenceConv(const Buffer &x, const Buffer &w,
+                                  const Buffer *bias, const ConvParams &p,
+                                  const std::vector<int64_t> &yShape) {
+  int rank = int(x.shape.size()) - 2;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, ker[3] = {1, 1, 1};
+  for (int d = 0; d < rank; ++d) {
+    in[d] = x.shape[size_t(2 + d)];
+    out[d] = yShape[size_t(2 + d)];
+    ker[d] = w.shape[size_t(2 + d)];
+  }
+  int64_t c = x.shape[1], m = w.shape[0], cg = c / p.group, mg = m / p.group;
+  std::vector<double> y;
+  for (int64_t b = 0; b < x.shape[0]; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            double acc = bias ? bias->at(o) : 0;
+            int64_t oc[3] = {o0, o1, o2};
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t k = 0; k < ker[0] * ker[1] * ker[2]; ++k) {
+                int64_t kc[3] = {k / (ker[1] * ker[2]), k / ker[2] % ker[1],
+                                 k % ker[2]};
+                int64_t ic[3];
+                bool inside = true;
+                for (int d = 0; d < 3; ++d) {
+                  ic[d] = d < rank ? oc[d] * p.strides[d] - p.padsBegin[d] +
+                                         kc[d] * p.dilations[d]
+                                   : 0;
+                  inside = inside && ic[d] >= 0 && ic[d] < in[d];
+                }
+                if (!inside)
+                  continue;
+                int64_t xi = (b * c + o / mg * cg + ci) * in[0] + ic[0];
+                xi = (xi * in[1] + ic[1]) * in[2] + ic[2];
+                acc += x.at(xi) *
+                       w.at((o * cg + ci) * ker[0] * ker[1] * ker[2] + k);
+              }
+            y.push_back(p.activation == Activation::Relu ? std::max(acc, 0.0)
+                                                         : acc);
+          }
+  return y;
+}
+
+/// The large kernels split their work over threads; every output element
+/// must still be computed by one thread in one order, so 1 and 3 threads give
+/// the same bits. The shapes are large enough to be split (several row and
+/// column blocks, k past one packed block of 256) and divide by neither the
+/// thread count nor the blocking; the 1-thread results are also checked
+/// against the direct loops. Convs: a grouped one with few channels per
+/// group (direct loops), a 2-D and a 3-D one with many (implicit GEMM).
+TEST_F(HostKernels, ParallelKernelsAreBitIdenticalAcrossThreadCounts) {
+  Buffer a = random(DType::F32, {2, 70, 300}, 60),
+         b = random(DType::F32, {300, 301}, 61),
+         rowBias = random(DType::F32, {301}, 62);
+  Buffer aT = random(DType::F32, {2, 300, 70}, 63),
+         bT = random(DType::F32, {2, 301, 300}, 64),
+         fullBias = random(DType::F32, {2, 70, 301}, 65);
+  ConvParams convP;
+  convP.group = 2;
+  convP.strides[0] = 2;
+  convP.dilations[1] = 2;
+  convP.padsBegin[0] = convP.padsEnd[0] = 1;
+  convP.padsBegin[1] = 2;
+  convP.activation = Activation::Relu;
+  // H: (24 + 2 - 3) / 2 + 1 = 12; W: (20 + 2 - 5) + 1 = 18.
+  Buffer x = random(DType::F32, {2, 8, 24, 20}, 66),
+         w = random(DType::F32, {10, 4, 3, 3}, 67),
+         convBias = random(DType::F32, {10}, 68);
+  // Groups of 10 output channels and 32 x 3 x 3 = 288 taps (two slices of
+  // the GEMM's k); H: (13 + 2 - 3) / 2 + 1 = 7, W: 9.
+  Buffer gx = random(DType::F32, {2, 64, 13, 11}, 77),
+         gw = random(DType::F32, {20, 32, 3, 3}, 78);
+  ConvParams p3;
+  p3.spatialRank = 3;
+  p3.strides[1] = 2;
+  p3.dilations[2] = 2;
+  p3.padsBegin[0] = p3.padsEnd[2] = 1;
+  p3.padsBegin[2] = 2;
+  // [5, 9, 10] -> [(5 + 1 - 2) + 1, (9 - 3) / 2 + 1, (10 + 3 - 5) + 1].
+  Buffer x3 = random(DType::F32, {1, 6, 5, 9, 10}, 79),
+         w3 = random(DType::F32, {9, 6, 2, 3, 3}, 80);
+  ConvParams transP;
+  transP.strides[0] = transP.strides[1] = 2;
+  transP.padsBegin[0] = transP.padsEnd[0] = 1;
+  transP.padsBegin[1] = transP.padsEnd[1] = 1;
+  transP.outputPadding[0] = transP.outputPadding[1] = 1;
+  // out = 2 * (16 - 1) + 3 - 2 + 1 = 32.
+  Buffer tx = random(DType::F32, {2, 8, 16, 16}, 69),
+         tw = random(DType::F32, {8, 12, 3, 3}, 70);
+  Buffer q = random(DType::F32, {2, 3, 70, 16}, 71),
+         k = random(DType::F32, {2, 1, 50, 16}, 72),
+         kT = random(DType::F32, {2, 3, 16, 70}, 73),
+         v = random(DType::F32, {2, 3, 50, 12}, 74),
+         vLong = random(DType::F32, {2, 3, 70, 12}, 75),
+         attnBias = random(DType::F32, {3, 1, 50}, 76);
+
+  std::vector<std::vector<Buffer>> runs;
+  for (int threads : {1, 3}) {
+    Context *context = createContextWithThreads(threads);
+    std::vector<Buffer> out;
+    MatmulParams mp;
+    mp.activation = Activation::Gelu;
+    TensorRef rowRef = rowBias.ref();
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 70, 301});
+    matmul(*context, "matmul", mp, a.ref(), b.ref(), &rowRef, out.back().ref());
+    MatmulParams gemm;
+    gemm.transA = gemm.transB = true;
+    gemm.alpha = 0.5f;
+    gemm.beta = 2.0f;
+    TensorRef fullRef = fullBias.ref();
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 70, 301});
+    matmul(*context, "gemm", gemm, aT.ref(), bT.ref(), &fullRef,
+           out.back().ref());
+    TensorRef convBiasRef = convBias.ref();
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 10, 12, 18});
+    conv(*context, "conv", convP, x.ref(), w.ref(), &convBiasRef,
+         out.back().ref(), nullptr, 0);
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 20, 7, 9});
+    conv(*context, "conv_gemm", convP, gx.ref(), gw.ref(), nullptr,
+         out.back().ref(), nullptr, 0);
+    out.emplace_back(DType::F32, std::vector<int64_t>{1, 9, 5, 4, 9});
+    conv(*context, "conv3d", p3, x3.ref(), w3.ref(), nullptr, out.back().ref(),
+         nullptr, 0);
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 12, 32, 32});
+    convTranspose(*context, "convT", transP, tx.ref(), tw.ref(), nullptr,
+                  out.back().ref(), nullptr, 0);
+    AttentionParams ap;
+    ap.scale = 0.25f;
+    TensorRef attnBiasRef = attnBias.ref();
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 3, 70, 12});
+    attention(*context, "attention", ap, q.ref(), k.ref(), v.ref(),
+              &attnBiasRef, out.back().ref());
+    ap.causal = ap.keyTransposed = true;
+    out.emplace_back(DType::F32, std::vector<int64_t>{2, 3, 70, 12});
+    attention(*context, "causal", ap, q.ref(), kT.ref(), vLong.ref(), nullptr,
+              out.back().ref());
+    EXPECT_EQ(contextError(*context), nullptr) << contextError(*context);
+    destroyContext(context);
+    runs.push_back(std::move(out));
+  }
+  for (size_t i = 0; i < runs[0].size(); ++i)
+    EXPECT_EQ(runs[0][i].storage, runs[1][i].storage)
+        << "kernel " << i << " differs between 1 and 3 threads";
+
+  std::vector<double> expectedMatmul, expectedGemm;
+  for (int64_t batch = 0; batch < 2; ++batch)
+    for (int64_t i = 0; i < 70; ++i)
+      for (int64_t j = 0; j < 301; ++j) {
+        double acc = 0, accT = 0;
+        for (int64_t p = 0; p < 300; ++p) {
+          acc += a.at((batch * 70 + i) * 300 + p) * b.at(p * 301 + j);
+          accT += aT.at((batch * 300 + p) * 70 + i) *
+                  bT.at((batch * 301 + j) * 300 + p);
+        }
+        acc += rowBias.at(j);
+        expectedMatmul.push_back(0.5 * acc *
+                                 (1 + std::erf(acc / std::sqrt(2.0))));
+        expectedGemm.push_back(0.5 * accT +
+                               2.0 * fullBias.at((batch * 70 + i) * 301 + j));
+      }
+  expectClose(runs[0][0], expectedMatmul, 1e-5);
+  expectClose(runs[0][1], expectedGemm, 1e-5);
+  expectClose(runs[0][2],
+              referenceConv2d(x, w, &convBias, convP, runs[0][2].shape), 1e-5);
+  AttentionParams ap;
+  ap.scale = 0.25f;
+  expectClose(runs[0][3],
+              referenceConv(gx, gw, nullptr, convP, runs[0][3].shape), 1e-5);
+  expectClose(runs[0][4], referenceConv(x3, w3, nullptr, p3, runs[0][4].shape),
+              1e-5);
+  expectClose(runs[0][6],
+              referenceAttention(q, k, v, &attnBias, ap, runs[0][6].shape),
+              1e-5);
+  ap.causal = ap.keyTransposed = true;
+  expectClose(runs[0][7],
+              referenceAttention(q, kT, vLong, nullptr, ap, runs[0][7].shape),
+              1e-5);
 }
 
 } // namespace
