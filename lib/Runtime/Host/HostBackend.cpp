@@ -511,28 +511,43 @@ void fusedElementwise(Context &ctx, const char *node,
   std::vector<std::vector<double>> values;
   std::vector<BroadcastStrides> strides;
   for (int i = 0; i < numInputs; ++i) {
-    values.push_back(toDouble(inputs[i]));
+    values.push_back(toDouble(ctx, inputs[i]));
     strides.push_back(broadcastStrides(inputs[i], y));
   }
   int64_t n = y.numElements();
   std::vector<double> out(static_cast<size_t>(n));
-  double registers[kMaxFusedInputs + kMaxFusedSteps];
-  for (int64_t e = 0; e < n; ++e) {
-    for (int i = 0; i < numInputs; ++i)
-      registers[i] =
-          values[size_t(i)][size_t(broadcastOffset(e, y, strides[size_t(i)]))];
-    for (int s = 0; s < numSteps; ++s) {
-      const ElementwiseStep &step = steps[s];
-      registers[numInputs + s] =
-          step.kind == ElementwiseStep::kUnary
-              ? applyUnary(UnaryOp(step.op), registers[step.a], step.alpha,
-                           step.beta)
-              : applyBinary(BinaryOp(step.op), registers[step.a],
-                            registers[step.b]);
-    }
-    out[size_t(e)] = registers[numInputs + numSteps - 1];
-  }
-  store(out, y);
+  // Rows of the last dim, as in binary(): each input's offset is decomposed
+  // once per row and moves by its last stride (0 where it broadcasts).
+  int64_t inner = y.rank ? y.shape[y.rank - 1] : 1;
+  int64_t rows = inner ? n / inner : 0;
+  parallelFor(
+      ctx, 0, rows, grainFor(inner * numSteps), [&](int64_t lo, int64_t hi) {
+        const double *row[kMaxFusedInputs];
+        int64_t step[kMaxFusedInputs];
+        double registers[kMaxFusedInputs + kMaxFusedSteps];
+        for (int64_t r = lo; r < hi; ++r) {
+          for (int i = 0; i < numInputs; ++i) {
+            row[i] = values[size_t(i)].data() +
+                     broadcastOffset(r * inner, y, strides[size_t(i)]);
+            step[i] = y.rank ? strides[size_t(i)].stride[y.rank - 1] : 0;
+          }
+          for (int64_t j = 0; j < inner; ++j) {
+            for (int i = 0; i < numInputs; ++i)
+              registers[i] = row[i][j * step[i]];
+            for (int s = 0; s < numSteps; ++s) {
+              const ElementwiseStep &st = steps[s];
+              registers[numInputs + s] =
+                  st.kind == ElementwiseStep::kUnary
+                      ? applyUnary(UnaryOp(st.op), registers[st.a], st.alpha,
+                                   st.beta)
+                      : applyBinary(BinaryOp(st.op), registers[st.a],
+                                    registers[st.b]);
+            }
+            out[size_t(r * inner + j)] = registers[numInputs + numSteps - 1];
+          }
+        }
+      });
+  store(ctx, out, y);
 }
 
 void binary(Context &ctx, const char *node, BinaryOp op, TensorRef a,
