@@ -450,10 +450,10 @@ def cmd_prepare(args):
             summary[name] = {"error": message[-2000:], "command": " ".join(command[1:])}
             print(f"{name}: memopt-compile FAILED ({seconds:.1f} s)\n{message[-2000:]}")
         else:
-            shutil.copy(os.path.join(out, f"{name}.cpp"), programs)
+            shutil.copy(os.path.join(out, f"{name}.cu"), programs)
             report = json.load(open(os.path.join(out, "report.json")))
             summary[name] = {"compile_s": seconds, "report": report,
-                             "source_bytes": os.path.getsize(os.path.join(out, f"{name}.cpp")),
+                             "source_bytes": os.path.getsize(os.path.join(out, f"{name}.cu")),
                              "command": "memopt-compile GRAPH.onnx " + " ".join(command[3:])}
             print(f"{name}: ok in {seconds:.1f} s, source "
                   f"{summary[name]['source_bytes'] / 2**20:.2f} MiB")
@@ -552,8 +552,9 @@ def cmd_device(args):
     """Runs from the carry folder (cwd): src/, programs/, optionally inductor.tar.gz.
 
     Phase A (CPU only, GPU idle): the runtime through scripts/gpu_check.sh (CUDA build, kernel
-    suite and example program on both backends), a host-only runtime build, one object per
-    generated program (the source is the same for both backends), the host executables and
+    suite and example program on both backends), a host-only runtime build, two objects per
+    generated program (one source, OUT.cu: g++ for the host, nvcc for CUDA with its generated
+    fused kernels), the host executables and
     their runs (batch 1 first), until --host-cap-s. Phase B: the CUDA executables' --bench runs,
     one at a time. Phase C: the PyTorch baselines (child processes). Then the comparisons."""
     import numpy as np
@@ -578,7 +579,7 @@ def cmd_device(args):
         save()
 
     names = [c for c in configs() if os.path.exists(os.path.join(root, "programs",
-                                                                 f"{c[0]}.cpp"))]
+                                                                 f"{c[0]}.cu"))]
     if args.only:
         names = [c for c in names if c[0] in args.only]
     for name, model, batch in names:
@@ -598,16 +599,22 @@ def cmd_device(args):
         "memopt_runtime_main memopt_runtime_host", shell=True, capture_output=True, text=True)
     if host_build.returncode != 0:
         say("host runtime build FAILED\n" + (host_build.stdout + host_build.stderr)[-2000:])
-    objects = {n: os.path.join(work, f"{n}.o") for n, _, _ in names}
+    # One object per backend from the same source: g++ for the host (the step interpreter),
+    # nvcc for CUDA (the generated fused kernels).
+    objects = {n: os.path.join(work, f"{n}.host.o") for n, _, _ in names}
+    cuda_objects = {n: os.path.join(work, f"{n}.cuda.o") for n, _, _ in names}
 
-    def object_done(name, code, text, seconds):
+    def object_done(key, code, text, seconds):
+        name, backend = key
         if code != 0:
-            results["configs"][name]["build_error"] = f"object: {text[-2000:]}"
-            say(f"{name}: object FAILED\n{text[-2000:]}")
+            results["configs"][name]["build_error"] = f"{backend} object: {text[-2000:]}"
+            say(f"{name}: {backend} object FAILED\n{text[-2000:]}")
 
-    run_parallel([(n, ["g++", "-std=c++17", "-O2", "-c",
-                       os.path.join(root, "programs", f"{n}.cpp"), f"-I{include}", "-o",
-                       objects[n]]) for n, _, _ in names],
+    source = lambda n: os.path.join(root, "programs", f"{n}.cu")  # noqa: E731
+    run_parallel([((n, "host"), ["g++", "-std=c++17", "-O2", "-x", "c++", "-c", source(n),
+                                 f"-I{include}", "-o", objects[n]]) for n, _, _ in names] +
+                 [((n, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c", source(n),
+                                 f"-I{include}", "-o", cuda_objects[n]]) for n, _, _ in names],
                  args.jobs, begin_all + 600, object_done, say)
     phase("objects_done_s")
     hlib = lambda n: os.path.join(rt_host, f"libmemopt_runtime_{n}.a")  # noqa: E731
@@ -669,7 +676,7 @@ def cmd_device(args):
     link_dir = os.path.join(rt, "cudnn-lib")
     run_parallel([((n, "cuda"), ["nvcc", "-arch=sm_90"] +
                    ([f"-L{link_dir}"] if os.path.isdir(link_dir) else []) +
-                   [objects[n], lib("main"), lib("driver"), lib("cuda"), lib("common"),
+                   [cuda_objects[n], lib("main"), lib("driver"), lib("cuda"), lib("common"),
                     "-lcublasLt", "-lcudnn", "-o", os.path.join(work, f"{n}.cuda")])
                   for n, _, _ in ok], args.jobs, begin_all + 600, link_done, say)
     if cudnn_lib:
@@ -681,7 +688,8 @@ def cmd_device(args):
             for n in ("main", "driver", "cuda", "common"):
                 tar.add(lib(n), arcname=f"rt/libmemopt_runtime_{n}.a")
             for n, _, _ in ok:
-                tar.add(objects[n], arcname=f"obj/{n}.o")
+                tar.add(objects[n], arcname=f"obj/{n}.host.o")
+                tar.add(cuda_objects[n], arcname=f"obj/{n}.cuda.o")
 
     # B. The CUDA runs, one at a time, nothing else on the machine.
     for name, model, batch in names:
@@ -718,7 +726,7 @@ def cmd_device(args):
         # allows; the same program with --fused-attention runs the fused kernel everywhere.
         # Two independent CUDA implementations on the whole model at the real batch, where
         # the host backend is too slow to finish.
-        if "attention(ctx" in open(os.path.join(root, "programs", f"{name}.cpp")).read():
+        if "attention(ctx" in open(os.path.join(root, "programs", f"{name}.cu")).read():
             fused_dir = os.path.join(work, "outputs", name, "cuda_fused")
             os.makedirs(fused_dir, exist_ok=True)
             fused = subprocess.run(command[:command.index("--output-dir")] +
@@ -834,8 +842,9 @@ def cmd_extra(args):
 
     jobs = []
     for name in wanted:
-        obj = os.path.join(work, "obj", f"{name}.o")
-        jobs.append(((name, "cuda"), ["nvcc", "-arch=sm_90", f"-L{link_dir}", obj,
+        obj = os.path.join(work, "obj", f"{name}.host.o")
+        jobs.append(((name, "cuda"), ["nvcc", "-arch=sm_90", f"-L{link_dir}",
+                                      os.path.join(work, "obj", f"{name}.cuda.o"),
                                       lib("rt", "main"), lib("rt", "driver"), lib("rt", "cuda"),
                                       lib("rt", "common"), "-lcublasLt", "-lcudnn", "-o",
                                       os.path.join(work, f"{name}.cuda")]))

@@ -29,6 +29,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -104,6 +105,17 @@ double toDouble(APFloat value) {
 }
 
 /// The runtime DType enumerator for an element type.
+/// The CUDA element type of a float tensor (for generated kernels).
+std::optional<StringRef> getCudaElementType(Type type) {
+  if (type.isF32())
+    return StringRef("float");
+  if (type.isF16())
+    return StringRef("__half");
+  if (type.isBF16())
+    return StringRef("__nv_bfloat16");
+  return std::nullopt;
+}
+
 std::optional<StringRef> getDTypeName(Type type) {
   if (type.isF32())
     return StringRef("DType::F32");
@@ -218,6 +230,11 @@ private:
   unsigned nextLocal = 0;
   unsigned nextOp = 0;
   std::string tables;
+  /// One Program type per fused_elementwise op, for the CUDA build.
+  std::string kernels;
+  /// Program type of each distinct step body (ops with the same chain share
+  /// one type and so one set of kernels: less for nvcc to compile).
+  llvm::StringMap<std::string> fusedPrograms;
   std::string body;
   llvm::raw_string_ostream os{body};
 };
@@ -785,24 +802,65 @@ LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
         .Default(nullptr);
   };
   ArrayRef<int64_t> registers = op.getRegisters();
+  int64_t numInputs = op.getInputs().size();
+  // The CUDA build gets the steps as code (FusedKernel.cuh): one kernel per
+  // op, the chain inlined on registers.
+  std::string apply;
+  llvm::raw_string_ostream kernel(apply);
+  auto operand = [&](int64_t reg) {
+    return reg < numInputs ? "x[" + std::to_string(reg) + "]"
+                           : "r" + std::to_string(reg);
+  };
+  // The interpreter's table, for the host build and the layouts the kernel
+  // does not address.
   os << "  {\n    static const ElementwiseStep steps[] = {\n";
   for (auto [index, attr] : llvm::enumerate(op.getOps())) {
     StringRef name = cast<StringAttr>(attr).getValue();
     const char *step = runtimeStep(name);
     if (!step)
       return error(op) << "has an unknown fused step '" << name << "'";
-    os << "        {ElementwiseStep::"
-       << (FusedElementwiseOp::isBinaryStep(name) ? "kBinary" : "kUnary")
-       << ", int32_t(" << step << "), " << registers[2 * index] << ", "
-       << registers[2 * index + 1] << ", " << cppFloat(op.getAlphas()[index])
-       << ", " << cppFloat(op.getBetas()[index]) << "},\n";
+    bool binary = FusedElementwiseOp::isBinaryStep(name);
+    int64_t a = registers[2 * index], b = registers[2 * index + 1];
+    std::string alpha = cppFloat(op.getAlphas()[index]);
+    std::string beta = cppFloat(op.getBetas()[index]);
+    os << "        {ElementwiseStep::" << (binary ? "kBinary" : "kUnary")
+       << ", int32_t(" << step << "), " << a << ", " << b << ", " << alpha
+       << ", " << beta << "},\n";
+    kernel << "    const float r" << numInputs + int64_t(index) << " = ";
+    if (binary)
+      kernel << "binaryStep(" << step << ", " << operand(a) << ", "
+             << operand(b) << ");\n";
+    else
+      kernel << "unaryStep(" << step << ", " << operand(a) << ", " << alpha
+             << ", " << beta << ");\n";
   }
+  kernel << "    return r" << numInputs + int64_t(op.getOps().size()) - 1
+         << ";\n";
+  std::string key = std::to_string(numInputs) + "\n" + apply;
+  auto [entry, inserted] = fusedPrograms.try_emplace(
+      key, "FusedProgram" + std::to_string(fusedPrograms.size()));
+  std::string program = entry->second;
+  if (inserted)
+    kernels += "struct " + program + " {\n  static constexpr int kInputs = " +
+               std::to_string(numInputs) +
+               ";\n  __device__ __forceinline__ static float apply(const "
+               "float *x) {\n" +
+               apply + "  }\n};\n\n";
+  std::optional<StringRef> type =
+      getCudaElementType(op.getType().getElementType());
+  if (!type)
+    return error(op) << "has element type " << op.getType().getElementType()
+                     << ", which generated kernels do not support";
   os << "    };\n    const TensorRef inputs[] = {";
   for (auto [index, input] : llvm::enumerate(op.getInputs()))
     os << (index ? ", " : "") << ref(input);
-  os << "};\n    fusedElementwise(ctx, " << nodeLiteral(op) << ", steps, "
-     << op.getOps().size() << ", inputs, " << op.getInputs().size() << ", "
-     << ref(op.getResult()) << ");\n  }\n";
+  std::string arguments = "(ctx, " + nodeLiteral(op) + ", steps, " +
+                          std::to_string(op.getOps().size()) + ", inputs, " +
+                          std::to_string(numInputs) + ", " +
+                          ref(op.getResult()) + ");\n";
+  os << "};\n#ifdef __CUDACC__\n    fusedElementwiseProgram<" << program << ", "
+     << *type << ">" << arguments << "#else\n    fusedElementwise" << arguments
+     << "#endif\n  }\n";
   return success();
 }
 
@@ -1137,11 +1195,16 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << ". Do not edit.\n"
       << "// Arena: " << arenaSize << " bytes; weight region: " << weightsSize
       << " bytes.\n"
-      << "#include \"memopt/Runtime/Program.h\"\n\n"
-      << "#include <cmath>\n#include <initializer_list>\n\n"
+      << "#include \"memopt/Runtime/Program.h\"\n";
+  if (!kernels.empty())
+    out << "#ifdef __CUDACC__\n#include \"memopt/Runtime/FusedKernel.cuh\"\n"
+        << "#endif\n";
+  out << "\n#include <cmath>\n#include <initializer_list>\n\n"
       << "using namespace memopt::rt;\n\nnamespace {\n\n"
-      << tables << "\n"
-      << "TensorRef ref(void *data, DType dtype,\n"
+      << tables << "\n";
+  if (!kernels.empty())
+    out << "#ifdef __CUDACC__\n" << kernels << "#endif\n\n";
+  out << "TensorRef ref(void *data, DType dtype,\n"
       << "              std::initializer_list<int64_t> shape) {\n"
       << "  TensorRef t;\n  t.data = data;\n  t.dtype = dtype;\n"
       << "  t.rank = int(shape.size());\n  int i = 0;\n"

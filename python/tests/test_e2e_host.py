@@ -601,7 +601,7 @@ def test_zoo_model(model, compiler, tmp_path):
     assert proc.returncode == 0, f"{' '.join(argv)}\n{proc.stderr[-4000:]}"
     with open(out, "rb") as stream:
         assert stream.read(4) == b"\x7fELF", "the CUDA target did not produce an executable"
-    with open(out + ".cpp") as cuda_source, \
+    with open(out + ".cu") as cuda_source, \
             open(os.path.join(str(tmp_path), "planned", "model.cpp")) as host_source:
         assert cuda_source.read() == host_source.read(), "CUDA and host sources differ"
 
@@ -625,15 +625,45 @@ def test_cuda_source_compiles_with_nvcc(compiler, tmp_path):
     assert proc.returncode == 0, proc.stderr
     script = open(out + ".build.sh").read()
     assert "-arch=sm_90" in script and "libmemopt_runtime_cuda.a" in script
+    assert "tiny.cu" in script
     include = os.path.join(zoo.REPO, "include")
     obj = out + ".o"
-    proc = _run([_nvcc(), "-std=c++17", "-arch=sm_90", "-c", out + ".cpp", "-I" + include,
+    proc = _run([_nvcc(), "-std=c++17", "-arch=sm_90", "-c", out + ".cu", "-I" + include,
                  "-o", obj])
     assert proc.returncode == 0, proc.stderr[-4000:]
     symbols = _run(["nm", obj]).stdout
     assert re.search(r"\bT memopt_program\b", symbols), symbols[-2000:]
     # The weight image is the one the host target writes.
     assert os.path.getsize(out + ".weights") > 0
+
+
+def test_cuda_fused_elementwise_kernels_are_generated(compiler, tmp_path):
+    """The CUDA program of the elementwise-chains model carries one generated kernel type per
+    distinct chain (FusedProgramN, compiled by nvcc for sm_90 and the vector / scalar and 32-
+    / 64-bit index variants), while the host build of the same source keeps the step
+    interpreter."""
+    path = str(tmp_path / "chains.onnx")
+    onnx.save(model_elementwise_chains(np.random.default_rng(11)), path)
+    out = str(tmp_path / "chains")
+    proc = _run([compiler, path, "-o", out, "--target", "cuda", "--emit", "source",
+                 "--arch", "sm_90", "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    source = open(out + ".cu").read()
+    assert source.count("fusedElementwiseProgram<FusedProgram") == 2, source[-3000:]
+    assert "binaryStep(BinaryOp::Div, x[0], x[1])" in source
+    assert "unaryStep(UnaryOp::Erf" in source
+    include = os.path.join(zoo.REPO, "include")
+    obj = out + ".o"
+    proc = _run([_nvcc(), "-std=c++17", "-O2", "-arch=sm_90", "-c", out + ".cu", "-I" + include,
+                 "-o", obj])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    kernels = set(re.findall(r"fused6kernelIN\w*?(FusedProgram\d)", _run(["nm", obj]).stdout))
+    assert kernels == {"FusedProgram0", "FusedProgram1"}, kernels
+    host = str(tmp_path / "host.o")
+    proc = _run(["g++", "-std=c++17", "-x", "c++", "-c", out + ".cu", "-I" + include,
+                 "-o", host])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "fusedElementwise" in _run(["nm", "-C", host]).stdout
 
 
 def _load_c_api(library):

@@ -88,9 +88,24 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // RUN: memopt-compile %t/fused.mlir --lower-only --emit source -o %t/fused --quiet
 // RUN: FileCheck %s --check-prefix=FUSED < %t/fused.cpp
 
-// A fused elementwise op: a static step table (runtime enums, registers,
-// parameters, clip's open bound as INFINITY) and the inputs in register
-// order.
+// A fused elementwise op. For nvcc, a Program type whose apply() is the
+// chain as code (registers after the inputs, parameters inline), included
+// with FusedKernel.cuh only then; for every build, the static step table
+// (runtime enums, registers, parameters, clip's open bound as INFINITY), the
+// inputs in register order, and the call: the generated kernel under
+// __CUDACC__, the interpreter otherwise.
+// FUSED: #include "memopt/Runtime/Program.h"
+// FUSED-NEXT: #ifdef __CUDACC__
+// FUSED-NEXT: #include "memopt/Runtime/FusedKernel.cuh"
+// FUSED-NEXT: #endif
+// FUSED: #ifdef __CUDACC__
+// FUSED-NEXT: struct FusedProgram0 {
+// FUSED-NEXT: static constexpr int kInputs = 2;
+// FUSED-NEXT: __device__ __forceinline__ static float apply(const float *x) {
+// FUSED-NEXT: const float r2 = binaryStep(BinaryOp::Mul, x[0], x[1]);
+// FUSED-NEXT: const float r3 = unaryStep(UnaryOp::Clip, r2, 0.0f, INFINITY);
+// FUSED-NEXT: const float r4 = unaryStep(UnaryOp::LeakyRelu, r3, 0.100000001f, 0.0f);
+// FUSED-NEXT: return r4;
 // FUSED: TensorRef [[X:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 8});
 // FUSED: TensorRef [[B:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[1]), DType::F32, {8});
 // FUSED: TensorRef [[Y:t[0-9]+]] = ref(outputs[0], DType::F32, {2, 8});
@@ -101,7 +116,11 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // FUSED-NEXT: {ElementwiseStep::kUnary, int32_t(UnaryOp::LeakyRelu), 3, -1, 0.100000001f, 0.0f},
 // FUSED-NEXT: };
 // FUSED-NEXT: const TensorRef inputs[] = {[[X]], [[B]]};
+// FUSED-NEXT: #ifdef __CUDACC__
+// FUSED-NEXT: fusedElementwiseProgram<FusedProgram0, float>(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
+// FUSED-NEXT: #else
 // FUSED-NEXT: fusedElementwise(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
+// FUSED-NEXT: #endif
 // ATTENTION: TensorRef [[Q:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 4, 8, 16});
 // ATTENTION: TensorRef [[B:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[3]), DType::F32, {2, 1, 1, 8});
 // ATTENTION: TensorRef [[Y:t[0-9]+]] = ref(arena + 0, DType::F32, {2, 4, 8, 32});

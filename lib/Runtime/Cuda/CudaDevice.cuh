@@ -13,28 +13,14 @@
 #define MEMOPT_LIB_RUNTIME_CUDA_CUDADEVICE_CUH
 
 #include "CudaInternal.h"
+// toFloat / fromFloat and the activation / unary / binary math, shared with
+// the kernels memopt-compile generates.
+#include "memopt/Runtime/FusedKernel.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace memopt::rt {
-
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> __device__ __forceinline__ T fromFloat(float v);
-template <> __device__ __forceinline__ float fromFloat<float>(float v) {
-  return v;
-}
-template <> __device__ __forceinline__ __half fromFloat<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 /// Loads element i of any dtype as float (for small per-channel parameters).
 __device__ __forceinline__ float loadFloat(const void *p, DType t, int64_t i) {
@@ -107,20 +93,6 @@ __device__ __forceinline__ int64_t offsetOf(int64_t i, const KernelDims &d) {
     break;                                                                     \
   }                                                                            \
   }
-
-__device__ __forceinline__ float applyActivationDevice(Activation a, float x) {
-  switch (a) {
-  case Activation::Relu:
-    return fmaxf(x, 0.0f);
-  case Activation::Gelu:
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  case Activation::GeluTanh:
-    return 0.5f * x *
-           (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  default:
-    return x;
-  }
-}
 
 /// Warp-wide sum / max.
 __device__ __forceinline__ float warpSum(float v) {

@@ -16,67 +16,6 @@ namespace memopt::rt {
 
 namespace {
 
-__device__ __forceinline__ float applyUnaryDevice(UnaryOp op, float x,
-                                                  float alpha, float beta) {
-  switch (op) {
-  case UnaryOp::Identity:
-    return x;
-  case UnaryOp::Relu:
-    return fmaxf(x, 0.0f);
-  case UnaryOp::LeakyRelu:
-    return x >= 0.0f ? x : alpha * x;
-  case UnaryOp::Elu:
-    return x >= 0.0f ? x : alpha * expm1f(x);
-  case UnaryOp::Sigmoid:
-    return 1.0f / (1.0f + __expf(-x));
-  case UnaryOp::HardSigmoid:
-    return fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
-  case UnaryOp::HardSwish:
-    return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
-  case UnaryOp::Tanh:
-    return tanhf(x);
-  case UnaryOp::Gelu:
-  case UnaryOp::GeluTanh:
-    return applyActivationDevice(
-        op == UnaryOp::Gelu ? Activation::Gelu : Activation::GeluTanh, x);
-  case UnaryOp::Silu:
-    return x / (1.0f + __expf(-x));
-  case UnaryOp::Softplus:
-    return x > 20.0f ? x : log1pf(__expf(x));
-  case UnaryOp::Exp:
-    return expf(x);
-  case UnaryOp::Log:
-    return logf(x);
-  case UnaryOp::Sqrt:
-    return sqrtf(x);
-  case UnaryOp::Reciprocal:
-    return 1.0f / x;
-  case UnaryOp::Neg:
-    return -x;
-  case UnaryOp::Abs:
-    return fabsf(x);
-  case UnaryOp::Erf:
-    return erff(x);
-  case UnaryOp::Sin:
-    return sinf(x);
-  case UnaryOp::Cos:
-    return cosf(x);
-  case UnaryOp::Floor:
-    return floorf(x);
-  case UnaryOp::Ceil:
-    return ceilf(x);
-  case UnaryOp::Round:
-    return rintf(x);
-  case UnaryOp::Clip:
-    return fminf(fmaxf(x, alpha), beta);
-  case UnaryOp::PowScalar:
-    return powf(x, alpha);
-  case UnaryOp::Not:
-    return x == 0.0f ? 1.0f : 0.0f;
-  }
-  return x;
-}
-
 /// Elements per 16-byte vector.
 template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
 
@@ -92,7 +31,7 @@ __global__ void unaryKernel(const T *__restrict__ x, T *__restrict__ y,
       in[0] = x[i];
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      out[j] = fromFloat<T>(applyUnaryDevice(op, toFloat(in[j]), alpha, beta));
+      out[j] = fromFloat<T>(unaryStep(op, toFloat(in[j]), alpha, beta));
     if constexpr (V > 1)
       reinterpret_cast<uint4 *>(y)[i] = *reinterpret_cast<uint4 *>(out);
     else
@@ -160,34 +99,7 @@ __device__ __forceinline__ T combine(BinaryOp op, T a, T b) {
       return 0;
     }
   } else {
-    float x = toFloat(a), y = toFloat(b), r;
-    switch (op) {
-    case BinaryOp::Add:
-      r = x + y;
-      break;
-    case BinaryOp::Sub:
-      r = x - y;
-      break;
-    case BinaryOp::Mul:
-      r = x * y;
-      break;
-    case BinaryOp::Div:
-      r = x / y;
-      break;
-    case BinaryOp::Pow:
-      r = powf(x, y);
-      break;
-    case BinaryOp::Max:
-      r = fmaxf(x, y);
-      break;
-    case BinaryOp::Min:
-      r = fminf(x, y);
-      break;
-    default: // Mod and FMod: C fmod (ONNX allows only fmod = 1 on floats)
-      r = fmodf(x, y);
-      break;
-    }
-    return fromFloat<T>(r);
+    return fromFloat<T>(binaryStep(op, toFloat(a), toFloat(b)));
   }
 }
 
@@ -341,7 +253,7 @@ __global__ void fusedElementwiseKernel(FusedArgs a, FusedDims d,
       if (st.kind == ElementwiseStep::kUnary) {
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          out[j] = applyUnaryDevice(UnaryOp(st.op), x[j], st.alpha, st.beta);
+          out[j] = unaryStep(UnaryOp(st.op), x[j], st.alpha, st.beta);
       } else {
         const float *z = r[st.b];
 #pragma unroll
@@ -604,6 +516,20 @@ void fusedElementwise(Context &ctx, const char *node,
   MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchFused<T>(ctx, args, inputs, y));
   checkLaunch(ctx, node);
 }
+
+bool fusedKernelBegin(Context &ctx, const char *node,
+                      const ElementwiseStep *steps, int numSteps,
+                      const TensorRef *inputs, int numInputs,
+                      const TensorRef &y, void **stream, unsigned *maxBlocks) {
+  if (hasError(ctx) || !validateFusedElementwise(ctx, node, steps, numSteps,
+                                                 inputs, numInputs, y))
+    return false;
+  *stream = ctx.stream;
+  *maxBlocks = gridFor(ctx, int64_t(1) << 62);
+  return true;
+}
+
+void fusedKernelEnd(Context &ctx, const char *node) { checkLaunch(ctx, node); }
 
 void compare(Context &ctx, const char *node, CompareOp op, TensorRef a,
              TensorRef b, TensorRef c) {
