@@ -1017,7 +1017,8 @@ def cmd_report(args):
                       for k in torch_profile["kernels"][:8]]
         sections.append("\n".join(lines))
     text = open(args.template).read()
-    text = text.replace("@PROFILES@", "\n\n".join(sections))
+    text = text.replace("@PROFILES@", "\n\n".join(sections) if sections else
+                        "No realistic batch misses the goal in this run, so none was profiled.")
     text = text.replace("@TABLE@", header + "\n" + "\n".join(rows))
     text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()))
     text = text.replace("@NOTES@", notes.strip())
