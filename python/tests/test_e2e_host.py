@@ -481,6 +481,18 @@ def test_attention_fusion_matches_onnxruntime(compiler, tmp_path):
                               extra=("--no-fuse-attention",))
 
 
+def planned_arenas(compiler, path, tmp_path, no_fusion_flag):
+    """Arena bytes of the planned model with a fusion on ("fused") and off ("unfused")."""
+    arenas = {}
+    for variant, flags in (("fused", []), ("unfused", [no_fusion_flag])):
+        report = str(tmp_path / f"{variant}.json")
+        proc = _run([compiler, path, "--emit", "plan", "-o", str(tmp_path / f"{variant}.mlir"),
+                     "--report", report, "--quiet", *flags])
+        assert proc.returncode == 0, proc.stderr
+        arenas[variant] = json.load(open(report))["arena_bytes"]
+    return arenas
+
+
 def test_attention_fusion_shrinks_the_arena(compiler, tmp_path):
     """One head block of 2 x 256 queries: the unfused plan holds [2, 256, 256] scores and
     probabilities; the fused one never does."""
@@ -494,13 +506,7 @@ def test_attention_fusion_shrinks_the_arena(compiler, tmp_path):
                    inits)
     path = str(tmp_path / "attention.onnx")
     onnx.save(model, path)
-    arenas = {}
-    for variant, flags in (("fused", []), ("unfused", ["--no-fuse-attention"])):
-        report = str(tmp_path / f"{variant}.json")
-        proc = _run([compiler, path, "--emit", "plan", "-o", str(tmp_path / f"{variant}.mlir"),
-                     "--report", report, "--quiet", *flags])
-        assert proc.returncode == 0, proc.stderr
-        arenas[variant] = json.load(open(report))["arena_bytes"]
+    arenas = planned_arenas(compiler, path, tmp_path, "--no-fuse-attention")
     scores = 2 * 256 * 256 * 4
     assert arenas["unfused"] >= scores, arenas
     assert arenas["fused"] < scores // 4, arenas
@@ -553,13 +559,7 @@ def test_elementwise_fusion_matches_onnxruntime_and_shrinks_the_arena(compiler, 
     assert text.count("memopt.fused_elementwise") == 2, text
     for op in ("memopt.sigmoid", "memopt.erf", "memopt.relu", "memopt.mul"):
         assert op not in text, op
-    arenas = {}
-    for variant, flags in (("fused", []), ("unfused", ["--no-fuse-elementwise"])):
-        report = str(tmp_path / f"{variant}.json")
-        proc = _run([compiler, path, "--emit", "plan", "-o", str(tmp_path / f"{variant}.mlir"),
-                     "--report", report, "--quiet", *flags])
-        assert proc.returncode == 0, proc.stderr
-        arenas[variant] = json.load(open(report))["arena_bytes"]
+    arenas = planned_arenas(compiler, path, tmp_path, "--no-fuse-elementwise")
     output = 2 * 8 * 16 * 16 * 4
     assert arenas["fused"] == 2 * output, arenas
     assert arenas["unfused"] >= 3 * output, arenas
