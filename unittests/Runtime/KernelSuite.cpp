@@ -207,24 +207,22 @@ std::vector<Case> buildCases() {
              return std::vector<TensorRef>{y};
            }});
   }
-  cases.push_back({"binary_mod_i64", 0, [](Suite &s) {
-                     TensorRef a =
-                         s.ints(DType::I64, {6}, {7, -7, 7, -7, 100, -3});
-                     TensorRef b =
-                         s.ints(DType::I64, {6}, {3, 3, -3, -3, 7, 5});
-                     TensorRef c = s.empty(DType::I64, {6});
-                     binary(*s.ctx, "mod", BinaryOp::Mod, a, b, c);
-                     return std::vector<TensorRef>{c};
-                   }});
-  cases.push_back({"binary_fmod_i32", 0, [](Suite &s) {
-                     TensorRef a =
-                         s.ints(DType::I32, {6}, {7, -7, 7, -7, 100, -3});
-                     TensorRef b =
-                         s.ints(DType::I32, {6}, {3, 3, -3, -3, 7, 0});
-                     TensorRef c = s.empty(DType::I32, {6});
-                     binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
-                     return std::vector<TensorRef>{c};
-                   }});
+  cases.push_back(
+      {"binary_mod_i64", 0, [](Suite &s) {
+         TensorRef a = s.ints(DType::I64, {6}, {7, -7, 7, -7, 100, -3});
+         TensorRef b = s.ints(DType::I64, {6}, {3, 3, -3, -3, 7, 5});
+         TensorRef c = s.empty(DType::I64, {6});
+         binary(*s.ctx, "mod", BinaryOp::Mod, a, b, c);
+         return std::vector<TensorRef>{c};
+       }});
+  cases.push_back(
+      {"binary_fmod_i32", 0, [](Suite &s) {
+         TensorRef a = s.ints(DType::I32, {6}, {7, -7, 7, -7, 100, -3});
+         TensorRef b = s.ints(DType::I32, {6}, {3, 3, -3, -3, 7, 0});
+         TensorRef c = s.empty(DType::I32, {6});
+         binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
+         return std::vector<TensorRef>{c};
+       }});
   cases.push_back({"compare_where_logical", 0, [](Suite &s) {
                      TensorRef a = s.random(DType::F32, {37, 41}),
                                b = s.random(DType::F32, {41});
@@ -275,14 +273,14 @@ std::vector<Case> buildCases() {
            matmul(*s.ctx, "mm", MatmulParams(), a, b, nullptr, c);
            return std::vector<TensorRef>{c};
          }});
-    cases.push_back({std::string("matmul_batched_") + tag(dt), tol(dt, 1e-3),
-                     [=](Suite &s) {
-                       TensorRef a = s.random(dt, {3, 33, 65}),
-                                 b = s.random(dt, {65, 17});
-                       TensorRef c = s.empty(dt, {3, 33, 17});
-                       matmul(*s.ctx, "bmm", MatmulParams(), a, b, nullptr, c);
-                       return std::vector<TensorRef>{c};
-                     }});
+    cases.push_back(
+        {std::string("matmul_batched_") + tag(dt), tol(dt, 1e-3),
+         [=](Suite &s) {
+           TensorRef a = s.random(dt, {3, 33, 65}), b = s.random(dt, {65, 17});
+           TensorRef c = s.empty(dt, {3, 33, 17});
+           matmul(*s.ctx, "bmm", MatmulParams(), a, b, nullptr, c);
+           return std::vector<TensorRef>{c};
+         }});
     cases.push_back(
         {std::string("matmul_bcast_") + tag(dt), tol(dt, 1e-3), [=](Suite &s) {
            TensorRef a = s.random(dt, {2, 1, 16, 24}),
@@ -291,42 +289,42 @@ std::vector<Case> buildCases() {
            matmul(*s.ctx, "bmm_bcast", MatmulParams(), a, b, nullptr, c);
            return std::vector<TensorRef>{c};
          }});
-    cases.push_back({std::string("gemm_trans_bias_relu_") + tag(dt),
-                     tol(dt, 1e-3), [=](Suite &s) {
-                       TensorRef a = s.random(dt, {40, 24}),
-                                 b = s.random(dt, {56, 40});
-                       TensorRef bias = s.random(dt, {56});
-                       TensorRef c = s.empty(dt, {24, 56});
-                       MatmulParams p;
-                       p.transA = p.transB = true;
-                       p.alpha = 0.5f;
-                       p.activation = Activation::Relu;
-                       matmul(*s.ctx, "gemm", p, a, b, &bias, c);
-                       return std::vector<TensorRef>{c};
-                     }});
-    cases.push_back({std::string("gemm_colbias_beta_gelu_") + tag(dt),
-                     tol(dt, 1e-3), [=](Suite &s) {
-                       TensorRef a = s.random(dt, {24, 40}),
-                                 b = s.random(dt, {40, 56});
-                       TensorRef bias = s.random(dt, {24, 1});
-                       TensorRef c = s.empty(dt, {24, 56});
-                       MatmulParams p;
-                       p.beta = 0.5f;
-                       p.activation = Activation::Gelu;
-                       matmul(*s.ctx, "gemm2", p, a, b, &bias, c);
-                       return std::vector<TensorRef>{c};
-                     }});
-    cases.push_back({std::string("matmul_bias_gelutanh_") + tag(dt),
-                     tol(dt, 1e-3), [=](Suite &s) {
-                       TensorRef a = s.random(dt, {2, 24, 40}),
-                                 b = s.random(dt, {40, 64});
-                       TensorRef bias = s.random(dt, {64});
-                       TensorRef c = s.empty(dt, {2, 24, 64});
-                       MatmulParams p;
-                       p.activation = Activation::GeluTanh;
-                       matmul(*s.ctx, "mm_gelu", p, a, b, &bias, c);
-                       return std::vector<TensorRef>{c};
-                     }});
+    cases.push_back(
+        {std::string("gemm_trans_bias_relu_") + tag(dt), tol(dt, 1e-3),
+         [=](Suite &s) {
+           TensorRef a = s.random(dt, {40, 24}), b = s.random(dt, {56, 40});
+           TensorRef bias = s.random(dt, {56});
+           TensorRef c = s.empty(dt, {24, 56});
+           MatmulParams p;
+           p.transA = p.transB = true;
+           p.alpha = 0.5f;
+           p.activation = Activation::Relu;
+           matmul(*s.ctx, "gemm", p, a, b, &bias, c);
+           return std::vector<TensorRef>{c};
+         }});
+    cases.push_back(
+        {std::string("gemm_colbias_beta_gelu_") + tag(dt), tol(dt, 1e-3),
+         [=](Suite &s) {
+           TensorRef a = s.random(dt, {24, 40}), b = s.random(dt, {40, 56});
+           TensorRef bias = s.random(dt, {24, 1});
+           TensorRef c = s.empty(dt, {24, 56});
+           MatmulParams p;
+           p.beta = 0.5f;
+           p.activation = Activation::Gelu;
+           matmul(*s.ctx, "gemm2", p, a, b, &bias, c);
+           return std::vector<TensorRef>{c};
+         }});
+    cases.push_back(
+        {std::string("matmul_bias_gelutanh_") + tag(dt), tol(dt, 1e-3),
+         [=](Suite &s) {
+           TensorRef a = s.random(dt, {2, 24, 40}), b = s.random(dt, {40, 64});
+           TensorRef bias = s.random(dt, {64});
+           TensorRef c = s.empty(dt, {2, 24, 64});
+           MatmulParams p;
+           p.activation = Activation::GeluTanh;
+           matmul(*s.ctx, "mm_gelu", p, a, b, &bias, c);
+           return std::vector<TensorRef>{c};
+         }});
   }
   // f16 / bf16 operands storing an f32 result (mixed precision's outputs):
   // strided batch and the fused row bias, both f32 on the output side.
@@ -696,15 +694,15 @@ std::vector<Case> buildCases() {
                          return std::vector<TensorRef>{y};
                        }});
     for (int64_t cols : {int64_t(1000), int64_t(5003), int64_t(7)})
-      cases.push_back({"softmax_" + std::to_string(cols) + "_" + tag(dt),
-                       tol(dt, 2e-4), [=](Suite &s) {
-                         TensorRef x = s.random(dt, {13, cols}, 0.1, 6.0);
-                         TensorRef y = s.empty(dt, {13, cols}),
-                                   l = s.empty(dt, {13, cols});
-                         softmax(*s.ctx, "softmax", 1, false, x, y);
-                         softmax(*s.ctx, "logsoftmax", 1, true, x, l);
-                         return std::vector<TensorRef>{y, l};
-                       }});
+      cases.push_back(
+          {"softmax_" + std::to_string(cols) + "_" + tag(dt), tol(dt, 2e-4),
+           [=](Suite &s) {
+             TensorRef x = s.random(dt, {13, cols}, 0.1, 6.0);
+             TensorRef y = s.empty(dt, {13, cols}), l = s.empty(dt, {13, cols});
+             softmax(*s.ctx, "softmax", 1, false, x, y);
+             softmax(*s.ctx, "logsoftmax", 1, true, x, l);
+             return std::vector<TensorRef>{y, l};
+           }});
     cases.push_back({std::string("softmax_middle_axis_") + tag(dt),
                      tol(dt, 2e-4), [=](Suite &s) {
                        TensorRef x = s.random(dt, {3, 50, 17});
@@ -754,14 +752,14 @@ std::vector<Case> buildCases() {
                      transpose(*s.ctx, "transpose", perm, x, y);
                      return std::vector<TensorRef>{y};
                    }});
-  cases.push_back({"transpose_nhwc_nchw_i64_odd", 0, [](Suite &s) {
-                     TensorRef x =
-                         s.random(DType::I64, {3, 37, 5, 45}, 1, 1000);
-                     TensorRef y = s.empty(DType::I64, {3, 45, 37, 5});
-                     int perm[4] = {0, 3, 1, 2};
-                     transpose(*s.ctx, "transpose", perm, x, y);
-                     return std::vector<TensorRef>{y};
-                   }});
+  cases.push_back(
+      {"transpose_nhwc_nchw_i64_odd", 0, [](Suite &s) {
+         TensorRef x = s.random(DType::I64, {3, 37, 5, 45}, 1, 1000);
+         TensorRef y = s.empty(DType::I64, {3, 45, 37, 5});
+         int perm[4] = {0, 3, 1, 2};
+         transpose(*s.ctx, "transpose", perm, x, y);
+         return std::vector<TensorRef>{y};
+       }});
   cases.push_back({"transpose_2d_and_middle_u8", 0, [](Suite &s) {
                      TensorRef x = s.random(DType::U8, {70, 33}, 1, 200, true);
                      TensorRef y = s.empty(DType::U8, {33, 70});

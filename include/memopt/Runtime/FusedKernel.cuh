@@ -189,9 +189,7 @@ struct InputAccess {
   uint64_t div, mod;
 };
 
-template <int N> struct Inputs {
-  InputAccess input[N];
-};
+template <int N> struct Inputs { InputAccess input[N]; };
 
 template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
 
