@@ -2,12 +2,11 @@
 //
 // import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
 // [memopt-mixed-precision -> canonicalize] -> memopt-fuse-elementwise ->
-// memopt-schedule ->
-// memopt-bufferize -> memopt-plan-memory -> EmitProgram -> system compiler. The
-// shape follows onnx-mlir's `onnx-mlir` driver (one tool,
-// `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system compiler
-// invoked at the end) and TVM's `tvmc compile` (target and output chosen by
-// flags).
+// memopt-schedule -> memopt-bufferize -> memopt-plan-memory -> EmitProgram ->
+// system compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
+// tool, `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system
+// compiler invoked at the end) and TVM's `tvmc compile` (target and output
+// chosen by flags).
 //
 //===----------------------------------------------------------------------===//
 

@@ -104,7 +104,6 @@ double toDouble(APFloat value) {
   return value.convertToDouble();
 }
 
-/// The runtime DType enumerator for an element type.
 /// The CUDA element type of a float tensor (for generated kernels).
 std::optional<StringRef> getCudaElementType(Type type) {
   if (type.isF32())
@@ -116,6 +115,7 @@ std::optional<StringRef> getCudaElementType(Type type) {
   return std::nullopt;
 }
 
+/// The runtime DType enumerator for an element type.
 std::optional<StringRef> getDTypeName(Type type) {
   if (type.isF32())
     return StringRef("DType::F32");
@@ -230,7 +230,8 @@ private:
   unsigned nextLocal = 0;
   unsigned nextOp = 0;
   std::string tables;
-  /// One Program type per fused_elementwise op, for the CUDA build.
+  /// One Program type per distinct fused_elementwise chain, for the CUDA
+  /// build.
   std::string kernels;
   /// Program type of each distinct step body (ops with the same chain share
   /// one type and so one set of kernels: less for nvcc to compile).
@@ -804,7 +805,7 @@ LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
   ArrayRef<int64_t> registers = op.getRegisters();
   int64_t numInputs = op.getInputs().size();
   // The CUDA build gets the steps as code (FusedKernel.cuh): one kernel per
-  // op, the chain inlined on registers.
+  // distinct chain, the chain inlined on registers.
   std::string apply;
   llvm::raw_string_ostream kernel(apply);
   auto operand = [&](int64_t reg) {

@@ -961,57 +961,6 @@ int runPerf(Context *ctx, const std::string &filter) {
        [](Context &c, std::vector<TensorRef> &t) {
          binary(c, "add", BinaryOp::Add, t[0], t[1], t[2]);
        }},
-      // ResNet's residual tail and MobileNetV3's gated hard swish: one
-      // fused pass against the separate kernels it replaces (f32, 16M).
-      {"residual_relu_unfused_f32_16M", 5.0 * 4 * (big / 4), 0,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F32, {big / 4}), s.random(DType::F32, {big / 4}),
-              s.empty(DType::F32, {big / 4})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         binary(c, "add", BinaryOp::Add, t[0], t[1], t[2]);
-         unary(c, "relu", UnaryOp::Relu, 0, 0, t[2], t[2]);
-       }},
-      {"residual_relu_fused_f32_16M", 3.0 * 4 * (big / 4), 0,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F32, {big / 4}), s.random(DType::F32, {big / 4}),
-              s.empty(DType::F32, {big / 4})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         const ElementwiseStep steps[] = {
-             {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 0, 1, 0, 0},
-             {ElementwiseStep::kUnary, int32_t(UnaryOp::Relu), 2, -1, 0, 0}};
-         fusedElementwise(c, "fused", steps, 2, t.data(), 2, t[2]);
-       }},
-      {"scale_shift_hswish_unfused_f32_32x96x56x56", 9.0 * 4 * 32 * 96 * 3136,
-       0,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F32, {32, 96, 56, 56}),
-              s.random(DType::F32, {96, 1, 1}), s.random(DType::F32, {1}),
-              s.empty(DType::F32, {32, 96, 56, 56}),
-              s.empty(DType::F32, {32, 96, 56, 56})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         binary(c, "mul", BinaryOp::Mul, t[0], t[1], t[3]);
-         binary(c, "add", BinaryOp::Add, t[3], t[2], t[3]);
-         unary(c, "hsig", UnaryOp::HardSigmoid, 0.2f, 0.5f, t[3], t[4]);
-         binary(c, "mul", BinaryOp::Mul, t[3], t[4], t[4]);
-       }},
-      {"scale_shift_hswish_fused_f32_32x96x56x56", 2.0 * 4 * 32 * 96 * 3136, 0,
-       [&](Suite &s, std::vector<TensorRef> &t) {
-         t = {s.random(DType::F32, {32, 96, 56, 56}),
-              s.random(DType::F32, {96, 1, 1}), s.random(DType::F32, {1}),
-              s.empty(DType::F32, {32, 96, 56, 56})};
-       },
-       [](Context &c, std::vector<TensorRef> &t) {
-         const ElementwiseStep steps[] = {
-             {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 0, 1, 0, 0},
-             {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 3, 2, 0, 0},
-             {ElementwiseStep::kUnary, int32_t(UnaryOp::HardSigmoid), 4, -1,
-              0.2f, 0.5f},
-             {ElementwiseStep::kBinary, int32_t(BinaryOp::Mul), 4, 5, 0, 0}};
-         fusedElementwise(c, "fused", steps, 4, t.data(), 3, t[3]);
-       }},
       {"gelu_bf16_64M", 2.0 * 2 * big, 0,
        [&](Suite &s, std::vector<TensorRef> &t) {
          t = {s.random(DType::BF16, {big}), s.empty(DType::BF16, {big})};

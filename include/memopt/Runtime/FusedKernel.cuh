@@ -191,7 +191,11 @@ struct InputAccess {
 
 template <int N> struct Inputs { InputAccess input[N]; };
 
+/// Elements per 16-byte vector, and whether a pointer allows such vectors.
 template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
+inline bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 template <typename T, int V, typename Index>
 __device__ __forceinline__ void load(const InputAccess &a, Index e,
@@ -312,21 +316,18 @@ void fusedElementwiseProgram(Context &ctx, const char *node,
   using namespace fused;
   uint64_t n = uint64_t(y.numElements());
   constexpr int V = vectorWidth<T>();
-  auto aligned = [](const void *p) {
-    return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-  };
   if (numInputs != Program::kInputs) {
     fusedElementwise(ctx, node, steps, numSteps, inputs, numInputs, y);
     return;
   }
   Inputs<Program::kInputs> in = {};
-  bool vector = aligned(y.data);
+  bool vector = aligned16(y.data);
   for (int k = 0; k < numInputs; ++k) {
     InputAccess &a = in.input[k];
     a.data = inputs[k].data;
     if (uint64_t(inputs[k].numElements()) == n) {
       a.access = Access::Full;
-      vector = vector && aligned(a.data);
+      vector = vector && aligned16(a.data);
       continue;
     }
     if (!blockOf(inputs[k], y, a.div, a.mod)) {
@@ -335,8 +336,8 @@ void fusedElementwiseProgram(Context &ctx, const char *node,
     }
     bool replicated = a.mod == 1 || a.div % V == 0;
     a.access = replicated ? Access::Replicated : Access::Block;
-    vector = vector &&
-             (replicated || (a.div == 1 && a.mod % V == 0 && aligned(a.data)));
+    vector = vector && (replicated ||
+                        (a.div == 1 && a.mod % V == 0 && aligned16(a.data)));
   }
   void *stream = nullptr;
   unsigned maxBlocks = 1;

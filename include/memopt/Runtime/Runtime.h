@@ -204,7 +204,7 @@ struct ElementwiseStep {
 };
 constexpr int kMaxFusedInputs = 8;
 constexpr int kMaxFusedSteps = 16;
-/// y = a chain (a tree) of float unary / binary ops in one pass: each output
+/// y = a chain (a DAG) of float unary / binary ops in one pass: each output
 /// element reads each input once (numpy broadcasting to y's shape) and
 /// computes the steps in f32 registers (double on the host), with no
 /// intermediate tensors. Inputs and y share one float dtype; y may alias an

@@ -16,8 +16,8 @@ namespace memopt::rt {
 
 namespace {
 
-/// Elements per 16-byte vector.
-template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
+using fused::aligned16;
+using fused::vectorWidth;
 
 template <typename T, int V>
 __global__ void unaryKernel(const T *__restrict__ x, T *__restrict__ y,
@@ -52,10 +52,6 @@ __global__ void unaryIntKernel(const T *x, T *y, int64_t n, UnaryOp op) {
 
 __global__ void notKernel(const uint8_t *x, uint8_t *y, int64_t n) {
   MEMOPT_GRID_STRIDE(i, n) { y[i] = x[i] ? 0 : 1; }
-}
-
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
 /// Runs a map over n elements: vectorized body on the aligned prefix, scalar
@@ -501,10 +497,11 @@ void binary(Context &ctx, const char *node, BinaryOp op, TensorRef a,
 void fusedElementwise(Context &ctx, const char *node,
                       const ElementwiseStep *steps, int numSteps,
                       const TensorRef *inputs, int numInputs, TensorRef y) {
-  if (hasError(ctx) || !validateFusedElementwise(ctx, node, steps, numSteps,
-                                                 inputs, numInputs, y))
-    return;
-  if (y.numElements() == 0)
+  void *stream = nullptr;
+  unsigned maxBlocks = 0;
+  if (!fusedKernelBegin(ctx, node, steps, numSteps, inputs, numInputs, y,
+                        &stream, &maxBlocks) ||
+      y.numElements() == 0)
     return;
   FusedArgs args = {};
   args.numSteps = numSteps;
@@ -514,7 +511,7 @@ void fusedElementwise(Context &ctx, const char *node,
   for (int k = 0; k < numInputs; ++k)
     args.inputs[k] = inputs[k].data;
   MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchFused<T>(ctx, args, inputs, y));
-  checkLaunch(ctx, node);
+  fusedKernelEnd(ctx, node);
 }
 
 bool fusedKernelBegin(Context &ctx, const char *node,

@@ -520,17 +520,17 @@ void fusedElementwise(Context &ctx, const char *node,
   // once per row and moves by its last stride (0 where it broadcasts).
   int64_t inner = y.rank ? y.shape[y.rank - 1] : 1;
   int64_t rows = inner ? n / inner : 0;
+  int64_t step[kMaxFusedInputs];
+  for (int i = 0; i < numInputs; ++i)
+    step[i] = y.rank ? strides[size_t(i)].stride[y.rank - 1] : 0;
   parallelFor(
       ctx, 0, rows, grainFor(inner * numSteps), [&](int64_t lo, int64_t hi) {
         const double *row[kMaxFusedInputs];
-        int64_t step[kMaxFusedInputs];
         double registers[kMaxFusedInputs + kMaxFusedSteps];
         for (int64_t r = lo; r < hi; ++r) {
-          for (int i = 0; i < numInputs; ++i) {
+          for (int i = 0; i < numInputs; ++i)
             row[i] = values[size_t(i)].data() +
                      broadcastOffset(r * inner, y, strides[size_t(i)]);
-            step[i] = y.rank ? strides[size_t(i)].stride[y.rank - 1] : 0;
-          }
           for (int64_t j = 0; j < inner; ++j) {
             for (int i = 0; i < numInputs; ++i)
               registers[i] = row[i][j * step[i]];

@@ -506,8 +506,10 @@ int64_t FusedElementwiseOp::getFlops() {
 LogicalResult FusedElementwiseOp::verify() {
   int64_t numInputs = getInputs().size();
   int64_t numSteps = getOps().size();
-  if (numInputs < 1 || numInputs > 8 || numSteps < 1 || numSteps > 16)
-    return emitOpError("needs 1 to 8 inputs and 1 to 16 steps, got ")
+  if (numInputs < 1 || numInputs > kMaxInputs || numSteps < 1 ||
+      numSteps > kMaxSteps)
+    return emitOpError("needs 1 to ")
+           << kMaxInputs << " inputs and 1 to " << kMaxSteps << " steps, got "
            << numInputs << " and " << numSteps;
   if (int64_t(getRegisters().size()) != 2 * numSteps ||
       int64_t(getAlphas().size()) != numSteps ||

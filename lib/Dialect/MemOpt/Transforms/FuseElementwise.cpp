@@ -47,9 +47,6 @@ using namespace mlir::memopt;
 
 namespace {
 
-constexpr unsigned kMaxInputs = 8;
-constexpr unsigned kMaxSteps = 16;
-
 /// What one op becomes as a step: its name and parameters.
 struct Step {
   StringRef name;
@@ -123,7 +120,7 @@ struct Group {
 void grow(Group &group, llvm::DenseSet<Operation *> &taken) {
   Type rootType = group.root->getResult(0).getType();
   bool changed = true;
-  while (changed && group.members.size() < kMaxSteps) {
+  while (changed && group.members.size() < FusedElementwiseOp::kMaxSteps) {
     changed = false;
     for (Value input : group.inputs) {
       Operation *producer = input.getDefiningOp();
@@ -139,7 +136,7 @@ void grow(Group &group, llvm::DenseSet<Operation *> &taken) {
       inputs.remove(input);
       for (Value operand : producer->getOperands())
         inputs.insert(operand);
-      if (inputs.size() > kMaxInputs)
+      if (inputs.size() > FusedElementwiseOp::kMaxInputs)
         continue;
       group.inputs = std::move(inputs);
       group.members.insert(producer);
@@ -171,12 +168,8 @@ struct MemOptFuseElementwisePass
         group.inputs.insert(op.getOperands().begin(), op.getOperands().end());
         taken.insert(&op);
         grow(group, taken);
-        if (group.members.size() >= 2 && group.inputs.size() <= kMaxInputs)
+        if (group.members.size() >= 2)
           groups.push_back(std::move(group));
-        else
-          for (Operation *member : group.members)
-            if (member != &op)
-              taken.erase(member); // single op: its producers stay free
       }
       for (Group &group : groups) {
         rewrite(group);

@@ -342,6 +342,8 @@ def MemOpt_FusedElementwiseOp : MemOpt_Op<"fused_elementwise", [
     /// Whether `name` is a unary / binary step this op and the runtime know.
     static bool isUnaryStep(::llvm::StringRef name);
     static bool isBinaryStep(::llvm::StringRef name);
+    /// The runtime's limits (kMaxFusedInputs / kMaxFusedSteps).
+    static constexpr unsigned kMaxInputs = 8, kMaxSteps = 16;
   }];
 }
 
