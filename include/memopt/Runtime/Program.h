@@ -16,7 +16,19 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 1;
+constexpr int32_t kProgramAbiVersion = 2;
+
+/// What a weight-region tensor is. Inference programs hold constants only;
+/// a training program's state (parameters, optimizer moments, the learning
+/// rate and step counter the driver sets before each step) lives in the same
+/// region and is updated in place by the program.
+enum class WeightRole : int32_t {
+  Constant = 0,
+  Parameter = 1,
+  OptimizerState = 2,
+  LearningRate = 3, ///< F32 scalar, set by the driver before each step
+  StepCount = 4,    ///< F32 scalar: the 1-based step number, set likewise
+};
 
 /// One input, output or weight of a program.
 struct TensorInfo {
@@ -30,6 +42,8 @@ struct TensorInfo {
   /// Weights only: bytes embedded in the program (small constants such as
   /// shape tensors), copied at start-up and never randomized; or nullptr.
   const void *initData;
+  /// Weights only: what the tensor is (Constant when not given).
+  WeightRole role;
 };
 
 /// The program body. `inputs[i]` / `outputs[i]` point to the device buffers of
@@ -51,6 +65,9 @@ struct ProgramInfo {
   const TensorInfo *outputs;
   const TensorInfo *weights;
   ProgramRunFn run;
+  /// Non-zero for a training step: `run` computes the loss (output 0) and
+  /// updates the Parameter / OptimizerState weights in place.
+  int32_t isTraining;
 };
 
 /// Element count of a TensorInfo.

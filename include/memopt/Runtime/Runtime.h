@@ -454,6 +454,60 @@ struct ResizeParams {
 void resize(Context &ctx, const char *nodeName, const ResizeParams &params,
             TensorRef x, TensorRef y);
 
+//===----------------------------------------------------------------------===//
+// Training: losses, gradients without a forward twin, optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// Softmax cross-entropy over the last axis: logits [R, C] (float; the caller
+/// views any [..., C] tensor as [R, C]), labels [R] (I64 or I32). A row whose
+/// label equals `ignoreIndex` counts nothing. loss (F32, one element) = the
+/// mean over counted rows of -log softmax(logits[r])[labels[r]], 0 when no
+/// row counts. A label outside [0, C) that is not `ignoreIndex` is an error
+/// naming the row (host) and gives NaN for that row (CUDA).
+void softmaxCrossEntropy(Context &ctx, const char *nodeName,
+                         int64_t ignoreIndex, TensorRef logits,
+                         TensorRef labels, TensorRef loss);
+/// dlogits [R, C] (logits' dtype) = dloss * (softmax(logits[r]) -
+/// onehot(labels[r])) / count for counted rows, 0 for ignored rows; dloss is
+/// an F32 scalar on the device.
+void softmaxCrossEntropyGrad(Context &ctx, const char *nodeName,
+                             int64_t ignoreIndex, TensorRef logits,
+                             TensorRef labels, TensorRef dloss,
+                             TensorRef dlogits);
+
+/// The filter gradient of `conv` with the same params (activation and bias
+/// ignored): dw [M, C/group, k...] = sum over the batch and output positions
+/// of dy [N, M, out...] times the matching x [N, C, in...] window. One float
+/// dtype for all. Workspace as for `conv` (convWorkspaceBound bounds it).
+void convBackwardFilter(Context &ctx, const char *nodeName,
+                        const ConvParams &params, TensorRef x, TensorRef dy,
+                        TensorRef dw, void *workspace, size_t workspaceBytes);
+
+/// The input gradient of `pool` with the same params: dx (x's shape) = 0,
+/// then each output element's dy goes to the window's first maximum of x
+/// (Max) or is spread over the window as `pool` divided (Avg:
+/// countIncludePad as in the forward). Overlapping windows accumulate.
+void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
+              TensorRef x, TensorRef dy, TensorRef dx);
+
+/// SGD with momentum, PyTorch's torch.optim.SGD (dampening 0, no Nesterov),
+/// in place: g = grad + weightDecay * param; buf = momentum * buf + g (buf
+/// starts at zero, so the first step stores g as PyTorch does); param -= lr *
+/// (momentum != 0 ? buf : g). `momentumBuffer` may be null when momentum is 0.
+/// `lr` is an F32 scalar on the device (the executable may change it between
+/// steps without recompiling or re-capturing). param, grad and buf are F32.
+void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
+               float weightDecay, TensorRef param, TensorRef grad,
+               const TensorRef *momentumBuffer, TensorRef lr);
+/// AdamW, PyTorch's torch.optim.AdamW (amsgrad off), in place: param *= 1 -
+/// lr * weightDecay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2)
+/// g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) +
+/// eps), with t the 1-based step number read from `step` (an F32 scalar on
+/// the device, like `lr`). param, grad, m, v are F32.
+void adamwUpdate(Context &ctx, const char *nodeName, float beta1, float beta2,
+                 float eps, float weightDecay, TensorRef param, TensorRef grad,
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step);
+
 } // namespace memopt::rt
 
 #endif // MEMOPT_RUNTIME_RUNTIME_H
