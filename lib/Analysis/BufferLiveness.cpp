@@ -26,7 +26,7 @@ SmallVector<Operation *>
 mlir::memopt::getExecutionOrder(func::FuncOp function) {
   SmallVector<Operation *> order;
   for (Operation &op : function.getBody().front().without_terminator())
-    if (!isa<ConstantOp>(op))
+    if (!isWeightRegionOp(&op))
       order.push_back(&op);
   return order;
 }
@@ -114,9 +114,9 @@ struct StorageBuilder {
       unsigned id = create(argument, StorageKind::Input, -1);
       storages[id].ioIndex = argument.getArgNumber();
     }
-    function.getBody().front().walk([&](ConstantOp constant) {
-      create(constant.getResult(), StorageKind::Weight, -1);
-    });
+    for (Operation &op : function.getBody().front())
+      if (isWeightRegionOp(&op))
+        create(op.getResult(0), StorageKind::Weight, -1);
     for (auto [index, op] : llvm::enumerate(order)) {
       opIndex[op] = index;
       if (isAliasingView(op)) {

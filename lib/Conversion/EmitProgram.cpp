@@ -214,6 +214,18 @@ private:
   InFlightDiagnostic error(Operation *op);
   /// The TensorRef local of a value.
   std::string ref(Value value) { return names.lookup(value); }
+  /// `value` ([..., C]) viewed as [rows, C], as the loss kernels take it.
+  std::string rowsByClasses(Value value) {
+    auto shape = cast<RankedTensorType>(value.getType()).getShape();
+    return refWithShape(
+        value, {ShapedType::getNumElements(shape.drop_back()), shape.back()});
+  }
+  /// The labels of `logits`' rows as a 1-D tensor.
+  std::string rowsOf(Value labels, Value logits) {
+    auto shape = cast<RankedTensorType>(logits.getType()).getShape();
+    return refWithShape(labels,
+                        {ShapedType::getNumElements(shape.drop_back())});
+  }
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -266,7 +278,7 @@ LogicalResult ProgramEmitter::checkPlanned() {
   if (!function.getBody().hasOneBlock())
     return function.emitError("lowering expects a single-block function");
   for (Operation &op : function.getBody().front().without_terminator()) {
-    if (isa<ConstantOp>(op)) {
+    if (isWeightRegionOp(&op)) {
       if (!op.getAttrOfType<IntegerAttr>("memopt.weight_offset"))
         return error(&op) << "has no memopt.weight_offset: the function is "
                              "not planned; run --memopt-plan-memory first";
@@ -305,11 +317,12 @@ LogicalResult ProgramEmitter::checkPlanned() {
 
 /// The constant's bytes as the runtime stores them (row-major, bool as one
 /// byte per element, splats expanded).
-FailureOr<std::vector<char>> getConstantBytes(ConstantOp op,
+FailureOr<std::vector<char>> getConstantBytes(Attribute value,
                                               RankedTensorType type) {
-  Attribute value = op.getValue();
   int64_t bytes = getBytes(type);
   std::vector<char> data(bytes);
+  if (!value) // a variable without an initial value starts at zero
+    return data;
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
     AsmResourceBlob *blob = resource.getRawHandle().getBlob();
     if (!blob)
@@ -353,10 +366,12 @@ LogicalResult ProgramEmitter::collectWeights() {
   llvm::raw_string_ostream entry(entries);
   unsigned count = 0;
   for (Operation &op : function.getBody().front().without_terminator()) {
-    auto constant = dyn_cast<ConstantOp>(op);
-    if (!constant)
+    if (!isWeightRegionOp(&op))
       continue;
-    auto type = cast<RankedTensorType>(constant.getType());
+    auto variable = dyn_cast<VariableOp>(op);
+    Attribute value = variable ? Attribute(variable.getInitialValueAttr())
+                               : cast<ConstantOp>(op).getValue();
+    auto type = cast<RankedTensorType>(op.getResult(0).getType());
     int64_t offset =
         op.getAttrOfType<IntegerAttr>("memopt.weight_offset").getInt();
     std::optional<StringRef> dtype = getDTypeName(type.getElementType());
@@ -368,7 +383,7 @@ LogicalResult ProgramEmitter::collectWeights() {
       return error(&op) << "has memopt.weight_offset " << offset << " and "
                         << bytes << " bytes, outside the weight region of "
                         << weightsSize << " bytes";
-    FailureOr<std::vector<char>> data = getConstantBytes(constant, type);
+    FailureOr<std::vector<char>> data = getConstantBytes(value, type);
     if (failed(data))
       return error(&op) << "has a value whose bytes cannot be read (expected "
                            "a dense or dense_resource attribute of "
@@ -385,11 +400,22 @@ LogicalResult ProgramEmitter::collectWeights() {
              << (i < bytes ? unsigned((unsigned char)(*data)[i]) : 0u);
       init << "};\n";
     }
-    std::string name =
-        findNodeName(op.getLoc()).value_or("weight" + std::to_string(count));
+    std::string name = variable
+                           ? variable.getName().str()
+                           : findNodeName(op.getLoc())
+                                 .value_or("weight" + std::to_string(count));
+    StringRef role = "Constant";
+    if (variable)
+      role = StringSwitch<StringRef>(variable.getRole())
+                 .Case("parameter", "Parameter")
+                 .Case("optimizer_state", "OptimizerState")
+                 .Case("learning_rate", "LearningRate")
+                 .Case("step", "StepCount")
+                 .Default("Constant");
     entry << "    {" << cppString(name) << ", " << *dtype << ", "
           << type.getRank() << ", " << shapeList(type.getShape()) << ", "
-          << offset << ", " << initPointer << "},\n";
+          << offset << ", " << initPointer << ", WeightRole::" << role
+          << "},\n";
     ++count;
   }
   table << initData;
@@ -433,7 +459,7 @@ LogicalResult ProgramEmitter::emitTables() {
       table << "    {" << cppString(name) << ", "
             << *getDTypeName(tensor.getElementType()) << ", "
             << tensor.getRank() << ", " << shapeList(tensor.getShape()) << ", "
-            << getOffset(index) << ", nullptr},\n";
+            << getOffset(index) << ", nullptr, WeightRole::Constant},\n";
     }
     table << "};\n";
   };
@@ -599,9 +625,13 @@ ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
   FailureOr<std::string> workspace = workspaceArguments(op);
   if (failed(workspace))
     return failure();
+  // The filter gradient takes (x, dy, dw): no bias operand.
+  bool hasBiasArgument = callee != "convBackwardFilter";
   os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
      << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
-     << (bias ? "&" + ref(bias) : std::string("nullptr")) << ", "
+     << (!hasBiasArgument ? std::string()
+         : bias           ? "&" + ref(bias) + ", "
+                          : std::string("nullptr, "))
      << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
 }
@@ -640,8 +670,16 @@ LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
        << "] = " << (i < dilations.size() ? dilations[i] : 1) << ";\n";
   os << "    params.ceilMode = " << (ceilMode ? "true" : "false") << ";\n"
      << "    params.countIncludePad = " << (countIncludePad ? "true" : "false")
-     << ";\n    pool(ctx, " << nodeLiteral(op) << ", params, "
-     << ref(op->getOperand(0)) << ", " << ref(op->getResult(0)) << ");\n  }\n";
+     << ";\n";
+  // The gradient reads (x, dy) and writes dx; the forward reads x.
+  if (isa<PoolGradOp>(op))
+    os << "    poolGrad(ctx, " << nodeLiteral(op) << ", params, "
+       << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
+       << ref(op->getResult(0)) << ");\n  }\n";
+  else
+    os << "    pool(ctx, " << nodeLiteral(op) << ", params, "
+       << ref(op->getOperand(0)) << ", " << ref(op->getResult(0))
+       << ");\n  }\n";
   return success();
 }
 
@@ -1134,6 +1172,56 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](ConstantOfShapeOp constant) {
         return emitConstantOfShape(constant);
       })
+      .Case([&](SoftmaxCrossEntropyOp loss) {
+        os << "  softmaxCrossEntropy(ctx, " << node << ", "
+           << loss.getIgnoreIndex() << ", " << rowsByClasses(loss.getLogits())
+           << ", " << rowsOf(loss.getLabels(), loss.getLogits()) << ", "
+           << ref(loss.getLoss()) << ");\n";
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyGradOp grad) {
+        os << "  softmaxCrossEntropyGrad(ctx, " << node << ", "
+           << grad.getIgnoreIndex() << ", " << rowsByClasses(grad.getLogits())
+           << ", " << rowsOf(grad.getLabels(), grad.getLogits()) << ", "
+           << ref(grad.getDloss()) << ", " << rowsByClasses(grad.getDlogits())
+           << ");\n";
+        return success();
+      })
+      .Case([&](ConvBackwardFilterOp grad) {
+        return emitConv(op, grad.getKernelShape(), grad.getStrides(),
+                        grad.getPads(), grad.getDilations(), grad.getGroup(),
+                        {}, Value(), "convBackwardFilter", "none");
+      })
+      .Case([&](PoolGradOp grad) {
+        return emitPool(
+            op, grad.getKind() == "max" ? "Max" : "Avg", grad.getKernelShape(),
+            grad.getStrides(), grad.getPads(), grad.getDilations(),
+            grad.getCeilMode() != 0, grad.getCountIncludePad() != 0);
+      })
+      .Case([&](SGDUpdateOp update) {
+        os << "  {\n    TensorRef buffer = "
+           << (update.getMomentumBuffer() ? ref(update.getMomentumBuffer())
+                                          : std::string("TensorRef()"))
+           << ";\n    sgdUpdate(ctx, " << node << ", "
+           << cppFloat(toDouble(update.getMomentum())) << ", "
+           << cppFloat(toDouble(update.getWeightDecay())) << ", "
+           << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+           << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
+           << ref(update.getLr()) << ");\n  }\n";
+        return success();
+      })
+      .Case([&](AdamWUpdateOp update) {
+        os << "  adamwUpdate(ctx, " << node << ", "
+           << cppFloat(toDouble(update.getBeta1())) << ", "
+           << cppFloat(toDouble(update.getBeta2())) << ", "
+           << cppFloat(toDouble(update.getEps())) << ", "
+           << cppFloat(toDouble(update.getWeightDecay())) << ", "
+           << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+           << ref(update.getExpAvg()) << ", " << ref(update.getExpAvgSq())
+           << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
+           << ");\n";
+        return success();
+      })
       .Default([&](Operation *) {
         return error(op) << "has no runtime kernel yet";
       });
@@ -1168,8 +1256,8 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
                                      .str())))
       return failure();
   for (Operation &op : function.getBody().front()) {
-    if (auto constant = dyn_cast<ConstantOp>(op)) {
-      if (failed(declare(constant.getResult(),
+    if (isWeightRegionOp(&op)) {
+      if (failed(declare(op.getResult(0),
                          ("W + " + Twine(op.getAttrOfType<IntegerAttr>(
                                                "memopt.weight_offset")
                                              .getInt()))
@@ -1218,8 +1306,13 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << ", " << function.getNumArguments() << ", " << function.getNumResults()
       << ", "
       << llvm::count_if(function.getBody().front(),
-                        [](Operation &op) { return isa<ConstantOp>(op); })
-      << ", kInputs, kOutputs, kWeights, run};\n\n"
+                        [](Operation &op) { return isWeightRegionOp(&op); })
+      << ", kInputs, kOutputs, kWeights, run, "
+      << (llvm::any_of(function.getBody().front(),
+                       [](Operation &op) { return isa<VariableOp>(op); })
+              ? 1
+              : 0)
+      << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";
@@ -1273,7 +1366,7 @@ LogicalResult mlir::memopt::assignNaiveOffsets(func::FuncOp function,
   }
   Builder builder(function.getContext());
   for (Operation &op : function.getBody().front().without_terminator()) {
-    if (isa<ConstantOp>(op))
+    if (isWeightRegionOp(&op))
       continue;
     SmallVector<int64_t> offsets;
     for (Value result : op.getResults()) {

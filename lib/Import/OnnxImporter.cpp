@@ -445,6 +445,10 @@ FailureOr<Value> GraphImporter::lookupName(StringRef name, Location useLoc,
     if (!value)
       return failure();
     Value constant = createConstant(loc, value);
+    // The ONNX name stays on the op: training makes float initializers
+    // parameters and writes them back under this name (--save).
+    constant.getDefiningOp()->setAttr(kInitializerAttrName,
+                                      builder.getStringAttr(name));
     values[name] = constant;
     return constant;
   }

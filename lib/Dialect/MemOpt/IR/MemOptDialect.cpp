@@ -13,6 +13,7 @@ void MemOptDialect::initialize() {
 #define GET_OP_LIST
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.cpp.inc"
       >();
+  attachGradientModels(*getContext());
 }
 
 Operation *MemOptDialect::materializeConstant(OpBuilder &builder,

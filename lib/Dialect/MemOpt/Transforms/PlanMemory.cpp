@@ -164,7 +164,7 @@ struct MemOptPlanMemoryPass
 
     int64_t weightsSize = 0;
     for (Operation &op : function.getBody().front().without_terminator()) {
-      if (isa<ConstantOp>(op)) {
+      if (isWeightRegionOp(&op)) {
         weightsSize = planner::alignUp(weightsSize, alignment);
         op.setAttr("memopt.weight_offset",
                    builder.getI64IntegerAttr(weightsSize));

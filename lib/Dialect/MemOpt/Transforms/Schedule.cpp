@@ -53,8 +53,39 @@ struct DependenceGraph {
           if (auto it = position.find(def); it != position.end())
             unique.insert(it->second);
       producers[index] = unique.takeVector();
-      for (unsigned producer : producers[index])
+    }
+    addStateWriteOrder();
+    for (auto [index, producerList] : llvm::enumerate(producers))
+      for (unsigned producer : producerList)
         consumers[producer].push_back(index);
+  }
+
+  /// An op that writes a variable in place (an optimizer update) runs after
+  /// every other op that reads that variable, directly or through a view:
+  /// a write-after-read order that SSA does not show.
+  void addStateWriteOrder() {
+    for (auto [index, op] : llvm::enumerate(ops)) {
+      if (!hasEffect<MemoryEffects::Write>(op))
+        continue;
+      llvm::SetVector<unsigned> readers(producers[index].begin(),
+                                        producers[index].end());
+      for (Value operand : op->getOperands()) {
+        if (!operand.getDefiningOp<VariableOp>())
+          continue;
+        SmallVector<Value> worklist = {operand};
+        while (!worklist.empty()) {
+          Value value = worklist.pop_back_val();
+          for (Operation *user : value.getUsers()) {
+            auto it = position.find(user);
+            if (user == op || it == position.end())
+              continue;
+            readers.insert(it->second);
+            if (isView(user))
+              worklist.push_back(user->getResult(0));
+          }
+        }
+      }
+      producers[index] = readers.takeVector();
     }
   }
 };
@@ -105,7 +136,7 @@ SmallVector<Operation *> scheduleGreedy(func::FuncOp function,
     for (Value operand : op->getOperands()) {
       Value root = viewRoot(operand);
       if (!roots.insert(root).second || returned.contains(root) ||
-          !root.getDefiningOp() || isa<ConstantOp>(root.getDefiningOp()))
+          !root.getDefiningOp() || isWeightRegionOp(root.getDefiningOp()))
         continue;
       if (pendingReaders.lookup(root) == 1)
         freed += getTensorBytes(root.getType());
@@ -250,8 +281,11 @@ struct MemOptSchedulePass
       Block &body = function.getBody().front();
       Operation *terminator = body.getTerminator();
       // Constants first (they execute nothing), then the chosen order.
-      SmallVector<ConstantOp> constants(body.getOps<ConstantOp>());
-      for (ConstantOp constant : llvm::reverse(constants))
+      SmallVector<Operation *> constants;
+      for (Operation &op : body)
+        if (isWeightRegionOp(&op))
+          constants.push_back(&op);
+      for (Operation *constant : llvm::reverse(constants))
         constant->moveBefore(&body, body.begin());
       for (Operation *op : best->order)
         op->moveBefore(terminator);

@@ -46,7 +46,7 @@ FunctionSummary summarize(func::FuncOp function) {
     int64_t bytes = 0;
     for (Type type : op->getResultTypes())
       bytes += getTensorBytes(type);
-    if (isa<ConstantOp>(op)) {
+    if (isWeightRegionOp(op)) {
       ++summary.numConstants;
       summary.weightBytes += bytes;
     } else {

@@ -86,4 +86,32 @@ def MemOpt_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   ];
 }
 
+
+def MemOpt_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::memopt";
+  let description = [{
+    Reverse-mode differentiation (memopt-autodiff): an op builds its own
+    vector-Jacobian product out of memopt ops. The rules are attached as
+    external models (lib/Dialect/MemOpt/IR/Gradients.cpp) so that one file
+    holds them side by side, like PyTorch's derivatives.yaml; the pass only
+    asks this interface. A rule chooses what it reads from the forward pass:
+    whatever it reads stays alive until the backward op that reads it, and
+    that is all that is "saved for backward".
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the gradients of the operands at the builder's insertion "
+      "point, given the gradients of the results (`resultGradients[i]` is "
+      "null when nothing flows back into result i: treat it as zero; at "
+      "least one is set). Fills `operandGradients` (one entry per operand, "
+      "null where the operand gets no gradient: integer operands, running "
+      "statistics, shapes). Fails with an error on the op when the "
+      "gradient is not defined for the op's attributes.",
+      "::mlir::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGradients,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGradients)>,
+  ];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD

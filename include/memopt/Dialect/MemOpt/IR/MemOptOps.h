@@ -24,6 +24,22 @@ namespace memopt {
 /// by --memopt-fuse-epilogues.
 Value createFlattenedGemm(OpBuilder &builder, Location loc, Value a, Value b,
                           bool transB, Type resultType);
+
+/// On a `memopt.constant` imported from an ONNX initializer: its name.
+inline constexpr llvm::StringLiteral kInitializerAttrName =
+    "memopt.initializer";
+
+/// True for the ops whose result lives in the weight region rather than the
+/// arena: `memopt.constant` (weights, folded shapes) and `memopt.variable`
+/// (a training step's state). Neither executes: the emitter gives their
+/// bytes a weight offset.
+inline bool isWeightRegionOp(Operation *op) {
+  return isa<ConstantOp, VariableOp>(op);
+}
+
+/// Attaches the vector-Jacobian products (GradientOpInterface) to the ops
+/// that have one; called when the dialect is loaded.
+void attachGradientModels(MLIRContext &context);
 } // namespace memopt
 } // namespace mlir
 

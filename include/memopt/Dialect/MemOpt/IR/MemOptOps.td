@@ -897,4 +897,158 @@ def MemOpt_RangeOp : MemOpt_Op<"range", [MemOpt_Precision]> {
   let hasFolder = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Training: state, losses, gradients without a forward twin, optimizers
+//===----------------------------------------------------------------------===//
+
+def MemOpt_VariableOp : Op<MemOpt_Dialect, "variable", [
+    MemoryEffects<[MemRead]>]> {
+  let summary = "Mutable program state: a parameter, an optimizer moment, "
+                "the learning rate or the step count";
+  let description = [{
+    A training step's state lives in the weight region next to the
+    constants, at a fixed offset, and survives from one step to the next;
+    the update ops write it in place. Unlike `memopt.constant` it is not
+    `ConstantLike` and has no folder, so canonicalization never folds a
+    trainable parameter into its users. `name` is the ONNX initializer name
+    (parameters) or a derived one (`NAME.momentum`, `NAME.exp_avg`, ...);
+    `role` is `parameter`, `optimizer_state`, `learning_rate` or `step`.
+    `initial_value` gives the bytes the weights file starts with (zeros when
+    absent). Why not `ml_program.global`: every memopt pass, the liveness
+    analysis and the emitter treat weight-region values as SSA values that a
+    `memopt.constant` or a `memopt.variable` defines; a global load/store
+    pair would add a second way to reach the same bytes.
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$role,
+                       OptionalAttr<ElementsAttr>:$initial_value);
+  let results = (outs MemOpt_Tensor:$value);
+  let assemblyFormat = "$name attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_SoftmaxCrossEntropyOp
+    : MemOpt_Op<"softmax_cross_entropy", [], ["getFlops"]> {
+  let summary = "Mean softmax cross-entropy over the last axis";
+  let description = [{
+    `logits` is `[..., C]`, `labels` (i64 or i32) has the leading shape
+    `[...]`; rows whose label is `ignore_index` count nothing. The f32
+    scalar result is the mean over counted rows of
+    `-log softmax(logits)[label]` (PyTorch's `F.cross_entropy` with
+    `reduction="mean"`, on the last axis).
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$logits, MemOpt_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs StaticShapeTensorOf<[F32]>:$loss);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_SoftmaxCrossEntropyGradOp
+    : MemOpt_Op<"softmax_cross_entropy_grad", [], ["getFlops"]> {
+  let summary = "The logits' gradient of softmax_cross_entropy";
+  let description = [{
+    `dloss * (softmax(logits) - onehot(labels)) / count` per counted row, 0
+    for ignored rows; the result has the logits' type. Reads the logits, not
+    the probabilities: the forward keeps no `[..., C]` tensor of its own.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$logits, MemOpt_IndexTensor:$labels,
+                       StaticShapeTensorOf<[F32]>:$dloss,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs MemOpt_FloatTensor:$dlogits);
+  let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_ConvBackwardFilterOp
+    : MemOpt_Op<"conv_backward_filter", [], ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The filter gradient of `conv` (cuDNN backward filter)";
+  let description = [{
+    `X` and `dY` are the forward input and the output gradient; the result
+    has the filter's type `[M, C/group, k...]`. The attributes are the
+    forward convolution's. (The data gradient is a `conv_transpose` of `dY`
+    with the same filter and attributes.)
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs MemOpt_FloatTensor:$dW);
+  let assemblyFormat = "$X `,` $dY attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
+  let summary = "The input gradient of `max_pool` or `average_pool`";
+  let description = [{
+    `kind` is `max` (each output's gradient goes to the first maximum of
+    its window, found again in `X`) or `average` (spread over the window as
+    the forward divided). The other attributes are the forward pool's; the
+    result has `X`'s type.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       StrAttr:$kind, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+  let results = (outs MemOpt_FloatTensor:$dX);
+  let assemblyFormat = "$X `,` $dY attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+// Optimizer updates write their operands in place and return nothing: they
+// are the only ops with side effects, so they are never folded away, and the
+// scheduler orders them after every other reader of the state they write.
+class MemOpt_UpdateOp<string mnemonic>
+    : Op<MemOpt_Dialect, mnemonic, [MemoryEffects<[MemRead, MemWrite]>,
+         DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
+                                   ["getFlops", "getBytesMoved"]>]>;
+
+def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
+  let summary = "In-place SGD with momentum (torch.optim.SGD)";
+  let description = [{
+    `param -= lr * buf` with `buf = momentum * buf + grad + weight_decay *
+    param` (dampening 0; `buf` absent and `grad + weight_decay * param`
+    used directly when `momentum` is 0). Writes `param` and `momentum_buffer`,
+    both `memopt.variable`s; `lr` is the program's learning-rate variable.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$param,
+                       StaticShapeTensorOf<[F32]>:$grad,
+                       Optional<StaticShapeTensorOf<[F32]>>:$momentum_buffer,
+                       StaticShapeTensorOf<[F32]>:$lr,
+                       DefaultValuedAttr<F32Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
+  let assemblyFormat = "$param `,` $grad (`,` `momentum` $momentum_buffer^)? "
+                       "`,` `lr` $lr attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
+  let summary = "In-place AdamW (torch.optim.AdamW, decoupled weight decay)";
+  let description = [{
+    `param *= 1 - lr * weight_decay`, then the Adam step with bias
+    correction from the 1-based `step` variable. Writes `param`, `exp_avg`
+    and `exp_avg_sq`, all `memopt.variable`s.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$param,
+                       StaticShapeTensorOf<[F32]>:$grad,
+                       StaticShapeTensorOf<[F32]>:$exp_avg,
+                       StaticShapeTensorOf<[F32]>:$exp_avg_sq,
+                       StaticShapeTensorOf<[F32]>:$lr,
+                       StaticShapeTensorOf<[F32]>:$step,
+                       DefaultValuedAttr<F32Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F32Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F32Attr, "1e-08">:$eps,
+                       DefaultValuedAttr<F32Attr, "0.01">:$weight_decay);
+  let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` "
+                       "`lr` $lr `,` `step` $step attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

@@ -221,4 +221,87 @@ def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def MemOptMakeTrainable
+    : Pass<"memopt-make-trainable", "::mlir::func::FuncOp"> {
+  let summary = "Turn float ONNX initializers into trainable memopt.variable ops";
+  let description = [{
+    Every float `memopt.constant` that the importer made from an ONNX
+    initializer (it carries `memopt.initializer`) becomes a
+    `memopt.variable` with role `parameter`, unless its name starts with one
+    of the `freeze` prefixes. Run it before canonicalization: a variable is
+    never folded into its users. Parameters that later get no gradient
+    (e.g. BatchNormalization's running statistics) are turned back into
+    constants by memopt-autodiff. A `freeze` prefix that matches no
+    initializer is an error (it is almost always a typo).
+  }];
+  let options = [
+    ListOption<"freeze", "freeze", "std::string",
+               "Prefixes of initializer names that are not trained">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptAppendLoss : Pass<"memopt-append-loss", "::mlir::func::FuncOp"> {
+  let summary = "Append the training loss; the function returns it alone";
+  let description = [{
+    `kind=cross-entropy`: softmax cross-entropy over the last axis of the
+    model output (`output`, or the only float result), mean over the other
+    axes, against a new i64 argument `labels` of the output's shape without
+    its last axis; `ignore-index` rows count nothing. `kind=mse`: mean
+    squared error against a new argument `target` of the output's type.
+    `kind=output`: the chosen output already is the scalar loss. The
+    function then returns the f32 scalar loss only (result name `loss`).
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross-entropy\"",
+           "cross-entropy, mse or output">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "The model output the loss is computed from (default: the only "
+           "float output)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "cross-entropy: rows with this label count nothing">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
+  let summary = "Reverse-mode autodiff of the loss and the optimizer update";
+  let description = [{
+    The function returns one f32 scalar (memopt-append-loss). Its ops are
+    visited in reverse; each op on a path from a `parameter` variable to the
+    loss builds its vector-Jacobian product (GradientOpInterface), and
+    gradients of values with several users are summed. Integer and shape
+    values need none; a float op on that path without a rule is an error
+    naming the ONNX node. As soon as a parameter's gradient is complete its
+    optimizer update (`memopt.sgd_update` / `memopt.adamw_update`) is
+    emitted, so a gradient dies at its update instead of living to the end
+    of the step (PyTorch keeps every gradient until optimizer.step()).
+    Optimizer state and the learning rate / step count are new variables.
+    Parameters without a gradient become constants again. With `report`,
+    prints the parameters, their bytes and the optimizer state added.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd or adamw">,
+    Option<"learningRate", "lr", "double", /*default=*/"0.01",
+           "Learning rate compiled into the program (the executable may "
+           "override it)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "Weight decay (default: 0 for sgd, 0.01 for adamw, as PyTorch)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the parameters trained and the state added">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,215 @@
+//===- TrainingOps.cpp - state, loss, gradient and optimizer ops ----------===//
+//
+// Verifiers and costs of the ops that only a training step holds. Their
+// semantics follow PyTorch (F.cross_entropy, torch.optim.SGD / AdamW) so
+// that a memopt step and a PyTorch step agree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+
+#include "OpUtils.h"
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+//===----------------------------------------------------------------------===//
+// VariableOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult VariableOp::verify() {
+  StringRef role = getRole();
+  if (role != "parameter" && role != "optimizer_state" &&
+      role != "learning_rate" && role != "step")
+    return emitOpError("role '")
+           << role
+           << "' is not one of parameter, optimizer_state, learning_rate, "
+              "step";
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (auto initial = getInitialValueAttr())
+    if (initial.getType() != getType())
+      return emitOpError("initial value of type ")
+             << initial.getType() << " does not match the result type "
+             << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Checks logits [..., C] against labels [...].
+static LogicalResult verifyLogitsAndLabels(Operation *op, ShapedType logits,
+                                           ShapedType labels) {
+  if (logits.getRank() < 1)
+    return op->emitOpError("logits must have a class axis (rank >= 1)");
+  if (labels.getShape() != logits.getShape().drop_back())
+    return op->emitOpError("labels of shape [")
+           << labels.getShape() << "] do not match logits ["
+           << logits.getShape() << "] without their last (class) axis";
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  if (getType().getRank() != 0)
+    return emitOpError("the loss must be a scalar (rank 0)");
+  return verifyLogitsAndLabels(*this, getLogits().getType(),
+                               getLabels().getType());
+}
+
+int64_t SoftmaxCrossEntropyOp::getFlops() {
+  return 4 * getLogits().getType().getNumElements();
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  if (getDloss().getType().getRank() != 0)
+    return emitOpError("dloss must be a scalar (rank 0)");
+  if (getType() != getLogits().getType())
+    return emitOpError("result type must be the logits' type");
+  return verifyLogitsAndLabels(*this, getLogits().getType(),
+                               getLabels().getType());
+}
+
+int64_t SoftmaxCrossEntropyGradOp::getFlops() {
+  return 5 * getLogits().getType().getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// ConvBackwardFilterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvBackwardFilterOp::verify() {
+  ShapedType x = getX().getType(), dy = getDY().getType(), dw = getType();
+  int64_t spatialRank = x.getRank() - 2;
+  if (spatialRank < 1 || spatialRank > 3 || dy.getRank() != x.getRank() ||
+      dw.getRank() != x.getRank())
+    return emitOpError("X, dY and the result must have the same rank, 3 to 5");
+  if (int64_t(getKernelShape().size()) != spatialRank ||
+      int64_t(getStrides().size()) != spatialRank ||
+      int64_t(getDilations().size()) != spatialRank ||
+      int64_t(getPads().size()) != 2 * spatialRank)
+    return emitOpError("kernel_shape, strides, dilations need one value and "
+                       "pads two values per spatial axis");
+  int64_t group = getGroup();
+  if (group < 1 || x.getDimSize(1) % group != 0)
+    return emitOpError("group ") << group << " does not divide the "
+                                 << x.getDimSize(1) << " input channels";
+  if (dy.getDimSize(0) != x.getDimSize(0) ||
+      dw.getDimSize(0) != dy.getDimSize(1) ||
+      dw.getDimSize(1) != x.getDimSize(1) / group ||
+      dw.getShape().drop_front(2) != getKernelShape())
+    return emitOpError("shapes X [")
+           << x.getShape() << "], dY [" << dy.getShape() << "], dW ["
+           << dw.getShape() << "] do not form a convolution";
+  if (x.getElementType() != dy.getElementType() ||
+      x.getElementType() != dw.getElementType())
+    return emitOpError("X, dY and dW must share one element type");
+  return success();
+}
+
+int64_t ConvBackwardFilterOp::getFlops() {
+  ShapedType dy = getDY().getType(), dw = getType();
+  return 2 * dy.getNumElements() *
+         ShapedType::getNumElements(dw.getShape().drop_front(1));
+}
+
+int64_t ConvBackwardFilterOp::getWorkspaceBytes() {
+  return detail::libraryWorkspaceBytes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// PoolGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PoolGradOp::verify() {
+  if (getKind() != "max" && getKind() != "average")
+    return emitOpError("kind must be 'max' or 'average'");
+  ShapedType x = getX().getType(), dy = getDY().getType();
+  int64_t spatialRank = x.getRank() - 2;
+  if (spatialRank < 1 || dy.getRank() != x.getRank())
+    return emitOpError("X and dY must have the same rank (at least 3)");
+  if (int64_t(getKernelShape().size()) != spatialRank ||
+      int64_t(getStrides().size()) != spatialRank ||
+      int64_t(getDilations().size()) != spatialRank ||
+      int64_t(getPads().size()) != 2 * spatialRank)
+    return emitOpError("kernel_shape, strides, dilations need one value and "
+                       "pads two values per spatial axis");
+  if (getType() != x)
+    return emitOpError("the result must have X's type");
+  if (dy.getElementType() != x.getElementType())
+    return emitOpError("X and dY must share one element type");
+  return success();
+}
+
+int64_t PoolGradOp::getFlops() {
+  return getDY().getType().getNumElements() *
+         ShapedType::getNumElements(getKernelShape());
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// Every written operand must be a variable: an update writes state in place.
+static LogicalResult verifyWritesVariable(Operation *op, Value value,
+                                          StringRef what) {
+  if (!value.getDefiningOp<VariableOp>())
+    return op->emitOpError() << what
+                             << " must be a memopt.variable (the update "
+                                "writes it in place)";
+  return success();
+}
+
+static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
+  if (cast<ShapedType>(value.getType()).getNumElements() != 1)
+    return op->emitOpError() << what << " must hold one element";
+  return success();
+}
+
+LogicalResult SGDUpdateOp::verify() {
+  if (getGrad().getType() != getParam().getType())
+    return emitOpError("grad must have the parameter's type");
+  if (failed(verifyWritesVariable(*this, getParam(), "param")) ||
+      failed(verifyScalar(*this, getLr(), "lr")))
+    return failure();
+  if (Value buffer = getMomentumBuffer()) {
+    if (buffer.getType() != getParam().getType())
+      return emitOpError("momentum buffer must have the parameter's type");
+    if (failed(verifyWritesVariable(*this, buffer, "momentum buffer")))
+      return failure();
+  } else if (getMomentum().convertToFloat() != 0.0f) {
+    return emitOpError("momentum ")
+           << getMomentum().convertToFloat() << " needs a momentum buffer";
+  }
+  return success();
+}
+
+int64_t SGDUpdateOp::getFlops() {
+  return 4 * getParam().getType().getNumElements();
+}
+int64_t SGDUpdateOp::getBytesMoved() {
+  return (getMomentumBuffer() ? 5 : 3) * getTensorBytes(getParam().getType());
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  Type type = getParam().getType();
+  if (getGrad().getType() != type || getExpAvg().getType() != type ||
+      getExpAvgSq().getType() != type)
+    return emitOpError("grad, exp_avg and exp_avg_sq must have the "
+                       "parameter's type");
+  if (failed(verifyWritesVariable(*this, getParam(), "param")) ||
+      failed(verifyWritesVariable(*this, getExpAvg(), "exp_avg")) ||
+      failed(verifyWritesVariable(*this, getExpAvgSq(), "exp_avg_sq")) ||
+      failed(verifyScalar(*this, getLr(), "lr")) ||
+      failed(verifyScalar(*this, getStep(), "step")))
+    return failure();
+  return success();
+}
+
+int64_t AdamWUpdateOp::getFlops() {
+  return 12 * getParam().getType().getNumElements();
+}
+int64_t AdamWUpdateOp::getBytesMoved() {
+  return 7 * getTensorBytes(getParam().getType());
+}

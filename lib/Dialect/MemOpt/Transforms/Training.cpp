@@ -1,0 +1,472 @@
+//===- Training.cpp - from an inference graph to one training step --------===//
+//
+// Three passes turn an imported model into a training step that the rest of
+// the pipeline (fusion, scheduling, bufferization, planning, lowering) plans
+// like any other function:
+//   memopt-make-trainable  float initializers -> memopt.variable parameters
+//   memopt-append-loss     the loss, a labels / target argument, one result
+//   memopt-autodiff        reverse-mode gradients + the optimizer updates
+//
+// Taken from: JAX's linearize-then-transpose split (the pass only walks the
+// graph; every rule lives with its op, GradientOpInterface), PyTorch's
+// derivatives.yaml (which forward tensors a backward reads), onnxruntime-
+// training's gradient graph builder (the whole step as one static graph) and
+// its optimizer semantics, which follow torch.optim. Further than all three:
+// the update of a parameter is emitted right where its gradient is complete,
+// so the gradient is an ordinary short-lived arena buffer; PyTorch and
+// onnxruntime-training hold every gradient until the optimizer runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTMAKETRAINABLE
+#define GEN_PASS_DEF_MEMOPTAPPENDLOSS
+#define GEN_PASS_DEF_MEMOPTAUTODIFF
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+bool isFloatTensor(Value value) {
+  return isa<FloatType>(getElementTypeOrSelf(value.getType()));
+}
+
+/// "node 'NAME'" for an op's ONNX location, or the op's name.
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << "node '" << name.getName().getValue() << "' (" << op->getName()
+       << ")";
+  else
+    os << op->getName();
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// memopt-make-trainable
+//===----------------------------------------------------------------------===//
+
+struct MakeTrainablePass
+    : public mlir::memopt::impl::MemOptMakeTrainableBase<MakeTrainablePass> {
+  using MemOptMakeTrainableBase::MemOptMakeTrainableBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    SmallVector<bool> prefixUsed(freeze.size(), false);
+    SmallVector<ConstantOp> initializers;
+    function.walk([&](ConstantOp constant) {
+      auto name = constant->getAttrOfType<StringAttr>(kInitializerAttrName);
+      if (!name || !isFloatTensor(constant.getResult()))
+        return;
+      bool frozen = false;
+      for (auto [index, prefix] : llvm::enumerate(freeze))
+        if (name.getValue().starts_with(prefix)) {
+          prefixUsed[index] = true;
+          frozen = true;
+        }
+      if (!frozen)
+        initializers.push_back(constant);
+    });
+    for (auto [index, prefix] : llvm::enumerate(freeze))
+      if (!prefixUsed[index]) {
+        function.emitError("--freeze pattern '")
+            << prefix << "' matches no float initializer of the model";
+        return signalPassFailure();
+      }
+    for (ConstantOp constant : initializers) {
+      OpBuilder builder(constant);
+      auto name = constant->getAttrOfType<StringAttr>(kInitializerAttrName);
+      auto variable = VariableOp::create(
+          builder, constant.getLoc(), constant.getType(), name,
+          builder.getStringAttr("parameter"), constant.getValue());
+      constant.replaceAllUsesWith(variable.getValue());
+      constant.erase();
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// memopt-append-loss
+//===----------------------------------------------------------------------===//
+
+struct AppendLossPass
+    : public mlir::memopt::impl::MemOptAppendLossBase<AppendLossPass> {
+  using MemOptAppendLossBase::MemOptAppendLossBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (function.isExternal())
+      return;
+    if (kind != "cross-entropy" && kind != "mse" && kind != "output") {
+      function.emitError("loss kind '")
+          << kind << "' is not one of cross-entropy, mse, output";
+      return signalPassFailure();
+    }
+    auto returnOp =
+        cast<func::ReturnOp>(function.getBody().front().getTerminator());
+    // The output the loss reads.
+    std::optional<unsigned> chosen;
+    SmallVector<std::string> names;
+    for (unsigned i = 0; i < function.getNumResults(); ++i) {
+      auto name = function.getResultAttrOfType<StringAttr>(i, "memopt.name");
+      names.push_back(name ? name.str() : "result" + std::to_string(i));
+      if (!output.empty() && names.back() == output)
+        chosen = i;
+    }
+    if (!output.empty() && !chosen) {
+      function.emitError("--loss-output '")
+          << output << "' is not an output of the model (outputs: "
+          << llvm::join(names, ", ") << ")";
+      return signalPassFailure();
+    }
+    if (!chosen) {
+      for (unsigned i = 0; i < function.getNumResults(); ++i)
+        if (isFloatTensor(returnOp.getOperand(i))) {
+          if (chosen) {
+            function.emitError("the model has several float outputs (")
+                << llvm::join(names, ", ")
+                << "); choose the one the loss reads with --loss-output";
+            return signalPassFailure();
+          }
+          chosen = i;
+        }
+      if (!chosen) {
+        function.emitError("the model has no float output to train");
+        return signalPassFailure();
+      }
+    }
+    Value prediction = returnOp.getOperand(*chosen);
+    auto predictionType = cast<RankedTensorType>(prediction.getType());
+    if (!predictionType.getElementType().isF32()) {
+      function.emitError("output '")
+          << names[*chosen] << "' is " << predictionType.getElementType()
+          << "; training needs an f32 output";
+      return signalPassFailure();
+    }
+
+    OpBuilder builder(returnOp);
+    Location loc = NameLoc::get(builder.getStringAttr("loss"));
+    Value loss;
+    unsigned numArguments = function.getNumArguments();
+    auto addArgument = [&](StringRef name, Type type) -> Value {
+      for (unsigned i = 0; i < numArguments; ++i)
+        if (auto existing =
+                function.getArgAttrOfType<StringAttr>(i, "memopt.name"))
+          if (existing.getValue() == name) {
+            function.emitError("the model already has an input named '")
+                << name << "'";
+            return Value();
+          }
+      DictionaryAttr attrs = builder.getDictionaryAttr(
+          builder.getNamedAttr("memopt.name", builder.getStringAttr(name)));
+      (void)function.insertArgument(numArguments, type, attrs, loc);
+      return function.getArgument(numArguments);
+    };
+    if (kind == "output") {
+      if (predictionType.getNumElements() != 1) {
+        function.emitError("--loss output: output '")
+            << names[*chosen] << "' has shape [" << predictionType.getShape()
+            << "]; it must be a scalar loss";
+        return signalPassFailure();
+      }
+      loss = prediction;
+      if (predictionType.getRank() != 0)
+        loss = ReshapeOp::create(
+            builder, loc,
+            RankedTensorType::get({}, predictionType.getElementType()), loss);
+    } else if (kind == "cross-entropy") {
+      if (predictionType.getRank() < 1) {
+        function.emitError("cross-entropy needs an output with a class axis; '")
+            << names[*chosen] << "' is a scalar";
+        return signalPassFailure();
+      }
+      Value labels = addArgument(
+          "labels", RankedTensorType::get(predictionType.getShape().drop_back(),
+                                          builder.getI64Type()));
+      if (!labels)
+        return signalPassFailure();
+      loss = SoftmaxCrossEntropyOp::create(
+          builder, loc, RankedTensorType::get({}, builder.getF32Type()),
+          prediction, labels, builder.getI64IntegerAttr(ignoreIndex));
+    } else {
+      Value target = addArgument("target", predictionType);
+      if (!target)
+        return signalPassFailure();
+      Value difference = SubOp::create(builder, loc, prediction, target);
+      Value squared = MulOp::create(builder, loc, difference, difference);
+      SmallVector<int64_t> axes;
+      for (int64_t axis = 0; axis < predictionType.getRank(); ++axis)
+        axes.push_back(axis);
+      loss = axes.empty()
+                 ? squared
+                 : ReduceMeanOp::create(builder, loc, squared,
+                                        builder.getDenseI64ArrayAttr(axes),
+                                        builder.getI64IntegerAttr(0))
+                       .getResult();
+    }
+    func::ReturnOp::create(builder, returnOp.getLoc(), loss);
+    returnOp.erase();
+    function.setFunctionType(FunctionType::get(
+        &getContext(), function.getArgumentTypes(), {loss.getType()}));
+    SmallVector<DictionaryAttr> resultAttrs = {builder.getDictionaryAttr(
+        builder.getNamedAttr("memopt.name", builder.getStringAttr("loss")))};
+    function.setAllResultAttrs(resultAttrs);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// memopt-autodiff
+//===----------------------------------------------------------------------===//
+
+struct AutodiffPass
+    : public mlir::memopt::impl::MemOptAutodiffBase<AutodiffPass> {
+  using MemOptAutodiffBase::MemOptAutodiffBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Emits the optimizer update of `param` with its complete gradient.
+  void emitUpdate(OpBuilder &builder, VariableOp param, Value gradient);
+  VariableOp createState(OpBuilder &builder, VariableOp param,
+                         StringRef suffix);
+
+  Block *entry = nullptr;
+  Value lrValue, stepValue;
+  int64_t stateBytes = 0;
+};
+
+VariableOp AutodiffPass::createState(OpBuilder &builder, VariableOp param,
+                                     StringRef suffix) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  stateBytes += getTensorBytes(param.getType());
+  return VariableOp::create(builder, param.getLoc(), param.getType(),
+                            builder.getStringAttr(param.getName() + suffix),
+                            builder.getStringAttr("optimizer_state"),
+                            ElementsAttr());
+}
+
+void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
+                              Value gradient) {
+  Location loc = param.getLoc();
+  double decay =
+      weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  if (optimizer == "adamw") {
+    VariableOp expAvg = createState(builder, param, ".exp_avg");
+    VariableOp expAvgSq = createState(builder, param, ".exp_avg_sq");
+    AdamWUpdateOp::create(
+        builder, loc, param.getValue(), gradient, expAvg.getValue(),
+        expAvgSq.getValue(), lrValue, stepValue, builder.getF32FloatAttr(beta1),
+        builder.getF32FloatAttr(beta2), builder.getF32FloatAttr(eps),
+        builder.getF32FloatAttr(decay));
+    return;
+  }
+  Value buffer;
+  if (momentum != 0.0)
+    buffer = createState(builder, param, ".momentum_buffer").getValue();
+  SGDUpdateOp::create(builder, loc, param.getValue(), gradient, buffer, lrValue,
+                      builder.getF32FloatAttr(momentum),
+                      builder.getF32FloatAttr(decay));
+}
+
+void AutodiffPass::runOnOperation() {
+  func::FuncOp function = getOperation();
+  if (function.isExternal())
+    return;
+  if (optimizer != "sgd" && optimizer != "adamw") {
+    function.emitError("optimizer '")
+        << optimizer << "' is not one of sgd, adamw";
+    return signalPassFailure();
+  }
+  entry = &function.getBody().front();
+  auto returnOp = cast<func::ReturnOp>(entry->getTerminator());
+  if (returnOp.getNumOperands() != 1 ||
+      cast<ShapedType>(returnOp.getOperand(0).getType()).getRank() != 0 ||
+      !getElementTypeOrSelf(returnOp.getOperand(0).getType()).isF32()) {
+    function.emitError("memopt-autodiff needs a function that returns one f32 "
+                       "scalar loss (run memopt-append-loss first)");
+    return signalPassFailure();
+  }
+  Value loss = returnOp.getOperand(0);
+
+  // Forward: values that depend on a parameter (only they need gradients).
+  llvm::DenseSet<Value> active;
+  SmallVector<VariableOp> params;
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : entry->without_terminator()) {
+    forwardOps.push_back(&op);
+    if (auto variable = dyn_cast<VariableOp>(op)) {
+      if (variable.getRole() == "parameter") {
+        params.push_back(variable);
+        active.insert(variable.getValue());
+      }
+      continue;
+    }
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value operand) { return active.contains(operand); }))
+      for (Value result : op.getResults())
+        if (isFloatTensor(result))
+          active.insert(result);
+  }
+  // Backward: ops whose results reach the loss.
+  llvm::DenseSet<Operation *> reachesLoss;
+  llvm::DenseSet<Value> needed = {loss};
+  for (Operation *op : llvm::reverse(forwardOps))
+    if (llvm::any_of(op->getResults(),
+                     [&](Value result) { return needed.contains(result); })) {
+      reachesLoss.insert(op);
+      for (Value operand : op->getOperands())
+        needed.insert(operand);
+    }
+  if (!active.contains(loss)) {
+    function.emitError("no trainable parameter reaches the loss");
+    return signalPassFailure();
+  }
+
+  // Uses of each parameter that the sweep will visit: when the last one is
+  // visited the gradient is complete and the update goes right there.
+  llvm::DenseMap<Value, int64_t> pendingUses;
+  for (VariableOp param : params)
+    for (Operation *user : param.getValue().getUsers())
+      if (reachesLoss.contains(user))
+        ++pendingUses[param.getValue()];
+
+  OpBuilder builder(returnOp);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(entry);
+    Location loc = NameLoc::get(builder.getStringAttr("optimizer"));
+    auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    lrValue = VariableOp::create(
+        builder, loc, scalarType, builder.getStringAttr("memopt.learning_rate"),
+        builder.getStringAttr("learning_rate"),
+        DenseElementsAttr::get(scalarType, float(learningRate.getValue())));
+    if (optimizer == "adamw")
+      stepValue = VariableOp::create(builder, loc, scalarType,
+                                     builder.getStringAttr("memopt.step"),
+                                     builder.getStringAttr("step"),
+                                     DenseElementsAttr::get(scalarType, 1.0f));
+  }
+
+  llvm::DenseMap<Value, Value> gradients;
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(returnOp);
+    Location loc = NameLoc::get(builder.getStringAttr("loss"));
+    auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    gradients[loss] = ConstantOp::create(
+        builder, loc, DenseElementsAttr::get(scalarType, 1.0f));
+  }
+  int64_t trained = 0, trainedBytes = 0;
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    if (!reachesLoss.contains(op) || isa<VariableOp>(op))
+      continue;
+    SmallVector<Value> resultGradients;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      resultGradients.push_back(gradients.lookup(result));
+      any |= bool(resultGradients.back());
+    }
+    bool needsGradient =
+        any && llvm::any_of(op->getOperands(), [&](Value operand) {
+          return active.contains(operand);
+        });
+    if (needsGradient) {
+      auto rule = dyn_cast<GradientOpInterface>(op);
+      if (!rule) {
+        op->emitError() << describe(op)
+                        << " is on the path from a trainable parameter to "
+                           "the loss but has no gradient";
+        return signalPassFailure();
+      }
+      builder.setInsertionPoint(returnOp);
+      SmallVector<Value> operandGradients;
+      if (failed(
+              rule.buildGradient(builder, resultGradients, operandGradients)))
+        return signalPassFailure();
+      for (auto [operand, gradient] :
+           llvm::zip(op->getOperands(), operandGradients)) {
+        if (!gradient || !active.contains(operand))
+          continue;
+        if (gradient.getType() != operand.getType()) {
+          op->emitError() << describe(op) << ": gradient rule built "
+                          << gradient.getType() << " for an operand of type "
+                          << operand.getType();
+          return signalPassFailure();
+        }
+        Value &slot = gradients[operand];
+        slot = slot ? AddOp::create(builder, op->getLoc(), slot, gradient)
+                          .getResult()
+                    : gradient;
+      }
+    }
+    // Parameters whose last visited use this was: update them now.
+    for (Value operand :
+         llvm::SetVector<Value>(op->operand_begin(), op->operand_end())) {
+      auto it = pendingUses.find(operand);
+      if (it == pendingUses.end())
+        continue;
+      it->second -= llvm::count(op->getOperands(), operand);
+      if (it->second > 0)
+        continue;
+      if (Value gradient = gradients.lookup(operand)) {
+        builder.setInsertionPoint(returnOp);
+        emitUpdate(builder, operand.getDefiningOp<VariableOp>(), gradient);
+        ++trained;
+        trainedBytes += getTensorBytes(operand.getType());
+      }
+    }
+  }
+
+  // Parameters that got no gradient are constants after all.
+  SmallVector<std::string> untrained;
+  for (VariableOp param : params) {
+    if (gradients.lookup(param.getValue()) &&
+        pendingUses.lookup(param.getValue()) <= 0)
+      continue;
+    OpBuilder constantBuilder(param);
+    auto constant = ConstantOp::create(constantBuilder, param.getLoc(),
+                                       *param.getInitialValue());
+    constant->setAttr(kInitializerAttrName, param.getNameAttr());
+    param.getValue().replaceAllUsesWith(constant.getResult());
+    untrained.push_back(param.getName().str());
+    param.erase();
+  }
+  if (trained == 0) {
+    function.emitError("no trainable parameter reaches the loss");
+    return signalPassFailure();
+  }
+  if (report) {
+    llvm::outs() << "memopt-autodiff: " << trained << " parameters ("
+                 << trainedBytes << " bytes) trained with " << optimizer
+                 << ", optimizer state " << stateBytes << " bytes; "
+                 << untrained.size() << " float initializers get no gradient";
+    if (!untrained.empty()) {
+      llvm::outs() << " (";
+      for (size_t i = 0; i < untrained.size() && i < 4; ++i)
+        llvm::outs() << (i ? ", " : "") << untrained[i];
+      llvm::outs() << (untrained.size() > 4 ? ", ..." : "") << ")";
+    }
+    llvm::outs() << "\n";
+  }
+}
+
+} // namespace
