@@ -410,13 +410,59 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   say("[import] " + options.inputPath + ": " + Twine(countOps(module)) +
       " memopt ops");
 
+  const TrainingOptions &training = options.training;
+  if (training.enabled && options.lowerOnly)
+    return fail("--train needs the model, not planned IR (--lower-only)");
+  if (training.enabled && !lowType.empty())
+    return fail("--train with --precision is not supported yet (mixed-"
+                "precision training is its own issue); train in fp32");
+  if (training.enabled) {
+    // Parameters become variables before anything can fold them.
+    PassManager trainable(&context);
+    MemOptMakeTrainableOptions trainableOptions;
+    trainableOptions.freeze.assign(training.freeze.begin(),
+                                   training.freeze.end());
+    trainable.addNestedPass<func::FuncOp>(
+        createMemOptMakeTrainable(trainableOptions));
+    if (failed(trainable.run(module)))
+      return 1;
+  }
+
   if (!options.lowerOnly) {
     PassManager canonicalize(&context);
     canonicalize.addPass(createCanonicalizerPass());
     if (failed(canonicalize.run(module)))
       return fail("canonicalization failed");
     say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
-    if (options.fuseAttention) {
+    if (training.enabled) {
+      PassManager differentiate(&context);
+      MemOptAppendLossOptions lossOptions;
+      lossOptions.kind = training.loss;
+      lossOptions.output = training.lossOutput;
+      lossOptions.ignoreIndex = training.ignoreIndex;
+      differentiate.addNestedPass<func::FuncOp>(
+          createMemOptAppendLoss(lossOptions));
+      MemOptAutodiffOptions autodiffOptions;
+      autodiffOptions.optimizer = training.optimizer;
+      autodiffOptions.learningRate = training.learningRate;
+      autodiffOptions.momentum = training.momentum;
+      autodiffOptions.weightDecay = training.weightDecay;
+      autodiffOptions.beta1 = training.beta1;
+      autodiffOptions.beta2 = training.beta2;
+      autodiffOptions.eps = training.eps;
+      autodiffOptions.report = !options.quiet;
+      differentiate.addNestedPass<func::FuncOp>(
+          createMemOptAutodiff(autodiffOptions));
+      differentiate.addPass(createCanonicalizerPass());
+      if (failed(differentiate.run(module)))
+        return 1;
+      say("[train] " + training.loss + " loss, reverse-mode gradients, " +
+          training.optimizer + " updates: " + Twine(countOps(module)) +
+          " memopt ops");
+    }
+    // Training differentiates the attention op by op (no fused attention
+    // gradient yet), so fusion runs for inference only.
+    if (options.fuseAttention && !training.enabled) {
       PassManager fuse(&context);
       fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
       if (failed(fuse.run(module)))

@@ -87,6 +87,43 @@ int main(int argc, char **argv) {
       cl::cat(category));
   cl::opt<bool> quiet("quiet", cl::desc("Print errors only"),
                       cl::cat(category));
+  // Training (docs/training.md).
+  cl::opt<bool> train("train",
+                      cl::desc("Compile one training step: loss, gradients "
+                               "and the optimizer update"),
+                      cl::cat(category));
+  cl::opt<std::string> loss(
+      "loss", cl::desc("cross-entropy (labels input), mse (target input) or "
+                       "output (the model returns its loss)"),
+      cl::init("cross-entropy"), cl::cat(category));
+  cl::opt<std::string> lossOutput(
+      "loss-output", cl::desc("The model output the loss reads"),
+      cl::cat(category));
+  cl::opt<int64_t> ignoreIndex(
+      "ignore-index", cl::desc("cross-entropy: label of rows that count "
+                               "nothing (default -100, as PyTorch)"),
+      cl::init(-100), cl::cat(category));
+  cl::opt<std::string> optimizer("optimizer", cl::desc("sgd or adamw"),
+                                 cl::init("sgd"), cl::cat(category));
+  cl::opt<double> lr("lr", cl::desc("Learning rate (default 0.01 for sgd, "
+                                    "0.001 for adamw)"),
+                     cl::init(-1.0), cl::cat(category));
+  cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
+                           cl::init(0.0), cl::cat(category));
+  cl::opt<double> weightDecay(
+      "weight-decay",
+      cl::desc("Weight decay (default 0 for sgd, 0.01 for adamw)"),
+      cl::init(-1.0), cl::cat(category));
+  cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
+                        cl::cat(category));
+  cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999),
+                        cl::cat(category));
+  cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                      cl::cat(category));
+  cl::list<std::string> freeze(
+      "freeze",
+      cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
+      cl::CommaSeparated, cl::cat(category));
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "memopt ONNX compiler\n");
 
@@ -115,5 +152,20 @@ int main(int argc, char **argv) {
   options.outputsInArena = !separateOutputs;
   options.lowerOnly = lowerOnly;
   options.quiet = quiet;
+  TrainingOptions &training = options.training;
+  training.enabled = train;
+  training.loss = loss;
+  training.lossOutput = lossOutput;
+  training.ignoreIndex = ignoreIndex;
+  training.optimizer = optimizer;
+  training.learningRate = lr >= 0 ? double(lr)
+                          : optimizer == "adamw" ? 0.001
+                                                 : 0.01;
+  training.momentum = momentum;
+  training.weightDecay = weightDecay;
+  training.beta1 = beta1;
+  training.beta2 = beta2;
+  training.eps = eps;
+  training.freeze.assign(freeze.begin(), freeze.end());
   return runCompile(options, llvm::outs());
 }

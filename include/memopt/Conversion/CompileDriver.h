@@ -27,6 +27,24 @@ enum class CompileTarget { Host, Cuda };
 enum class CompilePrecision { FP32, FP16, BF16 };
 enum class EmitKind { Mlir, Plan, Source, Exe, Lib };
 
+/// What `--train` compiles: one training step (loss, gradients, update).
+struct TrainingOptions {
+  bool enabled = false;
+  /// cross-entropy, mse or output (memopt-append-loss).
+  std::string loss = "cross-entropy";
+  std::string lossOutput;
+  int64_t ignoreIndex = -100;
+  /// sgd or adamw (memopt-autodiff), PyTorch's defaults.
+  std::string optimizer = "sgd";
+  double learningRate = 0.01;
+  double momentum = 0.0;
+  /// < 0: the optimizer's default (0 for SGD, 0.01 for AdamW).
+  double weightDecay = -1.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Prefixes of initializer names that are not trained.
+  std::vector<std::string> freeze;
+};
+
 struct CompileOptions {
   std::string inputPath;
   /// Output path: a file for mlir/plan, a prefix for source (OUT.cpp,
@@ -57,6 +75,7 @@ struct CompileOptions {
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.
   bool quiet = false;
+  TrainingOptions training;
 };
 
 /// Parses "2GiB", "512MiB", "1.5GB", "4096" (bytes) into bytes.

@@ -65,14 +65,18 @@ struct DependenceGraph {
   /// a write-after-read order that SSA does not show.
   void addStateWriteOrder() {
     for (auto [index, op] : llvm::enumerate(ops)) {
-      if (!hasEffect<MemoryEffects::Write>(op))
+      auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+      if (!effects)
         continue;
+      SmallVector<MemoryEffects::EffectInstance> instances;
+      effects.getEffects(instances);
       llvm::SetVector<unsigned> readers(producers[index].begin(),
                                         producers[index].end());
-      for (Value operand : op->getOperands()) {
-        if (!operand.getDefiningOp<VariableOp>())
+      for (const MemoryEffects::EffectInstance &effect : instances) {
+        Value written = effect.getValue();
+        if (!isa<MemoryEffects::Write>(effect.getEffect()) || !written)
           continue;
-        SmallVector<Value> worklist = {operand};
+        SmallVector<Value> worklist = {written};
         while (!worklist.empty()) {
           Value value = worklist.pop_back_val();
           for (Operation *user : value.getUsers()) {

@@ -1002,11 +1002,17 @@ def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+// State an update writes in place (the operand's effect says so: the
+// scheduler orders the write after every other read of that variable).
+def MemOpt_WrittenState
+    : Arg<StaticShapeTensorOf<[F32]>, "state written in place",
+          [MemRead, MemWrite]>;
+
 // Optimizer updates write their operands in place and return nothing: they
 // are the only ops with side effects, so they are never folded away, and the
 // scheduler orders them after every other reader of the state they write.
 class MemOpt_UpdateOp<string mnemonic>
-    : Op<MemOpt_Dialect, mnemonic, [MemoryEffects<[MemRead, MemWrite]>,
+    : Op<MemOpt_Dialect, mnemonic, [
          DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
                                    ["getFlops", "getBytesMoved"]>]>;
 
@@ -1018,9 +1024,11 @@ def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
     used directly when `momentum` is 0). Writes `param` and `momentum_buffer`,
     both `memopt.variable`s; `lr` is the program's learning-rate variable.
   }];
-  let arguments = (ins StaticShapeTensorOf<[F32]>:$param,
+  let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
-                       Optional<StaticShapeTensorOf<[F32]>>:$momentum_buffer,
+                       Arg<Optional<StaticShapeTensorOf<[F32]>>,
+                           "state written in place", [MemRead, MemWrite]>:
+                           $momentum_buffer,
                        StaticShapeTensorOf<[F32]>:$lr,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
@@ -1036,10 +1044,10 @@ def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
     correction from the 1-based `step` variable. Writes `param`, `exp_avg`
     and `exp_avg_sq`, all `memopt.variable`s.
   }];
-  let arguments = (ins StaticShapeTensorOf<[F32]>:$param,
+  let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
-                       StaticShapeTensorOf<[F32]>:$exp_avg,
-                       StaticShapeTensorOf<[F32]>:$exp_avg_sq,
+                       MemOpt_WrittenState:$exp_avg,
+                       MemOpt_WrittenState:$exp_avg_sq,
                        StaticShapeTensorOf<[F32]>:$lr,
                        StaticShapeTensorOf<[F32]>:$step,
                        DefaultValuedAttr<F32Attr, "0.9">:$beta1,
