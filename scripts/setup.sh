@@ -12,6 +12,8 @@ APT_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # Build tools and the C++ unit-test framework.
   cmake ninja-build g++ libgtest-dev python3 python3-pip
+  # A separate environment for the gradient oracle (onnxruntime-training).
+  python3-venv
 )
 
 missing=()
@@ -32,6 +34,19 @@ if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist" 2>/dev/null; th
   echo "== installing Python packages (python/requirements.txt)"
   $PYTHON -m pip install -q -r python/requirements.txt ||
     $PYTHON -m pip install -q --break-system-packages -r python/requirements.txt
+fi
+
+# The gradient oracle: onnxruntime-training-cpu ships its own `onnxruntime`
+# module, so it lives in an environment of its own (python/tools/
+# ort_training_oracle.py runs there; tests find it at this path).
+ORT_TRAINING_VENV=build/ort-training-venv
+if ! "$ORT_TRAINING_VENV/bin/python" -c \
+    "import onnx, numpy, onnxruntime.capi._pybind_state" 2>/dev/null; then
+  echo "== installing onnxruntime-training-cpu into $ORT_TRAINING_VENV"
+  mkdir -p build
+  $PYTHON -m venv "$ORT_TRAINING_VENV"
+  "$ORT_TRAINING_VENV/bin/pip" install -q onnxruntime-training-cpu==1.19.2 \
+    onnx numpy
 fi
 
 echo "== configuring and building memopt in ./build"

@@ -1,0 +1,95 @@
+"""Gradient oracle: loss and parameter gradients from onnxruntime-training.
+
+Runs inside the virtual environment that scripts/setup.sh makes for
+onnxruntime-training-cpu (it ships its own `onnxruntime` module, so it cannot
+share an environment with the inference oracle). Its `onnxruntime.training`
+package imports torch when imported; this script loads the `artifacts` and
+`api` submodules without running that package's `__init__`.
+
+    python ort_training_oracle.py MODEL.onnx --loss cross-entropy|mse \
+        --input NAME=X.npy ... --labels Y.npy --out DIR [--trainable NAMES]
+
+writes DIR/loss.npy and DIR/grad/<parameter>.npy (one per trainable float
+initializer) for one step at the model's initial weights.
+"""
+
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+import types
+
+import numpy as np
+import onnx
+
+
+def load_training_modules():
+    """Imports onnxruntime.training.{artifacts,api} without its __init__."""
+    spec = importlib.util.find_spec("onnxruntime")
+    root = os.path.join(os.path.dirname(spec.origin), "training")
+    package = types.ModuleType("onnxruntime.training")
+    package.__path__ = [root]
+    sys.modules["onnxruntime.training"] = package
+    import onnxruntime.training.artifacts as artifacts  # noqa: E402
+    import onnxruntime.training.api as api  # noqa: E402
+
+    return artifacts, api
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--loss", choices=["cross-entropy", "mse"], required=True)
+    parser.add_argument("--input", action="append", default=[])
+    parser.add_argument("--labels", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--trainable", default="",
+                        help="comma-separated names (default: every float initializer)")
+    parser.add_argument("--ignore-index", type=int, default=-100)
+    args = parser.parse_args()
+
+    artifacts, api = load_training_modules()
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(3)
+    model = onnx.load(args.model)
+    if model.ir_version > 10:
+        model.ir_version = 10
+    floats = [t.name for t in model.graph.initializer
+              if t.data_type == onnx.TensorProto.FLOAT]
+    trainable = [n for n in args.trainable.split(",") if n] or floats
+    frozen = [n for n in floats if n not in trainable]
+    loss = (artifacts.LossType.CrossEntropyLoss if args.loss == "cross-entropy"
+            else artifacts.LossType.MSELoss)
+    inputs = {}
+    for spec in args.input:
+        name, path = spec.split("=", 1)
+        inputs[name] = np.load(path)
+    labels = np.load(args.labels)
+
+    with tempfile.TemporaryDirectory() as folder:
+        extra = {}
+        if args.loss == "cross-entropy":
+            extra["loss_input_names"] = None
+        artifacts.generate_artifacts(
+            model, requires_grad=trainable, frozen_params=frozen, loss=loss,
+            optimizer=artifacts.OptimType.AdamW, artifact_directory=folder)
+        state = api.CheckpointState.load_checkpoint(
+            os.path.join(folder, "checkpoint"))
+        module = api.Module(os.path.join(folder, "training_model.onnx"), state,
+                            os.path.join(folder, "eval_model.onnx"))
+        module.train()
+        feed = [inputs[i.name] for i in model.graph.input
+                if i.name in inputs] + [labels]
+        loss_value = module(*feed)
+        os.makedirs(os.path.join(args.out, "grad"), exist_ok=True)
+        np.save(os.path.join(args.out, "loss.npy"),
+                np.asarray(loss_value, dtype=np.float32))
+        for name in trainable:
+            grad = state.parameters[name].grad
+            np.save(os.path.join(args.out, "grad", name + ".npy"), grad)
+
+
+if __name__ == "__main__":
+    main()
