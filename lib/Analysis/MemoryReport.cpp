@@ -1,8 +1,10 @@
 //===- MemoryReport.cpp - where the memory goes ---------------------------===//
 
 #include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -40,6 +42,84 @@ std::string mlir::memopt::getValueName(Value value) {
   if (result.getResultNumber() > 0)
     name += ":" + std::to_string(result.getResultNumber());
   return name;
+}
+
+/// Fills report.training for a function with state (memopt.variable).
+static void addTrainingReport(func::FuncOp function,
+                              const BufferLiveness &liveness,
+                              MemoryReport &report) {
+  Block &body = function.getBody().front();
+  TrainingReport &training = report.training;
+  for (Operation &op : body) {
+    if (auto variable = dyn_cast<VariableOp>(op)) {
+      training.present = true;
+      int64_t bytes = getTensorBytes(variable.getType());
+      if (variable.getRole() == "parameter")
+        training.parameterBytes += bytes;
+      else if (variable.getRole() == "optimizer_state")
+        training.optimizerStateBytes += bytes;
+    } else if (isa<ConstantOp>(op)) {
+      training.constantBytes += getTensorBytes(op.getResult(0).getType());
+    }
+  }
+  if (!training.present)
+    return;
+  // The forward half: every op the returned loss depends on.
+  llvm::DenseSet<Operation *> forward;
+  SmallVector<Value> worklist(body.getTerminator()->getOperands());
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || !forward.insert(def).second)
+      continue;
+    worklist.append(def->operand_begin(), def->operand_end());
+  }
+  training.backwardStart = liveness.getNumSteps();
+  for (Operation &op : body.without_terminator())
+    if (std::optional<int64_t> index = liveness.getOpIndex(&op))
+      if (!forward.contains(&op))
+        training.backwardStart = std::min(training.backwardStart, *index);
+  if (std::optional<int64_t> peak = [&]() -> std::optional<int64_t> {
+        for (Operation &op : body.without_terminator())
+          if (liveness.getOpIndex(&op) == report.peakIndex)
+            return forward.contains(&op) ? 0 : 1;
+        return std::nullopt;
+      }())
+    training.peakInBackward = *peak == 1;
+  // Gradients: the `grad` operand of each update.
+  llvm::SmallSetVector<unsigned, 16> gradientStorages;
+  for (Operation &op : body) {
+    Value gradient;
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+      gradient = sgd.getGrad();
+    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      gradient = adamw.getGrad();
+    if (gradient && liveness.getStorage(gradient).kind == StorageKind::Arena)
+      gradientStorages.insert(liveness.getStorage(gradient).id);
+  }
+  SmallVector<int64_t> profile(report.liveProfile.begin(),
+                               report.liveProfile.end());
+  for (unsigned id : gradientStorages) {
+    const Storage &storage = liveness.getStorages()[id];
+    training.gradientBytes += storage.size;
+    if (storage.first <= report.peakIndex && report.peakIndex <= storage.last)
+      training.gradientBytesAtPeak += storage.size;
+    for (int64_t i = storage.last + 1; i < int64_t(profile.size()); ++i)
+      profile[i] += storage.size;
+  }
+  int64_t heldMaxLive = 0;
+  for (int64_t bytes : profile)
+    heldMaxLive = std::max(heldMaxLive, bytes);
+  training.fusedUpdateSavedBytes = heldMaxLive - report.maxLiveBytes;
+  // Saved for backward: forward results still alive when backward starts.
+  for (const Storage &storage : liveness.getStorages()) {
+    if (storage.kind != StorageKind::Arena || storage.values.empty())
+      continue;
+    Operation *def = storage.values.front().getDefiningOp();
+    if (def && forward.contains(def) &&
+        storage.first < training.backwardStart &&
+        storage.last >= training.backwardStart)
+      training.savedForBackwardBytes += storage.size;
+  }
 }
 
 MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
@@ -104,6 +184,7 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   addGap(arenaBytes - cursor);
   report.fragmentationIndex =
       totalFree == 0 ? 0.0 : 100.0 * (1.0 - double(largestFree) / totalFree);
+  addTrainingReport(function, liveness, report);
   return report;
 }
 
@@ -123,7 +204,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
   llvm::json::Array profile;
   for (int64_t bytes : report.liveProfile)
     profile.push_back(bytes);
-  return llvm::json::Object{{"function", report.function},
+  llvm::json::Object result{{"function", report.function},
                             {"precision", report.precision},
                             {"weights_bytes", report.weightsBytes},
                             {"io_bytes", report.ioBytes},
@@ -140,6 +221,20 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
                             {"plan_proved_optimal", report.provedOptimal},
                             {"live_bytes_per_op", std::move(profile)},
                             {"buffers", std::move(buffers)}};
+  if (report.training.present) {
+    const TrainingReport &training = report.training;
+    result["training"] = llvm::json::Object{
+        {"parameter_bytes", training.parameterBytes},
+        {"gradient_bytes", training.gradientBytes},
+        {"gradient_bytes_at_peak", training.gradientBytesAtPeak},
+        {"optimizer_state_bytes", training.optimizerStateBytes},
+        {"constant_bytes", training.constantBytes},
+        {"saved_for_backward_bytes", training.savedForBackwardBytes},
+        {"fused_update_saved_bytes", training.fusedUpdateSavedBytes},
+        {"backward_start_index", training.backwardStart},
+        {"peak_phase", training.peakInBackward ? "backward" : "forward"}};
+  }
+  return result;
 }
 
 static std::string formatBytes(int64_t bytes) {
@@ -194,6 +289,30 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
      << ", views saved " << formatBytes(report.viewSavedBytes) << "\n";
   os << llvm::format("  fragmentation at peak %.2f%%\n",
                      report.fragmentationIndex);
+  if (report.training.present) {
+    const TrainingReport &training = report.training;
+    os << "  training step (backward from op " << training.backwardStart
+       << ", peak in the " << (training.peakInBackward ? "backward" : "forward")
+       << ")\n";
+    os << "    parameters       "
+       << llvm::right_justify(formatBytes(training.parameterBytes), 12) << "\n";
+    os << "    optimizer state  "
+       << llvm::right_justify(formatBytes(training.optimizerStateBytes), 12)
+       << "\n";
+    os << "    constants        "
+       << llvm::right_justify(formatBytes(training.constantBytes), 12)
+       << "  (frozen weights, normalization statistics)\n";
+    os << "    gradients        "
+       << llvm::right_justify(formatBytes(training.gradientBytes), 12)
+       << "  in the arena, " << formatBytes(training.gradientBytesAtPeak)
+       << " alive at the peak\n";
+    os << "    saved for backward "
+       << llvm::right_justify(formatBytes(training.savedForBackwardBytes), 10)
+       << "\n";
+    os << "    fused update saved "
+       << llvm::right_justify(formatBytes(training.fusedUpdateSavedBytes), 10)
+       << "  (max-live if every gradient lived to the end of the step)\n";
+  }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)
     largest.push_back(&buffer);
@@ -288,6 +407,19 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
                        left + plotWidth, y(bytes) - 3, color)
        << escape(label) << "</text>\n";
   };
+  if (report.training.present) {
+    double divider = x(report.training.backwardStart);
+    os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                       "height=\"%.2f\" fill=\"#fdd0a2\" opacity=\"0.25\"/>\n",
+                       divider, top, left + plotWidth - divider, plotHeight);
+    os << llvm::format("<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.2f\" "
+                       "y2=\"%.2f\" stroke=\"#636363\"/>\n",
+                       divider, divider, top, top + plotHeight);
+    os << llvm::format("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\">"
+                       "forward</text><text x=\"%.2f\" y=\"%.2f\">"
+                       "backward + update</text>\n",
+                       divider - 4, top + 12, divider + 4, top + 12);
+  }
   hline(report.arenaBytes, "#31a354",
         "arena " + formatBytes(report.arenaBytes));
   hline(report.maxLiveBytes, "#756bb1",

@@ -93,23 +93,26 @@ int main(int argc, char **argv) {
                                "and the optimizer update"),
                       cl::cat(category));
   cl::opt<std::string> loss(
-      "loss", cl::desc("cross-entropy (labels input), mse (target input) or "
-                       "output (the model returns its loss)"),
+      "loss",
+      cl::desc("cross-entropy (labels input), mse (target input) or "
+               "output (the model returns its loss)"),
       cl::init("cross-entropy"), cl::cat(category));
-  cl::opt<std::string> lossOutput(
-      "loss-output", cl::desc("The model output the loss reads"),
-      cl::cat(category));
+  cl::opt<std::string> lossOutput("loss-output",
+                                  cl::desc("The model output the loss reads"),
+                                  cl::cat(category));
   cl::opt<int64_t> ignoreIndex(
-      "ignore-index", cl::desc("cross-entropy: label of rows that count "
-                               "nothing (default -100, as PyTorch)"),
+      "ignore-index",
+      cl::desc("cross-entropy: label of rows that count "
+               "nothing (default -100, as PyTorch)"),
       cl::init(-100), cl::cat(category));
   cl::opt<std::string> optimizer("optimizer", cl::desc("sgd or adamw"),
                                  cl::init("sgd"), cl::cat(category));
-  cl::opt<double> lr("lr", cl::desc("Learning rate (default 0.01 for sgd, "
-                                    "0.001 for adamw)"),
+  cl::opt<double> lr("lr",
+                     cl::desc("Learning rate (default 0.01 for sgd, "
+                              "0.001 for adamw)"),
                      cl::init(-1.0), cl::cat(category));
-  cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
-                           cl::init(0.0), cl::cat(category));
+  cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0),
+                           cl::cat(category));
   cl::opt<double> weightDecay(
       "weight-decay",
       cl::desc("Weight decay (default 0 for sgd, 0.01 for adamw)"),
@@ -158,7 +161,7 @@ int main(int argc, char **argv) {
   training.lossOutput = lossOutput;
   training.ignoreIndex = ignoreIndex;
   training.optimizer = optimizer;
-  training.learningRate = lr >= 0 ? double(lr)
+  training.learningRate = lr >= 0                ? double(lr)
                           : optimizer == "adamw" ? 0.001
                                                  : 0.01;
   training.momentum = momentum;

@@ -31,6 +31,30 @@ struct BufferReport {
   int64_t last = 0;
 };
 
+/// What a training step holds (memopt-autodiff's program): the persistent
+/// state by kind and what the arena holds for backward.
+struct TrainingReport {
+  bool present = false;
+  int64_t parameterBytes = 0;
+  int64_t optimizerStateBytes = 0;
+  /// Constants: frozen weights, BatchNormalization statistics, small ones.
+  int64_t constantBytes = 0;
+  /// Every parameter gradient (each an arena buffer that dies at its update).
+  int64_t gradientBytes = 0;
+  /// Gradient bytes alive at the peak op.
+  int64_t gradientBytesAtPeak = 0;
+  /// max-live if every gradient lived until the end of the step (as in
+  /// PyTorch, where optimizer.step() runs after backward) minus max-live:
+  /// what updating each parameter right after its gradient saves.
+  int64_t fusedUpdateSavedBytes = 0;
+  /// Whether the peak op belongs to the forward (the loss depends on it) or
+  /// the backward half; the first backward op index.
+  bool peakInBackward = false;
+  int64_t backwardStart = 0;
+  /// Forward tensors alive across the loss op (saved for backward).
+  int64_t savedForBackwardBytes = 0;
+};
+
 struct MemoryReport {
   std::string function;
   /// "f32", or the low type memopt-mixed-precision chose ("f16", "bf16").
@@ -51,6 +75,7 @@ struct MemoryReport {
   std::string algorithm;
   double planSeconds = 0;
   bool provedOptimal = false;
+  TrainingReport training;
 };
 
 /// A printable name for `value`: the ONNX node name of its producer (from
