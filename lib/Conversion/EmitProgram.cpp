@@ -875,7 +875,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
        << "): view, no call\n";
     return declare(op->getResult(0), pointers.lookup(op->getOperand(0)));
   }
-  if (isa<ShapeOp, RangeOp, IsNaNOp>(op))
+  if (isa<ShapeOp, RangeOp>(op))
     return error(op) << "has no runtime kernel yet";
   if (failed(declareResults(op)))
     return failure();
@@ -942,6 +942,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](GreaterOp) { return binary("compare", "CompareOp::Greater"); })
       .Case([&](AndOp) { return binary("logical", "LogicalOp::And"); })
       .Case([&](OrOp) { return binary("logical", "LogicalOp::Or"); })
+      .Case([&](IsNaNOp) {
+        os << "  isNaN(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
       .Case([&](WhereOp) {
         os << "  where(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
            << ref(op->getOperand(1)) << ", " << ref(op->getOperand(2)) << ", "
@@ -1029,8 +1034,10 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ";\n    params.causal = "
            << (attention.getCausal() ? "true" : "false")
            << ";\n    params.keyTransposed = "
-           << (attention.getKeyTransposed() ? "true" : "false")
-           << ";\n    attention(ctx, " << node << ", params, "
+           << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
+        if (attention.getSafeSoftmax())
+          os << "    params.safeSoftmax = true;\n";
+        os << "    attention(ctx, " << node << ", params, "
            << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
            << ref(attention.getV()) << ", "
            << (attention.getBias() ? "&" + ref(attention.getBias())

@@ -136,6 +136,22 @@ bool validateWhere(Context &ctx, const char *node, const TensorRef &cond,
   return checkBroadcast(ctx, node, inputs, 3, y);
 }
 
+bool validateIsNaN(Context &ctx, const char *node, const TensorRef &x,
+                   const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameShape(ctx, node, x, y, "input/output"))
+    return false;
+  if (!(isFloatType(x.dtype) || x.dtype == DType::F64) ||
+      y.dtype != DType::Bool) {
+    failf(ctx, node,
+          "IsNaN needs a float input and a bool output, got %s -> %s",
+          dtypeName(x.dtype), dtypeName(y.dtype));
+    return false;
+  }
+  return true;
+}
+
 static TensorRef leadingDims(const TensorRef &t, int rank) {
   TensorRef result = t;
   result.rank = rank;

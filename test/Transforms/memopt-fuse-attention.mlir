@@ -9,7 +9,7 @@
 // CHECK: %[[KT:.*]] = memopt.transpose %[[K]]
 // CHECK-NEXT: %[[Y:.*]] = memopt.attention %[[Q]], %[[KT]], %[[V]] {key_transposed = true, scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
 // CHECK-NEXT: return %[[Y]]
-// REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal), 2048 bytes of scores and probabilities removed
+// REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal, 0 safe softmax), 2048 bytes of scores and probabilities removed
 func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %c = memopt.constant dense<4.0> : tensor<f32>
   %kt = memopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x16x8xf32>
@@ -28,7 +28,7 @@ func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, 
 // CHECK-NOT: memopt.where
 // CHECK: memopt.attention %arg0, %arg1, %arg2 {causal = true, key_transposed = true, scale = 1.250000e-01 : f32}
 // CHECK-NOT: memopt.softmax
-// REPORT: memopt-fuse-attention @gpt2_causal_where: 1 attentions fused (1 causal)
+// REPORT: memopt-fuse-attention @gpt2_causal_where: 1 attentions fused (1 causal, 0 safe softmax)
 func.func @gpt2_causal_where(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
   %c = memopt.constant dense<8.0> : tensor<f32>
   %mask = memopt.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>

@@ -656,6 +656,15 @@ void where(Context &ctx, const char *node, TensorRef cond, TensorRef x,
   std::memcpy(y.data, out.data(), out.size());
 }
 
+void isNaN(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateIsNaN(ctx, node, x, y))
+    return;
+  std::vector<double> v = toDouble(x);
+  uint8_t *out = static_cast<uint8_t *>(y.data);
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = std::isnan(v[i]) ? 1 : 0;
+}
+
 void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
   if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
       !checkTensor(ctx, node, y, "output") ||
@@ -1477,14 +1486,16 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
               row[j] = score;
               rowMax = std::max(rowMax, score);
             }
-            // All -inf: exp(-inf - -inf) is NaN, as in the unfused graph.
+            // All -inf: exp(-inf - -inf) is NaN, as in the unfused graph;
+            // the safe softmax gives the row zeros instead.
+            bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
             for (int64_t j = 0; j < g.keys; ++j) {
-              double p = std::exp(row[j] - rowMax);
+              double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
-            rowSum[size_t(r)] = sum;
+            rowSum[size_t(r)] = zeroRow ? 1.0 : sum;
           }
           // Padding rows of the last tile: zero probabilities, results dropped.
           for (int64_t r = rows; r < tiles * kMR; ++r)
