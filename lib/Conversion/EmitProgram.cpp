@@ -875,8 +875,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
        << "): view, no call\n";
     return declare(op->getResult(0), pointers.lookup(op->getOperand(0)));
   }
-  if (isa<ShapeOp, RangeOp>(op))
-    return error(op) << "has no runtime kernel yet";
+  // Shapes are static, so shape always folds (--canonicalize, which the
+  // compile driver runs before planning).
+  if (isa<ShapeOp>(op))
+    return error(op) << "has no runtime kernel: it folds to a constant; run "
+                        "--canonicalize before lowering";
   if (failed(declareResults(op)))
     return failure();
   std::string node = nodeLiteral(op);
@@ -945,6 +948,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](IsNaNOp) {
         os << "  isNaN(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
            << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](RangeOp range) {
+        os << "  range(ctx, " << node << ", " << ref(range.getStart()) << ", "
+           << ref(range.getDelta()) << ", " << ref(range.getResult()) << ");\n";
         return success();
       })
       .Case([&](WhereOp) {

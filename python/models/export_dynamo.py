@@ -32,21 +32,12 @@ import torch  # noqa: E402
 
 import export_common  # noqa: E402
 import nn_models  # noqa: E402
+import zoo  # noqa: E402
 
 HF_MODELS = ["hf_gpt2", "hf_bert", "hf_llama"]
 ORDER = ["gpt2_nn", "bert_nn", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "hf_gpt2",
          "hf_bert", "hf_llama", "convnext_tiny", "vit_b_16", "swin_t"]
 HF_BATCH, HF_TOKENS, HF_VOCAB = 2, 128, 8192
-
-
-def left_padded_mask(batch=HF_BATCH, tokens=HF_TOKENS):
-    """Sequence b starts with 13 b padding tokens: with a causal mask, the first query rows of a
-    padded sequence see no key at all (fully masked rows)."""
-    import numpy as np
-    mask = np.ones((batch, tokens), dtype=np.int64)
-    for b in range(batch):
-        mask[b, :13 * b] = 0
-    return mask
 
 
 class _LogitsOnly(torch.nn.Module):
@@ -90,7 +81,7 @@ def build(name):
         model = _LogitsOnly(transformers.BertModel(config), "last_hidden_state")
         outputs = ["last_hidden_state"]
     ids = torch.randint(0, HF_VOCAB, (HF_BATCH, HF_TOKENS), dtype=torch.int64)
-    mask = torch.from_numpy(left_padded_mask())
+    mask = torch.from_numpy(zoo.left_padded_mask((HF_BATCH, HF_TOKENS)))
     return model.eval(), (ids, mask), ["input_ids", "attention_mask"], outputs
 
 

@@ -232,6 +232,11 @@ void cast(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 void copy(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 /// Sets every element of y to `value` converted to y's dtype.
 void fill(Context &ctx, const char *nodeName, double value, TensorRef y);
+/// ONNX Range: y[i] = start + i * delta; start and delta hold one element of
+/// y's dtype (F32, F16, BF16, F64, I32 or I64), y is 1-D. Range usually
+/// folds to a constant at compile time; this runs the ones that do not.
+void range(Context &ctx, const char *nodeName, TensorRef start, TensorRef delta,
+           TensorRef y);
 /// Broadcasting copy (ONNX Expand; y's shape is the broadcast result).
 void expand(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 

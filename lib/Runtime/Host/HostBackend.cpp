@@ -665,6 +665,26 @@ void isNaN(Context &ctx, const char *node, TensorRef x, TensorRef y) {
     out[i] = std::isnan(v[i]) ? 1 : 0;
 }
 
+void range(Context &ctx, const char *node, TensorRef start, TensorRef delta,
+           TensorRef y) {
+  if (hasError(ctx) || !validateRange(ctx, node, start, delta, y))
+    return;
+  int64_t n = y.numElements();
+  if (y.dtype == DType::I32 || y.dtype == DType::I64) {
+    int64_t first = toInt64(start)[0], step = toInt64(delta)[0];
+    std::vector<int64_t> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      values[size_t(i)] = first + i * step;
+    storeInt64(values, y);
+    return;
+  }
+  double first = toDouble(start)[0], step = toDouble(delta)[0];
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[size_t(i)] = first + double(i) * step;
+  store(values, y);
+}
+
 void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
   if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
       !checkTensor(ctx, node, y, "output") ||
