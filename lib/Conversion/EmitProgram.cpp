@@ -913,8 +913,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
        << "): view, no call\n";
     return declare(op->getResult(0), pointers.lookup(op->getOperand(0)));
   }
-  if (isa<ShapeOp, RangeOp, IsNaNOp>(op))
-    return error(op) << "has no runtime kernel yet";
+  // Shapes are static, so shape always folds (--canonicalize, which the
+  // compile driver runs before planning).
+  if (isa<ShapeOp>(op))
+    return error(op) << "has no runtime kernel: it folds to a constant; run "
+                        "--canonicalize before lowering";
   if (failed(declareResults(op)))
     return failure();
   std::string node = nodeLiteral(op);
@@ -980,6 +983,16 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](GreaterOp) { return binary("compare", "CompareOp::Greater"); })
       .Case([&](AndOp) { return binary("logical", "LogicalOp::And"); })
       .Case([&](OrOp) { return binary("logical", "LogicalOp::Or"); })
+      .Case([&](IsNaNOp) {
+        os << "  isNaN(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
+           << ref(op->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](RangeOp range) {
+        os << "  range(ctx, " << node << ", " << ref(range.getStart()) << ", "
+           << ref(range.getDelta()) << ", " << ref(range.getResult()) << ");\n";
+        return success();
+      })
       .Case([&](WhereOp) {
         os << "  where(ctx, " << node << ", " << ref(op->getOperand(0)) << ", "
            << ref(op->getOperand(1)) << ", " << ref(op->getOperand(2)) << ", "
@@ -1067,8 +1080,10 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ";\n    params.causal = "
            << (attention.getCausal() ? "true" : "false")
            << ";\n    params.keyTransposed = "
-           << (attention.getKeyTransposed() ? "true" : "false")
-           << ";\n    attention(ctx, " << node << ", params, "
+           << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
+        if (attention.getSafeSoftmax())
+          os << "    params.safeSoftmax = true;\n";
+        os << "    attention(ctx, " << node << ", params, "
            << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
            << ref(attention.getV()) << ", "
            << (attention.getBias() ? "&" + ref(attention.getBias())

@@ -115,7 +115,7 @@ static std::string memoptOpName(StringRef opType) {
       {"MatMul", "matmul"},     {"IsNaN", "is_nan"},
       {"Dropout", "identity"},  {"Sum", "add"},
       {"Constant", "constant"}, {"ConstantOfShape", "constant"},
-      {"Size", "constant"},
+      {"Size", "constant"},     {"GatherND", "gather"},
   };
   auto it = special.find(opType);
   if (it != special.end())
@@ -294,6 +294,7 @@ private:
   FailureOr<SmallVector<Value>> importVariadic(const Node &node);
   FailureOr<SmallVector<Value>> importDropout(const Node &node);
   FailureOr<SmallVector<Value>> importTranspose(const Node &node);
+  FailureOr<SmallVector<Value>> importGatherND(const Node &node);
 
   MLIRContext &context;
   OpBuilder builder;
@@ -776,6 +777,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &proto,
     results = importDropout(node);
   else if (type == "Transpose")
     results = importTranspose(node);
+  else if (type == "GatherND")
+    results = importGatherND(node);
   else if (type == "Size") {
     auto input = lookup(node, 0);
     if (failed(input))
@@ -1566,6 +1569,65 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
     }
   }
   auto result = createOne(node, "memopt.identity", {*data}, {});
+  if (failed(result))
+    return failure();
+  return SmallVector<Value>{*result};
+}
+
+/// ONNX GatherND (batch_dims 0) with constant indices `[..., k]`: a Gather
+/// over the first k axes of `data` viewed as one axis, the index tuples
+/// turned into linear indices here, so it needs no op of its own. The dynamo
+/// exporter writes it for transformers' padding masks
+/// (`attention_mask[batch, key]` with index tensors computed from aranges).
+FailureOr<SmallVector<Value>> GraphImporter::importGatherND(const Node &node) {
+  auto data = lookup(node, 0);
+  auto indices = lookup(node, 1);
+  if (failed(data) || failed(indices))
+    return failure();
+  if (intAttr(node, "batch_dims", 0) != 0)
+    return emitError(node.loc)
+           << node.describe() << ": batch_dims other than 0 is not supported";
+  auto tuples = constantInts(node, 1);
+  if (failed(tuples))
+    return failure();
+  RankedTensorType dataType = typeOf(*data), indicesType = typeOf(*indices);
+  int64_t rank = dataType.getRank();
+  int64_t width =
+      indicesType.getRank() ? indicesType.getShape().back() : int64_t(0);
+  if (width < 1 || width > rank)
+    return emitError(node.loc)
+           << node.describe() << ": indices " << indicesType
+           << " must end in a tuple of 1 to " << rank << " indices";
+  SmallVector<int64_t> linear;
+  for (size_t first = 0; first < tuples->size(); first += width) {
+    int64_t index = 0;
+    for (int64_t axis = 0; axis < width; ++axis) {
+      int64_t dim = dataType.getDimSize(axis);
+      int64_t value = (*tuples)[first + axis];
+      if (value < -dim || value >= dim)
+        return emitError(node.loc)
+               << node.describe() << ": index " << value
+               << " is out of range for axis " << axis << " of size " << dim;
+      index = index * dim + (value < 0 ? value + dim : value);
+    }
+    linear.push_back(index);
+  }
+  SmallVector<int64_t> flatShape = {1};
+  for (int64_t axis = 0; axis < width; ++axis)
+    flatShape[0] *= dataType.getDimSize(axis);
+  llvm::append_range(flatShape, dataType.getShape().drop_front(width));
+  auto flat =
+      createOne(node, "memopt.reshape", {*data}, {},
+                {RankedTensorType::get(flatShape, dataType.getElementType())});
+  if (failed(flat))
+    return failure();
+  auto linearType = RankedTensorType::get(indicesType.getShape().drop_back(),
+                                          builder.getI64Type());
+  Value linearIndices = createConstant(
+      node.loc, DenseElementsAttr::get(linearType, ArrayRef<int64_t>(linear)));
+  auto result =
+      createOne(node, "memopt.gather", {*flat, linearIndices},
+                {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
   if (failed(result))
     return failure();
   return SmallVector<Value>{*result};

@@ -167,6 +167,10 @@ bool validateCompare(Context &ctx, const char *node, const TensorRef &a,
                      const TensorRef &b, const TensorRef &c, bool logical);
 bool validateWhere(Context &ctx, const char *node, const TensorRef &cond,
                    const TensorRef &x, const TensorRef &z, const TensorRef &y);
+bool validateIsNaN(Context &ctx, const char *node, const TensorRef &x,
+                   const TensorRef &y);
+bool validateRange(Context &ctx, const char *node, const TensorRef &start,
+                   const TensorRef &delta, const TensorRef &y);
 
 struct MatmulGeometry {
   int64_t m = 0, n = 0, k = 0;

@@ -136,6 +136,43 @@ bool validateWhere(Context &ctx, const char *node, const TensorRef &cond,
   return checkBroadcast(ctx, node, inputs, 3, y);
 }
 
+bool validateIsNaN(Context &ctx, const char *node, const TensorRef &x,
+                   const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameShape(ctx, node, x, y, "input/output"))
+    return false;
+  if (!(isFloatType(x.dtype) || x.dtype == DType::F64) ||
+      y.dtype != DType::Bool) {
+    failf(ctx, node,
+          "IsNaN needs a float input and a bool output, got %s -> %s",
+          dtypeName(x.dtype), dtypeName(y.dtype));
+    return false;
+  }
+  return true;
+}
+
+bool validateRange(Context &ctx, const char *node, const TensorRef &start,
+                   const TensorRef &delta, const TensorRef &y) {
+  if (!checkTensor(ctx, node, start, "start") ||
+      !checkTensor(ctx, node, delta, "delta") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, start, y, "start/output") ||
+      !checkSameDType(ctx, node, delta, y, "delta/output"))
+    return false;
+  bool supported = isFloatType(y.dtype) || y.dtype == DType::F64 ||
+                   y.dtype == DType::I32 || y.dtype == DType::I64;
+  if (!supported || y.rank != 1 || start.numElements() != 1 ||
+      delta.numElements() != 1) {
+    failf(ctx, node,
+          "Range needs one-element start and delta and a 1-D output of a "
+          "float, I32 or I64 dtype, got a rank-%d %s output",
+          y.rank, dtypeName(y.dtype));
+    return false;
+  }
+  return true;
+}
+
 static TensorRef leadingDims(const TensorRef &t, int rank) {
   TensorRef result = t;
   result.rank = rank;

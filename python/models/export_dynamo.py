@@ -2,8 +2,12 @@
 """Exports the model zoo with PyTorch 2.x's default ONNX exporter (torch.export / dynamo,
 `torch.onnx.export(..., dynamo=True)`, opset 18), random weights, batch 1.
 
-Same models as export_torchscript.py, plus transformers' GPT-2 and BERT built from small configs
-(random weights) when `transformers` imports. Each model is saved as graph + external data
+Same models as export_torchscript.py, plus transformers' GPT-2, BERT and Llama built from small
+configs (random weights, transformers' default SDPA attention) when `transformers` imports. The
+transformers models take `input_ids` and `attention_mask` (2 x 128, the second sequence
+left-padded), so every attention is exported as SDPA with a boolean mask: onnxscript writes
+`Softmax -> IsNaN -> Where(isnan, 0, P)`, PyTorch's safe softmax. `--check` compares each
+transformers export under onnxruntime with PyTorch on a left-padded batch. Each model is saved as graph + external data
 (export_common.save_with_external_data); the graph files alone (no .data) are packed into
 OUT/dynamo_graphs.tar.gz, rewritten after every model so a time-out still leaves the finished
 ones, and a log goes to OUT/export_log.txt.
@@ -28,10 +32,12 @@ import torch  # noqa: E402
 
 import export_common  # noqa: E402
 import nn_models  # noqa: E402
+import zoo  # noqa: E402
 
-HF_MODELS = ["hf_gpt2", "hf_bert"]
+HF_MODELS = ["hf_gpt2", "hf_bert", "hf_llama"]
 ORDER = ["gpt2_nn", "bert_nn", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "hf_gpt2",
-         "hf_bert", "convnext_tiny", "vit_b_16", "swin_t"]
+         "hf_bert", "hf_llama", "convnext_tiny", "vit_b_16", "swin_t"]
+HF_BATCH, HF_TOKENS, HF_VOCAB = 2, 128, 8192
 
 
 class _LogitsOnly(torch.nn.Module):
@@ -42,9 +48,10 @@ class _LogitsOnly(torch.nn.Module):
         self.model = model
         self.field = field
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, attention_mask):
         kwargs = {"use_cache": False} if self.field == "logits" else {}
-        return getattr(self.model(input_ids=input_ids, return_dict=True, **kwargs), self.field)
+        return getattr(self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                  return_dict=True, **kwargs), self.field)
 
 
 def build(name):
@@ -53,23 +60,46 @@ def build(name):
     import transformers
 
     torch.manual_seed(0)
-    common = dict(attn_implementation="eager")
+    # transformers' default attention (SDPA); a GQA Llama as Llama 3 has (2 key/value heads
+    # for 4 query heads).
     if name == "hf_gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192,
-                                         n_positions=128, **common)
+        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=HF_VOCAB,
+                                         n_positions=HF_TOKENS)
         model = _LogitsOnly(transformers.GPT2LMHeadModel(config), "logits")
+        outputs = ["logits"]
+    elif name == "hf_llama":
+        config = transformers.LlamaConfig(hidden_size=256, intermediate_size=688,
+                                          num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, vocab_size=HF_VOCAB,
+                                          max_position_embeddings=HF_TOKENS)
+        model = _LogitsOnly(transformers.LlamaForCausalLM(config), "logits")
         outputs = ["logits"]
     else:
         config = transformers.BertConfig(hidden_size=256, num_hidden_layers=2,
                                          num_attention_heads=4, intermediate_size=1024,
-                                         vocab_size=8192, max_position_embeddings=128, **common)
+                                         vocab_size=HF_VOCAB, max_position_embeddings=HF_TOKENS)
         model = _LogitsOnly(transformers.BertModel(config), "last_hidden_state")
         outputs = ["last_hidden_state"]
-    ids = torch.randint(0, 8192, (1, 128), dtype=torch.int64)
-    return model.eval(), (ids,), ["input_ids"], outputs
+    ids = torch.randint(0, HF_VOCAB, (HF_BATCH, HF_TOKENS), dtype=torch.int64)
+    mask = torch.from_numpy(zoo.left_padded_mask((HF_BATCH, HF_TOKENS)))
+    return model.eval(), (ids, mask), ["input_ids", "attention_mask"], outputs
 
 
-def export(name, out_dir, legacy):
+def check(name, model, args, path):
+    """Max |onnxruntime - PyTorch| / max |PyTorch| of the export (with its real weights)."""
+    import numpy as np
+    import onnxruntime as ort
+    with torch.no_grad():
+        expected = model(*args).numpy()
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    got = session.run(None, feeds)[0]
+    finite = bool(np.isfinite(got).all())
+    error = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
+    return f"check {name}: onnxruntime vs torch {error:.2e} relative, all finite {finite}"
+
+
+def export(name, out_dir, legacy, checks):
     model, args, input_names, output_names = build(name)
     path = os.path.join(out_dir, f"{name}.onnx")
     with tempfile.TemporaryDirectory() as scratch:
@@ -82,6 +112,8 @@ def export(name, out_dir, legacy):
                               input_names=input_names, output_names=output_names)
         proto = onnx.load(tmp)
     sizes = export_common.save_with_external_data(proto, path)
+    if name in HF_MODELS and checks is not None:
+        checks.append(check(name, model, args, path))
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     return path, sizes, opset, export_common.op_types(proto)
 
@@ -101,6 +133,8 @@ def main(argv=None):
     parser.add_argument("--budget-s", type=float, default=300.0,
                         help="start no new export after this many seconds")
     parser.add_argument("--legacy", action="store_true")
+    parser.add_argument("--check", action="store_true",
+                        help="compare the transformers exports under onnxruntime with PyTorch")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="dynamo_export_")
@@ -128,7 +162,8 @@ def main(argv=None):
             continue
         begin = time.time()
         try:
-            path, (graph_bytes, data_bytes), opset, ops = export(name, work, args.legacy)
+            checks = [] if args.check else None
+            path, (graph_bytes, data_bytes), opset, ops = export(name, work, args.legacy, checks)
         except Exception as error:
             say(f"FAIL {name}: {type(error).__name__}: {str(error)[:2000]}")
             log.write(traceback.format_exc()[-4000:] + "\n")
@@ -137,6 +172,8 @@ def main(argv=None):
         pack(args.out, graphs)
         say(f"ok   {name}: opset {opset}, graph {graph_bytes} B, data {data_bytes} B, "
             f"{time.time() - begin:.1f} s, ops {','.join(ops)}")
+        for line in checks or []:
+            say(line)
     say(f"exported {len(graphs)}/{len(models)} in {time.time() - start:.1f} s")
     log.close()
     return 0 if graphs else 1

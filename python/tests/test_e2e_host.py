@@ -7,7 +7,8 @@ planning or aliasing mistake shows up as a numeric difference.
 Covered: the bundled tiny_convnet, small generated models (onnx.helper) for each op family the
 runtime implements, and every zoo model except those in ZOO_EXPECTED_FAILURES (both exporters:
 resnet50, mobilenet_v3_large, efficientnet_b0, vit_b_16, swin_t, convnext_tiny, gpt2_nn,
-bert_nn, and dynamo's hf_gpt2, hf_bert pass). A zoo model the runtime
+bert_nn, and dynamo's hf_gpt2, hf_bert, hf_llama pass; those three with a left-padded
+attention_mask, so their safe-softmax attentions see fully masked rows). A zoo model the runtime
 cannot run yet is listed in ZOO_EXPECTED_FAILURES with the reason; xfail is strict, so it fails
 the suite once it starts working (then move it out of the list).
 
@@ -86,10 +87,13 @@ def run_executable(exe, inputs, folder):
     assert proc.returncode == 0, f"{exe} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
 
 
-def check_against_onnxruntime(compiler, onnx_path, folder, shapes=None, extra=()):
-    """Compiles with and without planning, runs both, compares both with onnxruntime."""
+def check_against_onnxruntime(compiler, onnx_path, folder, shapes=None, extra=(), values=None):
+    """Compiles with and without planning, runs both, compares both with onnxruntime.
+    `values` maps input names to functions of the shape that give their value (else random)."""
     shapes = shapes or {}
     session, inputs = random_inputs(onnx_path, shapes)
+    for name, make in (values or {}).items():
+        inputs[name] = make(inputs[name].shape).astype(inputs[name].dtype)
     expected = session.run(None, inputs)
     names = [o.name for o in session.get_outputs()]
     shape_args = []
@@ -589,7 +593,7 @@ def _zoo_params():
 def test_zoo_model(model, compiler, tmp_path):
     onnx_path = fill_weights.fill(model.path, str(tmp_path / "model"))
     shapes = {name: shape for name, (shape, _) in model.inputs.items()}
-    check_against_onnxruntime(compiler, onnx_path, str(tmp_path), shapes)
+    check_against_onnxruntime(compiler, onnx_path, str(tmp_path), shapes, values=model.values)
     # The CUDA target of the same model: generated, compiled with nvcc and linked against the
     # CUDA runtime by memopt-compile (building needs no GPU), so a codegen break fails here
     # rather than on the GPU machine. Its source is the host program's, byte for byte.

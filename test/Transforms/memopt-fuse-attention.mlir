@@ -9,7 +9,7 @@
 // CHECK: %[[KT:.*]] = memopt.transpose %[[K]]
 // CHECK-NEXT: %[[Y:.*]] = memopt.attention %[[Q]], %[[KT]], %[[V]] {key_transposed = true, scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
 // CHECK-NEXT: return %[[Y]]
-// REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal), 2048 bytes of scores and probabilities removed
+// REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal, 0 safe softmax), 2048 bytes of scores and probabilities removed
 func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %c = memopt.constant dense<4.0> : tensor<f32>
   %kt = memopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x16x8xf32>
@@ -28,7 +28,7 @@ func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, 
 // CHECK-NOT: memopt.where
 // CHECK: memopt.attention %arg0, %arg1, %arg2 {causal = true, key_transposed = true, scale = 1.250000e-01 : f32}
 // CHECK-NOT: memopt.softmax
-// REPORT: memopt-fuse-attention @gpt2_causal_where: 1 attentions fused (1 causal)
+// REPORT: memopt-fuse-attention @gpt2_causal_where: 1 attentions fused (1 causal, 0 safe softmax)
 func.func @gpt2_causal_where(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
   %c = memopt.constant dense<8.0> : tensor<f32>
   %mask = memopt.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
@@ -249,4 +249,66 @@ func.func @wide_head(%q: tensor<2x4x160xf32>, %kt: tensor<2x160x4xf32>, %v: tens
   %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %y = memopt.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x160xf32>) -> tensor<2x4x160xf32>
   return %y : tensor<2x4x160xf32>
+}
+
+// -----
+
+// PyTorch's safe softmax as the dynamo exporter writes SDPA with a boolean
+// mask: Where(mask, 0, -inf) added to the scores (each of Q and K^T scaled
+// by sqrt(scale)), then Where(IsNaN(P), 0, P). The IsNaN / Where pair
+// becomes `safe_softmax` (a fully masked row gives zeros), the runtime mask
+// an additive bias.
+// CHECK-LABEL: func.func @safe_softmax_bool_mask
+// CHECK-SAME: %[[MASK:[^:]*]]: tensor<2x1x4x4xi1>
+// CHECK: %[[BIAS:.*]] = memopt.where %[[MASK]]
+// CHECK: memopt.attention %arg0, %arg1, %arg2, %[[BIAS]] {key_transposed = true, safe_softmax = true, scale = 0.124999993 : f32}
+// CHECK-NOT: memopt.is_nan
+// CHECK-NOT: memopt.softmax
+// REPORT: memopt-fuse-attention @safe_softmax_bool_mask: 1 attentions fused (0 causal, 1 safe softmax)
+func.func @safe_softmax_bool_mask(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>, %mask: tensor<2x1x4x4xi1>) -> tensor<2x3x4x8xf32> {
+  %root = memopt.constant dense<0.353553385> : tensor<f32>
+  %zero = memopt.constant dense<0.0> : tensor<f32>
+  %ninf = memopt.constant dense<0xFF800000> : tensor<f32>
+  %qs = memopt.mul %q, %root : (tensor<2x3x4x8xf32>, tensor<f32>) -> tensor<2x3x4x8xf32>
+  %ks = memopt.mul %kt, %root : (tensor<2x3x8x4xf32>, tensor<f32>) -> tensor<2x3x8x4xf32>
+  %bias = memopt.where %mask, %zero, %ninf : (tensor<2x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x4x4xf32>
+  %s = memopt.matmul %qs, %ks : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %a = memopt.add %s, %bias : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = memopt.softmax %a : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %n = memopt.is_nan %p : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xi1>
+  %z = memopt.where %n, %zero, %p : (tensor<2x3x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = memopt.matmul %z, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %y : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// Not fused: Where(IsNaN(P), 1, P) is not the safe softmax (a fully masked
+// row would give ones), so P is used twice.
+// CHECK-LABEL: func.func @nan_fill_not_zero
+// CHECK-NOT: memopt.attention
+// CHECK: memopt.is_nan
+func.func @nan_fill_not_zero(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %one = memopt.constant dense<1.0> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %n = memopt.is_nan %p : (tensor<2x4x4xf32>) -> tensor<2x4x4xi1>
+  %z = memopt.where %n, %one, %p : (tensor<2x4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %z, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Not fused: the NaN test is also an output, so it must be computed.
+// CHECK-LABEL: func.func @nan_test_used_twice
+// CHECK-NOT: memopt.attention
+func.func @nan_test_used_twice(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xi1>) {
+  %zero = memopt.constant dense<0.0> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %n = memopt.is_nan %p : (tensor<2x4x4xf32>) -> tensor<2x4x4xi1>
+  %z = memopt.where %n, %zero, %p : (tensor<2x4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = memopt.matmul %z, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y, %n : tensor<2x4x8xf32>, tensor<2x4x4xi1>
 }

@@ -236,6 +236,21 @@ std::vector<Case> buildCases() {
                      where(*s.ctx, "where", lt, a, b, w);
                      return std::vector<TensorRef>{lt, both, w};
                    }});
+  // IsNaN over every float type: NaN, +-inf, zero and ordinary values.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64})
+    cases.push_back({std::string("is_nan_") + tag(dt), 0, [=](Suite &s) {
+                       std::vector<double> values;
+                       for (int64_t i = 0; i < 1031; ++i)
+                         values.push_back(
+                             i % 7 == 0    ? NAN
+                             : i % 11 == 0 ? (i % 2 ? INFINITY : -INFINITY)
+                             : i % 13 == 0 ? 0.0
+                                           : 0.5 * double(i % 17) - 4.0);
+                       TensorRef x = s.upload(dt, {1031}, values);
+                       TensorRef y = s.empty(DType::Bool, {1031});
+                       isNaN(*s.ctx, "is_nan", x, y);
+                       return std::vector<TensorRef>{y};
+                     }});
   struct C {
     DType from, to;
   };
@@ -669,6 +684,55 @@ std::vector<Case> buildCases() {
                return std::vector<TensorRef>{y};
              }});
   }
+
+  // Safe softmax (PyTorch's SDPA with a boolean mask): fully masked rows give
+  // zeros. A causal GPT-2 batch with left padding (query rows before the
+  // first real token see no key) and a BERT-like per-row mask with whole
+  // rows masked, on the fused kernel and the chunked path.
+  for (DType dt : floats)
+    for (bool causal : {true, false})
+      for (int64_t chunks : {int64_t(0), int64_t(2)})
+        cases.push_back(
+            {std::string("attention_safe_") +
+                 (causal ? "causal_left_pad" : "masked_rows") +
+                 (chunks ? "_chunked_" : "_") + tag(dt),
+             tol(dt, 2e-4), [=](Suite &s) {
+               const int64_t batch = 2, heads = 2, tokens = 100, d = 64;
+               TensorRef q = s.random(dt, {batch, heads, tokens, d}),
+                         k = s.random(dt, {batch, heads, tokens, d}),
+                         v = s.random(dt, {batch, heads, tokens, d});
+               // Causal: sequence b starts with 13 (b + 1) padding keys.
+               // Otherwise: in sequence b, query rows i % (3 + b) == 0 see
+               // nothing and the others lose their last 9 keys.
+               std::vector<int64_t> biasShape =
+                   causal ? std::vector<int64_t>{batch, 1, 1, tokens}
+                          : std::vector<int64_t>{batch, 1, tokens, tokens};
+               std::vector<double> values;
+               for (int64_t b = 0; b < batch; ++b)
+                 for (int64_t i = 0; i < (causal ? 1 : tokens); ++i)
+                   for (int64_t j = 0; j < tokens; ++j) {
+                     bool masked = causal ? j < 13 * (b + 1)
+                                          : i % (3 + b) == 0 || j >= tokens - 9;
+                     values.push_back(masked ? -INFINITY : 0.0);
+                   }
+               TensorRef bias = s.upload(dt, biasShape, values);
+               TensorRef y = s.empty(dt, {batch, heads, tokens, d});
+               AttentionParams params;
+               params.scale = 0.125f;
+               params.causal = causal;
+               params.safeSoftmax = true;
+               void *workspace = nullptr;
+               size_t workspaceBytes = 0;
+               if (chunks) {
+                 workspaceBytes = attentionChunkBytes(batch * heads / chunks,
+                                                      tokens, tokens, dt);
+                 workspace =
+                     s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
+               }
+               attention(*s.ctx, "attention", params, q, k, v, &bias, y,
+                         workspace, workspaceBytes);
+               return std::vector<TensorRef>{y};
+             }});
 
   // Normalization, softmax, reductions.
   for (DType dt : floats) {

@@ -221,6 +221,9 @@ void logical(Context &ctx, const char *nodeName, LogicalOp op, TensorRef a,
 /// y = cond ? x : z with three-way broadcasting; cond is Bool.
 void where(Context &ctx, const char *nodeName, TensorRef cond, TensorRef x,
            TensorRef z, TensorRef y);
+/// y (Bool) = isnan(x) elementwise (ONNX IsNaN); x is a float dtype of y's
+/// shape.
+void isNaN(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 /// Converts between any two dtypes (float→int truncates toward zero,
 /// →Bool is x != 0).
 void cast(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
@@ -229,6 +232,11 @@ void cast(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 void copy(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 /// Sets every element of y to `value` converted to y's dtype.
 void fill(Context &ctx, const char *nodeName, double value, TensorRef y);
+/// ONNX Range: y[i] = start + i * delta; start and delta hold one element of
+/// y's dtype (F32, F16, BF16, F64, I32 or I64), y is 1-D. Range usually
+/// folds to a constant at compile time; this runs the ones that do not.
+void range(Context &ctx, const char *nodeName, TensorRef start, TensorRef delta,
+           TensorRef y);
 /// Broadcasting copy (ONNX Expand; y's shape is the broadcast result).
 void expand(Context &ctx, const char *nodeName, TensorRef x, TensorRef y);
 
@@ -340,6 +348,9 @@ struct AttentionParams {
   bool causal = false;
   /// k is [..., D, Sk] instead of [..., Sk, D].
   bool keyTransposed = false;
+  /// A row whose scores are all -inf (fully masked) gives zeros instead of
+  /// NaN: PyTorch's safe softmax, exported as Where(IsNaN(P), 0, P).
+  bool safeSoftmax = false;
 };
 
 /// Scaled dot-product attention (ONNX Attention, 4-D form):
@@ -348,7 +359,8 @@ struct AttentionParams {
 /// v [..., Sk, Dv], y [..., S, Dv]; batch dims broadcast numpy-style, bias
 /// (optional, y's dtype) broadcasts to [..., S, Sk]. One float dtype for all;
 /// softmax statistics and accumulation in f32 (double on the host). y must
-/// not alias an input. A row whose scores are all -inf gives NaN.
+/// not alias an input. A row whose scores are all -inf gives NaN, or zeros
+/// with `params.safeSoftmax`.
 ///
 /// `workspace` (optional, 256-byte aligned) is scratch the compiler found
 /// free while the op runs. CUDA: when Q, K and V hold the whole batch and the

@@ -59,6 +59,8 @@ struct AttentionArgs {
   int64_t biasRowStride, biasColStride;
   float scale;
   bool causal, keyTransposed, hasBias, vectorLoads;
+  /// A fully masked row (sum of exponentials 0) gives zeros, not 0 / 0.
+  bool safeSoftmax;
   int64_t rowTiles;
 };
 
@@ -251,7 +253,8 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
     for (int t = 0; t < kMaxHeadSize / 32; ++t) {
       int d = lane + 32 * t;
       if (d < valueSize)
-        y[row * valueSize + d] = fromFloat<T>(acc[r][t] / rowSum[r]);
+        y[row * valueSize + d] = fromFloat<T>(
+            a.safeSoftmax && rowSum[r] == 0.0f ? 0.0f : acc[r][t] / rowSum[r]);
     }
   }
 }
@@ -441,7 +444,9 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
   for (int i = lane; i < 16 * valueSize; i += 32) {
     int r = i / valueSize, d = i % valueSize;
     if (rowBase + warp * 16 + r < a.queries)
-      y[i] = fromFloat<T>(oWarp[r * dvPad + d] / rowSums[warp * 16 + r]);
+      y[i] = fromFloat<T>(a.safeSoftmax && rowSums[warp * 16 + r] == 0.0f
+                              ? 0.0f
+                              : oWarp[r * dvPad + d] / rowSums[warp * 16 + r]);
   }
 #endif
 }
@@ -491,7 +496,7 @@ struct ScoreSoftmaxArgs {
   int batchRank;
   int64_t batchShape[kMaxRank], biasStride[kMaxRank];
   int64_t biasRowStride, biasColStride;
-  bool causal, hasBias;
+  bool causal, hasBias, safeSoftmax;
 };
 
 constexpr int kSoftmaxWarps = 8;
@@ -500,7 +505,7 @@ constexpr int kSoftmaxWarps = 8;
 /// one read, one write); kVals == 0: any length, three passes over the row.
 /// Bias and masks are applied on the fly; exp2 in the log2 domain as in the
 /// fused kernels. A row whose scores are all -inf gives NaN (0 / 0), as the
-/// unfused softmax and the fused kernels do.
+/// unfused softmax and the fused kernels do, or zeros with `safeSoftmax`.
 template <typename T, int kVals>
 __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     scoreSoftmaxKernel(ScoreSoftmaxArgs a) {
@@ -537,6 +542,11 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
       m = fmaxf(m, x[t]);
     }
     m = warpMax(m);
+    if (a.safeSoftmax && m == -INFINITY) {
+      for (int64_t j = lane; j < keys; j += 32)
+        p[j] = fromFloat<T>(0.0f);
+      return;
+    }
     float sum = 0.0f;
 #pragma unroll
     for (int t = 0; t < kVals; ++t) {
@@ -555,6 +565,11 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     for (int64_t j = lane; j < keys; j += 32)
       m = fmaxf(m, score(j));
     m = warpMax(m);
+    if (a.safeSoftmax && m == -INFINITY) {
+      for (int64_t j = lane; j < keys; j += 32)
+        p[j] = fromFloat<T>(0.0f);
+      return;
+    }
     float sum = 0.0f;
     for (int64_t j = lane; j < keys; j += 32)
       sum += exp2f(score(j) - m);
@@ -639,6 +654,7 @@ bool attentionChunked(Context &ctx, const char *node,
   sm.biasColStride = g.biasColStride;
   sm.causal = params.causal;
   sm.hasBias = g.hasBias;
+  sm.safeSoftmax = params.safeSoftmax;
 
   MatmulParams qk;
   qk.alpha = params.scale;
@@ -719,6 +735,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
   args.causal = params.causal;
   args.keyTransposed = params.keyTransposed;
   args.hasBias = g.hasBias;
+  args.safeSoftmax = params.safeSoftmax;
 
   bool tensorCores = y.dtype != DType::F32 && ctx.computeMajor >= 8;
   int rowsPerBlock = tensorCores ? kWmmaRows : kSimtRows;

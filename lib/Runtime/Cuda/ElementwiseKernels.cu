@@ -349,6 +349,31 @@ __global__ void whereKernel(const uint8_t *cond, const T *x, const T *z, T *y,
 }
 
 template <typename T>
+__global__ void isNaNKernel(const T *x, uint8_t *y, int64_t n) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    if constexpr (std::is_same_v<T, double>)
+      y[i] = isnan(x[i]) ? 1 : 0;
+    else
+      y[i] = isnan(toFloat(x[i])) ? 1 : 0;
+  }
+}
+
+/// y[i] = start + i * delta, start and delta read on the device (they may be
+/// computed by an earlier op). Integers exactly, floats in double.
+template <typename T>
+__global__ void rangeKernel(const T *start, const T *delta, T *y, int64_t n) {
+  MEMOPT_GRID_STRIDE(i, n) {
+    if constexpr (std::is_integral_v<T>)
+      y[i] = T(start[0] + T(i) * delta[0]);
+    else if constexpr (std::is_same_v<T, double>)
+      y[i] = start[0] + double(i) * delta[0];
+    else
+      y[i] = fromFloat<T>(float(double(toFloat(start[0])) +
+                                double(i) * double(toFloat(delta[0]))));
+  }
+}
+
+template <typename T>
 __global__ void broadcastCopyKernel(const T *x, T *y, int64_t n,
                                     KernelDims dx) {
   MEMOPT_GRID_STRIDE(i, n) { y[i] = x[offsetOf(i, dx)]; }
@@ -588,6 +613,50 @@ void where(Context &ctx, const char *node, TensorRef cond, TensorRef x,
                             static_cast<const T *>(z.data),
                             static_cast<T *>(y.data), n, broadcastDims(cond, y),
                             broadcastDims(x, y), broadcastDims(z, y)));
+  checkLaunch(ctx, node);
+}
+
+void isNaN(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateIsNaN(ctx, node, x, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  uint8_t *py = static_cast<uint8_t *>(y.data);
+  unsigned grid = gridFor(ctx, n);
+  if (x.dtype == DType::F64) {
+    isNaNKernel<double><<<grid, 256, 0, ctx.stream>>>(
+        static_cast<const double *>(x.data), py, n);
+  } else {
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
+                          isNaNKernel<T><<<grid, 256, 0, ctx.stream>>>(
+                              static_cast<const T *>(x.data), py, n));
+  }
+  checkLaunch(ctx, node);
+}
+
+void range(Context &ctx, const char *node, TensorRef start, TensorRef delta,
+           TensorRef y) {
+  if (hasError(ctx) || !validateRange(ctx, node, start, delta, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  unsigned grid = gridFor(ctx, n);
+  auto launch = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    rangeKernel<T><<<grid, 256, 0, ctx.stream>>>(
+        static_cast<const T *>(start.data), static_cast<const T *>(delta.data),
+        static_cast<T *>(y.data), n);
+  };
+  if (y.dtype == DType::I32)
+    launch(static_cast<int32_t *>(nullptr));
+  else if (y.dtype == DType::I64)
+    launch(static_cast<int64_t *>(nullptr));
+  else if (y.dtype == DType::F64)
+    launch(static_cast<double *>(nullptr));
+  else
+    MEMOPT_DISPATCH_FLOAT(y.dtype, T, launch(static_cast<T *>(nullptr)));
   checkLaunch(ctx, node);
 }
 

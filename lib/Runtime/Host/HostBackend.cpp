@@ -656,6 +656,35 @@ void where(Context &ctx, const char *node, TensorRef cond, TensorRef x,
   std::memcpy(y.data, out.data(), out.size());
 }
 
+void isNaN(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateIsNaN(ctx, node, x, y))
+    return;
+  std::vector<double> v = toDouble(x);
+  uint8_t *out = static_cast<uint8_t *>(y.data);
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = std::isnan(v[i]) ? 1 : 0;
+}
+
+void range(Context &ctx, const char *node, TensorRef start, TensorRef delta,
+           TensorRef y) {
+  if (hasError(ctx) || !validateRange(ctx, node, start, delta, y))
+    return;
+  int64_t n = y.numElements();
+  if (y.dtype == DType::I32 || y.dtype == DType::I64) {
+    int64_t first = toInt64(start)[0], step = toInt64(delta)[0];
+    std::vector<int64_t> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      values[size_t(i)] = first + i * step;
+    storeInt64(values, y);
+    return;
+  }
+  double first = toDouble(start)[0], step = toDouble(delta)[0];
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[size_t(i)] = first + double(i) * step;
+  store(values, y);
+}
+
 void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
   if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
       !checkTensor(ctx, node, y, "output") ||
@@ -1477,14 +1506,16 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
               row[j] = score;
               rowMax = std::max(rowMax, score);
             }
-            // All -inf: exp(-inf - -inf) is NaN, as in the unfused graph.
+            // All -inf: exp(-inf - -inf) is NaN, as in the unfused graph;
+            // the safe softmax gives the row zeros instead.
+            bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
             for (int64_t j = 0; j < g.keys; ++j) {
-              double p = std::exp(row[j] - rowMax);
+              double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
-            rowSum[size_t(r)] = sum;
+            rowSum[size_t(r)] = zeroRow ? 1.0 : sum;
           }
           // Padding rows of the last tile: zero probabilities, results dropped.
           for (int64_t r = rows; r < tiles * kMR; ++r)

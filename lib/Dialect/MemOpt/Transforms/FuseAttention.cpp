@@ -4,7 +4,10 @@
 // MatMul with V, and its input must lead back to the MatMul(Q, K^T) through
 // steps that each have exactly one use: scalar-constant Mul/Div (the scale),
 // Add of a bias or mask term, Where(mask, fill, scores) with a masking fill,
-// and Reshapes that regroup the batch axes but keep the last two. The steps
+// and Reshapes that regroup the batch axes but keep the last two. After the
+// softmax, PyTorch's safe softmax `Where(IsNaN(P), 0, P)` (the dynamo
+// exporter's spelling of SDPA with a boolean mask) becomes `safe_softmax`:
+// the fused kernels give a fully masked row zeros instead of 0 / 0. The steps
 // become attributes and operands of one `memopt.attention`; the intermediates
 // die and the greedy driver removes them.
 //
@@ -367,8 +370,38 @@ RankedTensorType withBatch(Type type, ArrayRef<int64_t> batch) {
 }
 
 struct FusionStatistics {
-  int64_t fused = 0, causal = 0, scoreBytes = 0;
+  int64_t fused = 0, causal = 0, safe = 0, scoreBytes = 0;
 };
+
+/// `Where(IsNaN(P), 0, P)` over the probabilities P: the row of a fully
+/// masked query (all scores -inf, so 0 / 0 in the softmax) becomes zeros.
+struct SafeSoftmax {
+  IsNaNOp isNaN;
+  WhereOp where;
+};
+
+/// The safe-softmax ops on `probs`, which must be their only users (P used
+/// exactly twice: by the IsNaN and by the Where).
+std::optional<SafeSoftmax> matchSafeSoftmax(Value probs) {
+  if (!llvm::hasNItems(probs.getUses(), 2))
+    return std::nullopt;
+  IsNaNOp isNaN;
+  WhereOp where;
+  for (Operation *user : probs.getUsers()) {
+    if (auto op = dyn_cast<IsNaNOp>(user))
+      isNaN = op;
+    else if (auto op = dyn_cast<WhereOp>(user))
+      where = op;
+  }
+  if (!isNaN || !where || !isNaN.getResult().hasOneUse() ||
+      where.getCondition() != isNaN.getResult() || where.getY() != probs ||
+      where.getX() == probs || where.getType() != probs.getType())
+    return std::nullopt;
+  std::optional<double> fill = getScalarConstant(where.getX());
+  if (!fill || *fill != 0.0)
+    return std::nullopt;
+  return SafeSoftmax{isNaN, where};
+}
 
 struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
   FuseAttentionPattern(MLIRContext *context, int64_t maxHeadSize,
@@ -383,6 +416,11 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     if (rank < 2 || normalizeAxis(softmax.getAxis(), rank) != rank - 1)
       return rewriter.notifyMatchFailure(softmax, "not over the last axis");
     Value probs = softmax.getResult();
+    // PyTorch's safe softmax (a fully masked row gives zeros, not NaN), as
+    // the dynamo exporter writes it: Where(IsNaN(P), 0, P).
+    std::optional<SafeSoftmax> safe = matchSafeSoftmax(probs);
+    if (safe)
+      probs = safe->where.getResult();
     if (!probs.hasOneUse())
       return rewriter.notifyMatchFailure(softmax, "probabilities used twice");
     auto output = dyn_cast<MatMulOp>(*probs.getUsers().begin());
@@ -590,16 +628,22 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     Value v = regroup(value, valueBatch);
     auto attention = AttentionOp::create(
         rewriter, loc, q, k, v, bias, rewriter.getF32FloatAttr(scale),
-        rewriter.getBoolAttr(causal), rewriter.getBoolAttr(keyTransposed));
+        rewriter.getBoolAttr(causal), rewriter.getBoolAttr(keyTransposed),
+        rewriter.getBoolAttr(safe.has_value()));
     Value result = reshapeTo(attention.getResult(),
                              cast<RankedTensorType>(output.getType()));
 
     ++statistics.fused;
     statistics.causal += causal;
+    statistics.safe += safe.has_value();
     statistics.scoreBytes += 2 * getTensorBytes(probsType);
     // The chain dies with the output MatMul; erase it back to front so that
     // every op is unused when it goes.
     rewriter.replaceOp(output, result);
+    if (safe) {
+      rewriter.eraseOp(safe->where);
+      rewriter.eraseOp(safe->isNaN);
+    }
     rewriter.eraseOp(softmax);
     for (const ChainStep &step : llvm::reverse(steps))
       rewriter.eraseOp(step.op);
@@ -630,7 +674,8 @@ struct MemOptFuseAttentionPass
     if (report)
       llvm::outs() << "memopt-fuse-attention @" << getOperation().getSymName()
                    << ": " << fusion.fused << " attentions fused ("
-                   << fusion.causal << " causal), " << fusion.scoreBytes
+                   << fusion.causal << " causal, " << fusion.safe
+                   << " safe softmax), " << fusion.scoreBytes
                    << " bytes of scores and probabilities removed\n";
   }
 };

@@ -576,7 +576,9 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
       top-left aligned, `tril(ones(S, Sk))` is kept).
     - `result[..., i, :] = softmax_j(scores[..., i, :]) V[..., :, :]`, shape
       `[..., S, Dv]` with the broadcast batch dimensions. A row whose scores
-      are all `-inf` gives NaN, as the unfused graph does.
+      are all `-inf` gives NaN, as the unfused graph does; with
+      `safe_softmax` it gives zeros (PyTorch's safe softmax, which the
+      exporters spell `Where(IsNaN(P), 0, P)`).
 
     The result never shares storage with an operand.
 
@@ -591,7 +593,8 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
                        MemOpt_FloatTensor:$V,
                        Optional<MemOpt_FloatTensor>:$bias, F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? attr-dict `:` "
                        "functional-type(operands, results)";
