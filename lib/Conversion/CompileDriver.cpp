@@ -18,6 +18,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Import/OnnxImporter.h"
+#include "memopt/Runtime/WeightsFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -518,9 +519,11 @@ int mlir::memopt::runCompile(const CompileOptions &options,
 
   std::string sourcePath = options.outputPath + sourceSuffix(options);
   std::string weightsPath = options.outputPath + ".weights";
+  std::string weightsFile(program->weights.begin(), program->weights.end());
+  weightsFile += ::memopt::rt::weightsTrailer(program->weightsFingerprint,
+                                              program->weights.size());
   if (failed(writeFile(sourcePath, program->source)) ||
-      failed(writeFile(weightsPath, StringRef(program->weights.data(),
-                                              program->weights.size()))))
+      failed(writeFile(weightsPath, weightsFile)))
     return 1;
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");
