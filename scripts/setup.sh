@@ -12,6 +12,8 @@ APT_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # Build tools and the C++ unit-test framework.
   cmake ninja-build g++ libgtest-dev python3 python3-pip
+  # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and libFuzzer.
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()

@@ -222,15 +222,18 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
   BuildCommand command;
   bool shared = options.emit == EmitKind::Lib;
   if (options.target == CompileTarget::Host) {
-    auto compiler = llvm::sys::findProgramByName("g++");
+    auto compiler = llvm::sys::findProgramByName(MEMOPT_HOST_CXX);
     if (!compiler) {
-      llvm::errs() << "memopt-compile: error: g++ not found in PATH\n";
+      llvm::errs() << "memopt-compile: error: " MEMOPT_HOST_CXX
+                      " not found in PATH\n";
       return failure();
     }
     command.compiler = *compiler;
     command.arguments = {"-std=c++17", "-O2",
                          source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
                          "-o",         output.str()};
+    for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS))
+      command.arguments.push_back(flag);
     if (shared)
       command.arguments.insert(command.arguments.begin(), {"-shared", "-fPIC"});
     for (const std::string &library : runtimeLibraries(options))

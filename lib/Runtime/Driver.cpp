@@ -78,10 +78,7 @@ bool Model::check(std::string &error) {
   return true;
 }
 
-/// Checks a weight file read into `region` against the program (size, trailer,
-/// fingerprint; include/memopt/Runtime/WeightsFile.h) and strips the trailer.
-/// A bare region image of the right size (no trailer) is accepted.
-static bool checkWeightsFile(const ProgramInfo &program,
+bool checkWeightsFile(const ProgramInfo &program,
                              const std::string &path,
                              std::vector<uint8_t> &region, std::string &error) {
   int64_t expected = program.weightBytes;
