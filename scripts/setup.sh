@@ -14,6 +14,8 @@ APT_PACKAGES=(
   cmake ninja-build g++ libgtest-dev python3 python3-pip
   # A separate environment for the gradient oracle (onnxruntime-training).
   python3-venv
+  # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and libFuzzer.
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()

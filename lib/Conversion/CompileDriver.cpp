@@ -18,6 +18,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Import/OnnxImporter.h"
+#include "memopt/Runtime/WeightsFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -221,15 +222,18 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
   BuildCommand command;
   bool shared = options.emit == EmitKind::Lib;
   if (options.target == CompileTarget::Host) {
-    auto compiler = llvm::sys::findProgramByName("g++");
+    auto compiler = llvm::sys::findProgramByName(MEMOPT_HOST_CXX);
     if (!compiler) {
-      llvm::errs() << "memopt-compile: error: g++ not found in PATH\n";
+      llvm::errs() << "memopt-compile: error: " MEMOPT_HOST_CXX
+                      " not found in PATH\n";
       return failure();
     }
     command.compiler = *compiler;
     command.arguments = {"-std=c++17", "-O2",
                          source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
                          "-o",         output.str()};
+    for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS))
+      command.arguments.push_back(flag);
     if (shared)
       command.arguments.insert(command.arguments.begin(), {"-shared", "-fPIC"});
     for (const std::string &library : runtimeLibraries(options))
@@ -564,9 +568,11 @@ int mlir::memopt::runCompile(const CompileOptions &options,
 
   std::string sourcePath = options.outputPath + sourceSuffix(options);
   std::string weightsPath = options.outputPath + ".weights";
+  std::string weightsFile(program->weights.begin(), program->weights.end());
+  weightsFile += ::memopt::rt::weightsTrailer(program->weightsFingerprint,
+                                              program->weights.size());
   if (failed(writeFile(sourcePath, program->source)) ||
-      failed(writeFile(weightsPath, StringRef(program->weights.data(),
-                                              program->weights.size()))))
+      failed(writeFile(weightsPath, weightsFile)))
     return 1;
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");

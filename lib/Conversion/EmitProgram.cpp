@@ -23,6 +23,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Runtime/WeightsFile.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -236,6 +237,7 @@ private:
   int64_t arenaSize = 0;
   int64_t weightsSize = 0;
   std::vector<char> weights;
+  ::memopt::rt::WeightsFingerprint weightsFingerprint;
   llvm::DenseMap<Value, std::string> names;
   /// Pointer expression and dtype of each TensorRef local.
   llvm::DenseMap<Value, std::string> pointers;
@@ -412,6 +414,8 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("learning_rate", "LearningRate")
                  .Case("step", "StepCount")
                  .Default("Constant");
+    weightsFingerprint.addWeight(name.c_str(), type.getRank(),
+                                 type.getShape().data(), offset, bytes);
     entry << "    {" << cppString(name) << ", " << *dtype << ", "
           << type.getRank() << ", " << shapeList(type.getShape()) << ", "
           << offset << ", " << initPointer << ", WeightRole::" << role
@@ -1332,6 +1336,7 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";
   program.weights = std::move(weights);
+  program.weightsFingerprint = weightsFingerprint.finish(weightsSize);
   return program;
 }
 

@@ -24,6 +24,7 @@
 
 #include "memopt/Import/OnnxImporter.h"
 
+#include "OnnxChecker.h"
 #include "OnnxTensors.h"
 
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
@@ -740,6 +741,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &proto,
                          : proto.name();
   Node node{proto, name, nameLoc(name)};
   StringRef type = proto.op_type();
+
+  // Every operator memopt imports but Constant reads its first input; the
+  // schema check skips operators newer than libonnx (OnnxChecker.cpp), so
+  // this is not left to it.
+  if (type != "Constant" && !node.hasInput(0))
+    return emitError(node.loc) << node.describe() << ": input 0 is missing; "
+                               << type << " requires it";
 
   FailureOr<SmallVector<Value>> results = failure();
   if (type == "Constant")
@@ -1659,7 +1667,8 @@ FailureOr<SmallVector<Value>> GraphImporter::importTranspose(const Node &node) {
 
 FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   context.loadDialect<MemOptDialect, func::FuncDialect>();
-  if (failed(readOpset()) || failed(checkSupportedOps()))
+  if (failed(readOpset()) || failed(checkSupportedOps()) ||
+      failed(checkOnnxModel(model, path, context)))
     return failure();
 
   for (const onnx::TensorProto &tensor : graph.initializer())

@@ -2,6 +2,7 @@
 
 #include "Driver.h"
 #include "Internal.h"
+#include "memopt/Runtime/WeightsFile.h"
 
 #include <cmath>
 #include <fstream>
@@ -77,6 +78,52 @@ bool Model::check(std::string &error) {
   return true;
 }
 
+bool checkWeightsFile(const ProgramInfo &program,
+                             const std::string &path,
+                             std::vector<uint8_t> &region, std::string &error) {
+  int64_t expected = program.weightBytes;
+  int64_t size = int64_t(region.size());
+  std::string file = "weight file '" + path + "'";
+  if (size == expected)
+    return true;
+  if (size != expected + int64_t(kWeightsTrailerBytes)) {
+    error = file + " has " + std::to_string(size) +
+            " bytes; the program's weight region has " +
+            std::to_string(expected) + " (+" +
+            std::to_string(kWeightsTrailerBytes) +
+            " bytes of trailer): it is truncated or belongs to another model";
+    return false;
+  }
+  uint64_t fingerprint = 0;
+  int64_t regionBytes = 0;
+  if (!parseWeightsTrailer(region.data() + expected, fingerprint,
+                           regionBytes) ||
+      regionBytes != expected) {
+    error = file + " does not end in a memopt weight trailer for a region of " +
+            std::to_string(expected) + " bytes";
+    return false;
+  }
+  WeightsFingerprint table;
+  for (int w = 0; w < program.numWeights; ++w) {
+    const TensorInfo &info = program.weights[w];
+    table.addWeight(info.name, info.rank, info.shape, info.offset,
+                    int64_t(tensorBytes(info)));
+  }
+  if (fingerprint != table.finish(expected)) {
+    char text[80];
+    std::snprintf(text, sizeof(text), "%016llx, this program %016llx",
+                  (unsigned long long)fingerprint,
+                  (unsigned long long)table.finish(expected));
+    error = file +
+            " was written for another program (weight table "
+            "fingerprint " +
+            text + ")";
+    return false;
+  }
+  region.resize(size_t(expected));
+  return true;
+}
+
 bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
                  bool randomWeights, uint64_t seed, std::string &error,
                  const ContextOptions &options) {
@@ -140,12 +187,8 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     } else {
       region.assign(std::istreambuf_iterator<char>(in),
                     std::istreambuf_iterator<char>());
-      if (int64_t(region.size()) != program->weightBytes) {
-        error = "weight file '" + weightsPath + "' has " +
-                std::to_string(region.size()) + " bytes; the program's " +
-                "weight region has " + std::to_string(program->weightBytes);
+      if (!checkWeightsFile(*program, weightsPath, region, error))
         return false;
-      }
     }
   }
   for (int w = 0; w < program->numWeights; ++w) {

@@ -68,6 +68,13 @@ private:
 
 size_t tensorBytes(const TensorInfo &info);
 
+/// Checks a weight file read into `region` against `program` (its size, the
+/// trailer, the weight table's fingerprint; include/memopt/Runtime/
+/// WeightsFile.h) and strips the trailer. A bare region image of the right
+/// size (no trailer) is accepted. `path` is for the message.
+bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
+                      std::vector<uint8_t> &region, std::string &error);
+
 } // namespace memopt::rt
 
 #endif // MEMOPT_LIB_RUNTIME_DRIVER_H

@@ -2,11 +2,13 @@
 //
 //   OUT --input NAME=FILE.npy ... --output-dir DIR [--weights FILE]
 //       [--random-weights SEED] [--bench N] [--fused-attention]
+//       [--check-finite]
 //
 // Linked with a generated program (which defines memopt_program) and one
 // backend library. Inputs are checked by name, dtype and shape against the
 // program's table; outputs are written as DIR/<name>.npy (bf16 tensors are
-// read and written as float32 .npy since NumPy has no bfloat16).
+// read and written as float32 .npy since NumPy has no bfloat16); they are
+// written only once the run succeeded, all or none (writeNpyFiles).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +38,9 @@ void usage(const char *argv0) {
                "          [--weights FILE] [--random-weights SEED] "
                "[--bench N]\n"
                "          [--fused-attention]  (CUDA: never the chunked "
-               "library path)\n",
+               "library path)\n"
+               "          [--check-finite]  (refuse NaN/inf in inputs and "
+               "outputs)\n",
                argv0);
 }
 
@@ -54,6 +58,17 @@ std::string fileNameFor(const char *name) {
     if (c == '/' || c == '\\' || c == ':' || c == ' ')
       c = '_';
   return s + ".npy";
+}
+
+/// With --check-finite: the error for a NaN or infinity in `array`, or "".
+std::string nonFiniteError(const char *kind, const char *name,
+                           const NpyArray &array) {
+  int64_t index = firstNonFinite(array);
+  if (index < 0)
+    return "";
+  return std::string(kind) + " '" + name + "' holds a NaN or infinity (" +
+         "element " + std::to_string(index) + " of " +
+         std::to_string(array.numElements()) + "; --check-finite)";
 }
 
 /// Converts a loaded array to the program's dtype (bf16 from f32 only).
@@ -92,6 +107,7 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> inputFiles;
   std::string outputDir, weightsPath;
   bool randomWeights = false;
+  bool checkFinite = false;
   uint64_t seed = 0;
   int benchRuns = 0;
   ContextOptions options;
@@ -124,6 +140,8 @@ int main(int argc, char **argv) {
         return fail("--random-weights expects an integer seed, got '" + v +
                     "'");
       randomWeights = true;
+    } else if (arg == "--check-finite") {
+      checkFinite = true;
     } else if (arg == "--fused-attention") {
       options.chunkedAttention = false;
     } else if (arg == "--bench" && value(v)) {
@@ -161,6 +179,9 @@ int main(int argc, char **argv) {
     std::string error;
     if (!readNpy(it->second, array, error) ||
         !toProgramLayout(info, array, inputData[size_t(i)], error))
+      return fail(error);
+    if (checkFinite &&
+        !(error = nonFiniteError("input", info.name, array)).empty())
       return fail(error);
     inputPointers.push_back(inputData[size_t(i)].data());
   }
@@ -216,6 +237,7 @@ int main(int argc, char **argv) {
   }
   if (!model.getOutputs(outputPointers.data(), error))
     return fail(error);
+  std::vector<std::pair<std::string, NpyArray>> files;
   for (int i = 0; i < program->numOutputs; ++i) {
     const TensorInfo &info = program->outputs[i];
     NpyArray array;
@@ -232,8 +254,13 @@ int main(int argc, char **argv) {
     } else {
       array.data = std::move(outputData[size_t(i)]);
     }
-    if (!writeNpy(outputDir + "/" + fileNameFor(info.name), array, error))
+    if (checkFinite &&
+        !(error = nonFiniteError("output", info.name, array)).empty())
       return fail(error);
+    files.emplace_back(outputDir + "/" + fileNameFor(info.name),
+                       std::move(array));
   }
+  if (!writeNpyFiles(files, error))
+    return fail(error);
   return 0;
 }

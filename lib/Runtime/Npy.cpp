@@ -9,6 +9,10 @@
 
 #include "memopt/Runtime/Npy.h"
 
+#include "Internal.h"
+
+#include <cmath>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -198,7 +202,14 @@ bool parseNpy(const std::vector<uint8_t> &bytes, NpyArray &out,
             std::to_string(kMaxRank);
     return false;
   }
-  size_t dataBytes = size_t(out.numElements()) * dtypeSize(out.dtype);
+  // Count in unsigned arithmetic with overflow checks: dimensions up to
+  // 2^48 multiply past int64.
+  uint64_t dataBytes = dtypeSize(out.dtype);
+  for (int64_t d : out.shape)
+    if (__builtin_mul_overflow(dataBytes, uint64_t(d), &dataBytes)) {
+      error = "'shape' is too large (its byte count overflows)";
+      return false;
+    }
   size_t dataStart = headerStart + headerLen;
   if (bytes.size() - dataStart < dataBytes) {
     error = "truncated data: expected " + std::to_string(dataBytes) +
@@ -263,6 +274,42 @@ std::vector<uint8_t> serializeNpy(const NpyArray &array) {
   bytes.insert(bytes.end(), header.begin(), header.end());
   bytes.insert(bytes.end(), array.data.begin(), array.data.end());
   return bytes;
+}
+
+int64_t firstNonFinite(const NpyArray &array) {
+  if (!isFloatType(array.dtype))
+    return -1;
+  int64_t n = array.numElements();
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(loadAsDouble(array.data.data(), array.dtype, i)))
+      return i;
+  return -1;
+}
+
+bool writeNpyFiles(const std::vector<std::pair<std::string, NpyArray>> &files,
+                   std::string &error) {
+  // Every file goes to a temporary name first; only when all are written are
+  // they renamed, so a failure leaves no output behind, new or half-written.
+  std::vector<std::string> written;
+  auto discard = [&] {
+    for (const std::string &temporary : written)
+      std::remove(temporary.c_str());
+  };
+  for (const auto &[path, array] : files) {
+    std::string temporary = path + ".partial";
+    written.push_back(temporary);
+    if (!writeNpy(temporary, array, error)) {
+      discard();
+      return false;
+    }
+  }
+  for (size_t i = 0; i < files.size(); ++i)
+    if (std::rename(written[i].c_str(), files[i].first.c_str()) != 0) {
+      error = "cannot rename '" + written[i] + "' to '" + files[i].first + "'";
+      discard();
+      return false;
+    }
+  return true;
 }
 
 bool writeNpy(const std::string &path, const NpyArray &array,

@@ -29,6 +29,9 @@ struct EmittedProgram {
   std::string source;
   /// The weight region image, `memopt.weights_size` bytes.
   std::vector<char> weights;
+  /// The weight table's fingerprint (include/memopt/Runtime/WeightsFile.h),
+  /// written in the weight file's trailer.
+  uint64_t weightsFingerprint = 0;
 };
 
 struct EmitProgramOptions {

@@ -14,6 +14,7 @@
 #include "memopt/Runtime/Runtime.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memopt::rt {
@@ -34,6 +35,14 @@ bool readNpy(const std::string &path, NpyArray &out, std::string &error);
 std::vector<uint8_t> serializeNpy(const NpyArray &array);
 bool writeNpy(const std::string &path, const NpyArray &array,
               std::string &error);
+/// Writes every (path, array) or none: each goes to `path.partial` first and
+/// is renamed once all are written; on failure the partial files are removed.
+bool writeNpyFiles(const std::vector<std::pair<std::string, NpyArray>> &files,
+                   std::string &error);
+
+/// The index of the first NaN or infinite element of a floating-point
+/// array, or -1 (always -1 for integer and bool arrays).
+int64_t firstNonFinite(const NpyArray &array);
 
 /// The numpy descr ("<f4", "|b1", ...) of a dtype; empty for BF16.
 std::string npyDescr(DType dtype);

@@ -73,8 +73,7 @@ static LogicalResult verifyBinaryOperands(Operation *op, bool sameElementType,
       MLIRContext *context, std::optional<Location> loc,                       \
       OpClass::Adaptor adaptor, SmallVectorImpl<Type> &results) {              \
     (void)context;                                                             \
-    if (failed(requireStaticTensors(loc, getOperationName(),                   \
-                                    adaptor.getOperands())))                   \
+    if (failed(requireOperands<OpClass>(loc, adaptor.getOperands())))          \
       return failure();                                                        \
     return inferBroadcastType(                                                 \
         loc, getOperationName(), adaptor.getA().getType(),                     \
@@ -165,8 +164,7 @@ LogicalResult IsNaNOp::inferReturnTypes(MLIRContext *context,
                                         std::optional<Location> loc,
                                         IsNaNOp::Adaptor adaptor,
                                         SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<IsNaNOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getX().getType());
   results.push_back(
@@ -324,8 +322,7 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc,
                                         WhereOp::Adaptor adaptor,
                                         SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<WhereOp>(loc, adaptor.getOperands())))
     return failure();
   auto condition = cast<RankedTensorType>(adaptor.getCondition().getType());
   auto x = cast<RankedTensorType>(adaptor.getX().getType());

@@ -44,8 +44,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          MatMulOp::Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<MatMulOp>(loc, adaptor.getOperands())))
     return failure();
   auto lhs = cast<RankedTensorType>(adaptor.getA().getType());
   auto rhs = cast<RankedTensorType>(adaptor.getB().getType());
@@ -111,8 +110,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
                                        std::optional<Location> loc,
                                        GemmOp::Adaptor adaptor,
                                        SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<GemmOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(verifyActivation(loc, getOperationName(),
                               adaptor.getActivationAttr())))
@@ -332,7 +330,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                        ConvOp::Adaptor adaptor,
                                        SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
-  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+  if (failed(requireOperands<ConvOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -411,7 +409,7 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   ConvTransposeOp::Adaptor adaptor,
                                   SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
-  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+  if (failed(requireOperands<ConvTransposeOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -528,6 +526,8 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           MaxPoolOp::Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
+  if (failed(requireOperands<MaxPoolOp>(loc, adaptor.getOperands())))
+    return failure();
   StringRef name = getOperationName();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -549,6 +549,8 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               AveragePoolOp::Adaptor adaptor,
                                               SmallVectorImpl<Type> &results) {
+  if (failed(requireOperands<AveragePoolOp>(loc, adaptor.getOperands())))
+    return failure();
   StringRef name = getOperationName();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -569,8 +571,7 @@ int64_t AveragePoolOp::getFlops() {
 LogicalResult GlobalAveragePoolOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc,
     GlobalAveragePoolOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<GlobalAveragePoolOp>(loc, adaptor.getOperands())))
     return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   if (x.getRank() < 3)
@@ -594,7 +595,7 @@ LogicalResult BatchNormalizationOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc,
     BatchNormalizationOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
-  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+  if (failed(requireOperands<BatchNormalizationOp>(loc, adaptor.getOperands())))
     return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   if (x.getRank() < 2)
@@ -630,7 +631,7 @@ LogicalResult LayerNormalizationOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc,
     LayerNormalizationOp::Adaptor adaptor, SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
-  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+  if (failed(requireOperands<LayerNormalizationOp>(loc, adaptor.getOperands())))
     return failure();
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
@@ -671,8 +672,7 @@ LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           SoftmaxOp::Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<SoftmaxOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t rawAxis = static_cast<int64_t>(adaptor.getAxis());
@@ -699,7 +699,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             AttentionOp::Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
-  if (failed(requireStaticTensors(loc, name, adaptor.getOperands())))
+  if (failed(requireOperands<AttentionOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, name, {{"scale", adaptor.getScaleAttr()}})))
     return failure();
@@ -838,6 +838,8 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
   LogicalResult OpClass::inferReturnTypes(                                     \
       MLIRContext *, std::optional<Location> loc, OpClass::Adaptor adaptor,    \
       SmallVectorImpl<Type> &results) {                                        \
+    if (failed(requireOperands<OpClass>(loc, adaptor.getOperands())))          \
+      return failure();                                                        \
     if (failed(requireAttributes(loc, getOperationName(),                      \
                                  {{"axes", adaptor.getAxesAttr()}})))          \
       return failure();                                                        \

@@ -5,23 +5,23 @@
 using namespace mlir;
 using namespace mlir::memopt;
 
-DenseElementsAttr impl::getSmallDense(Attribute attr) {
+DenseElementsAttr memopt::impl::getSmallDense(Attribute attr) {
   auto dense = dyn_cast_if_present<DenseElementsAttr>(attr);
   if (!dense || dense.getNumElements() > kMaxFoldElements)
     return {};
   return dense;
 }
 
-SmallVector<int64_t> impl::computeStrides(ArrayRef<int64_t> shape) {
+SmallVector<int64_t> memopt::impl::computeStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
   return strides;
 }
 
-DenseElementsAttr
-impl::rearrangeDense(DenseElementsAttr source, ShapedType resultType,
-                     function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex) {
+DenseElementsAttr memopt::impl::rearrangeDense(
+    DenseElementsAttr source, ShapedType resultType,
+    function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex) {
   if (resultType.getNumElements() > kMaxFoldElements)
     return {};
   SmallVector<Attribute> values(source.getValues<Attribute>());
@@ -45,8 +45,8 @@ impl::rearrangeDense(DenseElementsAttr source, ShapedType resultType,
   return DenseElementsAttr::get(resultType, results);
 }
 
-DenseElementsAttr impl::broadcastDense(DenseElementsAttr source,
-                                       ArrayRef<int64_t> shape) {
+DenseElementsAttr memopt::impl::broadcastDense(DenseElementsAttr source,
+                                               ArrayRef<int64_t> shape) {
   if (!source)
     return {};
   ArrayRef<int64_t> sourceShape = source.getType().getShape();
@@ -75,10 +75,11 @@ DenseElementsAttr impl::broadcastDense(DenseElementsAttr source,
   });
 }
 
-LogicalResult impl::inferBroadcastType(std::optional<Location> loc,
-                                       StringRef opName, Type lhsType,
-                                       Type rhsType, Type resultElementType,
-                                       SmallVectorImpl<Type> &results) {
+LogicalResult memopt::impl::inferBroadcastType(std::optional<Location> loc,
+                                               StringRef opName, Type lhsType,
+                                               Type rhsType,
+                                               Type resultElementType,
+                                               SmallVectorImpl<Type> &results) {
   auto lhs = cast<RankedTensorType>(lhsType);
   auto rhs = cast<RankedTensorType>(rhsType);
   std::optional<SmallVector<int64_t>> shape =
@@ -91,9 +92,9 @@ LogicalResult impl::inferBroadcastType(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult impl::requireStaticTensors(std::optional<Location> loc,
-                                         StringRef opName,
-                                         ValueRange operands) {
+LogicalResult memopt::impl::requireStaticTensors(std::optional<Location> loc,
+                                                 StringRef opName,
+                                                 ValueRange operands) {
   for (auto [index, operand] : llvm::enumerate(operands)) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     if (!type || !type.hasStaticShape())
@@ -104,9 +105,9 @@ LogicalResult impl::requireStaticTensors(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult
-impl::requireAttributes(std::optional<Location> loc, StringRef opName,
-                        ArrayRef<std::pair<StringRef, Attribute>> attributes) {
+LogicalResult memopt::impl::requireAttributes(
+    std::optional<Location> loc, StringRef opName,
+    ArrayRef<std::pair<StringRef, Attribute>> attributes) {
   for (auto [name, attribute] : attributes)
     if (!attribute)
       return inferError(loc, opName, "requires attribute '", name, "'");

@@ -12,12 +12,15 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/TypeRange.h"
 #include "mlir/IR/ValueRange.h"
 #include "llvm/ADT/APSInt.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <limits>
 #include <optional>
+#include <utility>
 
 namespace mlir::memopt::impl {
 
@@ -63,6 +66,69 @@ LogicalResult inferError(std::optional<Location> loc, StringRef opName,
 /// importer may call inference before the op exists to verify it).
 LogicalResult requireStaticTensors(std::optional<Location> loc,
                                    StringRef opName, ValueRange operands);
+
+/// The operand counts `OpT`'s ODS signature allows, read from its traits:
+/// {minimum, maximum}; the maximum of ops with optional or variadic operands
+/// is unbounded.
+template <typename OpT>
+constexpr std::pair<size_t, size_t> operandCountRange() {
+  constexpr size_t unbounded = std::numeric_limits<size_t>::max();
+  if constexpr (OpT::template hasTrait<OpTrait::ZeroOperands>())
+    return {0, 0};
+  else if constexpr (OpT::template hasTrait<OpTrait::OneOperand>())
+    return {1, 1};
+  else if constexpr (OpT::template hasTrait<OpTrait::NOperands<2>::Impl>())
+    return {2, 2};
+  else if constexpr (OpT::template hasTrait<OpTrait::NOperands<3>::Impl>())
+    return {3, 3};
+  else if constexpr (OpT::template hasTrait<OpTrait::NOperands<4>::Impl>())
+    return {4, 4};
+  else if constexpr (OpT::template hasTrait<OpTrait::NOperands<5>::Impl>())
+    return {5, 5};
+  else if constexpr (OpT::template hasTrait<OpTrait::NOperands<6>::Impl>())
+    return {6, 6};
+  else if constexpr (OpT::template hasTrait<
+                         OpTrait::AtLeastNOperands<1>::Impl>())
+    return {1, unbounded};
+  else if constexpr (OpT::template hasTrait<
+                         OpTrait::AtLeastNOperands<2>::Impl>())
+    return {2, unbounded};
+  else if constexpr (OpT::template hasTrait<
+                         OpTrait::AtLeastNOperands<3>::Impl>())
+    return {3, unbounded};
+  else if constexpr (OpT::template hasTrait<
+                         OpTrait::AtLeastNOperands<4>::Impl>())
+    return {4, unbounded};
+  else if constexpr (OpT::template hasTrait<OpTrait::VariadicOperands>())
+    return {0, unbounded};
+  else
+    static_assert(sizeof(OpT) == 0, "operandCountRange: an operand-count "
+                                    "trait is missing from the list");
+}
+
+/// Fails with a diagnostic unless `operands` fit `OpT`'s ODS signature (count,
+/// no null value) and are statically shaped ranked tensors. Every
+/// inferReturnTypes calls it first: the importer creates ops by name from
+/// ONNX nodes and infers their types before the verifier has checked the
+/// operand count, and the adaptor's getters read past a short operand list.
+template <typename OpT>
+LogicalResult requireOperands(std::optional<Location> loc,
+                              ValueRange operands) {
+  StringRef name = OpT::getOperationName();
+  auto [minimum, maximum] = operandCountRange<OpT>();
+  size_t count = operands.size();
+  if (count < minimum || count > maximum) {
+    if (minimum == maximum)
+      return inferError(loc, name, "expects ", minimum, " operand(s), got ",
+                        count);
+    return inferError(loc, name, "expects at least ", minimum,
+                      " operand(s), got ", count);
+  }
+  for (auto [index, operand] : llvm::enumerate(operands))
+    if (!operand)
+      return inferError(loc, name, "operand #", index, " is null");
+  return requireStaticTensors(loc, name, operands);
+}
 
 /// Fails with a diagnostic naming the first absent attribute. The verifier
 /// already rejects ops without their required attributes, but the importer

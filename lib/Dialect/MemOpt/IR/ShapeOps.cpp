@@ -69,8 +69,7 @@ LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
                                         std::optional<Location> loc,
                                         ShapeOp::Adaptor adaptor,
                                         SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<ShapeOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   auto [first, last] = shapeSliceBounds(type.getRank(), adaptor.getStart(),
@@ -132,8 +131,7 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           FlattenOp::Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<FlattenOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t rank = type.getRank();
@@ -182,8 +180,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             TransposeOp::Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<TransposeOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   int64_t rank = type.getRank();
@@ -252,8 +249,7 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           SqueezeOp::Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<SqueezeOp>(loc, adaptor.getOperands())))
     return failure();
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
   SmallVector<int64_t> shape;
@@ -292,8 +288,7 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             UnsqueezeOp::Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<UnsqueezeOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, getOperationName(),
                                {{"axes", adaptor.getAxesAttr()}})))
@@ -330,8 +325,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          ConcatOp::Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<ConcatOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, getOperationName(),
                                {{"axis", adaptor.getAxisAttr()}})))
@@ -400,8 +394,7 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc,
                                         SplitOp::Adaptor adaptor,
                                         SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<SplitOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, getOperationName(),
                                {{"split", adaptor.getSplitAttr()}})))
@@ -509,8 +502,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc,
                                         SliceOp::Adaptor adaptor,
                                         SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<SliceOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, getOperationName(),
                                {{"starts", adaptor.getStartsAttr()},
@@ -563,8 +555,7 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          GatherOp::Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<GatherOp>(loc, adaptor.getOperands())))
     return failure();
   auto data = cast<RankedTensorType>(adaptor.getData().getType());
   auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
@@ -621,8 +612,7 @@ LogicalResult
 GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                    GatherElementsOp::Adaptor adaptor,
                                    SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<GatherElementsOp>(loc, adaptor.getOperands())))
     return failure();
   auto data = cast<RankedTensorType>(adaptor.getData().getType());
   auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
@@ -649,8 +639,7 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             ScatterNDOp::Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<ScatterNDOp>(loc, adaptor.getOperands())))
     return failure();
   results.push_back(adaptor.getData().getType());
   return success();
@@ -832,8 +821,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
                                       std::optional<Location> loc,
                                       PadOp::Adaptor adaptor,
                                       SmallVectorImpl<Type> &results) {
-  if (failed(
-          requireStaticTensors(loc, getOperationName(), adaptor.getOperands())))
+  if (failed(requireOperands<PadOp>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, getOperationName(),
                                {{"pads", adaptor.getPadsAttr()}})))
