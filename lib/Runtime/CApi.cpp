@@ -4,7 +4,9 @@
 #include "memopt/Runtime/memopt_c_api.h"
 
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 using namespace memopt::rt;
 
@@ -39,6 +41,28 @@ int memopt_model_run(memopt_model *model, const void *const *inputs,
       !model->model.getOutputs(outputs, model->error))
     return 1;
   return 0;
+}
+
+int memopt_model_train_step(memopt_model *model, const void *const *inputs,
+                            float lr, float *loss) {
+  if (!model || !loss)
+    return 1;
+  float rate = lr < 0 ? model->model.compiledLearningRate() : lr;
+  return model->model.trainStep(inputs, rate, *loss, model->error) ? 0 : 1;
+}
+
+int memopt_model_read_weights(memopt_model *model, void *buffer) {
+  if (!model || !buffer)
+    return 1;
+  std::vector<uint8_t> region;
+  if (!model->model.readWeights(region, model->error))
+    return 1;
+  std::memcpy(buffer, region.data(), region.size());
+  return 0;
+}
+
+size_t memopt_model_weight_bytes(const memopt_model *model) {
+  return model ? size_t(model->model.program().weightBytes) : 0;
 }
 
 const char *memopt_model_error(const memopt_model *model) {

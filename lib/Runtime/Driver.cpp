@@ -5,6 +5,7 @@
 #include "memopt/Runtime/WeightsFile.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -35,6 +36,10 @@ void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
       std::memcpy(dst, info.initData, tensorBytes(info));
       continue;
     }
+    if (info.role == WeightRole::OptimizerState ||
+        info.role == WeightRole::LearningRate ||
+        info.role == WeightRole::StepCount)
+      continue; // zero, as optimizers start
     if (!isFloatType(info.dtype) && info.dtype != DType::F64)
       continue; // integers and bools stay 0
     int64_t n = numElements(info);
@@ -199,6 +204,31 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
               "' lies outside the weight region";
       return false;
     }
+    bool scalar = info.role == WeightRole::LearningRate ||
+                  info.role == WeightRole::StepCount;
+    if (scalar && (info.dtype != DType::F32 || numElements(info) != 1)) {
+      error = std::string("weight '") + info.name +
+              "' (learning rate or step count) is not one f32 element";
+      return false;
+    }
+    float value = 0;
+    if (scalar)
+      std::memcpy(&value, region.data() + info.offset, sizeof value);
+    if (info.role == WeightRole::LearningRate && !learningRate_) {
+      learningRate_ = &info;
+      compiledLearningRate_ = value;
+      if (info.initData)
+        std::memcpy(&compiledLearningRate_, info.initData, sizeof value);
+    } else if (info.role == WeightRole::StepCount && !stepCount_) {
+      stepCount_ = &info;
+      stepsDone_ = value; // a saved region continues its step count
+    }
+  }
+  if (program->isTraining &&
+      (program->numOutputs < 1 || program->outputs[0].dtype != DType::F32 ||
+       numElements(program->outputs[0]) != 1)) {
+    error = "training program's output 0 is not an f32 scalar loss";
+    return false;
   }
   copyToDevice(*ctx_, weights_, region.data(), region.size());
   synchronize(*ctx_);
@@ -246,6 +276,57 @@ bool Model::getOutputs(void *const *hostOutputs, std::string &error) {
                tensorBytes(program_->outputs[i]));
   synchronize(*ctx_);
   return check(error);
+}
+
+bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
+                      std::string &error) {
+  if (!program_->isTraining) {
+    error = "the program is not a training step";
+    return false;
+  }
+  stepsDone_ += 1;
+  lrValue_ = lr;
+  stepValue_ = float(stepsDone_);
+  if (learningRate_)
+    copyToDevice(*ctx_, weights_ + learningRate_->offset, &lrValue_,
+                 sizeof lrValue_);
+  if (stepCount_)
+    copyToDevice(*ctx_, weights_ + stepCount_->offset, &stepValue_,
+                 sizeof stepValue_);
+  if (!setInputs(hostInputs, error) || !execute(error))
+    return false;
+  copyToHost(*ctx_, &loss, outputs_[0], sizeof loss);
+  synchronize(*ctx_);
+  return check(error);
+}
+
+bool Model::readWeights(std::vector<uint8_t> &region, std::string &error) {
+  region.resize(size_t(program_->weightBytes));
+  copyToHost(*ctx_, region.data(), weights_, region.size());
+  synchronize(*ctx_);
+  return check(error);
+}
+
+bool writeFileAtomically(const std::string &path,
+                         const std::vector<uint8_t> &bytes,
+                         std::string &error) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              std::streamsize(bytes.size()));
+    if (!out) {
+      error = "cannot write '" + temporary + "'";
+      std::remove(temporary.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = "cannot rename '" + temporary + "' to '" + path + "'";
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
 }
 
 } // namespace memopt::rt

@@ -5,6 +5,9 @@
 // arena allocation, one weight-region allocation, own buffers for inputs and
 // outputs that live outside the arena, weight loading or deterministic random
 // weights, and runs through `execute` (CUDA graph replay after the first run).
+// Training programs (ProgramInfo::isTraining) run one step per `trainStep`:
+// the driver writes the learning rate and the step number into their weights
+// before the run and reads the loss (output 0) after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +27,8 @@ namespace memopt::rt {
 /// of all dims but the first; vectors (biases, norm scales, variances) are
 /// uniform in [0.5, 1.5) so variances stay positive; integer and bool weights
 /// are 0 (always a valid index). Weights with initData keep their bytes.
+/// Optimizer state, the learning rate and the step count start at zero
+/// (unless they have initData), as optimizers start.
 void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
                        std::vector<uint8_t> &region);
 
@@ -48,6 +53,17 @@ public:
   /// Copies outputs out (in ProgramInfo order).
   bool getOutputs(void *const *hostOutputs, std::string &error);
 
+  /// Training programs: one step on `hostInputs` with learning rate `lr`
+  /// (the step number continues from the loaded StepCount weight); `loss`
+  /// gets output 0, NaN or inf included.
+  bool trainStep(const void *const *hostInputs, float lr, float &loss,
+                 std::string &error);
+  /// The learning rate the program was compiled with (the LearningRate
+  /// weight's initData, else its loaded value; 0 without one).
+  float compiledLearningRate() const { return compiledLearningRate_; }
+  /// Copies the whole weight region out (the weight file's format).
+  bool readWeights(std::vector<uint8_t> &region, std::string &error);
+
   const ProgramInfo &program() const { return *program_; }
   Context &context() { return *ctx_; }
   size_t ioBytes() const { return ioBytes_; }
@@ -64,6 +80,12 @@ private:
   std::vector<const void *> hostInputs_;
   bool inputsStale_ = false;
   size_t ioBytes_ = 0;
+  // Training: where the driver writes the learning rate and step (nullptr
+  // when the program has none), the host copies it writes from (stable
+  // while an asynchronous copy runs), and the first step's number - 1.
+  const TensorInfo *learningRate_ = nullptr, *stepCount_ = nullptr;
+  float compiledLearningRate_ = 0, stepValue_ = 0, lrValue_ = 0;
+  double stepsDone_ = 0;
 };
 
 size_t tensorBytes(const TensorInfo &info);
@@ -74,6 +96,11 @@ size_t tensorBytes(const TensorInfo &info);
 /// size (no trailer) is accepted. `path` is for the message.
 bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
                       std::vector<uint8_t> &region, std::string &error);
+
+/// Writes `bytes` to `path` through a temporary file renamed at the end, so
+/// that a failure leaves no half-written file. Returns false with `error`.
+bool writeFileAtomically(const std::string &path,
+                         const std::vector<uint8_t> &bytes, std::string &error);
 
 } // namespace memopt::rt
 

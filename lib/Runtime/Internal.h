@@ -261,6 +261,31 @@ bool validatePad(Context &ctx, const char *node, PadMode mode,
 bool validateResize(Context &ctx, const char *node, const ResizeParams &params,
                     const TensorRef &x, const TensorRef &y, float *scales);
 
+/// Training ops. Cross-entropy: logits [R, C] (any [..., C] view),
+/// labels I64 / I32 with R elements, loss / dloss F32 with one element.
+bool validateSoftmaxCrossEntropy(Context &ctx, const char *node,
+                                 const TensorRef &logits,
+                                 const TensorRef &labels,
+                                 const TensorRef &scalar, const char *what,
+                                 int64_t &rows, int64_t &classes);
+/// The filter gradient has the geometry of `conv` with dw as its weight.
+bool validateConvBackwardFilter(Context &ctx, const char *node,
+                                const ConvParams &params, const TensorRef &x,
+                                const TensorRef &dy, const TensorRef &dw,
+                                ConvGeometry &geometry);
+bool validatePoolGrad(Context &ctx, const char *node, const PoolParams &params,
+                      const TensorRef &x, const TensorRef &dy,
+                      const TensorRef &dx, ConvGeometry &geometry);
+/// Optimizer updates: F32 tensors of one element count, F32 scalars for the
+/// learning rate and the step.
+bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
+                       const TensorRef &param, const TensorRef &grad,
+                       const TensorRef *momentumBuffer, const TensorRef &lr);
+bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
+                         const TensorRef &grad, const TensorRef &m,
+                         const TensorRef &v, const TensorRef &lr,
+                         const TensorRef &step);
+
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
                                                        float o, float scale,

@@ -2,13 +2,18 @@
 //
 //   OUT --input NAME=FILE.npy ... --output-dir DIR [--weights FILE]
 //       [--random-weights SEED] [--bench N] [--fused-attention]
-//       [--check-finite]
+//   OUT --input input=X.npy --input labels=Y.npy --steps N [--batch-size B]
+//       [--lr LR] [--log loss.csv] [--bench N] [--save-weights FILE] ...
 //
 // Linked with a generated program (which defines memopt_program) and one
 // backend library. Inputs are checked by name, dtype and shape against the
 // program's table; outputs are written as DIR/<name>.npy (bf16 tensors are
 // read and written as float32 .npy since NumPy has no bfloat16); they are
-// written only once the run succeeded, all or none (writeNpyFiles).
+// written only once the run succeeded, all or none (writeNpyFiles). Weights
+// come from --weights, --random-weights, or OUT.weights next to the
+// executable. A training program (ProgramInfo::isTraining) runs --steps
+// steps over batches of its compiled batch size taken from the samples of
+// the input files in order, wrapping around, and prints every step's loss.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +22,13 @@
 #include "memopt/Runtime/Npy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace memopt::rt;
@@ -39,9 +47,34 @@ void usage(const char *argv0) {
                "[--bench N]\n"
                "          [--fused-attention]  (CUDA: never the chunked "
                "library path)\n"
-               "          [--check-finite]  (refuse NaN/inf in inputs and "
-               "outputs)\n",
-               argv0);
+               "training programs: %s --input NAME=FILE.npy ... --steps N\n"
+               "          [--batch-size B] [--lr LR] [--log FILE.csv] "
+               "[--bench N]\n"
+               "          [--save-weights FILE] [--output-dir DIR]\n"
+               "any program: [--check-finite]  (refuse NaN/inf in inputs "
+               "and outputs)\n",
+               argv0, argv0);
+}
+
+/// This executable's path (for the default OUT.weights next to it).
+std::string executablePath(const char *argv0) {
+  char buffer[4096];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0)
+    return argv0;
+  buffer[n] = '\0';
+  return buffer;
+}
+
+/// With --check-finite: the error for a NaN or infinity in `array`, or "".
+std::string nonFiniteError(const char *kind, const char *name,
+                           const NpyArray &array) {
+  int64_t index = firstNonFinite(array);
+  if (index < 0)
+    return "";
+  return std::string(kind) + " '" + name + "' holds a NaN or infinity (" +
+         "element " + std::to_string(index) + " of " +
+         std::to_string(array.numElements()) + "; --check-finite)";
 }
 
 std::string shapeText(const int64_t *shape, size_t rank) {
@@ -60,25 +93,27 @@ std::string fileNameFor(const char *name) {
   return s + ".npy";
 }
 
-/// With --check-finite: the error for a NaN or infinity in `array`, or "".
-std::string nonFiniteError(const char *kind, const char *name,
-                           const NpyArray &array) {
-  int64_t index = firstNonFinite(array);
-  if (index < 0)
-    return "";
-  return std::string(kind) + " '" + name + "' holds a NaN or infinity (" +
-         "element " + std::to_string(index) + " of " +
-         std::to_string(array.numElements()) + "; --check-finite)";
-}
-
 /// Converts a loaded array to the program's dtype (bf16 from f32 only).
+/// With `anySamples` (training), axis 0 may hold any number of samples.
 bool toProgramLayout(const TensorInfo &info, const NpyArray &array,
-                     std::vector<uint8_t> &bytes, std::string &error) {
-  if (array.shape.size() != size_t(info.rank) ||
-      !std::equal(array.shape.begin(), array.shape.end(), info.shape)) {
+                     std::vector<uint8_t> &bytes, std::string &error,
+                     bool anySamples = false) {
+  bool rankOk = array.shape.size() == size_t(info.rank);
+  bool shapeOk = rankOk && (anySamples && info.rank > 0
+                                ? std::equal(array.shape.begin() + 1,
+                                             array.shape.end(), info.shape + 1)
+                                : std::equal(array.shape.begin(),
+                                             array.shape.end(), info.shape));
+  if (!shapeOk) {
+    std::string expected = shapeText(info.shape, info.rank);
+    if (anySamples && info.rank > 0)
+      expected = "[N" +
+                 (info.rank > 1 ? ", " + expected.substr(expected.find(',') + 2)
+                                : std::string("]")) +
+                 " (N samples)";
     error = std::string("input '") + info.name + "' has shape " +
             shapeText(array.shape.data(), array.shape.size()) +
-            "; the program expects " + shapeText(info.shape, info.rank);
+            "; the program expects " + expected;
     return false;
   }
   if (info.dtype == DType::BF16 && array.dtype == DType::F32) {
@@ -100,135 +135,11 @@ bool toProgramLayout(const TensorInfo &info, const NpyArray &array,
   return true;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  const ProgramInfo *program = memopt_program();
-  std::map<std::string, std::string> inputFiles;
-  std::string outputDir, weightsPath;
-  bool randomWeights = false;
-  bool checkFinite = false;
-  uint64_t seed = 0;
-  int benchRuns = 0;
-  ContextOptions options;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string &out) {
-      if (i + 1 >= argc)
-        return false;
-      out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (arg == "--help" || arg == "-h") {
-      usage(argv[0]);
-      return 0;
-    }
-    if (arg == "--input" && value(v)) {
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return fail("--input expects NAME=FILE.npy, got '" + v + "'");
-      inputFiles[v.substr(0, eq)] = v.substr(eq + 1);
-    } else if (arg == "--output-dir" && value(v)) {
-      outputDir = v;
-    } else if (arg == "--weights" && value(v)) {
-      weightsPath = v;
-    } else if (arg == "--random-weights" && value(v)) {
-      char *end = nullptr;
-      seed = std::strtoull(v.c_str(), &end, 10);
-      if (!end || *end)
-        return fail("--random-weights expects an integer seed, got '" + v +
-                    "'");
-      randomWeights = true;
-    } else if (arg == "--check-finite") {
-      checkFinite = true;
-    } else if (arg == "--fused-attention") {
-      options.chunkedAttention = false;
-    } else if (arg == "--bench" && value(v)) {
-      benchRuns = std::atoi(v.c_str());
-      if (benchRuns < 1)
-        return fail("--bench expects a positive run count, got '" + v + "'");
-    } else {
-      usage(argv[0]);
-      return fail("unknown or incomplete argument '" + arg + "'");
-    }
-  }
-
-  // Inputs: every program input exactly once, nothing else.
-  for (const auto &entry : inputFiles) {
-    bool known = false;
-    for (int i = 0; i < program->numInputs && !known; ++i)
-      known = entry.first == program->inputs[i].name;
-    if (!known) {
-      std::string names;
-      for (int i = 0; i < program->numInputs; ++i)
-        names += std::string(i ? ", " : "") + program->inputs[i].name;
-      return fail("unknown input '" + entry.first +
-                  "' (the program has: " + names + ")");
-    }
-  }
-  std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
-  std::vector<const void *> inputPointers;
-  for (int i = 0; i < program->numInputs; ++i) {
-    const TensorInfo &info = program->inputs[i];
-    auto it = inputFiles.find(info.name);
-    if (it == inputFiles.end())
-      return fail(std::string("missing input '") + info.name +
-                  "' (pass --input " + info.name + "=FILE.npy)");
-    NpyArray array;
-    std::string error;
-    if (!readNpy(it->second, array, error) ||
-        !toProgramLayout(info, array, inputData[size_t(i)], error))
-      return fail(error);
-    if (checkFinite &&
-        !(error = nonFiniteError("input", info.name, array)).empty())
-      return fail(error);
-    inputPointers.push_back(inputData[size_t(i)].data());
-  }
-
-  Model model;
+/// Writes every output of the last run as DIR/<name>.npy.
+int writeOutputs(Model &model, const std::string &outputDir,
+                 bool checkFinite) {
+  const ProgramInfo *program = &model.program();
   std::string error;
-  if (!model.init(program, weightsPath, randomWeights, seed, error, options) ||
-      !model.setInputs(inputPointers.data(), error) || !model.execute(error))
-    return fail(error);
-
-  if (benchRuns > 0) {
-    Context &ctx = model.context();
-    // Warm-up: the first graph capture and a few replays.
-    for (int i = 0; i < 3; ++i)
-      if (!model.execute(error))
-        return fail(error);
-    synchronize(ctx);
-    std::vector<double> times;
-    for (int i = 0; i < benchRuns; ++i) {
-      // Inputs the planner put in the arena were overwritten by the last
-      // run; copying them back is not part of the measured latency.
-      if (!model.refreshInputs(error))
-        return fail(error);
-      timerStart(ctx);
-      if (!model.execute(error))
-        return fail(error);
-      times.push_back(timerStopMs(ctx));
-    }
-    std::sort(times.begin(), times.end());
-    MemoryInfo memory = memoryInfo(ctx);
-    std::printf("bench: backend=%s runs=%d median_ms=%.4f min_ms=%.4f "
-                "max_ms=%.4f\n",
-                backendName(), benchRuns, times[times.size() / 2], times[0],
-                times.back());
-    std::printf("memory: arena_bytes=%lld weight_bytes=%lld io_bytes=%zu "
-                "workspace_bytes=%zu device_peak_used_bytes=%zu "
-                "device_total_bytes=%zu\n",
-                (long long)program->arenaBytes, (long long)program->weightBytes,
-                model.ioBytes(), memory.workspaceBytes, memory.peakUsedBytes,
-                memory.totalBytes);
-  }
-
-  if (outputDir.empty()) {
-    if (benchRuns == 0)
-      return fail("no --output-dir given");
-    return 0;
-  }
   std::vector<std::vector<uint8_t>> outputData(size_t(program->numOutputs));
   std::vector<void *> outputPointers;
   for (int i = 0; i < program->numOutputs; ++i) {
@@ -263,4 +174,320 @@ int main(int argc, char **argv) {
   if (!writeNpyFiles(files, error))
     return fail(error);
   return 0;
+}
+
+void printMemory(Model &model) {
+  const ProgramInfo &program = model.program();
+  MemoryInfo memory = memoryInfo(model.context());
+  std::printf("memory: arena_bytes=%lld weight_bytes=%lld io_bytes=%zu "
+              "workspace_bytes=%zu device_peak_used_bytes=%zu "
+              "device_total_bytes=%zu\n",
+              (long long)program.arenaBytes, (long long)program.weightBytes,
+              model.ioBytes(), memory.workspaceBytes, memory.peakUsedBytes,
+              memory.totalBytes);
+}
+
+void printBench(int runs, std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  std::printf("bench: backend=%s runs=%d median_ms=%.4f min_ms=%.4f "
+              "max_ms=%.4f\n",
+              backendName(), runs, times[times.size() / 2], times[0],
+              times.back());
+}
+
+struct TrainOptions {
+  int64_t steps = -1;     ///< -1: not given
+  int64_t batchSize = -1; ///< -1: the compiled one
+  bool lrGiven = false;
+  float lr = 0;
+  std::string logPath, savePath, outputDir;
+  bool checkFinite = false;
+  int benchRuns = 0;
+};
+
+/// The training loop: batches of the compiled batch size from the samples
+/// of every input (in order, wrapping around), one program run per step.
+/// A non-finite loss stops it before anything is written.
+int train(Model &model, const std::vector<NpyArray> &arrays,
+          const TrainOptions &options) {
+  const ProgramInfo &program = model.program();
+  std::string error;
+  if (options.steps < 0 && options.benchRuns == 0)
+    return fail("a training program needs --steps N");
+  // Each input holds samples along axis 0; every input must hold as many.
+  int64_t batch = -1, samples = -1;
+  std::vector<std::vector<uint8_t>> data(size_t(program.numInputs));
+  std::vector<size_t> sampleBytes;
+  for (int i = 0; i < program.numInputs; ++i) {
+    const TensorInfo &info = program.inputs[i];
+    if (info.rank < 1)
+      return fail(std::string("training input '") + info.name +
+                  "' has no sample axis");
+    if (batch < 0)
+      batch = info.shape[0];
+    else if (info.shape[0] != batch)
+      return fail("the program's inputs disagree on the batch size");
+    if (!toProgramLayout(info, arrays[size_t(i)], data[size_t(i)], error,
+                         /*anySamples=*/true))
+      return fail(error);
+    int64_t count = arrays[size_t(i)].shape[0];
+    if (samples >= 0 && count != samples)
+      return fail(std::string("inputs hold different sample counts: '") +
+                  program.inputs[0].name + "' " + std::to_string(samples) +
+                  ", '" + info.name + "' " + std::to_string(count));
+    samples = count;
+    sampleBytes.push_back(batch ? tensorBytes(info) / size_t(batch) : 0);
+  }
+  if (options.batchSize >= 0 && options.batchSize != batch)
+    return fail("--batch-size " + std::to_string(options.batchSize) +
+                " does not match the compiled batch size " +
+                std::to_string(batch) + " (recompile to change it)");
+  if (samples < 1)
+    return fail("the inputs hold no samples");
+  float lr = options.lrGiven ? options.lr : model.compiledLearningRate();
+
+  std::vector<std::vector<uint8_t>> batchData(size_t(program.numInputs));
+  std::vector<const void *> pointers;
+  for (int i = 0; i < program.numInputs; ++i) {
+    batchData[size_t(i)].resize(tensorBytes(program.inputs[i]));
+    pointers.push_back(batchData[size_t(i)].data());
+  }
+  int64_t next = 0; // the first sample of the next batch
+  std::vector<std::pair<int64_t, float>> losses;
+  auto step = [&](int64_t number) -> bool {
+    for (int i = 0; i < program.numInputs; ++i)
+      for (int64_t b = 0; b < batch; ++b)
+        std::memcpy(batchData[size_t(i)].data() + size_t(b) * sampleBytes[i],
+                    data[size_t(i)].data() +
+                        size_t((next + b) % samples) * sampleBytes[i],
+                    sampleBytes[i]);
+    next = (next + batch) % samples;
+    float loss = 0;
+    if (!model.trainStep(pointers.data(), lr, loss, error)) {
+      fail(error);
+      return false;
+    }
+    if (!std::isfinite(loss)) {
+      fail(std::string("loss is ") + (std::isnan(loss) ? "NaN" : "inf") +
+           " at step " + std::to_string(number));
+      return false;
+    }
+    std::printf("step %lld loss %.6f\n", (long long)number, double(loss));
+    losses.emplace_back(number, loss);
+    return true;
+  };
+  int64_t number = 0;
+  for (int64_t k = 0; k < options.steps; ++k)
+    if (!step(++number))
+      return 1;
+  if (options.benchRuns > 0) {
+    // Warm-up (graph capture and replays), then timed steps; each is a real
+    // step (the weights keep training) including its batch upload.
+    for (int k = 0; k < 3; ++k)
+      if (!step(++number))
+        return 1;
+    std::vector<double> times;
+    for (int k = 0; k < options.benchRuns; ++k) {
+      timerStart(model.context());
+      if (!step(++number))
+        return 1;
+      times.push_back(timerStopMs(model.context()));
+    }
+    printBench(options.benchRuns, times);
+    printMemory(model);
+  }
+  std::fflush(stdout);
+
+  if (!options.logPath.empty()) {
+    std::string csv = "step,loss\n";
+    char line[64];
+    for (const auto &entry : losses) {
+      std::snprintf(line, sizeof line, "%lld,%.9g\n", (long long)entry.first,
+                    double(entry.second));
+      csv += line;
+    }
+    if (!writeFileAtomically(options.logPath,
+                             std::vector<uint8_t>(csv.begin(), csv.end()),
+                             error))
+      return fail(error);
+  }
+  if (!options.savePath.empty()) {
+    std::vector<uint8_t> region;
+    if (!model.readWeights(region, error) ||
+        !writeFileAtomically(options.savePath, region, error))
+      return fail(error);
+  }
+  if (!options.outputDir.empty())
+    return writeOutputs(model, options.outputDir, options.checkFinite);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const ProgramInfo *program = memopt_program();
+  std::map<std::string, std::string> inputFiles;
+  std::string outputDir, weightsPath;
+  bool randomWeights = false, trainingFlag = false, checkFinite = false;
+  uint64_t seed = 0;
+  int benchRuns = 0;
+  TrainOptions trainOptions;
+  ContextOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto integer = [&](const std::string &text, int64_t &out) {
+      char *end = nullptr;
+      long long parsed = std::strtoll(text.c_str(), &end, 10);
+      out = parsed;
+      return !text.empty() && end && !*end && parsed >= 0;
+    };
+    std::string v;
+    if (arg == "--help" || arg == "-h") {
+      usage(argv[0]);
+      return 0;
+    }
+    if (arg == "--input" && value(v)) {
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return fail("--input expects NAME=FILE.npy, got '" + v + "'");
+      inputFiles[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (arg == "--output-dir" && value(v)) {
+      outputDir = v;
+    } else if (arg == "--weights" && value(v)) {
+      weightsPath = v;
+    } else if (arg == "--random-weights" && value(v)) {
+      char *end = nullptr;
+      seed = std::strtoull(v.c_str(), &end, 10);
+      if (!end || *end)
+        return fail("--random-weights expects an integer seed, got '" + v +
+                    "'");
+      randomWeights = true;
+    } else if (arg == "--check-finite") {
+      checkFinite = true;
+    } else if (arg == "--fused-attention") {
+      options.chunkedAttention = false;
+    } else if (arg == "--bench" && value(v)) {
+      benchRuns = std::atoi(v.c_str());
+      if (benchRuns < 1)
+        return fail("--bench expects a positive run count, got '" + v + "'");
+    } else if (arg == "--steps" && value(v)) {
+      if (!integer(v, trainOptions.steps))
+        return fail("--steps expects a step count, got '" + v + "'");
+      trainingFlag = true;
+    } else if (arg == "--batch-size" && value(v)) {
+      if (!integer(v, trainOptions.batchSize) || trainOptions.batchSize < 1)
+        return fail("--batch-size expects a positive size, got '" + v + "'");
+      trainingFlag = true;
+    } else if (arg == "--lr" && value(v)) {
+      char *end = nullptr;
+      trainOptions.lr = std::strtof(v.c_str(), &end);
+      if (v.empty() || !end || *end || !std::isfinite(trainOptions.lr))
+        return fail("--lr expects a number, got '" + v + "'");
+      trainOptions.lrGiven = trainingFlag = true;
+    } else if (arg == "--log" && value(v)) {
+      trainOptions.logPath = v;
+      trainingFlag = true;
+    } else if (arg == "--save-weights" && value(v)) {
+      trainOptions.savePath = v;
+      trainingFlag = true;
+    } else {
+      usage(argv[0]);
+      return fail("unknown or incomplete argument '" + arg + "'");
+    }
+  }
+  if (trainingFlag && !program->isTraining)
+    return fail("--steps, --batch-size, --lr, --log and --save-weights are "
+                "for training programs; this one runs inference");
+  // Default weights: OUT.weights next to the executable.
+  if (weightsPath.empty() && !randomWeights) {
+    std::string nextToExecutable = executablePath(argv[0]) + ".weights";
+    if (access(nextToExecutable.c_str(), R_OK) == 0)
+      weightsPath = nextToExecutable;
+  }
+
+  // Inputs: every program input exactly once, nothing else.
+  for (const auto &entry : inputFiles) {
+    bool known = false;
+    for (int i = 0; i < program->numInputs && !known; ++i)
+      known = entry.first == program->inputs[i].name;
+    if (!known) {
+      std::string names;
+      for (int i = 0; i < program->numInputs; ++i)
+        names += std::string(i ? ", " : "") + program->inputs[i].name;
+      return fail("unknown input '" + entry.first +
+                  "' (the program has: " + names + ")");
+    }
+  }
+  std::vector<NpyArray> arrays(size_t(program->numInputs));
+  for (int i = 0; i < program->numInputs; ++i) {
+    const TensorInfo &info = program->inputs[i];
+    auto it = inputFiles.find(info.name);
+    if (it == inputFiles.end())
+      return fail(std::string("missing input '") + info.name +
+                  "' (pass --input " + info.name + "=FILE.npy)");
+    std::string error;
+    if (!readNpy(it->second, arrays[size_t(i)], error))
+      return fail(error);
+    if (checkFinite &&
+        !(error = nonFiniteError("input", info.name, arrays[size_t(i)]))
+             .empty())
+      return fail(error);
+  }
+
+  Model model;
+  std::string error;
+  if (!model.init(program, weightsPath, randomWeights, seed, error, options))
+    return fail(error);
+  if (program->isTraining) {
+    trainOptions.benchRuns = benchRuns;
+    trainOptions.outputDir = outputDir;
+    trainOptions.checkFinite = checkFinite;
+    return train(model, arrays, trainOptions);
+  }
+
+  std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
+  std::vector<const void *> inputPointers;
+  for (int i = 0; i < program->numInputs; ++i) {
+    if (!toProgramLayout(program->inputs[i], arrays[size_t(i)],
+                         inputData[size_t(i)], error))
+      return fail(error);
+    inputPointers.push_back(inputData[size_t(i)].data());
+  }
+  if (!model.setInputs(inputPointers.data(), error) || !model.execute(error))
+    return fail(error);
+
+  if (benchRuns > 0) {
+    Context &ctx = model.context();
+    // Warm-up: the first graph capture and a few replays.
+    for (int i = 0; i < 3; ++i)
+      if (!model.execute(error))
+        return fail(error);
+    synchronize(ctx);
+    std::vector<double> times;
+    for (int i = 0; i < benchRuns; ++i) {
+      // Inputs the planner put in the arena were overwritten by the last
+      // run; copying them back is not part of the measured latency.
+      if (!model.refreshInputs(error))
+        return fail(error);
+      timerStart(ctx);
+      if (!model.execute(error))
+        return fail(error);
+      times.push_back(timerStopMs(ctx));
+    }
+    printBench(benchRuns, times);
+    printMemory(model);
+  }
+
+  if (outputDir.empty()) {
+    if (benchRuns == 0)
+      return fail("no --output-dir given");
+    return 0;
+  }
+  return writeOutputs(model, outputDir, checkFinite);
 }

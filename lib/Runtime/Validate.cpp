@@ -459,6 +459,24 @@ bool validatePool(Context &ctx, const char *node, const PoolParams &params,
   return true;
 }
 
+bool validateConvBackwardFilter(Context &ctx, const char *node,
+                                const ConvParams &params, const TensorRef &x,
+                                const TensorRef &dy, const TensorRef &dw,
+                                ConvGeometry &g) {
+  if (!checkFloat(ctx, node, dy, "dY") || !checkFloat(ctx, node, dw, "dW"))
+    return false;
+  return validateConv(ctx, node, params, false, x, dw, nullptr, dy, g);
+}
+
+bool validatePoolGrad(Context &ctx, const char *node, const PoolParams &params,
+                      const TensorRef &x, const TensorRef &dy,
+                      const TensorRef &dx, ConvGeometry &g) {
+  return validatePool(ctx, node, params, x, dy, g) &&
+         checkFloat(ctx, node, dx, "dX") &&
+         checkSameDType(ctx, node, x, dx, "X/dX") &&
+         checkSameShape(ctx, node, x, dx, "X/dX");
+}
+
 AxisSplit splitAt(const TensorRef &t, int axis) {
   AxisSplit s;
   for (int i = 0; i < t.rank; ++i) {
@@ -795,6 +813,96 @@ bool validateResize(Context &ctx, const char *node, const ResizeParams &params,
     return false;
   }
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+static bool checkScalarF32(Context &ctx, const char *node, const TensorRef &t,
+                           const char *what) {
+  if (!checkTensor(ctx, node, t, what))
+    return false;
+  if (t.dtype != DType::F32 || t.numElements() != 1) {
+    failf(ctx, node, "%s must be one f32 element, got %s %s", what,
+          dtypeName(t.dtype), shapeString(t).c_str());
+    return false;
+  }
+  return true;
+}
+
+static bool checkF32Like(Context &ctx, const char *node, const TensorRef &t,
+                         const TensorRef &param, const char *what) {
+  if (!checkTensor(ctx, node, t, what))
+    return false;
+  if (t.dtype != DType::F32) {
+    failf(ctx, node, "%s has dtype %s; optimizer state is f32", what,
+          dtypeName(t.dtype));
+    return false;
+  }
+  if (t.numElements() != param.numElements()) {
+    failf(ctx, node, "%s %s does not match param %s", what,
+          shapeString(t).c_str(), shapeString(param).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateSoftmaxCrossEntropy(Context &ctx, const char *node,
+                                 const TensorRef &logits,
+                                 const TensorRef &labels,
+                                 const TensorRef &scalar, const char *what,
+                                 int64_t &rows, int64_t &classes) {
+  if (!checkFloat(ctx, node, logits, "logits") ||
+      !checkTensor(ctx, node, labels, "labels") ||
+      !checkScalarF32(ctx, node, scalar, what))
+    return false;
+  if (logits.rank < 1) {
+    failf(ctx, node, "logits must have a class axis, got a scalar");
+    return false;
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
+    failf(ctx, node, "labels have dtype %s; expected i64 or i32",
+          dtypeName(labels.dtype));
+    return false;
+  }
+  classes = logits.shape[logits.rank - 1];
+  rows = classes ? logits.numElements() / classes : 0;
+  if (labels.numElements() != rows) {
+    failf(ctx, node, "labels %s do not match the %lld rows of logits %s",
+          shapeString(labels).c_str(), (long long)rows,
+          shapeString(logits).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
+                       const TensorRef &param, const TensorRef &grad,
+                       const TensorRef *momentumBuffer, const TensorRef &lr) {
+  if (!checkF32Like(ctx, node, param, param, "param") ||
+      !checkF32Like(ctx, node, grad, param, "grad") ||
+      !checkScalarF32(ctx, node, lr, "lr"))
+    return false;
+  if (momentum != 0.0f && !momentumBuffer) {
+    failf(ctx, node, "SGD with momentum %g needs a momentum buffer",
+          double(momentum));
+    return false;
+  }
+  return !momentumBuffer ||
+         checkF32Like(ctx, node, *momentumBuffer, param, "momentum buffer");
+}
+
+bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
+                         const TensorRef &grad, const TensorRef &m,
+                         const TensorRef &v, const TensorRef &lr,
+                         const TensorRef &step) {
+  return checkF32Like(ctx, node, param, param, "param") &&
+         checkF32Like(ctx, node, grad, param, "grad") &&
+         checkF32Like(ctx, node, m, param, "exp_avg") &&
+         checkF32Like(ctx, node, v, param, "exp_avg_sq") &&
+         checkScalarF32(ctx, node, lr, "lr") &&
+         checkScalarF32(ctx, node, step, "step");
 }
 
 } // namespace memopt::rt

@@ -12,10 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -405,6 +407,228 @@ TEST_F(Executable, RejectsBadInputsWithClearMessages) {
                      log),
             1);
   EXPECT_NE(log.find("has 3 bytes; the program's weight region has 704"),
+            std::string::npos)
+      << log;
+}
+
+//===----------------------------------------------------------------------===//
+// The training loop (TrainingProgram.cpp: a linear classifier with SGD)
+//===----------------------------------------------------------------------===//
+
+class TrainingExecutable : public Executable {
+protected:
+  int runTrain(const std::string &args, std::string &log,
+               const std::string &executable = MEMOPT_EXAMPLE_TRAIN_MODEL) {
+    std::string logPath = dir + "/train-log.txt";
+    std::string command = executable + " " + args + " > '" + logPath + "' 2>&1";
+    int status = std::system(command.c_str());
+    std::ifstream in(logPath);
+    log.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  /// `samples` samples of 3 features whose class is the largest feature.
+  void writeData(int64_t samples, int64_t nanSample = -1) {
+    std::vector<float> x = randomValues(size_t(samples * 3), 21, 1.0f);
+    if (nanSample >= 0)
+      x[size_t(nanSample * 3 + 1)] = NAN;
+    NpyArray labels;
+    labels.dtype = DType::I64;
+    labels.shape = {samples};
+    for (int64_t i = 0; i < samples; ++i) {
+      const float *row = x.data() + i * 3;
+      int64_t label = int64_t(std::max_element(row, row + 3) - row);
+      const uint8_t *bytes = reinterpret_cast<const uint8_t *>(&label);
+      labels.data.insert(labels.data.end(), bytes, bytes + 8);
+    }
+    writeArray("x.npy", DType::F32, {samples, 3}, x);
+    std::string error;
+    ASSERT_TRUE(writeNpy(dir + "/y.npy", labels, error)) << error;
+  }
+  std::string dataArgs() {
+    return "--input input=" + dir + "/x.npy --input labels=" + dir + "/y.npy ";
+  }
+  /// The losses printed as "step K loss V", in order.
+  static std::vector<std::string> losses(const std::string &log) {
+    std::vector<std::string> out;
+    std::istringstream lines(log);
+    std::string line;
+    for (int64_t k = 1; std::getline(lines, line);) {
+      std::string prefix = "step " + std::to_string(k) + " loss ";
+      if (line.rfind(prefix, 0) == 0) {
+        out.push_back(line.substr(prefix.size()));
+        ++k;
+      }
+    }
+    return out;
+  }
+  bool exists(const std::string &path) {
+    struct stat info;
+    return stat(path.c_str(), &info) == 0;
+  }
+};
+
+TEST_F(TrainingExecutable, LossDecreasesAndIsLogged) {
+  writeData(10); // batches of 4 wrap around the 10 samples
+  std::string log;
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 40 --random-weights 1 --log " + dir +
+                         "/loss.csv",
+                     log),
+            0)
+      << log;
+  std::vector<std::string> values = losses(log);
+  ASSERT_EQ(values.size(), 40u) << log;
+  double first =
+      std::stod(values[0]) + std::stod(values[1]) + std::stod(values[2]);
+  double last =
+      std::stod(values[37]) + std::stod(values[38]) + std::stod(values[39]);
+  EXPECT_LT(last, 0.5 * first) << log;
+  std::ifstream csv(dir + "/loss.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "step,loss");
+  int rows = 0;
+  while (std::getline(csv, line))
+    ++rows;
+  EXPECT_EQ(rows, 40);
+  EXPECT_FALSE(exists(dir + "/loss.csv.tmp"));
+}
+
+TEST_F(TrainingExecutable, LearningRateOverride) {
+  writeData(4); // one batch: every step sees the same samples
+  std::string log;
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 3 --random-weights 2 --lr 0", log),
+            0)
+      << log;
+  std::vector<std::string> frozen = losses(log);
+  ASSERT_EQ(frozen.size(), 3u) << log;
+  EXPECT_EQ(frozen[0], frozen[1]);
+  EXPECT_EQ(frozen[1], frozen[2]);
+  ASSERT_EQ(
+      runTrain(dataArgs() + "--steps 3 --random-weights 2 --lr 0.05", log), 0);
+  std::vector<std::string> slow = losses(log);
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 3 --random-weights 2", log), 0);
+  std::vector<std::string> compiled = losses(log);
+  ASSERT_EQ(slow.size(), 3u);
+  ASSERT_EQ(compiled.size(), 3u);
+  EXPECT_EQ(slow[0], frozen[0]); // the same start
+  EXPECT_LT(std::stod(slow[2]), std::stod(frozen[2]));
+  EXPECT_LT(std::stod(compiled[2]), std::stod(slow[2])); // lr 0.5 > 0.05
+}
+
+TEST_F(TrainingExecutable, NaNLossStopsAndWritesNothing) {
+  writeData(8, /*nanSample=*/5); // in the second batch
+  std::string log;
+  EXPECT_EQ(runTrain(dataArgs() + "--steps 4 --random-weights 1 --log " + dir +
+                         "/loss.csv --save-weights " + dir + "/trained.bin",
+                     log),
+            1);
+  EXPECT_NE(log.find("step 1 loss "), std::string::npos) << log;
+  EXPECT_NE(log.find("error: loss is NaN at step 2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("step 3 loss"), std::string::npos) << log;
+  EXPECT_FALSE(exists(dir + "/loss.csv"));
+  EXPECT_FALSE(exists(dir + "/loss.csv.tmp"));
+  EXPECT_FALSE(exists(dir + "/trained.bin"));
+}
+
+TEST_F(TrainingExecutable, RejectsBadLabelsAndOptions) {
+  writeData(8);
+  std::string log;
+  writeArray("float_labels.npy", DType::F32, {8}, std::vector<float>(8, 1.0f));
+  EXPECT_EQ(runTrain("--input input=" + dir + "/x.npy --input labels=" + dir +
+                         "/float_labels.npy --steps 1 --random-weights 1",
+                     log),
+            1);
+  EXPECT_NE(log.find("input 'labels' has dtype f32; the program expects i64"),
+            std::string::npos)
+      << log;
+
+  NpyArray column;
+  column.dtype = DType::I64;
+  column.shape = {8, 1};
+  column.data.assign(64, 0);
+  NpyArray few = column;
+  few.shape = {6};
+  few.data.resize(48);
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir + "/column.npy", column, error));
+  ASSERT_TRUE(writeNpy(dir + "/few.npy", few, error));
+  EXPECT_EQ(runTrain("--input input=" + dir + "/x.npy --input labels=" + dir +
+                         "/column.npy --steps 1 --random-weights 1",
+                     log),
+            1);
+  EXPECT_NE(log.find("input 'labels' has shape [8, 1]; the program expects "
+                     "[N] (N samples)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(runTrain("--input input=" + dir + "/x.npy --input labels=" + dir +
+                         "/few.npy --steps 1 --random-weights 1",
+                     log),
+            1);
+  EXPECT_NE(log.find("inputs hold different sample counts: 'input' 8, "
+                     "'labels' 6"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(
+      runTrain(dataArgs() + "--steps 1 --batch-size 8 --random-weights 1", log),
+      1);
+  EXPECT_NE(log.find("--batch-size 8 does not match the compiled batch size 4"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(runTrain(dataArgs() + "--random-weights 1", log), 1);
+  EXPECT_NE(log.find("needs --steps N"), std::string::npos) << log;
+  // Training options on an inference program.
+  EXPECT_EQ(runModel("--input image=" + dir + "/x.npy --steps 3", log), 1);
+  EXPECT_NE(log.find("this one runs inference"), std::string::npos) << log;
+}
+
+TEST_F(TrainingExecutable, SavedWeightsContinueTraining) {
+  writeData(4);
+  std::string log;
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 6 --random-weights 4", log), 0)
+      << log;
+  std::vector<std::string> straight = losses(log);
+  ASSERT_EQ(straight.size(), 6u);
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 5 --random-weights 4 " +
+                         "--save-weights " + dir + "/trained.weights",
+                     log),
+            0)
+      << log;
+  struct stat info;
+  ASSERT_EQ(stat((dir + "/trained.weights").c_str(), &info), 0);
+  EXPECT_EQ(info.st_size, 144);
+  // Weights, momentum buffer and step count come back: the sixth step is the
+  // same whether it runs in one process or after a save.
+  ASSERT_EQ(
+      runTrain(dataArgs() + "--steps 1 --weights " + dir + "/trained.weights",
+               log),
+      0)
+      << log;
+  std::vector<std::string> resumed = losses(log);
+  ASSERT_EQ(resumed.size(), 1u) << log;
+  EXPECT_EQ(resumed[0], straight[5]);
+  // Without --weights, OUT.weights next to the executable is loaded.
+  std::string copy = "cp '" + std::string(MEMOPT_EXAMPLE_TRAIN_MODEL) + "' '" +
+                     dir + "/model' && cp '" + dir + "/trained.weights' '" +
+                     dir + "/model.weights'";
+  ASSERT_EQ(std::system(copy.c_str()), 0);
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 1", log, dir + "/model"), 0) << log;
+  resumed = losses(log);
+  ASSERT_EQ(resumed.size(), 1u) << log;
+  EXPECT_EQ(resumed[0], straight[5]);
+}
+
+TEST_F(TrainingExecutable, BenchReportsStepTime) {
+  writeData(4);
+  std::string log;
+  ASSERT_EQ(
+      runTrain(dataArgs() + "--steps 2 --bench 5 --random-weights 1", log), 0)
+      << log;
+  EXPECT_EQ(losses(log).size(), 10u) << log; // 2 + 3 warm-up + 5 timed
+  EXPECT_NE(log.find("bench: backend=host runs=5 median_ms="),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("memory: arena_bytes=256 weight_bytes=144"),
             std::string::npos)
       << log;
 }

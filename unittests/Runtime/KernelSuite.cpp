@@ -553,6 +553,153 @@ std::vector<Case> buildCases() {
          }});
   }
 
+  // Training: cross-entropy (warp per row, wide and narrow rows, ignored
+  // rows), the conv filter gradient on the conv cases above (cuDNN's
+  // backward-filter search; the asymmetric-pad case runs the own kernel),
+  // the pool gradient and the optimizer updates over two steps.
+  for (DType dt : floats) {
+    struct E {
+      const char *name;
+      int64_t rows, classes;
+      DType labels;
+    };
+    for (E e :
+         {E{"wide", 37, 5003, DType::I64}, E{"narrow", 4099, 10, DType::I32}})
+      cases.push_back(
+          {std::string("cross_entropy_") + e.name + "_" + tag(dt),
+           tol(dt, 1e-4), [=](Suite &s) {
+             TensorRef logits = s.random(dt, {e.rows, e.classes});
+             std::vector<double> y;
+             for (int64_t r = 0; r < e.rows; ++r)
+               y.push_back(r % 5 == 2 ? -100 : double((r * 7919) % e.classes));
+             TensorRef labels = s.ints(e.labels, {e.rows}, y);
+             TensorRef loss = s.empty(DType::F32, {});
+             TensorRef dloss = s.upload(DType::F32, {}, {1.25});
+             TensorRef dlogits = s.empty(dt, {e.rows, e.classes});
+             softmaxCrossEntropy(*s.ctx, "ce", -100, logits, labels, loss);
+             softmaxCrossEntropyGrad(*s.ctx, "ce_grad", -100, logits, labels,
+                                     dloss, dlogits);
+             // Scaled so that the gradient's entries (about 1 / (rows *
+             // classes)) are compared at the tolerance of the loss.
+             TensorRef scaled = s.empty(DType::F32, {e.rows, e.classes});
+             cast(*s.ctx, "cast", dlogits, scaled);
+             TensorRef factor =
+                 s.upload(DType::F32, {1}, {double(e.rows * e.classes)});
+             binary(*s.ctx, "scale", BinaryOp::Mul, scaled, factor, scaled);
+             return std::vector<TensorRef>{loss, scaled};
+           }});
+    cases.push_back(
+        {std::string("cross_entropy_all_ignored_") + tag(dt), 0, [=](Suite &s) {
+           TensorRef logits = s.random(dt, {9, 33});
+           TensorRef labels =
+               s.ints(DType::I64, {9}, std::vector<double>(9, -1.0));
+           TensorRef loss = s.random(DType::F32, {});
+           TensorRef dloss = s.upload(DType::F32, {}, {1.0});
+           TensorRef dlogits = s.random(dt, {9, 33});
+           softmaxCrossEntropy(*s.ctx, "ce", -1, logits, labels, loss);
+           softmaxCrossEntropyGrad(*s.ctx, "ce_grad", -1, logits, labels, dloss,
+                                   dlogits);
+           return std::vector<TensorRef>{loss, dlogits};
+         }});
+  }
+  for (DType dt : floats)
+    for (const V &v : convs) {
+      if (v.transposed || (dt != DType::F32 && v.spatial == 3))
+        continue;
+      cases.push_back(
+          {std::string("conv_backward_filter_") + v.name + "_" + tag(dt),
+           tol(dt, 1e-3), [=](Suite &s) {
+             TensorRef x = s.random(dt, v.x), dy = s.random(dt, v.y, 0.05, 0.5);
+             TensorRef dw = s.empty(dt, v.w);
+             ConvParams p;
+             p.spatialRank = v.spatial;
+             p.group = v.group;
+             for (int i = 0; i < v.spatial; ++i) {
+               p.strides[i] = v.stride;
+               p.dilations[i] = v.dilation;
+               p.padsBegin[i] = v.padBegin;
+               p.padsEnd[i] = v.padEnd;
+             }
+             size_t ws = convWorkspaceBound(p, x, dw, dy);
+             TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+             convBackwardFilter(*s.ctx, "conv_dw", p, x, dy, dw, workspace.data,
+                                ws);
+             return std::vector<TensorRef>{dw};
+           }});
+    }
+  for (DType dt : floats) {
+    struct P {
+      const char *name;
+      PoolKind kind;
+      bool includePad, ceil;
+      int64_t out, dilation;
+    };
+    for (P p : {P{"max", PoolKind::Max, false, false, 10, 1},
+                P{"max_dilated", PoolKind::Max, false, false, 9, 2},
+                P{"avg_pad", PoolKind::Avg, true, false, 10, 1},
+                P{"avg_ceil", PoolKind::Avg, false, true, 11, 1}})
+      cases.push_back({std::string("pool_grad_") + p.name + "_" + tag(dt),
+                       tol(dt), [=](Suite &s) {
+                         // Distinct values (no ties in a window) in shuffled
+                         // order.
+                         int64_t n = 2 * 5 * 20 * 20;
+                         std::vector<double> values(static_cast<size_t>(n));
+                         for (int64_t i = 0; i < n; ++i)
+                           values[size_t(i)] =
+                               double((i * 7919) % n) / 256.0 - 7.0;
+                         TensorRef x = s.upload(dt, {2, 5, 20, 20}, values);
+                         TensorRef dy = s.random(dt, {2, 5, p.out, p.out});
+                         TensorRef dx = s.empty(dt, {2, 5, 20, 20});
+                         PoolParams pp;
+                         pp.kind = p.kind;
+                         pp.countIncludePad = p.includePad;
+                         pp.ceilMode = p.ceil;
+                         for (int i = 0; i < 2; ++i) {
+                           pp.kernel[i] = 3;
+                           pp.strides[i] = 2;
+                           pp.dilations[i] = p.dilation;
+                           pp.padsBegin[i] = pp.padsEnd[i] = 1;
+                         }
+                         poolGrad(*s.ctx, "pool_grad", pp, x, dy, dx);
+                         return std::vector<TensorRef>{dx};
+                       }});
+  }
+  cases.push_back({"sgd_momentum_weight_decay", 1e-6, [](Suite &s) {
+                     TensorRef param = s.random(DType::F32, {10007});
+                     TensorRef buffer = s.empty(DType::F32, {10007});
+                     fill(*s.ctx, "zero", 0.0, buffer);
+                     TensorRef lr = s.upload(DType::F32, {}, {0.05});
+                     for (int step = 0; step < 2; ++step) {
+                       TensorRef grad = s.random(DType::F32, {10007});
+                       sgdUpdate(*s.ctx, "sgd", 0.9f, 1e-2f, param, grad,
+                                 &buffer, lr);
+                     }
+                     return std::vector<TensorRef>{param, buffer};
+                   }});
+  cases.push_back({"sgd_plain", 1e-6, [](Suite &s) {
+                     TensorRef param = s.random(DType::F32, {4099});
+                     TensorRef grad = s.random(DType::F32, {4099});
+                     TensorRef lr = s.upload(DType::F32, {}, {0.1});
+                     sgdUpdate(*s.ctx, "sgd", 0.0f, 0.0f, param, grad, nullptr,
+                               lr);
+                     return std::vector<TensorRef>{param};
+                   }});
+  cases.push_back({"adamw_two_steps", 1e-5, [](Suite &s) {
+                     TensorRef param = s.random(DType::F32, {10007});
+                     TensorRef m = s.empty(DType::F32, {10007});
+                     TensorRef v = s.empty(DType::F32, {10007});
+                     fill(*s.ctx, "zero", 0.0, m);
+                     fill(*s.ctx, "zero", 0.0, v);
+                     TensorRef lr = s.upload(DType::F32, {}, {1e-2});
+                     for (int step = 1; step <= 2; ++step) {
+                       TensorRef grad = s.random(DType::F32, {10007});
+                       TensorRef t = s.upload(DType::F32, {}, {double(step)});
+                       adamwUpdate(*s.ctx, "adamw", 0.9f, 0.999f, 1e-8f, 1e-2f,
+                                   param, grad, m, v, lr, t);
+                     }
+                     return std::vector<TensorRef>{param, m, v};
+                   }});
+
   // Attention: head sizes that are and are not multiples of 8 / 16, query
   // and key counts that leave partial tiles, broadcast batches and biases, a
   // padding mask of -inf, causal masks with more queries than a tile.

@@ -33,7 +33,7 @@ struct ConvPlan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int algo = -1; ///< forward or backward-data algorithm
+  int algo = -1; ///< forward, backward-data or backward-filter algorithm
   size_t workspaceBytes = 0;
   /// The algorithm search's other usable results, fastest first: taken in
   /// turn if a call with `algo` fails (seen with f16 on an H100: an
@@ -110,6 +110,10 @@ bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
 bool launchDirectConv(Context &ctx, const char *node,
                       const ConvGeometry &geometry, TensorRef x, TensorRef w,
                       TensorRef y);
+/// In TrainingKernels.cu: the conv filter gradient for asymmetric pads.
+bool launchDirectConvBackwardFilter(Context &ctx, const char *node,
+                                    const ConvGeometry &geometry, TensorRef x,
+                                    TensorRef dy, TensorRef dw);
 
 } // namespace memopt::rt
 

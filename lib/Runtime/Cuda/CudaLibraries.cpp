@@ -3,7 +3,8 @@
 // MatMul / Gemm go to cuBLASLt with the row-major-as-transposed-column-major
 // trick (C^T = B^T A^T), strided batches (stride 0 broadcasts a whole
 // operand), and bias / ReLU / GELU(tanh) epilogues where they fuse. Conv and
-// ConvTranspose go to cuDNN 9's legacy convolution API: the first call at a
+// ConvTranspose (and the training filter gradient) go to cuDNN 9's legacy
+// convolution API: the first call at a
 // call site benchmarks the algorithms with cudnnFind*AlgorithmEx inside the
 // workspace the compiler reserved (so the choice never needs more memory than
 // planned) and caches it; during CUDA graph capture a cache miss falls back to
@@ -425,10 +426,20 @@ void addConvCandidate(ConvPlan &plan, int algo, size_t bytes) {
   }
 }
 
+/// Which cuDNN convolution a plan runs: conv, ConvTranspose (the backward
+/// data of the conv y -> x) or the filter gradient of a conv.
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+
+const char *directionName(ConvDirection direction) {
+  return direction == ConvDirection::Forward        ? "Conv"
+         : direction == ConvDirection::BackwardData ? "ConvTranspose"
+                                                    : "conv filter gradient";
+}
+
 bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
-                   bool transposed, const TensorRef &x, const TensorRef &w,
-                   const TensorRef &y, void *workspace, size_t workspaceBytes,
-                   int spatialRank, ConvPlan &plan) {
+                   ConvDirection direction, const TensorRef &x,
+                   const TensorRef &w, const TensorRef &y, void *workspace,
+                   size_t workspaceBytes, int spatialRank, ConvPlan &plan) {
   int dims = spatialRank == 3 ? 5 : 4;
   int spatial = dims - 2;
   // Forward view: input (conv: x, transposed: y) -> output.
@@ -475,7 +486,7 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
 
   constexpr int kRequested = 8;
   int returned = 0;
-  if (!transposed) {
+  if (direction == ConvDirection::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
     cudnnStatus_t status =
         ctx.capturing ? cudnnGetConvolutionForwardAlgorithm_v7(
@@ -491,7 +502,7 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
           perf[i].memory <= workspaceBytes)
         addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
-  } else {
+  } else if (direction == ConvDirection::BackwardData) {
     // ConvTranspose = backward data of the conv y -> x with the same filter.
     cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
     cudnnStatus_t status =
@@ -508,31 +519,48 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
           perf[i].memory <= workspaceBytes)
         addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
+  } else {
+    // Filter gradient: x and dy (y here) in, dw (w here) out.
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[kRequested];
+    cudnnStatus_t status =
+        ctx.capturing ? cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                            ctx.dnn, plan.x, plan.y, plan.conv, plan.w,
+                            kRequested, &returned, perf)
+                      : cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                            ctx.dnn, plan.x, x.data, plan.y, y.data, plan.conv,
+                            plan.w, w.data, kRequested, &returned, perf,
+                            workspace, workspaceBytes);
+    if (!checkCudnn(ctx, node, status,
+                    "cudnn backward-filter algorithm search"))
+      return false;
+    for (int i = 0; i < returned; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].memory <= workspaceBytes)
+        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
   }
   if (plan.algo < 0) {
     failf(ctx, node,
           "cuDNN has no %s algorithm within the %zu-byte workspace the plan "
           "reserved",
-          transposed ? "ConvTranspose" : "Conv", workspaceBytes);
+          directionName(direction), workspaceBytes);
     return false;
   }
   return true;
 }
 
-void convCommon(Context &ctx, const char *node, const ConvParams &params,
-                bool transposed, TensorRef x, TensorRef w,
-                const TensorRef *bias, TensorRef y, void *workspace,
-                size_t workspaceBytes) {
-  ConvGeometry g;
-  if (hasError(ctx) ||
-      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
-    return;
-  if (y.numElements() == 0)
-    return;
+/// Runs one cuDNN convolution of `direction` with the plan cached for this
+/// call site: x is the conv's input, w its filter (dw for BackwardFilter), y
+/// its output (dy for BackwardFilter; ConvTranspose's input is y's view).
+/// Returns false after recording an error.
+bool runConvPlan(Context &ctx, const char *node, const ConvParams &params,
+                 const ConvGeometry &g, ConvDirection direction, TensorRef x,
+                 TensorRef w, TensorRef y, void *workspace,
+                 size_t workspaceBytes) {
+  bool transposed = direction == ConvDirection::BackwardData;
   bool symmetric = true;
   for (int d = 0; d < 3; ++d)
     symmetric = symmetric && g.padsBegin[d] == g.padsEnd[d];
-  int64_t extra[14] = {transposed, params.group, alignmentOf(workspace),
+  int64_t extra[14] = {int64_t(direction), params.group, alignmentOf(workspace),
                        int64_t(workspaceBytes)};
   for (int d = 0; d < 3; ++d) {
     extra[4 + d] = g.padsBegin[d];
@@ -550,57 +578,83 @@ void convCommon(Context &ctx, const char *node, const ConvParams &params,
       if (transposed) {
         failf(ctx, node,
               "ConvTranspose with asymmetric pads is not supported on CUDA");
-        return;
+        return false;
       }
       plan.useFallback = true;
     } else {
-      ok = buildConvPlan(ctx, node, g, transposed, x, w, y, workspace,
+      ok = buildConvPlan(ctx, node, g, direction, x, w, y, workspace,
                          workspaceBytes, params.spatialRank, plan);
     }
     it = ctx.convPlans.emplace(key, plan).first;
     if (!ok)
-      return;
+      return false;
   }
   ConvPlan &plan = it->second;
-  if (plan.useFallback) {
-    if (!launchDirectConv(ctx, node, g, x, w, y))
-      return;
-  } else {
-    if (plan.algo < 0) {
-      failf(ctx, node, "no cuDNN algorithm for this convolution");
-      return;
-    }
-    float one = 1.0f, zero = 0.0f;
-    auto call = [&] {
-      return transposed
-                 ? cudnnConvolutionBackwardData(
-                       ctx.dnn, &one, plan.w, w.data, plan.x, x.data, plan.conv,
-                       cudnnConvolutionBwdDataAlgo_t(plan.algo), workspace,
-                       plan.workspaceBytes, &zero, plan.y, y.data)
-                 : cudnnConvolutionForward(
-                       ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
-                       cudnnConvolutionFwdAlgo_t(plan.algo), workspace,
-                       plan.workspaceBytes, &zero, plan.y, y.data);
-    };
-    cudnnStatus_t status = call();
-    // An algorithm that fails outright is dropped for the search's next one,
-    // outside graph capture only (the first run of a program is eager).
-    while (status != CUDNN_STATUS_SUCCESS && !ctx.capturing &&
-           plan.numFallbacks > 0) {
-      plan.algo = plan.fallbackAlgos[0];
-      plan.workspaceBytes = plan.fallbackBytes[0];
-      --plan.numFallbacks;
-      for (int i = 0; i < plan.numFallbacks; ++i) {
-        plan.fallbackAlgos[i] = plan.fallbackAlgos[i + 1];
-        plan.fallbackBytes[i] = plan.fallbackBytes[i + 1];
-      }
-      status = call();
-    }
-    if (!checkCudnn(ctx, node, status,
-                    transposed ? "cudnnConvolutionBackwardData"
-                               : "cudnnConvolutionForward"))
-      return;
+  if (plan.useFallback)
+    return direction == ConvDirection::Forward
+               ? launchDirectConv(ctx, node, g, x, w, y)
+               : launchDirectConvBackwardFilter(ctx, node, g, x, y, w);
+  if (plan.algo < 0) {
+    failf(ctx, node, "no cuDNN algorithm for this convolution");
+    return false;
   }
+  float one = 1.0f, zero = 0.0f;
+  auto call = [&] {
+    switch (direction) {
+    case ConvDirection::BackwardData:
+      return cudnnConvolutionBackwardData(
+          ctx.dnn, &one, plan.w, w.data, plan.x, x.data, plan.conv,
+          cudnnConvolutionBwdDataAlgo_t(plan.algo), workspace,
+          plan.workspaceBytes, &zero, plan.y, y.data);
+    case ConvDirection::BackwardFilter:
+      return cudnnConvolutionBackwardFilter(
+          ctx.dnn, &one, plan.x, x.data, plan.y, y.data, plan.conv,
+          cudnnConvolutionBwdFilterAlgo_t(plan.algo), workspace,
+          plan.workspaceBytes, &zero, plan.w, w.data);
+    default:
+      return cudnnConvolutionForward(
+          ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
+          cudnnConvolutionFwdAlgo_t(plan.algo), workspace, plan.workspaceBytes,
+          &zero, plan.y, y.data);
+    }
+  };
+  cudnnStatus_t status = call();
+  // An algorithm that fails outright is dropped for the search's next one,
+  // outside graph capture only (the first run of a program is eager).
+  while (status != CUDNN_STATUS_SUCCESS && !ctx.capturing &&
+         plan.numFallbacks > 0) {
+    plan.algo = plan.fallbackAlgos[0];
+    plan.workspaceBytes = plan.fallbackBytes[0];
+    --plan.numFallbacks;
+    for (int i = 0; i < plan.numFallbacks; ++i) {
+      plan.fallbackAlgos[i] = plan.fallbackAlgos[i + 1];
+      plan.fallbackBytes[i] = plan.fallbackBytes[i + 1];
+    }
+    status = call();
+  }
+  return checkCudnn(ctx, node, status,
+                    direction == ConvDirection::BackwardData
+                        ? "cudnnConvolutionBackwardData"
+                    : direction == ConvDirection::BackwardFilter
+                        ? "cudnnConvolutionBackwardFilter"
+                        : "cudnnConvolutionForward");
+}
+
+void convCommon(Context &ctx, const char *node, const ConvParams &params,
+                bool transposed, TensorRef x, TensorRef w,
+                const TensorRef *bias, TensorRef y, void *workspace,
+                size_t workspaceBytes) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
+    return;
+  if (y.numElements() == 0)
+    return;
+  if (!runConvPlan(ctx, node, params, g,
+                   transposed ? ConvDirection::BackwardData
+                              : ConvDirection::Forward,
+                   x, w, y, workspace, workspaceBytes))
+    return;
   if (bias || params.activation != Activation::None)
     launchBiasActivation(ctx, node, y, bias, g.outChannels,
                          g.out[0] * g.out[1] * g.out[2], params.activation);
@@ -619,6 +673,24 @@ void convTranspose(Context &ctx, const char *node, const ConvParams &params,
                    TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
                    void *workspace, size_t workspaceBytes) {
   convCommon(ctx, node, params, true, x, w, bias, y, workspace, workspaceBytes);
+}
+
+void convBackwardFilter(Context &ctx, const char *node,
+                        const ConvParams &params, TensorRef x, TensorRef dy,
+                        TensorRef dw, void *workspace, size_t workspaceBytes) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConvBackwardFilter(ctx, node, params, x, dy, dw, g) ||
+      dw.numElements() == 0)
+    return;
+  // An empty batch contributes nothing: the gradient is zero.
+  if (dy.numElements() == 0) {
+    checkCuda(ctx, node, cudaMemsetAsync(dw.data, 0, dw.bytes(), ctx.stream),
+              "cudaMemsetAsync");
+    return;
+  }
+  runConvPlan(ctx, node, params, g, ConvDirection::BackwardFilter, x, dw, dy,
+              workspace, workspaceBytes);
 }
 
 } // namespace memopt::rt

@@ -29,7 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Internal.h"
+#include "HostInternal.h"
 #include "memopt/Runtime/Runtime.h"
 
 #include <algorithm>
@@ -2021,5 +2021,29 @@ void resize(Context &ctx, const char *node, const ResizeParams &params,
   }
   std::memcpy(y.data, out.data(), out.size());
 }
+
+//===----------------------------------------------------------------------===//
+// For the other host files (HostInternal.h)
+//===----------------------------------------------------------------------===//
+
+namespace host {
+
+void parallelFor(Context &ctx, int64_t begin, int64_t end, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &fn) {
+  rt::parallelFor(ctx, begin, end, grain, fn);
+}
+int64_t grainFor(int64_t workPerItem) { return rt::grainFor(workPerItem); }
+std::vector<double> toDouble(Context &ctx, const TensorRef &t) {
+  return rt::toDouble(ctx, t);
+}
+void store(Context &ctx, const std::vector<double> &values,
+           const TensorRef &t) {
+  rt::store(ctx, values, t);
+}
+void poisonWorkspace(void *workspace, size_t bytes) {
+  rt::poisonWorkspace(workspace, bytes);
+}
+
+} // namespace host
 
 } // namespace memopt::rt

@@ -1,0 +1,403 @@
+//===- TrainingKernels.cu - losses, gradients, optimizer updates ----------===//
+//
+// The training entry points of Runtime.h that are not library calls (the
+// conv filter gradient goes to cuDNN in CudaLibraries.cpp; its asymmetric-pad
+// fallback is here).
+//
+// * Softmax cross-entropy: one warp per row with an online softmax (max and
+//   sum of exponentials in one pass, merged across lanes as FlashAttention
+//   merges blocks). Nothing is allocated, so the mean needs no scratch: every
+//   block counts the rows that are not ignored itself (a pass over the
+//   labels, which are tiny next to the logits) and adds its share of the
+//   mean to the loss with one atomicAdd after a memset. The sum's order, and
+//   so its last bits, varies from run to run.
+// * Pooling gradient: one thread per input element gathers from the windows
+//   that contain it (one per kernel tap at most) instead of scattering with
+//   atomics, so f16 / bf16 gradients are summed in f32 and stored once; max
+//   pooling recomputes each window's first maximum.
+// * SGD / AdamW: one grid-stride pass; the learning rate and the step are
+//   read from device scalars, so a captured CUDA graph stays valid when the
+//   driver changes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.cuh"
+
+#include <algorithm>
+
+namespace memopt::rt {
+
+namespace {
+
+constexpr int kRowBlock = 256; // 8 warps, one row each at a time
+
+__device__ __forceinline__ int64_t loadLabel(const void *labels, bool is64,
+                                             int64_t row) {
+  return is64 ? static_cast<const int64_t *>(labels)[row]
+              : int64_t(static_cast<const int32_t *>(labels)[row]);
+}
+
+/// Rows whose label is not `ignoreIndex`, counted by the whole block (every
+/// thread gets the count).
+__device__ int64_t countCounted(const void *labels, bool is64, int64_t rows,
+                                int64_t ignoreIndex) {
+  __shared__ unsigned long long total;
+  if (threadIdx.x == 0)
+    total = 0;
+  __syncthreads();
+  unsigned long long local = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    local += loadLabel(labels, is64, r) != ignoreIndex;
+  atomicAdd(&total, local);
+  __syncthreads();
+  return int64_t(total);
+}
+
+/// Max and sum of exp(x - max) of one row, by one warp (every lane gets
+/// them).
+template <typename T>
+__device__ __forceinline__ void
+rowStatistics(const T *row, int64_t classes, int lane, float &max, float &sum) {
+  max = -INFINITY;
+  sum = 0.0f;
+  for (int64_t c = lane; c < classes; c += 32) {
+    float v = toFloat(row[c]);
+    if (v > max) {
+      sum = sum * expf(max - v) + 1.0f;
+      max = v;
+    } else {
+      sum += expf(v - max);
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    float otherMax = __shfl_xor_sync(0xffffffffu, max, offset);
+    float otherSum = __shfl_xor_sync(0xffffffffu, sum, offset);
+    float merged = fmaxf(max, otherMax);
+    // A lane that saw no element has max -inf and sum 0: it adds nothing.
+    sum = (sum > 0.0f ? sum * expf(max - merged) : 0.0f) +
+          (otherSum > 0.0f ? otherSum * expf(otherMax - merged) : 0.0f);
+    max = merged;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowBlock)
+    crossEntropyKernel(const T *logits, const void *labels, bool labels64,
+                       int64_t rows, int64_t classes, int64_t ignoreIndex,
+                       float *loss) {
+  __shared__ float scratch[32];
+  int64_t counted = countCounted(labels, labels64, rows, ignoreIndex);
+  int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  float partial = 0.0f;
+  for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < rows;
+       r += int64_t(gridDim.x) * warps) {
+    int64_t label = loadLabel(labels, labels64, r);
+    if (label == ignoreIndex)
+      continue;
+    const T *row = logits + r * classes;
+    float max, sum;
+    rowStatistics(row, classes, lane, max, sum);
+    bool valid = label >= 0 && label < classes;
+    if (lane == 0)
+      partial += valid ? max + logf(sum) - toFloat(row[label]) : NAN;
+  }
+  float total = blockReduce<false>(partial, scratch);
+  if (threadIdx.x == 0 && counted > 0)
+    atomicAdd(loss, total / float(counted));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowBlock)
+    crossEntropyGradKernel(const T *logits, const void *labels, bool labels64,
+                           int64_t rows, int64_t classes, int64_t ignoreIndex,
+                           const float *dloss, T *dlogits) {
+  int64_t counted = countCounted(labels, labels64, rows, ignoreIndex);
+  float scale = counted > 0 ? *dloss / float(counted) : 0.0f;
+  int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < rows;
+       r += int64_t(gridDim.x) * warps) {
+    int64_t label = loadLabel(labels, labels64, r);
+    const T *row = logits + r * classes;
+    T *out = dlogits + r * classes;
+    if (label == ignoreIndex) {
+      for (int64_t c = lane; c < classes; c += 32)
+        out[c] = fromFloat<T>(0.0f);
+      continue;
+    }
+    float max, sum;
+    rowStatistics(row, classes, lane, max, sum);
+    bool valid = label >= 0 && label < classes;
+    float inverse = valid ? 1.0f / sum : NAN;
+    // Each lane reads, then writes, its own elements: dlogits may alias
+    // logits.
+    for (int64_t c = lane; c < classes; c += 32) {
+      float p = expf(toFloat(row[c]) - max) * inverse;
+      out[c] = fromFloat<T>(scale * (p - (c == label ? 1.0f : 0.0f)));
+    }
+  }
+}
+
+/// dw[co][cl][k] = sum over images and output positions; one thread per
+/// filter element (the fallback for pads cuDNN cannot express).
+template <typename T>
+__global__ void directConvBackwardFilterKernel(const T *x, const T *dy, T *dw,
+                                               ConvGeometry g, int64_t n) {
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  int64_t inPerGroup = g.inChannels / g.group;
+  int64_t outPerGroup = g.outChannels / g.group;
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t k = i % kSpatial, cl = i / kSpatial % inPerGroup;
+    int64_t co = i / (kSpatial * inPerGroup);
+    int64_t ci = co / outPerGroup * inPerGroup + cl;
+    int64_t kk[3] = {k / (g.kernel[1] * g.kernel[2]),
+                     k / g.kernel[2] % g.kernel[1], k % g.kernel[2]};
+    int64_t offset[3];
+    for (int d = 0; d < 3; ++d)
+      offset[d] = kk[d] * g.dilations[d] - g.padsBegin[d];
+    float acc = 0.0f;
+    for (int64_t b = 0; b < g.batch; ++b) {
+      const T *xp = x + (b * g.inChannels + ci) * inSpatial;
+      const T *dyp = dy + (b * g.outChannels + co) * outSpatial;
+      for (int64_t p0 = 0; p0 < g.out[0]; ++p0) {
+        int64_t q0 = p0 * g.strides[0] + offset[0];
+        if (q0 < 0 || q0 >= g.in[0])
+          continue;
+        for (int64_t p1 = 0; p1 < g.out[1]; ++p1) {
+          int64_t q1 = p1 * g.strides[1] + offset[1];
+          if (q1 < 0 || q1 >= g.in[1])
+            continue;
+          for (int64_t p2 = 0; p2 < g.out[2]; ++p2) {
+            int64_t q2 = p2 * g.strides[2] + offset[2];
+            if (q2 < 0 || q2 >= g.in[2])
+              continue;
+            acc += toFloat(dyp[(p0 * g.out[1] + p1) * g.out[2] + p2]) *
+                   toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]);
+          }
+        }
+      }
+    }
+    dw[i] = fromFloat<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
+                               int64_t n, PoolKind kind, bool includePad) {
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  MEMOPT_GRID_STRIDE(i, n) {
+    int64_t plane = i / inSpatial, q = i % inSpatial;
+    int64_t qc[3] = {q / (g.in[1] * g.in[2]), q / g.in[2] % g.in[1],
+                     q % g.in[2]};
+    const T *xp = x + plane * inSpatial;
+    const T *dyp = dy + plane * outSpatial;
+    float acc = 0.0f;
+    // Each kernel tap puts this element in at most one window per axis.
+    for (int64_t k = 0; k < kSpatial; ++k) {
+      int64_t kk[3] = {k / (g.kernel[1] * g.kernel[2]),
+                       k / g.kernel[2] % g.kernel[1], k % g.kernel[2]};
+      int64_t oc[3];
+      bool hit = true;
+      for (int d = 0; d < 3 && hit; ++d) {
+        int64_t start = qc[d] + g.padsBegin[d] - kk[d] * g.dilations[d];
+        oc[d] = start / g.strides[d];
+        hit = start >= 0 && start % g.strides[d] == 0 && oc[d] < g.out[d];
+      }
+      if (!hit)
+        continue;
+      float grad = toFloat(dyp[(oc[0] * g.out[1] + oc[1]) * g.out[2] + oc[2]]);
+      int64_t valid = 0, padded = 1, best = -1;
+      float bestValue = 0.0f;
+      for (int d = 0; d < 3; ++d) {
+        int64_t start = oc[d] * g.strides[d] - g.padsBegin[d], count = 0;
+        for (int64_t t = 0; t < g.kernel[d]; ++t) {
+          int64_t pos = start + t * g.dilations[d];
+          count += pos >= -g.padsBegin[d] && pos < g.in[d] + g.padsEnd[d];
+        }
+        padded *= count;
+      }
+      for (int64_t t = 0; t < kSpatial; ++t) {
+        int64_t tt[3] = {t / (g.kernel[1] * g.kernel[2]),
+                         t / g.kernel[2] % g.kernel[1], t % g.kernel[2]};
+        int64_t p[3];
+        bool inside = true;
+        for (int d = 0; d < 3 && inside; ++d) {
+          p[d] = oc[d] * g.strides[d] - g.padsBegin[d] + tt[d] * g.dilations[d];
+          inside = p[d] >= 0 && p[d] < g.in[d];
+        }
+        if (!inside)
+          continue;
+        ++valid;
+        int64_t at = (p[0] * g.in[1] + p[1]) * g.in[2] + p[2];
+        float v = toFloat(xp[at]);
+        if (kind == PoolKind::Max && (best < 0 || v > bestValue)) {
+          best = at;
+          bestValue = v;
+        }
+      }
+      if (kind == PoolKind::Max)
+        acc += best == q ? grad : 0.0f;
+      else
+        acc += grad / float(includePad ? padded : (valid ? valid : 1));
+    }
+    dx[i] = fromFloat<T>(acc);
+  }
+}
+
+__global__ void sgdKernel(float *param, const float *grad, float *buffer,
+                          const float *lr, float momentum, float weightDecay,
+                          int64_t n) {
+  float rate = *lr;
+  MEMOPT_GRID_STRIDE(i, n) {
+    float d = grad[i] + weightDecay * param[i];
+    if (buffer) {
+      d = momentum * buffer[i] + d;
+      buffer[i] = d;
+    }
+    param[i] -= rate * d;
+  }
+}
+
+__global__ void adamwKernel(float *param, const float *grad, float *m, float *v,
+                            const float *lr, const float *step, float beta1,
+                            float beta2, float eps, float weightDecay,
+                            int64_t n) {
+  float rate = *lr, t = *step;
+  float stepSize = rate / (1.0f - powf(beta1, t));
+  float correction2 = sqrtf(1.0f - powf(beta2, t));
+  MEMOPT_GRID_STRIDE(i, n) {
+    float g = grad[i];
+    float p = param[i] * (1.0f - rate * weightDecay);
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p - stepSize * mi / (sqrtf(vi) / correction2 + eps);
+  }
+}
+
+/// Blocks for the row kernels: enough warps for the rows, few enough that
+/// the per-block label count stays small next to the rows' work.
+unsigned rowBlocks(const Context &ctx, int64_t rows) {
+  int64_t blocks = (rows + kRowBlock / 32 - 1) / (kRowBlock / 32);
+  return unsigned(std::max<int64_t>(
+      1, std::min<int64_t>(blocks, int64_t(ctx.smCount) * 4)));
+}
+
+} // namespace
+
+void softmaxCrossEntropy(Context &ctx, const char *node, int64_t ignoreIndex,
+                         TensorRef logits, TensorRef labels, TensorRef loss) {
+  int64_t rows = 0, classes = 0;
+  if (hasError(ctx) ||
+      !validateSoftmaxCrossEntropy(ctx, node, logits, labels, loss, "loss",
+                                   rows, classes) ||
+      !checkCuda(ctx, node,
+                 cudaMemsetAsync(loss.data, 0, sizeof(float), ctx.stream),
+                 "cudaMemsetAsync"))
+    return;
+  if (rows == 0 || classes == 0)
+    return;
+  bool is64 = labels.dtype == DType::I64;
+  MEMOPT_DISPATCH_FLOAT(
+      logits.dtype, T,
+      crossEntropyKernel<T><<<rowBlocks(ctx, rows), kRowBlock, 0, ctx.stream>>>(
+          static_cast<const T *>(logits.data), labels.data, is64, rows, classes,
+          ignoreIndex, static_cast<float *>(loss.data)));
+  checkLaunch(ctx, node);
+}
+
+void softmaxCrossEntropyGrad(Context &ctx, const char *node,
+                             int64_t ignoreIndex, TensorRef logits,
+                             TensorRef labels, TensorRef dloss,
+                             TensorRef dlogits) {
+  int64_t rows = 0, classes = 0;
+  if (hasError(ctx) ||
+      !validateSoftmaxCrossEntropy(ctx, node, logits, labels, dloss, "dloss",
+                                   rows, classes) ||
+      !checkFloat(ctx, node, dlogits, "dlogits") ||
+      !checkSameDType(ctx, node, logits, dlogits, "logits/dlogits") ||
+      !checkSameCount(ctx, node, logits, dlogits, "logits/dlogits"))
+    return;
+  if (rows == 0 || classes == 0)
+    return;
+  bool is64 = labels.dtype == DType::I64;
+  MEMOPT_DISPATCH_FLOAT(logits.dtype, T,
+                        crossEntropyGradKernel<T>
+                        <<<rowBlocks(ctx, rows), kRowBlock, 0, ctx.stream>>>(
+                            static_cast<const T *>(logits.data), labels.data,
+                            is64, rows, classes, ignoreIndex,
+                            static_cast<const float *>(dloss.data),
+                            static_cast<T *>(dlogits.data)));
+  checkLaunch(ctx, node);
+}
+
+bool launchDirectConvBackwardFilter(Context &ctx, const char *node,
+                                    const ConvGeometry &g, TensorRef x,
+                                    TensorRef dy, TensorRef dw) {
+  int64_t n = dw.numElements();
+  MEMOPT_DISPATCH_FLOAT(dw.dtype, T,
+                        directConvBackwardFilterKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(x.data),
+                            static_cast<const T *>(dy.data),
+                            static_cast<T *>(dw.data), g, n));
+  return checkLaunch(ctx, node);
+}
+
+void poolGrad(Context &ctx, const char *node, const PoolParams &params,
+              TensorRef x, TensorRef dy, TensorRef dx) {
+  ConvGeometry g;
+  if (hasError(ctx) || !validatePoolGrad(ctx, node, params, x, dy, dx, g))
+    return;
+  int64_t n = dx.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(
+      dx.dtype, T,
+      poolGradKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
+          static_cast<T *>(dx.data), g, n, params.kind,
+          params.countIncludePad));
+  checkLaunch(ctx, node);
+}
+
+void sgdUpdate(Context &ctx, const char *node, float momentum,
+               float weightDecay, TensorRef param, TensorRef grad,
+               const TensorRef *momentumBuffer, TensorRef lr) {
+  if (hasError(ctx) ||
+      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer, lr))
+    return;
+  int64_t n = param.numElements();
+  if (n == 0)
+    return;
+  float *buffer = momentum != 0.0f && momentumBuffer
+                      ? static_cast<float *>(momentumBuffer->data)
+                      : nullptr;
+  sgdKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+      static_cast<float *>(param.data), static_cast<const float *>(grad.data),
+      buffer, static_cast<const float *>(lr.data), momentum, weightDecay, n);
+  checkLaunch(ctx, node);
+}
+
+void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
+                 float eps, float weightDecay, TensorRef param, TensorRef grad,
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step) {
+  if (hasError(ctx) ||
+      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step))
+    return;
+  int64_t n = param.numElements();
+  if (n == 0)
+    return;
+  adamwKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+      static_cast<float *>(param.data), static_cast<const float *>(grad.data),
+      static_cast<float *>(m.data), static_cast<float *>(v.data),
+      static_cast<const float *>(lr.data),
+      static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay, n);
+  checkLaunch(ctx, node);
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,338 @@
+//===- TrainingKernels.cpp - host losses, gradients, optimizer updates ----===//
+//
+// The host reference of the training entry points of Runtime.h: softmax
+// cross-entropy and its gradient, the conv filter gradient, the pooling input
+// gradient, and PyTorch's SGD and AdamW updates. As in HostBackend.cpp,
+// floats are computed in double and rounded once on store, work is split
+// into items fixed by the shapes (rows, filter slices, planes, element
+// ranges) and every output element is written by one item, in one order, so
+// results do not depend on the thread count. Reductions across items (the
+// loss) are summed serially in row order afterwards.
+//
+// Formulas: PyTorch's derivatives.yaml (cross_entropy, convolution_backward,
+// max_pool / avg_pool backward) and torch.optim.SGD / AdamW.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostInternal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace memopt::rt {
+
+namespace {
+
+int64_t labelAt(const TensorRef &labels, int64_t row) {
+  return labels.dtype == DType::I64
+             ? static_cast<const int64_t *>(labels.data)[row]
+             : static_cast<const int32_t *>(labels.data)[row];
+}
+
+/// Checks every label (an error names the first bad row) and counts the rows
+/// that are not ignored.
+bool countLabels(Context &ctx, const char *node, int64_t ignoreIndex,
+                 const TensorRef &labels, int64_t rows, int64_t classes,
+                 int64_t &counted) {
+  counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = labelAt(labels, r);
+    if (label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes) {
+      failf(ctx, node, "label %lld of row %lld is outside [0, %lld)",
+            (long long)label, (long long)r, (long long)classes);
+      return false;
+    }
+    ++counted;
+  }
+  return true;
+}
+
+/// max and log(sum(exp(x - max))) of one row.
+void rowStatistics(const double *row, int64_t classes, double &max,
+                   double &logSum) {
+  max = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < classes; ++c)
+    max = std::max(max, row[c]);
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    sum += std::exp(row[c] - max);
+  logSum = std::log(sum);
+}
+
+float loadScalar(const TensorRef &t) {
+  return *static_cast<const float *>(t.data);
+}
+
+} // namespace
+
+void softmaxCrossEntropy(Context &ctx, const char *node, int64_t ignoreIndex,
+                         TensorRef logits, TensorRef labels, TensorRef loss) {
+  int64_t rows = 0, classes = 0, counted = 0;
+  if (hasError(ctx) ||
+      !validateSoftmaxCrossEntropy(ctx, node, logits, labels, loss, "loss",
+                                   rows, classes) ||
+      !countLabels(ctx, node, ignoreIndex, labels, rows, classes, counted))
+    return;
+  std::vector<double> values = host::toDouble(ctx, logits);
+  std::vector<double> rowLoss(size_t(rows), 0.0);
+  host::parallelFor(ctx, 0, rows, host::grainFor(4 * classes),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t r = lo; r < hi; ++r) {
+                        int64_t label = labelAt(labels, r);
+                        if (label == ignoreIndex)
+                          continue;
+                        const double *row = values.data() + r * classes;
+                        double max, logSum;
+                        rowStatistics(row, classes, max, logSum);
+                        rowLoss[size_t(r)] = max + logSum - row[label];
+                      }
+                    });
+  double sum = 0;
+  for (double v : rowLoss)
+    sum += v;
+  *static_cast<float *>(loss.data) = counted ? float(sum / double(counted)) : 0;
+}
+
+void softmaxCrossEntropyGrad(Context &ctx, const char *node,
+                             int64_t ignoreIndex, TensorRef logits,
+                             TensorRef labels, TensorRef dloss,
+                             TensorRef dlogits) {
+  int64_t rows = 0, classes = 0, counted = 0;
+  if (hasError(ctx) ||
+      !validateSoftmaxCrossEntropy(ctx, node, logits, labels, dloss, "dloss",
+                                   rows, classes) ||
+      !checkFloat(ctx, node, dlogits, "dlogits") ||
+      !checkSameDType(ctx, node, logits, dlogits, "logits/dlogits") ||
+      !checkSameCount(ctx, node, logits, dlogits, "logits/dlogits") ||
+      !countLabels(ctx, node, ignoreIndex, labels, rows, classes, counted))
+    return;
+  std::vector<double> values = host::toDouble(ctx, logits);
+  double scale = counted ? double(loadScalar(dloss)) / double(counted) : 0.0;
+  host::parallelFor(ctx, 0, rows, host::grainFor(4 * classes),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t r = lo; r < hi; ++r) {
+                        double *row = values.data() + r * classes;
+                        int64_t label = labelAt(labels, r);
+                        if (label == ignoreIndex) {
+                          std::fill(row, row + classes, 0.0);
+                          continue;
+                        }
+                        double max, logSum;
+                        rowStatistics(row, classes, max, logSum);
+                        for (int64_t c = 0; c < classes; ++c)
+                          row[c] = scale * (std::exp(row[c] - max - logSum) -
+                                            (c == label ? 1.0 : 0.0));
+                      }
+                    });
+  host::store(ctx, values, dlogits);
+}
+
+void convBackwardFilter(Context &ctx, const char *node,
+                        const ConvParams &params, TensorRef x, TensorRef dy,
+                        TensorRef dw, void *workspace, size_t workspaceBytes) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConvBackwardFilter(ctx, node, params, x, dy, dw, g))
+    return;
+  host::poisonWorkspace(workspace, workspaceBytes);
+  std::vector<double> vx = host::toDouble(ctx, x),
+                      vdy = host::toDouble(ctx, dy);
+  int64_t inPerGroup = g.inChannels / g.group;
+  int64_t outPerGroup = g.outChannels / g.group;
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  std::vector<double> vdw(size_t(g.outChannels * inPerGroup * kSpatial), 0.0);
+  // Items: (output channel, input channel of its group); each owns the
+  // kSpatial filter taps dw[co][cl][:], summed over images, then output
+  // positions with the padding bounds hoisted per tap.
+  host::parallelFor(
+      ctx, 0, g.outChannels * inPerGroup,
+      host::grainFor(g.batch * outSpatial * kSpatial),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t item = lo; item < hi; ++item) {
+          int64_t co = item / inPerGroup, cl = item % inPerGroup;
+          int64_t ci = co / outPerGroup * inPerGroup + cl;
+          double *taps = vdw.data() + item * kSpatial;
+          for (int64_t n = 0; n < g.batch; ++n) {
+            const double *xin = vx.data() + (n * g.inChannels + ci) * inSpatial;
+            const double *dyPlane =
+                vdy.data() + (n * g.outChannels + co) * outSpatial;
+            for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0)
+              for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1)
+                for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+                  int64_t kk[3] = {k0, k1, k2}, first[3], last[3], offset[3];
+                  for (int d = 0; d < 3; ++d) {
+                    offset[d] = kk[d] * g.dilations[d] - g.padsBegin[d];
+                    // Output positions p with 0 <= p * stride + offset < in.
+                    first[d] =
+                        std::max<int64_t>(0, (std::max<int64_t>(-offset[d], 0) +
+                                              g.strides[d] - 1) /
+                                                 g.strides[d]);
+                    int64_t room = g.in[d] - 1 - offset[d];
+                    last[d] = room < 0
+                                  ? 0
+                                  : std::min(g.out[d], room / g.strides[d] + 1);
+                  }
+                  double sum = 0;
+                  for (int64_t p0 = first[0]; p0 < last[0]; ++p0)
+                    for (int64_t p1 = first[1]; p1 < last[1]; ++p1) {
+                      int64_t q0 = p0 * g.strides[0] + offset[0];
+                      int64_t q1 = p1 * g.strides[1] + offset[1];
+                      const double *xRow = xin + (q0 * g.in[1] + q1) * g.in[2];
+                      const double *dyRow =
+                          dyPlane + (p0 * g.out[1] + p1) * g.out[2];
+                      for (int64_t p2 = first[2]; p2 < last[2]; ++p2)
+                        sum += dyRow[p2] * xRow[p2 * g.strides[2] + offset[2]];
+                    }
+                  taps[(k0 * g.kernel[1] + k1) * g.kernel[2] + k2] += sum;
+                }
+          }
+        }
+      });
+  host::store(ctx, vdw, dw);
+  host::poisonWorkspace(workspace, workspaceBytes);
+}
+
+void poolGrad(Context &ctx, const char *node, const PoolParams &params,
+              TensorRef x, TensorRef dy, TensorRef dx) {
+  ConvGeometry g;
+  if (hasError(ctx) || !validatePoolGrad(ctx, node, params, x, dy, dx, g))
+    return;
+  std::vector<double> vx = host::toDouble(ctx, x),
+                      vdy = host::toDouble(ctx, dy);
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  std::vector<double> vdx(vx.size(), 0.0);
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  // Items: (image, channel) planes; each output element scatters into its
+  // own plane only, in output order, so overlapping windows accumulate in
+  // the same order whatever the thread count.
+  host::parallelFor(
+      ctx, 0, g.batch * g.inChannels, host::grainFor(outSpatial * kSpatial),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t plane = lo; plane < hi; ++plane) {
+          const double *xin = vx.data() + plane * inSpatial;
+          double *dxin = vdx.data() + plane * inSpatial;
+          for (int64_t o = 0; o < outSpatial; ++o) {
+            int64_t oc[3] = {o / (g.out[1] * g.out[2]), o / g.out[2] % g.out[1],
+                             o % g.out[2]};
+            double grad = vdy[size_t(plane * outSpatial + o)];
+            int64_t padded = 1, valid = 0, best = -1;
+            double bestValue = 0;
+            for (int d = 0; d < 3; ++d) {
+              // Window positions inside the padded input (as `pool`).
+              int64_t start = oc[d] * g.strides[d] - g.padsBegin[d], count = 0;
+              for (int64_t k = 0; k < g.kernel[d]; ++k) {
+                int64_t pos = start + k * g.dilations[d];
+                count += pos >= -g.padsBegin[d] && pos < g.in[d] + g.padsEnd[d];
+              }
+              padded *= count;
+            }
+            // First pass: the first maximum (Max) or the divisor (Avg).
+            for (int64_t k = 0; k < kSpatial; ++k) {
+              int64_t kk[3] = {k / (g.kernel[1] * g.kernel[2]),
+                               k / g.kernel[2] % g.kernel[1], k % g.kernel[2]};
+              int64_t q[3];
+              bool inside = true;
+              for (int d = 0; d < 3 && inside; ++d) {
+                q[d] = oc[d] * g.strides[d] - g.padsBegin[d] +
+                       kk[d] * g.dilations[d];
+                inside = q[d] >= 0 && q[d] < g.in[d];
+              }
+              if (!inside)
+                continue;
+              int64_t at = (q[0] * g.in[1] + q[1]) * g.in[2] + q[2];
+              ++valid;
+              if (params.kind == PoolKind::Max &&
+                  (best < 0 || xin[at] > bestValue)) {
+                best = at;
+                bestValue = xin[at];
+              }
+            }
+            if (params.kind == PoolKind::Max) {
+              if (best >= 0)
+                dxin[best] += grad;
+              continue;
+            }
+            double share = grad / double(params.countIncludePad
+                                             ? padded
+                                             : std::max<int64_t>(valid, 1));
+            for (int64_t k = 0; k < kSpatial; ++k) {
+              int64_t kk[3] = {k / (g.kernel[1] * g.kernel[2]),
+                               k / g.kernel[2] % g.kernel[1], k % g.kernel[2]};
+              int64_t q[3];
+              bool inside = true;
+              for (int d = 0; d < 3 && inside; ++d) {
+                q[d] = oc[d] * g.strides[d] - g.padsBegin[d] +
+                       kk[d] * g.dilations[d];
+                inside = q[d] >= 0 && q[d] < g.in[d];
+              }
+              if (inside)
+                dxin[(q[0] * g.in[1] + q[1]) * g.in[2] + q[2]] += share;
+            }
+          }
+        }
+      });
+  host::store(ctx, vdx, dx);
+}
+
+void sgdUpdate(Context &ctx, const char *node, float momentum,
+               float weightDecay, TensorRef param, TensorRef grad,
+               const TensorRef *momentumBuffer, TensorRef lr) {
+  if (hasError(ctx) ||
+      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer, lr))
+    return;
+  float *p = static_cast<float *>(param.data);
+  const float *g = static_cast<const float *>(grad.data);
+  float *buf =
+      momentumBuffer ? static_cast<float *>(momentumBuffer->data) : nullptr;
+  double rate = loadScalar(lr);
+  host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t i = lo; i < hi; ++i) {
+                        double d = double(g[i]) + weightDecay * double(p[i]);
+                        if (momentum != 0.0f) {
+                          buf[i] = float(momentum * double(buf[i]) + d);
+                          d = buf[i];
+                        }
+                        p[i] = float(double(p[i]) - rate * d);
+                      }
+                    });
+}
+
+void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
+                 float eps, float weightDecay, TensorRef param, TensorRef grad,
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step) {
+  if (hasError(ctx) ||
+      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step))
+    return;
+  double t = loadScalar(step);
+  if (!(t >= 1)) {
+    failf(ctx, node, "AdamW step %g is not a 1-based step number", t);
+    return;
+  }
+  float *p = static_cast<float *>(param.data);
+  const float *g = static_cast<const float *>(grad.data);
+  float *mp = static_cast<float *>(m.data), *vp = static_cast<float *>(v.data);
+  double rate = loadScalar(lr);
+  double stepSize = rate / (1 - std::pow(double(beta1), t));
+  double correction2 = std::sqrt(1 - std::pow(double(beta2), t));
+  host::parallelFor(
+      ctx, 0, param.numElements(), host::kElementGrain,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          double gi = g[i];
+          double pi = double(p[i]) * (1 - rate * weightDecay);
+          mp[i] = float(beta1 * double(mp[i]) + (1 - double(beta1)) * gi);
+          vp[i] = float(beta2 * double(vp[i]) + (1 - double(beta2)) * gi * gi);
+          double denom = std::sqrt(double(vp[i])) / correction2 + eps;
+          p[i] = float(pi - stepSize * double(mp[i]) / denom);
+        }
+      });
+}
+
+} // namespace memopt::rt

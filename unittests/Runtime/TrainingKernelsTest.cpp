@@ -1,0 +1,800 @@
+//===- TrainingKernelsTest.cpp - host training kernels vs references ------===//
+//
+// The training entry points on the host: cross-entropy and its gradient and
+// the optimizer updates against double-precision references written here
+// from PyTorch's formulas; the conv filter gradient and the pooling gradient
+// against direct references and against central finite differences of the
+// forward host kernels (L = sum(dy * forward(...)), so dL/dw and dL/dx are
+// exactly what the backward kernels compute).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+using namespace memopt::rt;
+using namespace memopt::rt::test;
+
+namespace {
+
+class TrainingKernels : public ::testing::Test {
+protected:
+  void SetUp() override { ctx = createContext(); }
+  void TearDown() override {
+    EXPECT_EQ(contextError(*ctx), nullptr)
+        << "unexpected runtime error: " << contextError(*ctx);
+    destroyContext(ctx);
+  }
+  Buffer random(DType dtype, std::vector<int64_t> shape, unsigned seed) {
+    Buffer b(dtype, shape);
+    fillRandom(*ctx, b, seed);
+    return b;
+  }
+  Buffer scalar(float value) {
+    Buffer b(DType::F32, {});
+    std::memcpy(b.storage.data(), &value, 4);
+    return b;
+  }
+  Context *ctx = nullptr;
+};
+
+void expectClose(const Buffer &out, const std::vector<double> &expected,
+                 double tol) {
+  ASSERT_EQ(size_t(out.count()), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_NEAR(out.at(int64_t(i)), expected[i],
+                tol * std::max(1.0, std::fabs(expected[i])))
+        << "element " << i;
+}
+
+void setFloats(Buffer &b, const std::vector<double> &values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    float f = float(values[i]);
+    std::memcpy(b.storage.data() + i * 4, &f, 4);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Loss and dlogits (for dloss) from the definition, in double.
+void referenceCrossEntropy(const Buffer &logits, const std::vector<int64_t> &y,
+                           int64_t ignoreIndex, double dloss, double &loss,
+                           std::vector<double> &grad) {
+  int64_t classes = logits.shape.back(), rows = logits.count() / classes;
+  int64_t counted = 0;
+  for (int64_t label : y)
+    counted += label != ignoreIndex;
+  loss = 0;
+  grad.assign(size_t(logits.count()), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (y[size_t(r)] == ignoreIndex)
+      continue;
+    double total = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      total += std::exp(logits.at(r * classes + c));
+    loss += std::log(total) - logits.at(r * classes + y[size_t(r)]);
+    for (int64_t c = 0; c < classes; ++c)
+      grad[size_t(r * classes + c)] =
+          dloss *
+          (std::exp(logits.at(r * classes + c)) / total -
+           (c == y[size_t(r)] ? 1.0 : 0.0)) /
+          double(counted);
+  }
+  loss = counted ? loss / double(counted) : 0.0;
+}
+
+TEST_F(TrainingKernels, CrossEntropyWithIgnoreIndexAllFloatTypes) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+    for (DType labelType : {DType::I64, DType::I32}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + dtypeName(labelType));
+      // [2, 3, 7] logits: a language model's [B, S, vocab] view.
+      Buffer logits = random(dtype, {2, 3, 7}, 1);
+      std::vector<int64_t> y = {3, -100, 0, 6, 2, -100};
+      Buffer labels(labelType, {2, 3});
+      fillInts(labels, y);
+      Buffer loss(DType::F32, {}), dloss = scalar(1.75f);
+      Buffer dlogits(dtype, {2, 3, 7});
+      softmaxCrossEntropy(*ctx, "ce", -100, logits.ref(), labels.ref(),
+                          loss.ref());
+      softmaxCrossEntropyGrad(*ctx, "ce_grad", -100, logits.ref(), labels.ref(),
+                              dloss.ref(), dlogits.ref());
+      double expectedLoss;
+      std::vector<double> expectedGrad;
+      referenceCrossEntropy(logits, y, -100, 1.75, expectedLoss, expectedGrad);
+      EXPECT_NEAR(loss.at(0), expectedLoss, 1e-6 * expectedLoss);
+      expectClose(dlogits, expectedGrad, tolerance(dtype));
+      for (int64_t c = 0; c < 7; ++c)
+        EXPECT_EQ(dlogits.at(7 + c), 0.0); // the ignored row
+    }
+}
+
+TEST_F(TrainingKernels, CrossEntropyGradInPlace) {
+  Buffer logits = random(DType::F32, {4, 5}, 2);
+  Buffer copy = logits;
+  Buffer labels(DType::I64, {4});
+  fillInts(labels, {4, 0, 2, 2});
+  Buffer dloss = scalar(1.0f);
+  softmaxCrossEntropyGrad(*ctx, "ce_grad", -1, logits.ref(), labels.ref(),
+                          dloss.ref(), logits.ref());
+  double loss;
+  std::vector<double> grad;
+  referenceCrossEntropy(copy, {4, 0, 2, 2}, -1, 1.0, loss, grad);
+  expectClose(logits, grad, 1e-6);
+}
+
+TEST_F(TrainingKernels, CrossEntropyFullyIgnoredBatchIsZero) {
+  Buffer logits = random(DType::F32, {3, 4}, 3);
+  Buffer labels(DType::I64, {3});
+  fillInts(labels, {-100, -100, -100});
+  Buffer loss = scalar(5.0f), dloss = scalar(1.0f);
+  Buffer dlogits = random(DType::F32, {3, 4}, 4);
+  softmaxCrossEntropy(*ctx, "ce", -100, logits.ref(), labels.ref(), loss.ref());
+  softmaxCrossEntropyGrad(*ctx, "ce_grad", -100, logits.ref(), labels.ref(),
+                          dloss.ref(), dlogits.ref());
+  EXPECT_EQ(loss.at(0), 0.0);
+  for (int64_t i = 0; i < 12; ++i)
+    EXPECT_EQ(dlogits.at(i), 0.0);
+}
+
+TEST(TrainingKernelErrors, CrossEntropyNamesTheNodeAndRow) {
+  Context *ctx = createContext();
+  Buffer logits(DType::F32, {3, 4}), loss(DType::F32, {});
+  Buffer labels(DType::I64, {3});
+  fillInts(labels, {1, 4, 0});
+  softmaxCrossEntropy(*ctx, "/loss/ce", -100, logits.ref(), labels.ref(),
+                      loss.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/loss/ce': label 4 of row 1 is outside [0, 4)");
+  destroyContext(ctx);
+
+  for (int which = 0; which < 3; ++which) {
+    ctx = createContext();
+    Buffer floatLabels(DType::F32, {3}), shortLabels(DType::I64, {2});
+    Buffer wideLoss(DType::F32, {2});
+    softmaxCrossEntropy(*ctx, "/loss/ce", -100, logits.ref(),
+                        which == 0   ? floatLabels.ref()
+                        : which == 1 ? shortLabels.ref()
+                                     : labels.ref(),
+                        which == 2 ? wideLoss.ref() : loss.ref());
+    ASSERT_NE(contextError(*ctx), nullptr);
+    std::string error = contextError(*ctx);
+    EXPECT_EQ(error.rfind("node '/loss/ce': ", 0), 0u) << error;
+    EXPECT_NE(error.find(which == 0   ? "labels have dtype f32"
+                         : which == 1 ? "do not match the 3 rows"
+                                      : "loss must be one f32 element"),
+              std::string::npos)
+        << error;
+    destroyContext(ctx);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Conv filter gradient
+//===----------------------------------------------------------------------===//
+
+struct ConvCase {
+  const char *name;
+  std::vector<int64_t> x, w;
+  int spatial;
+  int64_t group;
+  int64_t strides[2], dilations[2], padsBegin[2], padsEnd[2];
+};
+
+/// y's shape for a conv case (ONNX's formula).
+std::vector<int64_t> convOutputShape(const ConvCase &c) {
+  std::vector<int64_t> y = {c.x[0], c.w[0]};
+  for (int i = 0; i < c.spatial; ++i) {
+    int64_t span = c.dilations[i] * (c.w[size_t(2 + i)] - 1) + 1;
+    y.push_back((c.x[size_t(2 + i)] + c.padsBegin[i] + c.padsEnd[i] - span) /
+                    c.strides[i] +
+                1);
+  }
+  return y;
+}
+
+ConvParams convParams(const ConvCase &c) {
+  ConvParams p;
+  p.spatialRank = c.spatial;
+  p.group = c.group;
+  for (int i = 0; i < c.spatial; ++i) {
+    p.strides[i] = c.strides[i];
+    p.dilations[i] = c.dilations[i];
+    p.padsBegin[i] = c.padsBegin[i];
+    p.padsEnd[i] = c.padsEnd[i];
+  }
+  return p;
+}
+
+/// dw from the definition: every (image, output channel, output position,
+/// filter tap) adds dy * x.
+std::vector<double> referenceConvFilterGrad(const ConvCase &c, const Buffer &x,
+                                            const Buffer &dy) {
+  std::vector<int64_t> yShape = convOutputShape(c);
+  // 1-D as 2-D with height 1.
+  auto dim = [&](const std::vector<int64_t> &s, int i) {
+    return c.spatial == 2 ? s[size_t(2 + i)] : (i == 0 ? 1 : s[2]);
+  };
+  auto param = [&](const int64_t *v, int i) {
+    return c.spatial == 2
+               ? v[i]
+               : (i == 0 ? (v == c.strides || v == c.dilations ? 1 : 0) : v[0]);
+  };
+  int64_t n = c.x[0], cin = c.x[1], m = c.w[0], cg = cin / c.group,
+          mg = m / c.group;
+  int64_t h = dim(c.x, 0), wd = dim(c.x, 1), kh = dim(c.w, 0), kw = dim(c.w, 1),
+          oh = dim(yShape, 0), ow = dim(yShape, 1);
+  std::vector<double> dw(size_t(m * cg * kh * kw), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double g = dy.at(((b * m + o) * oh + oy) * ow + ox);
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                int64_t iy = oy * param(c.strides, 0) - param(c.padsBegin, 0) +
+                             ky * param(c.dilations, 0);
+                int64_t ix = ox * param(c.strides, 1) - param(c.padsBegin, 1) +
+                             kx * param(c.dilations, 1);
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd)
+                  continue;
+                int64_t channel = o / mg * cg + ci;
+                dw[size_t(((o * cg + ci) * kh + ky) * kw + kx)] +=
+                    g * x.at(((b * cin + channel) * h + iy) * wd + ix);
+              }
+        }
+  return dw;
+}
+
+const ConvCase kConvCases[] = {
+    {"plain_3x3",
+     {2, 3, 6, 5},
+     {4, 3, 3, 3},
+     2,
+     1,
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     {1, 1}},
+    {"stride2_asym_pads",
+     {2, 4, 7, 6},
+     {6, 4, 3, 2},
+     2,
+     1,
+     {2, 1},
+     {1, 1},
+     {1, 2},
+     {2, 0}},
+    {"dilated_groups",
+     {1, 4, 9, 8},
+     {6, 2, 3, 3},
+     2,
+     2,
+     {1, 2},
+     {2, 1},
+     {2, 1},
+     {2, 1}},
+    {"depthwise_s2",
+     {2, 5, 7, 7},
+     {5, 1, 3, 3},
+     2,
+     5,
+     {2, 2},
+     {1, 1},
+     {1, 1},
+     {1, 1}},
+    {"conv1d_strided",
+     {3, 4, 11},
+     {6, 2, 3},
+     1,
+     2,
+     {2, 1},
+     {2, 1},
+     {2, 0},
+     {1, 0}},
+    {"pointwise",
+     {2, 6, 4, 3},
+     {5, 6, 1, 1},
+     2,
+     1,
+     {1, 1},
+     {1, 1},
+     {0, 0},
+     {0, 0}},
+};
+
+TEST_F(TrainingKernels, ConvBackwardFilterMatchesDefinition) {
+  unsigned seed = 10;
+  for (const ConvCase &c : kConvCases)
+    for (DType dtype : {DType::F32, DType::F16}) {
+      SCOPED_TRACE(std::string(c.name) + " " + dtypeName(dtype));
+      Buffer x = random(dtype, c.x, seed++);
+      Buffer dy = random(dtype, convOutputShape(c), seed++);
+      Buffer dw(dtype, c.w);
+      std::vector<uint8_t> workspace(4096, 0);
+      convBackwardFilter(*ctx, "conv_dw", convParams(c), x.ref(), dy.ref(),
+                         dw.ref(), workspace.data(), workspace.size());
+      expectClose(dw, referenceConvFilterGrad(c, x, dy),
+                  dtype == DType::F32 ? 1e-5 : 4 * tolerance(dtype));
+    }
+}
+
+TEST_F(TrainingKernels, ConvBackwardFilterMatchesFiniteDifferences) {
+  unsigned seed = 40;
+  for (const ConvCase &c : kConvCases) {
+    SCOPED_TRACE(c.name);
+    ConvParams p = convParams(c);
+    Buffer x = random(DType::F32, c.x, seed++);
+    Buffer w = random(DType::F32, c.w, seed++);
+    Buffer dy = random(DType::F32, convOutputShape(c), seed++);
+    Buffer y(DType::F32, convOutputShape(c)), dw(DType::F32, c.w);
+    convBackwardFilter(*ctx, "conv_dw", p, x.ref(), dy.ref(), dw.ref(), nullptr,
+                       0);
+    // L(w) = sum(dy * conv(x, w)) is linear in w: a central difference with
+    // a large, exactly representable step is exact up to rounding.
+    auto lossAt = [&](const Buffer &weights) {
+      Buffer copy = weights;
+      conv(*ctx, "conv", p, x.ref(), copy.ref(), nullptr, y.ref(), nullptr, 0);
+      double sum = 0;
+      for (int64_t i = 0; i < y.count(); ++i)
+        sum += dy.at(i) * y.at(i);
+      return sum;
+    };
+    const float step = 0.25f;
+    std::vector<double> numeric;
+    for (int64_t i = 0; i < w.count(); ++i) {
+      Buffer plus = w, minus = w;
+      float v = float(w.at(i)), up = v + step, down = v - step;
+      std::memcpy(plus.storage.data() + i * 4, &up, 4);
+      std::memcpy(minus.storage.data() + i * 4, &down, 4);
+      numeric.push_back((lossAt(plus) - lossAt(minus)) / double(up - down));
+    }
+    expectClose(dw, numeric, 1e-4);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling gradient
+//===----------------------------------------------------------------------===//
+
+struct PoolCase {
+  const char *name;
+  PoolKind kind;
+  int spatial;
+  std::vector<int64_t> x, y;
+  int64_t kernel, stride, dilation, padBegin, padEnd;
+  bool includePad, ceil;
+};
+
+PoolParams poolParams(const PoolCase &c) {
+  PoolParams p;
+  p.kind = c.kind;
+  p.spatialRank = c.spatial;
+  p.countIncludePad = c.includePad;
+  p.ceilMode = c.ceil;
+  for (int i = 0; i < c.spatial; ++i) {
+    p.kernel[i] = c.kernel;
+    p.strides[i] = c.stride;
+    p.dilations[i] = c.dilation;
+    p.padsBegin[i] = c.padBegin;
+    p.padsEnd[i] = c.padEnd;
+  }
+  return p;
+}
+
+const PoolCase kPoolCases[] = {
+    // 7x7, k3 s2 p1: 4 outputs per axis, overlapping windows.
+    {"max_overlap",
+     PoolKind::Max,
+     2,
+     {2, 2, 7, 7},
+     {2, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     false,
+     false},
+    {"max_ceil",
+     PoolKind::Max,
+     2,
+     {1, 2, 6, 6},
+     {1, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     false,
+     true},
+    {"max_dilated",
+     PoolKind::Max,
+     2,
+     {1, 2, 7, 7},
+     {1, 2, 3, 3},
+     2,
+     2,
+     2,
+     0,
+     0,
+     false,
+     false},
+    {"avg_exclude_pad",
+     PoolKind::Avg,
+     2,
+     {2, 2, 7, 7},
+     {2, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     false,
+     false},
+    {"avg_include_pad",
+     PoolKind::Avg,
+     2,
+     {2, 2, 7, 7},
+     {2, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     true,
+     false},
+    // 6 + 2 - 3 = 5 -> ceil(5 / 2) + 1 = 4: the last window is clipped.
+    {"avg_ceil_include_pad",
+     PoolKind::Avg,
+     2,
+     {1, 2, 6, 6},
+     {1, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     true,
+     true},
+    {"avg_ceil",
+     PoolKind::Avg,
+     2,
+     {1, 2, 6, 6},
+     {1, 2, 4, 4},
+     3,
+     2,
+     1,
+     1,
+     1,
+     false,
+     true},
+    {"max_1d",
+     PoolKind::Max,
+     1,
+     {2, 3, 10},
+     {2, 3, 5},
+     3,
+     2,
+     1,
+     1,
+     0,
+     false,
+     false},
+    {"avg_1d_include_pad",
+     PoolKind::Avg,
+     1,
+     {2, 3, 10},
+     {2, 3, 5},
+     3,
+     2,
+     1,
+     1,
+     0,
+     true,
+     false},
+};
+
+/// x with distinct values 0.05 apart in shuffled order, so that no window
+/// has a tie and a small perturbation never moves a window's maximum.
+Buffer distinctValues(const std::vector<int64_t> &shape, unsigned seed) {
+  Buffer b(DType::F32, shape);
+  std::vector<double> values(size_t(b.count()));
+  std::iota(values.begin(), values.end(), 0.0);
+  std::shuffle(values.begin(), values.end(), std::mt19937(seed));
+  for (double &v : values)
+    v = v * 0.05 - 3.0;
+  setFloats(b, values);
+  return b;
+}
+
+/// dx from the definition: each output's gradient goes to its window's first
+/// maximum, or is shared over the window by the forward's divisor.
+std::vector<double> referencePoolGrad(const PoolCase &c, const Buffer &x,
+                                      const Buffer &dy) {
+  int64_t planes = c.x[0] * c.x[1];
+  int64_t h = c.spatial == 2 ? c.x[2] : 1, w = c.x.back();
+  int64_t oh = c.spatial == 2 ? c.y[2] : 1, ow = c.y.back();
+  int64_t kh = c.spatial == 2 ? c.kernel : 1;
+  int64_t sh = c.spatial == 2 ? c.stride : 1,
+          dh = c.spatial == 2 ? c.dilation : 1;
+  int64_t ph = c.spatial == 2 ? c.padBegin : 0,
+          peh = c.spatial == 2 ? c.padEnd : 0;
+  std::vector<double> dx(size_t(x.count()), 0.0);
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double g = dy.at((plane * oh + oy) * ow + ox);
+        std::vector<int64_t> inside;
+        int64_t padded = 0;
+        for (int64_t ky = 0; ky < kh; ++ky)
+          for (int64_t kx = 0; kx < c.kernel; ++kx) {
+            int64_t iy = oy * sh - ph + ky * dh;
+            int64_t ix = ox * c.stride - c.padBegin + kx * c.dilation;
+            padded += iy >= -ph && iy < h + peh && ix >= -c.padBegin &&
+                      ix < w + c.padEnd;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+              inside.push_back((plane * h + iy) * w + ix);
+          }
+        if (c.kind == PoolKind::Max) {
+          int64_t best = inside[0];
+          for (int64_t at : inside)
+            if (x.at(at) > x.at(best))
+              best = at;
+          dx[size_t(best)] += g;
+        } else {
+          double divisor =
+              double(c.includePad ? padded : int64_t(inside.size()));
+          for (int64_t at : inside)
+            dx[size_t(at)] += g / divisor;
+        }
+      }
+  return dx;
+}
+
+TEST_F(TrainingKernels, PoolGradMatchesDefinitionAndFiniteDifferences) {
+  unsigned seed = 70;
+  for (const PoolCase &c : kPoolCases) {
+    SCOPED_TRACE(c.name);
+    PoolParams p = poolParams(c);
+    Buffer x = distinctValues(c.x, seed++);
+    Buffer dy = random(DType::F32, c.y, seed++);
+    Buffer dx(DType::F32, c.x), y(DType::F32, c.y);
+    poolGrad(*ctx, "pool_grad", p, x.ref(), dy.ref(), dx.ref());
+    std::vector<double> expected = referencePoolGrad(c, x, dy);
+    expectClose(dx, expected, 1e-6);
+    // Every output's gradient lands somewhere (max) or is spread whole
+    // (avg without padding in the divisor).
+    auto lossAt = [&](const Buffer &input) {
+      Buffer copy = input;
+      pool(*ctx, "pool", p, copy.ref(), y.ref());
+      double sum = 0;
+      for (int64_t i = 0; i < y.count(); ++i)
+        sum += dy.at(i) * y.at(i);
+      return sum;
+    };
+    const float step = 1.0f / 128;
+    std::vector<double> numeric;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      Buffer plus = x, minus = x;
+      float v = float(x.at(i)), up = v + step, down = v - step;
+      std::memcpy(plus.storage.data() + i * 4, &up, 4);
+      std::memcpy(minus.storage.data() + i * 4, &down, 4);
+      numeric.push_back((lossAt(plus) - lossAt(minus)) / double(up - down));
+    }
+    expectClose(dx, numeric, 1e-4);
+  }
+}
+
+TEST_F(TrainingKernels, PoolGradLowPrecision) {
+  const PoolCase &c = kPoolCases[0];
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    Buffer x(dtype, c.x), dy = random(dtype, c.y, 90), dx(dtype, c.x);
+    Buffer source = distinctValues(c.x, 91);
+    cast(*ctx, "cast", source.ref(), x.ref());
+    poolGrad(*ctx, "pool_grad", poolParams(c), x.ref(), dy.ref(), dx.ref());
+    expectClose(dx, referencePoolGrad(c, x, dy), tolerance(dtype));
+  }
+}
+
+TEST(TrainingKernelErrors, ConvAndPoolGradientsNameTheNode) {
+  Context *ctx = createContext();
+  Buffer x(DType::F32, {1, 2, 5, 5}), dy(DType::F32, {1, 3, 3, 3}),
+      dw(DType::F32, {3, 2, 2, 2});
+  convBackwardFilter(*ctx, "/conv/dW", ConvParams(), x.ref(), dy.ref(),
+                     dw.ref(), nullptr, 0);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)).rfind("node '/conv/dW': ", 0), 0u)
+      << contextError(*ctx);
+  destroyContext(ctx);
+
+  ctx = createContext();
+  PoolParams p;
+  p.kernel[0] = p.kernel[1] = p.strides[0] = p.strides[1] = 2;
+  Buffer py(DType::F32, {1, 2, 2, 2}), pdx(DType::F32, {1, 2, 5, 4});
+  poolGrad(*ctx, "/pool/dX", p, x.ref(), py.ref(), pdx.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/pool/dX': X/dX: shapes differ ([1, 2, 5, 5] vs [1, 2, 5, "
+            "4])");
+  destroyContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+/// Per-step gradients for the optimizer tests.
+std::vector<std::vector<double>> stepGradients(int64_t n) {
+  std::vector<std::vector<double>> grads(3);
+  std::mt19937 rng(123);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (auto &g : grads)
+    for (int64_t i = 0; i < n; ++i)
+      g.push_back(float(dist(rng)));
+  return grads;
+}
+
+TEST_F(TrainingKernels, SgdMatchesPyTorchOverThreeSteps) {
+  struct Case {
+    float momentum, weightDecay;
+  };
+  for (Case c : {Case{0.9f, 0.01f}, Case{0.0f, 0.05f}, Case{0.5f, 0.0f}}) {
+    SCOPED_TRACE("momentum " + std::to_string(c.momentum) + " wd " +
+                 std::to_string(c.weightDecay));
+    const int64_t n = 37;
+    Buffer param = random(DType::F32, {n}, 100), grad(DType::F32, {n});
+    Buffer buffer(DType::F32, {n}), lr = scalar(0.1f);
+    std::vector<double> p = param.values(), b(size_t(n), 0.0);
+    auto grads = stepGradients(n);
+    for (int step = 0; step < 3; ++step) {
+      setFloats(grad, grads[size_t(step)]);
+      TensorRef bufferRef = buffer.ref();
+      sgdUpdate(*ctx, "sgd", c.momentum, c.weightDecay, param.ref(), grad.ref(),
+                c.momentum != 0 ? &bufferRef : nullptr, lr.ref());
+      // torch.optim.SGD (dampening 0, nesterov False).
+      for (int64_t i = 0; i < n; ++i) {
+        double d =
+            grads[size_t(step)][size_t(i)] + c.weightDecay * p[size_t(i)];
+        if (c.momentum != 0) {
+          b[size_t(i)] = step == 0 ? d : c.momentum * b[size_t(i)] + d;
+          d = b[size_t(i)];
+        }
+        p[size_t(i)] -= 0.1 * d;
+      }
+    }
+    expectClose(param, p, 1e-6);
+    if (c.momentum != 0)
+      expectClose(buffer, b, 1e-6);
+  }
+}
+
+TEST_F(TrainingKernels, AdamwMatchesPyTorchOverThreeSteps) {
+  const int64_t n = 41;
+  const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.01, rate = 1e-2;
+  Buffer param = random(DType::F32, {n}, 101), grad(DType::F32, {n});
+  Buffer m(DType::F32, {n}), v(DType::F32, {n}), lr = scalar(float(rate));
+  std::vector<double> p = param.values(), em(size_t(n), 0.0),
+                      ev(size_t(n), 0.0);
+  auto grads = stepGradients(n);
+  for (int step = 1; step <= 3; ++step) {
+    setFloats(grad, grads[size_t(step - 1)]);
+    Buffer stepScalar = scalar(float(step));
+    adamwUpdate(*ctx, "adamw", float(beta1), float(beta2), float(eps),
+                float(wd), param.ref(), grad.ref(), m.ref(), v.ref(), lr.ref(),
+                stepScalar.ref());
+    // torch.optim.AdamW (amsgrad False), single-tensor path.
+    for (int64_t i = 0; i < n; ++i) {
+      double g = grads[size_t(step - 1)][size_t(i)];
+      p[size_t(i)] *= 1 - rate * wd;
+      em[size_t(i)] = beta1 * em[size_t(i)] + (1 - beta1) * g;
+      ev[size_t(i)] = beta2 * ev[size_t(i)] + (1 - beta2) * g * g;
+      double bias1 = 1 - std::pow(beta1, step),
+             bias2 = 1 - std::pow(beta2, step);
+      double denom = std::sqrt(ev[size_t(i)]) / std::sqrt(bias2) + eps;
+      p[size_t(i)] -= rate / bias1 * em[size_t(i)] / denom;
+    }
+  }
+  expectClose(param, p, 1e-6);
+  expectClose(m, em, 1e-6);
+  expectClose(v, ev, 1e-6);
+}
+
+TEST(TrainingKernelErrors, OptimizersNameTheNode) {
+  Buffer param(DType::F32, {4}), grad(DType::F32, {4}), lr(DType::F32, {});
+  Buffer step(DType::F32, {}), shortGrad(DType::F32, {3});
+  Context *ctx = createContext();
+  sgdUpdate(*ctx, "/opt/sgd", 0.9f, 0, param.ref(), grad.ref(), nullptr,
+            lr.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/sgd': SGD with momentum 0.9 needs a momentum buffer");
+  destroyContext(ctx);
+
+  ctx = createContext();
+  Buffer m(DType::F32, {4}), v(DType::F32, {4});
+  adamwUpdate(*ctx, "/opt/adamw", 0.9f, 0.999f, 1e-8f, 0, param.ref(),
+              grad.ref(), m.ref(), v.ref(), lr.ref(), step.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/adamw': AdamW step 0 is not a 1-based step number");
+  destroyContext(ctx);
+
+  ctx = createContext();
+  sgdUpdate(*ctx, "/opt/sgd", 0, 0, param.ref(), shortGrad.ref(), nullptr,
+            lr.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/sgd': grad [3] does not match param [4]");
+  destroyContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Threads
+//===----------------------------------------------------------------------===//
+
+TEST(TrainingKernelThreads, BitIdenticalAcrossThreadCounts) {
+  // Large enough to be split: 16 x 8 filter slices of 9 taps over 2 x 24 x 24
+  // positions; 4 x 32 pooling planes; 300 rows of 500 classes.
+  ConvParams convP;
+  convP.padsBegin[0] = convP.padsEnd[0] = convP.padsBegin[1] =
+      convP.padsEnd[1] = 1;
+  PoolParams poolP;
+  poolP.kernel[0] = poolP.kernel[1] = 3;
+  poolP.strides[0] = poolP.strides[1] = 2;
+  poolP.padsBegin[0] = poolP.padsBegin[1] = 1;
+  std::vector<std::vector<uint8_t>> results[2];
+  for (int run = 0; run < 2; ++run) {
+    const char *previous = std::getenv("MEMOPT_HOST_THREADS");
+    std::string saved = previous ? previous : "";
+    setenv("MEMOPT_HOST_THREADS", run ? "3" : "1", 1);
+    Context *ctx = createContext();
+    if (previous)
+      setenv("MEMOPT_HOST_THREADS", saved.c_str(), 1);
+    else
+      unsetenv("MEMOPT_HOST_THREADS");
+    Buffer x(DType::F32, {2, 8, 24, 24}), dy(DType::F32, {2, 16, 24, 24});
+    Buffer dw(DType::F32, {16, 8, 3, 3});
+    fillRandom(*ctx, x, 1);
+    fillRandom(*ctx, dy, 2);
+    convBackwardFilter(*ctx, "dw", convP, x.ref(), dy.ref(), dw.ref(), nullptr,
+                       0);
+    Buffer px(DType::F32, {4, 32, 48, 48}), pdy(DType::F32, {4, 32, 24, 24});
+    Buffer pdx(DType::F32, {4, 32, 48, 48});
+    fillRandom(*ctx, px, 3);
+    fillRandom(*ctx, pdy, 5);
+    poolGrad(*ctx, "pool", poolP, px.ref(), pdy.ref(), pdx.ref());
+    Buffer logits(DType::F32, {300, 500}), labels(DType::I64, {300});
+    fillRandom(*ctx, logits, 4);
+    std::vector<int64_t> y;
+    for (int64_t r = 0; r < 300; ++r)
+      y.push_back(r % 7 == 3 ? -100 : (r * 37) % 500);
+    fillInts(labels, y);
+    Buffer loss(DType::F32, {}), dlogits(DType::F32, {300, 500});
+    Buffer dloss(DType::F32, {});
+    float one = 1;
+    std::memcpy(dloss.storage.data(), &one, 4);
+    softmaxCrossEntropy(*ctx, "ce", -100, logits.ref(), labels.ref(),
+                        loss.ref());
+    softmaxCrossEntropyGrad(*ctx, "ce_grad", -100, logits.ref(), labels.ref(),
+                            dloss.ref(), dlogits.ref());
+    EXPECT_EQ(contextError(*ctx), nullptr) << contextError(*ctx);
+    destroyContext(ctx);
+    results[run] = {dw.storage, pdx.storage, loss.storage, dlogits.storage};
+  }
+  for (size_t i = 0; i < results[0].size(); ++i)
+    EXPECT_EQ(results[0][i], results[1][i]) << "result " << i;
+}
+
+} // namespace
