@@ -88,7 +88,9 @@ private:
 
   bool outOfTime() const { return Clock::now() >= deadline; }
 
-  std::vector<Move> candidates(const PositionPlan &plan);
+  void candidates(const PositionPlan &plan, int peakStep,
+                  std::vector<Move> &moves);
+  std::vector<Move> targetedMoves(const PositionPlan &plan);
   bool repair(PositionPlan &plan, double noise);
   void prune(PositionPlan &plan);
 
@@ -107,17 +109,15 @@ private:
 
 // Candidates at the step of highest memory, read from the evaluator's last
 // run (which must be of `plan`).
-std::vector<Move> FastSearch::candidates(const PositionPlan &plan) {
+void FastSearch::candidates(const PositionPlan &plan, int peakStep,
+                            std::vector<Move> &moves) {
   const std::vector<int> &events = evaluator.events();
   const std::vector<int> &stageOf = evaluator.stageOfEvent();
-  const std::vector<int64_t> &memory = evaluator.memory();
   const std::vector<int> &lastUse = evaluator.lastUse();
   const std::vector<int> &reads = evaluator.reads();
   const std::vector<int> &readStart = evaluator.readStart();
   const std::vector<int> &stageStart = evaluator.stageStart();
   int steps = static_cast<int>(events.size());
-  int peakStep = static_cast<int>(
-      std::max_element(memory.begin(), memory.end()) - memory.begin());
 
   firstReadAfter.assign(steps, -1);
   for (int e = peakStep + 1; e < steps; ++e)
@@ -136,7 +136,6 @@ std::vector<Move> FastSearch::candidates(const PositionPlan &plan) {
     return e;
   };
 
-  std::vector<Move> moves;
   int peakStage = stageOf[peakStep];
   // Recomputing p in `stage`, alone and (`withChain`) together with the
   // inputs that would otherwise be revived from the dead.
@@ -195,6 +194,43 @@ std::vector<Move> FastSearch::candidates(const PositionPlan &plan) {
         propose(p, stage, false);
     }
   }
+}
+
+// Candidates at the step of highest memory and at up to three more steps
+// over the budget in other stages (a copy resident across all of them may be
+// the cheapest relief, and chains of recomputations are often only visible
+// from a step other than the highest).
+std::vector<Move> FastSearch::targetedMoves(const PositionPlan &plan) {
+  const std::vector<int64_t> &memory = evaluator.memory();
+  const std::vector<int> &stageOf = evaluator.stageOfEvent();
+  std::vector<int> over;
+  for (int e = 0; e < static_cast<int>(memory.size()); ++e)
+    if (memory[e] > options.budget)
+      over.push_back(e);
+  std::stable_sort(over.begin(), over.end(),
+                   [&](int a, int b) { return memory[a] > memory[b]; });
+  std::vector<int> targets, stages;
+  for (int e : over) {
+    if (std::find(stages.begin(), stages.end(), stageOf[e]) != stages.end())
+      continue;
+    targets.push_back(e);
+    stages.push_back(stageOf[e]);
+    if (targets.size() == 4)
+      break;
+  }
+  std::vector<Move> moves;
+  for (int e : targets)
+    candidates(plan, e, moves);
+  for (Move &move : moves)
+    std::sort(move.additions.begin(), move.additions.end());
+  std::sort(moves.begin(), moves.end(), [](const Move &a, const Move &b) {
+    return a.additions < b.additions;
+  });
+  moves.erase(std::unique(moves.begin(), moves.end(),
+                          [](const Move &a, const Move &b) {
+                            return a.additions == b.additions;
+                          }),
+              moves.end());
   return moves;
 }
 
@@ -205,10 +241,13 @@ bool FastSearch::repair(PositionPlan &plan, double noise) {
   int64_t excess = 0;
   evaluate(plan, excess);
   while (excess > 0) {
-    std::vector<Move> moves = candidates(plan);
+    std::vector<Move> moves = targetedMoves(plan);
     double bestScore = -1;
     const Move *best = nullptr;
-    int64_t bestExcess = excess;
+    int64_t bestExcess = excess, bestMoveCost = 0;
+    // The cheapest move that brings the plan within the budget on its own.
+    const Move *finish = nullptr;
+    int64_t finishCost = 0;
     for (const Move &move : moves) {
       int64_t cost = 0;
       for (auto [p, stage] : move.additions) {
@@ -221,6 +260,10 @@ bool FastSearch::repair(PositionPlan &plan, double noise) {
         remove(plan, p, stage);
       if (after >= excess)
         continue;
+      if (after == 0 && (!finish || cost < finishCost)) {
+        finish = &move;
+        finishCost = cost;
+      }
       double gain = static_cast<double>(excess - after);
       // Free recomputations first, then bytes relieved per unit of cost.
       double score = cost == 0
@@ -232,7 +275,14 @@ bool FastSearch::repair(PositionPlan &plan, double noise) {
         bestScore = score;
         best = &move;
         bestExcess = after;
+        bestMoveCost = cost;
       }
+    }
+    // A finishing move that costs no more than the best-scored one dominates
+    // it; with noise, take the finishing move half of the time anyway.
+    if (finish && (finishCost <= bestMoveCost || (noise > 0 && rng() % 2))) {
+      best = finish;
+      bestExcess = 0;
     }
     if (!best)
       return false;
@@ -278,11 +328,18 @@ FastResult FastSearch::run() {
   int64_t rounds = 0;
   int stall = 0;
   std::vector<std::pair<int, int>> present;
+  // Late-acceptance hill climbing (Burke and Bykov): a round's plan replaces
+  // the current one if it is no worse than the current one or than the
+  // current one of `history.size()` rounds ago, so the search can cross
+  // ridges that pure descent cannot.
+  PositionPlan current = best;
+  int64_t currentExcess = bestExcess, currentCost = bestCost;
+  std::vector<std::pair<int64_t, int64_t>> history(64, {bestExcess, bestCost});
   while (stall < options.stallRounds && !outOfTime() &&
          !(bestExcess == 0 && bestCost == 0)) {
     ++rounds;
     ++stall;
-    PositionPlan plan = best;
+    PositionPlan plan = current;
     present.clear();
     for (int p = 0; p < count; ++p)
       for (int stage : plan[p])
@@ -313,14 +370,20 @@ FastResult FastSearch::run() {
     if (excess == 0)
       prune(plan);
     int64_t cost = addedCost(plan);
-    if (excess < bestExcess || (excess == bestExcess && cost < bestCost)) {
+    std::pair<int64_t, int64_t> key{excess, cost};
+    std::pair<int64_t, int64_t> &past = history[rounds % history.size()];
+    if (key <= past || key <= std::make_pair(currentExcess, currentCost)) {
+      current = plan;
+      currentExcess = excess;
+      currentCost = cost;
+    }
+    if (std::make_pair(currentExcess, currentCost) < past)
+      past = {currentExcess, currentCost};
+    if (key < std::make_pair(bestExcess, bestCost)) {
       best = plan;
       bestExcess = excess;
       bestCost = cost;
       stall = 0;
-    } else if (excess == bestExcess && cost == bestCost) {
-      // Drift across plateaus.
-      best = plan;
     }
   }
   bool found = bestExcess == 0;

@@ -44,6 +44,9 @@ constexpr const char *kUsage =
     "                         1 = no recomputation)\n"
     "  --method NAME          auto (default), fast, exact\n"
     "  --time-limit SECONDS   wall-clock limit (default 10)\n"
+    "  --seed N               seed of the fast method's randomized search\n"
+    "                         (default 1; runs are reproducible when the\n"
+    "                         time limit is not reached)\n"
     "  -o FILE                write the schedule JSON to FILE ('-' = stdout)\n"
     "  -h, --help             show this help\n";
 
@@ -150,6 +153,14 @@ int main(int argc, char **argv) {
           options.timeLimitSeconds <= 0 || options.timeLimitSeconds > 1e9)
         return usageError("--time-limit: '" + value +
                           "' is not a positive number of seconds");
+    } else if (arg == "--seed") {
+      int64_t seed = 0;
+      if (!takeValue())
+        return usageError("--seed needs a value");
+      if (!parseInt64(value, seed) || seed < 0)
+        return usageError("--seed: '" + value +
+                          "' is not a non-negative integer");
+      options.seed = static_cast<uint64_t>(seed);
     } else if (arg == "-o") {
       if (i + 1 >= argc)
         return usageError("-o needs a file name");

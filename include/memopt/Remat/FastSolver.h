@@ -28,7 +28,7 @@ struct FastOptions {
   double timeLimitSeconds = 10.0;
   /// The search stops after this many improvement rounds without a better
   /// schedule (which makes it deterministic when the time limit is not hit).
-  int stallRounds = 400;
+  int stallRounds = 5000;
   uint64_t seed = 1;
 };
 
