@@ -86,11 +86,11 @@ bool readGraphJson(std::string_view text, Graph &graph, std::string &error) {
     std::optional<int64_t> cost = integer(object->get(costKey));
     std::optional<int64_t> bytes = integer(object->get(bytesKey));
     if (!cost || !bytes) {
-      const char *key = !cost ? costKey : bytesKey;
-      error = "node " + std::to_string(node.id) + ": '" + key + "' is " +
-              describe(object->get(key)) +
-              " (expected an integer; Checkmate graphs use cost_cpu and "
-              "cost_ram, random layered graphs duration and out_cost)";
+      std::string key = !cost ? "compute cost ('cost_cpu' or 'duration')"
+                              : "output bytes ('cost_ram' or 'out_cost')";
+      error = "node " + std::to_string(node.id) + ": the " + key + " is " +
+              describe(object->get(!cost ? costKey : bytesKey)) +
+              ", expected an integer";
       return false;
     }
     node.cost = *cost;
