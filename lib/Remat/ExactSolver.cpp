@@ -237,6 +237,7 @@ ExactResult solveExact(const Graph &graph, const ExactOptions &options) {
     }
   }
 
+  Cbc_setParameter(model, "timeMode", "elapsed");
   Cbc_setMaximumSeconds(model, options.timeLimitSeconds);
   // Costs are integers in `costUnit`s: a gap below one unit is optimal.
   Cbc_setAllowableGap(model, 0.999);

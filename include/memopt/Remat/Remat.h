@@ -54,7 +54,7 @@ struct RematOptions {
   double timeLimitSeconds = 10.0;
   /// Auto runs the exact method only on graphs with at most this many nodes
   /// (the MILP grows with the cube of the node count).
-  int exactNodeLimit = 50;
+  int exactNodeLimit = 30;
   uint64_t seed = 1;
 };
 
