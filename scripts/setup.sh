@@ -10,6 +10,8 @@ APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # ONNX's C++ library (protobuf model parsing, text-format parser).
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # COIN-OR CBC: the MILP solver behind memopt-remat's exact method.
+  coinor-libcbc-dev
   # Build tools and the C++ unit-test framework.
   cmake ninja-build g++ libgtest-dev python3 python3-pip
   # A separate environment for the gradient oracle (onnxruntime-training).

@@ -27,7 +27,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.memopt_tools_dir, append_path=True)
 
 tool_dirs = [config.memopt_tools_dir, config.llvm_tools_dir]
-tools = ["memopt-opt", "memopt-translate", "memopt-plan", "memopt-compile"]
+tools = ["memopt-opt", "memopt-translate", "memopt-plan", "memopt-remat",
+         "memopt-compile"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if shutil.which(t, path=config.memopt_tools_dir)],
     tool_dirs)
