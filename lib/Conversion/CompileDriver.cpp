@@ -576,6 +576,21 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return 1;
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");
+  if (training.enabled && !StringRef(options.inputPath).ends_with(".mlir")) {
+    // The model without its trained initializers: the executable's --save
+    // appends the trained values (docs/training.md).
+    std::vector<std::string> trained;
+    function.walk([&](VariableOp variable) {
+      if (variable.getRole() == "parameter")
+        trained.push_back(variable.getName().str());
+    });
+    std::string templatePath = options.outputPath + ".onnx-template";
+    if (failed(writeTrainingTemplate(options.inputPath, trained, templatePath,
+                                     context)))
+      return 1;
+    say("[train] " + templatePath + " (the model without its " +
+        Twine(trained.size()) + " trained initializers, for --save)");
+  }
 
   if (options.emit == EmitKind::Source) {
     std::string scriptPath = options.outputPath + ".build.sh";

@@ -1193,15 +1193,17 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       })
       .Case([&](SoftmaxCrossEntropyOp loss) {
         os << "  softmaxCrossEntropy(ctx, " << node << ", "
-           << loss.getIgnoreIndex() << ", " << rowsByClasses(loss.getLogits())
-           << ", " << rowsOf(loss.getLabels(), loss.getLogits()) << ", "
+           << "int64_t(" << int64_t(loss.getIgnoreIndex()) << "), "
+           << rowsByClasses(loss.getLogits()) << ", "
+           << rowsOf(loss.getLabels(), loss.getLogits()) << ", "
            << ref(loss.getLoss()) << ");\n";
         return success();
       })
       .Case([&](SoftmaxCrossEntropyGradOp grad) {
         os << "  softmaxCrossEntropyGrad(ctx, " << node << ", "
-           << grad.getIgnoreIndex() << ", " << rowsByClasses(grad.getLogits())
-           << ", " << rowsOf(grad.getLabels(), grad.getLogits()) << ", "
+           << "int64_t(" << int64_t(grad.getIgnoreIndex()) << "), "
+           << rowsByClasses(grad.getLogits()) << ", "
+           << rowsOf(grad.getLabels(), grad.getLogits()) << ", "
            << ref(grad.getDloss()) << ", " << rowsByClasses(grad.getDlogits())
            << ");\n";
         return success();

@@ -1822,6 +1822,44 @@ mlir::memopt::importOnnxModelFromBuffer(StringRef contents, StringRef path,
   return importer.run();
 }
 
+LogicalResult mlir::memopt::writeTrainingTemplate(StringRef path,
+                                                  ArrayRef<std::string> omit,
+                                                  StringRef outputPath,
+                                                  MLIRContext &context) {
+  Location loc = FileLineColLoc::get(&context, path, 0, 0);
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return emitError(loc) << "cannot open '" << path
+                          << "': " << file.getError().message();
+  onnx::ModelProto model;
+  if (failed(parseModel((*file)->getBuffer(), path, model, context)))
+    return failure();
+  llvm::StringSet<> omitted;
+  for (const std::string &name : omit)
+    omitted.insert(name);
+  StringRef folder = llvm::sys::path::parent_path(path);
+  auto *initializers = model.mutable_graph()->mutable_initializer();
+  for (int i = initializers->size() - 1; i >= 0; --i) {
+    onnx::TensorProto &tensor = initializers->at(i);
+    if (omitted.contains(tensor.name()))
+      initializers->DeleteSubrange(i, 1);
+    else if (failed(onnx_import::inlineExternalData(tensor, folder, loc)))
+      return failure();
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    return emitError(loc) << "cannot serialize the training template of '"
+                          << path << "' (larger than 2 GiB?)";
+  std::error_code error;
+  llvm::raw_fd_ostream out(outputPath, error);
+  if (error)
+    return emitError(loc) << "cannot write '" << outputPath
+                          << "': " << error.message();
+  out << bytes;
+  return success();
+}
+
 FailureOr<OwningOpRef<ModuleOp>>
 mlir::memopt::importOnnxModel(StringRef path, MLIRContext &context,
                               const ImportOptions &options) {

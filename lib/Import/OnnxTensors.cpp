@@ -194,6 +194,26 @@ static LogicalResult readExternalData(const TensorProto &tensor,
   return success();
 }
 
+LogicalResult mlir::memopt::onnx_import::inlineExternalData(
+    TensorProto &tensor, StringRef modelFolder, Location loc) {
+  if (tensor.data_location() != TensorProto::EXTERNAL)
+    return success();
+  Type elementType = convertElementType(tensor.data_type(), loc.getContext());
+  if (!elementType)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has an unsupported element type";
+  size_t expectedBytes = storageBytes(elementType);
+  for (int64_t dim : tensor.dims())
+    expectedBytes *= size_t(dim);
+  std::string bytes;
+  if (failed(readExternalData(tensor, modelFolder, expectedBytes, bytes, loc)))
+    return failure();
+  tensor.clear_external_data();
+  tensor.set_data_location(TensorProto::DEFAULT);
+  tensor.set_raw_data(std::move(bytes));
+  return success();
+}
+
 /// A resource key made of identifier characters, so it prints bare.
 static std::string blobKey(StringRef tensorName) {
   std::string key;

@@ -37,6 +37,11 @@ int32_t onnxTypeOf(Type elementType);
 /// elements attribute. `modelFolder` is where external data is looked up.
 /// Reports an error at `loc` that names the tensor and returns null on
 /// failure.
+/// Moves external data of `tensor` into its raw_data (for a self-contained
+/// copy of the model); a tensor without external data is left alone.
+LogicalResult inlineExternalData(onnx::TensorProto &tensor,
+                                 StringRef modelFolder, Location loc);
+
 ElementsAttr convertTensor(const onnx::TensorProto &tensor,
                            StringRef modelFolder, Location loc);
 

@@ -99,6 +99,14 @@ bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
 
 /// Writes `bytes` to `path` through a temporary file renamed at the end, so
 /// that a failure leaves no half-written file. Returns false with `error`.
+/// Writes the trained model: the template memopt-compile --train wrote
+/// (OUT.onnx-template, the model without its trained initializers) plus the
+/// Parameter weights of `region` under their ONNX names. Atomic.
+bool writeTrainedOnnx(const ProgramInfo &program,
+                      const std::vector<uint8_t> &region,
+                      const std::string &templatePath,
+                      const std::string &outputPath, std::string &error);
+
 bool writeFileAtomically(const std::string &path,
                          const std::vector<uint8_t> &bytes, std::string &error);
 

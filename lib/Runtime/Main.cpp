@@ -50,7 +50,8 @@ void usage(const char *argv0) {
                "training programs: %s --input NAME=FILE.npy ... --steps N\n"
                "          [--batch-size B] [--lr LR] [--log FILE.csv] "
                "[--bench N]\n"
-               "          [--save-weights FILE] [--output-dir DIR]\n"
+               "          [--save TRAINED.onnx [--template FILE]] "
+               "[--save-weights FILE] [--output-dir DIR]\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n",
                argv0, argv0);
@@ -136,8 +137,7 @@ bool toProgramLayout(const TensorInfo &info, const NpyArray &array,
 }
 
 /// Writes every output of the last run as DIR/<name>.npy.
-int writeOutputs(Model &model, const std::string &outputDir,
-                 bool checkFinite) {
+int writeOutputs(Model &model, const std::string &outputDir, bool checkFinite) {
   const ProgramInfo *program = &model.program();
   std::string error;
   std::vector<std::vector<uint8_t>> outputData(size_t(program->numOutputs));
@@ -201,6 +201,8 @@ struct TrainOptions {
   bool lrGiven = false;
   float lr = 0;
   std::string logPath, savePath, outputDir;
+  /// --save: the trained ONNX model, completed from the template.
+  std::string onnxPath, templatePath;
   bool checkFinite = false;
   int benchRuns = 0;
 };
@@ -317,6 +319,13 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
         !writeFileAtomically(options.savePath, region, error))
       return fail(error);
   }
+  if (!options.onnxPath.empty()) {
+    std::vector<uint8_t> region;
+    if (!model.readWeights(region, error) ||
+        !writeTrainedOnnx(program, region, options.templatePath,
+                          options.onnxPath, error))
+      return fail(error);
+  }
   if (!options.outputDir.empty())
     return writeOutputs(model, options.outputDir, options.checkFinite);
   return 0;
@@ -393,6 +402,12 @@ int main(int argc, char **argv) {
     } else if (arg == "--log" && value(v)) {
       trainOptions.logPath = v;
       trainingFlag = true;
+    } else if (arg == "--save" && value(v)) {
+      trainOptions.onnxPath = v;
+      trainingFlag = true;
+    } else if (arg == "--template" && value(v)) {
+      trainOptions.templatePath = v;
+      trainingFlag = true;
     } else if (arg == "--save-weights" && value(v)) {
       trainOptions.savePath = v;
       trainingFlag = true;
@@ -402,8 +417,17 @@ int main(int argc, char **argv) {
     }
   }
   if (trainingFlag && !program->isTraining)
-    return fail("--steps, --batch-size, --lr, --log and --save-weights are "
-                "for training programs; this one runs inference");
+    return fail(
+        "--steps, --batch-size, --lr, --log, --save and --save-weights are "
+        "for training programs; this one runs inference");
+  if (!trainOptions.onnxPath.empty() && trainOptions.templatePath.empty())
+    trainOptions.templatePath = executablePath(argv[0]) + ".onnx-template";
+  if (!trainOptions.onnxPath.empty() &&
+      access(trainOptions.templatePath.c_str(), R_OK) != 0)
+    return fail("--save needs the training template '" +
+                trainOptions.templatePath +
+                "' (memopt-compile --train writes OUT.onnx-template; pass "
+                "--template FILE if it moved)");
   // Default weights: OUT.weights next to the executable.
   if (weightsPath.empty() && !randomWeights) {
     std::string nextToExecutable = executablePath(argv[0]) + ".weights";
