@@ -111,6 +111,11 @@ bool isFloatTensor(Value value) {
   return isa<FloatType>(getElementTypeOrSelf(value.getType()));
 }
 
+/// An error on `op` that names its ONNX node, as every training error does.
+InFlightDiagnostic gradientError(Operation *op) {
+  return op->emitError() << describeNode(op) << ": ";
+}
+
 /// A gradient rule as a free function per op; the model forwards to it.
 template <typename OpT>
 struct GradientModel
@@ -392,8 +397,8 @@ LogicalResult vjp(WhereOp op, GradientBuilder &g, ArrayRef<Value> dy,
 LogicalResult vjp(GemmOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   if (op.getActivation() != "none")
-    return op.emitOpError("has a fused '")
-           << op.getActivation()
+    return gradientError(op)
+           << "has a fused '" << op.getActivation()
            << "' epilogue; differentiate before --memopt-fuse-epilogues";
   bool transA = op.getTransA() != 0, transB = op.getTransB() != 0;
   float alpha = op.getAlpha().convertToFloat();
@@ -425,7 +430,8 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
   auto bType = cast<RankedTensorType>(b.getType());
   if (op.getY().getType() != grad.getType() ||
       aType.getElementType() != op.getY().getType().getElementType())
-    return op.emitOpError("with a widened result has no gradient");
+    return gradientError(op)
+           << "a matmul with a widened (f32) result has no gradient";
   Type element = aType.getElementType();
   // 1-D operands are matrices [1, K] / [K, 1] whose extra axis the result
   // dropped: put it back, differentiate, drop it again.
@@ -474,8 +480,8 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
 LogicalResult vjp(ConvOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   if (op.getActivation() != "none")
-    return op.emitOpError("has a fused '")
-           << op.getActivation()
+    return gradientError(op)
+           << "has a fused '" << op.getActivation()
            << "' epilogue; differentiate before --memopt-fuse-epilogues";
   auto xType = cast<RankedTensorType>(op.getX().getType());
   auto yType = cast<RankedTensorType>(op.getY().getType());
@@ -496,8 +502,8 @@ LogicalResult vjp(ConvOp op, GradientBuilder &g, ArrayRef<Value> dy,
       op.getStridesAttr(), op.getPadsAttr(), op.getDilationsAttr(),
       g.b.getDenseI64ArrayAttr(outputPadding), op.getGroupAttr());
   if (dx[0].getType() != xType)
-    return op.emitOpError("data gradient shape ")
-           << dx[0].getType() << " does not match the input " << xType;
+    return gradientError(op) << "data gradient shape " << dx[0].getType()
+                             << " does not match the input " << xType;
   dx[1] = ConvBackwardFilterOp::create(
       g.b, g.loc, op.getW().getType(), op.getX(), dy[0],
       op.getKernelShapeAttr(), op.getStridesAttr(), op.getPadsAttr(),
@@ -754,26 +760,50 @@ LogicalResult vjp(SliceOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   if (!isFloatTensor(op.getData()))
     return success();
-  auto inputShape = cast<ShapedType>(op.getData().getType()).getShape();
-  auto outputShape = cast<ShapedType>(op.getType()).getShape();
+  auto inputType = cast<RankedTensorType>(op.getData().getType());
+  ArrayRef<int64_t> inputShape = inputType.getShape();
   int64_t rank = inputShape.size();
-  // Unit steps: the gradient is dY padded with zeros back to the input.
+  // dY is put back axis by axis: a strided axis first spreads its n rows
+  // over n * step rows (each row followed by step - 1 zero rows: unsqueeze,
+  // pad, reshape), then every axis is padded (or cropped) back to the
+  // input's extent around the start.
+  Value grad = dy[0];
   SmallVector<int64_t> pads(2 * rank, 0);
   for (auto [index, axisValue] : llvm::enumerate(op.getAxes())) {
     int64_t axis = axisValue < 0 ? axisValue + rank : axisValue;
-    if (op.getSteps()[index] != 1)
-      return op.emitOpError("with step ")
-             << op.getSteps()[index]
-             << " has no gradient yet (unit steps only)";
+    int64_t step = op.getSteps()[index];
+    if (step < 1)
+      return gradientError(op) << "a slice with step " << step
+                               << " has no gradient yet (positive steps only)";
     int64_t dim = inputShape[axis];
     int64_t start = op.getStarts()[index];
     start = std::clamp<int64_t>(start < 0 ? start + dim : start, 0, dim);
+    auto gradType = cast<RankedTensorType>(grad.getType());
+    int64_t count = gradType.getDimSize(axis);
+    if (step > 1 && count > 0) {
+      SmallVector<int64_t> split(gradType.getShape());
+      split.insert(split.begin() + axis + 1, 1);
+      Value expanded = g.reshape(
+          grad, RankedTensorType::get(split, gradType.getElementType()));
+      SmallVector<int64_t> spread(2 * (rank + 1), 0);
+      spread[rank + 1 + axis + 1] = step - 1;
+      expanded = PadOp::create(
+          g.b, g.loc, expanded, g.b.getDenseI64ArrayAttr(spread),
+          g.b.getStringAttr("constant"), g.b.getF64FloatAttr(0.0));
+      SmallVector<int64_t> merged(gradType.getShape());
+      merged[axis] = count * step;
+      grad = g.reshape(
+          expanded, RankedTensorType::get(merged, gradType.getElementType()));
+    }
+    int64_t extent = cast<RankedTensorType>(grad.getType()).getDimSize(axis);
     pads[axis] = start;
-    pads[axis + rank] = dim - start - outputShape[axis];
+    pads[axis + rank] = dim - start - extent;
   }
-  dx[0] =
-      PadOp::create(g.b, g.loc, dy[0], g.b.getDenseI64ArrayAttr(pads),
-                    g.b.getStringAttr("constant"), g.b.getF64FloatAttr(0.0));
+  if (llvm::any_of(pads, [](int64_t pad) { return pad != 0; }))
+    grad =
+        PadOp::create(g.b, g.loc, grad, g.b.getDenseI64ArrayAttr(pads),
+                      g.b.getStringAttr("constant"), g.b.getF64FloatAttr(0.0));
+  dx[0] = grad;
   return success();
 }
 
@@ -781,15 +811,16 @@ LogicalResult vjp(PadOp op, GradientBuilder &g, ArrayRef<Value> dy, Grads &dx) {
   if (!isFloatTensor(op.getData()))
     return success();
   if (op.getMode() != "constant")
-    return op.emitOpError("in mode '")
-           << op.getMode() << "' has no gradient yet (constant mode only)";
+    return gradientError(op) << "a pad in mode '" << op.getMode()
+                             << "' has no gradient yet (constant mode only)";
   auto inputShape = cast<ShapedType>(op.getData().getType()).getShape();
   int64_t rank = inputShape.size();
   SmallVector<int64_t> starts, ends, axes, steps;
   for (int64_t axis = 0; axis < rank; ++axis) {
     int64_t begin = op.getPads()[axis];
     if (begin < 0 || op.getPads()[axis + rank] < 0)
-      return op.emitOpError("with negative pads has no gradient yet");
+      return gradientError(op)
+             << "a pad with negative pads has no gradient yet";
     starts.push_back(begin);
     ends.push_back(begin + inputShape[axis]);
     axes.push_back(axis);
@@ -806,22 +837,77 @@ LogicalResult vjp(GatherOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   if (!isFloatTensor(op.getData()))
     return success();
-  // Embedding backward: scatter-add the rows of dY into a zero table.
+  // Embedding backward: scatter-add the slices of dY into a zero table. A
+  // gather on another axis is moved to axis 0 by transposes.
   auto dataType = cast<RankedTensorType>(op.getData().getType());
-  int64_t axis = int64_t(op.getAxis()) < 0
-                     ? int64_t(op.getAxis()) + dataType.getRank()
-                     : int64_t(op.getAxis());
-  if (axis != 0)
-    return op.emitOpError("on axis ")
-           << axis << " has no gradient yet (axis 0, embeddings, only)";
+  int64_t rank = dataType.getRank();
+  int64_t axis = int64_t(op.getAxis()) < 0 ? int64_t(op.getAxis()) + rank
+                                           : int64_t(op.getAxis());
   auto indicesType = cast<RankedTensorType>(op.getIndices().getType());
+  int64_t indexRank = indicesType.getRank();
+  Value grad = dy[0];
+  SmallVector<int64_t> dataPerm, gradPerm;
+  if (axis != 0) {
+    // data: [axis, 0..axis-1, axis+1..]; dY: [index dims, 0..axis-1, rest].
+    dataPerm.push_back(axis);
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != axis)
+        dataPerm.push_back(i);
+    for (int64_t i = 0; i < indexRank; ++i)
+      gradPerm.push_back(axis + i);
+    for (int64_t i = 0; i < axis; ++i)
+      gradPerm.push_back(i);
+    int64_t gradRank = cast<RankedTensorType>(grad.getType()).getRank();
+    for (int64_t i = axis + indexRank; i < gradRank; ++i)
+      gradPerm.push_back(i);
+    grad = g.transpose(grad, gradPerm);
+  }
+  SmallVector<int64_t> tableShape;
+  for (int64_t i : dataPerm.empty()
+                       ? llvm::to_vector(llvm::seq<int64_t>(0, rank))
+                       : dataPerm)
+    tableShape.push_back(dataType.getDimSize(i));
+  auto tableType = RankedTensorType::get(tableShape, dataType.getElementType());
   SmallVector<int64_t> tupleShape(indicesType.getShape());
   tupleShape.push_back(1);
   Value tuples = g.reshape(
       op.getIndices(),
       RankedTensorType::get(tupleShape, indicesType.getElementType()));
-  dx[0] = ScatterNDOp::create(g.b, g.loc, g.zeros(dataType), tuples, dy[0],
-                              g.b.getStringAttr("add"));
+  Value table = ScatterNDOp::create(g.b, g.loc, g.zeros(tableType), tuples,
+                                    grad, g.b.getStringAttr("add"));
+  if (!dataPerm.empty()) {
+    SmallVector<int64_t> inverse(rank);
+    for (auto [index, source] : llvm::enumerate(dataPerm))
+      inverse[source] = index;
+    table = g.transpose(table, inverse);
+  }
+  dx[0] = table;
+  return success();
+}
+
+LogicalResult vjp(ScatterNDOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  if (!isFloatTensor(op.getData()))
+    return success();
+  if (op.getReduction() != "none")
+    return gradientError(op) << "a scatter with reduction '"
+                             << op.getReduction() << "' has no gradient yet";
+  // The replaced slices of `data` get nothing back: dY with zeros scattered
+  // over them.
+  dx[0] = ScatterNDOp::create(g.b, g.loc, dy[0], op.getIndices(),
+                              g.zeros(op.getUpdates().getType()),
+                              g.b.getStringAttr("none"));
+  // updates[i...] = data[indices[i...]] for one-element index tuples: the
+  // updates' gradient gathers those rows of dY.
+  auto indicesType = cast<RankedTensorType>(op.getIndices().getType());
+  if (indicesType.getShape().back() != 1)
+    return gradientError(op) << "the updates' gradient of a scatter with "
+                             << indicesType.getShape().back()
+                             << "-element index tuples is not supported yet";
+  Value rows = g.reshape(
+      op.getIndices(), RankedTensorType::get(indicesType.getShape().drop_back(),
+                                             indicesType.getElementType()));
+  dx[2] = GatherOp::create(g.b, g.loc, dy[0], rows, g.b.getI64IntegerAttr(0));
   return success();
 }
 
@@ -841,5 +927,5 @@ void mlir::memopt::attachGradientModels(MLIRContext &context) {
          LayerNormalizationOp, SoftmaxOp, SoftmaxCrossEntropyOp, ReduceSumOp,
          ReduceMeanOp, ReduceMaxOp, ReshapeOp, FlattenOp, SqueezeOp,
          UnsqueezeOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp,
-         GatherOp>(context);
+         GatherOp, ScatterNDOp>(context);
 }

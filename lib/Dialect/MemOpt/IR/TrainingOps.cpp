@@ -10,8 +10,25 @@
 
 #include "OpUtils.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 using namespace mlir;
 using namespace mlir::memopt;
+
+std::string mlir::memopt::describeNode(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << "node '" << name.getName().getValue() << "' (" << op->getName()
+       << ")";
+  else
+    os << op->getName();
+  return text;
+}
 
 //===----------------------------------------------------------------------===//
 // VariableOp

@@ -44,22 +44,6 @@ bool isFloatTensor(Value value) {
   return isa<FloatType>(getElementTypeOrSelf(value.getType()));
 }
 
-/// "node 'NAME'" for an op's ONNX location, or the op's name.
-std::string describe(Operation *op) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  Location loc = op->getLoc();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    os << "node '" << name.getName().getValue() << "' (" << op->getName()
-       << ")";
-  else
-    os << op->getName();
-  return text;
-}
-
 //===----------------------------------------------------------------------===//
 // memopt-make-trainable
 //===----------------------------------------------------------------------===//
@@ -392,7 +376,7 @@ void AutodiffPass::runOnOperation() {
     if (needsGradient) {
       auto rule = dyn_cast<GradientOpInterface>(op);
       if (!rule) {
-        op->emitError() << describe(op)
+        op->emitError() << describeNode(op)
                         << " is on the path from a trainable parameter to "
                            "the loss but has no gradient";
         return signalPassFailure();
@@ -407,7 +391,7 @@ void AutodiffPass::runOnOperation() {
         if (!gradient || !active.contains(operand))
           continue;
         if (gradient.getType() != operand.getType()) {
-          op->emitError() << describe(op) << ": gradient rule built "
+          op->emitError() << describeNode(op) << ": gradient rule built "
                           << gradient.getType() << " for an operand of type "
                           << operand.getType();
           return signalPassFailure();

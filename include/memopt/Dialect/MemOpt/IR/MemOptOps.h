@@ -37,6 +37,10 @@ inline bool isWeightRegionOp(Operation *op) {
   return isa<ConstantOp, VariableOp>(op);
 }
 
+/// "node 'NAME' (memopt.op)" for an op imported from an ONNX node, else the
+/// op's name: how training errors name what they are about.
+std::string describeNode(Operation *op);
+
 /// Attaches the vector-Jacobian products (GradientOpInterface) to the ops
 /// that have one; called when the dialect is loaded.
 void attachGradientModels(MLIRContext &context);
