@@ -22,6 +22,8 @@
 #include "memopt/Runtime/Npy.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <sys/stat.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,7 +53,8 @@ void usage(const char *argv0) {
                "          [--batch-size B] [--lr LR] [--log FILE.csv] "
                "[--bench N]\n"
                "          [--save TRAINED.onnx [--template FILE]] "
-               "[--save-weights FILE] [--output-dir DIR]\n"
+               "[--save-weights FILE] [--save-state DIR]\n"
+               "          [--output-dir DIR]\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n",
                argv0, argv0);
@@ -201,6 +204,8 @@ struct TrainOptions {
   bool lrGiven = false;
   float lr = 0;
   std::string logPath, savePath, outputDir;
+  /// --save-state: every parameter and optimizer-state tensor as DIR/NAME.npy.
+  std::string stateDir;
   /// --save: the trained ONNX model, completed from the template.
   std::string onnxPath, templatePath;
   bool checkFinite = false;
@@ -319,6 +324,30 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
         !writeFileAtomically(options.savePath, region, error))
       return fail(error);
   }
+  if (!options.stateDir.empty()) {
+    std::vector<uint8_t> region;
+    if (!model.readWeights(region, error))
+      return fail(error);
+    if (mkdir(options.stateDir.c_str(), 0755) != 0 && errno != EEXIST)
+      return fail("cannot create --save-state folder '" + options.stateDir +
+                  "': " + std::strerror(errno));
+    std::vector<std::pair<std::string, NpyArray>> files;
+    for (int w = 0; w < program.numWeights; ++w) {
+      const TensorInfo &info = program.weights[w];
+      if (info.role != WeightRole::Parameter &&
+          info.role != WeightRole::OptimizerState)
+        continue;
+      NpyArray array;
+      array.dtype = info.dtype;
+      array.shape.assign(info.shape, info.shape + info.rank);
+      array.data.assign(region.begin() + info.offset,
+                        region.begin() + info.offset + tensorBytes(info));
+      files.emplace_back(options.stateDir + "/" + fileNameFor(info.name),
+                         std::move(array));
+    }
+    if (!writeNpyFiles(files, error))
+      return fail(error);
+  }
   if (!options.onnxPath.empty()) {
     std::vector<uint8_t> region;
     if (!model.readWeights(region, error) ||
@@ -401,6 +430,9 @@ int main(int argc, char **argv) {
       trainOptions.lrGiven = trainingFlag = true;
     } else if (arg == "--log" && value(v)) {
       trainOptions.logPath = v;
+      trainingFlag = true;
+    } else if (arg == "--save-state" && value(v)) {
+      trainOptions.stateDir = v;
       trainingFlag = true;
     } else if (arg == "--save" && value(v)) {
       trainOptions.onnxPath = v;
