@@ -34,7 +34,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist" 2>/dev/null; then
+if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist, sklearn" 2>/dev/null; then
   echo "== installing Python packages (python/requirements.txt)"
   $PYTHON -m pip install -q -r python/requirements.txt ||
     $PYTHON -m pip install -q --break-system-packages -r python/requirements.txt

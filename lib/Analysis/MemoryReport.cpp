@@ -58,6 +58,8 @@ static void addTrainingReport(func::FuncOp function,
         training.parameterBytes += bytes;
       else if (variable.getRole() == "optimizer_state")
         training.optimizerStateBytes += bytes;
+      else if (variable.getRole() == "statistic")
+        training.statisticBytes += bytes;
     } else if (isa<ConstantOp>(op)) {
       training.constantBytes += getTensorBytes(op.getResult(0).getType());
     }
@@ -228,6 +230,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"gradient_bytes", training.gradientBytes},
         {"gradient_bytes_at_peak", training.gradientBytesAtPeak},
         {"optimizer_state_bytes", training.optimizerStateBytes},
+        {"statistic_bytes", training.statisticBytes},
         {"constant_bytes", training.constantBytes},
         {"saved_for_backward_bytes", training.savedForBackwardBytes},
         {"fused_update_saved_bytes", training.fusedUpdateSavedBytes},
@@ -299,6 +302,8 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
     os << "    optimizer state  "
        << llvm::right_justify(formatBytes(training.optimizerStateBytes), 12)
        << "\n";
+    os << "    BN statistics    "
+       << llvm::right_justify(formatBytes(training.statisticBytes), 12) << "\n";
     os << "    constants        "
        << llvm::right_justify(formatBytes(training.constantBytes), 12)
        << "  (frozen weights, normalization statistics)\n";

@@ -424,6 +424,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     // Parameters become variables before anything can fold them.
     PassManager trainable(&context);
     MemOptMakeTrainableOptions trainableOptions;
+    trainableOptions.batchStatistics = training.batchStatistics;
     trainableOptions.freeze.assign(training.freeze.begin(),
                                    training.freeze.end());
     trainable.addNestedPass<func::FuncOp>(

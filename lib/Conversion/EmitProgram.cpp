@@ -411,6 +411,7 @@ LogicalResult ProgramEmitter::collectWeights() {
       role = StringSwitch<StringRef>(variable.getRole())
                  .Case("parameter", "Parameter")
                  .Case("optimizer_state", "OptimizerState")
+                 .Case("statistic", "Statistic")
                  .Case("learning_rate", "LearningRate")
                  .Case("step", "StepCount")
                  .Default("Constant");
@@ -1218,6 +1219,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
             op, grad.getKind() == "max" ? "Max" : "Avg", grad.getKernelShape(),
             grad.getStrides(), grad.getPads(), grad.getDilations(),
             grad.getCeilMode() != 0, grad.getCountIncludePad() != 0);
+      })
+      .Case([&](AssignOp assign) {
+        os << "  copy(ctx, " << node << ", " << ref(assign.getValue()) << ", "
+           << ref(assign.getTarget()) << ");\n";
+        return success();
       })
       .Case([&](SGDUpdateOp update) {
         os << "  {\n    TensorRef buffer = "

@@ -22,6 +22,7 @@ import types
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 
 
 def load_training_modules():
@@ -46,7 +47,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--trainable", default="",
                         help="comma-separated names (default: every float initializer)")
-    parser.add_argument("--ignore-index", type=int, default=-100)
+    parser.add_argument("--output", default="",
+                        help="the output the loss reads (default: the only output)")
     args = parser.parse_args()
 
     artifacts, api = load_training_modules()
@@ -59,6 +61,28 @@ def main():
     floats = [t.name for t in model.graph.initializer
               if t.data_type == onnx.TensorProto.FLOAT]
     trainable = [n for n in args.trainable.split(",") if n] or floats
+    # One output: the one the loss reads. onnxruntime-training's
+    # cross-entropy takes classes on axis 1, memopt's (PyTorch's language
+    # model convention) on the last axis: logits of rank > 2 are flattened to
+    # [rows, classes] and the labels to [rows], which is the same loss.
+    outputs = list(model.graph.output)
+    chosen = [o for o in outputs if o.name == args.output] if args.output else outputs
+    if len(chosen) != 1:
+        raise SystemExit(f"choose one output with --output (have {[o.name for o in outputs]})")
+    del model.graph.output[:]
+    model.graph.output.append(chosen[0])
+    dims = chosen[0].type.tensor_type.shape.dim
+    if args.loss == "cross-entropy" and len(dims) > 2:
+        classes = dims[-1].dim_value
+        shape = onnx.numpy_helper.from_array(np.array([-1, classes], np.int64),
+                                             "oracle.flatten_shape")
+        model.graph.initializer.append(shape)
+        flat = chosen[0].name + ".oracle_flat"
+        model.graph.node.append(onnx.helper.make_node(
+            "Reshape", [chosen[0].name, shape.name], [flat]))
+        del model.graph.output[:]
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            flat, onnx.TensorProto.FLOAT, [None, classes]))
     frozen = [n for n in floats if n not in trainable]
     loss = (artifacts.LossType.CrossEntropyLoss if args.loss == "cross-entropy"
             else artifacts.LossType.MSELoss)
@@ -67,11 +91,10 @@ def main():
         name, path = spec.split("=", 1)
         inputs[name] = np.load(path)
     labels = np.load(args.labels)
+    if args.loss == "cross-entropy":
+        labels = labels.reshape(-1)
 
     with tempfile.TemporaryDirectory() as folder:
-        extra = {}
-        if args.loss == "cross-entropy":
-            extra["loss_input_names"] = None
         artifacts.generate_artifacts(
             model, requires_grad=trainable, frozen_params=frozen, loss=loss,
             optimizer=artifacts.OptimType.AdamW, artifact_directory=folder)

@@ -123,6 +123,12 @@ int main(int argc, char **argv) {
                         cl::cat(category));
   cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
                       cl::cat(category));
+  cl::opt<bool> bnBatchStats(
+      "bn-batch-stats",
+      cl::desc("BatchNormalization normalizes with batch statistics and "
+               "updates its running mean/var (for models exported in eval "
+               "mode)"),
+      cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -169,6 +175,7 @@ int main(int argc, char **argv) {
   training.beta1 = beta1;
   training.beta2 = beta2;
   training.eps = eps;
+  training.batchStatistics = bnBatchStats;
   training.freeze.assign(freeze.begin(), freeze.end());
   return runCompile(options, llvm::outs());
 }

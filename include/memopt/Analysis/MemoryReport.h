@@ -37,6 +37,8 @@ struct TrainingReport {
   bool present = false;
   int64_t parameterBytes = 0;
   int64_t optimizerStateBytes = 0;
+  /// Running statistics of batch normalization (--bn-batch-stats).
+  int64_t statisticBytes = 0;
   /// Constants: frozen weights, BatchNormalization statistics, small ones.
   int64_t constantBytes = 0;
   /// Every parameter gradient (each an arena buffer that dies at its update).

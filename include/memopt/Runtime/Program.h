@@ -28,6 +28,8 @@ enum class WeightRole : int32_t {
   OptimizerState = 2,
   LearningRate = 3, ///< F32 scalar, set by the driver before each step
   StepCount = 4,    ///< F32 scalar: the 1-based step number, set likewise
+  Statistic = 5,    ///< running statistics (batch normalization), updated
+                    ///< in place like parameters, not trained
 };
 
 /// One input, output or weight of a program.

@@ -36,12 +36,12 @@ std::string mlir::memopt::describeNode(Operation *op) {
 
 LogicalResult VariableOp::verify() {
   StringRef role = getRole();
-  if (role != "parameter" && role != "optimizer_state" &&
+  if (role != "parameter" && role != "optimizer_state" && role != "statistic" &&
       role != "learning_rate" && role != "step")
     return emitOpError("role '")
            << role
-           << "' is not one of parameter, optimizer_state, learning_rate, "
-              "step";
+           << "' is not one of parameter, optimizer_state, statistic, "
+              "learning_rate, step";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (auto initial = getInitialValueAttr())
@@ -182,6 +182,17 @@ static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
   if (cast<ShapedType>(value.getType()).getNumElements() != 1)
     return op->emitOpError() << what << " must hold one element";
   return success();
+}
+
+LogicalResult AssignOp::verify() {
+  if (getValue().getType() != getTarget().getType())
+    return emitOpError("value and target must have the same type");
+  return verifyWritesVariable(*this, getTarget(), "target");
+}
+
+int64_t AssignOp::getFlops() { return 0; }
+int64_t AssignOp::getBytesMoved() {
+  return 2 * getTensorBytes(getTarget().getType());
 }
 
 LogicalResult SGDUpdateOp::verify() {

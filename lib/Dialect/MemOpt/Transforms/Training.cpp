@@ -84,6 +84,96 @@ struct MakeTrainablePass
       constant.replaceAllUsesWith(variable.getValue());
       constant.erase();
     }
+    if (batchStatistics) {
+      SmallVector<BatchNormalizationOp> norms;
+      function.walk([&](BatchNormalizationOp norm) { norms.push_back(norm); });
+      for (BatchNormalizationOp norm : norms)
+        if (failed(useBatchStatistics(norm)))
+          return signalPassFailure();
+    }
+  }
+
+  /// Rewrites `norm` into its training-mode form (see the pass description).
+  LogicalResult useBatchStatistics(BatchNormalizationOp norm) {
+    OpBuilder builder(norm);
+    Location loc = norm.getLoc();
+    Value x = norm.getX();
+    auto xType = cast<RankedTensorType>(x.getType());
+    Type element = xType.getElementType();
+    SmallVector<int64_t> axes = {0};
+    for (int64_t axis = 2; axis < xType.getRank(); ++axis)
+      axes.push_back(axis);
+    SmallVector<int64_t> channelShape(xType.getRank(), 1);
+    channelShape[1] = xType.getDimSize(1);
+    auto channelType = RankedTensorType::get(channelShape, element);
+    auto scalar = [&](double value) -> Value {
+      return ConstantOp::create(
+          builder, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, element),
+                                 builder.getFloatAttr(element, value)));
+    };
+    auto perChannel = [&](Value v) -> Value {
+      return ReshapeOp::create(builder, loc, channelType, v);
+    };
+    Value mean = ReduceMeanOp::create(builder, loc, x,
+                                      builder.getDenseI64ArrayAttr(axes),
+                                      builder.getI64IntegerAttr(1));
+    Value centered = SubOp::create(builder, loc, x, mean);
+    Value var = ReduceMeanOp::create(
+        builder, loc, MulOp::create(builder, loc, centered, centered),
+        builder.getDenseI64ArrayAttr(axes), builder.getI64IntegerAttr(1));
+    Value invStd = ReciprocalOp::create(
+        builder, loc,
+        SqrtOp::create(
+            builder, loc,
+            AddOp::create(builder, loc, var,
+                          scalar(norm.getEpsilon().convertToDouble()))));
+    Value normalized = MulOp::create(builder, loc, centered, invStd);
+    Value y = AddOp::create(
+        builder, loc,
+        MulOp::create(builder, loc, normalized, perChannel(norm.getScale())),
+        perChannel(norm.getB()));
+    norm.getY().replaceAllUsesWith(y);
+    // Running statistics: state updated in place, never trained.
+    double momentum = norm.getMomentum().convertToDouble();
+    for (auto [running, batch] : {std::pair(norm.getInputMean(), mean),
+                                  std::pair(norm.getInputVar(), var)}) {
+      Operation *def = running.getDefiningOp();
+      auto name = def ? def->getAttrOfType<StringAttr>(kInitializerAttrName)
+                      : StringAttr();
+      if (auto variable = dyn_cast_or_null<VariableOp>(def))
+        name = variable.getNameAttr();
+      if (!name ||
+          (!isa_and_nonnull<VariableOp>(def) &&
+           !isa_and_nonnull<ConstantOp>(def)) ||
+          !getElementTypeOrSelf(running.getType()).isF32())
+        return norm.emitError()
+               << describeNode(norm)
+               << ": --bn-batch-stats needs f32 running statistics stored "
+                  "as initializers";
+      ElementsAttr initial = isa<VariableOp>(def)
+                                 ? *cast<VariableOp>(def).getInitialValue()
+                                 : cast<ConstantOp>(def).getValue();
+      OpBuilder stateBuilder(def);
+      auto statistic = VariableOp::create(
+          stateBuilder, def->getLoc(), running.getType(), name,
+          stateBuilder.getStringAttr("statistic"), initial);
+      Value batchValue =
+          ReshapeOp::create(builder, loc, running.getType(), batch);
+      Value updated = AddOp::create(
+          builder, loc,
+          MulOp::create(builder, loc, statistic.getValue(), scalar(momentum)),
+          MulOp::create(builder, loc, batchValue, scalar(1.0 - momentum)));
+      AssignOp::create(builder, loc, statistic.getValue(), updated);
+      if (def->use_empty() || llvm::all_of(def->getUsers(), [&](Operation *u) {
+            return u == norm.getOperation();
+          })) {
+        running.replaceAllUsesWith(statistic.getValue());
+        def->erase();
+      }
+    }
+    norm.erase();
+    return success();
   }
 };
 
@@ -347,7 +437,7 @@ void AutodiffPass::runOnOperation() {
       stepValue = VariableOp::create(builder, loc, scalarType,
                                      builder.getStringAttr("memopt.step"),
                                      builder.getStringAttr("step"),
-                                     DenseElementsAttr::get(scalarType, 1.0f));
+                                     DenseElementsAttr::get(scalarType, 0.0f));
   }
 
   llvm::DenseMap<Value, Value> gradients;

@@ -916,7 +916,8 @@ def MemOpt_VariableOp : Op<MemOpt_Dialect, "variable", [
     `ConstantLike` and has no folder, so canonicalization never folds a
     trainable parameter into its users. `name` is the ONNX initializer name
     (parameters) or a derived one (`NAME.momentum`, `NAME.exp_avg`, ...);
-    `role` is `parameter`, `optimizer_state`, `learning_rate` or `step`.
+    `role` is `parameter`, `optimizer_state`, `statistic` (running
+    statistics of batch normalization), `learning_rate` or `step`.
     `initial_value` gives the bytes the weights file starts with (zeros when
     absent). Why not `ml_program.global`: every memopt pass, the liveness
     analysis and the emitter treat weight-region values as SSA values that a
@@ -1018,6 +1019,15 @@ class MemOpt_UpdateOp<string mnemonic>
     : Op<MemOpt_Dialect, mnemonic, [
          DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
                                    ["getFlops", "getBytesMoved"]>]>;
+
+def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
+  let summary = "Writes a value into a variable (BatchNormalization's running "
+                "statistics)";
+  let arguments = (ins MemOpt_WrittenState:$target,
+                       StaticShapeTensorOf<[F32]>:$value);
+  let assemblyFormat = "$value `to` $target attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
 
 def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
   let summary = "In-place SGD with momentum (torch.optim.SGD)";

@@ -238,10 +238,20 @@ def MemOptMakeTrainable
     (e.g. BatchNormalization's running statistics) are turned back into
     constants by memopt-autodiff. A `freeze` prefix that matches no
     initializer is an error (it is almost always a typo).
+
+    With `bn-batch-stats`, every BatchNormalization becomes its training-mode
+    form, as ONNX defines it for `training_mode=1`: the mean and (population)
+    variance of the batch over all axes but 1 normalize the input, and the
+    running statistics become `statistic` variables updated in place with
+    `running = running * momentum + batch * (1 - momentum)`
+    (`memopt.assign`).
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
                "Prefixes of initializer names that are not trained">,
+    Option<"batchStatistics", "bn-batch-stats", "bool", /*default=*/"false",
+           "BatchNormalization normalizes with the batch's statistics and "
+           "updates its running mean and variance (training mode)">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
