@@ -75,11 +75,13 @@ static void addTrainingReport(func::FuncOp function,
       continue;
     worklist.append(def->operand_begin(), def->operand_end());
   }
-  training.backwardStart = liveness.getNumSteps();
-  for (Operation &op : body.without_terminator())
-    if (std::optional<int64_t> index = liveness.getOpIndex(&op))
-      if (!forward.contains(&op))
-        training.backwardStart = std::min(training.backwardStart, *index);
+  // The backward starts after the last op the loss depends on (ops that
+  // prepare backward values from forward ones may be scheduled earlier; they
+  // count as part of the forward phase).
+  training.backwardStart = 0;
+  for (Operation *op : forward)
+    if (std::optional<int64_t> index = liveness.getOpIndex(op))
+      training.backwardStart = std::max(training.backwardStart, *index + 1);
   if (std::optional<int64_t> peak = [&]() -> std::optional<int64_t> {
         for (Operation &op : body.without_terminator())
           if (liveness.getOpIndex(&op) == report.peakIndex)
@@ -112,13 +114,12 @@ static void addTrainingReport(func::FuncOp function,
   for (int64_t bytes : profile)
     heldMaxLive = std::max(heldMaxLive, bytes);
   training.fusedUpdateSavedBytes = heldMaxLive - report.maxLiveBytes;
-  // Saved for backward: forward results still alive when backward starts.
+  // Saved for backward: arena tensors alive across the forward/backward
+  // boundary.
   for (const Storage &storage : liveness.getStorages()) {
     if (storage.kind != StorageKind::Arena || storage.values.empty())
       continue;
-    Operation *def = storage.values.front().getDefiningOp();
-    if (def && forward.contains(def) &&
-        storage.first < training.backwardStart &&
+    if (storage.first < training.backwardStart &&
         storage.last >= training.backwardStart)
       training.savedForBackwardBytes += storage.size;
   }

@@ -1,0 +1,944 @@
+#!/usr/bin/env python3
+"""Training benchmark: memopt's CUDA training executables against PyTorch eager and
+torch.compile doing the same step (issue 11, "GPU benchmark").
+
+Three models, fp32, each with SGD (momentum 0.9) and AdamW:
+  resnet50_b64   ResNet-50, 64 images of 3x224x224, 1000 classes, BatchNorm on batch statistics
+  vit_b_16_b32   ViT-B/16, 32 images of 3x224x224, 1000 classes
+  gpt2_b8        GPT-2 small, 8 x 512 tokens, language-model loss (labels [8, 512] int64,
+                 cross-entropy over the 50257-word vocabulary on the last axis)
+One step on both sides: forward, cross-entropy (mean), backward, optimizer step, and on the
+PyTorch side zero_grad(set_to_none=True); the batch is uploaded from host memory in every step
+on both sides (memopt's --bench times its batch upload). Reported: median step time, peak
+device memory in total and beyond the training state, and memopt's first-step gradients on
+the GPU against its host backend on small configurations.
+
+The steps (as bench/gpu_bench.py: prepare here, device step there, report here):
+
+  export   (torch)   exports the graphs with torch.onnx's dynamo exporter at the bench batch
+                     (eval mode, dropout 0; ResNet-50 keeps its BatchNormalization nodes, which
+                     memopt-compile --bn-batch-stats trains on batch statistics as PyTorch's
+                     train mode does) and the small gradient-check graphs. Needs torch,
+                     torchvision, transformers and onnxscript: run it where they are (the device
+                     machine has them; here a virtual environment with the device's versions).
+  prepare  (here)    memopt-compile --train ... --target cuda --emit source for every
+                     configuration and optimizer, builds the runtime (CUDA and host) and every
+                     executable with this machine's nvcc 13 and cuDNN 9 into the carry folder
+                     (executables only: weights are --random-weights on the device, inputs are
+                     generated there)
+  device   (GPU)     phase A, nothing timed: scripts/gpu_check.sh (kernel suite CUDA vs host),
+                     the gradient checks (one SGD step on CUDA and on the host backend, same
+                     seed and inputs, --save-state; momentum buffers compared), and
+                     torch.compile warm-up processes that fill Inductor's cache; phase B, the GPU
+                     alone: memopt's --bench runs one at a time, then PyTorch eager and
+                     torch.compile (one child process per model), TF32 off, then TF32 on if the
+                     deadline allows
+  report   (here)    docs/training-benchmark.md and bench/results/train.json
+
+The run behind docs/training-benchmark.md:
+
+    /tmp/tenv/bin/python bench/train_bench.py export --out /tmp/train_graphs
+    python3 bench/train_bench.py prepare --graphs /tmp/train_graphs --dest build-train/carry
+    # device (carry=["build-train/carry"]):
+    #   python3 bench/train_bench.py device --carry build-train/carry --out $OUT
+    python3 bench/train_bench.py report --device-json DEVICE.json [...]
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python", "models"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+SEED = 1  # --random-weights and the input generator
+# name: (model, batch, image size or sequence length, classes or vocabulary)
+BENCH = {
+    "resnet50_b64": ("resnet50", 64, 224, 1000),
+    "vit_b_16_b32": ("vit_b_16", 32, 224, 1000),
+    "gpt2_b8": ("gpt2", 8, 512, 50257),
+}
+# Small configurations for the CUDA-vs-host gradient check (one SGD-momentum step).
+CHECKS = {
+    "tiny_convnet": ("tiny_convnet", 1, 32, 10),
+    "resnet50_b2_64px": ("resnet50", 2, 64, 1000),
+    "vit_tiny_b2": ("vit_tiny", 2, 32, 10),
+    "gpt2_tiny_b2": ("gpt2_tiny", 2, 64, 512),
+}
+OPTIMIZERS = {
+    "sgd": ["--optimizer", "sgd", "--lr", "0.001", "--momentum", "0.9"],
+    "adamw": ["--optimizer", "adamw", "--lr", "0.0001", "--weight-decay", "0.01"],
+}
+TEXT = ("gpt2", "gpt2_tiny")
+
+
+def is_text(model):
+    return model in TEXT
+
+
+def input_name(model):
+    return "input_ids" if is_text(model) else "input"
+
+
+def make_batch(model, batch, size, classes):
+    """(input array, labels array), the same on every machine (numpy's generator, SEED)."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    if is_text(model):
+        ids = rng.integers(0, classes, size=(batch, size), dtype=np.int64)
+        return ids, np.roll(ids, -1, axis=1)  # next-token labels
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    return x, rng.integers(0, classes, size=(batch,), dtype=np.int64)
+
+
+def log_to(path):
+    handle = open(path, "a")
+
+    def say(text):
+        print(text, flush=True)
+        handle.write(text + "\n")
+        handle.flush()
+
+    return say
+
+
+# ----------------------------------------------------------------------------------------------
+# Models (PyTorch; export and the baselines)
+
+
+def build_module(model, size, classes, attn=None):
+    """The model with PyTorch's default initialization (seed 0), dropout 0 everywhere, returning
+    the logits as a plain tensor. attn: transformers' attn_implementation (None = default)."""
+    import torch
+
+    torch.manual_seed(0)
+    if model == "resnet50":
+        import torchvision
+
+        return torchvision.models.resnet50(weights=None, num_classes=classes)
+    if model == "vit_b_16":
+        import torchvision
+
+        return torchvision.models.vit_b_16(weights=None, num_classes=classes)  # dropout 0.0
+    if model == "vit_tiny":
+        from torchvision.models.vision_transformer import VisionTransformer
+
+        return VisionTransformer(image_size=size, patch_size=8, num_layers=2, num_heads=4,
+                                 hidden_dim=64, mlp_dim=128, num_classes=classes)
+    import transformers
+
+    extra = {"attn_implementation": attn} if attn else {}
+    drop = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    if model == "gpt2":
+        config = transformers.GPT2Config(**drop, **extra)  # 12 layers, 768, 12 heads, 50257
+    else:
+        config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=classes,
+                                         n_positions=size, **drop, **extra)
+    inner = transformers.GPT2LMHeadModel(config)
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids):
+            return self.inner(input_ids=input_ids, use_cache=False, return_dict=True).logits
+
+    return Wrapped()
+
+
+def export_one(name, model, batch, size, classes, work):
+    """Exports one configuration to work/NAME.onnx (+ .data), logits as the output."""
+    import numpy as np  # noqa: F401
+    import onnx
+    import torch
+
+    import export_common
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    module = build_module(model, size, classes, attn="eager").eval()
+    x, _ = make_batch(model, batch, size, classes)
+    tmp_dir = tempfile.mkdtemp(prefix=f"export_{name}_")
+    tmp = os.path.join(tmp_dir, f"{name}.onnx")
+    # The default optimization folds eval-mode BatchNormalization into the convolutions;
+    # ResNet-50 keeps it (optimize=False) so that memopt trains it on batch statistics.
+    keep_bn = model == "resnet50"
+    with torch.no_grad():
+        torch.onnx.export(module, (torch.from_numpy(x),), tmp, dynamo=True, external_data=True,
+                          optimize=not keep_bn, input_names=[input_name(model)],
+                          output_names=["logits"])
+    proto = onnx.load(tmp)
+    if keep_bn:
+        import onnxscript.optimizer
+
+        # Constant folding and dead-code removal only: optimize() would also apply the
+        # rewrite rules, BN-into-Conv fusion among them.
+        onnxscript.optimizer.fold_constants(proto)
+        onnxscript.optimizer.remove_unused_nodes(proto)
+        ops = export_common.op_types(proto)
+        if "BatchNormalization" not in ops:
+            raise SystemExit(f"{name}: BatchNormalization was folded away ({ops})")
+    path = os.path.join(work, f"{name}.onnx")
+    graph_bytes, data_bytes = export_common.save_with_external_data(proto, path)
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    print(json.dumps({"name": name, "graph_bytes": graph_bytes, "data_bytes": data_bytes,
+                      "nodes": len(proto.graph.node), "ops": export_common.op_types(proto)}))
+
+
+def cmd_export(args):
+    import torch
+
+    os.makedirs(args.out, exist_ok=True)
+    say = log_to(os.path.join(args.out, "export_log.txt"))
+    versions = {"torch": torch.__version__}
+    for package in ("torchvision", "transformers", "onnx", "onnxscript"):
+        versions[package] = __import__(package).__version__
+    say("versions: " + json.dumps(versions))
+    table = {**BENCH, **CHECKS}
+    ok = True
+    for name, (model, batch, size, classes) in table.items():
+        if args.only and name not in args.only:
+            continue
+        if model == "tiny_convnet":
+            shutil.copy(os.path.join(REPO, "models", "tiny_convnet.onnx"),
+                        os.path.join(args.out, "tiny_convnet.onnx"))
+            continue
+        begin = time.time()
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "export-one", name,
+                               model, str(batch), str(size), str(classes), args.out],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            info = json.loads(proc.stdout.strip().splitlines()[-1])
+            say(f"ok   {name}: {info['nodes']} nodes, data {info['data_bytes']} B, "
+                f"{time.time() - begin:.1f} s, ops {','.join(info['ops'])}")
+        else:
+            ok = False
+            say(f"FAIL {name}:\n{(proc.stderr + proc.stdout)[-3000:]}")
+    return 0 if ok else 1
+
+
+# ----------------------------------------------------------------------------------------------
+# prepare (here): compile, build the runtime and the executables
+
+
+def runtime_sources(dest):
+    """A snapshot of the runtime's sources at HEAD (others edit the working tree)."""
+    src = os.path.join(dest, "src")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                          text=True).stdout.strip()
+    stamp = os.path.join(src, "COMMIT")
+    if os.path.exists(stamp) and open(stamp).read().strip() == head:
+        return src, head  # unchanged: keep the timestamps (no rebuild)
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(src)
+    subprocess.run(f"git archive HEAD lib/Runtime include unittests/Runtime test/GPU | "
+                   f"tar -x -C {src}", shell=True, cwd=REPO, check=True)
+    with open(stamp, "w") as handle:
+        handle.write(head + "\n")
+    return src, head
+
+
+def build_runtime(src, build, cuda, jobs):
+    targets = "memopt_runtime_main memopt_runtime_driver memopt_runtime_common " + \
+        ("memopt_runtime_cuda" if cuda else "memopt_runtime_host")
+    flags = "-DMEMOPT_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" if cuda else \
+        "-DMEMOPT_ENABLE_CUDA=OFF"
+    subprocess.run(f"cmake -S {src}/lib/Runtime -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release "
+                   f"{flags} >/dev/null && cmake --build {build} -j {jobs} --target {targets}",
+                   shell=True, check=True)
+
+
+def cmd_prepare(args):
+    dest = os.path.abspath(args.dest)
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    src, commit = runtime_sources(work)
+    rt_cuda, rt_host = os.path.join(work, "rt-cuda"), os.path.join(work, "rt-host")
+    if not args.skip_runtime:
+        build_runtime(src, rt_cuda, True, args.jobs)
+        build_runtime(src, rt_host, False, args.jobs)
+    compile_bin = os.path.abspath(args.compile)
+    os.makedirs(os.path.join(dest, "bin"), exist_ok=True)
+    programs = os.path.join(work, "programs")
+    os.makedirs(programs, exist_ok=True)
+    summary = {"commit": commit, "configs": {}}
+    summary_path = os.path.join(dest, "prepare.json")
+    if os.path.exists(summary_path):
+        summary["configs"] = json.load(open(summary_path)).get("configs", {})
+    jobs = []  # (key, command) builds, run after the compiles
+    table = [(n, c, opt) for n, c in BENCH.items() for opt in OPTIMIZERS] + \
+        [(n, c, "sgd") for n, c in CHECKS.items()]
+    for name, (model, batch, size, classes), opt in table:
+        key = f"{name}.{opt}"
+        if args.only and name not in args.only and key not in args.only:
+            continue
+        graph = os.path.join(os.path.abspath(args.graphs), f"{name}.onnx")
+        if not os.path.exists(graph):
+            summary["configs"][key] = {"error": "graph not exported"}
+            print(f"{key}: no graph")
+            continue
+        out = os.path.join(programs, key)
+        command = [compile_bin, graph, "--train", "--loss", "cross-entropy", "--loss-output",
+                   "logits" if model != "tiny_convnet" else "output", *OPTIMIZERS[opt],
+                   "--target", "cuda", "--arch", "sm_90", "--emit", "source", "-o", out,
+                   "--report", out + ".report.json"]
+        if model == "resnet50":
+            command.append("--bn-batch-stats")
+        begin = time.time()
+        proc = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.time() - begin
+        shown = "memopt-compile GRAPH.onnx " + " ".join(
+            os.path.basename(c) if c.startswith(programs) else c for c in command[2:])
+        if proc.returncode != 0:
+            message = (proc.stderr or proc.stdout).strip()
+            summary["configs"][key] = {"error": message[-3000:], "command": shown}
+            print(f"{key}: memopt-compile FAILED ({seconds:.1f} s)\n{message[-3000:]}")
+            continue
+        report = json.load(open(out + ".report.json"))
+        report.pop("buffers", None)
+        report.pop("live_bytes_per_op", None)
+        summary["configs"][key] = {"compile_s": round(seconds, 1), "command": shown,
+                                   "report": report,
+                                   "source_bytes": os.path.getsize(out + ".cu")}
+        print(f"{key}: compiled in {seconds:.1f} s, arena "
+              f"{report['arena_bytes'] / 2**20:.1f} MiB, training "
+              f"{json.dumps(report.get('training'))}")
+        inc = os.path.join(src, "include")
+        lib = lambda d, n: os.path.join(d, f"libmemopt_runtime_{n}.a")  # noqa: E731
+        jobs.append(((key, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", out + ".cu",
+                                     f"-I{inc}", lib(rt_cuda, "main"), lib(rt_cuda, "driver"),
+                                     lib(rt_cuda, "cuda"), lib(rt_cuda, "common"),
+                                     "-lcublasLt", "-lcudnn", "-o",
+                                     os.path.join(dest, "bin", key + ".cuda")]))
+        if name in CHECKS:
+            jobs.append(((key, "host"), ["sh", "-c",
+                                         f"g++ -std=c++17 -O2 -x c++ {out}.cu -I{inc} "
+                                         f"{lib(rt_host, 'main')} {lib(rt_host, 'driver')} "
+                                         f"{lib(rt_host, 'host')} {lib(rt_host, 'common')} "
+                                         f"-lpthread -o {os.path.join(dest, 'bin', key)}.host"]))
+    import gpu_bench
+
+    def done(key, code, text, seconds):
+        entry = summary["configs"].setdefault(key[0], {})
+        if code != 0:
+            entry[f"{key[1]}_build_error"] = text[-3000:]
+            print(f"{key[0]}: {key[1]} build FAILED\n{text[-3000:]}")
+        else:
+            entry[f"{key[1]}_build_s"] = round(seconds, 1)
+            subprocess.run(["strip", os.path.join(dest, "bin", f"{key[0]}.{key[1]}")])
+            print(f"{key[0]}: {key[1]} built in {seconds:.0f} s")
+
+    gpu_bench.run_parallel(jobs, args.jobs, time.time() + 3600, done, print)
+    shutil.copy(__file__, os.path.join(dest, "train_bench.py"))
+    with open(summary_path, "w") as handle:
+        json.dump(summary, handle, indent=1)
+    total = sum(os.path.getsize(f) for f in glob.glob(os.path.join(dest, "**"), recursive=True)
+                if os.path.isfile(f))
+    print(f"carry folder {dest}: {total / 2**20:.1f} MiB")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# device
+
+
+def library_path():
+    """cuDNN and cuBLAS from PyTorch's wheels, then the toolkit's."""
+    paths = []
+    for module in ("nvidia.cudnn", "nvidia.cublas", "nvidia.cu13"):
+        try:
+            base = list(__import__(module, fromlist=["x"]).__path__)[0]
+            paths.append(os.path.join(base, "lib"))
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    paths += ["/usr/local/cuda/lib64"]
+    return ":".join(p for p in paths if os.path.isdir(p))
+
+
+def parse_bench(text):
+    import gpu_bench
+
+    result = gpu_bench.parse_bench(text)
+    result.pop("beyond_weights_bytes", None)
+    if "arena_bytes" in result:
+        result["total_bytes"] = (result["weight_bytes"] + result["arena_bytes"] +
+                                 result["io_bytes"] + result["workspace_bytes"])
+        # The weight region holds the training state (parameters, optimizer state, BN
+        # statistics, constants); gradients live in the arena.
+        result["beyond_state_bytes"] = result["total_bytes"] - result["weight_bytes"]
+    losses = [float(v) for v in re.findall(r"step \d+ loss (\S+)", text)]
+    if losses:
+        result["first_loss"], result["last_loss"] = losses[0], losses[-1]
+    return result
+
+
+def grad_check(bin_dir, work, name, say, env):
+    """One SGD-momentum step on CUDA and on the host backend (same seed and inputs), then the
+    momentum buffers (= the first-step gradients) compared."""
+    import numpy as np
+
+    model, batch, size, classes = CHECKS[name]
+    x, y = make_batch(model, batch, size, classes)
+    base = os.path.join(work, "check", name)
+    os.makedirs(base, exist_ok=True)
+    np.save(os.path.join(base, "x.npy"), x)
+    np.save(os.path.join(base, "y.npy"), y)
+    first = input_name(model) if model != "tiny_convnet" else "input"
+    result = {}
+    for backend in ("host", "cuda"):
+        exe = os.path.join(bin_dir, f"{name}.sgd.{backend}")
+        state = os.path.join(base, backend)
+        shutil.rmtree(state, ignore_errors=True)
+        command = [exe, "--random-weights", str(SEED), "--input",
+                   f"{first}={os.path.join(base, 'x.npy')}", "--input",
+                   f"labels={os.path.join(base, 'y.npy')}", "--steps", "1", "--save-state",
+                   state]
+        begin = time.time()
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+        except subprocess.TimeoutExpired:
+            result[backend] = {"error": "timeout 240 s"}
+            say(f"check {name} {backend}: timeout")
+            return result
+        text = proc.stdout + proc.stderr
+        result[backend] = {"exit": proc.returncode, "seconds": round(time.time() - begin, 1),
+                           "log_tail": text[-3000:]}
+        loss = re.findall(r"step 1 loss (\S+)", text)
+        if loss:
+            result[backend]["loss"] = float(loss[0])
+        if proc.returncode != 0:
+            say(f"check {name} {backend}: FAILED exit {proc.returncode}\n{text[-2000:]}")
+            return result
+    worst, rows = None, []
+    for path in sorted(glob.glob(os.path.join(base, "host", "*.momentum_buffer.npy"))):
+        other = os.path.join(base, "cuda", os.path.basename(path))
+        a = np.load(path).astype(np.float64)
+        b = np.load(other).astype(np.float64) if os.path.exists(other) else None
+        if b is None or a.shape != b.shape:
+            rows.append({"name": os.path.basename(path), "error": "missing or other shape"})
+            continue
+        norm = float(np.linalg.norm(a))
+        rel = float(np.linalg.norm(b - a)) / max(norm, 1e-30)
+        finite = bool(np.isfinite(b).all())
+        rows.append({"name": os.path.basename(path)[:-len(".momentum_buffer.npy")],
+                     "rel_l2": rel if finite else float("inf"), "host_norm": norm,
+                     "elements": int(a.size)})
+        if worst is None or not finite or rel > worst["rel_l2"]:
+            worst = rows[-1]
+    rows.sort(key=lambda r: -r.get("rel_l2", float("inf")))
+    result["tensors"] = len(rows)
+    result["worst"] = worst
+    result["top"] = rows[:8]
+    result["errors"] = [r for r in rows if "error" in r]
+    if "loss" in result.get("host", {}) and "loss" in result.get("cuda", {}):
+        h, c = result["host"]["loss"], result["cuda"]["loss"]
+        result["loss_rel"] = abs(c - h) / max(abs(h), 1e-30)
+    say(f"check {name}: {len(rows)} gradients, worst rel L2 "
+        f"{worst['rel_l2'] if worst else float('nan'):.2e} ({worst['name'] if worst else '-'}), "
+        f"loss host {result.get('host', {}).get('loss')} cuda {result.get('cuda', {}).get('loss')}")
+    return result
+
+
+def cmd_device(args):
+    import numpy as np
+
+    begin_all = time.time()
+    deadline = begin_all + args.deadline_s
+    carry = os.path.abspath(args.carry)
+    bin_dir = os.path.join(carry, "bin")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    say = log_to(os.path.join(out, "device_log.txt"))
+    work = args.work
+    os.makedirs(work, exist_ok=True)
+    results = {"settings": {"seed": SEED, "runs": args.runs, "optimizers": OPTIMIZERS},
+               "phases": {}, "memopt": {}, "checks": {}, "torch": {}}
+    result_path = os.path.join(out, "device.json")
+
+    def save():
+        with open(result_path, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+    def phase(name):
+        results["phases"][name] = round(time.time() - begin_all, 1)
+        say(f"== {name} at {results['phases'][name]} s")
+        save()
+
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = library_path() + ":" + env.get("LD_LIBRARY_PATH", "")
+    say(f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}")
+    try:
+        results["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm",
+             "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+
+    # Phase A (nothing timed): gpu_check.sh, torch.compile warm-ups, gradient checks.
+    check_proc = None
+    if not args.skip_gpu_check:
+        check_log = open(os.path.join(out, "gpu_check_log.txt"), "w")
+        check_proc = subprocess.Popen(
+            ["bash", os.path.join(REPO, "scripts", "gpu_check.sh"), "/tmp/memopt-gpu-check"],
+            stdout=check_log, stderr=subprocess.STDOUT, cwd=REPO,
+            env=dict(os.environ, JOBS="16", CUDA_ARCH="90", SKIP_PERF="1"))
+    torch_env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR="/tmp/inductor-cache",
+                     PYTHONUNBUFFERED="1")
+    warm = []
+    if not args.skip_torch and not args.no_warm:
+        for name in args.configs:
+            log = open(os.path.join(work, f"warm_{name}.log"), "w")
+            warm.append((name, subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "torch-one", name, "--modes",
+                 "compile", "--warm-only", "--optimizers", *args.optimizers, "--out",
+                 os.path.join(work, f"warm_{name}.json")],
+                stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
+    for name in args.checks:
+        results["checks"][name] = grad_check(bin_dir, work, name, say, env)
+        save()
+    phase("checks_done_s")
+    if check_proc is not None:
+        try:
+            check_proc.wait(timeout=max(10.0, begin_all + args.gpu_check_cap_s - time.time()))
+        except subprocess.TimeoutExpired:
+            check_proc.kill()
+            check_proc.wait()
+        check_log.close()
+        text = open(os.path.join(out, "gpu_check_log.txt")).read()
+        summary = re.findall(r".*passed, \d+ failed.*", text)
+        results["gpu_check"] = {"exit": check_proc.returncode,
+                                "passed": "GPU CHECK PASSED" in text,
+                                "summary": summary[-1] if summary else None,
+                                "failures": [line for line in text.splitlines()
+                                             if "FAIL" in line][:40]}
+        say(f"gpu_check.sh: exit {check_proc.returncode}, {results['gpu_check']['summary']}")
+        phase("gpu_check_done_s")
+    for name, proc, log in warm:
+        try:
+            proc.wait(timeout=max(5.0, begin_all + args.warm_cap_s - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            say(f"warm-up {name}: stopped at the cap")
+        log.close()
+        results.setdefault("warm", {})[name] = open(
+            os.path.join(work, f"warm_{name}.log")).read()[-1500:]
+    phase("warm_done_s")
+
+    # Phase B1: memopt, one run at a time.
+    inputs = {}
+    for name in args.configs:
+        model, batch, size, classes = BENCH[name]
+        x, y = make_batch(model, batch, size, classes)
+        inputs[name] = (os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy"))
+        np.save(inputs[name][0], x)
+        np.save(inputs[name][1], y)
+    for name in args.configs:
+        model = BENCH[name][0]
+        for opt in args.optimizers:
+            key = f"{name}.{opt}"
+            exe = os.path.join(bin_dir, f"{key}.cuda")
+            if not os.path.exists(exe):
+                results["memopt"][key] = {"error": "no executable"}
+                continue
+            if time.time() > deadline - 60:
+                results["memopt"][key] = {"error": "deadline"}
+                continue
+            command = [exe, "--random-weights", str(SEED), "--input",
+                       f"{input_name(model)}={inputs[name][0]}", "--input",
+                       f"labels={inputs[name][1]}", "--steps", "0", "--bench", str(args.runs)]
+            begin = time.time()
+            try:
+                proc = subprocess.run(command, capture_output=True, text=True, timeout=150,
+                                      env=env)
+                text, code = proc.stdout + proc.stderr, proc.returncode
+            except subprocess.TimeoutExpired as error:
+                text, code = f"timeout 150 s\n{error.stdout or ''}", -1
+            entry = {"wall_s": round(time.time() - begin, 1), "exit": code}
+            if code == 0:
+                entry.update(parse_bench(text))
+                say(f"memopt {key}: {entry.get('median_ms', float('nan')):.2f} ms, total "
+                    f"{entry.get('total_bytes', 0) / 2**20:.0f} MiB, beyond state "
+                    f"{entry.get('beyond_state_bytes', 0) / 2**20:.0f} MiB, device peak "
+                    f"{entry.get('device_peak_used_bytes', 0) / 2**20:.0f} MiB, loss "
+                    f"{entry.get('first_loss')} -> {entry.get('last_loss')}")
+            else:
+                entry["error"] = text[-3000:]
+                say(f"memopt {key}: FAILED exit {code}\n{text[-2000:]}")
+            results["memopt"][key] = entry
+            save()
+    phase("memopt_done_s")
+
+    # Phase B2: PyTorch, one child process per model and TF32 setting.
+    if not args.skip_torch:
+        for tf32 in args.tf32:
+            for name in args.configs:
+                remaining = deadline - time.time()
+                if remaining < 40:
+                    results["torch"][f"{name}.tf32={tf32}"] = {"error": "deadline"}
+                    continue
+                part = os.path.join(work, f"torch_{name}_{tf32}.json")
+                command = [sys.executable, os.path.abspath(__file__), "torch-one", name,
+                           "--out", part, "--runs", str(args.runs), "--tf32", tf32,
+                           "--deadline", str(deadline - 10), "--optimizers", *args.optimizers,
+                           "--modes", *args.modes]
+                try:
+                    subprocess.run(command, env=torch_env, timeout=remaining)
+                except subprocess.TimeoutExpired:
+                    say(f"torch {name} tf32={tf32}: killed at the deadline")
+                if os.path.exists(part):
+                    part_result = json.load(open(part))
+                    results["torch"][f"{name}.tf32={tf32}"] = part_result
+                    for key, entry in part_result.get("runs", {}).items():
+                        if "median_ms" in entry:
+                            say(f"torch {name} {key} tf32={tf32}: {entry['median_ms']:.2f} ms, "
+                                f"peak {entry['peak_allocated_bytes'] / 2**20:.0f} MiB, beyond "
+                                f"state {entry['beyond_state_bytes'] / 2**20:.0f} MiB")
+                        else:
+                            say(f"torch {name} {key} tf32={tf32}: {entry.get('error')}")
+                save()
+    phase("total_s")
+    print_table(results)
+    return 0
+
+
+def print_table(results):
+    print("\n| config | optimizer | memopt ms | eager ms | compile ms | memopt total MiB | "
+          "eager peak MiB | compile peak MiB | memopt beyond state | eager beyond | "
+          "compile beyond |")
+    for key, m in results.get("memopt", {}).items():
+        name, opt = key.split(".")
+        t = results.get("torch", {}).get(f"{name}.tf32=off", {}).get("runs", {})
+        e, c = t.get(f"eager.{opt}", {}), t.get(f"compile.{opt}", {})
+
+        def ms(r):
+            return f"{r['median_ms']:.1f}" if "median_ms" in r else "-"
+
+        def mb(r, k):
+            return f"{r[k] / 2**20:.0f}" if k in r else "-"
+
+        print(f"| {name} | {opt} | {ms(m)} | {ms(e)} | {ms(c)} | {mb(m, 'total_bytes')} | "
+              f"{mb(e, 'peak_allocated_bytes')} | {mb(c, 'peak_allocated_bytes')} | "
+              f"{mb(m, 'beyond_state_bytes')} | {mb(e, 'beyond_state_bytes')} | "
+              f"{mb(c, 'beyond_state_bytes')} |")
+    for name, check in results.get("checks", {}).items():
+        worst = check.get("worst") or {}
+        print(f"check {name}: worst rel L2 {worst.get('rel_l2')} ({worst.get('name')}), "
+              f"loss rel {check.get('loss_rel')}")
+    if "gpu_check" in results:
+        print(f"gpu_check: {results['gpu_check']}")
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch side (a child process per model)
+
+
+def cmd_torch_one(args):
+    import gc
+
+    import numpy as np  # noqa: F401
+    import torch
+    import torch.nn.functional as F
+
+    import gpu_bench
+
+    on = args.tf32 == "on"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
+    torch.backends.cudnn.benchmark = True
+    torch._dynamo.config.cache_size_limit = 64
+    model, batch, size, classes = BENCH[args.name]
+    x_host, y_host = (torch.from_numpy(a) for a in make_batch(model, batch, size, classes))
+    result = {"environment": gpu_bench.torch_environment(), "tf32": on, "runs": {}}
+
+    def save():
+        with open(args.out, "w") as handle:
+            json.dump(result, handle, indent=1)
+
+    def state_bytes(module, opt):
+        params = sum(p.numel() * p.element_size() for p in module.parameters())
+        buffers = sum(b.numel() * b.element_size() for b in module.buffers())
+        opt_state = sum(v.numel() * v.element_size() for s in opt.state.values()
+                        for v in s.values() if torch.is_tensor(v) and v.is_cuda)
+        return params, buffers, opt_state
+
+    for mode in args.modes:
+        for opt_name in args.optimizers:
+            key = f"{mode}.{opt_name}"
+            if time.time() > args.deadline:
+                result["runs"][key] = {"error": "deadline"}
+                continue
+            try:
+                module = build_module(model, size, classes).cuda().train()
+                if opt_name == "sgd":
+                    opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
+                else:
+                    opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
+
+                def loss_fn(x, y):
+                    logits = module(x)
+                    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+                opt_step = opt.step
+                if mode == "compile":
+                    torch._dynamo.reset()
+                    loss_fn = torch.compile(loss_fn, dynamic=False)
+                    opt_step = torch.compile(opt.step, dynamic=False)
+
+                def step():
+                    x = x_host.to("cuda")
+                    y = y_host.to("cuda")
+                    loss = loss_fn(x, y)
+                    loss.backward()
+                    opt_step()
+                    opt.zero_grad(set_to_none=True)
+                    return loss
+
+                begin = time.time()
+                first_loss = float(step())
+                torch.cuda.synchronize()
+                first_s = time.time() - begin
+                if args.warm_only:
+                    step()
+                    torch.cuda.synchronize()
+                    result["runs"][key] = {"warm_s": round(time.time() - begin, 1)}
+                    print(f"warm {args.name} {key}: {time.time() - begin:.1f} s", flush=True)
+                    save()
+                    del module, opt, loss_fn, opt_step
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                    continue
+                for _ in range(4):
+                    step()
+                torch.cuda.synchronize()
+                gc.collect()
+                torch.cuda.reset_peak_memory_stats()
+                resident = torch.cuda.memory_allocated()
+                step()
+                torch.cuda.synchronize()
+                peak = torch.cuda.max_memory_allocated()
+                peak_reserved = torch.cuda.max_memory_reserved()
+                free, total = torch.cuda.mem_get_info()
+                params, buffers, opt_state = state_bytes(module, opt)
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                times = []
+                for _ in range(args.runs):
+                    start.record()
+                    loss = step()
+                    stop.record()
+                    stop.synchronize()
+                    times.append(start.elapsed_time(stop))
+                state = params + buffers + params + opt_state  # + gradients (= parameters)
+                result["runs"][key] = {
+                    "median_ms": statistics.median(times), "min_ms": min(times),
+                    "max_ms": max(times), "runs": args.runs, "first_step_s": round(first_s, 1),
+                    "peak_allocated_bytes": peak, "peak_reserved_bytes": peak_reserved,
+                    "resident_between_steps_bytes": resident,
+                    "device_used_bytes": total - free, "param_bytes": params,
+                    "buffer_bytes": buffers, "grad_bytes": params,
+                    "optimizer_state_bytes": opt_state, "state_bytes": state,
+                    "beyond_state_bytes": peak - state, "first_loss": first_loss,
+                    "last_loss": float(loss)}
+                print(f"{args.name} {key} tf32={args.tf32}: "
+                      f"{result['runs'][key]['median_ms']:.2f} ms, "
+                      f"peak {peak / 2**20:.0f} MiB", flush=True)
+                del module, opt, loss_fn, opt_step
+            except Exception as error:  # noqa: BLE001 - recorded per run
+                result["runs"][key] = {"error": f"{type(error).__name__}: {str(error)[:2000]}"}
+                print(f"{args.name} {key}: FAILED {str(error)[:500]}", flush=True)
+            gc.collect()
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
+            save()
+    save()
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# report (here)
+
+
+def mib(n):
+    return f"{n / 2**20:,.0f}"
+
+
+def cmd_report(args):
+    devices = [json.load(open(p)) for p in args.device_json]
+    prepare = json.load(open(args.prepare_json))
+    merged = {"memopt": {}, "torch": {}, "checks": {}, "gpu_check": None, "phases": []}
+    for d in devices:
+        for key, entry in d.get("memopt", {}).items():
+            if "median_ms" in entry or key not in merged["memopt"]:
+                merged["memopt"][key] = entry
+        for key, entry in d.get("torch", {}).items():
+            old = merged["torch"].setdefault(key, {"runs": {}})
+            old.setdefault("environment", entry.get("environment"))
+            for mode, run in entry.get("runs", {}).items():
+                if "median_ms" in run or mode not in old["runs"]:
+                    old["runs"][mode] = run
+        for key, entry in d.get("checks", {}).items():
+            if entry.get("worst") or key not in merged["checks"]:
+                merged["checks"][key] = entry
+        if d.get("gpu_check"):
+            merged["gpu_check"] = d["gpu_check"]
+        merged["phases"].append(d.get("phases"))
+        merged["nvidia_smi"] = d.get("nvidia_smi", merged.get("nvidia_smi"))
+    env = next((t.get("environment") for t in merged["torch"].values()
+                if t.get("environment")), {})
+    rows, tf32_rows = [], []
+    for name in BENCH:
+        for opt in OPTIMIZERS:
+            key = f"{name}.{opt}"
+            m = merged["memopt"].get(key, {})
+            t = merged["torch"].get(f"{name}.tf32=off", {}).get("runs", {})
+            t32 = merged["torch"].get(f"{name}.tf32=on", {}).get("runs", {})
+            e, c = t.get(f"eager.{opt}", {}), t.get(f"compile.{opt}", {})
+            e32, c32 = t32.get(f"eager.{opt}", {}), t32.get(f"compile.{opt}", {})
+            rep = prepare["configs"].get(key, {}).get("report", {}).get("training", {})
+
+            def ms(r):
+                return f"{r['median_ms']:.1f}" if "median_ms" in r else \
+                    ("failed" if "error" in r else "—")
+
+            def mb(r, k):
+                return mib(r[k]) if k in r else "—"
+
+            ratio = (f"{m['median_ms'] / c['median_ms']:.2f}"
+                     if "median_ms" in m and "median_ms" in c else "—")
+            mem_ok = ("yes" if "total_bytes" in m and "peak_allocated_bytes" in e and
+                      "peak_allocated_bytes" in c and
+                      m["total_bytes"] < min(e["peak_allocated_bytes"],
+                                             c["peak_allocated_bytes"]) else
+                      ("no" if "total_bytes" in m else "—"))
+            rows.append(f"| {name} | {opt} | {mb(m, 'total_bytes')} | "
+                        f"{mb(e, 'peak_allocated_bytes')} | {mb(c, 'peak_allocated_bytes')} | "
+                        f"{mb(m, 'beyond_state_bytes')} | {mb(e, 'beyond_state_bytes')} | "
+                        f"{mb(c, 'beyond_state_bytes')} | {ms(m)} | {ms(e)} | {ms(c)} | "
+                        f"{ratio} | {mem_ok} | {mb(m, 'device_peak_used_bytes')} | "
+                        f"{mb(e, 'device_used_bytes')} | {mb(c, 'device_used_bytes')} |")
+            tf32_rows.append(f"| {name} | {opt} | {ms(m)} (fp32) | {ms(e32)} | {ms(c32)} | "
+                             f"{mb(e32, 'peak_allocated_bytes')} | "
+                             f"{mb(c32, 'peak_allocated_bytes')} |")
+            merged.setdefault("configs", {})[key] = {
+                "memopt": m, "eager": e, "compile": c, "eager_tf32": e32,
+                "compile_tf32": c32, "memopt_report_training": rep}
+    check_rows = []
+    for name, check in merged["checks"].items():
+        worst = check.get("worst") or {}
+        host, cuda = check.get("host", {}), check.get("cuda", {})
+        status = ("ok" if worst and worst.get("rel_l2", 1) < 1e-3 else
+                  ("FAILED: " + (cuda.get("log_tail") or host.get("log_tail") or "")[-300:]
+                   .replace("\n", " ").replace("|", "/")) if not worst else "too large")
+        check_rows.append(
+            f"| {name} | {check.get('tensors', '—')} | "
+            f"{worst.get('rel_l2', float('nan')):.1e} | `{worst.get('name', '—')}` | "
+            f"{host.get('loss', '—')} | {cuda.get('loss', '—')} | {status} |")
+    header = ("| model | optimizer | memopt total | eager peak | compile peak | memopt beyond "
+              "state | eager beyond state | compile beyond state | memopt ms | eager ms | "
+              "compile ms | memopt / compile | memory below both | memopt device used | "
+              "eager device used | compile device used |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+              "---: | --- | ---: | ---: | ---: |")
+    tf32_header = ("| model | optimizer | memopt ms | eager ms (TF32) | compile ms (TF32) | "
+                   "eager peak (TF32) | compile peak (TF32) |\n"
+                   "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    check_header = ("| configuration | gradients | worst rel. L2 | tensor | host loss | "
+                    "CUDA loss | status |\n| --- | ---: | ---: | --- | ---: | ---: | --- |")
+    text = open(args.template).read()
+    text = text.replace("@TABLE@", header + "\n" + "\n".join(rows))
+    text = text.replace("@TF32@", tf32_header + "\n" + "\n".join(tf32_rows))
+    text = text.replace("@CHECKS@", check_header + "\n" + "\n".join(check_rows))
+    text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()) +
+                        f"; nvidia-smi: {merged.get('nvidia_smi')}; memopt at "
+                        f"{prepare.get('commit', '?')[:10]}")
+    gc = merged["gpu_check"] or {}
+    text = text.replace("@GPUCHECK@", f"exit {gc.get('exit')}, {gc.get('summary')}" +
+                        ("" if not gc.get("failures") else
+                         "; failing lines: " + "; ".join(f"`{f}`" for f in gc["failures"][:10])))
+    notes = open(args.notes).read().strip() if args.notes else ""
+    text = text.replace("@NOTES@", notes)
+    with open(args.doc_out, "w") as handle:
+        handle.write(text)
+    merged["prepare"] = prepare
+    with open(args.json_out, "w") as handle:
+        json.dump(merged, handle, indent=1)
+    print(header + "\n" + "\n".join(rows))
+    print(tf32_header + "\n" + "\n".join(tf32_rows))
+    print(check_header + "\n" + "\n".join(check_rows))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("export")
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="*")
+    p = sub.add_parser("export-one")
+    for a in ("name", "model"):
+        p.add_argument(a)
+    for a in ("batch", "size", "classes"):
+        p.add_argument(a, type=int)
+    p.add_argument("work")
+    p = sub.add_parser("prepare")
+    p.add_argument("--graphs", required=True)
+    p.add_argument("--dest", required=True)
+    p.add_argument("--work", default=os.path.join(REPO, "build-train", "work"))
+    p.add_argument("--compile", default=os.path.join(REPO, "build", "bin", "memopt-compile"))
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--skip-runtime", action="store_true")
+    p = sub.add_parser("device")
+    p.add_argument("--carry", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/train_bench")
+    p.add_argument("--configs", nargs="*", default=list(BENCH))
+    p.add_argument("--checks", nargs="*", default=list(CHECKS))
+    p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
+    p.add_argument("--modes", nargs="*", default=["eager", "compile"])
+    p.add_argument("--tf32", nargs="*", default=["off", "on"])
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--deadline-s", type=float, default=400)
+    p.add_argument("--gpu-check-cap-s", type=float, default=200)
+    p.add_argument("--warm-cap-s", type=float, default=200)
+    p.add_argument("--skip-gpu-check", action="store_true")
+    p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--no-warm", action="store_true")
+    p = sub.add_parser("torch-one")
+    p.add_argument("name")
+    p.add_argument("--out", required=True)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--tf32", default="off", choices=["off", "on"])
+    p.add_argument("--deadline", type=float, default=time.time() + 3600)
+    p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
+    p.add_argument("--modes", nargs="*", default=["eager", "compile"])
+    p.add_argument("--warm-only", action="store_true")
+    p = sub.add_parser("report")
+    p.add_argument("--device-json", nargs="+", required=True)
+    p.add_argument("--prepare-json", required=True)
+    p.add_argument("--notes")
+    p.add_argument("--template", default=os.path.join(REPO, "bench", "train_bench_template.md"))
+    p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "training-benchmark.md"))
+    p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "train.json"))
+    args = parser.parse_args(argv)
+    if args.command == "export-one":
+        return export_one(args.name, args.model, args.batch, args.size, args.classes,
+                          args.work) or 0
+    return {"export": cmd_export, "prepare": cmd_prepare, "device": cmd_device,
+            "torch-one": cmd_torch_one, "report": cmd_report}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,747 @@
+"""Per-op gradients (issue 11, "each VJP against central finite differences in double
+precision on small random tensors").
+
+For every op family with a rule in lib/Dialect/MemOpt/IR/Gradients.cpp, a tiny ONNX graph puts
+the op's float operands in as initializers (so memopt trains them) and reduces its result(s)
+to a scalar with a fixed random weight R given as a graph INPUT (so it is not trained):
+
+    loss = sum_k sum(op(params...)[k] * R_k)
+
+memopt-compile --train --loss output --optimizer sgd --momentum 0.9 --lr 0 builds the step;
+after one step each parameter's momentum buffer (--save-state) is exactly d loss / d param.
+The reference is a central finite difference in float64: the same graph with every float
+tensor made DOUBLE, the parameters turned into graph inputs, evaluated by onnxruntime (CPU)
+or, where onnxruntime has no double kernel for an op, by onnx's reference evaluator.
+
+Tolerance: relative L2 error <= 1e-3 (the f32 program against the f64 difference quotient),
+and the gradient must not be all zeros. Inputs stay away from kinks (relu/abs/clip at their
+thresholds, ties of max/min/max-pool/reduce-max, the corners of hard-swish/hard-sigmoid), so
+a step of 1e-6 never crosses one.
+
+To keep compile time low, the cases of one family are compiled into one model (their losses
+added); each worker compiles a family once and every case is its own test item. If the family
+does not compile or run, each of its cases is compiled alone, so the failure names the op.
+The memopt step's printed loss is also checked against the float64 forward (a forward
+mismatch would otherwise look like a gradient bug).
+Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it needs bin/memopt-compile.
+"""
+
+import functools
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from conftest import BUILD_DIR, _tool
+
+OPSET = 20  # Gelu (with approximate='tanh') is opset 20
+TOLERANCE = 1e-3  # relative L2, f32 program against f64 central differences
+LOSS_TOLERANCE = 1e-4  # memopt's f32 forward loss against the f64 forward
+FD_STEP = 1e-6  # relative to max(1, |p|)
+FD_MAX_ELEMENTS = 48  # a larger parameter is differentiated on a random subset
+
+
+#===------------------------------------------------------------------------------------===#
+# Cases
+#===------------------------------------------------------------------------------------===#
+
+
+@dataclass
+class Case:
+    """One op (or a few nodes) under test. Tensor names are local; `params` are float
+    initializers memopt trains (and that the reference differentiates), `consts` are
+    initializers that are not differentiated (int64 indices and shapes, bools; float ones,
+    such as BatchNormalization's running statistics, are made DOUBLE in the reference),
+    `inputs` are graph inputs other than the R weights, `outputs` the results that get an R."""
+    name: str
+    nodes: list
+    params: dict
+    outputs: list
+    consts: dict = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)
+
+
+def _rng(name):
+    return np.random.default_rng(abs(hash(name)) % (2**32) if False else
+                                 int.from_bytes(name.encode()[:8].ljust(8, b"\0"), "little"))
+
+
+def away_from(rng, shape, low, high, kinks=(0.0,), gap=0.1):
+    """Uniform values in [low, high], each at least `gap` from every kink."""
+    values = rng.uniform(low, high, size=shape)
+    for _ in range(100):
+        near = np.zeros(values.shape, bool)
+        for kink in kinks:
+            near |= np.abs(values - kink) < gap
+        if not near.any():
+            break
+        values[near] = rng.uniform(low, high, size=int(near.sum()))
+    return values
+
+
+def distinct(rng, shape, scale=1.0, gap=0.02):
+    """Random values whose pairwise gaps are at least `gap` (no ties for max/min/pooling)."""
+    count = int(np.prod(shape))
+    grid = np.arange(count) * gap * 1.5
+    grid = grid - grid.mean()
+    values = rng.permutation(grid) * scale / max(1.0, np.abs(grid).max()) * 1.5
+    return values.reshape(shape)
+
+
+def node(op, inputs, outputs, **attrs):
+    return helper.make_node(op, inputs, outputs, **attrs)
+
+
+def i64(values):
+    return np.array(values, dtype=np.int64)
+
+
+def unary_cases():
+    cases = []
+
+    def unary(name, op, values, **attrs):
+        cases.append(Case(name, [node(op, ["p"], ["y"], **attrs)], {"p": values}, ["y"]))
+
+    r = _rng("unary")
+    shape = (3, 5)
+    unary("relu", "Relu", away_from(r, shape, -2, 2))
+    unary("leaky_relu", "LeakyRelu", away_from(r, shape, -2, 2), alpha=0.15)
+    unary("sigmoid", "Sigmoid", r.uniform(-3, 3, shape))
+    unary("tanh", "Tanh", r.uniform(-2, 2, shape))
+    unary("exp", "Exp", r.uniform(-2, 1.5, shape))
+    unary("log", "Log", r.uniform(0.3, 3, shape))
+    unary("sqrt", "Sqrt", r.uniform(0.3, 3, shape))
+    unary("reciprocal", "Reciprocal", away_from(r, shape, -2, 2, gap=0.4))
+    unary("neg", "Neg", r.uniform(-2, 2, shape))
+    unary("abs", "Abs", away_from(r, shape, -2, 2))
+    unary("erf", "Erf", r.uniform(-2, 2, shape))
+    unary("sin", "Sin", r.uniform(-3, 3, shape))
+    unary("cos", "Cos", r.uniform(-3, 3, shape))
+    unary("gelu_none", "Gelu", r.uniform(-3, 3, shape))
+    unary("gelu_tanh", "Gelu", r.uniform(-3, 3, shape), approximate="tanh")
+    # Kinks at -3 and 3; values on all three pieces.
+    unary("hard_swish", "HardSwish", away_from(r, (4, 5), -4.5, 4.5, kinks=(-3.0, 3.0)))
+    # alpha 0.3, beta 0.4: kinks at -4/3 and 2.
+    unary("hard_sigmoid", "HardSigmoid",
+          away_from(r, (4, 5), -3, 3.5, kinks=(-4 / 3, 2.0)), alpha=0.3, beta=0.4)
+    # Clip with min and max as (float) initializers, and with max only.
+    cases.append(Case("clip", [node("Clip", ["p", "lo", "hi"], ["y"])],
+                      {"p": away_from(r, (4, 5), -2, 2, kinks=(-0.5, 0.6))}, ["y"],
+                      consts={"lo": np.array(-0.5, np.float32),
+                              "hi": np.array(0.6, np.float32)}))
+    cases.append(Case("clip_max_only", [node("Clip", ["p", "", "hi"], ["y"])],
+                      {"p": away_from(r, (4, 5), -2, 2, kinks=(0.6,))}, ["y"],
+                      consts={"hi": np.array(0.6, np.float32)}))
+    # Cast f32 -> f32 is a no-op (the reference makes it DOUBLE -> DOUBLE).
+    cases.append(Case("cast_f32_noop", [node("Cast", ["p"], ["c"], to=TensorProto.FLOAT),
+                                        node("Tanh", ["c"], ["y"])],
+                      {"p": r.uniform(-2, 2, shape)}, ["y"]))
+    return cases
+
+
+def binary_cases():
+    r = _rng("binary")
+    cases = []
+
+    def binary(name, op, a, b):
+        cases.append(Case(name, [node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"]))
+
+    binary("add_bcast", "Add", r.normal(size=(2, 3, 4)), r.normal(size=(3, 1)))
+    binary("add_same", "Add", r.normal(size=(3, 4)), r.normal(size=(3, 4)))
+    binary("sub_bcast_both", "Sub", r.normal(size=(3, 1)), r.normal(size=(1, 4)))
+    binary("mul_bcast", "Mul", r.normal(size=(2, 3, 4)), r.normal(size=(4,)))
+    binary("mul_scalar", "Mul", r.normal(size=(3, 4)), r.normal(size=()))
+    binary("div_bcast", "Div", r.normal(size=(3, 4)), away_from(r, (3, 1), -2, 2, gap=0.5))
+    binary("div_bcast_a", "Div", r.normal(size=(4,)), away_from(r, (3, 4), -2, 2, gap=0.5))
+    binary("pow_bcast", "Pow", r.uniform(0.5, 2.0, size=(3, 4)), r.uniform(0.5, 2.5, (4,)))
+    binary("pow_scalar_exponent", "Pow", r.uniform(0.5, 2.0, size=(3, 4)),
+           np.array(2.0))
+    # max/min: the two operands at least 0.1 apart everywhere (no ties).
+    a = r.normal(size=(3, 4))
+    b = r.normal(size=(4,))
+    a = np.where(np.abs(a - b) < 0.1, a + 0.3, a)
+    binary("max_bcast", "Max", a, b)
+    binary("min_bcast", "Min", a, b)
+    # where: the condition comes from a graph input x (not trained), broadcast to [3, 4].
+    x = np.array([[1.0], [-1.0], [2.0]], np.float32)
+    cases.append(Case("where_bcast",
+                      [node("Greater", ["x", "zero"], ["cond"]),
+                       node("Where", ["cond", "a", "b"], ["y"])],
+                      {"a": r.normal(size=(1, 4)), "b": r.normal(size=(3, 4))}, ["y"],
+                      consts={"zero": np.array(0.0, np.float32)}, inputs={"x": x}))
+    cases.append(Case("where_bool_const",
+                      [node("Where", ["cond", "a", "b"], ["y"])],
+                      {"a": r.normal(size=(3, 4)), "b": r.normal(size=(4,))}, ["y"],
+                      consts={"cond": r.random((3, 4)) < 0.5}))
+    return cases
+
+
+def matmul_cases():
+    r = _rng("matmul")
+    cases = []
+
+    def gemm(name, a, b, c=None, **attrs):
+        inputs = ["a", "b"] + (["c"] if c is not None else [])
+        params = {"a": a, "b": b}
+        if c is not None:
+            params["c"] = c
+        cases.append(Case(name, [node("Gemm", inputs, ["y"], **attrs)], params, ["y"]))
+
+    gemm("gemm_plain", r.normal(size=(3, 4)), r.normal(size=(4, 5)))
+    gemm("gemm_bias_row_alpha_beta", r.normal(size=(3, 4)), r.normal(size=(4, 5)),
+         r.normal(size=(5,)), alpha=0.7, beta=1.3)
+    gemm("gemm_transA_transB_bias_col", r.normal(size=(4, 3)), r.normal(size=(5, 4)),
+         r.normal(size=(3, 1)), transA=1, transB=1, alpha=-0.6, beta=0.5)
+    gemm("gemm_transA_bias_full", r.normal(size=(4, 3)), r.normal(size=(4, 5)),
+         r.normal(size=(3, 5)), transA=1, beta=2.0)
+    gemm("gemm_transB_bias_scalar", r.normal(size=(3, 4)), r.normal(size=(5, 4)),
+         r.normal(size=(1,)), transB=1, alpha=1.5)
+
+    def matmul(name, a, b):
+        cases.append(Case(name, [node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"]))
+
+    matmul("matmul_2d", r.normal(size=(3, 4)), r.normal(size=(4, 5)))
+    matmul("matmul_batched", r.normal(size=(2, 3, 4)), r.normal(size=(2, 4, 5)))
+    matmul("matmul_batch_bcast", r.normal(size=(2, 1, 3, 4)), r.normal(size=(3, 4, 2)))
+    matmul("matmul_batched_by_2d", r.normal(size=(2, 3, 4)), r.normal(size=(4, 5)))
+    matmul("matmul_2d_by_batched", r.normal(size=(3, 4)), r.normal(size=(2, 4, 5)))
+    matmul("matmul_1d_left", r.normal(size=(4,)), r.normal(size=(4, 5)))
+    matmul("matmul_1d_right", r.normal(size=(3, 4)), r.normal(size=(4,)))
+    matmul("matmul_1d_both", r.normal(size=(4,)), r.normal(size=(4,)))
+    matmul("matmul_batched_1d_right", r.normal(size=(2, 3, 4)), r.normal(size=(4,)))
+    matmul("matmul_1d_left_batched", r.normal(size=(4,)), r.normal(size=(2, 4, 3)))
+    return cases
+
+
+def conv_cases():
+    r = _rng("conv")
+    cases = []
+
+    def conv(name, x, w, b=None, **attrs):
+        inputs = ["x", "w"] + (["b"] if b is not None else [])
+        params = {"x": x, "w": w}
+        if b is not None:
+            params["b"] = b
+        cases.append(Case(name, [node("Conv", inputs, ["y"], **attrs)], params, ["y"]))
+
+    conv("conv_plain", r.normal(size=(1, 2, 4, 4)), r.normal(size=(3, 2, 3, 3)))
+    conv("conv_stride_pad_bias", r.normal(size=(2, 2, 5, 5)), r.normal(size=(3, 2, 3, 3)),
+         r.normal(size=(3,)), strides=[2, 2], pads=[1, 1, 1, 1])
+    conv("conv_stride_uncovered", r.normal(size=(1, 2, 6, 6)), r.normal(size=(2, 2, 3, 3)),
+         strides=[2, 2])  # the last row/column is never read
+    conv("conv_dilation_asym_pad", r.normal(size=(1, 2, 6, 5)), r.normal(size=(2, 2, 2, 3)),
+         r.normal(size=(2,)), dilations=[2, 1], pads=[1, 0, 0, 2])
+    conv("conv_group2", r.normal(size=(1, 4, 5, 5)), r.normal(size=(4, 2, 3, 3)),
+         r.normal(size=(4,)), group=2, pads=[1, 1, 1, 1])
+    conv("conv_depthwise_bias", r.normal(size=(2, 3, 5, 5)), r.normal(size=(3, 1, 3, 3)),
+         r.normal(size=(3,)), group=3, strides=[2, 2], pads=[1, 1, 1, 1])
+    conv("conv_depthwise_multiplier", r.normal(size=(1, 2, 4, 4)),
+         r.normal(size=(4, 1, 3, 3)), group=2, dilations=[2, 2], pads=[2, 2, 2, 2])
+    conv("conv_1d", r.normal(size=(2, 2, 7)), r.normal(size=(3, 2, 3)), r.normal(size=(3,)),
+         strides=[2], pads=[1, 1])
+    return cases
+
+
+def pool_cases():
+    r = _rng("pool")
+    cases = []
+
+    def pool(name, op, shape, **attrs):
+        cases.append(Case(name, [node(op, ["x"], ["y"], **attrs)],
+                          {"x": distinct(r, shape)}, ["y"]))
+
+    pool("maxpool_k3_s2_pad1", "MaxPool", (1, 2, 5, 5), kernel_shape=[3, 3], strides=[2, 2],
+         pads=[1, 1, 1, 1])
+    pool("maxpool_k2_s1_overlap", "MaxPool", (2, 1, 4, 4), kernel_shape=[2, 2])
+    pool("maxpool_ceil", "MaxPool", (1, 2, 5, 5), kernel_shape=[2, 2], strides=[2, 2],
+         ceil_mode=1)
+    pool("avgpool_exclude_pad", "AveragePool", (1, 2, 5, 5), kernel_shape=[3, 3],
+         strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
+    pool("avgpool_include_pad", "AveragePool", (1, 2, 5, 5), kernel_shape=[3, 3],
+         strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)
+    pool("avgpool_ceil", "AveragePool", (1, 2, 5, 5), kernel_shape=[2, 2], strides=[2, 2],
+         ceil_mode=1)
+    pool("avgpool_k2_s1_overlap", "AveragePool", (2, 1, 4, 4), kernel_shape=[2, 2])
+    pool("global_avgpool", "GlobalAveragePool", (2, 3, 3, 4))
+    return cases
+
+
+def norm_cases():
+    r = _rng("norm")
+    cases = []
+    cases.append(Case("batchnorm_inference",
+                      [node("BatchNormalization", ["x", "scale", "b", "mean", "var"], ["y"],
+                            epsilon=1e-3)],
+                      {"x": r.normal(size=(2, 3, 2, 3)), "scale": r.uniform(0.5, 1.5, 3),
+                       "b": r.normal(size=3)}, ["y"],
+                      consts={"mean": r.normal(size=3).astype(np.float32) * 0.3,
+                              "var": r.uniform(0.5, 2.0, 3).astype(np.float32)}))
+    cases.append(Case("batchnorm_2d_input",
+                      [node("BatchNormalization", ["x", "scale", "b", "mean", "var"], ["y"])],
+                      {"x": r.normal(size=(4, 3)), "scale": r.uniform(0.5, 1.5, 3),
+                       "b": r.normal(size=3)}, ["y"],
+                      consts={"mean": r.normal(size=3).astype(np.float32) * 0.3,
+                              "var": r.uniform(0.5, 2.0, 3).astype(np.float32)}))
+    cases.append(Case("layernorm_last_axis",
+                      [node("LayerNormalization", ["x", "scale", "b"], ["y"], axis=-1,
+                            epsilon=1e-5)],
+                      {"x": r.normal(size=(2, 3, 5)), "scale": r.uniform(0.5, 1.5, 5),
+                       "b": r.normal(size=5)}, ["y"]))
+    cases.append(Case("layernorm_axis1_no_bias",
+                      [node("LayerNormalization", ["x", "scale"], ["y"], axis=1,
+                            epsilon=1e-3)],
+                      {"x": r.normal(size=(2, 3, 4)), "scale": r.uniform(0.5, 1.5, (3, 4))},
+                      ["y"]))
+    cases.append(Case("softmax_last_axis", [node("Softmax", ["x"], ["y"])],
+                      {"x": r.normal(size=(3, 5))}, ["y"]))
+    cases.append(Case("softmax_axis1", [node("Softmax", ["x"], ["y"], axis=1)],
+                      {"x": r.normal(size=(2, 4, 3))}, ["y"]))
+    return cases
+
+
+def reduce_cases():
+    r = _rng("reduce")
+    cases = []
+
+    def reduce(name, op, x, axes, keepdims):
+        inputs = ["x"] + (["axes"] if axes is not None else [])
+        consts = {"axes": i64(axes)} if axes is not None else {}
+        cases.append(Case(name, [node(op, inputs, ["y"], keepdims=keepdims)], {"x": x}, ["y"],
+                          consts=consts))
+
+    reduce("reduce_sum_axis1", "ReduceSum", r.normal(size=(2, 3, 4)), [1], 0)
+    reduce("reduce_sum_all_keepdims", "ReduceSum", r.normal(size=(2, 3, 4)), None, 1)
+    reduce("reduce_sum_neg_axes", "ReduceSum", r.normal(size=(2, 3, 4)), [-1, 0], 1)
+    reduce("reduce_mean_axes02", "ReduceMean", r.normal(size=(2, 3, 4)), [0, 2], 1)
+    reduce("reduce_mean_all", "ReduceMean", r.normal(size=(3, 4)), None, 0)
+    reduce("reduce_max_axis1", "ReduceMax", distinct(r, (2, 4, 3)), [1], 0)
+    reduce("reduce_max_last_keepdims", "ReduceMax", distinct(r, (3, 5)), [-1], 1)
+    return cases
+
+
+def shape_cases():
+    r = _rng("shape")
+    cases = []
+    x = r.normal(size=(2, 3, 4))
+    cases.append(Case("reshape", [node("Reshape", ["x", "shape"], ["y"])], {"x": x}, ["y"],
+                      consts={"shape": i64([4, -1])}))
+    cases.append(Case("flatten_axis2", [node("Flatten", ["x"], ["y"], axis=2)],
+                      {"x": r.normal(size=(2, 3, 2, 2))}, ["y"]))
+    cases.append(Case("squeeze", [node("Squeeze", ["x", "axes"], ["y"])],
+                      {"x": r.normal(size=(3, 1, 4, 1))}, ["y"], consts={"axes": i64([1, 3])}))
+    cases.append(Case("unsqueeze", [node("Unsqueeze", ["x", "axes"], ["y"])],
+                      {"x": r.normal(size=(3, 4))}, ["y"], consts={"axes": i64([0, 2])}))
+    cases.append(Case("transpose", [node("Transpose", ["x"], ["y"], perm=[2, 0, 1])],
+                      {"x": r.normal(size=(2, 3, 4))}, ["y"]))
+    cases.append(Case("transpose_4d", [node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+                      {"x": r.normal(size=(2, 3, 2, 4))}, ["y"]))
+    cases.append(Case("expand", [node("Expand", ["x", "shape"], ["y"])],
+                      {"x": r.normal(size=(3, 1))}, ["y"], consts={"shape": i64([2, 3, 4])}))
+    cases.append(Case("expand_same_rank", [node("Expand", ["x", "shape"], ["y"])],
+                      {"x": r.normal(size=(1, 4))}, ["y"], consts={"shape": i64([3, 4])}))
+    cases.append(Case("concat_axis1", [node("Concat", ["a", "b", "c"], ["y"], axis=1)],
+                      {"a": r.normal(size=(2, 1, 3)), "b": r.normal(size=(2, 3, 3)),
+                       "c": r.normal(size=(2, 2, 3))}, ["y"]))
+    cases.append(Case("concat_neg_axis", [node("Concat", ["a", "b"], ["y"], axis=-1)],
+                      {"a": r.normal(size=(3, 2)), "b": r.normal(size=(3, 4))}, ["y"]))
+    cases.append(Case("split_sizes", [node("Split", ["x", "split"], ["y0", "y1", "y2"],
+                                           axis=1)],
+                      {"x": r.normal(size=(2, 5, 3))}, ["y0", "y1", "y2"],
+                      consts={"split": i64([1, 2, 2])}))
+    # Only pieces 0 and 2 reach the loss: the middle one's gradient is zeros.
+    cases.append(Case("split_unused_piece", [node("Split", ["x"], ["y0", "y1", "y2"], axis=0,
+                                                  num_outputs=3)],
+                      {"x": r.normal(size=(6, 2))}, ["y0", "y2"]))
+    cases.append(Case("slice_step1", [node("Slice", ["x", "starts", "ends", "axes"], ["y"])],
+                      {"x": r.normal(size=(5, 6))}, ["y"],
+                      consts={"starts": i64([1, -4]), "ends": i64([4, 100]),
+                              "axes": i64([0, 1])}))
+    cases.append(Case("slice_step2", [node("Slice", ["x", "starts", "ends", "axes", "steps"],
+                                           ["y"])],
+                      {"x": r.normal(size=(5, 7))}, ["y"],
+                      consts={"starts": i64([0, 1]), "ends": i64([5, 6]),
+                              "axes": i64([0, 1]), "steps": i64([2, 2])}))
+    cases.append(Case("slice_step2_one_axis",
+                      [node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+                      {"x": r.normal(size=(2, 7, 3))}, ["y"],
+                      consts={"starts": i64([-6]), "ends": i64([7]), "axes": i64([1]),
+                              "steps": i64([2])}))
+    cases.append(Case("pad_constant", [node("Pad", ["x", "pads", "value"], ["y"],
+                                            mode="constant")],
+                      {"x": r.normal(size=(3, 4))}, ["y"],
+                      consts={"pads": i64([1, 0, 2, 3]),
+                              "value": np.array(0.5, np.float32)}))
+    cases.append(Case("pad_constant_4d", [node("Pad", ["x", "pads"], ["y"])],
+                      {"x": r.normal(size=(1, 2, 3, 3))}, ["y"],
+                      consts={"pads": i64([0, 0, 1, 2, 0, 0, 2, 1])}))
+    return cases
+
+
+def gather_cases():
+    r = _rng("gather")
+    cases = []
+    # Repeated indices: the table's gradient must add both rows.
+    cases.append(Case("gather_axis0", [node("Gather", ["x", "idx"], ["y"], axis=0)],
+                      {"x": r.normal(size=(5, 3))}, ["y"],
+                      consts={"idx": i64([[0, 2], [4, 2]])}))
+    cases.append(Case("gather_axis1", [node("Gather", ["x", "idx"], ["y"], axis=1)],
+                      {"x": r.normal(size=(3, 5))}, ["y"], consts={"idx": i64([1, 3, 1])}))
+    cases.append(Case("gather_axis1_3d_neg_idx", [node("Gather", ["x", "idx"], ["y"], axis=1)],
+                      {"x": r.normal(size=(2, 4, 3))}, ["y"],
+                      consts={"idx": i64([[3, 0], [-1, 2]])}))
+    cases.append(Case("scatter_nd", [node("ScatterND", ["x", "idx", "u"], ["y"])],
+                      {"x": r.normal(size=(5, 3)), "u": r.normal(size=(2, 3))}, ["y"],
+                      consts={"idx": i64([[1], [3]])}))
+    cases.append(Case("scatter_nd_2d_tuples", [node("ScatterND", ["x", "idx", "u"], ["y"])],
+                      {"x": r.normal(size=(4, 3)), "u": r.normal(size=(2, 2, 3))}, ["y"],
+                      consts={"idx": i64([[[0], [2]], [[3], [1]]])}))
+    return cases
+
+
+FAMILIES = {
+    "unary": unary_cases,
+    "binary": binary_cases,
+    "matmul": matmul_cases,
+    "conv": conv_cases,
+    "pool": pool_cases,
+    "norm": norm_cases,
+    "reduce": reduce_cases,
+    "shape": shape_cases,
+    "gather": gather_cases,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def family_cases(family):
+    cases = FAMILIES[family]()
+    for case in cases:
+        # Parameters are f32 in memopt: the reference differentiates at the same f32 point.
+        case.params = {k: np.asarray(v, np.float32).astype(np.float64)
+                       for k, v in case.params.items()}
+    return cases
+
+
+#===------------------------------------------------------------------------------------===#
+# Models
+#===------------------------------------------------------------------------------------===#
+
+
+def scoped(case, name):
+    return f"{case.name}__{name}" if name else ""
+
+
+def prefixed_nodes(case, double):
+    out = []
+    for n in case.nodes:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(n)
+        copy.name = scoped(case, n.name or n.output[0])
+        copy.input[:] = [scoped(case, i) for i in n.input]
+        copy.output[:] = [scoped(case, o) for o in n.output]
+        if double and copy.op_type == "Cast":
+            for attr in copy.attribute:
+                if attr.name == "to" and attr.i == TensorProto.FLOAT:
+                    attr.i = TensorProto.DOUBLE
+        out.append(copy)
+    return out
+
+
+def r_name(case, output):
+    return scoped(case, "R_" + output)
+
+
+def elem_type(array, double):
+    if array.dtype.kind == "f":
+        return TensorProto.DOUBLE if double else TensorProto.FLOAT
+    return helper.np_dtype_to_tensor_dtype(array.dtype)
+
+
+def float_array(array, double):
+    return np.asarray(array, np.float64 if double else np.float32)
+
+
+def case_tensors(case, double):
+    """(nodes, graph inputs, initializers, loss name) of one case. `double`: the f64
+    reference graph, whose parameters are graph inputs."""
+    nodes = prefixed_nodes(case, double)
+    inputs, inits = [], []
+    ftype = TensorProto.DOUBLE if double else TensorProto.FLOAT
+    for name, value in case.params.items():
+        if double:
+            inputs.append(helper.make_tensor_value_info(scoped(case, name), ftype,
+                                                        list(value.shape)))
+        else:
+            inits.append(numpy_helper.from_array(float_array(value, False),
+                                                 scoped(case, name)))
+    for name, value in case.consts.items():
+        value = float_array(value, double) if value.dtype.kind == "f" else value
+        inits.append(numpy_helper.from_array(value, scoped(case, name)))
+    for name, value in case.inputs.items():
+        inputs.append(helper.make_tensor_value_info(scoped(case, name),
+                                                    elem_type(value, double),
+                                                    list(value.shape)))
+    terms = []
+    for output, shape in zip(case.outputs, case.output_shapes):
+        inputs.append(helper.make_tensor_value_info(r_name(case, output), ftype, list(shape)))
+        weighted = scoped(case, "weighted_" + output)
+        term = scoped(case, "term_" + output)
+        nodes.append(node("Mul", [scoped(case, output), r_name(case, output)], [weighted]))
+        nodes.append(node("ReduceSum", [weighted], [term], keepdims=0))
+        terms.append(term)
+    loss = terms[0]
+    for index, term in enumerate(terms[1:]):
+        total = scoped(case, f"loss_{index}")
+        nodes.append(node("Add", [loss, term], [total]))
+        loss = total
+    return nodes, inputs, inits, loss
+
+
+def make_model(nodes, inputs, outputs, inits):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 9
+    return model
+
+
+def probe_output_shapes(case):
+    """Shapes of the case's outputs (f64 reference evaluator on the bare op)."""
+    nodes = prefixed_nodes(case, True)
+    inputs = [helper.make_tensor_value_info(scoped(case, n), TensorProto.DOUBLE, list(v.shape))
+              for n, v in case.params.items()]
+    inputs += [helper.make_tensor_value_info(scoped(case, n), elem_type(v, True),
+                                             list(v.shape)) for n, v in case.inputs.items()]
+    inits = [numpy_helper.from_array(float_array(v, True) if v.dtype.kind == "f" else v,
+                                     scoped(case, n)) for n, v in case.consts.items()]
+    outputs = [helper.make_tensor_value_info(scoped(case, o), TensorProto.DOUBLE, None)
+               for o in case.outputs]
+    model = make_model(nodes, inputs, outputs, inits)
+    feeds = {scoped(case, n): v for n, v in case.params.items()}
+    feeds.update({scoped(case, n): float_array(v, True) if v.dtype.kind == "f" else v
+                  for n, v in case.inputs.items()})
+    return [np.asarray(v).shape for v in ReferenceEvaluator(model).run(None, feeds)]
+
+
+def prepare(case):
+    if not hasattr(case, "output_shapes"):
+        case.output_shapes = probe_output_shapes(case)
+        rng = _rng("R" + case.name)
+        case.weights = {o: rng.uniform(0.5, 1.5, s) * np.where(rng.random(s) < 0.5, -1, 1)
+                        for o, s in zip(case.outputs, case.output_shapes)}
+        case.weights = {o: np.asarray(w, np.float32) for o, w in case.weights.items()}
+
+
+def memopt_model(cases):
+    """One f32 model whose single output is the sum of the cases' losses."""
+    nodes, inputs, inits, losses = [], [], [], []
+    for case in cases:
+        n, i, t, loss = case_tensors(case, double=False)
+        nodes += n
+        inputs += i
+        inits += t
+        losses.append(loss)
+    total = losses[0]
+    for index, loss in enumerate(losses[1:]):
+        nodes.append(node("Add", [total, loss], [f"total_{index}"]))
+        total = f"total_{index}"
+    nodes.append(node("Identity", [total], ["loss"]))
+    model = make_model(nodes, inputs, [helper.make_tensor_value_info("loss", TensorProto.FLOAT,
+                                                                     [])], inits)
+    onnx.checker.check_model(model)
+    return model
+
+
+class Reference:
+    """The f64 loss of one case as a function of its parameters."""
+
+    def __init__(self, case):
+        nodes, inputs, inits, loss = case_tensors(case, double=True)
+        model = make_model(nodes, inputs,
+                           [helper.make_tensor_value_info(loss, TensorProto.DOUBLE, [])], inits)
+        self.case = case
+        self.feeds = {r_name(case, o): case.weights[o].astype(np.float64)
+                      for o in case.outputs}
+        self.feeds.update({scoped(case, n): float_array(v, True) if v.dtype.kind == "f" else v
+                           for n, v in case.inputs.items()})
+        try:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            session = ort.InferenceSession(model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+            self.evaluator = "onnxruntime"
+            self._run = lambda feeds: session.run(None, feeds)[0]
+            self.loss(case.params)
+        except Exception:  # no double kernel for some op: onnx's reference evaluator
+            evaluator = ReferenceEvaluator(model)
+            self.evaluator = "onnx.reference"
+            self._run = lambda feeds: evaluator.run(None, feeds)[0]
+
+    def loss(self, params):
+        feeds = dict(self.feeds)
+        feeds.update({scoped(self.case, n): v for n, v in params.items()})
+        return float(np.asarray(self._run(feeds)))
+
+    def gradient(self, name, indices):
+        """Central differences of the loss at the flat `indices` of parameter `name`."""
+        params = {n: v.copy() for n, v in self.case.params.items()}
+        flat = params[name].reshape(-1)
+        base = flat.copy()
+        result = np.empty(len(indices))
+        for k, index in enumerate(indices):
+            step = FD_STEP * max(1.0, abs(base[index]))
+            flat[index] = base[index] + step
+            plus = self.loss(params)
+            flat[index] = base[index] - step
+            minus = self.loss(params)
+            flat[index] = base[index]
+            result[k] = (plus - minus) / (2 * step)
+        return result
+
+
+#===------------------------------------------------------------------------------------===#
+# Running memopt
+#===------------------------------------------------------------------------------------===#
+
+
+def file_name(name):
+    """The executable's file name for a tensor (Main.cpp: fileNameFor)."""
+    return re.sub(r"[/\\: ]", "_", name) + ".npy"
+
+
+def run(argv, timeout=300):
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def memopt_gradients(cases, folder):
+    """Compiles the cases into one training step, runs one step; returns (loss, {(case,
+    param): gradient}) or raises AssertionError with the tool's message."""
+    os.makedirs(folder, exist_ok=True)
+    for case in cases:
+        prepare(case)
+    model_path = os.path.join(folder, "model.onnx")
+    onnx.save(memopt_model(cases), model_path)
+    exe = os.path.join(folder, "step")
+    argv = [_tool("memopt-compile"), model_path, "--train", "--loss", "output", "--optimizer",
+            "sgd", "--momentum", "0.9", "--lr", "0", "--target", "host", "--quiet", "-o", exe]
+    proc = run(argv)
+    if proc.returncode != 0:
+        raise AssertionError(f"memopt-compile failed ({proc.returncode}):\n"
+                             f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+    state = os.path.join(folder, "state")
+    argv = [exe, "--steps", "1", "--save-state", state]
+    for case in cases:
+        feeds = dict(case.inputs)
+        feeds.update({"R_" + o: w for o, w in case.weights.items()})
+        for name, value in feeds.items():
+            path = os.path.join(folder, file_name(scoped(case, name)))
+            np.save(path, value)
+            argv += ["--input", f"{scoped(case, name)}={path}"]
+    proc = run(argv)
+    if proc.returncode != 0:
+        raise AssertionError(f"training step failed ({proc.returncode}):\n"
+                             f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+    losses = [float(line.split()[-1]) for line in proc.stdout.splitlines()
+              if line.startswith("step ")]
+    assert len(losses) == 1, proc.stdout
+    grads = {}
+    for case in cases:
+        for name in case.params:
+            path = os.path.join(state, file_name(scoped(case, name) + ".momentum_buffer"))
+            grads[(case.name, name)] = np.load(path) if os.path.exists(path) else None
+    return losses[0], grads
+
+
+_WORKDIR = tempfile.mkdtemp(prefix="memopt-gradients-")
+
+
+@functools.lru_cache(maxsize=None)
+def family_result(family):
+    """Compiles and runs a whole family once per worker: (loss, grads) or the error text."""
+    try:
+        return memopt_gradients(family_cases(family), os.path.join(_WORKDIR, family))
+    except AssertionError as error:
+        return str(error)
+
+
+def case_result(family, case):
+    """(family loss or None, this case's gradients) from the family's run, or from a run
+    of the case alone when the family's failed (so the failure names the op)."""
+    result = family_result(family)
+    if isinstance(result, str):
+        loss, grads = memopt_gradients([case], os.path.join(_WORKDIR, family, case.name))
+        return loss, grads, f"(family {family} failed as a whole: {result[:300]})"
+    return None, result[1], ""
+
+
+#===------------------------------------------------------------------------------------===#
+# Tests
+#===------------------------------------------------------------------------------------===#
+
+
+def relative_error(actual, expected):
+    return float(np.linalg.norm(actual.astype(np.float64) - expected) /
+                 max(np.linalg.norm(expected), 1e-30))
+
+
+PARAMS = [pytest.param(family, index, id=case.name)
+          for family in FAMILIES for index, case in enumerate(family_cases(family))]
+
+
+@pytest.mark.parametrize("family,index", PARAMS)
+def test_vjp_matches_finite_differences(family, index):
+    case = family_cases(family)[index]
+    compiler = _tool("memopt-compile")
+    assert compiler
+    loss, grads, note = case_result(family, case)
+    reference = Reference(case)
+    if loss is not None:  # the case ran alone: check its forward too
+        expected = reference.loss(case.params)
+        assert loss == pytest.approx(expected, rel=LOSS_TOLERANCE, abs=1e-5), (
+            f"forward loss {loss} != float64 {expected} ({reference.evaluator}) {note}")
+    failures = []
+    for name, value in case.params.items():
+        actual = grads[(case.name, name)]
+        if actual is None:
+            failures.append(f"{name}: memopt trained no gradient (no momentum buffer)")
+            continue
+        assert actual.shape == value.shape, (name, actual.shape, value.shape)
+        assert np.any(actual != 0), f"{case.name}: gradient of {name} is all zeros {note}"
+        count = value.size
+        rng = _rng("fd" + case.name + name)
+        indices = (np.arange(count) if count <= FD_MAX_ELEMENTS else
+                   np.sort(rng.choice(count, FD_MAX_ELEMENTS, replace=False)))
+        expected = reference.gradient(name, indices)
+        got = actual.reshape(-1)[indices]
+        assert np.any(expected != 0), f"{case.name}: reference gradient of {name} is zero"
+        error = relative_error(got, expected)
+        if not error <= TOLERANCE:
+            worst = int(np.argmax(np.abs(got - expected)))
+            failures.append(
+                f"{name} {tuple(value.shape)}: relative L2 error {error:.3g} > {TOLERANCE} "
+                f"(reference {reference.evaluator}); worst flat index {indices[worst]}: "
+                f"memopt {got[worst]:.6g} vs finite differences {expected[worst]:.6g}; "
+                f"|memopt| {np.linalg.norm(got):.4g}, |reference| "
+                f"{np.linalg.norm(expected):.4g}")
+    assert not failures, f"{case.name} {note}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_forward_loss(family):
+    """The family's step loss (memopt, f32) against the sum of the f64 case losses."""
+    result = family_result(family)
+    if isinstance(result, str):
+        pytest.fail(f"family {family} does not compile or run as one model:\n{result}")
+    loss, _ = result
+    cases = family_cases(family)
+    expected = sum(Reference(case).loss(case.params) for case in cases)
+    scale = sum(abs(Reference(case).loss(case.params)) for case in cases)
+    assert abs(loss - expected) <= LOSS_TOLERANCE * max(scale, 1.0), (loss, expected)
