@@ -34,6 +34,11 @@ ORACLE_PYTHON = os.path.join(BUILD_DIR, "ort-training-venv", "bin", "python")
 ORACLE = os.path.join(REPO, "python", "tools", "ort_training_oracle.py")
 
 GRADIENT_TOLERANCE = 1e-4  # relative L2, fp32 against fp32
+# With batch statistics, each BatchNormalization's backward subtracts two means from the
+# incoming gradient; over 50 layers (ResNet-50 at batch 1) fp32 programs that order those
+# sums differently drift apart to ~7e-4 (measured: dynamo ResNet-50 6.7e-4, MobileNetV3
+# 1.7e-4, the bundled convnet 3e-6).
+BATCH_STATISTICS_TOLERANCE = 1e-3
 
 
 def run(argv, check=True, timeout=600):
@@ -101,6 +106,8 @@ def step_losses(stdout):
 
 
 def check_gradients(tmp_path, model, loss, inputs, labels, compile_args=(), output=None):
+    tolerance = (BATCH_STATISTICS_TOLERANCE if "--bn-batch-stats" in compile_args
+                 else GRADIENT_TOLERANCE)
     """One memopt step against the oracle: loss and every gradient."""
     out = compile_train(model, tmp_path / "step", "--optimizer", "sgd", "--momentum", "0.9",
                         "--lr", "0", *compile_args)
@@ -116,9 +123,9 @@ def check_gradients(tmp_path, model, loss, inputs, labels, compile_args=(), outp
     assert memopt_loss == pytest.approx(oracle_loss, rel=1e-4, abs=1e-6)
     errors = gradient_errors(state, grads)
     worst = max(errors, key=errors.get)
-    assert errors[worst] <= GRADIENT_TOLERANCE, (
+    assert errors[worst] <= tolerance, (
         f"{len(errors)} gradients, worst {worst}: {errors[worst]:.3g}; "
-        f"all above tolerance: {[n for n, e in errors.items() if e > GRADIENT_TOLERANCE]}")
+        f"all above tolerance: {[n for n, e in errors.items() if e > tolerance]}")
     return errors
 
 

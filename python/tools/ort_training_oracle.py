@@ -38,6 +38,44 @@ def load_training_modules():
     return artifacts, api
 
 
+def make_differentiable(model):
+    """Rewrites the graph into the same function in ops onnxruntime-training can
+    differentiate: HardSwish(x) = x * Clip(x / 6 + 1/2, 0, 1) and HardSigmoid(x) =
+    Clip(alpha x + beta, 0, 1) (it has gradients for neither, but for Clip), and gives
+    LayerNormalization its optional Mean / InvStdDev outputs, which its gradient reads."""
+    graph = model.graph
+    constants = {}
+
+    def scalar(value):
+        name = f"oracle.scalar{len(constants)}"
+        constants[name] = onnx.numpy_helper.from_array(np.array(value, np.float32), name)
+        return name
+
+    nodes = []
+    for index, node in enumerate(graph.node):
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        prefix = f"oracle.{index}"
+        if node.op_type in ("HardSwish", "HardSigmoid") and node.domain in ("", "ai.onnx"):
+            alpha = attrs.get("alpha", 1 / 6 if node.op_type == "HardSwish" else 0.2)
+            beta = attrs.get("beta", 0.5)
+            x = node.input[0]
+            nodes.append(onnx.helper.make_node("Mul", [x, scalar(alpha)], [prefix + ".ax"]))
+            nodes.append(onnx.helper.make_node("Add", [prefix + ".ax", scalar(beta)],
+                                               [prefix + ".axb"]))
+            clipped = node.output[0] if node.op_type == "HardSigmoid" else prefix + ".gate"
+            nodes.append(onnx.helper.make_node("Clip", [prefix + ".axb", scalar(0.0),
+                                                        scalar(1.0)], [clipped]))
+            if node.op_type == "HardSwish":
+                nodes.append(onnx.helper.make_node("Mul", [x, clipped], [node.output[0]]))
+            continue
+        if node.op_type == "LayerNormalization" and len(node.output) == 1:
+            node.output.extend([prefix + ".mean", prefix + ".inv_std_dev"])
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(constants.values())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -55,6 +93,7 @@ def main():
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(3)
+    onnxruntime.set_default_logger_verbosity(0)
     model = onnx.load(args.model)
     if model.ir_version > 10:
         model.ir_version = 10
@@ -71,6 +110,7 @@ def main():
         raise SystemExit(f"choose one output with --output (have {[o.name for o in outputs]})")
     del model.graph.output[:]
     model.graph.output.append(chosen[0])
+    make_differentiable(model)
     dims = chosen[0].type.tensor_type.shape.dim
     if args.loss == "cross-entropy" and len(dims) > 2:
         classes = dims[-1].dim_value
