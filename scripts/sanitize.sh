@@ -34,7 +34,7 @@ ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 echo "== pytest slice under the sanitizers"
 MEMOPT_BUILD_DIR="$PWD/$BUILD" ${PYTHON:-python3} -m pytest -q -n "$JOBS" \
   python/tests/test_robustness.py python/tests/test_e2e_host.py \
-  -k "robustness or generated_model or bundled_model or c_api"
+  -k "robustness or generated_model or bundled_model"
 
 echo "== fuzzing each target for ${FUZZ_SECONDS}s"
 for target in onnx-import mlir-passes planner-csv runtime-files; do

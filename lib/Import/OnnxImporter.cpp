@@ -165,6 +165,12 @@ static std::string captureDiagnostics(MLIRContext *context,
   return messages;
 }
 
+/// Whether a size computed in floating point (Resize's scales) converts to a
+/// dimension: finite, non-negative, and far from int64's range.
+static bool isDimension(double size) {
+  return std::isfinite(size) && size >= 0 && size <= double(int64_t(1) << 50);
+}
+
 static std::string formatShape(ArrayRef<int64_t> dims) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -1395,9 +1401,14 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
         scale = policy == "not_larger" ? std::min(scale, ratio)
                                        : std::max(scale, ratio);
       }
-      for (int64_t axis : axes)
-        shape[axis] = static_cast<int64_t>(
-            std::round(scale * double(inputType.getDimSize(axis))));
+      for (int64_t axis : axes) {
+        double size = std::round(scale * double(inputType.getDimSize(axis)));
+        if (!isDimension(size))
+          return emitError(node.loc)
+                 << node.describe() << ": output size " << size << " on axis "
+                 << axis << " is not a tensor dimension";
+        shape[axis] = static_cast<int64_t>(size);
+      }
     } else {
       return emitError(node.loc)
              << node.describe() << ": unknown keep_aspect_ratio_policy '"
@@ -1408,9 +1419,14 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
       return emitError(node.loc)
              << node.describe() << ": scales has " << scales.size()
              << " values for " << axes.size() << " axes";
-    for (auto [axis, scale] : llvm::zip(axes, scales))
-      shape[axis] = static_cast<int64_t>(
-          std::floor(double(inputType.getDimSize(axis)) * scale));
+    for (auto [axis, scale] : llvm::zip(axes, scales)) {
+      double size = std::floor(double(inputType.getDimSize(axis)) * scale);
+      if (!isDimension(size))
+        return emitError(node.loc)
+               << node.describe() << ": scale " << scale << " on axis " << axis
+               << " gives " << size << ", which is not a tensor dimension";
+      shape[axis] = static_cast<int64_t>(size);
+    }
   } else {
     return emitError(node.loc)
            << node.describe() << ": neither scales nor sizes is given";
