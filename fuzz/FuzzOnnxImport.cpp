@@ -29,32 +29,71 @@
 #include <string>
 #include <vector>
 
-extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size,
-                                   size_t maxSize);
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 
 namespace {
 
 using Random = std::mt19937_64;
 
-const char *const kOpTypes[] = {
-    "Add",       "Sub",       "Mul",         "Div",        "Relu",
-    "Gemm",      "MatMul",    "Conv",        "MaxPool",    "AveragePool",
-    "Reshape",   "Transpose", "Concat",      "Split",      "Slice",
-    "Gather",    "Softmax",   "ReduceMean",  "ReduceSum",  "Where",
-    "Expand",    "Unsqueeze", "Squeeze",     "Flatten",    "Cast",
-    "Pad",       "Resize",    "Clip",        "Erf",        "Sqrt",
-    "Pow",       "LayerNormalization",       "BatchNormalization",
-    "Shape",     "ConstantOfShape",          "Range",      "Constant",
-    "Identity",  "Dropout",   "Sum",         "Max",        "Equal",
-    "GlobalAveragePool",      "ConvTranspose",            "Tanh",
-    "Sigmoid",   "HardSwish", "Gelu",        "ScatterND",  "GatherElements",
-    "Tile",      "TopK"};
+const char *const kOpTypes[] = {"Add",
+                                "Sub",
+                                "Mul",
+                                "Div",
+                                "Relu",
+                                "Gemm",
+                                "MatMul",
+                                "Conv",
+                                "MaxPool",
+                                "AveragePool",
+                                "Reshape",
+                                "Transpose",
+                                "Concat",
+                                "Split",
+                                "Slice",
+                                "Gather",
+                                "Softmax",
+                                "ReduceMean",
+                                "ReduceSum",
+                                "Where",
+                                "Expand",
+                                "Unsqueeze",
+                                "Squeeze",
+                                "Flatten",
+                                "Cast",
+                                "Pad",
+                                "Resize",
+                                "Clip",
+                                "Erf",
+                                "Sqrt",
+                                "Pow",
+                                "LayerNormalization",
+                                "BatchNormalization",
+                                "Shape",
+                                "ConstantOfShape",
+                                "Range",
+                                "Constant",
+                                "Identity",
+                                "Dropout",
+                                "Sum",
+                                "Max",
+                                "Equal",
+                                "GlobalAveragePool",
+                                "ConvTranspose",
+                                "Tanh",
+                                "Sigmoid",
+                                "HardSwish",
+                                "Gelu",
+                                "ScatterND",
+                                "GatherElements",
+                                "Tile",
+                                "TopK"};
 const char *const kAttributeNames[] = {
-    "axis",  "axes",   "perm",  "to",        "alpha",        "beta",
-    "mode",  "pads",   "group", "keepdims",  "kernel_shape", "strides",
-    "transA", "transB", "epsilon", "value",  "dilations",    "ceil_mode"};
-const int64_t kInterestingInts[] = {-(int64_t(1) << 62), -65536, -2, -1, 0, 1,
-                                    2, 3, 7, 64, 1 << 20, int64_t(1) << 40};
+    "axis",   "axes",   "perm",    "to",       "alpha",        "beta",
+    "mode",   "pads",   "group",   "keepdims", "kernel_shape", "strides",
+    "transA", "transB", "epsilon", "value",    "dilations",    "ceil_mode"};
+const int64_t kInterestingInts[] = {
+    -(int64_t(1) << 62), -65536, -2, -1, 0, 1, 2, 3, 7, 64, 1 << 20,
+    int64_t(1) << 40};
 
 template <typename T, size_t N> const T &pick(const T (&array)[N], Random &r) {
   return array[r() % N];
@@ -99,8 +138,8 @@ void mutateAttribute(onnx::AttributeProto &attr, Random &random) {
     attr.set_f(random() % 2 ? -1e30f : 0.0f);
     break;
   case 4:
-    attr.set_type(static_cast<onnx::AttributeProto::AttributeType>(
-        random() % 15));
+    attr.set_type(
+        static_cast<onnx::AttributeProto::AttributeType>(random() % 15));
     break;
   case 5:
     attr.set_name(pick(kAttributeNames, random));
@@ -118,7 +157,8 @@ void mutateModel(onnx::ModelProto &model, Random &random) {
   unsigned choice = random() % 16;
   if (nodes == 0 && choice < 10)
     choice = 10 + random() % 6;
-  onnx::NodeProto *node = nodes ? graph.mutable_node(random() % nodes) : nullptr;
+  onnx::NodeProto *node =
+      nodes ? graph.mutable_node(random() % nodes) : nullptr;
   switch (choice) {
   case 0:
     node->set_op_type(pick(kOpTypes, random));
@@ -140,9 +180,8 @@ void mutateModel(onnx::ModelProto &model, Random &random) {
     return;
   case 3:
     if (node->attribute_size() > 0)
-      mutateAttribute(*node->mutable_attribute(random() %
-                                               node->attribute_size()),
-                      random);
+      mutateAttribute(
+          *node->mutable_attribute(random() % node->attribute_size()), random);
     return;
   case 4: { // add an attribute
     onnx::AttributeProto *attr = node->add_attribute();
@@ -197,10 +236,10 @@ void mutateModel(onnx::ModelProto &model, Random &random) {
   case 12: { // graph input shape or element type
     if (graph.input_size() == 0)
       return;
-    onnx::TypeProto::Tensor &type = *graph.mutable_input(random() %
-                                                         graph.input_size())
-                                         ->mutable_type()
-                                         ->mutable_tensor_type();
+    onnx::TypeProto::Tensor &type =
+        *graph.mutable_input(random() % graph.input_size())
+             ->mutable_type()
+             ->mutable_tensor_type();
     if (random() % 3 == 0) {
       type.set_elem_type(static_cast<int32_t>(random() % 24));
     } else {
@@ -224,8 +263,7 @@ void mutateModel(onnx::ModelProto &model, Random &random) {
       onnx::TensorProto &tensor =
           *graph.mutable_initializer(random() % graph.initializer_size());
       if (!tensor.raw_data().empty())
-        tensor.mutable_raw_data()->resize(random() %
-                                          tensor.raw_data().size());
+        tensor.mutable_raw_data()->resize(random() % tensor.raw_data().size());
     }
     return;
   default:
@@ -240,8 +278,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                           size_t maxSize, unsigned seed) {
   Random random(seed);
   onnx::ModelProto model;
-  if (random() % 4 == 0 ||
-      !model.ParseFromArray(data, static_cast<int>(size)))
+  if (random() % 4 == 0 || !model.ParseFromArray(data, static_cast<int>(size)))
     return LLVMFuzzerMutate(data, size, maxSize);
   unsigned count = 1 + random() % 3;
   for (unsigned i = 0; i < count; ++i)

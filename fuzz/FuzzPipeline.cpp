@@ -13,12 +13,14 @@
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
-using namespace mlir::memopt;
+namespace mo = mlir::memopt;
 
-std::unique_ptr<MLIRContext> memopt::fuzz::makeQuietContext() {
+namespace memopt::fuzz {
+
+std::unique_ptr<MLIRContext> makeQuietContext() {
   DialectRegistry registry;
-  registerImportDialects(registry);
-  registry.insert<func::FuncDialect, MemOptDialect>();
+  mo::registerImportDialects(registry);
+  registry.insert<func::FuncDialect, mo::MemOptDialect>();
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   context->printOpOnDiagnostic(false);
@@ -27,19 +29,21 @@ std::unique_ptr<MLIRContext> memopt::fuzz::makeQuietContext() {
   return context;
 }
 
-bool memopt::fuzz::runGraphPipeline(ModuleOp module) {
+bool runGraphPipeline(ModuleOp module) {
   if (failed(verify(module)))
     return false;
   PassManager passes(module.getContext());
   passes.enableVerifier(true);
   passes.addPass(createCanonicalizerPass());
-  passes.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
-  passes.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
-  passes.addNestedPass<func::FuncOp>(createMemOptFuseElementwise());
-  passes.addNestedPass<func::FuncOp>(createMemOptSchedule());
-  passes.addNestedPass<func::FuncOp>(createMemOptBufferize());
-  MemOptPlanMemoryOptions planOptions;
+  passes.addNestedPass<func::FuncOp>(mo::createMemOptFuseAttention());
+  passes.addNestedPass<func::FuncOp>(mo::createMemOptFuseEpilogues());
+  passes.addNestedPass<func::FuncOp>(mo::createMemOptFuseElementwise());
+  passes.addNestedPass<func::FuncOp>(mo::createMemOptSchedule());
+  passes.addNestedPass<func::FuncOp>(mo::createMemOptBufferize());
+  mo::MemOptPlanMemoryOptions planOptions;
   planOptions.printReport = false;
-  passes.addPass(createMemOptPlanMemory(planOptions));
+  passes.addPass(mo::createMemOptPlanMemory(planOptions));
   return succeeded(passes.run(module));
 }
+
+} // namespace memopt::fuzz

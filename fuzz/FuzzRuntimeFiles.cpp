@@ -29,8 +29,8 @@ const TensorInfo kWeights[] = {
     {"shape", DType::I64, 1, {2}, 384, nullptr},
 };
 const ProgramInfo kProgram = {
-    kProgramAbiVersion, "fuzz", 0, 400, 0, 0, 3, nullptr, nullptr, kWeights,
-    nullptr};
+    kProgramAbiVersion, "fuzz", 0, 400, 0, 0, 3, nullptr, nullptr,
+    kWeights,           nullptr};
 
 } // namespace
 

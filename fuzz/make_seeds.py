@@ -106,8 +106,8 @@ def onnx_seeds():
 
 
 def mlir_cases():
-    for path in sorted(glob.glob(os.path.join(REPO, "test", "Dialect", "*.mlir")) +
-                       glob.glob(os.path.join(REPO, "test", "Transforms", "*.mlir"))):
+    patterns = [os.path.join(REPO, "test", area, "**", "*.mlir") for area in ("Dialect", "Transforms")]
+    for path in sorted(p for pattern in patterns for p in glob.glob(pattern, recursive=True)):
         with open(path) as stream:
             text = stream.read()
         for i, case in enumerate(text.split("// -----")):

@@ -231,6 +231,11 @@ ModelChecker::checkNode(const onnx::NodeProto &node, const std::string &name,
   std::string describe = "node '" + name + "' (" + node.op_type() + ")";
   if (node.input().empty() && node.output().empty())
     return emitError(loc) << describe << " has no inputs and no outputs";
+  llvm::StringSet<> attributeNames;
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (!attributeNames.insert(attr.name()).second)
+      return emitError(loc) << describe << ": attribute '" << attr.name()
+                            << "' is given more than once";
   try {
     for (const onnx::AttributeProto &attr : node.attribute())
       onnx::checker::check_attribute(attr, checker, scope);

@@ -44,6 +44,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -164,6 +165,12 @@ static std::string captureDiagnostics(MLIRContext *context,
   return messages;
 }
 
+/// Whether a size computed in floating point (Resize's scales) converts to a
+/// dimension: finite, non-negative, and far from int64's range.
+static bool isDimension(double size) {
+  return std::isfinite(size) && size >= 0 && size <= double(int64_t(1) << 50);
+}
+
 static std::string formatShape(ArrayRef<int64_t> dims) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -222,6 +229,9 @@ private:
   LogicalResult readOpset();
   LogicalResult checkSupportedOps();
   FailureOr<RankedTensorType> graphInputType(const onnx::ValueInfoProto &);
+  FailureOr<RankedTensorType> boundedInputType(StringRef name, Location loc,
+                                               ArrayRef<int64_t> dims,
+                                               Type elementType);
 
   // Values.
   FailureOr<Value> lookup(const Node &node, int inputIndex);
@@ -388,7 +398,7 @@ GraphImporter::graphInputType(const onnx::ValueInfoProto &input) {
                             << "' has no shape (not even a rank); fix it "
                                "with --input-shape "
                             << input.name() << "=DIMxDIMx...";
-    return RankedTensorType::get(fixed->second, elementType);
+    return boundedInputType(input.name(), loc, fixed->second, elementType);
   }
   const onnx::TensorShapeProto &shape = tensorType.shape();
   SmallVector<int64_t> dims;
@@ -425,7 +435,18 @@ GraphImporter::graphInputType(const onnx::ValueInfoProto &input) {
                           << "=" << formatShape(example)
                           << " (with the sizes you need)";
   }
-  return RankedTensorType::get(dims, elementType);
+  return boundedInputType(input.name(), loc, dims, elementType);
+}
+
+FailureOr<RankedTensorType>
+GraphImporter::boundedInputType(StringRef name, Location loc,
+                                ArrayRef<int64_t> dims, Type elementType) {
+  auto type = RankedTensorType::get(dims, elementType);
+  if (!isBoundedTensorType(type))
+    return emitError(loc) << "input '" << name << "' has type " << type
+                          << ", larger than memopt's limit of 2^50 bytes (or "
+                             "with a negative dimension)";
+  return type;
 }
 
 //===----------------------------------------------------------------------===//
@@ -468,6 +489,11 @@ FailureOr<Value> GraphImporter::lookup(const Node &node, int inputIndex) {
 
 LogicalResult GraphImporter::notConstantError(const Node &node,
                                               int inputIndex) {
+  if (!node.hasInput(inputIndex))
+    return emitError(node.loc)
+           << node.describe() << ": input " << inputIndex
+           << " is missing; it decides a shape and must be given as a "
+              "compile-time constant";
   return emitError(node.loc)
          << node.describe() << ": input " << inputIndex << " ('"
          << node.proto.input(inputIndex)
@@ -676,6 +702,16 @@ GraphImporter::createOp(const Node &node, StringRef opName,
            << node.describe() << ": attribute '" << attr.getName().strref()
            << "' is not supported by '" << opName << "'";
   }
+  // An attribute of the wrong kind (a float `axis`) would become a null
+  // property that type inference reads; refuse it first.
+  std::string problem;
+  LogicalResult attributesValid = success();
+  problem = captureDiagnostics(&context, [&] {
+    attributesValid = registered->verifyInherentAttrs(
+        state.attributes, [&] { return emitError(node.loc); });
+  });
+  if (failed(attributesValid))
+    return emitError(node.loc) << node.describe() << ": " << problem;
 
   if (!explicitTypes.empty())
     state.addTypes(explicitTypes);
@@ -683,7 +719,6 @@ GraphImporter::createOp(const Node &node, StringRef opName,
     state.addTypes(SmallVector<Type>(numResults, builder.getNoneType()));
   Operation *op = builder.create(state);
 
-  std::string problem;
   if (explicitTypes.empty()) {
     auto inferOp = dyn_cast<InferTypeOpInterface>(op);
     if (!inferOp) {
@@ -911,7 +946,10 @@ FailureOr<SmallVector<Value>> GraphImporter::importReshape(const Node &node) {
              << node.describe() << ": shape entry " << i << " is " << dim;
     }
     shape.push_back(dim);
-    known *= dim;
+    if (llvm::MulOverflow(known, dim, known))
+      return emitError(node.loc)
+             << node.describe() << ": shape [" << formatShape(*requested)
+             << "] has more elements than fit in 64 bits";
   }
   int64_t total = inputType.getNumElements();
   if (inferredIndex) {
@@ -1150,6 +1188,8 @@ FailureOr<SmallVector<Value>> GraphImporter::importSplit(const Node &node) {
                                << " is out of range for " << inputType;
   int64_t dim = inputType.getDimSize(*axis);
   int64_t numOutputs = node.proto.output_size();
+  if (numOutputs == 0)
+    return emitError(node.loc) << node.describe() << ": no outputs";
   SmallVector<int64_t> sizes;
   if (node.hasInput(1)) {
     auto values = constantInts(node, 1);
@@ -1181,7 +1221,10 @@ FailureOr<SmallVector<Value>> GraphImporter::importSplit(const Node &node) {
            << numOutputs << " outputs";
   int64_t total = 0;
   for (int64_t size : sizes)
-    total += size;
+    if (size < 0 || llvm::AddOverflow(total, size, total))
+      return emitError(node.loc)
+             << node.describe() << ": split sizes [" << formatShape(sizes)
+             << "] must be non-negative and add up to " << dim;
   if (total != dim)
     return emitError(node.loc)
            << node.describe() << ": split sizes [" << formatShape(sizes)
@@ -1365,9 +1408,14 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
         scale = policy == "not_larger" ? std::min(scale, ratio)
                                        : std::max(scale, ratio);
       }
-      for (int64_t axis : axes)
-        shape[axis] = static_cast<int64_t>(
-            std::round(scale * double(inputType.getDimSize(axis))));
+      for (int64_t axis : axes) {
+        double size = std::round(scale * double(inputType.getDimSize(axis)));
+        if (!isDimension(size))
+          return emitError(node.loc)
+                 << node.describe() << ": output size " << size << " on axis "
+                 << axis << " is not a tensor dimension";
+        shape[axis] = static_cast<int64_t>(size);
+      }
     } else {
       return emitError(node.loc)
              << node.describe() << ": unknown keep_aspect_ratio_policy '"
@@ -1378,9 +1426,14 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
       return emitError(node.loc)
              << node.describe() << ": scales has " << scales.size()
              << " values for " << axes.size() << " axes";
-    for (auto [axis, scale] : llvm::zip(axes, scales))
-      shape[axis] = static_cast<int64_t>(
-          std::floor(double(inputType.getDimSize(axis)) * scale));
+    for (auto [axis, scale] : llvm::zip(axes, scales)) {
+      double size = std::floor(double(inputType.getDimSize(axis)) * scale);
+      if (!isDimension(size))
+        return emitError(node.loc)
+               << node.describe() << ": scale " << scale << " on axis " << axis
+               << " gives " << size << ", which is not a tensor dimension";
+      shape[axis] = static_cast<int64_t>(size);
+    }
   } else {
     return emitError(node.loc)
            << node.describe() << ": neither scales nor sizes is given";
@@ -1408,8 +1461,13 @@ FailureOr<SmallVector<Value>> GraphImporter::importWindowOp(const Node &node) {
       return failure();
     operands.push_back(*value);
   }
-  if (operands.empty() || !operands[0] || (isConv && operands.size() < 2))
+  if (operands.empty() || !operands[0] ||
+      (isConv && (operands.size() < 2 || !operands[1])))
     return emitError(node.loc) << node.describe() << ": missing inputs";
+  if (isConv && typeOf(operands[1]).getRank() != typeOf(operands[0]).getRank())
+    return emitError(node.loc)
+           << node.describe() << ": weight " << typeOf(operands[1])
+           << " must have the rank of the input " << typeOf(operands[0]);
   if (type == "MaxPool" &&
       failed(checkUnusedOutputs(node, 1, "memopt.max_pool")))
     return failure();

@@ -878,3 +878,29 @@ func.func @fused_counts(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = memopt.fused_elementwise %x {ops = ["relu"], registers = array<i64: 0>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// Generic-form ops whose operand list does not fit the op: refused before
+// type inference reads an operand that is not there (issue 13).
+func.func @add_one_operand(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'memopt.add' op expected 2 operands, but found 1}}
+  %0 = "memopt.add"(%a) : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gemm_one_operand(%a: tensor<2x3xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{'memopt.gemm' op expected 2 or more operands, but found 1}}
+  %0 = "memopt.gemm"(%a) : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @concat_no_operand() -> tensor<2xf32> {
+  // expected-error @+1 {{'memopt.concat'}}
+  %0 = "memopt.concat"() {axis = 0 : i64} : () -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

@@ -2,8 +2,22 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
+
+bool mlir::memopt::isBoundedTensorType(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return false;
+  int64_t bitWidth = shaped.getElementTypeBitWidth();
+  int64_t bytes = bitWidth < 8 ? 1 : bitWidth / 8;
+  for (int64_t dim : shaped.getShape())
+    if (dim < 0 || llvm::MulOverflow(bytes, dim, bytes) ||
+        bytes > kMaxTensorBytes)
+      return false;
+  return true;
+}
 
 int64_t mlir::memopt::getTensorBytes(Type type) {
   auto shaped = dyn_cast<ShapedType>(type);

@@ -1,6 +1,7 @@
 //===- OpUtils.cpp - helpers shared by the op implementations -------------===//
 
 #include "OpUtils.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -101,6 +102,9 @@ LogicalResult memopt::impl::requireStaticTensors(std::optional<Location> loc,
       return inferError(loc, opName, "operand #", index,
                         " must be a statically shaped tensor, got ",
                         operand.getType());
+    if (!isBoundedTensorType(type))
+      return inferError(loc, opName, "operand #", index, " (", type,
+                        ") is larger than memopt's limit of 2^50 bytes");
   }
   return success();
 }

@@ -9,6 +9,7 @@
 
 #include "OpUtils.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <numeric>
@@ -838,7 +839,11 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
     return inferError(loc, getOperationName(), "unknown mode '", mode, "'");
   SmallVector<int64_t> shape;
   for (int64_t axis = 0; axis < rank; ++axis) {
-    int64_t size = type.getDimSize(axis) + pads[axis] + pads[axis + rank];
+    int64_t size = type.getDimSize(axis);
+    if (llvm::AddOverflow(size, pads[axis], size) ||
+        llvm::AddOverflow(size, pads[axis + rank], size))
+      return inferError(loc, getOperationName(), "pads on axis ", axis,
+                        " overflow 64 bits");
     if (size < 0)
       return inferError(loc, getOperationName(), "pads crop axis ", axis,
                         " of ", type, " to a negative size");

@@ -54,6 +54,15 @@ enum class PrecisionPolicy {
 
 /// Size in bytes of a statically shaped tensor (i1 is stored as one byte).
 int64_t getTensorBytes(Type type);
+
+/// The largest tensor memopt accepts, in bytes: far below int64's range, so
+/// sums of sizes (arena, report, cost) cannot overflow.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+
+/// Whether `type` is a statically shaped tensor of at most kMaxTensorBytes
+/// (its element count computed without overflow). Every memopt operand and
+/// result satisfies it (the ODS type constraints).
+bool isBoundedTensorType(Type type);
 } // namespace mlir::memopt
 
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h.inc"

@@ -19,10 +19,19 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Types and base classes
 //===----------------------------------------------------------------------===//
 
-def MemOpt_Tensor : StaticShapeTensorOf<[AnyType]>;
-def MemOpt_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
-def MemOpt_BoolTensor : StaticShapeTensorOf<[I1]>;
-def MemOpt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+// Statically shaped, and small enough that sizes in bytes and their sums stay
+// far from int64's range (isBoundedTensorType: at most 2^50 bytes), so no
+// pass needs overflow checks (issue 13: mutated shapes overflowed).
+class MemOpt_TensorOf<list<Type> allowed>
+    : Type<And<[StaticShapeTensorOf<allowed>.predicate,
+                CPred<"::mlir::memopt::isBoundedTensorType($_self)">]>,
+           StaticShapeTensorOf<allowed>.summary # " of at most 2^50 bytes",
+           StaticShapeTensorOf<allowed>.cppType>;
+
+def MemOpt_Tensor : MemOpt_TensorOf<[AnyType]>;
+def MemOpt_FloatTensor : MemOpt_TensorOf<[AnyFloat]>;
+def MemOpt_BoolTensor : MemOpt_TensorOf<[I1]>;
+def MemOpt_IndexTensor : MemOpt_TensorOf<[I32, I64]>;
 
 // Every op is pure and has a cost; `costOverrides` names the cost methods an
 // op implements itself instead of taking the per-element default.
