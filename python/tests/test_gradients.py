@@ -3,35 +3,45 @@ precision on small random tensors").
 
 For every op family with a rule in lib/Dialect/MemOpt/IR/Gradients.cpp, a tiny ONNX graph puts
 the op's float operands in as initializers (so memopt trains them) and reduces its result(s)
-to a scalar with a fixed random weight R given as a graph INPUT (so it is not trained):
+to a scalar with fixed random weights R that come from a graph INPUT (so they are not trained):
 
-    loss = sum_k sum(op(params...)[k] * R_k)
+    loss = sum_k sum(op(p1 + zero, p2 + zero, ...)[k] * R_k)
+
+`zero` is a scalar 0 read from the graph input too: memopt's importer folds every op whose
+operands are all constants, initializers included, so an op that only read parameters would
+be folded before its parameters became variables (and silently not trained).
 
 memopt-compile --train --loss output --optimizer sgd --momentum 0.9 --lr 0 builds the step;
 after one step each parameter's momentum buffer (--save-state) is exactly d loss / d param.
-The reference is a central finite difference in float64: the same graph with every float
-tensor made DOUBLE, the parameters turned into graph inputs, evaluated by onnxruntime (CPU)
-or, where onnxruntime has no double kernel for an op, by onnx's reference evaluator.
+The reference is a central finite difference in float64 (step 1e-6 * max(1, |p|), every
+element, or 48 random ones of a larger parameter): the same graph with every float tensor
+made DOUBLE and the parameters as graph inputs, evaluated by onnxruntime (CPU) or, where it
+has no double kernel (LeakyRelu, HardSigmoid/HardSwish, Erf, Gelu, Conv, AveragePool), by
+onnx's reference evaluator (with float64 Erf and Gelu: its own round to float32).
 
-Tolerance: relative L2 error <= 1e-3 (the f32 program against the f64 difference quotient),
-and the gradient must not be all zeros. Inputs stay away from kinks (relu/abs/clip at their
-thresholds, ties of max/min/max-pool/reduce-max, the corners of hard-swish/hard-sigmoid), so
-a step of 1e-6 never crosses one.
+Tolerance: relative L2 error <= 1e-3 (the f32 program against the f64 difference quotient;
+the rules are at 1e-7), and neither gradient may be all zeros. Inputs stay away from kinks
+(relu/abs/clip/leaky-relu at their thresholds, ties of max/min/max-pool/reduce-max, the
+corners of hard-swish/hard-sigmoid), so no difference quotient straddles one.
 
-To keep compile time low, the cases of one family are compiled into one model (their losses
-added); each worker compiles a family once and every case is its own test item. If the family
-does not compile or run, each of its cases is compiled alone, so the failure names the op.
-The memopt step's printed loss is also checked against the float64 forward (a forward
-mismatch would otherwise look like a gradient bug).
-Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it needs bin/memopt-compile.
+Speed (~25 s with -n 2): the cases of a family are compiled into one model (their losses
+added), once for all xdist workers (a lock in a folder they share); every case is its own
+test item. The training executable reads each input as samples along axis 0, so the model
+has one input, `feed` [1, N], that every R and zero is sliced from. If a family does not
+compile or run, each of its cases is compiled alone, so the failure names the op. The step's
+printed loss is checked against the float64 forward (test_family_forward_loss), so a forward
+mismatch does not pass for a gradient bug. See build_step for the planner.
+Build folder: $MEMOPT_BUILD_DIR (see conftest.py); it needs bin/memopt-compile and
+bin/memopt-opt.
 """
 
+import fcntl
 import functools
+import json
 import math
 import os
 import re
 import subprocess
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 
@@ -43,7 +53,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-from conftest import BUILD_DIR, _tool
+from conftest import _tool
 
 OPSET = 20  # Gelu (with approximate='tanh') is opset 20
 TOLERANCE = 1e-3  # relative L2, f32 program against f64 central differences
@@ -144,6 +154,12 @@ def unary_cases():
     cases.append(Case("clip_max_only", [node("Clip", ["p", "", "hi"], ["y"])],
                       {"p": away_from(r, (4, 5), -2, 2, kinks=(0.6,))}, ["y"],
                       consts={"hi": np.array(0.6, np.float32)}))
+    cases.append(Case("clip_min_only", [node("Clip", ["p", "lo"], ["y"])],
+                      {"p": away_from(r, (4, 5), -2, 2, kinks=(-0.5,))}, ["y"],
+                      consts={"lo": np.array(-0.5, np.float32)}))
+    unary("hard_sigmoid_default", "HardSigmoid", away_from(r, (4, 5), -3.5, 3.5,
+                                                           kinks=(-2.5, 2.5)))
+    unary("identity", "Identity", r.uniform(-2, 2, shape))
     # Cast f32 -> f32 is a no-op (the reference makes it DOUBLE -> DOUBLE).
     cases.append(Case("cast_f32_noop", [node("Cast", ["p"], ["c"], to=TensorProto.FLOAT),
                                         node("Tanh", ["c"], ["y"])],
@@ -163,6 +179,9 @@ def binary_cases():
     binary("sub_bcast_both", "Sub", r.normal(size=(3, 1)), r.normal(size=(1, 4)))
     binary("mul_bcast", "Mul", r.normal(size=(2, 3, 4)), r.normal(size=(4,)))
     binary("mul_scalar", "Mul", r.normal(size=(3, 4)), r.normal(size=()))
+    # One value as both operands: its two gradients are added.
+    cases.append(Case("mul_square", [node("Mul", ["a", "a"], ["y"])],
+                      {"a": r.normal(size=(3, 4))}, ["y"]))
     binary("div_bcast", "Div", r.normal(size=(3, 4)), away_from(r, (3, 1), -2, 2, gap=0.5))
     binary("div_bcast_a", "Div", r.normal(size=(4,)), away_from(r, (3, 4), -2, 2, gap=0.5))
     binary("pow_bcast", "Pow", r.uniform(0.5, 2.0, size=(3, 4)), r.uniform(0.5, 2.5, (4,)))
@@ -174,6 +193,15 @@ def binary_cases():
     a = np.where(np.abs(a - b) < 0.1, a + 0.3, a)
     binary("max_bcast", "Max", a, b)
     binary("min_bcast", "Min", a, b)
+    # c [2, 1, 4] wins whole columns of one batch and loses the others (no ties).
+    top, bottom = np.maximum(a, b).max(axis=0), np.minimum(a, b).min(axis=0)
+    wins = r.random((2, 1, 4)) < 0.5
+    wins[0, 0, 0], wins[1, 0, 0] = True, False
+    c = np.where(wins, top + 0.3, bottom - 0.3)
+    cases.append(Case("max_variadic", [node("Max", ["a", "b", "c"], ["y"])],
+                      {"a": a, "b": b, "c": c}, ["y"]))
+    cases.append(Case("sum_variadic", [node("Sum", ["a", "b", "c"], ["y"])],
+                      {"a": a, "b": b, "c": c}, ["y"]))
     # where: the condition comes from a graph input x (not trained), broadcast to [3, 4].
     x = np.array([[1.0], [-1.0], [2.0]], np.float32)
     cases.append(Case("where_bcast",
@@ -186,6 +214,14 @@ def binary_cases():
                       {"a": r.normal(size=(3, 4)), "b": r.normal(size=(4,))}, ["y"],
                       consts={"cond": r.random((3, 4)) < 0.5}))
     return cases
+
+
+def pow_int_cases():
+    """Pow with an int64 exponent (ONNX's T2): the gradient rule casts the exponent."""
+    r = _rng("pow_int")
+    return [Case("pow_int64_exponent", [node("Pow", ["a", "e"], ["y"])],
+                 {"a": r.uniform(0.5, 2.0, size=(3, 4))}, ["y"],
+                 consts={"e": i64([3, 1, 2, 0])})]
 
 
 def matmul_cases():
@@ -249,6 +285,8 @@ def conv_cases():
          r.normal(size=(3,)), group=3, strides=[2, 2], pads=[1, 1, 1, 1])
     conv("conv_depthwise_multiplier", r.normal(size=(1, 2, 4, 4)),
          r.normal(size=(4, 1, 3, 3)), group=2, dilations=[2, 2], pads=[2, 2, 2, 2])
+    conv("conv_auto_pad_same_upper", r.normal(size=(1, 2, 5, 5)),
+         r.normal(size=(2, 2, 2, 2)), auto_pad="SAME_UPPER", strides=[2, 2])
     conv("conv_1d", r.normal(size=(2, 2, 7)), r.normal(size=(3, 2, 3)), r.normal(size=(3,)),
          strides=[2], pads=[1, 1])
     return cases
@@ -274,6 +312,10 @@ def pool_cases():
     pool("avgpool_ceil", "AveragePool", (1, 2, 5, 5), kernel_shape=[2, 2], strides=[2, 2],
          ceil_mode=1)
     pool("avgpool_k2_s1_overlap", "AveragePool", (2, 1, 4, 4), kernel_shape=[2, 2])
+    pool("maxpool_dilated", "MaxPool", (1, 2, 6, 6), kernel_shape=[2, 2], dilations=[2, 2],
+         pads=[1, 0, 0, 1])
+    pool("avgpool_ceil_pad_include", "AveragePool", (1, 1, 6, 6), kernel_shape=[3, 3],
+         strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
     pool("global_avgpool", "GlobalAveragePool", (2, 3, 3, 4))
     return cases
 
@@ -401,6 +443,8 @@ def gather_cases():
     cases.append(Case("gather_axis1_3d_neg_idx", [node("Gather", ["x", "idx"], ["y"], axis=1)],
                       {"x": r.normal(size=(2, 4, 3))}, ["y"],
                       consts={"idx": i64([[3, 0], [-1, 2]])}))
+    cases.append(Case("gather_scalar_index", [node("Gather", ["x", "idx"], ["y"], axis=0)],
+                      {"x": r.normal(size=(4, 3))}, ["y"], consts={"idx": i64(2)}))
     cases.append(Case("scatter_nd", [node("ScatterND", ["x", "idx", "u"], ["y"])],
                       {"x": r.normal(size=(5, 3)), "u": r.normal(size=(2, 3))}, ["y"],
                       consts={"idx": i64([[1], [3]])}))
@@ -413,6 +457,7 @@ def gather_cases():
 FAMILIES = {
     "unary": unary_cases,
     "binary": binary_cases,
+    "pow_int": pow_int_cases,
     "matmul": matmul_cases,
     "conv": conv_cases,
     "pool": pool_cases,
@@ -602,26 +647,21 @@ def memopt_model(cases):
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
-class Erf(OpRun):  # noqa: N801 (new_ops matches the class name)
-    pass
-
-
-class _Unused(OpRun):
-    """onnx.reference's Erf rounds to float32 (np.vectorize(..., otypes=["f"])), and its Gelu
-    is a function body with float32 constants: both in float64 here."""
+# onnx.reference's Erf rounds to float32 (np.vectorize(math.erf, otypes=["f"])) and its Gelu
+# is a function body with float32 constants: both are replaced by float64 ones (new_ops
+# matches the class name, hence the names).
+class Erf(OpRun):
     op_domain = ""
-    op_name = "Erf"
 
     def _run(self, x):
         return (_erf(x).astype(x.dtype),)
 
 
-class ReferenceGelu(OpRun):
+class Gelu(OpRun):
     op_domain = ""
-    op_name = "Gelu"
 
     def _run(self, x, approximate=None):
-        if (approximate or getattr(self, "approximate", "none")) == "tanh":
+        if (approximate or getattr(self, "approximate", None) or "none") == "tanh":
             y = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
         else:
             y = 0.5 * x * (1 + _erf(x / math.sqrt(2)))
@@ -629,7 +669,7 @@ class ReferenceGelu(OpRun):
 
 
 def reference_evaluator(model):
-    return ReferenceEvaluator(model, new_ops=[ReferenceErf, ReferenceGelu])
+    return ReferenceEvaluator(model, new_ops=[Erf, Gelu])
 
 
 class Reference:
@@ -690,9 +730,35 @@ def run(argv, timeout=300):
                           timeout=timeout)
 
 
-def memopt_gradients(cases, folder):
-    """Compiles the cases into one training step, runs one step; returns (loss, {(case,
-    param): gradient or None}) or raises AssertionError with the tool's message."""
+def build_step(model_path, exe):
+    """The training step's executable. memopt-compile's own planner (algorithm auto) runs
+    its exact search to the 10 s limit on these graphs, whose tensors are all far below the
+    256-byte alignment (its lower bound ignores the padding, so it cannot prove a packing
+    optimal): the graph IR is planned by memopt-opt with best-fit instead, the same passes
+    memopt-compile runs, and lowered with --lower-only. MEMOPT_GRADIENTS_DRIVER=1 uses the
+    one-command driver (slow)."""
+    train = ["--train", "--loss", "output", "--optimizer", "sgd", "--momentum", "0.9", "--lr",
+             "0", "--target", "host", "--quiet"]
+    if os.environ.get("MEMOPT_GRADIENTS_DRIVER") == "1":
+        steps = [[_tool("memopt-compile"), model_path, *train, "-o", exe]]
+    else:
+        graph, planned = exe + ".graph.mlir", exe + ".planned.mlir"
+        steps = [[_tool("memopt-compile"), model_path, *train, "--emit", "mlir", "-o", graph],
+                 [_tool("memopt-opt"), graph, "--memopt-schedule", "--memopt-bufferize",
+                  "--memopt-plan-memory=algorithm=best-fit-size outputs-in-arena=true",
+                  "-o", planned],
+                 [_tool("memopt-compile"), planned, "--lower-only", "--target", "host",
+                  "--quiet", "-o", exe]]
+    for argv in steps:
+        proc = run(argv)
+        if proc.returncode != 0:
+            raise AssertionError(f"{os.path.basename(argv[0])} failed ({proc.returncode}):\n"
+                                 f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+
+
+def memopt_step(cases, folder):
+    """Compiles the cases into one training step and runs one step in `folder`; returns
+    the step's loss or raises AssertionError with the tool's message."""
     os.makedirs(folder, exist_ok=True)
     for case in cases:
         prepare(case)
@@ -700,50 +766,53 @@ def memopt_gradients(cases, folder):
     model_path = os.path.join(folder, "model.onnx")
     onnx.save(model, model_path)
     exe = os.path.join(folder, "step")
-    argv = [_tool("memopt-compile"), model_path, "--train", "--loss", "output", "--optimizer",
-            "sgd", "--momentum", "0.9", "--lr", "0", "--target", "host", "--quiet", "-o", exe]
-    proc = run(argv)
-    if proc.returncode != 0:
-        raise AssertionError(f"memopt-compile failed ({proc.returncode}):\n"
-                             f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
-    state = os.path.join(folder, "state")
+    build_step(model_path, exe)
     feed_path = os.path.join(folder, "feed.npy")
     np.save(feed_path, feed)
-    proc = run([exe, "--steps", "1", "--save-state", state, "--input", f"feed={feed_path}"])
+    proc = run([exe, "--steps", "1", "--save-state", os.path.join(folder, "state"), "--input",
+                f"feed={feed_path}"])
     if proc.returncode != 0:
         raise AssertionError(f"training step failed ({proc.returncode}):\n"
                              f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
     losses = [float(line.split()[-1]) for line in proc.stdout.splitlines()
               if line.startswith("step ")]
     assert len(losses) == 1, proc.stdout
-    grads = {}
-    for case in cases:
-        for name in case.params:
-            path = os.path.join(state, file_name(scoped(case, name) + ".momentum_buffer"))
-            grads[(case.name, name)] = np.load(path) if os.path.exists(path) else None
-    return losses[0], grads
+    return losses[0]
 
 
-_WORKDIR = tempfile.mkdtemp(prefix="memopt-gradients-")
+def load_gradient(folder, case, name):
+    """memopt's gradient of a case's parameter (its momentum buffer), None if it has none."""
+    path = os.path.join(folder, "state", file_name(scoped(case, name) + ".momentum_buffer"))
+    return np.load(path) if os.path.exists(path) else None
 
 
-@functools.lru_cache(maxsize=None)
-def family_result(family):
-    """Compiles and runs a whole family once per worker: (loss, grads) or the error text."""
-    try:
-        return memopt_gradients(family_cases(family), os.path.join(_WORKDIR, family))
-    except AssertionError as error:
-        return str(error)
+def family_step(family, root):
+    """A family's step, run once for all xdist workers (they share `root`; a lock file
+    makes the others wait and read the first one's result): its loss or the error text."""
+    os.makedirs(root, exist_ok=True)
+    folder = os.path.join(root, family)
+    with open(os.path.join(root, family + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = os.path.join(root, family + ".json")
+        if not os.path.exists(done):
+            try:
+                result = {"loss": memopt_step(family_cases(family), folder)}
+            except AssertionError as error:
+                result = {"error": str(error)}
+            with open(done, "w") as stream:
+                json.dump(result, stream)
+        with open(done) as stream:
+            result = json.load(stream)
+    return result.get("loss"), result.get("error"), folder
 
 
-def case_result(family, case):
-    """(family loss or None, this case's gradients) from the family's run, or from a run
-    of the case alone when the family's failed (so the failure names the op)."""
-    result = family_result(family)
-    if isinstance(result, str):
-        loss, grads = memopt_gradients([case], os.path.join(_WORKDIR, family, case.name))
-        return loss, grads, f"(family {family} failed as a whole: {result[:300]})"
-    return None, result[1], ""
+@pytest.fixture(scope="session")
+def shared_root(tmp_path_factory):
+    """A folder all xdist workers of this run share (pytest-xdist's documented idiom)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return str(base / "gradients")
 
 
 #===------------------------------------------------------------------------------------===#
@@ -756,22 +825,40 @@ def relative_error(actual, expected):
                  max(np.linalg.norm(expected), 1e-30))
 
 
-PARAMS = [pytest.param(family, index, id=case.name)
+# Known gaps outside the gradient rules (strict: they fail the suite once they work).
+XFAIL_FAMILIES = {
+    "pow_int": "the host runtime has no Pow kernel for a float base and an int64 exponent "
+               "(inference too: \"lhs/rhs: dtypes differ (f32 vs i64)\")",
+}
+
+
+def _marks(family):
+    reason = XFAIL_FAMILIES.get(family)
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+PARAMS = [pytest.param(family, index, id=case.name, marks=_marks(family))
           for family in FAMILIES for index, case in enumerate(family_cases(family))]
 
 
 @pytest.mark.parametrize("family,index", PARAMS)
-def test_vjp_matches_finite_differences(family, index):
+def test_vjp_matches_finite_differences(family, index, shared_root):
     case = family_cases(family)[index]
-    loss, grads, note = case_result(family, case)
     reference = Reference(case)
-    if loss is not None:  # the case ran alone: check its forward too
+    _, error, folder = family_step(family, shared_root)
+    note = ""
+    if error is not None:
+        # The family does not compile or run as one model: this case alone, so the
+        # failure names the op; its forward is checked here too.
+        note = f"(family {family} failed as a whole: {error[:300]})"
+        folder = os.path.join(shared_root, family + "-alone", case.name)
+        loss = memopt_step([case], folder)
         expected = reference.loss(case.params)
         assert loss == pytest.approx(expected, rel=LOSS_TOLERANCE, abs=1e-5), (
             f"forward loss {loss} != float64 {expected} ({reference.evaluator}) {note}")
     failures = []
     for name, value in case.params.items():
-        actual = grads[(case.name, name)]
+        actual = load_gradient(folder, case, name)
         if actual is None:
             failures.append(f"{name}: memopt trained no gradient (no momentum buffer)")
             continue
@@ -796,13 +883,12 @@ def test_vjp_matches_finite_differences(family, index):
     assert not failures, f"{case.name} {note}:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_family_forward_loss(family):
+@pytest.mark.parametrize("family", [pytest.param(f, marks=_marks(f)) for f in FAMILIES])
+def test_family_forward_loss(family, shared_root):
     """The family's step loss (memopt, f32) against the sum of the f64 case losses."""
-    result = family_result(family)
-    if isinstance(result, str):
-        pytest.fail(f"family {family} does not compile or run as one model:\n{result}")
-    loss, _ = result
+    loss, error, _ = family_step(family, shared_root)
+    if error is not None:
+        pytest.fail(f"family {family} does not compile or run as one model:\n{error}")
     losses = [Reference(case).loss(case.params) for case in family_cases(family)]
     expected, scale = sum(losses), sum(abs(x) for x in losses)
     assert abs(loss - expected) <= LOSS_TOLERANCE * max(scale, 1.0), (loss, expected)

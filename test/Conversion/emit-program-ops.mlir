@@ -156,8 +156,8 @@ func.func @main(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<
 // RUN: FileCheck %s --check-prefix=RESOURCE < %t/resource.cpp
 // RUN: od -A d -t f4 -v -N 8 -j 256 %t/resource.weights | FileCheck %s --check-prefix=BLOB
 // RESOURCE: alignas(8) const unsigned char kInit1[] = {1,0,0,0,0,0,0,0};
-// RESOURCE: {"blob_weight", DType::F32, 1, {2}, 256, nullptr},
-// RESOURCE-NEXT: {"index", DType::I64, 1, {1}, 512, kInit1},
+// RESOURCE: {"blob_weight", DType::F32, 1, {2}, 256, nullptr, WeightRole::Constant},
+// RESOURCE-NEXT: {"index", DType::I64, 1, {1}, 512, kInit1, WeightRole::Constant},
 // RESOURCE: gather(ctx, "g", 0, {{t[0-9]+}}, {{t[0-9]+}}, {{t[0-9]+}});
 // BLOB: 0000256 1 2
 

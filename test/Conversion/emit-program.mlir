@@ -8,18 +8,18 @@
 // input, another output, a weight).
 
 // CHECK: const TensorInfo kInputs[] = {
-// CHECK-NEXT: {"x", DType::F32, 2, {2, 8}, -1, nullptr},
-// CHECK-NEXT: {"y", DType::F32, 1, {4}, -1, nullptr},
+// CHECK-NEXT: {"x", DType::F32, 2, {2, 8}, -1, nullptr, WeightRole::Constant},
+// CHECK-NEXT: {"y", DType::F32, 1, {4}, -1, nullptr, WeightRole::Constant},
 // CHECK: const TensorInfo kOutputs[] = {
 // An output planned in the arena (memopt.output_offsets) carries its offset:
 // the driver binds outputs[0] to arena + 384.
-// CHECK-NEXT: {"out", DType::F32, 2, {2, 4}, 384, nullptr},
-// CHECK-NEXT: {"flat", DType::F32, 1, {16}, -1, nullptr},
+// CHECK-NEXT: {"out", DType::F32, 2, {2, 4}, 384, nullptr, WeightRole::Constant},
+// CHECK-NEXT: {"flat", DType::F32, 1, {16}, -1, nullptr, WeightRole::Constant},
 // CHECK: const TensorInfo kWeights[] = {
-// CHECK-NEXT: {"fc.weight", DType::F32, 2, {8, 4}, 0, nullptr},
+// CHECK-NEXT: {"fc.weight", DType::F32, 2, {8, 4}, 0, nullptr, WeightRole::Constant},
 // Float weights with more than one element have no init data (random-weight
 // runs may replace them); scalars and integer tensors do.
-// CHECK-NEXT: {"fc.bias", DType::F32, 1, {4}, 256, nullptr},
+// CHECK-NEXT: {"fc.bias", DType::F32, 1, {4}, 256, nullptr, WeightRole::Constant},
 
 // CHECK: void run(
 // CHECK: TensorRef [[X:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[0]), DType::F32, {2, 8});
@@ -49,7 +49,7 @@
 // CHECK-NEXT: copy(ctx, "output #3", [[N]], ref(outputs[3], DType::F32, {16}));
 // CHECK-NEXT: copy(ctx, "output #4", [[B]], ref(outputs[4], DType::F32, {4}));
 // CHECK-NEXT: }
-// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run};
+// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run, 0};
 // CHECK: extern "C" const ProgramInfo *memopt_program(void)
 
 // The weight image: fc.weight at 0, fc.bias (splat 0.5) at 256, zeros between.

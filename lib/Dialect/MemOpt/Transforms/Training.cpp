@@ -23,10 +23,14 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTMAKETRAINABLE
@@ -44,6 +48,27 @@ bool isFloatTensor(Value value) {
   return isa<FloatType>(getElementTypeOrSelf(value.getType()));
 }
 
+/// True unless an f32 element of `value` is inf or NaN.
+bool hasOnlyFiniteValues(ElementsAttr value) {
+  if (!getElementTypeOrSelf(value.getType()).isF32())
+    return true;
+  ArrayRef<char> raw;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      raw = blob->getData();
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    raw = dense.getRawData();
+  }
+  for (size_t offset = 0; offset + sizeof(float) <= raw.size();
+       offset += sizeof(float)) {
+    float element;
+    std::memcpy(&element, raw.data() + offset, sizeof(float));
+    if (!std::isfinite(element))
+      return false;
+  }
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // memopt-make-trainable
 //===----------------------------------------------------------------------===//
@@ -59,6 +84,10 @@ struct MakeTrainablePass
     function.walk([&](ConstantOp constant) {
       auto name = constant->getAttrOfType<StringAttr>(kInitializerAttrName);
       if (!name || !isFloatTensor(constant.getResult()))
+        return;
+      // A float initializer holding inf or NaN (an exporter's -inf causal
+      // mask) is a constant of the graph, not something to train.
+      if (!hasOnlyFiniteValues(constant.getValue()))
         return;
       bool frozen = false;
       for (auto [index, prefix] : llvm::enumerate(freeze))
