@@ -26,6 +26,8 @@ import supported_ops
 import zoo
 
 EVERY_OP = os.path.join(zoo.REPO, "test", "Conversion", "Inputs", "every-op.mlir")
+EVERY_TRAINING_OP = os.path.join(zoo.REPO, "test", "Conversion", "Inputs",
+                                 "every-training-op.mlir")
 
 # Ops that never reach lowering, with the rewrite that removes them (--canonicalize, which
 # memopt-compile runs before planning).
@@ -34,7 +36,10 @@ ALWAYS_REWRITTEN = {
     "identity": "folds to its operand",
 }
 # Ops the importer never creates (passes build them); they must run all the same.
-NOT_IMPORTED = {"attention", "fused_elementwise"}
+NOT_IMPORTED = {"attention", "fused_elementwise",
+                # built by the training passes (docs/training.md)
+                "variable", "softmax_cross_entropy", "softmax_cross_entropy_grad",
+                "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign"}
 
 
 def dialect_ops():
@@ -78,7 +83,7 @@ def every_op_inputs():
 
 def test_every_dialect_op_is_covered():
     ops = dialect_ops()
-    text = open(EVERY_OP).read()
+    text = open(EVERY_OP).read() + open(EVERY_TRAINING_OP).read()
     lowered = set(re.findall(r'loc\("op_([a-z_0-9]+)"\)', text))
     for name in lowered:
         assert re.search(rf"memopt\.{name}\b[^\n]*loc\(\"op_{name}\"\)", text), (
@@ -108,6 +113,34 @@ def test_always_rewritten_ops_are_removed_by_canonicalize(tmp_path):
 
 
 @pytest.mark.parametrize("target", ["host", "cuda"])
+def test_every_training_op_compiles_and_the_host_step_runs(target, tmp_path):
+    """The same for the ops only a training step holds (every-training-op.mlir): state
+    variables land in the weight table with their role, the others reach the program as
+    calls, and two host steps run with a finite loss."""
+    out = str(tmp_path / "every_training_op")
+    argv = [_tool("memopt-compile"), EVERY_TRAINING_OP, "-o", out, "--target", target,
+            "--quiet"]
+    if target == "cuda":
+        argv += ["--arch", "sm_90"]
+    _run(argv)
+    source = open(out + (".cu" if target == "cuda" else ".cpp")).read()
+    lowered = set(re.findall(r'loc\("op_([a-z_0-9]+)"\)', open(EVERY_TRAINING_OP).read()))
+    for name in sorted(lowered - {"variable"}):
+        assert f'"op_{name}"' in source, f"memopt.{name} did not reach the generated program"
+    assert '{"w", DType::F32, 4, {2, 1, 3, 3}' in source and "WeightRole::Parameter" in source
+    if target == "cuda":
+        return
+    x = str(tmp_path / "x.npy")
+    labels = str(tmp_path / "labels.npy")
+    np.save(x, np.random.default_rng(0).random((2, 1, 5, 5), dtype=np.float32))
+    np.save(labels, np.array([0, 1], dtype=np.int64))
+    result = _run([out, "--input", f"x={x}", "--input", f"labels={labels}", "--steps", "2"])
+    losses = [float(line.split()[-1]) for line in result.stdout.splitlines()
+              if line.startswith("step ")]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("target", ["host", "cuda"])
 def test_every_op_compiles_and_the_host_program_runs(target, tmp_path):
     """memopt-compile takes every op through the pipeline and builds the program; each op's
     node name reaches the generated source (a call, or the comment of a view). The host program
@@ -127,7 +160,7 @@ def test_every_op_compiles_and_the_host_program_runs(target, tmp_path):
     if target == "cuda":
         return
     inputs = every_op_inputs()
-    assert source.count("-1, nullptr},") >= len(inputs)
+    assert source.count("-1, nullptr, WeightRole::Constant},") >= len(inputs)
     argv = [out, "--weights", out + ".weights", "--output-dir", str(tmp_path)]
     for index, value in enumerate(inputs):
         path = str(tmp_path / f"in{index}.npy")

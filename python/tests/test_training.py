@@ -273,7 +273,13 @@ def test_three_steps_match_pytorch_update_rules(tmp_path, optimizer, args):
 # The foundation set
 #===------------------------------------------------------------------------------------===#
 
-FOUNDATION = [m for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]
+# onnxruntime-training 1.19.2 fails to build the gradient graph of the dynamo Swin-T export
+# (a shape merge of its attention-mask gradients aborts the builder): no oracle there.
+ORACLE_FAILS = {"dynamo/swin_t"}
+FOUNDATION = [pytest.param(m, marks=pytest.mark.xfail(
+                  strict=True, reason="onnxruntime-training cannot differentiate this export"))
+              if m.id in ORACLE_FAILS else m
+              for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]
 
 
 @pytest.mark.parametrize("model", FOUNDATION, ids=lambda m: m.id)
