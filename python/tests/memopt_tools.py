@@ -66,7 +66,7 @@ def tensor_type_bytes(type_text):
     return int(np.prod(dims, dtype=np.int64)) * _ELEMENT_BYTES[match.group(2)]
 
 
-_CONSTANT = re.compile(r"memopt\.constant\s+(dense_resource<[^>]*>|.*?)\s*:\s*(tensor<[^>]*>)\s*$")
+_CONSTANT = re.compile(r"memopt\.constant\s+(?:\{[^}]*\}\s+)?(dense_resource<[^>]*>|.*?)\s*:\s*(tensor<[^>]*>)\s*$")
 _BLOB = re.compile(r'^\s*("?[^"\s:]+"?|"[^"]*")\s*:\s*"0x([0-9A-Fa-f]*)"')
 
 
