@@ -251,6 +251,17 @@ std::vector<Case> buildCases() {
                        isNaN(*s.ctx, "is_nan", x, y);
                        return std::vector<TensorRef>{y};
                      }});
+  // Range: start and delta read on the device.
+  for (DType dt : {DType::F32, DType::F16, DType::F64, DType::I32, DType::I64})
+    cases.push_back(
+        {std::string("range_") + tag(dt), tol(dt), [=](Suite &s) {
+           TensorRef start = s.upload(dt, {}, {-3.0});
+           TensorRef delta =
+               s.upload(dt, {}, {0.5 + (dt == DType::I32 || dt == DType::I64)});
+           TensorRef y = s.empty(dt, {777});
+           range(*s.ctx, "range", start, delta, y);
+           return std::vector<TensorRef>{y};
+         }});
   struct C {
     DType from, to;
   };
