@@ -46,14 +46,14 @@ namespace {
 constexpr int kMaxHeadSize = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
-/// A score in the log2 domain. Finite scores below -FLT_MAX / log2(e) (a
+/// A score in the log2 domain. Finite scores near -FLT_MAX / log2(e) (a
 /// mask filled with finfo.min, as the dynamo exporter and HuggingFace write
 /// them, plus a score) would overflow to -inf there and turn a fully masked
 /// row from the uniform row of the graph (and of the host, which computes in
-/// double) into 0 / 0 (or zeros with the safe softmax): they saturate at
-/// -FLT_MAX instead. -inf stays -inf, NaN stays NaN.
+/// double) into 0 / 0 (or zeros with the safe softmax): below -2.35e38 they
+/// saturate at -FLT_MAX instead. -inf stays -inf, NaN stays NaN.
 __device__ __forceinline__ float toLog2Domain(float x) {
-  constexpr float kLowest = -3.4028234663852886e38f / kLog2e;
+  constexpr float kLowest = -2.35e38f; // -FLT_MAX / log2(e) is -2.3587e38
   return x < kLowest && x != -INFINITY ? -3.4028234663852886e38f : x * kLog2e;
 }
 
