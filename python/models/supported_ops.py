@@ -2,7 +2,8 @@
 
 The dialect names ops `memopt.<onnx name in snake_case>`; this module holds the ONNX spelling, so
 tests can select models and node tests by `node.op_type`. Two ONNX ops have no dialect op of
-their own: `Dropout` (inference) imports as `identity` and `Constant` as `constant`.
+their own: `Dropout` (inference) imports as `identity`, `Constant` as `constant` and `GatherND`
+with constant indices as `reshape` + `gather`.
 Keep in sync with docs/dialect.md (test_supported_ops_match_dialect_doc checks it).
 """
 
@@ -79,7 +80,7 @@ DIALECT_TO_ONNX = {
 }
 
 # ONNX ops with no dialect op of their own, imported as another op.
-EXTRA_ONNX_OPS = {"Dropout": "identity"}
+EXTRA_ONNX_OPS = {"Dropout": "identity", "GatherND": "gather"}
 
 SUPPORTED_ONNX_OPS = frozenset(DIALECT_TO_ONNX.values()) | frozenset(EXTRA_ONNX_OPS)
 

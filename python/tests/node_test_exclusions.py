@@ -55,6 +55,11 @@ def rule_reason(model):
                 return "Resize 'tf_crop_and_resize' (needs a runtime roi; not in memopt.resize)"
             if attributes.get("antialias") and attributes["antialias"].i:
                 return "Resize antialias=1 (not in memopt.resize)"
+        if node.op_type == "GatherND" and (
+                attributes.get("batch_dims") and attributes["batch_dims"].i
+                or node.input[1] not in {t.name for t in model.graph.initializer}):
+            return ("GatherND with computed indices or batch_dims > 0 (memopt imports constant "
+                    "indices, batch_dims 0, as reshape + gather)")
         if node.op_type == "Dropout" and (len(node.output) > 1 or len(node.input) > 2):
             return "Dropout with a mask output or training_mode input (training semantics)"
     return None

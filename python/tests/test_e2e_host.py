@@ -485,6 +485,77 @@ def test_attention_fusion_matches_onnxruntime(compiler, tmp_path):
                               extra=("--no-fuse-attention",))
 
 
+def left_padded(shape):
+    """attention_mask [2, 6]: the second sequence starts with two padding tokens."""
+    mask = np.ones(shape, dtype=np.int64)
+    mask[1, :2] = 0
+    return mask
+
+
+def model_safe_softmax_attention(rng):
+    """GPT-2 attention as torch 2.11's dynamo exporter writes transformers 5.x SDPA with a
+    boolean mask (onnxscript): Q and K^T each scaled by sqrt(scale), K^T by Reshape ->
+    Transpose -> Reshape, the mask = causal And attention_mask[batch, key] (a GatherND with
+    constant indices), added as Where(mask, 0, -inf), then Softmax -> IsNaN ->
+    Where(isnan, 0, P). With left padding, the first two query rows of the second sequence
+    see no key: the safe softmax gives them zeros."""
+    n = helper.make_node
+    bhsd = [0, 2, 1, 3]
+    nodes = []
+    for name in ("q", "k", "v"):
+        nodes += _heads("x", "w" + name, name + "_shape", bhsd, name)
+    nodes += [n("Reshape", ["k", "k3_shape"], ["k3"], name="k_squeeze"),
+              n("Transpose", ["k3"], ["k3t"], name="k_transpose", perm=[0, 2, 1]),
+              n("Reshape", ["k3t", "kt_shape"], ["kt"], name="k_unsqueeze"),
+              n("Mul", ["q", "root"], ["qs"], name="q_scale"),
+              n("Mul", ["kt", "root"], ["kts"], name="k_scale"),
+              n("Cast", ["attention_mask"], ["keep_keys"], name="mask_cast",
+                to=TensorProto.BOOL),
+              n("GatherND", ["keep_keys", "key_index"], ["padding"], name="mask_gather"),
+              n("And", ["causal", "padding"], ["keep"], name="mask_and"),
+              n("Where", ["keep", "zero", "ninf"], ["bias"], name="mask_bias"),
+              n("MatMul", ["qs", "kts"], ["scores"], name="qk"),
+              n("Add", ["scores", "bias"], ["masked"], name="mask_add"),
+              n("Softmax", ["masked"], ["p"], name="softmax", axis=-1),
+              n("IsNaN", ["p"], ["nan"], name="isnan"),
+              n("Where", ["nan", "zero", "p"], ["safe"], name="safe"),
+              n("MatMul", ["safe", "v"], ["y"], name="pv")]
+    key_index = np.zeros((2, 1, 1, 6, 2), dtype=np.int64)
+    key_index[..., 0] = np.arange(2).reshape(2, 1, 1, 1)
+    key_index[..., 1] = np.arange(6)
+    inits = [_w(rng, "w" + name, [8, 8]) for name in "qkv"]
+    inits += [_i64(name + "_shape", [2, 6, 2, 4]) for name in "qkv"]
+    inits += [_i64("k3_shape", [-1, 6, 4]),
+              _i64("kt_shape", [2, 2, 4, 6]), numpy_helper.from_array(key_index, "key_index"),
+              numpy_helper.from_array(np.tril(np.ones((6, 6), dtype=bool)), "causal")]
+    inits += [numpy_helper.from_array(np.float32(v).reshape(()), name)
+              for name, v in (("zero", 0.0), ("ninf", -np.inf), ("root", 0.5 ** 0.5))]
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 6])
+    return _model(nodes, [_f32("x", [2, 6, 8]), mask], [_f32("y", [2, 2, 6, 4])], inits)
+
+
+def test_safe_softmax_attention_matches_onnxruntime(compiler, tmp_path):
+    """The safe-softmax attention fuses (safe_softmax = true, no is_nan left); fused and
+    unfused (IsNaN kernel) programs match onnxruntime, fully masked rows (zeros) included."""
+    path = str(tmp_path / "safe.onnx")
+    onnx.save(model_safe_softmax_attention(np.random.default_rng(5)), path)
+    graph = str(tmp_path / "graph.mlir")
+    proc = _run([compiler, path, "--emit", "mlir", "-o", graph, "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    text = open(graph).read()
+    fused = [line for line in text.splitlines() if "memopt.attention" in line]
+    assert len(fused) == 1 and "safe_softmax = true" in fused[0], text
+    assert "memopt.is_nan" not in text and "memopt.softmax" not in text, text
+    session, inputs = random_inputs(path, {})
+    inputs["attention_mask"] = left_padded((2, 6))
+    reference = session.run(None, inputs)[0]
+    assert np.all(reference[1, :, :2] == 0) and np.all(np.abs(reference[0]) > 0)
+    values = {"attention_mask": left_padded}
+    check_against_onnxruntime(compiler, path, str(tmp_path / "fused"), values=values)
+    check_against_onnxruntime(compiler, path, str(tmp_path / "unfused"), values=values,
+                              extra=("--no-fuse-attention",))
+
+
 def planned_arenas(compiler, path, tmp_path, no_fusion_flag):
     """Arena bytes of the planned model with a fusion on ("fused") and off ("unfused")."""
     arenas = {}

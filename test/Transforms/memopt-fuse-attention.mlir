@@ -312,3 +312,25 @@ func.func @nan_test_used_twice(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v
   %y = memopt.matmul %z, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %y, %n : tensor<2x4x8xf32>, tensor<2x4x4xi1>
 }
+
+// -----
+
+// onnxscript's K^T: Reshape(K, [-1, Sk, D]) -> Transpose([0, 2, 1]) ->
+// Reshape([b..., D, Sk]) is K itself (no copy, key_transposed = false);
+// here K's batch axes are GQA's repeat_kv view [2, 2, 2] of [2, 4], so K
+// gets a view with the scores' batch axes.
+// CHECK-LABEL: func.func @flat_key_transpose
+// CHECK-NOT: memopt.transpose
+// CHECK: %[[KV:.*]] = memopt.reshape %arg1 : (tensor<2x2x2x6x8xf32>) -> tensor<2x4x6x8xf32>
+// CHECK: memopt.attention %arg0, %[[KV]], %arg2 {scale = 5.000000e-01 : f32}
+func.func @flat_key_transpose(%q: tensor<2x4x6x8xf32>, %k: tensor<2x2x2x6x8xf32>, %v: tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32> {
+  %c = memopt.constant dense<0.5> : tensor<f32>
+  %flat = memopt.reshape %k : (tensor<2x2x2x6x8xf32>) -> tensor<8x6x8xf32>
+  %t = memopt.transpose %flat {perm = array<i64: 0, 2, 1>} : (tensor<8x6x8xf32>) -> tensor<8x8x6xf32>
+  %kt = memopt.reshape %t : (tensor<8x8x6xf32>) -> tensor<2x4x8x6xf32>
+  %s = memopt.matmul %q, %kt : (tensor<2x4x6x8xf32>, tensor<2x4x8x6xf32>) -> tensor<2x4x6x6xf32>
+  %m = memopt.mul %s, %c : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %p = memopt.softmax %m : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %y = memopt.matmul %p, %v : (tensor<2x4x6x6xf32>, tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32>
+  return %y : tensor<2x4x6x8xf32>
+}

@@ -713,6 +713,63 @@ TEST_F(HostKernels, AttentionFullyMaskedRowIsNaN) {
     EXPECT_NEAR(y.at(d), expected[size_t(d)], 1e-6);
 }
 
+TEST_F(HostKernels, AttentionSafeSoftmaxGivesFullyMaskedRowsZeros) {
+  // PyTorch's safe softmax: row 0 sees no key and gives zeros; row 1 is the
+  // ordinary attention over its two unmasked keys, as without the flag.
+  Buffer q = random(DType::F32, {2, 4}, 57), k = random(DType::F32, {3, 4}, 58);
+  Buffer v = random(DType::F32, {3, 4}, 59), bias(DType::F32, {2, 3});
+  float values[6] = {-INFINITY, -INFINITY, -INFINITY, 0.0f, -INFINITY, 1.0f};
+  std::memcpy(bias.storage.data(), values, sizeof(values));
+  Buffer y(DType::F32, {2, 4});
+  AttentionParams params;
+  params.safeSoftmax = true;
+  TensorRef biasRef = bias.ref();
+  attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), &biasRef,
+            y.ref());
+  for (int64_t d = 0; d < 4; ++d)
+    EXPECT_EQ(y.at(d), 0.0) << d;
+  std::vector<double> expected =
+      referenceAttention(q, k, v, &bias, AttentionParams(), y.shape);
+  for (int64_t d = 4; d < 8; ++d)
+    EXPECT_NEAR(y.at(d), expected[size_t(d)], 1e-6);
+}
+
+TEST_F(HostKernels, IsNaN) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    Buffer staging(DType::F64, {5}), x(dtype, {5}), y(DType::Bool, {5});
+    double values[5] = {1.5, NAN, -INFINITY, 0.0, -NAN};
+    std::memcpy(staging.storage.data(), values, sizeof(values));
+    cast(*ctx, "stage", staging.ref(), x.ref());
+    isNaN(*ctx, "is_nan", x.ref(), y.ref());
+    SCOPED_TRACE(dtypeName(dtype));
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_EQ(y.at(i), std::isnan(values[i]) ? 1 : 0) << i;
+  }
+  Buffer x(DType::I64, {2}), y(DType::Bool, {2});
+  isNaN(*ctx, "/IsNaN", x.ref(), y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("/IsNaN"), std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
+TEST_F(HostKernels, Range) {
+  Buffer start(DType::I64, {}), delta(DType::I64, {}), y(DType::I64, {4});
+  fillInts(start, {7});
+  fillInts(delta, {-3});
+  range(*ctx, "range", start.ref(), delta.ref(), y.ref());
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(y.at(i), 7.0 - 3.0 * double(i)) << i;
+  Buffer fstart(DType::F32, {}), fdelta(DType::F32, {}), fy(DType::F32, {3});
+  float first = 0.5f, step = 0.25f;
+  std::memcpy(fstart.storage.data(), &first, 4);
+  std::memcpy(fdelta.storage.data(), &step, 4);
+  range(*ctx, "range", fstart.ref(), fdelta.ref(), fy.ref());
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(fy.at(i), 0.5 + 0.25 * double(i)) << i;
+  ASSERT_EQ(contextError(*ctx), nullptr);
+}
+
 TEST_F(HostKernels, AttentionErrorsNameTheNode) {
   Buffer q = random(DType::F32, {2, 4}, 60), k = random(DType::F32, {3, 5}, 61);
   Buffer v = random(DType::F32, {3, 4}, 62), y(DType::F32, {2, 4});

@@ -251,6 +251,17 @@ std::vector<Case> buildCases() {
                        isNaN(*s.ctx, "is_nan", x, y);
                        return std::vector<TensorRef>{y};
                      }});
+  // Range: start and delta read on the device.
+  for (DType dt : {DType::F32, DType::F16, DType::F64, DType::I32, DType::I64})
+    cases.push_back(
+        {std::string("range_") + tag(dt), tol(dt), [=](Suite &s) {
+           TensorRef start = s.upload(dt, {}, {-3.0});
+           TensorRef delta =
+               s.upload(dt, {}, {0.5 + (dt == DType::I32 || dt == DType::I64)});
+           TensorRef y = s.empty(dt, {777});
+           range(*s.ctx, "range", start, delta, y);
+           return std::vector<TensorRef>{y};
+         }});
   struct C {
     DType from, to;
   };
@@ -831,6 +842,46 @@ std::vector<Case> buildCases() {
                return std::vector<TensorRef>{y};
              }});
   }
+
+  // A finfo.min mask (the dynamo exporter's Where(mask, 0, finfo.min)) with
+  // fully masked rows: the graph gives those rows the mean of V (every score
+  // the same), so must the log2-domain kernels (no overflow to -inf).
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t chunks : {int64_t(0), int64_t(2)})
+      cases.push_back(
+          {std::string("attention_lowest_fill_rows") +
+               (chunks ? "_chunked_" : "_") + tag(dt),
+           tol(dt, 2e-4), [=](Suite &s) {
+             const int64_t batch = 2, heads = 2, tokens = 72, d = 32;
+             TensorRef q = s.random(dt, {batch, heads, tokens, d}),
+                       k = s.random(dt, {batch, heads, tokens, d}),
+                       v = s.random(dt, {batch, heads, tokens, d});
+             // Sequence b: 7 (b + 1) left-padding keys under a causal mask,
+             // filled with the dtype's lowest value (finfo.min).
+             const double lowest = dt == DType::BF16 ? -3.3895313892515355e38
+                                                     : -3.4028234663852886e38;
+             std::vector<double> values;
+             for (int64_t b = 0; b < batch; ++b)
+               for (int64_t i = 0; i < tokens; ++i)
+                 for (int64_t j = 0; j < tokens; ++j)
+                   values.push_back(j > i || j < 7 * (b + 1) ? lowest : 0.0);
+             TensorRef bias = s.upload(dt, {batch, 1, tokens, tokens}, values);
+             TensorRef y = s.empty(dt, {batch, heads, tokens, d});
+             AttentionParams params;
+             params.scale = 0.17f;
+             params.safeSoftmax = true;
+             void *workspace = nullptr;
+             size_t workspaceBytes = 0;
+             if (chunks) {
+               workspaceBytes = attentionChunkBytes(batch * heads / chunks,
+                                                    tokens, tokens, dt);
+               workspace =
+                   s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
+             }
+             attention(*s.ctx, "attention", params, q, k, v, &bias, y,
+                       workspace, workspaceBytes);
+             return std::vector<TensorRef>{y};
+           }});
 
   // Safe softmax (PyTorch's SDPA with a boolean mask): fully masked rows give
   // zeros. A causal GPT-2 batch with left padding (query rows before the

@@ -46,6 +46,17 @@ namespace {
 constexpr int kMaxHeadSize = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
+/// A score in the log2 domain. Finite scores near -FLT_MAX / log2(e) (a
+/// mask filled with finfo.min, as the dynamo exporter and HuggingFace write
+/// them, plus a score) would overflow to -inf there and turn a fully masked
+/// row from the uniform row of the graph (and of the host, which computes in
+/// double) into 0 / 0 (or zeros with the safe softmax): below -2.35e38 they
+/// saturate at -FLT_MAX instead. -inf stays -inf, NaN stays NaN.
+__device__ __forceinline__ float toLog2Domain(float x) {
+  constexpr float kLowest = -2.35e38f; // -FLT_MAX / log2(e) is -2.3587e38
+  return x < kLowest && x != -INFINITY ? -3.4028234663852886e38f : x * kLog2e;
+}
+
 /// Everything a kernel needs, by value.
 struct AttentionArgs {
   const void *q, *k, *v, *bias;
@@ -92,7 +103,7 @@ __device__ __forceinline__ float finishScore(const AttentionArgs &a,
   float x = dot * a.scale;
   if (a.hasBias && row < a.queries)
     x += toFloat(bias[row * a.biasRowStride + key * a.biasColStride]);
-  return x * kLog2e;
+  return toLog2Domain(x);
 }
 
 //===----------------------------------------------------------------------===//
@@ -530,7 +541,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     float x = s[j];
     if (a.hasBias)
       x += toFloat(bias[j * a.biasColStride]);
-    return x * kLog2e;
+    return toLog2Domain(x);
   };
   if constexpr (kVals > 0) {
     float x[kVals];

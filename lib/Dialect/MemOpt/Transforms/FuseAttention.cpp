@@ -369,6 +369,35 @@ RankedTensorType withBatch(Type type, ArrayRef<int64_t> batch) {
   return RankedTensorType::get(shape, ranked.getElementType());
 }
 
+/// `Reshape(Transpose(Reshape(K, [N, Sk, D]), [0, 2, 1]), [b..., D, Sk])`
+/// where K is `[c..., Sk, D]` with N = prod(b) = prod(c) (so the result is K
+/// viewed with batch b and its last two axes swapped), each value used once:
+/// the three ops, outermost first (K is the last one's operand). The dynamo
+/// exporter's SDPA transposes K this way; c differs from b where GQA's
+/// repeat_kv reshape folded into the inner one.
+std::optional<SmallVector<Operation *>> matchFlatKeyTranspose(Value keyT) {
+  auto outer = keyT.getDefiningOp<ReshapeOp>();
+  if (!outer || !keyT.hasOneUse() || !outer.getData().hasOneUse())
+    return std::nullopt;
+  auto transpose = outer.getData().getDefiningOp<TransposeOp>();
+  if (!transpose || !transpose.getData().hasOneUse() ||
+      transpose.getPermutation() != SmallVector<int64_t>{0, 2, 1})
+    return std::nullopt;
+  auto inner = transpose.getData().getDefiningOp<ReshapeOp>();
+  if (!inner)
+    return std::nullopt;
+  auto key = cast<RankedTensorType>(inner.getData().getType());
+  auto swapped = cast<RankedTensorType>(keyT.getType());
+  int64_t rank = key.getRank(), swappedRank = swapped.getRank();
+  if (rank < 2 || swappedRank < 2 ||
+      key.getNumElements() != swapped.getNumElements() ||
+      key.getDimSize(rank - 2) != swapped.getDimSize(swappedRank - 1) ||
+      key.getDimSize(rank - 1) != swapped.getDimSize(swappedRank - 2) ||
+      inner.getType().getShape().take_back(2) != key.getShape().take_back(2))
+    return std::nullopt;
+  return SmallVector<Operation *>{outer, transpose, inner};
+}
+
 struct FusionStatistics {
   int64_t fused = 0, causal = 0, safe = 0, scoreBytes = 0;
 };
@@ -501,8 +530,10 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
         valueType.getShape().back() > maxHeadSize)
       return rewriter.notifyMatchFailure(softmax, "head size too large");
 
-    // K^T = Transpose(K) over the last two axes: use K itself.
+    // K^T = Transpose(K) over the last two axes: use K itself (through a
+    // view with K^T's batch axes, `keyView`, when they differ).
     bool keyTransposed = true;
+    RankedTensorType keyView;
     if (auto transpose = key.getDefiningOp<TransposeOp>();
         transpose && key.hasOneUse()) {
       SmallVector<int64_t> perm = transpose.getPermutation();
@@ -516,6 +547,18 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
         key = transpose.getData();
         keyTransposed = false;
       }
+    } else if (std::optional<SmallVector<Operation *>> views =
+                   matchFlatKeyTranspose(key)) {
+      // onnxscript's K^T: Reshape(Transpose(Reshape(K, [-1, Sk, D]),
+      // [0, 2, 1]), [..., D, Sk]) with K's own batch axes.
+      absorbed.append(views->begin(), views->end());
+      key = views->back()->getOperand(0);
+      keyTransposed = false;
+      auto flat = cast<RankedTensorType>(key.getType());
+      keyView =
+          withBatch(flat, batchOf(views->front()->getResult(0).getType()));
+      if (keyView == flat)
+        keyView = nullptr;
     }
 
     // Constant masks: causal, nothing, or a bias like any other.
@@ -551,7 +594,8 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     for (unsigned candidate : candidates) {
       ArrayRef<int64_t> to = views[candidate];
       auto q = regroupBatch(batchOf(query.getType()), views[0], to);
-      auto k = regroupBatch(batchOf(key.getType()), views[0], to);
+      auto k = regroupBatch(batchOf(keyView ? keyView : key.getType()),
+                            views[0], to);
       auto v = regroupBatch(batchOf(value.getType()), views[finalView], to);
       if (!q || !k || !v)
         continue;
@@ -624,6 +668,8 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
       bias = bias ? rewriter.createOrFold<AddOp>(loc, bias, term) : term;
     }
     Value q = regroup(query, queryBatch);
+    if (keyView)
+      key = reshapeTo(key, keyView);
     Value k = regroup(key, keyBatch);
     Value v = regroup(value, valueBatch);
     auto attention = AttentionOp::create(
