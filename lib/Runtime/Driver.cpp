@@ -83,9 +83,8 @@ bool Model::check(std::string &error) {
   return true;
 }
 
-bool checkWeightsFile(const ProgramInfo &program,
-                             const std::string &path,
-                             std::vector<uint8_t> &region, std::string &error) {
+bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
+                      std::vector<uint8_t> &region, std::string &error) {
   int64_t expected = program.weightBytes;
   int64_t size = int64_t(region.size());
   std::string file = "weight file '" + path + "'";

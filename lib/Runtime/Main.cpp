@@ -23,13 +23,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <sys/stat.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 

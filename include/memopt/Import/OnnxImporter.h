@@ -53,10 +53,8 @@ importOnnxModelFromBuffer(StringRef contents, StringRef path,
 /// with every other initializer's external data inlined: the template the
 /// training executable completes with its trained parameters (--save). The
 /// ONNX text format is written as binary. Errors go to the context.
-LogicalResult writeTrainingTemplate(StringRef path,
-                                    ArrayRef<std::string> omit,
-                                    StringRef outputPath,
-                                    MLIRContext &context);
+LogicalResult writeTrainingTemplate(StringRef path, ArrayRef<std::string> omit,
+                                    StringRef outputPath, MLIRContext &context);
 
 /// Registers the dialects an imported module uses.
 void registerImportDialects(DialectRegistry &registry);

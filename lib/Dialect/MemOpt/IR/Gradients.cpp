@@ -69,6 +69,13 @@ struct GradientBuilder {
       return x;
     return ExpandOp::create(b, loc, type, x);
   }
+  /// alpha * op(x) op(y) of `type`, transposes as flags (no copies).
+  Value gemm(Value x, Value y, bool transX, bool transY, Type type,
+             float alpha = 1.0f) {
+    return GemmOp::create(b, loc, type, x, y, Value(), b.getF32FloatAttr(alpha),
+                          b.getF32FloatAttr(1.0f), b.getI64IntegerAttr(transX),
+                          b.getI64IntegerAttr(transY), b.getStringAttr("none"));
+  }
   Value transpose(Value x, ArrayRef<int64_t> perm) {
     return TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
   }
@@ -403,11 +410,8 @@ LogicalResult vjp(GemmOp op, GradientBuilder &g, ArrayRef<Value> dy,
   bool transA = op.getTransA() != 0, transB = op.getTransB() != 0;
   float alpha = op.getAlpha().convertToFloat();
   Value a = op.getA(), b = op.getB(), grad = dy[0];
-  auto gemm = [&](Value x, Value y, bool tx, bool ty, Type type) -> Value {
-    return GemmOp::create(g.b, g.loc, type, x, y, Value(),
-                          g.b.getF32FloatAttr(alpha), g.b.getF32FloatAttr(1.0f),
-                          g.b.getI64IntegerAttr(tx), g.b.getI64IntegerAttr(ty),
-                          g.b.getStringAttr("none"));
+  auto gemm = [&](Value x, Value y, bool tx, bool ty, Type type) {
+    return g.gemm(x, y, tx, ty, type, alpha);
   };
   // Y = op(A) op(B): dop(A) = dY op(B)^T, dop(B) = op(A)^T dY, and a
   // transposed operand takes the transposed product (no transpose op).
@@ -457,14 +461,8 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
   auto b2Type = cast<RankedTensorType>(b2.getType());
   Value da, db;
   if (a2Type.getRank() == 2 && b2Type.getRank() == 2) {
-    auto gemm = [&](Value x, Value y, bool tx, bool ty, Type type) -> Value {
-      return GemmOp::create(
-          g.b, g.loc, type, x, y, Value(), g.b.getF32FloatAttr(1.0f),
-          g.b.getF32FloatAttr(1.0f), g.b.getI64IntegerAttr(tx),
-          g.b.getI64IntegerAttr(ty), g.b.getStringAttr("none"));
-    };
-    da = gemm(grad2, b2, false, true, a2Type);
-    db = gemm(a2, grad2, true, false, b2Type);
+    da = g.gemm(grad2, b2, false, true, a2Type);
+    db = g.gemm(a2, grad2, true, false, b2Type);
   } else {
     da = MatMulOp::create(g.b, g.loc, grad2, swapLast(b2));
     db = MatMulOp::create(g.b, g.loc, swapLast(a2), grad2);
