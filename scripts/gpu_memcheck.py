@@ -140,6 +140,7 @@ def memcheck(command, log_path, env, timeout):
 
 
 def cmd_device(args):
+    started = time.time()
     carry = os.path.abspath(args.carry)
     src = os.path.join(carry, "src")
     work = args.work
@@ -185,6 +186,10 @@ def cmd_device(args):
         name = entry["name"]
         if name in results:
             continue
+        left = args.deadline_s - (time.time() - started)
+        if left < 30:
+            results[name] = {"exit": "not run (deadline)"}
+            continue
         folder = os.path.join(carry, name)
         command = [os.path.join(folder, "program"), "--random-weights", "1"]
         for input_name in entry["inputs"]:
@@ -196,7 +201,7 @@ def cmd_device(args):
             os.makedirs(out_dir, exist_ok=True)
             command += ["--output-dir", out_dir]
         results[name] = memcheck(command, os.path.join(args.out, name + ".log"), env,
-                                 args.timeout)
+                                 min(args.timeout, left - 10))
         print(name, results[name], flush=True)
         save()
     clean = all(r.get("exit") == 0 for key, r in results.items() if key != "gpu_check")
@@ -215,7 +220,8 @@ def main():
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/memcheck")
-    p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--timeout", type=float, default=150, help="seconds per program")
+    p.add_argument("--deadline-s", type=float, default=560, help="for the whole step")
     args = parser.parse_args()
     return cmd_prepare(args) if args.command == "prepare" else cmd_device(args)
 
