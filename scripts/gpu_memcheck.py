@@ -171,12 +171,24 @@ def cmd_device(args):
     save()
 
     manifest = json.load(open(os.path.join(carry, "manifest.json")))
+    # The runtime's program libraries once; the programs' build scripts then find them built
+    # (their own cmake calls would race on one build folder, so a no-op cmake stands in).
+    subprocess.run(f"cmake --build {runtime} -j 16 --target memopt_runtime_main "
+                   f"memopt_runtime_capi memopt_runtime_driver memopt_runtime_cuda",
+                   shell=True, check=True, env=env)
+    shim = os.path.join(work, "shim")
+    os.makedirs(shim, exist_ok=True)
+    with open(os.path.join(shim, "cmake"), "w") as handle:
+        handle.write("#!/bin/sh\nexit 0\n")
+    os.chmod(os.path.join(shim, "cmake"), 0o755)
+    build_env = dict(env, PATH=shim + ":" + env["PATH"])
     jobs = []
     for entry in manifest:
         folder = os.path.join(carry, entry["name"])
         jobs.append(subprocess.Popen(
             f"MEMOPT_ROOT={src} MEMOPT_RUNTIME_BUILD={runtime} sh {folder}/program.build.sh",
-            shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+            shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=build_env))
     for entry, job in zip(manifest, jobs):
         output = job.communicate()[0]
         if job.returncode != 0:
