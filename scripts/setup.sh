@@ -14,6 +14,8 @@ APT_PACKAGES=(
   coinor-libcbc-dev
   # Build tools and the C++ unit-test framework.
   cmake ninja-build g++ libgtest-dev python3 python3-pip
+  # Python's headers: the Python package's extension modules (python/).
+  python3-dev
   # A separate environment for the gradient oracle (onnxruntime-training).
   python3-venv
   # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and libFuzzer.
@@ -34,7 +36,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist, sklearn" 2>/dev/null; then
+if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist, sklearn, nanobind, scikit_build_core" \
+    2>/dev/null; then
   echo "== installing Python packages (python/requirements.txt)"
   $PYTHON -m pip install -q -r python/requirements.txt ||
     $PYTHON -m pip install -q --break-system-packages -r python/requirements.txt
@@ -55,7 +58,9 @@ fi
 
 echo "== configuring and building memopt in ./build"
 if [ ! -f build/build.ninja ]; then
+  # The Python package's modules are built with this Python (its nanobind).
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ >/dev/null
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+    -DPython_EXECUTABLE="$($PYTHON -c 'import sys; print(sys.executable)')" >/dev/null
 fi
 cmake --build build -j "$(nproc)"

@@ -62,29 +62,41 @@ FailureOr<int64_t> mlir::memopt::parseByteSize(StringRef text) {
   return int64_t(std::llround(value * *scale));
 }
 
-namespace {
-
-/// Prints one clear error and returns the exit code.
-int fail(const Twine &message) {
-  llvm::errs() << "memopt-compile: error: " << message << "\n";
-  return 1;
+FailureOr<CompilePrecision>
+mlir::memopt::parseCompilePrecision(StringRef name) {
+  std::optional<CompilePrecision> precision =
+      llvm::StringSwitch<std::optional<CompilePrecision>>(name)
+          .Case("fp32", CompilePrecision::FP32)
+          .Case("fp16", CompilePrecision::FP16)
+          .Case("bf16", CompilePrecision::BF16)
+          .Default(std::nullopt);
+  if (!precision)
+    return failure();
+  return *precision;
 }
+
+StringRef mlir::memopt::getCompilePrecisionNames() {
+  return "fp32, fp16, bf16";
+}
+
+namespace {
 
 /// Writes `contents` to `path`, creating its folder first (`-o out/model`
 /// needs no mkdir).
-LogicalResult writeFile(StringRef path, StringRef contents) {
+LogicalResult writeFile(StringRef path, StringRef contents,
+                        llvm::raw_ostream &errors) {
   std::string message;
   StringRef folder = llvm::sys::path::parent_path(path);
   if (!folder.empty())
     if (std::error_code error = llvm::sys::fs::create_directories(folder)) {
-      llvm::errs() << "memopt-compile: error: cannot create folder '" << folder
-                   << "': " << error.message() << "\n";
+      errors << "memopt-compile: error: cannot create folder '" << folder
+             << "': " << error.message() << "\n";
       return failure();
     }
   std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &message);
   if (!file) {
-    llvm::errs() << "memopt-compile: error: cannot write '" << path
-                 << "': " << message << "\n";
+    errors << "memopt-compile: error: cannot write '" << path
+           << "': " << message << "\n";
     return failure();
   }
   file->os() << contents;
@@ -92,9 +104,12 @@ LogicalResult writeFile(StringRef path, StringRef contents) {
   return success();
 }
 
-/// Runs `program` with `arguments`; prints its failure.
+/// Runs `program` with `arguments`; prints its failure with what it wrote
+/// on stderr (kept in a temporary file, so that a caller who collects the
+/// errors, such as the Python package, gets the compiler's message too).
 LogicalResult runTool(StringRef program, ArrayRef<std::string> arguments,
-                      llvm::raw_ostream &log, bool quiet) {
+                      llvm::raw_ostream &log, bool quiet,
+                      llvm::raw_ostream &errors) {
   SmallVector<StringRef> argv;
   argv.push_back(program);
   for (const std::string &argument : arguments)
@@ -105,13 +120,27 @@ LogicalResult runTool(StringRef program, ArrayRef<std::string> arguments,
       log << " " << argument;
     log << "\n";
   }
+  SmallString<128> stderrPath;
+  bool captured =
+      !llvm::sys::fs::createTemporaryFile("memopt-tool", "txt", stderrPath);
+  std::optional<StringRef> redirects[] = {std::nullopt, std::nullopt,
+                                          StringRef(stderrPath)};
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, {}, 0, 0,
-                                         &message);
+  int status = llvm::sys::ExecuteAndWait(
+      program, argv, std::nullopt,
+      captured ? ArrayRef<std::optional<StringRef>>(redirects)
+               : ArrayRef<std::optional<StringRef>>(),
+      0, 0, &message);
+  if (captured) {
+    if (auto output = llvm::MemoryBuffer::getFile(stderrPath))
+      if (status != 0 || !quiet)
+        (status != 0 ? errors : log) << (*output)->getBuffer();
+    llvm::sys::fs::remove(stderrPath);
+  }
   if (status != 0) {
-    llvm::errs() << "memopt-compile: error: " << program << " failed"
-                 << (message.empty() ? "" : ": " + message) << " (exit "
-                 << status << ")\n";
+    errors << "memopt-compile: error: " << program << " failed"
+           << (message.empty() ? "" : ": " + message) << " (exit " << status
+           << ")\n";
     return failure();
   }
   return success();
@@ -149,13 +178,14 @@ std::string findNvcc() {
 }
 
 /// Checks that nvcc can generate code for `arch` (e.g. sm_90).
-LogicalResult checkCudaArch(StringRef arch, StringRef nvcc) {
+LogicalResult checkCudaArch(StringRef arch, StringRef nvcc,
+                            llvm::raw_ostream &errors) {
   StringRef digits = arch;
   if (!digits.consume_front("sm_") || digits.empty() ||
       !llvm::isDigit(digits.front())) {
-    llvm::errs() << "memopt-compile: error: --arch '" << arch
-                 << "' is not a GPU architecture (expected sm_NN, e.g. "
-                    "sm_90)\n";
+    errors << "memopt-compile: error: --arch '" << arch
+           << "' is not a GPU architecture (expected sm_NN, e.g. "
+              "sm_90)\n";
     return failure();
   }
   if (nvcc.empty())
@@ -176,11 +206,11 @@ LogicalResult checkCudaArch(StringRef arch, StringRef nvcc) {
   for (StringRef code : codes)
     if (code.trim() == arch)
       return success();
-  llvm::errs() << "memopt-compile: error: nvcc (" << nvcc
-               << ") cannot target --arch " << arch << "; it supports: ";
-  llvm::interleaveComma(codes, llvm::errs(),
-                        [](StringRef code) { llvm::errs() << code.trim(); });
-  llvm::errs() << "\n";
+  errors << "memopt-compile: error: nvcc (" << nvcc << ") cannot target --arch "
+         << arch << "; it supports: ";
+  llvm::interleaveComma(codes, errors,
+                        [&](StringRef code) { errors << code.trim(); });
+  errors << "\n";
   return failure();
 }
 
@@ -195,14 +225,22 @@ struct BuildCommand {
 /// takes the whole C API archive: nothing in the program references its
 /// exported functions, so the linker would otherwise leave them out.
 SmallVector<std::string> runtimeLibraries(const CompileOptions &options) {
+  // CompileOptions::runtimeDir holds the same archives under lib/.
+  auto locate = [&](StringRef configured) {
+    if (options.runtimeDir.empty())
+      return locateRuntimeLibrary(configured);
+    SmallString<256> path(options.runtimeDir);
+    llvm::sys::path::append(path, "lib", llvm::sys::path::filename(configured));
+    return path.str().str();
+  };
   SmallVector<std::string> libraries = splitList(
       options.target == CompileTarget::Host ? MEMOPT_RUNTIME_HOST_LIBS
                                             : MEMOPT_RUNTIME_CUDA_LIBS);
   for (std::string &library : libraries)
-    library = locateRuntimeLibrary(library);
+    library = locate(library);
   if (options.emit != EmitKind::Lib || libraries.empty())
     return libraries;
-  std::string capi = locateRuntimeLibrary(MEMOPT_RUNTIME_CAPI_LIB);
+  std::string capi = locate(MEMOPT_RUNTIME_CAPI_LIB);
   if (options.target == CompileTarget::Host) {
     libraries.front() = capi;
     libraries.insert(libraries.begin(), "-Wl,--whole-archive");
@@ -216,21 +254,31 @@ SmallVector<std::string> runtimeLibraries(const CompileOptions &options) {
   return libraries;
 }
 
+/// The folder holding memopt/Runtime/*.h for the generated program.
+std::string runtimeIncludeDir(const CompileOptions &options) {
+  if (options.runtimeDir.empty())
+    return MEMOPT_SOURCE_INCLUDE_DIR;
+  SmallString<256> path(options.runtimeDir);
+  llvm::sys::path::append(path, "include");
+  return path.str().str();
+}
+
 FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
-                                        StringRef source, StringRef output) {
+                                        StringRef source, StringRef output,
+                                        llvm::raw_ostream &errors) {
   BuildCommand command;
   bool shared = options.emit == EmitKind::Lib;
+  std::string include = "-I" + runtimeIncludeDir(options);
   if (options.target == CompileTarget::Host) {
     auto compiler = llvm::sys::findProgramByName(MEMOPT_HOST_CXX);
     if (!compiler) {
-      llvm::errs() << "memopt-compile: error: " MEMOPT_HOST_CXX
-                      " not found in PATH\n";
+      errors << "memopt-compile: error: " MEMOPT_HOST_CXX
+                " not found in PATH\n";
       return failure();
     }
     command.compiler = *compiler;
-    command.arguments = {"-std=c++17", "-O2",
-                         source.str(), "-I" MEMOPT_SOURCE_INCLUDE_DIR,
-                         "-o",         output.str()};
+    command.arguments = {"-std=c++17", "-O2", source.str(),
+                         include,      "-o",  output.str()};
     for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS))
       command.arguments.push_back(flag);
     if (shared)
@@ -241,25 +289,21 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
   } else {
     command.compiler = findNvcc();
     if (command.compiler.empty()) {
-      llvm::errs() << "memopt-compile: error: --target cuda needs nvcc, which "
-                      "was not found (use --emit source and build on a GPU "
-                      "machine)\n";
+      errors << "memopt-compile: error: --target cuda needs nvcc, which "
+                "was not found (use --emit source and build on a GPU "
+                "machine)\n";
       return failure();
     }
-    command.arguments = {"-std=c++17",
-                         "-O2",
-                         "-arch=" + options.cudaArch,
-                         source.str(),
-                         "-I" MEMOPT_SOURCE_INCLUDE_DIR,
-                         "-o",
+    command.arguments = {"-std=c++17", "-O2",   "-arch=" + options.cudaArch,
+                         source.str(), include, "-o",
                          output.str()};
     if (shared)
       command.arguments.insert(command.arguments.begin(),
                                {"-shared", "-Xcompiler", "-fPIC"});
     SmallVector<std::string> libraries = runtimeLibraries(options);
     if (libraries.empty()) {
-      llvm::errs() << "memopt-compile: error: this build has no CUDA runtime "
-                      "backend (memopt_runtime_cuda); use --emit source\n";
+      errors << "memopt-compile: error: this build has no CUDA runtime "
+                "backend (memopt_runtime_cuda); use --emit source\n";
       return failure();
     }
     for (const std::string &library : libraries)
@@ -271,8 +315,8 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
     if (StringRef(argument).ends_with(".a") &&
         !StringRef(argument).starts_with("-") &&
         !llvm::sys::fs::exists(argument)) {
-      llvm::errs() << "memopt-compile: error: runtime library '" << argument
-                   << "' is missing; build the runtime targets first\n";
+      errors << "memopt-compile: error: runtime library '" << argument
+             << "' is missing; build the runtime targets first\n";
       return failure();
     }
   return command;
@@ -335,7 +379,8 @@ std::string getBuildScript(const CompileOptions &options, StringRef stem) {
 }
 
 FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
-                                            MLIRContext &context) {
+                                            MLIRContext &context,
+                                            llvm::raw_ostream &errors) {
   if (StringRef(options.inputPath).ends_with(".mlir")) {
     OwningOpRef<ModuleOp> module =
         parseSourceFile<ModuleOp>(options.inputPath, &context);
@@ -347,8 +392,8 @@ FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
   for (const std::string &spec : options.inputShapes) {
     std::string message;
     if (failed(parseInputShapeSpec(spec, importOptions, message))) {
-      llvm::errs() << "memopt-compile: error: --input-shape '" << spec
-                   << "': " << message << "\n";
+      errors << "memopt-compile: error: --input-shape '" << spec
+             << "': " << message << "\n";
       return failure();
     }
   }
@@ -400,6 +445,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.outputsInArena = options.outputsInArena;
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
   pipeline.reportJson = options.reportPath;
+  pipeline.reportSvg = options.reportSvgPath;
   pipeline.report = !options.quiet;
 }
 
@@ -407,6 +453,17 @@ void setPipelineOptions(const CompileOptions &options,
 
 int mlir::memopt::runCompile(const CompileOptions &options,
                              llvm::raw_ostream &log) {
+  return runCompile(options, log, llvm::errs());
+}
+
+int mlir::memopt::runCompile(const CompileOptions &options,
+                             llvm::raw_ostream &log,
+                             llvm::raw_ostream &errors) {
+  // Prints one clear error and returns the exit code.
+  auto fail = [&](const Twine &message) {
+    errors << "memopt-compile: error: " << message << "\n";
+    return 1;
+  };
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"
                       : options.precision == CompilePrecision::BF16 ? "bf16"
                                                                     : "";
@@ -420,7 +477,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (options.target == CompileTarget::Cuda &&
       (options.emit == EmitKind::Exe || options.emit == EmitKind::Lib ||
        options.emit == EmitKind::Source) &&
-      failed(checkCudaArch(options.cudaArch, findNvcc())))
+      failed(checkCudaArch(options.cudaArch, findNvcc(), errors)))
     return 1;
 
   DialectRegistry registry;
@@ -431,14 +488,15 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   // One message per error: the op's location names the ONNX node already.
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errors);
 
   auto say = [&](const Twine &line) {
     if (!options.quiet)
       log << line << "\n";
   };
 
-  FailureOr<OwningOpRef<ModuleOp>> loaded = loadModule(options, context);
+  FailureOr<OwningOpRef<ModuleOp>> loaded =
+      loadModule(options, context, errors);
   if (failed(loaded))
     return 1;
   ModuleOp module = loaded->get();
@@ -467,7 +525,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
                  ? 1
                  : fail(phases.getFailureMessage());
     if (options.emit == EmitKind::Mlir) {
-      if (failed(writeFile(options.outputPath, printModule(module))))
+      if (failed(writeFile(options.outputPath, printModule(module), errors)))
         return 1;
       say("[emit] graph IR: " + options.outputPath);
       return 0;
@@ -489,7 +547,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
         Twine(arena.getInt()) + " bytes");
   }
   if (options.emit == EmitKind::Plan || options.emit == EmitKind::Mlir) {
-    if (failed(writeFile(options.outputPath, printModule(module))))
+    if (failed(writeFile(options.outputPath, printModule(module), errors)))
       return 1;
     say("[emit] planned IR: " + options.outputPath);
     return 0;
@@ -506,8 +564,8 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   std::string weightsFile(program->weights.begin(), program->weights.end());
   weightsFile += ::memopt::rt::weightsTrailer(program->weightsFingerprint,
                                               program->weights.size());
-  if (failed(writeFile(sourcePath, program->source)) ||
-      failed(writeFile(weightsPath, weightsFile)))
+  if (failed(writeFile(sourcePath, program->source, errors)) ||
+      failed(writeFile(weightsPath, weightsFile, errors)))
     return 1;
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");
@@ -530,7 +588,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (options.emit == EmitKind::Source) {
     std::string scriptPath = options.outputPath + ".build.sh";
     std::string stem = llvm::sys::path::filename(options.outputPath).str();
-    if (failed(writeFile(scriptPath, getBuildScript(options, stem))))
+    if (failed(writeFile(scriptPath, getBuildScript(options, stem), errors)))
       return 1;
     say("[emit] source: " + sourcePath + " (build with sh " + scriptPath + ")");
     return 0;
@@ -539,14 +597,14 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   bool shared = options.emit == EmitKind::Lib;
   std::string binaryPath = options.outputPath + (shared ? ".so" : "");
   FailureOr<BuildCommand> command =
-      getBuildCommand(options, sourcePath, binaryPath);
+      getBuildCommand(options, sourcePath, binaryPath, errors);
   if (failed(command))
     return 1;
   say(Twine("[build] ") +
       (options.target == CompileTarget::Host ? "host" : "cuda") +
       (shared ? " shared library " : " executable ") + binaryPath);
-  if (failed(
-          runTool(command->compiler, command->arguments, log, options.quiet)))
+  if (failed(runTool(command->compiler, command->arguments, log, options.quiet,
+                     errors)))
     return 1;
   if (shared)
     say("[done] load " + binaryPath + " and call memopt_model_create(\"" +

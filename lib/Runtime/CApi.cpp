@@ -1,10 +1,20 @@
 //===- CApi.cpp - C API of a compiled model (shared library) --------------===//
+//
+// A thin C face over Driver.h's Model: what embedders (and the Python
+// package, python/memopt) call through dlopen. Shaped after onnxruntime's C
+// API (opaque handle, status returns, the message kept on the handle) and
+// TensorRT's I/O tensor queries (name, dtype, shape per index).
+//
+//===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "memopt/Runtime/WeightsFile.h"
 #include "memopt/Runtime/memopt_c_api.h"
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -61,6 +71,82 @@ int memopt_model_read_weights(memopt_model *model, void *buffer) {
   return 0;
 }
 
+int memopt_model_write_weights(memopt_model *model, const void *buffer) {
+  if (!model || !buffer)
+    return 1;
+  const auto *bytes = static_cast<const uint8_t *>(buffer);
+  std::vector<uint8_t> region(
+      bytes, bytes + size_t(model->model.program().weightBytes));
+  return model->model.writeWeights(region, model->error) ? 0 : 1;
+}
+
+int memopt_model_load_weights(memopt_model *model, const char *path) {
+  if (!model || !path)
+    return 1;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    model->error = std::string("cannot open weight file '") + path + "'";
+    return 1;
+  }
+  std::vector<uint8_t> region((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+  if (!checkWeightsFile(model->model.program(), path, region, model->error))
+    return 1;
+  return model->model.writeWeights(region, model->error) ? 0 : 1;
+}
+
+int memopt_model_save_weights(memopt_model *model, const char *path) {
+  if (!model || !path)
+    return 1;
+  const ProgramInfo &program = model->model.program();
+  std::vector<uint8_t> region;
+  if (!model->model.readWeights(region, model->error))
+    return 1;
+  WeightsFingerprint table;
+  for (int w = 0; w < program.numWeights; ++w) {
+    const TensorInfo &info = program.weights[w];
+    table.addWeight(info.name, info.rank, info.shape, info.offset,
+                    int64_t(tensorBytes(info)));
+  }
+  std::string trailer =
+      weightsTrailer(table.finish(program.weightBytes), program.weightBytes);
+  region.insert(region.end(), trailer.begin(), trailer.end());
+  return writeFileAtomically(path, region, model->error) ? 0 : 1;
+}
+
+int memopt_model_save_onnx(memopt_model *model, const char *template_path,
+                           const char *output_path) {
+  if (!model || !template_path || !output_path)
+    return 1;
+  const ProgramInfo &program = model->model.program();
+  if (!program.isTraining) {
+    model->error = "the program is not a training step: it has no trained "
+                   "parameters to save";
+    return 1;
+  }
+  std::vector<uint8_t> region;
+  if (!model->model.readWeights(region, model->error) ||
+      !writeTrainedOnnx(program, region, template_path, output_path,
+                        model->error))
+    return 1;
+  return 0;
+}
+
+int memopt_model_run_buffers(memopt_model *model, const void *const *inputs,
+                             void *const *outputs, void *stream) {
+  if (!model || (!inputs && model->model.program().numInputs) ||
+      (!outputs && model->model.program().numOutputs))
+    return 1;
+  return model->model.runOnBuffers(inputs, outputs, stream, model->error) ? 0
+                                                                          : 1;
+}
+
+int memopt_model_synchronize(memopt_model *model) {
+  if (!model)
+    return 1;
+  return model->model.waitUntilDone(model->error) ? 0 : 1;
+}
+
 size_t memopt_model_weight_bytes(const memopt_model *model) {
   return model ? size_t(model->model.program().weightBytes) : 0;
 }
@@ -77,13 +163,60 @@ int memopt_model_num_outputs(const memopt_model *model) {
   return model->model.program().numOutputs;
 }
 
-static const TensorInfo *tensorAt(const memopt_model *model, int is_output,
+/// Tensor `index` of `kind` (MEMOPT_TENSOR_*; the older functions pass
+/// is_output, 0 or 1), or nullptr.
+static const TensorInfo *tensorAt(const memopt_model *model, int kind,
                                   int index) {
-  const ProgramInfo &program = model->model.program();
-  int count = is_output ? program.numOutputs : program.numInputs;
-  if (index < 0 || index >= count)
+  if (!model)
     return nullptr;
-  return is_output ? &program.outputs[index] : &program.inputs[index];
+  const ProgramInfo &program = model->model.program();
+  const TensorInfo *table = kind == MEMOPT_TENSOR_INPUT    ? program.inputs
+                            : kind == MEMOPT_TENSOR_OUTPUT ? program.outputs
+                            : kind == MEMOPT_TENSOR_WEIGHT ? program.weights
+                                                           : nullptr;
+  int count = kind == MEMOPT_TENSOR_INPUT    ? program.numInputs
+              : kind == MEMOPT_TENSOR_OUTPUT ? program.numOutputs
+                                             : program.numWeights;
+  if (!table || index < 0 || index >= count)
+    return nullptr;
+  return &table[index];
+}
+
+int memopt_model_tensor_info(const memopt_model *model, int kind, int index,
+                             memopt_tensor_info *info) {
+  const TensorInfo *tensor = tensorAt(model, kind, index);
+  if (!tensor || !info)
+    return 1;
+  info->name = tensor->name;
+  info->dtype = int32_t(tensor->dtype);
+  info->rank = tensor->rank;
+  info->shape = tensor->shape;
+  info->bytes = tensorBytes(*tensor);
+  info->offset = tensor->offset;
+  info->role = kind == MEMOPT_TENSOR_WEIGHT ? int32_t(tensor->role) : 0;
+  return 0;
+}
+
+int memopt_model_num_weights(const memopt_model *model) {
+  return model ? model->model.program().numWeights : 0;
+}
+
+const char *memopt_model_backend(const memopt_model *) { return backendName(); }
+
+const char *memopt_model_name(const memopt_model *model) {
+  return model ? model->model.program().name : nullptr;
+}
+
+int64_t memopt_model_arena_bytes(const memopt_model *model) {
+  return model ? model->model.program().arenaBytes : 0;
+}
+
+int memopt_model_is_training(const memopt_model *model) {
+  return model && model->model.program().isTraining ? 1 : 0;
+}
+
+float memopt_model_compiled_learning_rate(const memopt_model *model) {
+  return model ? model->model.compiledLearningRate() : 0.0f;
 }
 
 const char *memopt_model_tensor_name(const memopt_model *model, int is_output,

@@ -246,6 +246,11 @@ bool Model::setInputs(const void *const *hostInputs, std::string &error) {
 bool Model::refreshInputs(std::string &error) {
   if (!inputsStale_)
     return check(error);
+  if (hostInputs_.size() != size_t(program_->numInputs)) {
+    error = "the program's inputs were overwritten by the last run and "
+            "have not been set again";
+    return false;
+  }
   for (int i = 0; i < program_->numInputs; ++i)
     if (program_->inputs[i].offset >= 0)
       copyToDevice(*ctx_, inputs_[i], hostInputs_[i],
@@ -277,6 +282,29 @@ bool Model::getOutputs(void *const *hostOutputs, std::string &error) {
   return check(error);
 }
 
+bool Model::runOnBuffers(const void *const *inputs, void *const *outputs,
+                         void *stream, std::string &error) {
+  waitForStream(*ctx_, stream);
+  for (int i = 0; i < program_->numInputs; ++i)
+    copyAnywhere(*ctx_, inputs_[i], inputs[i],
+                 tensorBytes(program_->inputs[i]));
+  // The caller's buffers may be gone before the next run: a later execute()
+  // must get its inputs set again (refreshInputs says so).
+  hostInputs_.clear();
+  rt::execute(*ctx_, &Model::body, this);
+  inputsStale_ = true;
+  for (int i = 0; i < program_->numOutputs; ++i)
+    copyAnywhere(*ctx_, outputs[i], outputs_[i],
+                 tensorBytes(program_->outputs[i]));
+  signalStream(*ctx_, stream);
+  return check(error);
+}
+
+bool Model::waitUntilDone(std::string &error) {
+  rt::synchronize(*ctx_);
+  return check(error);
+}
+
 bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
                       std::string &error) {
   if (!program_->isTraining) {
@@ -303,6 +331,23 @@ bool Model::readWeights(std::vector<uint8_t> &region, std::string &error) {
   region.resize(size_t(program_->weightBytes));
   copyToHost(*ctx_, region.data(), weights_, region.size());
   synchronize(*ctx_);
+  return check(error);
+}
+
+bool Model::writeWeights(const std::vector<uint8_t> &region,
+                         std::string &error) {
+  if (int64_t(region.size()) != program_->weightBytes) {
+    error = "the weight region has " + std::to_string(region.size()) +
+            " bytes; the program's has " +
+            std::to_string(program_->weightBytes);
+    return false;
+  }
+  copyToDevice(*ctx_, weights_, region.data(), region.size());
+  synchronize(*ctx_);
+  if (stepCount_)
+    std::memcpy(&stepValue_, region.data() + stepCount_->offset,
+                sizeof stepValue_);
+  stepsDone_ = stepCount_ ? stepValue_ : 0;
   return check(error);
 }
 

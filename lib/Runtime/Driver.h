@@ -52,6 +52,18 @@ public:
   bool execute(std::string &error);
   /// Copies outputs out (in ProgramInfo order).
   bool getOutputs(void *const *hostOutputs, std::string &error);
+  /// One run on buffers the caller owns, each host or device memory
+  /// (copyAnywhere), ordered on the caller's `stream` (waitForStream before,
+  /// signalStream after): inputs are copied into the program's own slots
+  /// (the planner reuses arena-resident input bytes, so a caller's buffer is
+  /// never handed to the program), the program runs, outputs are copied into
+  /// `outputs`. No host copy and no host synchronization (except the first
+  /// CUDA run, which selects algorithms eagerly). The Python package's
+  /// device path (DLPack tensors).
+  bool runOnBuffers(const void *const *inputs, void *const *outputs,
+                    void *stream, std::string &error);
+  /// Waits for everything queued on the context.
+  bool waitUntilDone(std::string &error);
 
   /// Training programs: one step on `hostInputs` with learning rate `lr`
   /// (the step number continues from the loaded StepCount weight); `loss`
@@ -63,6 +75,9 @@ public:
   float compiledLearningRate() const { return compiledLearningRate_; }
   /// Copies the whole weight region out (the weight file's format).
   bool readWeights(std::vector<uint8_t> &region, std::string &error);
+  /// Replaces the whole weight region (ProgramInfo::weightBytes bytes). A
+  /// training program continues from the step count the region holds.
+  bool writeWeights(const std::vector<uint8_t> &region, std::string &error);
 
   const ProgramInfo &program() const { return *program_; }
   Context &context() { return *ctx_; }

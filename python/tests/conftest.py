@@ -22,6 +22,10 @@ sys.path.insert(0, os.path.join(REPO, "python", "models"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 BUILD_DIR = os.path.abspath(os.environ.get("MEMOPT_BUILD_DIR", os.path.join(REPO, "build")))
+# The Python package as the build assembles it (python/CMakeLists.txt): the tests import the
+# memopt this build made, ahead of any installed one.
+PYTHON_PACKAGES = os.path.join(BUILD_DIR, "python_packages")
+sys.path.insert(0, PYTHON_PACKAGES)
 
 # report name -> {"title", "columns", "rows": [dict], "footer": [str]}
 REPORTS = {}
@@ -51,6 +55,25 @@ def _tool(name):
                     f"--target {name}) or point MEMOPT_BUILD_DIR at a build folder that has "
                     f"bin/{name}", pytrace=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def memopt_package():
+    """The memopt package of this build (fails, not skips, when it was not built)."""
+    try:
+        import memopt
+        from memopt import _compiler  # noqa: F401 - the compiler half must be there too
+    except ImportError as error:
+        pytest.fail(f"the Python package is not built in {PYTHON_PACKAGES} ({error}): build "
+                    f"the target memopt_python_package (MEMOPT_ENABLE_PYTHON=ON, nanobind "
+                    f"installed by scripts/setup.sh)", pytrace=False)
+    return memopt
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gpu: needs a CUDA GPU and PyTorch; skipped elsewhere (run on the GPU "
+                   "machine: python/tests/test_python_gpu.py)")
 
 
 @pytest.fixture(scope="session")

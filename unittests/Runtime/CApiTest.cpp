@@ -50,4 +50,67 @@ TEST(CApi, CreatesRunsAndReportsErrors) {
       << error;
 }
 
+TEST(CApi, TensorInfoAndRunOnCallerBuffers) {
+  char error[256] = {};
+  memopt_model *model = memopt_model_create(nullptr, 5, error, sizeof(error));
+  ASSERT_NE(model, nullptr) << error;
+  EXPECT_EQ(std::string(memopt_model_backend(model)), "host");
+  EXPECT_FALSE(memopt_model_is_training(model));
+  EXPECT_GT(memopt_model_arena_bytes(model), 0);
+  memopt_tensor_info info;
+  ASSERT_EQ(memopt_model_tensor_info(model, MEMOPT_TENSOR_INPUT, 0, &info), 0);
+  EXPECT_EQ(std::string(info.name), "image");
+  EXPECT_EQ(info.dtype, 0); // f32
+  ASSERT_EQ(info.rank, 4);
+  EXPECT_EQ(std::vector<int64_t>(info.shape, info.shape + 4),
+            (std::vector<int64_t>{2, 3, 8, 8}));
+  EXPECT_EQ(info.bytes, 2u * 3 * 8 * 8 * 4);
+  EXPECT_NE(memopt_model_tensor_info(model, MEMOPT_TENSOR_OUTPUT, 1, &info), 0);
+  EXPECT_NE(memopt_model_tensor_info(model, 7, 0, &info), 0);
+  ASSERT_GT(memopt_model_num_weights(model), 0);
+  ASSERT_EQ(memopt_model_tensor_info(model, MEMOPT_TENSOR_WEIGHT, 0, &info), 0);
+  EXPECT_GE(info.offset, 0);
+
+  // run_buffers on the host backend gives what run gives; the caller's input
+  // is never written (it is copied into the program's slot).
+  std::vector<float> image(2 * 3 * 8 * 8);
+  for (size_t i = 0; i < image.size(); ++i)
+    image[i] = std::cos(float(i) * 0.21f);
+  std::vector<float> kept = image, viaRun(10), viaBuffers(10);
+  const void *inputs[1] = {image.data()};
+  void *outputs[1] = {viaRun.data()};
+  ASSERT_EQ(memopt_model_run(model, inputs, outputs), 0);
+  outputs[0] = viaBuffers.data();
+  ASSERT_EQ(memopt_model_run_buffers(model, inputs, outputs, nullptr), 0)
+      << memopt_model_error(model);
+  ASSERT_EQ(memopt_model_synchronize(model), 0);
+  EXPECT_EQ(viaRun, viaBuffers);
+  EXPECT_EQ(image, kept);
+
+  // Weights: write changes the answer, write back restores it, a saved
+  // file loads, a foreign one does not.
+  std::vector<uint8_t> region(memopt_model_weight_bytes(model));
+  ASSERT_EQ(memopt_model_read_weights(model, region.data()), 0);
+  std::string path = ::testing::TempDir() + "capi_test.weights";
+  ASSERT_EQ(memopt_model_save_weights(model, path.c_str()), 0);
+  std::vector<uint8_t> zeros(region.size(), 0);
+  ASSERT_EQ(memopt_model_write_weights(model, zeros.data()), 0);
+  std::vector<float> changed(10);
+  outputs[0] = changed.data();
+  ASSERT_EQ(memopt_model_run(model, inputs, outputs), 0);
+  EXPECT_NE(changed, viaRun);
+  ASSERT_EQ(memopt_model_load_weights(model, path.c_str()), 0)
+      << memopt_model_error(model);
+  ASSERT_EQ(memopt_model_run(model, inputs, outputs), 0);
+  EXPECT_EQ(changed, viaRun);
+  EXPECT_NE(memopt_model_load_weights(model, "/nonexistent.weights"), 0);
+  EXPECT_NE(std::string(memopt_model_error(model)).find("/nonexistent.weights"),
+            std::string::npos);
+  // Not a training program: nothing to save as ONNX.
+  EXPECT_NE(memopt_model_save_onnx(model, "t.onnx-template", "out.onnx"), 0);
+  EXPECT_NE(std::string(memopt_model_error(model)).find("not a training step"),
+            std::string::npos);
+  memopt_model_destroy(model);
+}
+
 } // namespace

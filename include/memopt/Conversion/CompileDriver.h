@@ -59,7 +59,14 @@ struct CompileOptions {
   std::vector<std::string> inputShapes;
   EmitKind emit = EmitKind::Exe;
   std::string reportPath;
+  /// The memory report's timeline (SVG), written next to the JSON one.
+  std::string reportSvgPath;
   std::string cudaArch = "sm_90";
+  /// Where the runtime the program links lives: a folder with include/
+  /// (memopt/Runtime/*.h) and lib/ (libmemopt_runtime_*.a), as the Python
+  /// package installs it. Empty: the source and build trees this driver was
+  /// configured with.
+  std::string runtimeDir;
   /// Every tensor gets its own arena slot (no reuse, no in-place).
   bool noPlan = false;
   /// Plan the model's outputs inside the arena (the driver reads them from
@@ -81,9 +88,18 @@ struct CompileOptions {
 /// Parses "2GiB", "512MiB", "1.5GB", "4096" (bytes) into bytes.
 FailureOr<int64_t> parseByteSize(StringRef text);
 
+/// The precision `--precision NAME` names, or failure.
+FailureOr<CompilePrecision> parseCompilePrecision(StringRef name);
+/// The names parseCompilePrecision accepts, comma-separated (for messages).
+StringRef getCompilePrecisionNames();
+
 /// Runs the whole pipeline. Returns 0 on success; on failure one clear
-/// message is printed on stderr and the result is non-zero.
+/// message is printed on `errors` (stderr by default) and the result is
+/// non-zero. Phase lines, the reports and the build command go to `log`
+/// (unless CompileOptions::quiet).
 int runCompile(const CompileOptions &options, llvm::raw_ostream &log);
+int runCompile(const CompileOptions &options, llvm::raw_ostream &log,
+               llvm::raw_ostream &errors);
 
 } // namespace mlir::memopt
 

@@ -113,8 +113,20 @@ void *deviceAlloc(Context &ctx, size_t bytes, const char *what);
 void deviceFree(Context &ctx, void *ptr);
 void copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes);
 void copyToHost(Context &ctx, void *dst, const void *src, size_t bytes);
+/// Copies between two buffers that may each be host or device memory
+/// (CUDA: unified addressing tells them apart), queued on the context's
+/// stream. The Python package's device path uses it for tensors it does not
+/// own (DLPack), so that no copy goes through the host.
+void copyAnywhere(Context &ctx, void *dst, const void *src, size_t bytes);
 /// Waits for all queued work; reports asynchronous errors.
 void synchronize(Context &ctx);
+/// Orders the context's stream after the work queued so far on a caller's
+/// `stream` (CUDA: a cudaStream_t, nullptr = the legacy default stream),
+/// without waiting on the host. Host backend: nothing to do.
+void waitForStream(Context &ctx, void *stream);
+/// Orders the work queued later on the caller's `stream` after the work
+/// queued so far on the context's stream, without waiting on the host.
+void signalStream(Context &ctx, void *stream);
 
 /// Runs `body` on the context's stream. CUDA: the first call runs eagerly
 /// (algorithm selection happens here), the second captures the calls into a

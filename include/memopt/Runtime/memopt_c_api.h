@@ -45,6 +45,72 @@ int memopt_model_train_step(memopt_model *model, const void *const *inputs,
 int memopt_model_read_weights(memopt_model *model, void *buffer);
 size_t memopt_model_weight_bytes(const memopt_model *model);
 
+/* Replaces the weight region with `buffer` (memopt_model_weight_bytes
+ * bytes, as memopt_model_read_weights gives it). Returns 0 on success. */
+int memopt_model_write_weights(memopt_model *model, const void *buffer);
+/* Loads a weight file (OUT.weights, or a region saved by
+ * memopt_model_save_weights or the executable's --save-weights), checked
+ * against the program's weight table as memopt_model_create checks it.
+ * Returns 0 on success; nothing changes on failure. */
+int memopt_model_load_weights(memopt_model *model, const char *path);
+/* Writes the weight region to `path` as a weight file (with its trailer,
+ * so that only this program's layout loads it again). Atomic. */
+int memopt_model_save_weights(memopt_model *model, const char *path);
+/* Training programs: writes the trained ONNX model to `output_path`: the
+ * template memopt-compile --train wrote (OUT.onnx-template) plus the
+ * trained parameters (the executable's --save). Atomic. */
+int memopt_model_save_onnx(memopt_model *model, const char *template_path,
+                           const char *output_path);
+
+/* One run on caller-owned buffers, each in host or device memory (CUDA:
+ * device pointers of the model's GPU, or host pointers), ordered on the
+ * caller's CUDA `stream` (a cudaStream_t; NULL = the legacy default stream):
+ * the run starts after the work queued on `stream` so far and later work on
+ * `stream` starts after the outputs are written, with no host
+ * synchronization and no copy through the host. The host backend ignores
+ * `stream`. Returns 0 on success (the error may only show at a later call
+ * for asynchronous CUDA failures). */
+int memopt_model_run_buffers(memopt_model *model, const void *const *inputs,
+                             void *const *outputs, void *stream);
+
+/* Waits until the work the model queued has finished (after a
+ * memopt_model_run_buffers into host memory). Returns 0 on success. */
+int memopt_model_synchronize(memopt_model *model);
+
+/* What a program's input, output or weight is. `dtype` takes the runtime's
+ * DType values: 0 f32, 1 f16, 2 bf16, 3 f64, 4 i64, 5 i32, 6 i8, 7 u8,
+ * 8 bool (one byte per element). */
+enum {
+  MEMOPT_TENSOR_INPUT = 0,
+  MEMOPT_TENSOR_OUTPUT = 1,
+  MEMOPT_TENSOR_WEIGHT = 2
+};
+typedef struct memopt_tensor_info {
+  const char *name;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t *shape; /* rank entries, owned by the program */
+  size_t bytes;
+  /* Inputs and outputs: byte offset in the arena, or -1 for a buffer of its
+   * own. Weights: byte offset in the weight region. */
+  int64_t offset;
+  /* Weights: 0 constant, 1 parameter, 2 optimizer state, 3 learning rate,
+   * 4 step count, 5 statistic (include/memopt/Runtime/Program.h). */
+  int32_t role;
+} memopt_tensor_info;
+/* Fills `info` for tensor `index` of `kind` (MEMOPT_TENSOR_*). Returns 0, or
+ * non-zero for an index out of range. */
+int memopt_model_tensor_info(const memopt_model *model, int kind, int index,
+                             memopt_tensor_info *info);
+int memopt_model_num_weights(const memopt_model *model);
+/* The program as compiled: "host" or "cuda", its name, arena bytes, and
+ * whether it is a training step (and its compiled learning rate). */
+const char *memopt_model_backend(const memopt_model *model);
+const char *memopt_model_name(const memopt_model *model);
+int64_t memopt_model_arena_bytes(const memopt_model *model);
+int memopt_model_is_training(const memopt_model *model);
+float memopt_model_compiled_learning_rate(const memopt_model *model);
+
 const char *memopt_model_error(const memopt_model *model);
 int memopt_model_num_inputs(const memopt_model *model);
 int memopt_model_num_outputs(const memopt_model *model);

@@ -130,6 +130,8 @@ void destroyContext(Context *ctx) {
     cudaEventDestroy(ctx->timerBegin);
   if (ctx->timerEnd)
     cudaEventDestroy(ctx->timerEnd);
+  if (ctx->streamEvent)
+    cudaEventDestroy(ctx->streamEvent);
   if (ctx->dnn)
     cudnnDestroy(ctx->dnn);
   if (ctx->lt)
@@ -181,10 +183,47 @@ void copyToHost(Context &ctx, void *dst, const void *src, size_t bytes) {
         "cudaMemcpyAsync(device to host)");
 }
 
+void copyAnywhere(Context &ctx, void *dst, const void *src, size_t bytes) {
+  if (bytes && !hasError(ctx))
+    checkCuda(ctx, "<copy>",
+              cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream),
+              "cudaMemcpyAsync");
+}
+
 void synchronize(Context &ctx) {
   if (ctx.stream && !hasError(ctx))
     checkCuda(ctx, "<synchronize>", cudaStreamSynchronize(ctx.stream),
               "cudaStreamSynchronize");
+}
+
+namespace {
+
+/// `waiter` waits for the work queued on `signaller` so far (one event,
+/// reused: cudaStreamWaitEvent takes the event's state when it is queued).
+void orderStreams(Context &ctx, cudaStream_t signaller, cudaStream_t waiter) {
+  const char *node = "<stream order>";
+  if (hasError(ctx))
+    return;
+  if (!ctx.streamEvent &&
+      !checkCuda(
+          ctx, node,
+          cudaEventCreateWithFlags(&ctx.streamEvent, cudaEventDisableTiming),
+          "cudaEventCreate"))
+    return;
+  if (checkCuda(ctx, node, cudaEventRecord(ctx.streamEvent, signaller),
+                "cudaEventRecord"))
+    checkCuda(ctx, node, cudaStreamWaitEvent(waiter, ctx.streamEvent, 0),
+              "cudaStreamWaitEvent");
+}
+
+} // namespace
+
+void waitForStream(Context &ctx, void *stream) {
+  orderStreams(ctx, static_cast<cudaStream_t>(stream), ctx.stream);
+}
+
+void signalStream(Context &ctx, void *stream) {
+  orderStreams(ctx, ctx.stream, static_cast<cudaStream_t>(stream));
 }
 
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {

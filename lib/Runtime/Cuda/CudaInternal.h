@@ -58,6 +58,9 @@ struct Context {
   void *callWorkspace = nullptr;
   size_t callWorkspaceBytes = 0;
   cudaEvent_t timerBegin = nullptr, timerEnd = nullptr;
+  /// Orders the context's stream with a caller's (waitForStream,
+  /// signalStream); created on first use.
+  cudaEvent_t streamEvent = nullptr;
   int smCount = 1;
   int computeMajor = 0; ///< compute capability major (8: Ampere, 9: Hopper)
   // CUDA graph replay (see execute()).

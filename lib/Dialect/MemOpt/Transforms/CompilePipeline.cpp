@@ -124,6 +124,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   plan.capacity = options.noPlan ? 0 : int64_t(options.memoryBudget);
   plan.printReport = options.report;
   plan.reportJson = options.reportJson;
+  plan.reportSvg = options.reportSvg;
   plan.outputsInArena = options.outputsInArena && !options.noPlan;
   pm.addPass(createMemOptPlanMemory(plan));
 }

@@ -106,6 +106,9 @@ struct CompilePipelineOptions
   Option<std::string> reportJson{
       *this, "report-json",
       llvm::cl::desc("Write the memory report (JSON) to this file")};
+  Option<std::string> reportSvg{
+      *this, "report-svg",
+      llvm::cl::desc("Write the memory timeline (SVG) to this file")};
   Option<bool> report{
       *this, "report",
       llvm::cl::desc("The passes print their reports (autodiff, mixed "

@@ -1,0 +1,193 @@
+"""memopt.compile and memopt.Training: the compile driver (memopt._compiler, the library behind
+memopt-compile) called in-process, its options filled from Python arguments."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from ._errors import CompileError, InputError
+from ._program import PathLike, Program
+
+# Where `pip install` puts the runtime's headers and archives for the programs memopt.compile
+# builds (include/, lib/). Absent in the build tree, where the driver finds them itself.
+_SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share")
+
+
+@dataclass(frozen=True)
+class Training:
+    """Compile one training step instead of inference: the loss, reverse-mode gradients and the
+    optimizer update, planned in one arena (memopt-compile --train; docs/training.md).
+
+    loss              'cross-entropy' (a new int64 input `labels`), 'mse' (a new input
+                      `target` shaped like the output) or 'output' (the model's output is the
+                      loss).
+    loss_output       the model output the loss reads (default: the first).
+    ignore_index      cross-entropy: rows with this label count nothing.
+    optimizer         'sgd' or 'adamw' (PyTorch's definitions).
+    lr                learning rate (default 0.01 for sgd, 0.001 for adamw); train_step can
+                      override it per step.
+    momentum          SGD momentum.
+    weight_decay      default 0 for sgd, 0.01 for adamw.
+    beta1, beta2, eps AdamW's.
+    batch_statistics  BatchNormalization normalizes with batch statistics and updates its running
+                      mean and variance (training mode; --bn-batch-stats).
+    freeze            prefixes of initializer names that are not trained.
+    """
+
+    loss: str = "cross-entropy"
+    loss_output: Optional[str] = None
+    ignore_index: int = -100
+    optimizer: str = "sgd"
+    lr: Optional[float] = None
+    momentum: float = 0.0
+    weight_decay: Optional[float] = None
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    batch_statistics: bool = False
+    freeze: Sequence[str] = field(default_factory=tuple)
+
+    def _fill(self, options: Any) -> None:
+        options.enabled = True
+        options.loss = self.loss
+        options.loss_output = self.loss_output or ""
+        options.ignore_index = int(self.ignore_index)
+        options.optimizer = self.optimizer
+        # < 0: the optimizer's default, as memopt-compile --lr does.
+        options.learning_rate = -1.0 if self.lr is None else float(self.lr)
+        options.momentum = float(self.momentum)
+        options.weight_decay = -1.0 if self.weight_decay is None else float(self.weight_decay)
+        options.beta1 = float(self.beta1)
+        options.beta2 = float(self.beta2)
+        options.eps = float(self.eps)
+        options.batch_statistics = bool(self.batch_statistics)
+        freeze = [self.freeze] if isinstance(self.freeze, str) else list(self.freeze)
+        options.freeze = [str(prefix) for prefix in freeze]
+
+
+def _shape_spec(name: str, shape: Any) -> str:
+    try:
+        dims = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise InputError(f"input_shapes['{name}'] = {shape!r} is not a sequence of "
+                         f"integers") from None
+    return f"{name}={'x'.join(str(d) for d in dims)}"
+
+
+def _write_model(model: Any, folder: str) -> str:
+    """An onnx.ModelProto written into `folder` (external data for models past protobuf's 2 GiB
+    limit)."""
+    path = os.path.join(folder, "model.onnx")
+    if model.ByteSize() < (1 << 31) - (1 << 20):
+        with open(path, "wb") as stream:
+            stream.write(model.SerializeToString())
+    else:
+        import onnx
+        onnx.save_model(model, path, save_as_external_data=True, location="model.onnx.data")
+    return path
+
+
+def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str = "fp32",
+            memory_budget: Union[None, int, str] = None,
+            input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+            train: Optional[Training] = None, workdir: Optional[PathLike] = None,
+            arch: str = "sm_90", verbose: bool = False) -> Program:
+    """Compiles an ONNX model into a memopt program and loads it.
+
+    model          a path to an .onnx file (or a planned .mlir), or an onnx.ModelProto.
+    target         'host' (the CPU backend, anywhere) or 'cuda' (needs nvcc to build; runs on a
+                   GPU of compute capability `arch`).
+    precision      'fp32', 'fp16' or 'bf16' (weights and activations in half precision where
+                   safe, inputs and outputs stay float32), or 'tf32' where this memopt has it.
+    memory_budget  the most bytes the activation arena may take: an int, or '2GiB', '512MiB',
+                   ... Below what the plan needs, compiling fails with the plan's figure
+                   (rematerialization, where this memopt has it, recomputes to fit).
+    input_shapes   {input name: shape} fixing dynamic dimensions, e.g. {'input': (8, 3, 224,
+                   224)}.
+    train          memopt.Training(...): compile one training step (Program.train_step).
+    workdir        the folder for the program's files (PREFIX.so, .weights, .report.json,
+                   .timeline.svg, the generated source); kept. Default: a temporary folder,
+                   removed with the Program.
+    arch           the GPU architecture for target='cuda' (nvcc's sm_NN).
+    verbose        print the compiler's phase lines and reports.
+
+    Returns the memopt.Program, loaded (a CUDA program loads at its first use, so that it can
+    be compiled on a machine without a GPU and run elsewhere: memopt.load(workdir/STEM)). Raises memopt.CompileError with the compiler's message
+    (naming the ONNX node) when the model cannot be compiled.
+
+    Example:
+        program = memopt.compile("model.onnx", memory_budget="64MiB",
+                                 input_shapes={"input": (1, 3, 224, 224)})
+        print(program.report["arena_bytes"], program.report["max_live_bytes"])
+        outputs = program.run({"input": numpy.ones((1, 3, 224, 224), numpy.float32)})
+    """
+    from . import _compiler  # the compiler (MLIR): not needed to load and run programs
+
+    options = _compiler.CompileOptions()
+    if target not in ("host", "cuda"):
+        raise InputError(f"target '{target}': expected 'host' or 'cuda'")
+    options.target = getattr(_compiler.Target, target)
+    options.precision = _compiler.parse_precision(str(precision))
+    if memory_budget is not None:
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, str)):
+            raise InputError(f"memory_budget {memory_budget!r}: expected bytes (int) or a size "
+                             f"such as '2GiB'")
+        if isinstance(memory_budget, int):
+            if memory_budget <= 0:
+                raise InputError(f"memory_budget {memory_budget}: expected a positive number "
+                                 f"of bytes")
+            options.memory_budget = memory_budget
+        else:
+            options.memory_budget = _compiler.parse_byte_size(memory_budget)
+    options.input_shapes = [_shape_spec(name, shape)
+                            for name, shape in (input_shapes or {}).items()]
+    if train is not None:
+        if not isinstance(train, Training):
+            raise InputError("train= takes a memopt.Training(...)")
+        training = _compiler.TrainingOptions()
+        train._fill(training)
+        options.training = training
+    options.cuda_arch = arch
+    options.emit = _compiler.Emit.lib
+    options.quiet = not verbose
+    if os.path.isdir(os.path.join(_SHARE, "lib")):
+        options.runtime_dir = _SHARE
+
+    owned = workdir is None
+    folder = tempfile.mkdtemp(prefix="memopt-") if owned else os.fspath(workdir)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if isinstance(model, (str, os.PathLike)):
+            model_path = os.fspath(model)
+        elif hasattr(model, "SerializeToString") and hasattr(model, "graph"):
+            model_path = _write_model(model, folder)
+        else:
+            raise InputError(f"model: expected a path or an onnx.ModelProto, not "
+                             f"{type(model).__name__}")
+        stem = os.path.splitext(os.path.basename(model_path))[0] or "model"
+        prefix = os.path.join(folder, stem)
+        options.input_path = model_path
+        options.output_path = prefix
+        options.report_path = prefix + ".report.json"
+        options.report_svg_path = prefix + ".timeline.svg"
+        status, log, errors = _compiler.run_compile(options)
+        if verbose and log:
+            sys.stdout.write(log)
+        if status != 0:
+            raise CompileError(errors.strip() or f"compiling '{model_path}' failed")
+        # A CUDA program compiled where there is no GPU loads at first use.
+        program = Program(prefix, load=target == "host")
+        program.compile_log = log
+    except BaseException:
+        if owned:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if owned:
+        weakref.finalize(program, shutil.rmtree, folder, True)
+    return program
