@@ -107,7 +107,7 @@ def test_torch_cuda_tensor_in_and_out_on_the_callers_stream(torch, memopt, artif
         torch.cuda._sleep(int(1e9))  # about 0.5 s of device time on an H100 at ~1.8 GHz
         written_late = x.clone()     # the input is only written after the sleep
         start = time.perf_counter()
-        y = program.run({"input": written_late}, out="torch")
+        y = program.run({"input": written_late}, out="torch")["output"]
         returned_after = time.perf_counter() - start
         z = y * 1.0                  # read on the caller's stream
     torch.cuda.synchronize()
@@ -124,7 +124,7 @@ def test_torch_cuda_tensor_in_and_out_on_the_callers_stream(torch, memopt, artif
     # No copy from or to the host: CUPTI sees the two device-to-device copies only.
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as trace:
-        y = program.run({"input": x}, out="torch")
+        y = program.run({"input": x}, out="torch")["output"]
         torch.cuda.synchronize()
     copies = [event.name for event in trace.events() if "Memcpy" in event.name]
     print("copies seen by CUPTI:", copies)
