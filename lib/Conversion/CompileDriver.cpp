@@ -1,7 +1,8 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
 // import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
-// [memopt-mixed-precision -> canonicalize] -> memopt-fuse-elementwise ->
+// [memopt-mixed-precision -> canonicalize] -> memopt-layout ->
+// memopt-fuse-elementwise ->
 // memopt-schedule -> memopt-bufferize -> memopt-plan-memory -> EmitProgram ->
 // system compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
 // tool, `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system
@@ -376,16 +377,26 @@ std::string printModule(ModuleOp module) {
 
 int mlir::memopt::runCompile(const CompileOptions &options,
                              llvm::raw_ostream &log) {
+  // The memopt-mixed-precision setting: f16 / bf16 storage, or tf32 (f32
+  // storage, TF32 math in contractions).
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"
                       : options.precision == CompilePrecision::BF16 ? "bf16"
+                      : options.precision == CompilePrecision::TF32 ? "tf32"
                                                                     : "";
+  StringRef precisionFlag = options.precision == CompilePrecision::FP16 ? "fp16"
+                            : options.precision == CompilePrecision::BF16
+                                ? "bf16"
+                                : "tf32";
   if (!lowType.empty() && options.lowerOnly)
-    return fail(Twine("--precision ") + (lowType == "f16" ? "fp16" : "bf16") +
+    return fail(Twine("--precision ") + precisionFlag +
                 " needs the graph before planning; --lower-only input is "
                 "already planned (compile the model with --precision "
                 "instead)");
   if (options.outputPath.empty())
     return fail("no output given (-o OUT)");
+  if (options.layout != "auto" && options.layout != "nchw" &&
+      options.layout != "nhwc")
+    return fail("--layout '" + options.layout + "' is not auto, nchw or nhwc");
   if (options.target == CompileTarget::Cuda &&
       (options.emit == EmitKind::Exe || options.emit == EmitKind::Lib ||
        options.emit == EmitKind::Source) &&
@@ -417,9 +428,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   const TrainingOptions &training = options.training;
   if (training.enabled && options.lowerOnly)
     return fail("--train needs the model, not planned IR (--lower-only)");
-  if (training.enabled && !lowType.empty())
-    return fail("--train with --precision is not supported yet (mixed-"
-                "precision training is its own issue); train in fp32");
+  if (training.enabled && !lowType.empty() && lowType != "tf32")
+    return fail("--train with --precision " + precisionFlag +
+                " is not supported yet (mixed-precision training is its own "
+                "issue); train in fp32 or tf32");
   if (training.enabled) {
     // Parameters become variables before anything can fold them.
     PassManager trainable(&context);
@@ -494,10 +506,38 @@ int mlir::memopt::runCompile(const CompileOptions &options,
       precision.addNestedPass<func::FuncOp>(
           createMemOptMixedPrecision(precisionOptions));
       precision.addPass(createCanonicalizerPass());
-      say("[precision] " + lowType +
-          " where safe (memopt-mixed-precision), inputs and outputs f32");
+      say(lowType == "tf32"
+              ? Twine("[precision] tf32: f32 tensors, TF32 math in "
+                      "convolutions and matrix products (CUDA)")
+              : "[precision] " + lowType +
+                    " where safe (memopt-mixed-precision), inputs and "
+                    "outputs f32");
       if (failed(precision.run(module)))
         return 1;
+    }
+    {
+      // After mixed precision (the layout is chosen per element type), before
+      // elementwise fusion (the ops that follow the layout are still single).
+      PassManager layout(&context);
+      MemOptLayoutOptions layoutOptions;
+      layoutOptions.layout = options.layout;
+      layoutOptions.target =
+          options.target == CompileTarget::Cuda ? "cuda" : "host";
+      layout.addNestedPass<func::FuncOp>(createMemOptLayout(layoutOptions));
+      if (failed(layout.run(module)))
+        return 1;
+      size_t convs = 0, channelsLast = 0, transposes = 0;
+      module.walk([&](Operation *op) {
+        if (isa<ConvOp, ConvResidualOp>(op)) {
+          ++convs;
+          channelsLast += op->hasAttr("channels_last");
+        }
+        transposes += isa<TransposeOp>(op);
+      });
+      if (convs > 0)
+        say("[layout] " + options.layout + ": " + Twine(channelsLast) + " of " +
+            Twine(convs) + " convolutions channels-last, " + Twine(transposes) +
+            " transposes in the program");
     }
     if (options.fuseElementwise) {
       // Last of the graph rewrites: the chains it fuses are what epilogue

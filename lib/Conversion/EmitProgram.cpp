@@ -194,11 +194,13 @@ private:
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                          ArrayRef<int64_t> dilations, int64_t group,
                          ArrayRef<int64_t> outputPadding, Value bias,
-                         StringRef function, StringRef activation);
+                         StringRef function, StringRef activation,
+                         bool channelsLast = false);
   LogicalResult emitPool(Operation *op, StringRef kind,
                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
-                         bool ceilMode, bool countIncludePad);
+                         bool ceilMode, bool countIncludePad,
+                         bool channelsLast = false);
   LogicalResult emitReduce(Operation *op, StringRef kind,
                            ArrayRef<int64_t> axes);
   LogicalResult emitSlice(SliceOp op);
@@ -231,8 +233,14 @@ private:
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
 
+  /// Emits `params.allowTf32 = true;` for an f32 contraction of a
+  /// `memopt.precision = "tf32"` function.
+  void emitTf32(Operation *op);
+
   func::FuncOp function;
   const EmitProgramOptions &options;
+  /// `memopt.precision = "tf32"`: f32 storage, TF32 math in contractions.
+  bool allowTf32 = false;
   BufferLiveness liveness;
   int64_t arenaSize = 0;
   int64_t weightsSize = 0;
@@ -253,6 +261,12 @@ private:
   std::string body;
   llvm::raw_string_ostream os{body};
 };
+
+void ProgramEmitter::emitTf32(Operation *op) {
+  if (allowTf32 &&
+      cast<ShapedType>(op->getOperand(0).getType()).getElementType().isF32())
+    os << "    params.allowTf32 = true;\n";
+}
 
 std::string ProgramEmitter::nodeName(Operation *op) {
   if (auto name = findNodeName(op->getLoc()))
@@ -595,20 +609,20 @@ LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
   }
   if (failed(emitMatmulWorkspace(op)))
     return failure();
-  os << "  {\n    MatmulParams params;\n"
-     << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
+  os << "  {\n    MatmulParams params;\n";
+  emitTf32(op);
+  os << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
      << refWithShape(op.getA(), aShape) << ", "
      << refWithShape(op.getB(), bShape) << ", nullptr, "
      << refWithShape(op.getResult(), cShape) << ");\n  }\n";
   return success();
 }
 
-LogicalResult
-ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
-                         ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-                         ArrayRef<int64_t> dilations, int64_t group,
-                         ArrayRef<int64_t> outputPadding, Value bias,
-                         StringRef callee, StringRef activation) {
+LogicalResult ProgramEmitter::emitConv(
+    Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, int64_t group,
+    ArrayRef<int64_t> outputPadding, Value bias, StringRef callee,
+    StringRef activation, bool channelsLast) {
   size_t spatial = kernel.size();
   if (spatial < 1 || spatial > 3)
     return error(op) << "has " << spatial
@@ -625,18 +639,23 @@ ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
          << ";\n";
   }
   os << "    params.group = " << group << ";\n";
+  emitTf32(op);
+  if (channelsLast)
+    os << "    params.channelsLast = true;\n";
   if (activation != "none")
     os << "    params.activation = " << runtimeActivation(activation) << ";\n";
   FailureOr<std::string> workspace = workspaceArguments(op);
   if (failed(workspace))
     return failure();
-  // The filter gradient takes (x, dy, dw): no bias operand.
+  // The filter gradient takes (x, dy, dw): no bias operand; the residual
+  // conv takes (x, w, bias, residual, y).
   bool hasBiasArgument = callee != "convBackwardFilter";
   os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
      << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
      << (!hasBiasArgument ? std::string()
          : bias           ? "&" + ref(bias) + ", "
                           : std::string("nullptr, "))
+     << (callee == "convResidual" ? ref(op->getOperand(3)) + ", " : "")
      << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
 }
@@ -659,7 +678,8 @@ LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
                                        ArrayRef<int64_t> strides,
                                        ArrayRef<int64_t> pads,
                                        ArrayRef<int64_t> dilations,
-                                       bool ceilMode, bool countIncludePad) {
+                                       bool ceilMode, bool countIncludePad,
+                                       bool channelsLast) {
   size_t spatial = kernel.size();
   if (spatial < 1 || spatial > 3)
     return error(op) << "has " << spatial
@@ -676,6 +696,8 @@ LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
   os << "    params.ceilMode = " << (ceilMode ? "true" : "false") << ";\n"
      << "    params.countIncludePad = " << (countIncludePad ? "true" : "false")
      << ";\n";
+  if (channelsLast)
+    os << "    params.channelsLast = true;\n";
   // The gradient reads (x, dy) and writes dx; the forward reads x.
   if (isa<PoolGradOp>(op))
     os << "    poolGrad(ctx, " << nodeLiteral(op) << ", params, "
@@ -1014,6 +1036,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ";\n    params.alpha = " << cppFloat(toDouble(gemm.getAlpha()))
            << ";\n    params.beta = " << cppFloat(toDouble(gemm.getBeta()))
            << ";\n";
+        emitTf32(op);
         if (gemm.getActivation() != "none")
           os << "    params.activation = "
              << runtimeActivation(gemm.getActivation()) << ";\n";
@@ -1026,7 +1049,14 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](ConvOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
-                        {}, conv.getB(), "conv", conv.getActivation());
+                        {}, conv.getB(), "conv", conv.getActivation(),
+                        conv.getChannelsLast());
+      })
+      .Case([&](ConvResidualOp conv) {
+        return emitConv(op, conv.getKernelShape(), conv.getStrides(),
+                        conv.getPads(), conv.getDilations(), conv.getGroup(),
+                        {}, conv.getB(), "convResidual", conv.getActivation(),
+                        conv.getChannelsLast());
       })
       .Case([&](ConvTransposeOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
@@ -1037,17 +1067,18 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](MaxPoolOp pool) {
         return emitPool(op, "Max", pool.getKernelShape(), pool.getStrides(),
                         pool.getPads(), pool.getDilations(),
-                        pool.getCeilMode() != 0, false);
+                        pool.getCeilMode() != 0, false, pool.getChannelsLast());
       })
       .Case([&](AveragePoolOp pool) {
         return emitPool(op, "Avg", pool.getKernelShape(), pool.getStrides(),
                         pool.getPads(), pool.getDilations(),
-                        pool.getCeilMode() != 0,
-                        pool.getCountIncludePad() != 0);
+                        pool.getCeilMode() != 0, pool.getCountIncludePad() != 0,
+                        pool.getChannelsLast());
       })
-      .Case([&](GlobalAveragePoolOp) {
+      .Case([&](GlobalAveragePoolOp pool) {
         os << "  globalAvgPool(ctx, " << node << ", " << ref(op->getOperand(0))
-           << ", " << ref(op->getResult(0)) << ");\n";
+           << ", " << ref(op->getResult(0))
+           << (pool.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](BatchNormalizationOp norm) {
@@ -1055,7 +1086,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << cppFloat(toDouble(norm.getEpsilon()));
         for (Value operand : op->getOperands())
           os << ", " << ref(operand);
-        os << ", " << ref(op->getResult(0)) << ");\n";
+        os << ", " << ref(op->getResult(0))
+           << (norm.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](LayerNormalizationOp norm) {
@@ -1088,6 +1120,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
         if (attention.getSafeSoftmax())
           os << "    params.safeSoftmax = true;\n";
+        emitTf32(op);
         os << "    attention(ctx, " << node << ", params, "
            << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
            << ref(attention.getV()) << ", "
@@ -1272,6 +1305,8 @@ LogicalResult ProgramEmitter::emitReturn(func::ReturnOp returnOp) {
 }
 
 FailureOr<EmittedProgram> ProgramEmitter::run() {
+  if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
+    allowTf32 = precision.getValue() == "tf32";
   if (failed(checkPlanned()) || failed(emitTables()) ||
       failed(collectWeights()))
     return failure();

@@ -206,11 +206,16 @@ bool validateAttention(Context &ctx, const char *node,
 
 /// Spatial dims padded to 3 (missing dims are 1 with kernel 1, stride 1).
 struct ConvGeometry {
+  /// x and y (and a conv's w) have their channel axis last.
+  bool channelsLast = false;
   int64_t batch = 0, inChannels = 0, outChannels = 0, group = 1;
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
   int64_t padsBegin[3] = {0, 0, 0}, padsEnd[3] = {0, 0, 0};
   int64_t strides[3] = {1, 1, 1}, dilations[3] = {1, 1, 1};
 };
+/// `t` with its last axis moved to position 1 (same data): the
+/// channels-first view of a channels-last tensor, for shape checks.
+TensorRef channelsFirstView(const TensorRef &t);
 bool validateConv(Context &ctx, const char *node, const ConvParams &params,
                   bool transposed, const TensorRef &x, const TensorRef &w,
                   const TensorRef *bias, const TensorRef &y,
@@ -231,7 +236,7 @@ bool validateLayerNorm(Context &ctx, const char *node, int axis,
 bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
                        const TensorRef &scale, const TensorRef &bias,
                        const TensorRef &mean, const TensorRef &var,
-                       const TensorRef &y);
+                       const TensorRef &y, bool channelsLast = false);
 bool validateReduce(Context &ctx, const char *node, const int *axes,
                     int numAxes, const TensorRef &x, const TensorRef &y);
 bool validateTranspose(Context &ctx, const char *node, const int *perm,

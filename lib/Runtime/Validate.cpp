@@ -335,9 +335,29 @@ size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
   return f32 + (dtype == DType::F32 ? 0 : scores * dtypeSize(dtype));
 }
 
+TensorRef channelsFirstView(const TensorRef &t) {
+  TensorRef view = t;
+  if (t.rank >= 3) {
+    view.shape[1] = t.shape[t.rank - 1];
+    for (int i = 2; i < t.rank; ++i)
+      view.shape[i] = t.shape[i - 1];
+  }
+  return view;
+}
+
 bool validateConv(Context &ctx, const char *node, const ConvParams &params,
-                  bool transposed, const TensorRef &x, const TensorRef &w,
-                  const TensorRef *bias, const TensorRef &y, ConvGeometry &g) {
+                  bool transposed, const TensorRef &xGiven,
+                  const TensorRef &wGiven, const TensorRef *bias,
+                  const TensorRef &yGiven, ConvGeometry &g) {
+  if (params.channelsLast && transposed) {
+    failf(ctx, node, "ConvTranspose has no channels-last form");
+    return false;
+  }
+  // Channels-last tensors are checked through their channels-first views.
+  g.channelsLast = params.channelsLast;
+  const TensorRef x = g.channelsLast ? channelsFirstView(xGiven) : xGiven;
+  const TensorRef w = g.channelsLast ? channelsFirstView(wGiven) : wGiven;
+  const TensorRef y = g.channelsLast ? channelsFirstView(yGiven) : yGiven;
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, w, "W") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, w, "X/W") ||
@@ -411,7 +431,11 @@ bool validateConv(Context &ctx, const char *node, const ConvParams &params,
 }
 
 bool validatePool(Context &ctx, const char *node, const PoolParams &params,
-                  const TensorRef &x, const TensorRef &y, ConvGeometry &g) {
+                  const TensorRef &xGiven, const TensorRef &yGiven,
+                  ConvGeometry &g) {
+  g.channelsLast = params.channelsLast;
+  const TensorRef x = g.channelsLast ? channelsFirstView(xGiven) : xGiven;
+  const TensorRef y = g.channelsLast ? channelsFirstView(yGiven) : yGiven;
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output") ||
       !validateSpatial(ctx, node, params.spatialRank, x, y))
@@ -517,7 +541,7 @@ bool validateLayerNorm(Context &ctx, const char *node, int axis,
 bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
                        const TensorRef &scale, const TensorRef &bias,
                        const TensorRef &mean, const TensorRef &var,
-                       const TensorRef &y) {
+                       const TensorRef &y, bool channelsLast) {
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
       !checkSameShape(ctx, node, x, y, "X/output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
@@ -527,14 +551,15 @@ bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
           shapeString(x).c_str());
     return false;
   }
+  int64_t channels = x.shape[channelsLast ? x.rank - 1 : 1];
   const TensorRef *params[4] = {&scale, &bias, &mean, &var};
   const char *names[4] = {"scale", "B", "mean", "var"};
   for (int i = 0; i < 4; ++i) {
     if (!checkFloat(ctx, node, *params[i], names[i]))
       return false;
-    if (params[i]->numElements() != x.shape[1]) {
+    if (params[i]->numElements() != channels) {
       failf(ctx, node, "%s %s does not have %lld channels", names[i],
-            shapeString(*params[i]).c_str(), (long long)x.shape[1]);
+            shapeString(*params[i]).c_str(), (long long)channels);
       return false;
     }
   }

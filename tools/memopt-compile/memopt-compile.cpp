@@ -1,7 +1,8 @@
 //===- memopt-compile.cpp - ONNX model -> executable ----------------------===//
 //
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
-//       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
+//       [--precision fp32|tf32|fp16|bf16] [--layout auto|nchw|nhwc]
+//       [--memory-budget 2GiB]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
@@ -36,9 +37,17 @@ int main(int argc, char **argv) {
       "precision", cl::desc("Compute precision"),
       cl::init(CompilePrecision::FP32),
       cl::values(clEnumValN(CompilePrecision::FP32, "fp32", "float32"),
+                 clEnumValN(CompilePrecision::TF32, "tf32",
+                            "float32 storage, TF32 math in convolutions and "
+                            "matrix products (CUDA; the host computes f32)"),
                  clEnumValN(CompilePrecision::FP16, "fp16", "float16"),
                  clEnumValN(CompilePrecision::BF16, "bf16", "bfloat16")),
       cl::cat(category));
+  cl::opt<std::string> layout(
+      "layout",
+      cl::desc("Convolution layout: auto (channels-last where the target's "
+               "kernels are faster, e.g. f16 on CUDA), nchw or nhwc"),
+      cl::init("auto"), cl::cat(category));
   cl::opt<std::string> budget(
       "memory-budget", cl::desc("Arena capacity, e.g. 2GiB, 512MiB, 4096"),
       cl::cat(category));
@@ -141,6 +150,7 @@ int main(int argc, char **argv) {
   options.outputPath = output;
   options.target = target;
   options.precision = precision;
+  options.layout = layout;
   if (!budget.empty()) {
     auto bytes = parseByteSize(budget);
     if (mlir::failed(bytes) || *bytes <= 0) {

@@ -527,6 +527,116 @@ std::vector<Case> buildCases() {
            }});
     }
 
+  // Channels-last (memopt-layout): the same convolutions on NHWC tensors
+  // and KRSC filters, the residual convolution (separate and in place, the
+  // planner's usual choice for ResNet's shortcut) in both layouts, and TF32.
+  auto last = [](std::vector<int64_t> shape) {
+    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
+    return shape;
+  };
+  auto convParams = [](const V &v) {
+    ConvParams p;
+    p.spatialRank = v.spatial;
+    p.group = v.group;
+    p.activation = v.act;
+    for (int i = 0; i < v.spatial; ++i) {
+      p.strides[i] = v.stride;
+      p.dilations[i] = v.dilation;
+      p.padsBegin[i] = v.padBegin;
+      p.padsEnd[i] = v.padEnd;
+    }
+    return p;
+  };
+  for (DType dt : floats)
+    for (const V &v : convs) {
+      if (v.transposed || (dt != DType::F32 && v.spatial == 3))
+        continue;
+      cases.push_back({std::string("conv_nhwc_") + v.name + "_" + tag(dt),
+                       tol(dt, 1e-3), [=](Suite &s) {
+                         TensorRef x = s.random(dt, last(v.x)),
+                                   w = s.random(dt, last(v.w), 0.05, 0.5);
+                         TensorRef bias = s.random(dt, {v.y[1]});
+                         TensorRef y = s.empty(dt, last(v.y));
+                         ConvParams p = convParams(v);
+                         p.channelsLast = true;
+                         size_t ws = convWorkspaceBound(p, x, w, y);
+                         TensorRef workspace =
+                             s.empty(DType::U8, {int64_t(ws)});
+                         conv(*s.ctx, "conv_nhwc", p, x, w,
+                              v.bias ? &bias : nullptr, y, workspace.data, ws);
+                         return std::vector<TensorRef>{y};
+                       }});
+      for (bool inPlace : {false, true}) {
+        if (v.spatial != 2)
+          continue;
+        for (bool channelsLast : {false, true})
+          cases.push_back(
+              {std::string("conv_residual_") + (channelsLast ? "nhwc_" : "") +
+                   (inPlace ? "inplace_" : "") + v.name + "_" + tag(dt),
+               tol(dt, 1e-3), [=](Suite &s) {
+                 auto layout = [&](const std::vector<int64_t> &shape) {
+                   return channelsLast ? last(shape) : shape;
+                 };
+                 TensorRef x = s.random(dt, layout(v.x)),
+                           w = s.random(dt, layout(v.w), 0.05, 0.5);
+                 TensorRef bias = s.random(dt, {v.y[1]});
+                 TensorRef z = s.random(dt, layout(v.y));
+                 TensorRef y = inPlace ? z : s.empty(dt, layout(v.y));
+                 ConvParams p = convParams(v);
+                 p.activation = Activation::Relu;
+                 p.channelsLast = channelsLast;
+                 size_t ws = convWorkspaceBound(p, x, w, y);
+                 TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+                 convResidual(*s.ctx, "conv_residual", p, x, w, &bias, z, y,
+                              workspace.data, ws);
+                 // A second call runs the plan chosen by the first (the
+                 // first times candidates); the in-place case needs the
+                 // residual again.
+                 if (!inPlace)
+                   convResidual(*s.ctx, "conv_residual", p, x, w, &bias, z, y,
+                                workspace.data, ws);
+                 return std::vector<TensorRef>{y};
+               }});
+      }
+    }
+  // TF32 (f32 storage, 10-bit mantissa products, f32 sums): about 1e-3
+  // relative per product; the host computes in double.
+  for (const V &v : convs) {
+    if (v.transposed || v.spatial != 2)
+      continue;
+    for (bool channelsLast : {false, true})
+      cases.push_back(
+          {std::string("conv_tf32_") + (channelsLast ? "nhwc_" : "") + v.name,
+           2e-2, [=](Suite &s) {
+             auto layout = [&](const std::vector<int64_t> &shape) {
+               return channelsLast ? last(shape) : shape;
+             };
+             TensorRef x = s.random(DType::F32, layout(v.x)),
+                       w = s.random(DType::F32, layout(v.w), 0.05, 0.5);
+             TensorRef bias = s.random(DType::F32, {v.y[1]});
+             TensorRef y = s.empty(DType::F32, layout(v.y));
+             ConvParams p = convParams(v);
+             p.channelsLast = channelsLast;
+             p.allowTf32 = true;
+             size_t ws = convWorkspaceBound(p, x, w, y);
+             TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+             conv(*s.ctx, "conv_tf32", p, x, w, v.bias ? &bias : nullptr, y,
+                  workspace.data, ws);
+             return std::vector<TensorRef>{y};
+           }});
+  }
+  cases.push_back({"matmul_tf32", 2e-2, [](Suite &s) {
+                     TensorRef a = s.random(DType::F32, {3, 65, 256}),
+                               b = s.random(DType::F32, {256, 96}, 0.05, 0.5);
+                     TensorRef bias = s.random(DType::F32, {96});
+                     TensorRef c = s.empty(DType::F32, {3, 65, 96});
+                     MatmulParams p;
+                     p.allowTf32 = true;
+                     p.activation = Activation::Relu;
+                     matmul(*s.ctx, "mm_tf32", p, a, b, &bias, c);
+                     return std::vector<TensorRef>{c};
+                   }});
+
   // Pooling.
   for (DType dt : floats) {
     struct P {
@@ -555,6 +665,32 @@ std::vector<Case> buildCases() {
                          pool(*s.ctx, "pool", pp, x, y);
                          return std::vector<TensorRef>{y};
                        }});
+    for (P p : {P{"max", PoolKind::Max, false, false, 10},
+                P{"avg_ceil", PoolKind::Avg, false, true, 11}})
+      cases.push_back({std::string("pool_nhwc_") + p.name + "_" + tag(dt),
+                       tol(dt), [=](Suite &s) {
+                         TensorRef x = s.random(dt, {2, 20, 20, 5});
+                         TensorRef y = s.empty(dt, {2, p.out, p.out, 5});
+                         PoolParams pp;
+                         pp.kind = p.kind;
+                         pp.countIncludePad = p.includePad;
+                         pp.ceilMode = p.ceil;
+                         pp.channelsLast = true;
+                         for (int i = 0; i < 2; ++i) {
+                           pp.kernel[i] = 3;
+                           pp.strides[i] = 2;
+                           pp.padsBegin[i] = pp.padsEnd[i] = 1;
+                         }
+                         pool(*s.ctx, "pool_nhwc", pp, x, y);
+                         return std::vector<TensorRef>{y};
+                       }});
+    cases.push_back({std::string("global_avg_pool_nhwc_") + tag(dt), tol(dt),
+                     [=](Suite &s) {
+                       TensorRef x = s.random(dt, {3, 13, 11, 37});
+                       TensorRef y = s.empty(dt, {3, 1, 1, 37});
+                       globalAvgPool(*s.ctx, "gap_nhwc", x, y, true);
+                       return std::vector<TensorRef>{y};
+                     }});
     cases.push_back(
         {std::string("global_avg_pool_") + tag(dt), tol(dt), [=](Suite &s) {
            TensorRef x = s.random(dt, {3, 37, 13, 11});
@@ -943,6 +1079,17 @@ std::vector<Case> buildCases() {
            TensorRef v = s.random(DType::F32, {19}, 0.5, 2.0, true);
            TensorRef y = s.empty(dt, {2, 19, 9, 7});
            batchNorm(*s.ctx, "bn", 1e-5f, x, sc, b, m, v, y);
+           return std::vector<TensorRef>{y};
+         }});
+    cases.push_back(
+        {std::string("batchnorm_nhwc_") + tag(dt), tol(dt), [=](Suite &s) {
+           TensorRef x = s.random(dt, {2, 9, 7, 19});
+           TensorRef sc = s.random(DType::F32, {19}),
+                     b = s.random(DType::F32, {19});
+           TensorRef m = s.random(DType::F32, {19});
+           TensorRef v = s.random(DType::F32, {19}, 0.5, 2.0, true);
+           TensorRef y = s.empty(dt, {2, 9, 7, 19});
+           batchNorm(*s.ctx, "bn_nhwc", 1e-5f, x, sc, b, m, v, y, true);
            return std::vector<TensorRef>{y};
          }});
     for (int64_t cols : {int64_t(768), int64_t(37), int64_t(3001)})

@@ -3,7 +3,8 @@
 //
 // The library behind `memopt-compile`: import an ONNX model (or read MLIR),
 // run canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues -> (with
-// --precision fp16|bf16) memopt-mixed-precision -> memopt-schedule ->
+// --precision tf32|fp16|bf16) memopt-mixed-precision -> memopt-layout ->
+// memopt-fuse-elementwise -> memopt-schedule ->
 // memopt-bufferize -> memopt-plan-memory, lower the planned function to a C++
 // program
 // (EmitProgram.h) and, on request, build it with the system compiler against
@@ -24,7 +25,7 @@
 namespace mlir::memopt {
 
 enum class CompileTarget { Host, Cuda };
-enum class CompilePrecision { FP32, FP16, BF16 };
+enum class CompilePrecision { FP32, TF32, FP16, BF16 };
 enum class EmitKind { Mlir, Plan, Source, Exe, Lib };
 
 /// What `--train` compiles: one training step (loss, gradients, update).
@@ -73,6 +74,9 @@ struct CompileOptions {
   bool fuseEpilogues = true;
   /// Run --memopt-fuse-elementwise (after mixed precision).
   bool fuseElementwise = true;
+  /// --memopt-layout: auto (channels-last where the target's convolutions
+  /// are faster in it), nchw or nhwc.
+  std::string layout = "auto";
   /// The input is already planned MLIR: only lower it.
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.

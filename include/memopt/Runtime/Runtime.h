@@ -252,6 +252,11 @@ struct MatmulParams {
   float alpha = 1.0f;
   float beta = 1.0f; ///< scales `bias` when one is given
   Activation activation = Activation::None;
+  /// f32 operands may be multiplied in TF32 on tensor cores (10-bit
+  /// mantissa, f32 accumulation: about 1e-3 relative error), as PyTorch's
+  /// `allow_tf32` and TensorRT's default allow. Ignored for f16/bf16 and on
+  /// the host (which computes in double).
+  bool allowTf32 = false;
 };
 
 /// c = act(alpha * op(a) @ op(b) + beta * bias). a: [..., M, K] ([..., K, M]
@@ -270,7 +275,7 @@ void matmul(Context &ctx, const char *nodeName, const MatmulParams &params,
 void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes);
 
 //===----------------------------------------------------------------------===//
-// Convolution and pooling (NCHW, 1-D / 2-D / 3-D spatial)
+// Convolution and pooling (NCHW or channels-last, 1-D / 2-D / 3-D spatial)
 //===----------------------------------------------------------------------===//
 
 struct ConvParams {
@@ -283,6 +288,11 @@ struct ConvParams {
   /// ConvTranspose only: ONNX output_padding (already reflected in y's shape).
   int64_t outputPadding[3] = {0, 0, 0};
   Activation activation = Activation::None; ///< applied after the bias
+  /// f32 convolutions may use TF32 tensor cores (see MatmulParams).
+  bool allowTf32 = false;
+  /// Channels-last tensors (conv only; memopt-layout): x [N, spatial..., C],
+  /// w [M, k..., C/group], y [N, out..., M] (cuDNN's NHWC and KRSC).
+  bool channelsLast = false;
 };
 
 /// The workspace bound the compiler reserves for one conv call (host
@@ -293,10 +303,20 @@ size_t convWorkspaceBound(const ConvParams &params, const TensorRef &x,
                           const TensorRef &w, const TensorRef &y);
 
 /// y = act(conv(x, w) + bias). x [N, C, spatial...], w [M, C/group, k...],
-/// bias [M] or null, y [N, M, out...]. Float dtypes, all the same.
+/// bias [M] or null, y [N, M, out...] (or their channels-last forms, see
+/// ConvParams::channelsLast). Float dtypes, all the same.
 void conv(Context &ctx, const char *nodeName, const ConvParams &params,
           TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
           void *workspace, size_t workspaceBytes);
+/// y = act(conv(x, w) + bias + residual): a convolution whose output is
+/// added to `residual` (y's shape and dtype) before the activation, ResNet's
+/// `relu(conv(x) + shortcut)`. y may be `residual` itself (in place). CUDA:
+/// one cudnnConvolutionBiasActivationForward where cuDNN offers it (relu or
+/// no activation, with a bias), else the convolution and one epilogue kernel.
+void convResidual(Context &ctx, const char *nodeName, const ConvParams &params,
+                  TensorRef x, TensorRef w, const TensorRef *bias,
+                  TensorRef residual, TensorRef y, void *workspace,
+                  size_t workspaceBytes);
 /// ONNX ConvTranspose: w [C, M/group, k...], y [N, M, out...].
 void convTranspose(Context &ctx, const char *nodeName, const ConvParams &params,
                    TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
@@ -316,23 +336,27 @@ struct PoolParams {
   /// ceil_mode only shapes y (already reflected in y's shape): windows that
   /// start inside the padded input are kept and clipped.
   bool ceilMode = false;
+  /// x [N, spatial..., C] and y [N, out..., C] (`pool` only).
+  bool channelsLast = false;
 };
 
 void pool(Context &ctx, const char *nodeName, const PoolParams &params,
           TensorRef x, TensorRef y);
-/// y [N, C, 1, ...] = mean over spatial dims of x [N, C, ...].
-void globalAvgPool(Context &ctx, const char *nodeName, TensorRef x,
-                   TensorRef y);
+/// y [N, C, 1, ...] = mean over spatial dims of x [N, C, ...]; with
+/// `channelsLast`, y [N, 1, ..., C] from x [N, ..., C].
+void globalAvgPool(Context &ctx, const char *nodeName, TensorRef x, TensorRef y,
+                   bool channelsLast = false);
 
 //===----------------------------------------------------------------------===//
 // Normalization, softmax, reductions
 //===----------------------------------------------------------------------===//
 
-/// Inference BatchNormalization over axis 1: scale, bias, mean, var are [C]
-/// (any float dtype each; computed in f32).
+/// Inference BatchNormalization over axis 1 (the last axis with
+/// `channelsLast`): scale, bias, mean, var are [C] (any float dtype each;
+/// computed in f32).
 void batchNorm(Context &ctx, const char *nodeName, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y);
+               TensorRef y, bool channelsLast = false);
 /// LayerNormalization: normalizes over dims [axis, rank); scale (and bias if
 /// given) have the shape of those dims (or broadcast to it).
 void layerNorm(Context &ctx, const char *nodeName, int axis, float epsilon,
@@ -351,6 +375,9 @@ struct AttentionParams {
   /// A row whose scores are all -inf (fully masked) gives zeros instead of
   /// NaN: PyTorch's safe softmax, exported as Where(IsNaN(P), 0, P).
   bool safeSoftmax = false;
+  /// f32 attention run as library calls (the chunked path) may multiply in
+  /// TF32 (see MatmulParams); the fused kernel is unaffected.
+  bool allowTf32 = false;
 };
 
 /// Scaled dot-product attention (ONNX Attention, 4-D form):

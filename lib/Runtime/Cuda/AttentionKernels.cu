@@ -667,9 +667,10 @@ bool attentionChunked(Context &ctx, const char *node,
   sm.hasBias = g.hasBias;
   sm.safeSoftmax = params.safeSoftmax;
 
-  MatmulParams qk;
+  MatmulParams qk, pv;
   qk.alpha = params.scale;
   qk.transB = !params.keyTransposed;
+  qk.allowTf32 = pv.allowTf32 = params.allowTf32;
   for (int64_t first = 0; first < batch && !hasError(ctx); first += items) {
     int64_t n = std::min(items, batch - first);
     auto slice = [&](const TensorRef &t, int64_t rows, int64_t cols) {
@@ -694,8 +695,7 @@ bool attentionChunked(Context &ctx, const char *node,
     MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchScoreSoftmax<T>(ctx, sm));
     if (!checkLaunch(ctx, node))
       return true;
-    matmulWithWorkspace(ctx, node, MatmulParams(), p, vs, nullptr, ys, nullptr,
-                        0);
+    matmulWithWorkspace(ctx, node, pv, p, vs, nullptr, ys, nullptr, 0);
   }
   return true;
 }

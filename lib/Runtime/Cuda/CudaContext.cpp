@@ -119,6 +119,10 @@ void destroyContext(Context *ctx) {
       cudnnDestroyFilterDescriptor(p.w);
     if (p.conv)
       cudnnDestroyConvolutionDescriptor(p.conv);
+    if (p.bias)
+      cudnnDestroyTensorDescriptor(p.bias);
+    if (p.activation)
+      cudnnDestroyActivationDescriptor(p.activation);
   }
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);

@@ -29,10 +29,22 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t plane = i / outSpatial, o = i % outSpatial;
+    // Channels-last: consecutive threads take consecutive channels of one
+    // position (coalesced); x's elements of a channel are C apart.
+    int64_t o, step;
+    const T *xp;
+    if (g.channelsLast) {
+      int64_t c = i % g.inChannels, rest = i / g.inChannels;
+      o = rest % outSpatial;
+      xp = x + (rest / outSpatial) * inSpatial * g.inChannels + c;
+      step = g.inChannels;
+    } else {
+      o = i % outSpatial;
+      xp = x + (i / outSpatial) * inSpatial;
+      step = 1;
+    }
     int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
                      o % g.out[2]};
-    const T *xp = x + plane * inSpatial;
     float best = -INFINITY, sum = 0.0f;
     int64_t valid = 0, padded = 1;
     for (int d = 0; d < 3; ++d) {
@@ -57,7 +69,7 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
               oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
           if (q2 < 0 || q2 >= g.in[2])
             continue;
-          float v = toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]);
+          float v = toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * step]);
           best = fmaxf(best, v);
           sum += v;
           ++valid;
@@ -73,23 +85,38 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
 
 template <typename T>
 __global__ void directConvKernel(const T *x, const T *w, T *y, ConvGeometry g,
-                                 int64_t n) {
+                                 int64_t n, bool accumulate) {
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
   int64_t inPerGroup = g.inChannels / g.group;
   int64_t outPerGroup = g.outChannels / g.group;
+  // Element strides: NCHW x [b][c][s], w [co][cl][k]; channels-last x
+  // [b][s][c], w [co][k][cl].
+  bool last = g.channelsLast;
+  int64_t xStep = last ? g.inChannels : 1;
+  int64_t wStep = last ? inPerGroup : 1;
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t o = i % outSpatial, co = (i / outSpatial) % g.outChannels;
-    int64_t b = i / (outSpatial * g.outChannels);
+    int64_t o, co, b;
+    if (last) {
+      co = i % g.outChannels;
+      o = (i / g.outChannels) % outSpatial;
+      b = i / (outSpatial * g.outChannels);
+    } else {
+      o = i % outSpatial;
+      co = (i / outSpatial) % g.outChannels;
+      b = i / (outSpatial * g.outChannels);
+    }
     int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
                      o % g.out[2]};
     int64_t group = co / outPerGroup;
     float acc = 0.0f;
     for (int64_t cl = 0; cl < inPerGroup; ++cl) {
-      const T *xp =
-          x + (b * g.inChannels + group * inPerGroup + cl) * inSpatial;
-      const T *wp = w + (co * inPerGroup + cl) * kSpatial;
+      int64_t ci = group * inPerGroup + cl;
+      const T *xp = last ? x + b * inSpatial * g.inChannels + ci
+                         : x + (b * g.inChannels + ci) * inSpatial;
+      const T *wp = last ? w + co * kSpatial * inPerGroup + cl
+                         : w + (co * inPerGroup + cl) * kSpatial;
       for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
         int64_t q0 =
             oc[0] * g.strides[0] - g.padsBegin[0] + k0 * g.dilations[0];
@@ -105,13 +132,15 @@ __global__ void directConvKernel(const T *x, const T *w, T *y, ConvGeometry g,
                 oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
             if (q2 < 0 || q2 >= g.in[2])
               continue;
-            acc += toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]) *
-                   toFloat(wp[(k0 * g.kernel[1] + k1) * g.kernel[2] + k2]);
+            acc +=
+                toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * xStep]) *
+                toFloat(
+                    wp[((k0 * g.kernel[1] + k1) * g.kernel[2] + k2) * wStep]);
           }
         }
       }
     }
-    y[i] = fromFloat<T>(acc);
+    y[i] = fromFloat<T>(accumulate ? acc + toFloat(y[i]) : acc);
   }
 }
 
@@ -128,6 +157,21 @@ __global__ void planeMeanKernel(const T *x, T *y, int64_t planes,
     sum = warpSum(sum);
     if (lane == 0)
       y[p] = fromFloat<T>(spatial ? sum / float(spatial) : 0.0f);
+  }
+}
+
+/// Channels-last global average pool: y[b][c] = mean over s of x[b][s][c];
+/// consecutive threads read consecutive channels.
+template <typename T>
+__global__ void channelMeanKernel(const T *x, T *y, int64_t batch,
+                                  int64_t spatial, int64_t channels) {
+  MEMOPT_GRID_STRIDE(i, batch * channels) {
+    int64_t b = i / channels, c = i % channels;
+    const T *xp = x + b * spatial * channels + c;
+    float sum = 0.0f;
+    for (int64_t s = 0; s < spatial; ++s)
+      sum += toFloat(xp[s * channels]);
+    y[i] = fromFloat<T>(spatial ? sum / float(spatial) : 0.0f);
   }
 }
 
@@ -775,13 +819,13 @@ __global__ void resizeLinearKernel(const T *x, T *y, int64_t n,
 //===----------------------------------------------------------------------===//
 
 bool launchDirectConv(Context &ctx, const char *node, const ConvGeometry &g,
-                      TensorRef x, TensorRef w, TensorRef y) {
+                      TensorRef x, TensorRef w, TensorRef y, bool accumulate) {
   int64_t n = y.numElements();
   MEMOPT_DISPATCH_FLOAT(
       y.dtype, T,
       directConvKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
           static_cast<const T *>(x.data), static_cast<const T *>(w.data),
-          static_cast<T *>(y.data), g, n));
+          static_cast<T *>(y.data), g, n, accumulate));
   return checkLaunch(ctx, node);
 }
 
@@ -801,20 +845,31 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
   checkLaunch(ctx, node);
 }
 
-void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
+                   bool channelsLast) {
   if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
     return;
-  if (x.rank < 2 || y.numElements() != x.shape[0] * x.shape[1]) {
+  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
+  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
     failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
           shapeString(y).c_str(), shapeString(x).c_str());
     return;
   }
-  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t planes = x.shape[0] * channels;
   if (planes == 0)
     return;
   int64_t spatial = x.numElements() / planes;
+  if (channelsLast) {
+    MEMOPT_DISPATCH_FLOAT(
+        y.dtype, T,
+        channelMeanKernel<T><<<gridFor(ctx, planes), 256, 0, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<T *>(y.data),
+            x.shape[0], spatial, channels));
+    checkLaunch(ctx, node);
+    return;
+  }
   MEMOPT_DISPATCH_FLOAT(y.dtype, T,
                         planeMeanKernel<T>
                         <<<gridFor(ctx, planes * 32), 256, 0, ctx.stream>>>(
@@ -825,14 +880,14 @@ void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 
 void batchNorm(Context &ctx, const char *node, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y) {
+               TensorRef y, bool channelsLast) {
   if (hasError(ctx) ||
-      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y))
+      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y, channelsLast))
     return;
   int64_t n = x.numElements();
   if (n == 0)
     return;
-  AxisSplit s = splitAt(x, 1);
+  AxisSplit s = splitAt(x, channelsLast ? x.rank - 1 : 1);
   MEMOPT_DISPATCH_FLOAT(
       y.dtype, T,
       batchNormKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(

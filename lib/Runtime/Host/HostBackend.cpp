@@ -937,6 +937,44 @@ void matmulImpl(Context &ctx, const char *node, const MatmulParams &params,
 
 namespace {
 
+/// [outer][inner][channels] -> [outer][channels][inner]: a channels-last
+/// tensor (or a KRSC filter) in channels-first order. The host computes
+/// channels-last ops through these copies: the reference stays one loop nest.
+std::vector<double> channelsToFront(Context &ctx, const std::vector<double> &v,
+                                    int64_t outer, int64_t inner,
+                                    int64_t channels) {
+  std::vector<double> out(v.size());
+  parallelFor(ctx, 0, outer * channels, grainFor(inner),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t oc = lo; oc < hi; ++oc) {
+                  int64_t o = oc / channels, c = oc % channels;
+                  const double *src = v.data() + o * inner * channels + c;
+                  double *dst = out.data() + oc * inner;
+                  for (int64_t i = 0; i < inner; ++i)
+                    dst[i] = src[i * channels];
+                }
+              });
+  return out;
+}
+
+/// [outer][channels][inner] -> [outer][inner][channels].
+std::vector<double> channelsToBack(Context &ctx, const std::vector<double> &v,
+                                   int64_t outer, int64_t inner,
+                                   int64_t channels) {
+  std::vector<double> out(v.size());
+  parallelFor(ctx, 0, outer * channels, grainFor(inner),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t oc = lo; oc < hi; ++oc) {
+                  int64_t o = oc / channels, c = oc % channels;
+                  const double *src = v.data() + oc * inner;
+                  double *dst = out.data() + o * inner * channels + c;
+                  for (int64_t i = 0; i < inner; ++i)
+                    dst[i * channels] = src[i];
+                }
+              });
+  return out;
+}
+
 /// floor(a / b) and ceil(a / b) for b > 0.
 int64_t floorDiv(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -1115,17 +1153,13 @@ void convGemm(Context &ctx, const ConvGeometry &g, const ConvParams &params,
       });
 }
 
-void convImpl(Context &ctx, const char *node, const ConvParams &params,
-              bool transposed, TensorRef x, TensorRef w, const TensorRef *bias,
-              TensorRef y) {
-  ConvGeometry g;
-  if (hasError(ctx) ||
-      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
-    return;
-  // Inputs are converted first; the workers then write disjoint parts of y.
-  std::vector<double> vx = toDouble(ctx, x), vw = toDouble(ctx, w), vb;
-  if (bias)
-    vb = toDouble(*bias);
+/// The channels-first convolution of already converted operands into y.
+void convChannelsFirst(Context &ctx, const ConvGeometry &g,
+                       const ConvParams &params, bool transposed,
+                       const std::vector<double> &vx,
+                       const std::vector<double> &vw,
+                       const std::vector<double> &vb, const TensorRef *bias,
+                       TensorRef y) {
   int64_t inPerGroup = g.inChannels / g.group;
   int64_t outPerGroup = g.outChannels / g.group;
   // Enough output channels per group to fill register tiles: a GEMM. The
@@ -1214,6 +1248,37 @@ void convImpl(Context &ctx, const char *node, const ConvParams &params,
   });
 }
 
+void convImpl(Context &ctx, const char *node, const ConvParams &params,
+              bool transposed, TensorRef x, TensorRef w, const TensorRef *bias,
+              TensorRef y) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
+    return;
+  // Inputs are converted first; the workers then write disjoint parts of y.
+  std::vector<double> vx = toDouble(ctx, x), vw = toDouble(ctx, w), vb;
+  if (bias)
+    vb = toDouble(*bias);
+  if (!g.channelsLast) {
+    convChannelsFirst(ctx, g, params, transposed, vx, vw, vb, bias, y);
+    return;
+  }
+  // Channels-last: the same loops on channels-first copies, the result
+  // computed into a double buffer and stored back channels-last.
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  vx = channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
+  vw =
+      channelsToFront(ctx, vw, g.outChannels, kSpatial, g.inChannels / g.group);
+  std::vector<double> vy(size_t(y.numElements()));
+  TensorRef first = channelsFirstView(y);
+  first.data = vy.data();
+  first.dtype = DType::F64;
+  convChannelsFirst(ctx, g, params, transposed, vx, vw, vb, bias, first);
+  store(ctx, channelsToBack(ctx, vy, g.batch, outSpatial, g.outChannels), y);
+}
+
 } // namespace
 
 void conv(Context &ctx, const char *node, const ConvParams &params, TensorRef x,
@@ -1232,6 +1297,26 @@ void convTranspose(Context &ctx, const char *node, const ConvParams &params,
   poisonWorkspace(workspace, workspaceBytes);
 }
 
+void convResidual(Context &ctx, const char *node, const ConvParams &params,
+                  TensorRef x, TensorRef w, const TensorRef *bias,
+                  TensorRef residual, TensorRef y, void *workspace,
+                  size_t workspaceBytes) {
+  if (hasError(ctx) || !checkSameShape(ctx, node, residual, y, "residual") ||
+      !checkSameDType(ctx, node, residual, y, "residual/output"))
+    return;
+  // y may be the residual: read it before the convolution overwrites it.
+  std::vector<double> vr = toDouble(ctx, residual);
+  ConvParams linear = params;
+  linear.activation = Activation::None;
+  conv(ctx, node, linear, x, w, bias, y, workspace, workspaceBytes);
+  if (hasError(ctx))
+    return;
+  std::vector<double> vy = toDouble(ctx, y);
+  for (size_t i = 0; i < vy.size(); ++i)
+    vy[i] = applyActivation(params.activation, vy[i] + vr[i]);
+  store(ctx, vy, y);
+}
+
 void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
           TensorRef y) {
   ConvGeometry g;
@@ -1240,6 +1325,8 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
   std::vector<double> vx = toDouble(x);
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  if (g.channelsLast)
+    vx = channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
   std::vector<double> out(size_t(g.batch * g.inChannels * outSpatial));
   for (int64_t plane = 0; plane < g.batch * g.inChannels; ++plane) {
     const double *xin = &vx[size_t(plane * inSpatial)];
@@ -1284,22 +1371,28 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
       out[size_t(plane * outSpatial + o)] = r;
     }
   }
+  if (g.channelsLast)
+    out = channelsToBack(ctx, out, g.batch, outSpatial, g.inChannels);
   store(out, y);
 }
 
-void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
+                   bool channelsLast) {
   if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
     return;
-  if (x.rank < 2 || y.numElements() != x.shape[0] * x.shape[1]) {
+  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
+  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
     failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
           shapeString(y).c_str(), shapeString(x).c_str());
     return;
   }
   std::vector<double> vx = toDouble(x);
-  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t planes = x.shape[0] * channels;
   int64_t spatial = planes ? x.numElements() / planes : 0;
+  if (channelsLast)
+    vx = channelsToFront(ctx, vx, x.shape[0], spatial, channels);
   std::vector<double> out(static_cast<size_t>(planes));
   for (int64_t p = 0; p < planes; ++p) {
     double sum = 0;
@@ -1316,14 +1409,14 @@ void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 
 void batchNorm(Context &ctx, const char *node, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y) {
+               TensorRef y, bool channelsLast) {
   if (hasError(ctx) ||
-      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y))
+      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y, channelsLast))
     return;
   std::vector<double> vx = toDouble(x), vs = toDouble(scale),
                       vb = toDouble(bias), vm = toDouble(mean),
                       vv = toDouble(var);
-  AxisSplit s = splitAt(x, 1);
+  AxisSplit s = splitAt(x, channelsLast ? x.rank - 1 : 1);
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t c = 0; c < s.axis; ++c)
       for (int64_t i = 0; i < s.inner; ++i) {

@@ -321,16 +321,33 @@ static int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
   return size;
 }
 
+/// `type` with its last axis moved to position 1: the channels-first view
+/// of a channels-last tensor ([N, spatial..., C] -> [N, C, spatial...]).
+static RankedTensorType channelsFirstView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.end() - 1, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The inverse of channelsFirstView: [N, C, spatial...] -> [N, spatial..., C].
+static RankedTensorType channelsLastView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
 //===----------------------------------------------------------------------===//
 // ConvOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
-                                       std::optional<Location> loc,
-                                       ConvOp::Adaptor adaptor,
-                                       SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(requireOperands<ConvOp>(loc, adaptor.getOperands())))
+/// The result type of `conv` and `conv_residual` (one adaptor interface).
+template <typename Op, typename Adaptor>
+static LogicalResult inferConvType(std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  StringRef name = Op::getOperationName();
+  if (failed(requireOperands<Op>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -345,6 +362,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   if (x.getRank() < 3 || w.getRank() != x.getRank())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " must have the same rank, at least 3");
+  // Channels-last: check and infer on the channels-first views.
+  bool channelsLast = adaptor.getChannelsLast();
+  if (channelsLast) {
+    x = channelsFirstView(x);
+    w = channelsFirstView(w);
+  }
   if (x.getElementType() != w.getElementType())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " have different element types");
@@ -384,8 +407,42 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                         "padded input on spatial axis ", i);
     shape.push_back(size);
   }
-  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  auto result = RankedTensorType::get(shape, x.getElementType());
+  results.push_back(channelsLast ? channelsLastView(result) : result);
   return success();
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       ConvOp::Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  return inferConvType<ConvOp>(loc, adaptor, results);
+}
+
+LogicalResult ConvResidualOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               ConvResidualOp::Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  if (failed(inferConvType<ConvResidualOp>(loc, adaptor, results)))
+    return failure();
+  if (adaptor.getZ().getType() != results.front())
+    return inferError(loc, getOperationName(), "Z ", adaptor.getZ().getType(),
+                      " must have the result's type ", results.front());
+  return success();
+}
+
+bool ConvResidualOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 3;
+}
+
+int64_t ConvResidualOp::getWorkspaceBytes() {
+  return detail::libraryWorkspaceBytes(*this);
+}
+
+int64_t ConvResidualOp::getFlops() {
+  auto w = getW().getType();
+  int64_t outputs = getType().getNumElements();
+  return 2 * product(w.getShape().drop_front(1)) * outputs + 2 * outputs;
 }
 
 int64_t ConvOp::getWorkspaceBytes() {
@@ -495,12 +552,15 @@ static LogicalResult inferPoolType(std::optional<Location> loc, StringRef name,
                                    ArrayRef<int64_t> strides,
                                    ArrayRef<int64_t> pads,
                                    ArrayRef<int64_t> dilations, bool ceilMode,
+                                   bool channelsLast,
                                    SmallVectorImpl<Type> &results) {
   if (failed(requireStaticTensors(loc, name, input)))
     return failure();
   auto x = cast<RankedTensorType>(input.getType());
   if (x.getRank() < 3)
     return inferError(loc, name, "X ", x, " must have rank 3 or more");
+  if (channelsLast)
+    x = channelsFirstView(x);
   int64_t spatialRank = x.getRank() - 2;
   if (failed(verifyWindow(loc, name, spatialRank, kernel, strides, pads,
                           dilations)))
@@ -518,7 +578,8 @@ static LogicalResult inferPoolType(std::optional<Location> loc, StringRef name,
                         "input on spatial axis ", i);
     shape.push_back(size);
   }
-  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  auto result = RankedTensorType::get(shape, x.getElementType());
+  results.push_back(channelsLast ? channelsLastView(result) : result);
   return success();
 }
 
@@ -538,7 +599,7 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
   return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
                        adaptor.getStrides(), adaptor.getPads(),
                        adaptor.getDilations(), adaptor.getCeilMode() != 0,
-                       results);
+                       adaptor.getChannelsLast(), results);
 }
 
 int64_t MaxPoolOp::getFlops() {
@@ -561,7 +622,7 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
   return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
                        adaptor.getStrides(), adaptor.getPads(),
                        adaptor.getDilations(), adaptor.getCeilMode() != 0,
-                       results);
+                       adaptor.getChannelsLast(), results);
 }
 
 int64_t AveragePoolOp::getFlops() {
@@ -577,8 +638,12 @@ LogicalResult GlobalAveragePoolOp::inferReturnTypes(
   if (x.getRank() < 3)
     return inferError(loc, getOperationName(), "X ", x,
                       " must have rank 3 or more");
-  SmallVector<int64_t> shape(x.getShape().take_front(2));
-  shape.append(x.getRank() - 2, 1);
+  SmallVector<int64_t> shape(x.getRank(), 1);
+  shape[0] = x.getDimSize(0);
+  if (adaptor.getChannelsLast())
+    shape.back() = x.getDimSize(x.getRank() - 1);
+  else
+    shape[1] = x.getDimSize(1);
   results.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
 }
@@ -600,7 +665,8 @@ LogicalResult BatchNormalizationOp::inferReturnTypes(
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   if (x.getRank() < 2)
     return inferError(loc, name, "X ", x, " must have rank 2 or more");
-  int64_t channels = x.getDimSize(1);
+  int64_t channels =
+      x.getDimSize(adaptor.getChannelsLast() ? x.getRank() - 1 : 1);
   std::pair<StringRef, Value> parameters[] = {
       {"scale", adaptor.getScale()},
       {"B", adaptor.getB()},

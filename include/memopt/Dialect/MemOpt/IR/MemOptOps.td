@@ -416,13 +416,18 @@ def MemOpt_GemmOp
 def MemOpt_ConvOp
     : MemOpt_InferredOp<"conv", [MemOpt_Precision],
                         ["getFlops", "getWorkspaceBytes"]> {
-  let summary = "N-D grouped convolution (NCHW, weights MCkk)";
+  let summary = "N-D grouped convolution (NCHW, weights MCkk; or channels-last)";
   let description = [{
     Departs from ONNX: `auto_pad` is resolved by the importer, so
     `kernel_shape`, `strides`, `pads` (all begins, then all ends) and
     `dilations` are always present with one value per spatial axis
     (two for `pads`). Output size per axis:
     `floor((in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1`.
+
+    With `channels_last` (set by `--memopt-layout`), the channel axis of X,
+    W and Y is the last one instead of axis 1: X [N, spatial..., C],
+    W [M, k..., C/group], Y [N, out..., M] (cuDNN's NHWC tensors and KRSC
+    filters). The attributes keep their meaning.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
                        Optional<MemOpt_FloatTensor>:$B,
@@ -430,9 +435,38 @@ def MemOpt_ConvOp
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$group,
-                       MemOpt_ActivationAttr:$activation);
+                       MemOpt_ActivationAttr:$activation,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def MemOpt_ConvResidualOp
+    : MemOpt_InferredOp<"conv_residual", [MemOpt_Precision,
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+                        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "Convolution + bias + residual add + activation in one op";
+  let description = [{
+    `Y = activation(conv(X, W) + B + Z)`, with `conv` as `memopt.conv` (the
+    same attributes, `channels_last` included) and `Z` of Y's type: ResNet's
+    `relu(bn(conv(x)) + shortcut)` once the batch normalization is folded.
+    Made by `--memopt-fuse-epilogues` from `add(conv, Z)` (and a following
+    relu); the result may be written over `Z` in place. The CUDA runtime runs
+    it as one cudnnConvolutionBiasActivationForward where cuDNN offers it
+    and that is faster.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
+                       MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$Z,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       MemOpt_ActivationAttr:$activation,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $W `,` $B `,` $Z attr-dict `:` "
                        "functional-type(operands, results)";
 }
 
@@ -469,13 +503,15 @@ def MemOpt_MaxPoolOp : MemOpt_InferredOp<"max_pool", [], ["getFlops"]> {
     resolved, `kernel_shape`, `strides`, `pads`, `dilations` are always
     present. With `ceil_mode` the output size rounds up, but a window that
     would start in the end padding is dropped (as ONNX and PyTorch do).
+    With `channels_last`, X and Y are [N, spatial..., C].
   }];
   let arguments = (ins MemOpt_FloatTensor:$X,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$storage_order);
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -484,14 +520,16 @@ def MemOpt_AveragePoolOp
     : MemOpt_InferredOp<"average_pool", [], ["getFlops"]> {
   let summary = "N-D average pooling";
   let description = [{
-    Same window rule as `max_pool`; `count_include_pad` as in ONNX.
+    Same window rule as `max_pool`; `count_include_pad` as in ONNX. With
+    `channels_last`, X and Y are [N, spatial..., C].
   }];
   let arguments = (ins MemOpt_FloatTensor:$X,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -499,7 +537,10 @@ def MemOpt_AveragePoolOp
 def MemOpt_GlobalAveragePoolOp
     : MemOpt_InferredOp<"global_average_pool", [], ["getFlops"]> {
   let summary = "Mean over every spatial axis: [N, C, ...] -> [N, C, 1, ...]";
-  let arguments = (ins MemOpt_FloatTensor:$X);
+  let description = [{
+    With `channels_last`: [N, ..., C] -> [N, 1, ..., C].
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -516,13 +557,15 @@ def MemOpt_BatchNormalizationOp
   let description = [{
     Departs from ONNX: inference mode only, one result (`Y`); the running
     statistics outputs of training mode do not exist. `momentum` is kept so
-    that the importer can pass ONNX attributes through unchanged.
+    that the importer can pass ONNX attributes through unchanged. With
+    `channels_last` the channel axis is the last one.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
                        MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$input_mean,
                        MemOpt_FloatTensor:$input_var,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
-                       DefaultValuedAttr<F32Attr, "0.9">:$momentum);
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $scale `,` $B `,` $input_mean `,` $input_var "
                        "attr-dict `:` functional-type(operands, results)";

@@ -89,12 +89,55 @@ def MemOptMixedPrecision
     The function gets `memopt.precision` ("f16" or "bf16"), which the memory
     report shows. With `report`, prints how many ops run in each type, the
     casts inserted and the weight bytes before and after.
+
+    `precision=tf32` changes no type: it only sets `memopt.precision =
+    "tf32"`, and the lowering then lets every f32 contraction (matmul, gemm,
+    conv, conv_transpose, conv_backward_filter, attention's library calls)
+    multiply in TF32 on tensor cores with f32 accumulation (PyTorch's
+    `allow_tf32`, TensorRT's default). The host backend computes the same
+    program in f32 (double). Training programs take it too.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"f16\"",
-           "The low float type: f16 or bf16">,
+           "The low float type: f16 or bf16; or tf32 (f32 storage, TF32 "
+           "math in contractions)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print ops per type, casts inserted and weight bytes">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
+  let summary = "Channels-last (NHWC) regions around the convolutions that are faster in it";
+  let description = [{
+    Chooses the layout of each convolution (`conv`, `conv_residual`):
+    `layout=nhwc` makes every one channels-last, `nchw` none, and `auto`
+    (memopt-compile's default) those the target runs faster channels-last,
+    from measurements (docs/gpu-benchmark.md): on `target=cuda`, f16 and
+    bf16 convolutions (tensor cores); f32 and TF32 ones stay NCHW, where
+    cuDNN was as fast or faster; on `target=host` none (its kernels are
+    channels-first). Training programs keep NCHW.
+
+    A chosen convolution gets `channels_last`, its filter is transposed to
+    KRSC at compile time, and transposes are placed around it; the NHWC ->
+    NCHW transposes are then pushed down through the ops that can follow
+    the layout (elementwise ops, with broadcast operands permuted for free;
+    max / average / global average pooling and batch normalization, which
+    get `channels_last`; reductions and concatenations, whose axes are
+    renumbered; nearest resizes) until they cancel against the next
+    convolution's NCHW -> NHWC transpose. Transposes that only move axes of
+    size 1 become reshapes (free views). The few left sit at region borders
+    and are planned like any op. The function gets `memopt.layout`
+    ("nhwc" when a convolution was converted, else "nchw"). With `report`,
+    prints the convolutions converted and the transposes left.
+  }];
+  let options = [
+    Option<"layout", "layout", "std::string", /*default=*/"\"auto\"",
+           "auto, nchw or nhwc">,
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "The backend whose kernels `auto` decides for: cuda or host">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the convolutions converted and the transposes left">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
