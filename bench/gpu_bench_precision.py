@@ -73,8 +73,9 @@ VOCAB = {"gpt2": 50257, "bert_base": 30522, "llama_small": 32000}
 # memopt variants: (precision, layout). auto is the default; the forced ones show its effect.
 VARIANTS = [("fp32", "auto"), ("tf32", "auto"), ("fp16", "auto")]
 LAYOUT_AB = {m: [("tf32", "nhwc")] for m in VISION}
-LAYOUT_AB["resnet50"].append(("fp16", "nchw"))
-LAYOUT_AB["mobilenet_v2"].append(("fp16", "nchw"))
+for _model in ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+               "convnext_tiny"):
+    LAYOUT_AB[_model].append(("fp16", "nchw"))
 
 
 def family(model):
@@ -506,7 +507,7 @@ def cmd_call2(args):
     if args.only:
         names = [n for n in names if any(n.startswith(o) for o in args.only)]
     model_of = {program_name(m, p, l): m for m in MODELS for p, l in variants(m)}
-    host_wanted = [n for n in names if "_fp32_" not in n]
+    host_wanted = [] if args.no_host else [n for n in names if "_fp32_" not in n]
     for n in names:
         results["programs"][n] = {"model": model_of.get(n)}
     # Runtime libraries: CUDA (cuDNN from the PyTorch wheel) and host.
@@ -639,14 +640,18 @@ def cmd_call2(args):
                 misses.append((m["median_ms"] / target, name))
         os.environ["MEMOPT_PROFILE_REPLAY"] = "1"
         ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-        for ratio, name in sorted(misses, reverse=True)[:args.profiles]:
-            if ratio <= 1.0 or time.time() - begin > args.deadline_s - 90:
+        chosen = sorted(misses, reverse=True)[:args.profiles]
+        if args.profile_names:
+            chosen = [(r, n) for r, n in sorted(misses, reverse=True)
+                      if n in args.profile_names]
+        for ratio, name in chosen:
+            if ratio <= 1.0 or time.time() - begin > args.deadline_s - 60:
                 break
             pump_host()
             profile = gpu_bench.ncu_kernels(
                 ["--profile-from-start", "off", os.path.join(work, f"{name}.cuda")] +
                 io(name, "ncu") + ["--bench", "1"], ncu,
-                os.path.join(work, f"{name}.ncu.csv"), timeout_s=60)
+                os.path.join(work, f"{name}.ncu.csv"), timeout_s=args.profile_timeout_s)
             profile["ratio_to_target"] = round(ratio, 3)
             results["programs"][name]["ncu_profile"] = profile
             say(f"ncu {name} ({ratio:.2f}x its target): {profile.get('kernels')} kernels, "
@@ -686,6 +691,176 @@ def cmd_call2(args):
     return 0
 
 
+# ----------------------------------------------------------------------------------------------
+# report (here)
+
+
+def final_layout(model, precision):
+    """The layout memopt-layout's `auto` gives this model (docs/layout.md): channels-last for
+    f16 / TF32 convolutions when none is grouped; transformers have no convolution."""
+    if model in TEXT or precision == "fp32":
+        return "nchw"
+    return "nchw" if model in ("mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+                               "convnext_tiny") else "nhwc"
+
+
+def cmd_report(args):
+    raw = args.raw
+    torch_res = json.load(open(os.path.join(raw, "torch.json")))["configs"]
+    runs = {}
+    for name in ("memopt.json", "memopt_call3.json"):
+        path = os.path.join(raw, name)
+        if os.path.exists(path):
+            for program, entry in json.load(open(path))["programs"].items():
+                if "memopt" in entry or program not in runs:
+                    previous = runs.get(program, {})
+                    merged = dict(entry)
+                    if "host_check" in previous and "host_check" not in merged:
+                        merged["host_check"] = previous["host_check"]
+                    runs[program] = merged
+    micro = json.load(open(os.path.join(raw, "conv_layouts.json")))
+
+    def program(model, precision, layout):
+        """The measured program for (precision, layout): compiled with the layout forced, or
+        with auto when auto gave that layout when it ran."""
+        forced = runs.get(program_name(model, precision, layout), {})
+        if "memopt" in forced:
+            return forced
+        old_auto = {"fp32": "nchw", "tf32": "nchw",
+                    "fp16": "nchw" if model in TEXT else "nhwc"}[precision]
+        if layout == old_auto or model in TEXT:
+            return runs.get(program_name(model, precision, "auto"), {})
+        return {}
+
+    def ms(entry):
+        return entry.get("memopt", {}).get("median_ms") if entry else None
+
+    def fmt(value, digits=2):
+        return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "—"
+
+    def torch_ms(model, key):
+        return torch_res.get(model, {}).get("modes", {}).get(key, {}).get("median_ms")
+
+    def torch_mem(model, key):
+        b = torch_res.get(model, {}).get("modes", {}).get(key, {}).get(
+            "peak_beyond_weights_bytes")
+        return b / 2**20 if b is not None else None
+
+    def eager32(model):
+        keys = ["eager_fp32", "eager_fp32_channels_last"]
+        found = [(torch_ms(model, k), k) for k in keys if torch_ms(model, k)]
+        return min(found) if found else (None, None)
+
+    rows, mem_rows, layout_rows, error_rows, summary = [], [], [], [], {}
+    for model in MODELS:
+        p32 = program(model, "fp32", "nchw")
+        p_tf = program(model, "tf32", final_layout(model, "tf32"))
+        p16 = program(model, "fp16", final_layout(model, "fp16"))
+        e32, e32_key = eager32(model)
+        c16 = torch_ms(model, "compile_fp16")
+        r16 = ms(p16) / c16 if ms(p16) and c16 else None
+        rtf = ms(p_tf) / e32 if ms(p_tf) and e32 else None
+        b16 = (p16.get("memopt", {}).get("beyond_weights_bytes") or 0) / 2**20
+        btf = (p_tf.get("memopt", {}).get("beyond_weights_bytes") or 0) / 2**20
+        t16 = min(v for v in (torch_mem(model, "eager_fp16"), torch_mem(model, "compile_fp16"))
+                  if v is not None)
+        t32 = torch_mem(model, e32_key) if e32_key else None
+        summary[model] = {"fp16_over_compile": r16, "tf32_over_eager": rtf,
+                          "fp16_memory_ok": b16 < t16, "tf32_memory_ok": t32 and btf < t32}
+        rows.append(
+            f"| {model} | {fmt(ms(p32))} | {fmt(ms(p_tf))} ({final_layout(model, 'tf32')}) | "
+            f"{fmt(ms(p16))} ({final_layout(model, 'fp16')}) | {fmt(e32)}"
+            f"{' (cl)' if e32_key == 'eager_fp32_channels_last' else ''} | "
+            f"{fmt(torch_ms(model, 'eager_fp16'))} | {fmt(c16)} | {fmt(r16)} | {fmt(rtf)} |")
+        mem_rows.append(
+            f"| {model} | {fmt(btf, 1)} | {fmt(b16, 1)} | {fmt(t32, 1)} | "
+            f"{fmt(torch_mem(model, 'eager_fp16'), 1)} | {fmt(torch_mem(model, 'compile_fp16'), 1)} "
+            f"| {'yes' if summary[model]['tf32_memory_ok'] else 'no'} | "
+            f"{'yes' if summary[model]['fp16_memory_ok'] else 'no'} |")
+        if model in VISION:
+            cells = [fmt(ms(program(model, p, l))) for p in ("tf32", "fp16")
+                     for l in ("nchw", "nhwc")]
+            layout_rows.append(f"| {model} | " + " | ".join(cells) + " |")
+        checks = []
+        for precision, entry in (("tf32", p_tf), ("fp16", p16)):
+            check = entry.get("host_check", {}) if entry else {}
+            checks.append(f"{check['rel_l2']:.1e}" if "rel_l2" in check else
+                          "not run" if not check else "failed")
+        error_rows.append(f"| {model} | " + " | ".join(checks) + " |")
+    micro_rows = []
+    for key in sorted({k.split("/")[0] for k in micro}):
+        cells = [f"{micro[f'{key}/{m}/nchw']:.3f} / {micro[f'{key}/{m}/nhwc']:.3f}"
+                 for m in ("fp32", "tf32", "fp16")]
+        micro_rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    profiles = []
+    for name, entry in sorted(runs.items()):
+        prof = entry.get("ncu_profile")
+        if not prof or "top" not in prof:
+            continue
+        profiles.append(f"**{name}** ({prof.get('ratio_to_target')}x its target; "
+                        f"{prof['kernels']} kernels, {prof['total_ms']:.2f} ms in one replay):\n")
+        profiles.append("| kernel | calls | ms |\n| --- | ---: | ---: |")
+        profiles += [f"| `{k['name'][:100]}` | {k['calls']} | {k['ms']:.3f} |"
+                     for k in prof["top"][:6]]
+        profiles.append("")
+    env = next((v.get("environment") for v in torch_res.values() if v.get("environment")), {})
+    tables = {
+        "@ENV12@": ", ".join(f"{k} {v}" for k, v in env.items()),
+        "@LATENCY12@": "| model | memopt fp32 | memopt tf32 | memopt fp16 | eager fp32 | "
+                       "eager fp16 | compile fp16 | fp16 / compile | tf32 / eager fp32 |\n"
+                       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n" +
+                       "\n".join(rows),
+        "@MEMORY12@": "| model | memopt tf32 | memopt fp16 | eager fp32 | eager fp16 | "
+                      "compile fp16 | tf32 below eager fp32 | fp16 below PyTorch fp16 |\n"
+                      "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n" +
+                      "\n".join(mem_rows),
+        "@LAYOUT12@": "| model | tf32 NCHW | tf32 NHWC | fp16 NCHW | fp16 NHWC |\n"
+                      "| --- | ---: | ---: | ---: | ---: |\n" + "\n".join(layout_rows),
+        "@ERRORS12@": "| model | TF32 CUDA vs host | fp16 CUDA vs host |\n| --- | ---: | ---: |\n" +
+                      "\n".join(error_rows),
+        "@MICRO12@": "| convolution (batch 32) | f32 NCHW / NHWC ms | TF32 | f16 |\n"
+                     "| --- | ---: | ---: | ---: |\n" + "\n".join(micro_rows),
+        "@PROFILES12@": "\n".join(profiles),
+    }
+    with open(args.json_out, "w") as handle:
+        json.dump({"environment": env, "torch": torch_res, "memopt": runs,
+                   "conv_layouts": micro, "summary": summary}, handle, indent=1)
+    for key, value in tables.items():
+        print(f"{key}\n{value}\n")
+    if args.template:
+        text = open(args.template).read()
+        for key, value in tables.items():
+            text = text.replace(key, value)
+        write_section(args.doc_out, text)
+    return 0
+
+
+BEGIN, END = "<!-- precision-suite", "<!-- /precision-suite -->"
+
+
+def section_of(text):
+    """The issue-12 section of docs/gpu-benchmark.md (between its markers), or None."""
+    if BEGIN not in text or END not in text:
+        return None
+    return text[text.index(BEGIN):text.index(END) + len(END)]
+
+
+def write_section(path, section):
+    """Puts `section` into the doc at `path`: in place of the old one, else before the first
+    results section (bench/gpu_bench.py's report keeps it when it rewrites the rest)."""
+    text = open(path).read() if os.path.exists(path) else ""
+    old = section_of(text)
+    if old is not None:
+        text = text.replace(old, section.strip())
+    elif "\n## " in text:
+        at = text.index("\n## ") + 1
+        text = text[:at] + section.strip() + "\n\n" + text[at:]
+    else:
+        text += "\n" + section
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -718,12 +893,23 @@ def main(argv=None):
     p.add_argument("--deadline-s", type=float, default=560)
     p.add_argument("--profiles", type=int, default=4,
                    help="Nsight Compute profiles of the programs furthest from their target")
+    p.add_argument("--profile-names", nargs="*",
+                   help="profile these programs (when they miss their target) instead")
+    p.add_argument("--no-host", action="store_true", help="no host runs and checks")
+    p.add_argument("--profile-timeout-s", type=float, default=60)
+    p = sub.add_parser("report")
+    p.add_argument("--raw", default=os.path.join(REPO, "bench", "results", "precision_gpu_raw"))
+    p.add_argument("--json-out",
+                   default=os.path.join(REPO, "bench", "results", "precision_gpu.json"))
+    p.add_argument("--template", help="a Markdown file with the @...12@ placeholders")
+    p.add_argument("--doc-out")
     args = parser.parse_args(argv)
     if args.command == "export-one":
         return export_one(args.model, args.work) or 0
     if args.command == "torch-one":
         return torch_one(args.model, args.runs, args.out, args.modes, args.warm_only) or 0
-    return {"call1": cmd_call1, "prepare": cmd_prepare, "call2": cmd_call2}[args.command](args)
+    return {"call1": cmd_call1, "prepare": cmd_prepare, "call2": cmd_call2,
+            "report": cmd_report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import test_e2e_host as e2e
 import zoo
 
 
-def _layout_model(rng):
+def _layout_model(rng, group=2):
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="stem", kernel_shape=[3, 3],
                          pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -39,7 +39,7 @@ def _layout_model(rng):
         helper.make_node("MaxPool", ["r1"], ["p1"], name="maxpool", kernel_shape=[3, 3],
                          pads=[1, 1, 1, 1], strides=[1, 1]),
         helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], name="grouped",
-                         kernel_shape=[3, 3], pads=[2, 2, 2, 2], dilations=[2, 2], group=2),
+                         kernel_shape=[3, 3], pads=[2, 2, 2, 2], dilations=[2, 2], group=group),
         helper.make_node("Add", ["c2", "p1"], ["a"], name="residual"),
         helper.make_node("Relu", ["a"], ["r2"], name="relu2"),
         # Squeeze-excitation: mean over H, W -> 1x1 conv -> hard sigmoid -> scale.
@@ -61,7 +61,7 @@ def _layout_model(rng):
     ]
     inits = [e2e._w(rng, "w1", [8, 3, 3, 3]), e2e._w(rng, "b1", [8]),
              e2e._w(rng, "s", [8], True), e2e._w(rng, "bb", [8]), e2e._w(rng, "mean", [8]),
-             e2e._w(rng, "var", [8], True), e2e._w(rng, "w2", [8, 4, 3, 3]),
+             e2e._w(rng, "var", [8], True), e2e._w(rng, "w2", [8, 8 // group, 3, 3]),
              e2e._w(rng, "b2", [8]), e2e._w(rng, "w3", [8, 8, 1, 1]),
              e2e._w(rng, "w4", [8, 8, 1, 1]),
              e2e.numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
@@ -134,19 +134,24 @@ def test_generated_model_follows_the_layout(precision, tolerance, compiler, tmp_
 
 
 def test_auto_layout_follows_the_target_and_precision(compiler, tmp_path):
-    """auto: channels-last for f16 on CUDA only; the CUDA source says so in its conv params."""
-    path = str(tmp_path / "layout.onnx")
-    e2e.onnx.save(_layout_model(np.random.default_rng(7)), path)
-    cases = {("cuda", "fp16"): True, ("cuda", "fp32"): False, ("cuda", "tf32"): False,
-             ("host", "fp16"): False}
-    for (target, precision), channels_last in cases.items():
-        out = str(tmp_path / f"{target}_{precision}")
-        proc = e2e._run([compiler, path, "-o", out, "--target", target, "--emit", "source",
-                         "--precision", precision, "--quiet"])
+    """auto: channels-last for f16 / bf16 / TF32 on CUDA when no convolution is grouped; the
+    CUDA source says so in its conv params."""
+    paths = {}
+    for group in (1, 2):
+        paths[group] = str(tmp_path / f"layout_g{group}.onnx")
+        e2e.onnx.save(_layout_model(np.random.default_rng(7), group), paths[group])
+    cases = {("cuda", "fp16", 1): True, ("cuda", "bf16", 1): True, ("cuda", "tf32", 1): True,
+             ("cuda", "fp32", 1): False, ("host", "fp16", 1): False,
+             ("cuda", "fp16", 2): False, ("cuda", "tf32", 2): False}
+    for (target, precision, group), channels_last in cases.items():
+        out = str(tmp_path / f"{target}_{precision}_{group}")
+        proc = e2e._run([compiler, paths[group], "-o", out, "--target", target, "--emit",
+                         "source", "--precision", precision, "--quiet"])
         assert proc.returncode == 0, proc.stderr[-3000:]
         source = open(out + (".cu" if target == "cuda" else ".cpp")).read()
-        assert ("params.channelsLast = true;" in source) == channels_last, (target, precision)
-    proc = e2e._run([compiler, path, "-o", str(tmp_path / "bad"), "--layout", "hwc"])
+        assert ("params.channelsLast = true;" in source) == channels_last, (
+            target, precision, group)
+    proc = e2e._run([compiler, paths[1], "-o", str(tmp_path / "bad"), "--layout", "hwc"])
     assert proc.returncode != 0 and "--layout 'hwc' is not auto, nchw or nhwc" in proc.stderr
 
 

@@ -146,14 +146,18 @@ func.func @reduce_no_keepdims(%x: tensor<2x2x5x5xf16>) -> tensor<2x4xf16> {
 // -----
 
 // ConvNeXt: the exporter's own permutes to NHWC for LayerNorm and back
-// cancel against the convolution's channels-last result.
+// cancel against the convolution's channels-last result (layout=nhwc). Under
+// auto a depthwise convolution keeps the function NCHW, in f16 too (cuDNN's
+// channels-last grouped kernels were slower on the whole model).
 // CHECK-LABEL: func.func @convnext_permutes
-// CHECK-COUNT-1: memopt.transpose %arg0
-// CHECK: memopt.conv {{.*}}channels_last
-// CHECK-NEXT: memopt.layer_normalization
-// CHECK: memopt.add
-// CHECK: memopt.transpose %{{.*}} {perm = array<i64: 0, 3, 1, 2>}
-// CHECK-NEXT: return
+// CHECK-SAME: memopt.layout = "nchw"
+// NHWC-LABEL: func.func @convnext_permutes
+// NHWC-COUNT-1: memopt.transpose %arg0
+// NHWC: memopt.conv {{.*}}channels_last
+// NHWC-NEXT: memopt.layer_normalization
+// NHWC: memopt.add
+// NHWC: memopt.transpose %{{.*}} {perm = array<i64: 0, 3, 1, 2>}
+// NHWC-NEXT: return
 func.func @convnext_permutes(%x: tensor<1x4x5x5xf16>) -> tensor<1x4x5x5xf16> {
   %w = memopt.constant dense<0.5> : tensor<4x1x3x3xf16>
   %g = memopt.constant dense<1.0> : tensor<4xf16>
@@ -178,4 +182,36 @@ func.func @training(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> {
   %w = memopt.variable "w" {role = "parameter"} : tensor<4x2x3x3xf32>
   %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x5x5xf32>
   return %c : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+// TF32 (f32 tensors, memopt.precision = "tf32"), like f16: channels-last when
+// the function has no grouped convolution (dense nets gained on an H100,
+// depthwise ones lost: docs/layout.md).
+// CHECK-LABEL: func.func @tf32_dense
+// CHECK-SAME: memopt.layout = "nhwc"
+// CHECK: memopt.conv {{.*}}channels_last
+// HOST-LABEL: func.func @tf32_dense
+// HOST-SAME: memopt.layout = "nchw"
+// NHWC-LABEL: func.func @tf32_dense
+func.func @tf32_dense(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> attributes {memopt.precision = "tf32"} {
+  %w = memopt.constant dense<0.5> : tensor<4x2x3x3xf32>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x5x5xf32>
+  return %c : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @tf32_depthwise
+// CHECK-SAME: memopt.layout = "nchw"
+// CHECK-NOT: channels_last
+// NHWC-LABEL: func.func @tf32_depthwise
+// NHWC-COUNT-2: channels_last
+func.func @tf32_depthwise(%x: tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> attributes {memopt.precision = "tf32"} {
+  %w = memopt.constant dense<0.5> : tensor<4x4x1x1xf32>
+  %d = memopt.constant dense<0.5> : tensor<4x1x3x3xf32>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x5x5xf32>
+  %e = memopt.conv %c, %d {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x5x5xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x5x5xf32>
+  return %e : tensor<1x4x5x5xf32>
 }

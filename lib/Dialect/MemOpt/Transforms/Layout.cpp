@@ -27,9 +27,10 @@
 // optimizer and TVM's ConvertLayout (convert the convolutions, insert layout
 // transforms at the borders, let the rest follow), PyTorch's channels_last
 // memory format and TensorRT's reformat-free I/O (the convolution kernels
-// that want NHWC get it). Where this goes further: the decision is per
-// convolution from the element type the mixed-precision pass chose and the
-// target's measured kernels (`auto`, docs/gpu-benchmark.md), and it runs
+// that want NHWC get it). Where this goes further: the decision is made from
+// the element type the mixed-precision pass chose, the kinds of convolution
+// in the function and the target's measured kernels (`auto`, docs/layout.md),
+// and it runs
 // before scheduling and planning, so the arena holds the transposes that are
 // left, at their real sizes.
 //
@@ -485,28 +486,47 @@ private:
 // The pass
 //===----------------------------------------------------------------------===//
 
-/// Measured on an H100 with cuDNN 9 (bench/gpu_bench.py layout, table in
-/// docs/gpu-benchmark.md): channels-last is faster for f16 and bf16 (tensor
-/// cores); for f32 (FMA) and TF32 see kTf32ChannelsLast / kF32ChannelsLast.
-constexpr bool kF32ChannelsLast = false;
-constexpr bool kTf32ChannelsLast = false;
+/// The `auto` policy for the CUDA target, from whole-model measurements on an
+/// H100 with cuDNN 9 at batch 32 (bench/gpu_bench_precision.py, tables in
+/// docs/layout.md):
+/// - f16, bf16 and TF32 (tensor cores): channels-last when the function has
+///   no grouped (depthwise) convolution. Dense nets gain: ResNet-50 f16
+///   14.6 -> 6.9 ms, TF32 14.0 -> 3.0; ResNet-18 TF32 6.3 -> 2.0. Depthwise
+///   nets lose, in both precisions (cuDNN's channels-last grouped kernels):
+///   f16 ConvNeXt-T 5.8 -> 12.9 ms, EfficientNet-B0 6.7 -> 7.2, MobileNetV3
+///   3.5 -> 3.7, MobileNetV2 3.2 -> 3.3; TF32 MobileNetV2 2.7 -> 6.1,
+///   EfficientNet-B0 5.1 -> 11.1, ConvNeXt-T 7.0 -> 16.5.
+/// - f32 (FMA): NCHW (cuDNN's NCHW f32 kernels were as fast or faster in the
+///   layer micro-benchmark).
+enum class Preference { ChannelsFirst, DenseOnly };
+
+Preference preferenceFor(Type element, StringRef precision) {
+  if (element.isF16() || element.isBF16() ||
+      (element.isF32() && precision == "tf32"))
+    return Preference::DenseOnly;
+  return Preference::ChannelsFirst;
+}
 
 struct MemOptLayoutPass
     : public mlir::memopt::impl::MemOptLayoutBase<MemOptLayoutPass> {
   using MemOptLayoutBase::MemOptLayoutBase;
 
-  /// Whether `conv` runs channels-last.
-  bool chooseChannelsLast(Operation *conv, StringRef precision) const {
+  /// Whether `conv` runs channels-last; `grouped`: the function has a
+  /// grouped convolution.
+  bool chooseChannelsLast(Operation *conv, StringRef precision,
+                          bool grouped) const {
     if (layout == "nhwc")
       return true;
     if (layout != "auto" || target != "cuda")
       return false;
     Type element =
         cast<RankedTensorType>(conv->getOperand(0).getType()).getElementType();
-    if (element.isF16() || element.isBF16())
-      return true;
-    if (element.isF32())
-      return precision == "tf32" ? kTf32ChannelsLast : kF32ChannelsLast;
+    switch (preferenceFor(element, precision)) {
+    case Preference::DenseOnly:
+      return !grouped;
+    case Preference::ChannelsFirst:
+      return false;
+    }
     return false;
   }
 
@@ -560,13 +580,16 @@ struct MemOptLayoutPass
     StringRef precision;
     if (auto attr = function->getAttrOfType<StringAttr>("memopt.precision"))
       precision = attr.getValue();
+    bool grouped = false;
+    function.walk([&](ConvOp op) { grouped |= op.getGroup() > 1; });
+    function.walk([&](ConvResidualOp op) { grouped |= op.getGroup() > 1; });
     SmallVector<Operation *> chosen;
     int64_t convs = 0;
     function.walk([&](Operation *op) {
       if (!isa<ConvOp, ConvResidualOp>(op) || op->hasAttr("channels_last"))
         return;
       ++convs;
-      if (!training && chooseChannelsLast(op, precision))
+      if (!training && chooseChannelsLast(op, precision, grouped))
         chosen.push_back(op);
     });
     if (training && layout == "nhwc" && convs > 0)

@@ -113,10 +113,11 @@ def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
     Chooses the layout of each convolution (`conv`, `conv_residual`):
     `layout=nhwc` makes every one channels-last, `nchw` none, and `auto`
     (memopt-compile's default) those the target runs faster channels-last,
-    from measurements (docs/gpu-benchmark.md): on `target=cuda`, f16 and
-    bf16 convolutions (tensor cores); f32 and TF32 ones stay NCHW, where
-    cuDNN was as fast or faster; on `target=host` none (its kernels are
-    channels-first). Training programs keep NCHW.
+    from whole-model measurements (docs/layout.md): on `target=cuda`, the
+    convolutions of an f16, bf16 or TF32 (`memopt.precision = "tf32"`)
+    function that has no grouped convolution (cuDNN's channels-last grouped
+    kernels are slow); f32 functions stay NCHW; on `target=host` none (its
+    kernels are channels-first). Training programs keep NCHW.
 
     A chosen convolution gets `channels_last`, its filter is transposed to
     KRSC at compile time, and transposes are placed around it; the NHWC ->
