@@ -608,9 +608,10 @@ struct MemOptLayoutPass
       if (failed(applyPatternsGreedily(function, std::move(patterns))))
         return signalPassFailure();
     }
-    function->setAttr(
-        "memopt.layout",
-        StringAttr::get(&getContext(), chosen.empty() ? "nchw" : "nhwc"));
+    if (convs > 0)
+      function->setAttr(
+          "memopt.layout",
+          StringAttr::get(&getContext(), chosen.empty() ? "nchw" : "nhwc"));
     if (!report)
       return;
     int64_t transposes = 0, transposeBytes = 0;

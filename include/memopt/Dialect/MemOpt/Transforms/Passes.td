@@ -128,8 +128,8 @@ def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
     renumbered; nearest resizes) until they cancel against the next
     convolution's NCHW -> NHWC transpose. Transposes that only move axes of
     size 1 become reshapes (free views). The few left sit at region borders
-    and are planned like any op. The function gets `memopt.layout`
-    ("nhwc" when a convolution was converted, else "nchw"). With `report`,
+    and are planned like any op. A function with convolutions gets
+    `memopt.layout` ("nhwc" when one was converted, else "nchw"). With `report`,
     prints the convolutions converted and the transposes left.
   }];
   let options = [
