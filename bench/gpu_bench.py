@@ -1023,6 +1023,7 @@ def cmd_report(args):
     text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()))
     text = text.replace("@NOTES@", notes.strip())
     # The issue-12 suite's section (bench/gpu_bench_precision.py report) stays as it is.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import gpu_bench_precision
 
     kept = (gpu_bench_precision.section_of(open(args.doc_out).read())
