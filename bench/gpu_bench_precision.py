@@ -767,9 +767,11 @@ def cmd_report(args):
         t32 = torch_mem(model, e32_key) if e32_key else None
         summary[model] = {"fp16_over_compile": r16, "tf32_over_eager": rtf,
                           "fp16_memory_ok": b16 < t16, "tf32_memory_ok": t32 and btf < t32}
+        shown = (lambda p: f" ({final_layout(model, p)})") if model in VISION else \
+            (lambda p: "")
         rows.append(
-            f"| {model} | {fmt(ms(p32))} | {fmt(ms(p_tf))} ({final_layout(model, 'tf32')}) | "
-            f"{fmt(ms(p16))} ({final_layout(model, 'fp16')}) | {fmt(e32)}"
+            f"| {model} | {fmt(ms(p32))} | {fmt(ms(p_tf))}{shown('tf32')} | "
+            f"{fmt(ms(p16))}{shown('fp16')} | {fmt(e32)}"
             f"{' (cl)' if e32_key == 'eager_fp32_channels_last' else ''} | "
             f"{fmt(torch_ms(model, 'eager_fp16'))} | {fmt(c16)} | {fmt(r16)} | {fmt(rtf)} |")
         mem_rows.append(
