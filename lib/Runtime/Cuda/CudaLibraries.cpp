@@ -10,7 +10,12 @@
 // planned) and caches it; during CUDA graph capture a cache miss falls back to
 // the cudnnGet*_v7 heuristics, which launch no work. onnxruntime's CUDA EP
 // does the same per-node caching; here the workspace is the plan's, not an
-// allocator's.
+// allocator's. Channels-last convolutions use cuDNN's NHWC descriptors and
+// KRSC filters. A forward convolution's epilogue (bias, activation, a
+// residual) is timed both as cudnnConvolutionBiasActivationForward (cuDNN's
+// fused call, TensorFlow's FusedConv2DBiasActivation uses it likewise) and as
+// the convolution plus one epilogue kernel, and the faster is cached, as
+// matmuls time cuBLASLt's candidates.
 //
 //===----------------------------------------------------------------------===//
 
