@@ -17,6 +17,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Dialect/MemOpt/Transforms/Rematerialize.h"
 #include "memopt/Import/OnnxImporter.h"
 #include "memopt/Runtime/WeightsFile.h"
 
@@ -29,6 +30,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -372,6 +374,90 @@ std::string printModule(ModuleOp module) {
   return text;
 }
 
+/// --memory-budget: when the arena planned without recomputation does not
+/// fit, rematerialize (memopt-rematerialize, re-solving until the planned
+/// arena fits) and replace the module's function by the rematerialized one.
+/// The ordinary memory phase then plans it again, with its report.
+LogicalResult
+rematerializeToBudget(ModuleOp module, MLIRContext &context,
+                      const CompileOptions &options,
+                      llvm::function_ref<void(const Twine &)> say) {
+  ArenaBudgetOptions budgetOptions;
+  budgetOptions.arenaBudget = options.memoryBudget;
+  budgetOptions.remat.allow = options.rematAllow;
+  budgetOptions.remat.timeLimitSeconds = options.rematTimeLimit;
+  std::string error = checkRematerializeOptions(&context, [&] {
+    RematerializeOptions checked = budgetOptions.remat;
+    checked.budget = options.memoryBudget;
+    return checked;
+  }());
+  if (!error.empty()) {
+    fail(error);
+    return failure();
+  }
+  // The solver starts from the scheduler's order.
+  PassManager schedule(&context);
+  schedule.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  if (failed(schedule.run(module)))
+    return failure();
+  auto plan = [&](ModuleOp candidate) {
+    PassManager memory(&context);
+    memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
+    memory.addNestedPass<func::FuncOp>(createMemOptBufferize());
+    MemOptPlanMemoryOptions planOptions;
+    planOptions.outputsInArena = options.outputsInArena;
+    // The final plan searches longer and only gets smaller (the planner's
+    // exact search starts from the same heuristics).
+    planOptions.timeLimit = 1.0;
+    memory.addPass(createMemOptPlanMemory(planOptions));
+    return memory.run(candidate);
+  };
+  FailureOr<ArenaBudgetResult> result =
+      rematerializeToArenaBudget(module, budgetOptions, plan);
+  if (failed(result))
+    return failure();
+  if (!result->fits) {
+    fail(result->message);
+    return failure();
+  }
+  if (result->remat.recomputations == 0) {
+    say("[remat] arena " + Twine(result->unconstrainedArena) +
+        " bytes fits --memory-budget " + Twine(options.memoryBudget) +
+        ": nothing recomputed");
+    return success();
+  }
+  for (const std::string &line : result->log)
+    say("  " + line);
+  say(llvm::formatv("[remat] --memory-budget {0}: {1} ops recomputed (+{2:F2}% "
+                    "estimated step time), arena {3} -> {4} bytes ({5} "
+                    "solver runs)",
+                    options.memoryBudget, result->remat.recomputations,
+                    result->remat.baseSeconds > 0
+                        ? 100.0 * result->remat.addedSeconds /
+                              result->remat.baseSeconds
+                        : 0.0,
+                    result->unconstrainedArena, result->arena, result->probes)
+          .str());
+  // The chosen function replaces the module's, with what the report needs.
+  Block &body = module.getBodyRegion().front();
+  body.clear();
+  Block &chosen = result->module->getBodyRegion().front();
+  body.getOperations().splice(body.end(), chosen.getOperations());
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal())
+      continue;
+    auto attributes = function->getAttrOfType<DictionaryAttr>(kRematAttrName);
+    NamedAttrList entries(attributes);
+    Builder builder(&context);
+    entries.set("memory_budget",
+                builder.getI64IntegerAttr(options.memoryBudget));
+    entries.set("unconstrained_arena",
+                builder.getI64IntegerAttr(result->unconstrainedArena));
+    function->setAttr(kRematAttrName, entries.getDictionary(&context));
+  }
+  return success();
+}
+
 } // namespace
 
 int mlir::memopt::runCompile(const CompileOptions &options,
@@ -520,6 +606,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
       say("[emit] graph IR: " + options.outputPath);
       return 0;
     }
+
+    if (options.memoryBudget > 0 && !options.noPlan &&
+        failed(rematerializeToBudget(module, context, options, say)))
+      return 1;
 
     PassManager memory(&context);
     memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
