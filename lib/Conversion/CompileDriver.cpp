@@ -1,9 +1,9 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
-// import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
-// [memopt-mixed-precision -> canonicalize] -> memopt-fuse-elementwise ->
-// memopt-schedule -> memopt-bufferize -> memopt-plan-memory -> EmitProgram ->
-// system compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
+// import -> the compile pipeline (CompilePipeline.h: canonicalize, training,
+// fusions, mixed precision, schedule, bufferize, plan-memory; the same passes
+// `memopt-opt --memopt-compile-pipeline` runs) -> EmitProgram -> system
+// compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
 // tool, `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system
 // compiler invoked at the end) and TVM's `tvmc compile` (target and output
 // chosen by flags).
@@ -16,8 +16,7 @@
 #include "memopt/Conversion/EmitProgram.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
-#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
-#include "memopt/Dialect/MemOpt/Transforms/Rematerialize.h"
+#include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 #include "memopt/Import/OnnxImporter.h"
 #include "memopt/Runtime/WeightsFile.h"
 
@@ -27,10 +26,8 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -374,88 +371,38 @@ std::string printModule(ModuleOp module) {
   return text;
 }
 
-/// --memory-budget: when the arena planned without recomputation does not
-/// fit, rematerialize (memopt-rematerialize, re-solving until the planned
-/// arena fits) and replace the module's function by the rematerialized one.
-/// The ordinary memory phase then plans it again, with its report.
-LogicalResult
-rematerializeToBudget(ModuleOp module, MLIRContext &context,
-                      const CompileOptions &options,
-                      llvm::function_ref<void(const Twine &)> say) {
-  ArenaBudgetOptions budgetOptions;
-  budgetOptions.arenaBudget = options.memoryBudget;
-  budgetOptions.remat.allow = options.rematAllow;
-  budgetOptions.remat.timeLimitSeconds = options.rematTimeLimit;
-  std::string error = checkRematerializeOptions(&context, [&] {
-    RematerializeOptions checked = budgetOptions.remat;
-    checked.budget = options.memoryBudget;
-    return checked;
-  }());
-  if (!error.empty()) {
-    fail(error);
-    return failure();
-  }
-  // The solver starts from the scheduler's order.
-  PassManager schedule(&context);
-  schedule.addNestedPass<func::FuncOp>(createMemOptSchedule());
-  if (failed(schedule.run(module)))
-    return failure();
-  auto plan = [&](ModuleOp candidate) {
-    PassManager memory(&context);
-    memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
-    memory.addNestedPass<func::FuncOp>(createMemOptBufferize());
-    MemOptPlanMemoryOptions planOptions;
-    planOptions.outputsInArena = options.outputsInArena;
-    // The final plan searches longer and only gets smaller (the planner's
-    // exact search starts from the same heuristics).
-    planOptions.timeLimit = 1.0;
-    memory.addPass(createMemOptPlanMemory(planOptions));
-    return memory.run(candidate);
-  };
-  FailureOr<ArenaBudgetResult> result =
-      rematerializeToArenaBudget(module, budgetOptions, plan);
-  if (failed(result))
-    return failure();
-  if (!result->fits) {
-    fail(result->message);
-    return failure();
-  }
-  if (result->remat.recomputations == 0) {
-    say("[remat] arena " + Twine(result->unconstrainedArena) +
-        " bytes fits --memory-budget " + Twine(options.memoryBudget) +
-        ": nothing recomputed");
-    return success();
-  }
-  for (const std::string &line : result->log)
-    say("  " + line);
-  say(llvm::formatv("[remat] --memory-budget {0}: {1} ops recomputed (+{2:F2}% "
-                    "estimated step time), arena {3} -> {4} bytes ({5} "
-                    "solver runs)",
-                    options.memoryBudget, result->remat.recomputations,
-                    result->remat.baseSeconds > 0
-                        ? 100.0 * result->remat.addedSeconds /
-                              result->remat.baseSeconds
-                        : 0.0,
-                    result->unconstrainedArena, result->arena, result->probes)
-          .str());
-  // The chosen function replaces the module's, with what the report needs.
-  Block &body = module.getBodyRegion().front();
-  body.clear();
-  Block &chosen = result->module->getBodyRegion().front();
-  body.getOperations().splice(body.end(), chosen.getOperations());
-  for (auto function : module.getOps<func::FuncOp>()) {
-    if (function.isExternal())
-      continue;
-    auto attributes = function->getAttrOfType<DictionaryAttr>(kRematAttrName);
-    NamedAttrList entries(attributes);
-    Builder builder(&context);
-    entries.set("memory_budget",
-                builder.getI64IntegerAttr(options.memoryBudget));
-    entries.set("unconstrained_arena",
-                builder.getI64IntegerAttr(result->unconstrainedArena));
-    function->setAttr(kRematAttrName, entries.getDictionary(&context));
-  }
-  return success();
+/// The pipeline options memopt-compile's flags stand for (docs/lowering.md
+/// lists the correspondence).
+void setPipelineOptions(const CompileOptions &options,
+                        CompilePipelineOptions &pipeline) {
+  const TrainingOptions &training = options.training;
+  pipeline.train = training.enabled;
+  pipeline.loss = training.loss;
+  pipeline.lossOutput = training.lossOutput;
+  pipeline.ignoreIndex = training.ignoreIndex;
+  pipeline.optimizer = training.optimizer;
+  pipeline.learningRate = training.learningRate;
+  pipeline.momentum = training.momentum;
+  pipeline.weightDecay = training.weightDecay;
+  pipeline.beta1 = training.beta1;
+  pipeline.beta2 = training.beta2;
+  pipeline.eps = training.eps;
+  pipeline.batchStatistics = training.batchStatistics;
+  pipeline.freeze = training.freeze;
+  pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
+                       : options.precision == CompilePrecision::BF16 ? "bf16"
+                                                                     : "fp32";
+  pipeline.fuseAttention = options.fuseAttention;
+  pipeline.fuseEpilogues = options.fuseEpilogues;
+  pipeline.fuseElementwise = options.fuseElementwise;
+  pipeline.memoryBudget = options.memoryBudget;
+  pipeline.rematAllow = options.rematAllow;
+  pipeline.rematTimeLimit = options.rematTimeLimit;
+  pipeline.noPlan = options.noPlan;
+  pipeline.outputsInArena = options.outputsInArena;
+  pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
+  pipeline.reportJson = options.reportPath;
+  pipeline.report = !options.quiet;
 }
 
 } // namespace
@@ -506,128 +453,27 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (training.enabled && !lowType.empty())
     return fail("--train with --precision is not supported yet (mixed-"
                 "precision training is its own issue); train in fp32");
-  if (training.enabled) {
-    // Parameters become variables before anything can fold them.
-    PassManager trainable(&context);
-    MemOptMakeTrainableOptions trainableOptions;
-    trainableOptions.batchStatistics = training.batchStatistics;
-    trainableOptions.freeze.assign(training.freeze.begin(),
-                                   training.freeze.end());
-    trainable.addNestedPass<func::FuncOp>(
-        createMemOptMakeTrainable(trainableOptions));
-    if (failed(trainable.run(module)))
-      return 1;
-  }
-
   if (!options.lowerOnly) {
-    PassManager canonicalize(&context);
-    canonicalize.addPass(createCanonicalizerPass());
-    if (failed(canonicalize.run(module)))
-      return fail("canonicalization failed");
-    say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
-    if (training.enabled) {
-      PassManager differentiate(&context);
-      MemOptAppendLossOptions lossOptions;
-      lossOptions.kind = training.loss;
-      lossOptions.output = training.lossOutput;
-      lossOptions.ignoreIndex = training.ignoreIndex;
-      differentiate.addNestedPass<func::FuncOp>(
-          createMemOptAppendLoss(lossOptions));
-      MemOptAutodiffOptions autodiffOptions;
-      autodiffOptions.optimizer = training.optimizer;
-      autodiffOptions.learningRate = training.learningRate;
-      autodiffOptions.momentum = training.momentum;
-      autodiffOptions.weightDecay = training.weightDecay;
-      autodiffOptions.beta1 = training.beta1;
-      autodiffOptions.beta2 = training.beta2;
-      autodiffOptions.eps = training.eps;
-      autodiffOptions.report = !options.quiet;
-      differentiate.addNestedPass<func::FuncOp>(
-          createMemOptAutodiff(autodiffOptions));
-      differentiate.addPass(createCanonicalizerPass());
-      if (failed(differentiate.run(module)))
-        return 1;
-      say("[train] " + training.loss + " loss, reverse-mode gradients, " +
-          training.optimizer + " updates: " + Twine(countOps(module)) +
-          " memopt ops");
-    }
-    // Training differentiates the attention op by op (no fused attention
-    // gradient yet), so fusion runs for inference only.
-    if (options.fuseAttention && !training.enabled) {
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
-      if (failed(fuse.run(module)))
-        return fail("attention fusion failed");
-      size_t fused = 0;
-      module.walk([&](AttentionOp) { ++fused; });
-      say("[fuse-attention] " + Twine(fused) + " memopt.attention ops");
-    }
-    if (options.fuseEpilogues) {
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
-      if (failed(fuse.run(module)))
-        return fail("epilogue fusion failed");
-      say("[fuse] bias and activation epilogues: " + Twine(countOps(module)) +
-          " memopt ops");
-    }
-    if (!lowType.empty()) {
-      // After fusion (its patterns see no casts), before scheduling and
-      // planning, so that they see the narrow tensors; canonicalize again.
-      PassManager precision(&context);
-      MemOptMixedPrecisionOptions precisionOptions;
-      precisionOptions.precision = lowType.str();
-      precisionOptions.report = !options.quiet;
-      precision.addNestedPass<func::FuncOp>(
-          createMemOptMixedPrecision(precisionOptions));
-      precision.addPass(createCanonicalizerPass());
-      say("[precision] " + lowType +
-          " where safe (memopt-mixed-precision), inputs and outputs f32");
-      if (failed(precision.run(module)))
-        return 1;
-    }
-    if (options.fuseElementwise) {
-      // Last of the graph rewrites: the chains it fuses are what epilogue
-      // fusion and mixed precision left.
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseElementwise());
-      if (failed(fuse.run(module)))
-        return fail("elementwise fusion failed");
-      size_t groups = 0, steps = 0;
-      module.walk([&](FusedElementwiseOp op) {
-        ++groups;
-        steps += op.getOps().size();
-      });
-      say("[fuse-elementwise] " + Twine(steps) + " ops in " + Twine(groups) +
-          " memopt.fused_elementwise ops");
-    }
+    // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
+    // the phase lines come from its instrumentation.
+    CompilePipelineOptions pipelineOptions;
+    setPipelineOptions(options, pipelineOptions);
+    PassManager pm(&context);
+    buildCompilePipeline(pm, pipelineOptions);
+    auto phaseLog =
+        std::make_unique<CompilePhaseLog>(pipelineOptions, log, options.quiet);
+    CompilePhaseLog &phases = *phaseLog;
+    pm.addInstrumentation(std::move(phaseLog));
+    if (failed(pm.run(module)))
+      return phases.getFailureMessage().empty()
+                 ? 1
+                 : fail(phases.getFailureMessage());
     if (options.emit == EmitKind::Mlir) {
       if (failed(writeFile(options.outputPath, printModule(module))))
         return 1;
       say("[emit] graph IR: " + options.outputPath);
       return 0;
     }
-
-    if (options.memoryBudget > 0 && !options.noPlan &&
-        failed(rematerializeToBudget(module, context, options, say)))
-      return 1;
-
-    PassManager memory(&context);
-    memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
-    if (!options.noPlan)
-      memory.addNestedPass<func::FuncOp>(createMemOptBufferize());
-    MemOptPlanMemoryOptions planOptions;
-    planOptions.capacity = options.noPlan ? 0 : options.memoryBudget;
-    planOptions.printReport = !options.quiet;
-    planOptions.reportJson = options.reportPath;
-    planOptions.outputsInArena = options.outputsInArena && !options.noPlan;
-    memory.addPass(createMemOptPlanMemory(planOptions));
-    say(Twine("[memory] schedule") +
-        (options.noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +
-        (options.memoryBudget > 0 && !options.noPlan
-             ? " (budget " + Twine(options.memoryBudget) + " bytes)"
-             : Twine("")));
-    if (failed(memory.run(module)))
-      return 1;
   }
 
   func::FuncOp function = getProgramFunction(module);

@@ -378,7 +378,7 @@ def test_budget_report_and_emit_kinds(compiler, tmp_path):
     proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--memory-budget",
                  str(below)])
     assert proc.returncode != 0
-    assert (f"the arena does not fit in --memory-budget 128.00 KiB ({below} bytes): "
+    assert (f"the arena does not fit in the memory budget of 128.00 KiB ({below} bytes): "
             f"without recomputation it is 256.00 KiB; the smallest arena reached"
             in proc.stderr), proc.stderr
     assert proc.stderr.count("error:") == 1, proc.stderr

@@ -9,6 +9,10 @@
 // RUN: memopt-opt %s -split-input-file --memopt-rematerialize="budget=40000 kernel-times=%t.second.json" | FileCheck %s --check-prefix=SECOND
 // RUN: echo '{"first": "slow"}' > %t.bad.json
 // RUN: not memopt-opt %s --memopt-rematerialize="budget=40000 kernel-times=%t.bad.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTIMES
+// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=40000" | FileCheck %s --check-prefix=ARENA
+// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=ARENAREPORT
+// RUN: not memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=20000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ARENAERR
+// RUN: not memopt-opt %s --memopt-rematerialize -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 
 // `a` (16 KiB) is read right away and again at the end; in between two more
 // 16 KiB tensors are alive (matmuls: no in-place reuse). Recomputing `a` next to its late user brings the
@@ -26,6 +30,7 @@
 // ALLOW: error: memopt-rematerialize: @late_use does not fit in 40000 bytes: infeasible: no schedule with at most 2 computations per node fits in 40000 bytes (proved by the exact method over staged schedules); smallest peak found 49152 bytes
 // TIGHT: error: memopt-rematerialize: @late_use does not fit in 1000 bytes: infeasible: the budget of 1000 bytes is below the 32768 bytes that node 1 ('b') needs for its inputs and output; smallest peak found 32768 bytes
 // KIND: error: memopt-rematerialize: 'frobnicate' in the rematerialization allow list is not a memopt op kind
+// NOBUDGET: error: memopt-rematerialize: give one of budget=BYTES (the solver's model) and arena-budget=BYTES (the planned arena)
 func.func @late_use(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
   %w = memopt.constant dense<0.5> : tensor<64x4xf32>
   %k = memopt.constant dense<0.125> : tensor<64x64xf32>
@@ -120,9 +125,11 @@ func.func @fits(%x: tensor<16xf32>) -> tensor<16xf32> {
 // FIRST-LABEL: func.func @measured
 // FIRST: memopt.sigmoid %arg0 {memopt.recomputed}
 // FIRST-NOT: memopt.recomputed
+// FIRST: return
 // SECOND-LABEL: func.func @measured
 // SECOND: memopt.exp %arg0 {memopt.recomputed}
 // SECOND-NOT: memopt.recomputed
+// SECOND: return
 // BADTIMES: error: memopt-rematerialize: kernel times '{{.*}}.bad.json': the time of 'first' must be a number of seconds >= 0
 func.func @measured(%x: tensor<48x64xf32>) -> tensor<48x4xf32> {
   %w = memopt.constant dense<0.5> : tensor<64x4xf32>
@@ -152,4 +159,30 @@ func.func @in_place_chain(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
   %c = memopt.sigmoid %b : tensor<64x64xf32>
   %d = memopt.matmul %c, %w : (tensor<64x64xf32>, tensor<64x4xf32>) -> tensor<64x4xf32>
   return %d : tensor<64x4xf32>
+}
+
+// -----
+
+// arena-budget: only the planned arena counts. The chain cannot be
+// reordered, and without recomputation the arena holds a, b and c (48 KiB);
+// recomputing `a` right before the add (which then writes over c) fits
+// 40000 bytes. Below 32 KiB (b and its input) nothing fits: one error gives
+// the smallest arena reached and the buffers alive at its peak.
+// ARENA-LABEL: func.func @arena_fit({{.*}} attributes {memopt.remat = {{{.*}}memory_budget = 40000 : i64, peak = 32768 : i64, planned_arena = 32768 : i64, recomputations = 1 : i64, solver_runs = 2 : i64, unconstrained_arena = 49152 : i64}}
+// ARENA: memopt.matmul
+// ARENA: memopt.matmul
+// ARENA-NEXT: %[[A2:.*]] = memopt.exp %arg0 {memopt.recomputed}
+// ARENA-NEXT: memopt.add %{{.*}}, %[[A2]]
+// ARENAREPORT: memopt-rematerialize: unconstrained arena 49152 bytes
+// ARENAREPORT-NEXT: memopt-rematerialize: solver budget 40000: 1 recomputations ({{.*}}), arena 32768 bytes (fits)
+// ARENAERR: error: the arena does not fit in the memory budget of 19.53 KiB (20000 bytes): without recomputation it is 48.00 KiB; the smallest arena reached (1 ops recomputed) is 32.00 KiB (32768 bytes); at its peak, op 1 ('b'), it holds 'a' 16.00 KiB, 'b' 16.00 KiB; below that, the solver's model of the arena says infeasible: the budget of 20000 bytes is below the 32768 bytes that node 1 ('b') needs for its inputs and output
+func.func @arena_fit(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
+  %w = memopt.constant dense<0.5> : tensor<64x4xf32>
+  %k = memopt.constant dense<0.125> : tensor<64x64xf32>
+  %a = memopt.exp %x : tensor<64x64xf32> loc("a")
+  %b = memopt.matmul %a, %k : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> loc("b")
+  %c = memopt.matmul %b, %k : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> loc("c")
+  %d = memopt.add %c, %a : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> loc("d")
+  %e = memopt.matmul %d, %w : (tensor<64x64xf32>, tensor<64x4xf32>) -> tensor<64x4xf32> loc("e")
+  return %e : tensor<64x4xf32>
 }

@@ -41,6 +41,7 @@
 #include "memopt/Remat/Remat.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -431,34 +432,50 @@ struct MemOptRematerializePass
   using MemOptRematerializeBase::MemOptRematerializeBase;
 
   void runOnOperation() override {
-    func::FuncOp function = getOperation();
-    if (function.isExternal())
-      return;
+    ModuleOp module = getOperation();
+    if ((budget > 0) == (arenaBudget > 0)) {
+      module.emitError("memopt-rematerialize: give one of budget=BYTES (the "
+                       "solver's model) and arena-budget=BYTES (the planned "
+                       "arena)");
+      return signalPassFailure();
+    }
     RematerializeOptions options;
-    options.budget = budget;
+    options.budget = budget > 0 ? int64_t(budget) : int64_t(arenaBudget);
     options.allow.assign(allow.begin(), allow.end());
     options.maxComputations = maxComputations;
     options.timeLimitSeconds = timeLimit;
     options.method = method;
     std::string error = checkRematerializeOptions(&getContext(), options);
     if (!error.empty()) {
-      function.emitError("memopt-rematerialize: ") << error;
+      module.emitError("memopt-rematerialize: ") << error;
       return signalPassFailure();
     }
     KernelTimes times;
     if (!kernelTimes.empty()) {
       FailureOr<KernelTimes> read = readKernelTimes(kernelTimes, error);
       if (failed(read)) {
-        function.emitError("memopt-rematerialize: ") << error;
+        module.emitError("memopt-rematerialize: ") << error;
         return signalPassFailure();
       }
       times = std::move(*read);
       options.kernelTimes = &times;
     }
+    if (arenaBudget > 0) {
+      if (failed(fitArena(module, options)))
+        return signalPassFailure();
+      return;
+    }
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal() && failed(rematerializeOne(function, options)))
+        return signalPassFailure();
+  }
+
+  LogicalResult rematerializeOne(func::FuncOp function,
+                                 const RematerializeOptions &options) {
     FailureOr<RematerializeResult> result =
         rematerializeFunction(function, options);
     if (failed(result))
-      return signalPassFailure();
+      return failure();
     std::string refused;
     if (!result->refusedStateReaders.empty())
       refused = llvm::formatv("; {0} recomputations refused (they would read "
@@ -466,24 +483,76 @@ struct MemOptRematerializePass
                               result->refusedStateReaders.size(),
                               llvm::join(result->refusedStateReaders, "', '"))
                     .str();
-    if (!result->fits) {
-      function.emitError("memopt-rematerialize: @")
-          << function.getSymName() << " does not fit in " << int64_t(budget)
-          << " bytes: " << result->message << refused;
-      return signalPassFailure();
-    }
+    if (!result->fits)
+      return function.emitError("memopt-rematerialize: @")
+             << function.getSymName() << " does not fit in " << options.budget
+             << " bytes: " << result->message << refused;
     if (report)
       llvm::outs() << llvm::formatv(
           "memopt-rematerialize @{0}: budget {1}, peak {2} -> {3} bytes, "
           "{4} recomputations, +{5} FLOPs, +{6:F1} us ({7:F2}% of {8:F1} "
           "us){9}\n",
-          function.getSymName(), budget, result->initialPeak, result->peak,
-          result->recomputations, result->addedFlops,
+          function.getSymName(), options.budget, result->initialPeak,
+          result->peak, result->recomputations, result->addedFlops,
           result->addedSeconds * 1e6,
           result->baseSeconds > 0
               ? 100.0 * result->addedSeconds / result->baseSeconds
               : 0.0,
           result->baseSeconds * 1e6, refused);
+    return success();
+  }
+
+  /// arena-budget: replan until the packed arena fits.
+  LogicalResult fitArena(ModuleOp module, const RematerializeOptions &options) {
+    ArenaBudgetOptions search;
+    search.arenaBudget = arenaBudget;
+    search.remat = options;
+    search.maxProbes = maxProbes;
+    auto plan = [&](ModuleOp candidate) {
+      PassManager pm(&getContext());
+      pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+      pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
+      MemOptPlanMemoryOptions planOptions;
+      planOptions.outputsInArena = outputsInArena;
+      planOptions.timeLimit = planTimeLimit;
+      pm.addPass(createMemOptPlanMemory(planOptions));
+      return pm.run(candidate);
+    };
+    FailureOr<ArenaBudgetResult> result =
+        rematerializeToArenaBudget(module, search, plan);
+    if (failed(result))
+      return failure();
+    if (report)
+      for (const std::string &line : result->log)
+        llvm::outs() << "memopt-rematerialize: " << line << "\n";
+    if (!result->fits)
+      return module.emitError(result->message);
+    // The chosen function replaces the module's.
+    Block &body = module.getBodyRegion().front();
+    body.clear();
+    body.getOperations().splice(
+        body.end(), result->module->getBodyRegion().front().getOperations());
+    Builder builder(&getContext());
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      NamedAttrList entries(
+          function->getAttrOfType<DictionaryAttr>(kRematAttrName));
+      entries.set("memory_budget", builder.getI64IntegerAttr(arenaBudget));
+      entries.set("unconstrained_arena",
+                  builder.getI64IntegerAttr(result->unconstrainedArena));
+      entries.set("planned_arena", builder.getI64IntegerAttr(result->arena));
+      entries.set("solver_runs", builder.getI64IntegerAttr(result->probes));
+      entries.set("recomputations",
+                  builder.getI64IntegerAttr(result->remat.recomputations));
+      entries.set("added_time_fraction",
+                  builder.getF64FloatAttr(result->remat.baseSeconds > 0
+                                              ? result->remat.addedSeconds /
+                                                    result->remat.baseSeconds
+                                              : 0.0));
+      function->setAttr(kRematAttrName, entries.getDictionary(&getContext()));
+    }
+    return success();
   }
 };
 } // namespace

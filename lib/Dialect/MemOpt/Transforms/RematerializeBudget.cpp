@@ -241,7 +241,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
   }
   result.arena = smallestArena;
   std::string message =
-      "the arena does not fit in --memory-budget " + formatBytes(budget) +
+      "the arena does not fit in the memory budget of " + formatBytes(budget) +
       " (" + std::to_string(budget) + " bytes): without recomputation it is " +
       formatBytes(result.unconstrainedArena) + "; the smallest arena reached";
   if (smallestRecomputations > 0)

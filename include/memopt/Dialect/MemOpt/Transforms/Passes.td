@@ -174,8 +174,7 @@ def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
-def MemOptRematerialize
-    : Pass<"memopt-rematerialize", "::mlir::func::FuncOp"> {
+def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
   let summary = "Recompute values instead of keeping them, to fit a byte budget";
   let description = [{
     Rematerialization under a byte budget (docs/remat.md). The function, in
@@ -196,15 +195,36 @@ def MemOptRematerialize
     survive. The function gets `memopt.remat` (the budget and the solver's
     peaks) for the memory report.
 
-    The budget is in the solver's model (views exact, in-place results
-    counted at their own op); the arena is decided later by the planner.
-    `memopt-compile --memory-budget` solves again at lower budgets until the
-    planned arena fits. A budget no schedule meets is an error naming the
-    smallest peak found. With `report`, prints the decisions.
+    Two ways to give the budget:
+    - `budget`: bytes in the solver's model of memory (views and in-place
+      reuse as bufferization sees them, workspaces at the planner's floor),
+      for each function. A budget no schedule meets is an error naming the
+      smallest peak found.
+    - `arena-budget` (memopt-compile --memory-budget): only the packed arena
+      counts. The module's one function is planned without recomputation
+      (memopt-schedule, memopt-bufferize, memopt-plan-memory on a copy); if
+      the arena is over the budget, the pass solves at a budget in the
+      model's bytes, plans a copy, lowers the solver budget by the excess
+      until the arena fits, then bisects for the cheapest fit. A budget no
+      recomputation meets is one error giving the smallest arena reached and
+      the buffers that hold it there. The function keeps its planned order
+      but not the plan: the pipeline plans it again.
+    With `report`, prints the decisions (and each attempt).
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
-           "Peak bytes the schedule must stay within (required)">,
+           "Peak bytes of the solver's model the schedule must stay within">,
+    Option<"arenaBudget", "arena-budget", "int64_t", /*default=*/"0",
+           "Bytes the planned arena must fit in (solve and replan until it "
+           "does)">,
+    Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"true",
+           "arena-budget: plan the function's outputs inside the arena (as "
+           "memopt-compile does)">,
+    Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"1.0",
+           "arena-budget: seconds the planner's exact search may take per "
+           "attempt">,
+    Option<"maxProbes", "max-probes", "int", /*default=*/"8",
+           "arena-budget: the most solver runs">,
     ListOption<"allow", "allow", "std::string",
                "Op kinds that may be recomputed, e.g. relu,conv,fused_elementwise "
                "(default: every op with a cost)">,
