@@ -175,7 +175,7 @@ func.func @in_place_chain(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
 // ARENA-NEXT: memopt.add %{{.*}}, %[[A2]]
 // ARENAREPORT: memopt-rematerialize: unconstrained arena 49152 bytes
 // ARENAREPORT-NEXT: memopt-rematerialize: solver budget 40000: 1 recomputations ({{.*}}), arena 32768 bytes (fits)
-// ARENAERR: error: the arena does not fit in the memory budget of 19.53 KiB (20000 bytes): without recomputation it is 48.00 KiB; the smallest arena reached (1 ops recomputed) is 32.00 KiB (32768 bytes); at its peak, op 1 ('b'), it holds 'a' 16.00 KiB, 'b' 16.00 KiB; below that, the solver's model of the arena says infeasible: the budget of 20000 bytes is below the 32768 bytes that node 1 ('b') needs for its inputs and output
+// ARENAERR: error: the arena does not fit in the memory budget of 19.53 KiB (20000 bytes): without recomputation it is 48.00 KiB; the smallest arena reached (1 ops recomputed) is 32.00 KiB (32768 bytes); at its peak, op 1 ('b'), it holds 'a' (exp) 16.00 KiB, 'b' (matmul) 16.00 KiB; below that, the solver's model of the arena says infeasible: the budget of 20000 bytes is below the 32768 bytes that node 1 ('b') needs for its inputs and output
 func.func @arena_fit(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
   %w = memopt.constant dense<0.5> : tensor<64x4xf32>
   %k = memopt.constant dense<0.125> : tensor<64x64xf32>

@@ -99,10 +99,19 @@ std::string describeArena(ModuleOp planned, int64_t arena) {
       rest += storage.size;
       continue;
     }
+    // The ONNX node name and the op kind: a node's gradient ops share its
+    // name.
+    Operation *owner = storage.workspaceOf
+                           ? storage.workspaceOf
+                           : storage.values.front().getDefiningOp();
     std::string name = storage.workspaceOf
-                           ? getOpName(storage.workspaceOf) + " (workspace)"
+                           ? getOpName(owner)
                            : getValueName(storage.values.front());
-    text += (i ? ", '" : " '") + name + "' " + formatBytes(storage.size);
+    std::string kind = owner ? owner->getName().stripDialect().str() : "";
+    if (storage.workspaceOf)
+      kind += " workspace";
+    text += (i ? ", '" : " '") + name + "' (" + kind + ") " +
+            formatBytes(storage.size);
   }
   if (alive.size() > shown)
     text += " and " + std::to_string(alive.size() - shown) + " more (" +
