@@ -174,6 +174,74 @@ def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Recompute values instead of keeping them, to fit a byte budget";
+  let description = [{
+    Rematerialization under a byte budget (docs/remat.md). The function, in
+    its current op order, becomes the solver's graph (lib/Remat): one node
+    per op that produces a buffer (views join their root's node, as
+    BufferLiveness groups them), its cost the op's estimated time on an H100
+    roofline (CostOpInterface FLOPs and bytes; `kernel-times` gives measured
+    times by ONNX node name), its bytes its results'; the function's outputs
+    stay live to the end. Ops that must not run twice are computed once:
+    anything with memory effects (optimizer updates, `memopt.assign` of
+    BatchNormalization statistics), ops outside `allow`, and any
+    recomputation that would land after an update of the state it reads.
+    The solver's schedule is applied by cloning each recomputed op (and the
+    views its users read through) right before its late users, which then
+    read the newest copy (XLA's HloRematerialization places its clones the
+    same way). Clones carry `memopt.recomputed` and keep the original's
+    attributes and location, so a dropout's key and the ONNX node name
+    survive. The function gets `memopt.remat` (the budget and the solver's
+    peaks) for the memory report.
+
+    Two ways to give the budget:
+    - `budget`: bytes in the solver's model of memory (views and in-place
+      reuse as bufferization sees them, workspaces at the planner's floor),
+      for each function. A budget no schedule meets is an error naming the
+      smallest peak found.
+    - `arena-budget` (memopt-compile --memory-budget): only the packed arena
+      counts. The module's one function is planned without recomputation
+      (memopt-schedule, memopt-bufferize, memopt-plan-memory on a copy); if
+      the arena is over the budget, the pass solves at a budget in the
+      model's bytes, plans a copy, lowers the solver budget by the excess
+      until the arena fits, then bisects for the cheapest fit. A budget no
+      recomputation meets is one error giving the smallest arena reached and
+      the buffers that hold it there. The function keeps its planned order
+      but not the plan: the pipeline plans it again.
+    With `report`, prints the decisions (and each attempt).
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Peak bytes of the solver's model the schedule must stay within">,
+    Option<"arenaBudget", "arena-budget", "int64_t", /*default=*/"0",
+           "Bytes the planned arena must fit in (solve and replan until it "
+           "does)">,
+    Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"true",
+           "arena-budget: plan the function's outputs inside the arena (as "
+           "memopt-compile does)">,
+    Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"1.0",
+           "arena-budget: seconds the planner's exact search may take per "
+           "attempt">,
+    Option<"maxProbes", "max-probes", "int", /*default=*/"8",
+           "arena-budget: the most solver runs">,
+    ListOption<"allow", "allow", "std::string",
+               "Op kinds that may be recomputed, e.g. relu,conv,fused_elementwise "
+               "(default: every op with a cost)">,
+    Option<"maxComputations", "max-computations", "int", /*default=*/"2",
+           "The most times one op may be computed">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"5.0",
+           "Seconds the solver may search">,
+    Option<"method", "method", "std::string", /*default=*/"\"auto\"",
+           "auto, fast or exact (lib/Remat)">,
+    Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
+           "JSON file of measured kernel times {\"NODE\": seconds}">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the ops recomputed, the FLOPs and time added and the peaks">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptPlanMemory : Pass<"memopt-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Give every intermediate tensor a fixed offset in one arena";
   let description = [{
