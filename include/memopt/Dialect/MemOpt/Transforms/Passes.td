@@ -127,7 +127,8 @@ def MemOptFuseEpilogues
     no arena space: the eight-op tanh GELU of GPT-2-style exports becomes
     `gelu {approximate = "tanh"}`; matmul with a 2-D right operand becomes a
     2-D gemm between aliasing reshapes; a row-vector bias add becomes the
-    gemm's C; relu / gelu after a gemm or conv becomes the op's `activation`.
+    gemm's C; relu / gelu after a gemm or conv, and relu after a training-mode
+    batch normalization, becomes the op's `activation`.
     Only single-use intermediates are fused; one reshape between the
     contraction and its tail is looked through. Runs the dialect's
     canonicalization patterns too.
@@ -308,11 +309,12 @@ def MemOptMakeTrainable
     initializer is an error (it is almost always a typo).
 
     With `bn-batch-stats`, every BatchNormalization becomes its training-mode
-    form, as ONNX defines it for `training_mode=1`: the mean and (population)
-    variance of the batch over all axes but 1 normalize the input, and the
-    running statistics become `statistic` variables updated in place with
-    `running = running * momentum + batch * (1 - momentum)`
-    (`memopt.assign`).
+    form, as ONNX defines it for `training_mode=1`: a
+    `memopt.batch_norm_training` normalizes with the mean and (population)
+    variance of the batch over all axes but 1 (and returns the mean and
+    1/std its gradient reads), and the running statistics become
+    `statistic` variables that a `memopt.batch_norm_running_update` updates
+    in place with `running = running * momentum + batch * (1 - momentum)`.
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
