@@ -396,6 +396,8 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.fuseEpilogues = options.fuseEpilogues;
   pipeline.fuseElementwise = options.fuseElementwise;
   pipeline.memoryBudget = options.memoryBudget;
+  pipeline.rematAllow = options.rematAllow;
+  pipeline.rematTimeLimit = options.rematTimeLimit;
   pipeline.noPlan = options.noPlan;
   pipeline.outputsInArena = options.outputsInArena;
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";

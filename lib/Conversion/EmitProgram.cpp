@@ -177,6 +177,8 @@ private:
 
   // The run function.
   LogicalResult emitOp(Operation *op);
+  /// The runtime call(s) of `op` (emitOp adds the instrumentation).
+  LogicalResult emitCall(Operation *op, const std::string &node);
   LogicalResult declareResults(Operation *op);
   LogicalResult declare(Value value, StringRef pointer);
   LogicalResult emitReturn(func::ReturnOp returnOp);
@@ -699,10 +701,13 @@ LogicalResult ProgramEmitter::emitReduce(Operation *op, StringRef kind,
       normalized.push_back(axis);
   llvm::sort(normalized);
   normalized.erase(llvm::unique(normalized), normalized.end());
+  FailureOr<std::string> workspace = workspaceArguments(op);
+  if (failed(workspace))
+    return failure();
   os << "  {\n    const int axes[] = " << shapeList(normalized) << ";\n"
      << "    reduce(ctx, " << nodeLiteral(op) << ", ReduceOp::" << kind
      << ", axes, " << normalized.size() << ", " << ref(op->getOperand(0))
-     << ", " << ref(op->getResult(0)) << ");\n  }\n";
+     << ", " << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
 }
 
@@ -926,6 +931,21 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
   if (failed(declareResults(op)))
     return failure();
   std::string node = nodeLiteral(op);
+  if (failed(emitCall(op, node)))
+    return failure();
+  // Per-op instrumentation (the executable's --profile and --dump-ops); a
+  // no-op otherwise, and outside the CUDA graph's replays altogether.
+  os << "  {\n    const TensorRef results[] = {";
+  llvm::interleaveComma(op->getResults(), os,
+                        [&](Value result) { os << ref(result); });
+  os << (op->getNumResults() ? "" : "TensorRef()") << "};\n    opDone(ctx, "
+     << nextOp << ", " << node << ", "
+     << cppString(op->getName().getStringRef()) << ", results, "
+     << op->getNumResults() << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
   auto binary = [&](StringRef function, StringRef kind) {
     os << "  " << function << "(ctx, " << node << ", " << kind << ", "
        << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
@@ -1219,6 +1239,51 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
             op, grad.getKind() == "max" ? "Max" : "Avg", grad.getKernelShape(),
             grad.getStrides(), grad.getPads(), grad.getDilations(),
             grad.getCeilMode() != 0, grad.getCountIncludePad() != 0);
+      })
+      .Case([&](BatchNormTrainingOp norm) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormTraining(ctx, " << node << ", "
+           << cppFloat(toDouble(norm.getEpsilon())) << ", "
+           << runtimeActivation(norm.getActivation()) << ", "
+           << ref(norm.getX()) << ", " << ref(norm.getScale()) << ", "
+           << ref(norm.getB()) << ", " << ref(norm.getY()) << ", "
+           << ref(norm.getMean()) << ", " << ref(norm.getInvStd()) << ", "
+           << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormTrainingGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormTrainingGrad(ctx, " << node << ", "
+           << ref(grad.getX()) << ", " << ref(grad.getDY()) << ", "
+           << ref(grad.getScale()) << ", " << ref(grad.getMean()) << ", "
+           << ref(grad.getInvStd()) << ", " << ref(grad.getDX()) << ", "
+           << ref(grad.getDscale()) << ", " << ref(grad.getDB()) << ", "
+           << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](LayerNormalizationGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  layerNormGrad(ctx, " << node << ", "
+           << cppFloat(toDouble(grad.getEpsilon())) << ", " << ref(grad.getX())
+           << ", " << ref(grad.getDY()) << ", " << ref(grad.getScale()) << ", "
+           << ref(grad.getDX()) << ", " << ref(grad.getDScale()) << ", "
+           << ref(grad.getDB()) << ", " << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormRunningUpdateOp update) {
+        os << "  batchNormRunningUpdate(ctx, " << node << ", "
+           << cppFloat(toDouble(update.getMomentum())) << ", "
+           << cppFloat(toDouble(update.getEpsilon())) << ", "
+           << ref(update.getMean()) << ", " << ref(update.getInvStd()) << ", "
+           << ref(update.getRunningMean()) << ", "
+           << ref(update.getRunningVar()) << ");\n";
+        return success();
       })
       .Case([&](AssignOp assign) {
         os << "  copy(ctx, " << node << ", " << ref(assign.getValue()) << ", "

@@ -11,8 +11,10 @@
 
 #include "memopt/Runtime/Runtime.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #ifdef __CUDACC__
 #define MEMOPT_HOST_DEVICE __host__ __device__
@@ -305,6 +307,30 @@ MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
   }
   return 0.0f;
 }
+
+//===----------------------------------------------------------------------===//
+// Per-op instrumentation (opDone): timing and result dumps, both backends
+//===----------------------------------------------------------------------===//
+
+/// Time per op of the program, summed over the profiled runs.
+struct OpTimes {
+  struct Entry {
+    std::string node, kind;
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  std::vector<Entry> ops; ///< by the op's index in the program
+  int64_t runs = 0;       ///< runs added (the first run is not)
+  void add(int index, const char *node, const char *kind, double ms);
+};
+/// The table printProfile writes.
+void printOpTimes(const OpTimes &times, FILE *out, int top,
+                  const char *backend);
+/// Writes the results of op `index` of the first run as DIR/NNNNN.npy and a
+/// line of DIR/ops.txt (copyToHost reads them).
+void dumpOpResults(Context &ctx, const char *directory, int index,
+                   const char *node, const char *kind, const TensorRef *results,
+                   int numResults);
 
 } // namespace memopt::rt
 #endif // MEMOPT_LIB_RUNTIME_INTERNAL_H

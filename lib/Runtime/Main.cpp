@@ -56,7 +56,10 @@ void usage(const char *argv0) {
                "[--save-weights FILE] [--save-state DIR]\n"
                "          [--output-dir DIR]\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
-               "and outputs)\n",
+               "and outputs)\n"
+               "          [--profile]  (time every op; CUDA runs eagerly)\n"
+               "          [--dump-ops DIR]  (every op's results of the first "
+               "run as DIR/NNNNN_K.npy, DIR/ops.txt)\n",
                argv0, argv0);
 }
 
@@ -371,6 +374,7 @@ int main(int argc, char **argv) {
   int benchRuns = 0;
   TrainOptions trainOptions;
   ContextOptions options;
+  std::string dumpDirectory;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -410,6 +414,12 @@ int main(int argc, char **argv) {
       checkFinite = true;
     } else if (arg == "--fused-attention") {
       options.chunkedAttention = false;
+    } else if (arg == "--profile") {
+      options.profile = true;
+    } else if (arg == "--dump-ops" && value(dumpDirectory)) {
+      if (mkdir(dumpDirectory.c_str(), 0755) != 0 && errno != EEXIST)
+        return fail("--dump-ops: cannot create '" + dumpDirectory + "'");
+      options.dumpDirectory = dumpDirectory.c_str();
     } else if (arg == "--bench" && value(v)) {
       benchRuns = std::atoi(v.c_str());
       if (benchRuns < 1)
@@ -504,7 +514,10 @@ int main(int argc, char **argv) {
     trainOptions.benchRuns = benchRuns;
     trainOptions.outputDir = outputDir;
     trainOptions.checkFinite = checkFinite;
-    return train(model, arrays, trainOptions);
+    int status = train(model, arrays, trainOptions);
+    if (options.profile)
+      printProfile(model.context(), stdout, 40);
+    return status;
   }
 
   std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
@@ -539,6 +552,8 @@ int main(int argc, char **argv) {
     printBench(benchRuns, times);
     printMemory(model);
   }
+  if (options.profile)
+    printProfile(model.context(), stdout, 40);
 
   if (outputDir.empty()) {
     if (benchRuns == 0)

@@ -85,3 +85,58 @@ func.func @no_gradient(%x: tensor<2x4xf32>) -> tensor<f32> {
   %loss = memopt.reduce_mean %r {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Training-mode batch normalization: one gradient op that reads the input
+// and the saved statistics (not the output).
+// CHECK-LABEL: func.func @batch_norm_training
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[INV:.*]] = memopt.batch_norm_training %arg0
+// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = memopt.batch_norm_training_grad %arg0, %{{.*}}, %{{.*}}, %[[MEAN]], %[[INV]]
+// CHECK-DAG: memopt.sgd_update %{{.*}}, %[[DS]]
+// CHECK-DAG: memopt.sgd_update %{{.*}}, %[[DB]]
+func.func @batch_norm_training(%x: tensor<2x3x4x4xf32>) -> tensor<f32> {
+  %scale = memopt.variable "bn.weight" {initial_value = dense<1.0> : tensor<3xf32>, role = "parameter"} : tensor<3xf32>
+  %bias = memopt.variable "bn.bias" {initial_value = dense<0.0> : tensor<3xf32>, role = "parameter"} : tensor<3xf32>
+  %y, %mean, %inv = memopt.batch_norm_training %x, %scale, %bias : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %sq = memopt.mul %y, %y : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %loss = memopt.reduce_mean %sq {axes = array<i64: 0, 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x3x4x4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Layer normalization over the last axis with a scale and bias of its width:
+// one gradient op (dX, dScale, dB), no reductions of its own.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK: %[[Y:.*]] = memopt.layer_normalization %arg0
+// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = memopt.layer_normalization_grad %arg0, %{{.*}}, %{{.*}} {axis = 1 : i64}
+// CHECK-DAG: memopt.sgd_update %{{.*}}, %[[DS]]
+// CHECK-DAG: memopt.sgd_update %{{.*}}, %[[DB]]
+func.func @layer_norm(%x: tensor<4x6xf32>) -> tensor<f32> {
+  %w = memopt.variable "ln.weight" {initial_value = dense<1.0> : tensor<6xf32>, role = "parameter"} : tensor<6xf32>
+  %b = memopt.variable "ln.bias" {initial_value = dense<0.0> : tensor<6xf32>, role = "parameter"} : tensor<6xf32>
+  %y = memopt.layer_normalization %x, %w, %b {axis = -1 : i64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %sq = memopt.mul %y, %y : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %loss = memopt.reduce_mean %sq {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<4x6xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A Linear layer on [batch, tokens, features] times a 2-D weight: both
+// gradients are 2-D gemms over the flattened rows (no transposed copy of the
+// activation, no per-batch weight gradient summed afterwards).
+// CHECK-LABEL: func.func @linear_3d
+// CHECK-NOT: memopt.transpose
+// CHECK-DAG: %[[DX:.*]] = memopt.gemm %{{.*}}, %{{.*}} {transB = 1 : i64} : (tensor<6x5xf32>, tensor<4x5xf32>) -> tensor<6x4xf32>
+// CHECK-DAG: %[[DW:.*]] = memopt.gemm %{{.*}}, %{{.*}} {transA = 1 : i64} : (tensor<6x4xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+// CHECK-NOT: memopt.reduce_sum
+// CHECK: memopt.sgd_update %{{.*}}, %[[DW]]
+func.func @linear_3d(%x: tensor<2x3x4xf32>) -> tensor<f32> {
+  %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<4x5xf32>, role = "parameter"} : tensor<4x5xf32>
+  %y = memopt.matmul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %sq = memopt.mul %y, %y : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %loss = memopt.reduce_mean %sq {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x5xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -127,3 +127,16 @@ func.func @gemm_with_c(%a: tensor<3x4xf32>, %w: tensor<4x5xf32>, %c: tensor<5xf3
   %1 = memopt.add %0, %c : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
   return %1 : tensor<3x5xf32>
 }
+
+// -----
+
+// relu after a training-mode batch normalization becomes its activation.
+// CHECK-LABEL: func.func @batch_norm_relu
+// CHECK: %[[Y:.*]], %{{.*}}, %{{.*}} = memopt.batch_norm_training %arg0, %arg1, %arg2 {activation = "relu"}
+// CHECK-NOT: memopt.relu
+// CHECK: return %[[Y]]
+func.func @batch_norm_relu(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+  %y, %m, %i = memopt.batch_norm_training %x, %s, %b : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %r = memopt.relu %y : tensor<2x3x4x4xf32>
+  return %r : tensor<2x3x4x4xf32>
+}

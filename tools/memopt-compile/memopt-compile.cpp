@@ -2,6 +2,7 @@
 //
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
+//       [--remat-allow KIND,...] [--remat-time-limit S]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
@@ -129,6 +130,16 @@ int main(int argc, char **argv) {
                "updates its running mean/var (for models exported in eval "
                "mode)"),
       cl::cat(category));
+  cl::list<std::string> rematAllow(
+      "remat-allow",
+      cl::desc("Op kinds that may be recomputed to meet --memory-budget "
+               "(KIND,KIND, e.g. relu,fused_elementwise; default: every op "
+               "with a cost)"),
+      cl::CommaSeparated, cl::cat(category));
+  cl::opt<double> rematTimeLimit(
+      "remat-time-limit",
+      cl::desc("Seconds the rematerialization solver may search per attempt"),
+      cl::init(5.0), cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -150,6 +161,8 @@ int main(int argc, char **argv) {
     }
     options.memoryBudget = *bytes;
   }
+  options.rematAllow.assign(rematAllow.begin(), rematAllow.end());
+  options.rematTimeLimit = rematTimeLimit;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   options.emit = emit;
   options.reportPath = report;

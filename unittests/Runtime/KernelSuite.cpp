@@ -638,6 +638,54 @@ std::vector<Case> buildCases() {
              return std::vector<TensorRef>{dw};
            }});
     }
+  // The convolution gradients of a ResNet bottleneck's last stage at 2
+  // images of 64x64 (2x2 planes): data gradients of strided convolutions
+  // need output_padding 1, filter gradients of 3x3 convs see mostly padding.
+  {
+    struct G {
+      const char *name;
+      std::vector<int64_t> x, w, y;
+      int64_t kernel, stride, pad;
+    };
+    for (G g :
+         {G{"1x1_s2", {2, 96, 4, 4}, {160, 96, 1, 1}, {2, 160, 2, 2}, 1, 2, 0},
+          G{"3x3_s2", {2, 64, 4, 4}, {64, 64, 3, 3}, {2, 64, 2, 2}, 3, 2, 1},
+          G{"3x3_2x2", {2, 64, 2, 2}, {64, 64, 3, 3}, {2, 64, 2, 2}, 3, 1, 1},
+          G{"1x1_2x2",
+            {2, 128, 2, 2},
+            {64, 128, 1, 1},
+            {2, 64, 2, 2},
+            1,
+            1,
+            0}})
+      cases.push_back(
+          {std::string("conv_gradients_small_") + g.name, 1e-4, [=](Suite &s) {
+             TensorRef x = s.random(DType::F32, g.x);
+             TensorRef w = s.random(DType::F32, g.w, 0.05, 0.5);
+             TensorRef dy = s.random(DType::F32, g.y, 0.05, 0.5);
+             TensorRef dx = s.empty(DType::F32, g.x),
+                       dw = s.empty(DType::F32, g.w);
+             ConvParams p;
+             p.spatialRank = 2;
+             for (int i = 0; i < 2; ++i) {
+               p.strides[i] = g.stride;
+               p.dilations[i] = 1;
+               p.padsBegin[i] = p.padsEnd[i] = g.pad;
+               int64_t covered =
+                   g.stride * (g.y[2 + i] - 1) + g.kernel - 2 * g.pad;
+               p.outputPadding[i] = g.x[2 + i] - covered;
+             }
+             size_t wsData = convWorkspaceBound(p, dy, w, dx);
+             size_t wsFilter = convWorkspaceBound(p, x, dw, dy);
+             size_t ws = std::max(wsData, wsFilter);
+             TensorRef workspace = s.empty(DType::U8, {int64_t(ws) + 1});
+             convTranspose(*s.ctx, "conv_dx", p, dy, w, nullptr, dx,
+                           workspace.data, ws);
+             convBackwardFilter(*s.ctx, "conv_dw", p, x, dy, dw, workspace.data,
+                                ws);
+             return std::vector<TensorRef>{dx, dw};
+           }});
+  }
   for (DType dt : floats) {
     struct P {
       const char *name;
@@ -1005,6 +1053,99 @@ std::vector<Case> buildCases() {
                      argReduce(*s.ctx, "argmax", true, 1, x, y);
                      return std::vector<TensorRef>{y};
                    }});
+
+  // Long reductions split over blocks through a workspace (bias and
+  // per-channel gradients), and the same without one.
+  {
+    struct R {
+      const char *name;
+      std::vector<int64_t> in;
+      std::vector<int> axes;
+      ReduceOp op;
+      std::vector<int64_t> out;
+    };
+    for (R r :
+         {R{"bias_grad", {64, 197, 96}, {0, 1}, ReduceOp::Sum, {96}},
+          R{"channel", {16, 24, 30, 30}, {0, 2, 3}, ReduceOp::Sum, {24}},
+          R{"channel_odd", {5, 7, 9, 13}, {0, 2, 3}, ReduceOp::Mean, {7}},
+          R{"few_rows", {3, 50021}, {1}, ReduceOp::Mean, {3}},
+          R{"outer_inner", {40, 3, 500, 5}, {0, 2}, ReduceOp::Max, {3, 5}}})
+      for (bool split : {true, false})
+        cases.push_back(
+            {std::string("reduce_split_") + r.name +
+                 (split ? "" : "_no_workspace"),
+             2e-5, [=](Suite &s) {
+               TensorRef x = s.random(DType::F32, r.in);
+               TensorRef y = s.empty(DType::F32, r.out);
+               TensorRef ws = s.empty(DType::F32, {64 * 1024});
+               reduce(*s.ctx, "reduce", r.op, r.axes.data(), int(r.axes.size()),
+                      x, y, split ? ws.data : nullptr, split ? ws.bytes() : 0);
+               return std::vector<TensorRef>{y};
+             }});
+  }
+
+  // Training-mode batch normalization (scalar and float4 paths, one and
+  // several blocks per channel, fused relu) and its gradient, in place over
+  // dY; the small case has 8 values per channel (ResNet-50's last stage at
+  // 2 images of 64x64).
+  {
+    struct B {
+      const char *name;
+      std::vector<int64_t> shape;
+      bool relu, workspace;
+    };
+    for (B b : {B{"odd_relu", {4, 12, 9, 9}, true, true},
+                B{"vec", {6, 10, 8, 8}, false, true},
+                B{"vec_no_workspace", {6, 10, 8, 8}, true, false},
+                B{"long_channels", {32, 3, 40, 40}, false, true},
+                B{"small_count", {2, 16, 2, 2}, false, true}})
+      cases.push_back(
+          {std::string("batch_norm_training_") + b.name, 5e-5, [=](Suite &s) {
+             int64_t c = b.shape[1];
+             TensorRef x = s.random(DType::F32, b.shape, 0.1, 3.0);
+             TensorRef scale = s.random(DType::F32, {c}, 0.5, 1.5);
+             TensorRef bias = s.random(DType::F32, {c});
+             TensorRef y = s.empty(DType::F32, b.shape);
+             TensorRef mean = s.empty(DType::F32, {c});
+             TensorRef inv = s.empty(DType::F32, {c});
+             TensorRef ws = s.empty(DType::F32, {c * 64});
+             void *w = b.workspace ? ws.data : nullptr;
+             size_t wb = b.workspace ? ws.bytes() : 0;
+             batchNormTraining(*s.ctx, "bn", 1e-5f,
+                               b.relu ? Activation::Relu : Activation::None, x,
+                               scale, bias, y, mean, inv, w, wb);
+             TensorRef runMean = s.random(DType::F32, {c});
+             TensorRef runVar = s.random(DType::F32, {c}, 0.5, 1.5, true);
+             batchNormRunningUpdate(*s.ctx, "bn_running", 0.9f, 1e-5f, mean,
+                                    inv, runMean, runVar);
+             TensorRef dy = s.random(DType::F32, b.shape);
+             TensorRef dscale = s.empty(DType::F32, {c});
+             TensorRef dbias = s.empty(DType::F32, {c});
+             TensorRef dx = dy; // in place over dY
+             batchNormTrainingGrad(*s.ctx, "bn_grad", x, dy, scale, mean, inv,
+                                   dx, dscale, dbias, w, wb);
+             return std::vector<TensorRef>{y,      mean, inv,    runMean,
+                                           runVar, dx,   dscale, dbias};
+           }});
+  }
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{37, 96}, std::vector<int64_t>{5, 7, 200},
+        std::vector<int64_t>{1000, 33}})
+    cases.push_back({"layer_norm_grad_" + std::to_string(shape.back()), 5e-5,
+                     [=](Suite &s) {
+                       int64_t cols = shape.back();
+                       TensorRef x = s.random(DType::F32, shape, 0.1, 3.0);
+                       TensorRef dy = s.random(DType::F32, shape);
+                       TensorRef scale = s.random(DType::F32, {cols}, 0.5, 1.5);
+                       TensorRef dx = s.empty(DType::F32, shape);
+                       TensorRef dscale = s.empty(DType::F32, {cols});
+                       TensorRef dbias = s.empty(DType::F32, {cols});
+                       TensorRef ws =
+                           s.empty(DType::F32, {16 * 1024 + 64 * cols});
+                       layerNormGrad(*s.ctx, "ln_grad", 1e-5f, x, dy, scale, dx,
+                                     dscale, dbias, ws.data, ws.bytes());
+                       return std::vector<TensorRef>{dx, dscale, dbias};
+                     }});
 
   // Data movement.
   cases.push_back({"transpose_nchw_nhwc_f16", 0, [](Suite &s) {

@@ -53,8 +53,14 @@ struct CompileOptions {
   std::string outputPath;
   CompileTarget target = CompileTarget::Host;
   CompilePrecision precision = CompilePrecision::FP32;
-  /// Arena capacity in bytes; 0 = no limit.
+  /// Arena capacity in bytes; 0 = no limit. When the planned arena is
+  /// larger, ops are recomputed (memopt-rematerialize) until it fits.
   int64_t memoryBudget = 0;
+  /// Op kinds that may be recomputed to meet the budget (empty: every op
+  /// with a cost).
+  std::vector<std::string> rematAllow;
+  /// Seconds the rematerialization solver may search per attempt.
+  double rematTimeLimit = 5.0;
   /// "NAME=DIMS" entries (importer syntax).
   std::vector<std::string> inputShapes;
   EmitKind emit = EmitKind::Exe;

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace memopt::rt {
 
@@ -97,6 +98,16 @@ struct ContextOptions {
   /// False: attention always runs the fused kernel (the executable's
   /// --fused-attention, to compare the two CUDA paths on a whole model).
   bool chunkedAttention = true;
+  /// Per-op timing (the executable's --profile): generated programs call
+  /// opDone after every op; with this set, the CUDA backend runs every step
+  /// eagerly (no CUDA graph) and times each op with events, the host backend
+  /// with the steady clock. printProfile reports the totals.
+  bool profile = false;
+  /// When not empty (the executable's --dump-ops DIR): the results of every
+  /// op of the first run are written to DIR as NNNNN.npy, with DIR/ops.txt
+  /// naming each (index, op kind, node, shape); the CUDA backend then runs
+  /// eagerly. Two backends' dumps of one program compare op by op.
+  const char *dumpDirectory = nullptr;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());
@@ -134,6 +145,15 @@ struct MemoryInfo {
 };
 /// Samples device memory (updates the peak). Host: zeros except workspace.
 MemoryInfo memoryInfo(Context &ctx);
+
+/// Called by generated programs after op number `index` (`kind` is the
+/// memopt op name) with its results; does nothing unless the context has
+/// `profile` or `dumpDirectory` (see ContextOptions).
+void opDone(Context &ctx, int index, const char *nodeName, const char *kind,
+            const TensorRef *results, int numResults);
+/// Writes the profile gathered over the runs after the first (which includes
+/// algorithm selection): time per op kind and the `top` slowest ops.
+void printProfile(Context &ctx, FILE *out, int top);
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -386,8 +406,13 @@ size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
 enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 /// Reduces x over `axes` (sorted, unique, non-negative). y holds the result
 /// with the reduced dims removed or kept as 1: only its element count matters.
+/// `workspace` (optional, f32-aligned): CUDA splits a long reduction into
+/// that many partial results per output as fit (reduceWorkspaceBytes gives
+/// what it can use), so that few outputs over many elements (a bias
+/// gradient) still fill the GPU; the host ignores it.
 void reduce(Context &ctx, const char *nodeName, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y);
+            int numAxes, TensorRef x, TensorRef y, void *workspace = nullptr,
+            size_t workspaceBytes = 0);
 /// ArgMax/ArgMin over one axis; y is I64 (first occurrence wins).
 void argReduce(Context &ctx, const char *nodeName, bool isMax, int axis,
                TensorRef x, TensorRef y);
@@ -501,6 +526,45 @@ void convBackwardFilter(Context &ctx, const char *nodeName,
 /// countIncludePad as in the forward). Overlapping windows accumulate.
 void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
               TensorRef x, TensorRef dy, TensorRef dx);
+
+/// Training-mode BatchNormalization over axis 1 with batch statistics: x
+/// [N, C, ...] (F32); mean [C] and invStd [C] (F32) get each channel's mean
+/// and 1 / sqrt(var + epsilon) over N and the spatial dims (biased variance,
+/// as ONNX's training mode and PyTorch normalize); y = (x - mean) * invStd *
+/// scale + bias, then `activation` (None or Relu). scale, bias [C] F32. y may
+/// alias x. `workspace`: room for per-channel partial statistics
+/// (batchNormWorkspaceBytes), so that few channels of many elements fill the
+/// GPU; the CUDA backend uses what fits (none: one block per channel).
+void batchNormTraining(Context &ctx, const char *nodeName, float epsilon,
+                       Activation activation, TensorRef x, TensorRef scale,
+                       TensorRef bias, TensorRef y, TensorRef mean,
+                       TensorRef invStd, void *workspace = nullptr,
+                       size_t workspaceBytes = 0);
+/// Its gradient: with xhat = (x - mean) * invStd and M = N * spatial,
+/// dbias = sum dy, dscale = sum dy * xhat, dx = scale * invStd * (dy -
+/// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). dx may
+/// alias dy. Workspace as for batchNormTraining.
+void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
+                           TensorRef dy, TensorRef scale, TensorRef mean,
+                           TensorRef invStd, TensorRef dx, TensorRef dscale,
+                           TensorRef dbias, void *workspace = nullptr,
+                           size_t workspaceBytes = 0);
+/// Running statistics of a training-mode BatchNormalization, in place (ONNX
+/// convention): running = momentum * running + (1 - momentum) * batch, with
+/// the batch variance recovered as 1 / invStd^2 - epsilon. All [C] F32.
+void batchNormRunningUpdate(Context &ctx, const char *nodeName, float momentum,
+                            float epsilon, TensorRef mean, TensorRef invStd,
+                            TensorRef runningMean, TensorRef runningVar);
+/// LayerNormalization's gradient over the last `cols` elements of each row
+/// (x, dy [rows, cols] F32; scale [cols]): the row mean and 1/std are
+/// recomputed from x; dx = invStd * (g - mean(g) - xhat * mean(g * xhat))
+/// with g = dy * scale; dscale = sum over rows of dy * xhat, dbias = sum of
+/// dy (PyTorch's layer_norm_backward). `workspace` holds per-block column
+/// partials (layerNormGradWorkspaceBytes; CUDA needs at least one block's).
+void layerNormGrad(Context &ctx, const char *nodeName, float epsilon,
+                   TensorRef x, TensorRef dy, TensorRef scale, TensorRef dx,
+                   TensorRef dscale, TensorRef dbias, void *workspace,
+                   size_t workspaceBytes);
 
 /// SGD with momentum, PyTorch's torch.optim.SGD (dampening 0, no Nesterov),
 /// in place: g = grad + weightDecay * param; buf = momentum * buf + g (buf

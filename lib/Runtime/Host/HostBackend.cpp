@@ -160,11 +160,18 @@ struct Context {
   /// (hundreds of MiB for an LM head) costs more in page faults than the
   /// packing itself.
   std::vector<double> packedB;
+  ContextOptions options;
+  // Per-op instrumentation (opDone): when the last op (or the run) ended,
+  // the runs so far, and the times gathered.
+  std::chrono::steady_clock::time_point lastOpEnd;
+  int64_t runs = 0;
+  OpTimes opTimes;
 };
 
-Context *createContext(const ContextOptions &) {
+Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();
   ctx->threads = hostThreadCount();
+  ctx->options = options;
   return ctx;
 }
 void destroyContext(Context *ctx) { delete ctx; }
@@ -196,7 +203,30 @@ void copyToHost(Context &, void *dst, const void *src, size_t bytes) {
 }
 void synchronize(Context &) {}
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
   body(ctx, user);
+  if (ctx.options.profile && ctx.runs > 0)
+    ctx.opTimes.runs += 1;
+  ++ctx.runs;
+}
+void opDone(Context &ctx, int index, const char *node, const char *kind,
+            const TensorRef *results, int numResults) {
+  if (hasError(ctx))
+    return;
+  if (ctx.options.dumpDirectory && *ctx.options.dumpDirectory && ctx.runs == 0)
+    dumpOpResults(ctx, ctx.options.dumpDirectory, index, node, kind, results,
+                  numResults);
+  if (!ctx.options.profile)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (ctx.runs > 0)
+    ctx.opTimes.add(
+        index, node, kind,
+        std::chrono::duration<double, std::milli>(now - ctx.lastOpEnd).count());
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
+}
+void printProfile(Context &ctx, FILE *out, int top) {
+  printOpTimes(ctx.opTimes, out, top, "host");
 }
 void timerStart(Context &ctx) {
   ctx.timerStart = std::chrono::steady_clock::now();
@@ -1539,9 +1569,11 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y) {
+            int numAxes, TensorRef x, TensorRef y, void *workspace,
+            size_t workspaceBytes) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
     return;
+  poisonWorkspace(workspace, workspaceBytes);
   bool reduced[kMaxRank] = {};
   for (int i = 0; i < numAxes; ++i)
     reduced[axes[i]] = true;

@@ -463,6 +463,16 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
   if (a2Type.getRank() == 2 && b2Type.getRank() == 2) {
     da = g.gemm(grad2, b2, false, true, a2Type);
     db = g.gemm(a2, grad2, true, false, b2Type);
+  } else if (b2Type.getRank() == 2) {
+    // A Linear layer on [..., M, K] x [K, N]: the batch axes are rows of one
+    // gemm (no transposed copy of A, no per-batch dB summed afterwards).
+    int64_t rows = ShapedType::getNumElements(a2Type.getShape().drop_back());
+    int64_t k = a2Type.getShape().back(), n = b2Type.getDimSize(1);
+    auto flatA = RankedTensorType::get({rows, k}, element);
+    Value a3 = g.reshape(a2, flatA);
+    Value grad3 = g.reshape(grad2, RankedTensorType::get({rows, n}, element));
+    da = g.reshape(g.gemm(grad3, b2, false, true, flatA), a2Type);
+    db = g.gemm(a3, grad3, true, false, b2Type);
   } else {
     da = MatMulOp::create(g.b, g.loc, grad2, swapLast(b2));
     db = MatMulOp::create(g.b, g.loc, swapLast(a2), grad2);
@@ -575,15 +585,55 @@ LogicalResult vjp(BatchNormalizationOp op, GradientBuilder &g,
   return success();
 }
 
+LogicalResult vjp(BatchNormTrainingOp op, GradientBuilder &g,
+                  ArrayRef<Value> dy, Grads &dx) {
+  if (!dy[0])
+    return success();
+  if (op.getActivation() != "none")
+    return gradientError(op)
+           << "has a fused '" << op.getActivation()
+           << "' epilogue; differentiate before --memopt-fuse-epilogues";
+  // PyTorch's batch_norm_backward: reads x and the saved mean and 1/std, so
+  // the forward's output need not live until the backward.
+  auto grad = BatchNormTrainingGradOp::create(
+      g.b, g.loc,
+      TypeRange{op.getX().getType(), op.getScale().getType(),
+                op.getB().getType()},
+      op.getX(), dy[0], op.getScale(), op.getMean(), op.getInvStd());
+  dx[0] = grad.getDX();
+  dx[1] = grad.getDscale();
+  dx[2] = grad.getDB();
+  return success();
+}
+
 LogicalResult vjp(LayerNormalizationOp op, GradientBuilder &g,
                   ArrayRef<Value> dy, Grads &dx) {
-  // Mean and 1/std are recomputed from x (two reductions) instead of being
-  // saved: the forward keeps only x alive, as for every other op.
   Value x = op.getX();
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
   int64_t axis = int64_t(op.getAxis()) < 0 ? int64_t(op.getAxis()) + rank
                                            : int64_t(op.getAxis());
+  // One op (a row kernel and a column reduction) when Scale (and B) hold
+  // exactly the normalized elements in f32: mean and 1/std are recomputed
+  // from x inside it, so only x is saved, as PyTorch saves x (with the two
+  // statistics).
+  auto scaleType = cast<RankedTensorType>(op.getScale().getType());
+  int64_t cols = ShapedType::getNumElements(xType.getShape().drop_front(axis));
+  Value bias = op.getB();
+  if (xType.getElementType().isF32() && scaleType.getElementType().isF32() &&
+      scaleType.getNumElements() == cols &&
+      (!bias || bias.getType() == scaleType)) {
+    auto grad = LayerNormalizationGradOp::create(
+        g.b, g.loc, TypeRange{xType, scaleType, scaleType}, x, dy[0],
+        op.getScale(), g.b.getI64IntegerAttr(axis), op.getEpsilonAttr());
+    dx[0] = grad.getDX();
+    dx[1] = grad.getDScale();
+    if (bias)
+      dx[2] = grad.getDB();
+    return success();
+  }
+  // Otherwise (broadcast Scale / B): mean and 1/std are recomputed from x
+  // with two reductions.
   SmallVector<int64_t> axes;
   for (int64_t i = axis; i < rank; ++i)
     axes.push_back(i);
@@ -922,8 +972,8 @@ void mlir::memopt::attachGradientModels(MLIRContext &context) {
          HardSigmoidOp, ClipOp, IdentityOp, CastOp, AddOp, SubOp, MulOp, DivOp,
          PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp, MaxPoolOp,
          AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
-         LayerNormalizationOp, SoftmaxOp, SoftmaxCrossEntropyOp, ReduceSumOp,
-         ReduceMeanOp, ReduceMaxOp, ReshapeOp, FlattenOp, SqueezeOp,
-         UnsqueezeOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp,
-         GatherOp, ScatterNDOp>(context);
+         BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp,
+         SoftmaxCrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
+         ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, ExpandOp,
+         ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(context);
 }

@@ -834,6 +834,22 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
   return success();
 }
 
+/// Room for partial results when few outputs each reduce many elements (a
+/// bias gradient: [tokens, features] -> [features]): the CUDA kernel then
+/// splits each output's reduction over up to 64 blocks, so that the whole
+/// GPU works on it. (Fewer than 32 outputs, a loss mean say, run one block
+/// per output without one.)
+static int64_t reductionWorkspaceBytes(ShapedType input, ShapedType output) {
+  int64_t outputs = output.getNumElements();
+  if (outputs == 0)
+    return 0;
+  int64_t reduced = input.getNumElements() / outputs;
+  if (reduced < 4096 || outputs < 32 || outputs > 65536)
+    return 0;
+  return outputs * std::min<int64_t>(64, reduced / 256) *
+         int64_t(sizeof(float));
+}
+
 #define MEMOPT_REDUCTION(OpClass)                                              \
   LogicalResult OpClass::inferReturnTypes(                                     \
       MLIRContext *, std::optional<Location> loc, OpClass::Adaptor adaptor,    \
@@ -847,7 +863,11 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
                            adaptor.getAxes(), adaptor.getKeepdims() != 0,      \
                            results);                                           \
   }                                                                            \
-  int64_t OpClass::getFlops() { return getData().getType().getNumElements(); }
+  int64_t OpClass::getFlops() { return getData().getType().getNumElements(); } \
+  int64_t OpClass::getWorkspaceBytes() {                                       \
+    return reductionWorkspaceBytes(getData().getType(),                        \
+                                   getReduced().getType());                    \
+  }
 
 MEMOPT_REDUCTION(ReduceMeanOp)
 MEMOPT_REDUCTION(ReduceSumOp)

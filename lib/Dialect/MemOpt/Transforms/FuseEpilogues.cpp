@@ -15,7 +15,9 @@
 //   * gemm + row bias (an Add of a [N] / [1, N] vector) -> gemm with C
 //     (onnxruntime's MatMulAddFusion, TensorRT's bias fusion);
 //   * gemm / conv + relu / gelu -> the op's `activation` (onnxruntime's
-//     FusedConv / FusedGemm, TensorRT's conv+activation fusion).
+//     FusedConv / FusedGemm, TensorRT's conv+activation fusion);
+//   * training-mode batch normalization + relu -> its `activation` (cuDNN's
+//     fused BN-activation forward).
 //
 // Each rewrite requires the fused intermediate to have no other user, and
 // looks through one aliasing reshape between the contraction and its tail
@@ -220,6 +222,7 @@ StringRef activationOf(Operation *op) {
 }
 
 /// act(gemm) / act(reshape(gemm)) -> gemm {activation};
+/// relu(batch_norm_training) -> batch_norm_training {activation = relu};
 /// act(conv) -> conv {activation}.
 struct FuseActivation : RewritePattern {
   explicit FuseActivation(MLIRContext *context)
@@ -239,6 +242,15 @@ struct FuseActivation : RewritePattern {
         fused = ReshapeOp::create(rewriter, reshape.getLoc(), reshape.getType(),
                                   fused);
       rewriter.replaceOp(op, fused);
+      return success();
+    }
+    if (auto norm = input.getDefiningOp<BatchNormTrainingOp>();
+        norm && activation == "relu" && input.hasOneUse() &&
+        norm.getActivation() == "none") {
+      // Its gradient reads X, mean and 1/std, never Y: Y may be the relu's.
+      rewriter.modifyOpInPlace(
+          norm, [&] { norm.setActivation(rewriter.getStringAttr("relu")); });
+      rewriter.replaceOp(op, norm.getY());
       return success();
     }
     auto conv = input.getDefiningOp<ConvOp>();

@@ -122,51 +122,29 @@ struct MakeTrainablePass
     }
   }
 
-  /// Rewrites `norm` into its training-mode form (see the pass description).
+  /// Rewrites `norm` into its training-mode form (see the pass description):
+  /// one batch_norm_training (batch statistics; it saves mean and 1/std for
+  /// its gradient) and one batch_norm_running_update of the running
+  /// statistics, which become variables of role `statistic`.
   LogicalResult useBatchStatistics(BatchNormalizationOp norm) {
     OpBuilder builder(norm);
     Location loc = norm.getLoc();
     Value x = norm.getX();
     auto xType = cast<RankedTensorType>(x.getType());
-    Type element = xType.getElementType();
-    SmallVector<int64_t> axes = {0};
-    for (int64_t axis = 2; axis < xType.getRank(); ++axis)
-      axes.push_back(axis);
-    SmallVector<int64_t> channelShape(xType.getRank(), 1);
-    channelShape[1] = xType.getDimSize(1);
-    auto channelType = RankedTensorType::get(channelShape, element);
-    auto scalar = [&](double value) -> Value {
-      return ConstantOp::create(
-          builder, loc,
-          DenseElementsAttr::get(RankedTensorType::get({}, element),
-                                 builder.getFloatAttr(element, value)));
+    int64_t channels = xType.getRank() >= 2 ? xType.getDimSize(1) : 0;
+    auto isChannelVector = [&](Value v) {
+      auto type = cast<RankedTensorType>(v.getType());
+      return type.getElementType().isF32() && type.getNumElements() == channels;
     };
-    auto perChannel = [&](Value v) -> Value {
-      return ReshapeOp::create(builder, loc, channelType, v);
-    };
-    Value mean = ReduceMeanOp::create(builder, loc, x,
-                                      builder.getDenseI64ArrayAttr(axes),
-                                      builder.getI64IntegerAttr(1));
-    Value centered = SubOp::create(builder, loc, x, mean);
-    Value var = ReduceMeanOp::create(
-        builder, loc, MulOp::create(builder, loc, centered, centered),
-        builder.getDenseI64ArrayAttr(axes), builder.getI64IntegerAttr(1));
-    Value invStd = ReciprocalOp::create(
-        builder, loc,
-        SqrtOp::create(
-            builder, loc,
-            AddOp::create(builder, loc, var,
-                          scalar(norm.getEpsilon().convertToDouble()))));
-    Value normalized = MulOp::create(builder, loc, centered, invStd);
-    Value y = AddOp::create(
-        builder, loc,
-        MulOp::create(builder, loc, normalized, perChannel(norm.getScale())),
-        perChannel(norm.getB()));
-    norm.getY().replaceAllUsesWith(y);
+    if (!xType.getElementType().isF32() || xType.getRank() < 2 ||
+        !isChannelVector(norm.getScale()) || !isChannelVector(norm.getB()))
+      return norm.emitError()
+             << describeNode(norm)
+             << ": --bn-batch-stats needs f32 [N, C, ...] input and f32 "
+                "scale and bias of C elements";
     // Running statistics: state updated in place, never trained.
-    double momentum = norm.getMomentum().convertToDouble();
-    for (auto [running, batch] : {std::pair(norm.getInputMean(), mean),
-                                  std::pair(norm.getInputVar(), var)}) {
+    SmallVector<Value, 2> statistics;
+    for (Value running : {norm.getInputMean(), norm.getInputVar()}) {
       Operation *def = running.getDefiningOp();
       auto name = def ? def->getAttrOfType<StringAttr>(kInitializerAttrName)
                       : StringAttr();
@@ -175,7 +153,7 @@ struct MakeTrainablePass
       if (!name ||
           (!isa_and_nonnull<VariableOp>(def) &&
            !isa_and_nonnull<ConstantOp>(def)) ||
-          !getElementTypeOrSelf(running.getType()).isF32())
+          !isChannelVector(running))
         return norm.emitError()
                << describeNode(norm)
                << ": --bn-batch-stats needs f32 running statistics stored "
@@ -187,21 +165,23 @@ struct MakeTrainablePass
       auto statistic = VariableOp::create(
           stateBuilder, def->getLoc(), running.getType(), name,
           stateBuilder.getStringAttr("statistic"), initial);
-      Value batchValue =
-          ReshapeOp::create(builder, loc, running.getType(), batch);
-      Value updated = AddOp::create(
-          builder, loc,
-          MulOp::create(builder, loc, statistic.getValue(), scalar(momentum)),
-          MulOp::create(builder, loc, batchValue, scalar(1.0 - momentum)));
-      AssignOp::create(builder, loc, statistic.getValue(), updated);
-      if (def->use_empty() || llvm::all_of(def->getUsers(), [&](Operation *u) {
-            return u == norm.getOperation();
-          })) {
-        running.replaceAllUsesWith(statistic.getValue());
-        def->erase();
-      }
+      statistics.push_back(statistic.getValue());
     }
+    auto channelType = RankedTensorType::get({channels}, builder.getF32Type());
+    auto training = BatchNormTrainingOp::create(
+        builder, loc, TypeRange{xType, channelType, channelType}, x,
+        norm.getScale(), norm.getB(), norm.getEpsilonAttr(),
+        builder.getStringAttr("none"));
+    norm.getY().replaceAllUsesWith(training.getY());
+    BatchNormRunningUpdateOp::create(
+        builder, loc, statistics[0], statistics[1], training.getMean(),
+        training.getInvStd(), norm.getMomentumAttr(), norm.getEpsilonAttr());
+    SmallVector<Operation *, 2> replaced = {norm.getInputMean().getDefiningOp(),
+                                            norm.getInputVar().getDefiningOp()};
     norm.erase();
+    for (Operation *def : replaced)
+      if (def && def->use_empty())
+        def->erase();
     return success();
   }
 };

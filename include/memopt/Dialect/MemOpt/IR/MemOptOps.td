@@ -618,11 +618,13 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
 //===----------------------------------------------------------------------===//
 
 class MemOpt_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : MemOpt_InferredOp<mnemonic, traits, ["getFlops"]> {
+    : MemOpt_InferredOp<mnemonic, traits, ["getFlops", "getWorkspaceBytes"]> {
   let description = [{
     Departs from ONNX: `axes` is an attribute, normalized (non-negative),
     sorted and non-empty (the importer expands "all axes");
-    `noop_with_empty_axes` therefore does not exist.
+    `noop_with_empty_axes` therefore does not exist. Workspace: when a few
+    outputs each reduce many elements, room for partial results, so that the
+    CUDA kernel splits each reduction over many blocks.
   }];
   let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<I64Attr, "1">:$keepdims);
@@ -959,12 +961,17 @@ def MemOpt_SoftmaxCrossEntropyOp
 }
 
 def MemOpt_SoftmaxCrossEntropyGradOp
-    : MemOpt_Op<"softmax_cross_entropy_grad", [], ["getFlops"]> {
+    : MemOpt_Op<"softmax_cross_entropy_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "The logits' gradient of softmax_cross_entropy";
   let description = [{
     `dloss * (softmax(logits) - onehot(labels)) / count` per counted row, 0
     for ignored rows; the result has the logits' type. Reads the logits, not
     the probabilities: the forward keeps no `[..., C]` tensor of its own.
+    The result may take the logits' storage (each row is read before it is
+    written), so a language model's logits and their gradient (823 MB each
+    for GPT-2 at 8 x 512) never live at once.
   }];
   let arguments = (ins MemOpt_FloatTensor:$logits, MemOpt_IndexTensor:$labels,
                        StaticShapeTensorOf<[F32]>:$dloss,
@@ -1015,6 +1022,81 @@ def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def MemOpt_BatchNormTrainingOp : MemOpt_Op<"batch_norm_training", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>],
+    ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "Training-mode batch normalization over axis 1 (batch "
+                "statistics)";
+  let description = [{
+    `X` is `[N, C, ...]` (f32); `mean` and `inv_std` (`[C]` f32) are each
+    channel's mean and `1 / sqrt(var + epsilon)` over N and the spatial axes
+    (biased variance, as ONNX's training mode and PyTorch normalize);
+    `Y = (X - mean) * inv_std * scale + B`, then `activation` (`none` or
+    `relu`, set by --memopt-fuse-epilogues). `scale` and `B` hold C
+    elements. Produced by `--memopt-make-trainable` with `bn-batch-stats`;
+    the running statistics are updated by `batch_norm_running_update`.
+    Workspace: per-channel partial sums, so that few channels of many
+    elements fill the GPU.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$B,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       MemOpt_ActivationAttr:$activation);
+  let results = (outs MemOpt_FloatTensor:$Y, MemOpt_FloatTensor:$mean,
+                      MemOpt_FloatTensor:$inv_std);
+  let assemblyFormat = "$X `,` $scale `,` $B attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_BatchNormTrainingGradOp
+    : MemOpt_Op<"batch_norm_training_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of batch_norm_training";
+  let description = [{
+    With `xhat = (X - mean) * inv_std` and `M = N * spatial`:
+    `dB = sum dY`, `dscale = sum dY * xhat`,
+    `dX = scale * inv_std * (dY - dB / M - xhat * dscale / M)` (PyTorch's
+    batch_norm_backward). Reads the forward's input and its saved `mean` and
+    `inv_std`. `dX` may take `dY`'s storage.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$mean,
+                       MemOpt_FloatTensor:$inv_std);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dscale,
+                      MemOpt_FloatTensor:$dB);
+  let assemblyFormat = "$X `,` $dY `,` $scale `,` $mean `,` $inv_std "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_LayerNormalizationGradOp
+    : MemOpt_Op<"layer_normalization_grad", [],
+                ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of layer_normalization";
+  let description = [{
+    Over the axes `[axis, rank)` of `X` (f32), with `Scale` holding exactly
+    those elements: the mean and `1/std` of each row are recomputed from
+    `X`; `g = dY * Scale`, `dX = inv_std * (g - mean(g) - xhat * mean(g *
+    xhat))`, `dScale = sum over rows of dY * xhat`, `dB = sum of dY`
+    (PyTorch's layer_norm_backward). The results have the types of `X`,
+    `Scale` and `Scale`. Workspace: the row statistics and per-block column
+    partial sums.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$Scale,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dScale,
+                      MemOpt_FloatTensor:$dB);
+  let assemblyFormat = "$X `,` $dY `,` $Scale attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 // State an update writes in place (the operand's effect says so: the
 // scheduler orders the write after every other read of that variable).
 def MemOpt_WrittenState
@@ -1035,6 +1117,28 @@ def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
   let arguments = (ins MemOpt_WrittenState:$target,
                        StaticShapeTensorOf<[F32]>:$value);
   let assemblyFormat = "$value `to` $target attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_BatchNormRunningUpdateOp
+    : MemOpt_UpdateOp<"batch_norm_running_update"> {
+  let summary = "Updates BatchNormalization's running statistics in place";
+  let description = [{
+    ONNX's convention: `running_mean = momentum * running_mean + (1 -
+    momentum) * mean`, likewise `running_var` with the batch variance
+    recovered from `inv_std` as `1 / inv_std^2 - epsilon` (biased, as
+    `batch_norm_training` normalizes). `mean` and `inv_std` are the
+    statistics results of a `batch_norm_training`; the running statistics
+    are `memopt.variable`s of role `statistic`.
+  }];
+  let arguments = (ins MemOpt_WrittenState:$running_mean,
+                       MemOpt_WrittenState:$running_var,
+                       StaticShapeTensorOf<[F32]>:$mean,
+                       StaticShapeTensorOf<[F32]>:$inv_std,
+                       F32Attr:$momentum,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon);
+  let assemblyFormat = "$mean `,` $inv_std `to` $running_mean `,` "
+                       "$running_var attr-dict `:` type(operands)";
   let hasVerifier = 1;
 }
 

@@ -85,8 +85,18 @@ struct CompilePipelineOptions
   // Memory.
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Arena capacity in bytes (0: no limit)"),
+      llvm::cl::desc("Arena capacity in bytes (0: no limit); ops are "
+                     "recomputed until the planned arena fits"),
       llvm::cl::init(0)};
+  ListOption<std::string> rematAllow{
+      *this, "remat-allow",
+      llvm::cl::desc("Op kinds that may be recomputed to meet memory-budget "
+                     "(default: every op with a cost)")};
+  Option<double> rematTimeLimit{
+      *this, "remat-time-limit",
+      llvm::cl::desc("Seconds the rematerialization solver may search per "
+                     "attempt"),
+      llvm::cl::init(5.0)};
   Option<bool> noPlan{
       *this, "no-plan",
       llvm::cl::desc("No in-place reuse (memopt-compile then gives every "
