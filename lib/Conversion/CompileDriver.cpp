@@ -439,6 +439,17 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     if (failed(canonicalize.run(module)))
       return fail("canonicalization failed");
     say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
+    // Before autodiff: memopt.attention has its own gradient
+    // (memopt.attention_grad), which saves no [S, Sk] tensor.
+    if (options.fuseAttention) {
+      PassManager fuse(&context);
+      fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
+      if (failed(fuse.run(module)))
+        return fail("attention fusion failed");
+      size_t fused = 0;
+      module.walk([&](AttentionOp) { ++fused; });
+      say("[fuse-attention] " + Twine(fused) + " memopt.attention ops");
+    }
     if (training.enabled) {
       PassManager differentiate(&context);
       MemOptAppendLossOptions lossOptions;
@@ -464,17 +475,6 @@ int mlir::memopt::runCompile(const CompileOptions &options,
       say("[train] " + training.loss + " loss, reverse-mode gradients, " +
           training.optimizer + " updates: " + Twine(countOps(module)) +
           " memopt ops");
-    }
-    // Training differentiates the attention op by op (no fused attention
-    // gradient yet), so fusion runs for inference only.
-    if (options.fuseAttention && !training.enabled) {
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
-      if (failed(fuse.run(module)))
-        return fail("attention fusion failed");
-      size_t fused = 0;
-      module.walk([&](AttentionOp) { ++fused; });
-      say("[fuse-attention] " + Twine(fused) + " memopt.attention ops");
     }
     if (options.fuseEpilogues) {
       PassManager fuse(&context);

@@ -39,7 +39,8 @@ ALWAYS_REWRITTEN = {
 NOT_IMPORTED = {"attention", "fused_elementwise",
                 # built by the training passes (docs/training.md)
                 "variable", "softmax_cross_entropy", "softmax_cross_entropy_grad",
-                "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign"}
+                "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign",
+                "attention_grad"}
 
 
 def dialect_ops():
