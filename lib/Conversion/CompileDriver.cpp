@@ -1,9 +1,9 @@
 //===- CompileDriver.cpp - the memopt-compile pipeline --------------------===//
 //
-// import -> canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues ->
-// [memopt-mixed-precision -> canonicalize] -> memopt-fuse-elementwise ->
-// memopt-schedule -> memopt-bufferize -> memopt-plan-memory -> EmitProgram ->
-// system compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
+// import -> the compile pipeline (CompilePipeline.h: canonicalize, training,
+// fusions, mixed precision, schedule, bufferize, plan-memory; the same passes
+// `memopt-opt --memopt-compile-pipeline` runs) -> EmitProgram -> system
+// compiler. The shape follows onnx-mlir's `onnx-mlir` driver (one
 // tool, `--EmitONNXIR/--EmitMLIR/--EmitLib` style stop points, the system
 // compiler invoked at the end) and TVM's `tvmc compile` (target and output
 // chosen by flags).
@@ -16,7 +16,7 @@
 #include "memopt/Conversion/EmitProgram.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
-#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 #include "memopt/Import/OnnxImporter.h"
 #include "memopt/Runtime/WeightsFile.h"
 
@@ -26,7 +26,6 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -372,6 +371,38 @@ std::string printModule(ModuleOp module) {
   return text;
 }
 
+/// The pipeline options memopt-compile's flags stand for (docs/lowering.md
+/// lists the correspondence).
+void setPipelineOptions(const CompileOptions &options,
+                        CompilePipelineOptions &pipeline) {
+  const TrainingOptions &training = options.training;
+  pipeline.train = training.enabled;
+  pipeline.loss = training.loss;
+  pipeline.lossOutput = training.lossOutput;
+  pipeline.ignoreIndex = training.ignoreIndex;
+  pipeline.optimizer = training.optimizer;
+  pipeline.learningRate = training.learningRate;
+  pipeline.momentum = training.momentum;
+  pipeline.weightDecay = training.weightDecay;
+  pipeline.beta1 = training.beta1;
+  pipeline.beta2 = training.beta2;
+  pipeline.eps = training.eps;
+  pipeline.batchStatistics = training.batchStatistics;
+  pipeline.freeze = training.freeze;
+  pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
+                       : options.precision == CompilePrecision::BF16 ? "bf16"
+                                                                     : "fp32";
+  pipeline.fuseAttention = options.fuseAttention;
+  pipeline.fuseEpilogues = options.fuseEpilogues;
+  pipeline.fuseElementwise = options.fuseElementwise;
+  pipeline.memoryBudget = options.memoryBudget;
+  pipeline.noPlan = options.noPlan;
+  pipeline.outputsInArena = options.outputsInArena;
+  pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
+  pipeline.reportJson = options.reportPath;
+  pipeline.report = !options.quiet;
+}
+
 } // namespace
 
 int mlir::memopt::runCompile(const CompileOptions &options,
@@ -420,124 +451,27 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (training.enabled && !lowType.empty())
     return fail("--train with --precision is not supported yet (mixed-"
                 "precision training is its own issue); train in fp32");
-  if (training.enabled) {
-    // Parameters become variables before anything can fold them.
-    PassManager trainable(&context);
-    MemOptMakeTrainableOptions trainableOptions;
-    trainableOptions.batchStatistics = training.batchStatistics;
-    trainableOptions.freeze.assign(training.freeze.begin(),
-                                   training.freeze.end());
-    trainable.addNestedPass<func::FuncOp>(
-        createMemOptMakeTrainable(trainableOptions));
-    if (failed(trainable.run(module)))
-      return 1;
-  }
-
   if (!options.lowerOnly) {
-    PassManager canonicalize(&context);
-    canonicalize.addPass(createCanonicalizerPass());
-    if (failed(canonicalize.run(module)))
-      return fail("canonicalization failed");
-    say("[canonicalize] " + Twine(countOps(module)) + " memopt ops");
-    // Before autodiff: memopt.attention has its own gradient
-    // (memopt.attention_grad), which saves no [S, Sk] tensor.
-    if (options.fuseAttention) {
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
-      if (failed(fuse.run(module)))
-        return fail("attention fusion failed");
-      size_t fused = 0;
-      module.walk([&](AttentionOp) { ++fused; });
-      say("[fuse-attention] " + Twine(fused) + " memopt.attention ops");
-    }
-    if (training.enabled) {
-      PassManager differentiate(&context);
-      MemOptAppendLossOptions lossOptions;
-      lossOptions.kind = training.loss;
-      lossOptions.output = training.lossOutput;
-      lossOptions.ignoreIndex = training.ignoreIndex;
-      differentiate.addNestedPass<func::FuncOp>(
-          createMemOptAppendLoss(lossOptions));
-      MemOptAutodiffOptions autodiffOptions;
-      autodiffOptions.optimizer = training.optimizer;
-      autodiffOptions.learningRate = training.learningRate;
-      autodiffOptions.momentum = training.momentum;
-      autodiffOptions.weightDecay = training.weightDecay;
-      autodiffOptions.beta1 = training.beta1;
-      autodiffOptions.beta2 = training.beta2;
-      autodiffOptions.eps = training.eps;
-      autodiffOptions.report = !options.quiet;
-      differentiate.addNestedPass<func::FuncOp>(
-          createMemOptAutodiff(autodiffOptions));
-      differentiate.addPass(createCanonicalizerPass());
-      if (failed(differentiate.run(module)))
-        return 1;
-      say("[train] " + training.loss + " loss, reverse-mode gradients, " +
-          training.optimizer + " updates: " + Twine(countOps(module)) +
-          " memopt ops");
-    }
-    if (options.fuseEpilogues) {
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
-      if (failed(fuse.run(module)))
-        return fail("epilogue fusion failed");
-      say("[fuse] bias and activation epilogues: " + Twine(countOps(module)) +
-          " memopt ops");
-    }
-    if (!lowType.empty()) {
-      // After fusion (its patterns see no casts), before scheduling and
-      // planning, so that they see the narrow tensors; canonicalize again.
-      PassManager precision(&context);
-      MemOptMixedPrecisionOptions precisionOptions;
-      precisionOptions.precision = lowType.str();
-      precisionOptions.report = !options.quiet;
-      precision.addNestedPass<func::FuncOp>(
-          createMemOptMixedPrecision(precisionOptions));
-      precision.addPass(createCanonicalizerPass());
-      say("[precision] " + lowType +
-          " where safe (memopt-mixed-precision), inputs and outputs f32");
-      if (failed(precision.run(module)))
-        return 1;
-    }
-    if (options.fuseElementwise) {
-      // Last of the graph rewrites: the chains it fuses are what epilogue
-      // fusion and mixed precision left.
-      PassManager fuse(&context);
-      fuse.addNestedPass<func::FuncOp>(createMemOptFuseElementwise());
-      if (failed(fuse.run(module)))
-        return fail("elementwise fusion failed");
-      size_t groups = 0, steps = 0;
-      module.walk([&](FusedElementwiseOp op) {
-        ++groups;
-        steps += op.getOps().size();
-      });
-      say("[fuse-elementwise] " + Twine(steps) + " ops in " + Twine(groups) +
-          " memopt.fused_elementwise ops");
-    }
+    // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
+    // the phase lines come from its instrumentation.
+    CompilePipelineOptions pipelineOptions;
+    setPipelineOptions(options, pipelineOptions);
+    PassManager pm(&context);
+    buildCompilePipeline(pm, pipelineOptions);
+    auto phaseLog =
+        std::make_unique<CompilePhaseLog>(pipelineOptions, log, options.quiet);
+    CompilePhaseLog &phases = *phaseLog;
+    pm.addInstrumentation(std::move(phaseLog));
+    if (failed(pm.run(module)))
+      return phases.getFailureMessage().empty()
+                 ? 1
+                 : fail(phases.getFailureMessage());
     if (options.emit == EmitKind::Mlir) {
       if (failed(writeFile(options.outputPath, printModule(module))))
         return 1;
       say("[emit] graph IR: " + options.outputPath);
       return 0;
     }
-
-    PassManager memory(&context);
-    memory.addNestedPass<func::FuncOp>(createMemOptSchedule());
-    if (!options.noPlan)
-      memory.addNestedPass<func::FuncOp>(createMemOptBufferize());
-    MemOptPlanMemoryOptions planOptions;
-    planOptions.capacity = options.noPlan ? 0 : options.memoryBudget;
-    planOptions.printReport = !options.quiet;
-    planOptions.reportJson = options.reportPath;
-    planOptions.outputsInArena = options.outputsInArena && !options.noPlan;
-    memory.addPass(createMemOptPlanMemory(planOptions));
-    say(Twine("[memory] schedule") +
-        (options.noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +
-        (options.memoryBudget > 0 && !options.noPlan
-             ? " (budget " + Twine(options.memoryBudget) + " bytes)"
-             : Twine("")));
-    if (failed(memory.run(module)))
-      return 1;
   }
 
   func::FuncOp function = getProgramFunction(module);

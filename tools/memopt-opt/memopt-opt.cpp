@@ -1,11 +1,13 @@
 //===- memopt-opt.cpp - memopt pass runner --------------------------------===//
 //
 // Registers the memopt dialect, the upstream dialects its pipeline uses and
-// every memopt pass, then hands over to MlirOptMain.
+// every memopt pass and the compile pipeline
+// (--memopt-compile-pipeline), then hands over to MlirOptMain.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
+#include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +19,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::memopt::registerMemOptPasses();
+  mlir::memopt::registerCompilePipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::memopt::MemOptDialect, mlir::func::FuncDialect,

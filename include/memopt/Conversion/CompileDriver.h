@@ -1,13 +1,11 @@
-//===- CompileDriver.h - the memopt-compile pipeline -------------*- C++
-//-*-===//
+//===- CompileDriver.h - the memopt-compile driver --------------*- C++ -*-===//
 //
 // The library behind `memopt-compile`: import an ONNX model (or read MLIR),
-// run canonicalize -> memopt-fuse-attention -> memopt-fuse-epilogues -> (with
-// --precision fp16|bf16) memopt-mixed-precision -> memopt-schedule ->
-// memopt-bufferize -> memopt-plan-memory, lower the planned function to a C++
-// program
-// (EmitProgram.h) and, on request, build it with the system compiler against
-// a runtime backend. The tool only parses flags into CompileOptions.
+// run the compile pipeline (memopt/Dialect/MemOpt/Transforms/
+// CompilePipeline.h: the registered `--memopt-compile-pipeline`), lower the
+// planned function to a C++ program (EmitProgram.h) and, on request, build it
+// with the system compiler against a runtime backend. The tool only parses
+// flags into CompileOptions.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,160 @@
+//===- CompilePipeline.h - the memopt-compile pass pipeline -----*- C++ -*-===//
+//
+// The whole sequence of passes that memopt-compile runs between import and
+// lowering, as one registered pass pipeline (`--memopt-compile-pipeline`)
+// with options, and the pass instrumentation that prints the driver's
+// "[phase] ..." lines. memopt-opt and memopt-compile build the pipeline with
+// the same function, so they run the same passes (docs/lowering.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_TRANSFORMS_COMPILEPIPELINE_H
+#define MEMOPT_DIALECT_MEMOPT_TRANSFORMS_COMPILEPIPELINE_H
+
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir::memopt {
+
+/// The options of `--memopt-compile-pipeline`; memopt-compile's flags map
+/// onto them one to one (CompileDriver.cpp).
+struct CompilePipelineOptions
+    : public PassPipelineOptions<CompilePipelineOptions> {
+  // Training (docs/training.md).
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Compile one training step: loss, "
+                                    "gradients and the optimizer update"),
+                     llvm::cl::init(false)};
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("cross-entropy, mse or output"),
+                           llvm::cl::init("cross-entropy")};
+  Option<std::string> lossOutput{
+      *this, "loss-output", llvm::cl::desc("The model output the loss reads")};
+  Option<int64_t> ignoreIndex{
+      *this, "ignore-index",
+      llvm::cl::desc("cross-entropy: rows with this label count nothing"),
+      llvm::cl::init(-100)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::init("sgd")};
+  Option<double> learningRate{
+      *this, "lr",
+      llvm::cl::desc("Learning rate (< 0: 0.01 for sgd, 0.001 for adamw)"),
+      llvm::cl::init(-1.0)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (< 0: 0 for sgd, 0.01 for adamw)"),
+      llvm::cl::init(-1.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
+                     llvm::cl::init(1e-8)};
+  Option<bool> batchStatistics{
+      *this, "bn-batch-stats",
+      llvm::cl::desc("BatchNormalization uses batch statistics and updates "
+                     "its running mean and variance"),
+      llvm::cl::init(false)};
+  ListOption<std::string> freeze{
+      *this, "freeze",
+      llvm::cl::desc("Prefixes of initializer names that are not trained")};
+
+  // Graph rewrites.
+  Option<std::string> precision{
+      *this, "precision", llvm::cl::desc("fp32, fp16 or bf16 (inference)"),
+      llvm::cl::init("fp32")};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Run memopt-fuse-attention (with train: before autodiff)"),
+      llvm::cl::init(true)};
+  Option<bool> fuseEpilogues{*this, "fuse-epilogues",
+                             llvm::cl::desc("Run memopt-fuse-epilogues"),
+                             llvm::cl::init(true)};
+  Option<bool> fuseElementwise{*this, "fuse-elementwise",
+                               llvm::cl::desc("Run memopt-fuse-elementwise"),
+                               llvm::cl::init(true)};
+
+  // Memory.
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Arena capacity in bytes (0: no limit)"),
+      llvm::cl::init(0)};
+  Option<bool> noPlan{
+      *this, "no-plan",
+      llvm::cl::desc("No in-place reuse (memopt-compile then gives every "
+                     "tensor its own slot)"),
+      llvm::cl::init(false)};
+  Option<bool> outputsInArena{
+      *this, "outputs-in-arena",
+      llvm::cl::desc("Plan the function's outputs inside the arena"),
+      llvm::cl::init(true)};
+
+  // What to run and print.
+  Option<std::string> stopAfter{
+      *this, "stop-after",
+      llvm::cl::desc("graph (after the graph rewrites, memopt-compile's "
+                     "--emit mlir) or plan (after planning)"),
+      llvm::cl::init("plan")};
+  Option<std::string> reportJson{
+      *this, "report-json",
+      llvm::cl::desc("Write the memory report (JSON) to this file")};
+  Option<bool> report{
+      *this, "report",
+      llvm::cl::desc("The passes print their reports (autodiff, mixed "
+                     "precision, the plan's text report)"),
+      llvm::cl::init(false)};
+
+  /// The low float type of `precision` ("f16", "bf16"), "" for fp32.
+  std::string getLowType() const;
+  /// The learning rate and weight decay after the optimizer's defaults.
+  double getLearningRate() const;
+  /// Checks the values the passes do not check themselves (precision,
+  /// stop-after, a training option set without `train`); the message
+  /// names the option.
+  LogicalResult verify(std::string &message) const;
+};
+
+/// Adds the compile pipeline to `pm` (anchored on builtin.module).
+/// To add a pass: put it in its place here, add its phase line (if any) to
+/// describePhase in CompilePipeline.cpp, and document it in
+/// docs/lowering.md.
+void buildCompilePipeline(OpPassManager &pm,
+                          const CompilePipelineOptions &options);
+
+/// Registers `--memopt-compile-pipeline` (memopt-opt).
+void registerCompilePipeline();
+
+/// The instrumentation that prints memopt-compile's "[phase] ..." lines
+/// before or after the passes that open or close a phase, and remembers
+/// the driver's message for a pass that failed (getFailureMessage).
+class CompilePhaseLog : public PassInstrumentation {
+public:
+  CompilePhaseLog(const CompilePipelineOptions &options, llvm::raw_ostream &log,
+                  bool quiet);
+  ~CompilePhaseLog() override;
+
+  void runBeforePass(Pass *pass, Operation *op) override;
+  void runAfterPass(Pass *pass, Operation *op) override;
+  void runAfterPassFailed(Pass *pass, Operation *op) override;
+
+  /// The driver's error for the pass that failed ("" when the pass printed
+  /// its own diagnostic, which is enough).
+  StringRef getFailureMessage() const { return failureMessage; }
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+  std::string failureMessage;
+};
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_COMPILEPIPELINE_H

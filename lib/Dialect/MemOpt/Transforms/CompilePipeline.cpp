@@ -1,0 +1,310 @@
+//===- CompilePipeline.cpp - the memopt-compile pass pipeline -------------===//
+//
+// memopt-compile's passes as one registered pipeline, in the manner of
+// IREE's `iree-compile` (its phases are pass pipelines registered with
+// options, so `iree-opt --iree-...-pipeline` reproduces any stage) and
+// onnx-mlir's `addPasses` (one function builds the driver's pass manager):
+// the driver and `memopt-opt --memopt-compile-pipeline="..."` call the same
+// buildCompilePipeline, so a lit test can compare them. The driver's phase
+// lines come from a PassInstrumentation (MLIR's own timing and IR printing
+// are instrumentations too) rather than from one PassManager per phase, so
+// nested function passes are merged by the pass manager as usual and a new
+// pass only needs a place in the builder and, if it opens or closes a phase,
+// a line in describePhase.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <functional>
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+std::string CompilePipelineOptions::getLowType() const {
+  if (precision == "fp16")
+    return "f16";
+  if (precision == "bf16")
+    return "bf16";
+  return "";
+}
+
+double CompilePipelineOptions::getLearningRate() const {
+  if (learningRate >= 0)
+    return learningRate;
+  return optimizer == "adamw" ? 0.001 : 0.01;
+}
+
+LogicalResult CompilePipelineOptions::verify(std::string &message) const {
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16") {
+    message = "precision '" + precision + "' is not fp32, fp16 or bf16";
+    return failure();
+  }
+  if (stopAfter != "graph" && stopAfter != "plan") {
+    message = "stop-after '" + stopAfter + "' is not graph or plan";
+    return failure();
+  }
+  if (train && precision != "fp32") {
+    message = "train with precision " + precision +
+              " is not supported yet (mixed-precision training is its own "
+              "issue); train in fp32";
+    return failure();
+  }
+  if (memoryBudget < 0) {
+    message = "memory-budget must be at least 0 bytes";
+    return failure();
+  }
+  return success();
+}
+
+void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
+                                        const CompilePipelineOptions &options) {
+  std::string lowType = options.getLowType();
+  if (options.train) {
+    // Parameters become variables before anything can fold them.
+    MemOptMakeTrainableOptions trainable;
+    trainable.batchStatistics = options.batchStatistics;
+    trainable.freeze.assign(options.freeze.begin(), options.freeze.end());
+    pm.addNestedPass<func::FuncOp>(createMemOptMakeTrainable(trainable));
+  }
+  pm.addPass(createCanonicalizerPass());
+  // Before autodiff: memopt.attention has its own gradient
+  // (memopt.attention_grad), which saves no [S, Sk] tensor.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
+  if (options.train) {
+    MemOptAppendLossOptions loss;
+    loss.kind = options.loss;
+    loss.output = options.lossOutput;
+    loss.ignoreIndex = options.ignoreIndex;
+    pm.addNestedPass<func::FuncOp>(createMemOptAppendLoss(loss));
+    MemOptAutodiffOptions autodiff;
+    autodiff.optimizer = options.optimizer;
+    autodiff.learningRate = options.getLearningRate();
+    autodiff.momentum = options.momentum;
+    autodiff.weightDecay = options.weightDecay;
+    autodiff.beta1 = options.beta1;
+    autodiff.beta2 = options.beta2;
+    autodiff.eps = options.eps;
+    autodiff.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (options.fuseEpilogues)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
+  if (!lowType.empty()) {
+    // After fusion (its patterns see no casts), before scheduling and
+    // planning, so that they see the narrow tensors.
+    MemOptMixedPrecisionOptions precision;
+    precision.precision = lowType;
+    precision.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptMixedPrecision(precision));
+    pm.addPass(createCanonicalizerPass());
+  }
+  // Last of the graph rewrites: the chains it fuses are what epilogue
+  // fusion and mixed precision left.
+  if (options.fuseElementwise)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseElementwise());
+  if (options.stopAfter == "graph")
+    return;
+
+  pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  if (!options.noPlan)
+    pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
+  MemOptPlanMemoryOptions plan;
+  plan.capacity = options.noPlan ? 0 : int64_t(options.memoryBudget);
+  plan.printReport = options.report;
+  plan.reportJson = options.reportJson;
+  plan.outputsInArena = options.outputsInArena && !options.noPlan;
+  pm.addPass(createMemOptPlanMemory(plan));
+}
+
+void mlir::memopt::registerCompilePipeline() {
+  registerPassPipeline(
+      "memopt-compile-pipeline",
+      "memopt-compile's passes from the imported graph to the planned IR "
+      "(docs/lowering.md)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CompilePipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        std::string message;
+        if (failed(options.verify(message)))
+          return errorHandler("memopt-compile-pipeline: " + message);
+        buildCompilePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> handler) {
+        handler(CompilePipelineOptions());
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Phase lines
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+size_t countOps(Operation *root) {
+  size_t count = 0;
+  root->walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "memopt")
+      ++count;
+  });
+  return count;
+}
+
+/// What the driver prints around one pass: a line before it runs, a line
+/// after it succeeded (built from the module), the error when it fails.
+struct PhaseLines {
+  std::string before;
+  std::function<std::string(ModuleOp)> after;
+  std::string failure;
+};
+
+} // namespace
+
+struct CompilePhaseLog::State {
+  std::string lowType;
+  std::string loss, optimizer;
+  bool noPlan = false;
+  int64_t memoryBudget = 0;
+  llvm::raw_ostream &log;
+  bool quiet;
+  /// The last memopt pass that ran on the program: a canonicalize closes
+  /// the phase that pass opened.
+  std::string previousPass;
+  std::mutex mutex;
+
+  State(llvm::raw_ostream &log, bool quiet) : log(log), quiet(quiet) {}
+
+  /// The phase table. `pass` is the pass argument; canonicalize is told
+  /// apart by the memopt pass before it.
+  PhaseLines describePhase(StringRef pass) const {
+    PhaseLines lines;
+    if (pass == "canonicalize") {
+      if (previousPass.empty() || previousPass == "memopt-make-trainable") {
+        lines.after = [](ModuleOp module) {
+          return "[canonicalize] " + std::to_string(countOps(module)) +
+                 " memopt ops";
+        };
+        lines.failure = "canonicalization failed";
+      } else if (previousPass == "memopt-autodiff") {
+        lines.after = [this](ModuleOp module) {
+          return "[train] " + loss + " loss, reverse-mode gradients, " +
+                 optimizer + " updates: " + std::to_string(countOps(module)) +
+                 " memopt ops";
+        };
+      }
+    } else if (pass == "memopt-fuse-attention") {
+      lines.after = [](ModuleOp module) {
+        size_t fused = 0;
+        module.walk([&](AttentionOp) { ++fused; });
+        return "[fuse-attention] " + std::to_string(fused) +
+               " memopt.attention ops";
+      };
+      lines.failure = "attention fusion failed";
+    } else if (pass == "memopt-fuse-epilogues") {
+      lines.after = [](ModuleOp module) {
+        return "[fuse] bias and activation epilogues: " +
+               std::to_string(countOps(module)) + " memopt ops";
+      };
+      lines.failure = "epilogue fusion failed";
+    } else if (pass == "memopt-mixed-precision") {
+      lines.before = "[precision] " + lowType +
+                     " where safe (memopt-mixed-precision), inputs and "
+                     "outputs f32";
+    } else if (pass == "memopt-fuse-elementwise") {
+      lines.after = [](ModuleOp module) {
+        size_t groups = 0, steps = 0;
+        module.walk([&](FusedElementwiseOp op) {
+          ++groups;
+          steps += op.getOps().size();
+        });
+        return "[fuse-elementwise] " + std::to_string(steps) + " ops in " +
+               std::to_string(groups) + " memopt.fused_elementwise ops";
+      };
+      lines.failure = "elementwise fusion failed";
+    } else if (pass == "memopt-schedule") {
+      lines.before =
+          std::string("[memory] schedule") +
+          (noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +
+          (memoryBudget > 0 && !noPlan
+               ? " (budget " + std::to_string(memoryBudget) + " bytes)"
+               : "");
+    }
+    return lines;
+  }
+
+  /// The module of `op`, if `op` is the module or the program function (a
+  /// function pass runs once per function; the driver lowers one).
+  static ModuleOp getProgramModule(Operation *op) {
+    if (auto module = dyn_cast<ModuleOp>(op))
+      return module;
+    auto function = dyn_cast<func::FuncOp>(op);
+    if (!function)
+      return nullptr;
+    auto module = function->getParentOfType<ModuleOp>();
+    if (!module)
+      return nullptr;
+    size_t defined = 0;
+    for (auto other : module.getOps<func::FuncOp>())
+      defined += other.isExternal() ? 0 : 1;
+    if (defined == 1 || function.getSymName() == "main")
+      return module;
+    return nullptr;
+  }
+
+  void say(StringRef line) {
+    if (!quiet && !line.empty())
+      log << line << "\n";
+  }
+};
+
+CompilePhaseLog::CompilePhaseLog(const CompilePipelineOptions &options,
+                                 llvm::raw_ostream &log, bool quiet)
+    : state(std::make_unique<State>(log, quiet)) {
+  state->lowType = options.getLowType();
+  state->loss = options.loss;
+  state->optimizer = options.optimizer;
+  state->noPlan = options.noPlan;
+  state->memoryBudget = options.memoryBudget;
+}
+
+CompilePhaseLog::~CompilePhaseLog() = default;
+
+void CompilePhaseLog::runBeforePass(Pass *pass, Operation *op) {
+  if (!State::getProgramModule(op))
+    return;
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->say(state->describePhase(pass->getArgument()).before);
+}
+
+void CompilePhaseLog::runAfterPass(Pass *pass, Operation *op) {
+  ModuleOp module = State::getProgramModule(op);
+  if (!module)
+    return;
+  std::lock_guard<std::mutex> lock(state->mutex);
+  StringRef argument = pass->getArgument();
+  PhaseLines lines = state->describePhase(argument);
+  if (lines.after)
+    state->say(lines.after(module));
+  if (argument.starts_with("memopt-"))
+    state->previousPass = argument.str();
+}
+
+void CompilePhaseLog::runAfterPassFailed(Pass *pass, Operation *op) {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  if (failureMessage.empty())
+    failureMessage = state->describePhase(pass->getArgument()).failure;
+}

@@ -1,0 +1,85 @@
+// memopt-opt's --memopt-compile-pipeline runs what memopt-compile runs up to
+// planning: the planned IR of both is the same text (memopt-opt ends it
+// with an empty line: diff -B).
+// RUN: memopt-compile %s --emit plan -o %t.driver --quiet
+// RUN: memopt-opt %s --memopt-compile-pipeline > %t.opt
+// RUN: diff -B %t.driver %t.opt
+// RUN: FileCheck %s --input-file=%t.opt
+// RUN: memopt-compile %s --emit plan -o %t.budget --quiet --memory-budget 4096 --no-fuse-epilogues --no-fuse-elementwise --separate-outputs
+// RUN: memopt-opt %s --memopt-compile-pipeline="memory-budget=4096 fuse-epilogues=false fuse-elementwise=false outputs-in-arena=false" > %t.budget.opt
+// RUN: diff -B %t.budget %t.budget.opt
+// RUN: FileCheck %s --check-prefix=UNFUSED --input-file=%t.budget.opt
+// A training step: make-trainable, attention fusion, loss, autodiff, then
+// the same passes.
+// RUN: memopt-compile %s --train --loss mse --optimizer adamw --lr 0.5 --emit plan -o %t.train --quiet
+// RUN: memopt-opt %s --memopt-compile-pipeline="train=true loss=mse optimizer=adamw lr=0.5" > %t.train.opt
+// RUN: diff -B %t.train %t.train.opt
+// RUN: FileCheck %s --check-prefix=TRAIN --input-file=%t.train.opt
+// --emit mlir stops before the memory passes: stop-after=graph.
+// RUN: memopt-compile %s --emit mlir -o %t.graph --quiet
+// RUN: memopt-opt %s --memopt-compile-pipeline="stop-after=graph" > %t.graph.opt
+// RUN: diff -B %t.graph %t.graph.opt
+// RUN: FileCheck %s --check-prefix=GRAPH --input-file=%t.graph.opt
+// The driver's phase lines come from the pipeline's instrumentation.
+// RUN: memopt-compile %s --emit plan -o %t.log | FileCheck %s --check-prefix=LOG
+// RUN: memopt-compile %s --train --loss mse --emit plan -o %t.trainlog | FileCheck %s --check-prefix=TRAINLOG
+// RUN: not memopt-opt %s --memopt-compile-pipeline="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BADPRECISION
+// RUN: not memopt-opt %s --memopt-compile-pipeline="train=true precision=fp16" 2>&1 | FileCheck %s --check-prefix=TRAINPRECISION
+
+// Default: the bias and relu become the first gemm's epilogue; its result
+// gets arena offset 0 and the output lives in the arena after it.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: memopt.arena_size = 320 : i64
+// CHECK-SAME: memopt.output_offsets = array<i64: 256>
+// CHECK: memopt.gemm {{.*}}activation = "relu", memopt.offsets = array<i64: 0>
+// CHECK: memopt.gemm {{.*}}memopt.offsets = array<i64: -1>
+
+// Unfused, outputs in buffers of their own: the add and the relu are ops of
+// their own, written in place over the matmul's result.
+// UNFUSED-LABEL: func.func @main
+// UNFUSED-SAME: memopt.arena_size = 256 : i64
+// UNFUSED: memopt.add {{.*}}memopt.in_place = 0 : i64, memopt.offsets = array<i64: 0>
+// UNFUSED: memopt.relu {{.*}}memopt.in_place = 0 : i64, memopt.offsets = array<i64: 0>
+
+// TRAIN-LABEL: func.func @main
+// TRAIN-SAME: {memopt.name = "target"}
+// TRAIN-DAG: memopt.variable "fc.weight.exp_avg" {{.*}}role = "optimizer_state"
+// TRAIN-DAG: memopt.variable "memopt.learning_rate" {initial_value = dense<5.000000e-01>
+// TRAIN-DAG: memopt.variable "fc.weight" {{.*}}role = "parameter"
+// TRAIN: memopt.adamw_update
+// TRAIN: memopt.adamw_update
+// TRAIN: memopt.adamw_update
+// TRAIN: return {{.*}} : tensor<f32>
+
+// GRAPH-LABEL: func.func @main
+// GRAPH-NOT: memopt.arena_size
+// GRAPH: memopt.gemm {{.*}}activation = "relu"
+// GRAPH-NOT: memopt.offsets
+
+// LOG: [import]
+// LOG-NEXT: [canonicalize] {{[0-9]+}} memopt ops
+// LOG-NEXT: [fuse-attention] 0 memopt.attention ops
+// LOG-NEXT: [fuse] bias and activation epilogues: {{[0-9]+}} memopt ops
+// LOG-NEXT: [fuse-elementwise] 0 ops in 0 memopt.fused_elementwise ops
+// LOG-NEXT: [memory] schedule, bufferize (in-place), plan-memory
+// LOG: [emit] planned IR:
+
+// TRAINLOG: [import]
+// TRAINLOG-NEXT: [canonicalize] {{[0-9]+}} memopt ops
+// TRAINLOG-NEXT: [fuse-attention] 0 memopt.attention ops
+// TRAINLOG-NEXT: memopt-autodiff: 3 parameters
+// TRAINLOG-NEXT: [train] mse loss, reverse-mode gradients, sgd updates: {{[0-9]+}} memopt ops
+// TRAINLOG: [memory]
+
+// BADPRECISION: memopt-compile-pipeline: precision 'fp8' is not fp32, fp16 or bf16
+// TRAINPRECISION: memopt-compile-pipeline: train with precision fp16 is not supported yet
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  %w = memopt.constant {memopt.initializer = "fc.weight"} dense<0.5> : tensor<8x16xf32>
+  %b = memopt.constant {memopt.initializer = "fc.bias"} dense<0.25> : tensor<16xf32>
+  %w2 = memopt.constant {memopt.initializer = "out.weight"} dense<0.125> : tensor<16x4xf32>
+  %y = memopt.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32> loc("fc")
+  %z = memopt.add %y, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> loc("bias")
+  %r = memopt.relu %z : tensor<4x16xf32> loc("relu")
+  %o = memopt.matmul %r, %w2 : (tensor<4x16xf32>, tensor<16x4xf32>) -> tensor<4x4xf32> loc("out")
+  return %o : tensor<4x4xf32>
+}
