@@ -1108,12 +1108,39 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
         if (attention.getSafeSoftmax())
           os << "    params.safeSoftmax = true;\n";
+        if (attention.getLse())
+          os << "    TensorRef lse = " << ref(attention.getLse()) << ";\n";
         os << "    attention(ctx, " << node << ", params, "
            << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
            << ref(attention.getV()) << ", "
            << (attention.getBias() ? "&" + ref(attention.getBias())
                                    : std::string("nullptr"))
-           << ", " << ref(attention.getResult()) << ", " << *workspace
+           << ", " << ref(attention.getY()) << ", " << *workspace
+           << (attention.getLse() ? ", &lse" : "") << ");\n  }\n";
+        return success();
+      })
+      .Case([&](AttentionGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  {\n    AttentionParams params;\n    params.scale = "
+           << cppFloat(toDouble(grad.getScale()))
+           << ";\n    params.causal = " << (grad.getCausal() ? "true" : "false")
+           << ";\n    params.keyTransposed = "
+           << (grad.getKeyTransposed() ? "true" : "false")
+           << ";\n    params.safeSoftmax = "
+           << (grad.getSafeSoftmax() ? "true" : "false") << ";\n";
+        if (grad.getDbias())
+          os << "    TensorRef dbias = " << ref(grad.getDbias()) << ";\n";
+        os << "    attentionBackward(ctx, " << node << ", params, "
+           << ref(grad.getQ()) << ", " << ref(grad.getK()) << ", "
+           << ref(grad.getV()) << ", "
+           << (grad.getBias() ? "&" + ref(grad.getBias())
+                              : std::string("nullptr"))
+           << ", " << ref(grad.getO()) << ", " << ref(grad.getDO()) << ", "
+           << ref(grad.getLse()) << ", " << ref(grad.getDQ()) << ", "
+           << ref(grad.getDK()) << ", " << ref(grad.getDV()) << ", "
+           << (grad.getDbias() ? "&dbias" : "nullptr") << ", " << *workspace
            << ");\n  }\n";
         return success();
       })

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,22 @@ bool validateAttention(Context &ctx, const char *node,
                        const TensorRef &k, const TensorRef &v,
                        const TensorRef *bias, const TensorRef &y,
                        AttentionGeometry &geometry);
+/// The row statistics of attention (`lse`): F32 [batch..., S, 2] with y's
+/// batch dims, aliasing none of the other tensors given.
+bool validateAttentionStatistics(
+    Context &ctx, const char *node, const TensorRef &lse, const TensorRef &y,
+    std::initializer_list<const TensorRef *> others);
+/// attentionBackward's tensors (the forward's checked by validateAttention).
+bool validateAttentionBackward(
+    Context &ctx, const char *node, const AttentionParams &params,
+    const TensorRef &q, const TensorRef &k, const TensorRef &v,
+    const TensorRef *bias, const TensorRef &y, const TensorRef &dy,
+    const TensorRef &lse, const TensorRef &dq, const TensorRef &dk,
+    const TensorRef &dv, const TensorRef *dbias, AttentionGeometry &geometry);
+/// Statistics below this (natural units) are stored saturated as
+/// kAttentionLowestMax: the CUDA kernels' log2 domain ends at -FLT_MAX.
+constexpr float kAttentionSaturation = -2.35e38f;
+constexpr float kAttentionLowestMax = -2.3586574e38f; // -FLT_MAX / log2(e)
 
 /// Spatial dims padded to 3 (missing dims are 1 with kernel 1, stride 1).
 struct ConvGeometry {

@@ -41,7 +41,8 @@ NOT_IMPORTED = {"attention", "fused_elementwise",
                 "variable", "softmax_cross_entropy", "softmax_cross_entropy_grad",
                 "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign",
                 "batch_norm_training", "batch_norm_training_grad", "batch_norm_running_update",
-                "layer_normalization_grad"}
+                "layer_normalization_grad",
+                "attention_grad"}
 
 
 def dialect_ops():

@@ -980,6 +980,183 @@ std::vector<Case> buildCases() {
                return std::vector<TensorRef>{y};
              }});
 
+  // Attention gradients (f32): the forward with its row statistics, then the
+  // backward, on the fused kernels (no workspace) and the chunked cuBLASLt
+  // path (workspaces for a third of the batch). Outputs: y, lse, dQ, dK, dV
+  // and dbias where the bias is trained (summed over its broadcast axes).
+  struct G {
+    const char *name;
+    std::vector<int64_t> q, k, v, bias;
+    bool causal, keyTransposed, biasGradient;
+    float scale;
+    /// 0: random bias; 1: -inf left padding (fully masked rows, safe
+    /// softmax); 2: finfo.min fill with fully masked rows (safe softmax).
+    int mask;
+  };
+  for (G a : {G{"bert",
+                {2, 3, 77, 64},
+                {2, 3, 77, 64},
+                {2, 3, 77, 64},
+                {},
+                false,
+                false,
+                false,
+                0.125f,
+                0},
+              G{"gpt2_causal_kt",
+                {2, 2, 130, 64},
+                {2, 2, 64, 130},
+                {2, 2, 130, 64},
+                {},
+                true,
+                true,
+                false,
+                0.125f,
+                0},
+              G{"broadcast_d40_dv24_dbias",
+                {3, 1, 33, 40},
+                {1, 2, 50, 40},
+                {3, 2, 50, 24},
+                {2, 33, 50},
+                false,
+                false,
+                true,
+                0.16f,
+                0},
+              G{"d128_relpos_dbias",
+                {2, 4, 70, 128},
+                {2, 4, 70, 128},
+                {2, 4, 70, 128},
+                {4, 70, 70},
+                false,
+                false,
+                true,
+                0.088f,
+                0},
+              G{"causal_relpos_b7_dbias",
+                {7, 130, 64},
+                {7, 130, 64},
+                {7, 130, 64},
+                {130, 130},
+                true,
+                false,
+                true,
+                0.125f,
+                0},
+              G{"long_keys_kt_dbias",
+                {2, 3, 40, 32},
+                {2, 3, 32, 1100},
+                {2, 3, 1100, 48},
+                {2, 1, 1, 1100},
+                false,
+                true,
+                true,
+                0.2f,
+                0},
+              G{"safe_causal_left_pad",
+                {2, 2, 100, 64},
+                {2, 2, 100, 64},
+                {2, 2, 100, 64},
+                {2, 1, 1, 100},
+                true,
+                false,
+                false,
+                0.125f,
+                1},
+              G{"lowest_fill_rows",
+                {2, 2, 72, 32},
+                {2, 2, 72, 32},
+                {2, 2, 72, 32},
+                {2, 1, 72, 72},
+                false,
+                false,
+                false,
+                0.17f,
+                2}})
+    for (int64_t chunks : {int64_t(0), int64_t(3)})
+      cases.push_back(
+          {std::string("attention_backward_") + a.name +
+               (chunks ? "_chunked" : ""),
+           5e-4, [=](Suite &s) {
+             const DType dt = DType::F32;
+             TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
+                       v = s.random(dt, a.v);
+             std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
+             int64_t batch = 1;
+             for (size_t i = 0; i + 2 < out.size(); ++i)
+               batch *= out[i];
+             int64_t queries = out[out.size() - 2];
+             int64_t keys = a.keyTransposed ? a.k.back() : a.k[a.k.size() - 2];
+             TensorRef bias;
+             if (a.mask == 1) {
+               // Sequence b starts with 13 (b + 1) padding keys.
+               std::vector<double> values;
+               for (int64_t b = 0; b < a.bias.front(); ++b)
+                 for (int64_t j = 0; j < keys; ++j)
+                   values.push_back(j < 13 * (b + 1) ? -INFINITY : 0.0);
+               bias = s.upload(dt, a.bias, values);
+             } else if (a.mask == 2) {
+               // Causal with 7 (b + 1) left-padding keys, all finfo.min.
+               std::vector<double> values;
+               for (int64_t b = 0; b < a.bias.front(); ++b)
+                 for (int64_t i = 0; i < queries; ++i)
+                   for (int64_t j = 0; j < keys; ++j)
+                     values.push_back(j > i || j < 7 * (b + 1)
+                                          ? -3.4028234663852886e38
+                                          : 0.0);
+               bias = s.upload(dt, a.bias, values);
+             } else if (!a.bias.empty()) {
+               bias = s.random(dt, a.bias, 0.1, 1.0);
+             }
+             const TensorRef *biasRef = a.bias.empty() ? nullptr : &bias;
+             AttentionParams params;
+             params.scale = a.scale;
+             params.causal = a.causal;
+             params.keyTransposed = a.keyTransposed;
+             params.safeSoftmax = a.mask != 0;
+             std::vector<int64_t> statShape(out.begin(), out.end() - 1);
+             statShape.push_back(2);
+             TensorRef y = s.empty(dt, out), lse = s.empty(dt, statShape);
+             int64_t items = chunks ? (batch + chunks - 1) / chunks : 0;
+             size_t forwardBytes =
+                 chunks ? attentionChunkBytes(items, queries, keys, dt) : 0;
+             size_t backwardBytes =
+                 chunks ? attentionBackwardChunkBytes(items, queries, keys) : 0;
+             void *workspace =
+                 chunks
+                     ? s.empty(DType::F32,
+                               {int64_t(std::max(forwardBytes, backwardBytes) /
+                                        4)})
+                           .data
+                     : nullptr;
+             attention(*s.ctx, "attention", params, q, k, v, biasRef, y,
+                       workspace, forwardBytes, &lse);
+             TensorRef dy = s.random(dt, out, 0.1, 1.0);
+             auto gradShape = [&](const std::vector<int64_t> &operand) {
+               std::vector<int64_t> shape(out.begin(), out.end() - 2);
+               shape.push_back(operand[operand.size() - 2]);
+               shape.push_back(operand.back());
+               return shape;
+             };
+             TensorRef dq = s.empty(dt, gradShape(a.q)),
+                       dk = s.empty(dt, gradShape(a.k)),
+                       dv = s.empty(dt, gradShape(a.v));
+             TensorRef dbias;
+             if (a.biasGradient)
+               dbias = s.empty(dt, a.bias);
+             attentionBackward(*s.ctx, "attention_grad", params, q, k, v,
+                               biasRef, y, dy, lse, dq, dk, dv,
+                               a.biasGradient ? &dbias : nullptr, workspace,
+                               backwardBytes);
+             std::vector<TensorRef> results = {y, dq, dk, dv};
+             // Fully masked rows store -inf statistics (not comparable).
+             if (a.mask != 1)
+               results.push_back(lse);
+             if (a.biasGradient)
+               results.push_back(dbias);
+             return results;
+           }});
+
   // Normalization, softmax, reductions.
   for (DType dt : floats) {
     cases.push_back(
@@ -1563,6 +1740,79 @@ int runPerf(Context *ctx, const std::string &filter) {
              attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3],
                        workspaceBytes ? t[4].data : nullptr, workspaceBytes);
            }});
+    }
+
+  // The attention backward (f32) at ViT-B/16 (32 images x 12 heads x 197
+  // tokens x 64) and GPT-2 small (8 x 12 heads x 512 x 64, causal): the
+  // fused kernels against the chunked path with a workspace for 1 / chunks
+  // of the batch; and the forward with its row statistics (training's
+  // forward) against the plain one above. Flops: the five products of the
+  // backward (two recomputed) over the unmasked scores.
+  struct BackwardPerf {
+    const char *model;
+    int64_t batch, tokens;
+    bool causal;
+    std::vector<int64_t> chunks;
+  };
+  for (const BackwardPerf &a :
+       {BackwardPerf{"vit", 32, 197, false, {0, 1, 2, 4}},
+        BackwardPerf{"gpt2", 8, 512, true, {0, 1, 2, 4, 8}}})
+    for (int64_t chunks : a.chunks) {
+      int64_t heads = a.batch * 12, tokens = a.tokens;
+      std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
+      std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
+      int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
+      size_t forwardBytes =
+          chunks ? attentionChunkBytes(items, tokens, tokens, DType::F32) : 0;
+      size_t backwardBytes =
+          chunks ? attentionBackwardChunkBytes(items, tokens, tokens) : 0;
+      double scores = a.causal ? double(tokens) * (tokens + 1) / 2
+                               : double(tokens) * tokens;
+      std::string suffix =
+          std::string("_b") + std::to_string(a.batch) +
+          (chunks ? "_chunks" + std::to_string(chunks) : std::string("_fused"));
+      auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
+        t = {s.random(DType::F32, shape),
+             s.random(DType::F32, shape),
+             s.random(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, statShape),
+             s.random(DType::F32, shape, 0.1, 1.0),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(
+                 DType::F32,
+                 {std::max<int64_t>(
+                     1, int64_t(std::max(forwardBytes, backwardBytes) / 4))})};
+        AttentionParams p;
+        p.scale = 0.125f;
+        p.causal = a.causal;
+        attention(*s.ctx, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                  forwardBytes ? t[9].data : nullptr, forwardBytes, &t[4]);
+      };
+      perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix, 0,
+                       4.0 * heads * scores * 64, setup,
+                       [=](Context &c, std::vector<TensorRef> &t) {
+                         AttentionParams p;
+                         p.scale = 0.125f;
+                         p.causal = a.causal;
+                         attention(c, "attn", p, t[0], t[1], t[2], nullptr,
+                                   t[3], forwardBytes ? t[9].data : nullptr,
+                                   forwardBytes, &t[4]);
+                       }});
+      perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
+                       10.0 * heads * scores * 64, setup,
+                       [=](Context &c, std::vector<TensorRef> &t) {
+                         AttentionParams p;
+                         p.scale = 0.125f;
+                         p.causal = a.causal;
+                         attentionBackward(c, "attn_grad", p, t[0], t[1], t[2],
+                                           nullptr, t[3], t[5], t[4], t[6],
+                                           t[7], t[8], nullptr,
+                                           backwardBytes ? t[9].data : nullptr,
+                                           backwardBytes);
+                       }});
     }
 
   for (Perf &p : perfs) {

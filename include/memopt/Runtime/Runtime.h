@@ -392,10 +392,48 @@ struct AttentionParams {
 /// (D and Dv at most 128 then). The host keeps one row of scores and overwrites
 /// the whole workspace with NaN before and after the call, so a workspace that
 /// overlaps live data breaks the results there rather than only on a GPU.
+///
+/// `lse` (optional, F32 [..., S, 2] with y's batch dims): per query row the
+/// maximum of its scores and log(sum_j exp(score_j - maximum)), what
+/// attentionBackward reads instead of the probabilities. Scores below
+/// -2.35e38 count as -2.3587e38 (-FLT_MAX / log2(e)) in the statistics and
+/// the backward: the CUDA kernels work in the log2 domain and saturate there.
+/// A row whose scores are all -inf stores (-inf, -inf).
 void attention(Context &ctx, const char *nodeName,
                const AttentionParams &params, TensorRef q, TensorRef k,
                TensorRef v, const TensorRef *bias, TensorRef y,
-               void *workspace = nullptr, size_t workspaceBytes = 0);
+               void *workspace = nullptr, size_t workspaceBytes = 0,
+               const TensorRef *lse = nullptr);
+
+/// The gradients of attention (FlashAttention-2's backward): with
+/// P = exp(S - lse) recomputed block by block from q, k, bias and the
+/// forward's row statistics `lse`, and D = rowsum(dy * y):
+///   dv = P^T dy, dP = dy v^T, dS = P * (dP - D),
+///   dq = scale * dS k, dk = scale * dS^T q, dbias = dS.
+/// `params`, q, k, v and bias are the forward's, y its output and dy the
+/// output's gradient. dq, dk and dv have the shapes of q, k (in its layout)
+/// and v with y's batch dims (no broadcast: summing broadcast axes back is
+/// the caller's); `dbias` (optional) has the bias's own shape and receives
+/// dS summed over the axes the bias broadcasts along. A fully masked row
+/// gives zero gradients with params.safeSoftmax, NaN otherwise. F32 only.
+/// Outputs must not alias inputs or each other.
+///
+/// `workspace` (optional, 256-byte aligned): CUDA runs the backward chunk by
+/// chunk through cuBLASLt when q, k and v hold the whole batch and the
+/// workspace holds attentionBackwardChunkBytes of a large enough chunk (the
+/// forward's rules), fused kernels otherwise (D and Dv at most 128). The
+/// host poisons the workspace as for attention.
+void attentionBackward(Context &ctx, const char *nodeName,
+                       const AttentionParams &params, TensorRef q, TensorRef k,
+                       TensorRef v, const TensorRef *bias, TensorRef y,
+                       TensorRef dy, TensorRef lse, TensorRef dq, TensorRef dk,
+                       TensorRef dv, const TensorRef *dbias,
+                       void *workspace = nullptr, size_t workspaceBytes = 0);
+
+/// Workspace bytes of a chunk of `items` batch entries of attentionBackward:
+/// two f32 score buffers (S then P, dP then dS), each rounded up to 256.
+size_t attentionBackwardChunkBytes(int64_t items, int64_t queries,
+                                   int64_t keys);
 
 /// Workspace bytes of a chunk of `items` batch entries of attention with
 /// `queries` x `keys` scores of `dtype`: f32 scores (rounded up to 256

@@ -1433,11 +1433,14 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y, void *workspace, size_t workspaceBytes) {
+               TensorRef y, void *workspace, size_t workspaceBytes,
+               const TensorRef *lse) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
-  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g) ||
+      (lse && !validateAttentionStatistics(ctx, node, *lse, y,
+                                           {&q, &k, &v, bias, &y})))
     return;
   // The CUDA backend may write scores anywhere in the workspace: clobber it
   // here too, before the operands are read and after the result is written.
@@ -1447,6 +1450,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
                       vbias =
                           bias ? toDouble(ctx, *bias) : std::vector<double>();
   std::vector<double> out(size_t(y.numElements()));
+  std::vector<double> statistics(lse ? size_t(2 * g.batch * g.queries) : 0);
   // Work items: kRows query rows of one batch entry. Both products go
   // through the matmul's register tile: an item packs Q's rows, K and V of
   // its entry into panels, computes its rows' scores (Q K^T), turns them into
@@ -1540,12 +1544,25 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
             // the safe softmax gives the row zeros instead.
             bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
+            int64_t finite = 0;
             for (int64_t j = 0; j < g.keys; ++j) {
               double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
+              finite += row[j] != -INFINITY;
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
             rowSum[size_t(r)] = zeroRow ? 1.0 : sum;
+            if (lse) {
+              // The statistics of the saturated scores (kernels' rule): when
+              // the maximum saturates, every finite score does.
+              double *stat = statistics.data() + 2 * (b * g.queries + i);
+              bool saturated =
+                  rowMax != -INFINITY && rowMax < kAttentionSaturation;
+              stat[0] = saturated ? double(kAttentionLowestMax) : rowMax;
+              stat[1] = rowMax == -INFINITY ? -INFINITY
+                        : saturated         ? std::log(double(finite))
+                                            : std::log(sum);
+            }
           }
           // Padding rows of the last tile: zero probabilities, results dropped.
           for (int64_t r = rows; r < tiles * kMR; ++r)
@@ -1565,6 +1582,8 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
         }
       });
   store(ctx, out, y);
+  if (lse)
+    store(ctx, statistics, *lse);
   poisonWorkspace(workspace, workspaceBytes);
 }
 

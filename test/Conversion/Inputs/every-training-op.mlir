@@ -40,6 +40,13 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.sgd_update %ls, %dls, momentum %lsm, lr %lr {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
   %dw = memopt.conv_backward_filter %x, %dc {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x2x3x3xf32>) -> tensor<2x1x3x3xf32> loc("op_conv_backward_filter")
   memopt.sgd_update %w, %dw, momentum %m, lr %lr {momentum = 0.9 : f32} : tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<f32> loc("op_sgd_update")
+  %aw = memopt.variable "aw" {initial_value = dense<0.5> : tensor<2x3x4xf32>, role = "parameter"} : tensor<2x3x4xf32>
+  %am = memopt.variable "aw.momentum_buffer" {role = "optimizer_state"} : tensor<2x3x4xf32>
+  %ay, %alse = memopt.attention %aw, %aw, %aw {scale = 0.5 : f32, causal = true, return_lse = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x2xf32>)
+  %adq, %adk, %adv = memopt.attention_grad %aw, %aw, %aw, %ay, %ay, %alse {scale = 0.5 : f32, causal = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x2xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) loc("op_attention_grad")
+  %adqk = memopt.add %adq, %adk : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %ag = memopt.add %adqk, %adv : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  memopt.sgd_update %aw, %ag, momentum %am, lr %lr {momentum = 0.9 : f32} : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<f32>
   %mean = memopt.reduce_mean %c {axes = array<i64: 0, 2, 3>, keepdims = 0 : i64} : (tensor<2x2x3x3xf32>) -> tensor<2xf32>
   memopt.assign %mean to %stat : tensor<2xf32>, tensor<2xf32> loc("op_assign")
   return %loss : tensor<f32>

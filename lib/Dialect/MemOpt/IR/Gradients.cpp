@@ -13,6 +13,10 @@
 // that saves the input, the data gradient of a convolution is a
 // `conv_transpose` with the forward filter (no new op), and a rule that is
 // not defined for an op's attributes is a clear error naming the ONNX node.
+// The fused attention's rule is FlashAttention-2's backward: its forward
+// returns the row statistics (prepareForGradient, JAX's custom_vjp
+// residuals) and `attention_grad` recomputes the probabilities from them, so
+// no [S, Sk] tensor is saved.
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,7 +138,16 @@ struct GradientModel
     GradientBuilder g{builder, op->getLoc()};
     return vjp(cast<OpT>(op), g, resultGradients, operandGradients);
   }
+  Operation *prepareForGradient(Operation *op, OpBuilder &builder) const {
+    GradientBuilder g{builder, op->getLoc()};
+    return prepare(cast<OpT>(op), g);
+  }
 };
+
+/// Most rules read only the forward's operands and results.
+template <typename OpT> Operation *prepare(OpT op, GradientBuilder &) {
+  return op;
+}
 
 using Grads = SmallVectorImpl<Value>;
 
@@ -669,6 +682,77 @@ LogicalResult vjp(SoftmaxOp op, GradientBuilder &g, ArrayRef<Value> dy,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Attention (FlashAttention-2's backward)
+//===----------------------------------------------------------------------===//
+
+/// True if `value` is computed from a trainable parameter.
+bool dependsOnParameter(Value value) {
+  SmallVector<Value> worklist = {value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value current = worklist.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    Operation *def = current.getDefiningOp();
+    if (!def)
+      continue;
+    if (auto variable = dyn_cast<VariableOp>(def)) {
+      if (variable.getRole() == "parameter")
+        return true;
+      continue;
+    }
+    worklist.append(def->operand_begin(), def->operand_end());
+  }
+  return false;
+}
+
+/// The backward reads the row statistics (max, log-sum) instead of the
+/// probabilities: the forward returns them (JAX's custom_vjp residuals).
+Operation *prepare(AttentionOp op, GradientBuilder &g) {
+  if (op.getReturnLse())
+    return op;
+  g.b.setInsertionPoint(op);
+  auto withLse = AttentionOp::create(
+      g.b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getBias(),
+      op.getScaleAttr(), op.getCausalAttr(), op.getKeyTransposedAttr(),
+      op.getSafeSoftmaxAttr(), g.b.getBoolAttr(true));
+  withLse->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op.getY().replaceAllUsesWith(withLse.getY());
+  op.erase();
+  return withLse;
+}
+
+LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  Type element = getElementTypeOrSelf(op.getY().getType());
+  if (!element.isF32())
+    return gradientError(op)
+           << "the gradient of a " << element
+           << " attention is not supported yet (f32 only; low-precision "
+              "attention gradients are future work)";
+  if (!op.getLse())
+    return gradientError(op) << "an attention without its row statistics "
+                                "(return_lse) has no gradient";
+  if (!dy[0])
+    return success(); // only the statistics reach the loss: nothing flows
+  // Bias gradients (dS summed over the bias's broadcast axes) only for a bias
+  // that is trained, e.g. swin's relative-position table.
+  Value bias = op.getBias();
+  bool biasGradient = bias && dependsOnParameter(bias);
+  auto grad = AttentionGradOp::create(
+      g.b, g.loc, op.getQ(), op.getK(), op.getV(), op.getY(), dy[0],
+      op.getLse(), bias, op.getScaleAttr(), op.getCausalAttr(),
+      op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(),
+      g.b.getBoolAttr(biasGradient));
+  dx[0] = g.sumToShape(grad.getDQ(), op.getQ().getType());
+  dx[1] = g.sumToShape(grad.getDK(), op.getK().getType());
+  dx[2] = g.sumToShape(grad.getDV(), op.getV().getType());
+  if (biasGradient)
+    dx[3] = grad.getDbias();
+  return success();
+}
+
 LogicalResult vjp(SoftmaxCrossEntropyOp op, GradientBuilder &g,
                   ArrayRef<Value> dy, Grads &dx) {
   dx[0] = SoftmaxCrossEntropyGradOp::create(
@@ -972,7 +1056,7 @@ void mlir::memopt::attachGradientModels(MLIRContext &context) {
          HardSigmoidOp, ClipOp, IdentityOp, CastOp, AddOp, SubOp, MulOp, DivOp,
          PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp, MaxPoolOp,
          AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
-         BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp,
+         BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,
          SoftmaxCrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
          ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, ExpandOp,
          ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(context);

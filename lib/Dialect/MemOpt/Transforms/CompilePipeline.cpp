@@ -82,6 +82,10 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptMakeTrainable(trainable));
   }
   pm.addPass(createCanonicalizerPass());
+  // Before autodiff: memopt.attention has its own gradient
+  // (memopt.attention_grad), which saves no [S, Sk] tensor.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.train) {
     MemOptAppendLossOptions loss;
     loss.kind = options.loss;
@@ -100,10 +104,6 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());
   }
-  // Training differentiates the attention op by op (no fused attention
-  // gradient yet), so fusion runs for inference only.
-  if (options.fuseAttention && !options.train)
-    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
   if (!lowType.empty()) {

@@ -394,31 +394,52 @@ void AutodiffPass::runOnOperation() {
   llvm::DenseSet<Value> active;
   SmallVector<VariableOp> params;
   SmallVector<Operation *> forwardOps;
-  for (Operation &op : entry->without_terminator()) {
-    forwardOps.push_back(&op);
-    if (auto variable = dyn_cast<VariableOp>(op)) {
-      if (variable.getRole() == "parameter") {
-        params.push_back(variable);
-        active.insert(variable.getValue());
-      }
-      continue;
-    }
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value operand) { return active.contains(operand); }))
-      for (Value result : op.getResults())
-        if (isFloatTensor(result))
-          active.insert(result);
-  }
   // Backward: ops whose results reach the loss.
   llvm::DenseSet<Operation *> reachesLoss;
-  llvm::DenseSet<Value> needed = {loss};
-  for (Operation *op : llvm::reverse(forwardOps))
-    if (llvm::any_of(op->getResults(),
-                     [&](Value result) { return needed.contains(result); })) {
-      reachesLoss.insert(op);
-      for (Value operand : op->getOperands())
-        needed.insert(operand);
+  auto analyze = [&] {
+    active.clear();
+    params.clear();
+    forwardOps.clear();
+    reachesLoss.clear();
+    for (Operation &op : entry->without_terminator()) {
+      forwardOps.push_back(&op);
+      if (auto variable = dyn_cast<VariableOp>(op)) {
+        if (variable.getRole() == "parameter") {
+          params.push_back(variable);
+          active.insert(variable.getValue());
+        }
+        continue;
+      }
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value operand) { return active.contains(operand); }))
+        for (Value result : op.getResults())
+          if (isFloatTensor(result))
+            active.insert(result);
     }
+    llvm::DenseSet<Value> needed = {loss};
+    for (Operation *op : llvm::reverse(forwardOps))
+      if (llvm::any_of(op->getResults(),
+                       [&](Value result) { return needed.contains(result); })) {
+        reachesLoss.insert(op);
+        for (Value operand : op->getOperands())
+          needed.insert(operand);
+      }
+  };
+  analyze();
+  // Ops whose rule reads more of the forward than its results (attention:
+  // the row log-sum-exp) replace their forward now; then analyze again.
+  bool prepared = false;
+  for (Operation *op : forwardOps) {
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule || !reachesLoss.contains(op) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value operand) { return active.contains(operand); }))
+      continue;
+    OpBuilder prepareBuilder(op);
+    prepared |= rule.prepareForGradient(prepareBuilder) != op;
+  }
+  if (prepared)
+    analyze();
   if (!active.contains(loss)) {
     function.emitError("no trainable parameter reaches the loss");
     return signalPassFailure();

@@ -589,7 +589,18 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
       `safe_softmax` it gives zeros (PyTorch's safe softmax, which the
       exporters spell `Where(IsNaN(P), 0, P)`).
 
-    The result never shares storage with an operand.
+    With `return_lse` (set by memopt-autodiff on an attention it
+    differentiates) the op also returns the row log-sum-exp the backward
+    (`memopt.attention_grad`) reads instead of the probabilities: `lse` is
+    f32 `[..., S, 2]`, per query row the maximum of its scores and the log
+    of the sum of exp(score - maximum); their sum is the log-sum-exp.
+    Keeping the two apart keeps `exp(score - lse)` exact for a row masked
+    by a finite fill (every score near -3.4e38, where adding the log-sum
+    would round away). Scores below -2.35e38 count as -2.3587e38 in the
+    statistics and the backward (-FLT_MAX / log2(e), the CUDA kernels'
+    saturation); a row whose scores are all `-inf` stores `(-inf, -inf)`.
+
+    The results never share storage with an operand.
 
     Workspace: when `Q`, `K` and `V` hold the whole batch, the op asks for
     room for all f32 scores (plus the probabilities in the element type when
@@ -603,9 +614,59 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
                        Optional<MemOpt_FloatTensor>:$bias, F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
-  let results = (outs MemOpt_FloatTensor:$Y);
+                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                       DefaultValuedAttr<BoolAttr, "false">:$return_lse);
+  let results = (outs MemOpt_FloatTensor:$Y,
+                      Optional<MemOpt_TensorOf<[F32]>>:$lse);
   let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Score elements that are not masked by `causal`, per batch entry.
+    int64_t getUnmaskedScoreCount();
+  }];
+}
+
+def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
+    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
+  let summary = "dQ, dK, dV (and dbias) of memopt.attention, no S x Sk tensor";
+  let description = [{
+    The vector-Jacobian product of `memopt.attention` (FlashAttention-2's
+    backward): from the forward's operands, its output `O`, the output's
+    gradient `dO` and the row statistics `lse` (`return_lse`), it recomputes
+    the probabilities block by block, `P = exp(S - lse)`, with
+    `D = rowsum(dO * O)`:
+
+        dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),
+        dQ = scale * dS K,  dK = scale * dS^T Q,  dbias = dS
+
+    The attributes are the forward's. `dQ`, `dK` and `dV` have the shapes of
+    `Q`, `K` (in its layout: `[..., D, Sk]` with `key_transposed`) and `V`
+    with the broadcast batch dimensions of the output (the gradient rule sums
+    broadcast axes back). With `bias_gradient`, `dbias` has the bias's own
+    shape: the kernels sum `dS` over the axes the bias broadcasts along, so
+    `[..., S, Sk]` never exists. Fully masked rows get zero gradients with
+    `safe_softmax` (PyTorch's safe softmax backward), NaN otherwise (as the
+    unfused graph). f32 only (low-precision attention gradients are not
+    supported yet).
+
+    Workspace: when `Q`, `K` and `V` hold the whole batch, two f32 score
+    buffers of the whole batch, optional like the forward's: the CUDA runtime
+    then runs the backward chunk by chunk through library GEMMs, and a fused
+    kernel (the scores only in shared memory) otherwise.
+  }];
+  let arguments = (ins MemOpt_TensorOf<[F32]>:$Q, MemOpt_TensorOf<[F32]>:$K,
+                       MemOpt_TensorOf<[F32]>:$V, MemOpt_TensorOf<[F32]>:$O,
+                       MemOpt_TensorOf<[F32]>:$dO, MemOpt_TensorOf<[F32]>:$lse,
+                       Optional<MemOpt_TensorOf<[F32]>>:$bias, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                       DefaultValuedAttr<BoolAttr, "false">:$bias_gradient);
+  let results = (outs MemOpt_TensorOf<[F32]>:$dQ, MemOpt_TensorOf<[F32]>:$dK,
+                      MemOpt_TensorOf<[F32]>:$dV,
+                      Optional<MemOpt_TensorOf<[F32]>>:$dbias);
+  let assemblyFormat = "$Q `,` $K `,` $V `,` $O `,` $dO `,` $lse "
+                       "(`,` $bias^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let extraClassDeclaration = [{
     /// Score elements that are not masked by `causal`, per batch entry.

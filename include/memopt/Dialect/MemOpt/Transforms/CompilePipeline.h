@@ -73,7 +73,7 @@ struct CompilePipelineOptions
       llvm::cl::init("fp32")};
   Option<bool> fuseAttention{
       *this, "fuse-attention",
-      llvm::cl::desc("Run memopt-fuse-attention (inference only)"),
+      llvm::cl::desc("Run memopt-fuse-attention (with train: before autodiff)"),
       llvm::cl::init(true)};
   Option<bool> fuseEpilogues{*this, "fuse-epilogues",
                              llvm::cl::desc("Run memopt-fuse-epilogues"),
