@@ -35,13 +35,21 @@ The steps (as bench/gpu_bench.py: prepare here, device step there, report here):
                      deadline allows
   report   (here)    docs/training-benchmark.md and bench/results/train.json
 
-The run behind docs/training-benchmark.md:
+The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results/train_raw):
 
-    /tmp/tenv/bin/python bench/train_bench.py export --out /tmp/train_graphs
-    python3 bench/train_bench.py prepare --graphs /tmp/train_graphs --dest build-train/carry
-    # device (carry=["build-train/carry"]):
-    #   python3 bench/train_bench.py device --carry build-train/carry --out $OUT
-    python3 bench/train_bench.py report --device-json DEVICE.json [...]
+    # device: python3 bench/train_bench.py export --out /tmp/g  (the .onnx files come back
+    #   through $OUT; their .data files are recreated here as zero-filled files of the
+    #   recorded length: --random-weights replaces the values)
+    python3 bench/train_bench.py prepare --graphs build-train/graphs --dest build-train/carry
+    cp -r build-train/carry /work/main/.dev-traingpu   # the checkout the device call ships
+    # device call 3 (carry=[".dev-traingpu"]):
+    #   python3 .dev-traingpu/train_bench.py device --carry .dev-traingpu --out $OUT \
+    #     --dump-checks resnet50_b2_64px --profile resnet50_b64.sgd vit_b_16_b32.sgd \
+    #     gpt2_b8.sgd --deadline-s 555 --runs 15
+    # device call 4: the same with --skip-torch, no --dump-checks, --deadline-s 300
+    python3 bench/train_bench.py report --device-json bench/results/train_raw/call3/device.json \
+        bench/results/train_raw/call4/device.json \
+        --prepare-json bench/results/train_raw/call4/prepare.json --notes bench/train_bench_notes.md
 """
 
 import argparse
@@ -739,6 +747,21 @@ def cmd_device(args):
                                              if "FAIL" in line][:40]}
         say(f"gpu_check.sh: exit {check_proc.returncode}, {results['gpu_check']['summary']}")
         phase("gpu_check_done_s")
+
+    # The torch.compile warm-ups run GPU steps too: wait for them before anything is
+    # timed (in the third device call memopt's runs beside them took up to 2x as long).
+    for name, proc, log in warm:
+        try:
+            proc.wait(timeout=max(5.0, begin_all + args.warm_cap_s - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            say(f"warm-up {name}: stopped at the cap")
+        log.close()
+        results.setdefault("warm", {})[name] = open(
+            os.path.join(work, f"warm_{name}.log")).read()[-1500:]
+    warm = []
+    phase("warm_done_s")
 
     # Phase B1: memopt, one run at a time.
     inputs = {}

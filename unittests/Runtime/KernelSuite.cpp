@@ -1251,7 +1251,7 @@ std::vector<Case> buildCases() {
         cases.push_back(
             {std::string("reduce_split_") + r.name +
                  (split ? "" : "_no_workspace"),
-             2e-5, [=](Suite &s) {
+             1e-4, [=](Suite &s) {
                TensorRef x = s.random(DType::F32, r.in);
                TensorRef y = s.empty(DType::F32, r.out);
                TensorRef ws = s.empty(DType::F32, {64 * 1024});

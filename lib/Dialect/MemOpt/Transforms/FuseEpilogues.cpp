@@ -284,3 +284,7 @@ struct MemOptFuseEpiloguesPass
 };
 
 } // namespace
+
+void mlir::memopt::populateGeluTanhFusionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseGeluTanh>(patterns.getContext());
+}

@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -378,6 +379,17 @@ void AutodiffPass::runOnOperation() {
     function.emitError("optimizer '")
         << optimizer << "' is not one of sgd, adamw";
     return signalPassFailure();
+  }
+  // GPT-2's tanh GELU, exported as eight elementwise ops, becomes one gelu
+  // first: differentiated op by op it would save tanh's output and four
+  // other [tokens, 4 * features] intermediates for its backward.
+  {
+    RewritePatternSet patterns(&getContext());
+    populateGeluTanhFusionPatterns(patterns);
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    if (failed(applyPatternsGreedily(function, std::move(patterns), config)))
+      return signalPassFailure();
   }
   entry = &function.getBody().front();
   auto returnOp = cast<func::ReturnOp>(entry->getTerminator());
