@@ -304,6 +304,11 @@ def test_remat_allow_limits_the_kinds(compiler, tmp_path):
     assert "'frobnicate' in the rematerialization allow list is not a memopt op kind" \
         in proc.stderr
     assert not os.path.exists(tmp_path / "bad")
+    proc = run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", str(tmp_path / "bad"),
+                "--memory-budget", "200KiB", "--remat-kernel-times", tmp_path / "none.json"])
+    assert proc.returncode != 0 and proc.stderr.count("error:") == 1
+    assert "cannot read kernel times" in proc.stderr, proc.stderr
+    assert not os.path.exists(tmp_path / "bad")
 
 
 def test_impossible_budget_fails_cleanly_and_writes_nothing(compiler, tmp_path):
