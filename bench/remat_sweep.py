@@ -21,6 +21,7 @@ not a measurement.
 Usage: bench/remat_sweep.py [--models NAME,...] [--exporters torchscript,dynamo]
                             [--modes inference,train] [--fractions 0.9,0.8,...]
                             [--time-limit S] [--json FILE] [--markdown FILE] [--svg FILE]
+       bench/remat_sweep.py --replot JSON   (table and picture again from a sweep's points)
 """
 import argparse
 import json
@@ -327,19 +328,38 @@ def main():
                                                            "remat_sweep.md"))
     parser.add_argument("--svg", default=os.path.join(REPO, "docs", "remat-sweep.svg"))
     parser.add_argument("--keep", help="keep the work folder here")
+    parser.add_argument("--replot", metavar="JSON",
+                        help="write the table and the picture from a sweep's JSON, with the "
+                             "command it records, without compiling anything")
     args = parser.parse_args()
+    if args.replot:
+        data = json.load(open(args.replot))
+        with open(args.markdown, "w") as f:
+            f.write(markdown(data["results"], data["command"]))
+        with open(args.svg, "w") as f:
+            f.write(svg(data["results"], data["command"]))
+        return 0
     compiler = os.path.join(args.build, "bin", "memopt-compile")
     names = [n for n in args.models.split(",") if n] or zoo.VISION + zoo.TEXT
     exporters = args.exporters.split(",")
     fractions = [float(f) for f in args.fractions.split(",")]
     modes = args.modes.split(",")
-    command = "python3 bench/remat_sweep.py " + " ".join(sys.argv[1:])
+    # The command as it reproduces the figures (output paths left out).
+    shown, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("--json", "--markdown", "--svg", "--keep", "--build"):
+            skip = True
+        elif not arg.startswith(("--json=", "--markdown=", "--svg=", "--keep=", "--build=")):
+            shown.append(arg)
+    command = " ".join(["python3 bench/remat_sweep.py", *shown])
     work = args.keep or tempfile.mkdtemp(prefix="remat-sweep-")
     results = []
     try:
-        for model in zoo.MODELS:
-            if model.name not in names or model.exporter not in exporters:
-                continue
+        chosen = [m for m in zoo.MODELS if m.name in names and m.exporter in exporters]
+        chosen.sort(key=lambda m: (exporters.index(m.exporter), names.index(m.name)))
+        for model in chosen:
             for mode in modes:
                 results.append(sweep_one(compiler, model, mode, fractions, args.time_limit,
                                          work))
