@@ -463,6 +463,21 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
   if (a2Type.getRank() == 2 && b2Type.getRank() == 2) {
     da = g.gemm(grad2, b2, false, true, a2Type);
     db = g.gemm(a2, grad2, true, false, b2Type);
+  } else if (b2Type.getRank() == 2) {
+    // A batched activation times a weight (Linear layers): fold the batch
+    // axes into the rows, as PyTorch's matmul backward does, so the weight
+    // gradient is one gemm instead of a [batch, K, N] product summed over
+    // the batch (at GPT-2's LM head and ViT's attention projections that
+    // intermediate was the training step's largest buffer).
+    int64_t rows = a2Type.getNumElements() / a2Type.getShape().back();
+    int64_t k = b2Type.getDimSize(0), n = b2Type.getDimSize(1);
+    Value aRows = g.reshape(a2, RankedTensorType::get({rows, k}, element));
+    Value gradRows =
+        g.reshape(grad2, RankedTensorType::get({rows, n}, element));
+    da = g.reshape(g.gemm(gradRows, b2, false, true,
+                          RankedTensorType::get({rows, k}, element)),
+                   a2Type);
+    db = g.gemm(aRows, gradRows, true, false, b2Type);
   } else {
     da = MatMulOp::create(g.b, g.loc, grad2, swapLast(b2));
     db = MatMulOp::create(g.b, g.loc, swapLast(a2), grad2);
