@@ -6,8 +6,8 @@ mode (inference, and the training step of `memopt-compile --train`), at batch 1 
 
 1. compiles and runs the program without a budget (the unconstrained arena A0);
 2. compiles with `--memory-budget` at falling fractions of A0 (0.9, 0.8, ...) until a budget
-   fails; then once more at the smallest arena the failure message reports (the smallest
-   feasible budget found);
+   fails; then at two budgets between the last fit and the smallest arena the failure message
+   reports, and at that smallest arena (the smallest feasible budget found);
 3. checks every point: the planned arena is within its budget, and the program's numbers on
    the host backend are those of the unconstrained program (inference: every output;
    training: the loss and, after one SGD-with-momentum step, every parameter and momentum
@@ -192,9 +192,15 @@ def sweep_one(compiler, model, mode, fractions, time_limit, work):
         result["smallest_failure"] = {"budget": budget, "message": message[:600]}
         print(f"  {fraction:g}x budget {budget}: does not fit", file=sys.stderr)
         if smallest and smallest < last_arena:
-            entry, _, _ = point(smallest, "smallest")
-            if entry:
-                result["points"].append(entry)
+            # Fill the curve between the last fit and the smallest arena reached.
+            for step, label in ((2, "between"), (1, "between"), (0, "smallest")):
+                target = smallest + (last_arena - smallest) * step // 3
+                if step and target >= last_arena:
+                    continue
+                entry, _, _ = point(target, label)
+                if entry:
+                    result["points"].append(entry)
+                    last_arena = min(last_arena, entry["arena"])
         break
     return result
 
