@@ -221,7 +221,7 @@ def markdown(results, command):
         "(training) against the unconstrained program.",
         "",
         "| model | mode | budget | budget (MiB) | arena (MiB) | arena / unconstrained "
-        "| ops recomputed | added GFLOP | added time (est.) | rel. L2 vs unconstrained "
+        "| ops recomputed | added MFLOP | added time (est.) | rel. L2 vs unconstrained "
         "| compile s |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -237,12 +237,12 @@ def markdown(results, command):
             lines.append(
                 f"| {r['model']} | {r['mode']} | {p['label']} | {mib(p['budget'])} | "
                 f"{mib(p['arena'])} | {p['arena'] / a0:.3f} | {p['recomputed_ops']} | "
-                f"{p['added_flops'] / 1e9:.3f} | {100 * p['added_time_fraction']:.2f}% | "
+                f"{p['added_flops'] / 1e6:.1f} | {100 * p['added_time_fraction']:.2f}% | "
                 f"{p['relative_l2']:.1e} | {p['compile_seconds']} |")
         if r["smallest_failure"]:
             f = r["smallest_failure"]
-            lines.append(f"| {r['model']} | {r['mode']} | {mib(f['budget'])} MiB fails "
-                         "|||||||||")
+            lines.append(f"| {r['model']} | {r['mode']} | {f['budget'] / a0:.2f}x: does not "
+                         f"fit | {mib(f['budget'])} | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -256,7 +256,9 @@ def svg(results, command):
     modes = [m for m in ("inference", "train") if any(r["mode"] == m for r in results)]
     models = sorted({r["model"] for r in results})
     color = {m: COLORS[i % len(COLORS)] for i, m in enumerate(models)}
-    width, panel_h, left, top, right = 980, 330, 70, 50, 230
+    width, panel_h, left, top, right = 1100, 330, 70, 50, 290
+    exporters = {r["model"].split("/")[0] for r in results}
+    label = (lambda m: m.split("/")[1]) if len(exporters) == 1 else (lambda m: m)  # noqa: E731
     plot_w = width - left - right
     height = top + len(modes) * (panel_h + 40) + 30
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -264,7 +266,7 @@ def svg(results, command):
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="{left}" y="20" font-size="14">Rematerialization: planned arena against '
            'added compute (batch 1, estimated on an H100 roofline)</text>',
-           f'<text x="{left}" y="36" fill="#555">{command}</text>']
+           f'<text x="{left}" y="36" fill="#555" font-size="10">{command}</text>']
     for index, mode in enumerate(modes):
         y0 = top + index * (panel_h + 40)
         rows = [r for r in results if r["mode"] == mode and "error" not in r]
@@ -274,6 +276,10 @@ def svg(results, command):
         y = lambda v: y0 + 20 + (1 - v) * (panel_h - 40)  # noqa: E731
         title = "inference" if mode == "inference" else "training step"
         out.append(f'<text x="{left}" y="{y0 + 12}" font-size="13">{title}</text>')
+        if not any(r["points"] for r in rows):
+            out.append(f'<text x="{left + 20}" y="{y(0.5)}" fill="#555">No model goes below '
+                       'its unconstrained arena: each one peaks at a single op whose own '
+                       'inputs, output and workspace fill the arena.</text>')
         out.append(f'<line x1="{left}" y1="{y(0)}" x2="{left + plot_w}" y2="{y(0)}" '
                    'stroke="black"/>')
         out.append(f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="{y(1)}" stroke="black"/>')
@@ -312,7 +318,7 @@ def svg(results, command):
                        f'x2="{left + plot_w + 35}" y2="{label_y - 4}" '
                        f'stroke="{color[r["model"]]}" stroke-width="2"/>')
             smallest = min(py for _, py in front)
-            out.append(f'<text x="{left + plot_w + 40}" y="{label_y}">{r["model"]} '
+            out.append(f'<text x="{left + plot_w + 40}" y="{label_y}">{label(r["model"])} '
                        f'(to {smallest:.2f}x)</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
