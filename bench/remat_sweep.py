@@ -162,7 +162,14 @@ def sweep_one(compiler, model, mode, fractions, time_limit, work):
             return None, (int(match.group(1)) if match else None), message
         data = json.load(open(out + ".json"))
         remat = data.get("remat", {})
-        values = execute(out, files, mode, out + ".out")
+        try:
+            values = execute(out, files, mode, out + ".out")
+        finally:
+            # A point's program, weights and state can be hundreds of MiB.
+            for suffix in ("", ".weights", ".cpp", ".onnx-template"):
+                if os.path.exists(out + suffix):
+                    os.remove(out + suffix)
+            shutil.rmtree(out + ".out", ignore_errors=True)
         rel, absolute = compare(reference, values)
         entry = {
             "label": label, "budget": budget, "arena": data["arena_bytes"],
@@ -340,6 +347,9 @@ def main():
                                                            "remat_sweep.md"))
     parser.add_argument("--svg", default=os.path.join(REPO, "docs", "remat-sweep.svg"))
     parser.add_argument("--keep", help="keep the work folder here")
+    parser.add_argument("--resume", metavar="JSON",
+                        help="keep the results of this earlier sweep and add the models and "
+                             "modes it lacks")
     parser.add_argument("--replot", metavar="JSON",
                         help="write the table and the picture from a sweep's JSON, with the "
                              "command it records, without compiling anything")
@@ -368,11 +378,18 @@ def main():
     command = " ".join(["python3 bench/remat_sweep.py", *shown])
     work = args.keep or tempfile.mkdtemp(prefix="remat-sweep-")
     results = []
+    if args.resume:
+        earlier = json.load(open(args.resume))
+        results = [r for r in earlier["results"] if "error" not in r]
+        command = earlier["command"]
+    done = {(r["model"], r["mode"]) for r in results}
     try:
         chosen = [m for m in zoo.MODELS if m.name in names and m.exporter in exporters]
         chosen.sort(key=lambda m: (exporters.index(m.exporter), names.index(m.name)))
         for model in chosen:
             for mode in modes:
+                if (model.id, mode) in done:
+                    continue
                 results.append(sweep_one(compiler, model, mode, fractions, args.time_limit,
                                          work))
                 with open(args.json, "w") as f:
