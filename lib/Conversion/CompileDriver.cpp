@@ -398,6 +398,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.memoryBudget = options.memoryBudget;
   pipeline.rematAllow = options.rematAllow;
   pipeline.rematTimeLimit = options.rematTimeLimit;
+  pipeline.rematKernelTimes = options.rematKernelTimes;
   pipeline.noPlan = options.noPlan;
   pipeline.outputsInArena = options.outputsInArena;
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";

@@ -3,6 +3,7 @@
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
 //       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
 //       [--remat-allow KIND,...] [--remat-time-limit S]
+//       [--remat-kernel-times FILE.json]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
@@ -140,6 +141,12 @@ int main(int argc, char **argv) {
       "remat-time-limit",
       cl::desc("Seconds the rematerialization solver may search per attempt"),
       cl::init(5.0), cl::cat(category));
+  cl::opt<std::string> rematKernelTimes(
+      "remat-kernel-times",
+      cl::desc("Measured kernel times, JSON {\"ONNX node\": seconds}, for "
+               "the rematerialization solver's costs (default: an H100 "
+               "roofline)"),
+      cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -163,6 +170,7 @@ int main(int argc, char **argv) {
   }
   options.rematAllow.assign(rematAllow.begin(), rematAllow.end());
   options.rematTimeLimit = rematTimeLimit;
+  options.rematKernelTimes = rematKernelTimes;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   options.emit = emit;
   options.reportPath = report;

@@ -61,6 +61,8 @@ struct CompileOptions {
   std::vector<std::string> rematAllow;
   /// Seconds the rematerialization solver may search per attempt.
   double rematTimeLimit = 5.0;
+  /// Measured kernel times (JSON, by ONNX node name) for the solver's costs.
+  std::string rematKernelTimes;
   /// "NAME=DIMS" entries (importer syntax).
   std::vector<std::string> inputShapes;
   EmitKind emit = EmitKind::Exe;

@@ -130,6 +130,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.arenaBudget = options.memoryBudget;
     remat.allow.assign(options.rematAllow.begin(), options.rematAllow.end());
     remat.timeLimit = options.rematTimeLimit;
+    remat.kernelTimes = options.rematKernelTimes;
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));
     pm.addNestedPass<func::FuncOp>(createMemOptSchedule());

@@ -214,8 +214,8 @@ RematGraph buildGraph(func::FuncOp function,
   return result;
 }
 
-/// Recomputations in `schedule` that run after the update of state they
-/// read: those nodes may be computed once only.
+/// Recomputations in `schedule` that run after an update of state their
+/// first computation read before it: those nodes may be computed once only.
 SmallVector<int> findLateStateReads(const RematGraph &rematGraph,
                                     ArrayRef<int> schedule) {
   SmallVector<int> position(rematGraph.graph.nodes.size(), -1);
@@ -225,10 +225,14 @@ SmallVector<int> findLateStateReads(const RematGraph &rematGraph,
   SmallVector<int> lastComputation(rematGraph.graph.nodes.size(), -1);
   for (auto [step, node] : llvm::enumerate(schedule))
     lastComputation[node] = step;
+  // A reader computed first before the write read the old value; computed
+  // again after it, it would read the new one. (A reader first computed
+  // after the write reads the new value every time.)
   llvm::SetVector<int> late;
   for (const auto &[writer, readers] : rematGraph.stateWriters)
     for (int reader : readers)
-      if (lastComputation[reader] > position[writer])
+      if (position[reader] < position[writer] &&
+          lastComputation[reader] > position[writer])
         late.insert(reader);
   return late.takeVector();
 }

@@ -1,15 +1,18 @@
 //===- RematerializeBudget.cpp - replan until the arena fits --------------===//
 //
 // memopt-compile --memory-budget: the solver works on a model of memory
-// (views exact, each op's output counted at its own step, no workspaces, no
-// packing), but only the packed arena counts. So the search probes: solve at
-// a budget in the model's bytes, let scheduling, bufferization and the real
-// planner run on a copy, read the arena, and solve again lower (by the
-// excess) until the arena fits, then bisect between the tightest fit and the
-// loosest miss for the cheapest recomputation. XLA's HloRematerialization
-// likewise re-measures memory with its own heap simulator after each
-// rewrite; here the measure is the planner's actual packing, workspaces
-// included.
+// (views, in-place reuse and workspace floors as the planner sees them, but
+// no packing: no fragmentation, no alignment), and only the packed arena
+// counts. So the search probes: solve at the budget scaled into the model's
+// bytes, let scheduling, bufferization and the real planner run on a copy,
+// read the arena, and solve again lower (by the excess) until the arena
+// fits. A fit within 2% of the budget ends the search (where the model is
+// accurate, one solver run is enough); a fit with room to spare means the
+// model overestimated, so the budget is loosened by the room left and then
+// bisected between the loosest fit and the tightest miss, for the cheapest
+// recomputation that fits. XLA's HloRematerialization likewise re-measures
+// memory with its own heap simulator after each rewrite; here the measure is
+// the planner's actual packing, workspaces included.
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,6 +162,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
   // Solver budgets known to fit (the loosest) and to miss (the tightest
   // above it); -1: none yet.
   int64_t fitting = -1, missing = -1;
+  int64_t loosenStep = 0, lastFitArena = -1;
   OwningOpRef<ModuleOp> best;
   std::string solverMessage;
   for (int probe = 0; probe < options.maxProbes && solverBudget > 0; ++probe) {
@@ -220,6 +224,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
       missing = missing >= 0 ? std::min(missing, solverBudget) : solverBudget;
     }
     int64_t next;
+    int64_t tolerance = budget / 50 + 1;
     if (fitting < 0) {
       // Lower by the excess, at least in proportion.
       next = std::min(
@@ -227,14 +232,18 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
           int64_t(double(solverBudget) * double(budget) / double(arena)));
       next = std::min(next, solved->peak - 1);
     } else if (missing < 0) {
-      // It fits: a looser budget may need less recomputation. Try the
-      // loosest one first, then bisect.
-      if (fitting >= modelPeak - 1)
+      // It fits. Within 2% of the budget nothing cheaper is left to find;
+      // otherwise the model overestimated the arena: loosen by the room
+      // left, doubling the step while the arena does not move.
+      int64_t room = budget - arena;
+      if (arena > budget || room <= tolerance || fitting >= modelPeak - 1)
         break;
-      next = modelPeak - 1;
+      loosenStep = arena == lastFitArena ? 2 * loosenStep : room;
+      lastFitArena = arena;
+      next = std::min(modelPeak - 1, fitting + loosenStep);
     } else {
-      // Bisect until the bracket is within 1% of the budget.
-      if (missing - fitting <= budget / 100 + 1)
+      // Bisect until the bracket is within 2% of the budget.
+      if (missing - fitting <= tolerance)
         break;
       next = fitting + (missing - fitting) / 2;
     }

@@ -97,6 +97,10 @@ struct CompilePipelineOptions
       llvm::cl::desc("Seconds the rematerialization solver may search per "
                      "attempt"),
       llvm::cl::init(5.0)};
+  Option<std::string> rematKernelTimes{
+      *this, "remat-kernel-times",
+      llvm::cl::desc("JSON file of measured kernel times {\"ONNX node\": "
+                     "seconds} that replace the roofline estimate")};
   Option<bool> noPlan{
       *this, "no-plan",
       llvm::cl::desc("No in-place reuse (memopt-compile then gives every "

@@ -221,9 +221,9 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
     Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"true",
            "arena-budget: plan the function's outputs inside the arena (as "
            "memopt-compile does)">,
-    Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"1.0",
+    Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"0.2",
            "arena-budget: seconds the planner's exact search may take per "
-           "attempt">,
+           "attempt (the final plan searches longer and only gets smaller)">,
     Option<"maxProbes", "max-probes", "int", /*default=*/"8",
            "arena-budget: the most solver runs">,
     ListOption<"allow", "allow", "std::string",
