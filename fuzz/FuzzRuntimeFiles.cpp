@@ -12,10 +12,12 @@
 #include "memopt/Runtime/Npy.h"
 #include "memopt/Runtime/WeightsFile.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -23,14 +25,34 @@ using namespace memopt::rt;
 
 namespace {
 
+TensorInfo weight(const char *name, DType dtype,
+                  std::initializer_list<int64_t> shape, int64_t offset) {
+  TensorInfo info{};
+  info.name = name;
+  info.dtype = dtype;
+  info.rank = int32_t(shape.size());
+  std::copy(shape.begin(), shape.end(), info.shape);
+  info.offset = offset;
+  return info;
+}
+
 const TensorInfo kWeights[] = {
-    {"conv.weight", DType::F32, 4, {4, 2, 3, 3}, 0, nullptr},
-    {"conv.bias", DType::F16, 1, {4}, 320, nullptr},
-    {"shape", DType::I64, 1, {2}, 384, nullptr},
+    weight("conv.weight", DType::F32, {4, 2, 3, 3}, 0),
+    weight("conv.bias", DType::F16, {4}, 320),
+    weight("shape", DType::I64, {2}, 384),
 };
-const ProgramInfo kProgram = {
-    kProgramAbiVersion, "fuzz", 0, 400, 0, 0, 3, nullptr, nullptr,
-    kWeights,           nullptr};
+
+/// Value-initialized first, so fields added to ProgramInfo later start at 0.
+ProgramInfo makeProgram() {
+  ProgramInfo program{};
+  program.abiVersion = kProgramAbiVersion;
+  program.name = "fuzz";
+  program.weightBytes = 400;
+  program.numWeights = 3;
+  program.weights = kWeights;
+  return program;
+}
+const ProgramInfo kProgram = makeProgram();
 
 } // namespace
 
