@@ -4,6 +4,7 @@
 #include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
@@ -64,6 +65,8 @@ static void addTrainingReport(func::FuncOp function,
         training.optimizerStateBytes += bytes;
       else if (variable.getRole() == "statistic")
         training.statisticBytes += bytes;
+      else if (variable.getRole() == "gradient_accumulator")
+        training.gradientAccumulatorBytes += bytes;
     } else if (isa<ConstantOp>(op)) {
       training.constantBytes += getTensorBytes(op.getResult(0).getType());
     }
@@ -97,10 +100,13 @@ static void addTrainingReport(func::FuncOp function,
   llvm::SmallSetVector<unsigned, 16> gradientStorages;
   for (Operation &op : body) {
     Value gradient;
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
       gradient = sgd.getGrad();
-    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      training.accumulationSteps = sgd.getAccumulationSteps();
+    } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
       gradient = adamw.getGrad();
+      training.accumulationSteps = adamw.getAccumulationSteps();
+    }
     if (gradient && liveness.getStorage(gradient).kind == StorageKind::Arena)
       gradientStorages.insert(liveness.getStorage(gradient).id);
   }
@@ -120,12 +126,22 @@ static void addTrainingReport(func::FuncOp function,
   training.fusedUpdateSavedBytes = heldMaxLive - report.maxLiveBytes;
   // Saved for backward: arena tensors alive across the forward/backward
   // boundary.
+  llvm::DenseSet<unsigned> saved;
   for (const Storage &storage : liveness.getStorages()) {
     if (storage.kind != StorageKind::Arena || storage.values.empty())
       continue;
     if (storage.first < training.backwardStart &&
-        storage.last >= training.backwardStart)
+        storage.last >= training.backwardStart) {
       training.savedForBackwardBytes += storage.size;
+      saved.insert(storage.id);
+    }
+  }
+  // The picture colours buffers by what they hold.
+  for (BufferReport &buffer : report.buffers) {
+    if (gradientStorages.contains(buffer.storageId))
+      buffer.kind = "gradient";
+    else if (saved.contains(buffer.storageId))
+      buffer.kind = "saved_for_backward";
   }
 }
 
@@ -210,6 +226,9 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
     buffer.offset = storageOffsets[storage.id];
     buffer.first = storage.first;
     buffer.last = storage.last;
+    buffer.storageId = storage.id;
+    if (storage.workspaceOf)
+      buffer.kind = "workspace";
     report.buffers.push_back(std::move(buffer));
   }
 
@@ -246,6 +265,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
     for (const std::string &tensor : buffer.tensors)
       tensors.push_back(tensor);
     buffers.push_back(llvm::json::Object{{"name", buffer.name},
+                                         {"kind", buffer.kind},
                                          {"tensors", std::move(tensors)},
                                          {"size", buffer.size},
                                          {"offset", buffer.offset},
@@ -314,6 +334,8 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"saved_for_backward_bytes", training.savedForBackwardBytes},
         {"fused_update_saved_bytes", training.fusedUpdateSavedBytes},
         {"backward_start_index", training.backwardStart},
+        {"gradient_accumulator_bytes", training.gradientAccumulatorBytes},
+        {"accumulation_steps", training.accumulationSteps},
         {"peak_phase", training.peakInBackward ? "backward" : "forward"}};
   }
   return result;
@@ -445,6 +467,12 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
     os << "    fused update saved "
        << llvm::right_justify(formatBytes(training.fusedUpdateSavedBytes), 10)
        << "  (max-live if every gradient lived to the end of the step)\n";
+    if (training.accumulationSteps > 1)
+      os << "    accumulators     "
+         << llvm::right_justify(formatBytes(training.gradientAccumulatorBytes),
+                                12)
+         << "  (weight region: gradients summed over "
+         << training.accumulationSteps << " micro-batches)\n";
   }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)
@@ -492,6 +520,26 @@ static std::string escape(StringRef text) {
   return out;
 }
 
+namespace {
+/// Colours of the timeline's rectangles by BufferReport::kind.
+struct BufferStyle {
+  const char *fill, *stroke, *label;
+};
+const BufferStyle &styleOf(StringRef kind) {
+  static const BufferStyle saved{"#fdae6b", "#e6550d", "saved for backward"},
+      gradient{"#a1d99b", "#31a354", "gradient"},
+      workspace{"#d9d9d9", "#969696", "workspace"},
+      activation{"#9ecae1", "#3182bd", "other"};
+  if (kind == "saved_for_backward")
+    return saved;
+  if (kind == "gradient")
+    return gradient;
+  if (kind == "workspace")
+    return workspace;
+  return activation;
+}
+} // namespace
+
 void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
                                     llvm::raw_ostream &os) {
   // Each arena buffer is a rectangle: x spans its live op range, y its
@@ -536,13 +584,15 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
   for (const BufferReport &buffer : report.buffers) {
     double x0 = x(buffer.first), x1 = x(buffer.last + 1);
     double y0 = y(buffer.offset + buffer.size), y1 = y(buffer.offset);
+    const BufferStyle &style = styleOf(buffer.kind);
     os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                       "height=\"%.2f\" fill=\"#9ecae1\" stroke=\"#3182bd\" "
-                       "stroke-width=\"0.3\"><title>",
-                       x0, y0, std::max(x1 - x0, 0.5), std::max(y1 - y0, 0.5))
+                       "height=\"%.2f\" fill=\"%s\" stroke=\"%s\" "
+                       "stroke-width=\"0.3\" class=\"%s\"><title>",
+                       x0, y0, std::max(x1 - x0, 0.5), std::max(y1 - y0, 0.5),
+                       style.fill, style.stroke, buffer.kind.c_str())
        << escape(buffer.name) << " " << formatBytes(buffer.size) << " @"
        << buffer.offset << " ops " << buffer.first << ".." << buffer.last
-       << "</title></rect>\n";
+       << " (" << style.label << ")</title></rect>\n";
   }
   os << "<polyline fill=\"none\" stroke=\"#e6550d\" stroke-width=\"1.2\" "
         "points=\"";
@@ -571,6 +621,24 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
                        "forward</text><text x=\"%.2f\" y=\"%.2f\">"
                        "backward + update</text>\n",
                        divider - 4, top + 12, divider + 4, top + 12);
+    os << llvm::format("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" "
+                       "class=\"boundary\">",
+                       divider - 4, top + 26)
+       << "saved for backward "
+       << escape(formatBytes(report.training.savedForBackwardBytes))
+       << "</text>\n";
+    // Legend: what the colours mean.
+    double legendY = 24;
+    double legendX = left + plotWidth - 330;
+    for (StringRef kind : {"activation", "saved_for_backward", "gradient"}) {
+      const BufferStyle &style = styleOf(kind);
+      os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"10\" "
+                         "height=\"10\" fill=\"%s\" stroke=\"%s\"/>"
+                         "<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                         legendX, legendY - 9, style.fill, style.stroke,
+                         legendX + 13, legendY, style.label);
+      legendX += 110;
+    }
   }
   if (report.budgetBytes > 0)
     hline(report.budgetBytes, "#de2d26",

@@ -229,6 +229,29 @@ private:
     return refWithShape(labels,
                         {ShapedType::getNumElements(shape.drop_back())});
   }
+  /// Micro-batches per optimizer step: the updates' accumulation_steps
+  /// (ProgramInfo::accumulationSteps; 1 without accumulation).
+  int64_t accumulationSteps() {
+    int64_t steps = 1;
+    function.walk([&](Operation *op) {
+      if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+        steps = std::max<int64_t>(steps, sgd.getAccumulationSteps());
+      else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+        steps = std::max<int64_t>(steps, adamw.getAccumulationSteps());
+    });
+    return steps;
+  }
+  /// The `GradientAccumulation accumulation` local of an update with an
+  /// accumulator ("" without).
+  std::string accumulation(Value accumulator, Value microStep, int64_t steps) {
+    if (!accumulator)
+      return "";
+    return "    GradientAccumulation accumulation;\n"
+           "    accumulation.accumulator = " +
+           ref(accumulator) +
+           ";\n    accumulation.microStep = " + ref(microStep) +
+           ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
+  }
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -416,6 +439,9 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("statistic", "Statistic")
                  .Case("learning_rate", "LearningRate")
                  .Case("step", "StepCount")
+                 .Case("gradient_accumulator", "GradientAccumulator")
+                 .Case("micro_step", "MicroStep")
+                 .Case("random_key", "RandomKey")
                  .Default("Constant");
     weightsFingerprint.addWeight(name.c_str(), type.getRank(),
                                  type.getShape().data(), offset, bytes);
@@ -1312,6 +1338,17 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ref(update.getRunningVar()) << ");\n";
         return success();
       })
+      .Case([&](DropoutOp drop) -> LogicalResult {
+        if (!drop.getKey())
+          return error(op) << "has no random key: run memopt-make-trainable "
+                              "(training) or --canonicalize (inference, "
+                              "where it folds away) before lowering";
+        os << "  dropout(ctx, " << node << ", "
+           << cppFloat(toDouble(drop.getRatio())) << ", "
+           << uint32_t(drop.getStream()) << "u, " << ref(drop.getX()) << ", "
+           << ref(drop.getKey()) << ", " << ref(drop.getY()) << ");\n";
+        return success();
+      })
       .Case([&](AssignOp assign) {
         os << "  copy(ctx, " << node << ", " << ref(assign.getValue()) << ", "
            << ref(assign.getTarget()) << ");\n";
@@ -1321,16 +1358,23 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
         os << "  {\n    TensorRef buffer = "
            << (update.getMomentumBuffer() ? ref(update.getMomentumBuffer())
                                           : std::string("TensorRef()"))
-           << ";\n    sgdUpdate(ctx, " << node << ", "
+           << ";\n"
+           << accumulation(update.getAccumulator(), update.getMicroStep(),
+                           update.getAccumulationSteps())
+           << "    sgdUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getMomentum())) << ", "
            << cppFloat(toDouble(update.getWeightDecay())) << ", "
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
-           << ref(update.getLr()) << ");\n  }\n";
+           << ref(update.getLr())
+           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })
       .Case([&](AdamWUpdateOp update) {
-        os << "  adamwUpdate(ctx, " << node << ", "
+        os << "  {\n"
+           << accumulation(update.getAccumulator(), update.getMicroStep(),
+                           update.getAccumulationSteps())
+           << "    adamwUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getBeta1())) << ", "
            << cppFloat(toDouble(update.getBeta2())) << ", "
            << cppFloat(toDouble(update.getEps())) << ", "
@@ -1338,7 +1382,7 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << ref(update.getExpAvg()) << ", " << ref(update.getExpAvgSq())
            << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
-           << ");\n";
+           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })
       .Default([&](Operation *) {
@@ -1431,7 +1475,7 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
                        [](Operation &op) { return isa<VariableOp>(op); })
               ? 1
               : 0)
-      << "};\n\n"
+      << ", " << accumulationSteps() << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";

@@ -305,6 +305,17 @@ bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
                          const TensorRef &v, const TensorRef &lr,
                          const TensorRef &step);
 
+/// Dropout: float x and y of one type and shape, an I64 key of two
+/// elements, ratio in [0, 1).
+bool validateDropout(Context &ctx, const char *node, float ratio,
+                     const TensorRef &x, const TensorRef &key,
+                     const TensorRef &y);
+/// Gradient accumulation: an F32 accumulator of the parameter's shape, an
+/// F32 scalar micro-step and at least 2 steps.
+bool validateAccumulation(Context &ctx, const char *node,
+                          const TensorRef &param,
+                          const GradientAccumulation &accumulation);
+
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
                                                        float o, float scale,

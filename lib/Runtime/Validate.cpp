@@ -998,6 +998,46 @@ bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
          checkF32Like(ctx, node, *momentumBuffer, param, "momentum buffer");
 }
 
+bool validateDropout(Context &ctx, const char *node, float ratio,
+                     const TensorRef &x, const TensorRef &key,
+                     const TensorRef &y) {
+  if (!(ratio >= 0.0f && ratio < 1.0f)) {
+    failf(ctx, node, "dropout ratio %g is not in [0, 1)", double(ratio));
+    return false;
+  }
+  if (!checkTensor(ctx, node, x, "x") || !checkTensor(ctx, node, y, "y") ||
+      !checkTensor(ctx, node, key, "key"))
+    return false;
+  if (!isFloatType(x.dtype) || y.dtype != x.dtype ||
+      x.numElements() != y.numElements()) {
+    failf(ctx, node,
+          "dropout needs float x and y of one type and shape, got %s %s and %s "
+          "%s",
+          dtypeName(x.dtype), shapeString(x).c_str(), dtypeName(y.dtype),
+          shapeString(y).c_str());
+    return false;
+  }
+  if (key.dtype != DType::I64 || key.numElements() != 2) {
+    failf(ctx, node, "dropout key must be i64 [seed, micro-batch], got %s %s",
+          dtypeName(key.dtype), shapeString(key).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateAccumulation(Context &ctx, const char *node,
+                          const TensorRef &param,
+                          const GradientAccumulation &accumulation) {
+  if (accumulation.steps < 2) {
+    failf(ctx, node, "gradient accumulation needs at least 2 steps, got %lld",
+          (long long)accumulation.steps);
+    return false;
+  }
+  return checkF32Like(ctx, node, accumulation.accumulator, param,
+                      "gradient accumulator") &&
+         checkScalarF32(ctx, node, accumulation.microStep, "micro_step");
+}
+
 bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
                          const TensorRef &grad, const TensorRef &m,
                          const TensorRef &v, const TensorRef &lr,

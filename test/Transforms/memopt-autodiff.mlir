@@ -1,6 +1,9 @@
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=sgd momentum=0.9" | FileCheck %s
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=adamw lr=0.001" | FileCheck %s --check-prefix=ADAMW
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff | FileCheck %s --check-prefix=SAVED
+// RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=sgd momentum=0.9 accumulate=4" | FileCheck %s --check-prefix=ACCUM
+// RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=adamw accumulate=2" | FileCheck %s --check-prefix=ACCUM-ADAMW
+// RUN: not memopt-opt %s --split-input-file --memopt-autodiff="accumulate=0" 2>&1 | FileCheck %s --check-prefix=ACCUM-ZERO
 
 // A linear layer with a relu and cross-entropy. The relu's gradient reads its
 // output (the input may die), the weight gradient is one transposed gemm, and
@@ -29,6 +32,20 @@
 // ADAMW-DAG: memopt.variable "w1.exp_avg_sq" {role = "optimizer_state"}
 // ADAMW-DAG: %[[STEP:.*]] = memopt.variable "memopt.step" {{.*}}role = "step"
 // ADAMW: memopt.adamw_update {{.*}}, step %[[STEP]] :
+// With accumulate=4 the backward starts from d(loss / 4), every parameter
+// gets a persistent accumulator, and each update takes it with the
+// micro-step variable (it sums, and updates on micro-step 3 only).
+// ACCUM-LABEL: func.func @mlp
+// ACCUM-DAG: %[[ACC1:.*]] = memopt.variable "w1.grad" {role = "gradient_accumulator"} : tensor<5x4xf32>
+// ACCUM-DAG: %[[ACC2:.*]] = memopt.variable "w2.grad" {role = "gradient_accumulator"} : tensor<3x4xf32>
+// ACCUM-DAG: %[[MICRO:.*]] = memopt.variable "memopt.micro_step" {initial_value = dense<0.000000e+00> : tensor<f32>, role = "micro_step"}
+// ACCUM-DAG: %[[SEED:.*]] = memopt.constant dense<2.500000e-01> : tensor<f32>
+// ACCUM: memopt.softmax_cross_entropy_grad %{{.*}}, %arg1, %[[SEED]]
+// ACCUM: memopt.sgd_update %{{.*}}, %{{.*}}, momentum %{{.*}}, lr %{{.*}}, accumulate %[[ACC2]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
+// ACCUM: memopt.sgd_update {{.*}}, accumulate %[[ACC1]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64
+// ACCUM-ADAMW-LABEL: func.func @mlp
+// ACCUM-ADAMW: memopt.adamw_update {{.*}}, accumulate %{{.*}}, micro_step %{{.*}} {accumulation_steps = 2 : i64}
+// ACCUM-ZERO: error: --accumulate 0 must be at least 1 micro-batch per step
 func.func @mlp(%x: tensor<2x5xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
   %w1 = memopt.variable "w1" {initial_value = dense<0.5> : tensor<5x4xf32>, role = "parameter"} : tensor<5x4xf32>
   %w2 = memopt.variable "w2" {initial_value = dense<0.25> : tensor<3x4xf32>, role = "parameter"} : tensor<3x4xf32>
@@ -72,6 +89,25 @@ func.func @batch_norm(%x: tensor<2x3x4x4xf32>) -> tensor<f32> {
   %var = memopt.variable "bn.running_var" {initial_value = dense<1.0> : tensor<3xf32>, role = "parameter"} : tensor<3xf32>
   %y = memopt.batch_normalization %x, %scale, %bias, %mean, %var : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
   %loss = memopt.reduce_mean %y {axes = array<i64: 0, 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x3x4x4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Dropout's gradient is the same dropout (key, stream, ratio) of the output
+// gradient: the mask is regenerated, nothing of the forward is read.
+// CHECK-LABEL: func.func @dropout
+// CHECK: %[[KEY:.*]] = memopt.variable "memopt.random_key"
+// CHECK: %[[D:.*]] = memopt.dropout %{{.*}}, key %[[KEY]] {ratio = 3.000000e-01 : f32, stream = 7 : i64}
+// CHECK: %[[DX:.*]] = memopt.dropout %{{.*}}, key %[[KEY]] {ratio = 3.000000e-01 : f32, stream = 7 : i64}
+// CHECK: memopt.mul %[[DX]], %arg0
+func.func @dropout(%x: tensor<2x4xf32>) -> tensor<f32> {
+  %key = memopt.variable "memopt.random_key" {role = "random_key"} : tensor<2xi64>
+  %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x4xf32>, role = "parameter"} : tensor<2x4xf32>
+  %y = memopt.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %d = memopt.dropout %y, key %key {ratio = 0.3 : f32, stream = 7 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %s = memopt.mul %d, %d : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %loss = memopt.reduce_mean %s {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
 

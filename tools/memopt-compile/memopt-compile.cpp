@@ -147,6 +147,12 @@ int main(int argc, char **argv) {
                "the rematerialization solver's costs (default: an H100 "
                "roofline)"),
       cl::cat(category));
+  cl::opt<int64_t> accumulate(
+      "accumulate",
+      cl::desc("Micro-batches per optimizer step: gradients are summed over "
+               "K micro-batches (of loss / K) and the update runs on the "
+               "last one"),
+      cl::init(1), cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -197,6 +203,7 @@ int main(int argc, char **argv) {
   training.beta2 = beta2;
   training.eps = eps;
   training.batchStatistics = bnBatchStats;
+  training.accumulate = accumulate;
   training.freeze.assign(freeze.begin(), freeze.end());
   return runCompile(options, llvm::outs());
 }

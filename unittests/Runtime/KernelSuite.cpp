@@ -759,6 +759,59 @@ std::vector<Case> buildCases() {
                      return std::vector<TensorRef>{param, m, v};
                    }});
 
+  // Dropout: the CUDA mask must be the host's bit for bit (Philox.h is one
+  // header for both), so f32 is compared exactly; an element count that is
+  // not a multiple of 4, a 64-bit seed, a large micro-batch number, in place.
+  for (DType dt : floats) {
+    for (bool inPlace : {false, true}) {
+      cases.push_back(
+          {std::string("dropout_") + tag(dt) + (inPlace ? "_in_place" : ""),
+           dt == DType::F32 ? 0.0 : tol(dt), [dt, inPlace](Suite &s) {
+             TensorRef x = s.random(dt, {3, 1367});
+             TensorRef key =
+                 s.ints(DType::I64, {2}, {double(0x1234567890ll), 70000.0 + 1});
+             TensorRef y = inPlace ? x : s.empty(dt, {3, 1367});
+             dropout(*s.ctx, "dropout", 0.3f, 5u, x, key, y);
+             TensorRef again = s.empty(dt, {3, 1367});
+             dropout(*s.ctx, "dropout_again", 0.1f, 6u, y, key, again);
+             return std::vector<TensorRef>{y, again};
+           }});
+    }
+  }
+
+  // Gradient accumulation over 3 micro-steps (the update runs on the last
+  // one; the micro-step is read on the device), then a fourth micro-batch
+  // that starts the next step: param, state and accumulator.
+  for (bool adamw : {false, true}) {
+    cases.push_back(
+        {adamw ? "adamw_accumulate" : "sgd_accumulate", 1e-5,
+         [adamw](Suite &s) {
+           const int64_t n = 10007;
+           TensorRef param = s.random(DType::F32, {n});
+           TensorRef m = s.empty(DType::F32, {n});
+           TensorRef v = s.empty(DType::F32, {n});
+           TensorRef sum = s.random(DType::F32, {n}); // stale: overwritten
+           fill(*s.ctx, "zero", 0.0, m);
+           fill(*s.ctx, "zero", 0.0, v);
+           TensorRef lr = s.upload(DType::F32, {}, {adamw ? 1e-2 : 0.05});
+           TensorRef step = s.upload(DType::F32, {}, {1.0});
+           for (int micro : {0, 1, 2, 0}) {
+             GradientAccumulation accumulation;
+             accumulation.accumulator = sum;
+             accumulation.microStep = s.upload(DType::F32, {}, {double(micro)});
+             accumulation.steps = 3;
+             TensorRef grad = s.random(DType::F32, {n});
+             if (adamw)
+               adamwUpdate(*s.ctx, "adamw", 0.9f, 0.999f, 1e-8f, 1e-2f, param,
+                           grad, m, v, lr, step, &accumulation);
+             else
+               sgdUpdate(*s.ctx, "sgd", 0.9f, 1e-2f, param, grad, &m, lr,
+                         &accumulation);
+           }
+           return std::vector<TensorRef>{param, m, v, sum};
+         }});
+  }
+
   // Attention: head sizes that are and are not multiples of 8 / 16, query
   // and key counts that leave partial tiles, broadcast batches and biases, a
   // padding mask of -inf, causal masks with more queries than a tile.

@@ -29,6 +29,12 @@ struct BufferReport {
   /// Op indices of the first write and the last read, both inclusive.
   int64_t first = 0;
   int64_t last = 0;
+  /// Training steps: "saved_for_backward" (alive across the forward /
+  /// backward boundary), "gradient" (a parameter's gradient), "workspace",
+  /// else "activation".
+  std::string kind = "activation";
+  /// The liveness storage it holds (internal).
+  unsigned storageId = 0;
 };
 
 /// What a training step holds (memopt-autodiff's program): the persistent
@@ -55,6 +61,10 @@ struct TrainingReport {
   int64_t backwardStart = 0;
   /// Forward tensors alive across the loss op (saved for backward).
   int64_t savedForBackwardBytes = 0;
+  /// --accumulate K: the persistent gradient accumulators (weight region,
+  /// PyTorch's .grad) and the micro-batches per optimizer step.
+  int64_t gradientAccumulatorBytes = 0;
+  int64_t accumulationSteps = 1;
 };
 
 /// What rematerialization (memopt-rematerialize) recomputed and what that

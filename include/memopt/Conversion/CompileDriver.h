@@ -39,6 +39,8 @@ struct TrainingOptions {
   /// < 0: the optimizer's default (0 for SGD, 0.01 for AdamW).
   double weightDecay = -1.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Micro-batches per optimizer step (--accumulate K).
+  int64_t accumulate = 1;
   /// BatchNormalization uses batch statistics (training mode).
   bool batchStatistics = false;
   /// Prefixes of initializer names that are not trained.

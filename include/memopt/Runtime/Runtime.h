@@ -604,6 +604,30 @@ void layerNormGrad(Context &ctx, const char *nodeName, float epsilon,
                    TensorRef dscale, TensorRef dbias, void *workspace,
                    size_t workspaceBytes);
 
+/// Training-mode dropout: y = x * keep / (1 - ratio), with element i kept
+/// unless its Philox 4x32-10 word is below ratio * 2^32 (lib/Runtime/
+/// Philox.h). `key` is the program's I64 [2] [seed, micro-batch number] on
+/// the device (the driver writes it before each run, so a captured CUDA
+/// graph stays valid) and `stream` the op's id: the same (key, stream,
+/// shape) gives the same mask on every backend, which the backward (dropout
+/// of dy) and recomputation rely on. x and y are float tensors of one type
+/// and shape; y may be x (in place). ratio is in [0, 1).
+void dropout(Context &ctx, const char *nodeName, float ratio, uint32_t stream,
+             TensorRef x, TensorRef key, TensorRef y);
+
+/// Gradient accumulation of an update (--accumulate K): on micro-step 0 the
+/// accumulator becomes the gradient, on the others the gradient is added to
+/// it; the update itself runs on micro-step K - 1 only, with the
+/// accumulator as its gradient. `microStep` is an F32 scalar on the device
+/// (0 .. K - 1, written by the driver before each micro-batch), so one
+/// captured CUDA graph serves every micro-batch. `accumulator` is F32 of the
+/// parameter's shape.
+struct GradientAccumulation {
+  TensorRef accumulator;
+  TensorRef microStep;
+  int64_t steps = 1;
+};
+
 /// SGD with momentum, PyTorch's torch.optim.SGD (dampening 0, no Nesterov),
 /// in place: g = grad + weightDecay * param; buf = momentum * buf + g (buf
 /// starts at zero, so the first step stores g as PyTorch does); param -= lr *
@@ -612,7 +636,8 @@ void layerNormGrad(Context &ctx, const char *nodeName, float epsilon,
 /// steps without recompiling or re-capturing). param, grad and buf are F32.
 void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
-               const TensorRef *momentumBuffer, TensorRef lr);
+               const TensorRef *momentumBuffer, TensorRef lr,
+               const GradientAccumulation *accumulation = nullptr);
 /// AdamW, PyTorch's torch.optim.AdamW (amsgrad off), in place: param *= 1 -
 /// lr * weightDecay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2)
 /// g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) +
@@ -620,7 +645,8 @@ void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
 /// the device, like `lr`). param, grad, m, v are F32.
 void adamwUpdate(Context &ctx, const char *nodeName, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
-                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step);
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
+                 const GradientAccumulation *accumulation = nullptr);
 
 } // namespace memopt::rt
 

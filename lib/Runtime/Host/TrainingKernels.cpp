@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Philox.h"
 #include "HostInternal.h"
 
 #include <algorithm>
@@ -280,14 +281,76 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
   host::store(ctx, vdx, dx);
 }
 
+namespace {
+
+/// Accumulates `grad` (see GradientAccumulation) and says whether the
+/// update runs now; `gradient` then points to the gradient it uses.
+bool accumulateGradient(Context &ctx, const char *node, const TensorRef &param,
+                        const TensorRef &grad,
+                        const GradientAccumulation *accumulation,
+                        const float *&gradient) {
+  gradient = static_cast<const float *>(grad.data);
+  if (!accumulation)
+    return true;
+  if (!validateAccumulation(ctx, node, param, *accumulation))
+    return false;
+  double micro = loadScalar(accumulation->microStep);
+  if (!(micro >= 0 && micro < double(accumulation->steps) &&
+        micro == std::floor(micro))) {
+    failf(ctx, node, "micro_step %g is not an integer in [0, %lld)", micro,
+          (long long)accumulation->steps);
+    return false;
+  }
+  float *sum = static_cast<float *>(accumulation->accumulator.data);
+  const float *g = gradient;
+  bool first = micro == 0;
+  host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t i = lo; i < hi; ++i)
+                        sum[i] = first ? g[i] : sum[i] + g[i];
+                    });
+  gradient = sum;
+  return micro == double(accumulation->steps - 1);
+}
+
+} // namespace
+
+void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
+             TensorRef x, TensorRef key, TensorRef y) {
+  if (hasError(ctx) || !validateDropout(ctx, node, ratio, x, key, y))
+    return;
+  DropoutKey d =
+      makeDropoutKey(static_cast<const int64_t *>(key.data), stream, ratio);
+  std::vector<double> values = host::toDouble(ctx, x);
+  int64_t groups = (int64_t(values.size()) + 3) / 4;
+  // The product of an f32 element and the f32 scale is exact in double, so
+  // the rounding on store is the CUDA kernel's single f32 rounding.
+  double scale = d.scale;
+  host::parallelFor(
+      ctx, 0, groups, host::kElementGrain / 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t group = lo; group < hi; ++group) {
+          Philox4x32 words = dropoutWords(d, uint64_t(group));
+          for (int64_t k = 0; k < 4; ++k) {
+            size_t i = size_t(group * 4 + k);
+            if (i < values.size())
+              values[i] = words.word[k] < d.threshold ? 0.0 : values[i] * scale;
+          }
+        }
+      });
+  host::store(ctx, values, y);
+}
+
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
-               const TensorRef *momentumBuffer, TensorRef lr) {
+               const TensorRef *momentumBuffer, TensorRef lr,
+               const GradientAccumulation *accumulation) {
+  const float *g = nullptr;
   if (hasError(ctx) ||
-      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer, lr))
+      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer,
+                         lr) ||
+      !accumulateGradient(ctx, node, param, grad, accumulation, g))
     return;
   float *p = static_cast<float *>(param.data);
-  const float *g = static_cast<const float *>(grad.data);
   float *buf =
       momentumBuffer ? static_cast<float *>(momentumBuffer->data) : nullptr;
   double rate = loadScalar(lr);
@@ -306,9 +369,12 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
 
 void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
-                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step) {
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
+                 const GradientAccumulation *accumulation) {
+  const float *g = nullptr;
   if (hasError(ctx) ||
-      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step))
+      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step) ||
+      !accumulateGradient(ctx, node, param, grad, accumulation, g))
     return;
   double t = loadScalar(step);
   if (!(t >= 1)) {
@@ -316,7 +382,6 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
     return;
   }
   float *p = static_cast<float *>(param.data);
-  const float *g = static_cast<const float *>(grad.data);
   float *mp = static_cast<float *>(m.data), *vp = static_cast<float *>(v.data);
   double rate = loadScalar(lr);
   double stepSize = rate / (1 - std::pow(double(beta1), t));

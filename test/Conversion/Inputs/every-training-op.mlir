@@ -1,7 +1,8 @@
 // One instance of every op that only a training step holds, each named
 // loc("op_<name>"): python/tests/test_op_coverage.py compiles it for the host
 // and the CUDA backend and runs one host step (as every-op.mlir does for the
-// other ops).
+// other ops). The AdamW update accumulates over two micro-batches; the
+// dropout's backward is not spelled out (memopt-autodiff would build it).
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
@@ -19,18 +20,22 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %gm = memopt.variable "g.momentum_buffer" {role = "optimizer_state"} : tensor<2xf32>
   %gbm = memopt.variable "gb.momentum_buffer" {role = "optimizer_state"} : tensor<2xf32>
   %lsm = memopt.variable "ls.momentum_buffer" {role = "optimizer_state"} : tensor<8xf32>
+  %key = memopt.variable "memopt.random_key" {role = "random_key"} : tensor<2xi64>
+  %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
+  %vacc = memopt.variable "v.grad" {role = "gradient_accumulator"} : tensor<8x2xf32>
   %one = memopt.constant dense<1.0> : tensor<f32>
   %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
   %y, %bm, %bs = memopt.batch_norm_training %c, %g, %gb {activation = "relu"} : (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training")
   memopt.batch_norm_running_update %bm, %bs to %rm, %rv {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32> loc("op_batch_norm_running_update")
   %p = memopt.max_pool %y {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>) -> tensor<2x2x2x2xf32>
-  %f = memopt.reshape %p : (tensor<2x2x2x2xf32>) -> tensor<2x8xf32>
+  %pf = memopt.reshape %p : (tensor<2x2x2x2xf32>) -> tensor<2x8xf32>
+  %f = memopt.dropout %pf, key %key {ratio = 0.25 : f32, stream = 1 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<2x8xf32> loc("op_dropout")
   %logits = memopt.matmul %f, %v : (tensor<2x8xf32>, tensor<8x2xf32>) -> tensor<2x2xf32>
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x2xf32>, tensor<2xi64>) -> tensor<f32> loc("op_softmax_cross_entropy")
   %dl = memopt.softmax_cross_entropy_grad %logits, %labels, %one : (tensor<2x2xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x2xf32> loc("op_softmax_cross_entropy_grad")
   %dv = memopt.gemm %f, %dl {transA = 1 : i64} : (tensor<2x8xf32>, tensor<2x2xf32>) -> tensor<8x2xf32>
   %df = memopt.gemm %dl, %v {transB = 1 : i64} : (tensor<2x2xf32>, tensor<8x2xf32>) -> tensor<2x8xf32>
-  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32> loc("op_adamw_update")
+  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step, accumulate %vacc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32>, tensor<8x2xf32>, tensor<f32> loc("op_adamw_update")
   %dp = memopt.reshape %df : (tensor<2x8xf32>) -> tensor<2x2x2x2xf32>
   %dy = memopt.pool_grad %y, %dp {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x3x3xf32> loc("op_pool_grad")
   %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dy, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")

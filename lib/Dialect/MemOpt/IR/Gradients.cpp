@@ -312,6 +312,16 @@ LogicalResult vjp(IdentityOp op, GradientBuilder &g, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult vjp(DropoutOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  // The same dropout (key, stream, ratio) applied to dY regenerates the
+  // forward's mask and scale: nothing is saved for backward (PyTorch's
+  // native_dropout keeps a bool mask of X's shape).
+  dx[0] = DropoutOp::create(g.b, g.loc, dy[0].getType(), dy[0], op.getKey(),
+                            op.getRatioAttr(), op.getStreamAttr());
+  return success();
+}
+
 LogicalResult vjp(CastOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   if (!isFloatTensor(op.getInput()) || !isFloatTensor(op.getOutput()))
@@ -1053,7 +1063,7 @@ template <typename... OpTs> void attach(MLIRContext &context) {
 void mlir::memopt::attachGradientModels(MLIRContext &context) {
   attach<ReluOp, LeakyReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
          ReciprocalOp, NegOp, AbsOp, ErfOp, SinOp, CosOp, GeluOp, HardSwishOp,
-         HardSigmoidOp, ClipOp, IdentityOp, CastOp, AddOp, SubOp, MulOp, DivOp,
+         HardSigmoidOp, ClipOp, IdentityOp, DropoutOp, CastOp, AddOp, SubOp, MulOp, DivOp,
          PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp, MaxPoolOp,
          AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
          BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,

@@ -11,6 +11,7 @@
 #include "OpUtils.h"
 
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -37,12 +38,15 @@ std::string mlir::memopt::describeNode(Operation *op) {
 
 LogicalResult VariableOp::verify() {
   StringRef role = getRole();
-  if (role != "parameter" && role != "optimizer_state" && role != "statistic" &&
-      role != "learning_rate" && role != "step")
+  if (!llvm::is_contained({"parameter", "optimizer_state", "statistic",
+                           "learning_rate", "step", "gradient_accumulator",
+                           "micro_step", "random_key"},
+                          role))
     return emitOpError("role '")
            << role
            << "' is not one of parameter, optimizer_state, statistic, "
-              "learning_rate, step";
+              "learning_rate, step, gradient_accumulator, micro_step, "
+              "random_key";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (auto initial = getInitialValueAttr())
@@ -51,6 +55,35 @@ LogicalResult VariableOp::verify() {
              << initial.getType() << " does not match the result type "
              << getType();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DropoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  float ratio = getRatio().convertToFloat();
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return emitOpError("ratio ") << ratio << " is not in [0, 1)";
+  if (Value key = getKey())
+    if (cast<ShapedType>(key.getType()).getNumElements() != 2)
+      return emitOpError("key must hold two i64 elements [seed, micro-batch]");
+  if (getStream() > uint64_t(UINT32_MAX))
+    return emitOpError("stream ") << getStream() << " is not a 32-bit id";
+  return success();
+}
+
+/// Without a key (inference) or with ratio 0 the dropout is the identity.
+LogicalResult DropoutOp::canonicalize(DropoutOp op, PatternRewriter &rewriter) {
+  if (op.getKey() && !op.getRatio().isZero())
+    return failure();
+  rewriter.replaceOp(op, op.getX());
+  return success();
+}
+
+bool DropoutOp::isElementwise() { return true; }
+bool DropoutOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -185,6 +218,30 @@ static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
   return success();
 }
 
+/// The accumulation operands of an update come together: an accumulator
+/// variable of the parameter's type, the micro-step scalar and K > 1.
+static LogicalResult verifyAccumulation(Operation *op, Value param,
+                                        Value accumulator, Value microStep,
+                                        int64_t steps) {
+  if (!accumulator && !microStep) {
+    if (steps != 1)
+      return op->emitOpError("accumulation_steps ")
+             << steps << " needs an accumulator and the micro_step";
+    return success();
+  }
+  if (!accumulator || !microStep)
+    return op->emitOpError("accumulator and micro_step come together");
+  if (steps < 2)
+    return op->emitOpError("accumulation_steps must be at least 2 with an "
+                           "accumulator, got ")
+           << steps;
+  if (accumulator.getType() != param.getType())
+    return op->emitOpError("accumulator must have the parameter's type");
+  if (failed(verifyWritesVariable(op, accumulator, "accumulator")))
+    return failure();
+  return verifyScalar(op, microStep, "micro_step");
+}
+
 LogicalResult AssignOp::verify() {
   if (getValue().getType() != getTarget().getType())
     return emitOpError("value and target must have the same type");
@@ -211,14 +268,16 @@ LogicalResult SGDUpdateOp::verify() {
     return emitOpError("momentum ")
            << getMomentum().convertToFloat() << " needs a momentum buffer";
   }
-  return success();
+  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+                            getAccumulationSteps());
 }
 
 int64_t SGDUpdateOp::getFlops() {
   return 4 * getParam().getType().getNumElements();
 }
 int64_t SGDUpdateOp::getBytesMoved() {
-  return (getMomentumBuffer() ? 5 : 3) * getTensorBytes(getParam().getType());
+  return ((getMomentumBuffer() ? 5 : 3) + (getAccumulator() ? 2 : 0)) *
+         getTensorBytes(getParam().getType());
 }
 
 LogicalResult AdamWUpdateOp::verify() {
@@ -233,14 +292,16 @@ LogicalResult AdamWUpdateOp::verify() {
       failed(verifyScalar(*this, getLr(), "lr")) ||
       failed(verifyScalar(*this, getStep(), "step")))
     return failure();
-  return success();
+  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+                            getAccumulationSteps());
 }
 
 int64_t AdamWUpdateOp::getFlops() {
   return 12 * getParam().getType().getNumElements();
 }
 int64_t AdamWUpdateOp::getBytesMoved() {
-  return 7 * getTensorBytes(getParam().getType());
+  return (7 + (getAccumulator() ? 2 : 0)) *
+         getTensorBytes(getParam().getType());
 }
 
 //===----------------------------------------------------------------------===//

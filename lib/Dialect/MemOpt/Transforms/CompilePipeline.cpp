@@ -100,6 +100,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     autodiff.beta1 = options.beta1;
     autodiff.beta2 = options.beta2;
     autodiff.eps = options.eps;
+    autodiff.accumulate = options.accumulate;
     autodiff.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());

@@ -114,12 +114,42 @@ struct MakeTrainablePass
       constant.replaceAllUsesWith(variable.getValue());
       constant.erase();
     }
-    if (batchStatistics) {
-      SmallVector<BatchNormalizationOp> norms;
-      function.walk([&](BatchNormalizationOp norm) { norms.push_back(norm); });
-      for (BatchNormalizationOp norm : norms)
-        if (failed(useBatchStatistics(norm)))
-          return signalPassFailure();
+    keyDropouts(function);
+    // Training-mode BatchNormalization: every one with --bn-batch-stats,
+    // those exported with training_mode=1 always.
+    SmallVector<BatchNormalizationOp> norms;
+    function.walk([&](BatchNormalizationOp norm) {
+      if (batchStatistics || norm.getTrainingMode() != 0)
+        norms.push_back(norm);
+    });
+    for (BatchNormalizationOp norm : norms)
+      if (failed(useBatchStatistics(norm)))
+        return signalPassFailure();
+  }
+
+  /// Training-mode dropouts (keyless from the importer) get the program's
+  /// random key and a stream of their own, numbered in program order, so
+  /// every dropout draws its own mask and recomputing one redraws it.
+  void keyDropouts(func::FuncOp function) {
+    SmallVector<DropoutOp> dropouts;
+    function.walk([&](DropoutOp drop) {
+      if (!drop.getKey())
+        dropouts.push_back(drop);
+    });
+    if (dropouts.empty())
+      return;
+    OpBuilder builder(&getContext());
+    builder.setInsertionPointToStart(&function.getBody().front());
+    auto keyType = RankedTensorType::get({2}, builder.getI64Type());
+    Value key = VariableOp::create(
+        builder, NameLoc::get(builder.getStringAttr("dropout")), keyType,
+        builder.getStringAttr("memopt.random_key"),
+        builder.getStringAttr("random_key"),
+        DenseElementsAttr::get(keyType, ArrayRef<int64_t>{0, 0}));
+    int64_t stream = 0;
+    for (DropoutOp drop : dropouts) {
+      drop.getKeyMutable().assign(key);
+      drop.setStream(++stream);
     }
   }
 
@@ -329,23 +359,23 @@ struct AutodiffPass
 private:
   /// Emits the optimizer update of `param` with its complete gradient.
   void emitUpdate(OpBuilder &builder, VariableOp param, Value gradient);
-  VariableOp createState(OpBuilder &builder, VariableOp param,
-                         StringRef suffix);
+  VariableOp createState(OpBuilder &builder, VariableOp param, StringRef suffix,
+                         StringRef role = "optimizer_state");
 
   Block *entry = nullptr;
-  Value lrValue, stepValue;
-  int64_t stateBytes = 0;
+  Value lrValue, stepValue, microStepValue;
+  int64_t stateBytes = 0, accumulatorBytes = 0;
 };
 
 VariableOp AutodiffPass::createState(OpBuilder &builder, VariableOp param,
-                                     StringRef suffix) {
+                                     StringRef suffix, StringRef role) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
-  stateBytes += getTensorBytes(param.getType());
+  (role == "gradient_accumulator" ? accumulatorBytes : stateBytes) +=
+      getTensorBytes(param.getType());
   return VariableOp::create(builder, param.getLoc(), param.getType(),
                             builder.getStringAttr(param.getName() + suffix),
-                            builder.getStringAttr("optimizer_state"),
-                            ElementsAttr());
+                            builder.getStringAttr(role), ElementsAttr());
 }
 
 void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
@@ -353,22 +383,31 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
   Location loc = param.getLoc();
   double decay =
       weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  // With accumulation the gradient is summed into a persistent accumulator
+  // (PyTorch's .grad) by the update op itself; the update runs on the last
+  // micro-step only.
+  Value accumulator;
+  if (accumulate > 1)
+    accumulator =
+        createState(builder, param, ".grad", "gradient_accumulator").getValue();
+  IntegerAttr steps = builder.getI64IntegerAttr(accumulate);
   if (optimizer == "adamw") {
     VariableOp expAvg = createState(builder, param, ".exp_avg");
     VariableOp expAvgSq = createState(builder, param, ".exp_avg_sq");
     AdamWUpdateOp::create(
         builder, loc, param.getValue(), gradient, expAvg.getValue(),
-        expAvgSq.getValue(), lrValue, stepValue, builder.getF32FloatAttr(beta1),
-        builder.getF32FloatAttr(beta2), builder.getF32FloatAttr(eps),
-        builder.getF32FloatAttr(decay));
+        expAvgSq.getValue(), lrValue, stepValue, accumulator, microStepValue,
+        builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+        builder.getF32FloatAttr(eps), builder.getF32FloatAttr(decay), steps);
     return;
   }
   Value buffer;
   if (momentum != 0.0)
     buffer = createState(builder, param, ".momentum_buffer").getValue();
   SGDUpdateOp::create(builder, loc, param.getValue(), gradient, buffer, lrValue,
+                      accumulator, microStepValue,
                       builder.getF32FloatAttr(momentum),
-                      builder.getF32FloatAttr(decay));
+                      builder.getF32FloatAttr(decay), steps);
 }
 
 void AutodiffPass::runOnOperation() {
@@ -378,6 +417,11 @@ void AutodiffPass::runOnOperation() {
   if (optimizer != "sgd" && optimizer != "adamw") {
     function.emitError("optimizer '")
         << optimizer << "' is not one of sgd, adamw";
+    return signalPassFailure();
+  }
+  if (accumulate < 1) {
+    function.emitError("--accumulate ")
+        << int64_t(accumulate) << " must be at least 1 micro-batch per step";
     return signalPassFailure();
   }
   // GPT-2's tanh GELU, exported as eight elementwise ops, becomes one gelu
@@ -480,6 +524,11 @@ void AutodiffPass::runOnOperation() {
                                      builder.getStringAttr("memopt.step"),
                                      builder.getStringAttr("step"),
                                      DenseElementsAttr::get(scalarType, 0.0f));
+    if (accumulate > 1)
+      microStepValue = VariableOp::create(
+          builder, loc, scalarType, builder.getStringAttr("memopt.micro_step"),
+          builder.getStringAttr("micro_step"),
+          DenseElementsAttr::get(scalarType, 0.0f));
   }
 
   llvm::DenseMap<Value, Value> gradients;
@@ -488,8 +537,11 @@ void AutodiffPass::runOnOperation() {
     builder.setInsertionPoint(returnOp);
     Location loc = NameLoc::get(builder.getStringAttr("loss"));
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    // PyTorch's accumulation: each micro-batch backpropagates loss / K.
     gradients[loss] = ConstantOp::create(
-        builder, loc, DenseElementsAttr::get(scalarType, 1.0f));
+        builder, loc,
+        DenseElementsAttr::get(scalarType,
+                               1.0f / float(accumulate.getValue())));
   }
   int64_t trained = 0, trainedBytes = 0;
   for (Operation *op : llvm::reverse(forwardOps)) {
@@ -573,8 +625,12 @@ void AutodiffPass::runOnOperation() {
   if (report) {
     llvm::outs() << "memopt-autodiff: " << trained << " parameters ("
                  << trainedBytes << " bytes) trained with " << optimizer
-                 << ", optimizer state " << stateBytes << " bytes; "
-                 << untrained.size() << " float initializers get no gradient";
+                 << ", optimizer state " << stateBytes << " bytes";
+    if (accumulate > 1)
+      llvm::outs() << ", gradient accumulators " << accumulatorBytes
+                   << " bytes (" << accumulate << " micro-batches per step)";
+    llvm::outs() << "; " << untrained.size()
+                 << " float initializers get no gradient";
     if (!untrained.empty()) {
       llvm::outs() << " (";
       for (size_t i = 0; i < untrained.size() && i < 4; ++i)

@@ -514,15 +514,22 @@ def MemOpt_BatchNormalizationOp
                                   ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "Inference-mode batch normalization over axis 1";
   let description = [{
-    Departs from ONNX: inference mode only, one result (`Y`); the running
-    statistics outputs of training mode do not exist. `momentum` is kept so
-    that the importer can pass ONNX attributes through unchanged.
+    Departs from ONNX: the op normalizes with `input_mean` / `input_var`
+    (inference mode) and has one result (`Y`); the running statistics
+    outputs of training mode do not exist. `momentum` is kept so that the
+    importer can pass ONNX attributes through unchanged. `training_mode = 1`
+    (ONNX's attribute, from a model exported in training mode) only marks
+    the op: memopt-make-trainable (--train) rewrites it into batch
+    statistics with running-statistic updates, as `--bn-batch-stats` does
+    for every BatchNormalization; an inference compile runs it from its
+    running statistics, as PyTorch's eval() would.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
                        MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$input_mean,
                        MemOpt_FloatTensor:$input_var,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
-                       DefaultValuedAttr<F32Attr, "0.9">:$momentum);
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                       DefaultValuedAttr<I64Attr, "0">:$training_mode);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $scale `,` $B `,` $input_mean `,` $input_var "
                        "attr-dict `:` functional-type(operands, results)";
@@ -937,6 +944,39 @@ def MemOpt_IdentityOp : MemOpt_Op<"identity", [SameOperandsAndResultType,
   let hasFolder = 1;
 }
 
+def MemOpt_DropoutOp : MemOpt_Op<"dropout", [
+    AllTypesMatch<["X", "Y"]>,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise", "canWriteInPlace"]>]> {
+  let summary = "Training-mode Dropout with a counter-based mask";
+  let description = [{
+    `Y = X * mask / (1 - ratio)` where element i is kept unless its Philox
+    4x32-10 word, keyed by `key` = `[seed, micro-batch number]` (the
+    program's `random_key` variable) and counted by (i / 4, `stream`, the
+    micro-batch number), is below `ratio * 2^32` (lib/Runtime/Philox.h). The
+    mask is a function of (seed, micro-batch, stream, element), so a second
+    dropout with the same key and stream on a tensor of the same shape
+    applies the same mask: the gradient is `dropout(dY)` with the forward's
+    stream (no mask is saved for backward), and a recomputed dropout
+    (rematerialization) reproduces its mask. Without a key it is the
+    identity (inference; canonicalization removes it, as it removes one
+    with ratio 0): the importer keeps ONNX Dropout in training mode as a
+    keyless dropout and memopt-make-trainable, which runs before the first
+    canonicalization, gives every dropout the key and a stream of its own.
+    (A canonicalization pattern, not a folder: the importer folds every op
+    as it builds it.)
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       Optional<StaticShapeTensorOf<[I64]>>:$key,
+                       F32Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X (`,` `key` $key^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
+}
+
 def MemOpt_ConstantOfShapeOp
     : MemOpt_Op<"constant_of_shape", [MemOpt_Precision]> {
   let summary = "A tensor filled with `value` (explicit result type)";
@@ -989,7 +1029,11 @@ def MemOpt_VariableOp : Op<MemOpt_Dialect, "variable", [
     trainable parameter into its users. `name` is the ONNX initializer name
     (parameters) or a derived one (`NAME.momentum`, `NAME.exp_avg`, ...);
     `role` is `parameter`, `optimizer_state`, `statistic` (running
-    statistics of batch normalization), `learning_rate` or `step`.
+    statistics of batch normalization), `learning_rate`, `step`,
+    `gradient_accumulator` (`--accumulate`: a parameter's gradient summed
+    over the micro-batches of one optimizer step), `micro_step` (the f32
+    index of the micro-batch within the step, 0 .. K - 1) or `random_key`
+    (`[seed, micro-batch number]` as i64, the key of the dropout masks).
     `initial_value` gives the bytes the weights file starts with (zeros when
     absent). Why not `ml_program.global`: every memopt pass, the liveness
     analysis and the emitter treat weight-region values as SSA values that a
@@ -1167,10 +1211,21 @@ def MemOpt_WrittenState
 // Optimizer updates write their operands in place and return nothing: they
 // are the only ops with side effects, so they are never folded away, and the
 // scheduler orders them after every other reader of the state they write.
-class MemOpt_UpdateOp<string mnemonic>
-    : Op<MemOpt_Dialect, mnemonic, [
+class MemOpt_UpdateOp<string mnemonic, list<Trait> traits = []>
+    : Op<MemOpt_Dialect, mnemonic, !listconcat(traits, [
          DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
-                                   ["getFlops", "getBytesMoved"]>]>;
+                                   ["getFlops", "getBytesMoved"]>])>;
+
+// Gradient accumulation (--accumulate K) of an update: `accumulator` (a
+// gradient_accumulator variable) becomes `grad` on micro-step 0 and
+// `accumulator + grad` on the others; the update itself runs only on
+// micro-step K - 1, with the accumulator as its gradient. `micro_step` is the
+// program's micro_step variable (0 .. K - 1, written by the driver before
+// each micro-batch), so one program (one CUDA graph) serves every
+// micro-batch.
+defvar MemOpt_AccumulatorArg =
+    Arg<Optional<StaticShapeTensorOf<[F32]>>,
+        "gradient accumulator written in place", [MemRead, MemWrite]>;
 
 def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
   let summary = "Writes a value into a variable (BatchNormalization's running "
@@ -1203,13 +1258,17 @@ def MemOpt_BatchNormRunningUpdateOp
   let hasVerifier = 1;
 }
 
-def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
+def MemOpt_SGDUpdateOp
+    : MemOpt_UpdateOp<"sgd_update", [AttrSizedOperandSegments]> {
   let summary = "In-place SGD with momentum (torch.optim.SGD)";
   let description = [{
     `param -= lr * buf` with `buf = momentum * buf + grad + weight_decay *
     param` (dampening 0; `buf` absent and `grad + weight_decay * param`
     used directly when `momentum` is 0). Writes `param` and `momentum_buffer`,
     both `memopt.variable`s; `lr` is the program's learning-rate variable.
+    With `accumulate %acc, micro_step %m` and `accumulation_steps = K`, the
+    gradient is accumulated first and the update runs on micro-step K - 1
+    only (see MemOpt_AccumulatorArg).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
@@ -1217,19 +1276,28 @@ def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
                            "state written in place", [MemRead, MemWrite]>:
                            $momentum_buffer,
                        StaticShapeTensorOf<[F32]>:$lr,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
-                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
+                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$param `,` $grad (`,` `momentum` $momentum_buffer^)? "
-                       "`,` `lr` $lr attr-dict `:` type(operands)";
+                       "`,` `lr` $lr (`,` `accumulate` $accumulator^ `,` "
+                       "`micro_step` $micro_step)? attr-dict `:` "
+                       "type(operands)";
   let hasVerifier = 1;
 }
 
-def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
+def MemOpt_AdamWUpdateOp
+    : MemOpt_UpdateOp<"adamw_update", [AttrSizedOperandSegments]> {
   let summary = "In-place AdamW (torch.optim.AdamW, decoupled weight decay)";
   let description = [{
     `param *= 1 - lr * weight_decay`, then the Adam step with bias
     correction from the 1-based `step` variable. Writes `param`, `exp_avg`
-    and `exp_avg_sq`, all `memopt.variable`s.
+    and `exp_avg_sq`, all `memopt.variable`s. With `accumulate %acc,
+    micro_step %m` and `accumulation_steps = K`, the gradient is accumulated
+    first and the update runs on micro-step K - 1 only (see
+    MemOpt_AccumulatorArg).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
@@ -1237,12 +1305,17 @@ def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
                        MemOpt_WrittenState:$exp_avg_sq,
                        StaticShapeTensorOf<[F32]>:$lr,
                        StaticShapeTensorOf<[F32]>:$step,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        DefaultValuedAttr<F32Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F32Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F32Attr, "1e-08">:$eps,
-                       DefaultValuedAttr<F32Attr, "0.01">:$weight_decay);
+                       DefaultValuedAttr<F32Attr, "0.01">:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` "
-                       "`lr` $lr `,` `step` $step attr-dict `:` type(operands)";
+                       "`lr` $lr `,` `step` $step (`,` `accumulate` "
+                       "$accumulator^ `,` `micro_step` $micro_step)? "
+                       "attr-dict `:` type(operands)";
   let hasVerifier = 1;
 }
 

@@ -63,6 +63,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("BatchNormalization uses batch statistics and updates "
                      "its running mean and variance"),
       llvm::cl::init(false)};
+  Option<int64_t> accumulate{
+      *this, "accumulate",
+      llvm::cl::desc("Micro-batches per optimizer step (gradient "
+                     "accumulation)"),
+      llvm::cl::init(1)};
   ListOption<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("Prefixes of initializer names that are not trained")};

@@ -308,13 +308,19 @@ def MemOptMakeTrainable
     constants by memopt-autodiff. A `freeze` prefix that matches no
     initializer is an error (it is almost always a typo).
 
-    With `bn-batch-stats`, every BatchNormalization becomes its training-mode
-    form, as ONNX defines it for `training_mode=1`: a
-    `memopt.batch_norm_training` normalizes with the mean and (population)
-    variance of the batch over all axes but 1 (and returns the mean and
-    1/std its gradient reads), and the running statistics become
-    `statistic` variables that a `memopt.batch_norm_running_update` updates
-    in place with `running = running * momentum + batch * (1 - momentum)`.
+    Training-mode dropouts (`memopt.dropout` without a key: ONNX Dropout
+    with `training_mode` true) become active: they read a new `random_key`
+    variable `memopt.random_key` (i64 `[seed, micro-batch]`, written by the
+    driver before each run) and get streams 1, 2, ... in program order.
+
+    Every BatchNormalization exported with `training_mode=1` (and, with
+    `bn-batch-stats`, every other one too) becomes its training-mode form, as
+    ONNX defines it for `training_mode=1`: a `memopt.batch_norm_training`
+    normalizes with the mean and (population) variance of the batch over all
+    axes but 1 (and returns the mean and 1/std its gradient reads), and the
+    running statistics become `statistic` variables that a
+    `memopt.batch_norm_running_update` updates in place with
+    `running = running * momentum + batch * (1 - momentum)`.
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
@@ -362,6 +368,11 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
     emitted, so a gradient dies at its update instead of living to the end
     of the step (PyTorch keeps every gradient until optimizer.step()).
     Optimizer state and the learning rate / step count are new variables.
+    With `accumulate=K` (K > 1) the loss's gradient is seeded with 1 / K
+    (PyTorch's `(loss / K).backward()`), every parameter gets a
+    `gradient_accumulator` variable `NAME.grad`, and each update op takes it
+    with the `micro_step` variable: it sums the gradient into the
+    accumulator and updates only on micro-step K - 1 (docs/training.md).
     Parameters without a gradient become constants again. With `report`,
     prints the parameters, their bytes and the optimizer state added.
   }];
@@ -378,6 +389,10 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
+           "Micro-batches per optimizer step: gradients of loss / K are "
+           "summed in persistent gradient_accumulator variables and the "
+           "updates run on the last micro-step (micro_step variable)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the parameters trained and the state added">,
   ];
