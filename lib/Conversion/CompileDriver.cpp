@@ -387,6 +387,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.beta1 = training.beta1;
   pipeline.beta2 = training.beta2;
   pipeline.eps = training.eps;
+  pipeline.accumulate = training.accumulate;
   pipeline.batchStatistics = training.batchStatistics;
   pipeline.freeze = training.freeze;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
@@ -399,6 +400,9 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.fuseEpilogues = options.fuseEpilogues;
   pipeline.fuseElementwise = options.fuseElementwise;
   pipeline.memoryBudget = options.memoryBudget;
+  pipeline.rematAllow = options.rematAllow;
+  pipeline.rematTimeLimit = options.rematTimeLimit;
+  pipeline.rematKernelTimes = options.rematKernelTimes;
   pipeline.noPlan = options.noPlan;
   pipeline.outputsInArena = options.outputsInArena;
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
@@ -526,11 +530,13 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");
   if (training.enabled && !StringRef(options.inputPath).ends_with(".mlir")) {
-    // The model without its trained initializers: the executable's --save
-    // appends the trained values (docs/training.md).
+    // The model without its trained initializers (parameters and updated
+    // running statistics): the executable's --save appends their values
+    // (docs/training.md).
     std::vector<std::string> trained;
     function.walk([&](VariableOp variable) {
-      if (variable.getRole() == "parameter")
+      if (variable.getRole() == "parameter" ||
+          variable.getRole() == "statistic")
         trained.push_back(variable.getName().str());
     });
     std::string templatePath = options.outputPath + ".onnx-template";

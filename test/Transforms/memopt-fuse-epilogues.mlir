@@ -161,3 +161,16 @@ func.func @conv_residual_not_fused(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf
   %6 = memopt.add %3, %2 : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
   return %1, %6, %5 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
 }
+
+// -----
+
+// relu after a training-mode batch normalization becomes its activation.
+// CHECK-LABEL: func.func @batch_norm_relu
+// CHECK: %[[Y:.*]], %{{.*}}, %{{.*}} = memopt.batch_norm_training %arg0, %arg1, %arg2 {activation = "relu"}
+// CHECK-NOT: memopt.relu
+// CHECK: return %[[Y]]
+func.func @batch_norm_relu(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+  %y, %m, %i = memopt.batch_norm_training %x, %s, %b : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %r = memopt.relu %y : tensor<2x3x4x4xf32>
+  return %r : tensor<2x3x4x4xf32>
+}

@@ -3,6 +3,8 @@
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
 //       [--precision fp32|tf32|fp16|bf16] [--layout auto|nchw|nhwc]
 //       [--memory-budget 2GiB]
+//       [--remat-allow KIND,...] [--remat-time-limit S]
+//       [--remat-kernel-times FILE.json]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
@@ -138,6 +140,28 @@ int main(int argc, char **argv) {
                "updates its running mean/var (for models exported in eval "
                "mode)"),
       cl::cat(category));
+  cl::list<std::string> rematAllow(
+      "remat-allow",
+      cl::desc("Op kinds that may be recomputed to meet --memory-budget "
+               "(KIND,KIND, e.g. relu,fused_elementwise; default: every op "
+               "with a cost)"),
+      cl::CommaSeparated, cl::cat(category));
+  cl::opt<double> rematTimeLimit(
+      "remat-time-limit",
+      cl::desc("Seconds the rematerialization solver may search per attempt"),
+      cl::init(5.0), cl::cat(category));
+  cl::opt<std::string> rematKernelTimes(
+      "remat-kernel-times",
+      cl::desc("Measured kernel times, JSON {\"ONNX node\": seconds}, for "
+               "the rematerialization solver's costs (default: an H100 "
+               "roofline)"),
+      cl::cat(category));
+  cl::opt<int64_t> accumulate(
+      "accumulate",
+      cl::desc("Micro-batches per optimizer step: gradients are summed over "
+               "K micro-batches (of loss / K) and the update runs on the "
+               "last one"),
+      cl::init(1), cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -160,6 +184,9 @@ int main(int argc, char **argv) {
     }
     options.memoryBudget = *bytes;
   }
+  options.rematAllow.assign(rematAllow.begin(), rematAllow.end());
+  options.rematTimeLimit = rematTimeLimit;
+  options.rematKernelTimes = rematKernelTimes;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   options.emit = emit;
   options.reportPath = report;
@@ -186,6 +213,7 @@ int main(int argc, char **argv) {
   training.beta2 = beta2;
   training.eps = eps;
   training.batchStatistics = bnBatchStats;
+  training.accumulate = accumulate;
   training.freeze.assign(freeze.begin(), freeze.end());
   return runCompile(options, llvm::outs());
 }

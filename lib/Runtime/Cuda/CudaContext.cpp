@@ -132,6 +132,8 @@ void destroyContext(Context *ctx) {
     cudaGraphDestroy(ctx->graph);
   if (ctx->matmulWorkspace)
     cudaFree(ctx->matmulWorkspace);
+  for (cudaEvent_t event : ctx->opEvents)
+    cudaEventDestroy(event);
   if (ctx->timerBegin)
     cudaEventDestroy(ctx->timerBegin);
   if (ctx->timerEnd)
@@ -193,7 +195,82 @@ void synchronize(Context &ctx) {
               "cudaStreamSynchronize");
 }
 
+namespace {
+
+/// Makes sure opEvents[k] exists (created outside any capture).
+bool ensureOpEvent(Context &ctx, size_t k) {
+  while (ctx.opEvents.size() <= k) {
+    cudaEvent_t event = nullptr;
+    if (!checkCuda(ctx, "<profile>", cudaEventCreate(&event),
+                   "cudaEventCreate"))
+      return false;
+    ctx.opEvents.push_back(event);
+  }
+  return true;
+}
+
+/// An instrumented run: eager, each op timed between two events.
+void executeInstrumented(Context &ctx, void (*body)(Context &, void *),
+                         void *user) {
+  bool profile = ctx.options.profile;
+  ctx.opLabels.clear();
+  if (profile && (!ensureOpEvent(ctx, 0) ||
+                  !checkCuda(ctx, "<profile>",
+                             cudaEventRecord(ctx.opEvents[0], ctx.stream),
+                             "cudaEventRecord")))
+    return;
+  body(ctx, user);
+  if (ctx.runs == 0) {
+    synchronize(ctx);
+    memoryInfo(ctx);
+  }
+  if (profile && !hasError(ctx) &&
+      checkCuda(ctx, "<profile>", cudaStreamSynchronize(ctx.stream),
+                "cudaStreamSynchronize") &&
+      ctx.runs > 0) {
+    for (size_t k = 1; k <= ctx.opLabels.size(); ++k) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, ctx.opEvents[k - 1], ctx.opEvents[k]);
+      const Context::OpLabel &label = ctx.opLabels[k - 1];
+      ctx.opTimes.add(label.index, label.node, label.kind, ms);
+    }
+    ctx.opTimes.runs += 1;
+  }
+  ++ctx.runs;
+}
+
+} // namespace
+
+void opDone(Context &ctx, int index, const char *node, const char *kind,
+            const TensorRef *results, int numResults) {
+  if (hasError(ctx))
+    return;
+  if (ctx.options.dumpDirectory && *ctx.options.dumpDirectory &&
+      ctx.runs == 0) {
+    synchronize(ctx);
+    dumpOpResults(ctx, ctx.options.dumpDirectory, index, node, kind, results,
+                  numResults);
+  }
+  if (!ctx.options.profile)
+    return;
+  size_t k = ctx.opLabels.size() + 1;
+  if (!ensureOpEvent(ctx, k))
+    return;
+  checkCuda(ctx, node, cudaEventRecord(ctx.opEvents[k], ctx.stream),
+            "cudaEventRecord");
+  ctx.opLabels.push_back({index, node, kind});
+}
+
+void printProfile(Context &ctx, FILE *out, int top) {
+  printOpTimes(ctx.opTimes, out, top, "cuda");
+}
+
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
+  if (ctx.options.profile ||
+      (ctx.options.dumpDirectory && *ctx.options.dumpDirectory)) {
+    executeInstrumented(ctx, body, user);
+    return;
+  }
   if (hasError(ctx))
     return;
   if (ctx.runs == 0) {

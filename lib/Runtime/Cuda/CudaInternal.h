@@ -17,6 +17,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace memopt::rt {
 
@@ -76,6 +77,16 @@ struct Context {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peakUsedBytes = 0;
+  // Per-op instrumentation (ContextOptions::profile / dumpDirectory):
+  // opEvents[0] is recorded when a run starts, opEvents[k] after the k-th
+  // op of the run, whose index, node and kind are opLabels[k - 1].
+  std::vector<cudaEvent_t> opEvents;
+  struct OpLabel {
+    int index;
+    const char *node, *kind;
+  };
+  std::vector<OpLabel> opLabels;
+  OpTimes opTimes;
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
 };

@@ -431,7 +431,8 @@ __global__ void reduceRowsKernel(const T *x, T *y, int64_t rows, int64_t cols,
   }
 }
 
-/// [outer, reduced, inner]: one thread per (outer, inner).
+/// [outer, reduced, inner]: one thread per (outer, inner). Only for many
+/// outputs with a contiguous inner extent (each warp reads 32 neighbours).
 template <typename T>
 __global__ void reduceMiddleKernel(const T *x, T *y, int64_t outer,
                                    int64_t reduced, int64_t inner,
@@ -446,18 +447,123 @@ __global__ void reduceMiddleKernel(const T *x, T *y, int64_t outer,
   }
 }
 
-/// Any axes: one thread per output; kept / reduced dims carry x's strides.
+/// A reduction with its dims merged into runs of kept / reduced axes. The
+/// outputs are indexed by `kept` (x's strides), the reduced elements of one
+/// output by `outer` (every reduced run but the innermost one) and `inner`
+/// (the innermost reduced run, stride `innerStride`).
+struct ReducePlan {
+  KernelDims kept, outer;
+  int64_t inner = 1, innerStride = 1, reducedCount = 1, outCount = 1;
+  int splits = 1; ///< partial results per output (in the workspace)
+};
+
+/// Combines across a block; thread 0 gets the result.
+__device__ __forceinline__ float blockCombine(ReduceOp op, float acc,
+                                              float *scratch) {
+  for (int o = 16; o > 0; o >>= 1)
+    acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0)
+    scratch[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      acc = reduceCombine(op, acc, scratch[w]);
+  return acc;
+}
+
+/// Innermost axis reduced: block (output, split) walks its share of the
+/// output's reduced elements, consecutive threads on consecutive elements of
+/// the contiguous inner run. One 32-bit division per element.
 template <typename T>
-__global__ void reduceGenericKernel(const T *x, T *y, int64_t outCount,
-                                    KernelDims kept, KernelDims reducedDims,
-                                    int64_t reducedCount, ReduceOp op) {
-  MEMOPT_GRID_STRIDE(i, outCount) {
-    int64_t base = offsetOf(i, kept);
-    float acc = reduceInit(op);
-    for (int64_t r = 0; r < reducedCount; ++r)
-      acc = reduceCombine(
-          op, acc, reduceMap(op, toFloat(x[base + offsetOf(r, reducedDims)])));
-    y[i] = fromFloat<T>(reduceFinish(op, acc, reducedCount));
+__global__ void __launch_bounds__(256)
+    reduceRowSplitKernel(const T *x, T *y, float *partials, ReducePlan p,
+                         ReduceOp op) {
+  __shared__ float scratch[8];
+  int64_t o = blockIdx.x;
+  int split = blockIdx.y;
+  int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits;
+  int64_t begin = split * chunk;
+  int64_t end = min(begin + chunk, p.reducedCount);
+  const T *base = x + offsetOf(o, p.kept);
+  float acc = reduceInit(op);
+  if (p.outer.rank == 0) {
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
+      acc = reduceCombine(op, acc,
+                          reduceMap(op, toFloat(base[r * p.innerStride])));
+  } else if (p.reducedCount < (int64_t(1) << 32)) {
+    uint32_t inner = uint32_t(p.inner);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+      uint32_t row = uint32_t(r) / inner, col = uint32_t(r) - row * inner;
+      int64_t offset = offsetOf(row, p.outer) + int64_t(col) * p.innerStride;
+      acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[offset])));
+    }
+  } else {
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+      int64_t offset =
+          offsetOf(r / p.inner, p.outer) + (r % p.inner) * p.innerStride;
+      acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[offset])));
+    }
+  }
+  acc = blockCombine(op, acc, scratch);
+  if (threadIdx.x == 0) {
+    if (p.splits == 1)
+      y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
+    else
+      partials[int64_t(split) * p.outCount + o] = acc;
+  }
+}
+
+/// Innermost axis kept: 32 neighbouring outputs per block (threadIdx.x, so
+/// reads are coalesced) times 8 rows of the reduction (threadIdx.y), and
+/// blockIdx.y splits the reduction.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    reduceColumnSplitKernel(const T *x, T *y, float *partials, ReducePlan p,
+                            int64_t columns, ReduceOp op) {
+  __shared__ float tile[8][33];
+  int64_t tilesPerRow = (columns + 31) / 32;
+  int64_t outerOut = blockIdx.x / tilesPerRow;
+  int64_t column = (blockIdx.x % tilesPerRow) * 32 + threadIdx.x;
+  int split = blockIdx.y;
+  int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits;
+  int64_t begin = split * chunk;
+  int64_t end = min(begin + chunk, p.reducedCount);
+  int64_t o = outerOut * columns + column;
+  float acc = reduceInit(op);
+  if (column < columns) {
+    const T *base = x + offsetOf(o, p.kept);
+    if (p.outer.rank == 1) {
+      int64_t step = p.outer.stride[0];
+      for (int64_t r = begin + threadIdx.y; r < end; r += 8)
+        acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[r * step])));
+    } else {
+      for (int64_t r = begin + threadIdx.y; r < end; r += 8)
+        acc = reduceCombine(op, acc,
+                            reduceMap(op, toFloat(base[offsetOf(r, p.outer)])));
+    }
+  }
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && column < columns) {
+    for (int k = 1; k < 8; ++k)
+      acc = reduceCombine(op, acc, tile[k][threadIdx.x]);
+    if (p.splits == 1)
+      y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
+    else
+      partials[int64_t(split) * p.outCount + o] = acc;
+  }
+}
+
+/// Merges the partial results of each output in split order (deterministic).
+template <typename T>
+__global__ void reduceFinishKernel(const float *partials, T *y, ReducePlan p,
+                                   ReduceOp op) {
+  MEMOPT_GRID_STRIDE(o, p.outCount) {
+    float acc = partials[o];
+    for (int k = 1; k < p.splits; ++k)
+      acc = reduceCombine(op, acc, partials[int64_t(k) * p.outCount + o]);
+    y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
   }
 }
 
@@ -939,55 +1045,110 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y) {
+            int numAxes, TensorRef x, TensorRef y, void *workspace,
+            size_t workspaceBytes) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
     return;
   int64_t outCount = y.numElements();
   if (outCount == 0)
     return;
-  bool contiguous = true;
-  for (int i = 1; i < numAxes; ++i)
-    contiguous = contiguous && axes[i] == axes[0] + i;
-  int64_t outer = 1, reduced = 1, inner = 1;
-  if (contiguous && numAxes > 0) {
-    for (int d = 0; d < x.rank; ++d) {
-      if (d < axes[0])
-        outer *= x.shape[d];
-      else if (d <= axes[numAxes - 1])
-        reduced *= x.shape[d];
-      else
-        inner *= x.shape[d];
+  // Merge neighbouring axes of the same kind (size-1 axes vanish), so that
+  // e.g. a bias gradient [N, C, H, W] -> [C] is "reduced, kept, reduced".
+  KernelDims xDims = dimsOf(x);
+  int64_t extent[kMaxRank], stride[kMaxRank];
+  bool isReduced[kMaxRank];
+  int runs = 0, next = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    bool red = next < numAxes && axes[next] == d;
+    if (red)
+      ++next;
+    if (x.shape[d] == 1)
+      continue;
+    if (runs && isReduced[runs - 1] == red &&
+        stride[runs - 1] == x.shape[d] * xDims.stride[d]) {
+      extent[runs - 1] *= x.shape[d];
+      stride[runs - 1] = xDims.stride[d];
+      continue;
     }
-  } else if (numAxes == 0) {
-    outer = x.numElements();
+    extent[runs] = x.shape[d];
+    stride[runs] = xDims.stride[d];
+    isReduced[runs] = red;
+    ++runs;
   }
+  int64_t reducedCount = x.numElements() / outCount;
+  bool innerReduced = runs > 0 && isReduced[runs - 1];
+  bool contiguousRows =
+      runs <= 2 && (runs == 0 || innerReduced) && (runs < 2 || !isReduced[0]);
+  // Many outputs: the simple kernels already fill the GPU.
+  int64_t wide = int64_t(ctx.smCount) * 2;
   MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
     const T *px = static_cast<const T *>(x.data);
     T *py = static_cast<T *>(y.data);
-    if (contiguous && inner == 1) {
-      int64_t cap = int64_t(ctx.smCount) * 8;
+    if (runs == 0 || reducedCount == 1) {
       reduceRowsKernel<T>
-          <<<unsigned(std::max<int64_t>(1, std::min(outer, cap))), 256, 0,
-             ctx.stream>>>(px, py, outer, reduced, op);
-    } else if (contiguous) {
-      reduceMiddleKernel<T>
-          <<<gridFor(ctx, outer * inner), 256, 0, ctx.stream>>>(
-              px, py, outer, reduced, inner, op);
-    } else {
-      KernelDims xDims = dimsOf(x), kept, red;
-      kept.rank = red.rank = 0;
-      int next = 0;
-      for (int d = 0; d < x.rank; ++d) {
-        KernelDims &target = (next < numAxes && axes[next] == d) ? red : kept;
-        if (&target == &red)
-          ++next;
-        target.shape[target.rank] = x.shape[d];
-        target.stride[target.rank] = xDims.stride[d];
-        ++target.rank;
-      }
-      reduceGenericKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
-          px, py, outCount, kept, red, x.numElements() / outCount, op);
+          <<<unsigned(std::max<int64_t>(1, std::min(outCount, wide * 4))), 256,
+             0, ctx.stream>>>(px, py, outCount, reducedCount, op);
+      break;
     }
+    if (contiguousRows && outCount >= wide) {
+      reduceRowsKernel<T>
+          <<<unsigned(std::min(outCount, wide * 4)), 256, 0, ctx.stream>>>(
+              px, py, outCount, reducedCount, op);
+      break;
+    }
+    bool middle = runs == 3 && !isReduced[0] && isReduced[1] && !isReduced[2] &&
+                  extent[2] >= 32;
+    if ((middle || (runs == 2 && isReduced[0] && extent[1] >= 32)) &&
+        outCount >= int64_t(ctx.smCount) * 1024) {
+      int64_t inner = extent[runs - 1];
+      reduceMiddleKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
+          px, py, outCount / inner, reducedCount, inner, op);
+      break;
+    }
+    ReducePlan plan;
+    plan.kept.rank = plan.outer.rank = 0;
+    plan.outCount = outCount;
+    plan.reducedCount = reducedCount;
+    int lastReduced = -1;
+    for (int k = 0; k < runs; ++k)
+      if (isReduced[k])
+        lastReduced = k;
+    for (int k = 0; k < runs; ++k) {
+      if (!isReduced[k]) {
+        plan.kept.shape[plan.kept.rank] = extent[k];
+        plan.kept.stride[plan.kept.rank++] = stride[k];
+      } else if (innerReduced && k == lastReduced) {
+        plan.inner = extent[k];
+        plan.innerStride = stride[k];
+      } else {
+        plan.outer.shape[plan.outer.rank] = extent[k];
+        plan.outer.stride[plan.outer.rank++] = stride[k];
+      }
+    }
+    // Enough blocks for about four per multiprocessor, as many partial
+    // results per output as the workspace holds.
+    int64_t columns = innerReduced ? 1 : extent[runs - 1];
+    int64_t blocks =
+        innerReduced ? outCount : (outCount / columns) * ((columns + 31) / 32);
+    int64_t want = (int64_t(ctx.smCount) * 4 + blocks - 1) / blocks;
+    int64_t room =
+        workspace ? int64_t(workspaceBytes / sizeof(float)) / outCount : 0;
+    int64_t perSplit = innerReduced ? 2048 : 256;
+    int64_t splits = std::min(std::min(want, room),
+                              std::min(reducedCount / perSplit, int64_t(64)));
+    plan.splits = int(std::max<int64_t>(1, splits));
+    float *partials = static_cast<float *>(workspace);
+    dim3 grid(static_cast<unsigned>(blocks),
+              static_cast<unsigned>(plan.splits));
+    if (innerReduced)
+      reduceRowSplitKernel<T>
+          <<<grid, 256, 0, ctx.stream>>>(px, py, partials, plan, op);
+    else
+      reduceColumnSplitKernel<T><<<grid, dim3(32, 8), 0, ctx.stream>>>(
+          px, py, partials, plan, columns, op);
+    if (plan.splits > 1)
+      reduceFinishKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
+          partials, py, plan, op);
   });
   checkLaunch(ctx, node);
 }

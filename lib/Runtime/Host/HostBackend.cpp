@@ -160,11 +160,18 @@ struct Context {
   /// (hundreds of MiB for an LM head) costs more in page faults than the
   /// packing itself.
   std::vector<double> packedB;
+  ContextOptions options;
+  // Per-op instrumentation (opDone): when the last op (or the run) ended,
+  // the runs so far, and the times gathered.
+  std::chrono::steady_clock::time_point lastOpEnd;
+  int64_t runs = 0;
+  OpTimes opTimes;
 };
 
-Context *createContext(const ContextOptions &) {
+Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();
   ctx->threads = hostThreadCount();
+  ctx->options = options;
   return ctx;
 }
 void destroyContext(Context *ctx) { delete ctx; }
@@ -196,7 +203,30 @@ void copyToHost(Context &, void *dst, const void *src, size_t bytes) {
 }
 void synchronize(Context &) {}
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
   body(ctx, user);
+  if (ctx.options.profile && ctx.runs > 0)
+    ctx.opTimes.runs += 1;
+  ++ctx.runs;
+}
+void opDone(Context &ctx, int index, const char *node, const char *kind,
+            const TensorRef *results, int numResults) {
+  if (hasError(ctx))
+    return;
+  if (ctx.options.dumpDirectory && *ctx.options.dumpDirectory && ctx.runs == 0)
+    dumpOpResults(ctx, ctx.options.dumpDirectory, index, node, kind, results,
+                  numResults);
+  if (!ctx.options.profile)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (ctx.runs > 0)
+    ctx.opTimes.add(
+        index, node, kind,
+        std::chrono::duration<double, std::milli>(now - ctx.lastOpEnd).count());
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
+}
+void printProfile(Context &ctx, FILE *out, int top) {
+  printOpTimes(ctx.opTimes, out, top, "host");
 }
 void timerStart(Context &ctx) {
   ctx.timerStart = std::chrono::steady_clock::now();
@@ -1496,11 +1526,14 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y, void *workspace, size_t workspaceBytes) {
+               TensorRef y, void *workspace, size_t workspaceBytes,
+               const TensorRef *lse) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
-  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g) ||
+      (lse && !validateAttentionStatistics(ctx, node, *lse, y,
+                                           {&q, &k, &v, bias, &y})))
     return;
   // The CUDA backend may write scores anywhere in the workspace: clobber it
   // here too, before the operands are read and after the result is written.
@@ -1510,6 +1543,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
                       vbias =
                           bias ? toDouble(ctx, *bias) : std::vector<double>();
   std::vector<double> out(size_t(y.numElements()));
+  std::vector<double> statistics(lse ? size_t(2 * g.batch * g.queries) : 0);
   // Work items: kRows query rows of one batch entry. Both products go
   // through the matmul's register tile: an item packs Q's rows, K and V of
   // its entry into panels, computes its rows' scores (Q K^T), turns them into
@@ -1603,12 +1637,25 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
             // the safe softmax gives the row zeros instead.
             bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
+            int64_t finite = 0;
             for (int64_t j = 0; j < g.keys; ++j) {
               double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
+              finite += row[j] != -INFINITY;
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
             rowSum[size_t(r)] = zeroRow ? 1.0 : sum;
+            if (lse) {
+              // The statistics of the saturated scores (kernels' rule): when
+              // the maximum saturates, every finite score does.
+              double *stat = statistics.data() + 2 * (b * g.queries + i);
+              bool saturated =
+                  rowMax != -INFINITY && rowMax < kAttentionSaturation;
+              stat[0] = saturated ? double(kAttentionLowestMax) : rowMax;
+              stat[1] = rowMax == -INFINITY ? -INFINITY
+                        : saturated         ? std::log(double(finite))
+                                            : std::log(sum);
+            }
           }
           // Padding rows of the last tile: zero probabilities, results dropped.
           for (int64_t r = rows; r < tiles * kMR; ++r)
@@ -1628,13 +1675,17 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
         }
       });
   store(ctx, out, y);
+  if (lse)
+    store(ctx, statistics, *lse);
   poisonWorkspace(workspace, workspaceBytes);
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y) {
+            int numAxes, TensorRef x, TensorRef y, void *workspace,
+            size_t workspaceBytes) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
     return;
+  poisonWorkspace(workspace, workspaceBytes);
   bool reduced[kMaxRank] = {};
   for (int i = 0; i < numAxes; ++i)
     reduced[axes[i]] = true;

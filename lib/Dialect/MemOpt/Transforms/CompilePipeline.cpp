@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <functional>
 #include <mutex>
@@ -74,6 +75,10 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "memory-budget must be at least 0 bytes";
     return failure();
   }
+  if (!(rematTimeLimit > 0)) {
+    message = "remat-time-limit must be positive";
+    return failure();
+  }
   return success();
 }
 
@@ -88,6 +93,10 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptMakeTrainable(trainable));
   }
   pm.addPass(createCanonicalizerPass());
+  // Before autodiff: memopt.attention has its own gradient
+  // (memopt.attention_grad), which saves no [S, Sk] tensor.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.train) {
     MemOptAppendLossOptions loss;
     loss.kind = options.loss;
@@ -102,14 +111,11 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     autodiff.beta1 = options.beta1;
     autodiff.beta2 = options.beta2;
     autodiff.eps = options.eps;
+    autodiff.accumulate = options.accumulate;
     autodiff.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());
   }
-  // Training differentiates the attention op by op (no fused attention
-  // gradient yet), so fusion runs for inference only.
-  if (options.fuseAttention && !options.train)
-    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
   if (!lowType.empty()) {
@@ -135,6 +141,18 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     return;
 
   pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  if (options.memoryBudget > 0 && !options.noPlan) {
+    // Recompute from the scheduler's order until the planned arena fits;
+    // the pass plans copies, so the function is scheduled again below.
+    MemOptRematerializeOptions remat;
+    remat.arenaBudget = options.memoryBudget;
+    remat.allow.assign(options.rematAllow.begin(), options.rematAllow.end());
+    remat.timeLimit = options.rematTimeLimit;
+    remat.kernelTimes = options.rematKernelTimes;
+    remat.outputsInArena = options.outputsInArena;
+    pm.addPass(createMemOptRematerialize(remat));
+    pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  }
   if (!options.noPlan)
     pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
   MemOptPlanMemoryOptions plan;
@@ -273,7 +291,38 @@ struct CompilePhaseLog::State {
                std::to_string(groups) + " memopt.fused_elementwise ops";
       };
       lines.failure = "elementwise fusion failed";
-    } else if (pass == "memopt-schedule") {
+    } else if (pass == "memopt-rematerialize") {
+      lines.after = [](ModuleOp module) -> std::string {
+        for (auto function : module.getOps<func::FuncOp>()) {
+          auto remat = function->getAttrOfType<DictionaryAttr>("memopt.remat");
+          if (!remat)
+            continue;
+          auto get = [&](StringRef name) -> int64_t {
+            auto value = remat.getAs<IntegerAttr>(name);
+            return value ? value.getInt() : 0;
+          };
+          auto fraction = remat.getAs<FloatAttr>("added_time_fraction");
+          if (get("recomputations") == 0)
+            return "[remat] the arena (" +
+                   std::to_string(get("unconstrained_arena")) +
+                   " bytes) fits memory-budget " +
+                   std::to_string(get("memory_budget")) +
+                   " bytes: nothing recomputed";
+          return llvm::formatv(
+                     "[remat] memory-budget {0} bytes: {1} ops recomputed "
+                     "(+{2:F2}% estimated step time), arena {3} -> {4} bytes "
+                     "({5} solver runs)",
+                     get("memory_budget"), get("recomputations"),
+                     fraction ? 100.0 * fraction.getValueAsDouble() : 0.0,
+                     get("unconstrained_arena"), get("planned_arena"),
+                     get("solver_runs"))
+              .str();
+        }
+        return "";
+      };
+    } else if (pass == "memopt-schedule" &&
+               (memoryBudget == 0 || noPlan ||
+                previousPass == "memopt-rematerialize")) {
       lines.before =
           std::string("[memory] schedule") +
           (noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +

@@ -20,6 +20,8 @@
 //     relu(conv(x) + shortcut) (cuDNN's cudnnConvolutionBiasActivationForward
 //     with its `z` input, onnxruntime's FusedConv with `Z`, TensorFlow's
 //     FusedConv2DBiasActivation side input).
+//   * training-mode batch normalization + relu -> its `activation` (cuDNN's
+//     fused BN-activation forward).
 //
 // Each rewrite requires the fused intermediate to have no other user, and
 // looks through one aliasing reshape between the contraction and its tail
@@ -224,6 +226,7 @@ StringRef activationOf(Operation *op) {
 }
 
 /// act(gemm) / act(reshape(gemm)) -> gemm {activation};
+/// relu(batch_norm_training) -> batch_norm_training {activation = relu};
 /// act(conv) -> conv {activation}.
 struct FuseActivation : RewritePattern {
   explicit FuseActivation(MLIRContext *context)
@@ -243,6 +246,15 @@ struct FuseActivation : RewritePattern {
         fused = ReshapeOp::create(rewriter, reshape.getLoc(), reshape.getType(),
                                   fused);
       rewriter.replaceOp(op, fused);
+      return success();
+    }
+    if (auto norm = input.getDefiningOp<BatchNormTrainingOp>();
+        norm && activation == "relu" && input.hasOneUse() &&
+        norm.getActivation() == "none") {
+      // Its gradient reads X, mean and 1/std, never Y: Y may be the relu's.
+      rewriter.modifyOpInPlace(
+          norm, [&] { norm.setActivation(rewriter.getStringAttr("relu")); });
+      rewriter.replaceOp(op, norm.getY());
       return success();
     }
     Operation *conv = input.getDefiningOp();
@@ -318,3 +330,7 @@ struct MemOptFuseEpiloguesPass
 };
 
 } // namespace
+
+void mlir::memopt::populateGeluTanhFusionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseGeluTanh>(patterns.getContext());
+}

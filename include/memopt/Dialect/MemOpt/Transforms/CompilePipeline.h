@@ -63,6 +63,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("BatchNormalization uses batch statistics and updates "
                      "its running mean and variance"),
       llvm::cl::init(false)};
+  Option<int64_t> accumulate{
+      *this, "accumulate",
+      llvm::cl::desc("Micro-batches per optimizer step (gradient "
+                     "accumulation)"),
+      llvm::cl::init(1)};
   ListOption<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("Prefixes of initializer names that are not trained")};
@@ -84,7 +89,7 @@ struct CompilePipelineOptions
       llvm::cl::init("host")};
   Option<bool> fuseAttention{
       *this, "fuse-attention",
-      llvm::cl::desc("Run memopt-fuse-attention (inference only)"),
+      llvm::cl::desc("Run memopt-fuse-attention (with train: before autodiff)"),
       llvm::cl::init(true)};
   Option<bool> fuseEpilogues{*this, "fuse-epilogues",
                              llvm::cl::desc("Run memopt-fuse-epilogues"),
@@ -96,8 +101,22 @@ struct CompilePipelineOptions
   // Memory.
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Arena capacity in bytes (0: no limit)"),
+      llvm::cl::desc("Arena capacity in bytes (0: no limit); ops are "
+                     "recomputed until the planned arena fits"),
       llvm::cl::init(0)};
+  ListOption<std::string> rematAllow{
+      *this, "remat-allow",
+      llvm::cl::desc("Op kinds that may be recomputed to meet memory-budget "
+                     "(default: every op with a cost)")};
+  Option<double> rematTimeLimit{
+      *this, "remat-time-limit",
+      llvm::cl::desc("Seconds the rematerialization solver may search per "
+                     "attempt"),
+      llvm::cl::init(5.0)};
+  Option<std::string> rematKernelTimes{
+      *this, "remat-kernel-times",
+      llvm::cl::desc("JSON file of measured kernel times {\"ONNX node\": "
+                     "seconds} that replace the roofline estimate")};
   Option<bool> noPlan{
       *this, "no-plan",
       llvm::cl::desc("No in-place reuse (memopt-compile then gives every "
