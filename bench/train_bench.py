@@ -35,13 +35,21 @@ The steps (as bench/gpu_bench.py: prepare here, device step there, report here):
                      deadline allows
   report   (here)    docs/training-benchmark.md and bench/results/train.json
 
-The run behind docs/training-benchmark.md:
+The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results/train_raw):
 
-    /tmp/tenv/bin/python bench/train_bench.py export --out /tmp/train_graphs
-    python3 bench/train_bench.py prepare --graphs /tmp/train_graphs --dest build-train/carry
-    # device (carry=["build-train/carry"]):
-    #   python3 bench/train_bench.py device --carry build-train/carry --out $OUT
-    python3 bench/train_bench.py report --device-json DEVICE.json [...]
+    # device: python3 bench/train_bench.py export --out /tmp/g  (the .onnx files come back
+    #   through $OUT; their .data files are recreated here as zero-filled files of the
+    #   recorded length: --random-weights replaces the values)
+    python3 bench/train_bench.py prepare --graphs build-train/graphs --dest build-train/carry
+    cp -r build-train/carry /work/main/.dev-traingpu   # the checkout the device call ships
+    # device call 3 (carry=[".dev-traingpu"]):
+    #   python3 .dev-traingpu/train_bench.py device --carry .dev-traingpu --out $OUT \
+    #     --dump-checks resnet50_b2_64px --profile resnet50_b64.sgd vit_b_16_b32.sgd \
+    #     gpt2_b8.sgd --deadline-s 555 --runs 15
+    # device call 4: the same with --skip-torch, no --dump-checks, --deadline-s 300
+    python3 bench/train_bench.py report --device-json bench/results/train_raw/call3/device.json \
+        bench/results/train_raw/call4/device.json \
+        --prepare-json bench/results/train_raw/call4/prepare.json --notes bench/train_bench_notes.md
 """
 
 import argparse
@@ -241,7 +249,8 @@ def runtime_sources(dest):
         return src, head  # unchanged: keep the timestamps (no rebuild)
     shutil.rmtree(src, ignore_errors=True)
     os.makedirs(src)
-    subprocess.run(f"git archive HEAD lib/Runtime include unittests/Runtime test/GPU | "
+    subprocess.run(f"git archive HEAD lib/Runtime include unittests/Runtime test/GPU "
+                   f"scripts/gpu_check.sh | "
                    f"tar -x -C {src}", shell=True, cwd=REPO, check=True)
     with open(stamp, "w") as handle:
         handle.write(head + "\n")
@@ -274,6 +283,20 @@ def frozen_constants(graph):
             count *= dim
         if tensor.data_type == onnx.TensorProto.FLOAT and (count <= 1 or tensor.name == "where"):
             names.append(tensor.name)
+    # The exporter gives every ResNet convolution a zero bias (val_N) that
+    # torchvision's model does not have (bias=False before BatchNorm): frozen,
+    # so that both sides train the same parameters. Their exact gradient is
+    # zero anyway (batch statistics subtract any per-channel constant).
+    initializers = {tensor.name for tensor in proto.graph.initializer}
+    consumers = {}
+    for node in proto.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node.op_type)
+    for node in proto.graph.node:
+        if (node.op_type == "Conv" and len(node.input) > 2 and node.input[2] in initializers
+                and consumers.get(node.output[0]) == ["BatchNormalization"]
+                and node.input[2] not in names):
+            names.append(node.input[2])
     return names
 
 
@@ -365,6 +388,10 @@ def cmd_prepare(args):
 
     gpu_bench.run_parallel(jobs, args.jobs, time.time() + 3600, done, print)
     shutil.copy(__file__, os.path.join(dest, "train_bench.py"))
+    # The runtime's sources at this commit, for gpu_check.sh on the device (the kernel
+    # suite of this commit, not of the checkout the device call ships).
+    shutil.rmtree(os.path.join(dest, "src"), ignore_errors=True)
+    shutil.copytree(src, os.path.join(dest, "src"))
     with open(summary_path, "w") as handle:
         json.dump(summary, handle, indent=1)
     total = sum(os.path.getsize(f) for f in glob.glob(os.path.join(dest, "**"), recursive=True)
@@ -528,6 +555,84 @@ def grad_check(bin_dir, work, name, say, env):
     return result
 
 
+def dump_compare(bin_dir, work, name, say, env, out):
+    """Runs one step of a check configuration on both backends with --dump-ops and compares
+    every op's results in program order (the host backend is the reference): the first op
+    whose results differ, and the worst ones."""
+    import numpy as np
+
+    model, batch, size, classes = CHECKS[name]
+    base = os.path.join(work, "check", name)
+    first = input_name(model) if model != "tiny_convnet" else "input"
+    dirs = {}
+    for backend in ("host", "cuda"):
+        exe = os.path.join(bin_dir, f"{name}.sgd.{backend}")
+        dump = os.path.join(work, "dump", name, backend)
+        shutil.rmtree(dump, ignore_errors=True)
+        os.makedirs(dump)
+        proc = subprocess.run([exe, "--random-weights", str(SEED), "--input",
+                               f"{first}={os.path.join(base, 'x.npy')}", "--input",
+                               f"labels={os.path.join(base, 'y.npy')}", "--steps", "1",
+                               "--dump-ops", dump], capture_output=True, text=True,
+                              timeout=240, env=env)
+        if proc.returncode != 0:
+            say(f"dump {name} {backend}: FAILED {(proc.stdout + proc.stderr)[-1500:]}")
+            return {"error": (proc.stdout + proc.stderr)[-1500:]}
+        dirs[backend] = dump
+    rows = []
+    for line in open(os.path.join(dirs["host"], "ops.txt")):
+        parts = line.split(" ", 3)
+        if len(parts) < 4:
+            continue
+        file, kind, node, shape = parts
+        a = np.load(os.path.join(dirs["host"], file)).astype(np.float64)
+        other = os.path.join(dirs["cuda"], file)
+        if not os.path.exists(other):
+            rows.append({"file": file, "kind": kind, "node": node, "error": "missing"})
+            continue
+        b = np.load(other).astype(np.float64)
+        if a.shape != b.shape or a.dtype.kind not in "fc":
+            if a.shape != b.shape:
+                rows.append({"file": file, "kind": kind, "node": node, "error": "shape"})
+            continue
+        norm = float(np.linalg.norm(a))
+        diff = float(np.linalg.norm(a - b))
+        rows.append({"file": file, "kind": kind, "node": node, "shape": shape.strip(),
+                     "norm": norm, "rel": diff / max(norm, 1e-30),
+                     "max_abs": float(np.max(np.abs(a - b))) if a.size else 0.0})
+    scale = max([r.get("norm", 0) for r in rows] + [1e-30])
+    significant = [r for r in rows if r.get("norm", 0) >= 1e-6 * scale]
+    first_bad = next((r for r in significant if r.get("rel", 0) > 1e-4), None)
+    worst = sorted(significant, key=lambda r: -r.get("rel", 0))[:15]
+    result = {"ops": len(rows), "first_over_1e-4": first_bad, "worst": worst}
+    with open(os.path.join(out, f"dump_{name}.json"), "w") as handle:
+        json.dump({"summary": result, "rows": rows}, handle)
+    say(f"dump {name}: {len(rows)} op results compared; first over 1e-4: {first_bad}")
+    for r in worst[:8]:
+        say(f"  worst {r['rel']:.2e} {r['kind']} {r['node']} {r.get('shape')}")
+    shutil.rmtree(os.path.join(work, "dump", name), ignore_errors=True)
+    return result
+
+
+def profile_one(bin_dir, name, opt, inputs, env, out, say):
+    """One eager step timed op by op (--profile, after two untimed steps)."""
+    model = BENCH[name][0]
+    exe = os.path.join(bin_dir, f"{name}.{opt}.cuda")
+    command = [exe, "--random-weights", str(SEED), "--input",
+               f"{input_name(model)}={inputs[name][0]}", "--input",
+               f"labels={inputs[name][1]}", "--steps", "3", "--profile"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+        text = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        text = "[timeout 120 s]"
+    with open(os.path.join(out, f"profile_{name}.{opt}.txt"), "w") as handle:
+        handle.write(text)
+    lines = [line for line in text.splitlines() if line.startswith("profile")]
+    say(f"profile {name}.{opt}:\n" + "\n".join(lines[:40]))
+    return lines
+
+
 def cmd_device(args):
     import numpy as np
 
@@ -600,9 +705,11 @@ def cmd_device(args):
     check_proc = None
     if not args.skip_gpu_check:
         check_log = open(os.path.join(out, "gpu_check_log.txt"), "w")
+        source = os.path.join(carry, "src")
+        source = source if os.path.exists(os.path.join(source, "scripts")) else REPO
         check_proc = subprocess.Popen(
-            ["bash", os.path.join(REPO, "scripts", "gpu_check.sh"), "/tmp/memopt-gpu-check"],
-            stdout=check_log, stderr=subprocess.STDOUT, cwd=REPO,
+            ["bash", os.path.join(source, "scripts", "gpu_check.sh"), "/tmp/memopt-gpu-check"],
+            stdout=check_log, stderr=subprocess.STDOUT, cwd=source,
             env=dict(os.environ, JOBS="16", CUDA_ARCH="90", SKIP_PERF="1"))
     torch_env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR="/tmp/inductor-cache",
                      PYTHONUNBUFFERED="1")
@@ -618,6 +725,10 @@ def cmd_device(args):
                 stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
     for name in args.checks:
         results["checks"][name] = grad_check(bin_dir, work, name, say, env)
+        save()
+    for name in args.dump_checks:
+        results.setdefault("dumps", {})[name] = dump_compare(bin_dir, work, name, say, env,
+                                                              out)
         save()
     phase("checks_done_s")
     if check_proc is not None:
@@ -637,6 +748,21 @@ def cmd_device(args):
         say(f"gpu_check.sh: exit {check_proc.returncode}, {results['gpu_check']['summary']}")
         phase("gpu_check_done_s")
 
+    # The torch.compile warm-ups run GPU steps too: wait for them before anything is
+    # timed (in the third device call memopt's runs beside them took up to 2x as long).
+    for name, proc, log in warm:
+        try:
+            proc.wait(timeout=max(5.0, begin_all + args.warm_cap_s - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            say(f"warm-up {name}: stopped at the cap")
+        log.close()
+        results.setdefault("warm", {})[name] = open(
+            os.path.join(work, f"warm_{name}.log")).read()[-1500:]
+    warm = []
+    phase("warm_done_s")
+
     # Phase B1: memopt, one run at a time.
     inputs = {}
     for name in args.configs:
@@ -645,6 +771,13 @@ def cmd_device(args):
         inputs[name] = (os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy"))
         np.save(inputs[name][0], x)
         np.save(inputs[name][1], y)
+    for key in args.profile:
+        name, opt = key.split(".")
+        if name in inputs and time.time() < deadline - 90:
+            results.setdefault("profiles", {})[key] = profile_one(bin_dir, name, opt, inputs,
+                                                                  env, out, say)
+            save()
+    phase("profiles_done_s")
     # ResNet-50 last: its step was the slow one in the first device call.
     for name in sorted(args.configs, key=lambda n: BENCH[n][0] == "resnet50"):
         model = BENCH[name][0]
@@ -1040,6 +1173,10 @@ def main(argv=None):
     p.add_argument("--work", default="/tmp/train_bench")
     p.add_argument("--configs", nargs="*", default=list(BENCH))
     p.add_argument("--checks", nargs="*", default=list(CHECKS))
+    p.add_argument("--dump-checks", nargs="*", default=[],
+                   help="check configurations compared op by op (--dump-ops)")
+    p.add_argument("--profile", nargs="*", default=[],
+                   help="NAME.OPT configurations timed op by op (--profile)")
     p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
     p.add_argument("--modes", nargs="*", default=["eager", "compile"])
     p.add_argument("--tf32", nargs="*", default=["off", "on"])

@@ -1,8 +1,10 @@
 //===- MemoryReport.cpp - where the memory goes ---------------------------===//
 
 #include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
@@ -26,6 +28,10 @@ static std::optional<std::string> findName(Location loc) {
   return std::nullopt;
 }
 
+std::string mlir::memopt::getOpName(Operation *op) {
+  return findName(op->getLoc()).value_or(op->getName().stripDialect().str());
+}
+
 std::string mlir::memopt::getValueName(Value value) {
   if (auto argument = dyn_cast<BlockArgument>(value)) {
     if (auto function =
@@ -37,8 +43,7 @@ std::string mlir::memopt::getValueName(Value value) {
   }
   auto result = cast<OpResult>(value);
   Operation *op = result.getOwner();
-  std::string name =
-      findName(op->getLoc()).value_or(op->getName().stripDialect().str());
+  std::string name = getOpName(op);
   if (result.getResultNumber() > 0)
     name += ":" + std::to_string(result.getResultNumber());
   return name;
@@ -60,6 +65,8 @@ static void addTrainingReport(func::FuncOp function,
         training.optimizerStateBytes += bytes;
       else if (variable.getRole() == "statistic")
         training.statisticBytes += bytes;
+      else if (variable.getRole() == "gradient_accumulator")
+        training.gradientAccumulatorBytes += bytes;
     } else if (isa<ConstantOp>(op)) {
       training.constantBytes += getTensorBytes(op.getResult(0).getType());
     }
@@ -93,10 +100,13 @@ static void addTrainingReport(func::FuncOp function,
   llvm::SmallSetVector<unsigned, 16> gradientStorages;
   for (Operation &op : body) {
     Value gradient;
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
       gradient = sgd.getGrad();
-    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      training.accumulationSteps = sgd.getAccumulationSteps();
+    } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
       gradient = adamw.getGrad();
+      training.accumulationSteps = adamw.getAccumulationSteps();
+    }
     if (gradient && liveness.getStorage(gradient).kind == StorageKind::Arena)
       gradientStorages.insert(liveness.getStorage(gradient).id);
   }
@@ -116,20 +126,73 @@ static void addTrainingReport(func::FuncOp function,
   training.fusedUpdateSavedBytes = heldMaxLive - report.maxLiveBytes;
   // Saved for backward: arena tensors alive across the forward/backward
   // boundary.
+  llvm::DenseSet<unsigned> saved;
   for (const Storage &storage : liveness.getStorages()) {
     if (storage.kind != StorageKind::Arena || storage.values.empty())
       continue;
     if (storage.first < training.backwardStart &&
-        storage.last >= training.backwardStart)
+        storage.last >= training.backwardStart) {
       training.savedForBackwardBytes += storage.size;
+      saved.insert(storage.id);
+    }
   }
+  // The picture colours buffers by what they hold.
+  for (BufferReport &buffer : report.buffers) {
+    if (gradientStorages.contains(buffer.storageId))
+      buffer.kind = "gradient";
+    else if (saved.contains(buffer.storageId))
+      buffer.kind = "saved_for_backward";
+  }
+}
+
+/// Fills report.remat from the clones memopt-rematerialize left
+/// (`memopt.recomputed`) and its `memopt.remat` attribute.
+static void addRematReport(func::FuncOp function,
+                           const BufferLiveness &liveness,
+                           MemoryReport &report) {
+  RematReport &remat = report.remat;
+  auto attributes = function->getAttrOfType<DictionaryAttr>(kRematAttrName);
+  Roofline roofline = Roofline::h100();
+  for (Operation &op : function.getBody().front().without_terminator()) {
+    std::optional<int64_t> index = liveness.getOpIndex(&op);
+    if (!index)
+      continue;
+    int64_t flops = getOpFlops(&op);
+    double seconds = estimateOpSeconds(&op, roofline);
+    if (!op.hasAttr(kRecomputedAttrName)) {
+      remat.stepFlops += flops;
+      remat.stepSeconds += seconds;
+      continue;
+    }
+    remat.recomputed.push_back({getOpName(&op),
+                                op.getName().stripDialect().str(), *index,
+                                flops, seconds});
+    remat.addedFlops += flops;
+    remat.addedSeconds += seconds;
+  }
+  remat.present = attributes || !remat.recomputed.empty();
+  if (!remat.present)
+    return;
+  remat.roofline = roofline.name;
+  if (!attributes)
+    return;
+  auto get = [&](StringRef name) -> int64_t {
+    auto value = attributes.getAs<IntegerAttr>(name);
+    return value ? value.getInt() : 0;
+  };
+  remat.solverBudgetBytes = get("budget");
+  remat.solverInitialPeakBytes = get("initial_peak");
+  remat.solverPeakBytes = get("peak");
+  remat.unconstrainedArenaBytes = get("unconstrained_arena");
 }
 
 MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
                                              const BufferLiveness &liveness,
                                              ArrayRef<int64_t> storageOffsets,
-                                             int64_t arenaBytes) {
+                                             int64_t arenaBytes,
+                                             int64_t budgetBytes) {
   MemoryReport report;
+  report.budgetBytes = budgetBytes;
   const MemoryStats &stats = liveness.getStats();
   report.function = function.getSymName().str();
   if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
@@ -163,6 +226,9 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
     buffer.offset = storageOffsets[storage.id];
     buffer.first = storage.first;
     buffer.last = storage.last;
+    buffer.storageId = storage.id;
+    if (storage.workspaceOf)
+      buffer.kind = "workspace";
     report.buffers.push_back(std::move(buffer));
   }
 
@@ -188,6 +254,7 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   report.fragmentationIndex =
       totalFree == 0 ? 0.0 : 100.0 * (1.0 - double(largestFree) / totalFree);
   addTrainingReport(function, liveness, report);
+  addRematReport(function, liveness, report);
   return report;
 }
 
@@ -198,6 +265,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
     for (const std::string &tensor : buffer.tensors)
       tensors.push_back(tensor);
     buffers.push_back(llvm::json::Object{{"name", buffer.name},
+                                         {"kind", buffer.kind},
                                          {"tensors", std::move(tensors)},
                                          {"size", buffer.size},
                                          {"offset", buffer.offset},
@@ -224,6 +292,36 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
                             {"plan_proved_optimal", report.provedOptimal},
                             {"live_bytes_per_op", std::move(profile)},
                             {"buffers", std::move(buffers)}};
+  if (report.budgetBytes > 0)
+    result["budget_bytes"] = report.budgetBytes;
+  if (report.remat.present) {
+    const RematReport &remat = report.remat;
+    llvm::json::Array recomputed;
+    for (const RematReport::Recomputation &op : remat.recomputed)
+      recomputed.push_back(llvm::json::Object{{"name", op.name},
+                                              {"op", op.kind},
+                                              {"index", op.opIndex},
+                                              {"flops", op.flops},
+                                              {"seconds", op.seconds}});
+    llvm::json::Object object{
+        {"recomputed_ops", int64_t(remat.recomputed.size())},
+        {"added_flops", remat.addedFlops},
+        {"added_seconds", remat.addedSeconds},
+        {"step_flops", remat.stepFlops},
+        {"step_seconds", remat.stepSeconds},
+        {"added_time_fraction",
+         remat.stepSeconds > 0 ? remat.addedSeconds / remat.stepSeconds : 0.0},
+        {"roofline", remat.roofline},
+        {"solver_budget_bytes", remat.solverBudgetBytes},
+        {"solver_initial_peak_bytes", remat.solverInitialPeakBytes},
+        {"solver_peak_bytes", remat.solverPeakBytes},
+        {"recomputed", std::move(recomputed)}};
+    if (remat.unconstrainedArenaBytes > 0) {
+      object["unconstrained_arena_bytes"] = remat.unconstrainedArenaBytes;
+      object["saved_bytes"] = remat.unconstrainedArenaBytes - report.arenaBytes;
+    }
+    result["remat"] = std::move(object);
+  }
   if (report.training.present) {
     const TrainingReport &training = report.training;
     result["training"] = llvm::json::Object{
@@ -236,6 +334,8 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"saved_for_backward_bytes", training.savedForBackwardBytes},
         {"fused_update_saved_bytes", training.fusedUpdateSavedBytes},
         {"backward_start_index", training.backwardStart},
+        {"gradient_accumulator_bytes", training.gradientAccumulatorBytes},
+        {"accumulation_steps", training.accumulationSteps},
         {"peak_phase", training.peakInBackward ? "backward" : "forward"}};
   }
   return result;
@@ -256,6 +356,46 @@ static std::string formatBytes(int64_t bytes) {
   else
     os << llvm::format("%.2f ", value) << units[unit];
   return text;
+}
+
+static std::string formatSeconds(double seconds) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (seconds >= 1e-3)
+    os << llvm::format("%.2f ms", seconds * 1e3);
+  else
+    os << llvm::format("%.1f us", seconds * 1e6);
+  return text;
+}
+
+static void printRematReport(const MemoryReport &report,
+                             llvm::raw_ostream &os) {
+  const RematReport &remat = report.remat;
+  os << "  rematerialization: " << remat.recomputed.size()
+     << " ops recomputed, +"
+     << llvm::format("%.3g", double(remat.addedFlops) / 1e9) << " GFLOP, +"
+     << formatSeconds(remat.addedSeconds)
+     << llvm::format(" (%.2f%% of the ",
+                     remat.stepSeconds > 0
+                         ? 100.0 * remat.addedSeconds / remat.stepSeconds
+                         : 0.0)
+     << formatSeconds(remat.stepSeconds) << " step on " << remat.roofline
+     << ")\n";
+  if (remat.unconstrainedArenaBytes > 0)
+    os << "    arena " << formatBytes(remat.unconstrainedArenaBytes) << " -> "
+       << formatBytes(report.arenaBytes) << " ("
+       << formatBytes(remat.unconstrainedArenaBytes - report.arenaBytes)
+       << " saved)\n";
+  if (remat.recomputed.empty())
+    return;
+  os << "    recomputed:";
+  size_t shown = std::min<size_t>(remat.recomputed.size(), 12);
+  for (size_t i = 0; i < shown; ++i)
+    os << (i ? ", " : " ") << remat.recomputed[i].name << " ("
+       << remat.recomputed[i].kind << ")";
+  if (shown < remat.recomputed.size())
+    os << " and " << remat.recomputed.size() - shown << " more";
+  os << "\n";
 }
 
 void mlir::memopt::printTextReport(const MemoryReport &report,
@@ -293,6 +433,15 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
      << ", views saved " << formatBytes(report.viewSavedBytes) << "\n";
   os << llvm::format("  fragmentation at peak %.2f%%\n",
                      report.fragmentationIndex);
+  if (report.budgetBytes > 0)
+    os << "  budget       "
+       << llvm::right_justify(formatBytes(report.budgetBytes), 12)
+       << llvm::format("  (arena %.1f%% of it)", 100.0 *
+                                                     double(report.arenaBytes) /
+                                                     double(report.budgetBytes))
+       << "\n";
+  if (report.remat.present)
+    printRematReport(report, os);
   if (report.training.present) {
     const TrainingReport &training = report.training;
     os << "  training step (backward from op " << training.backwardStart
@@ -318,6 +467,12 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
     os << "    fused update saved "
        << llvm::right_justify(formatBytes(training.fusedUpdateSavedBytes), 10)
        << "  (max-live if every gradient lived to the end of the step)\n";
+    if (training.accumulationSteps > 1)
+      os << "    accumulators     "
+         << llvm::right_justify(formatBytes(training.gradientAccumulatorBytes),
+                                12)
+         << "  (weight region: gradients summed over "
+         << training.accumulationSteps << " micro-batches)\n";
   }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)
@@ -365,6 +520,26 @@ static std::string escape(StringRef text) {
   return out;
 }
 
+namespace {
+/// Colours of the timeline's rectangles by BufferReport::kind.
+struct BufferStyle {
+  const char *fill, *stroke, *label;
+};
+const BufferStyle &styleOf(StringRef kind) {
+  static const BufferStyle saved{"#fdae6b", "#e6550d", "saved for backward"},
+      gradient{"#a1d99b", "#31a354", "gradient"},
+      workspace{"#d9d9d9", "#969696", "workspace"},
+      activation{"#9ecae1", "#3182bd", "other"};
+  if (kind == "saved_for_backward")
+    return saved;
+  if (kind == "gradient")
+    return gradient;
+  if (kind == "workspace")
+    return workspace;
+  return activation;
+}
+} // namespace
+
 void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
                                     llvm::raw_ostream &os) {
   // Each arena buffer is a rectangle: x spans its live op range, y its
@@ -375,7 +550,8 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
   double plotWidth = width - left - right, plotHeight = height - top - bottom;
   double steps = std::max<int64_t>(report.numSteps, 1);
   double maxBytes =
-      std::max<double>(std::max(report.arenaBytes, report.maxLiveBytes), 1.0);
+      std::max<double>({double(report.arenaBytes), double(report.maxLiveBytes),
+                        double(report.budgetBytes), 1.0});
   auto x = [&](double step) { return left + step / steps * plotWidth; };
   auto y = [&](double bytes) {
     return top + plotHeight - bytes / maxBytes * plotHeight;
@@ -386,17 +562,37 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\">memory of @"
      << escape(report.function) << ": arena " << formatBytes(report.arenaBytes)
-     << ", max-live " << formatBytes(report.maxLiveBytes) << "</text>\n";
+     << ", max-live " << formatBytes(report.maxLiveBytes);
+  if (report.budgetBytes > 0)
+    os << ", budget " << formatBytes(report.budgetBytes);
+  os << "</text>\n";
+  if (report.remat.present) {
+    const RematReport &remat = report.remat;
+    os << "<text x=\"" << left << "\" y=\"34\" fill=\"#de2d26\">"
+       << remat.recomputed.size() << " ops recomputed (red ticks): +"
+       << llvm::format("%.3g", double(remat.addedFlops) / 1e9) << " GFLOP, +"
+       << formatSeconds(remat.addedSeconds)
+       << llvm::format(" (%.2f%% of the step)",
+                       remat.stepSeconds > 0
+                           ? 100.0 * remat.addedSeconds / remat.stepSeconds
+                           : 0.0);
+    if (remat.unconstrainedArenaBytes > 0)
+      os << ", arena " << formatBytes(remat.unconstrainedArenaBytes) << " -> "
+         << formatBytes(report.arenaBytes);
+    os << "</text>\n";
+  }
   for (const BufferReport &buffer : report.buffers) {
     double x0 = x(buffer.first), x1 = x(buffer.last + 1);
     double y0 = y(buffer.offset + buffer.size), y1 = y(buffer.offset);
+    const BufferStyle &style = styleOf(buffer.kind);
     os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                       "height=\"%.2f\" fill=\"#9ecae1\" stroke=\"#3182bd\" "
-                       "stroke-width=\"0.3\"><title>",
-                       x0, y0, std::max(x1 - x0, 0.5), std::max(y1 - y0, 0.5))
+                       "height=\"%.2f\" fill=\"%s\" stroke=\"%s\" "
+                       "stroke-width=\"0.3\" class=\"%s\"><title>",
+                       x0, y0, std::max(x1 - x0, 0.5), std::max(y1 - y0, 0.5),
+                       style.fill, style.stroke, buffer.kind.c_str())
        << escape(buffer.name) << " " << formatBytes(buffer.size) << " @"
        << buffer.offset << " ops " << buffer.first << ".." << buffer.last
-       << "</title></rect>\n";
+       << " (" << style.label << ")</title></rect>\n";
   }
   os << "<polyline fill=\"none\" stroke=\"#e6550d\" stroke-width=\"1.2\" "
         "points=\"";
@@ -425,7 +621,36 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
                        "forward</text><text x=\"%.2f\" y=\"%.2f\">"
                        "backward + update</text>\n",
                        divider - 4, top + 12, divider + 4, top + 12);
+    os << llvm::format("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" "
+                       "class=\"boundary\">",
+                       divider - 4, top + 26)
+       << "saved for backward "
+       << escape(formatBytes(report.training.savedForBackwardBytes))
+       << "</text>\n";
+    // Legend: what the colours mean.
+    double legendY = 24;
+    double legendX = left + plotWidth - 330;
+    for (StringRef kind : {"activation", "saved_for_backward", "gradient"}) {
+      const BufferStyle &style = styleOf(kind);
+      os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"10\" "
+                         "height=\"10\" fill=\"%s\" stroke=\"%s\"/>"
+                         "<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                         legendX, legendY - 9, style.fill, style.stroke,
+                         legendX + 13, legendY, style.label);
+      legendX += 110;
+    }
   }
+  if (report.budgetBytes > 0)
+    hline(report.budgetBytes, "#de2d26",
+          "budget " + formatBytes(report.budgetBytes));
+  for (const RematReport::Recomputation &op : report.remat.recomputed)
+    os << llvm::format("<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.2f\" "
+                       "y2=\"%.2f\" stroke=\"#de2d26\" "
+                       "stroke-width=\"1.5\"><title>",
+                       x(op.opIndex + 0.5), x(op.opIndex + 0.5),
+                       top + plotHeight, top + plotHeight + 8)
+       << "recomputed " << escape(op.name) << " (" << escape(op.kind)
+       << ")</title></line>\n";
   hline(report.arenaBytes, "#31a354",
         "arena " + formatBytes(report.arenaBytes));
   hline(report.maxLiveBytes, "#756bb1",

@@ -432,15 +432,22 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.beta1 = training.beta1;
   pipeline.beta2 = training.beta2;
   pipeline.eps = training.eps;
+  pipeline.accumulate = training.accumulate;
   pipeline.batchStatistics = training.batchStatistics;
   pipeline.freeze = training.freeze;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
                        : options.precision == CompilePrecision::BF16 ? "bf16"
+                       : options.precision == CompilePrecision::TF32 ? "tf32"
                                                                      : "fp32";
+  pipeline.layout = options.layout;
+  pipeline.target = options.target == CompileTarget::Cuda ? "cuda" : "host";
   pipeline.fuseAttention = options.fuseAttention;
   pipeline.fuseEpilogues = options.fuseEpilogues;
   pipeline.fuseElementwise = options.fuseElementwise;
   pipeline.memoryBudget = options.memoryBudget;
+  pipeline.rematAllow = options.rematAllow;
+  pipeline.rematTimeLimit = options.rematTimeLimit;
+  pipeline.rematKernelTimes = options.rematKernelTimes;
   pipeline.noPlan = options.noPlan;
   pipeline.outputsInArena = options.outputsInArena;
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
@@ -464,16 +471,26 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     errors << "memopt-compile: error: " << message << "\n";
     return 1;
   };
+  // The memopt-mixed-precision setting: f16 / bf16 storage, or tf32 (f32
+  // storage, TF32 math in contractions).
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"
                       : options.precision == CompilePrecision::BF16 ? "bf16"
+                      : options.precision == CompilePrecision::TF32 ? "tf32"
                                                                     : "";
+  StringRef precisionFlag = options.precision == CompilePrecision::FP16 ? "fp16"
+                            : options.precision == CompilePrecision::BF16
+                                ? "bf16"
+                                : "tf32";
   if (!lowType.empty() && options.lowerOnly)
-    return fail(Twine("--precision ") + (lowType == "f16" ? "fp16" : "bf16") +
+    return fail(Twine("--precision ") + precisionFlag +
                 " needs the graph before planning; --lower-only input is "
                 "already planned (compile the model with --precision "
                 "instead)");
   if (options.outputPath.empty())
     return fail("no output given (-o OUT)");
+  if (options.layout != "auto" && options.layout != "nchw" &&
+      options.layout != "nhwc")
+    return fail("--layout '" + options.layout + "' is not auto, nchw or nhwc");
   if (options.target == CompileTarget::Cuda &&
       (options.emit == EmitKind::Exe || options.emit == EmitKind::Lib ||
        options.emit == EmitKind::Source) &&
@@ -506,9 +523,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   const TrainingOptions &training = options.training;
   if (training.enabled && options.lowerOnly)
     return fail("--train needs the model, not planned IR (--lower-only)");
-  if (training.enabled && !lowType.empty())
-    return fail("--train with --precision is not supported yet (mixed-"
-                "precision training is its own issue); train in fp32");
+  if (training.enabled && !lowType.empty() && lowType != "tf32")
+    return fail("--train with --precision " + precisionFlag +
+                " is not supported yet (mixed-precision training is its own "
+                "issue); train in fp32 or tf32");
   if (!options.lowerOnly) {
     // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
     // the phase lines come from its instrumentation.
@@ -570,11 +588,13 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size()) + " weight bytes)");
   if (training.enabled && !StringRef(options.inputPath).ends_with(".mlir")) {
-    // The model without its trained initializers: the executable's --save
-    // appends the trained values (docs/training.md).
+    // The model without its trained initializers (parameters and updated
+    // running statistics): the executable's --save appends their values
+    // (docs/training.md).
     std::vector<std::string> trained;
     function.walk([&](VariableOp variable) {
-      if (variable.getRole() == "parameter")
+      if (variable.getRole() == "parameter" ||
+          variable.getRole() == "statistic")
         trained.push_back(variable.getName().str());
     });
     std::string templatePath = options.outputPath + ".onnx-template";

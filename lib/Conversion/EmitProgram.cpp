@@ -177,6 +177,8 @@ private:
 
   // The run function.
   LogicalResult emitOp(Operation *op);
+  /// The runtime call(s) of `op` (emitOp adds the instrumentation).
+  LogicalResult emitCall(Operation *op, const std::string &node);
   LogicalResult declareResults(Operation *op);
   LogicalResult declare(Value value, StringRef pointer);
   LogicalResult emitReturn(func::ReturnOp returnOp);
@@ -194,11 +196,13 @@ private:
                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                          ArrayRef<int64_t> dilations, int64_t group,
                          ArrayRef<int64_t> outputPadding, Value bias,
-                         StringRef function, StringRef activation);
+                         StringRef function, StringRef activation,
+                         bool channelsLast = false);
   LogicalResult emitPool(Operation *op, StringRef kind,
                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
-                         bool ceilMode, bool countIncludePad);
+                         bool ceilMode, bool countIncludePad,
+                         bool channelsLast = false);
   LogicalResult emitReduce(Operation *op, StringRef kind,
                            ArrayRef<int64_t> axes);
   LogicalResult emitSlice(SliceOp op);
@@ -227,12 +231,41 @@ private:
     return refWithShape(labels,
                         {ShapedType::getNumElements(shape.drop_back())});
   }
+  /// Micro-batches per optimizer step: the updates' accumulation_steps
+  /// (ProgramInfo::accumulationSteps; 1 without accumulation).
+  int64_t accumulationSteps() {
+    int64_t steps = 1;
+    function.walk([&](Operation *op) {
+      if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+        steps = std::max<int64_t>(steps, sgd.getAccumulationSteps());
+      else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+        steps = std::max<int64_t>(steps, adamw.getAccumulationSteps());
+    });
+    return steps;
+  }
+  /// The `GradientAccumulation accumulation` local of an update with an
+  /// accumulator ("" without).
+  std::string accumulation(Value accumulator, Value microStep, int64_t steps) {
+    if (!accumulator)
+      return "";
+    return "    GradientAccumulation accumulation;\n"
+           "    accumulation.accumulator = " +
+           ref(accumulator) +
+           ";\n    accumulation.microStep = " + ref(microStep) +
+           ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
+  }
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
 
+  /// Emits `params.allowTf32 = true;` for an f32 contraction of a
+  /// `memopt.precision = "tf32"` function.
+  void emitTf32(Operation *op);
+
   func::FuncOp function;
   const EmitProgramOptions &options;
+  /// `memopt.precision = "tf32"`: f32 storage, TF32 math in contractions.
+  bool allowTf32 = false;
   BufferLiveness liveness;
   int64_t arenaSize = 0;
   int64_t weightsSize = 0;
@@ -253,6 +286,12 @@ private:
   std::string body;
   llvm::raw_string_ostream os{body};
 };
+
+void ProgramEmitter::emitTf32(Operation *op) {
+  if (allowTf32 &&
+      cast<ShapedType>(op->getOperand(0).getType()).getElementType().isF32())
+    os << "    params.allowTf32 = true;\n";
+}
 
 std::string ProgramEmitter::nodeName(Operation *op) {
   if (auto name = findNodeName(op->getLoc()))
@@ -414,6 +453,9 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("statistic", "Statistic")
                  .Case("learning_rate", "LearningRate")
                  .Case("step", "StepCount")
+                 .Case("gradient_accumulator", "GradientAccumulator")
+                 .Case("micro_step", "MicroStep")
+                 .Case("random_key", "RandomKey")
                  .Default("Constant");
     weightsFingerprint.addWeight(name.c_str(), type.getRank(),
                                  type.getShape().data(), offset, bytes);
@@ -595,20 +637,20 @@ LogicalResult ProgramEmitter::emitMatMul(MatMulOp op) {
   }
   if (failed(emitMatmulWorkspace(op)))
     return failure();
-  os << "  {\n    MatmulParams params;\n"
-     << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
+  os << "  {\n    MatmulParams params;\n";
+  emitTf32(op);
+  os << "    matmul(ctx, " << nodeLiteral(op) << ", params, "
      << refWithShape(op.getA(), aShape) << ", "
      << refWithShape(op.getB(), bShape) << ", nullptr, "
      << refWithShape(op.getResult(), cShape) << ");\n  }\n";
   return success();
 }
 
-LogicalResult
-ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
-                         ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-                         ArrayRef<int64_t> dilations, int64_t group,
-                         ArrayRef<int64_t> outputPadding, Value bias,
-                         StringRef callee, StringRef activation) {
+LogicalResult ProgramEmitter::emitConv(
+    Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, int64_t group,
+    ArrayRef<int64_t> outputPadding, Value bias, StringRef callee,
+    StringRef activation, bool channelsLast) {
   size_t spatial = kernel.size();
   if (spatial < 1 || spatial > 3)
     return error(op) << "has " << spatial
@@ -625,18 +667,23 @@ ProgramEmitter::emitConv(Operation *op, ArrayRef<int64_t> kernel,
          << ";\n";
   }
   os << "    params.group = " << group << ";\n";
+  emitTf32(op);
+  if (channelsLast)
+    os << "    params.channelsLast = true;\n";
   if (activation != "none")
     os << "    params.activation = " << runtimeActivation(activation) << ";\n";
   FailureOr<std::string> workspace = workspaceArguments(op);
   if (failed(workspace))
     return failure();
-  // The filter gradient takes (x, dy, dw): no bias operand.
+  // The filter gradient takes (x, dy, dw): no bias operand; the residual
+  // conv takes (x, w, bias, residual, y).
   bool hasBiasArgument = callee != "convBackwardFilter";
   os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
      << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
      << (!hasBiasArgument ? std::string()
          : bias           ? "&" + ref(bias) + ", "
                           : std::string("nullptr, "))
+     << (callee == "convResidual" ? ref(op->getOperand(3)) + ", " : "")
      << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
 }
@@ -659,7 +706,8 @@ LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
                                        ArrayRef<int64_t> strides,
                                        ArrayRef<int64_t> pads,
                                        ArrayRef<int64_t> dilations,
-                                       bool ceilMode, bool countIncludePad) {
+                                       bool ceilMode, bool countIncludePad,
+                                       bool channelsLast) {
   size_t spatial = kernel.size();
   if (spatial < 1 || spatial > 3)
     return error(op) << "has " << spatial
@@ -676,6 +724,8 @@ LogicalResult ProgramEmitter::emitPool(Operation *op, StringRef kind,
   os << "    params.ceilMode = " << (ceilMode ? "true" : "false") << ";\n"
      << "    params.countIncludePad = " << (countIncludePad ? "true" : "false")
      << ";\n";
+  if (channelsLast)
+    os << "    params.channelsLast = true;\n";
   // The gradient reads (x, dy) and writes dx; the forward reads x.
   if (isa<PoolGradOp>(op))
     os << "    poolGrad(ctx, " << nodeLiteral(op) << ", params, "
@@ -699,10 +749,13 @@ LogicalResult ProgramEmitter::emitReduce(Operation *op, StringRef kind,
       normalized.push_back(axis);
   llvm::sort(normalized);
   normalized.erase(llvm::unique(normalized), normalized.end());
+  FailureOr<std::string> workspace = workspaceArguments(op);
+  if (failed(workspace))
+    return failure();
   os << "  {\n    const int axes[] = " << shapeList(normalized) << ";\n"
      << "    reduce(ctx, " << nodeLiteral(op) << ", ReduceOp::" << kind
      << ", axes, " << normalized.size() << ", " << ref(op->getOperand(0))
-     << ", " << ref(op->getResult(0)) << ");\n  }\n";
+     << ", " << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();
 }
 
@@ -926,6 +979,21 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
   if (failed(declareResults(op)))
     return failure();
   std::string node = nodeLiteral(op);
+  if (failed(emitCall(op, node)))
+    return failure();
+  // Per-op instrumentation (the executable's --profile and --dump-ops); a
+  // no-op otherwise, and outside the CUDA graph's replays altogether.
+  os << "  {\n    const TensorRef results[] = {";
+  llvm::interleaveComma(op->getResults(), os,
+                        [&](Value result) { os << ref(result); });
+  os << (op->getNumResults() ? "" : "TensorRef()") << "};\n    opDone(ctx, "
+     << nextOp << ", " << node << ", "
+     << cppString(op->getName().getStringRef()) << ", results, "
+     << op->getNumResults() << ");\n  }\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
   auto binary = [&](StringRef function, StringRef kind) {
     os << "  " << function << "(ctx, " << node << ", " << kind << ", "
        << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
@@ -1014,6 +1082,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ";\n    params.alpha = " << cppFloat(toDouble(gemm.getAlpha()))
            << ";\n    params.beta = " << cppFloat(toDouble(gemm.getBeta()))
            << ";\n";
+        emitTf32(op);
         if (gemm.getActivation() != "none")
           os << "    params.activation = "
              << runtimeActivation(gemm.getActivation()) << ";\n";
@@ -1026,7 +1095,14 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](ConvOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
-                        {}, conv.getB(), "conv", conv.getActivation());
+                        {}, conv.getB(), "conv", conv.getActivation(),
+                        conv.getChannelsLast());
+      })
+      .Case([&](ConvResidualOp conv) {
+        return emitConv(op, conv.getKernelShape(), conv.getStrides(),
+                        conv.getPads(), conv.getDilations(), conv.getGroup(),
+                        {}, conv.getB(), "convResidual", conv.getActivation(),
+                        conv.getChannelsLast());
       })
       .Case([&](ConvTransposeOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
@@ -1037,17 +1113,18 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
       .Case([&](MaxPoolOp pool) {
         return emitPool(op, "Max", pool.getKernelShape(), pool.getStrides(),
                         pool.getPads(), pool.getDilations(),
-                        pool.getCeilMode() != 0, false);
+                        pool.getCeilMode() != 0, false, pool.getChannelsLast());
       })
       .Case([&](AveragePoolOp pool) {
         return emitPool(op, "Avg", pool.getKernelShape(), pool.getStrides(),
                         pool.getPads(), pool.getDilations(),
-                        pool.getCeilMode() != 0,
-                        pool.getCountIncludePad() != 0);
+                        pool.getCeilMode() != 0, pool.getCountIncludePad() != 0,
+                        pool.getChannelsLast());
       })
-      .Case([&](GlobalAveragePoolOp) {
+      .Case([&](GlobalAveragePoolOp pool) {
         os << "  globalAvgPool(ctx, " << node << ", " << ref(op->getOperand(0))
-           << ", " << ref(op->getResult(0)) << ");\n";
+           << ", " << ref(op->getResult(0))
+           << (pool.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](BatchNormalizationOp norm) {
@@ -1055,7 +1132,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << cppFloat(toDouble(norm.getEpsilon()));
         for (Value operand : op->getOperands())
           os << ", " << ref(operand);
-        os << ", " << ref(op->getResult(0)) << ");\n";
+        os << ", " << ref(op->getResult(0))
+           << (norm.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](LayerNormalizationOp norm) {
@@ -1088,12 +1166,40 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
         if (attention.getSafeSoftmax())
           os << "    params.safeSoftmax = true;\n";
+        emitTf32(op);
+        if (attention.getLse())
+          os << "    TensorRef lse = " << ref(attention.getLse()) << ";\n";
         os << "    attention(ctx, " << node << ", params, "
            << ref(attention.getQ()) << ", " << ref(attention.getK()) << ", "
            << ref(attention.getV()) << ", "
            << (attention.getBias() ? "&" + ref(attention.getBias())
                                    : std::string("nullptr"))
-           << ", " << ref(attention.getResult()) << ", " << *workspace
+           << ", " << ref(attention.getY()) << ", " << *workspace
+           << (attention.getLse() ? ", &lse" : "") << ");\n  }\n";
+        return success();
+      })
+      .Case([&](AttentionGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  {\n    AttentionParams params;\n    params.scale = "
+           << cppFloat(toDouble(grad.getScale()))
+           << ";\n    params.causal = " << (grad.getCausal() ? "true" : "false")
+           << ";\n    params.keyTransposed = "
+           << (grad.getKeyTransposed() ? "true" : "false")
+           << ";\n    params.safeSoftmax = "
+           << (grad.getSafeSoftmax() ? "true" : "false") << ";\n";
+        if (grad.getDbias())
+          os << "    TensorRef dbias = " << ref(grad.getDbias()) << ";\n";
+        os << "    attentionBackward(ctx, " << node << ", params, "
+           << ref(grad.getQ()) << ", " << ref(grad.getK()) << ", "
+           << ref(grad.getV()) << ", "
+           << (grad.getBias() ? "&" + ref(grad.getBias())
+                              : std::string("nullptr"))
+           << ", " << ref(grad.getO()) << ", " << ref(grad.getDO()) << ", "
+           << ref(grad.getLse()) << ", " << ref(grad.getDQ()) << ", "
+           << ref(grad.getDK()) << ", " << ref(grad.getDV()) << ", "
+           << (grad.getDbias() ? "&dbias" : "nullptr") << ", " << *workspace
            << ");\n  }\n";
         return success();
       })
@@ -1220,6 +1326,62 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
             grad.getStrides(), grad.getPads(), grad.getDilations(),
             grad.getCeilMode() != 0, grad.getCountIncludePad() != 0);
       })
+      .Case([&](BatchNormTrainingOp norm) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormTraining(ctx, " << node << ", "
+           << cppFloat(toDouble(norm.getEpsilon())) << ", "
+           << runtimeActivation(norm.getActivation()) << ", "
+           << ref(norm.getX()) << ", " << ref(norm.getScale()) << ", "
+           << ref(norm.getB()) << ", " << ref(norm.getY()) << ", "
+           << ref(norm.getMean()) << ", " << ref(norm.getInvStd()) << ", "
+           << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormTrainingGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormTrainingGrad(ctx, " << node << ", "
+           << ref(grad.getX()) << ", " << ref(grad.getDY()) << ", "
+           << ref(grad.getScale()) << ", " << ref(grad.getMean()) << ", "
+           << ref(grad.getInvStd()) << ", " << ref(grad.getDX()) << ", "
+           << ref(grad.getDscale()) << ", " << ref(grad.getDB()) << ", "
+           << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](LayerNormalizationGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  layerNormGrad(ctx, " << node << ", "
+           << cppFloat(toDouble(grad.getEpsilon())) << ", " << ref(grad.getX())
+           << ", " << ref(grad.getDY()) << ", " << ref(grad.getScale()) << ", "
+           << ref(grad.getDX()) << ", " << ref(grad.getDScale()) << ", "
+           << ref(grad.getDB()) << ", " << *workspace << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormRunningUpdateOp update) {
+        os << "  batchNormRunningUpdate(ctx, " << node << ", "
+           << cppFloat(toDouble(update.getMomentum())) << ", "
+           << cppFloat(toDouble(update.getEpsilon())) << ", "
+           << ref(update.getMean()) << ", " << ref(update.getInvStd()) << ", "
+           << ref(update.getRunningMean()) << ", "
+           << ref(update.getRunningVar()) << ");\n";
+        return success();
+      })
+      .Case([&](DropoutOp drop) -> LogicalResult {
+        if (!drop.getKey())
+          return error(op) << "has no random key: run memopt-make-trainable "
+                              "(training) or --canonicalize (inference, "
+                              "where it folds away) before lowering";
+        os << "  dropout(ctx, " << node << ", "
+           << cppFloat(toDouble(drop.getRatio())) << ", "
+           << uint32_t(drop.getStream()) << "u, " << ref(drop.getX()) << ", "
+           << ref(drop.getKey()) << ", " << ref(drop.getY()) << ");\n";
+        return success();
+      })
       .Case([&](AssignOp assign) {
         os << "  copy(ctx, " << node << ", " << ref(assign.getValue()) << ", "
            << ref(assign.getTarget()) << ");\n";
@@ -1229,16 +1391,23 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
         os << "  {\n    TensorRef buffer = "
            << (update.getMomentumBuffer() ? ref(update.getMomentumBuffer())
                                           : std::string("TensorRef()"))
-           << ";\n    sgdUpdate(ctx, " << node << ", "
+           << ";\n"
+           << accumulation(update.getAccumulator(), update.getMicroStep(),
+                           update.getAccumulationSteps())
+           << "    sgdUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getMomentum())) << ", "
            << cppFloat(toDouble(update.getWeightDecay())) << ", "
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
-           << ref(update.getLr()) << ");\n  }\n";
+           << ref(update.getLr())
+           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })
       .Case([&](AdamWUpdateOp update) {
-        os << "  adamwUpdate(ctx, " << node << ", "
+        os << "  {\n"
+           << accumulation(update.getAccumulator(), update.getMicroStep(),
+                           update.getAccumulationSteps())
+           << "    adamwUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getBeta1())) << ", "
            << cppFloat(toDouble(update.getBeta2())) << ", "
            << cppFloat(toDouble(update.getEps())) << ", "
@@ -1246,7 +1415,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op) {
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << ref(update.getExpAvg()) << ", " << ref(update.getExpAvgSq())
            << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
-           << ");\n";
+           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })
       .Default([&](Operation *) {
@@ -1272,6 +1441,8 @@ LogicalResult ProgramEmitter::emitReturn(func::ReturnOp returnOp) {
 }
 
 FailureOr<EmittedProgram> ProgramEmitter::run() {
+  if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
+    allowTf32 = precision.getValue() == "tf32";
   if (failed(checkPlanned()) || failed(emitTables()) ||
       failed(collectWeights()))
     return failure();
@@ -1339,7 +1510,7 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
                        [](Operation &op) { return isa<VariableOp>(op); })
               ? 1
               : 0)
-      << "};\n\n"
+      << ", " << accumulationSteps() << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";

@@ -864,13 +864,13 @@ FailureOr<SmallVector<Value>> GraphImporter::importGeneric(const Node &node) {
   if (failed(attrs))
     return failure();
   StringRef type = node.type();
-  // Extra outputs of the normalizations exist for training only.
+  // Extra outputs of the normalizations exist for training only. A
+  // BatchNormalization exported in training mode keeps training_mode = 1:
+  // memopt-make-trainable turns it into batch statistics with running
+  // statistic updates (its running mean / var outputs must be unused).
   if (type == "LayerNormalization" || type == "BatchNormalization") {
     if (failed(checkUnusedOutputs(node, 1, memoptOpName(type))))
       return failure();
-    if (intAttr(node, "training_mode", 0) != 0)
-      return emitError(node.loc)
-             << node.describe() << ": training_mode=1 is not supported";
   }
   unsigned numResults =
       type == "LayerNormalization" || type == "BatchNormalization"
@@ -1626,12 +1626,23 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
                << node.describe() << ": ratio must be a scalar";
       ratio = (*ratios)[0];
     }
-    if (!training->empty() && (*training)[0] != 0 && ratio != 0) {
+    if (!(ratio >= 0 && ratio < 1)) {
       char ratioText[32];
       std::snprintf(ratioText, sizeof(ratioText), "%g", ratio);
-      return emitError(node.loc)
-             << node.describe() << ": training_mode=true is not supported "
-             << "(ratio " << ratioText << "; only ratio 0, the identity, is)";
+      return emitError(node.loc) << node.describe() << ": ratio " << ratioText
+                                 << " is not in [0, 1)";
+    }
+    // Training mode: a dropout without a key, the identity until
+    // memopt-make-trainable (--train) keys it; an inference compile folds
+    // it away (PyTorch's eval()).
+    if (!training->empty() && (*training)[0] != 0 && ratio != 0) {
+      auto result = createOne(
+          node, "memopt.dropout", {*data},
+          {builder.getNamedAttr("ratio", builder.getF32FloatAttr(ratio))},
+          {data->getType()});
+      if (failed(result))
+        return failure();
+      return SmallVector<Value>{*result};
     }
   }
   auto result = createOne(node, "memopt.identity", {*data}, {});

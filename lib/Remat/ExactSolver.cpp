@@ -20,7 +20,12 @@
 //   L[t][k][i] >= L[t][k+1][i]            ... and back to where it appeared:
 //   (at k = i: L[t][i][i] >= L[t][i+1][i] - R[t][i], a recomputed copy
 //    starts at its slot and is counted there through R)
-//   sum_i bytes(i) L[t][k][i] + bytes(k) R[t][k] <= budget   every slot
+//   sum_i bytes(i) L[t][k][i] + (bytes(k) + scratch(k)) R[t][k] <= budget
+//                                                              every slot
+// In-place reuse (Node::inPlaceInput) is not modelled: the MILP then counts
+// an in-place step as if it wrote a new buffer, a stricter model whose
+// schedules are valid but whose optimality and infeasibility proofs are not
+// (Remat.cpp does not claim them for such graphs).
 // Objective: minimize sum cost(i) R[t][i].
 // Where Checkmate tracks frees with O(n^2 E) binaries, the L chains give the
 // same memory with continuous variables: at an optimum each L is the 0/1
@@ -84,14 +89,17 @@ ExactResult solveExact(const Graph &graph, const ExactOptions &options) {
   MilpBuilder index(n);
   result.variables = index.columns();
 
-  std::vector<int64_t> bytes(n), costs(n);
+  std::vector<int64_t> bytes(n), costs(n), scratch(n);
   for (int p = 0; p < n; ++p) {
     bytes[p] = evaluator.bytesAt(p);
     costs[p] = evaluator.costAt(p);
+    scratch[p] = evaluator.scratchAt(p);
   }
   // Scale to small integers: the solver's tolerances are then far below one
   // unit of bytes or cost.
-  int64_t byteUnit = gcdOf(bytes), costUnit = gcdOf(costs);
+  std::vector<int64_t> allBytes(bytes);
+  allBytes.insert(allBytes.end(), scratch.begin(), scratch.end());
+  int64_t byteUnit = gcdOf(allBytes), costUnit = gcdOf(costs);
   int64_t budgetUnits = options.budget / byteUnit;
 
   Cbc_Model *model = Cbc_newModel();
@@ -179,10 +187,11 @@ ExactResult solveExact(const Graph &graph, const ExactOptions &options) {
         if (bytes[i] > 0)
           term(index.l(t, k, i), static_cast<double>(bytes[i] / byteUnit));
       double rhs = static_cast<double>(budgetUnits);
+      int64_t computing = bytes[k] + scratch[k];
       if (k == t)
-        rhs -= static_cast<double>(bytes[t] / byteUnit);
-      else if (bytes[k] > 0)
-        term(index.r(t, k), static_cast<double>(bytes[k] / byteUnit));
+        rhs -= static_cast<double>(computing / byteUnit);
+      else if (computing > 0)
+        term(index.r(t, k), static_cast<double>(computing / byteUnit));
       row('L', rhs);
     }
   }

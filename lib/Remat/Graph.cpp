@@ -42,8 +42,16 @@ std::string checkGraph(const Graph &graph) {
     if (node.bytes < 0 || node.bytes > kLimit)
       return nodeLabel(node) + " has " + std::to_string(node.bytes) +
              " output bytes (expected 0 to " + std::to_string(kLimit) + ")";
+    if (node.scratchBytes < 0 || node.scratchBytes > kLimit)
+      return nodeLabel(node) + " has " + std::to_string(node.scratchBytes) +
+             " scratch bytes (expected 0 to " + std::to_string(kLimit) + ")";
+    if (node.inPlaceInput != -1 &&
+        std::find(graph.inputs[v].begin(), graph.inputs[v].end(),
+                  node.inPlaceInput) == graph.inputs[v].end())
+      return nodeLabel(node) + " writes in place over node index " +
+             std::to_string(node.inPlaceInput) + ", which is not its input";
     costSum += node.cost;
-    byteSum += node.bytes;
+    byteSum += node.bytes + node.scratchBytes;
     if (costSum > kSumLimit || byteSum > kSumLimit)
       return "the costs or bytes add up to more than 2^60";
     if (node.maxComputations < 0)
@@ -128,9 +136,11 @@ int64_t computationLowerBound(const Graph &graph, int *argmax) {
   int64_t best = 0;
   int bestNode = -1;
   for (size_t v = 0; v < graph.nodes.size(); ++v) {
-    int64_t bytes = graph.nodes[v].bytes;
+    int64_t bytes = graph.nodes[v].bytes + graph.nodes[v].scratchBytes;
     for (int u : graph.inputs[v])
       bytes += graph.nodes[u].bytes;
+    if (mayWriteInPlace(graph, static_cast<int>(v)))
+      bytes -= graph.nodes[v].bytes;
     if (bestNode < 0 || bytes > best) {
       best = bytes;
       bestNode = static_cast<int>(v);
@@ -139,6 +149,13 @@ int64_t computationLowerBound(const Graph &graph, int *argmax) {
   if (argmax)
     *argmax = bestNode;
   return best;
+}
+
+bool hasInPlaceNodes(const Graph &graph) {
+  for (const Node &node : graph.nodes)
+    if (node.inPlaceInput >= 0)
+      return true;
+  return false;
 }
 
 int64_t baseCost(const Graph &graph) {

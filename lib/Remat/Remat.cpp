@@ -139,12 +139,14 @@ RematResult solveRemat(const Graph &graph, const RematOptions &options) {
   int64_t footprint = computationLowerBound(graph, &bottleneck);
   if (options.budget < footprint) {
     result.status = RematStatus::Infeasible;
-    result.message = "infeasible: the budget of " +
-                     std::to_string(options.budget) + " bytes is below the " +
-                     std::to_string(footprint) + " bytes that " +
-                     nodeLabel(graph, bottleneck) +
-                     " needs for its inputs and output; smallest peak found " +
-                     std::to_string(fast.smallestPeak) + " bytes";
+    result.message =
+        "infeasible: the budget of " + std::to_string(options.budget) +
+        " bytes is below the " + std::to_string(footprint) + " bytes that " +
+        nodeLabel(graph, bottleneck) + " needs for its inputs and output" +
+        (graph.nodes[bottleneck].scratchBytes > 0
+             ? std::string(" and its scratch")
+             : std::string()) +
+        "; smallest peak found " + std::to_string(fast.smallestPeak) + " bytes";
     return finish(result);
   }
 
@@ -156,8 +158,12 @@ RematResult solveRemat(const Graph &graph, const RematOptions &options) {
         std::max(0.5, options.timeLimitSeconds - elapsed());
     exactOptions.start = fast.found ? &fast.plan : nullptr;
     ExactResult exact = solveExact(graph, exactOptions);
-    result.costLowerBound = exact.lowerBound;
-    if (exact.status == ExactStatus::Infeasible) {
+    // With in-place nodes the MILP's model is stricter than the schedule's
+    // (ExactSolver.h): its schedules hold, its proofs do not.
+    bool proofsHold = !hasInPlaceNodes(graph);
+    if (proofsHold)
+      result.costLowerBound = exact.lowerBound;
+    if (exact.status == ExactStatus::Infeasible && proofsHold) {
       result.status = RematStatus::Infeasible;
       result.schedule.clear();
       result.message =
@@ -177,7 +183,8 @@ RematResult solveRemat(const Graph &graph, const RematOptions &options) {
         result.schedule = stagedSchedule(graph, exact.plan);
         result.producedBy = Method::Exact;
       }
-      result.provedOptimal = exact.status == ExactStatus::Optimal &&
+      result.provedOptimal = proofsHold &&
+                             exact.status == ExactStatus::Optimal &&
                              (better || exact.totalCost == fast.totalCost);
     }
   }

@@ -69,10 +69,15 @@ StagedEvaluator::StagedEvaluator(const Graph &graph) : order(graph.order) {
   users.assign(count, {});
   bytes.assign(count, 0);
   cost.assign(count, 0);
+  scratch.assign(count, 0);
+  inPlaceFrom.assign(count, -1);
   for (int p = 0; p < count; ++p) {
     int v = order[p];
     bytes[p] = graph.nodes[v].bytes;
     cost[p] = graph.nodes[v].cost;
+    scratch[p] = graph.nodes[v].scratchBytes;
+    if (mayWriteInPlace(graph, v))
+      inPlaceFrom[p] = position[graph.nodes[v].inPlaceInput];
     for (int u : graph.inputs[v]) {
       inputs[p].push_back(position[u]);
       users[position[u]].push_back(p);
@@ -126,6 +131,7 @@ int64_t StagedEvaluator::run(const PositionPlan &plan, int64_t budget,
   eventLastUse.assign(steps, 0);
   readCopies.clear();
   readBegin.assign(steps + 1, 0);
+  inPlaceCopy.assign(steps, -1);
   for (int e = 0; e < steps; ++e) {
     int p = eventPos[e];
     readBegin[e] = static_cast<int>(readCopies.size());
@@ -133,6 +139,8 @@ int64_t StagedEvaluator::run(const PositionPlan &plan, int64_t budget,
       int copy = newestCopy[u];
       eventLastUse[copy] = e;
       readCopies.push_back(copy);
+      if (u == inPlaceFrom[p])
+        inPlaceCopy[e] = copy;
     }
     newestCopy[p] = e;
     eventLastUse[e] = e;
@@ -140,8 +148,18 @@ int64_t StagedEvaluator::run(const PositionPlan &plan, int64_t budget,
   readBegin[steps] = static_cast<int>(readCopies.size());
   delta.assign(steps + 1, 0);
   for (int e = 0; e < steps; ++e) {
-    delta[e] += bytes[eventPos[e]];
-    delta[eventLastUse[e] + 1] -= bytes[eventPos[e]];
+    int64_t size = bytes[eventPos[e]];
+    delta[e] += size;
+    delta[eventLastUse[e] + 1] -= size;
+    delta[e] += scratch[eventPos[e]];
+    delta[e + 1] -= scratch[eventPos[e]];
+    // An in-place computation takes over the copy it reads last: the copy
+    // ends one step early, where the output begins.
+    int copy = inPlaceCopy[e];
+    if (copy >= 0 && eventLastUse[copy] == e) {
+      delta[e] -= size;
+      delta[e + 1] += size;
+    }
   }
   eventMemory.resize(steps);
   int64_t current = 0, peak = 0;

@@ -2,7 +2,9 @@
 //
 // Replays the schedule: each computation creates a copy, each consumer reads
 // the newest copy of each input, and a copy is released right after its last
-// read. Shares no code with the solvers.
+// read (or, when an in-place computation reads it last, as that computation
+// begins); scratch bytes count during their computation only. Shares no
+// code with the solvers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,8 @@ ScheduleCheck validateSchedule(const Graph &graph,
   std::vector<int> newest(count, -1);
   std::vector<int> computations(count, 0);
   std::vector<int> lastRead(steps, -1);
+  // The copy an in-place computation may take over (same bytes), per step.
+  std::vector<int> takesOver(steps, -1);
   for (int step = 0; step < steps; ++step) {
     int v = schedule[step];
     if (v < 0 || v >= count)
@@ -53,6 +57,9 @@ ScheduleCheck validateSchedule(const Graph &graph,
                         label(graph, v) + " before its input " +
                         label(graph, u) + " was computed");
       lastRead[newest[u]] = step;
+      if (u == graph.nodes[v].inPlaceInput &&
+          graph.nodes[u].bytes == graph.nodes[v].bytes)
+        takesOver[step] = newest[u];
     }
     newest[v] = step;
     if (++computations[v] > computationLimit(graph, v, defaultLimit))
@@ -75,13 +82,21 @@ ScheduleCheck validateSchedule(const Graph &graph,
   int64_t resident = 0;
   int peakStep = 0;
   for (int step = 0; step < steps; ++step) {
-    resident += graph.nodes[schedule[step]].bytes;
+    const Node &node = graph.nodes[schedule[step]];
+    int reused = takesOver[step];
+    if (reused >= 0 && lastRead[reused] == step)
+      resident -= graph.nodes[schedule[reused]].bytes;
+    else
+      reused = -1;
+    resident += node.bytes + node.scratchBytes;
     if (resident > check.peakBytes) {
       check.peakBytes = resident;
       peakStep = step;
     }
+    resident -= node.scratchBytes;
     for (int copy : releaseAt[step])
-      resident -= graph.nodes[schedule[copy]].bytes;
+      if (copy != reused)
+        resident -= graph.nodes[schedule[copy]].bytes;
   }
   if (budget && check.peakBytes > *budget)
     return fail(

@@ -147,6 +147,10 @@ int memopt_model_synchronize(memopt_model *model) {
   return model->model.waitUntilDone(model->error) ? 0 : 1;
 }
 
+int64_t memopt_model_accumulation_steps(const memopt_model *model) {
+  return model ? model->model.accumulationSteps() : 0;
+}
+
 size_t memopt_model_weight_bytes(const memopt_model *model) {
   return model ? size_t(model->model.program().weightBytes) : 0;
 }

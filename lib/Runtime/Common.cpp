@@ -6,12 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "memopt/Runtime/Npy.h"
 #include "memopt/Runtime/Program.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 
 namespace memopt::rt {
 
@@ -306,6 +308,90 @@ void storeFromDouble(void *data, DType dtype, int64_t i, double v) {
     static_cast<uint8_t *>(data)[i] = v != 0 ? 1 : 0;
     return;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op instrumentation
+//===----------------------------------------------------------------------===//
+
+void OpTimes::add(int index, const char *node, const char *kind, double ms) {
+  if (index < 0)
+    return;
+  if (size_t(index) >= ops.size())
+    ops.resize(size_t(index) + 1);
+  Entry &entry = ops[size_t(index)];
+  if (entry.calls == 0) {
+    entry.node = node ? node : "";
+    entry.kind = kind ? kind : "";
+  }
+  entry.ms += ms;
+  entry.calls += 1;
+}
+
+void printOpTimes(const OpTimes &times, FILE *out, int top,
+                  const char *backend) {
+  double total = 0;
+  std::map<std::string, std::pair<double, int64_t>> byKind;
+  std::vector<const OpTimes::Entry *> order;
+  for (const OpTimes::Entry &entry : times.ops) {
+    if (!entry.calls)
+      continue;
+    total += entry.ms;
+    auto &kind = byKind[entry.kind];
+    kind.first += entry.ms;
+    kind.second += 1;
+    order.push_back(&entry);
+  }
+  double runs = double(std::max<int64_t>(1, times.runs));
+  std::fprintf(out,
+               "profile: backend=%s runs=%lld ops=%zu total_ms_per_run=%.3f\n",
+               backend, (long long)times.runs, order.size(), total / runs);
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> kinds(
+      byKind.begin(), byKind.end());
+  std::sort(kinds.begin(), kinds.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  for (const auto &kind : kinds)
+    std::fprintf(out, "profile-kind: %-36s ops=%-5lld ms=%9.3f %5.1f%%\n",
+                 kind.first.c_str(), (long long)kind.second.second,
+                 kind.second.first / runs,
+                 total > 0 ? 100.0 * kind.second.first / total : 0.0);
+  std::sort(order.begin(), order.end(),
+            [](const auto *a, const auto *b) { return a->ms > b->ms; });
+  for (int i = 0; i < top && i < int(order.size()); ++i)
+    std::fprintf(out, "profile-op: %-30s ms=%8.3f %5.1f%%  %s\n",
+                 order[size_t(i)]->kind.c_str(), order[size_t(i)]->ms / runs,
+                 total > 0 ? 100.0 * order[size_t(i)]->ms / total : 0.0,
+                 order[size_t(i)]->node.c_str());
+}
+
+void dumpOpResults(Context &ctx, const char *directory, int index,
+                   const char *node, const char *kind, const TensorRef *results,
+                   int numResults) {
+  std::string base(directory);
+  FILE *list = std::fopen((base + "/ops.txt").c_str(), index == 0 ? "w" : "a");
+  for (int k = 0; k < numResults; ++k) {
+    const TensorRef &t = results[k];
+    NpyArray array;
+    array.dtype = t.dtype;
+    array.shape.assign(t.shape, t.shape + t.rank);
+    array.data.resize(t.bytes());
+    if (t.bytes())
+      copyToHost(ctx, array.data.data(), t.data, t.bytes());
+    synchronize(ctx);
+    char name[64];
+    std::snprintf(name, sizeof name, "%05d_%d.npy", index, k);
+    std::string error;
+    if (!writeNpy(base + "/" + name, array, error)) {
+      contextFail(ctx, node, error.c_str());
+      break;
+    }
+    if (list)
+      std::fprintf(list, "%s %s %s %s\n", name, kind, node,
+                   shapeString(t).c_str());
+  }
+  if (list)
+    std::fclose(list);
 }
 
 } // namespace memopt::rt

@@ -4,6 +4,7 @@
 #include "Internal.h"
 #include "memopt/Runtime/WeightsFile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,7 +39,10 @@ void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
     }
     if (info.role == WeightRole::OptimizerState ||
         info.role == WeightRole::LearningRate ||
-        info.role == WeightRole::StepCount)
+        info.role == WeightRole::StepCount ||
+        info.role == WeightRole::GradientAccumulator ||
+        info.role == WeightRole::MicroStep ||
+        info.role == WeightRole::RandomKey)
       continue; // zero, as optimizers start
     if (!isFloatType(info.dtype) && info.dtype != DType::F64)
       continue; // integers and bools stay 0
@@ -204,12 +208,24 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       return false;
     }
     bool scalar = info.role == WeightRole::LearningRate ||
-                  info.role == WeightRole::StepCount;
+                  info.role == WeightRole::StepCount ||
+                  info.role == WeightRole::MicroStep;
     if (scalar && (info.dtype != DType::F32 || numElements(info) != 1)) {
       error = std::string("weight '") + info.name +
-              "' (learning rate or step count) is not one f32 element";
+              "' (learning rate, step count or micro-step) is not one f32 "
+              "element";
       return false;
     }
+    if (info.role == WeightRole::RandomKey &&
+        (info.dtype != DType::I64 || numElements(info) != 2)) {
+      error = std::string("weight '") + info.name +
+              "' (dropout key) is not two i64 elements";
+      return false;
+    }
+    if (info.role == WeightRole::MicroStep && !microStep_)
+      microStep_ = &info;
+    if (info.role == WeightRole::RandomKey && !randomKey_)
+      randomKey_ = &info;
     float value = 0;
     if (scalar)
       std::memcpy(&value, region.data() + info.offset, sizeof value);
@@ -227,6 +243,14 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       (program->numOutputs < 1 || program->outputs[0].dtype != DType::F32 ||
        numElements(program->outputs[0]) != 1)) {
     error = "training program's output 0 is not an f32 scalar loss";
+    return false;
+  }
+  accumulationSteps_ = std::max<int64_t>(program->accumulationSteps, 1);
+  if ((accumulationSteps_ > 1) != (microStep_ != nullptr)) {
+    error = "the program accumulates over " +
+            std::to_string(accumulationSteps_) +
+            " micro-batches but its micro-step weight is " +
+            (microStep_ ? "present" : "missing");
     return false;
   }
   copyToDevice(*ctx_, weights_, region.data(), region.size());
@@ -311,17 +335,33 @@ bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
     error = "the program is not a training step";
     return false;
   }
-  stepsDone_ += 1;
+  // The first micro-batch of an optimizer step starts the step; the update
+  // ops run on the last one (micro-step K - 1).
+  int64_t micro = microBatchesDone_ % accumulationSteps_;
+  if (micro == 0)
+    stepsDone_ += 1;
   lrValue_ = lr;
   stepValue_ = float(stepsDone_);
+  microStepValue_ = float(micro);
+  randomKeyValue_[0] = int64_t(randomSeed_);
+  // The 1-based micro-batch number, continuing from a loaded step count.
+  randomKeyValue_[1] =
+      (int64_t(stepsDone_) - 1) * accumulationSteps_ + micro + 1;
   if (learningRate_)
     copyToDevice(*ctx_, weights_ + learningRate_->offset, &lrValue_,
                  sizeof lrValue_);
   if (stepCount_)
     copyToDevice(*ctx_, weights_ + stepCount_->offset, &stepValue_,
                  sizeof stepValue_);
+  if (microStep_)
+    copyToDevice(*ctx_, weights_ + microStep_->offset, &microStepValue_,
+                 sizeof microStepValue_);
+  if (randomKey_)
+    copyToDevice(*ctx_, weights_ + randomKey_->offset, randomKeyValue_,
+                 sizeof randomKeyValue_);
   if (!setInputs(hostInputs, error) || !execute(error))
     return false;
+  microBatchesDone_ += 1;
   copyToHost(*ctx_, &loss, outputs_[0], sizeof loss);
   synchronize(*ctx_);
   return check(error);

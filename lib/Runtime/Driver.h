@@ -5,9 +5,11 @@
 // arena allocation, one weight-region allocation, own buffers for inputs and
 // outputs that live outside the arena, weight loading or deterministic random
 // weights, and runs through `execute` (CUDA graph replay after the first run).
-// Training programs (ProgramInfo::isTraining) run one step per `trainStep`:
-// the driver writes the learning rate and the step number into their weights
-// before the run and reads the loss (output 0) after it.
+// Training programs (ProgramInfo::isTraining) run one micro-batch per
+// `trainStep`: the driver writes the learning rate, the step number, the
+// micro-step (gradient accumulation) and the dropout key into their weights
+// before the run and reads the loss (output 0) after it. Without
+// accumulation every micro-batch is a whole optimizer step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,11 +67,17 @@ public:
   /// Waits for everything queued on the context.
   bool waitUntilDone(std::string &error);
 
-  /// Training programs: one step on `hostInputs` with learning rate `lr`
-  /// (the step number continues from the loaded StepCount weight); `loss`
-  /// gets output 0, NaN or inf included.
+  /// Training programs: one micro-batch on `hostInputs` with learning rate
+  /// `lr`; `loss` gets output 0 (that micro-batch's loss), NaN or inf
+  /// included. Micro-batch K of every accumulationSteps() applies the
+  /// optimizer step (the step number continues from the loaded StepCount
+  /// weight).
   bool trainStep(const void *const *hostInputs, float lr, float &loss,
                  std::string &error);
+  /// Micro-batches per optimizer step (1 without --accumulate).
+  int64_t accumulationSteps() const { return accumulationSteps_; }
+  /// The seed of the dropout masks (key [seed, micro-batch number]).
+  void setRandomSeed(uint64_t seed) { randomSeed_ = seed; }
   /// The learning rate the program was compiled with (the LearningRate
   /// weight's initData, else its loaded value; 0 without one).
   float compiledLearningRate() const { return compiledLearningRate_; }
@@ -98,9 +106,14 @@ private:
   // Training: where the driver writes the learning rate and step (nullptr
   // when the program has none), the host copies it writes from (stable
   // while an asynchronous copy runs), and the first step's number - 1.
-  const TensorInfo *learningRate_ = nullptr, *stepCount_ = nullptr;
-  float compiledLearningRate_ = 0, stepValue_ = 0, lrValue_ = 0;
+  const TensorInfo *learningRate_ = nullptr, *stepCount_ = nullptr,
+                   *microStep_ = nullptr, *randomKey_ = nullptr;
+  float compiledLearningRate_ = 0, stepValue_ = 0, lrValue_ = 0,
+        microStepValue_ = 0;
   double stepsDone_ = 0;
+  int64_t accumulationSteps_ = 1, microBatchesDone_ = 0;
+  uint64_t randomSeed_ = 0;
+  int64_t randomKeyValue_[2] = {0, 0};
 };
 
 size_t tensorBytes(const TensorInfo &info);

@@ -11,8 +11,11 @@
 
 #include "memopt/Runtime/Runtime.h"
 
+#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #ifdef __CUDACC__
 #define MEMOPT_HOST_DEVICE __host__ __device__
@@ -203,14 +206,35 @@ bool validateAttention(Context &ctx, const char *node,
                        const TensorRef &k, const TensorRef &v,
                        const TensorRef *bias, const TensorRef &y,
                        AttentionGeometry &geometry);
+/// The row statistics of attention (`lse`): F32 [batch..., S, 2] with y's
+/// batch dims, aliasing none of the other tensors given.
+bool validateAttentionStatistics(
+    Context &ctx, const char *node, const TensorRef &lse, const TensorRef &y,
+    std::initializer_list<const TensorRef *> others);
+/// attentionBackward's tensors (the forward's checked by validateAttention).
+bool validateAttentionBackward(
+    Context &ctx, const char *node, const AttentionParams &params,
+    const TensorRef &q, const TensorRef &k, const TensorRef &v,
+    const TensorRef *bias, const TensorRef &y, const TensorRef &dy,
+    const TensorRef &lse, const TensorRef &dq, const TensorRef &dk,
+    const TensorRef &dv, const TensorRef *dbias, AttentionGeometry &geometry);
+/// Statistics below this (natural units) are stored saturated as
+/// kAttentionLowestMax: the CUDA kernels' log2 domain ends at -FLT_MAX.
+constexpr float kAttentionSaturation = -2.35e38f;
+constexpr float kAttentionLowestMax = -2.3586574e38f; // -FLT_MAX / log2(e)
 
 /// Spatial dims padded to 3 (missing dims are 1 with kernel 1, stride 1).
 struct ConvGeometry {
+  /// x and y (and a conv's w) have their channel axis last.
+  bool channelsLast = false;
   int64_t batch = 0, inChannels = 0, outChannels = 0, group = 1;
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
   int64_t padsBegin[3] = {0, 0, 0}, padsEnd[3] = {0, 0, 0};
   int64_t strides[3] = {1, 1, 1}, dilations[3] = {1, 1, 1};
 };
+/// `t` with its last axis moved to position 1 (same data): the
+/// channels-first view of a channels-last tensor, for shape checks.
+TensorRef channelsFirstView(const TensorRef &t);
 bool validateConv(Context &ctx, const char *node, const ConvParams &params,
                   bool transposed, const TensorRef &x, const TensorRef &w,
                   const TensorRef *bias, const TensorRef &y,
@@ -231,7 +255,7 @@ bool validateLayerNorm(Context &ctx, const char *node, int axis,
 bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
                        const TensorRef &scale, const TensorRef &bias,
                        const TensorRef &mean, const TensorRef &var,
-                       const TensorRef &y);
+                       const TensorRef &y, bool channelsLast = false);
 bool validateReduce(Context &ctx, const char *node, const int *axes,
                     int numAxes, const TensorRef &x, const TensorRef &y);
 bool validateTranspose(Context &ctx, const char *node, const int *perm,
@@ -286,6 +310,17 @@ bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
                          const TensorRef &v, const TensorRef &lr,
                          const TensorRef &step);
 
+/// Dropout: float x and y of one type and shape, an I64 key of two
+/// elements, ratio in [0, 1).
+bool validateDropout(Context &ctx, const char *node, float ratio,
+                     const TensorRef &x, const TensorRef &key,
+                     const TensorRef &y);
+/// Gradient accumulation: an F32 accumulator of the parameter's shape, an
+/// F32 scalar micro-step and at least 2 steps.
+bool validateAccumulation(Context &ctx, const char *node,
+                          const TensorRef &param,
+                          const GradientAccumulation &accumulation);
+
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
                                                        float o, float scale,
@@ -305,6 +340,30 @@ MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
   }
   return 0.0f;
 }
+
+//===----------------------------------------------------------------------===//
+// Per-op instrumentation (opDone): timing and result dumps, both backends
+//===----------------------------------------------------------------------===//
+
+/// Time per op of the program, summed over the profiled runs.
+struct OpTimes {
+  struct Entry {
+    std::string node, kind;
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  std::vector<Entry> ops; ///< by the op's index in the program
+  int64_t runs = 0;       ///< runs added (the first run is not)
+  void add(int index, const char *node, const char *kind, double ms);
+};
+/// The table printProfile writes.
+void printOpTimes(const OpTimes &times, FILE *out, int top,
+                  const char *backend);
+/// Writes the results of op `index` of the first run as DIR/NNNNN.npy and a
+/// line of DIR/ops.txt (copyToHost reads them).
+void dumpOpResults(Context &ctx, const char *directory, int index,
+                   const char *node, const char *kind, const TensorRef *results,
+                   int numResults);
 
 } // namespace memopt::rt
 #endif // MEMOPT_LIB_RUNTIME_INTERNAL_H

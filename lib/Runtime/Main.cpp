@@ -12,8 +12,9 @@
 // written only once the run succeeded, all or none (writeNpyFiles). Weights
 // come from --weights, --random-weights, or OUT.weights next to the
 // executable. A training program (ProgramInfo::isTraining) runs --steps
-// steps over batches of its compiled batch size taken from the samples of
-// the input files in order, wrapping around, and prints every step's loss.
+// optimizer steps over batches of its compiled batch size taken from the
+// samples of the input files in order, wrapping around (K micro-batches per
+// step when compiled with --accumulate K), and prints every step's loss.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,13 +51,16 @@ void usage(const char *argv0) {
                "          [--fused-attention]  (CUDA: never the chunked "
                "library path)\n"
                "training programs: %s --input NAME=FILE.npy ... --steps N\n"
-               "          [--batch-size B] [--lr LR] [--log FILE.csv] "
-               "[--bench N]\n"
+               "          [--batch-size B] [--lr LR] [--seed S] "
+               "[--log FILE.csv] [--bench N]\n"
                "          [--save TRAINED.onnx [--template FILE]] "
                "[--save-weights FILE] [--save-state DIR]\n"
                "          [--output-dir DIR]\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
-               "and outputs)\n",
+               "and outputs)\n"
+               "          [--profile]  (time every op; CUDA runs eagerly)\n"
+               "          [--dump-ops DIR]  (every op's results of the first "
+               "run as DIR/NNNNN_K.npy, DIR/ops.txt)\n",
                argv0, argv0);
 }
 
@@ -210,6 +214,8 @@ struct TrainOptions {
   std::string onnxPath, templatePath;
   bool checkFinite = false;
   int benchRuns = 0;
+  /// --seed: the dropout masks' key (with the micro-batch number).
+  uint64_t seed = 0;
 };
 
 /// The training loop: batches of the compiled batch size from the samples
@@ -261,24 +267,38 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
   }
   int64_t next = 0; // the first sample of the next batch
   std::vector<std::pair<int64_t, float>> losses;
+  // One optimizer step: K micro-batches with gradient accumulation (the
+  // update runs on the last), one batch otherwise. Its loss is the mean of
+  // the micro-batches' losses (the loss of the whole K * B samples for a
+  // mean loss over equal micro-batches).
+  int64_t microBatches = model.accumulationSteps();
   auto step = [&](int64_t number) -> bool {
-    for (int i = 0; i < program.numInputs; ++i)
-      for (int64_t b = 0; b < batch; ++b)
-        std::memcpy(batchData[size_t(i)].data() + size_t(b) * sampleBytes[i],
-                    data[size_t(i)].data() +
-                        size_t((next + b) % samples) * sampleBytes[i],
-                    sampleBytes[i]);
-    next = (next + batch) % samples;
-    float loss = 0;
-    if (!model.trainStep(pointers.data(), lr, loss, error)) {
-      fail(error);
-      return false;
+    double sum = 0;
+    for (int64_t micro = 0; micro < microBatches; ++micro) {
+      for (int i = 0; i < program.numInputs; ++i)
+        for (int64_t b = 0; b < batch; ++b)
+          std::memcpy(batchData[size_t(i)].data() + size_t(b) * sampleBytes[i],
+                      data[size_t(i)].data() +
+                          size_t((next + b) % samples) * sampleBytes[i],
+                      sampleBytes[i]);
+      next = (next + batch) % samples;
+      float loss = 0;
+      if (!model.trainStep(pointers.data(), lr, loss, error)) {
+        fail(error);
+        return false;
+      }
+      if (!std::isfinite(loss)) {
+        std::string where = " at step " + std::to_string(number);
+        if (microBatches > 1)
+          where += " (micro-batch " + std::to_string(micro + 1) + " of " +
+                   std::to_string(microBatches) + ")";
+        fail(std::string("loss is ") + (std::isnan(loss) ? "NaN" : "inf") +
+             where);
+        return false;
+      }
+      sum += double(loss);
     }
-    if (!std::isfinite(loss)) {
-      fail(std::string("loss is ") + (std::isnan(loss) ? "NaN" : "inf") +
-           " at step " + std::to_string(number));
-      return false;
-    }
+    float loss = float(sum / double(microBatches));
     std::printf("step %lld loss %.6f\n", (long long)number, double(loss));
     losses.emplace_back(number, loss);
     return true;
@@ -335,7 +355,9 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
     for (int w = 0; w < program.numWeights; ++w) {
       const TensorInfo &info = program.weights[w];
       if (info.role != WeightRole::Parameter &&
-          info.role != WeightRole::OptimizerState)
+          info.role != WeightRole::OptimizerState &&
+          info.role != WeightRole::GradientAccumulator &&
+          info.role != WeightRole::Statistic)
         continue;
       NpyArray array;
       array.dtype = info.dtype;
@@ -371,6 +393,7 @@ int main(int argc, char **argv) {
   int benchRuns = 0;
   TrainOptions trainOptions;
   ContextOptions options;
+  std::string dumpDirectory;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -410,6 +433,12 @@ int main(int argc, char **argv) {
       checkFinite = true;
     } else if (arg == "--fused-attention") {
       options.chunkedAttention = false;
+    } else if (arg == "--profile") {
+      options.profile = true;
+    } else if (arg == "--dump-ops" && value(dumpDirectory)) {
+      if (mkdir(dumpDirectory.c_str(), 0755) != 0 && errno != EEXIST)
+        return fail("--dump-ops: cannot create '" + dumpDirectory + "'");
+      options.dumpDirectory = dumpDirectory.c_str();
     } else if (arg == "--bench" && value(v)) {
       benchRuns = std::atoi(v.c_str());
       if (benchRuns < 1)
@@ -443,6 +472,12 @@ int main(int argc, char **argv) {
     } else if (arg == "--save-weights" && value(v)) {
       trainOptions.savePath = v;
       trainingFlag = true;
+    } else if (arg == "--seed" && value(v)) {
+      char *end = nullptr;
+      trainOptions.seed = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || !end || *end)
+        return fail("--seed expects an integer, got '" + v + "'");
+      trainingFlag = true;
     } else {
       usage(argv[0]);
       return fail("unknown or incomplete argument '" + arg + "'");
@@ -450,8 +485,8 @@ int main(int argc, char **argv) {
   }
   if (trainingFlag && !program->isTraining)
     return fail(
-        "--steps, --batch-size, --lr, --log, --save and --save-weights are "
-        "for training programs; this one runs inference");
+        "--steps, --batch-size, --lr, --seed, --log, --save and "
+        "--save-weights are for training programs; this one runs inference");
   if (!trainOptions.onnxPath.empty() && trainOptions.templatePath.empty())
     trainOptions.templatePath = executablePath(argv[0]) + ".onnx-template";
   if (!trainOptions.onnxPath.empty() &&
@@ -501,10 +536,14 @@ int main(int argc, char **argv) {
   if (!model.init(program, weightsPath, randomWeights, seed, error, options))
     return fail(error);
   if (program->isTraining) {
+    model.setRandomSeed(trainOptions.seed);
     trainOptions.benchRuns = benchRuns;
     trainOptions.outputDir = outputDir;
     trainOptions.checkFinite = checkFinite;
-    return train(model, arrays, trainOptions);
+    int status = train(model, arrays, trainOptions);
+    if (options.profile)
+      printProfile(model.context(), stdout, 40);
+    return status;
   }
 
   std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
@@ -539,6 +578,8 @@ int main(int argc, char **argv) {
     printBench(benchRuns, times);
     printMemory(model);
   }
+  if (options.profile)
+    printProfile(model.context(), stdout, 40);
 
   if (outputDir.empty()) {
     if (benchRuns == 0)

@@ -82,7 +82,10 @@ bool writeTrainedOnnx(const ProgramInfo &program,
   int saved = 0;
   for (int w = 0; w < program.numWeights; ++w) {
     const TensorInfo &info = program.weights[w];
-    if (info.role != WeightRole::Parameter)
+    // Parameters and BatchNormalization's running statistics (updated in
+    // training mode): the template left both out.
+    if (info.role != WeightRole::Parameter &&
+        info.role != WeightRole::Statistic)
       continue;
     size_t bytes = tensorBytes(info);
     if (info.offset < 0 || size_t(info.offset) + bytes > region.size()) {

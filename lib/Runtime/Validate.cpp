@@ -314,6 +314,111 @@ bool validateAttention(Context &ctx, const char *node,
   return true;
 }
 
+bool validateAttentionStatistics(
+    Context &ctx, const char *node, const TensorRef &lse, const TensorRef &y,
+    std::initializer_list<const TensorRef *> others) {
+  if (!checkTensor(ctx, node, lse, "lse"))
+    return false;
+  bool shapeOk = lse.dtype == DType::F32 && lse.rank == y.rank &&
+                 lse.shape[lse.rank - 1] == 2;
+  for (int i = 0; shapeOk && i + 1 < y.rank; ++i)
+    shapeOk = lse.shape[i] == y.shape[i];
+  if (!shapeOk) {
+    failf(ctx, node,
+          "attention row statistics must be f32 [batch..., S, 2] for output "
+          "%s, got %s %s",
+          shapeString(y).c_str(), dtypeName(lse.dtype),
+          shapeString(lse).c_str());
+    return false;
+  }
+  for (const TensorRef *other : others)
+    if (other && overlaps(lse, *other)) {
+      failf(ctx, node,
+            "attention row statistics must not alias another "
+            "operand or result");
+      return false;
+    }
+  return true;
+}
+
+bool validateAttentionBackward(Context &ctx, const char *node,
+                               const AttentionParams &params,
+                               const TensorRef &q, const TensorRef &k,
+                               const TensorRef &v, const TensorRef *bias,
+                               const TensorRef &y, const TensorRef &dy,
+                               const TensorRef &lse, const TensorRef &dq,
+                               const TensorRef &dk, const TensorRef &dv,
+                               const TensorRef *dbias, AttentionGeometry &g) {
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+    return false;
+  if (y.dtype != DType::F32) {
+    failf(ctx, node,
+          "attention gradients are f32 only (got %s; low-precision attention "
+          "gradients are not supported yet)",
+          dtypeName(y.dtype));
+    return false;
+  }
+  if (!checkTensor(ctx, node, dy, "dY") ||
+      !checkSameDType(ctx, node, dy, y, "dY/output") ||
+      !checkSameShape(ctx, node, dy, y, "dY/output") ||
+      !validateAttentionStatistics(ctx, node, lse, y, {}))
+    return false;
+  // dq, dk, dv: the operand's last two dims after y's batch dims.
+  struct Gradient {
+    const TensorRef *grad, *operand;
+    const char *name;
+  };
+  for (Gradient gradient : {Gradient{&dq, &q, "dQ"}, Gradient{&dk, &k, "dK"},
+                            Gradient{&dv, &v, "dV"}}) {
+    const TensorRef &t = *gradient.grad, &operand = *gradient.operand;
+    bool ok = checkTensor(ctx, node, t, gradient.name) &&
+              t.dtype == DType::F32 && t.rank == y.rank;
+    for (int i = 0; ok && i < y.rank; ++i)
+      ok = t.shape[i] == (i < g.batchRank
+                              ? y.shape[i]
+                              : operand.shape[operand.rank - y.rank + i]);
+    if (!ok) {
+      failf(ctx, node,
+            "attention gradient %s must be f32 with the batch dims of %s and "
+            "the last two of %s, got %s %s",
+            gradient.name, shapeString(y).c_str(), shapeString(operand).c_str(),
+            dtypeName(t.dtype), shapeString(t).c_str());
+      return false;
+    }
+  }
+  if (dbias && (!bias || !checkTensor(ctx, node, *dbias, "dbias") ||
+                !checkSameDType(ctx, node, *dbias, *bias, "dbias/bias") ||
+                !checkSameShape(ctx, node, *dbias, *bias, "dbias/bias"))) {
+    if (!bias)
+      failf(ctx, node, "attention dbias needs a bias");
+    return false;
+  }
+  const TensorRef *outputs[4] = {&dq, &dk, &dv, dbias};
+  const TensorRef *inputs[7] = {&q, &k, &v, bias, &y, &dy, &lse};
+  for (int o = 0; o < 4; ++o) {
+    if (!outputs[o])
+      continue;
+    bool bad = false;
+    for (const TensorRef *input : inputs)
+      bad |= input && overlaps(*outputs[o], *input);
+    for (int p = 0; p < o; ++p)
+      bad |= outputs[p] && overlaps(*outputs[o], *outputs[p]);
+    if (bad) {
+      failf(ctx, node,
+            "attention gradients must not alias an input or each "
+            "other");
+      return false;
+    }
+  }
+  return true;
+}
+
+size_t attentionBackwardChunkBytes(int64_t items, int64_t queries,
+                                   int64_t keys) {
+  size_t scores = size_t(items) * size_t(queries) * size_t(keys);
+  return 2 * ((scores * sizeof(float) + 255) / 256 * 256);
+}
+
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
                             const TensorRef &x, const TensorRef &y) {
   if (spatialRank < 1 || spatialRank > 3) {
@@ -335,9 +440,29 @@ size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
   return f32 + (dtype == DType::F32 ? 0 : scores * dtypeSize(dtype));
 }
 
+TensorRef channelsFirstView(const TensorRef &t) {
+  TensorRef view = t;
+  if (t.rank >= 3) {
+    view.shape[1] = t.shape[t.rank - 1];
+    for (int i = 2; i < t.rank; ++i)
+      view.shape[i] = t.shape[i - 1];
+  }
+  return view;
+}
+
 bool validateConv(Context &ctx, const char *node, const ConvParams &params,
-                  bool transposed, const TensorRef &x, const TensorRef &w,
-                  const TensorRef *bias, const TensorRef &y, ConvGeometry &g) {
+                  bool transposed, const TensorRef &xGiven,
+                  const TensorRef &wGiven, const TensorRef *bias,
+                  const TensorRef &yGiven, ConvGeometry &g) {
+  if (params.channelsLast && transposed) {
+    failf(ctx, node, "ConvTranspose has no channels-last form");
+    return false;
+  }
+  // Channels-last tensors are checked through their channels-first views.
+  g.channelsLast = params.channelsLast;
+  const TensorRef x = g.channelsLast ? channelsFirstView(xGiven) : xGiven;
+  const TensorRef w = g.channelsLast ? channelsFirstView(wGiven) : wGiven;
+  const TensorRef y = g.channelsLast ? channelsFirstView(yGiven) : yGiven;
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, w, "W") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, w, "X/W") ||
@@ -411,7 +536,11 @@ bool validateConv(Context &ctx, const char *node, const ConvParams &params,
 }
 
 bool validatePool(Context &ctx, const char *node, const PoolParams &params,
-                  const TensorRef &x, const TensorRef &y, ConvGeometry &g) {
+                  const TensorRef &xGiven, const TensorRef &yGiven,
+                  ConvGeometry &g) {
+  g.channelsLast = params.channelsLast;
+  const TensorRef x = g.channelsLast ? channelsFirstView(xGiven) : xGiven;
+  const TensorRef y = g.channelsLast ? channelsFirstView(yGiven) : yGiven;
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output") ||
       !validateSpatial(ctx, node, params.spatialRank, x, y))
@@ -517,7 +646,7 @@ bool validateLayerNorm(Context &ctx, const char *node, int axis,
 bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
                        const TensorRef &scale, const TensorRef &bias,
                        const TensorRef &mean, const TensorRef &var,
-                       const TensorRef &y) {
+                       const TensorRef &y, bool channelsLast) {
   if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
       !checkSameShape(ctx, node, x, y, "X/output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
@@ -527,14 +656,15 @@ bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
           shapeString(x).c_str());
     return false;
   }
+  int64_t channels = x.shape[channelsLast ? x.rank - 1 : 1];
   const TensorRef *params[4] = {&scale, &bias, &mean, &var};
   const char *names[4] = {"scale", "B", "mean", "var"};
   for (int i = 0; i < 4; ++i) {
     if (!checkFloat(ctx, node, *params[i], names[i]))
       return false;
-    if (params[i]->numElements() != x.shape[1]) {
+    if (params[i]->numElements() != channels) {
       failf(ctx, node, "%s %s does not have %lld channels", names[i],
-            shapeString(*params[i]).c_str(), (long long)x.shape[1]);
+            shapeString(*params[i]).c_str(), (long long)channels);
       return false;
     }
   }
@@ -891,6 +1021,46 @@ bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
   }
   return !momentumBuffer ||
          checkF32Like(ctx, node, *momentumBuffer, param, "momentum buffer");
+}
+
+bool validateDropout(Context &ctx, const char *node, float ratio,
+                     const TensorRef &x, const TensorRef &key,
+                     const TensorRef &y) {
+  if (!(ratio >= 0.0f && ratio < 1.0f)) {
+    failf(ctx, node, "dropout ratio %g is not in [0, 1)", double(ratio));
+    return false;
+  }
+  if (!checkTensor(ctx, node, x, "x") || !checkTensor(ctx, node, y, "y") ||
+      !checkTensor(ctx, node, key, "key"))
+    return false;
+  if (!isFloatType(x.dtype) || y.dtype != x.dtype ||
+      x.numElements() != y.numElements()) {
+    failf(ctx, node,
+          "dropout needs float x and y of one type and shape, got %s %s and %s "
+          "%s",
+          dtypeName(x.dtype), shapeString(x).c_str(), dtypeName(y.dtype),
+          shapeString(y).c_str());
+    return false;
+  }
+  if (key.dtype != DType::I64 || key.numElements() != 2) {
+    failf(ctx, node, "dropout key must be i64 [seed, micro-batch], got %s %s",
+          dtypeName(key.dtype), shapeString(key).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateAccumulation(Context &ctx, const char *node,
+                          const TensorRef &param,
+                          const GradientAccumulation &accumulation) {
+  if (accumulation.steps < 2) {
+    failf(ctx, node, "gradient accumulation needs at least 2 steps, got %lld",
+          (long long)accumulation.steps);
+    return false;
+  }
+  return checkF32Like(ctx, node, accumulation.accumulator, param,
+                      "gradient accumulator") &&
+         checkScalarF32(ctx, node, accumulation.microStep, "micro_step");
 }
 
 bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,

@@ -2,7 +2,7 @@
 
 The dialect names ops `memopt.<onnx name in snake_case>`; this module holds the ONNX spelling, so
 tests can select models and node tests by `node.op_type`. Two ONNX ops have no dialect op of
-their own: `Dropout` (inference) imports as `identity`, `Constant` as `constant` and `GatherND`
+their own: `Dropout` (inference) imports as `identity` (training mode: `dropout`), `Constant` as `constant` and `GatherND`
 with constant indices as `reshape` + `gather`.
 Keep in sync with docs/dialect.md (test_supported_ops_match_dialect_doc checks it).
 """
@@ -77,6 +77,8 @@ DIALECT_TO_ONNX = {
     "identity": "Identity",
     "resize": "Resize",
     "pad": "Pad",
+    # training mode (keyless until memopt-make-trainable keys it); inference mode: identity
+    "dropout": "Dropout",
 }
 
 # ONNX ops with no dialect op of their own, imported as another op.

@@ -42,7 +42,9 @@ def rule_reason(model):
         if node.op_type == "BatchNormalization" and (
                 len(node.output) > 1
                 or any(a.name == "training_mode" and a.i == 1 for a in node.attribute)):
-            return "training-mode BatchNormalization (memopt imports inference mode only)"
+            return ("training-mode BatchNormalization (its running-statistics outputs are "
+                    "not memopt values, and an inference compile normalizes with the running "
+                    "statistics, as PyTorch's eval(); --train uses batch statistics)")
         if node.op_type == "LayerNormalization" and len(node.output) > 1 and any(
                 node.output[1:]):
             return "LayerNormalization's Mean/InvStdDev outputs (training outputs; memopt has Y)"
@@ -61,7 +63,8 @@ def rule_reason(model):
             return ("GatherND with computed indices or batch_dims > 0 (memopt imports constant "
                     "indices, batch_dims 0, as reshape + gather)")
         if node.op_type == "Dropout" and (len(node.output) > 1 or len(node.input) > 2):
-            return "Dropout with a mask output or training_mode input (training semantics)"
+            return ("Dropout with a mask output or training_mode input (training semantics: "
+                    "an inference compile is the identity, --train draws memopt's own masks)")
     return None
 
 

@@ -362,8 +362,8 @@ def test_planning_shrinks_the_arena(compiler, tmp_path):
 
 def test_budget_report_and_emit_kinds(compiler, tmp_path):
     """--report writes the plan's JSON (matching the IR), an impossible --memory-budget fails
-    with one error giving max-live, --emit mlir stops before planning. (--precision:
-    test_mixed_precision.py.)"""
+    with one error giving the smallest arena reached, --emit mlir stops before planning.
+    (--precision: test_mixed_precision.py; budgets met by recomputation: test_remat.py.)"""
     plan = str(tmp_path / "plan.mlir")
     report_path = str(tmp_path / "report.json")
     proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--report",
@@ -378,7 +378,8 @@ def test_budget_report_and_emit_kinds(compiler, tmp_path):
     proc = _run([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--memory-budget",
                  str(below)])
     assert proc.returncode != 0
-    assert (f"capacity of {below} bytes is below max-live ({report['max_live_bytes']} bytes)"
+    assert (f"the arena does not fit in the memory budget of 128.00 KiB ({below} bytes): "
+            f"without recomputation it is 256.00 KiB; the smallest arena reached"
             in proc.stderr), proc.stderr
     assert proc.stderr.count("error:") == 1, proc.stderr
 

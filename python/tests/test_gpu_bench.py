@@ -97,3 +97,32 @@ def test_report_over_latest_device_run(tmp_path):
         assert data[name]["attention_check"]["rel_l2"] < 1e-5, name
     assert data["resnet50_b32"]["attention_check"] is None
     assert "| chunked vs fused attention (rel. L2) |" in doc.read_text()
+
+
+def test_precision_report_over_stored_runs(tmp_path):
+    """bench/gpu_bench_precision.py's report over the stored device runs (the issue-12 section
+    of docs/gpu-benchmark.md): every placeholder filled, the section written between its markers
+    and replaced in place, the summary read from the JSON (TF32 beats PyTorch's default fp32
+    eager on ResNet-50, fp16 keeps less memory than PyTorch's fp16 on the conv nets)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_bench_precision", os.path.join(REPO, "bench", "gpu_bench_precision.py"))
+    precision = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(precision)
+    doc, out = tmp_path / "doc.md", tmp_path / "precision.json"
+    doc.write_text("# title\n\nintro\n\n## Results\n\nold text\n")
+    template = os.path.join(REPO, "bench", "gpu_bench_precision_template.md")
+    for _ in range(2):  # the second run replaces the section instead of adding one
+        assert precision.main(["report", "--template", template, "--doc-out", str(doc),
+                               "--json-out", str(out)]) == 0
+    text = doc.read_text()
+    assert text.count("<!-- precision-suite") == 1 and "@" not in text
+    assert text.index("## Issue 12") < text.index("## Results") and "old text" in text
+    assert "| resnet50 |" in text and "| llama_small |" in text
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["resnet50"]["tf32_over_eager"] < 1.0
+    for model in ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"):
+        assert summary[model]["fp16_memory_ok"], model
+    assert precision.final_layout("resnet50", "fp16") == "nhwc"
+    assert precision.final_layout("convnext_tiny", "tf32") == "nchw"

@@ -454,6 +454,87 @@ def gather_cases():
     return cases
 
 
+def constant(name, value):
+    """An ONNX Constant node (not an initializer: memopt trains float initializers, and
+    attention fusion needs its scale and fills as constants). The f64 reference makes it
+    DOUBLE (prefixed_nodes)."""
+    return node("Constant", [], [name],
+                value=numpy_helper.from_array(np.asarray(value, np.float32), name))
+
+
+def attention_cases():
+    """Exporters' op-by-op attention, which memopt-compile --train fuses into
+    memopt.attention (test_attention_family_is_fused checks that every case was) and
+    differentiates with memopt.attention_grad: recomputed probabilities, no S x S tensor."""
+    r = _rng("attention")
+    cases = []
+
+    def probs_to_output(scores, nodes, safe=False):
+        nodes.append(node("Softmax", [scores], ["p"], axis=-1))
+        probs = "p"
+        if safe:  # PyTorch's safe softmax: fully masked rows give zeros
+            nodes += [constant("nan_fill", 0.0),
+                      node("IsNaN", ["p"], ["p_nan"]),
+                      node("Where", ["p_nan", "nan_fill", "p"], ["p_safe"])]
+            probs = "p_safe"
+        nodes.append(node("MatMul", [probs, "v"], ["y"]))
+        return nodes
+
+    # Scaled (Mul by a constant), K transposed by a Transpose of its last two axes.
+    nodes = [node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             node("MatMul", ["q", "kt"], ["s"]), constant("scale", 0.5),
+             node("Mul", ["s", "scale"], ["scaled"])]
+    cases.append(Case("attention_scaled", probs_to_output("scaled", nodes),
+                      {"q": r.normal(size=(2, 2, 5, 4)), "k": r.normal(size=(2, 2, 5, 4)),
+                       "v": r.normal(size=(2, 2, 5, 3))}, ["y"]))
+    # GPT-2: K^T as it comes (key_transposed), Div by sqrt(d), causal Where(tril, s, -inf).
+    tril = np.tril(np.ones((6, 6), bool))
+    nodes = [node("MatMul", ["q", "kt"], ["s"]), constant("sqrt_d", 2.0),
+             node("Div", ["s", "sqrt_d"], ["scaled"]),
+             node("Where", ["tril", "scaled", "neg_inf"], ["masked"])]
+    cases.append(Case("attention_causal_key_transposed", probs_to_output("masked", nodes),
+                      {"q": r.normal(size=(2, 2, 6, 4)), "kt": r.normal(size=(2, 2, 4, 6)),
+                       "v": r.normal(size=(2, 2, 6, 3))}, ["y"],
+                      consts={"tril": tril, "neg_inf": np.array(-np.inf, np.float32)}))
+    # Swin: a trained relative-position bias [H, S, S] broadcast over the batch, plus a
+    # constant padding mask of -inf (the last key of the second sequence).
+    mask = np.zeros((2, 1, 1, 5), np.float32)
+    mask[1, 0, 0, 4] = -np.inf
+    nodes = [node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             node("MatMul", ["q", "kt"], ["s"]), constant("scale", 0.35),
+             node("Mul", ["s", "scale"], ["scaled"]),
+             node("Add", ["scaled", "relative_bias"], ["biased"]),
+             node("Add", ["biased", "mask"], ["masked"])]
+    cases.append(Case("attention_trained_bias", probs_to_output("masked", nodes),
+                      {"q": r.normal(size=(2, 2, 5, 4)), "k": r.normal(size=(2, 2, 5, 4)),
+                       "v": r.normal(size=(2, 2, 5, 4)),
+                       "relative_bias": r.normal(size=(2, 5, 5)) * 0.5},
+                      ["y"], consts={"mask": mask}))
+    # Safe softmax: causal with left padding, so the first query rows of the second
+    # sequence see no key at all (zeros, and zero gradients).
+    pad = np.zeros((2, 1, 1, 6), np.float32)
+    pad[1, 0, 0, :2] = -np.inf
+    nodes = [node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             node("MatMul", ["q", "kt"], ["s"]), constant("scale", 0.5),
+             node("Mul", ["s", "scale"], ["scaled"]),
+             node("Where", ["tril", "scaled", "neg_inf"], ["causal"]),
+             node("Add", ["causal", "pad"], ["masked"])]
+    cases.append(Case("attention_safe_softmax_masked_rows",
+                      probs_to_output("masked", nodes, safe=True),
+                      {"q": r.normal(size=(2, 2, 6, 4)), "k": r.normal(size=(2, 2, 6, 4)),
+                       "v": r.normal(size=(2, 2, 6, 3))}, ["y"],
+                      consts={"tril": tril, "neg_inf": np.array(-np.inf, np.float32),
+                              "pad": pad}))
+    # K and V shared by the batch (broadcast): their gradients are summed over it.
+    nodes = [node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             node("MatMul", ["q", "kt"], ["s"]), constant("scale", 0.5),
+             node("Mul", ["s", "scale"], ["scaled"])]
+    cases.append(Case("attention_broadcast_key_value", probs_to_output("scaled", nodes),
+                      {"q": r.normal(size=(3, 2, 4, 4)), "k": r.normal(size=(2, 7, 4)),
+                       "v": r.normal(size=(2, 7, 3))}, ["y"]))
+    return cases
+
+
 FAMILIES = {
     "unary": unary_cases,
     "binary": binary_cases,
@@ -465,6 +546,7 @@ FAMILIES = {
     "reduce": reduce_cases,
     "shape": shape_cases,
     "gather": gather_cases,
+    "attention": attention_cases,
 }
 
 
@@ -515,6 +597,11 @@ def prefixed_nodes(case, double):
             for attr in copy.attribute:
                 if attr.name == "to" and attr.i == TensorProto.FLOAT:
                     attr.i = TensorProto.DOUBLE
+        if double and copy.op_type == "Constant":
+            for attr in copy.attribute:
+                if attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
+                    attr.t.CopyFrom(numpy_helper.from_array(
+                        numpy_helper.to_array(attr.t).astype(np.float64), attr.t.name))
         out.append(copy)
     return out
 
@@ -881,6 +968,19 @@ def test_vjp_matches_finite_differences(family, index, shared_root):
                 f"|memopt| {np.linalg.norm(got):.4g}, |reference| "
                 f"{np.linalg.norm(expected):.4g}")
     assert not failures, f"{case.name} {note}:\n" + "\n".join(failures)
+
+
+def test_attention_family_is_fused(shared_root):
+    """Every attention case became memopt.attention and memopt.attention_grad (else the
+    finite differences above would test the op-by-op gradient instead)."""
+    _, error, folder = family_step("attention", shared_root)
+    assert error is None, error
+    with open(os.path.join(folder, "step.graph.mlir")) as stream:
+        graph = stream.read()
+    count = len(attention_cases())
+    assert graph.count("memopt.attention_grad ") == count, graph.count("memopt.attention_grad")
+    assert len(re.findall(r"= memopt\.attention .*return_lse = true", graph)) == count
+    assert "memopt.softmax " not in graph
 
 
 @pytest.mark.parametrize("family", [pytest.param(f, marks=_marks(f)) for f in FAMILIES])

@@ -182,3 +182,96 @@ def test_lower_only_refuses_precision(compiler, tmp_path):
     assert proc.returncode != 0
     assert "--precision bf16 needs the graph before planning" in proc.stderr, proc.stderr
     assert proc.stderr.count("error:") == 1, proc.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# --precision tf32: f32 storage, TF32 math in contractions on CUDA. The host backend computes
+# the same program in f32 (double inside), so its outputs must equal the fp32 program's bit for
+# bit; the CUDA source must carry the TF32 flag on every f32 contraction and nothing else.
+# The TF32 error itself is measured on the GPU (bench/gpu_bench.py, docs/gpu-benchmark.md).
+
+
+def _host_outputs(compiler, onnx_path, folder, shapes, inputs, *flags):
+    exe = os.path.join(folder, "model")
+    os.makedirs(folder, exist_ok=True)
+    e2e.compile_model(compiler, onnx_path, exe, "--quiet", *_shape_args(shapes), *flags)
+    e2e.run_executable(exe, inputs, folder)
+    return exe
+
+
+@pytest.mark.parametrize("model_id", ["bundled", "dynamo/mobilenet_v3_large"])
+def test_tf32_host_equals_fp32(model_id, compiler, zoo_fp32, tmp_path):
+    if model_id == "bundled":
+        onnx_path, model = zoo.BUNDLED_PATH, zoo.BUNDLED
+    else:
+        model = zoo.by_id(model_id)
+        onnx_path, _ = zoo_fp32(model)
+    shapes = {n: s for n, (s, _) in model.inputs.items()}
+    session, inputs = e2e.random_inputs(onnx_path, shapes)
+    names = [o.name for o in session.get_outputs()]
+    outputs = {}
+    for precision in ("fp32", "tf32"):
+        folder = str(tmp_path / precision)
+        _host_outputs(compiler, onnx_path, folder, shapes, inputs, "--precision", precision,
+                      "--report", os.path.join(folder, "memory.json"))
+        outputs[precision] = [np.load(os.path.join(folder, e2e.file_name(n))) for n in names]
+        report = json.load(open(os.path.join(folder, "memory.json")))
+        assert report["precision"] == {"fp32": "f32", "tf32": "tf32"}[precision]
+    for name, a, b in zip(names, outputs["fp32"], outputs["tf32"]):
+        assert np.any(a != 0), name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    # The same plan: TF32 changes no tensor.
+    fp32 = json.load(open(str(tmp_path / "fp32" / "memory.json")))
+    tf32 = json.load(open(str(tmp_path / "tf32" / "memory.json")))
+    for key in ("arena_bytes", "weights_bytes", "io_bytes", "max_live_bytes"):
+        assert fp32[key] == tf32[key], key
+
+
+def test_tf32_cuda_source_flags_contractions(compiler, tmp_path):
+    """Every f32 conv / matmul of the CUDA program asks for TF32; the fp32 program has none."""
+    shapes = {n: s for n, (s, _) in zoo.BUNDLED.inputs.items()}
+    sources = {}
+    for precision in ("fp32", "tf32"):
+        out = str(tmp_path / precision / "model")
+        proc = e2e._run([compiler, zoo.BUNDLED_PATH, "-o", out, "--target", "cuda", "--emit",
+                         "source", "--precision", precision, "--quiet", *_shape_args(shapes)])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        sources[precision] = open(out + ".cu").read()
+    calls = sources["tf32"].count("  conv(ctx,") + sources["tf32"].count("  matmul(ctx,")
+    assert calls > 0
+    assert sources["tf32"].count("params.allowTf32 = true;") == calls
+    assert "allowTf32" not in sources["fp32"]
+
+
+def test_tf32_training_step(compiler, tmp_path):
+    """--train takes --precision tf32 (the training benchmark's TF32 column): the gradient
+    convolutions and matmuls carry the flag on CUDA, and a host step gives the fp32 loss."""
+    shapes = {n: s for n, (s, _) in zoo.BUNDLED.inputs.items()}
+    rng = np.random.default_rng(5)
+    x = str(tmp_path / "x.npy")
+    y = str(tmp_path / "y.npy")
+    np.save(x, rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    np.save(y, np.array([4], np.int64))
+    losses = {}
+    for precision in ("fp32", "tf32"):
+        out = str(tmp_path / precision / "train")
+        e2e.compile_model(compiler, zoo.BUNDLED_PATH, out, "--train", "--quiet",
+                          "--precision", precision, *_shape_args(shapes))
+        proc = e2e._run([out, "--input", f"input={x}", "--input", f"labels={y}", "--steps",
+                         "2"])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        losses[precision] = [line.split()[-1] for line in proc.stdout.splitlines()
+                             if line.startswith("step ")]
+    assert len(losses["fp32"]) == 2 and losses["fp32"] == losses["tf32"], losses
+    source = str(tmp_path / "cuda" / "train")
+    proc = e2e._run([compiler, zoo.BUNDLED_PATH, "--train", "-o", source, "--target", "cuda",
+                     "--emit", "source", "--precision", "tf32", "--quiet", *_shape_args(shapes)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = open(source + ".cu").read()
+    assert "convBackwardFilter(ctx," in text
+    assert text.count("params.allowTf32 = true;") >= text.count("convBackwardFilter(ctx,") + \
+        text.count("  conv(ctx,")
+    # fp16 training stays refused, naming the flag.
+    proc = e2e._run([compiler, zoo.BUNDLED_PATH, "--train", "-o", str(tmp_path / "x"),
+                     "--precision", "fp16"])
+    assert proc.returncode != 0 and "--train with --precision fp16" in proc.stderr, proc.stderr

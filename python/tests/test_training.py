@@ -14,12 +14,15 @@ SGD step with momentum the momentum buffer is exactly the gradient, so gradients
 without rounding through an update.
 """
 
+import json
 import os
 import subprocess
 import sys
 
 import numpy as np
 import onnx
+import onnx.utils
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -64,11 +67,16 @@ def file_name(name):
 
 
 def trained_names(model, out):
-    """Initializers memopt trains: those its --save template left out."""
-    source = {t.name for t in onnx.load(model, load_external_data=False).graph.initializer}
+    """Initializers memopt trains: those its --save template left out, but for the running
+    statistics of BatchNormalization (left out too when they are updated in training mode,
+    but not trained)."""
+    graph = onnx.load(model, load_external_data=False).graph
+    source = {t.name for t in graph.initializer}
     kept = {t.name for t in onnx.load(f"{out}.onnx-template",
                                       load_external_data=False).graph.initializer}
-    return sorted(source - kept)
+    statistics = {name for node in graph.node if node.op_type == "BatchNormalization"
+                  for name in node.input[3:5]}
+    return sorted(source - kept - statistics)
 
 
 def oracle(model, loss, inputs, labels, folder, trainable, output=None):
@@ -206,6 +214,105 @@ def test_bundled_convnet_matches_ort_training(tmp_path):
                     ["--bn-batch-stats"])
 
 
+def with_batch_statistics(model):
+    """`model` with every BatchNormalization spelled out as its training-mode forward
+    (normalized by the batch's mean and population variance over N, H, W), so that
+    onnxruntime's inference computes what a training step computes."""
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "BatchNormalization":
+            nodes.append(node)
+            continue
+        x, scale, bias = node.input[:3]
+        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        p = node.name + "/train_"
+        model.graph.initializer.extend([
+            numpy_helper.from_array(np.array([0, 2, 3], np.int64), p + "axes"),
+            numpy_helper.from_array(np.array(eps, np.float32), p + "eps"),
+            numpy_helper.from_array(np.array([1, -1, 1, 1], np.int64), p + "shape")])
+        nodes += [
+            helper.make_node("ReduceMean", [x, p + "axes"], [p + "mean"], keepdims=1),
+            helper.make_node("Sub", [x, p + "mean"], [p + "centered"]),
+            helper.make_node("Mul", [p + "centered", p + "centered"], [p + "square"]),
+            helper.make_node("ReduceMean", [p + "square", p + "axes"], [p + "var"],
+                             keepdims=1),
+            helper.make_node("Add", [p + "var", p + "eps"], [p + "var_eps"]),
+            helper.make_node("Sqrt", [p + "var_eps"], [p + "std"]),
+            helper.make_node("Div", [p + "centered", p + "std"], [p + "normalized"]),
+            helper.make_node("Reshape", [scale, p + "shape"], [p + "scale"]),
+            helper.make_node("Reshape", [bias, p + "shape"], [p + "bias"]),
+            helper.make_node("Mul", [p + "normalized", p + "scale"], [p + "scaled"]),
+            helper.make_node("Add", [p + "scaled", p + "bias"], [node.output[0]])]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.opset_import[0].version = 18  # ReduceMean with axes as an input
+    return model
+
+
+def training_mode_convnet(path):
+    """The bundled convnet as an exporter in training mode writes it: training_mode=1 on
+    every BatchNormalization (momentum 0.9, ONNX's default)."""
+    model = onnx.load(zoo.BUNDLED_PATH)
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            node.attribute.append(helper.make_attribute("training_mode", 1))
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_batch_norm_exported_in_training_mode(tmp_path):
+    """BatchNormalization with training_mode=1 trains with batch statistics without
+    --bn-batch-stats: loss and gradients against onnxruntime-training (which trains the
+    eval export in training mode too); each running mean / variance after one step is
+    0.9 * initial + 0.1 * the batch's mean / population variance of the BN input (taken
+    from onnxruntime on the model with every BatchNormalization spelled out in training
+    mode, cut at that input); --save writes the updated running
+    statistics, so onnxruntime's eval() of the saved model uses them. Compiled for
+    inference, the same model normalizes with its running statistics (PyTorch's eval())."""
+    model = training_mode_convnet(tmp_path / "train_bn.onnx")
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    xp, yp = save(tmp_path / "x.npy", x), save(tmp_path / "y.npy", np.array([4], np.int64))
+    out = compile_train(model, tmp_path / "step", "--optimizer", "sgd", "--momentum", "0.9",
+                        "--lr", "0")
+    state, trained = tmp_path / "state", tmp_path / "trained.onnx"
+    (loss,) = step_losses(run([out, "--steps", "1", "--save-state", state, "--save", trained,
+                               "--input", f"input={xp}", "--input", f"labels={yp}"]).stdout)
+    names = trained_names(model, out)
+    oracle_loss, grads = oracle(zoo.BUNDLED_PATH, "cross-entropy", {"input": xp}, yp,
+                                tmp_path / "oracle", names)
+    assert loss == pytest.approx(oracle_loss, rel=1e-4)
+    errors = gradient_errors(state, grads)
+    assert max(errors.values()) <= BATCH_STATISTICS_TOLERANCE, errors
+
+    source = onnx.load(zoo.BUNDLED_PATH)
+    initial = {t.name: numpy_helper.to_array(t) for t in source.graph.initializer}
+    norms = [n for n in source.graph.node if n.op_type == "BatchNormalization"]
+    batch_stats = tmp_path / "batch_stats.onnx"
+    onnx.save(with_batch_statistics(source), batch_stats)
+    cut = tmp_path / "cut.onnx"
+    onnx.utils.extract_model(str(batch_stats), str(cut), ["input"],
+                             [n.input[0] for n in norms])
+    bn_inputs = ort.InferenceSession(str(cut)).run(None, {"input": x})
+    saved = {t.name: numpy_helper.to_array(t) for t in onnx.load(trained).graph.initializer}
+    for norm, bn_input in zip(norms, bn_inputs):
+        axes = (0, 2, 3)
+        for name, batch in ((norm.input[3], bn_input.mean(axes, dtype=np.float64)),
+                            (norm.input[4], bn_input.var(axes, dtype=np.float64))):
+            expected = 0.9 * initial[name].astype(np.float64) + 0.1 * batch
+            actual = np.load(state / file_name(name))
+            assert relative_error(actual, expected) <= 1e-5, name
+            np.testing.assert_array_equal(saved[name], actual)
+
+    infer = tmp_path / "infer"
+    run([COMPILE, model, "-o", infer, "--quiet"])
+    (tmp_path / "outputs").mkdir()
+    run([infer, "--input", f"input={xp}", "--output-dir", tmp_path / "outputs"])
+    (expected,) = ort.InferenceSession(zoo.BUNDLED_PATH).run(None, {"input": x})
+    np.testing.assert_allclose(np.load(tmp_path / "outputs" / "output.npy"), expected,
+                               rtol=1e-4, atol=1e-6)
+
+
 #===------------------------------------------------------------------------------------===#
 # Several steps: SGD with momentum and AdamW against PyTorch's formulas
 #===------------------------------------------------------------------------------------===#
@@ -267,6 +374,223 @@ def test_three_steps_match_pytorch_update_rules(tmp_path, optimizer, args):
     for name, weight in expected.items():
         actual = np.load(state / file_name(name))
         assert relative_error(actual, weight) <= 1e-5, name
+
+
+#===------------------------------------------------------------------------------------===#
+# Gradient accumulation (--accumulate K)
+#===------------------------------------------------------------------------------------===#
+
+
+@pytest.mark.parametrize("optimizer,args", [
+    ("sgd", ["--lr", "0.1", "--momentum", "0.9", "--weight-decay", "0.01"]),
+    ("adamw", ["--lr", "0.01", "--weight-decay", "0.05"]),
+])
+def test_accumulation_matches_the_whole_batch(tmp_path, optimizer, args):
+    """K = 3 micro-batches of 2 per step over 6 samples: each optimizer step sees the six
+    samples once, so its averaged gradient is the gradient of the mean loss over the whole
+    batch of 6 (PyTorch's (loss / K).backward() per micro-batch). Weights after 3 steps
+    against PyTorch's formulas on the oracle's whole-batch gradients; each step's printed
+    loss against the oracle's whole-batch loss; after one step the accumulators hold the
+    whole-batch gradient."""
+    micro = make_mlp(tmp_path / "micro.onnx", batch=2, seed=5)
+    whole = make_mlp(tmp_path / "whole.onnx", batch=6, seed=5)
+    rng = np.random.default_rng(7)
+    x = save(tmp_path / "x.npy", rng.standard_normal((6, 8)).astype(np.float32))
+    y = save(tmp_path / "y.npy", np.array([1, 0, 2, 1, 2, 0], np.int64))
+    out = compile_train(micro, tmp_path / "step", "--optimizer", optimizer,
+                        "--accumulate", "3", *args)
+    one = tmp_path / "one"
+    first = run([out, "--steps", "1", "--save-state", one, "--input", f"x={x}", "--input",
+                 f"labels={y}"])
+    oracle_loss, grads = oracle(whole, "cross-entropy", {"x": x}, y, tmp_path / "oracle",
+                                trained_names(micro, out))
+    assert step_losses(first.stdout) == [pytest.approx(oracle_loss, rel=1e-5)]
+    for name in grads:
+        accumulated = np.load(one / file_name(name + ".grad"))
+        assert relative_error(accumulated, grads[name]) <= GRADIENT_TOLERANCE, name
+
+    state = tmp_path / "state"
+    run([out, "--steps", "3", "--save-state", state, "--input", f"x={x}", "--input",
+         f"labels={y}"])
+    lr = float(args[1])
+    decay = float(args[args.index("--weight-decay") + 1])
+    expected = reference_steps(whole, tmp_path, optimizer, 3, x, y, lr, weight_decay=decay)
+    for name, weight in expected.items():
+        actual = np.load(state / file_name(name))
+        assert relative_error(actual, weight) <= 1e-5, name
+
+
+def test_accumulation_report_and_bad_count(tmp_path):
+    """The report gives the accumulators' bytes (every parameter, f32) next to the arena;
+    --accumulate 0 is refused with one message."""
+    model = make_mlp(tmp_path / "mlp.onnx")
+    report = tmp_path / "report.json"
+    run([COMPILE, model, "--train", "--accumulate", "4", "--emit", "plan", "-o",
+         tmp_path / "plan.mlir", "--report", report, "--quiet"])
+    training = json.load(open(report))["training"]
+    assert training["accumulation_steps"] == 4
+    assert training["gradient_accumulator_bytes"] == training["parameter_bytes"] == \
+        4 * (16 * 8 + 16 + 3 * 16 + 3)
+    result = run([COMPILE, model, "--train", "--accumulate", "0", "-o", tmp_path / "bad",
+                  "--quiet"], check=False)
+    assert result.returncode != 0
+    assert "--accumulate 0 must be at least 1 micro-batch per step" in result.stderr
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.cpp").exists()
+
+
+#===------------------------------------------------------------------------------------===#
+# Dropout (training mode): Philox 4x32-10 keyed by (seed, micro-batch, op)
+#===------------------------------------------------------------------------------------===#
+
+
+def philox4x32_10(counter, key):
+    """Random123's philox4x32_10 on numpy uint64 arrays holding 32-bit words (an
+    implementation independent of lib/Runtime/Philox.h; both pass the known answers)."""
+    mask = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = (np.asarray(c, np.uint64) for c in counter)
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & mask,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & mask)
+        k0 = (k0 + np.uint64(0x9E3779B9)) & mask
+        k1 = (k1 + np.uint64(0xBB67AE85)) & mask
+    return c0, c1, c2, c3
+
+
+def test_numpy_philox_matches_random123():
+    words = philox4x32_10([[0x243f6a88], [0x85a308d3], [0x13198a2e], [0x03707344]],
+                          (0xa4093822, 0x299f31d0))
+    assert [int(w[0]) for w in words] == [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]
+
+
+def dropout_scale_mask(shape, ratio, seed, micro_batch, stream):
+    """What memopt's dropout multiplies by: 1 / (1 - ratio) (in f32) where element i is
+    kept, 0 where its word (element i % 4 of Philox(counter = (i / 4, stream, micro-batch
+    low, high), key = seed)) is below ratio * 2^32."""
+    n = int(np.prod(shape))
+    groups = np.arange((n + 3) // 4, dtype=np.uint64)
+    counter = [groups, np.full_like(groups, stream), np.full_like(groups, micro_batch & 0xFFFFFFFF),
+               np.full_like(groups, micro_batch >> 32) ^ (groups >> np.uint64(32))]
+    words = np.stack(philox4x32_10(counter, (seed & 0xFFFFFFFF, seed >> 32)), axis=1).reshape(-1)[:n]
+    ratio32 = np.float32(ratio)
+    threshold = int(float(ratio32) * 2.0 ** 32)
+    scale = np.float32(1) / (np.float32(1) - ratio32)
+    return np.where(words < threshold, 0.0, float(scale)).reshape(shape)
+
+
+def make_dropout_mlp(path, ratio, training_mode=True, mask=None, batch=4):
+    """fc1 -> Dropout(ratio, training_mode) -> fc2; with `mask`, the dropout is a Mul by that
+    fixed [batch, 16] scale mask instead (the model onnxruntime-training differentiates)."""
+    make_mlp(path, batch=batch, seed=9)
+    model = onnx.load(path)
+    nodes = list(model.graph.node)
+    fc2 = nodes[2]
+    fc2.input[0] = "dropped"
+    if mask is None:
+        model.graph.initializer.extend([
+            numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
+            numpy_helper.from_array(np.array(training_mode), "training_mode")])
+        extra = helper.make_node("Dropout", ["h", "ratio", "training_mode"], ["dropped"],
+                                 name="drop")
+    else:
+        model.graph.input.append(helper.make_tensor_value_info(
+            "mask", TensorProto.FLOAT, list(mask.shape)))
+        extra = helper.make_node("Mul", ["h", "mask"], ["dropped"], name="drop")
+    del model.graph.node[:]
+    model.graph.node.extend([nodes[0], extra, fc2])  # no relu: the mask alone is the kink
+    onnx.save(model, path)
+    return str(path)
+
+
+def numpy_mlp_loss(weights, x, target, mask):
+    h = x @ weights["fc1.weight"].T + weights["fc1.bias"]
+    logits = (h * mask) @ weights["fc2.weight"].T + weights["fc2.bias"]
+    return float(np.mean((logits - target) ** 2))
+
+
+def test_dropout_gradient_with_its_fixed_mask(tmp_path):
+    """One SGD step of fc1 -> Dropout(0.3, training) -> fc2 with --seed 11: the loss and every
+    gradient against (a) central finite differences in float64 of the same network with the
+    mask computed by the numpy Philox above, and (b) onnxruntime-training's gradients of the
+    model with that mask as a fixed Mul (it cannot share memopt's generator). Together they
+    prove that the forward drew exactly the (seed, micro-batch 1, stream 1) mask and that the
+    backward regenerated the same mask (nothing saved); they do not prove the mask is random
+    (DropoutMaskStatistics in TrainingKernelsTest.cpp does)."""
+    ratio, seed = 0.3, 11
+    model = make_dropout_mlp(tmp_path / "drop.onnx", ratio)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    target = rng.standard_normal((4, 3)).astype(np.float32)
+    xp, tp = save(tmp_path / "x.npy", x), save(tmp_path / "t.npy", target)
+    out = compile_train(model, tmp_path / "step", "--loss", "mse", "--momentum", "0.9",
+                        "--lr", "0")
+    state = tmp_path / "state"
+    (loss,) = step_losses(run([out, "--steps", "1", "--seed", str(seed), "--save-state", state,
+                               "--input", f"x={xp}", "--input", f"target={tp}"]).stdout)
+    mask = dropout_scale_mask((4, 16), ratio, seed, micro_batch=1, stream=1)
+    assert 0 < np.count_nonzero(mask) < mask.size
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64)
+               for t in onnx.load(model).graph.initializer if t.name not in ("ratio",
+                                                                             "training_mode")}
+    x64, t64 = x.astype(np.float64), target.astype(np.float64)
+    assert loss == pytest.approx(numpy_mlp_loss(weights, x64, t64, mask), rel=1e-5)
+    for name, weight in weights.items():
+        fd = np.zeros_like(weight)
+        for index in np.ndindex(weight.shape):
+            step = 1e-6 * max(1.0, abs(weight[index]))
+            for sign in (1, -1):
+                shifted = dict(weights, **{name: weight.copy()})
+                shifted[name][index] += sign * step
+                fd[index] += sign * numpy_mlp_loss(shifted, x64, t64, mask) / (2 * step)
+        actual = np.load(state / file_name(name + ".momentum_buffer"))
+        assert np.linalg.norm(fd) > 0, name
+        assert relative_error(actual, fd) <= 1e-4, name
+
+    fixed = make_dropout_mlp(tmp_path / "fixed.onnx", ratio, mask=mask.astype(np.float32))
+    maskp = save(tmp_path / "mask.npy", mask.astype(np.float32))
+    oracle_loss, grads = oracle(fixed, "mse", {"x": xp, "mask": maskp}, tp,
+                                tmp_path / "oracle", sorted(weights))
+    assert loss == pytest.approx(oracle_loss, rel=1e-5)
+    for name, error in gradient_errors(state, grads).items():
+        assert error <= GRADIENT_TOLERANCE, name
+
+
+def test_dropout_masks_follow_seed_and_step(tmp_path):
+    """With --lr 0 the weights never change, so the losses of steps on the same batch differ
+    only through the masks: each step (micro-batch) draws a new one, a rerun with the same
+    --seed repeats them, another seed draws others."""
+    model = make_dropout_mlp(tmp_path / "drop.onnx", 0.5)
+    rng = np.random.default_rng(13)
+    xp = save(tmp_path / "x.npy", rng.standard_normal((4, 8)).astype(np.float32))
+    tp = save(tmp_path / "t.npy", rng.standard_normal((4, 3)).astype(np.float32))
+    out = compile_train(model, tmp_path / "step", "--loss", "mse", "--lr", "0")
+
+    def losses(seed):
+        return step_losses(run([out, "--steps", "3", "--seed", str(seed), "--input",
+                                f"x={xp}", "--input", f"target={tp}"]).stdout)
+    first = losses(5)
+    assert len(set(first)) == 3
+    assert losses(5) == first
+    assert losses(6) != first
+
+
+def test_dropout_is_the_identity_in_inference(tmp_path):
+    """A training-mode Dropout compiled for inference (no --train) is the identity, as in
+    PyTorch's eval(): the outputs match onnxruntime running the model with training_mode
+    false."""
+    model = make_dropout_mlp(tmp_path / "drop.onnx", 0.5)
+    eval_model = make_dropout_mlp(tmp_path / "eval.onnx", 0.5, training_mode=False)
+    x = np.random.default_rng(14).standard_normal((4, 8)).astype(np.float32)
+    xp = save(tmp_path / "x.npy", x)
+    out = tmp_path / "infer"
+    run([COMPILE, model, "-o", out, "--quiet"])
+    (tmp_path / "outputs").mkdir()
+    run([out, "--input", f"x={xp}", "--output-dir", tmp_path / "outputs"])
+    (expected,) = ort.InferenceSession(eval_model).run(None, {"x": x})
+    np.testing.assert_allclose(np.load(tmp_path / "outputs" / "logits.npy"), expected,
+                               rtol=1e-5, atol=1e-6)
 
 
 #===------------------------------------------------------------------------------------===#
@@ -332,8 +656,6 @@ def test_digits_reaches_95_percent(tmp_path):
     """scikit-learn's 8x8 digits (shipped inside the package): an MLP trained by memopt
     for 300 steps of SGD with momentum; the saved ONNX model is scored by onnxruntime."""
     from sklearn.datasets import load_digits
-
-    import onnxruntime as ort
 
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)

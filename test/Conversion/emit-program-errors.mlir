@@ -16,8 +16,8 @@
 // FP16: error: --precision fp16 needs the graph before planning; --lower-only input is already planned
 // ARCH: error: --arch '90' is not a GPU architecture (expected sm_NN, e.g. sm_90)
 // memopt-compile plans outputs in the arena and fuses exp -> neg into one
-// op: max-live is the 64-byte output alone.
-// BUDGET: error: memory planning failed: capacity of 32 bytes is below max-live (64 bytes)
+// op: max-live is the 64-byte output alone, and no recomputation lowers it.
+// BUDGET: error: the arena does not fit in the memory budget of 32 B (32 bytes): without recomputation it is 64 B; the smallest arena reached is 64 B (64 bytes); at its peak, op 0 ('neg_node'), it holds 'neg_node' (fused_elementwise) 64 B; below that, the solver's model of the arena says infeasible: the budget of 32 bytes is below the 64 bytes that node 0 ('neg_node') needs for its inputs and output
 // BADSIZE: error: --memory-budget 'lots' is not a size
 // FLAG: Unknown command line argument '--bogus-flag'
 

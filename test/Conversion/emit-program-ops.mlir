@@ -31,6 +31,34 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
   return %z : tensor<1x4x8x8xf32>
 }
 
+// `memopt.precision = "tf32"` (memopt-compile --precision tf32): f32 convs and
+// matmuls may use TF32; an f16 matmul gets no flag (it has tensor cores
+// anyway). Without the attribute (conv.mlir above) no flag is written.
+// RUN: memopt-compile %t/tf32.mlir --lower-only --emit source -o %t/tf32 --quiet
+// RUN: FileCheck %s --check-prefix=TF32 < %t/tf32.cpp
+// RUN: FileCheck %s --check-prefix=NOTF32 < %t/conv.cpp
+// TF32: params.group = 1;
+// TF32-NEXT: params.allowTf32 = true;
+// TF32-NEXT: conv(ctx, "conv_tf32",
+// TF32: MatmulParams params;
+// TF32-NEXT: params.allowTf32 = true;
+// TF32-NEXT: matmul(ctx, "mm_tf32",
+// TF32: MatmulParams params;
+// TF32-NEXT: matmul(ctx, "mm_f16",
+// NOTF32-NOT: allowTf32
+
+//--- tf32.mlir
+func.func @main(%x: tensor<1x3x8x8xf32>, %a: tensor<4x8xf32>, %h: tensor<4x8xf16>) -> (tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>)
+    attributes {memopt.arena_size = 1024 : i64, memopt.weights_size = 1024 : i64, memopt.precision = "tf32"} {
+  %w = memopt.constant {memopt.weight_offset = 0 : i64} dense<0.1> : tensor<4x3x1x1xf32> loc("w")
+  %b = memopt.constant {memopt.weight_offset = 256 : i64} dense<0.2> : tensor<8x4xf32> loc("b")
+  %bh = memopt.constant {memopt.weight_offset = 512 : i64} dense<0.2> : tensor<8x4xf16> loc("bh")
+  %y = memopt.conv %x, %w {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: -1>} : (tensor<1x3x8x8xf32>, tensor<4x3x1x1xf32>) -> tensor<1x4x8x8xf32> loc("conv_tf32")
+  %m = memopt.matmul %a, %b {memopt.offsets = array<i64: -1>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32> loc("mm_tf32")
+  %n = memopt.matmul %h, %bh {memopt.offsets = array<i64: -1>} : (tensor<4x8xf16>, tensor<8x4xf16>) -> tensor<4x4xf16> loc("mm_f16")
+  return %y, %m, %n : tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>
+}
+
 // ONNX's 1-D matmul operands become a row / a column for the runtime; slice
 // starts are normalized (negative, clamped) per axis of the input; reduce
 // axes are made non-negative and sorted.

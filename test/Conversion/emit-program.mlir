@@ -28,12 +28,17 @@
 // CHECK: TensorRef [[B:t[0-9]+]] = ref(W + 256, DType::F32, {4});
 // CHECK: TensorRef [[E:t[0-9]+]] = ref(arena + 128, DType::F32, {2, 8});
 // CHECK-NEXT: unary(ctx, "exp_node", UnaryOp::Exp, 0.0f, 0.0f, [[X]], [[E]]);
+// After every call, the per-op instrumentation hook (--profile, --dump-ops).
+// CHECK-NEXT: {
+// CHECK-NEXT: const TensorRef results[] = {[[E]]};
+// CHECK-NEXT: opDone(ctx, 0, "exp_node", "memopt.exp", results, 1);
+// CHECK-NEXT: }
 // The reshape is a view: a new shape over arena + 128, no call.
 // CHECK-NEXT: // reshape_node (memopt.reshape): view, no call
 // CHECK-NEXT: TensorRef [[R:t[0-9]+]] = ref(arena + 128, DType::F32, {16});
 // CHECK-NEXT: TensorRef [[N:t[0-9]+]] = ref(outputs[1], DType::F32, {16});
 // CHECK-NEXT: unary(ctx, "neg_node", UnaryOp::Neg, 0.0f, 0.0f, [[R]], [[N]]);
-// CHECK-NEXT: // back_node (memopt.reshape): view, no call
+// CHECK: // back_node (memopt.reshape): view, no call
 // CHECK-NEXT: TensorRef [[F:t[0-9]+]] = ref(outputs[1], DType::F32, {2, 8});
 // CHECK-NEXT: TensorRef [[M:t[0-9]+]] = ref(arena + 256, DType::F32, {2, 4});
 // CHECK: params.transB = false;
@@ -49,7 +54,7 @@
 // CHECK-NEXT: copy(ctx, "output #3", [[N]], ref(outputs[3], DType::F32, {16}));
 // CHECK-NEXT: copy(ctx, "output #4", [[B]], ref(outputs[4], DType::F32, {4}));
 // CHECK-NEXT: }
-// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run, 0};
+// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run, 0, 1};
 // CHECK: extern "C" const ProgramInfo *memopt_program(void)
 
 // The weight image: fc.weight at 0, fc.bias (splat 0.5) at 256, zeros between.

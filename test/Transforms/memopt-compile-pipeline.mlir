@@ -9,7 +9,8 @@
 // RUN: memopt-opt %s --memopt-compile-pipeline="memory-budget=4096 fuse-epilogues=false fuse-elementwise=false outputs-in-arena=false" > %t.budget.opt
 // RUN: diff -B %t.budget %t.budget.opt
 // RUN: FileCheck %s --check-prefix=UNFUSED --input-file=%t.budget.opt
-// A training step: make-trainable, loss, autodiff, then the same passes.
+// A training step: make-trainable, attention fusion, loss, autodiff, then
+// the same passes.
 // RUN: memopt-compile %s --train --loss mse --optimizer adamw --lr 0.5 --emit plan -o %t.train --quiet
 // RUN: memopt-opt %s --memopt-compile-pipeline="train=true loss=mse optimizer=adamw lr=0.5" > %t.train.opt
 // RUN: diff -B %t.train %t.train.opt
@@ -65,12 +66,12 @@
 
 // TRAINLOG: [import]
 // TRAINLOG-NEXT: [canonicalize] {{[0-9]+}} memopt ops
+// TRAINLOG-NEXT: [fuse-attention] 0 memopt.attention ops
 // TRAINLOG-NEXT: memopt-autodiff: 3 parameters
 // TRAINLOG-NEXT: [train] mse loss, reverse-mode gradients, sgd updates: {{[0-9]+}} memopt ops
-// TRAINLOG-NOT: [fuse-attention]
 // TRAINLOG: [memory]
 
-// BADPRECISION: memopt-compile-pipeline: precision 'fp8' is not fp32, fp16 or bf16
+// BADPRECISION: memopt-compile-pipeline: precision 'fp8' is not fp32, tf32, fp16 or bf16
 // TRAINPRECISION: memopt-compile-pipeline: train with precision fp16 is not supported yet
 func.func @main(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
   %w = memopt.constant {memopt.initializer = "fc.weight"} dense<0.5> : tensor<8x16xf32>

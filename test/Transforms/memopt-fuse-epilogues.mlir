@@ -127,3 +127,50 @@ func.func @gemm_with_c(%a: tensor<3x4xf32>, %w: tensor<4x5xf32>, %c: tensor<5xf3
   %1 = memopt.add %0, %c : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
   return %1 : tensor<3x5xf32>
 }
+
+// -----
+
+// ResNet's shortcut: relu(conv(x) + z) is one conv_residual (cuDNN's fused
+// conv + bias + z + activation), whichever side of the add the conv is on. A
+// conv without a bias gets a zero one.
+// CHECK-LABEL: func.func @conv_residual_relu
+// CHECK-DAG: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<3xf32>
+// CHECK: %[[R:.*]] = memopt.conv_residual %arg0, %arg1, %[[ZERO]], %arg2 {activation = "relu", {{.*}}} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<3xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @conv_residual_relu(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %z: tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32> {
+  %0 = memopt.conv %x, %w {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %1 = memopt.add %z, %0 : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %2 = memopt.relu %1 : tensor<1x3x4x4xf32>
+  return %2 : tensor<1x3x4x4xf32>
+}
+
+// -----
+
+// Not fused: a broadcast addend (a bias, not a residual), a conv result that
+// is used again, and an add of a conv that already has an activation.
+// CHECK-LABEL: func.func @conv_residual_not_fused
+// CHECK-NOT: memopt.conv_residual
+// CHECK: return
+func.func @conv_residual_not_fused(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %v: tensor<1x3x1x1xf32>, %z: tensor<1x3x4x4xf32>) -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) {
+  %0 = memopt.conv %x, %w {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %1 = memopt.add %0, %v : (tensor<1x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %2 = memopt.conv %x, %w {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %3 = memopt.add %2, %z : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %4 = memopt.conv %x, %w {activation = "relu", dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %5 = memopt.add %4, %z : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %6 = memopt.add %3, %2 : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  return %1, %6, %5 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
+}
+
+// -----
+
+// relu after a training-mode batch normalization becomes its activation.
+// CHECK-LABEL: func.func @batch_norm_relu
+// CHECK: %[[Y:.*]], %{{.*}}, %{{.*}} = memopt.batch_norm_training %arg0, %arg1, %arg2 {activation = "relu"}
+// CHECK-NOT: memopt.relu
+// CHECK: return %[[Y]]
+func.func @batch_norm_relu(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+  %y, %m, %i = memopt.batch_norm_training %x, %s, %b : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %r = memopt.relu %y : tensor<2x3x4x4xf32>
+  return %r : tensor<2x3x4x4xf32>
+}

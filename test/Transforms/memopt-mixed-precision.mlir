@@ -2,8 +2,22 @@
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=precision=bf16 | FileCheck %s --check-prefix=BF16
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=report -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision=precision=f8 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=precision=tf32 | FileCheck %s --check-prefix=TF32
+// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="precision=tf32 report" -o /dev/null | FileCheck %s --check-prefix=TF32-REPORT
 
-// BAD: error: memopt-mixed-precision: precision 'f8' is not f16 or bf16
+// BAD: error: memopt-mixed-precision: precision 'f8' is not f16, bf16 or tf32
+
+// tf32 changes no type (no cast, the weight stays f32); it only marks the
+// function, and the lowering lets its f32 contractions use TF32.
+// TF32-LABEL: func.func @matmul_io_kept_f32
+// TF32-SAME: attributes {memopt.precision = "tf32"}
+// TF32-NOT: memopt.cast
+// TF32: memopt.constant dense<5.000000e-01> : tensor<8x16xf32>
+// TF32-NOT: memopt.cast
+// TF32: memopt.matmul %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+// TF32-NOT: memopt.cast
+// TF32: return
+// TF32-REPORT: memopt-mixed-precision @matmul_io_kept_f32: tf32: 1 f32 contractions may use TF32, every tensor stays f32
 
 // A compute-bound op: the f32 input is cast down at the boundary, the weight
 // is converted at compile time, the result is cast back for the f32 output

@@ -1,7 +1,10 @@
 //===- memopt-compile.cpp - ONNX model -> executable ----------------------===//
 //
 //   memopt-compile model.onnx -o OUT [--target cuda|host]
-//       [--precision fp32|fp16|bf16] [--memory-budget 2GiB]
+//       [--precision fp32|tf32|fp16|bf16] [--layout auto|nchw|nhwc]
+//       [--memory-budget 2GiB]
+//       [--remat-allow KIND,...] [--remat-time-limit S]
+//       [--remat-kernel-times FILE.json]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
 //       [--no-fuse-epilogues] [--no-fuse-elementwise] [--lower-only]
@@ -36,9 +39,17 @@ int main(int argc, char **argv) {
       "precision", cl::desc("Compute precision"),
       cl::init(CompilePrecision::FP32),
       cl::values(clEnumValN(CompilePrecision::FP32, "fp32", "float32"),
+                 clEnumValN(CompilePrecision::TF32, "tf32",
+                            "float32 storage, TF32 math in convolutions and "
+                            "matrix products (CUDA; the host computes f32)"),
                  clEnumValN(CompilePrecision::FP16, "fp16", "float16"),
                  clEnumValN(CompilePrecision::BF16, "bf16", "bfloat16")),
       cl::cat(category));
+  cl::opt<std::string> layout(
+      "layout",
+      cl::desc("Convolution layout: auto (channels-last where the target's "
+               "kernels are faster, e.g. f16 on CUDA), nchw or nhwc"),
+      cl::init("auto"), cl::cat(category));
   cl::opt<std::string> budget(
       "memory-budget", cl::desc("Arena capacity, e.g. 2GiB, 512MiB, 4096"),
       cl::cat(category));
@@ -129,6 +140,28 @@ int main(int argc, char **argv) {
                "updates its running mean/var (for models exported in eval "
                "mode)"),
       cl::cat(category));
+  cl::list<std::string> rematAllow(
+      "remat-allow",
+      cl::desc("Op kinds that may be recomputed to meet --memory-budget "
+               "(KIND,KIND, e.g. relu,fused_elementwise; default: every op "
+               "with a cost)"),
+      cl::CommaSeparated, cl::cat(category));
+  cl::opt<double> rematTimeLimit(
+      "remat-time-limit",
+      cl::desc("Seconds the rematerialization solver may search per attempt"),
+      cl::init(5.0), cl::cat(category));
+  cl::opt<std::string> rematKernelTimes(
+      "remat-kernel-times",
+      cl::desc("Measured kernel times, JSON {\"ONNX node\": seconds}, for "
+               "the rematerialization solver's costs (default: an H100 "
+               "roofline)"),
+      cl::cat(category));
+  cl::opt<int64_t> accumulate(
+      "accumulate",
+      cl::desc("Micro-batches per optimizer step: gradients are summed over "
+               "K micro-batches (of loss / K) and the update runs on the "
+               "last one"),
+      cl::init(1), cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -141,6 +174,7 @@ int main(int argc, char **argv) {
   options.outputPath = output;
   options.target = target;
   options.precision = precision;
+  options.layout = layout;
   if (!budget.empty()) {
     auto bytes = parseByteSize(budget);
     if (mlir::failed(bytes) || *bytes <= 0) {
@@ -150,6 +184,9 @@ int main(int argc, char **argv) {
     }
     options.memoryBudget = *bytes;
   }
+  options.rematAllow.assign(rematAllow.begin(), rematAllow.end());
+  options.rematTimeLimit = rematTimeLimit;
+  options.rematKernelTimes = rematKernelTimes;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   options.emit = emit;
   options.reportPath = report;
@@ -176,6 +213,7 @@ int main(int argc, char **argv) {
   training.beta2 = beta2;
   training.eps = eps;
   training.batchStatistics = bnBatchStats;
+  training.accumulate = accumulate;
   training.freeze.assign(freeze.begin(), freeze.end());
   return runCompile(options, llvm::outs());
 }

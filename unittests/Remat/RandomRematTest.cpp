@@ -145,4 +145,62 @@ TEST(RandomRematTest, FastAgainstExact) {
   EXPECT_GE(matched, solved * 8 / 10);
 }
 
+// In-place inputs and scratch bytes: the evaluator the solvers score with
+// and the independent validator agree on every random plan, and the solver's
+// schedules hold; the footprint bound never rules out a schedule that
+// exists.
+TEST(RandomRematTest, InPlaceAndScratchAgreeWithTheValidator) {
+  std::mt19937_64 rng(23);
+  int scheduled = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    int n = 4 + trial % 4;
+    Graph graph = randomGraph(rng, n);
+    for (int v = 0; v < n; ++v) {
+      Node &node = graph.nodes[v];
+      if (rng() % 3 == 0)
+        node.scratchBytes = static_cast<int64_t>(rng() % 6);
+      if (!graph.inputs[v].empty() && rng() % 2 == 0) {
+        int u = graph.inputs[v][rng() % graph.inputs[v].size()];
+        node.inPlaceInput = u;
+        if (rng() % 4 != 0)
+          node.bytes = graph.nodes[u].bytes;
+      }
+    }
+    ASSERT_EQ(checkGraph(graph), "");
+    StagedEvaluator evaluator(graph);
+    for (int round = 0; round < 20; ++round) {
+      StagedPlan plan;
+      plan.recomputeStages.assign(n, {});
+      for (int p = 0; p + 1 < n; ++p)
+        if (rng() % 3 == 0) {
+          int stage = p + 1 + static_cast<int>(rng() % (n - p - 1));
+          plan.recomputeStages[graph.order[p]].push_back(stage);
+        }
+      int64_t excess = 0;
+      int64_t peak = evaluator.run(evaluator.toPositions(plan), 0, excess);
+      ScheduleCheck check =
+          validateSchedule(graph, stagedSchedule(graph, plan), 2);
+      ASSERT_TRUE(check.ok()) << check.message;
+      EXPECT_EQ(peak, check.peakBytes) << "trial " << trial;
+    }
+    int64_t budget = budgetBetween(graph, rng);
+    int64_t best = bruteForce(graph, budget);
+    RematOptions options;
+    options.budget = budget;
+    options.method = Method::Fast;
+    options.timeLimitSeconds = 0.2;
+    RematResult result = solveRemat(graph, options);
+    if (best != std::numeric_limits<int64_t>::max()) {
+      EXPECT_NE(result.status, RematStatus::Infeasible) << "trial " << trial;
+    }
+    if (!result.ok())
+      continue;
+    ++scheduled;
+    ScheduleCheck check = validateSchedule(graph, result.schedule, 2, budget);
+    EXPECT_TRUE(check.ok()) << check.message;
+    EXPECT_FALSE(result.provedOptimal && result.recomputations > 0);
+  }
+  EXPECT_GT(scheduled, 30);
+}
+
 } // namespace

@@ -77,4 +77,39 @@ TEST(RematValidatorTest, CatchesUnknownNode) {
   EXPECT_EQ(check.violation, Violation::UnknownNode);
 }
 
+TEST(RematValidatorTest, InPlaceTakesOverTheCopyItReadsLast) {
+  // A chain written in place: one buffer's bytes at a time.
+  Graph graph = chain(4);
+  for (int v = 1; v < 4; ++v)
+    graph.nodes[v].inPlaceInput = v - 1;
+  ASSERT_EQ(checkGraph(graph), "");
+  ScheduleCheck check = validateSchedule(graph, graph.order, 1, 10);
+  ASSERT_TRUE(check.ok()) << check.message;
+  EXPECT_EQ(check.peakBytes, 10);
+  EXPECT_EQ(computationLowerBound(graph), 10);
+}
+
+TEST(RematValidatorTest, InPlaceNeedsTheLastReadAndEqualBytes) {
+  // Node 0 is read by 1 (in place) and again by 2: 1 writes a new buffer.
+  Graph graph =
+      makeGraph({{1, 10}, {1, 10}, {1, 10}}, {{0, 1}, {0, 2}, {1, 2}});
+  graph.nodes[1].inPlaceInput = 0;
+  EXPECT_EQ(validateSchedule(graph, graph.order, 1).peakBytes, 30);
+  // Recomputing 0 for node 2 makes node 1 its first copy's last reader.
+  EXPECT_EQ(validateSchedule(graph, {0, 1, 0, 2}, 2).peakBytes, 30);
+  Graph wider = chain(2);
+  wider.nodes[1].bytes = 20;
+  wider.nodes[1].inPlaceInput = 0;
+  EXPECT_EQ(validateSchedule(wider, wider.order, 1).peakBytes, 30);
+}
+
+TEST(RematValidatorTest, ScratchCountsDuringItsComputationOnly) {
+  Graph graph = chain(3);
+  graph.nodes[1].scratchBytes = 7;
+  ScheduleCheck check = validateSchedule(graph, graph.order, 1);
+  ASSERT_TRUE(check.ok()) << check.message;
+  EXPECT_EQ(check.peakBytes, 27);
+  EXPECT_EQ(computationLowerBound(graph), 27);
+}
+
 } // namespace

@@ -422,6 +422,118 @@ TEST_F(HostKernels, ConvGroupsStridesDilationsAsymmetricPads) {
   }
 }
 
+/// A 4-D NCHW buffer in NHWC order (or, with `toFirst`, the other way).
+Buffer permuteChannels(const Buffer &from, bool toFirst = false) {
+  std::vector<int64_t> s = from.shape;
+  std::vector<int64_t> shape =
+      toFirst ? std::vector<int64_t>{s[0], s[3], s[1], s[2]}
+              : std::vector<int64_t>{s[0], s[2], s[3], s[1]};
+  Buffer to(from.dtype, shape);
+  size_t bytes = dtypeSize(from.dtype);
+  int64_t n = s[0], c = toFirst ? s[3] : s[1], h = toFirst ? s[1] : s[2],
+          w = toFirst ? s[2] : s[3];
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          int64_t first = ((b * c + ch) * h + y) * w + x;
+          int64_t last = ((b * h + y) * w + x) * c + ch;
+          int64_t src = toFirst ? last : first, dst = toFirst ? first : last;
+          std::memcpy(to.storage.data() + size_t(dst) * bytes,
+                      from.storage.data() + size_t(src) * bytes, bytes);
+        }
+  return to;
+}
+
+void expectSameValues(const Buffer &a, const Buffer &b) {
+  ASSERT_EQ(a.count(), b.count());
+  for (int64_t i = 0; i < a.count(); ++i)
+    ASSERT_EQ(a.at(i), b.at(i)) << "element " << i;
+}
+
+// The channels-last forms (memopt-layout) compute exactly what the NCHW ones
+// do, element for element: conv (groups, strides, dilations, asymmetric
+// pads, bias, relu; the direct and the GEMM path), conv_residual (separate
+// and in place), pools, global average pool, batch norm.
+TEST_F(HostKernels, ChannelsLastMatchesChannelsFirst) {
+  for (DType dtype : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    for (int64_t group : {int64_t(1), int64_t(2), int64_t(12)}) {
+      ConvParams p;
+      p.group = group;
+      p.strides[0] = 2;
+      p.dilations[1] = 2;
+      p.padsBegin[0] = 1;
+      p.padsEnd[0] = 2;
+      p.padsBegin[1] = 2;
+      p.activation = Activation::Relu;
+      Buffer x = random(dtype, {2, 12, 7, 6}, 40);
+      Buffer w = random(dtype, {24, 12 / group, 3, 2}, 41);
+      Buffer bias = random(dtype, {24}, 42);
+      TensorRef biasRef = bias.ref();
+      Buffer y(dtype, {2, 24, 4, 6});
+      conv(*ctx, "conv", p, x.ref(), w.ref(), &biasRef, y.ref(), nullptr, 0);
+      Buffer xl = permuteChannels(x), wl = permuteChannels(w);
+      Buffer yl(dtype, {2, 4, 6, 24});
+      ConvParams pl = p;
+      pl.channelsLast = true;
+      conv(*ctx, "conv_nhwc", pl, xl.ref(), wl.ref(), &biasRef, yl.ref(),
+           nullptr, 0);
+      SCOPED_TRACE("group " + std::to_string(group));
+      expectSameValues(permuteChannels(yl, true), y);
+
+      // conv_residual = relu(conv + bias + z), separate and in place.
+      ConvParams linear = p;
+      linear.activation = Activation::None;
+      Buffer z = random(dtype, {2, 24, 4, 6}, 43);
+      std::vector<double> expected =
+          referenceConv2d(x, w, &bias, linear, y.shape);
+      for (size_t i = 0; i < expected.size(); ++i)
+        expected[i] = std::max(0.0, expected[i] + z.at(int64_t(i)));
+      Buffer r(dtype, y.shape);
+      convResidual(*ctx, "conv_residual", p, x.ref(), w.ref(), &biasRef,
+                   z.ref(), r.ref(), nullptr, 0);
+      expectClose(r, expected, tolerance(dtype) * 4);
+      Buffer zl = permuteChannels(z);
+      convResidual(*ctx, "conv_residual_nhwc", pl, xl.ref(), wl.ref(), &biasRef,
+                   zl.ref(), zl.ref(), nullptr, 0);
+      expectSameValues(permuteChannels(zl, true), r);
+    }
+    Buffer x = random(dtype, {2, 5, 9, 8}, 44), xl = permuteChannels(x);
+    for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+      PoolParams p;
+      p.kind = kind;
+      p.ceilMode = true;
+      for (int i = 0; i < 2; ++i) {
+        p.kernel[i] = 3;
+        p.strides[i] = 2;
+        p.padsBegin[i] = p.padsEnd[i] = 1;
+      }
+      Buffer y(dtype, {2, 5, 5, 5}), yl(dtype, {2, 5, 5, 5});
+      pool(*ctx, "pool", p, x.ref(), y.ref());
+      p.channelsLast = true;
+      pool(*ctx, "pool_nhwc", p, xl.ref(), yl.ref());
+      expectSameValues(permuteChannels(yl, true), y);
+    }
+    Buffer g(dtype, {2, 5, 1, 1}), gl(dtype, {2, 1, 1, 5});
+    globalAvgPool(*ctx, "gap", x.ref(), g.ref());
+    globalAvgPool(*ctx, "gap_nhwc", xl.ref(), gl.ref(), true);
+    expectSameValues(gl, g);
+    Buffer scale = random(DType::F32, {5}, 45),
+           shift = random(DType::F32, {5}, 46),
+           mean = random(DType::F32, {5}, 47), var(DType::F32, {5});
+    const float variance = 1.5f;
+    for (int i = 0; i < 5; ++i)
+      std::memcpy(var.storage.data() + 4 * i, &variance, 4);
+    Buffer n(dtype, x.shape), nl(dtype, xl.shape);
+    batchNorm(*ctx, "bn", 1e-5f, x.ref(), scale.ref(), shift.ref(), mean.ref(),
+              var.ref(), n.ref());
+    batchNorm(*ctx, "bn_nhwc", 1e-5f, xl.ref(), scale.ref(), shift.ref(),
+              mean.ref(), var.ref(), nl.ref(), true);
+    expectSameValues(permuteChannels(nl, true), n);
+  }
+}
+
 TEST_F(HostKernels, Conv1d) {
   ConvParams p;
   p.spatialRank = 1;

@@ -527,6 +527,116 @@ std::vector<Case> buildCases() {
            }});
     }
 
+  // Channels-last (memopt-layout): the same convolutions on NHWC tensors
+  // and KRSC filters, the residual convolution (separate and in place, the
+  // planner's usual choice for ResNet's shortcut) in both layouts, and TF32.
+  auto last = [](std::vector<int64_t> shape) {
+    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
+    return shape;
+  };
+  auto convParams = [](const V &v) {
+    ConvParams p;
+    p.spatialRank = v.spatial;
+    p.group = v.group;
+    p.activation = v.act;
+    for (int i = 0; i < v.spatial; ++i) {
+      p.strides[i] = v.stride;
+      p.dilations[i] = v.dilation;
+      p.padsBegin[i] = v.padBegin;
+      p.padsEnd[i] = v.padEnd;
+    }
+    return p;
+  };
+  for (DType dt : floats)
+    for (const V &v : convs) {
+      if (v.transposed || (dt != DType::F32 && v.spatial == 3))
+        continue;
+      cases.push_back({std::string("conv_nhwc_") + v.name + "_" + tag(dt),
+                       tol(dt, 1e-3), [=](Suite &s) {
+                         TensorRef x = s.random(dt, last(v.x)),
+                                   w = s.random(dt, last(v.w), 0.05, 0.5);
+                         TensorRef bias = s.random(dt, {v.y[1]});
+                         TensorRef y = s.empty(dt, last(v.y));
+                         ConvParams p = convParams(v);
+                         p.channelsLast = true;
+                         size_t ws = convWorkspaceBound(p, x, w, y);
+                         TensorRef workspace =
+                             s.empty(DType::U8, {int64_t(ws)});
+                         conv(*s.ctx, "conv_nhwc", p, x, w,
+                              v.bias ? &bias : nullptr, y, workspace.data, ws);
+                         return std::vector<TensorRef>{y};
+                       }});
+      for (bool inPlace : {false, true}) {
+        if (v.spatial != 2)
+          continue;
+        for (bool channelsLast : {false, true})
+          cases.push_back(
+              {std::string("conv_residual_") + (channelsLast ? "nhwc_" : "") +
+                   (inPlace ? "inplace_" : "") + v.name + "_" + tag(dt),
+               tol(dt, 1e-3), [=](Suite &s) {
+                 auto layout = [&](const std::vector<int64_t> &shape) {
+                   return channelsLast ? last(shape) : shape;
+                 };
+                 TensorRef x = s.random(dt, layout(v.x)),
+                           w = s.random(dt, layout(v.w), 0.05, 0.5);
+                 TensorRef bias = s.random(dt, {v.y[1]});
+                 TensorRef z = s.random(dt, layout(v.y));
+                 TensorRef y = inPlace ? z : s.empty(dt, layout(v.y));
+                 ConvParams p = convParams(v);
+                 p.activation = Activation::Relu;
+                 p.channelsLast = channelsLast;
+                 size_t ws = convWorkspaceBound(p, x, w, y);
+                 TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+                 convResidual(*s.ctx, "conv_residual", p, x, w, &bias, z, y,
+                              workspace.data, ws);
+                 // A second call runs the plan chosen by the first (the
+                 // first times candidates); the in-place case needs the
+                 // residual again.
+                 if (!inPlace)
+                   convResidual(*s.ctx, "conv_residual", p, x, w, &bias, z, y,
+                                workspace.data, ws);
+                 return std::vector<TensorRef>{y};
+               }});
+      }
+    }
+  // TF32 (f32 storage, 10-bit mantissa products, f32 sums): about 1e-3
+  // relative per product; the host computes in double.
+  for (const V &v : convs) {
+    if (v.transposed || v.spatial != 2)
+      continue;
+    for (bool channelsLast : {false, true})
+      cases.push_back(
+          {std::string("conv_tf32_") + (channelsLast ? "nhwc_" : "") + v.name,
+           2e-2, [=](Suite &s) {
+             auto layout = [&](const std::vector<int64_t> &shape) {
+               return channelsLast ? last(shape) : shape;
+             };
+             TensorRef x = s.random(DType::F32, layout(v.x)),
+                       w = s.random(DType::F32, layout(v.w), 0.05, 0.5);
+             TensorRef bias = s.random(DType::F32, {v.y[1]});
+             TensorRef y = s.empty(DType::F32, layout(v.y));
+             ConvParams p = convParams(v);
+             p.channelsLast = channelsLast;
+             p.allowTf32 = true;
+             size_t ws = convWorkspaceBound(p, x, w, y);
+             TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+             conv(*s.ctx, "conv_tf32", p, x, w, v.bias ? &bias : nullptr, y,
+                  workspace.data, ws);
+             return std::vector<TensorRef>{y};
+           }});
+  }
+  cases.push_back({"matmul_tf32", 2e-2, [](Suite &s) {
+                     TensorRef a = s.random(DType::F32, {3, 65, 256}),
+                               b = s.random(DType::F32, {256, 96}, 0.05, 0.5);
+                     TensorRef bias = s.random(DType::F32, {96});
+                     TensorRef c = s.empty(DType::F32, {3, 65, 96});
+                     MatmulParams p;
+                     p.allowTf32 = true;
+                     p.activation = Activation::Relu;
+                     matmul(*s.ctx, "mm_tf32", p, a, b, &bias, c);
+                     return std::vector<TensorRef>{c};
+                   }});
+
   // Pooling.
   for (DType dt : floats) {
     struct P {
@@ -555,6 +665,32 @@ std::vector<Case> buildCases() {
                          pool(*s.ctx, "pool", pp, x, y);
                          return std::vector<TensorRef>{y};
                        }});
+    for (P p : {P{"max", PoolKind::Max, false, false, 10},
+                P{"avg_ceil", PoolKind::Avg, false, true, 11}})
+      cases.push_back({std::string("pool_nhwc_") + p.name + "_" + tag(dt),
+                       tol(dt), [=](Suite &s) {
+                         TensorRef x = s.random(dt, {2, 20, 20, 5});
+                         TensorRef y = s.empty(dt, {2, p.out, p.out, 5});
+                         PoolParams pp;
+                         pp.kind = p.kind;
+                         pp.countIncludePad = p.includePad;
+                         pp.ceilMode = p.ceil;
+                         pp.channelsLast = true;
+                         for (int i = 0; i < 2; ++i) {
+                           pp.kernel[i] = 3;
+                           pp.strides[i] = 2;
+                           pp.padsBegin[i] = pp.padsEnd[i] = 1;
+                         }
+                         pool(*s.ctx, "pool_nhwc", pp, x, y);
+                         return std::vector<TensorRef>{y};
+                       }});
+    cases.push_back({std::string("global_avg_pool_nhwc_") + tag(dt), tol(dt),
+                     [=](Suite &s) {
+                       TensorRef x = s.random(dt, {3, 13, 11, 37});
+                       TensorRef y = s.empty(dt, {3, 1, 1, 37});
+                       globalAvgPool(*s.ctx, "gap_nhwc", x, y, true);
+                       return std::vector<TensorRef>{y};
+                     }});
     cases.push_back(
         {std::string("global_avg_pool_") + tag(dt), tol(dt), [=](Suite &s) {
            TensorRef x = s.random(dt, {3, 37, 13, 11});
@@ -638,6 +774,54 @@ std::vector<Case> buildCases() {
              return std::vector<TensorRef>{dw};
            }});
     }
+  // The convolution gradients of a ResNet bottleneck's last stage at 2
+  // images of 64x64 (2x2 planes): data gradients of strided convolutions
+  // need output_padding 1, filter gradients of 3x3 convs see mostly padding.
+  {
+    struct G {
+      const char *name;
+      std::vector<int64_t> x, w, y;
+      int64_t kernel, stride, pad;
+    };
+    for (G g :
+         {G{"1x1_s2", {2, 96, 4, 4}, {160, 96, 1, 1}, {2, 160, 2, 2}, 1, 2, 0},
+          G{"3x3_s2", {2, 64, 4, 4}, {64, 64, 3, 3}, {2, 64, 2, 2}, 3, 2, 1},
+          G{"3x3_2x2", {2, 64, 2, 2}, {64, 64, 3, 3}, {2, 64, 2, 2}, 3, 1, 1},
+          G{"1x1_2x2",
+            {2, 128, 2, 2},
+            {64, 128, 1, 1},
+            {2, 64, 2, 2},
+            1,
+            1,
+            0}})
+      cases.push_back(
+          {std::string("conv_gradients_small_") + g.name, 1e-4, [=](Suite &s) {
+             TensorRef x = s.random(DType::F32, g.x);
+             TensorRef w = s.random(DType::F32, g.w, 0.05, 0.5);
+             TensorRef dy = s.random(DType::F32, g.y, 0.05, 0.5);
+             TensorRef dx = s.empty(DType::F32, g.x),
+                       dw = s.empty(DType::F32, g.w);
+             ConvParams p;
+             p.spatialRank = 2;
+             for (int i = 0; i < 2; ++i) {
+               p.strides[i] = g.stride;
+               p.dilations[i] = 1;
+               p.padsBegin[i] = p.padsEnd[i] = g.pad;
+               int64_t covered =
+                   g.stride * (g.y[2 + i] - 1) + g.kernel - 2 * g.pad;
+               p.outputPadding[i] = g.x[2 + i] - covered;
+             }
+             size_t wsData = convWorkspaceBound(p, dy, w, dx);
+             size_t wsFilter = convWorkspaceBound(p, x, dw, dy);
+             size_t ws = std::max(wsData, wsFilter);
+             TensorRef workspace = s.empty(DType::U8, {int64_t(ws) + 1});
+             convTranspose(*s.ctx, "conv_dx", p, dy, w, nullptr, dx,
+                           workspace.data, ws);
+             convBackwardFilter(*s.ctx, "conv_dw", p, x, dy, dw, workspace.data,
+                                ws);
+             return std::vector<TensorRef>{dx, dw};
+           }});
+  }
   for (DType dt : floats) {
     struct P {
       const char *name;
@@ -710,6 +894,59 @@ std::vector<Case> buildCases() {
                      }
                      return std::vector<TensorRef>{param, m, v};
                    }});
+
+  // Dropout: the CUDA mask must be the host's bit for bit (Philox.h is one
+  // header for both), so f32 is compared exactly; an element count that is
+  // not a multiple of 4, a 64-bit seed, a large micro-batch number, in place.
+  for (DType dt : floats) {
+    for (bool inPlace : {false, true}) {
+      cases.push_back(
+          {std::string("dropout_") + tag(dt) + (inPlace ? "_in_place" : ""),
+           dt == DType::F32 ? 0.0 : tol(dt), [dt, inPlace](Suite &s) {
+             TensorRef x = s.random(dt, {3, 1367});
+             TensorRef key =
+                 s.ints(DType::I64, {2}, {double(0x1234567890ll), 70000.0 + 1});
+             TensorRef y = inPlace ? x : s.empty(dt, {3, 1367});
+             dropout(*s.ctx, "dropout", 0.3f, 5u, x, key, y);
+             TensorRef again = s.empty(dt, {3, 1367});
+             dropout(*s.ctx, "dropout_again", 0.1f, 6u, y, key, again);
+             return std::vector<TensorRef>{y, again};
+           }});
+    }
+  }
+
+  // Gradient accumulation over 3 micro-steps (the update runs on the last
+  // one; the micro-step is read on the device), then a fourth micro-batch
+  // that starts the next step: param, state and accumulator.
+  for (bool adamw : {false, true}) {
+    cases.push_back(
+        {adamw ? "adamw_accumulate" : "sgd_accumulate", 1e-5,
+         [adamw](Suite &s) {
+           const int64_t n = 10007;
+           TensorRef param = s.random(DType::F32, {n});
+           TensorRef m = s.empty(DType::F32, {n});
+           TensorRef v = s.empty(DType::F32, {n});
+           TensorRef sum = s.random(DType::F32, {n}); // stale: overwritten
+           fill(*s.ctx, "zero", 0.0, m);
+           fill(*s.ctx, "zero", 0.0, v);
+           TensorRef lr = s.upload(DType::F32, {}, {adamw ? 1e-2 : 0.05});
+           TensorRef step = s.upload(DType::F32, {}, {1.0});
+           for (int micro : {0, 1, 2, 0}) {
+             GradientAccumulation accumulation;
+             accumulation.accumulator = sum;
+             accumulation.microStep = s.upload(DType::F32, {}, {double(micro)});
+             accumulation.steps = 3;
+             TensorRef grad = s.random(DType::F32, {n});
+             if (adamw)
+               adamwUpdate(*s.ctx, "adamw", 0.9f, 0.999f, 1e-8f, 1e-2f, param,
+                           grad, m, v, lr, step, &accumulation);
+             else
+               sgdUpdate(*s.ctx, "sgd", 0.9f, 1e-2f, param, grad, &m, lr,
+                         &accumulation);
+           }
+           return std::vector<TensorRef>{param, m, v, sum};
+         }});
+  }
 
   // Attention: head sizes that are and are not multiples of 8 / 16, query
   // and key counts that leave partial tiles, broadcast batches and biases, a
@@ -932,6 +1169,183 @@ std::vector<Case> buildCases() {
                return std::vector<TensorRef>{y};
              }});
 
+  // Attention gradients (f32): the forward with its row statistics, then the
+  // backward, on the fused kernels (no workspace) and the chunked cuBLASLt
+  // path (workspaces for a third of the batch). Outputs: y, lse, dQ, dK, dV
+  // and dbias where the bias is trained (summed over its broadcast axes).
+  struct G {
+    const char *name;
+    std::vector<int64_t> q, k, v, bias;
+    bool causal, keyTransposed, biasGradient;
+    float scale;
+    /// 0: random bias; 1: -inf left padding (fully masked rows, safe
+    /// softmax); 2: finfo.min fill with fully masked rows (safe softmax).
+    int mask;
+  };
+  for (G a : {G{"bert",
+                {2, 3, 77, 64},
+                {2, 3, 77, 64},
+                {2, 3, 77, 64},
+                {},
+                false,
+                false,
+                false,
+                0.125f,
+                0},
+              G{"gpt2_causal_kt",
+                {2, 2, 130, 64},
+                {2, 2, 64, 130},
+                {2, 2, 130, 64},
+                {},
+                true,
+                true,
+                false,
+                0.125f,
+                0},
+              G{"broadcast_d40_dv24_dbias",
+                {3, 1, 33, 40},
+                {1, 2, 50, 40},
+                {3, 2, 50, 24},
+                {2, 33, 50},
+                false,
+                false,
+                true,
+                0.16f,
+                0},
+              G{"d128_relpos_dbias",
+                {2, 4, 70, 128},
+                {2, 4, 70, 128},
+                {2, 4, 70, 128},
+                {4, 70, 70},
+                false,
+                false,
+                true,
+                0.088f,
+                0},
+              G{"causal_relpos_b7_dbias",
+                {7, 130, 64},
+                {7, 130, 64},
+                {7, 130, 64},
+                {130, 130},
+                true,
+                false,
+                true,
+                0.125f,
+                0},
+              G{"long_keys_kt_dbias",
+                {2, 3, 40, 32},
+                {2, 3, 32, 1100},
+                {2, 3, 1100, 48},
+                {2, 1, 1, 1100},
+                false,
+                true,
+                true,
+                0.2f,
+                0},
+              G{"safe_causal_left_pad",
+                {2, 2, 100, 64},
+                {2, 2, 100, 64},
+                {2, 2, 100, 64},
+                {2, 1, 1, 100},
+                true,
+                false,
+                false,
+                0.125f,
+                1},
+              G{"lowest_fill_rows",
+                {2, 2, 72, 32},
+                {2, 2, 72, 32},
+                {2, 2, 72, 32},
+                {2, 1, 72, 72},
+                false,
+                false,
+                false,
+                0.17f,
+                2}})
+    for (int64_t chunks : {int64_t(0), int64_t(3)})
+      cases.push_back(
+          {std::string("attention_backward_") + a.name +
+               (chunks ? "_chunked" : ""),
+           5e-4, [=](Suite &s) {
+             const DType dt = DType::F32;
+             TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
+                       v = s.random(dt, a.v);
+             std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
+             int64_t batch = 1;
+             for (size_t i = 0; i + 2 < out.size(); ++i)
+               batch *= out[i];
+             int64_t queries = out[out.size() - 2];
+             int64_t keys = a.keyTransposed ? a.k.back() : a.k[a.k.size() - 2];
+             TensorRef bias;
+             if (a.mask == 1) {
+               // Sequence b starts with 13 (b + 1) padding keys.
+               std::vector<double> values;
+               for (int64_t b = 0; b < a.bias.front(); ++b)
+                 for (int64_t j = 0; j < keys; ++j)
+                   values.push_back(j < 13 * (b + 1) ? -INFINITY : 0.0);
+               bias = s.upload(dt, a.bias, values);
+             } else if (a.mask == 2) {
+               // Causal with 7 (b + 1) left-padding keys, all finfo.min.
+               std::vector<double> values;
+               for (int64_t b = 0; b < a.bias.front(); ++b)
+                 for (int64_t i = 0; i < queries; ++i)
+                   for (int64_t j = 0; j < keys; ++j)
+                     values.push_back(j > i || j < 7 * (b + 1)
+                                          ? -3.4028234663852886e38
+                                          : 0.0);
+               bias = s.upload(dt, a.bias, values);
+             } else if (!a.bias.empty()) {
+               bias = s.random(dt, a.bias, 0.1, 1.0);
+             }
+             const TensorRef *biasRef = a.bias.empty() ? nullptr : &bias;
+             AttentionParams params;
+             params.scale = a.scale;
+             params.causal = a.causal;
+             params.keyTransposed = a.keyTransposed;
+             params.safeSoftmax = a.mask != 0;
+             std::vector<int64_t> statShape(out.begin(), out.end() - 1);
+             statShape.push_back(2);
+             TensorRef y = s.empty(dt, out), lse = s.empty(dt, statShape);
+             int64_t items = chunks ? (batch + chunks - 1) / chunks : 0;
+             size_t forwardBytes =
+                 chunks ? attentionChunkBytes(items, queries, keys, dt) : 0;
+             size_t backwardBytes =
+                 chunks ? attentionBackwardChunkBytes(items, queries, keys) : 0;
+             void *workspace =
+                 chunks
+                     ? s.empty(DType::F32,
+                               {int64_t(std::max(forwardBytes, backwardBytes) /
+                                        4)})
+                           .data
+                     : nullptr;
+             attention(*s.ctx, "attention", params, q, k, v, biasRef, y,
+                       workspace, forwardBytes, &lse);
+             TensorRef dy = s.random(dt, out, 0.1, 1.0);
+             auto gradShape = [&](const std::vector<int64_t> &operand) {
+               std::vector<int64_t> shape(out.begin(), out.end() - 2);
+               shape.push_back(operand[operand.size() - 2]);
+               shape.push_back(operand.back());
+               return shape;
+             };
+             TensorRef dq = s.empty(dt, gradShape(a.q)),
+                       dk = s.empty(dt, gradShape(a.k)),
+                       dv = s.empty(dt, gradShape(a.v));
+             TensorRef dbias;
+             if (a.biasGradient)
+               dbias = s.empty(dt, a.bias);
+             attentionBackward(*s.ctx, "attention_grad", params, q, k, v,
+                               biasRef, y, dy, lse, dq, dk, dv,
+                               a.biasGradient ? &dbias : nullptr, workspace,
+                               backwardBytes);
+             std::vector<TensorRef> results = {y, dq, dk, dv};
+             // Fully masked rows store -inf statistics (not comparable).
+             if (a.mask != 1)
+               results.push_back(lse);
+             if (a.biasGradient)
+               results.push_back(dbias);
+             return results;
+           }});
+
   // Normalization, softmax, reductions.
   for (DType dt : floats) {
     cases.push_back(
@@ -943,6 +1357,17 @@ std::vector<Case> buildCases() {
            TensorRef v = s.random(DType::F32, {19}, 0.5, 2.0, true);
            TensorRef y = s.empty(dt, {2, 19, 9, 7});
            batchNorm(*s.ctx, "bn", 1e-5f, x, sc, b, m, v, y);
+           return std::vector<TensorRef>{y};
+         }});
+    cases.push_back(
+        {std::string("batchnorm_nhwc_") + tag(dt), tol(dt), [=](Suite &s) {
+           TensorRef x = s.random(dt, {2, 9, 7, 19});
+           TensorRef sc = s.random(DType::F32, {19}),
+                     b = s.random(DType::F32, {19});
+           TensorRef m = s.random(DType::F32, {19});
+           TensorRef v = s.random(DType::F32, {19}, 0.5, 2.0, true);
+           TensorRef y = s.empty(dt, {2, 9, 7, 19});
+           batchNorm(*s.ctx, "bn_nhwc", 1e-5f, x, sc, b, m, v, y, true);
            return std::vector<TensorRef>{y};
          }});
     for (int64_t cols : {int64_t(768), int64_t(37), int64_t(3001)})
@@ -1005,6 +1430,99 @@ std::vector<Case> buildCases() {
                      argReduce(*s.ctx, "argmax", true, 1, x, y);
                      return std::vector<TensorRef>{y};
                    }});
+
+  // Long reductions split over blocks through a workspace (bias and
+  // per-channel gradients), and the same without one.
+  {
+    struct R {
+      const char *name;
+      std::vector<int64_t> in;
+      std::vector<int> axes;
+      ReduceOp op;
+      std::vector<int64_t> out;
+    };
+    for (R r :
+         {R{"bias_grad", {64, 197, 96}, {0, 1}, ReduceOp::Sum, {96}},
+          R{"channel", {16, 24, 30, 30}, {0, 2, 3}, ReduceOp::Sum, {24}},
+          R{"channel_odd", {5, 7, 9, 13}, {0, 2, 3}, ReduceOp::Mean, {7}},
+          R{"few_rows", {3, 50021}, {1}, ReduceOp::Mean, {3}},
+          R{"outer_inner", {40, 3, 500, 5}, {0, 2}, ReduceOp::Max, {3, 5}}})
+      for (bool split : {true, false})
+        cases.push_back(
+            {std::string("reduce_split_") + r.name +
+                 (split ? "" : "_no_workspace"),
+             1e-4, [=](Suite &s) {
+               TensorRef x = s.random(DType::F32, r.in);
+               TensorRef y = s.empty(DType::F32, r.out);
+               TensorRef ws = s.empty(DType::F32, {64 * 1024});
+               reduce(*s.ctx, "reduce", r.op, r.axes.data(), int(r.axes.size()),
+                      x, y, split ? ws.data : nullptr, split ? ws.bytes() : 0);
+               return std::vector<TensorRef>{y};
+             }});
+  }
+
+  // Training-mode batch normalization (scalar and float4 paths, one and
+  // several blocks per channel, fused relu) and its gradient, in place over
+  // dY; the small case has 8 values per channel (ResNet-50's last stage at
+  // 2 images of 64x64).
+  {
+    struct B {
+      const char *name;
+      std::vector<int64_t> shape;
+      bool relu, workspace;
+    };
+    for (B b : {B{"odd_relu", {4, 12, 9, 9}, true, true},
+                B{"vec", {6, 10, 8, 8}, false, true},
+                B{"vec_no_workspace", {6, 10, 8, 8}, true, false},
+                B{"long_channels", {32, 3, 40, 40}, false, true},
+                B{"small_count", {2, 16, 2, 2}, false, true}})
+      cases.push_back(
+          {std::string("batch_norm_training_") + b.name, 5e-5, [=](Suite &s) {
+             int64_t c = b.shape[1];
+             TensorRef x = s.random(DType::F32, b.shape, 0.1, 3.0);
+             TensorRef scale = s.random(DType::F32, {c}, 0.5, 1.5);
+             TensorRef bias = s.random(DType::F32, {c});
+             TensorRef y = s.empty(DType::F32, b.shape);
+             TensorRef mean = s.empty(DType::F32, {c});
+             TensorRef inv = s.empty(DType::F32, {c});
+             TensorRef ws = s.empty(DType::F32, {c * 64});
+             void *w = b.workspace ? ws.data : nullptr;
+             size_t wb = b.workspace ? ws.bytes() : 0;
+             batchNormTraining(*s.ctx, "bn", 1e-5f,
+                               b.relu ? Activation::Relu : Activation::None, x,
+                               scale, bias, y, mean, inv, w, wb);
+             TensorRef runMean = s.random(DType::F32, {c});
+             TensorRef runVar = s.random(DType::F32, {c}, 0.5, 1.5, true);
+             batchNormRunningUpdate(*s.ctx, "bn_running", 0.9f, 1e-5f, mean,
+                                    inv, runMean, runVar);
+             TensorRef dy = s.random(DType::F32, b.shape);
+             TensorRef dscale = s.empty(DType::F32, {c});
+             TensorRef dbias = s.empty(DType::F32, {c});
+             TensorRef dx = dy; // in place over dY
+             batchNormTrainingGrad(*s.ctx, "bn_grad", x, dy, scale, mean, inv,
+                                   dx, dscale, dbias, w, wb);
+             return std::vector<TensorRef>{y,      mean, inv,    runMean,
+                                           runVar, dx,   dscale, dbias};
+           }});
+  }
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{37, 96}, std::vector<int64_t>{5, 7, 200},
+        std::vector<int64_t>{1000, 33}})
+    cases.push_back({"layer_norm_grad_" + std::to_string(shape.back()), 5e-5,
+                     [=](Suite &s) {
+                       int64_t cols = shape.back();
+                       TensorRef x = s.random(DType::F32, shape, 0.1, 3.0);
+                       TensorRef dy = s.random(DType::F32, shape);
+                       TensorRef scale = s.random(DType::F32, {cols}, 0.5, 1.5);
+                       TensorRef dx = s.empty(DType::F32, shape);
+                       TensorRef dscale = s.empty(DType::F32, {cols});
+                       TensorRef dbias = s.empty(DType::F32, {cols});
+                       TensorRef ws =
+                           s.empty(DType::F32, {16 * 1024 + 64 * cols});
+                       layerNormGrad(*s.ctx, "ln_grad", 1e-5f, x, dy, scale, dx,
+                                     dscale, dbias, ws.data, ws.bytes());
+                       return std::vector<TensorRef>{dx, dscale, dbias};
+                     }});
 
   // Data movement.
   cases.push_back({"transpose_nchw_nhwc_f16", 0, [](Suite &s) {
@@ -1422,6 +1940,79 @@ int runPerf(Context *ctx, const std::string &filter) {
              attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3],
                        workspaceBytes ? t[4].data : nullptr, workspaceBytes);
            }});
+    }
+
+  // The attention backward (f32) at ViT-B/16 (32 images x 12 heads x 197
+  // tokens x 64) and GPT-2 small (8 x 12 heads x 512 x 64, causal): the
+  // fused kernels against the chunked path with a workspace for 1 / chunks
+  // of the batch; and the forward with its row statistics (training's
+  // forward) against the plain one above. Flops: the five products of the
+  // backward (two recomputed) over the unmasked scores.
+  struct BackwardPerf {
+    const char *model;
+    int64_t batch, tokens;
+    bool causal;
+    std::vector<int64_t> chunks;
+  };
+  for (const BackwardPerf &a :
+       {BackwardPerf{"vit", 32, 197, false, {0, 1, 2, 4}},
+        BackwardPerf{"gpt2", 8, 512, true, {0, 1, 2, 4, 8}}})
+    for (int64_t chunks : a.chunks) {
+      int64_t heads = a.batch * 12, tokens = a.tokens;
+      std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
+      std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
+      int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
+      size_t forwardBytes =
+          chunks ? attentionChunkBytes(items, tokens, tokens, DType::F32) : 0;
+      size_t backwardBytes =
+          chunks ? attentionBackwardChunkBytes(items, tokens, tokens) : 0;
+      double scores = a.causal ? double(tokens) * (tokens + 1) / 2
+                               : double(tokens) * tokens;
+      std::string suffix =
+          std::string("_b") + std::to_string(a.batch) +
+          (chunks ? "_chunks" + std::to_string(chunks) : std::string("_fused"));
+      auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
+        t = {s.random(DType::F32, shape),
+             s.random(DType::F32, shape),
+             s.random(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, statShape),
+             s.random(DType::F32, shape, 0.1, 1.0),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(DType::F32, shape),
+             s.empty(
+                 DType::F32,
+                 {std::max<int64_t>(
+                     1, int64_t(std::max(forwardBytes, backwardBytes) / 4))})};
+        AttentionParams p;
+        p.scale = 0.125f;
+        p.causal = a.causal;
+        attention(*s.ctx, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                  forwardBytes ? t[9].data : nullptr, forwardBytes, &t[4]);
+      };
+      perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix, 0,
+                       4.0 * heads * scores * 64, setup,
+                       [=](Context &c, std::vector<TensorRef> &t) {
+                         AttentionParams p;
+                         p.scale = 0.125f;
+                         p.causal = a.causal;
+                         attention(c, "attn", p, t[0], t[1], t[2], nullptr,
+                                   t[3], forwardBytes ? t[9].data : nullptr,
+                                   forwardBytes, &t[4]);
+                       }});
+      perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
+                       10.0 * heads * scores * 64, setup,
+                       [=](Context &c, std::vector<TensorRef> &t) {
+                         AttentionParams p;
+                         p.scale = 0.125f;
+                         p.causal = a.causal;
+                         attentionBackward(c, "attn_grad", p, t[0], t[1], t[2],
+                                           nullptr, t[3], t[5], t[4], t[6],
+                                           t[7], t[8], nullptr,
+                                           backwardBytes ? t[9].data : nullptr,
+                                           backwardBytes);
+                       }});
     }
 
   for (Perf &p : perfs) {

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Philox.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -711,6 +712,47 @@ TEST_F(TrainingKernels, AdamwMatchesPyTorchOverThreeSteps) {
   expectClose(v, ev, 1e-6);
 }
 
+TEST_F(TrainingKernels, AccumulatedSgdUpdatesOnTheLastMicroStep) {
+  // Two optimizer steps of 3 micro-batches each: the accumulator holds each
+  // step's gradient sum (the first micro-batch overwrites the last step's),
+  // and the parameter moves only on micro-steps 2 and 5 with that sum.
+  const int64_t n = 29;
+  Buffer param = random(DType::F32, {n}, 102), grad(DType::F32, {n});
+  Buffer buffer(DType::F32, {n}), sum = random(DType::F32, {n}, 103);
+  Buffer lr = scalar(0.1f);
+  std::vector<double> p = param.values(), b(size_t(n), 0.0),
+                      acc(size_t(n), 0.0);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (int micro = 0; micro < 6; ++micro) {
+    std::vector<double> g;
+    for (int64_t i = 0; i < n; ++i)
+      g.push_back(float(dist(rng)));
+    setFloats(grad, g);
+    Buffer microStep = scalar(float(micro % 3));
+    GradientAccumulation accumulation;
+    accumulation.accumulator = sum.ref();
+    accumulation.microStep = microStep.ref();
+    accumulation.steps = 3;
+    TensorRef bufferRef = buffer.ref();
+    sgdUpdate(*ctx, "sgd", 0.9f, 0.0f, param.ref(), grad.ref(), &bufferRef,
+              lr.ref(), &accumulation);
+    ASSERT_EQ(contextError(*ctx), nullptr);
+    for (int64_t i = 0; i < n; ++i)
+      acc[size_t(i)] =
+          float(micro % 3 == 0 ? g[size_t(i)] : acc[size_t(i)] + g[size_t(i)]);
+    if (micro % 3 == 2)
+      for (int64_t i = 0; i < n; ++i) {
+        b[size_t(i)] =
+            micro == 2 ? acc[size_t(i)] : 0.9 * b[size_t(i)] + acc[size_t(i)];
+        p[size_t(i)] -= 0.1 * b[size_t(i)];
+      }
+    expectClose(param, p, 1e-6);
+    expectClose(sum, acc, 1e-6);
+  }
+  expectClose(buffer, b, 1e-6);
+}
+
 TEST(TrainingKernelErrors, OptimizersNameTheNode) {
   Buffer param(DType::F32, {4}), grad(DType::F32, {4}), lr(DType::F32, {});
   Buffer step(DType::F32, {}), shortGrad(DType::F32, {3});
@@ -737,6 +779,122 @@ TEST(TrainingKernelErrors, OptimizersNameTheNode) {
   ASSERT_NE(contextError(*ctx), nullptr);
   EXPECT_EQ(std::string(contextError(*ctx)),
             "node '/opt/sgd': grad [3] does not match param [4]");
+  destroyContext(ctx);
+
+  // The micro-step is an index into the K micro-batches of a step.
+  ctx = createContext();
+  Buffer sum(DType::F32, {4}), microStep(DType::F32, {});
+  float three = 3.0f;
+  std::memcpy(microStep.storage.data(), &three, sizeof three);
+  GradientAccumulation accumulation;
+  accumulation.accumulator = sum.ref();
+  accumulation.microStep = microStep.ref();
+  accumulation.steps = 3;
+  sgdUpdate(*ctx, "/opt/sgd", 0, 0, param.ref(), grad.ref(), nullptr, lr.ref(),
+            &accumulation);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/sgd': micro_step 3 is not an integer in [0, 3)");
+  destroyContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  // Random123's kat_vectors for philox4x32_10: counter, key, output.
+  struct Vector {
+    Philox4x32 counter;
+    uint32_t key0, key1;
+    Philox4x32 expected;
+  };
+  for (const Vector &v :
+       {Vector{{{0, 0, 0, 0}},
+               0,
+               0,
+               {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+        Vector{{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+               0xffffffff,
+               0xffffffff,
+               {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+        Vector{{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+               0xa4093822,
+               0x299f31d0,
+               {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}}}) {
+    Philox4x32 out = philox4x32_10(v.counter, v.key0, v.key1);
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(out.word[k], v.expected.word[k]) << "word " << k;
+  }
+}
+
+/// The kept/dropped pattern of `dropout` over n ones.
+std::vector<bool> dropoutMask(Context &ctx, int64_t n, float ratio,
+                              uint32_t stream, int64_t seed, int64_t batch) {
+  Buffer x(DType::F32, {n}), y(DType::F32, {n}), key(DType::I64, {2});
+  std::vector<double> ones(size_t(n), 1.0);
+  setFloats(x, ones);
+  int64_t words[2] = {seed, batch};
+  std::memcpy(key.storage.data(), words, sizeof words);
+  dropout(ctx, "dropout", ratio, stream, x.ref(), key.ref(), y.ref());
+  std::vector<bool> kept;
+  float scale = 1.0f / (1.0f - ratio);
+  for (double value : y.values()) {
+    EXPECT_TRUE(value == 0.0 || value == double(scale)) << value;
+    kept.push_back(value != 0.0);
+  }
+  return kept;
+}
+
+TEST_F(TrainingKernels, DropoutMaskStatistics) {
+  // 2^20 elements: the dropped fraction is the ratio within 5 standard
+  // deviations, neighbours are uncorrelated, and the mask is a function of
+  // (seed, micro-batch, stream) only: the same triple repeats it, changing
+  // any one gives an independent mask (agreement p^2 + (1 - p)^2).
+  const int64_t n = int64_t(1) << 20;
+  for (float ratio : {0.1f, 0.5f, 0.9f}) {
+    SCOPED_TRACE("ratio " + std::to_string(ratio));
+    std::vector<bool> mask = dropoutMask(*ctx, n, ratio, 1, 42, 1);
+    double dropped = double(std::count(mask.begin(), mask.end(), false)) / n;
+    double sigma = std::sqrt(ratio * (1 - ratio) / n);
+    EXPECT_NEAR(dropped, ratio, 5 * sigma);
+    // Neighbours (inside and across the groups of four one Philox call
+    // gives) are independent: P(both dropped) = ratio^2.
+    for (int64_t lag : {1, 4}) {
+      int64_t both = 0;
+      for (int64_t i = 0; i + lag < n; ++i)
+        both += !mask[size_t(i)] && !mask[size_t(i + lag)];
+      EXPECT_NEAR(double(both) / double(n - lag), ratio * ratio,
+                  5 * std::sqrt(ratio * ratio / n));
+    }
+    EXPECT_EQ(mask, dropoutMask(*ctx, n, ratio, 1, 42, 1));
+    double agree = ratio * ratio + (1 - ratio) * (1 - ratio);
+    for (std::vector<bool> other : {dropoutMask(*ctx, n, ratio, 2, 42, 1),
+                                    dropoutMask(*ctx, n, ratio, 1, 43, 1),
+                                    dropoutMask(*ctx, n, ratio, 1, 42, 2)}) {
+      int64_t same = 0;
+      for (int64_t i = 0; i < n; ++i)
+        same += mask[size_t(i)] == other[size_t(i)];
+      EXPECT_NEAR(double(same) / n, agree, 5 * std::sqrt(agree / n));
+    }
+  }
+}
+
+TEST(TrainingKernelErrors, DropoutChecksItsOperands) {
+  Buffer x(DType::F32, {4}), y(DType::F32, {4}), key(DType::I64, {2});
+  Buffer shortKey(DType::I64, {1});
+  Context *ctx = createContext();
+  dropout(*ctx, "/drop", 1.0f, 1, x.ref(), key.ref(), y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/drop': dropout ratio 1 is not in [0, 1)");
+  destroyContext(ctx);
+  ctx = createContext();
+  dropout(*ctx, "/drop", 0.5f, 1, x.ref(), shortKey.ref(), y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/drop': dropout key must be i64 [seed, micro-batch], got "
+            "i64 [1]");
   destroyContext(ctx);
 }
 

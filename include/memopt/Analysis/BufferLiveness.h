@@ -30,6 +30,14 @@ namespace mlir::memopt {
 /// Attribute on an op whose result 0 is written into the storage of operand N.
 inline constexpr llvm::StringLiteral kInPlaceAttrName = "memopt.in_place";
 
+/// Unit attribute on an op that recomputes a value computed earlier
+/// (memopt-rematerialize's clones).
+inline constexpr llvm::StringLiteral kRecomputedAttrName = "memopt.recomputed";
+/// Dictionary attribute on a function memopt-rematerialize ran on: `budget`,
+/// `initial_peak` and `peak` (bytes in the solver's model), `recomputations`;
+/// memopt-compile adds `memory_budget` and `unconstrained_arena` (bytes).
+inline constexpr llvm::StringLiteral kRematAttrName = "memopt.remat";
+
 /// Where a storage's bytes live.
 enum class StorageKind {
   /// An intermediate tensor: lives in the activation arena.

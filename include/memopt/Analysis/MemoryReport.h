@@ -29,6 +29,12 @@ struct BufferReport {
   /// Op indices of the first write and the last read, both inclusive.
   int64_t first = 0;
   int64_t last = 0;
+  /// Training steps: "saved_for_backward" (alive across the forward /
+  /// backward boundary), "gradient" (a parameter's gradient), "workspace",
+  /// else "activation".
+  std::string kind = "activation";
+  /// The liveness storage it holds (internal).
+  unsigned storageId = 0;
 };
 
 /// What a training step holds (memopt-autodiff's program): the persistent
@@ -55,6 +61,40 @@ struct TrainingReport {
   int64_t backwardStart = 0;
   /// Forward tensors alive across the loss op (saved for backward).
   int64_t savedForBackwardBytes = 0;
+  /// --accumulate K: the persistent gradient accumulators (weight region,
+  /// PyTorch's .grad) and the micro-batches per optimizer step.
+  int64_t gradientAccumulatorBytes = 0;
+  int64_t accumulationSteps = 1;
+};
+
+/// What rematerialization (memopt-rematerialize) recomputed and what that
+/// cost and saved. Times are estimates on the cost model's roofline
+/// (CostModel.h), FLOPs come from CostOpInterface.
+struct RematReport {
+  bool present = false;
+  struct Recomputation {
+    /// ONNX node name and op kind of the recomputed op.
+    std::string name;
+    std::string kind;
+    /// Its op index in the planned order.
+    int64_t opIndex = 0;
+    int64_t flops = 0;
+    double seconds = 0;
+  };
+  std::vector<Recomputation> recomputed;
+  int64_t addedFlops = 0;
+  double addedSeconds = 0;
+  /// The step without the recomputations (every other executed op once).
+  int64_t stepFlops = 0;
+  double stepSeconds = 0;
+  /// The arena planned without recomputation (0: not known, e.g. the pass
+  /// ran alone in memopt-opt).
+  int64_t unconstrainedArenaBytes = 0;
+  /// The solver's budget and peaks (its model), from memopt.remat.
+  int64_t solverBudgetBytes = 0;
+  int64_t solverInitialPeakBytes = 0;
+  int64_t solverPeakBytes = 0;
+  std::string roofline;
 };
 
 struct MemoryReport {
@@ -78,18 +118,25 @@ struct MemoryReport {
   double planSeconds = 0;
   bool provedOptimal = false;
   TrainingReport training;
+  /// The arena budget (memopt-compile --memory-budget, the planner's
+  /// capacity); 0: none.
+  int64_t budgetBytes = 0;
+  RematReport remat;
 };
 
 /// A printable name for `value`: the ONNX node name of its producer (from
 /// its NameLoc), with `:N` for results after the first, or `argN`.
 std::string getValueName(Value value);
 
+/// The ONNX node name of `op` (its NameLoc), or its mnemonic when it has none.
+std::string getOpName(Operation *op);
+
 /// Builds the report. `storageOffsets[id]` is the arena offset of storage
 /// `id` (ignored for storages outside the arena).
 MemoryReport buildMemoryReport(func::FuncOp function,
                                const BufferLiveness &liveness,
                                llvm::ArrayRef<int64_t> storageOffsets,
-                               int64_t arenaBytes);
+                               int64_t arenaBytes, int64_t budgetBytes = 0);
 
 llvm::json::Value toJson(const MemoryReport &report);
 void printTextReport(const MemoryReport &report, llvm::raw_ostream &os);

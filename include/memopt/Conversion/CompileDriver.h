@@ -22,7 +22,7 @@
 namespace mlir::memopt {
 
 enum class CompileTarget { Host, Cuda };
-enum class CompilePrecision { FP32, FP16, BF16 };
+enum class CompilePrecision { FP32, TF32, FP16, BF16 };
 enum class EmitKind { Mlir, Plan, Source, Exe, Lib };
 
 /// What `--train` compiles: one training step (loss, gradients, update).
@@ -39,6 +39,8 @@ struct TrainingOptions {
   /// < 0: the optimizer's default (0 for SGD, 0.01 for AdamW).
   double weightDecay = -1.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Micro-batches per optimizer step (--accumulate K).
+  int64_t accumulate = 1;
   /// BatchNormalization uses batch statistics (training mode).
   bool batchStatistics = false;
   /// Prefixes of initializer names that are not trained.
@@ -53,8 +55,16 @@ struct CompileOptions {
   std::string outputPath;
   CompileTarget target = CompileTarget::Host;
   CompilePrecision precision = CompilePrecision::FP32;
-  /// Arena capacity in bytes; 0 = no limit.
+  /// Arena capacity in bytes; 0 = no limit. When the planned arena is
+  /// larger, ops are recomputed (memopt-rematerialize) until it fits.
   int64_t memoryBudget = 0;
+  /// Op kinds that may be recomputed to meet the budget (empty: every op
+  /// with a cost).
+  std::vector<std::string> rematAllow;
+  /// Seconds the rematerialization solver may search per attempt.
+  double rematTimeLimit = 5.0;
+  /// Measured kernel times (JSON, by ONNX node name) for the solver's costs.
+  std::string rematKernelTimes;
   /// "NAME=DIMS" entries (importer syntax).
   std::vector<std::string> inputShapes;
   EmitKind emit = EmitKind::Exe;
@@ -78,6 +88,9 @@ struct CompileOptions {
   bool fuseEpilogues = true;
   /// Run --memopt-fuse-elementwise (after mixed precision).
   bool fuseElementwise = true;
+  /// --memopt-layout: auto (channels-last where the target's convolutions
+  /// are faster in it), nchw or nhwc.
+  std::string layout = "auto";
   /// The input is already planned MLIR: only lower it.
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.

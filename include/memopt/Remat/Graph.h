@@ -13,6 +13,13 @@
 // needed at this step or a later one, plus the output being computed. The
 // peak is the largest memory over all steps.
 //
+// Two refinements for compilers (both optional; Checkmate's and Moccasin's
+// graphs use neither): `scratchBytes` are needed only while the node is
+// computed (a kernel's workspace); and a node with an `inPlaceInput` writes
+// its output over that input's copy when this computation is the copy's last
+// read and both have the same bytes (in-place reuse, as memopt's
+// bufferization decides it): that copy then no longer counts at this step.
+//
 // Plain C++17: no MLIR, no LLVM. An MLIR pass maps a function onto a `Graph`
 // (ids, costs, bytes, its current op order, a computation limit of 1 for ops
 // that must not be recomputed) and reads the schedule back.
@@ -40,6 +47,11 @@ struct Node {
   /// The most times this node may be computed; 0 means "the solver's
   /// default" (RematOptions::maxComputations). 1 forbids recomputation.
   int maxComputations = 0;
+  /// Bytes needed during each computation only (>= 0).
+  int64_t scratchBytes = 0;
+  /// Index (into `nodes`) of an input whose copy the output may take over
+  /// (see above); -1 for none.
+  int inPlaceInput = -1;
 };
 
 /// A DAG. `inputs[v]` lists the indices (into `nodes`) of v's operands, each
@@ -66,7 +78,8 @@ bool topologicalOrder(const Graph &graph, std::vector<int> &order,
                       std::string &error);
 
 /// The smallest peak any schedule can have: a node's computation needs its
-/// inputs and its output at once. `argmax` receives that node's index.
+/// inputs, its output and its scratch at once (an in-place input's bytes
+/// shared with the output). `argmax` receives that node's index.
 int64_t computationLowerBound(const Graph &graph, int *argmax = nullptr);
 
 /// The computation limit of node `index` under a default limit.
@@ -77,6 +90,16 @@ inline int computationLimit(const Graph &graph, int index, int defaultLimit) {
 
 /// Sum of every node's cost: the cost of any schedule without recomputation.
 int64_t baseCost(const Graph &graph);
+
+/// True if some node may write in place (the exact method does not model it).
+bool hasInPlaceNodes(const Graph &graph);
+
+/// True if computing `v` may reuse the copy of its in-place input: it has
+/// one, and that input has the same bytes.
+inline bool mayWriteInPlace(const Graph &graph, int v) {
+  int u = graph.nodes[v].inPlaceInput;
+  return u >= 0 && graph.nodes[u].bytes == graph.nodes[v].bytes;
+}
 
 } // namespace memopt::remat
 

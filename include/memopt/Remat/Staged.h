@@ -49,6 +49,7 @@ public:
   const std::vector<int> &inputsAt(int pos) const { return inputs[pos]; }
   const std::vector<int> &usersAt(int pos) const { return users[pos]; }
   int64_t bytesAt(int pos) const { return bytes[pos]; }
+  int64_t scratchAt(int pos) const { return scratch[pos]; }
   int64_t costAt(int pos) const { return cost[pos]; }
 
   /// Stages per position (`stages[p]` sorted, each > p).
@@ -77,11 +78,14 @@ public:
 private:
   std::vector<int> order, position;
   std::vector<std::vector<int>> inputs, users;
-  std::vector<int64_t> bytes, cost;
+  std::vector<int64_t> bytes, cost, scratch;
+  /// For each position: the position of the input whose copy it may take
+  /// over (same bytes), or -1.
+  std::vector<int> inPlaceFrom;
   // Scratch and results of the last run.
   std::vector<std::vector<int>> bucket;
   std::vector<int> eventPos, eventStage, eventLastUse, newestCopy, firstOfStage;
-  std::vector<int> readCopies, readBegin;
+  std::vector<int> readCopies, readBegin, inPlaceCopy;
   std::vector<int64_t> eventMemory, delta;
 };
 

@@ -16,7 +16,7 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 2;
+constexpr int32_t kProgramAbiVersion = 3;
 
 /// What a weight-region tensor is. Inference programs hold constants only;
 /// a training program's state (parameters, optimizer moments, the learning
@@ -30,6 +30,12 @@ enum class WeightRole : int32_t {
   StepCount = 4,    ///< F32 scalar: the 1-based step number, set likewise
   Statistic = 5,    ///< running statistics (batch normalization), updated
                     ///< in place like parameters, not trained
+  GradientAccumulator = 6, ///< --accumulate: a parameter's summed gradient
+  MicroStep = 7,           ///< F32 scalar: the micro-batch's index within
+                           ///< the optimizer step (0 .. K - 1), set by the
+                           ///< driver before each micro-batch
+  RandomKey = 8,           ///< I64 [seed, micro-batch number]: the dropout
+                           ///< key, set by the driver before each run
 };
 
 /// One input, output or weight of a program.
@@ -70,6 +76,9 @@ struct ProgramInfo {
   /// Non-zero for a training step: `run` computes the loss (output 0) and
   /// updates the Parameter / OptimizerState weights in place.
   int32_t isTraining;
+  /// Micro-batches per optimizer step (--accumulate K); 0 or 1: every run
+  /// is a whole step.
+  int32_t accumulationSteps;
 };
 
 /// Element count of a TensorInfo.

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace memopt::rt {
 
@@ -97,6 +98,16 @@ struct ContextOptions {
   /// False: attention always runs the fused kernel (the executable's
   /// --fused-attention, to compare the two CUDA paths on a whole model).
   bool chunkedAttention = true;
+  /// Per-op timing (the executable's --profile): generated programs call
+  /// opDone after every op; with this set, the CUDA backend runs every step
+  /// eagerly (no CUDA graph) and times each op with events, the host backend
+  /// with the steady clock. printProfile reports the totals.
+  bool profile = false;
+  /// When not empty (the executable's --dump-ops DIR): the results of every
+  /// op of the first run are written to DIR as NNNNN.npy, with DIR/ops.txt
+  /// naming each (index, op kind, node, shape); the CUDA backend then runs
+  /// eagerly. Two backends' dumps of one program compare op by op.
+  const char *dumpDirectory = nullptr;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());
@@ -146,6 +157,15 @@ struct MemoryInfo {
 };
 /// Samples device memory (updates the peak). Host: zeros except workspace.
 MemoryInfo memoryInfo(Context &ctx);
+
+/// Called by generated programs after op number `index` (`kind` is the
+/// memopt op name) with its results; does nothing unless the context has
+/// `profile` or `dumpDirectory` (see ContextOptions).
+void opDone(Context &ctx, int index, const char *nodeName, const char *kind,
+            const TensorRef *results, int numResults);
+/// Writes the profile gathered over the runs after the first (which includes
+/// algorithm selection): time per op kind and the `top` slowest ops.
+void printProfile(Context &ctx, FILE *out, int top);
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -264,6 +284,11 @@ struct MatmulParams {
   float alpha = 1.0f;
   float beta = 1.0f; ///< scales `bias` when one is given
   Activation activation = Activation::None;
+  /// f32 operands may be multiplied in TF32 on tensor cores (10-bit
+  /// mantissa, f32 accumulation: about 1e-3 relative error), as PyTorch's
+  /// `allow_tf32` and TensorRT's default allow. Ignored for f16/bf16 and on
+  /// the host (which computes in double).
+  bool allowTf32 = false;
 };
 
 /// c = act(alpha * op(a) @ op(b) + beta * bias). a: [..., M, K] ([..., K, M]
@@ -282,7 +307,7 @@ void matmul(Context &ctx, const char *nodeName, const MatmulParams &params,
 void setMatmulWorkspace(Context &ctx, void *workspace, size_t bytes);
 
 //===----------------------------------------------------------------------===//
-// Convolution and pooling (NCHW, 1-D / 2-D / 3-D spatial)
+// Convolution and pooling (NCHW or channels-last, 1-D / 2-D / 3-D spatial)
 //===----------------------------------------------------------------------===//
 
 struct ConvParams {
@@ -295,6 +320,11 @@ struct ConvParams {
   /// ConvTranspose only: ONNX output_padding (already reflected in y's shape).
   int64_t outputPadding[3] = {0, 0, 0};
   Activation activation = Activation::None; ///< applied after the bias
+  /// f32 convolutions may use TF32 tensor cores (see MatmulParams).
+  bool allowTf32 = false;
+  /// Channels-last tensors (conv only; memopt-layout): x [N, spatial..., C],
+  /// w [M, k..., C/group], y [N, out..., M] (cuDNN's NHWC and KRSC).
+  bool channelsLast = false;
 };
 
 /// The workspace bound the compiler reserves for one conv call (host
@@ -305,10 +335,20 @@ size_t convWorkspaceBound(const ConvParams &params, const TensorRef &x,
                           const TensorRef &w, const TensorRef &y);
 
 /// y = act(conv(x, w) + bias). x [N, C, spatial...], w [M, C/group, k...],
-/// bias [M] or null, y [N, M, out...]. Float dtypes, all the same.
+/// bias [M] or null, y [N, M, out...] (or their channels-last forms, see
+/// ConvParams::channelsLast). Float dtypes, all the same.
 void conv(Context &ctx, const char *nodeName, const ConvParams &params,
           TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
           void *workspace, size_t workspaceBytes);
+/// y = act(conv(x, w) + bias + residual): a convolution whose output is
+/// added to `residual` (y's shape and dtype) before the activation, ResNet's
+/// `relu(conv(x) + shortcut)`. y may be `residual` itself (in place). CUDA:
+/// one cudnnConvolutionBiasActivationForward where cuDNN offers it (relu or
+/// no activation, with a bias), else the convolution and one epilogue kernel.
+void convResidual(Context &ctx, const char *nodeName, const ConvParams &params,
+                  TensorRef x, TensorRef w, const TensorRef *bias,
+                  TensorRef residual, TensorRef y, void *workspace,
+                  size_t workspaceBytes);
 /// ONNX ConvTranspose: w [C, M/group, k...], y [N, M, out...].
 void convTranspose(Context &ctx, const char *nodeName, const ConvParams &params,
                    TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
@@ -328,23 +368,27 @@ struct PoolParams {
   /// ceil_mode only shapes y (already reflected in y's shape): windows that
   /// start inside the padded input are kept and clipped.
   bool ceilMode = false;
+  /// x [N, spatial..., C] and y [N, out..., C] (`pool` only).
+  bool channelsLast = false;
 };
 
 void pool(Context &ctx, const char *nodeName, const PoolParams &params,
           TensorRef x, TensorRef y);
-/// y [N, C, 1, ...] = mean over spatial dims of x [N, C, ...].
-void globalAvgPool(Context &ctx, const char *nodeName, TensorRef x,
-                   TensorRef y);
+/// y [N, C, 1, ...] = mean over spatial dims of x [N, C, ...]; with
+/// `channelsLast`, y [N, 1, ..., C] from x [N, ..., C].
+void globalAvgPool(Context &ctx, const char *nodeName, TensorRef x, TensorRef y,
+                   bool channelsLast = false);
 
 //===----------------------------------------------------------------------===//
 // Normalization, softmax, reductions
 //===----------------------------------------------------------------------===//
 
-/// Inference BatchNormalization over axis 1: scale, bias, mean, var are [C]
-/// (any float dtype each; computed in f32).
+/// Inference BatchNormalization over axis 1 (the last axis with
+/// `channelsLast`): scale, bias, mean, var are [C] (any float dtype each;
+/// computed in f32).
 void batchNorm(Context &ctx, const char *nodeName, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y);
+               TensorRef y, bool channelsLast = false);
 /// LayerNormalization: normalizes over dims [axis, rank); scale (and bias if
 /// given) have the shape of those dims (or broadcast to it).
 void layerNorm(Context &ctx, const char *nodeName, int axis, float epsilon,
@@ -363,6 +407,9 @@ struct AttentionParams {
   /// A row whose scores are all -inf (fully masked) gives zeros instead of
   /// NaN: PyTorch's safe softmax, exported as Where(IsNaN(P), 0, P).
   bool safeSoftmax = false;
+  /// f32 attention run as library calls (the chunked path) may multiply in
+  /// TF32 (see MatmulParams); the fused kernel is unaffected.
+  bool allowTf32 = false;
 };
 
 /// Scaled dot-product attention (ONNX Attention, 4-D form):
@@ -384,10 +431,48 @@ struct AttentionParams {
 /// (D and Dv at most 128 then). The host keeps one row of scores and overwrites
 /// the whole workspace with NaN before and after the call, so a workspace that
 /// overlaps live data breaks the results there rather than only on a GPU.
+///
+/// `lse` (optional, F32 [..., S, 2] with y's batch dims): per query row the
+/// maximum of its scores and log(sum_j exp(score_j - maximum)), what
+/// attentionBackward reads instead of the probabilities. Scores below
+/// -2.35e38 count as -2.3587e38 (-FLT_MAX / log2(e)) in the statistics and
+/// the backward: the CUDA kernels work in the log2 domain and saturate there.
+/// A row whose scores are all -inf stores (-inf, -inf).
 void attention(Context &ctx, const char *nodeName,
                const AttentionParams &params, TensorRef q, TensorRef k,
                TensorRef v, const TensorRef *bias, TensorRef y,
-               void *workspace = nullptr, size_t workspaceBytes = 0);
+               void *workspace = nullptr, size_t workspaceBytes = 0,
+               const TensorRef *lse = nullptr);
+
+/// The gradients of attention (FlashAttention-2's backward): with
+/// P = exp(S - lse) recomputed block by block from q, k, bias and the
+/// forward's row statistics `lse`, and D = rowsum(dy * y):
+///   dv = P^T dy, dP = dy v^T, dS = P * (dP - D),
+///   dq = scale * dS k, dk = scale * dS^T q, dbias = dS.
+/// `params`, q, k, v and bias are the forward's, y its output and dy the
+/// output's gradient. dq, dk and dv have the shapes of q, k (in its layout)
+/// and v with y's batch dims (no broadcast: summing broadcast axes back is
+/// the caller's); `dbias` (optional) has the bias's own shape and receives
+/// dS summed over the axes the bias broadcasts along. A fully masked row
+/// gives zero gradients with params.safeSoftmax, NaN otherwise. F32 only.
+/// Outputs must not alias inputs or each other.
+///
+/// `workspace` (optional, 256-byte aligned): CUDA runs the backward chunk by
+/// chunk through cuBLASLt when q, k and v hold the whole batch and the
+/// workspace holds attentionBackwardChunkBytes of a large enough chunk (the
+/// forward's rules), fused kernels otherwise (D and Dv at most 128). The
+/// host poisons the workspace as for attention.
+void attentionBackward(Context &ctx, const char *nodeName,
+                       const AttentionParams &params, TensorRef q, TensorRef k,
+                       TensorRef v, const TensorRef *bias, TensorRef y,
+                       TensorRef dy, TensorRef lse, TensorRef dq, TensorRef dk,
+                       TensorRef dv, const TensorRef *dbias,
+                       void *workspace = nullptr, size_t workspaceBytes = 0);
+
+/// Workspace bytes of a chunk of `items` batch entries of attentionBackward:
+/// two f32 score buffers (S then P, dP then dS), each rounded up to 256.
+size_t attentionBackwardChunkBytes(int64_t items, int64_t queries,
+                                   int64_t keys);
 
 /// Workspace bytes of a chunk of `items` batch entries of attention with
 /// `queries` x `keys` scores of `dtype`: f32 scores (rounded up to 256
@@ -398,8 +483,13 @@ size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
 enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 /// Reduces x over `axes` (sorted, unique, non-negative). y holds the result
 /// with the reduced dims removed or kept as 1: only its element count matters.
+/// `workspace` (optional, f32-aligned): CUDA splits a long reduction into
+/// that many partial results per output as fit (reduceWorkspaceBytes gives
+/// what it can use), so that few outputs over many elements (a bias
+/// gradient) still fill the GPU; the host ignores it.
 void reduce(Context &ctx, const char *nodeName, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y);
+            int numAxes, TensorRef x, TensorRef y, void *workspace = nullptr,
+            size_t workspaceBytes = 0);
 /// ArgMax/ArgMin over one axis; y is I64 (first occurrence wins).
 void argReduce(Context &ctx, const char *nodeName, bool isMax, int axis,
                TensorRef x, TensorRef y);
@@ -514,6 +604,69 @@ void convBackwardFilter(Context &ctx, const char *nodeName,
 void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
               TensorRef x, TensorRef dy, TensorRef dx);
 
+/// Training-mode BatchNormalization over axis 1 with batch statistics: x
+/// [N, C, ...] (F32); mean [C] and invStd [C] (F32) get each channel's mean
+/// and 1 / sqrt(var + epsilon) over N and the spatial dims (biased variance,
+/// as ONNX's training mode and PyTorch normalize); y = (x - mean) * invStd *
+/// scale + bias, then `activation` (None or Relu). scale, bias [C] F32. y may
+/// alias x. `workspace`: room for per-channel partial statistics
+/// (batchNormWorkspaceBytes), so that few channels of many elements fill the
+/// GPU; the CUDA backend uses what fits (none: one block per channel).
+void batchNormTraining(Context &ctx, const char *nodeName, float epsilon,
+                       Activation activation, TensorRef x, TensorRef scale,
+                       TensorRef bias, TensorRef y, TensorRef mean,
+                       TensorRef invStd, void *workspace = nullptr,
+                       size_t workspaceBytes = 0);
+/// Its gradient: with xhat = (x - mean) * invStd and M = N * spatial,
+/// dbias = sum dy, dscale = sum dy * xhat, dx = scale * invStd * (dy -
+/// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). dx may
+/// alias dy. Workspace as for batchNormTraining.
+void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
+                           TensorRef dy, TensorRef scale, TensorRef mean,
+                           TensorRef invStd, TensorRef dx, TensorRef dscale,
+                           TensorRef dbias, void *workspace = nullptr,
+                           size_t workspaceBytes = 0);
+/// Running statistics of a training-mode BatchNormalization, in place (ONNX
+/// convention): running = momentum * running + (1 - momentum) * batch, with
+/// the batch variance recovered as 1 / invStd^2 - epsilon. All [C] F32.
+void batchNormRunningUpdate(Context &ctx, const char *nodeName, float momentum,
+                            float epsilon, TensorRef mean, TensorRef invStd,
+                            TensorRef runningMean, TensorRef runningVar);
+/// LayerNormalization's gradient over the last `cols` elements of each row
+/// (x, dy [rows, cols] F32; scale [cols]): the row mean and 1/std are
+/// recomputed from x; dx = invStd * (g - mean(g) - xhat * mean(g * xhat))
+/// with g = dy * scale; dscale = sum over rows of dy * xhat, dbias = sum of
+/// dy (PyTorch's layer_norm_backward). `workspace` holds per-block column
+/// partials (layerNormGradWorkspaceBytes; CUDA needs at least one block's).
+void layerNormGrad(Context &ctx, const char *nodeName, float epsilon,
+                   TensorRef x, TensorRef dy, TensorRef scale, TensorRef dx,
+                   TensorRef dscale, TensorRef dbias, void *workspace,
+                   size_t workspaceBytes);
+
+/// Training-mode dropout: y = x * keep / (1 - ratio), with element i kept
+/// unless its Philox 4x32-10 word is below ratio * 2^32 (lib/Runtime/
+/// Philox.h). `key` is the program's I64 [2] [seed, micro-batch number] on
+/// the device (the driver writes it before each run, so a captured CUDA
+/// graph stays valid) and `stream` the op's id: the same (key, stream,
+/// shape) gives the same mask on every backend, which the backward (dropout
+/// of dy) and recomputation rely on. x and y are float tensors of one type
+/// and shape; y may be x (in place). ratio is in [0, 1).
+void dropout(Context &ctx, const char *nodeName, float ratio, uint32_t stream,
+             TensorRef x, TensorRef key, TensorRef y);
+
+/// Gradient accumulation of an update (--accumulate K): on micro-step 0 the
+/// accumulator becomes the gradient, on the others the gradient is added to
+/// it; the update itself runs on micro-step K - 1 only, with the
+/// accumulator as its gradient. `microStep` is an F32 scalar on the device
+/// (0 .. K - 1, written by the driver before each micro-batch), so one
+/// captured CUDA graph serves every micro-batch. `accumulator` is F32 of the
+/// parameter's shape.
+struct GradientAccumulation {
+  TensorRef accumulator;
+  TensorRef microStep;
+  int64_t steps = 1;
+};
+
 /// SGD with momentum, PyTorch's torch.optim.SGD (dampening 0, no Nesterov),
 /// in place: g = grad + weightDecay * param; buf = momentum * buf + g (buf
 /// starts at zero, so the first step stores g as PyTorch does); param -= lr *
@@ -522,7 +675,8 @@ void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
 /// steps without recompiling or re-capturing). param, grad and buf are F32.
 void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
-               const TensorRef *momentumBuffer, TensorRef lr);
+               const TensorRef *momentumBuffer, TensorRef lr,
+               const GradientAccumulation *accumulation = nullptr);
 /// AdamW, PyTorch's torch.optim.AdamW (amsgrad off), in place: param *= 1 -
 /// lr * weightDecay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2)
 /// g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) +
@@ -530,7 +684,8 @@ void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
 /// the device, like `lr`). param, grad, m, v are F32.
 void adamwUpdate(Context &ctx, const char *nodeName, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
-                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step);
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
+                 const GradientAccumulation *accumulation = nullptr);
 
 } // namespace memopt::rt
 

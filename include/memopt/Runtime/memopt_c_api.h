@@ -32,14 +32,18 @@ memopt_model *memopt_model_create(const char *weights_path,
 int memopt_model_run(memopt_model *model, const void *const *inputs,
                      void *const *outputs);
 
-/* Training programs: one step on `inputs` (host buffers in table order,
- * one batch) with learning rate `lr` (a negative `lr` takes the compiled
- * one); the step number continues from the weights' step count. Writes the
- * step's loss (NaN or inf included: stopping is the caller's choice) and
- * returns 0, or non-zero with the message in memopt_model_error (also for an
- * inference program). */
+/* Training programs: one micro-batch on `inputs` (host buffers in table
+ * order, one batch) with learning rate `lr` (a negative `lr` takes the
+ * compiled one); the step number continues from the weights' step count.
+ * Without gradient accumulation every call is an optimizer step; a program
+ * compiled with --accumulate K updates on every K-th call (the calls in
+ * between sum gradients). Writes the micro-batch's loss (NaN or inf
+ * included: stopping is the caller's choice) and returns 0, or non-zero with
+ * the message in memopt_model_error (also for an inference program). */
 int memopt_model_train_step(memopt_model *model, const void *const *inputs,
                             float lr, float *loss);
+/* Micro-batches per optimizer step (1 unless compiled with --accumulate). */
+int64_t memopt_model_accumulation_steps(const memopt_model *model);
 /* Copies the weight region (the weight file's format, memopt_model_weight_bytes
  * bytes) into `buffer`, e.g. to save trained weights. Returns 0 on success. */
 int memopt_model_read_weights(memopt_model *model, void *buffer);

@@ -44,18 +44,6 @@ namespace memopt::rt {
 namespace {
 
 constexpr int kMaxHeadSize = 128;
-constexpr float kLog2e = 1.4426950408889634f;
-
-/// A score in the log2 domain. Finite scores near -FLT_MAX / log2(e) (a
-/// mask filled with finfo.min, as the dynamo exporter and HuggingFace write
-/// them, plus a score) would overflow to -inf there and turn a fully masked
-/// row from the uniform row of the graph (and of the host, which computes in
-/// double) into 0 / 0 (or zeros with the safe softmax): below -2.35e38 they
-/// saturate at -FLT_MAX instead. -inf stays -inf, NaN stays NaN.
-__device__ __forceinline__ float toLog2Domain(float x) {
-  constexpr float kLowest = -2.35e38f; // -FLT_MAX / log2(e) is -2.3587e38
-  return x < kLowest && x != -INFINITY ? -3.4028234663852886e38f : x * kLog2e;
-}
 
 /// Everything a kernel needs, by value.
 struct AttentionArgs {
@@ -73,6 +61,8 @@ struct AttentionArgs {
   /// A fully masked row (sum of exponentials 0) gives zeros, not 0 / 0.
   bool safeSoftmax;
   int64_t rowTiles;
+  /// Row statistics [batch, queries, 2] (maximum, log-sum), or null.
+  float *lse;
 };
 
 struct BatchOffsets {
@@ -91,6 +81,16 @@ __device__ __forceinline__ BatchOffsets batchOffsets(const AttentionArgs &a,
     o.bias += coord * a.biasStride[i];
   }
   return o;
+}
+
+/// Stores a row's statistics from the log2-domain maximum and the sum of
+/// exp2(score - maximum) (natural units; a fully masked row gets -inf twice).
+__device__ __forceinline__ void storeRowStatistics(float *lse, float rowMax,
+                                                   float rowSum) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  bool masked = rowMax == -INFINITY;
+  lse[0] = masked ? -INFINITY : rowMax * kLn2;
+  lse[1] = masked ? -INFINITY : logf(rowSum);
 }
 
 /// The score of (row, key) in the log2 domain: scale, bias, masks.
@@ -267,6 +267,9 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
         y[row * valueSize + d] = fromFloat<T>(
             a.safeSoftmax && rowSum[r] == 0.0f ? 0.0f : acc[r][t] / rowSum[r]);
     }
+    if (a.lse && lane == 0)
+      storeRowStatistics(a.lse + 2 * (b * a.queries + row), rowMax[r],
+                         rowSum[r]);
   }
 }
 
@@ -449,6 +452,8 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
 
   if (half == 0)
     rowSums[warp * 16 + myRow] = rowSum;
+  if (a.lse && half == 0 && row < a.queries)
+    storeRowStatistics(a.lse + 2 * (b * a.queries + row), rowMax, rowSum);
   __syncwarp();
   T *y = static_cast<T *>(a.y) +
          (b * a.queries + rowBase + warp * 16) * int64_t(valueSize);
@@ -508,6 +513,8 @@ struct ScoreSoftmaxArgs {
   int64_t batchShape[kMaxRank], biasStride[kMaxRank];
   int64_t biasRowStride, biasColStride;
   bool causal, hasBias, safeSoftmax;
+  /// Row statistics of the chunk's rows [rows, 2], or null.
+  float *lse;
 };
 
 constexpr int kSoftmaxWarps = 8;
@@ -553,6 +560,8 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
       m = fmaxf(m, x[t]);
     }
     m = warpMax(m);
+    if (a.lse && lane == 0 && m == -INFINITY)
+      storeRowStatistics(a.lse + 2 * row, m, 0.0f);
     if (a.safeSoftmax && m == -INFINITY) {
       for (int64_t j = lane; j < keys; j += 32)
         p[j] = fromFloat<T>(0.0f);
@@ -564,7 +573,10 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
       x[t] = exp2f(x[t] - m);
       sum += x[t];
     }
-    float inv = 1.0f / warpSum(sum);
+    sum = warpSum(sum);
+    if (a.lse && lane == 0 && m != -INFINITY)
+      storeRowStatistics(a.lse + 2 * row, m, sum);
+    float inv = 1.0f / sum;
 #pragma unroll
     for (int t = 0; t < kVals; ++t) {
       int64_t j = lane + 32 * t;
@@ -576,6 +588,8 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     for (int64_t j = lane; j < keys; j += 32)
       m = fmaxf(m, score(j));
     m = warpMax(m);
+    if (a.lse && lane == 0 && m == -INFINITY)
+      storeRowStatistics(a.lse + 2 * row, m, 0.0f);
     if (a.safeSoftmax && m == -INFINITY) {
       for (int64_t j = lane; j < keys; j += 32)
         p[j] = fromFloat<T>(0.0f);
@@ -584,7 +598,10 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     float sum = 0.0f;
     for (int64_t j = lane; j < keys; j += 32)
       sum += exp2f(score(j) - m);
-    float inv = 1.0f / warpSum(sum);
+    sum = warpSum(sum);
+    if (a.lse && lane == 0 && m != -INFINITY)
+      storeRowStatistics(a.lse + 2 * row, m, sum);
+    float inv = 1.0f / sum;
     for (int64_t j = lane; j < keys; j += 32)
       p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
   }
@@ -618,7 +635,7 @@ bool attentionChunked(Context &ctx, const char *node,
                       const TensorRef &q, const TensorRef &k,
                       const TensorRef &v, const TensorRef *bias,
                       const TensorRef &y, void *workspace,
-                      size_t workspaceBytes) {
+                      size_t workspaceBytes, float *lse) {
   const int64_t batch = g.batch;
   // Q, K and V must each hold the whole batch (no broadcast): one batch
   // stride per operand.
@@ -667,9 +684,10 @@ bool attentionChunked(Context &ctx, const char *node,
   sm.hasBias = g.hasBias;
   sm.safeSoftmax = params.safeSoftmax;
 
-  MatmulParams qk;
+  MatmulParams qk, pv;
   qk.alpha = params.scale;
   qk.transB = !params.keyTransposed;
+  qk.allowTf32 = pv.allowTf32 = params.allowTf32;
   for (int64_t first = 0; first < batch && !hasError(ctx); first += items) {
     int64_t n = std::min(items, batch - first);
     auto slice = [&](const TensorRef &t, int64_t rows, int64_t cols) {
@@ -691,11 +709,11 @@ bool attentionChunked(Context &ctx, const char *node,
       return true;
     sm.rows = n * g.queries;
     sm.firstBatch = first;
+    sm.lse = lse ? lse + 2 * first * g.queries : nullptr;
     MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchScoreSoftmax<T>(ctx, sm));
     if (!checkLaunch(ctx, node))
       return true;
-    matmulWithWorkspace(ctx, node, MatmulParams(), p, vs, nullptr, ys, nullptr,
-                        0);
+    matmulWithWorkspace(ctx, node, pv, p, vs, nullptr, ys, nullptr, 0);
   }
   return true;
 }
@@ -704,11 +722,14 @@ bool attentionChunked(Context &ctx, const char *node,
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y, void *workspace, size_t workspaceBytes) {
+               TensorRef y, void *workspace, size_t workspaceBytes,
+               const TensorRef *lse) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
-  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g) ||
+      (lse && !validateAttentionStatistics(ctx, node, *lse, y,
+                                           {&q, &k, &v, bias, &y})))
     return;
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
@@ -719,8 +740,9 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
   }
   if (y.numElements() == 0)
     return;
+  float *statistics = lse ? static_cast<float *>(lse->data) : nullptr;
   if (attentionChunked(ctx, node, params, g, q, k, v, bias, y, workspace,
-                       workspaceBytes))
+                       workspaceBytes, statistics))
     return;
   AttentionArgs args = {};
   args.q = q.data;
@@ -747,6 +769,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
   args.keyTransposed = params.keyTransposed;
   args.hasBias = g.hasBias;
   args.safeSoftmax = params.safeSoftmax;
+  args.lse = statistics;
 
   bool tensorCores = y.dtype != DType::F32 && ctx.computeMajor >= 8;
   int rowsPerBlock = tensorCores ? kWmmaRows : kSimtRows;

@@ -106,6 +106,20 @@ __device__ __forceinline__ float warpMax(float v) {
   return v;
 }
 
+constexpr float kLog2e = 1.4426950408889634f;
+
+/// An attention score in the log2 domain (the attention kernels use exp2f).
+/// Finite scores near -FLT_MAX / log2(e) (a mask filled with finfo.min, as
+/// the dynamo exporter and HuggingFace write them, plus a score) would
+/// overflow to -inf there and turn a fully masked row from the uniform row of
+/// the graph (and of the host, which computes in double) into 0 / 0 (or zeros
+/// with the safe softmax): below -2.35e38 (kAttentionSaturation) they
+/// saturate at -FLT_MAX instead. -inf stays -inf, NaN stays NaN.
+__device__ __forceinline__ float toLog2Domain(float x) {
+  return x < kAttentionSaturation && x != -INFINITY ? -3.4028234663852886e38f
+                                                    : x * kLog2e;
+}
+
 /// Block-wide reduction (blockDim.x a multiple of 32, <= 1024); every thread
 /// gets the result. `scratch` holds 32 floats.
 template <bool IsMax>

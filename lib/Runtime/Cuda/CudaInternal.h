@@ -17,6 +17,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace memopt::rt {
 
@@ -42,6 +43,16 @@ struct ConvPlan {
   size_t fallbackBytes[8] = {};
   int numFallbacks = 0;
   bool useFallback = false; ///< own direct kernel (asymmetric pads)
+  /// The epilogue (bias, activation, residual) of a forward conv: either
+  /// the separate kernel (fusedAlgo < 0) or one
+  /// cudnnConvolutionBiasActivationForward with `fusedAlgo`, whichever was
+  /// faster when the first eager run timed both.
+  bool epilogueChosen = false;
+  int fusedAlgo = -1;
+  size_t fusedBytes = 0;
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t activation = nullptr;
+  float separateMs = 0, fusedMs = 0; ///< the timings behind the choice
 };
 
 struct Context {
@@ -69,6 +80,16 @@ struct Context {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peakUsedBytes = 0;
+  // Per-op instrumentation (ContextOptions::profile / dumpDirectory):
+  // opEvents[0] is recorded when a run starts, opEvents[k] after the k-th
+  // op of the run, whose index, node and kind are opLabels[k - 1].
+  std::vector<cudaEvent_t> opEvents;
+  struct OpLabel {
+    int index;
+    const char *node, *kind;
+  };
+  std::vector<OpLabel> opLabels;
+  OpTimes opTimes;
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
 };
@@ -107,12 +128,17 @@ void matmulWithWorkspace(Context &ctx, const char *node,
                          size_t workspaceBytes);
 
 /// Launchers implemented in ElementwiseKernels.cu, used by CudaLibraries.cpp.
+/// y = act(y + bias[c] + residual) in place; the channel of element i is
+/// (i / spatial) % channels (channels-last: spatial = 1). bias and residual
+/// may be null.
 bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
                           const TensorRef *bias, int64_t channels,
-                          int64_t spatial, Activation activation);
+                          int64_t spatial, Activation activation,
+                          const TensorRef *residual = nullptr);
+/// y = conv(x, w) (+ y when `accumulate`), NCHW or channels-last.
 bool launchDirectConv(Context &ctx, const char *node,
                       const ConvGeometry &geometry, TensorRef x, TensorRef w,
-                      TensorRef y);
+                      TensorRef y, bool accumulate = false);
 /// In TrainingKernels.cu: the conv filter gradient for asymmetric pads.
 bool launchDirectConvBackwardFilter(Context &ctx, const char *node,
                                     const ConvGeometry &geometry, TensorRef x,

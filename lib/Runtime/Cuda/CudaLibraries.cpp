@@ -10,7 +10,12 @@
 // planned) and caches it; during CUDA graph capture a cache miss falls back to
 // the cudnnGet*_v7 heuristics, which launch no work. onnxruntime's CUDA EP
 // does the same per-node caching; here the workspace is the plan's, not an
-// allocator's.
+// allocator's. Channels-last convolutions use cuDNN's NHWC descriptors and
+// KRSC filters. A forward convolution's epilogue (bias, activation, a
+// residual) is timed both as cudnnConvolutionBiasActivationForward (cuDNN's
+// fused call, TensorFlow's FusedConv2DBiasActivation uses it likewise) and as
+// the convolution plus one epilogue kernel, and the faster is cached, as
+// matmuls time cuBLASLt's candidates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,7 +142,8 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
                      const void *cPtr, const void *biasPtr, MatmulPlan &plan) {
   cudaDataType_t type = cudaTypeOf(dtype);
   cudaDataType_t outCudaType = cudaTypeOf(outType);
-  cublasComputeType_t compute = dtype == DType::F32 && ctx.options.allowTf32
+  bool tf32 = p.allowTf32 || ctx.options.allowTf32;
+  cublasComputeType_t compute = dtype == DType::F32 && tf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
                                     : CUBLAS_COMPUTE_32F;
   if (!checkCublas(ctx, node,
@@ -289,16 +295,17 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
   }
   int64_t batch = strided ? g.batchCount : 1;
   TensorRef keyTensors[3] = {a, b, c};
-  int64_t extra[9] = {int64_t(ctx.callWorkspaceBytes),
-                      params.transA,
-                      params.transB,
-                      int64_t(epi),
-                      alignmentOf(a.data),
-                      alignmentOf(b.data),
-                      alignmentOf(c.data),
-                      biasInC,
-                      strided};
-  std::string key = geometryKey(node, keyTensors, 3, extra, 9);
+  int64_t extra[10] = {int64_t(ctx.callWorkspaceBytes),
+                       params.transA,
+                       params.transB,
+                       int64_t(epi),
+                       alignmentOf(a.data),
+                       alignmentOf(b.data),
+                       alignmentOf(c.data),
+                       biasInC,
+                       strided,
+                       params.allowTf32};
+  std::string key = geometryKey(node, keyTensors, 3, extra, 10);
   auto it = ctx.matmulPlans.find(key);
   if (it == ctx.matmulPlans.end()) {
     MatmulPlan plan;
@@ -392,9 +399,13 @@ void matmul(Context &ctx, const char *node, const MatmulParams &params,
 
 namespace {
 
+/// An N-D tensor descriptor for [n, c, spatial...] (dims in cuDNN's NCHW
+/// order); with `channelsLast` the strides are those of [n, spatial..., c]
+/// (cuDNN's NHWC).
 bool setTensorDesc(Context &ctx, const char *node,
                    cudnnTensorDescriptor_t &desc, DType dtype, int64_t n,
-                   int64_t c, const int64_t *spatial3, int spatialRank) {
+                   int64_t c, const int64_t *spatial3, int spatialRank,
+                   bool channelsLast) {
   if (!checkCudnn(ctx, node, cudnnCreateTensorDescriptor(&desc),
                   "cudnnCreateTensorDescriptor"))
     return false;
@@ -405,9 +416,19 @@ bool setTensorDesc(Context &ctx, const char *node,
   shape[1] = int(c);
   for (int i = 0; i < dims - 2; ++i)
     shape[2 + i] = int(spatial3[3 - (dims - 2) + i]);
-  strides[dims - 1] = 1;
-  for (int i = dims - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
+  if (channelsLast) {
+    strides[1] = 1;
+    int stride = int(c);
+    for (int i = dims - 1; i >= 2; --i) {
+      strides[i] = stride;
+      stride *= shape[i];
+    }
+    strides[0] = stride;
+  } else {
+    strides[dims - 1] = 1;
+    for (int i = dims - 2; i >= 0; --i)
+      strides[i] = strides[i + 1] * shape[i + 1];
+  }
   return checkCudnn(ctx, node,
                     cudnnSetTensorNdDescriptor(desc, cudnnTypeOf(dtype), dims,
                                                shape, strides),
@@ -436,28 +457,39 @@ const char *directionName(ConvDirection direction) {
                                                     : "conv filter gradient";
 }
 
-bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
-                   ConvDirection direction, const TensorRef &x,
-                   const TensorRef &w, const TensorRef &y, void *workspace,
-                   size_t workspaceBytes, int spatialRank, ConvPlan &plan) {
+bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
+                   const ConvGeometry &g, ConvDirection direction,
+                   const TensorRef &x, const TensorRef &w, const TensorRef &y,
+                   void *workspace, size_t workspaceBytes, int spatialRank,
+                   ConvPlan &plan) {
   int dims = spatialRank == 3 ? 5 : 4;
   int spatial = dims - 2;
   // Forward view: input (conv: x, transposed: y) -> output.
   if (!setTensorDesc(ctx, node, plan.x, x.dtype, g.batch, g.inChannels, g.in,
-                     spatialRank) ||
+                     spatialRank, g.channelsLast) ||
       !setTensorDesc(ctx, node, plan.y, y.dtype, g.batch, g.outChannels, g.out,
-                     spatialRank))
+                     spatialRank, g.channelsLast))
     return false;
+  // Filter dims in KCRS order whatever the format; channels-last filters
+  // are stored KRSC (cuDNN's NHWC filter format).
   int filter[5];
-  for (int i = 0; i < dims; ++i)
-    filter[i] = i < 2 ? int(w.shape[i]) : 1;
+  filter[0] = int(g.outChannels);
+  filter[1] = int(g.inChannels / g.group);
+  if (direction == ConvDirection::BackwardData) {
+    filter[0] = int(w.shape[0]);
+    filter[1] = int(w.shape[1]);
+  }
+  for (int i = 2; i < dims; ++i)
+    filter[i] = 1;
   for (int i = 0; i < spatial; ++i)
     filter[2 + i] = int(g.kernel[3 - spatial + i]);
   if (!checkCudnn(ctx, node, cudnnCreateFilterDescriptor(&plan.w),
                   "cudnnCreateFilterDescriptor") ||
       !checkCudnn(ctx, node,
                   cudnnSetFilterNdDescriptor(plan.w, cudnnTypeOf(w.dtype),
-                                             CUDNN_TENSOR_NCHW, dims, filter),
+                                             g.channelsLast ? CUDNN_TENSOR_NHWC
+                                                            : CUDNN_TENSOR_NCHW,
+                                             dims, filter),
                   "cudnnSetFilterNdDescriptor"))
     return false;
   int pads[3], strides[3], dilations[3];
@@ -467,9 +499,11 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
     strides[i] = int(g.strides[d]);
     dilations[i] = int(g.dilations[d]);
   }
-  cudnnMathType_t math = x.dtype == DType::F32 && !ctx.options.allowTf32
-                             ? CUDNN_FMA_MATH
-                             : CUDNN_TENSOR_OP_MATH;
+  // PyTorch's choice: FMA math keeps f32 exact; tensor-op math lets f32
+  // convolutions run in TF32 (cuDNN's TENSOR_OP_MATH permits it on sm_80+).
+  bool tf32 = params.allowTf32 || ctx.options.allowTf32;
+  cudnnMathType_t math =
+      x.dtype == DType::F32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   if (!checkCudnn(ctx, node, cudnnCreateConvolutionDescriptor(&plan.conv),
                   "cudnnCreateConvolutionDescriptor") ||
       !checkCudnn(ctx, node,
@@ -548,19 +582,23 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvGeometry &g,
   return true;
 }
 
-/// Runs one cuDNN convolution of `direction` with the plan cached for this
-/// call site: x is the conv's input, w its filter (dw for BackwardFilter), y
-/// its output (dy for BackwardFilter; ConvTranspose's input is y's view).
-/// Returns false after recording an error.
-bool runConvPlan(Context &ctx, const char *node, const ConvParams &params,
-                 const ConvGeometry &g, ConvDirection direction, TensorRef x,
-                 TensorRef w, TensorRef y, void *workspace,
-                 size_t workspaceBytes) {
-  bool transposed = direction == ConvDirection::BackwardData;
-  bool symmetric = true;
-  for (int d = 0; d < 3; ++d)
-    symmetric = symmetric && g.padsBegin[d] == g.padsEnd[d];
-  int64_t extra[14] = {int64_t(direction), params.group, alignmentOf(workspace),
+/// What follows a forward convolution: y = act(conv + bias + residual).
+struct ConvEpilogue {
+  const TensorRef *bias = nullptr;
+  const TensorRef *residual = nullptr;
+  Activation activation = Activation::None;
+  bool any() const {
+    return bias || residual || activation != Activation::None;
+  }
+};
+
+/// The key of a call site's plan: node, shapes, dtypes and every setting.
+std::string convPlanKey(const char *node, const ConvParams &params,
+                        const ConvGeometry &g, ConvDirection direction,
+                        const TensorRef &x, const TensorRef &w,
+                        const TensorRef &y, void *workspace,
+                        size_t workspaceBytes, bool epilogue) {
+  int64_t extra[17] = {int64_t(direction), params.group, alignmentOf(workspace),
                        int64_t(workspaceBytes)};
   for (int d = 0; d < 3; ++d) {
     extra[4 + d] = g.padsBegin[d];
@@ -568,59 +606,75 @@ bool runConvPlan(Context &ctx, const char *node, const ConvParams &params,
     extra[10 + d] = g.dilations[d];
   }
   extra[13] = g.padsEnd[0] * 9 + g.padsEnd[1] * 3 + g.padsEnd[2];
+  extra[14] = params.allowTf32;
+  extra[15] = g.channelsLast;
+  extra[16] = epilogue;
   TensorRef keyTensors[3] = {x, w, y};
-  std::string key = geometryKey(node, keyTensors, 3, extra, 14);
+  return geometryKey(node, keyTensors, 3, extra, 17);
+}
+
+/// The plan cached under `key`, built on first use.
+ConvPlan *getConvPlan(Context &ctx, const char *node, const std::string &key,
+                      const ConvParams &params, const ConvGeometry &g,
+                      ConvDirection direction, const TensorRef &x,
+                      const TensorRef &w, const TensorRef &y, void *workspace,
+                      size_t workspaceBytes) {
   auto it = ctx.convPlans.find(key);
-  if (it == ctx.convPlans.end()) {
-    ConvPlan plan;
-    bool ok = true;
-    if (!symmetric) {
-      if (transposed) {
-        failf(ctx, node,
-              "ConvTranspose with asymmetric pads is not supported on CUDA");
-        return false;
-      }
-      plan.useFallback = true;
-    } else {
-      ok = buildConvPlan(ctx, node, g, direction, x, w, y, workspace,
-                         workspaceBytes, params.spatialRank, plan);
+  if (it != ctx.convPlans.end())
+    return &it->second;
+  bool transposed = direction == ConvDirection::BackwardData;
+  bool symmetric = true;
+  for (int d = 0; d < 3; ++d)
+    symmetric = symmetric && g.padsBegin[d] == g.padsEnd[d];
+  ConvPlan plan;
+  bool ok = true;
+  if (!symmetric) {
+    if (transposed) {
+      failf(ctx, node,
+            "ConvTranspose with asymmetric pads is not supported on CUDA");
+      return nullptr;
     }
-    it = ctx.convPlans.emplace(key, plan).first;
-    if (!ok)
-      return false;
+    plan.useFallback = true;
+  } else {
+    ok = buildConvPlan(ctx, node, params, g, direction, x, w, y, workspace,
+                       workspaceBytes, params.spatialRank, plan);
   }
-  ConvPlan &plan = it->second;
-  if (plan.useFallback)
-    return direction == ConvDirection::Forward
-               ? launchDirectConv(ctx, node, g, x, w, y)
-               : launchDirectConvBackwardFilter(ctx, node, g, x, y, w);
-  if (plan.algo < 0) {
-    failf(ctx, node, "no cuDNN algorithm for this convolution");
-    return false;
+  it = ctx.convPlans.emplace(key, plan).first;
+  return ok ? &it->second : nullptr;
+}
+
+/// One cuDNN call of the plan's algorithm, y = conv + beta * y.
+cudnnStatus_t callConv(Context &ctx, ConvPlan &plan, ConvDirection direction,
+                       const TensorRef &x, const TensorRef &w,
+                       const TensorRef &y, void *workspace, float beta) {
+  float one = 1.0f;
+  switch (direction) {
+  case ConvDirection::BackwardData:
+    return cudnnConvolutionBackwardData(
+        ctx.dnn, &one, plan.w, w.data, plan.x, x.data, plan.conv,
+        cudnnConvolutionBwdDataAlgo_t(plan.algo), workspace,
+        plan.workspaceBytes, &beta, plan.y, y.data);
+  case ConvDirection::BackwardFilter:
+    return cudnnConvolutionBackwardFilter(
+        ctx.dnn, &one, plan.x, x.data, plan.y, y.data, plan.conv,
+        cudnnConvolutionBwdFilterAlgo_t(plan.algo), workspace,
+        plan.workspaceBytes, &beta, plan.w, w.data);
+  default:
+    return cudnnConvolutionForward(
+        ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
+        cudnnConvolutionFwdAlgo_t(plan.algo), workspace, plan.workspaceBytes,
+        &beta, plan.y, y.data);
   }
-  float one = 1.0f, zero = 0.0f;
-  auto call = [&] {
-    switch (direction) {
-    case ConvDirection::BackwardData:
-      return cudnnConvolutionBackwardData(
-          ctx.dnn, &one, plan.w, w.data, plan.x, x.data, plan.conv,
-          cudnnConvolutionBwdDataAlgo_t(plan.algo), workspace,
-          plan.workspaceBytes, &zero, plan.y, y.data);
-    case ConvDirection::BackwardFilter:
-      return cudnnConvolutionBackwardFilter(
-          ctx.dnn, &one, plan.x, x.data, plan.y, y.data, plan.conv,
-          cudnnConvolutionBwdFilterAlgo_t(plan.algo), workspace,
-          plan.workspaceBytes, &zero, plan.w, w.data);
-    default:
-      return cudnnConvolutionForward(
-          ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
-          cudnnConvolutionFwdAlgo_t(plan.algo), workspace, plan.workspaceBytes,
-          &zero, plan.y, y.data);
-    }
-  };
-  cudnnStatus_t status = call();
-  // An algorithm that fails outright is dropped for the search's next one,
-  // outside graph capture only (the first run of a program is eager).
+}
+
+/// The plan's convolution, y = conv + beta * y; an algorithm that fails
+/// outright is dropped for the search's next one, outside graph capture
+/// only (the first run of a program is eager).
+bool runConv(Context &ctx, const char *node, ConvPlan &plan,
+             ConvDirection direction, const TensorRef &x, const TensorRef &w,
+             const TensorRef &y, void *workspace, float beta) {
+  cudnnStatus_t status =
+      callConv(ctx, plan, direction, x, w, y, workspace, beta);
   while (status != CUDNN_STATUS_SUCCESS && !ctx.capturing &&
          plan.numFallbacks > 0) {
     plan.algo = plan.fallbackAlgos[0];
@@ -630,7 +684,7 @@ bool runConvPlan(Context &ctx, const char *node, const ConvParams &params,
       plan.fallbackAlgos[i] = plan.fallbackAlgos[i + 1];
       plan.fallbackBytes[i] = plan.fallbackBytes[i + 1];
     }
-    status = call();
+    status = callConv(ctx, plan, direction, x, w, y, workspace, beta);
   }
   return checkCudnn(ctx, node, status,
                     direction == ConvDirection::BackwardData
@@ -640,24 +694,214 @@ bool runConvPlan(Context &ctx, const char *node, const ConvParams &params,
                         : "cudnnConvolutionForward");
 }
 
-void convCommon(Context &ctx, const char *node, const ConvParams &params,
-                bool transposed, TensorRef x, TensorRef w,
-                const TensorRef *bias, TensorRef y, void *workspace,
-                size_t workspaceBytes) {
+/// Forward conv and its epilogue as two steps: the convolution (into y, or
+/// accumulated onto y when y is the residual itself), then one kernel for
+/// bias, residual and activation.
+bool runSeparateEpilogue(Context &ctx, const char *node, ConvPlan &plan,
+                         const ConvGeometry &g, const TensorRef &x,
+                         const TensorRef &w, const TensorRef &y,
+                         void *workspace, const ConvEpilogue &epilogue) {
+  bool inPlace = epilogue.residual && epilogue.residual->data == y.data;
+  bool ok = plan.useFallback
+                ? launchDirectConv(ctx, node, g, x, w, y, inPlace)
+                : runConv(ctx, node, plan, ConvDirection::Forward, x, w, y,
+                          workspace, inPlace ? 1.0f : 0.0f);
+  if (!ok || !epilogue.any())
+    return ok;
+  int64_t spatial = g.channelsLast ? 1 : g.out[0] * g.out[1] * g.out[2];
+  return launchBiasActivation(ctx, node, y, epilogue.bias, g.outChannels,
+                              spatial, epilogue.activation,
+                              inPlace ? nullptr : epilogue.residual);
+}
+
+/// One cudnnConvolutionBiasActivationForward: y = act(conv(x) + alpha2 * z +
+/// bias) with z the residual (alpha2 = 1) or y (alpha2 = 0).
+cudnnStatus_t callFused(Context &ctx, ConvPlan &plan, int algo, size_t bytes,
+                        const TensorRef &x, const TensorRef &w,
+                        const TensorRef &y, void *workspace,
+                        const ConvEpilogue &epilogue) {
+  float one = 1.0f, alpha2 = epilogue.residual ? 1.0f : 0.0f;
+  const void *z = epilogue.residual ? epilogue.residual->data : y.data;
+  return cudnnConvolutionBiasActivationForward(
+      ctx.dnn, &one, plan.x, x.data, plan.w, w.data, plan.conv,
+      cudnnConvolutionFwdAlgo_t(algo), workspace, bytes, &alpha2, plan.y, z,
+      plan.bias, epilogue.bias->data, plan.activation, plan.y, y.data);
+}
+
+/// Times the separate epilogue against cudnnConvolutionBiasActivationForward
+/// with each of the search's usable algorithms (at most three) that cuDNN
+/// allows there (any with ReLU, IMPLICIT_PRECOMP_GEMM without an
+/// activation), one warm-up and three runs each between CUDA events, and
+/// keeps the fastest (as buildMatmulPlan times cuBLASLt's candidates). The
+/// runs overwrite y: the caller saved a residual that y aliases.
+void chooseEpilogue(Context &ctx, const char *node, ConvPlan &plan,
+                    const ConvGeometry &g, const TensorRef &x,
+                    const TensorRef &w, const TensorRef &y, void *workspace,
+                    const ConvEpilogue &epilogue) {
+  plan.epilogueChosen = true;
+  bool relu = epilogue.activation == Activation::Relu;
+  if (plan.useFallback || !epilogue.bias ||
+      !(relu || epilogue.activation == Activation::None))
+    return;
+  int dims = 4, biasShape[5] = {1, int(g.outChannels), 1, 1, 1},
+      biasStrides[5] = {int(g.outChannels), 1, 1, 1, 1};
+  int yDims = 0;
+  cudnnDataType_t yType;
+  int yShape[5], yStrides[5];
+  if (cudnnGetTensorNdDescriptor(plan.y, 5, &yType, &yDims, yShape, yStrides) ==
+      CUDNN_STATUS_SUCCESS)
+    dims = yDims;
+  if (cudnnCreateTensorDescriptor(&plan.bias) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetTensorNdDescriptor(plan.bias, cudnnTypeOf(y.dtype), dims,
+                                 biasShape,
+                                 biasStrides) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateActivationDescriptor(&plan.activation) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnSetActivationDescriptor(
+          plan.activation,
+          relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+          CUDNN_NOT_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS)
+    return;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  if (cudaEventCreate(&begin) != cudaSuccess ||
+      cudaEventCreate(&end) != cudaSuccess) {
+    cudaGetLastError();
+    if (begin)
+      cudaEventDestroy(begin);
+    return;
+  }
+  auto time = [&](auto &&launch) -> float {
+    if (!launch())
+      return -1.0f;
+    cudaEventRecord(begin, ctx.stream);
+    for (int run = 0; run < 3; ++run)
+      if (!launch())
+        return -1.0f;
+    cudaEventRecord(end, ctx.stream);
+    float ms = 0;
+    if (cudaEventSynchronize(end) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
+      return -1.0f;
+    return ms;
+  };
+  // The separate path as it would run, without the in-place accumulation
+  // (y holds no residual during the timing).
+  ConvEpilogue timed = epilogue;
+  if (timed.residual && timed.residual->data == y.data)
+    timed.residual = nullptr;
+  std::string saved = ctx.error;
+  plan.separateMs = time([&] {
+    return runSeparateEpilogue(ctx, node, plan, g, x, w, y, workspace, timed);
+  });
+  if (!ctx.error.empty() && saved.empty()) {
+    // Timing must not fail the call: the real run reports its own errors.
+    ctx.error.clear();
+    plan.separateMs = -1.0f;
+  }
+  int algos[9] = {plan.algo};
+  size_t bytes[9] = {plan.workspaceBytes};
+  int count = 1;
+  for (int i = 0; i < plan.numFallbacks; ++i, ++count) {
+    algos[count] = plan.fallbackAlgos[i];
+    bytes[count] = plan.fallbackBytes[i];
+  }
+  int tried = 0;
+  for (int i = 0; i < count && tried < 3; ++i) {
+    if (!relu && algos[i] != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+      continue;
+    ++tried;
+    float ms = time([&] {
+      return callFused(ctx, plan, algos[i], bytes[i], x, w, y, workspace,
+                       timed) == CUDNN_STATUS_SUCCESS;
+    });
+    if (ms >= 0 && (plan.separateMs < 0 || ms < plan.separateMs) &&
+        (plan.fusedAlgo < 0 || ms < plan.fusedMs)) {
+      plan.fusedAlgo = algos[i];
+      plan.fusedBytes = bytes[i];
+      plan.fusedMs = ms;
+    }
+  }
+  cudaGetLastError(); // a failed candidate's launch error is not the call's
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+}
+
+/// A residual that y aliases, kept on the host while the first run searches
+/// and times algorithms (they write y): the runtime allocates no device
+/// memory of its own.
+struct SavedResidual {
+  std::vector<uint8_t> bytes;
+  bool save(Context &ctx, const char *node, const TensorRef &residual) {
+    bytes.resize(residual.bytes());
+    return checkCuda(ctx, node,
+                     cudaMemcpyAsync(bytes.data(), residual.data, bytes.size(),
+                                     cudaMemcpyDeviceToHost, ctx.stream),
+                     "cudaMemcpyAsync") &&
+           checkCuda(ctx, node, cudaStreamSynchronize(ctx.stream),
+                     "cudaStreamSynchronize");
+  }
+  bool restore(Context &ctx, const char *node, const TensorRef &residual) {
+    return checkCuda(ctx, node,
+                     cudaMemcpyAsync(residual.data, bytes.data(), bytes.size(),
+                                     cudaMemcpyHostToDevice, ctx.stream),
+                     "cudaMemcpyAsync") &&
+           checkCuda(ctx, node, cudaStreamSynchronize(ctx.stream),
+                     "cudaStreamSynchronize");
+  }
+};
+
+void convForward(Context &ctx, const char *node, const ConvParams &params,
+                 TensorRef x, TensorRef w, const TensorRef *bias,
+                 const TensorRef *residual, TensorRef y, void *workspace,
+                 size_t workspaceBytes) {
   ConvGeometry g;
   if (hasError(ctx) ||
-      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
+      !validateConv(ctx, node, params, false, x, w, bias, y, g))
+    return;
+  if (residual && (!checkSameShape(ctx, node, *residual, y, "residual") ||
+                   !checkSameDType(ctx, node, *residual, y, "residual/output")))
     return;
   if (y.numElements() == 0)
     return;
-  if (!runConvPlan(ctx, node, params, g,
-                   transposed ? ConvDirection::BackwardData
-                              : ConvDirection::Forward,
-                   x, w, y, workspace, workspaceBytes))
+  ConvEpilogue epilogue;
+  epilogue.bias = bias;
+  epilogue.residual = residual;
+  epilogue.activation = params.activation;
+  // The first (eager) run of a call site searches algorithms and times the
+  // epilogues, writing y: a residual that y aliases is saved first.
+  std::string key = convPlanKey(node, params, g, ConvDirection::Forward, x, w,
+                                y, workspace, workspaceBytes, epilogue.any());
+  auto found = ctx.convPlans.find(key);
+  bool search = !ctx.capturing &&
+                (found == ctx.convPlans.end() || !found->second.epilogueChosen);
+  bool inPlace = residual && residual->data == y.data;
+  SavedResidual saved;
+  if (search && inPlace && !saved.save(ctx, node, *residual))
     return;
-  if (bias || params.activation != Activation::None)
-    launchBiasActivation(ctx, node, y, bias, g.outChannels,
-                         g.out[0] * g.out[1] * g.out[2], params.activation);
+  ConvPlan *plan =
+      getConvPlan(ctx, node, key, params, g, ConvDirection::Forward, x, w, y,
+                  workspace, workspaceBytes);
+  if (!plan)
+    return;
+  if (!plan->useFallback && plan->algo < 0) {
+    failf(ctx, node, "no cuDNN algorithm for this convolution");
+    return;
+  }
+  if (search && !plan->epilogueChosen && epilogue.any())
+    chooseEpilogue(ctx, node, *plan, g, x, w, y, workspace, epilogue);
+  if (search && inPlace && !saved.restore(ctx, node, *residual))
+    return;
+  if (plan->fusedAlgo >= 0) {
+    cudnnStatus_t status =
+        callFused(ctx, *plan, plan->fusedAlgo, plan->fusedBytes, x, w, y,
+                  workspace, epilogue);
+    if (status == CUDNN_STATUS_SUCCESS || ctx.capturing) {
+      checkCudnn(ctx, node, status, "cudnnConvolutionBiasActivationForward");
+      return;
+    }
+    plan->fusedAlgo = -1; // fails outside its timing: the separate path
+  }
+  runSeparateEpilogue(ctx, node, *plan, g, x, w, y, workspace, epilogue);
 }
 
 } // namespace
@@ -665,14 +909,44 @@ void convCommon(Context &ctx, const char *node, const ConvParams &params,
 void conv(Context &ctx, const char *node, const ConvParams &params, TensorRef x,
           TensorRef w, const TensorRef *bias, TensorRef y, void *workspace,
           size_t workspaceBytes) {
-  convCommon(ctx, node, params, false, x, w, bias, y, workspace,
-             workspaceBytes);
+  convForward(ctx, node, params, x, w, bias, nullptr, y, workspace,
+              workspaceBytes);
+}
+
+void convResidual(Context &ctx, const char *node, const ConvParams &params,
+                  TensorRef x, TensorRef w, const TensorRef *bias,
+                  TensorRef residual, TensorRef y, void *workspace,
+                  size_t workspaceBytes) {
+  convForward(ctx, node, params, x, w, bias, &residual, y, workspace,
+              workspaceBytes);
 }
 
 void convTranspose(Context &ctx, const char *node, const ConvParams &params,
                    TensorRef x, TensorRef w, const TensorRef *bias, TensorRef y,
                    void *workspace, size_t workspaceBytes) {
-  convCommon(ctx, node, params, true, x, w, bias, y, workspace, workspaceBytes);
+  ConvGeometry g;
+  if (hasError(ctx) || !validateConv(ctx, node, params, true, x, w, bias, y, g))
+    return;
+  if (y.numElements() == 0)
+    return;
+  ConvPlan *plan =
+      getConvPlan(ctx, node,
+                  convPlanKey(node, params, g, ConvDirection::BackwardData, x,
+                              w, y, workspace, workspaceBytes, false),
+                  params, g, ConvDirection::BackwardData, x, w, y, workspace,
+                  workspaceBytes);
+  if (!plan)
+    return;
+  if (plan->algo < 0) {
+    failf(ctx, node, "no cuDNN algorithm for this convolution");
+    return;
+  }
+  if (!runConv(ctx, node, *plan, ConvDirection::BackwardData, x, w, y,
+               workspace, 0.0f))
+    return;
+  if (bias || params.activation != Activation::None)
+    launchBiasActivation(ctx, node, y, bias, g.outChannels,
+                         g.out[0] * g.out[1] * g.out[2], params.activation);
 }
 
 void convBackwardFilter(Context &ctx, const char *node,
@@ -689,8 +963,24 @@ void convBackwardFilter(Context &ctx, const char *node,
               "cudaMemsetAsync");
     return;
   }
-  runConvPlan(ctx, node, params, g, ConvDirection::BackwardFilter, x, dw, dy,
-              workspace, workspaceBytes);
+  ConvPlan *plan =
+      getConvPlan(ctx, node,
+                  convPlanKey(node, params, g, ConvDirection::BackwardFilter, x,
+                              dw, dy, workspace, workspaceBytes, false),
+                  params, g, ConvDirection::BackwardFilter, x, dw, dy,
+                  workspace, workspaceBytes);
+  if (!plan)
+    return;
+  if (plan->useFallback) {
+    launchDirectConvBackwardFilter(ctx, node, g, x, dy, dw);
+    return;
+  }
+  if (plan->algo < 0) {
+    failf(ctx, node, "no cuDNN algorithm for this convolution");
+    return;
+  }
+  runConv(ctx, node, *plan, ConvDirection::BackwardFilter, x, dw, dy, workspace,
+          0.0f);
 }
 
 } // namespace memopt::rt

@@ -451,13 +451,15 @@ __global__ void castKernel(const void *x, DType from, void *y, DType to,
 }
 
 template <typename T>
-__global__ void biasActivationKernel(T *y, const T *bias, int64_t n,
-                                     int64_t channels, int64_t spatial,
-                                     Activation act) {
+__global__ void biasActivationKernel(T *y, const T *bias, const T *residual,
+                                     int64_t n, int64_t channels,
+                                     int64_t spatial, Activation act) {
   MEMOPT_GRID_STRIDE(i, n) {
     float v = toFloat(y[i]);
     if (bias)
       v += toFloat(bias[(i / spatial) % channels]);
+    if (residual)
+      v += toFloat(residual[i]);
     y[i] = fromFloat<T>(applyActivationDevice(act, v));
   }
 }
@@ -713,16 +715,18 @@ void expand(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 
 bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
                           const TensorRef *bias, int64_t channels,
-                          int64_t spatial, Activation activation) {
+                          int64_t spatial, Activation activation,
+                          const TensorRef *residual) {
   int64_t n = y.numElements();
   if (n == 0)
     return true;
-  MEMOPT_DISPATCH_FLOAT(y.dtype, T,
-                        biasActivationKernel<T>
-                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
-                            static_cast<T *>(y.data),
-                            bias ? static_cast<const T *>(bias->data) : nullptr,
-                            n, channels, spatial, activation));
+  MEMOPT_DISPATCH_FLOAT(
+      y.dtype, T,
+      biasActivationKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<T *>(y.data),
+          bias ? static_cast<const T *>(bias->data) : nullptr,
+          residual ? static_cast<const T *>(residual->data) : nullptr, n,
+          channels, spatial, activation));
   return checkLaunch(ctx, node);
 }
 

@@ -29,10 +29,22 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t plane = i / outSpatial, o = i % outSpatial;
+    // Channels-last: consecutive threads take consecutive channels of one
+    // position (coalesced); x's elements of a channel are C apart.
+    int64_t o, step;
+    const T *xp;
+    if (g.channelsLast) {
+      int64_t c = i % g.inChannels, rest = i / g.inChannels;
+      o = rest % outSpatial;
+      xp = x + (rest / outSpatial) * inSpatial * g.inChannels + c;
+      step = g.inChannels;
+    } else {
+      o = i % outSpatial;
+      xp = x + (i / outSpatial) * inSpatial;
+      step = 1;
+    }
     int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
                      o % g.out[2]};
-    const T *xp = x + plane * inSpatial;
     float best = -INFINITY, sum = 0.0f;
     int64_t valid = 0, padded = 1;
     for (int d = 0; d < 3; ++d) {
@@ -57,7 +69,7 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
               oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
           if (q2 < 0 || q2 >= g.in[2])
             continue;
-          float v = toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]);
+          float v = toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * step]);
           best = fmaxf(best, v);
           sum += v;
           ++valid;
@@ -73,23 +85,38 @@ __global__ void poolKernel(const T *x, T *y, ConvGeometry g, int64_t n,
 
 template <typename T>
 __global__ void directConvKernel(const T *x, const T *w, T *y, ConvGeometry g,
-                                 int64_t n) {
+                                 int64_t n, bool accumulate) {
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
   int64_t inPerGroup = g.inChannels / g.group;
   int64_t outPerGroup = g.outChannels / g.group;
+  // Element strides: NCHW x [b][c][s], w [co][cl][k]; channels-last x
+  // [b][s][c], w [co][k][cl].
+  bool last = g.channelsLast;
+  int64_t xStep = last ? g.inChannels : 1;
+  int64_t wStep = last ? inPerGroup : 1;
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t o = i % outSpatial, co = (i / outSpatial) % g.outChannels;
-    int64_t b = i / (outSpatial * g.outChannels);
+    int64_t o, co, b;
+    if (last) {
+      co = i % g.outChannels;
+      o = (i / g.outChannels) % outSpatial;
+      b = i / (outSpatial * g.outChannels);
+    } else {
+      o = i % outSpatial;
+      co = (i / outSpatial) % g.outChannels;
+      b = i / (outSpatial * g.outChannels);
+    }
     int64_t oc[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1],
                      o % g.out[2]};
     int64_t group = co / outPerGroup;
     float acc = 0.0f;
     for (int64_t cl = 0; cl < inPerGroup; ++cl) {
-      const T *xp =
-          x + (b * g.inChannels + group * inPerGroup + cl) * inSpatial;
-      const T *wp = w + (co * inPerGroup + cl) * kSpatial;
+      int64_t ci = group * inPerGroup + cl;
+      const T *xp = last ? x + b * inSpatial * g.inChannels + ci
+                         : x + (b * g.inChannels + ci) * inSpatial;
+      const T *wp = last ? w + co * kSpatial * inPerGroup + cl
+                         : w + (co * inPerGroup + cl) * kSpatial;
       for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
         int64_t q0 =
             oc[0] * g.strides[0] - g.padsBegin[0] + k0 * g.dilations[0];
@@ -105,13 +132,15 @@ __global__ void directConvKernel(const T *x, const T *w, T *y, ConvGeometry g,
                 oc[2] * g.strides[2] - g.padsBegin[2] + k2 * g.dilations[2];
             if (q2 < 0 || q2 >= g.in[2])
               continue;
-            acc += toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]) *
-                   toFloat(wp[(k0 * g.kernel[1] + k1) * g.kernel[2] + k2]);
+            acc +=
+                toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * xStep]) *
+                toFloat(
+                    wp[((k0 * g.kernel[1] + k1) * g.kernel[2] + k2) * wStep]);
           }
         }
       }
     }
-    y[i] = fromFloat<T>(acc);
+    y[i] = fromFloat<T>(accumulate ? acc + toFloat(y[i]) : acc);
   }
 }
 
@@ -128,6 +157,21 @@ __global__ void planeMeanKernel(const T *x, T *y, int64_t planes,
     sum = warpSum(sum);
     if (lane == 0)
       y[p] = fromFloat<T>(spatial ? sum / float(spatial) : 0.0f);
+  }
+}
+
+/// Channels-last global average pool: y[b][c] = mean over s of x[b][s][c];
+/// consecutive threads read consecutive channels.
+template <typename T>
+__global__ void channelMeanKernel(const T *x, T *y, int64_t batch,
+                                  int64_t spatial, int64_t channels) {
+  MEMOPT_GRID_STRIDE(i, batch * channels) {
+    int64_t b = i / channels, c = i % channels;
+    const T *xp = x + b * spatial * channels + c;
+    float sum = 0.0f;
+    for (int64_t s = 0; s < spatial; ++s)
+      sum += toFloat(xp[s * channels]);
+    y[i] = fromFloat<T>(spatial ? sum / float(spatial) : 0.0f);
   }
 }
 
@@ -387,7 +431,8 @@ __global__ void reduceRowsKernel(const T *x, T *y, int64_t rows, int64_t cols,
   }
 }
 
-/// [outer, reduced, inner]: one thread per (outer, inner).
+/// [outer, reduced, inner]: one thread per (outer, inner). Only for many
+/// outputs with a contiguous inner extent (each warp reads 32 neighbours).
 template <typename T>
 __global__ void reduceMiddleKernel(const T *x, T *y, int64_t outer,
                                    int64_t reduced, int64_t inner,
@@ -402,18 +447,123 @@ __global__ void reduceMiddleKernel(const T *x, T *y, int64_t outer,
   }
 }
 
-/// Any axes: one thread per output; kept / reduced dims carry x's strides.
+/// A reduction with its dims merged into runs of kept / reduced axes. The
+/// outputs are indexed by `kept` (x's strides), the reduced elements of one
+/// output by `outer` (every reduced run but the innermost one) and `inner`
+/// (the innermost reduced run, stride `innerStride`).
+struct ReducePlan {
+  KernelDims kept, outer;
+  int64_t inner = 1, innerStride = 1, reducedCount = 1, outCount = 1;
+  int splits = 1; ///< partial results per output (in the workspace)
+};
+
+/// Combines across a block; thread 0 gets the result.
+__device__ __forceinline__ float blockCombine(ReduceOp op, float acc,
+                                              float *scratch) {
+  for (int o = 16; o > 0; o >>= 1)
+    acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0)
+    scratch[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      acc = reduceCombine(op, acc, scratch[w]);
+  return acc;
+}
+
+/// Innermost axis reduced: block (output, split) walks its share of the
+/// output's reduced elements, consecutive threads on consecutive elements of
+/// the contiguous inner run. One 32-bit division per element.
 template <typename T>
-__global__ void reduceGenericKernel(const T *x, T *y, int64_t outCount,
-                                    KernelDims kept, KernelDims reducedDims,
-                                    int64_t reducedCount, ReduceOp op) {
-  MEMOPT_GRID_STRIDE(i, outCount) {
-    int64_t base = offsetOf(i, kept);
-    float acc = reduceInit(op);
-    for (int64_t r = 0; r < reducedCount; ++r)
-      acc = reduceCombine(
-          op, acc, reduceMap(op, toFloat(x[base + offsetOf(r, reducedDims)])));
-    y[i] = fromFloat<T>(reduceFinish(op, acc, reducedCount));
+__global__ void __launch_bounds__(256)
+    reduceRowSplitKernel(const T *x, T *y, float *partials, ReducePlan p,
+                         ReduceOp op) {
+  __shared__ float scratch[8];
+  int64_t o = blockIdx.x;
+  int split = blockIdx.y;
+  int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits;
+  int64_t begin = split * chunk;
+  int64_t end = min(begin + chunk, p.reducedCount);
+  const T *base = x + offsetOf(o, p.kept);
+  float acc = reduceInit(op);
+  if (p.outer.rank == 0) {
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
+      acc = reduceCombine(op, acc,
+                          reduceMap(op, toFloat(base[r * p.innerStride])));
+  } else if (p.reducedCount < (int64_t(1) << 32)) {
+    uint32_t inner = uint32_t(p.inner);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+      uint32_t row = uint32_t(r) / inner, col = uint32_t(r) - row * inner;
+      int64_t offset = offsetOf(row, p.outer) + int64_t(col) * p.innerStride;
+      acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[offset])));
+    }
+  } else {
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+      int64_t offset =
+          offsetOf(r / p.inner, p.outer) + (r % p.inner) * p.innerStride;
+      acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[offset])));
+    }
+  }
+  acc = blockCombine(op, acc, scratch);
+  if (threadIdx.x == 0) {
+    if (p.splits == 1)
+      y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
+    else
+      partials[int64_t(split) * p.outCount + o] = acc;
+  }
+}
+
+/// Innermost axis kept: 32 neighbouring outputs per block (threadIdx.x, so
+/// reads are coalesced) times 8 rows of the reduction (threadIdx.y), and
+/// blockIdx.y splits the reduction.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    reduceColumnSplitKernel(const T *x, T *y, float *partials, ReducePlan p,
+                            int64_t columns, ReduceOp op) {
+  __shared__ float tile[8][33];
+  int64_t tilesPerRow = (columns + 31) / 32;
+  int64_t outerOut = blockIdx.x / tilesPerRow;
+  int64_t column = (blockIdx.x % tilesPerRow) * 32 + threadIdx.x;
+  int split = blockIdx.y;
+  int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits;
+  int64_t begin = split * chunk;
+  int64_t end = min(begin + chunk, p.reducedCount);
+  int64_t o = outerOut * columns + column;
+  float acc = reduceInit(op);
+  if (column < columns) {
+    const T *base = x + offsetOf(o, p.kept);
+    if (p.outer.rank == 1) {
+      int64_t step = p.outer.stride[0];
+      for (int64_t r = begin + threadIdx.y; r < end; r += 8)
+        acc = reduceCombine(op, acc, reduceMap(op, toFloat(base[r * step])));
+    } else {
+      for (int64_t r = begin + threadIdx.y; r < end; r += 8)
+        acc = reduceCombine(op, acc,
+                            reduceMap(op, toFloat(base[offsetOf(r, p.outer)])));
+    }
+  }
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && column < columns) {
+    for (int k = 1; k < 8; ++k)
+      acc = reduceCombine(op, acc, tile[k][threadIdx.x]);
+    if (p.splits == 1)
+      y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
+    else
+      partials[int64_t(split) * p.outCount + o] = acc;
+  }
+}
+
+/// Merges the partial results of each output in split order (deterministic).
+template <typename T>
+__global__ void reduceFinishKernel(const float *partials, T *y, ReducePlan p,
+                                   ReduceOp op) {
+  MEMOPT_GRID_STRIDE(o, p.outCount) {
+    float acc = partials[o];
+    for (int k = 1; k < p.splits; ++k)
+      acc = reduceCombine(op, acc, partials[int64_t(k) * p.outCount + o]);
+    y[o] = fromFloat<T>(reduceFinish(op, acc, p.reducedCount));
   }
 }
 
@@ -775,13 +925,13 @@ __global__ void resizeLinearKernel(const T *x, T *y, int64_t n,
 //===----------------------------------------------------------------------===//
 
 bool launchDirectConv(Context &ctx, const char *node, const ConvGeometry &g,
-                      TensorRef x, TensorRef w, TensorRef y) {
+                      TensorRef x, TensorRef w, TensorRef y, bool accumulate) {
   int64_t n = y.numElements();
   MEMOPT_DISPATCH_FLOAT(
       y.dtype, T,
       directConvKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
           static_cast<const T *>(x.data), static_cast<const T *>(w.data),
-          static_cast<T *>(y.data), g, n));
+          static_cast<T *>(y.data), g, n, accumulate));
   return checkLaunch(ctx, node);
 }
 
@@ -801,20 +951,31 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
   checkLaunch(ctx, node);
 }
 
-void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
+                   bool channelsLast) {
   if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
     return;
-  if (x.rank < 2 || y.numElements() != x.shape[0] * x.shape[1]) {
+  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
+  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
     failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
           shapeString(y).c_str(), shapeString(x).c_str());
     return;
   }
-  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t planes = x.shape[0] * channels;
   if (planes == 0)
     return;
   int64_t spatial = x.numElements() / planes;
+  if (channelsLast) {
+    MEMOPT_DISPATCH_FLOAT(
+        y.dtype, T,
+        channelMeanKernel<T><<<gridFor(ctx, planes), 256, 0, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<T *>(y.data),
+            x.shape[0], spatial, channels));
+    checkLaunch(ctx, node);
+    return;
+  }
   MEMOPT_DISPATCH_FLOAT(y.dtype, T,
                         planeMeanKernel<T>
                         <<<gridFor(ctx, planes * 32), 256, 0, ctx.stream>>>(
@@ -825,14 +986,14 @@ void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 
 void batchNorm(Context &ctx, const char *node, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y) {
+               TensorRef y, bool channelsLast) {
   if (hasError(ctx) ||
-      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y))
+      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y, channelsLast))
     return;
   int64_t n = x.numElements();
   if (n == 0)
     return;
-  AxisSplit s = splitAt(x, 1);
+  AxisSplit s = splitAt(x, channelsLast ? x.rank - 1 : 1);
   MEMOPT_DISPATCH_FLOAT(
       y.dtype, T,
       batchNormKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
@@ -884,55 +1045,110 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y) {
+            int numAxes, TensorRef x, TensorRef y, void *workspace,
+            size_t workspaceBytes) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
     return;
   int64_t outCount = y.numElements();
   if (outCount == 0)
     return;
-  bool contiguous = true;
-  for (int i = 1; i < numAxes; ++i)
-    contiguous = contiguous && axes[i] == axes[0] + i;
-  int64_t outer = 1, reduced = 1, inner = 1;
-  if (contiguous && numAxes > 0) {
-    for (int d = 0; d < x.rank; ++d) {
-      if (d < axes[0])
-        outer *= x.shape[d];
-      else if (d <= axes[numAxes - 1])
-        reduced *= x.shape[d];
-      else
-        inner *= x.shape[d];
+  // Merge neighbouring axes of the same kind (size-1 axes vanish), so that
+  // e.g. a bias gradient [N, C, H, W] -> [C] is "reduced, kept, reduced".
+  KernelDims xDims = dimsOf(x);
+  int64_t extent[kMaxRank], stride[kMaxRank];
+  bool isReduced[kMaxRank];
+  int runs = 0, next = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    bool red = next < numAxes && axes[next] == d;
+    if (red)
+      ++next;
+    if (x.shape[d] == 1)
+      continue;
+    if (runs && isReduced[runs - 1] == red &&
+        stride[runs - 1] == x.shape[d] * xDims.stride[d]) {
+      extent[runs - 1] *= x.shape[d];
+      stride[runs - 1] = xDims.stride[d];
+      continue;
     }
-  } else if (numAxes == 0) {
-    outer = x.numElements();
+    extent[runs] = x.shape[d];
+    stride[runs] = xDims.stride[d];
+    isReduced[runs] = red;
+    ++runs;
   }
+  int64_t reducedCount = x.numElements() / outCount;
+  bool innerReduced = runs > 0 && isReduced[runs - 1];
+  bool contiguousRows =
+      runs <= 2 && (runs == 0 || innerReduced) && (runs < 2 || !isReduced[0]);
+  // Many outputs: the simple kernels already fill the GPU.
+  int64_t wide = int64_t(ctx.smCount) * 2;
   MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
     const T *px = static_cast<const T *>(x.data);
     T *py = static_cast<T *>(y.data);
-    if (contiguous && inner == 1) {
-      int64_t cap = int64_t(ctx.smCount) * 8;
+    if (runs == 0 || reducedCount == 1) {
       reduceRowsKernel<T>
-          <<<unsigned(std::max<int64_t>(1, std::min(outer, cap))), 256, 0,
-             ctx.stream>>>(px, py, outer, reduced, op);
-    } else if (contiguous) {
-      reduceMiddleKernel<T>
-          <<<gridFor(ctx, outer * inner), 256, 0, ctx.stream>>>(
-              px, py, outer, reduced, inner, op);
-    } else {
-      KernelDims xDims = dimsOf(x), kept, red;
-      kept.rank = red.rank = 0;
-      int next = 0;
-      for (int d = 0; d < x.rank; ++d) {
-        KernelDims &target = (next < numAxes && axes[next] == d) ? red : kept;
-        if (&target == &red)
-          ++next;
-        target.shape[target.rank] = x.shape[d];
-        target.stride[target.rank] = xDims.stride[d];
-        ++target.rank;
-      }
-      reduceGenericKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
-          px, py, outCount, kept, red, x.numElements() / outCount, op);
+          <<<unsigned(std::max<int64_t>(1, std::min(outCount, wide * 4))), 256,
+             0, ctx.stream>>>(px, py, outCount, reducedCount, op);
+      break;
     }
+    if (contiguousRows && outCount >= wide) {
+      reduceRowsKernel<T>
+          <<<unsigned(std::min(outCount, wide * 4)), 256, 0, ctx.stream>>>(
+              px, py, outCount, reducedCount, op);
+      break;
+    }
+    bool middle = runs == 3 && !isReduced[0] && isReduced[1] && !isReduced[2] &&
+                  extent[2] >= 32;
+    if ((middle || (runs == 2 && isReduced[0] && extent[1] >= 32)) &&
+        outCount >= int64_t(ctx.smCount) * 1024) {
+      int64_t inner = extent[runs - 1];
+      reduceMiddleKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
+          px, py, outCount / inner, reducedCount, inner, op);
+      break;
+    }
+    ReducePlan plan;
+    plan.kept.rank = plan.outer.rank = 0;
+    plan.outCount = outCount;
+    plan.reducedCount = reducedCount;
+    int lastReduced = -1;
+    for (int k = 0; k < runs; ++k)
+      if (isReduced[k])
+        lastReduced = k;
+    for (int k = 0; k < runs; ++k) {
+      if (!isReduced[k]) {
+        plan.kept.shape[plan.kept.rank] = extent[k];
+        plan.kept.stride[plan.kept.rank++] = stride[k];
+      } else if (innerReduced && k == lastReduced) {
+        plan.inner = extent[k];
+        plan.innerStride = stride[k];
+      } else {
+        plan.outer.shape[plan.outer.rank] = extent[k];
+        plan.outer.stride[plan.outer.rank++] = stride[k];
+      }
+    }
+    // Enough blocks for about four per multiprocessor, as many partial
+    // results per output as the workspace holds.
+    int64_t columns = innerReduced ? 1 : extent[runs - 1];
+    int64_t blocks =
+        innerReduced ? outCount : (outCount / columns) * ((columns + 31) / 32);
+    int64_t want = (int64_t(ctx.smCount) * 4 + blocks - 1) / blocks;
+    int64_t room =
+        workspace ? int64_t(workspaceBytes / sizeof(float)) / outCount : 0;
+    int64_t perSplit = innerReduced ? 2048 : 256;
+    int64_t splits = std::min(std::min(want, room),
+                              std::min(reducedCount / perSplit, int64_t(64)));
+    plan.splits = int(std::max<int64_t>(1, splits));
+    float *partials = static_cast<float *>(workspace);
+    dim3 grid(static_cast<unsigned>(blocks),
+              static_cast<unsigned>(plan.splits));
+    if (innerReduced)
+      reduceRowSplitKernel<T>
+          <<<grid, 256, 0, ctx.stream>>>(px, py, partials, plan, op);
+    else
+      reduceColumnSplitKernel<T><<<grid, dim3(32, 8), 0, ctx.stream>>>(
+          px, py, partials, plan, columns, op);
+    if (plan.splits > 1)
+      reduceFinishKernel<T><<<gridFor(ctx, outCount), 256, 0, ctx.stream>>>(
+          partials, py, plan, op);
   });
   checkLaunch(ctx, node);
 }

@@ -17,10 +17,15 @@
 //   pooling recomputes each window's first maximum.
 // * SGD / AdamW: one grid-stride pass; the learning rate and the step are
 //   read from device scalars, so a captured CUDA graph stays valid when the
-//   driver changes them.
+//   driver changes them. With gradient accumulation the same pass first sums
+//   the gradient into its accumulator and updates only when the device-side
+//   micro-step is the last one (one graph for every micro-batch).
+// * Dropout: Philox 4x32-10 (lib/Runtime/Philox.h, shared with the host), one
+//   thread per four elements, the key read on the device.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Philox.h"
 #include "CudaDevice.cuh"
 
 #include <algorithm>
@@ -247,12 +252,121 @@ __global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
   }
 }
 
+/// Max pooling's gradient on 2-D planes without dilation (a ResNet stem's
+/// 3x3 / 2 over 64 x 112 x 112): the same gather as poolGradKernel, with
+/// only the windows that hold the element visited and 32-bit index math
+/// (the general kernel's 64-bit divisions made this one op 18% of a
+/// ResNet-50 training step).
+template <typename T>
+__global__ void maxPoolGrad2dKernel(const T *x, const T *dy, T *dx, int n,
+                                    int inH, int inW, int outH, int outW,
+                                    int kH, int kW, int sH, int sW, int pH,
+                                    int pW) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
+    int plane = i / (inH * inW), q = i - plane * (inH * inW);
+    int h = q / inW, w = q - h * inW;
+    const T *xp = x + int64_t(plane) * inH * inW;
+    const T *dyp = dy + int64_t(plane) * outH * outW;
+    // Windows oh with oh * sH - pH <= h < oh * sH - pH + kH.
+    int ohLo = max(0, (h + pH - kH + sH) / sH),
+        ohHi = min(outH - 1, (h + pH) / sH);
+    int owLo = max(0, (w + pW - kW + sW) / sW),
+        owHi = min(outW - 1, (w + pW) / sW);
+    if (h + pH - kH + 1 < 0)
+      ohLo = 0;
+    if (w + pW - kW + 1 < 0)
+      owLo = 0;
+    float acc = 0.0f;
+    for (int oh = ohLo; oh <= ohHi; ++oh)
+      for (int ow = owLo; ow <= owHi; ++ow) {
+        int h0 = oh * sH - pH, w0 = ow * sW - pW, best = -1;
+        float bestValue = 0.0f;
+        for (int th = 0; th < kH; ++th) {
+          int r = h0 + th;
+          if (r < 0 || r >= inH)
+            continue;
+          for (int tw = 0; tw < kW; ++tw) {
+            int c = w0 + tw;
+            if (c < 0 || c >= inW)
+              continue;
+            float v = toFloat(xp[r * inW + c]);
+            if (best < 0 || v > bestValue) {
+              best = r * inW + c;
+              bestValue = v;
+            }
+          }
+        }
+        if (best == q)
+          acc += toFloat(dyp[oh * outW + ow]);
+      }
+    dx[i] = fromFloat<T>(acc);
+  }
+}
+
+/// One thread per group of four elements: one Philox call gives the four
+/// words (lib/Runtime/Philox.h, the host backend's mask bit for bit). The key
+/// is read from device memory, so graph replays see the driver's new
+/// micro-batch number.
+template <typename T>
+__global__ void dropoutKernel(const T *x, T *y, const int64_t *key,
+                              uint32_t stream, float ratio, int64_t n) {
+  DropoutKey d = makeDropoutKey(key, stream, ratio);
+  int64_t groups = (n + 3) / 4;
+  MEMOPT_GRID_STRIDE(group, groups) {
+    Philox4x32 words = dropoutWords(d, uint64_t(group));
+    for (int k = 0; k < 4; ++k) {
+      int64_t i = group * 4 + k;
+      if (i < n)
+        y[i] = fromFloat<T>(
+            words.word[k] < d.threshold ? 0.0f : toFloat(x[i]) * d.scale);
+    }
+  }
+}
+
+/// Gradient accumulation on the device (GradientAccumulation): every
+/// micro-step sums the gradient into the accumulator, only the last one
+/// updates. The micro-step is read from device memory, so one captured graph
+/// serves every micro-batch; the kernels of the other micro-steps only add.
+struct DeviceAccumulation {
+  float *sum = nullptr; ///< null: no accumulation
+  const float *microStep = nullptr;
+  float lastStep = 0;
+};
+
+DeviceAccumulation deviceAccumulation(const GradientAccumulation *a) {
+  DeviceAccumulation d;
+  if (a) {
+    d.sum = static_cast<float *>(a->accumulator.data);
+    d.microStep = static_cast<const float *>(a->microStep.data);
+    d.lastStep = float(a->steps - 1);
+  }
+  return d;
+}
+
+/// The gradient element the update uses: the accumulator's element after
+/// summing `grad` into it (the gradient itself without accumulation).
+__device__ inline float accumulatedGradient(const DeviceAccumulation &a,
+                                            float micro, const float *grad,
+                                            int64_t i) {
+  if (!a.sum)
+    return grad[i];
+  float g = micro == 0.0f ? grad[i] : a.sum[i] + grad[i];
+  a.sum[i] = g;
+  return g;
+}
+
 __global__ void sgdKernel(float *param, const float *grad, float *buffer,
                           const float *lr, float momentum, float weightDecay,
-                          int64_t n) {
+                          int64_t n, DeviceAccumulation accumulation) {
   float rate = *lr;
+  float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
+  bool apply = !accumulation.sum || micro == accumulation.lastStep;
   MEMOPT_GRID_STRIDE(i, n) {
-    float d = grad[i] + weightDecay * param[i];
+    float g = accumulatedGradient(accumulation, micro, grad, i);
+    if (!apply)
+      continue;
+    float d = g + weightDecay * param[i];
     if (buffer) {
       d = momentum * buffer[i] + d;
       buffer[i] = d;
@@ -264,12 +378,16 @@ __global__ void sgdKernel(float *param, const float *grad, float *buffer,
 __global__ void adamwKernel(float *param, const float *grad, float *m, float *v,
                             const float *lr, const float *step, float beta1,
                             float beta2, float eps, float weightDecay,
-                            int64_t n) {
+                            int64_t n, DeviceAccumulation accumulation) {
   float rate = *lr, t = *step;
   float stepSize = rate / (1.0f - powf(beta1, t));
   float correction2 = sqrtf(1.0f - powf(beta2, t));
+  float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
+  bool apply = !accumulation.sum || micro == accumulation.lastStep;
   MEMOPT_GRID_STRIDE(i, n) {
-    float g = grad[i];
+    float g = accumulatedGradient(accumulation, micro, grad, i);
+    if (!apply)
+      continue;
     float p = param[i] * (1.0f - rate * weightDecay);
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
@@ -356,6 +474,21 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
   int64_t n = dx.numElements();
   if (n == 0)
     return;
+  bool planar = g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 &&
+                g.dilations[1] == 1 && g.dilations[2] == 1;
+  if (params.kind == PoolKind::Max && planar && n < (int64_t(1) << 31) &&
+      dy.numElements() < (int64_t(1) << 31)) {
+    MEMOPT_DISPATCH_FLOAT(
+        dx.dtype, T,
+        maxPoolGrad2dKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
+            static_cast<T *>(dx.data), int(n), int(g.in[1]), int(g.in[2]),
+            int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
+            int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
+            int(g.padsBegin[2])));
+    checkLaunch(ctx, node);
+    return;
+  }
   MEMOPT_DISPATCH_FLOAT(
       dx.dtype, T,
       poolGradKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
@@ -365,11 +498,29 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
   checkLaunch(ctx, node);
 }
 
+void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
+             TensorRef x, TensorRef key, TensorRef y) {
+  if (hasError(ctx) || !validateDropout(ctx, node, ratio, x, key, y))
+    return;
+  int64_t n = x.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(
+      x.dtype, T,
+      dropoutKernel<T><<<gridFor(ctx, (n + 3) / 4), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<T *>(y.data),
+          static_cast<const int64_t *>(key.data), stream, ratio, n));
+  checkLaunch(ctx, node);
+}
+
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
-               const TensorRef *momentumBuffer, TensorRef lr) {
+               const TensorRef *momentumBuffer, TensorRef lr,
+               const GradientAccumulation *accumulation) {
   if (hasError(ctx) ||
-      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer, lr))
+      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer,
+                         lr) ||
+      (accumulation && !validateAccumulation(ctx, node, param, *accumulation)))
     return;
   int64_t n = param.numElements();
   if (n == 0)
@@ -379,15 +530,18 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
                       : nullptr;
   sgdKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
       static_cast<float *>(param.data), static_cast<const float *>(grad.data),
-      buffer, static_cast<const float *>(lr.data), momentum, weightDecay, n);
+      buffer, static_cast<const float *>(lr.data), momentum, weightDecay, n,
+      deviceAccumulation(accumulation));
   checkLaunch(ctx, node);
 }
 
 void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
-                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step) {
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
+                 const GradientAccumulation *accumulation) {
   if (hasError(ctx) ||
-      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step))
+      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step) ||
+      (accumulation && !validateAccumulation(ctx, node, param, *accumulation)))
     return;
   int64_t n = param.numElements();
   if (n == 0)
@@ -396,7 +550,8 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
       static_cast<float *>(param.data), static_cast<const float *>(grad.data),
       static_cast<float *>(m.data), static_cast<float *>(v.data),
       static_cast<const float *>(lr.data),
-      static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay, n);
+      static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay, n,
+      deviceAccumulation(accumulation));
   checkLaunch(ctx, node);
 }
 

@@ -160,11 +160,18 @@ struct Context {
   /// (hundreds of MiB for an LM head) costs more in page faults than the
   /// packing itself.
   std::vector<double> packedB;
+  ContextOptions options;
+  // Per-op instrumentation (opDone): when the last op (or the run) ended,
+  // the runs so far, and the times gathered.
+  std::chrono::steady_clock::time_point lastOpEnd;
+  int64_t runs = 0;
+  OpTimes opTimes;
 };
 
-Context *createContext(const ContextOptions &) {
+Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();
   ctx->threads = hostThreadCount();
+  ctx->options = options;
   return ctx;
 }
 void destroyContext(Context *ctx) { delete ctx; }
@@ -202,7 +209,30 @@ void synchronize(Context &) {}
 void waitForStream(Context &, void *) {}
 void signalStream(Context &, void *) {}
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
   body(ctx, user);
+  if (ctx.options.profile && ctx.runs > 0)
+    ctx.opTimes.runs += 1;
+  ++ctx.runs;
+}
+void opDone(Context &ctx, int index, const char *node, const char *kind,
+            const TensorRef *results, int numResults) {
+  if (hasError(ctx))
+    return;
+  if (ctx.options.dumpDirectory && *ctx.options.dumpDirectory && ctx.runs == 0)
+    dumpOpResults(ctx, ctx.options.dumpDirectory, index, node, kind, results,
+                  numResults);
+  if (!ctx.options.profile)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (ctx.runs > 0)
+    ctx.opTimes.add(
+        index, node, kind,
+        std::chrono::duration<double, std::milli>(now - ctx.lastOpEnd).count());
+  ctx.lastOpEnd = std::chrono::steady_clock::now();
+}
+void printProfile(Context &ctx, FILE *out, int top) {
+  printOpTimes(ctx.opTimes, out, top, "host");
 }
 void timerStart(Context &ctx) {
   ctx.timerStart = std::chrono::steady_clock::now();
@@ -943,6 +973,44 @@ void matmulImpl(Context &ctx, const char *node, const MatmulParams &params,
 
 namespace {
 
+/// [outer][inner][channels] -> [outer][channels][inner]: a channels-last
+/// tensor (or a KRSC filter) in channels-first order. The host computes
+/// channels-last ops through these copies: the reference stays one loop nest.
+std::vector<double> channelsToFront(Context &ctx, const std::vector<double> &v,
+                                    int64_t outer, int64_t inner,
+                                    int64_t channels) {
+  std::vector<double> out(v.size());
+  parallelFor(ctx, 0, outer * channels, grainFor(inner),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t oc = lo; oc < hi; ++oc) {
+                  int64_t o = oc / channels, c = oc % channels;
+                  const double *src = v.data() + o * inner * channels + c;
+                  double *dst = out.data() + oc * inner;
+                  for (int64_t i = 0; i < inner; ++i)
+                    dst[i] = src[i * channels];
+                }
+              });
+  return out;
+}
+
+/// [outer][channels][inner] -> [outer][inner][channels].
+std::vector<double> channelsToBack(Context &ctx, const std::vector<double> &v,
+                                   int64_t outer, int64_t inner,
+                                   int64_t channels) {
+  std::vector<double> out(v.size());
+  parallelFor(ctx, 0, outer * channels, grainFor(inner),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t oc = lo; oc < hi; ++oc) {
+                  int64_t o = oc / channels, c = oc % channels;
+                  const double *src = v.data() + oc * inner;
+                  double *dst = out.data() + o * inner * channels + c;
+                  for (int64_t i = 0; i < inner; ++i)
+                    dst[i * channels] = src[i];
+                }
+              });
+  return out;
+}
+
 /// floor(a / b) and ceil(a / b) for b > 0.
 int64_t floorDiv(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -1121,17 +1189,13 @@ void convGemm(Context &ctx, const ConvGeometry &g, const ConvParams &params,
       });
 }
 
-void convImpl(Context &ctx, const char *node, const ConvParams &params,
-              bool transposed, TensorRef x, TensorRef w, const TensorRef *bias,
-              TensorRef y) {
-  ConvGeometry g;
-  if (hasError(ctx) ||
-      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
-    return;
-  // Inputs are converted first; the workers then write disjoint parts of y.
-  std::vector<double> vx = toDouble(ctx, x), vw = toDouble(ctx, w), vb;
-  if (bias)
-    vb = toDouble(*bias);
+/// The channels-first convolution of already converted operands into y.
+void convChannelsFirst(Context &ctx, const ConvGeometry &g,
+                       const ConvParams &params, bool transposed,
+                       const std::vector<double> &vx,
+                       const std::vector<double> &vw,
+                       const std::vector<double> &vb, const TensorRef *bias,
+                       TensorRef y) {
   int64_t inPerGroup = g.inChannels / g.group;
   int64_t outPerGroup = g.outChannels / g.group;
   // Enough output channels per group to fill register tiles: a GEMM. The
@@ -1220,6 +1284,37 @@ void convImpl(Context &ctx, const char *node, const ConvParams &params,
   });
 }
 
+void convImpl(Context &ctx, const char *node, const ConvParams &params,
+              bool transposed, TensorRef x, TensorRef w, const TensorRef *bias,
+              TensorRef y) {
+  ConvGeometry g;
+  if (hasError(ctx) ||
+      !validateConv(ctx, node, params, transposed, x, w, bias, y, g))
+    return;
+  // Inputs are converted first; the workers then write disjoint parts of y.
+  std::vector<double> vx = toDouble(ctx, x), vw = toDouble(ctx, w), vb;
+  if (bias)
+    vb = toDouble(*bias);
+  if (!g.channelsLast) {
+    convChannelsFirst(ctx, g, params, transposed, vx, vw, vb, bias, y);
+    return;
+  }
+  // Channels-last: the same loops on channels-first copies, the result
+  // computed into a double buffer and stored back channels-last.
+  int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
+  int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  vx = channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
+  vw =
+      channelsToFront(ctx, vw, g.outChannels, kSpatial, g.inChannels / g.group);
+  std::vector<double> vy(size_t(y.numElements()));
+  TensorRef first = channelsFirstView(y);
+  first.data = vy.data();
+  first.dtype = DType::F64;
+  convChannelsFirst(ctx, g, params, transposed, vx, vw, vb, bias, first);
+  store(ctx, channelsToBack(ctx, vy, g.batch, outSpatial, g.outChannels), y);
+}
+
 } // namespace
 
 void conv(Context &ctx, const char *node, const ConvParams &params, TensorRef x,
@@ -1238,6 +1333,26 @@ void convTranspose(Context &ctx, const char *node, const ConvParams &params,
   poisonWorkspace(workspace, workspaceBytes);
 }
 
+void convResidual(Context &ctx, const char *node, const ConvParams &params,
+                  TensorRef x, TensorRef w, const TensorRef *bias,
+                  TensorRef residual, TensorRef y, void *workspace,
+                  size_t workspaceBytes) {
+  if (hasError(ctx) || !checkSameShape(ctx, node, residual, y, "residual") ||
+      !checkSameDType(ctx, node, residual, y, "residual/output"))
+    return;
+  // y may be the residual: read it before the convolution overwrites it.
+  std::vector<double> vr = toDouble(ctx, residual);
+  ConvParams linear = params;
+  linear.activation = Activation::None;
+  conv(ctx, node, linear, x, w, bias, y, workspace, workspaceBytes);
+  if (hasError(ctx))
+    return;
+  std::vector<double> vy = toDouble(ctx, y);
+  for (size_t i = 0; i < vy.size(); ++i)
+    vy[i] = applyActivation(params.activation, vy[i] + vr[i]);
+  store(ctx, vy, y);
+}
+
 void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
           TensorRef y) {
   ConvGeometry g;
@@ -1246,6 +1361,8 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
   std::vector<double> vx = toDouble(x);
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  if (g.channelsLast)
+    vx = channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
   std::vector<double> out(size_t(g.batch * g.inChannels * outSpatial));
   for (int64_t plane = 0; plane < g.batch * g.inChannels; ++plane) {
     const double *xin = &vx[size_t(plane * inSpatial)];
@@ -1290,22 +1407,28 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
       out[size_t(plane * outSpatial + o)] = r;
     }
   }
+  if (g.channelsLast)
+    out = channelsToBack(ctx, out, g.batch, outSpatial, g.inChannels);
   store(out, y);
 }
 
-void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
+void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
+                   bool channelsLast) {
   if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
       !checkFloat(ctx, node, y, "output") ||
       !checkSameDType(ctx, node, x, y, "X/output"))
     return;
-  if (x.rank < 2 || y.numElements() != x.shape[0] * x.shape[1]) {
+  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
+  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
     failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
           shapeString(y).c_str(), shapeString(x).c_str());
     return;
   }
   std::vector<double> vx = toDouble(x);
-  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t planes = x.shape[0] * channels;
   int64_t spatial = planes ? x.numElements() / planes : 0;
+  if (channelsLast)
+    vx = channelsToFront(ctx, vx, x.shape[0], spatial, channels);
   std::vector<double> out(static_cast<size_t>(planes));
   for (int64_t p = 0; p < planes; ++p) {
     double sum = 0;
@@ -1322,14 +1445,14 @@ void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 
 void batchNorm(Context &ctx, const char *node, float epsilon, TensorRef x,
                TensorRef scale, TensorRef bias, TensorRef mean, TensorRef var,
-               TensorRef y) {
+               TensorRef y, bool channelsLast) {
   if (hasError(ctx) ||
-      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y))
+      !validateBatchNorm(ctx, node, x, scale, bias, mean, var, y, channelsLast))
     return;
   std::vector<double> vx = toDouble(x), vs = toDouble(scale),
                       vb = toDouble(bias), vm = toDouble(mean),
                       vv = toDouble(var);
-  AxisSplit s = splitAt(x, 1);
+  AxisSplit s = splitAt(x, channelsLast ? x.rank - 1 : 1);
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t c = 0; c < s.axis; ++c)
       for (int64_t i = 0; i < s.inner; ++i) {
@@ -1409,11 +1532,14 @@ void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
 
 void attention(Context &ctx, const char *node, const AttentionParams &params,
                TensorRef q, TensorRef k, TensorRef v, const TensorRef *bias,
-               TensorRef y, void *workspace, size_t workspaceBytes) {
+               TensorRef y, void *workspace, size_t workspaceBytes,
+               const TensorRef *lse) {
   if (hasError(ctx))
     return;
   AttentionGeometry g;
-  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
+  if (!validateAttention(ctx, node, params, q, k, v, bias, y, g) ||
+      (lse && !validateAttentionStatistics(ctx, node, *lse, y,
+                                           {&q, &k, &v, bias, &y})))
     return;
   // The CUDA backend may write scores anywhere in the workspace: clobber it
   // here too, before the operands are read and after the result is written.
@@ -1423,6 +1549,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
                       vbias =
                           bias ? toDouble(ctx, *bias) : std::vector<double>();
   std::vector<double> out(size_t(y.numElements()));
+  std::vector<double> statistics(lse ? size_t(2 * g.batch * g.queries) : 0);
   // Work items: kRows query rows of one batch entry. Both products go
   // through the matmul's register tile: an item packs Q's rows, K and V of
   // its entry into panels, computes its rows' scores (Q K^T), turns them into
@@ -1516,12 +1643,25 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
             // the safe softmax gives the row zeros instead.
             bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
+            int64_t finite = 0;
             for (int64_t j = 0; j < g.keys; ++j) {
               double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
+              finite += row[j] != -INFINITY;
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
             rowSum[size_t(r)] = zeroRow ? 1.0 : sum;
+            if (lse) {
+              // The statistics of the saturated scores (kernels' rule): when
+              // the maximum saturates, every finite score does.
+              double *stat = statistics.data() + 2 * (b * g.queries + i);
+              bool saturated =
+                  rowMax != -INFINITY && rowMax < kAttentionSaturation;
+              stat[0] = saturated ? double(kAttentionLowestMax) : rowMax;
+              stat[1] = rowMax == -INFINITY ? -INFINITY
+                        : saturated         ? std::log(double(finite))
+                                            : std::log(sum);
+            }
           }
           // Padding rows of the last tile: zero probabilities, results dropped.
           for (int64_t r = rows; r < tiles * kMR; ++r)
@@ -1541,13 +1681,17 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
         }
       });
   store(ctx, out, y);
+  if (lse)
+    store(ctx, statistics, *lse);
   poisonWorkspace(workspace, workspaceBytes);
 }
 
 void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
-            int numAxes, TensorRef x, TensorRef y) {
+            int numAxes, TensorRef x, TensorRef y, void *workspace,
+            size_t workspaceBytes) {
   if (hasError(ctx) || !validateReduce(ctx, node, axes, numAxes, x, y))
     return;
+  poisonWorkspace(workspace, workspaceBytes);
   bool reduced[kMaxRank] = {};
   for (int i = 0; i < numAxes; ++i)
     reduced[axes[i]] = true;

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Philox.h"
 #include "HostInternal.h"
 
 #include <algorithm>
@@ -280,14 +281,76 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
   host::store(ctx, vdx, dx);
 }
 
+namespace {
+
+/// Accumulates `grad` (see GradientAccumulation) and says whether the
+/// update runs now; `gradient` then points to the gradient it uses.
+bool accumulateGradient(Context &ctx, const char *node, const TensorRef &param,
+                        const TensorRef &grad,
+                        const GradientAccumulation *accumulation,
+                        const float *&gradient) {
+  gradient = static_cast<const float *>(grad.data);
+  if (!accumulation)
+    return true;
+  if (!validateAccumulation(ctx, node, param, *accumulation))
+    return false;
+  double micro = loadScalar(accumulation->microStep);
+  if (!(micro >= 0 && micro < double(accumulation->steps) &&
+        micro == std::floor(micro))) {
+    failf(ctx, node, "micro_step %g is not an integer in [0, %lld)", micro,
+          (long long)accumulation->steps);
+    return false;
+  }
+  float *sum = static_cast<float *>(accumulation->accumulator.data);
+  const float *g = gradient;
+  bool first = micro == 0;
+  host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t i = lo; i < hi; ++i)
+                        sum[i] = first ? g[i] : sum[i] + g[i];
+                    });
+  gradient = sum;
+  return micro == double(accumulation->steps - 1);
+}
+
+} // namespace
+
+void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
+             TensorRef x, TensorRef key, TensorRef y) {
+  if (hasError(ctx) || !validateDropout(ctx, node, ratio, x, key, y))
+    return;
+  DropoutKey d =
+      makeDropoutKey(static_cast<const int64_t *>(key.data), stream, ratio);
+  std::vector<double> values = host::toDouble(ctx, x);
+  int64_t groups = (int64_t(values.size()) + 3) / 4;
+  // The product of an f32 element and the f32 scale is exact in double, so
+  // the rounding on store is the CUDA kernel's single f32 rounding.
+  double scale = d.scale;
+  host::parallelFor(
+      ctx, 0, groups, host::kElementGrain / 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t group = lo; group < hi; ++group) {
+          Philox4x32 words = dropoutWords(d, uint64_t(group));
+          for (int64_t k = 0; k < 4; ++k) {
+            size_t i = size_t(group * 4 + k);
+            if (i < values.size())
+              values[i] = words.word[k] < d.threshold ? 0.0 : values[i] * scale;
+          }
+        }
+      });
+  host::store(ctx, values, y);
+}
+
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
-               const TensorRef *momentumBuffer, TensorRef lr) {
+               const TensorRef *momentumBuffer, TensorRef lr,
+               const GradientAccumulation *accumulation) {
+  const float *g = nullptr;
   if (hasError(ctx) ||
-      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer, lr))
+      !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer,
+                         lr) ||
+      !accumulateGradient(ctx, node, param, grad, accumulation, g))
     return;
   float *p = static_cast<float *>(param.data);
-  const float *g = static_cast<const float *>(grad.data);
   float *buf =
       momentumBuffer ? static_cast<float *>(momentumBuffer->data) : nullptr;
   double rate = loadScalar(lr);
@@ -306,9 +369,12 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
 
 void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
-                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step) {
+                 TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
+                 const GradientAccumulation *accumulation) {
+  const float *g = nullptr;
   if (hasError(ctx) ||
-      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step))
+      !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step) ||
+      !accumulateGradient(ctx, node, param, grad, accumulation, g))
     return;
   double t = loadScalar(step);
   if (!(t >= 1)) {
@@ -316,7 +382,6 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
     return;
   }
   float *p = static_cast<float *>(param.data);
-  const float *g = static_cast<const float *>(grad.data);
   float *mp = static_cast<float *>(m.data), *vp = static_cast<float *>(v.data);
   double rate = loadScalar(lr);
   double stepSize = rate / (1 - std::pow(double(beta1), t));
@@ -333,6 +398,277 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
           p[i] = float(pi - stepSize * double(mp[i]) / denom);
         }
       });
+}
+
+//===----------------------------------------------------------------------===//
+// Training-mode normalization (batch statistics; layer normalization's
+// gradient). Per channel / per row items; the per-channel and per-column
+// sums run serially in element order.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool checkTrainingF32(
+    Context &ctx, const char *node,
+    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
+  for (auto [tensor, what] : tensors) {
+    if (!checkTensor(ctx, node, *tensor, what))
+      return false;
+    if (tensor->dtype != DType::F32) {
+      failf(ctx, node, "%s must be f32 (training runs in f32)", what);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool channelLayout(Context &ctx, const char *node, const TensorRef &x,
+                   std::initializer_list<const TensorRef *> perChannel,
+                   int64_t &channels, int64_t &spatial) {
+  if (x.rank < 2) {
+    failf(ctx, node, "batch normalization needs [N, C, ...], got %s",
+          shapeString(x).c_str());
+    return false;
+  }
+  channels = x.shape[1];
+  spatial = 1;
+  for (int d = 2; d < x.rank; ++d)
+    spatial *= x.shape[d];
+  for (const TensorRef *t : perChannel)
+    if (t->numElements() != channels) {
+      failf(ctx, node, "per-channel tensor %s does not hold %lld channels",
+            shapeString(*t).c_str(), (long long)channels);
+      return false;
+    }
+  return true;
+}
+
+} // namespace
+
+void batchNormTraining(Context &ctx, const char *node, float epsilon,
+                       Activation activation, TensorRef x, TensorRef scale,
+                       TensorRef bias, TensorRef y, TensorRef mean,
+                       TensorRef invStd, void *workspace,
+                       size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkTrainingF32(ctx, node,
+                        {{&x, "X"},
+                         {&scale, "scale"},
+                         {&bias, "B"},
+                         {&y, "Y"},
+                         {&mean, "mean"},
+                         {&invStd, "inv_std"}}) ||
+      !checkSameShape(ctx, node, x, y, "X/Y"))
+    return;
+  int64_t channels, spatial;
+  if (!channelLayout(ctx, node, x, {&scale, &bias, &mean, &invStd}, channels,
+                     spatial))
+    return;
+  if (activation != Activation::None && activation != Activation::Relu) {
+    failf(ctx, node, "batch normalization fuses relu only");
+    return;
+  }
+  host::poisonWorkspace(workspace, workspaceBytes);
+  int64_t batch = x.shape[0];
+  const float *px = static_cast<const float *>(x.data);
+  float *py = static_cast<float *>(y.data);
+  auto *pm = static_cast<float *>(mean.data);
+  auto *ps = static_cast<float *>(invStd.data);
+  auto *pscale = static_cast<const float *>(scale.data);
+  auto *pbias = static_cast<const float *>(bias.data);
+  bool relu = activation == Activation::Relu;
+  double count = double(batch * spatial);
+  host::parallelFor(ctx, 0, channels, host::grainFor(4 * batch * spatial),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t c = lo; c < hi; ++c) {
+                        double sum = 0;
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t s = 0; s < spatial; ++s)
+                            sum += px[(n * channels + c) * spatial + s];
+                        double m = count > 0 ? sum / count : 0;
+                        double sq = 0;
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t s = 0; s < spatial; ++s) {
+                            double d = px[(n * channels + c) * spatial + s] - m;
+                            sq += d * d;
+                          }
+                        double inv =
+                            1.0 / std::sqrt((count > 0 ? sq / count : 0) +
+                                            double(epsilon));
+                        double a = inv * pscale[c], b = pbias[c] - m * a;
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t s = 0; s < spatial; ++s) {
+                            int64_t i = (n * channels + c) * spatial + s;
+                            double v = px[i] * a + b;
+                            py[i] = float(relu ? std::max(v, 0.0) : v);
+                          }
+                        pm[c] = float(m);
+                        ps[c] = float(inv);
+                      }
+                    });
+}
+
+void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
+                           TensorRef dy, TensorRef scale, TensorRef mean,
+                           TensorRef invStd, TensorRef dx, TensorRef dscale,
+                           TensorRef dbias, void *workspace,
+                           size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkTrainingF32(ctx, node,
+                        {{&x, "X"},
+                         {&dy, "dY"},
+                         {&scale, "scale"},
+                         {&mean, "mean"},
+                         {&invStd, "inv_std"},
+                         {&dx, "dX"},
+                         {&dscale, "dscale"},
+                         {&dbias, "dB"}}) ||
+      !checkSameShape(ctx, node, x, dy, "X/dY") ||
+      !checkSameShape(ctx, node, x, dx, "X/dX"))
+    return;
+  int64_t channels, spatial;
+  if (!channelLayout(ctx, node, x, {&scale, &mean, &invStd, &dscale, &dbias},
+                     channels, spatial))
+    return;
+  host::poisonWorkspace(workspace, workspaceBytes);
+  int64_t batch = x.shape[0];
+  const float *px = static_cast<const float *>(x.data);
+  const float *pdy = static_cast<const float *>(dy.data);
+  float *pdx = static_cast<float *>(dx.data);
+  auto *pm = static_cast<const float *>(mean.data);
+  auto *ps = static_cast<const float *>(invStd.data);
+  auto *pscale = static_cast<const float *>(scale.data);
+  auto *pdscale = static_cast<float *>(dscale.data);
+  auto *pdbias = static_cast<float *>(dbias.data);
+  double count = double(batch * spatial);
+  host::parallelFor(ctx, 0, channels, host::grainFor(4 * batch * spatial),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t c = lo; c < hi; ++c) {
+                        double m = pm[c], inv = ps[c];
+                        double sumDy = 0, sumDyX = 0;
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t s = 0; s < spatial; ++s) {
+                            int64_t i = (n * channels + c) * spatial + s;
+                            sumDy += pdy[i];
+                            sumDyX += double(pdy[i]) * (px[i] - m);
+                          }
+                        double k = pscale[c] * inv;
+                        double b = count > 0 ? sumDy / count : 0;
+                        double w = count > 0 ? inv * inv * sumDyX / count : 0;
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t s = 0; s < spatial; ++s) {
+                            int64_t i = (n * channels + c) * spatial + s;
+                            pdx[i] = float(k * (pdy[i] - b - (px[i] - m) * w));
+                          }
+                        pdbias[c] = float(sumDy);
+                        pdscale[c] = float(sumDyX * inv);
+                      }
+                    });
+}
+
+void batchNormRunningUpdate(Context &ctx, const char *node, float momentum,
+                            float epsilon, TensorRef mean, TensorRef invStd,
+                            TensorRef runningMean, TensorRef runningVar) {
+  if (hasError(ctx) || !checkTrainingF32(ctx, node,
+                                         {{&mean, "mean"},
+                                          {&invStd, "inv_std"},
+                                          {&runningMean, "running mean"},
+                                          {&runningVar, "running var"}}))
+    return;
+  int64_t channels = mean.numElements();
+  if (invStd.numElements() != channels ||
+      runningMean.numElements() != channels ||
+      runningVar.numElements() != channels) {
+    failf(ctx, node, "running statistics of %lld channels expected",
+          (long long)channels);
+    return;
+  }
+  auto *pm = static_cast<const float *>(mean.data);
+  auto *ps = static_cast<const float *>(invStd.data);
+  auto *rm = static_cast<float *>(runningMean.data);
+  auto *rv = static_cast<float *>(runningVar.data);
+  for (int64_t c = 0; c < channels; ++c) {
+    double inv = ps[c];
+    double var = std::max(1.0 / (inv * inv) - double(epsilon), 0.0);
+    rm[c] = float(double(momentum) * rm[c] + (1.0 - double(momentum)) * pm[c]);
+    rv[c] = float(double(momentum) * rv[c] + (1.0 - double(momentum)) * var);
+  }
+}
+
+void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
+                   TensorRef dy, TensorRef scale, TensorRef dx,
+                   TensorRef dscale, TensorRef dbias, void *workspace,
+                   size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkTrainingF32(ctx, node,
+                        {{&x, "X"},
+                         {&dy, "dY"},
+                         {&scale, "Scale"},
+                         {&dx, "dX"},
+                         {&dscale, "dScale"},
+                         {&dbias, "dB"}}) ||
+      !checkSameShape(ctx, node, x, dy, "X/dY") ||
+      !checkSameShape(ctx, node, x, dx, "X/dX"))
+    return;
+  int64_t cols = scale.numElements();
+  if (cols == 0 || x.numElements() % cols != 0 ||
+      dscale.numElements() != cols || dbias.numElements() != cols) {
+    failf(ctx, node,
+          "layer normalization gradient: %s is not rows of the %lld scale "
+          "elements",
+          shapeString(x).c_str(), (long long)cols);
+    return;
+  }
+  host::poisonWorkspace(workspace, workspaceBytes);
+  int64_t rows = x.numElements() / cols;
+  const float *px = static_cast<const float *>(x.data);
+  const float *pdy = static_cast<const float *>(dy.data);
+  const float *pscale = static_cast<const float *>(scale.data);
+  float *pdx = static_cast<float *>(dx.data);
+  std::vector<double> stats(size_t(2 * rows));
+  host::parallelFor(
+      ctx, 0, rows, host::grainFor(6 * cols), [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const float *xr = px + r * cols, *gr = pdy + r * cols;
+          double sum = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            sum += xr[j];
+          double mean = sum / double(cols), sq = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            sq += (xr[j] - mean) * (xr[j] - mean);
+          double inv = 1.0 / std::sqrt(sq / double(cols) + double(epsilon));
+          double sumG = 0, sumGX = 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            double g = double(gr[j]) * pscale[j];
+            sumG += g;
+            sumGX += g * (xr[j] - mean) * inv;
+          }
+          double meanG = sumG / double(cols), meanGX = sumGX / double(cols);
+          for (int64_t j = 0; j < cols; ++j) {
+            double g = double(gr[j]) * pscale[j];
+            double xhat = (xr[j] - mean) * inv;
+            pdx[r * cols + j] = float(inv * (g - meanG - xhat * meanGX));
+          }
+          stats[size_t(2 * r)] = mean;
+          stats[size_t(2 * r + 1)] = inv;
+        }
+      });
+  auto *ds = static_cast<float *>(dscale.data);
+  auto *db = static_cast<float *>(dbias.data);
+  host::parallelFor(ctx, 0, cols, host::grainFor(4 * rows),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t j = lo; j < hi; ++j) {
+                        double s = 0, b = 0;
+                        for (int64_t r = 0; r < rows; ++r) {
+                          double g = pdy[r * cols + j];
+                          s += g * (px[r * cols + j] - stats[size_t(2 * r)]) *
+                               stats[size_t(2 * r + 1)];
+                          b += g;
+                        }
+                        ds[j] = float(s);
+                        db[j] = float(b);
+                      }
+                    });
 }
 
 } // namespace memopt::rt

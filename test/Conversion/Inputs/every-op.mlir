@@ -17,7 +17,8 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
                 %si: tensor<2x1xi64>, %u: tensor<2x5xf32>, %sh: tensor<2xi64>,
                 %r0: tensor<i64>, %r1: tensor<i64>, %r2: tensor<i64>,
                 %x3: tensor<2x1x3xf32>, %small: tensor<1x3x4x4xf32>,
-                %m: tensor<8x16xf32>)
+                %m: tensor<8x16xf32>, %nhwc: tensor<1x5x5x4xf32>,
+                %kl: tensor<8x3x3x2xf32>)
     -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<3xi64>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
@@ -36,7 +37,9 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
         tensor<2x1x6xf32>, tensor<2x1x1xf32>, tensor<2x1x2xf32>,
         tensor<2x1x2xf32>, tensor<2x1x2x2xf32>, tensor<2x1x3xf32>,
         tensor<4x2x5x3xf32>, tensor<2x1x6xf32>, tensor<4x5xf32>,
-        tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>) {
+        tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>,
+        tensor<1x8x5x5xf32>, tensor<1x3x3x8xf32>, tensor<1x2x2x4xf32>,
+        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>) {
   %cw = memopt.constant dense<[0.5, 1.5, 2.5]> : tensor<3xf32> loc("op_constant")
   %0 = memopt.relu %x : tensor<2x3xf32> loc("op_relu")
   %1 = memopt.exp %x : tensor<2x3xf32> loc("op_exp")
@@ -103,11 +106,20 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
   %63 = memopt.resize %small {mode = "linear", coordinate_transformation_mode = "asymmetric"} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32> loc("op_resize")
   %64 = memopt.constant_of_shape %sh {value = dense<7.0> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<300x300xf32> loc("op_constant_of_shape")
   %65 = memopt.range %r0, %r1, %r2 : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64> loc("op_range")
+  %cb = memopt.constant dense<0.5> : tensor<8xf32>
+  %66 = memopt.conv_residual %img, %k, %cb, %37 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, activation = "relu"} : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>, tensor<8xf32>, tensor<1x8x5x5xf32>) -> tensor<1x8x5x5xf32> loc("op_conv_residual")
+  // The channels-last forms (memopt-layout) of the ops that have one.
+  %67 = memopt.conv %nhwc, %kl {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, channels_last} : (tensor<1x5x5x4xf32>, tensor<8x3x3x2xf32>) -> tensor<1x3x3x8xf32> loc("nhwc_conv")
+  %68 = memopt.max_pool %nhwc {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<1x5x5x4xf32>) -> tensor<1x2x2x4xf32> loc("nhwc_max_pool")
+  %69 = memopt.average_pool %nhwc {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<1x5x5x4xf32>) -> tensor<1x2x2x4xf32> loc("nhwc_average_pool")
+  %70 = memopt.global_average_pool %nhwc {channels_last} : (tensor<1x5x5x4xf32>) -> tensor<1x1x1x4xf32> loc("nhwc_global_average_pool")
+  %71 = memopt.batch_normalization %nhwc, %ch, %ch, %ch, %ch {epsilon = 1.0e-3 : f32, channels_last} : (tensor<1x5x5x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x5x5x4xf32> loc("nhwc_batch_normalization")
   return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,
          %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29,
          %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43,
          %44, %45, %46, %47, %48, %50, %51, %52, %53, %54, %55, %56#0,
-         %56#1, %57, %58, %59, %60, %61, %62, %63, %64, %65
+         %56#1, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68,
+         %69, %70, %71
       : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<3xi64>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
@@ -126,5 +138,7 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
         tensor<2x1x6xf32>, tensor<2x1x1xf32>, tensor<2x1x2xf32>,
         tensor<2x1x2xf32>, tensor<2x1x2x2xf32>, tensor<2x1x3xf32>,
         tensor<4x2x5x3xf32>, tensor<2x1x6xf32>, tensor<4x5xf32>,
-        tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>
+        tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>,
+        tensor<1x8x5x5xf32>, tensor<1x3x3x8xf32>, tensor<1x2x2x4xf32>,
+        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>
 }

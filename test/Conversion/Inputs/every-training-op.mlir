@@ -1,7 +1,8 @@
 // One instance of every op that only a training step holds, each named
 // loc("op_<name>"): python/tests/test_op_coverage.py compiles it for the host
 // and the CUDA backend and runs one host step (as every-op.mlir does for the
-// other ops).
+// other ops). The AdamW update accumulates over two micro-batches; the
+// dropout's backward is not spelled out (memopt-autodiff would build it).
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
@@ -11,21 +12,47 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %va = memopt.variable "v.exp_avg" {role = "optimizer_state"} : tensor<8x2xf32>
   %vb = memopt.variable "v.exp_avg_sq" {role = "optimizer_state"} : tensor<8x2xf32>
   %stat = memopt.variable "s" {initial_value = dense<0.0> : tensor<2xf32>, role = "statistic"} : tensor<2xf32>
+  %g = memopt.variable "g" {initial_value = dense<1.0> : tensor<2xf32>, role = "parameter"} : tensor<2xf32>
+  %gb = memopt.variable "gb" {initial_value = dense<0.0> : tensor<2xf32>, role = "parameter"} : tensor<2xf32>
+  %rm = memopt.variable "rm" {initial_value = dense<0.0> : tensor<2xf32>, role = "statistic"} : tensor<2xf32>
+  %rv = memopt.variable "rv" {initial_value = dense<1.0> : tensor<2xf32>, role = "statistic"} : tensor<2xf32>
+  %ls = memopt.variable "ls" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %gm = memopt.variable "g.momentum_buffer" {role = "optimizer_state"} : tensor<2xf32>
+  %gbm = memopt.variable "gb.momentum_buffer" {role = "optimizer_state"} : tensor<2xf32>
+  %lsm = memopt.variable "ls.momentum_buffer" {role = "optimizer_state"} : tensor<8xf32>
+  %key = memopt.variable "memopt.random_key" {role = "random_key"} : tensor<2xi64>
+  %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
+  %vacc = memopt.variable "v.grad" {role = "gradient_accumulator"} : tensor<8x2xf32>
   %one = memopt.constant dense<1.0> : tensor<f32>
-  %y = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %y, %bm, %bs = memopt.batch_norm_training %c, %g, %gb {activation = "relu"} : (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training")
+  memopt.batch_norm_running_update %bm, %bs to %rm, %rv {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32> loc("op_batch_norm_running_update")
   %p = memopt.max_pool %y {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>) -> tensor<2x2x2x2xf32>
-  %f = memopt.reshape %p : (tensor<2x2x2x2xf32>) -> tensor<2x8xf32>
+  %pf = memopt.reshape %p : (tensor<2x2x2x2xf32>) -> tensor<2x8xf32>
+  %f = memopt.dropout %pf, key %key {ratio = 0.25 : f32, stream = 1 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<2x8xf32> loc("op_dropout")
   %logits = memopt.matmul %f, %v : (tensor<2x8xf32>, tensor<8x2xf32>) -> tensor<2x2xf32>
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x2xf32>, tensor<2xi64>) -> tensor<f32> loc("op_softmax_cross_entropy")
   %dl = memopt.softmax_cross_entropy_grad %logits, %labels, %one : (tensor<2x2xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x2xf32> loc("op_softmax_cross_entropy_grad")
   %dv = memopt.gemm %f, %dl {transA = 1 : i64} : (tensor<2x8xf32>, tensor<2x2xf32>) -> tensor<8x2xf32>
   %df = memopt.gemm %dl, %v {transB = 1 : i64} : (tensor<2x2xf32>, tensor<8x2xf32>) -> tensor<2x8xf32>
-  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32> loc("op_adamw_update")
+  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step, accumulate %vacc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32>, tensor<8x2xf32>, tensor<f32> loc("op_adamw_update")
   %dp = memopt.reshape %df : (tensor<2x8xf32>) -> tensor<2x2x2x2xf32>
   %dy = memopt.pool_grad %y, %dp {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x3x3xf32> loc("op_pool_grad")
-  %dw = memopt.conv_backward_filter %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x2x3x3xf32>) -> tensor<2x1x3x3xf32> loc("op_conv_backward_filter")
+  %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dy, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
+  memopt.sgd_update %g, %dg, momentum %gm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
+  memopt.sgd_update %gb, %dgb, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
+  %dlx, %dls, %dlb = memopt.layer_normalization_grad %f, %df, %ls : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) loc("op_layer_normalization_grad")
+  memopt.sgd_update %ls, %dls, momentum %lsm, lr %lr {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
+  %dw = memopt.conv_backward_filter %x, %dc {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x2x3x3xf32>) -> tensor<2x1x3x3xf32> loc("op_conv_backward_filter")
   memopt.sgd_update %w, %dw, momentum %m, lr %lr {momentum = 0.9 : f32} : tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<f32> loc("op_sgd_update")
-  %mean = memopt.reduce_mean %y {axes = array<i64: 0, 2, 3>, keepdims = 0 : i64} : (tensor<2x2x3x3xf32>) -> tensor<2xf32>
+  %aw = memopt.variable "aw" {initial_value = dense<0.5> : tensor<2x3x4xf32>, role = "parameter"} : tensor<2x3x4xf32>
+  %am = memopt.variable "aw.momentum_buffer" {role = "optimizer_state"} : tensor<2x3x4xf32>
+  %ay, %alse = memopt.attention %aw, %aw, %aw {scale = 0.5 : f32, causal = true, return_lse = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x2xf32>)
+  %adq, %adk, %adv = memopt.attention_grad %aw, %aw, %aw, %ay, %ay, %alse {scale = 0.5 : f32, causal = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x2xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) loc("op_attention_grad")
+  %adqk = memopt.add %adq, %adk : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %ag = memopt.add %adqk, %adv : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  memopt.sgd_update %aw, %ag, momentum %am, lr %lr {momentum = 0.9 : f32} : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<f32>
+  %mean = memopt.reduce_mean %c {axes = array<i64: 0, 2, 3>, keepdims = 0 : i64} : (tensor<2x2x3x3xf32>) -> tensor<2xf32>
   memopt.assign %mean to %stat : tensor<2xf32>, tensor<2xf32> loc("op_assign")
   return %loss : tensor<f32>
 }

@@ -63,3 +63,18 @@ func.func @gemm_of_transposes(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>, %c: tens
   %y = memopt.gemm %at, %bt, %c {transB = 1 : i64} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<3x5xf32>
   return %y : tensor<3x5xf32>
 }
+
+// -----
+
+// A dropout without a key (inference: the importer's training-mode Dropout
+// that memopt-make-trainable did not key) and one with ratio 0 are the
+// identity; a keyed one stays.
+// CHECK-LABEL: func.func @dropout_identity
+// CHECK-NEXT: %[[D:.*]] = memopt.dropout %arg0, key %arg1 {ratio = 5.000000e-01 : f32, stream = 2 : i64}
+// CHECK-NEXT: return %arg0, %arg0, %[[D]]
+func.func @dropout_identity(%x: tensor<4xf32>, %key: tensor<2xi64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %a = memopt.dropout %x {ratio = 0.5 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  %b = memopt.dropout %x, key %key {ratio = 0.0 : f32, stream = 1 : i64} : (tensor<4xf32>, tensor<2xi64>) -> tensor<4xf32>
+  %c = memopt.dropout %x, key %key {ratio = 0.5 : f32, stream = 2 : i64} : (tensor<4xf32>, tensor<2xi64>) -> tensor<4xf32>
+  return %a, %b, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

@@ -254,3 +254,33 @@ func.func @attention_wrong(%q: tensor<3x1x5x8xf32>, %k: tensor<4x7x8xf32>, %v: t
   %0 = memopt.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<3x1x5x8xf32>, tensor<4x7x8xf32>, tensor<1x7x2xf32>) -> tensor<3x4x5x8xf32>
   return
 }
+
+// -----
+
+// return_lse adds the row statistics [batch..., S, 2] in f32; attention_grad
+// gives dQ, dK (in K's layout), dV with the broadcast batch, dbias in the
+// bias's shape.
+// CHECK-LABEL: func.func @attention_grad_shapes
+func.func @attention_grad_shapes(%q: tensor<3x1x5x8xf32>, %kt: tensor<4x8x7xf32>, %v: tensor<1x7x2xf32>, %b: tensor<4x1x7xf32>, %dy: tensor<3x4x5x2xf32>) {
+  %y, %lse = memopt.attention %q, %kt, %v, %b {scale = 1.0 : f32, key_transposed = true, return_lse = true} : (tensor<3x1x5x8xf32>, tensor<4x8x7xf32>, tensor<1x7x2xf32>, tensor<4x1x7xf32>) -> (tensor<3x4x5x2xf32>, tensor<3x4x5x2xf32>)
+  %dq, %dk, %dv, %db = memopt.attention_grad %q, %kt, %v, %y, %dy, %lse, %b {scale = 1.0 : f32, key_transposed = true, bias_gradient = true} : (tensor<3x1x5x8xf32>, tensor<4x8x7xf32>, tensor<1x7x2xf32>, tensor<3x4x5x2xf32>, tensor<3x4x5x2xf32>, tensor<3x4x5x2xf32>, tensor<4x1x7xf32>) -> (tensor<3x4x5x8xf32>, tensor<3x4x8x7xf32>, tensor<3x4x7x2xf32>, tensor<4x1x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_statistics(%q: tensor<2x5x8xf32>, %y: tensor<2x5x8xf32>, %lse: tensor<2x5xf32>) {
+  // expected-error @+2 {{lse 'tensor<2x5xf32>' must be 'tensor<2x5x2xf32>' (the forward's row statistics)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %y, %y, %lse {scale = 1.0 : f32} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_bias_gradient(%q: tensor<2x5x8xf32>, %y: tensor<2x5x8xf32>, %lse: tensor<2x5x2xf32>) {
+  // expected-error @+2 {{bias_gradient needs a bias}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %y, %y, %lse {scale = 1.0 : f32, bias_gradient = true} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x2xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}

@@ -904,3 +904,29 @@ func.func @concat_no_operand() -> tensor<2xf32> {
   %0 = "memopt.concat"() {axis = 0 : i64} : () -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @dropout_ratio_one(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'memopt.dropout' op ratio 1.000000e+00 is not in [0, 1)}}
+  %0 = memopt.dropout %x {ratio = 1.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_short_key(%x: tensor<4xf32>, %key: tensor<1xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'memopt.dropout' op key must hold two i64 elements [seed, micro-batch]}}
+  %0 = memopt.dropout %x, key %key {ratio = 0.5 : f32} : (tensor<4xf32>, tensor<1xi64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @accumulation_without_micro_step(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  %m = memopt.variable "p.momentum_buffer" {role = "optimizer_state"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.sgd_update' op accumulation_steps 4 needs an accumulator and the micro_step}}
+  memopt.sgd_update %param, %g, momentum %m, lr %lr {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
+  return
+}

@@ -267,6 +267,27 @@ func.func @low_precision(%x: tensor<1x4x8x8xf16>, %k: tensor<4x4x3x3xf16>, %kb: 
   return
 }
 
+// Training state and updates: dropout with its key, updates with gradient
+// accumulation.
+// CHECK-LABEL: func.func @training_ops
+func.func @training_ops(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  %key = memopt.variable "memopt.random_key" {role = "random_key"} : tensor<2xi64>
+  %w = memopt.variable "w" {role = "parameter"} : tensor<2x4xf32>
+  %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x4xf32>
+  %v = memopt.variable "w.exp_avg_sq" {role = "optimizer_state"} : tensor<2x4xf32>
+  %acc = memopt.variable "w.grad" {role = "gradient_accumulator"} : tensor<2x4xf32>
+  %lr = memopt.variable "memopt.learning_rate" {role = "learning_rate"} : tensor<f32>
+  %step = memopt.variable "memopt.step" {role = "step"} : tensor<f32>
+  %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
+  // CHECK: memopt.dropout %{{.*}}, key %{{.*}} {ratio = 1.000000e-01 : f32, stream = 3 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %d = memopt.dropout %x, key %key {ratio = 0.1 : f32, stream = 3 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  // CHECK: memopt.sgd_update {{.*}}, momentum {{.*}}, lr {{.*}}, accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
+  memopt.sgd_update %w, %d, momentum %m, lr %lr, accumulate %acc, micro_step %micro {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
+  // CHECK: memopt.adamw_update {{.*}}, step {{.*}}, accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 2 : i64}
+  memopt.adamw_update %w, %g, %m, %v, lr %lr, step %step, accumulate %acc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
+  return
+}
+
 {-#
   dialect_resources: {
     builtin: {

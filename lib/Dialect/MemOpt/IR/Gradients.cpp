@@ -13,6 +13,10 @@
 // that saves the input, the data gradient of a convolution is a
 // `conv_transpose` with the forward filter (no new op), and a rule that is
 // not defined for an op's attributes is a clear error naming the ONNX node.
+// The fused attention's rule is FlashAttention-2's backward: its forward
+// returns the row statistics (prepareForGradient, JAX's custom_vjp
+// residuals) and `attention_grad` recomputes the probabilities from them, so
+// no [S, Sk] tensor is saved.
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,7 +138,16 @@ struct GradientModel
     GradientBuilder g{builder, op->getLoc()};
     return vjp(cast<OpT>(op), g, resultGradients, operandGradients);
   }
+  Operation *prepareForGradient(Operation *op, OpBuilder &builder) const {
+    GradientBuilder g{builder, op->getLoc()};
+    return prepare(cast<OpT>(op), g);
+  }
 };
+
+/// Most rules read only the forward's operands and results.
+template <typename OpT> Operation *prepare(OpT op, GradientBuilder &) {
+  return op;
+}
 
 using Grads = SmallVectorImpl<Value>;
 
@@ -296,6 +309,16 @@ LogicalResult vjp(ClipOp op, GradientBuilder &g, ArrayRef<Value> dy,
 LogicalResult vjp(IdentityOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
   dx[0] = dy[0];
+  return success();
+}
+
+LogicalResult vjp(DropoutOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  // The same dropout (key, stream, ratio) applied to dY regenerates the
+  // forward's mask and scale: nothing is saved for backward (PyTorch's
+  // native_dropout keeps a bool mask of X's shape).
+  dx[0] = DropoutOp::create(g.b, g.loc, dy[0].getType(), dy[0], op.getKey(),
+                            op.getRatioAttr(), op.getStreamAttr());
   return success();
 }
 
@@ -463,6 +486,16 @@ LogicalResult vjp(MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy,
   if (a2Type.getRank() == 2 && b2Type.getRank() == 2) {
     da = g.gemm(grad2, b2, false, true, a2Type);
     db = g.gemm(a2, grad2, true, false, b2Type);
+  } else if (b2Type.getRank() == 2) {
+    // A Linear layer on [..., M, K] x [K, N]: the batch axes are rows of one
+    // gemm (no transposed copy of A, no per-batch dB summed afterwards).
+    int64_t rows = ShapedType::getNumElements(a2Type.getShape().drop_back());
+    int64_t k = a2Type.getShape().back(), n = b2Type.getDimSize(1);
+    auto flatA = RankedTensorType::get({rows, k}, element);
+    Value a3 = g.reshape(a2, flatA);
+    Value grad3 = g.reshape(grad2, RankedTensorType::get({rows, n}, element));
+    da = g.reshape(g.gemm(grad3, b2, false, true, flatA), a2Type);
+    db = g.gemm(a3, grad3, true, false, b2Type);
   } else {
     da = MatMulOp::create(g.b, g.loc, grad2, swapLast(b2));
     db = MatMulOp::create(g.b, g.loc, swapLast(a2), grad2);
@@ -575,15 +608,55 @@ LogicalResult vjp(BatchNormalizationOp op, GradientBuilder &g,
   return success();
 }
 
+LogicalResult vjp(BatchNormTrainingOp op, GradientBuilder &g,
+                  ArrayRef<Value> dy, Grads &dx) {
+  if (!dy[0])
+    return success();
+  if (op.getActivation() != "none")
+    return gradientError(op)
+           << "has a fused '" << op.getActivation()
+           << "' epilogue; differentiate before --memopt-fuse-epilogues";
+  // PyTorch's batch_norm_backward: reads x and the saved mean and 1/std, so
+  // the forward's output need not live until the backward.
+  auto grad = BatchNormTrainingGradOp::create(
+      g.b, g.loc,
+      TypeRange{op.getX().getType(), op.getScale().getType(),
+                op.getB().getType()},
+      op.getX(), dy[0], op.getScale(), op.getMean(), op.getInvStd());
+  dx[0] = grad.getDX();
+  dx[1] = grad.getDscale();
+  dx[2] = grad.getDB();
+  return success();
+}
+
 LogicalResult vjp(LayerNormalizationOp op, GradientBuilder &g,
                   ArrayRef<Value> dy, Grads &dx) {
-  // Mean and 1/std are recomputed from x (two reductions) instead of being
-  // saved: the forward keeps only x alive, as for every other op.
   Value x = op.getX();
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
   int64_t axis = int64_t(op.getAxis()) < 0 ? int64_t(op.getAxis()) + rank
                                            : int64_t(op.getAxis());
+  // One op (a row kernel and a column reduction) when Scale (and B) hold
+  // exactly the normalized elements in f32: mean and 1/std are recomputed
+  // from x inside it, so only x is saved, as PyTorch saves x (with the two
+  // statistics).
+  auto scaleType = cast<RankedTensorType>(op.getScale().getType());
+  int64_t cols = ShapedType::getNumElements(xType.getShape().drop_front(axis));
+  Value bias = op.getB();
+  if (xType.getElementType().isF32() && scaleType.getElementType().isF32() &&
+      scaleType.getNumElements() == cols &&
+      (!bias || bias.getType() == scaleType)) {
+    auto grad = LayerNormalizationGradOp::create(
+        g.b, g.loc, TypeRange{xType, scaleType, scaleType}, x, dy[0],
+        op.getScale(), g.b.getI64IntegerAttr(axis), op.getEpsilonAttr());
+    dx[0] = grad.getDX();
+    dx[1] = grad.getDScale();
+    if (bias)
+      dx[2] = grad.getDB();
+    return success();
+  }
+  // Otherwise (broadcast Scale / B): mean and 1/std are recomputed from x
+  // with two reductions.
   SmallVector<int64_t> axes;
   for (int64_t i = axis; i < rank; ++i)
     axes.push_back(i);
@@ -616,6 +689,77 @@ LogicalResult vjp(SoftmaxOp op, GradientBuilder &g, ArrayRef<Value> dy,
                                            : int64_t(op.getAxis());
   Value dot = g.reduceSum(g.mul(dy[0], y), {axis}, true);
   dx[0] = g.mul(y, g.sub(dy[0], dot));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention (FlashAttention-2's backward)
+//===----------------------------------------------------------------------===//
+
+/// True if `value` is computed from a trainable parameter.
+bool dependsOnParameter(Value value) {
+  SmallVector<Value> worklist = {value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value current = worklist.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    Operation *def = current.getDefiningOp();
+    if (!def)
+      continue;
+    if (auto variable = dyn_cast<VariableOp>(def)) {
+      if (variable.getRole() == "parameter")
+        return true;
+      continue;
+    }
+    worklist.append(def->operand_begin(), def->operand_end());
+  }
+  return false;
+}
+
+/// The backward reads the row statistics (max, log-sum) instead of the
+/// probabilities: the forward returns them (JAX's custom_vjp residuals).
+Operation *prepare(AttentionOp op, GradientBuilder &g) {
+  if (op.getReturnLse())
+    return op;
+  g.b.setInsertionPoint(op);
+  auto withLse = AttentionOp::create(
+      g.b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getBias(),
+      op.getScaleAttr(), op.getCausalAttr(), op.getKeyTransposedAttr(),
+      op.getSafeSoftmaxAttr(), g.b.getBoolAttr(true));
+  withLse->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op.getY().replaceAllUsesWith(withLse.getY());
+  op.erase();
+  return withLse;
+}
+
+LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  Type element = getElementTypeOrSelf(op.getY().getType());
+  if (!element.isF32())
+    return gradientError(op)
+           << "the gradient of a " << element
+           << " attention is not supported yet (f32 only; low-precision "
+              "attention gradients are future work)";
+  if (!op.getLse())
+    return gradientError(op) << "an attention without its row statistics "
+                                "(return_lse) has no gradient";
+  if (!dy[0])
+    return success(); // only the statistics reach the loss: nothing flows
+  // Bias gradients (dS summed over the bias's broadcast axes) only for a bias
+  // that is trained, e.g. swin's relative-position table.
+  Value bias = op.getBias();
+  bool biasGradient = bias && dependsOnParameter(bias);
+  auto grad = AttentionGradOp::create(
+      g.b, g.loc, op.getQ(), op.getK(), op.getV(), op.getY(), dy[0],
+      op.getLse(), bias, op.getScaleAttr(), op.getCausalAttr(),
+      op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(),
+      g.b.getBoolAttr(biasGradient));
+  dx[0] = g.sumToShape(grad.getDQ(), op.getQ().getType());
+  dx[1] = g.sumToShape(grad.getDK(), op.getK().getType());
+  dx[2] = g.sumToShape(grad.getDV(), op.getV().getType());
+  if (biasGradient)
+    dx[3] = grad.getDbias();
   return success();
 }
 
@@ -919,11 +1063,11 @@ template <typename... OpTs> void attach(MLIRContext &context) {
 void mlir::memopt::attachGradientModels(MLIRContext &context) {
   attach<ReluOp, LeakyReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
          ReciprocalOp, NegOp, AbsOp, ErfOp, SinOp, CosOp, GeluOp, HardSwishOp,
-         HardSigmoidOp, ClipOp, IdentityOp, CastOp, AddOp, SubOp, MulOp, DivOp,
+         HardSigmoidOp, ClipOp, IdentityOp, DropoutOp, CastOp, AddOp, SubOp, MulOp, DivOp,
          PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp, MaxPoolOp,
          AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
-         LayerNormalizationOp, SoftmaxOp, SoftmaxCrossEntropyOp, ReduceSumOp,
-         ReduceMeanOp, ReduceMaxOp, ReshapeOp, FlattenOp, SqueezeOp,
-         UnsqueezeOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp,
-         GatherOp, ScatterNDOp>(context);
+         BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,
+         SoftmaxCrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
+         ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, ExpandOp,
+         ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(context);
 }

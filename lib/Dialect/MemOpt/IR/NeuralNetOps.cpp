@@ -321,16 +321,33 @@ static int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
   return size;
 }
 
+/// `type` with its last axis moved to position 1: the channels-first view
+/// of a channels-last tensor ([N, spatial..., C] -> [N, C, spatial...]).
+static RankedTensorType channelsFirstView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.end() - 1, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The inverse of channelsFirstView: [N, C, spatial...] -> [N, spatial..., C].
+static RankedTensorType channelsLastView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
 //===----------------------------------------------------------------------===//
 // ConvOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
-                                       std::optional<Location> loc,
-                                       ConvOp::Adaptor adaptor,
-                                       SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(requireOperands<ConvOp>(loc, adaptor.getOperands())))
+/// The result type of `conv` and `conv_residual` (one adaptor interface).
+template <typename Op, typename Adaptor>
+static LogicalResult inferConvType(std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  StringRef name = Op::getOperationName();
+  if (failed(requireOperands<Op>(loc, adaptor.getOperands())))
     return failure();
   if (failed(requireAttributes(loc, name,
                                {{"kernel_shape", adaptor.getKernelShapeAttr()},
@@ -345,6 +362,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   if (x.getRank() < 3 || w.getRank() != x.getRank())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " must have the same rank, at least 3");
+  // Channels-last: check and infer on the channels-first views.
+  bool channelsLast = adaptor.getChannelsLast();
+  if (channelsLast) {
+    x = channelsFirstView(x);
+    w = channelsFirstView(w);
+  }
   if (x.getElementType() != w.getElementType())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " have different element types");
@@ -384,8 +407,42 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                         "padded input on spatial axis ", i);
     shape.push_back(size);
   }
-  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  auto result = RankedTensorType::get(shape, x.getElementType());
+  results.push_back(channelsLast ? channelsLastView(result) : result);
   return success();
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       ConvOp::Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  return inferConvType<ConvOp>(loc, adaptor, results);
+}
+
+LogicalResult ConvResidualOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               ConvResidualOp::Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  if (failed(inferConvType<ConvResidualOp>(loc, adaptor, results)))
+    return failure();
+  if (adaptor.getZ().getType() != results.front())
+    return inferError(loc, getOperationName(), "Z ", adaptor.getZ().getType(),
+                      " must have the result's type ", results.front());
+  return success();
+}
+
+bool ConvResidualOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 3;
+}
+
+int64_t ConvResidualOp::getWorkspaceBytes() {
+  return detail::libraryWorkspaceBytes(*this);
+}
+
+int64_t ConvResidualOp::getFlops() {
+  auto w = getW().getType();
+  int64_t outputs = getType().getNumElements();
+  return 2 * product(w.getShape().drop_front(1)) * outputs + 2 * outputs;
 }
 
 int64_t ConvOp::getWorkspaceBytes() {
@@ -495,12 +552,15 @@ static LogicalResult inferPoolType(std::optional<Location> loc, StringRef name,
                                    ArrayRef<int64_t> strides,
                                    ArrayRef<int64_t> pads,
                                    ArrayRef<int64_t> dilations, bool ceilMode,
+                                   bool channelsLast,
                                    SmallVectorImpl<Type> &results) {
   if (failed(requireStaticTensors(loc, name, input)))
     return failure();
   auto x = cast<RankedTensorType>(input.getType());
   if (x.getRank() < 3)
     return inferError(loc, name, "X ", x, " must have rank 3 or more");
+  if (channelsLast)
+    x = channelsFirstView(x);
   int64_t spatialRank = x.getRank() - 2;
   if (failed(verifyWindow(loc, name, spatialRank, kernel, strides, pads,
                           dilations)))
@@ -518,7 +578,8 @@ static LogicalResult inferPoolType(std::optional<Location> loc, StringRef name,
                         "input on spatial axis ", i);
     shape.push_back(size);
   }
-  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  auto result = RankedTensorType::get(shape, x.getElementType());
+  results.push_back(channelsLast ? channelsLastView(result) : result);
   return success();
 }
 
@@ -538,7 +599,7 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
   return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
                        adaptor.getStrides(), adaptor.getPads(),
                        adaptor.getDilations(), adaptor.getCeilMode() != 0,
-                       results);
+                       adaptor.getChannelsLast(), results);
 }
 
 int64_t MaxPoolOp::getFlops() {
@@ -561,7 +622,7 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
   return inferPoolType(loc, name, adaptor.getX(), adaptor.getKernelShape(),
                        adaptor.getStrides(), adaptor.getPads(),
                        adaptor.getDilations(), adaptor.getCeilMode() != 0,
-                       results);
+                       adaptor.getChannelsLast(), results);
 }
 
 int64_t AveragePoolOp::getFlops() {
@@ -577,8 +638,12 @@ LogicalResult GlobalAveragePoolOp::inferReturnTypes(
   if (x.getRank() < 3)
     return inferError(loc, getOperationName(), "X ", x,
                       " must have rank 3 or more");
-  SmallVector<int64_t> shape(x.getShape().take_front(2));
-  shape.append(x.getRank() - 2, 1);
+  SmallVector<int64_t> shape(x.getRank(), 1);
+  shape[0] = x.getDimSize(0);
+  if (adaptor.getChannelsLast())
+    shape.back() = x.getDimSize(x.getRank() - 1);
+  else
+    shape[1] = x.getDimSize(1);
   results.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
 }
@@ -600,7 +665,8 @@ LogicalResult BatchNormalizationOp::inferReturnTypes(
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   if (x.getRank() < 2)
     return inferError(loc, name, "X ", x, " must have rank 2 or more");
-  int64_t channels = x.getDimSize(1);
+  int64_t channels =
+      x.getDimSize(adaptor.getChannelsLast() ? x.getRank() - 1 : 1);
   std::pair<StringRef, Value> parameters[] = {
       {"scale", adaptor.getScale()},
       {"B", adaptor.getB()},
@@ -694,18 +760,19 @@ int64_t SoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            AttentionOp::Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(requireOperands<AttentionOp>(loc, adaptor.getOperands())))
-    return failure();
-  if (failed(requireAttributes(loc, name, {{"scale", adaptor.getScaleAttr()}})))
-    return failure();
-  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
-  auto k = cast<RankedTensorType>(adaptor.getK().getType());
-  auto v = cast<RankedTensorType>(adaptor.getV().getType());
+/// A default-valued flag: builders leave it null before defaults are set.
+static bool isSet(BoolAttr flag) { return flag && flag.getValue(); }
+
+/// The forward attention's result types (output, and the row statistics
+/// with `returnLse`), shared by attention and attention_grad.
+static LogicalResult inferAttentionTypes(std::optional<Location> loc,
+                                         StringRef name, Value query, Value key,
+                                         Value value, Value bias,
+                                         bool keyTransposed, bool returnLse,
+                                         SmallVectorImpl<Type> &results) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto v = cast<RankedTensorType>(value.getType());
   if (q.getRank() < 2 || k.getRank() < 2 || v.getRank() < 2)
     return inferError(loc, name, "Q ", q, ", K ", k, " and V ", v,
                       " must have rank 2 or more");
@@ -713,7 +780,6 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (k.getElementType() != elementType || v.getElementType() != elementType)
     return inferError(loc, name, "Q ", q, ", K ", k, " and V ", v,
                       " have different element types");
-  bool keyTransposed = adaptor.getKeyTransposed();
   int64_t queries = q.getDimSize(q.getRank() - 2);
   int64_t headSize = q.getDimSize(q.getRank() - 1);
   int64_t keyHeadSize = k.getDimSize(k.getRank() - (keyTransposed ? 2 : 1));
@@ -733,7 +799,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (!batch)
     return inferError(loc, name, "batch dimensions of Q ", q, ", K ", k,
                       " and V ", v, " do not broadcast");
-  if (Value bias = adaptor.getBias()) {
+  if (bias) {
     auto b = cast<RankedTensorType>(bias.getType());
     SmallVector<int64_t> scores = *batch;
     scores.append({queries, keys});
@@ -749,19 +815,45 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   SmallVector<int64_t> shape = *batch;
   shape.append({queries, v.getDimSize(v.getRank() - 1)});
   results.push_back(RankedTensorType::get(shape, elementType));
+  if (returnLse) {
+    // Per query row: the maximum and the log-sum of exp(score - maximum).
+    SmallVector<int64_t> statistics = *batch;
+    statistics.append({queries, 2});
+    results.push_back(
+        RankedTensorType::get(statistics, Float32Type::get(q.getContext())));
+  }
   return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            AttentionOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireOperands<AttentionOp>(loc, adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, name, {{"scale", adaptor.getScaleAttr()}})))
+    return failure();
+  return inferAttentionTypes(loc, name, adaptor.getQ(), adaptor.getK(),
+                             adaptor.getV(), adaptor.getBias(),
+                             isSet(adaptor.getKeyTransposedAttr()),
+                             isSet(adaptor.getReturnLseAttr()), results);
+}
+
+/// Row i of `queries` keeps keys 0..min(i, keys - 1) under a causal mask.
+static int64_t unmaskedScores(int64_t queries, int64_t keys, bool causal) {
+  if (!causal)
+    return queries * keys;
+  int64_t full = std::min(queries, keys);
+  return full * (full + 1) / 2 + (queries - full) * keys;
 }
 
 int64_t AttentionOp::getUnmaskedScoreCount() {
   auto q = getQ().getType();
   auto k = getK().getType();
-  int64_t queries = q.getDimSize(q.getRank() - 2);
-  int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
-  if (!getCausal())
-    return queries * keys;
-  // Row i keeps keys 0..min(i, keys - 1).
-  int64_t full = std::min(queries, keys);
-  return full * (full + 1) / 2 + (queries - full) * keys;
+  return unmaskedScores(
+      q.getDimSize(q.getRank() - 2),
+      k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2)), getCausal());
 }
 
 /// Two contractions (Q K^T and P V, 2 flops per multiply-add), plus scale,
@@ -769,8 +861,8 @@ int64_t AttentionOp::getUnmaskedScoreCount() {
 /// unfused graph, with masked-out causal scores not computed.
 int64_t AttentionOp::getFlops() {
   int64_t headSize = getQ().getType().getShape().back();
-  int64_t valueSize = getType().getShape().back();
-  int64_t batch = product(getType().getShape().drop_back(2));
+  int64_t valueSize = getY().getType().getShape().back();
+  int64_t batch = product(getY().getType().getShape().drop_back(2));
   return batch * getUnmaskedScoreCount() * (2 * headSize + 2 * valueSize + 6);
 }
 
@@ -779,7 +871,7 @@ int64_t AttentionOp::getFlops() {
 /// nothing when an operand broadcasts over the batch (the runtime then always
 /// runs the fused kernel).
 int64_t AttentionOp::getWorkspaceBytes() {
-  auto shape = getType().getShape();
+  auto shape = getY().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
   for (Value operand : {getQ(), getK(), getV()})
     if (product(cast<RankedTensorType>(operand.getType())
@@ -789,7 +881,8 @@ int64_t AttentionOp::getWorkspaceBytes() {
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
   int64_t scores = batch * shape[shape.size() - 2] * keys;
-  int64_t elementBytes = getTensorBytes(getType()) / getType().getNumElements();
+  int64_t elementBytes =
+      getTensorBytes(getY().getType()) / getY().getType().getNumElements();
   int64_t bytes = (scores * 4 + 255) / 256 * 256;
   if (elementBytes < 4)
     bytes += scores * elementBytes;
@@ -798,6 +891,89 @@ int64_t AttentionOp::getWorkspaceBytes() {
 
 /// The fused kernel needs no workspace: the scores never raise the arena.
 bool AttentionOp::isWorkspaceOptional() { return true; }
+
+//===----------------------------------------------------------------------===//
+// AttentionGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  AttentionGradOp::Adaptor adaptor,
+                                  SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireOperands<AttentionGradOp>(loc, adaptor.getOperands())))
+    return failure();
+  if (failed(requireAttributes(loc, name, {{"scale", adaptor.getScaleAttr()}})))
+    return failure();
+  SmallVector<Type> forward;
+  if (failed(inferAttentionTypes(loc, name, adaptor.getQ(), adaptor.getK(),
+                                 adaptor.getV(), adaptor.getBias(),
+                                 isSet(adaptor.getKeyTransposedAttr()),
+                                 /*returnLse=*/true, forward)))
+    return failure();
+  auto output = cast<RankedTensorType>(forward[0]);
+  auto statistics = cast<RankedTensorType>(forward[1]);
+  auto o = cast<RankedTensorType>(adaptor.getO().getType());
+  auto dO = cast<RankedTensorType>(adaptor.getDO().getType());
+  auto lse = cast<RankedTensorType>(adaptor.getLse().getType());
+  if (o != output || dO != output)
+    return inferError(loc, name, "O ", o, " and dO ", dO,
+                      " must have the forward's output type ", output);
+  if (lse != statistics)
+    return inferError(loc, name, "lse ", lse, " must be ", statistics,
+                      " (the forward's row statistics)");
+  bool biasGradient = isSet(adaptor.getBiasGradientAttr());
+  if (biasGradient && !adaptor.getBias())
+    return inferError(loc, name, "bias_gradient needs a bias");
+  // dQ, dK, dV: the operands' last two axes with the broadcast batch axes.
+  ArrayRef<int64_t> batch = output.getShape().drop_back(2);
+  for (Value operand : {adaptor.getQ(), adaptor.getK(), adaptor.getV()}) {
+    auto type = cast<RankedTensorType>(operand.getType());
+    SmallVector<int64_t> shape(batch);
+    shape.append(type.getShape().take_back(2).begin(),
+                 type.getShape().take_back(2).end());
+    results.push_back(RankedTensorType::get(shape, type.getElementType()));
+  }
+  if (biasGradient)
+    results.push_back(adaptor.getBias().getType());
+  return success();
+}
+
+int64_t AttentionGradOp::getUnmaskedScoreCount() {
+  auto q = getQ().getType();
+  auto k = getK().getType();
+  return unmaskedScores(
+      q.getDimSize(q.getRank() - 2),
+      k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2)), getCausal());
+}
+
+/// Five contractions over the unmasked scores (S and dP recomputed, dV, dQ,
+/// dK) and about 8 flops per score for P, dS and the masks.
+int64_t AttentionGradOp::getFlops() {
+  int64_t headSize = getQ().getType().getShape().back();
+  int64_t valueSize = getV().getType().getShape().back();
+  int64_t batch = product(getO().getType().getShape().drop_back(2));
+  return batch * getUnmaskedScoreCount() * (6 * headSize + 4 * valueSize + 8);
+}
+
+/// Two f32 score buffers of the whole batch (the runtime's
+/// attentionBackwardChunkBytes), nothing when an operand broadcasts.
+int64_t AttentionGradOp::getWorkspaceBytes() {
+  auto shape = getO().getType().getShape();
+  int64_t batch = product(shape.drop_back(2));
+  for (Value operand : {getQ(), getK(), getV()})
+    if (product(cast<RankedTensorType>(operand.getType())
+                    .getShape()
+                    .drop_back(2)) != batch)
+      return 0;
+  auto k = getK().getType();
+  int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
+  int64_t scores = batch * shape[shape.size() - 2] * keys;
+  return 2 * ((scores * 4 + 255) / 256 * 256);
+}
+
+/// The fused backward kernels need no workspace.
+bool AttentionGradOp::isWorkspaceOptional() { return true; }
 
 //===----------------------------------------------------------------------===//
 // Reductions
@@ -834,6 +1010,22 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
   return success();
 }
 
+/// Room for partial results when few outputs each reduce many elements (a
+/// bias gradient: [tokens, features] -> [features]): the CUDA kernel then
+/// splits each output's reduction over up to 64 blocks, so that the whole
+/// GPU works on it. (Fewer than 32 outputs, a loss mean say, run one block
+/// per output without one.)
+static int64_t reductionWorkspaceBytes(ShapedType input, ShapedType output) {
+  int64_t outputs = output.getNumElements();
+  if (outputs == 0)
+    return 0;
+  int64_t reduced = input.getNumElements() / outputs;
+  if (reduced < 4096 || outputs < 32 || outputs > 65536)
+    return 0;
+  return outputs * std::min<int64_t>(64, reduced / 256) *
+         int64_t(sizeof(float));
+}
+
 #define MEMOPT_REDUCTION(OpClass)                                              \
   LogicalResult OpClass::inferReturnTypes(                                     \
       MLIRContext *, std::optional<Location> loc, OpClass::Adaptor adaptor,    \
@@ -847,7 +1039,11 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
                            adaptor.getAxes(), adaptor.getKeepdims() != 0,      \
                            results);                                           \
   }                                                                            \
-  int64_t OpClass::getFlops() { return getData().getType().getNumElements(); }
+  int64_t OpClass::getFlops() { return getData().getType().getNumElements(); } \
+  int64_t OpClass::getWorkspaceBytes() {                                       \
+    return reductionWorkspaceBytes(getData().getType(),                        \
+                                   getReduced().getType());                    \
+  }
 
 MEMOPT_REDUCTION(ReduceMeanOp)
 MEMOPT_REDUCTION(ReduceSumOp)

@@ -99,6 +99,9 @@ constexpr std::pair<size_t, size_t> operandCountRange() {
   else if constexpr (OpT::template hasTrait<
                          OpTrait::AtLeastNOperands<4>::Impl>())
     return {4, unbounded};
+  else if constexpr (OpT::template hasTrait<
+                         OpTrait::AtLeastNOperands<6>::Impl>())
+    return {6, unbounded};
   else if constexpr (OpT::template hasTrait<OpTrait::VariadicOperands>())
     return {0, unbounded};
   else

@@ -30,6 +30,7 @@ using namespace mlir::memopt;
 MEMOPT_PRECISION(MatMulOp, LowPrecision)
 MEMOPT_PRECISION(GemmOp, LowPrecision)
 MEMOPT_PRECISION(ConvOp, LowPrecision)
+MEMOPT_PRECISION(ConvResidualOp, LowPrecision)
 MEMOPT_PRECISION(ConvTransposeOp, LowPrecision)
 // Fused attention: two GEMMs with the softmax statistics and the output
 // accumulator in f32 (online softmax); the result is a convex combination of

@@ -10,6 +10,8 @@
 
 #include "OpUtils.h"
 
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -36,12 +38,15 @@ std::string mlir::memopt::describeNode(Operation *op) {
 
 LogicalResult VariableOp::verify() {
   StringRef role = getRole();
-  if (role != "parameter" && role != "optimizer_state" && role != "statistic" &&
-      role != "learning_rate" && role != "step")
+  if (!llvm::is_contained({"parameter", "optimizer_state", "statistic",
+                           "learning_rate", "step", "gradient_accumulator",
+                           "micro_step", "random_key"},
+                          role))
     return emitOpError("role '")
            << role
            << "' is not one of parameter, optimizer_state, statistic, "
-              "learning_rate, step";
+              "learning_rate, step, gradient_accumulator, micro_step, "
+              "random_key";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (auto initial = getInitialValueAttr())
@@ -50,6 +55,35 @@ LogicalResult VariableOp::verify() {
              << initial.getType() << " does not match the result type "
              << getType();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DropoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  float ratio = getRatio().convertToFloat();
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return emitOpError("ratio ") << ratio << " is not in [0, 1)";
+  if (Value key = getKey())
+    if (cast<ShapedType>(key.getType()).getNumElements() != 2)
+      return emitOpError("key must hold two i64 elements [seed, micro-batch]");
+  if (getStream() > uint64_t(UINT32_MAX))
+    return emitOpError("stream ") << getStream() << " is not a 32-bit id";
+  return success();
+}
+
+/// Without a key (inference) or with ratio 0 the dropout is the identity.
+LogicalResult DropoutOp::canonicalize(DropoutOp op, PatternRewriter &rewriter) {
+  if (op.getKey() && !op.getRatio().isZero())
+    return failure();
+  rewriter.replaceOp(op, op.getX());
+  return success();
+}
+
+bool DropoutOp::isElementwise() { return true; }
+bool DropoutOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -184,6 +218,30 @@ static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
   return success();
 }
 
+/// The accumulation operands of an update come together: an accumulator
+/// variable of the parameter's type, the micro-step scalar and K > 1.
+static LogicalResult verifyAccumulation(Operation *op, Value param,
+                                        Value accumulator, Value microStep,
+                                        int64_t steps) {
+  if (!accumulator && !microStep) {
+    if (steps != 1)
+      return op->emitOpError("accumulation_steps ")
+             << steps << " needs an accumulator and the micro_step";
+    return success();
+  }
+  if (!accumulator || !microStep)
+    return op->emitOpError("accumulator and micro_step come together");
+  if (steps < 2)
+    return op->emitOpError("accumulation_steps must be at least 2 with an "
+                           "accumulator, got ")
+           << steps;
+  if (accumulator.getType() != param.getType())
+    return op->emitOpError("accumulator must have the parameter's type");
+  if (failed(verifyWritesVariable(op, accumulator, "accumulator")))
+    return failure();
+  return verifyScalar(op, microStep, "micro_step");
+}
+
 LogicalResult AssignOp::verify() {
   if (getValue().getType() != getTarget().getType())
     return emitOpError("value and target must have the same type");
@@ -210,14 +268,16 @@ LogicalResult SGDUpdateOp::verify() {
     return emitOpError("momentum ")
            << getMomentum().convertToFloat() << " needs a momentum buffer";
   }
-  return success();
+  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+                            getAccumulationSteps());
 }
 
 int64_t SGDUpdateOp::getFlops() {
   return 4 * getParam().getType().getNumElements();
 }
 int64_t SGDUpdateOp::getBytesMoved() {
-  return (getMomentumBuffer() ? 5 : 3) * getTensorBytes(getParam().getType());
+  return ((getMomentumBuffer() ? 5 : 3) + (getAccumulator() ? 2 : 0)) *
+         getTensorBytes(getParam().getType());
 }
 
 LogicalResult AdamWUpdateOp::verify() {
@@ -232,12 +292,155 @@ LogicalResult AdamWUpdateOp::verify() {
       failed(verifyScalar(*this, getLr(), "lr")) ||
       failed(verifyScalar(*this, getStep(), "step")))
     return failure();
-  return success();
+  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+                            getAccumulationSteps());
 }
 
 int64_t AdamWUpdateOp::getFlops() {
   return 12 * getParam().getType().getNumElements();
 }
 int64_t AdamWUpdateOp::getBytesMoved() {
-  return 7 * getTensorBytes(getParam().getType());
+  return (7 + (getAccumulator() ? 2 : 0)) *
+         getTensorBytes(getParam().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Training-mode normalization
+//===----------------------------------------------------------------------===//
+
+/// Partial sums per channel (or column) that the CUDA kernels may split a
+/// long reduction into; the runtime takes as many as fit.
+static constexpr int64_t kNormalizationSplits = 32;
+
+static bool isF32Tensor(Value value) {
+  return getElementTypeOrSelf(value.getType()).isF32();
+}
+
+/// Checks `values` hold `count` f32 elements each.
+static LogicalResult verifyPerChannel(Operation *op, ArrayRef<Value> values,
+                                      int64_t count, StringRef what) {
+  for (Value value : values)
+    if (!isF32Tensor(value) ||
+        cast<ShapedType>(value.getType()).getNumElements() != count)
+      return op->emitOpError()
+             << what << " must be f32 tensors of " << count << " elements";
+  return success();
+}
+
+/// The channel count of `x` ([N, C, ...], f32), or failure.
+static FailureOr<int64_t> channelsOf(Operation *op, Value x) {
+  auto type = cast<ShapedType>(x.getType());
+  if (type.getRank() < 2 || !isF32Tensor(x))
+    return op->emitOpError("X must be an f32 tensor [N, C, ...]");
+  return type.getDimSize(1);
+}
+
+LogicalResult BatchNormTrainingOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX());
+  if (failed(channels))
+    return failure();
+  if (getY().getType() != getX().getType())
+    return emitOpError("Y must have X's type");
+  if (getActivation() != "none" && getActivation() != "relu")
+    return emitOpError("activation '")
+           << getActivation() << "' is not none or relu";
+  return verifyPerChannel(*this, {getScale(), getB(), getMean(), getInvStd()},
+                          *channels, "scale, B, mean and inv_std");
+}
+
+int64_t BatchNormTrainingOp::getFlops() {
+  return 6 * getX().getType().getNumElements();
+}
+
+int64_t BatchNormTrainingOp::getWorkspaceBytes() {
+  return getX().getType().getDimSize(1) * kNormalizationSplits * 2 *
+         int64_t(sizeof(float));
+}
+
+bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
+}
+
+LogicalResult BatchNormTrainingGradOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX());
+  if (failed(channels))
+    return failure();
+  if (getDY().getType() != getX().getType() ||
+      getDX().getType() != getX().getType())
+    return emitOpError("dY and dX must have X's type");
+  return verifyPerChannel(
+      *this, {getScale(), getMean(), getInvStd(), getDscale(), getDB()},
+      *channels, "scale, mean, inv_std, dscale and dB");
+}
+
+int64_t BatchNormTrainingGradOp::getFlops() {
+  return 8 * getX().getType().getNumElements();
+}
+
+int64_t BatchNormTrainingGradOp::getWorkspaceBytes() {
+  return getX().getType().getDimSize(1) * kNormalizationSplits * 2 *
+         int64_t(sizeof(float));
+}
+
+bool BatchNormTrainingGradOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 1;
+}
+
+LogicalResult BatchNormRunningUpdateOp::verify() {
+  int64_t channels = getMean().getType().getNumElements();
+  if (getInvStd().getType() != getMean().getType() ||
+      getRunningMean().getType().getNumElements() != channels ||
+      getRunningVar().getType().getNumElements() != channels)
+    return emitOpError("mean, inv_std and the running statistics must hold "
+                       "the same number of channels");
+  return failure(
+      failed(verifyWritesVariable(*this, getRunningMean(), "running_mean")) ||
+      failed(verifyWritesVariable(*this, getRunningVar(), "running_var")));
+}
+
+int64_t BatchNormRunningUpdateOp::getFlops() {
+  return 6 * getMean().getType().getNumElements();
+}
+int64_t BatchNormRunningUpdateOp::getBytesMoved() {
+  return 6 * getTensorBytes(getMean().getType());
+}
+
+/// Rows and columns of a layer normalization over [axis, rank) of `x`.
+static std::pair<int64_t, int64_t> layerNormRowsAndColumns(ShapedType x,
+                                                           int64_t axis) {
+  if (axis < 0)
+    axis += x.getRank();
+  int64_t cols = ShapedType::getNumElements(x.getShape().drop_front(axis));
+  return {cols ? x.getNumElements() / cols : 0, cols};
+}
+
+LogicalResult LayerNormalizationGradOp::verify() {
+  auto x = cast<ShapedType>(getX().getType());
+  int64_t axis = getAxis();
+  if (axis < -x.getRank() || axis >= x.getRank())
+    return emitOpError("axis ") << axis << " is outside the rank of X";
+  if (!isF32Tensor(getX()) || getDY().getType() != getX().getType() ||
+      getDX().getType() != getX().getType())
+    return emitOpError("X, dY and dX must be f32 tensors of one type");
+  int64_t cols = layerNormRowsAndColumns(x, axis).second;
+  if (getDScale().getType() != getScale().getType() ||
+      getDB().getType() != getScale().getType())
+    return emitOpError("dScale and dB must have Scale's type");
+  return verifyPerChannel(*this, {getScale()}, cols, "Scale");
+}
+
+int64_t LayerNormalizationGradOp::getFlops() {
+  return 10 * getX().getType().getNumElements();
+}
+
+int64_t LayerNormalizationGradOp::getWorkspaceBytes() {
+  auto [rows, cols] = layerNormRowsAndColumns(getX().getType(), getAxis());
+  // The row statistics (rounded to 256 bytes), then two columns of partial
+  // sums per split (the runtime's layout).
+  int64_t stats = (rows * 2 * int64_t(sizeof(float)) + 255) / 256 * 256;
+  return stats + kNormalizationSplits * 2 * cols * int64_t(sizeof(float));
+}
+
+bool SoftmaxCrossEntropyGradOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
 }

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <functional>
 #include <mutex>
@@ -35,6 +36,8 @@ std::string CompilePipelineOptions::getLowType() const {
     return "f16";
   if (precision == "bf16")
     return "bf16";
+  if (precision == "tf32")
+    return "tf32";
   return "";
 }
 
@@ -45,22 +48,35 @@ double CompilePipelineOptions::getLearningRate() const {
 }
 
 LogicalResult CompilePipelineOptions::verify(std::string &message) const {
-  if (precision != "fp32" && precision != "fp16" && precision != "bf16") {
-    message = "precision '" + precision + "' is not fp32, fp16 or bf16";
+  if (precision != "fp32" && precision != "tf32" && precision != "fp16" &&
+      precision != "bf16") {
+    message = "precision '" + precision + "' is not fp32, tf32, fp16 or bf16";
+    return failure();
+  }
+  if (layout != "auto" && layout != "nchw" && layout != "nhwc") {
+    message = "layout '" + layout + "' is not auto, nchw or nhwc";
+    return failure();
+  }
+  if (target != "host" && target != "cuda") {
+    message = "target '" + target + "' is not host or cuda";
     return failure();
   }
   if (stopAfter != "graph" && stopAfter != "plan") {
     message = "stop-after '" + stopAfter + "' is not graph or plan";
     return failure();
   }
-  if (train && precision != "fp32") {
+  if (train && precision != "fp32" && precision != "tf32") {
     message = "train with precision " + precision +
               " is not supported yet (mixed-precision training is its own "
-              "issue); train in fp32";
+              "issue); train in fp32 or tf32";
     return failure();
   }
   if (memoryBudget < 0) {
     message = "memory-budget must be at least 0 bytes";
+    return failure();
+  }
+  if (!(rematTimeLimit > 0)) {
+    message = "remat-time-limit must be positive";
     return failure();
   }
   return success();
@@ -77,6 +93,10 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptMakeTrainable(trainable));
   }
   pm.addPass(createCanonicalizerPass());
+  // Before autodiff: memopt.attention has its own gradient
+  // (memopt.attention_grad), which saves no [S, Sk] tensor.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.train) {
     MemOptAppendLossOptions loss;
     loss.kind = options.loss;
@@ -91,14 +111,11 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     autodiff.beta1 = options.beta1;
     autodiff.beta2 = options.beta2;
     autodiff.eps = options.eps;
+    autodiff.accumulate = options.accumulate;
     autodiff.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());
   }
-  // Training differentiates the attention op by op (no fused attention
-  // gradient yet), so fusion runs for inference only.
-  if (options.fuseAttention && !options.train)
-    pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
   if (!lowType.empty()) {
@@ -110,6 +127,12 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptMixedPrecision(precision));
     pm.addPass(createCanonicalizerPass());
   }
+  // After mixed precision (the layout is chosen per element type), before
+  // elementwise fusion (the ops that follow the layout are still single).
+  MemOptLayoutOptions layout;
+  layout.layout = options.layout;
+  layout.target = options.target;
+  pm.addNestedPass<func::FuncOp>(createMemOptLayout(layout));
   // Last of the graph rewrites: the chains it fuses are what epilogue
   // fusion and mixed precision left.
   if (options.fuseElementwise)
@@ -118,6 +141,18 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     return;
 
   pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  if (options.memoryBudget > 0 && !options.noPlan) {
+    // Recompute from the scheduler's order until the planned arena fits;
+    // the pass plans copies, so the function is scheduled again below.
+    MemOptRematerializeOptions remat;
+    remat.arenaBudget = options.memoryBudget;
+    remat.allow.assign(options.rematAllow.begin(), options.rematAllow.end());
+    remat.timeLimit = options.rematTimeLimit;
+    remat.kernelTimes = options.rematKernelTimes;
+    remat.outputsInArena = options.outputsInArena;
+    pm.addPass(createMemOptRematerialize(remat));
+    pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  }
   if (!options.noPlan)
     pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
   MemOptPlanMemoryOptions plan;
@@ -176,7 +211,7 @@ struct PhaseLines {
 } // namespace
 
 struct CompilePhaseLog::State {
-  std::string lowType;
+  std::string lowType, layout;
   std::string loss, optimizer;
   bool noPlan = false;
   int64_t memoryBudget = 0;
@@ -222,9 +257,30 @@ struct CompilePhaseLog::State {
       };
       lines.failure = "epilogue fusion failed";
     } else if (pass == "memopt-mixed-precision") {
-      lines.before = "[precision] " + lowType +
-                     " where safe (memopt-mixed-precision), inputs and "
-                     "outputs f32";
+      lines.before = lowType == "tf32"
+                         ? "[precision] tf32: f32 tensors, TF32 math in "
+                           "convolutions and matrix products (CUDA)"
+                         : "[precision] " + lowType +
+                               " where safe (memopt-mixed-precision), inputs "
+                               "and outputs f32";
+    } else if (pass == "memopt-layout") {
+      lines.after = [this](ModuleOp module) {
+        size_t convs = 0, channelsLast = 0, transposes = 0;
+        module.walk([&](Operation *op) {
+          if (isa<ConvOp, ConvResidualOp>(op)) {
+            ++convs;
+            channelsLast += op->hasAttr("channels_last");
+          }
+          transposes += isa<TransposeOp>(op);
+        });
+        if (convs == 0)
+          return std::string();
+        return "[layout] " + layout + ": " + std::to_string(channelsLast) +
+               " of " + std::to_string(convs) +
+               " convolutions channels-last, " + std::to_string(transposes) +
+               " transposes in the program";
+      };
+      lines.failure = "layout assignment failed";
     } else if (pass == "memopt-fuse-elementwise") {
       lines.after = [](ModuleOp module) {
         size_t groups = 0, steps = 0;
@@ -236,7 +292,38 @@ struct CompilePhaseLog::State {
                std::to_string(groups) + " memopt.fused_elementwise ops";
       };
       lines.failure = "elementwise fusion failed";
-    } else if (pass == "memopt-schedule") {
+    } else if (pass == "memopt-rematerialize") {
+      lines.after = [](ModuleOp module) -> std::string {
+        for (auto function : module.getOps<func::FuncOp>()) {
+          auto remat = function->getAttrOfType<DictionaryAttr>("memopt.remat");
+          if (!remat)
+            continue;
+          auto get = [&](StringRef name) -> int64_t {
+            auto value = remat.getAs<IntegerAttr>(name);
+            return value ? value.getInt() : 0;
+          };
+          auto fraction = remat.getAs<FloatAttr>("added_time_fraction");
+          if (get("recomputations") == 0)
+            return "[remat] the arena (" +
+                   std::to_string(get("unconstrained_arena")) +
+                   " bytes) fits memory-budget " +
+                   std::to_string(get("memory_budget")) +
+                   " bytes: nothing recomputed";
+          return llvm::formatv(
+                     "[remat] memory-budget {0} bytes: {1} ops recomputed "
+                     "(+{2:F2}% estimated step time), arena {3} -> {4} bytes "
+                     "({5} solver runs)",
+                     get("memory_budget"), get("recomputations"),
+                     fraction ? 100.0 * fraction.getValueAsDouble() : 0.0,
+                     get("unconstrained_arena"), get("planned_arena"),
+                     get("solver_runs"))
+              .str();
+        }
+        return "";
+      };
+    } else if (pass == "memopt-schedule" &&
+               (memoryBudget == 0 || noPlan ||
+                previousPass == "memopt-rematerialize")) {
       lines.before =
           std::string("[memory] schedule") +
           (noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +
@@ -276,6 +363,7 @@ CompilePhaseLog::CompilePhaseLog(const CompilePipelineOptions &options,
                                  llvm::raw_ostream &log, bool quiet)
     : state(std::make_unique<State>(log, quiet)) {
   state->lowType = options.getLowType();
+  state->layout = options.layout;
   state->loss = options.loss;
   state->optimizer = options.optimizer;
   state->noPlan = options.noPlan;

@@ -675,9 +675,10 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     auto attention = AttentionOp::create(
         rewriter, loc, q, k, v, bias, rewriter.getF32FloatAttr(scale),
         rewriter.getBoolAttr(causal), rewriter.getBoolAttr(keyTransposed),
-        rewriter.getBoolAttr(safe.has_value()));
-    Value result = reshapeTo(attention.getResult(),
-                             cast<RankedTensorType>(output.getType()));
+        rewriter.getBoolAttr(safe.has_value()),
+        /*return_lse=*/rewriter.getBoolAttr(false));
+    Value result =
+        reshapeTo(attention.getY(), cast<RankedTensorType>(output.getType()));
 
     ++statistics.fused;
     statistics.causal += causal;

@@ -15,7 +15,13 @@
 //   * gemm + row bias (an Add of a [N] / [1, N] vector) -> gemm with C
 //     (onnxruntime's MatMulAddFusion, TensorRT's bias fusion);
 //   * gemm / conv + relu / gelu -> the op's `activation` (onnxruntime's
-//     FusedConv / FusedGemm, TensorRT's conv+activation fusion).
+//     FusedConv / FusedGemm, TensorRT's conv+activation fusion);
+//   * conv + residual add (+ relu) -> conv_residual, ResNet's
+//     relu(conv(x) + shortcut) (cuDNN's cudnnConvolutionBiasActivationForward
+//     with its `z` input, onnxruntime's FusedConv with `Z`, TensorFlow's
+//     FusedConv2DBiasActivation side input).
+//   * training-mode batch normalization + relu -> its `activation` (cuDNN's
+//     fused BN-activation forward).
 //
 // Each rewrite requires the fused intermediate to have no other user, and
 // looks through one aliasing reshape between the contraction and its tail
@@ -220,6 +226,7 @@ StringRef activationOf(Operation *op) {
 }
 
 /// act(gemm) / act(reshape(gemm)) -> gemm {activation};
+/// relu(batch_norm_training) -> batch_norm_training {activation = relu};
 /// act(conv) -> conv {activation}.
 struct FuseActivation : RewritePattern {
   explicit FuseActivation(MLIRContext *context)
@@ -241,14 +248,65 @@ struct FuseActivation : RewritePattern {
       rewriter.replaceOp(op, fused);
       return success();
     }
-    auto conv = input.getDefiningOp<ConvOp>();
-    if (!conv || !input.hasOneUse() || conv.getActivation() != "none")
+    if (auto norm = input.getDefiningOp<BatchNormTrainingOp>();
+        norm && activation == "relu" && input.hasOneUse() &&
+        norm.getActivation() == "none") {
+      // Its gradient reads X, mean and 1/std, never Y: Y may be the relu's.
+      rewriter.modifyOpInPlace(
+          norm, [&] { norm.setActivation(rewriter.getStringAttr("relu")); });
+      rewriter.replaceOp(op, norm.getY());
+      return success();
+    }
+    Operation *conv = input.getDefiningOp();
+    if (!isa_and_nonnull<ConvOp, ConvResidualOp>(conv) || !input.hasOneUse() ||
+        conv->getAttrOfType<StringAttr>("activation").getValue() != "none")
       return failure();
-    rewriter.modifyOpInPlace(
-        conv, [&] { conv.setActivation(rewriter.getStringAttr(activation)); });
+    rewriter.modifyOpInPlace(conv, [&] {
+      conv->setAttr("activation", rewriter.getStringAttr(activation));
+    });
     // The conv keeps its own location (its ONNX node name).
-    rewriter.replaceOp(op, conv.getResult());
+    rewriter.replaceOp(op, conv->getResult(0));
     return success();
+  }
+};
+
+/// add(conv(x), z) -> conv_residual(x, w, b, z) when the conv's result has
+/// no other user, the conv has no activation yet and z has the sum's type
+/// (no broadcast). A conv without a bias gets a zero bias (cuDNN's fused
+/// call takes one). A relu after the add then folds in (FuseActivation).
+struct FuseConvResidual : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    for (unsigned side = 0; side < 2; ++side) {
+      Value convResult = op->getOperand(side);
+      Value residual = op->getOperand(1 - side);
+      auto conv = convResult.getDefiningOp<ConvOp>();
+      if (!conv || !convResult.hasOneUse() || conv.getActivation() != "none" ||
+          conv.getChannelsLast() || residual.getType() != op.getType() ||
+          convResult.getType() != op.getType() || residual == convResult)
+        continue;
+      Value bias = conv.getB();
+      if (!bias) {
+        auto type = cast<RankedTensorType>(conv.getType());
+        auto biasType =
+            RankedTensorType::get({type.getDimSize(1)}, type.getElementType());
+        bias = ConstantOp::create(
+            rewriter, conv.getLoc(),
+            DenseElementsAttr::get(
+                biasType, rewriter.getFloatAttr(type.getElementType(), 0.0)));
+      }
+      auto fused = ConvResidualOp::create(
+          rewriter, conv.getLoc(), op.getType(), conv.getX(), conv.getW(), bias,
+          residual, conv.getKernelShapeAttr(), conv.getStridesAttr(),
+          conv.getPadsAttr(), conv.getDilationsAttr(), conv.getGroupAttr(),
+          conv.getActivationAttr(), /*channels_last=*/nullptr);
+      rewriter.replaceOp(op, fused.getResult());
+      rewriter.eraseOp(conv);
+      return success();
+    }
+    return failure();
   }
 };
 
@@ -259,8 +317,8 @@ struct MemOptFuseEpiloguesPass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseGeluTanh, MatMulToGemm, FuseGemmBias, FuseActivation>(
-        &getContext());
+    patterns.add<FuseGeluTanh, MatMulToGemm, FuseGemmBias, FuseActivation,
+                 FuseConvResidual>(&getContext());
     // Canonical forms first (shape sub-graphs folded, matmul of transposes),
     // so the tails are found in the form the patterns expect.
     for (RegisteredOperationName name : getContext().getRegisteredOperations())
@@ -272,3 +330,7 @@ struct MemOptFuseEpiloguesPass
 };
 
 } // namespace
+
+void mlir::memopt::populateGeluTanhFusionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseGeluTanh>(patterns.getContext());
+}

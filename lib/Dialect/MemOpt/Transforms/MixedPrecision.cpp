@@ -474,9 +474,35 @@ struct MemOptMixedPrecisionPass
           MemOptMixedPrecisionPass> {
   using MemOptMixedPrecisionBase::MemOptMixedPrecisionBase;
 
+  /// TF32 changes no type: every tensor stays f32 and the lowering lets the
+  /// f32 contractions (matmul, gemm, conv, conv_transpose, the conv filter
+  /// gradient, attention's library calls) multiply in TF32 on tensor cores,
+  /// as PyTorch's `allow_tf32` and TensorRT's default do. So it holds for
+  /// training programs too.
+  void markTf32(func::FuncOp function) {
+    function->setAttr("memopt.precision",
+                      StringAttr::get(function.getContext(), "tf32"));
+    if (!report)
+      return;
+    int64_t contractions = 0;
+    function.walk([&](Operation *op) {
+      if (isa<MatMulOp, GemmOp, ConvOp, ConvTransposeOp, ConvBackwardFilterOp,
+              AttentionOp>(op) &&
+          cast<ShapedType>(op->getOperand(0).getType())
+              .getElementType()
+              .isF32())
+        ++contractions;
+    });
+    llvm::outs() << "memopt-mixed-precision @" << function.getSymName()
+                 << ": tf32: " << contractions
+                 << " f32 contractions may use TF32, every tensor stays f32\n";
+  }
+
   void runOnOperation() override {
     func::FuncOp function = getOperation();
     MLIRContext *context = &getContext();
+    if (precision == "tf32")
+      return markTf32(function);
     FloatType lowType;
     if (precision == "f16")
       lowType = Float16Type::get(context);
@@ -484,7 +510,7 @@ struct MemOptMixedPrecisionPass
       lowType = BFloat16Type::get(context);
     if (!lowType) {
       function.emitError("memopt-mixed-precision: precision '")
-          << precision << "' is not f16 or bf16";
+          << precision << "' is not f16, bf16 or tf32";
       return signalPassFailure();
     }
     int64_t weightsBefore = report ? getWeightBytes(function) : 0;

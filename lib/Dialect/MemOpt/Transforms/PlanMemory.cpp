@@ -194,7 +194,7 @@ struct MemOptPlanMemoryPass
                                              liveness.getStats().maxLiveBytes));
 
     MemoryReport report = buildMemoryReport(function, liveness, storageOffsets,
-                                            result.plan.arenaSize);
+                                            result.plan.arenaSize, capacity);
     report.algorithm = planner::algorithmName(result.producedBy);
     report.planSeconds = result.seconds;
     report.provedOptimal = result.provedOptimal;

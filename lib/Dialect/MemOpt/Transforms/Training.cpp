@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -113,60 +114,68 @@ struct MakeTrainablePass
       constant.replaceAllUsesWith(variable.getValue());
       constant.erase();
     }
-    if (batchStatistics) {
-      SmallVector<BatchNormalizationOp> norms;
-      function.walk([&](BatchNormalizationOp norm) { norms.push_back(norm); });
-      for (BatchNormalizationOp norm : norms)
-        if (failed(useBatchStatistics(norm)))
-          return signalPassFailure();
+    keyDropouts(function);
+    // Training-mode BatchNormalization: every one with --bn-batch-stats,
+    // those exported with training_mode=1 always.
+    SmallVector<BatchNormalizationOp> norms;
+    function.walk([&](BatchNormalizationOp norm) {
+      if (batchStatistics || norm.getTrainingMode() != 0)
+        norms.push_back(norm);
+    });
+    for (BatchNormalizationOp norm : norms)
+      if (failed(useBatchStatistics(norm)))
+        return signalPassFailure();
+  }
+
+  /// Training-mode dropouts (keyless from the importer) get the program's
+  /// random key and a stream of their own, numbered in program order, so
+  /// every dropout draws its own mask and recomputing one redraws it.
+  void keyDropouts(func::FuncOp function) {
+    SmallVector<DropoutOp> dropouts;
+    function.walk([&](DropoutOp drop) {
+      if (!drop.getKey())
+        dropouts.push_back(drop);
+    });
+    if (dropouts.empty())
+      return;
+    OpBuilder builder(&getContext());
+    builder.setInsertionPointToStart(&function.getBody().front());
+    auto keyType = RankedTensorType::get({2}, builder.getI64Type());
+    Value key = VariableOp::create(
+        builder, NameLoc::get(builder.getStringAttr("dropout")), keyType,
+        builder.getStringAttr("memopt.random_key"),
+        builder.getStringAttr("random_key"),
+        DenseElementsAttr::get(keyType, ArrayRef<int64_t>{0, 0}));
+    int64_t stream = 0;
+    for (DropoutOp drop : dropouts) {
+      drop.getKeyMutable().assign(key);
+      drop.setStream(++stream);
     }
   }
 
-  /// Rewrites `norm` into its training-mode form (see the pass description).
+  /// Rewrites `norm` into its training-mode form (see the pass description):
+  /// one batch_norm_training (batch statistics; it saves mean and 1/std for
+  /// its gradient) and one batch_norm_running_update of the running
+  /// statistics, which become variables of role `statistic`.
   LogicalResult useBatchStatistics(BatchNormalizationOp norm) {
     OpBuilder builder(norm);
     Location loc = norm.getLoc();
     Value x = norm.getX();
     auto xType = cast<RankedTensorType>(x.getType());
-    Type element = xType.getElementType();
-    SmallVector<int64_t> axes = {0};
-    for (int64_t axis = 2; axis < xType.getRank(); ++axis)
-      axes.push_back(axis);
-    SmallVector<int64_t> channelShape(xType.getRank(), 1);
-    channelShape[1] = xType.getDimSize(1);
-    auto channelType = RankedTensorType::get(channelShape, element);
-    auto scalar = [&](double value) -> Value {
-      return ConstantOp::create(
-          builder, loc,
-          DenseElementsAttr::get(RankedTensorType::get({}, element),
-                                 builder.getFloatAttr(element, value)));
+    int64_t channels = xType.getRank() >= 2 ? xType.getDimSize(1) : 0;
+    auto isChannelVector = [&](Value v) {
+      auto type = cast<RankedTensorType>(v.getType());
+      return type.getElementType().isF32() && type.getNumElements() == channels;
     };
-    auto perChannel = [&](Value v) -> Value {
-      return ReshapeOp::create(builder, loc, channelType, v);
-    };
-    Value mean = ReduceMeanOp::create(builder, loc, x,
-                                      builder.getDenseI64ArrayAttr(axes),
-                                      builder.getI64IntegerAttr(1));
-    Value centered = SubOp::create(builder, loc, x, mean);
-    Value var = ReduceMeanOp::create(
-        builder, loc, MulOp::create(builder, loc, centered, centered),
-        builder.getDenseI64ArrayAttr(axes), builder.getI64IntegerAttr(1));
-    Value invStd = ReciprocalOp::create(
-        builder, loc,
-        SqrtOp::create(
-            builder, loc,
-            AddOp::create(builder, loc, var,
-                          scalar(norm.getEpsilon().convertToDouble()))));
-    Value normalized = MulOp::create(builder, loc, centered, invStd);
-    Value y = AddOp::create(
-        builder, loc,
-        MulOp::create(builder, loc, normalized, perChannel(norm.getScale())),
-        perChannel(norm.getB()));
-    norm.getY().replaceAllUsesWith(y);
+    if (!xType.getElementType().isF32() || xType.getRank() < 2 ||
+        !isChannelVector(norm.getScale()) || !isChannelVector(norm.getB()))
+      return norm.emitError()
+             << describeNode(norm)
+             << ": --bn-batch-stats needs f32 [N, C, ...] input and f32 "
+                "scale and bias of C elements";
     // Running statistics: state updated in place, never trained.
-    double momentum = norm.getMomentum().convertToDouble();
-    for (auto [running, batch] : {std::pair(norm.getInputMean(), mean),
-                                  std::pair(norm.getInputVar(), var)}) {
+    SmallVector<Value, 2> statistics;
+    for (Value running : {norm.getInputMean(), norm.getInputVar()}) {
       Operation *def = running.getDefiningOp();
       auto name = def ? def->getAttrOfType<StringAttr>(kInitializerAttrName)
                       : StringAttr();
@@ -175,7 +184,7 @@ struct MakeTrainablePass
       if (!name ||
           (!isa_and_nonnull<VariableOp>(def) &&
            !isa_and_nonnull<ConstantOp>(def)) ||
-          !getElementTypeOrSelf(running.getType()).isF32())
+          !isChannelVector(running))
         return norm.emitError()
                << describeNode(norm)
                << ": --bn-batch-stats needs f32 running statistics stored "
@@ -187,21 +196,23 @@ struct MakeTrainablePass
       auto statistic = VariableOp::create(
           stateBuilder, def->getLoc(), running.getType(), name,
           stateBuilder.getStringAttr("statistic"), initial);
-      Value batchValue =
-          ReshapeOp::create(builder, loc, running.getType(), batch);
-      Value updated = AddOp::create(
-          builder, loc,
-          MulOp::create(builder, loc, statistic.getValue(), scalar(momentum)),
-          MulOp::create(builder, loc, batchValue, scalar(1.0 - momentum)));
-      AssignOp::create(builder, loc, statistic.getValue(), updated);
-      if (def->use_empty() || llvm::all_of(def->getUsers(), [&](Operation *u) {
-            return u == norm.getOperation();
-          })) {
-        running.replaceAllUsesWith(statistic.getValue());
-        def->erase();
-      }
+      statistics.push_back(statistic.getValue());
     }
+    auto channelType = RankedTensorType::get({channels}, builder.getF32Type());
+    auto training = BatchNormTrainingOp::create(
+        builder, loc, TypeRange{xType, channelType, channelType}, x,
+        norm.getScale(), norm.getB(), norm.getEpsilonAttr(),
+        builder.getStringAttr("none"));
+    norm.getY().replaceAllUsesWith(training.getY());
+    BatchNormRunningUpdateOp::create(
+        builder, loc, statistics[0], statistics[1], training.getMean(),
+        training.getInvStd(), norm.getMomentumAttr(), norm.getEpsilonAttr());
+    SmallVector<Operation *, 2> replaced = {norm.getInputMean().getDefiningOp(),
+                                            norm.getInputVar().getDefiningOp()};
     norm.erase();
+    for (Operation *def : replaced)
+      if (def && def->use_empty())
+        def->erase();
     return success();
   }
 };
@@ -348,23 +359,23 @@ struct AutodiffPass
 private:
   /// Emits the optimizer update of `param` with its complete gradient.
   void emitUpdate(OpBuilder &builder, VariableOp param, Value gradient);
-  VariableOp createState(OpBuilder &builder, VariableOp param,
-                         StringRef suffix);
+  VariableOp createState(OpBuilder &builder, VariableOp param, StringRef suffix,
+                         StringRef role = "optimizer_state");
 
   Block *entry = nullptr;
-  Value lrValue, stepValue;
-  int64_t stateBytes = 0;
+  Value lrValue, stepValue, microStepValue;
+  int64_t stateBytes = 0, accumulatorBytes = 0;
 };
 
 VariableOp AutodiffPass::createState(OpBuilder &builder, VariableOp param,
-                                     StringRef suffix) {
+                                     StringRef suffix, StringRef role) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
-  stateBytes += getTensorBytes(param.getType());
+  (role == "gradient_accumulator" ? accumulatorBytes : stateBytes) +=
+      getTensorBytes(param.getType());
   return VariableOp::create(builder, param.getLoc(), param.getType(),
                             builder.getStringAttr(param.getName() + suffix),
-                            builder.getStringAttr("optimizer_state"),
-                            ElementsAttr());
+                            builder.getStringAttr(role), ElementsAttr());
 }
 
 void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
@@ -372,22 +383,31 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
   Location loc = param.getLoc();
   double decay =
       weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  // With accumulation the gradient is summed into a persistent accumulator
+  // (PyTorch's .grad) by the update op itself; the update runs on the last
+  // micro-step only.
+  Value accumulator;
+  if (accumulate > 1)
+    accumulator =
+        createState(builder, param, ".grad", "gradient_accumulator").getValue();
+  IntegerAttr steps = builder.getI64IntegerAttr(accumulate);
   if (optimizer == "adamw") {
     VariableOp expAvg = createState(builder, param, ".exp_avg");
     VariableOp expAvgSq = createState(builder, param, ".exp_avg_sq");
     AdamWUpdateOp::create(
         builder, loc, param.getValue(), gradient, expAvg.getValue(),
-        expAvgSq.getValue(), lrValue, stepValue, builder.getF32FloatAttr(beta1),
-        builder.getF32FloatAttr(beta2), builder.getF32FloatAttr(eps),
-        builder.getF32FloatAttr(decay));
+        expAvgSq.getValue(), lrValue, stepValue, accumulator, microStepValue,
+        builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+        builder.getF32FloatAttr(eps), builder.getF32FloatAttr(decay), steps);
     return;
   }
   Value buffer;
   if (momentum != 0.0)
     buffer = createState(builder, param, ".momentum_buffer").getValue();
   SGDUpdateOp::create(builder, loc, param.getValue(), gradient, buffer, lrValue,
+                      accumulator, microStepValue,
                       builder.getF32FloatAttr(momentum),
-                      builder.getF32FloatAttr(decay));
+                      builder.getF32FloatAttr(decay), steps);
 }
 
 void AutodiffPass::runOnOperation() {
@@ -398,6 +418,22 @@ void AutodiffPass::runOnOperation() {
     function.emitError("optimizer '")
         << optimizer << "' is not one of sgd, adamw";
     return signalPassFailure();
+  }
+  if (accumulate < 1) {
+    function.emitError("--accumulate ")
+        << int64_t(accumulate) << " must be at least 1 micro-batch per step";
+    return signalPassFailure();
+  }
+  // GPT-2's tanh GELU, exported as eight elementwise ops, becomes one gelu
+  // first: differentiated op by op it would save tanh's output and four
+  // other [tokens, 4 * features] intermediates for its backward.
+  {
+    RewritePatternSet patterns(&getContext());
+    populateGeluTanhFusionPatterns(patterns);
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    if (failed(applyPatternsGreedily(function, std::move(patterns), config)))
+      return signalPassFailure();
   }
   entry = &function.getBody().front();
   auto returnOp = cast<func::ReturnOp>(entry->getTerminator());
@@ -414,31 +450,52 @@ void AutodiffPass::runOnOperation() {
   llvm::DenseSet<Value> active;
   SmallVector<VariableOp> params;
   SmallVector<Operation *> forwardOps;
-  for (Operation &op : entry->without_terminator()) {
-    forwardOps.push_back(&op);
-    if (auto variable = dyn_cast<VariableOp>(op)) {
-      if (variable.getRole() == "parameter") {
-        params.push_back(variable);
-        active.insert(variable.getValue());
-      }
-      continue;
-    }
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value operand) { return active.contains(operand); }))
-      for (Value result : op.getResults())
-        if (isFloatTensor(result))
-          active.insert(result);
-  }
   // Backward: ops whose results reach the loss.
   llvm::DenseSet<Operation *> reachesLoss;
-  llvm::DenseSet<Value> needed = {loss};
-  for (Operation *op : llvm::reverse(forwardOps))
-    if (llvm::any_of(op->getResults(),
-                     [&](Value result) { return needed.contains(result); })) {
-      reachesLoss.insert(op);
-      for (Value operand : op->getOperands())
-        needed.insert(operand);
+  auto analyze = [&] {
+    active.clear();
+    params.clear();
+    forwardOps.clear();
+    reachesLoss.clear();
+    for (Operation &op : entry->without_terminator()) {
+      forwardOps.push_back(&op);
+      if (auto variable = dyn_cast<VariableOp>(op)) {
+        if (variable.getRole() == "parameter") {
+          params.push_back(variable);
+          active.insert(variable.getValue());
+        }
+        continue;
+      }
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value operand) { return active.contains(operand); }))
+        for (Value result : op.getResults())
+          if (isFloatTensor(result))
+            active.insert(result);
     }
+    llvm::DenseSet<Value> needed = {loss};
+    for (Operation *op : llvm::reverse(forwardOps))
+      if (llvm::any_of(op->getResults(),
+                       [&](Value result) { return needed.contains(result); })) {
+        reachesLoss.insert(op);
+        for (Value operand : op->getOperands())
+          needed.insert(operand);
+      }
+  };
+  analyze();
+  // Ops whose rule reads more of the forward than its results (attention:
+  // the row log-sum-exp) replace their forward now; then analyze again.
+  bool prepared = false;
+  for (Operation *op : forwardOps) {
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule || !reachesLoss.contains(op) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value operand) { return active.contains(operand); }))
+      continue;
+    OpBuilder prepareBuilder(op);
+    prepared |= rule.prepareForGradient(prepareBuilder) != op;
+  }
+  if (prepared)
+    analyze();
   if (!active.contains(loss)) {
     function.emitError("no trainable parameter reaches the loss");
     return signalPassFailure();
@@ -467,6 +524,11 @@ void AutodiffPass::runOnOperation() {
                                      builder.getStringAttr("memopt.step"),
                                      builder.getStringAttr("step"),
                                      DenseElementsAttr::get(scalarType, 0.0f));
+    if (accumulate > 1)
+      microStepValue = VariableOp::create(
+          builder, loc, scalarType, builder.getStringAttr("memopt.micro_step"),
+          builder.getStringAttr("micro_step"),
+          DenseElementsAttr::get(scalarType, 0.0f));
   }
 
   llvm::DenseMap<Value, Value> gradients;
@@ -475,8 +537,11 @@ void AutodiffPass::runOnOperation() {
     builder.setInsertionPoint(returnOp);
     Location loc = NameLoc::get(builder.getStringAttr("loss"));
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    // PyTorch's accumulation: each micro-batch backpropagates loss / K.
     gradients[loss] = ConstantOp::create(
-        builder, loc, DenseElementsAttr::get(scalarType, 1.0f));
+        builder, loc,
+        DenseElementsAttr::get(scalarType,
+                               1.0f / float(accumulate.getValue())));
   }
   int64_t trained = 0, trainedBytes = 0;
   for (Operation *op : llvm::reverse(forwardOps)) {
@@ -560,8 +625,12 @@ void AutodiffPass::runOnOperation() {
   if (report) {
     llvm::outs() << "memopt-autodiff: " << trained << " parameters ("
                  << trainedBytes << " bytes) trained with " << optimizer
-                 << ", optimizer state " << stateBytes << " bytes; "
-                 << untrained.size() << " float initializers get no gradient";
+                 << ", optimizer state " << stateBytes << " bytes";
+    if (accumulate > 1)
+      llvm::outs() << ", gradient accumulators " << accumulatorBytes
+                   << " bytes (" << accumulate << " micro-batches per step)";
+    llvm::outs() << "; " << untrained.size()
+                 << " float initializers get no gradient";
     if (!untrained.empty()) {
       llvm::outs() << " (";
       for (size_t i = 0; i < untrained.size() && i < 4; ++i)

@@ -100,6 +100,16 @@ def MemOpt_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   }];
   let methods = [
     InterfaceMethod<
+      "Called by memopt-autodiff, before the backward sweep, on every op "
+      "that will be differentiated: an op whose rule needs more of the "
+      "forward than its results (JAX's custom_vjp `fwd` returning "
+      "residuals) replaces itself by a form that also returns them, its "
+      "leading results replacing the op's results, and returns that op "
+      "(attention: the row log-sum-exp). The default keeps the op.",
+      "::mlir::Operation *", "prepareForGradient",
+      (ins "::mlir::OpBuilder &":$builder), [{}],
+      [{ return $_op.getOperation(); }]>,
+    InterfaceMethod<
       "Builds the gradients of the operands at the builder's insertion "
       "point, given the gradients of the results (`resultGradients[i]` is "
       "null when nothing flows back into result i: treat it as zero; at "

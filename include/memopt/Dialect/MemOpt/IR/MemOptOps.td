@@ -416,13 +416,18 @@ def MemOpt_GemmOp
 def MemOpt_ConvOp
     : MemOpt_InferredOp<"conv", [MemOpt_Precision],
                         ["getFlops", "getWorkspaceBytes"]> {
-  let summary = "N-D grouped convolution (NCHW, weights MCkk)";
+  let summary = "N-D grouped convolution (NCHW, weights MCkk; or channels-last)";
   let description = [{
     Departs from ONNX: `auto_pad` is resolved by the importer, so
     `kernel_shape`, `strides`, `pads` (all begins, then all ends) and
     `dilations` are always present with one value per spatial axis
     (two for `pads`). Output size per axis:
     `floor((in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1`.
+
+    With `channels_last` (set by `--memopt-layout`), the channel axis of X,
+    W and Y is the last one instead of axis 1: X [N, spatial..., C],
+    W [M, k..., C/group], Y [N, out..., M] (cuDNN's NHWC tensors and KRSC
+    filters). The attributes keep their meaning.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
                        Optional<MemOpt_FloatTensor>:$B,
@@ -430,9 +435,38 @@ def MemOpt_ConvOp
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$group,
-                       MemOpt_ActivationAttr:$activation);
+                       MemOpt_ActivationAttr:$activation,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def MemOpt_ConvResidualOp
+    : MemOpt_InferredOp<"conv_residual", [MemOpt_Precision,
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+                        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "Convolution + bias + residual add + activation in one op";
+  let description = [{
+    `Y = activation(conv(X, W) + B + Z)`, with `conv` as `memopt.conv` (the
+    same attributes, `channels_last` included) and `Z` of Y's type: ResNet's
+    `relu(bn(conv(x)) + shortcut)` once the batch normalization is folded.
+    Made by `--memopt-fuse-epilogues` from `add(conv, Z)` (and a following
+    relu); the result may be written over `Z` in place. The CUDA runtime runs
+    it as one cudnnConvolutionBiasActivationForward where cuDNN offers it
+    and that is faster.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
+                       MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$Z,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       MemOpt_ActivationAttr:$activation,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $W `,` $B `,` $Z attr-dict `:` "
                        "functional-type(operands, results)";
 }
 
@@ -469,13 +503,15 @@ def MemOpt_MaxPoolOp : MemOpt_InferredOp<"max_pool", [], ["getFlops"]> {
     resolved, `kernel_shape`, `strides`, `pads`, `dilations` are always
     present. With `ceil_mode` the output size rounds up, but a window that
     would start in the end padding is dropped (as ONNX and PyTorch do).
+    With `channels_last`, X and Y are [N, spatial..., C].
   }];
   let arguments = (ins MemOpt_FloatTensor:$X,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$storage_order);
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -484,14 +520,16 @@ def MemOpt_AveragePoolOp
     : MemOpt_InferredOp<"average_pool", [], ["getFlops"]> {
   let summary = "N-D average pooling";
   let description = [{
-    Same window rule as `max_pool`; `count_include_pad` as in ONNX.
+    Same window rule as `max_pool`; `count_include_pad` as in ONNX. With
+    `channels_last`, X and Y are [N, spatial..., C].
   }];
   let arguments = (ins MemOpt_FloatTensor:$X,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -499,7 +537,10 @@ def MemOpt_AveragePoolOp
 def MemOpt_GlobalAveragePoolOp
     : MemOpt_InferredOp<"global_average_pool", [], ["getFlops"]> {
   let summary = "Mean over every spatial axis: [N, C, ...] -> [N, C, 1, ...]";
-  let arguments = (ins MemOpt_FloatTensor:$X);
+  let description = [{
+    With `channels_last`: [N, ..., C] -> [N, 1, ..., C].
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
 }
@@ -514,15 +555,24 @@ def MemOpt_BatchNormalizationOp
                                   ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "Inference-mode batch normalization over axis 1";
   let description = [{
-    Departs from ONNX: inference mode only, one result (`Y`); the running
-    statistics outputs of training mode do not exist. `momentum` is kept so
-    that the importer can pass ONNX attributes through unchanged.
+    Departs from ONNX: the op normalizes with `input_mean` / `input_var`
+    (inference mode) and has one result (`Y`); the running statistics
+    outputs of training mode do not exist. `momentum` is kept so that the
+    importer can pass ONNX attributes through unchanged. `training_mode = 1`
+    (ONNX's attribute, from a model exported in training mode) only marks
+    the op: memopt-make-trainable (--train) rewrites it into batch
+    statistics with running-statistic updates, as `--bn-batch-stats` does
+    for every BatchNormalization; an inference compile runs it from its
+    running statistics, as PyTorch's eval() would.
+    With `channels_last` the channel axis is the last one.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
                        MemOpt_FloatTensor:$B, MemOpt_FloatTensor:$input_mean,
                        MemOpt_FloatTensor:$input_var,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
-                       DefaultValuedAttr<F32Attr, "0.9">:$momentum);
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                       DefaultValuedAttr<I64Attr, "0">:$training_mode,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $scale `,` $B `,` $input_mean `,` $input_var "
                        "attr-dict `:` functional-type(operands, results)";
@@ -589,7 +639,18 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
       `safe_softmax` it gives zeros (PyTorch's safe softmax, which the
       exporters spell `Where(IsNaN(P), 0, P)`).
 
-    The result never shares storage with an operand.
+    With `return_lse` (set by memopt-autodiff on an attention it
+    differentiates) the op also returns the row log-sum-exp the backward
+    (`memopt.attention_grad`) reads instead of the probabilities: `lse` is
+    f32 `[..., S, 2]`, per query row the maximum of its scores and the log
+    of the sum of exp(score - maximum); their sum is the log-sum-exp.
+    Keeping the two apart keeps `exp(score - lse)` exact for a row masked
+    by a finite fill (every score near -3.4e38, where adding the log-sum
+    would round away). Scores below -2.35e38 count as -2.3587e38 in the
+    statistics and the backward (-FLT_MAX / log2(e), the CUDA kernels'
+    saturation); a row whose scores are all `-inf` stores `(-inf, -inf)`.
+
+    The results never share storage with an operand.
 
     Workspace: when `Q`, `K` and `V` hold the whole batch, the op asks for
     room for all f32 scores (plus the probabilities in the element type when
@@ -603,9 +664,59 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
                        Optional<MemOpt_FloatTensor>:$bias, F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
-  let results = (outs MemOpt_FloatTensor:$Y);
+                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                       DefaultValuedAttr<BoolAttr, "false">:$return_lse);
+  let results = (outs MemOpt_FloatTensor:$Y,
+                      Optional<MemOpt_TensorOf<[F32]>>:$lse);
   let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Score elements that are not masked by `causal`, per batch entry.
+    int64_t getUnmaskedScoreCount();
+  }];
+}
+
+def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
+    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
+  let summary = "dQ, dK, dV (and dbias) of memopt.attention, no S x Sk tensor";
+  let description = [{
+    The vector-Jacobian product of `memopt.attention` (FlashAttention-2's
+    backward): from the forward's operands, its output `O`, the output's
+    gradient `dO` and the row statistics `lse` (`return_lse`), it recomputes
+    the probabilities block by block, `P = exp(S - lse)`, with
+    `D = rowsum(dO * O)`:
+
+        dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),
+        dQ = scale * dS K,  dK = scale * dS^T Q,  dbias = dS
+
+    The attributes are the forward's. `dQ`, `dK` and `dV` have the shapes of
+    `Q`, `K` (in its layout: `[..., D, Sk]` with `key_transposed`) and `V`
+    with the broadcast batch dimensions of the output (the gradient rule sums
+    broadcast axes back). With `bias_gradient`, `dbias` has the bias's own
+    shape: the kernels sum `dS` over the axes the bias broadcasts along, so
+    `[..., S, Sk]` never exists. Fully masked rows get zero gradients with
+    `safe_softmax` (PyTorch's safe softmax backward), NaN otherwise (as the
+    unfused graph). f32 only (low-precision attention gradients are not
+    supported yet).
+
+    Workspace: when `Q`, `K` and `V` hold the whole batch, two f32 score
+    buffers of the whole batch, optional like the forward's: the CUDA runtime
+    then runs the backward chunk by chunk through library GEMMs, and a fused
+    kernel (the scores only in shared memory) otherwise.
+  }];
+  let arguments = (ins MemOpt_TensorOf<[F32]>:$Q, MemOpt_TensorOf<[F32]>:$K,
+                       MemOpt_TensorOf<[F32]>:$V, MemOpt_TensorOf<[F32]>:$O,
+                       MemOpt_TensorOf<[F32]>:$dO, MemOpt_TensorOf<[F32]>:$lse,
+                       Optional<MemOpt_TensorOf<[F32]>>:$bias, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                       DefaultValuedAttr<BoolAttr, "false">:$bias_gradient);
+  let results = (outs MemOpt_TensorOf<[F32]>:$dQ, MemOpt_TensorOf<[F32]>:$dK,
+                      MemOpt_TensorOf<[F32]>:$dV,
+                      Optional<MemOpt_TensorOf<[F32]>>:$dbias);
+  let assemblyFormat = "$Q `,` $K `,` $V `,` $O `,` $dO `,` $lse "
+                       "(`,` $bias^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let extraClassDeclaration = [{
     /// Score elements that are not masked by `causal`, per batch entry.
@@ -618,11 +729,13 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
 //===----------------------------------------------------------------------===//
 
 class MemOpt_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : MemOpt_InferredOp<mnemonic, traits, ["getFlops"]> {
+    : MemOpt_InferredOp<mnemonic, traits, ["getFlops", "getWorkspaceBytes"]> {
   let description = [{
     Departs from ONNX: `axes` is an attribute, normalized (non-negative),
     sorted and non-empty (the importer expands "all axes");
-    `noop_with_empty_axes` therefore does not exist.
+    `noop_with_empty_axes` therefore does not exist. Workspace: when a few
+    outputs each reduce many elements, room for partial results, so that the
+    CUDA kernel splits each reduction over many blocks.
   }];
   let arguments = (ins MemOpt_Tensor:$data, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<I64Attr, "1">:$keepdims);
@@ -874,6 +987,39 @@ def MemOpt_IdentityOp : MemOpt_Op<"identity", [SameOperandsAndResultType,
   let hasFolder = 1;
 }
 
+def MemOpt_DropoutOp : MemOpt_Op<"dropout", [
+    AllTypesMatch<["X", "Y"]>,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["isElementwise", "canWriteInPlace"]>]> {
+  let summary = "Training-mode Dropout with a counter-based mask";
+  let description = [{
+    `Y = X * mask / (1 - ratio)` where element i is kept unless its Philox
+    4x32-10 word, keyed by `key` = `[seed, micro-batch number]` (the
+    program's `random_key` variable) and counted by (i / 4, `stream`, the
+    micro-batch number), is below `ratio * 2^32` (lib/Runtime/Philox.h). The
+    mask is a function of (seed, micro-batch, stream, element), so a second
+    dropout with the same key and stream on a tensor of the same shape
+    applies the same mask: the gradient is `dropout(dY)` with the forward's
+    stream (no mask is saved for backward), and a recomputed dropout
+    (rematerialization) reproduces its mask. Without a key it is the
+    identity (inference; canonicalization removes it, as it removes one
+    with ratio 0): the importer keeps ONNX Dropout in training mode as a
+    keyless dropout and memopt-make-trainable, which runs before the first
+    canonicalization, gives every dropout the key and a stream of its own.
+    (A canonicalization pattern, not a folder: the importer folds every op
+    as it builds it.)
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X,
+                       Optional<StaticShapeTensorOf<[I64]>>:$key,
+                       F32Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X (`,` `key` $key^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
+}
+
 def MemOpt_ConstantOfShapeOp
     : MemOpt_Op<"constant_of_shape", [MemOpt_Precision]> {
   let summary = "A tensor filled with `value` (explicit result type)";
@@ -926,7 +1072,11 @@ def MemOpt_VariableOp : Op<MemOpt_Dialect, "variable", [
     trainable parameter into its users. `name` is the ONNX initializer name
     (parameters) or a derived one (`NAME.momentum`, `NAME.exp_avg`, ...);
     `role` is `parameter`, `optimizer_state`, `statistic` (running
-    statistics of batch normalization), `learning_rate` or `step`.
+    statistics of batch normalization), `learning_rate`, `step`,
+    `gradient_accumulator` (`--accumulate`: a parameter's gradient summed
+    over the micro-batches of one optimizer step), `micro_step` (the f32
+    index of the micro-batch within the step, 0 .. K - 1) or `random_key`
+    (`[seed, micro-batch number]` as i64, the key of the dropout masks).
     `initial_value` gives the bytes the weights file starts with (zeros when
     absent). Why not `ml_program.global`: every memopt pass, the liveness
     analysis and the emitter treat weight-region values as SSA values that a
@@ -959,12 +1109,17 @@ def MemOpt_SoftmaxCrossEntropyOp
 }
 
 def MemOpt_SoftmaxCrossEntropyGradOp
-    : MemOpt_Op<"softmax_cross_entropy_grad", [], ["getFlops"]> {
+    : MemOpt_Op<"softmax_cross_entropy_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "The logits' gradient of softmax_cross_entropy";
   let description = [{
     `dloss * (softmax(logits) - onehot(labels)) / count` per counted row, 0
     for ignored rows; the result has the logits' type. Reads the logits, not
     the probabilities: the forward keeps no `[..., C]` tensor of its own.
+    The result may take the logits' storage (each row is read before it is
+    written), so a language model's logits and their gradient (823 MB each
+    for GPT-2 at 8 x 512) never live at once.
   }];
   let arguments = (ins MemOpt_FloatTensor:$logits, MemOpt_IndexTensor:$labels,
                        StaticShapeTensorOf<[F32]>:$dloss,
@@ -1015,6 +1170,81 @@ def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def MemOpt_BatchNormTrainingOp : MemOpt_Op<"batch_norm_training", [
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>],
+    ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "Training-mode batch normalization over axis 1 (batch "
+                "statistics)";
+  let description = [{
+    `X` is `[N, C, ...]` (f32); `mean` and `inv_std` (`[C]` f32) are each
+    channel's mean and `1 / sqrt(var + epsilon)` over N and the spatial axes
+    (biased variance, as ONNX's training mode and PyTorch normalize);
+    `Y = (X - mean) * inv_std * scale + B`, then `activation` (`none` or
+    `relu`, set by --memopt-fuse-epilogues). `scale` and `B` hold C
+    elements. Produced by `--memopt-make-trainable` with `bn-batch-stats`;
+    the running statistics are updated by `batch_norm_running_update`.
+    Workspace: per-channel partial sums, so that few channels of many
+    elements fill the GPU.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$B,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       MemOpt_ActivationAttr:$activation);
+  let results = (outs MemOpt_FloatTensor:$Y, MemOpt_FloatTensor:$mean,
+                      MemOpt_FloatTensor:$inv_std);
+  let assemblyFormat = "$X `,` $scale `,` $B attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_BatchNormTrainingGradOp
+    : MemOpt_Op<"batch_norm_training_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of batch_norm_training";
+  let description = [{
+    With `xhat = (X - mean) * inv_std` and `M = N * spatial`:
+    `dB = sum dY`, `dscale = sum dY * xhat`,
+    `dX = scale * inv_std * (dY - dB / M - xhat * dscale / M)` (PyTorch's
+    batch_norm_backward). Reads the forward's input and its saved `mean` and
+    `inv_std`. `dX` may take `dY`'s storage.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$mean,
+                       MemOpt_FloatTensor:$inv_std);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dscale,
+                      MemOpt_FloatTensor:$dB);
+  let assemblyFormat = "$X `,` $dY `,` $scale `,` $mean `,` $inv_std "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_LayerNormalizationGradOp
+    : MemOpt_Op<"layer_normalization_grad", [],
+                ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of layer_normalization";
+  let description = [{
+    Over the axes `[axis, rank)` of `X` (f32), with `Scale` holding exactly
+    those elements: the mean and `1/std` of each row are recomputed from
+    `X`; `g = dY * Scale`, `dX = inv_std * (g - mean(g) - xhat * mean(g *
+    xhat))`, `dScale = sum over rows of dY * xhat`, `dB = sum of dY`
+    (PyTorch's layer_norm_backward). The results have the types of `X`,
+    `Scale` and `Scale`. Workspace: the row statistics and per-block column
+    partial sums.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$Scale,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dScale,
+                      MemOpt_FloatTensor:$dB);
+  let assemblyFormat = "$X `,` $dY `,` $Scale attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 // State an update writes in place (the operand's effect says so: the
 // scheduler orders the write after every other read of that variable).
 def MemOpt_WrittenState
@@ -1024,10 +1254,21 @@ def MemOpt_WrittenState
 // Optimizer updates write their operands in place and return nothing: they
 // are the only ops with side effects, so they are never folded away, and the
 // scheduler orders them after every other reader of the state they write.
-class MemOpt_UpdateOp<string mnemonic>
-    : Op<MemOpt_Dialect, mnemonic, [
+class MemOpt_UpdateOp<string mnemonic, list<Trait> traits = []>
+    : Op<MemOpt_Dialect, mnemonic, !listconcat(traits, [
          DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
-                                   ["getFlops", "getBytesMoved"]>]>;
+                                   ["getFlops", "getBytesMoved"]>])>;
+
+// Gradient accumulation (--accumulate K) of an update: `accumulator` (a
+// gradient_accumulator variable) becomes `grad` on micro-step 0 and
+// `accumulator + grad` on the others; the update itself runs only on
+// micro-step K - 1, with the accumulator as its gradient. `micro_step` is the
+// program's micro_step variable (0 .. K - 1, written by the driver before
+// each micro-batch), so one program (one CUDA graph) serves every
+// micro-batch.
+defvar MemOpt_AccumulatorArg =
+    Arg<Optional<StaticShapeTensorOf<[F32]>>,
+        "gradient accumulator written in place", [MemRead, MemWrite]>;
 
 def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
   let summary = "Writes a value into a variable (BatchNormalization's running "
@@ -1038,13 +1279,39 @@ def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
   let hasVerifier = 1;
 }
 
-def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
+def MemOpt_BatchNormRunningUpdateOp
+    : MemOpt_UpdateOp<"batch_norm_running_update"> {
+  let summary = "Updates BatchNormalization's running statistics in place";
+  let description = [{
+    ONNX's convention: `running_mean = momentum * running_mean + (1 -
+    momentum) * mean`, likewise `running_var` with the batch variance
+    recovered from `inv_std` as `1 / inv_std^2 - epsilon` (biased, as
+    `batch_norm_training` normalizes). `mean` and `inv_std` are the
+    statistics results of a `batch_norm_training`; the running statistics
+    are `memopt.variable`s of role `statistic`.
+  }];
+  let arguments = (ins MemOpt_WrittenState:$running_mean,
+                       MemOpt_WrittenState:$running_var,
+                       StaticShapeTensorOf<[F32]>:$mean,
+                       StaticShapeTensorOf<[F32]>:$inv_std,
+                       F32Attr:$momentum,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon);
+  let assemblyFormat = "$mean `,` $inv_std `to` $running_mean `,` "
+                       "$running_var attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_SGDUpdateOp
+    : MemOpt_UpdateOp<"sgd_update", [AttrSizedOperandSegments]> {
   let summary = "In-place SGD with momentum (torch.optim.SGD)";
   let description = [{
     `param -= lr * buf` with `buf = momentum * buf + grad + weight_decay *
     param` (dampening 0; `buf` absent and `grad + weight_decay * param`
     used directly when `momentum` is 0). Writes `param` and `momentum_buffer`,
     both `memopt.variable`s; `lr` is the program's learning-rate variable.
+    With `accumulate %acc, micro_step %m` and `accumulation_steps = K`, the
+    gradient is accumulated first and the update runs on micro-step K - 1
+    only (see MemOpt_AccumulatorArg).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
@@ -1052,19 +1319,28 @@ def MemOpt_SGDUpdateOp : MemOpt_UpdateOp<"sgd_update"> {
                            "state written in place", [MemRead, MemWrite]>:
                            $momentum_buffer,
                        StaticShapeTensorOf<[F32]>:$lr,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
-                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
+                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$param `,` $grad (`,` `momentum` $momentum_buffer^)? "
-                       "`,` `lr` $lr attr-dict `:` type(operands)";
+                       "`,` `lr` $lr (`,` `accumulate` $accumulator^ `,` "
+                       "`micro_step` $micro_step)? attr-dict `:` "
+                       "type(operands)";
   let hasVerifier = 1;
 }
 
-def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
+def MemOpt_AdamWUpdateOp
+    : MemOpt_UpdateOp<"adamw_update", [AttrSizedOperandSegments]> {
   let summary = "In-place AdamW (torch.optim.AdamW, decoupled weight decay)";
   let description = [{
     `param *= 1 - lr * weight_decay`, then the Adam step with bias
     correction from the 1-based `step` variable. Writes `param`, `exp_avg`
-    and `exp_avg_sq`, all `memopt.variable`s.
+    and `exp_avg_sq`, all `memopt.variable`s. With `accumulate %acc,
+    micro_step %m` and `accumulation_steps = K`, the gradient is accumulated
+    first and the update runs on micro-step K - 1 only (see
+    MemOpt_AccumulatorArg).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        StaticShapeTensorOf<[F32]>:$grad,
@@ -1072,12 +1348,17 @@ def MemOpt_AdamWUpdateOp : MemOpt_UpdateOp<"adamw_update"> {
                        MemOpt_WrittenState:$exp_avg_sq,
                        StaticShapeTensorOf<[F32]>:$lr,
                        StaticShapeTensorOf<[F32]>:$step,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        DefaultValuedAttr<F32Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F32Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F32Attr, "1e-08">:$eps,
-                       DefaultValuedAttr<F32Attr, "0.01">:$weight_decay);
+                       DefaultValuedAttr<F32Attr, "0.01">:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` "
-                       "`lr` $lr `,` `step` $step attr-dict `:` type(operands)";
+                       "`lr` $lr `,` `step` $step (`,` `accumulate` "
+                       "$accumulator^ `,` `micro_step` $micro_step)? "
+                       "attr-dict `:` type(operands)";
   let hasVerifier = 1;
 }
 

@@ -63,17 +63,33 @@ struct CompilePipelineOptions
       llvm::cl::desc("BatchNormalization uses batch statistics and updates "
                      "its running mean and variance"),
       llvm::cl::init(false)};
+  Option<int64_t> accumulate{
+      *this, "accumulate",
+      llvm::cl::desc("Micro-batches per optimizer step (gradient "
+                     "accumulation)"),
+      llvm::cl::init(1)};
   ListOption<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("Prefixes of initializer names that are not trained")};
 
   // Graph rewrites.
   Option<std::string> precision{
-      *this, "precision", llvm::cl::desc("fp32, fp16 or bf16 (inference)"),
+      *this, "precision",
+      llvm::cl::desc("fp32, tf32 (f32 tensors, TF32 math in contractions), "
+                     "fp16 or bf16 (inference)"),
       llvm::cl::init("fp32")};
+  Option<std::string> layout{
+      *this, "layout",
+      llvm::cl::desc("Convolution layout (memopt-layout): auto, nchw or nhwc"),
+      llvm::cl::init("auto")};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("The backend whose kernels layout=auto decides for: "
+                     "host or cuda"),
+      llvm::cl::init("host")};
   Option<bool> fuseAttention{
       *this, "fuse-attention",
-      llvm::cl::desc("Run memopt-fuse-attention (inference only)"),
+      llvm::cl::desc("Run memopt-fuse-attention (with train: before autodiff)"),
       llvm::cl::init(true)};
   Option<bool> fuseEpilogues{*this, "fuse-epilogues",
                              llvm::cl::desc("Run memopt-fuse-epilogues"),
@@ -85,8 +101,22 @@ struct CompilePipelineOptions
   // Memory.
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Arena capacity in bytes (0: no limit)"),
+      llvm::cl::desc("Arena capacity in bytes (0: no limit); ops are "
+                     "recomputed until the planned arena fits"),
       llvm::cl::init(0)};
+  ListOption<std::string> rematAllow{
+      *this, "remat-allow",
+      llvm::cl::desc("Op kinds that may be recomputed to meet memory-budget "
+                     "(default: every op with a cost)")};
+  Option<double> rematTimeLimit{
+      *this, "remat-time-limit",
+      llvm::cl::desc("Seconds the rematerialization solver may search per "
+                     "attempt"),
+      llvm::cl::init(5.0)};
+  Option<std::string> rematKernelTimes{
+      *this, "remat-kernel-times",
+      llvm::cl::desc("JSON file of measured kernel times {\"ONNX node\": "
+                     "seconds} that replace the roofline estimate")};
   Option<bool> noPlan{
       *this, "no-plan",
       llvm::cl::desc("No in-place reuse (memopt-compile then gives every "
@@ -115,7 +145,8 @@ struct CompilePipelineOptions
                      "precision, the plan's text report)"),
       llvm::cl::init(false)};
 
-  /// The low float type of `precision` ("f16", "bf16"), "" for fp32.
+  /// memopt-mixed-precision's setting for `precision` ("f16", "bf16",
+  /// "tf32"), "" for fp32.
   std::string getLowType() const;
   /// The learning rate and weight decay after the optimizer's defaults.
   double getLearningRate() const;

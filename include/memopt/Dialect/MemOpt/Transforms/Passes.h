@@ -6,6 +6,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::memopt {
@@ -15,6 +16,11 @@ namespace mlir::memopt {
 
 #define GEN_PASS_REGISTRATION
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+
+/// The tanh-GELU spelling of GPT-2-style exports (eight elementwise ops) ->
+/// `gelu {approximate = "tanh"}` (from --memopt-fuse-epilogues; autodiff runs
+/// it first, so the gradient is GELU's, reading x only).
+void populateGeluTanhFusionPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::memopt
 

@@ -89,12 +89,56 @@ def MemOptMixedPrecision
     The function gets `memopt.precision` ("f16" or "bf16"), which the memory
     report shows. With `report`, prints how many ops run in each type, the
     casts inserted and the weight bytes before and after.
+
+    `precision=tf32` changes no type: it only sets `memopt.precision =
+    "tf32"`, and the lowering then lets every f32 contraction (matmul, gemm,
+    conv, conv_transpose, conv_backward_filter, attention's library calls)
+    multiply in TF32 on tensor cores with f32 accumulation (PyTorch's
+    `allow_tf32`, TensorRT's default). The host backend computes the same
+    program in f32 (double). Training programs take it too.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"f16\"",
-           "The low float type: f16 or bf16">,
+           "The low float type: f16 or bf16; or tf32 (f32 storage, TF32 "
+           "math in contractions)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print ops per type, casts inserted and weight bytes">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
+  let summary = "Channels-last (NHWC) regions around the convolutions that are faster in it";
+  let description = [{
+    Chooses the layout of each convolution (`conv`, `conv_residual`):
+    `layout=nhwc` makes every one channels-last, `nchw` none, and `auto`
+    (memopt-compile's default) those the target runs faster channels-last,
+    from whole-model measurements (docs/layout.md): on `target=cuda`, the
+    convolutions of an f16, bf16 or TF32 (`memopt.precision = "tf32"`)
+    function that has no grouped convolution (cuDNN's channels-last grouped
+    kernels are slow); f32 functions stay NCHW; on `target=host` none (its
+    kernels are channels-first). Training programs keep NCHW.
+
+    A chosen convolution gets `channels_last`, its filter is transposed to
+    KRSC at compile time, and transposes are placed around it; the NHWC ->
+    NCHW transposes are then pushed down through the ops that can follow
+    the layout (elementwise ops, with broadcast operands permuted for free;
+    max / average / global average pooling and batch normalization, which
+    get `channels_last`; reductions and concatenations, whose axes are
+    renumbered; nearest resizes) until they cancel against the next
+    convolution's NCHW -> NHWC transpose. Transposes that only move axes of
+    size 1 become reshapes (free views). The few left sit at region borders
+    and are planned like any op. A function with convolutions gets
+    `memopt.layout` ("nhwc" when one was converted, else "nchw"). With `report`,
+    prints the convolutions converted and the transposes left.
+  }];
+  let options = [
+    Option<"layout", "layout", "std::string", /*default=*/"\"auto\"",
+           "auto, nchw or nhwc">,
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "The backend whose kernels `auto` decides for: cuda or host">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the convolutions converted and the transposes left">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
@@ -127,7 +171,8 @@ def MemOptFuseEpilogues
     no arena space: the eight-op tanh GELU of GPT-2-style exports becomes
     `gelu {approximate = "tanh"}`; matmul with a 2-D right operand becomes a
     2-D gemm between aliasing reshapes; a row-vector bias add becomes the
-    gemm's C; relu / gelu after a gemm or conv becomes the op's `activation`.
+    gemm's C; relu / gelu after a gemm or conv, and relu after a training-mode
+    batch normalization, becomes the op's `activation`.
     Only single-use intermediates are fused; one reshape between the
     contraction and its tail is looked through. Runs the dialect's
     canonicalization patterns too.
@@ -170,6 +215,74 @@ def MemOptSchedule : Pass<"memopt-schedule", "::mlir::func::FuncOp"> {
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
            "Print max-live before and after and the algorithm chosen">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Recompute values instead of keeping them, to fit a byte budget";
+  let description = [{
+    Rematerialization under a byte budget (docs/remat.md). The function, in
+    its current op order, becomes the solver's graph (lib/Remat): one node
+    per op that produces a buffer (views join their root's node, as
+    BufferLiveness groups them), its cost the op's estimated time on an H100
+    roofline (CostOpInterface FLOPs and bytes; `kernel-times` gives measured
+    times by ONNX node name), its bytes its results'; the function's outputs
+    stay live to the end. Ops that must not run twice are computed once:
+    anything with memory effects (optimizer updates, `memopt.assign` of
+    BatchNormalization statistics), ops outside `allow`, and any
+    recomputation that would land after an update of the state it reads.
+    The solver's schedule is applied by cloning each recomputed op (and the
+    views its users read through) right before its late users, which then
+    read the newest copy (XLA's HloRematerialization places its clones the
+    same way). Clones carry `memopt.recomputed` and keep the original's
+    attributes and location, so a dropout's key and the ONNX node name
+    survive. The function gets `memopt.remat` (the budget and the solver's
+    peaks) for the memory report.
+
+    Two ways to give the budget:
+    - `budget`: bytes in the solver's model of memory (views and in-place
+      reuse as bufferization sees them, workspaces at the planner's floor),
+      for each function. A budget no schedule meets is an error naming the
+      smallest peak found.
+    - `arena-budget` (memopt-compile --memory-budget): only the packed arena
+      counts. The module's one function is planned without recomputation
+      (memopt-schedule, memopt-bufferize, memopt-plan-memory on a copy); if
+      the arena is over the budget, the pass solves at a budget in the
+      model's bytes, plans a copy, lowers the solver budget by the excess
+      until the arena fits, then bisects for the cheapest fit. A budget no
+      recomputation meets is one error giving the smallest arena reached and
+      the buffers that hold it there. The function keeps its planned order
+      but not the plan: the pipeline plans it again.
+    With `report`, prints the decisions (and each attempt).
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Peak bytes of the solver's model the schedule must stay within">,
+    Option<"arenaBudget", "arena-budget", "int64_t", /*default=*/"0",
+           "Bytes the planned arena must fit in (solve and replan until it "
+           "does)">,
+    Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"true",
+           "arena-budget: plan the function's outputs inside the arena (as "
+           "memopt-compile does)">,
+    Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"0.2",
+           "arena-budget: seconds the planner's exact search may take per "
+           "attempt (the final plan searches longer and only gets smaller)">,
+    Option<"maxProbes", "max-probes", "int", /*default=*/"8",
+           "arena-budget: the most solver runs">,
+    ListOption<"allow", "allow", "std::string",
+               "Op kinds that may be recomputed, e.g. relu,conv,fused_elementwise "
+               "(default: every op with a cost)">,
+    Option<"maxComputations", "max-computations", "int", /*default=*/"2",
+           "The most times one op may be computed">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"5.0",
+           "Seconds the solver may search">,
+    Option<"method", "method", "std::string", /*default=*/"\"auto\"",
+           "auto, fast or exact (lib/Remat)">,
+    Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
+           "JSON file of measured kernel times {\"NODE\": seconds}">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the ops recomputed, the FLOPs and time added and the peaks">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
@@ -239,12 +352,19 @@ def MemOptMakeTrainable
     constants by memopt-autodiff. A `freeze` prefix that matches no
     initializer is an error (it is almost always a typo).
 
-    With `bn-batch-stats`, every BatchNormalization becomes its training-mode
-    form, as ONNX defines it for `training_mode=1`: the mean and (population)
-    variance of the batch over all axes but 1 normalize the input, and the
-    running statistics become `statistic` variables updated in place with
-    `running = running * momentum + batch * (1 - momentum)`
-    (`memopt.assign`).
+    Training-mode dropouts (`memopt.dropout` without a key: ONNX Dropout
+    with `training_mode` true) become active: they read a new `random_key`
+    variable `memopt.random_key` (i64 `[seed, micro-batch]`, written by the
+    driver before each run) and get streams 1, 2, ... in program order.
+
+    Every BatchNormalization exported with `training_mode=1` (and, with
+    `bn-batch-stats`, every other one too) becomes its training-mode form, as
+    ONNX defines it for `training_mode=1`: a `memopt.batch_norm_training`
+    normalizes with the mean and (population) variance of the batch over all
+    axes but 1 (and returns the mean and 1/std its gradient reads), and the
+    running statistics become `statistic` variables that a
+    `memopt.batch_norm_running_update` updates in place with
+    `running = running * momentum + batch * (1 - momentum)`.
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
@@ -292,6 +412,11 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
     emitted, so a gradient dies at its update instead of living to the end
     of the step (PyTorch keeps every gradient until optimizer.step()).
     Optimizer state and the learning rate / step count are new variables.
+    With `accumulate=K` (K > 1) the loss's gradient is seeded with 1 / K
+    (PyTorch's `(loss / K).backward()`), every parameter gets a
+    `gradient_accumulator` variable `NAME.grad`, and each update op takes it
+    with the `micro_step` variable: it sums the gradient into the
+    accumulator and updates only on micro-step K - 1 (docs/training.md).
     Parameters without a gradient become constants again. With `report`,
     prints the parameters, their bytes and the optimizer state added.
   }];
@@ -308,6 +433,10 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
+           "Micro-batches per optimizer step: gradients of loss / K are "
+           "summed in persistent gradient_accumulator variables and the "
+           "updates run on the last micro-step (micro_step variable)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the parameters trained and the state added">,
   ];

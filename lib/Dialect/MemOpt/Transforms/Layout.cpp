@@ -1,0 +1,638 @@
+//===- Layout.cpp - channels-last regions around convolutions -------------===//
+//
+// Chooses the tensor layout of convolution regions. A convolution chosen
+// channels-last becomes
+//
+//   transpose(x -> NHWC) -> conv {channels_last} (filter KRSC, transposed at
+//   compile time) -> transpose(NHWC -> NCHW)
+//
+// and the NHWC -> NCHW transposes are then pushed down through the ops that
+// can follow the layout: elementwise ops (a broadcast operand is permuted:
+// a constant at compile time, a [N, C, 1, 1] vector by a free reshape),
+// pools, global average pooling and batch normalization (which get
+// `channels_last`), reductions and concatenations (their axes are
+// renumbered), nearest resizes. Where a pushed transpose meets the NCHW ->
+// NHWC transpose of the next convolution the two cancel; a transpose that
+// only moves axes of size 1 becomes a reshape (a free view). What remains
+// are the few transposes at region borders (the network input, a reshape
+// into a classifier head), real ops that the planner sizes like any other.
+//
+// The layout is a property of the tensor, not of the backend: both runtime
+// backends implement every channels-last op, so the host runs the same
+// program (docs/lowering.md).
+//
+// Taken from: onnxruntime's transpose optimizer (push transposes through
+// layout-agnostic ops and cancel inverse pairs, count the transposes a
+// rewrite would add before making it), TensorFlow Grappler's layout
+// optimizer and TVM's ConvertLayout (convert the convolutions, insert layout
+// transforms at the borders, let the rest follow), PyTorch's channels_last
+// memory format and TensorRT's reformat-free I/O (the convolution kernels
+// that want NHWC get it). Where this goes further: the decision is made from
+// the element type the mixed-precision pass chose, the kinds of convolution
+// in the function and the target's measured kernels (`auto`, docs/layout.md),
+// and it runs
+// before scheduling and planning, so the arena holds the transposes that are
+// left, at their real sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cstring>
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTLAYOUT
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Permutations
+//===----------------------------------------------------------------------===//
+
+/// NCHW -> NHWC for rank r: [0, 2, ..., r-1, 1].
+SmallVector<int64_t> toChannelsLast(int64_t rank) {
+  SmallVector<int64_t> perm = {0};
+  for (int64_t i = 2; i < rank; ++i)
+    perm.push_back(i);
+  perm.push_back(1);
+  return perm;
+}
+
+/// NHWC -> NCHW for rank r: [0, r-1, 1, ..., r-2].
+SmallVector<int64_t> toChannelsFirst(int64_t rank) {
+  SmallVector<int64_t> perm = {0, rank - 1};
+  for (int64_t i = 1; i < rank - 1; ++i)
+    perm.push_back(i);
+  return perm;
+}
+
+SmallVector<int64_t> permuteShape(ArrayRef<int64_t> shape,
+                                  ArrayRef<int64_t> perm) {
+  return llvm::map_to_vector(perm, [&](int64_t axis) { return shape[axis]; });
+}
+
+RankedTensorType permuteType(Type type, ArrayRef<int64_t> perm) {
+  auto ranked = cast<RankedTensorType>(type);
+  return RankedTensorType::get(permuteShape(ranked.getShape(), perm),
+                               ranked.getElementType());
+}
+
+bool isIdentity(ArrayRef<int64_t> perm) {
+  for (auto [index, axis] : llvm::enumerate(perm))
+    if (int64_t(index) != axis)
+      return false;
+  return true;
+}
+
+/// True when permuting `shape` by `perm` keeps the order of its axes larger
+/// than 1: the transpose only moves 1s and is a reshape.
+bool movesOnlyUnitAxes(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  int64_t last = -1;
+  for (int64_t axis : perm) {
+    if (shape[axis] == 1)
+      continue;
+    if (axis < last)
+      return false;
+    last = axis;
+  }
+  return true;
+}
+
+Value createTranspose(PatternRewriter &rewriter, Location loc, Value value,
+                      ArrayRef<int64_t> perm) {
+  return TransposeOp::create(rewriter, loc, permuteType(value.getType(), perm),
+                             value, rewriter.getDenseI64ArrayAttr(perm));
+}
+
+/// The source of `value` when it is the NHWC -> NCHW transpose of a rank-r
+/// tensor (r >= 3), else null.
+Value channelsFirstSource(Value value) {
+  auto transpose = value.getDefiningOp<TransposeOp>();
+  if (!transpose)
+    return {};
+  auto type = cast<RankedTensorType>(transpose.getType());
+  if (type.getRank() < 3 ||
+      transpose.getPermutation() != toChannelsFirst(type.getRank()))
+    return {};
+  return transpose.getData();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants transposed at compile time
+//===----------------------------------------------------------------------===//
+
+/// `raw` (row-major elements of `elementBytes` each, of `shape`) permuted by
+/// `perm`.
+std::vector<char> permuteBytes(ArrayRef<char> raw, ArrayRef<int64_t> shape,
+                               ArrayRef<int64_t> perm, size_t elementBytes) {
+  int64_t rank = shape.size();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  SmallVector<int64_t> outShape = permuteShape(shape, perm);
+  int64_t count = ShapedType::getNumElements(shape);
+  std::vector<char> out(size_t(count) * elementBytes);
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t source = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      source += index[i] * strides[perm[i]];
+    std::memcpy(out.data() + linear * elementBytes,
+                raw.data() + source * elementBytes, elementBytes);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++index[i] < outShape[i])
+        break;
+      index[i] = 0;
+    }
+  }
+  return out;
+}
+
+/// `value` permuted, or null when its bytes cannot be read (bool elements,
+/// an elided resource).
+ElementsAttr permuteConstant(ElementsAttr value, ArrayRef<int64_t> perm) {
+  auto type = cast<RankedTensorType>(value.getType());
+  RankedTensorType resultType = permuteType(type, perm);
+  unsigned bits = type.getElementType().getIntOrFloatBitWidth();
+  if (bits % 8 != 0)
+    return {};
+  size_t elementBytes = bits / 8;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.isSplat())
+      return dense.reshape(resultType);
+    ArrayRef<char> raw = dense.getRawData();
+    if (raw.size() != size_t(type.getNumElements()) * elementBytes)
+      return {};
+    std::vector<char> permuted =
+        permuteBytes(raw, type.getShape(), perm, elementBytes);
+    return DenseElementsAttr::getFromRawBuffer(resultType, permuted);
+  }
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    DenseResourceElementsHandle handle = resource.getRawHandle();
+    AsmResourceBlob *blob = handle.getBlob();
+    if (!blob ||
+        blob->getData().size() != size_t(type.getNumElements()) * elementBytes)
+      return {};
+    std::vector<char> permuted =
+        permuteBytes(blob->getData(), type.getShape(), perm, elementBytes);
+    AsmResourceBlob result =
+        HeapAsmResourceBlob::allocate(permuted.size(), alignof(uint64_t));
+    std::memcpy(result.getMutableData().data(), permuted.data(),
+                permuted.size());
+    std::string key = (handle.getKey() + "_nhwc").str();
+    return DenseResourceElementsAttr::get(resultType, key, std::move(result));
+  }
+  return {};
+}
+
+/// transpose(constant) -> the transposed constant (weights included: the
+/// dialect's folder only reads small inline constants).
+struct FoldTransposeOfConstant : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto constant = op.getData().getDefiningOp<ConstantOp>();
+    if (!constant)
+      return failure();
+    ElementsAttr permuted =
+        permuteConstant(constant.getValue(), op.getPermutation());
+    if (!permuted)
+      return failure();
+    auto folded = ConstantOp::create(rewriter, constant.getLoc(), permuted);
+    // Keep what other passes read from a constant (memopt.initializer).
+    for (NamedAttribute attribute : constant->getDiscardableAttrs())
+      folded->setAttr(attribute.getName(), attribute.getValue());
+    rewriter.replaceOp(op, folded.getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Transpose clean-up
+//===----------------------------------------------------------------------===//
+
+/// transpose(transpose(x, p), q) -> transpose(x, p[q]), or x.
+struct ComposeTransposes : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto inner = op.getData().getDefiningOp<TransposeOp>();
+    if (!inner)
+      return failure();
+    SmallVector<int64_t> p = inner.getPermutation(), q = op.getPermutation();
+    SmallVector<int64_t> composed = permuteShape(p, q);
+    if (isIdentity(composed)) {
+      rewriter.replaceOp(op, inner.getData());
+      return success();
+    }
+    rewriter.replaceOpWithNewOp<TransposeOp>(
+        op, op.getType(), inner.getData(),
+        rewriter.getDenseI64ArrayAttr(composed));
+    return success();
+  }
+};
+
+/// A transpose that only moves axes of size 1 is a reshape (a free view).
+struct UnitAxesTransposeToReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op.getData().getType());
+    if (!movesOnlyUnitAxes(type.getShape(), op.getPermutation()))
+      return failure();
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getData());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Pushing NHWC -> NCHW transposes down
+//===----------------------------------------------------------------------===//
+
+/// True when channelsLastOperand gives `value` without a real transpose.
+bool isFreeInChannelsLast(Value value, int64_t rank) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() == rank && channelsFirstSource(value))
+    return true;
+  if (type.getRank() > rank)
+    return false;
+  SmallVector<int64_t> shape(rank - type.getRank(), 1);
+  llvm::append_range(shape, type.getShape());
+  return matchPattern(value, m_Constant()) ||
+         movesOnlyUnitAxes(shape, toChannelsLast(rank));
+}
+
+/// `value` (an operand of an op whose NCHW result has rank `rank`) in the
+/// channels-last order, or null when that would cost a real transpose: the
+/// source of its own NHWC -> NCHW transpose, a constant (transposed at
+/// compile time by FoldTransposeOfConstant), or a tensor whose permutation
+/// only moves 1s (a reshape). Lower-rank operands broadcast from the right,
+/// as numpy does: they are first viewed with leading 1s.
+Value channelsLastOperand(PatternRewriter &rewriter, Location loc, Value value,
+                          int64_t rank) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> perm = toChannelsLast(rank);
+  if (type.getRank() == rank)
+    if (Value source = channelsFirstSource(value))
+      return source;
+  if (type.getRank() > rank)
+    return {};
+  SmallVector<int64_t> shape(rank - type.getRank(), 1);
+  llvm::append_range(shape, type.getShape());
+  bool constant = matchPattern(value, m_Constant());
+  if (!constant && !movesOnlyUnitAxes(shape, perm))
+    return {};
+  Value padded = value;
+  if (type.getRank() != rank)
+    padded = ReshapeOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
+        value);
+  if (constant)
+    return createTranspose(rewriter, loc, padded, perm);
+  return ReshapeOp::create(
+      rewriter, loc,
+      RankedTensorType::get(permuteShape(shape, perm), type.getElementType()),
+      padded);
+}
+
+/// True when `op` declares a `channels_last` attribute (conv, pools, global
+/// average pooling, batch normalization, conv_residual).
+bool hasChannelsLastForm(Operation *op) {
+  return llvm::is_contained(op->getName().getAttributeNames(),
+                            StringAttr::get(op->getContext(), "channels_last"));
+}
+
+/// op(transpose(a), ...) -> transpose(op'(a, ...)) for the ops that can
+/// follow the layout; see the file comment.
+struct SinkChannelsFirstTranspose : RewritePattern {
+  explicit SinkChannelsFirstTranspose(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+        isa<TransposeOp, ConstantOp, ReshapeOp>(op) ||
+        !isa<MemOptDialect>(op->getDialect()))
+      return failure();
+    auto trigger = llvm::find_if(op->getOperands(), [](Value operand) {
+      return bool(channelsFirstSource(operand));
+    });
+    auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (trigger == op->getOperands().end() || !resultType)
+      return failure();
+    int64_t rank = cast<RankedTensorType>((*trigger).getType()).getRank();
+    if (isa<ReduceMeanOp, ReduceSumOp, ReduceMaxOp>(op))
+      return sinkReduce(op, rewriter);
+    if (resultType.getRank() != rank)
+      return failure();
+    auto buffer = dyn_cast<BufferBehaviorOpInterface>(op);
+    if (buffer && buffer.isElementwise())
+      return sinkElementwise(op, rank, rewriter);
+    if (hasChannelsLastForm(op) && !isa<ConvOp, ConvResidualOp>(op) &&
+        !op->hasAttr("channels_last"))
+      return sinkWindowOp(op, rewriter);
+    if (auto concat = dyn_cast<ConcatOp>(op))
+      return sinkConcat(concat, rewriter);
+    if (auto resize = dyn_cast<ResizeOp>(op))
+      if (resize.getMode() == "nearest")
+        return sinkElementwise(op, rank, rewriter);
+    return failure();
+  }
+
+private:
+  /// The same op on channels-last operands; `resultType` given.
+  Value recreate(Operation *op, ValueRange operands, Type resultType,
+                 PatternRewriter &rewriter,
+                 ArrayRef<NamedAttribute> extra = {}) const {
+    NamedAttrList attributes(op->getAttrs());
+    for (NamedAttribute attribute : extra)
+      attributes.set(attribute.getName(), attribute.getValue());
+    OperationState state(op->getLoc(), op->getName());
+    state.addOperands(operands);
+    state.addTypes(resultType);
+    state.addAttributes(attributes);
+    return rewriter.create(state)->getResult(0);
+  }
+
+  void replaceThroughTranspose(Operation *op, Value channelsLast,
+                               PatternRewriter &rewriter) const {
+    int64_t rank = cast<RankedTensorType>(channelsLast.getType()).getRank();
+    rewriter.replaceOp(op, createTranspose(rewriter, op->getLoc(), channelsLast,
+                                           toChannelsFirst(rank)));
+  }
+
+  LogicalResult sinkElementwise(Operation *op, int64_t rank,
+                                PatternRewriter &rewriter) const {
+    // Every operand must come for free, or the rewrite would only move the
+    // transpose (onnxruntime's transpose optimizer counts the same way).
+    if (!llvm::all_of(op->getOperands(), [&](Value operand) {
+          return isFreeInChannelsLast(operand, rank);
+        }))
+      return failure();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(
+          channelsLastOperand(rewriter, op->getLoc(), operand, rank));
+    Value result =
+        recreate(op, operands,
+                 permuteType(op->getResult(0).getType(), toChannelsLast(rank)),
+                 rewriter);
+    replaceThroughTranspose(op, result, rewriter);
+    return success();
+  }
+
+  LogicalResult sinkWindowOp(Operation *op, PatternRewriter &rewriter) const {
+    Value source = channelsFirstSource(op->getOperand(0));
+    if (!source)
+      return failure();
+    for (Value operand : op->getOperands().drop_front())
+      if (cast<RankedTensorType>(operand.getType()).getRank() != 1)
+        return failure();
+    SmallVector<Value> operands = {source};
+    llvm::append_range(operands, op->getOperands().drop_front());
+    int64_t rank = cast<RankedTensorType>(source.getType()).getRank();
+    Value result = recreate(
+        op, operands,
+        permuteType(op->getResult(0).getType(), toChannelsLast(rank)), rewriter,
+        {rewriter.getNamedAttr("channels_last", rewriter.getUnitAttr())});
+    replaceThroughTranspose(op, result, rewriter);
+    return success();
+  }
+
+  LogicalResult sinkReduce(Operation *op, PatternRewriter &rewriter) const {
+    Value source = channelsFirstSource(op->getOperand(0));
+    if (!source)
+      return failure();
+    int64_t rank = cast<RankedTensorType>(source.getType()).getRank();
+    SmallVector<int64_t> first = toChannelsFirst(rank);
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    auto keepdims = op->getAttrOfType<IntegerAttr>("keepdims");
+    if (!axes)
+      return failure();
+    bool keep = !keepdims || keepdims.getInt() != 0;
+    // NCHW axis d is axis first[d] of the channels-last source.
+    SmallVector<bool> reduced(rank, false);
+    SmallVector<int64_t> newAxes;
+    for (int64_t axis : axes.asArrayRef()) {
+      reduced[first[axis]] = true;
+      newAxes.push_back(first[axis]);
+    }
+    llvm::sort(newAxes);
+    auto sourceType = cast<RankedTensorType>(source.getType());
+    SmallVector<int64_t> shape;
+    SmallVector<int64_t> kept; // source axes that remain, in order
+    for (int64_t i = 0; i < rank; ++i) {
+      if (reduced[i] && !keep)
+        continue;
+      shape.push_back(reduced[i] ? 1 : sourceType.getDimSize(i));
+      kept.push_back(i);
+    }
+    auto newType = RankedTensorType::get(shape, sourceType.getElementType());
+    Value result =
+        recreate(op, {source}, newType, rewriter,
+                 {rewriter.getNamedAttr(
+                     "axes", rewriter.getDenseI64ArrayAttr(newAxes))});
+    // The old result's axes are the NCHW axes that remain, in order; find
+    // each among the new result's axes.
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (reduced[first[d]] && !keep)
+        continue;
+      perm.push_back(llvm::find(kept, first[d]) - kept.begin());
+    }
+    if (!isIdentity(perm))
+      result = createTranspose(rewriter, op->getLoc(), result, perm);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  LogicalResult sinkConcat(ConcatOp op, PatternRewriter &rewriter) const {
+    auto type = cast<RankedTensorType>(op.getType());
+    int64_t rank = type.getRank();
+    SmallVector<Value> inputs;
+    for (Value input : op.getInputs()) {
+      Value source = channelsFirstSource(input);
+      if (!source)
+        return failure();
+      inputs.push_back(source);
+    }
+    int64_t axis = static_cast<int64_t>(op.getAxis());
+    if (axis < 0)
+      axis += rank;
+    int64_t newAxis = toChannelsFirst(rank)[axis];
+    Value result = recreate(
+        op, inputs, permuteType(type, toChannelsLast(rank)), rewriter,
+        {rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(newAxis))});
+    replaceThroughTranspose(op, result, rewriter);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+/// The `auto` policy for the CUDA target, from whole-model measurements on an
+/// H100 with cuDNN 9 at batch 32 (bench/gpu_bench_precision.py, tables in
+/// docs/layout.md):
+/// - f16, bf16 and TF32 (tensor cores): channels-last when the function has
+///   no grouped (depthwise) convolution. Dense nets gain: ResNet-50 f16
+///   14.6 -> 6.9 ms, TF32 14.0 -> 3.0; ResNet-18 TF32 6.3 -> 2.0. Depthwise
+///   nets lose, in both precisions (cuDNN's channels-last grouped kernels):
+///   f16 ConvNeXt-T 5.8 -> 12.9 ms, EfficientNet-B0 6.7 -> 7.2, MobileNetV3
+///   3.5 -> 3.7, MobileNetV2 3.2 -> 3.3; TF32 MobileNetV2 2.7 -> 6.1,
+///   EfficientNet-B0 5.1 -> 11.1, ConvNeXt-T 7.0 -> 16.5.
+/// - f32 (FMA): NCHW (cuDNN's NCHW f32 kernels were as fast or faster in the
+///   layer micro-benchmark).
+enum class Preference { ChannelsFirst, DenseOnly };
+
+Preference preferenceFor(Type element, StringRef precision) {
+  if (element.isF16() || element.isBF16() ||
+      (element.isF32() && precision == "tf32"))
+    return Preference::DenseOnly;
+  return Preference::ChannelsFirst;
+}
+
+struct MemOptLayoutPass
+    : public mlir::memopt::impl::MemOptLayoutBase<MemOptLayoutPass> {
+  using MemOptLayoutBase::MemOptLayoutBase;
+
+  /// Whether `conv` runs channels-last; `grouped`: the function has a
+  /// grouped convolution.
+  bool chooseChannelsLast(Operation *conv, StringRef precision,
+                          bool grouped) const {
+    if (layout == "nhwc")
+      return true;
+    if (layout != "auto" || target != "cuda")
+      return false;
+    Type element =
+        cast<RankedTensorType>(conv->getOperand(0).getType()).getElementType();
+    switch (preferenceFor(element, precision)) {
+    case Preference::DenseOnly:
+      return !grouped;
+    case Preference::ChannelsFirst:
+      return false;
+    }
+    return false;
+  }
+
+  /// conv -> transpose(conv {channels_last}(transpose(x), W^T [, B,
+  /// transpose(Z)])).
+  void convert(Operation *conv, IRRewriter &rewriter) {
+    int64_t rank =
+        cast<RankedTensorType>(conv->getOperand(0).getType()).getRank();
+    SmallVector<int64_t> last = toChannelsLast(rank);
+    rewriter.setInsertionPoint(conv);
+    Location loc = conv->getLoc();
+    auto transpose = [&](Value value) {
+      return TransposeOp::create(rewriter, loc,
+                                 permuteType(value.getType(), last), value,
+                                 rewriter.getDenseI64ArrayAttr(last))
+          .getResult();
+    };
+    SmallVector<Value> operands(conv->getOperands());
+    operands[0] = transpose(operands[0]);
+    operands[1] = transpose(operands[1]); // folded for a constant filter
+    if (isa<ConvResidualOp>(conv))
+      operands[3] = transpose(operands[3]);
+    OperationState state(loc, conv->getName());
+    state.addOperands(operands);
+    state.addTypes(permuteType(conv->getResult(0).getType(), last));
+    state.addAttributes(conv->getAttrs());
+    state.addAttribute("channels_last", rewriter.getUnitAttr());
+    Operation *converted = rewriter.create(state);
+    Value back = TransposeOp::create(
+        rewriter, loc, conv->getResult(0).getType(), converted->getResult(0),
+        rewriter.getDenseI64ArrayAttr(toChannelsFirst(rank)));
+    rewriter.replaceOp(conv, back);
+  }
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (layout != "auto" && layout != "nchw" && layout != "nhwc") {
+      function.emitError("memopt-layout: layout '")
+          << layout << "' is not auto, nchw or nhwc";
+      return signalPassFailure();
+    }
+    if (target != "cuda" && target != "host") {
+      function.emitError("memopt-layout: target '")
+          << target << "' is not cuda or host";
+      return signalPassFailure();
+    }
+    // Training programs keep NCHW: their gradient convolutions
+    // (conv_backward_filter, conv_transpose) have no channels-last form.
+    bool training = false;
+    function.walk([&](VariableOp) { training = true; });
+    StringRef precision;
+    if (auto attr = function->getAttrOfType<StringAttr>("memopt.precision"))
+      precision = attr.getValue();
+    bool grouped = false;
+    function.walk([&](ConvOp op) { grouped |= op.getGroup() > 1; });
+    function.walk([&](ConvResidualOp op) { grouped |= op.getGroup() > 1; });
+    SmallVector<Operation *> chosen;
+    int64_t convs = 0;
+    function.walk([&](Operation *op) {
+      if (!isa<ConvOp, ConvResidualOp>(op) || op->hasAttr("channels_last"))
+        return;
+      ++convs;
+      if (!training && chooseChannelsLast(op, precision, grouped))
+        chosen.push_back(op);
+    });
+    if (training && layout == "nhwc" && convs > 0)
+      function.emitWarning("memopt-layout: a training program keeps NCHW "
+                           "(its gradient convolutions have no channels-last "
+                           "form)");
+    if (!chosen.empty()) {
+      IRRewriter rewriter(&getContext());
+      for (Operation *conv : chosen)
+        convert(conv, rewriter);
+      RewritePatternSet patterns(&getContext());
+      patterns.add<FoldTransposeOfConstant, ComposeTransposes,
+                   UnitAxesTransposeToReshape, SinkChannelsFirstTranspose>(
+          &getContext());
+      ReshapeOp::getCanonicalizationPatterns(patterns, &getContext());
+      if (failed(applyPatternsGreedily(function, std::move(patterns))))
+        return signalPassFailure();
+    }
+    if (convs > 0)
+      function->setAttr(
+          "memopt.layout",
+          StringAttr::get(&getContext(), chosen.empty() ? "nchw" : "nhwc"));
+    if (!report)
+      return;
+    int64_t transposes = 0, transposeBytes = 0;
+    function.walk([&](TransposeOp op) {
+      auto type = cast<RankedTensorType>(op.getType());
+      if (type.getRank() < 3)
+        return;
+      SmallVector<int64_t> perm = op.getPermutation();
+      if (perm != toChannelsFirst(type.getRank()) &&
+          perm != toChannelsLast(type.getRank()))
+        return;
+      ++transposes;
+      transposeBytes +=
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    });
+    llvm::outs() << "memopt-layout @" << function.getSymName() << ": "
+                 << chosen.size() << " of " << convs
+                 << " convolutions channels-last, " << transposes
+                 << " layout transposes left (" << transposeBytes
+                 << " bytes)\n";
+  }
+};
+
+} // namespace

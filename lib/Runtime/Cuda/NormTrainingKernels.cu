@@ -1,0 +1,619 @@
+//===- NormTrainingKernels.cu - normalization for training ----------------===//
+//
+// Training-mode BatchNormalization (batch statistics, its gradient, the
+// running-statistics update) and LayerNormalization's gradient.
+//
+// Taken from PyTorch's native CUDA kernels (Normalization.cuh: a statistics
+// pass per channel, batch_norm_backward_reduce then batch_norm_backward_elemt;
+// layer_norm_backward: dx by rows, gamma / beta gradients by columns) and
+// cuDNN's BatchNormalizationForwardTraining / Backward split (one reduction
+// pass, one elementwise pass). Where this differs: the statistics are sums
+// shifted by one sample of the channel (as stable as Welford for the spread
+// of activations, without a division per element); a channel or a column
+// set is split over several blocks whose partial sums go to a workspace the
+// memory planner placed in the arena (nothing allocated, the same bytes on
+// every CUDA graph replay), and partials are merged in a fixed order, so the
+// results do not change from run to run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.cuh"
+
+#include <algorithm>
+
+namespace memopt::rt {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Channel c's elements of x [N, C, S]: element j of the channel (j in
+/// [0, N*S)) is x[(j / S) * C * S + c * S + j % S]. Vec = 4 reads float4s
+/// when S is a multiple of 4 (j then counts float4s and S is S / 4).
+template <int Vec> struct ChannelView {
+  const float *x;
+  int64_t channels, spatial; // spatial in units of Vec elements
+  __device__ __forceinline__ int64_t offset(int64_t c, int64_t j) const {
+    int64_t n = j / spatial;
+    return (n * channels + c) * spatial + (j - n * spatial);
+  }
+};
+
+/// Adds the Vec values at unit j to (s1, s2) = (sum (v - shift),
+/// sum (v - shift)^2).
+template <int Vec>
+__device__ __forceinline__ void accumulateShifted(const float *x, int64_t unit,
+                                                  float shift, float &s1,
+                                                  float &s2) {
+  if constexpr (Vec == 4) {
+    float4 v = reinterpret_cast<const float4 *>(x)[unit];
+    float a = v.x - shift, b = v.y - shift, c = v.z - shift, d = v.w - shift;
+    s1 += (a + b) + (c + d);
+    s2 += (a * a + b * b) + (c * c + d * d);
+  } else {
+    float a = x[unit] - shift;
+    s1 += a;
+    s2 += a * a;
+  }
+}
+
+/// Block-wide sum of two values; thread 0 gets them.
+__device__ __forceinline__ void blockSum2(float &a, float &b) {
+  __shared__ float scratch[2][32];
+  a = warpSum(a);
+  b = warpSum(b);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) {
+    scratch[0][warp] = a;
+    scratch[1][warp] = b;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w) {
+      a += scratch[0][w];
+      b += scratch[1][w];
+    }
+  }
+}
+
+/// The range of channel units that split `split` of `splits` covers.
+__device__ __forceinline__ void splitRange(int64_t units, int splits, int split,
+                                           int64_t &begin, int64_t &end) {
+  int64_t chunk = (units + splits - 1) / splits;
+  begin = min(int64_t(split) * chunk, units);
+  end = min(begin + chunk, units);
+}
+
+/// Statistics pass: block (c, split) sums its share of channel c, shifted
+/// by the channel's first element. With one split it finishes the channel;
+/// otherwise it stores (s1, s2) as partials[(c * splits + split) * 2].
+template <int Vec>
+__global__ void __launch_bounds__(kThreads)
+    bnStatisticsKernel(ChannelView<Vec> view, int64_t units, int splits,
+                       float epsilon, float *partials, float *mean,
+                       float *invStd) {
+  int64_t c = blockIdx.x;
+  int split = blockIdx.y;
+  int64_t begin, end;
+  splitRange(units, splits, split, begin, end);
+  float shift = view.x[c * view.spatial * Vec];
+  float s1 = 0, s2 = 0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
+    accumulateShifted<Vec>(view.x, view.offset(c, j), shift, s1, s2);
+  blockSum2(s1, s2);
+  if (threadIdx.x != 0)
+    return;
+  if (splits > 1) {
+    partials[(c * splits + split) * 2] = s1;
+    partials[(c * splits + split) * 2 + 1] = s2;
+    return;
+  }
+  double count = double(units) * Vec;
+  double m = double(s1) / count;
+  double var = fmax(double(s2) / count - m * m, 0.0);
+  mean[c] = float(m + shift);
+  invStd[c] = float(1.0 / sqrt(var + double(epsilon)));
+}
+
+/// Merges the partials of each channel in split order.
+__global__ void bnStatisticsFinishKernel(const float *x, int64_t channels,
+                                         int64_t spatialElements, double count,
+                                         int splits, float epsilon,
+                                         const float *partials, float *mean,
+                                         float *invStd) {
+  MEMOPT_GRID_STRIDE(c, channels) {
+    double s1 = 0, s2 = 0;
+    for (int k = 0; k < splits; ++k) {
+      s1 += partials[(c * splits + k) * 2];
+      s2 += partials[(c * splits + k) * 2 + 1];
+    }
+    double m = s1 / count;
+    double var = fmax(s2 / count - m * m, 0.0);
+    mean[c] = float(m + x[c * spatialElements]);
+    invStd[c] = float(1.0 / sqrt(var + double(epsilon)));
+  }
+}
+
+/// y = (x - mean) * invStd * scale + bias (then relu), elementwise.
+template <int Vec>
+__global__ void
+bnApplyKernel(const float *x, float *y, int64_t units, int64_t channels,
+              int64_t spatialUnits, const float *scale, const float *bias,
+              const float *mean, const float *invStd, bool relu) {
+  MEMOPT_GRID_STRIDE(i, units) {
+    int64_t c = (i / spatialUnits) % channels;
+    float a = invStd[c] * scale[c];
+    float b = bias[c] - mean[c] * a;
+    if constexpr (Vec == 4) {
+      float4 v = reinterpret_cast<const float4 *>(x)[i];
+      v.x = v.x * a + b;
+      v.y = v.y * a + b;
+      v.z = v.z * a + b;
+      v.w = v.w * a + b;
+      if (relu) {
+        v.x = fmaxf(v.x, 0.0f);
+        v.y = fmaxf(v.y, 0.0f);
+        v.z = fmaxf(v.z, 0.0f);
+        v.w = fmaxf(v.w, 0.0f);
+      }
+      reinterpret_cast<float4 *>(y)[i] = v;
+    } else {
+      float v = x[i] * a + b;
+      y[i] = relu ? fmaxf(v, 0.0f) : v;
+    }
+  }
+}
+
+/// Gradient reduction: block (c, split) sums dy and dy * (x - mean) over its
+/// share of channel c; one split finishes (dbias, dscale) directly.
+template <int Vec>
+__global__ void __launch_bounds__(kThreads)
+    bnGradReduceKernel(ChannelView<Vec> view, const float *dy, int64_t units,
+                       int splits, const float *mean, const float *invStd,
+                       float *partials, float *dscale, float *dbias) {
+  int64_t c = blockIdx.x;
+  int split = blockIdx.y;
+  int64_t begin, end;
+  splitRange(units, splits, split, begin, end);
+  float m = mean[c];
+  float sumDy = 0, sumDyX = 0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    int64_t unit = view.offset(c, j);
+    if constexpr (Vec == 4) {
+      float4 g = reinterpret_cast<const float4 *>(dy)[unit];
+      float4 v = reinterpret_cast<const float4 *>(view.x)[unit];
+      sumDy += (g.x + g.y) + (g.z + g.w);
+      sumDyX += (g.x * (v.x - m) + g.y * (v.y - m)) +
+                (g.z * (v.z - m) + g.w * (v.w - m));
+    } else {
+      float g = dy[unit];
+      sumDy += g;
+      sumDyX += g * (view.x[unit] - m);
+    }
+  }
+  blockSum2(sumDy, sumDyX);
+  if (threadIdx.x != 0)
+    return;
+  if (splits > 1) {
+    partials[(c * splits + split) * 2] = sumDy;
+    partials[(c * splits + split) * 2 + 1] = sumDyX;
+    return;
+  }
+  dbias[c] = sumDy;
+  dscale[c] = sumDyX * invStd[c];
+}
+
+__global__ void bnGradFinishKernel(int64_t channels, int splits,
+                                   const float *partials, const float *invStd,
+                                   float *dscale, float *dbias) {
+  MEMOPT_GRID_STRIDE(c, channels) {
+    double sumDy = 0, sumDyX = 0;
+    for (int k = 0; k < splits; ++k) {
+      sumDy += partials[(c * splits + k) * 2];
+      sumDyX += partials[(c * splits + k) * 2 + 1];
+    }
+    dbias[c] = float(sumDy);
+    dscale[c] = float(sumDyX) * invStd[c];
+  }
+}
+
+/// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M).
+template <int Vec>
+__global__ void
+bnGradApplyKernel(const float *x, const float *dy, float *dx, int64_t units,
+                  int64_t channels, int64_t spatialUnits, float inverseCount,
+                  const float *scale, const float *mean, const float *invStd,
+                  const float *dscale, const float *dbias) {
+  MEMOPT_GRID_STRIDE(i, units) {
+    int64_t c = (i / spatialUnits) % channels;
+    float k = scale[c] * invStd[c];
+    float m = mean[c];
+    float b = dbias[c] * inverseCount;
+    float w = invStd[c] * dscale[c] * inverseCount;
+    if constexpr (Vec == 4) {
+      float4 g = reinterpret_cast<const float4 *>(dy)[i];
+      float4 v = reinterpret_cast<const float4 *>(x)[i];
+      g.x = k * (g.x - b - (v.x - m) * w);
+      g.y = k * (g.y - b - (v.y - m) * w);
+      g.z = k * (g.z - b - (v.z - m) * w);
+      g.w = k * (g.w - b - (v.w - m) * w);
+      reinterpret_cast<float4 *>(dx)[i] = g;
+    } else {
+      dx[i] = k * (dy[i] - b - (x[i] - m) * w);
+    }
+  }
+}
+
+__global__ void bnRunningUpdateKernel(int64_t channels, float momentum,
+                                      float epsilon, const float *mean,
+                                      const float *invStd, float *runningMean,
+                                      float *runningVar) {
+  MEMOPT_GRID_STRIDE(c, channels) {
+    float s = invStd[c];
+    float var = fmaxf(1.0f / (s * s) - epsilon, 0.0f);
+    runningMean[c] = momentum * runningMean[c] + (1.0f - momentum) * mean[c];
+    runningVar[c] = momentum * runningVar[c] + (1.0f - momentum) * var;
+  }
+}
+
+/// Splits per channel so that about four blocks run per multiprocessor, at
+/// least `perSplit` units each, as many as `workspace` holds (2 floats each).
+int channelSplits(const Context &ctx, int64_t channels, int64_t units,
+                  size_t workspaceBytes) {
+  int64_t want = (int64_t(ctx.smCount) * 4 + channels - 1) / channels;
+  int64_t room = int64_t(workspaceBytes / (2 * sizeof(float))) / channels;
+  int64_t split = std::min({want, room, units / 1024, int64_t(1024)});
+  return int(std::max<int64_t>(1, split));
+}
+
+bool checkF32(
+    Context &ctx, const char *node,
+    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
+  for (auto [tensor, what] : tensors)
+    if (!checkTensor(ctx, node, *tensor, what))
+      return false;
+  for (auto [tensor, what] : tensors)
+    if (tensor->dtype != DType::F32) {
+      failf(ctx, node, "%s must be f32 (training runs in f32)", what);
+      return false;
+    }
+  return true;
+}
+
+/// x [N, C, ...] and per-channel tensors of C elements.
+bool channelShapes(Context &ctx, const char *node, const TensorRef &x,
+                   std::initializer_list<const TensorRef *> perChannel,
+                   int64_t &channels, int64_t &spatial) {
+  if (x.rank < 2) {
+    failf(ctx, node, "batch normalization needs [N, C, ...], got %s",
+          shapeString(x).c_str());
+    return false;
+  }
+  channels = x.shape[1];
+  spatial = 1;
+  for (int d = 2; d < x.rank; ++d)
+    spatial *= x.shape[d];
+  for (const TensorRef *t : perChannel)
+    if (t->numElements() != channels) {
+      failf(ctx, node, "per-channel tensor %s does not hold %lld channels",
+            shapeString(*t).c_str(), (long long)channels);
+      return false;
+    }
+  return true;
+}
+
+} // namespace
+
+void batchNormTraining(Context &ctx, const char *node, float epsilon,
+                       Activation activation, TensorRef x, TensorRef scale,
+                       TensorRef bias, TensorRef y, TensorRef mean,
+                       TensorRef invStd, void *workspace,
+                       size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkF32(ctx, node,
+                {{&x, "X"},
+                 {&scale, "scale"},
+                 {&bias, "B"},
+                 {&y, "Y"},
+                 {&mean, "mean"},
+                 {&invStd, "inv_std"}}) ||
+      !checkSameShape(ctx, node, x, y, "X/Y"))
+    return;
+  int64_t channels, spatial;
+  if (!channelShapes(ctx, node, x, {&scale, &bias, &mean, &invStd}, channels,
+                     spatial))
+    return;
+  if (activation != Activation::None && activation != Activation::Relu) {
+    failf(ctx, node, "batch normalization fuses relu only");
+    return;
+  }
+  int64_t batch = x.shape[0];
+  if (x.numElements() == 0)
+    return;
+  auto *px = static_cast<const float *>(x.data);
+  auto *pm = static_cast<float *>(mean.data);
+  auto *ps = static_cast<float *>(invStd.data);
+  auto *partials = static_cast<float *>(workspace);
+  bool vec = spatial % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
+  int vecWidth = vec ? 4 : 1;
+  int64_t units = batch * spatial / vecWidth;
+  int splits = channelSplits(ctx, channels, units, workspaceBytes);
+  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+  if (vec)
+    bnStatisticsKernel<4><<<grid, kThreads, 0, ctx.stream>>>(
+        {px, channels, spatial / 4}, units, splits, epsilon, partials, pm, ps);
+  else
+    bnStatisticsKernel<1><<<grid, kThreads, 0, ctx.stream>>>(
+        {px, channels, spatial}, units, splits, epsilon, partials, pm, ps);
+  if (splits > 1)
+    bnStatisticsFinishKernel<<<gridFor(ctx, channels), kThreads, 0,
+                               ctx.stream>>>(px, channels, spatial,
+                                             double(batch * spatial), splits,
+                                             epsilon, partials, pm, ps);
+  int64_t total = x.numElements() / vecWidth;
+  auto *py = static_cast<float *>(y.data);
+  auto *pscale = static_cast<const float *>(scale.data);
+  auto *pbias = static_cast<const float *>(bias.data);
+  bool relu = activation == Activation::Relu;
+  if (vec)
+    bnApplyKernel<4><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+        px, py, total, channels, spatial / 4, pscale, pbias, pm, ps, relu);
+  else
+    bnApplyKernel<1><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+        px, py, total, channels, spatial, pscale, pbias, pm, ps, relu);
+  checkLaunch(ctx, node);
+}
+
+void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
+                           TensorRef dy, TensorRef scale, TensorRef mean,
+                           TensorRef invStd, TensorRef dx, TensorRef dscale,
+                           TensorRef dbias, void *workspace,
+                           size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkF32(ctx, node,
+                {{&x, "X"},
+                 {&dy, "dY"},
+                 {&scale, "scale"},
+                 {&mean, "mean"},
+                 {&invStd, "inv_std"},
+                 {&dx, "dX"},
+                 {&dscale, "dscale"},
+                 {&dbias, "dB"}}) ||
+      !checkSameShape(ctx, node, x, dy, "X/dY") ||
+      !checkSameShape(ctx, node, x, dx, "X/dX"))
+    return;
+  int64_t channels, spatial;
+  if (!channelShapes(ctx, node, x, {&scale, &mean, &invStd, &dscale, &dbias},
+                     channels, spatial))
+    return;
+  int64_t batch = x.shape[0];
+  if (x.numElements() == 0)
+    return;
+  auto *px = static_cast<const float *>(x.data);
+  auto *pdy = static_cast<const float *>(dy.data);
+  auto *pm = static_cast<const float *>(mean.data);
+  auto *ps = static_cast<const float *>(invStd.data);
+  auto *pdscale = static_cast<float *>(dscale.data);
+  auto *pdbias = static_cast<float *>(dbias.data);
+  auto *partials = static_cast<float *>(workspace);
+  bool vec = spatial % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(dy.data) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(dx.data) % 16 == 0;
+  int vecWidth = vec ? 4 : 1;
+  int64_t units = batch * spatial / vecWidth;
+  int splits = channelSplits(ctx, channels, units, workspaceBytes);
+  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+  if (vec)
+    bnGradReduceKernel<4><<<grid, kThreads, 0, ctx.stream>>>(
+        {px, channels, spatial / 4}, pdy, units, splits, pm, ps, partials,
+        pdscale, pdbias);
+  else
+    bnGradReduceKernel<1><<<grid, kThreads, 0, ctx.stream>>>(
+        {px, channels, spatial}, pdy, units, splits, pm, ps, partials, pdscale,
+        pdbias);
+  if (splits > 1)
+    bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
+        channels, splits, partials, ps, pdscale, pdbias);
+  int64_t total = x.numElements() / vecWidth;
+  float inverseCount = 1.0f / float(batch * spatial);
+  auto *pdx = static_cast<float *>(dx.data);
+  auto *pscale = static_cast<const float *>(scale.data);
+  if (vec)
+    bnGradApplyKernel<4><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+        px, pdy, pdx, total, channels, spatial / 4, inverseCount, pscale, pm,
+        ps, pdscale, pdbias);
+  else
+    bnGradApplyKernel<1><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+        px, pdy, pdx, total, channels, spatial, inverseCount, pscale, pm, ps,
+        pdscale, pdbias);
+  checkLaunch(ctx, node);
+}
+
+void batchNormRunningUpdate(Context &ctx, const char *node, float momentum,
+                            float epsilon, TensorRef mean, TensorRef invStd,
+                            TensorRef runningMean, TensorRef runningVar) {
+  if (hasError(ctx) || !checkF32(ctx, node,
+                                 {{&mean, "mean"},
+                                  {&invStd, "inv_std"},
+                                  {&runningMean, "running mean"},
+                                  {&runningVar, "running var"}}))
+    return;
+  int64_t channels = mean.numElements();
+  if (invStd.numElements() != channels ||
+      runningMean.numElements() != channels ||
+      runningVar.numElements() != channels) {
+    failf(ctx, node, "running statistics of %lld channels expected",
+          (long long)channels);
+    return;
+  }
+  if (!channels)
+    return;
+  bnRunningUpdateKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
+      channels, momentum, epsilon, static_cast<const float *>(mean.data),
+      static_cast<const float *>(invStd.data),
+      static_cast<float *>(runningMean.data),
+      static_cast<float *>(runningVar.data));
+  checkLaunch(ctx, node);
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormalization gradient
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One warp per row: the row's mean and 1/std from x (two passes), then
+/// sum g and sum g * xhat (g = dy * scale), then dx; the row's statistics go
+/// to rowStats[2 * row] for the column pass.
+__global__ void __launch_bounds__(kThreads)
+    layerNormGradRowKernel(const float *x, const float *dy, const float *scale,
+                           float *dx, float *rowStats, int64_t rows,
+                           int64_t cols, float epsilon) {
+  int lane = threadIdx.x & 31;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    const float *gr = dy + r * cols;
+    float sum = 0;
+    for (int64_t j = lane; j < cols; j += 32)
+      sum += xr[j];
+    float mean = warpSum(sum) / float(cols);
+    float sq = 0;
+    for (int64_t j = lane; j < cols; j += 32) {
+      float d = xr[j] - mean;
+      sq += d * d;
+    }
+    float invStd = rsqrtf(warpSum(sq) / float(cols) + epsilon);
+    float sumG = 0, sumGX = 0;
+    for (int64_t j = lane; j < cols; j += 32) {
+      float g = gr[j] * scale[j];
+      sumG += g;
+      sumGX += g * (xr[j] - mean) * invStd;
+    }
+    float meanG = warpSum(sumG) / float(cols);
+    float meanGX = warpSum(sumGX) / float(cols);
+    float *dr = dx + r * cols;
+    for (int64_t j = lane; j < cols; j += 32) {
+      float xhat = (xr[j] - mean) * invStd;
+      float g = gr[j] * scale[j];
+      dr[j] = invStd * (g - meanG - xhat * meanGX);
+    }
+    if (lane == 0) {
+      rowStats[2 * r] = mean;
+      rowStats[2 * r + 1] = invStd;
+    }
+  }
+}
+
+/// Column partials: block (column tile of 32, split) sums dy * xhat and dy
+/// over its rows with 8 row threads; partials[(split * 2 + k) * cols + j].
+__global__ void layerNormGradColumnKernel(const float *x, const float *dy,
+                                          const float *rowStats, int64_t rows,
+                                          int64_t cols, int splits,
+                                          float *partials) {
+  __shared__ float tile[2][8][33];
+  int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  int split = blockIdx.y;
+  int64_t chunk = (rows + splits - 1) / splits;
+  int64_t begin = min(int64_t(split) * chunk, rows);
+  int64_t end = min(begin + chunk, rows);
+  float dscale = 0, dbias = 0;
+  if (j < cols)
+    for (int64_t r = begin + threadIdx.y; r < end; r += 8) {
+      float g = dy[r * cols + j];
+      dscale += g * (x[r * cols + j] - rowStats[2 * r]) * rowStats[2 * r + 1];
+      dbias += g;
+    }
+  tile[0][threadIdx.y][threadIdx.x] = dscale;
+  tile[1][threadIdx.y][threadIdx.x] = dbias;
+  __syncthreads();
+  if (threadIdx.y < 2 && j < cols) {
+    float total = 0;
+    for (int k = 0; k < 8; ++k)
+      total += tile[threadIdx.y][k][threadIdx.x];
+    partials[(int64_t(split) * 2 + threadIdx.y) * cols + j] = total;
+  }
+}
+
+__global__ void layerNormGradFinishKernel(const float *partials, int64_t cols,
+                                          int splits, float *dscale,
+                                          float *dbias) {
+  MEMOPT_GRID_STRIDE(j, cols) {
+    float s = 0, b = 0;
+    for (int k = 0; k < splits; ++k) {
+      s += partials[(int64_t(k) * 2) * cols + j];
+      b += partials[(int64_t(k) * 2 + 1) * cols + j];
+    }
+    dscale[j] = s;
+    dbias[j] = b;
+  }
+}
+
+} // namespace
+
+void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
+                   TensorRef dy, TensorRef scale, TensorRef dx,
+                   TensorRef dscale, TensorRef dbias, void *workspace,
+                   size_t workspaceBytes) {
+  if (hasError(ctx) ||
+      !checkF32(ctx, node,
+                {{&x, "X"},
+                 {&dy, "dY"},
+                 {&scale, "Scale"},
+                 {&dx, "dX"},
+                 {&dscale, "dScale"},
+                 {&dbias, "dB"}}) ||
+      !checkSameShape(ctx, node, x, dy, "X/dY") ||
+      !checkSameShape(ctx, node, x, dx, "X/dX"))
+    return;
+  int64_t cols = scale.numElements();
+  if (cols == 0 || x.numElements() % cols != 0 ||
+      dscale.numElements() != cols || dbias.numElements() != cols) {
+    failf(ctx, node,
+          "layer normalization gradient: %s is not rows of the "
+          "%lld scale elements",
+          shapeString(x).c_str(), (long long)cols);
+    return;
+  }
+  int64_t rows = x.numElements() / cols;
+  if (!rows)
+    return;
+  // Workspace: the row statistics, then per split two columns of partials.
+  size_t statBytes = (size_t(rows) * 2 * sizeof(float) + 255) / 256 * 256;
+  size_t splitBytes = size_t(cols) * 2 * sizeof(float);
+  if (!workspace || workspaceBytes < statBytes + splitBytes) {
+    failf(ctx, node,
+          "layer normalization gradient needs a workspace of %zu "
+          "bytes, got %zu",
+          statBytes + splitBytes, workspaceBytes);
+    return;
+  }
+  auto *rowStats = static_cast<float *>(workspace);
+  auto *partials =
+      reinterpret_cast<float *>(static_cast<char *>(workspace) + statBytes);
+  int64_t tiles = (cols + 31) / 32;
+  int64_t want = (int64_t(ctx.smCount) * 4 + tiles - 1) / tiles;
+  int64_t room = int64_t((workspaceBytes - statBytes) / splitBytes);
+  int splits = int(std::max<int64_t>(
+      1, std::min({want, room, (rows + 63) / 64, int64_t(1024)})));
+  auto *px = static_cast<const float *>(x.data);
+  auto *pdy = static_cast<const float *>(dy.data);
+  int64_t blocks = std::min<int64_t>((rows + 7) / 8, int64_t(ctx.smCount) * 8);
+  layerNormGradRowKernel<<<unsigned(blocks), kThreads, 0, ctx.stream>>>(
+      px, pdy, static_cast<const float *>(scale.data),
+      static_cast<float *>(dx.data), rowStats, rows, cols, epsilon);
+  layerNormGradColumnKernel<<<dim3(unsigned(tiles), unsigned(splits)),
+                              dim3(32, 8), 0, ctx.stream>>>(
+      px, pdy, rowStats, rows, cols, splits, partials);
+  layerNormGradFinishKernel<<<gridFor(ctx, cols), kThreads, 0, ctx.stream>>>(
+      partials, cols, splits, static_cast<float *>(dscale.data),
+      static_cast<float *>(dbias.data));
+  checkLaunch(ctx, node);
+}
+
+} // namespace memopt::rt
