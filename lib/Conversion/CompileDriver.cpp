@@ -435,6 +435,12 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.accumulate = training.accumulate;
   pipeline.batchStatistics = training.batchStatistics;
   pipeline.freeze = training.freeze;
+  pipeline.lossScale = training.lossScale;
+  pipeline.lossScaleInit = training.lossScaleInit;
+  pipeline.lossScaleGrowth = training.lossScaleGrowth;
+  pipeline.lossScaleBackoff = training.lossScaleBackoff;
+  pipeline.lossScaleInterval = training.lossScaleInterval;
+  pipeline.weightCasts = training.weightCasts;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
                        : options.precision == CompilePrecision::BF16 ? "bf16"
                        : options.precision == CompilePrecision::TF32 ? "tf32"
@@ -523,15 +529,14 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   const TrainingOptions &training = options.training;
   if (training.enabled && options.lowerOnly)
     return fail("--train needs the model, not planned IR (--lower-only)");
-  if (training.enabled && !lowType.empty() && lowType != "tf32")
-    return fail("--train with --precision " + precisionFlag +
-                " is not supported yet (mixed-precision training is its own "
-                "issue); train in fp32 or tf32");
   if (!options.lowerOnly) {
     // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
     // the phase lines come from its instrumentation.
     CompilePipelineOptions pipelineOptions;
     setPipelineOptions(options, pipelineOptions);
+    std::string invalid;
+    if (failed(pipelineOptions.verify(invalid)))
+      return fail(invalid);
     PassManager pm(&context);
     buildCompilePipeline(pm, pipelineOptions);
     auto phaseLog =

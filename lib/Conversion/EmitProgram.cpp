@@ -254,6 +254,15 @@ private:
            ";\n    accumulation.microStep = " + ref(microStep) +
            ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
   }
+  /// The `LossScaling scaling` local of an update under loss scaling (""
+  /// without).
+  std::string lossScaling(Value scale, Value foundInf, Value state) {
+    if (!scale)
+      return "";
+    return "    LossScaling scaling;\n    scaling.scale = " + ref(scale) +
+           ";\n    scaling.foundInf = " + ref(foundInf) + ";\n" +
+           (state ? "    scaling.state = " + ref(state) + ";\n" : "");
+  }
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -456,6 +465,8 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("gradient_accumulator", "GradientAccumulator")
                  .Case("micro_step", "MicroStep")
                  .Case("random_key", "RandomKey")
+                 .Case("loss_scale", "LossScale")
+                 .Case("loss_scale_state", "LossScaleState")
                  .Default("Constant");
     weightsFingerprint.addWeight(name.c_str(), type.getRank(),
                                  type.getShape().data(), offset, bytes);
@@ -1394,19 +1405,25 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ";\n"
            << accumulation(update.getAccumulator(), update.getMicroStep(),
                            update.getAccumulationSteps())
+           << lossScaling(update.getLossScale(), update.getFoundInf(), Value())
            << "    sgdUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getMomentum())) << ", "
            << cppFloat(toDouble(update.getWeightDecay())) << ", "
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
            << ref(update.getLr())
-           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
+           << (update.getAccumulator()
+                   ? ", &accumulation"
+                   : (update.getLossScale() ? ", nullptr" : ""))
+           << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
         return success();
       })
       .Case([&](AdamWUpdateOp update) {
         os << "  {\n"
            << accumulation(update.getAccumulator(), update.getMicroStep(),
                            update.getAccumulationSteps())
+           << lossScaling(update.getLossScale(), update.getFoundInf(),
+                          update.getLossScaleState())
            << "    adamwUpdate(ctx, " << node << ", "
            << cppFloat(toDouble(update.getBeta1())) << ", "
            << cppFloat(toDouble(update.getBeta2())) << ", "
@@ -1415,7 +1432,44 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
            << ref(update.getExpAvg()) << ", " << ref(update.getExpAvgSq())
            << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
-           << (update.getAccumulator() ? ", &accumulation" : "") << ");\n  }\n";
+           << (update.getAccumulator()
+                   ? ", &accumulation"
+                   : (update.getLossScale() ? ", nullptr" : ""))
+           << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+        return success();
+      })
+      .Case([&](FoundInfOp check) {
+        os << "  {\n    const TensorRef gradients[] = {";
+        llvm::interleaveComma(check.getGradients(), os,
+                              [&](Value gradient) { os << ref(gradient); });
+        os << "};\n";
+        size_t accumulators = check.getAccumulators().size();
+        if (accumulators) {
+          os << "    const TensorRef accumulators[] = {";
+          llvm::interleaveComma(check.getAccumulators(), os,
+                                [&](Value sum) { os << ref(sum); });
+          os << "};\n    const TensorRef microStep = "
+             << ref(check.getMicroStep()) << ";\n";
+        }
+        os << "    foundInf(ctx, " << node << ", gradients, "
+           << check.getGradients().size() << ", "
+           << (accumulators ? "accumulators" : "nullptr") << ", "
+           << accumulators << ", " << (accumulators ? "&microStep" : "nullptr")
+           << ", " << ref(check.getFound()) << ");\n  }\n";
+        return success();
+      })
+      .Case([&](UpdateLossScaleOp update) {
+        os << "  {\n";
+        if (Value micro = update.getMicroStep())
+          os << "    const TensorRef microStep = " << ref(micro) << ";\n";
+        os << "    updateLossScale(ctx, " << node << ", "
+           << cppFloat(toDouble(update.getGrowthFactor())) << ", "
+           << cppFloat(toDouble(update.getBackoffFactor())) << ", "
+           << update.getGrowthInterval() << ", " << ref(update.getLossScale())
+           << ", " << ref(update.getState()) << ", "
+           << ref(update.getFoundInf()) << ", "
+           << (update.getMicroStep() ? "&microStep" : "nullptr") << ", "
+           << update.getAccumulationSteps() << ");\n  }\n";
         return success();
       })
       .Default([&](Operation *) {

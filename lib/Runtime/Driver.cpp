@@ -42,7 +42,9 @@ void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
         info.role == WeightRole::StepCount ||
         info.role == WeightRole::GradientAccumulator ||
         info.role == WeightRole::MicroStep ||
-        info.role == WeightRole::RandomKey)
+        info.role == WeightRole::RandomKey ||
+        info.role == WeightRole::LossScale ||
+        info.role == WeightRole::LossScaleState)
       continue; // zero, as optimizers start
     if (!isFloatType(info.dtype) && info.dtype != DType::F64)
       continue; // integers and bools stay 0
@@ -222,6 +224,18 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
               "' (dropout key) is not two i64 elements";
       return false;
     }
+    if ((info.role == WeightRole::LossScale &&
+         (info.dtype != DType::F32 || numElements(info) != 1)) ||
+        (info.role == WeightRole::LossScaleState &&
+         (info.dtype != DType::F32 || numElements(info) != 2))) {
+      error = std::string("weight '") + info.name +
+              "' (loss scale or its state) is not one / two f32 elements";
+      return false;
+    }
+    if (info.role == WeightRole::LossScale && !lossScale_)
+      lossScale_ = &info;
+    if (info.role == WeightRole::LossScaleState && !lossScaleState_)
+      lossScaleState_ = &info;
     if (info.role == WeightRole::MicroStep && !microStep_)
       microStep_ = &info;
     if (info.role == WeightRole::RandomKey && !randomKey_)
@@ -245,6 +259,10 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     error = "training program's output 0 is not an f32 scalar loss";
     return false;
   }
+  if (bool(lossScale_) != bool(lossScaleState_)) {
+    error = "the program has a loss scale without its state (or the reverse)";
+    return false;
+  }
   accumulationSteps_ = std::max<int64_t>(program->accumulationSteps, 1);
   if ((accumulationSteps_ > 1) != (microStep_ != nullptr)) {
     error = "the program accumulates over " +
@@ -255,7 +273,17 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   }
   copyToDevice(*ctx_, weights_, region.data(), region.size());
   synchronize(*ctx_);
+  readLossScaleFrom(region);
   return check(error);
+}
+
+void Model::readLossScaleFrom(const std::vector<uint8_t> &region) {
+  if (!lossScale_)
+    return;
+  std::memcpy(&lossScaleValue_, region.data() + lossScale_->offset,
+              sizeof lossScaleValue_);
+  std::memcpy(lossScaleStateValue_, region.data() + lossScaleState_->offset,
+              sizeof lossScaleStateValue_);
 }
 
 bool Model::setInputs(const void *const *hostInputs, std::string &error) {
@@ -363,6 +391,14 @@ bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
     return false;
   microBatchesDone_ += 1;
   copyToHost(*ctx_, &loss, outputs_[0], sizeof loss);
+  // The loss scale and its state ride on the loss's copy: no second
+  // synchronization.
+  if (lossScale_) {
+    copyToHost(*ctx_, &lossScaleValue_, weights_ + lossScale_->offset,
+               sizeof lossScaleValue_);
+    copyToHost(*ctx_, lossScaleStateValue_, weights_ + lossScaleState_->offset,
+               sizeof lossScaleStateValue_);
+  }
   synchronize(*ctx_);
   return check(error);
 }
@@ -388,6 +424,7 @@ bool Model::writeWeights(const std::vector<uint8_t> &region,
     std::memcpy(&stepValue_, region.data() + stepCount_->offset,
                 sizeof stepValue_);
   stepsDone_ = stepCount_ ? stepValue_ : 0;
+  readLossScaleFrom(region);
   return check(error);
 }
 

@@ -81,6 +81,12 @@ public:
   /// The learning rate the program was compiled with (the LearningRate
   /// weight's initData, else its loaded value; 0 without one).
   float compiledLearningRate() const { return compiledLearningRate_; }
+  /// Dynamic loss scaling (f16 mixed-precision training): whether the
+  /// program has it, and the scale and skipped-step count after the last
+  /// trainStep (read with the loss, no extra synchronization).
+  bool hasLossScale() const { return lossScale_ != nullptr; }
+  float lossScale() const { return lossScaleValue_; }
+  float skippedSteps() const { return lossScaleStateValue_[1]; }
   /// Copies the whole weight region out (the weight file's format).
   bool readWeights(std::vector<uint8_t> &region, std::string &error);
   /// Replaces the whole weight region (ProgramInfo::weightBytes bytes). A
@@ -93,6 +99,8 @@ public:
 
 private:
   bool check(std::string &error);
+  /// The loss scale and its state from a host copy of the weight region.
+  void readLossScaleFrom(const std::vector<uint8_t> &region);
   static void body(Context &ctx, void *self);
 
   const ProgramInfo *program_ = nullptr;
@@ -107,7 +115,9 @@ private:
   // when the program has none), the host copies it writes from (stable
   // while an asynchronous copy runs), and the first step's number - 1.
   const TensorInfo *learningRate_ = nullptr, *stepCount_ = nullptr,
-                   *microStep_ = nullptr, *randomKey_ = nullptr;
+                   *microStep_ = nullptr, *randomKey_ = nullptr,
+                   *lossScale_ = nullptr, *lossScaleState_ = nullptr;
+  float lossScaleValue_ = 0, lossScaleStateValue_[2] = {0, 0};
   float compiledLearningRate_ = 0, stepValue_ = 0, lrValue_ = 0,
         microStepValue_ = 0;
   double stepsDone_ = 0;

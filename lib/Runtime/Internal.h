@@ -300,8 +300,8 @@ bool validateConvBackwardFilter(Context &ctx, const char *node,
 bool validatePoolGrad(Context &ctx, const char *node, const PoolParams &params,
                       const TensorRef &x, const TensorRef &dy,
                       const TensorRef &dx, ConvGeometry &geometry);
-/// Optimizer updates: F32 tensors of one element count, F32 scalars for the
-/// learning rate and the step.
+/// Optimizer updates: F32 tensors of one element count (the gradient may be
+/// F16 or BF16), F32 scalars for the learning rate and the step.
 bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
                        const TensorRef &param, const TensorRef &grad,
                        const TensorRef *momentumBuffer, const TensorRef &lr);
@@ -320,6 +320,23 @@ bool validateDropout(Context &ctx, const char *node, float ratio,
 bool validateAccumulation(Context &ctx, const char *node,
                           const TensorRef &param,
                           const GradientAccumulation &accumulation);
+/// Loss scaling of an update: F32 scalars scale and foundInf; `needsState`
+/// (AdamW): an F32 [2] state.
+bool validateLossScaling(Context &ctx, const char *node,
+                         const LossScaling &scaling, bool needsState);
+/// foundInf: float gradients, F32 accumulators with an F32 scalar micro-step
+/// (both or neither), an F32 scalar flag.
+bool validateFoundInf(Context &ctx, const char *node,
+                      const TensorRef *gradients, int count,
+                      const TensorRef *accumulators, int accumulatorCount,
+                      const TensorRef *microStep, const TensorRef &found);
+/// updateLossScale: F32 scalars scale and foundInf, F32 [2] state, factors
+/// growth >= 1, backoff in (0, 1], interval >= 1, micro-step with K > 1.
+bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
+                             float backoff, int64_t interval,
+                             const TensorRef &scale, const TensorRef &state,
+                             const TensorRef &foundInf,
+                             const TensorRef *microStep, int64_t steps);
 
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,

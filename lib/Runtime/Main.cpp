@@ -267,6 +267,11 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
   }
   int64_t next = 0; // the first sample of the next batch
   std::vector<std::pair<int64_t, float>> losses;
+  // Dynamic loss scaling: the scale and the skipped-step count after each
+  // step (read with the loss), for the log.
+  std::vector<std::pair<float, float>> scales;
+  bool scaled = model.hasLossScale();
+  float skippedBefore = scaled ? model.skippedSteps() : 0;
   // One optimizer step: K micro-batches with gradient accumulation (the
   // update runs on the last), one batch otherwise. Its loss is the mean of
   // the micro-batches' losses (the loss of the whole K * B samples for a
@@ -292,6 +297,10 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
         if (microBatches > 1)
           where += " (micro-batch " + std::to_string(micro + 1) + " of " +
                    std::to_string(microBatches) + ")";
+        // Loss scaling protects the gradients, not the forward.
+        if (scaled)
+          where += " (the f16 forward overflowed; loss scaling only "
+                   "protects the backward: try --precision bf16)";
         fail(std::string("loss is ") + (std::isnan(loss) ? "NaN" : "inf") +
              where);
         return false;
@@ -299,7 +308,19 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
       sum += double(loss);
     }
     float loss = float(sum / double(microBatches));
-    std::printf("step %lld loss %.6f\n", (long long)number, double(loss));
+    if (!scaled) {
+      std::printf("step %lld loss %.6f\n", (long long)number, double(loss));
+    } else {
+      float skipped = model.skippedSteps();
+      std::printf("step %lld loss %.6f loss_scale %g%s\n", (long long)number,
+                  double(loss), double(model.lossScale()),
+                  skipped > skippedBefore
+                      ? " (inf/NaN gradients: update skipped, scale backed "
+                        "off)"
+                      : "");
+      skippedBefore = skipped;
+      scales.emplace_back(model.lossScale(), skipped);
+    }
     losses.emplace_back(number, loss);
     return true;
   };
@@ -323,14 +344,26 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
     printBench(options.benchRuns, times);
     printMemory(model);
   }
+  if (scaled && !losses.empty())
+    std::printf("loss scale %g after %lld steps, %lld skipped (inf/NaN "
+                "gradients)\n",
+                double(model.lossScale()), (long long)losses.size(),
+                (long long)model.skippedSteps());
   std::fflush(stdout);
 
   if (!options.logPath.empty()) {
-    std::string csv = "step,loss\n";
-    char line[64];
-    for (const auto &entry : losses) {
-      std::snprintf(line, sizeof line, "%lld,%.9g\n", (long long)entry.first,
-                    double(entry.second));
+    std::string csv =
+        scaled ? "step,loss,loss_scale,skipped_steps\n" : "step,loss\n";
+    char line[128];
+    for (size_t k = 0; k < losses.size(); ++k) {
+      const auto &entry = losses[k];
+      if (scaled)
+        std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%lld\n",
+                      (long long)entry.first, double(entry.second),
+                      double(scales[k].first), (long long)scales[k].second);
+      else
+        std::snprintf(line, sizeof line, "%lld,%.9g\n", (long long)entry.first,
+                      double(entry.second));
       csv += line;
     }
     if (!writeFileAtomically(options.logPath,
@@ -357,7 +390,9 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
       if (info.role != WeightRole::Parameter &&
           info.role != WeightRole::OptimizerState &&
           info.role != WeightRole::GradientAccumulator &&
-          info.role != WeightRole::Statistic)
+          info.role != WeightRole::Statistic &&
+          info.role != WeightRole::LossScale &&
+          info.role != WeightRole::LossScaleState)
         continue;
       NpyArray array;
       array.dtype = info.dtype;

@@ -961,6 +961,25 @@ static bool checkScalarF32(Context &ctx, const char *node, const TensorRef &t,
   return true;
 }
 
+/// A gradient: F32, F16 or BF16 with the parameter's element count.
+static bool checkGradient(Context &ctx, const char *node, const TensorRef &t,
+                          const TensorRef &param) {
+  if (!checkTensor(ctx, node, t, "grad"))
+    return false;
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 &&
+      t.dtype != DType::BF16) {
+    failf(ctx, node, "grad has dtype %s; expected f32, f16 or bf16",
+          dtypeName(t.dtype));
+    return false;
+  }
+  if (t.numElements() != param.numElements()) {
+    failf(ctx, node, "grad %s does not match param %s", shapeString(t).c_str(),
+          shapeString(param).c_str());
+    return false;
+  }
+  return true;
+}
+
 static bool checkF32Like(Context &ctx, const char *node, const TensorRef &t,
                          const TensorRef &param, const char *what) {
   if (!checkTensor(ctx, node, t, what))
@@ -1011,7 +1030,7 @@ bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
                        const TensorRef &param, const TensorRef &grad,
                        const TensorRef *momentumBuffer, const TensorRef &lr) {
   if (!checkF32Like(ctx, node, param, param, "param") ||
-      !checkF32Like(ctx, node, grad, param, "grad") ||
+      !checkGradient(ctx, node, grad, param) ||
       !checkScalarF32(ctx, node, lr, "lr"))
     return false;
   if (momentum != 0.0f && !momentumBuffer) {
@@ -1068,11 +1087,80 @@ bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
                          const TensorRef &v, const TensorRef &lr,
                          const TensorRef &step) {
   return checkF32Like(ctx, node, param, param, "param") &&
-         checkF32Like(ctx, node, grad, param, "grad") &&
+         checkGradient(ctx, node, grad, param) &&
          checkF32Like(ctx, node, m, param, "exp_avg") &&
          checkF32Like(ctx, node, v, param, "exp_avg_sq") &&
          checkScalarF32(ctx, node, lr, "lr") &&
          checkScalarF32(ctx, node, step, "step");
+}
+
+bool validateLossScaling(Context &ctx, const char *node,
+                         const LossScaling &scaling, bool needsState) {
+  if (!checkScalarF32(ctx, node, scaling.scale, "loss scale") ||
+      !checkScalarF32(ctx, node, scaling.foundInf, "found_inf"))
+    return false;
+  if (!needsState)
+    return true;
+  if (!checkTensor(ctx, node, scaling.state, "loss scale state"))
+    return false;
+  if (scaling.state.dtype != DType::F32 || scaling.state.numElements() != 2) {
+    failf(ctx, node, "loss scale state must be two f32 elements, got %s %s",
+          dtypeName(scaling.state.dtype), shapeString(scaling.state).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateFoundInf(Context &ctx, const char *node,
+                      const TensorRef *gradients, int count,
+                      const TensorRef *accumulators, int accumulatorCount,
+                      const TensorRef *microStep, const TensorRef &found) {
+  if (!checkScalarF32(ctx, node, found, "found_inf"))
+    return false;
+  if (count < 0 || accumulatorCount < 0 ||
+      (accumulatorCount > 0) != (microStep != nullptr)) {
+    failf(ctx, node, "found_inf: accumulators and micro_step come together");
+    return false;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (!checkTensor(ctx, node, gradients[i], "gradient"))
+      return false;
+    if (!isFloatType(gradients[i].dtype)) {
+      failf(ctx, node, "gradient %d has dtype %s; expected a float type", i,
+            dtypeName(gradients[i].dtype));
+      return false;
+    }
+  }
+  for (int i = 0; i < accumulatorCount; ++i)
+    if (!checkF32Like(ctx, node, accumulators[i], accumulators[i],
+                      "gradient accumulator"))
+      return false;
+  return !microStep || checkScalarF32(ctx, node, *microStep, "micro_step");
+}
+
+bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
+                             float backoff, int64_t interval,
+                             const TensorRef &scale, const TensorRef &state,
+                             const TensorRef &foundInf,
+                             const TensorRef *microStep, int64_t steps) {
+  if (!(growth >= 1.0f) || !(backoff > 0.0f && backoff <= 1.0f) ||
+      interval < 1) {
+    failf(ctx, node,
+          "loss scale update needs growth >= 1, backoff in (0, 1] and an "
+          "interval of at least 1, got %g, %g, %lld",
+          double(growth), double(backoff), (long long)interval);
+    return false;
+  }
+  if ((steps > 1) != (microStep != nullptr)) {
+    failf(ctx, node,
+          "loss scale update: a micro-step comes with %lld > 1 "
+          "accumulation steps",
+          (long long)steps);
+    return false;
+  }
+  LossScaling scaling{scale, foundInf, state};
+  return validateLossScaling(ctx, node, scaling, /*needsState=*/true) &&
+         (!microStep || checkScalarF32(ctx, node, *microStep, "micro_step"));
 }
 
 } // namespace memopt::rt

@@ -25,3 +25,22 @@ func.func @two_outputs(%x: tensor<2x3xf32>) -> (tensor<2x3xf32> {memopt.name = "
   %y = memopt.relu %x : tensor<2x3xf32>
   return %x, %y : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// After mixed precision (training) the output is a cast of low logits:
+// cross-entropy reads the f16 logits themselves (its kernel computes in f32),
+// so no f32 copy of the logits (nor of their gradient) is made; mse reads
+// the f32 output.
+// CHECK-LABEL: func.func @low_logits
+// CHECK: %[[L:.*]] = memopt.matmul {{.*}} -> tensor<2x5xf16>
+// CHECK: %[[LOSS:.*]] = memopt.softmax_cross_entropy %[[L]], %{{.*}} : (tensor<2x5xf16>, tensor<2xi64>) -> tensor<f32>
+// CHECK-NEXT: return %[[LOSS]] : tensor<f32>
+// MSE-LABEL: func.func @low_logits
+// MSE: %[[W:.*]] = memopt.cast %{{.*}} : (tensor<2x5xf16>) -> tensor<2x5xf32>
+// MSE-NEXT: memopt.sub %[[W]], %{{.*}} : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+func.func @low_logits(%x: tensor<2x4xf16>, %w: tensor<4x5xf16>) -> tensor<2x5xf32> {
+  %l = memopt.matmul %x, %w : (tensor<2x4xf16>, tensor<4x5xf16>) -> tensor<2x5xf16>
+  %y = memopt.cast %l : (tensor<2x5xf16>) -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}

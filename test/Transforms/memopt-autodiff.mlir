@@ -4,6 +4,10 @@
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=sgd momentum=0.9 accumulate=4" | FileCheck %s --check-prefix=ACCUM
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=adamw accumulate=2" | FileCheck %s --check-prefix=ACCUM-ADAMW
 // RUN: not memopt-opt %s --split-input-file --memopt-autodiff="accumulate=0" 2>&1 | FileCheck %s --check-prefix=ACCUM-ZERO
+// RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=sgd momentum=0.9 loss-scale=dynamic loss-scale-init=1024 loss-scale-interval=100" | FileCheck %s --check-prefix=SCALED
+// RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-autodiff="optimizer=adamw loss-scale=dynamic accumulate=2" | FileCheck %s --check-prefix=SCALED-ACCUM
+// RUN: not memopt-opt %s --split-input-file --memopt-autodiff="loss-scale=static" 2>&1 | FileCheck %s --check-prefix=SCALE-BAD
+// RUN: not memopt-opt %s --split-input-file --memopt-autodiff="loss-scale=dynamic loss-scale-backoff=2" 2>&1 | FileCheck %s --check-prefix=SCALE-BACKOFF
 
 // A linear layer with a relu and cross-entropy. The relu's gradient reads its
 // output (the input may die), the weight gradient is one transposed gemm, and
@@ -41,11 +45,45 @@
 // ACCUM-DAG: %[[MICRO:.*]] = memopt.variable "memopt.micro_step" {initial_value = dense<0.000000e+00> : tensor<f32>, role = "micro_step"}
 // ACCUM-DAG: %[[SEED:.*]] = memopt.constant dense<2.500000e-01> : tensor<f32>
 // ACCUM: memopt.softmax_cross_entropy_grad %{{.*}}, %arg1, %[[SEED]]
-// ACCUM: memopt.sgd_update %{{.*}}, %{{.*}}, momentum %{{.*}}, lr %{{.*}}, accumulate %[[ACC2]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
-// ACCUM: memopt.sgd_update {{.*}}, accumulate %[[ACC1]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64
+// ACCUM: memopt.sgd_update %{{.*}}, %{{.*}}, momentum %{{.*}}, lr %{{.*}} accumulate %[[ACC2]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
+// ACCUM: memopt.sgd_update {{.*}} accumulate %[[ACC1]], micro_step %[[MICRO]] {accumulation_steps = 4 : i64
 // ACCUM-ADAMW-LABEL: func.func @mlp
-// ACCUM-ADAMW: memopt.adamw_update {{.*}}, accumulate %{{.*}}, micro_step %{{.*}} {accumulation_steps = 2 : i64}
+// ACCUM-ADAMW: memopt.adamw_update {{.*}} accumulate %{{.*}}, micro_step %{{.*}} {accumulation_steps = 2 : i64}
 // ACCUM-ZERO: error: --accumulate 0 must be at least 1 micro-batch per step
+// Dynamic loss scaling: the seed is the scale variable (times 1 / K), the
+// updates no longer ride on the backward: one found_inf over every gradient
+// comes after the whole backward, then the updates (which unscale and skip),
+// then the scale update.
+// SCALED-LABEL: func.func @mlp
+// SCALED-DAG: %[[SCALE:.*]] = memopt.variable "memopt.loss_scale" {initial_value = dense<1.024000e+03> : tensor<f32>, role = "loss_scale"} : tensor<f32>
+// SCALED-DAG: %[[STATE:.*]] = memopt.variable "memopt.loss_scale_state" {initial_value = dense<0.000000e+00> : tensor<2xf32>, role = "loss_scale_state"} : tensor<2xf32>
+// SCALED-DAG: %[[W1:.*]] = memopt.variable "w1" {{.*}}role = "parameter"
+// SCALED-DAG: %[[W2:.*]] = memopt.variable "w2" {{.*}}role = "parameter"
+// SCALED: %[[SEED:.*]] = memopt.mul %[[SCALE]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// SCALED: memopt.softmax_cross_entropy_grad %{{.*}}, %arg1, %[[SEED]]
+// SCALED-NOT: memopt.sgd_update
+// SCALED: %[[DW2:.*]] = memopt.gemm %{{.*}}, %{{.*}} {transA = 1 : i64}
+// SCALED-NOT: memopt.sgd_update
+// SCALED: %[[DW1:.*]] = memopt.gemm %arg0, %{{.*}} {transA = 1 : i64}
+// SCALED-NEXT: %[[FOUND:.*]] = memopt.found_inf %[[DW2]], %[[DW1]] : (tensor<3x4xf32>, tensor<5x4xf32>) -> tensor<f32>
+// SCALED-NEXT: memopt.sgd_update %[[W2]], %[[DW2]], momentum %{{.*}}, lr %{{.*}} loss_scale %[[SCALE]], found_inf %[[FOUND]]
+// SCALED-NEXT: memopt.sgd_update %[[W1]], %[[DW1]], momentum %{{.*}}, lr %{{.*}} loss_scale %[[SCALE]], found_inf %[[FOUND]]
+// SCALED-NEXT: memopt.update_loss_scale %[[SCALE]], %[[STATE]], found_inf %[[FOUND]] {growth_interval = 100 : i64}
+// SCALED-NEXT: return
+// With accumulation the check also reads the accumulators (the earlier
+// micro-batches' sum), and the scale changes on the last micro-step only;
+// AdamW's bias correction reads the skipped-step count.
+// SCALED-ACCUM-LABEL: func.func @mlp
+// SCALED-ACCUM-DAG: %[[ACC1:.*]] = memopt.variable "w1.grad" {role = "gradient_accumulator"}
+// SCALED-ACCUM-DAG: %[[ACC2:.*]] = memopt.variable "w2.grad" {role = "gradient_accumulator"}
+// SCALED-ACCUM-DAG: %[[MICRO:.*]] = memopt.variable "memopt.micro_step"
+// SCALED-ACCUM-DAG: %[[STATE:.*]] = memopt.variable "memopt.loss_scale_state"
+// SCALED-ACCUM: %[[FOUND:.*]] = memopt.found_inf %{{.*}}, %{{.*}} accumulators(%[[ACC2]], %[[ACC1]]) micro_step %[[MICRO]]
+// SCALED-ACCUM: memopt.adamw_update {{.*}} accumulate %[[ACC2]], micro_step %[[MICRO]] loss_scale %{{.*}}, found_inf %[[FOUND]], loss_scale_state %[[STATE]] {accumulation_steps = 2 : i64}
+// SCALED-ACCUM: memopt.adamw_update {{.*}} accumulate %[[ACC1]], micro_step %[[MICRO]] loss_scale %{{.*}}, found_inf %[[FOUND]], loss_scale_state %[[STATE]] {accumulation_steps = 2 : i64}
+// SCALED-ACCUM: memopt.update_loss_scale %{{.*}}, %[[STATE]], found_inf %[[FOUND]], micro_step %[[MICRO]] {accumulation_steps = 2 : i64}
+// SCALE-BAD: error: loss-scale 'static' is not one of none, dynamic
+// SCALE-BACKOFF: error: loss-scale-backoff 2 must be in (0, 1]
 func.func @mlp(%x: tensor<2x5xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
   %w1 = memopt.variable "w1" {initial_value = dense<0.5> : tensor<5x4xf32>, role = "parameter"} : tensor<5x4xf32>
   %w2 = memopt.variable "w2" {initial_value = dense<0.25> : tensor<3x4xf32>, role = "parameter"} : tensor<3x4xf32>

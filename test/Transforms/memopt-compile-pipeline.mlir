@@ -24,7 +24,16 @@
 // RUN: memopt-compile %s --emit plan -o %t.log | FileCheck %s --check-prefix=LOG
 // RUN: memopt-compile %s --train --loss mse --emit plan -o %t.trainlog | FileCheck %s --check-prefix=TRAINLOG
 // RUN: not memopt-opt %s --memopt-compile-pipeline="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BADPRECISION
-// RUN: not memopt-opt %s --memopt-compile-pipeline="train=true precision=fp16" 2>&1 | FileCheck %s --check-prefix=TRAINPRECISION
+// Mixed-precision training: the same passes from the driver and memopt-opt.
+// RUN: memopt-compile %s --train --loss mse --precision fp16 --momentum 0.9 --emit plan -o %t.fp16 --quiet
+// RUN: memopt-opt %s --memopt-compile-pipeline="train=true loss=mse precision=fp16 momentum=0.9" > %t.fp16.opt
+// RUN: diff -B %t.fp16 %t.fp16.opt
+// RUN: FileCheck %s --check-prefix=TRAINFP16 --input-file=%t.fp16.opt
+// RUN: memopt-compile %s --train --loss mse --precision bf16 --emit plan -o %t.bf16 --quiet
+// RUN: FileCheck %s --check-prefix=TRAINBF16 --input-file=%t.bf16
+// RUN: memopt-compile %s --train --loss mse --precision fp16 --emit plan -o %t.fp16log | FileCheck %s --check-prefix=TRAINFP16LOG
+// RUN: not memopt-opt %s --memopt-compile-pipeline="precision=fp16 loss-scale=dynamic" 2>&1 | FileCheck %s --check-prefix=SCALENOTRAIN
+// RUN: not memopt-compile %s --train --precision fp16 --loss-scale sometimes -o %t.bad 2>&1 | FileCheck %s --check-prefix=BADSCALE
 
 // Default: the bias and relu become the first gemm's epilogue; its result
 // gets arena offset 0 and the output lives in the arena after it.
@@ -72,7 +81,29 @@
 // TRAINLOG: [memory]
 
 // BADPRECISION: memopt-compile-pipeline: precision 'fp8' is not fp32, tf32, fp16 or bf16
-// TRAINPRECISION: memopt-compile-pipeline: train with precision fp16 is not supported yet
+// fp16 training: f32 master parameters read through f16 casts, f16
+// gemms, one found_inf over the gradients before the updates, which unscale,
+// and the scale update last.
+// TRAINFP16-LABEL: func.func @main
+// TRAINFP16-SAME: memopt.precision = "f16"
+// TRAINFP16-DAG: %[[W:.*]] = memopt.variable "fc.weight" {{.*}}role = "parameter"{{.*}} : tensor<8x16xf32>
+// TRAINFP16-DAG: %[[SCALE:.*]] = memopt.variable "memopt.loss_scale" {initial_value = dense<6.553600e+04> : tensor<f32>, {{.*}}role = "loss_scale"}
+// TRAINFP16-DAG: %[[STATE:.*]] = memopt.variable "memopt.loss_scale_state" {{.*}}role = "loss_scale_state"
+// TRAINFP16: memopt.cast %[[W]] {{.*}}: (tensor<8x16xf32>) -> tensor<8x16xf16>
+// TRAINFP16: %[[FOUND:.*]] = memopt.found_inf
+// TRAINFP16: memopt.sgd_update %[[W]], %{{.*}}, momentum %{{.*}}, lr %{{.*}} loss_scale %[[SCALE]], found_inf %[[FOUND]]
+// TRAINFP16: memopt.update_loss_scale %[[SCALE]], %[[STATE]], found_inf %[[FOUND]] {{.*}}
+// bf16: no loss scaling (f32's range); the updates ride on the backward.
+// TRAINBF16-LABEL: func.func @main
+// TRAINBF16-SAME: memopt.precision = "bf16"
+// TRAINBF16-NOT: memopt.found_inf
+// TRAINBF16: memopt.sgd_update {{.*}} : tensor<16x4xf32>, tensor<16x4xbf16>
+// TRAINBF16-NOT: loss_scale
+// TRAINFP16LOG: [precision] f16 forward where safe, f32 master parameters (memopt-mixed-precision training=true); the backward follows
+// TRAINFP16LOG: memopt-autodiff: 3 parameters {{.*}}dynamic loss scale 65536 (x2 after 2000 clean steps, x0.5 on overflow
+// TRAINFP16LOG: [weight-casts]
+// SCALENOTRAIN: memopt-compile-pipeline: loss-scale dynamic needs train
+// BADSCALE: memopt-compile: error: loss-scale 'sometimes' is not auto, dynamic or none
 func.func @main(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
   %w = memopt.constant {memopt.initializer = "fc.weight"} dense<0.5> : tensor<8x16xf32>
   %b = memopt.constant {memopt.initializer = "fc.bias"} dense<0.25> : tensor<16xf32>

@@ -166,6 +166,34 @@ int main(int argc, char **argv) {
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
       cl::CommaSeparated, cl::cat(category));
+  // Mixed-precision training (--train --precision fp16|bf16).
+  cl::opt<std::string> lossScale(
+      "loss-scale",
+      cl::desc("dynamic (PyTorch GradScaler's dynamic loss scaling, on the "
+               "device), none, or auto: dynamic for fp16, none otherwise"),
+      cl::init("auto"), cl::cat(category));
+  cl::opt<double> lossScaleInit("loss-scale-init",
+                                cl::desc("Initial loss scale (65536)"),
+                                cl::init(65536.0), cl::cat(category));
+  cl::opt<double> lossScaleGrowth(
+      "loss-scale-growth",
+      cl::desc("Loss scale factor after --loss-scale-interval clean steps (2)"),
+      cl::init(2.0), cl::cat(category));
+  cl::opt<double> lossScaleBackoff(
+      "loss-scale-backoff",
+      cl::desc("Loss scale factor after a step with inf / NaN gradients, "
+               "which is skipped (0.5)"),
+      cl::init(0.5), cl::cat(category));
+  cl::opt<int64_t> lossScaleInterval(
+      "loss-scale-interval",
+      cl::desc("Clean steps before the loss scale grows (2000)"),
+      cl::init(2000), cl::cat(category));
+  cl::opt<std::string> weightCasts(
+      "weight-casts",
+      cl::desc("Low-precision copies of the parameters: keep (one per step, "
+               "held for the backward), recast (cast again in the backward) "
+               "or auto (decided by bytes and time)"),
+      cl::init("auto"), cl::cat(category));
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "memopt ONNX compiler\n");
 
@@ -215,5 +243,11 @@ int main(int argc, char **argv) {
   training.batchStatistics = bnBatchStats;
   training.accumulate = accumulate;
   training.freeze.assign(freeze.begin(), freeze.end());
+  training.lossScale = lossScale;
+  training.lossScaleInit = lossScaleInit;
+  training.lossScaleGrowth = lossScaleGrowth;
+  training.lossScaleBackoff = lossScaleBackoff;
+  training.lossScaleInterval = lossScaleInterval;
+  training.weightCasts = weightCasts;
   return runCompile(options, llvm::outs());
 }

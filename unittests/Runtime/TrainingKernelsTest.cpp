@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -796,6 +797,324 @@ TEST(TrainingKernelErrors, OptimizersNameTheNode) {
   EXPECT_EQ(std::string(contextError(*ctx)),
             "node '/opt/sgd': micro_step 3 is not an integer in [0, 3)");
   destroyContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Dynamic loss scaling (f16 mixed-precision training)
+//===----------------------------------------------------------------------===//
+
+/// Sets element i of a float buffer of any dtype to `value` (inf and NaN
+/// included), through the runtime's cast.
+void setElement(Context &ctx, Buffer &b, int64_t i, double value) {
+  Buffer one(DType::F64, {1});
+  std::memcpy(one.storage.data(), &value, 8);
+  Buffer cast1(b.dtype, {1});
+  cast(ctx, "set", one.ref(), cast1.ref());
+  size_t size = dtypeSize(b.dtype);
+  std::memcpy(b.storage.data() + size_t(i) * size, cast1.storage.data(), size);
+}
+
+float scalarValue(const Buffer &b) { return float(b.at(0)); }
+
+TEST_F(TrainingKernels, FoundInfOnNaNAndInfInEveryFloatType) {
+  Buffer a = random(DType::F32, {33}, 1), h = random(DType::F16, {17}, 2),
+         bf = random(DType::BF16, {9}, 3), found = scalar(7.0f);
+  // The largest finite f16 is finite.
+  setElement(*ctx, h, 4, 65504.0);
+  auto check = [&] {
+    TensorRef grads[3] = {a.ref(), h.ref(), bf.ref()};
+    foundInf(*ctx, "found_inf", grads, 3, nullptr, 0, nullptr, found.ref());
+    EXPECT_EQ(contextError(*ctx), nullptr);
+    return scalarValue(found);
+  };
+  EXPECT_EQ(check(), 0.0f);
+  const double inf = std::numeric_limits<double>::infinity();
+  setElement(*ctx, h, 16, inf); // the last element of an f16 gradient
+  EXPECT_EQ(check(), 1.0f);
+  setElement(*ctx, h, 16, 1.0);
+  setElement(*ctx, bf, 0, std::nan(""));
+  EXPECT_EQ(check(), 1.0f);
+  setElement(*ctx, bf, 0, 1.0);
+  setElement(*ctx, a, 20, -inf);
+  EXPECT_EQ(check(), 1.0f);
+  setElement(*ctx, a, 20, 1.0);
+  EXPECT_EQ(check(), 0.0f);
+
+  // With accumulation the accumulators count after micro-step 0 only: at
+  // micro-step 0 they hold the last step's (possibly overflowed) sum.
+  Buffer sum = random(DType::F32, {33}, 4);
+  setElement(*ctx, sum, 3, std::nan(""));
+  for (float micro : {0.0f, 1.0f}) {
+    Buffer microStep = scalar(micro);
+    TensorRef grads[1] = {h.ref()};
+    TensorRef sums[1] = {sum.ref()};
+    TensorRef microRef = microStep.ref();
+    foundInf(*ctx, "found_inf", grads, 1, sums, 1, &microRef, found.ref());
+    EXPECT_EQ(scalarValue(found), micro == 0.0f ? 0.0f : 1.0f)
+        << "micro-step " << micro;
+  }
+}
+
+TEST_F(TrainingKernels, ScaledUpdatesUnscaleLowGradientsAndSkipOnOverflow) {
+  // An f16 gradient scaled by 1024 (exact): SGD and AdamW take the same
+  // step as with the unscaled f32 gradient; with found_inf set they write
+  // nothing.
+  const int64_t n = 23;
+  Buffer grad32 = random(DType::F32, {n}, 5);
+  Buffer grad16(DType::F16, {n});
+  {
+    Buffer scaled(DType::F32, {n});
+    std::vector<double> values = grad32.values();
+    for (double &v : values)
+      v *= 1024.0;
+    setFloats(scaled, values);
+    cast(*ctx, "to_f16", scaled.ref(), grad16.ref());
+    // The reference uses exactly the f16 gradient / 1024.
+    std::vector<double> back = grad16.values();
+    for (double &v : back)
+      v /= 1024.0;
+    setFloats(grad32, back);
+  }
+  Buffer lr = scalar(0.1f), scale = scalar(1024.0f), clean = scalar(0.0f),
+         overflow = scalar(1.0f);
+  Buffer state(DType::F32, {2});
+  for (bool adamw : {false, true}) {
+    SCOPED_TRACE(adamw ? "adamw" : "sgd");
+    Buffer p1 = random(DType::F32, {n}, 6), p2 = p1;
+    Buffer m1(DType::F32, {n}), m2(DType::F32, {n}), v1(DType::F32, {n}),
+        v2(DType::F32, {n});
+    Buffer step = scalar(1.0f);
+    LossScaling scaling{scale.ref(), clean.ref(), state.ref()};
+    TensorRef m1Ref = m1.ref(), m2Ref = m2.ref();
+    if (adamw) {
+      adamwUpdate(*ctx, "ref", 0.9f, 0.999f, 1e-8f, 0.01f, p1.ref(),
+                  grad32.ref(), m1.ref(), v1.ref(), lr.ref(), step.ref());
+      adamwUpdate(*ctx, "scaled", 0.9f, 0.999f, 1e-8f, 0.01f, p2.ref(),
+                  grad16.ref(), m2.ref(), v2.ref(), lr.ref(), step.ref(),
+                  nullptr, &scaling);
+    } else {
+      sgdUpdate(*ctx, "ref", 0.9f, 0.01f, p1.ref(), grad32.ref(), &m1Ref,
+                lr.ref());
+      sgdUpdate(*ctx, "scaled", 0.9f, 0.01f, p2.ref(), grad16.ref(), &m2Ref,
+                lr.ref(), nullptr, &scaling);
+    }
+    EXPECT_EQ(p1.values(), p2.values());
+    EXPECT_EQ(m1.values(), m2.values());
+    // Overflow: parameters and state keep their values.
+    std::vector<double> before = p2.values(), stateBefore = m2.values();
+    scaling.foundInf = overflow.ref();
+    if (adamw)
+      adamwUpdate(*ctx, "skipped", 0.9f, 0.999f, 1e-8f, 0.01f, p2.ref(),
+                  grad16.ref(), m2.ref(), v2.ref(), lr.ref(), step.ref(),
+                  nullptr, &scaling);
+    else
+      sgdUpdate(*ctx, "skipped", 0.9f, 0.01f, p2.ref(), grad16.ref(), &m2Ref,
+                lr.ref(), nullptr, &scaling);
+    EXPECT_EQ(p2.values(), before);
+    EXPECT_EQ(m2.values(), stateBefore);
+  }
+}
+
+TEST_F(TrainingKernels, AdamwBiasCorrectionCountsOnlyStepsNotSkipped) {
+  // Step 3 after one skipped step is AdamW's second step (PyTorch's fused
+  // AdamW under a GradScaler takes skipped steps back from its count).
+  const int64_t n = 11;
+  Buffer grad = random(DType::F32, {n}, 7), lr = scalar(0.01f);
+  Buffer scale = scalar(1.0f), clean = scalar(0.0f);
+  Buffer state(DType::F32, {2});
+  float counts[2] = {0.0f, 1.0f};
+  std::memcpy(state.storage.data(), counts, sizeof counts);
+  Buffer p1 = random(DType::F32, {n}, 8), p2 = p1;
+  Buffer m1 = random(DType::F32, {n}, 9), m2 = m1;
+  Buffer v1(DType::F32, {n}), v2(DType::F32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    setElement(*ctx, v1, i, 0.5), setElement(*ctx, v2, i, 0.5);
+  Buffer second = scalar(2.0f), third = scalar(3.0f);
+  LossScaling scaling{scale.ref(), clean.ref(), state.ref()};
+  adamwUpdate(*ctx, "plain", 0.9f, 0.999f, 1e-8f, 0.0f, p1.ref(), grad.ref(),
+              m1.ref(), v1.ref(), lr.ref(), second.ref());
+  adamwUpdate(*ctx, "after_skip", 0.9f, 0.999f, 1e-8f, 0.0f, p2.ref(),
+              grad.ref(), m2.ref(), v2.ref(), lr.ref(), third.ref(), nullptr,
+              &scaling);
+  EXPECT_EQ(p1.values(), p2.values());
+}
+
+TEST_F(TrainingKernels, LossScaleBacksOffOnOverflowAndGrowsAfterTheInterval) {
+  // GradScaler's defaults but an interval of 3: two clean steps leave the
+  // scale, an overflow halves it and restarts the count (one skipped step),
+  // three clean steps double it.
+  Buffer scale = scalar(65536.0f), state(DType::F32, {2});
+  Buffer clean = scalar(0.0f), overflow = scalar(1.0f);
+  auto update = [&](Buffer &found) {
+    updateLossScale(*ctx, "scale", 2.0f, 0.5f, 3, scale.ref(), state.ref(),
+                    found.ref());
+    ASSERT_EQ(contextError(*ctx), nullptr);
+  };
+  update(clean);
+  update(clean);
+  EXPECT_EQ(scalarValue(scale), 65536.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{2, 0}));
+  update(overflow);
+  EXPECT_EQ(scalarValue(scale), 32768.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{0, 1}));
+  update(clean);
+  update(clean);
+  EXPECT_EQ(scalarValue(scale), 32768.0f);
+  update(clean);
+  EXPECT_EQ(scalarValue(scale), 65536.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{0, 1}));
+  // A scale that would grow to infinity stays.
+  setElement(*ctx, scale, 0, 3.0e38);
+  for (int k = 0; k < 3; ++k)
+    update(clean);
+  EXPECT_EQ(scalarValue(scale), 3.0e38f);
+
+  // With accumulation the update acts on the last micro-step only.
+  Buffer micro0 = scalar(0.0f), micro1 = scalar(1.0f);
+  setElement(*ctx, scale, 0, 1024.0);
+  for (Buffer *micro : {&micro0, &micro1}) {
+    TensorRef microRef = micro->ref();
+    updateLossScale(*ctx, "scale", 2.0f, 0.5f, 3, scale.ref(), state.ref(),
+                    overflow.ref(), &microRef, 2);
+  }
+  EXPECT_EQ(scalarValue(scale), 512.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{0, 2}));
+}
+
+TEST_F(TrainingKernels, InjectedOverflowSkipsTheStepAndHalvesTheScale) {
+  // One f16 step as memopt-autodiff emits it: found_inf over the gradients,
+  // the updates, the scale update. An inf in one gradient: no parameter
+  // moves, the scale halves, one skipped step; the next clean step moves
+  // every parameter with the unscaled gradients.
+  Buffer w1 = random(DType::F32, {6}, 10), w2 = random(DType::F32, {4}, 11);
+  Buffer g1 = random(DType::F16, {6}, 12), g2 = random(DType::F16, {4}, 13);
+  Buffer lr = scalar(0.5f), scale = scalar(65536.0f), state(DType::F32, {2});
+  Buffer found = scalar(0.0f);
+  auto step = [&] {
+    TensorRef grads[2] = {g1.ref(), g2.ref()};
+    foundInf(*ctx, "found_inf", grads, 2, nullptr, 0, nullptr, found.ref());
+    LossScaling scaling{scale.ref(), found.ref(), TensorRef()};
+    sgdUpdate(*ctx, "w1", 0, 0, w1.ref(), g1.ref(), nullptr, lr.ref(), nullptr,
+              &scaling);
+    sgdUpdate(*ctx, "w2", 0, 0, w2.ref(), g2.ref(), nullptr, lr.ref(), nullptr,
+              &scaling);
+    updateLossScale(*ctx, "scale", 2.0f, 0.5f, 2000, scale.ref(), state.ref(),
+                    found.ref());
+    ASSERT_EQ(contextError(*ctx), nullptr);
+  };
+  std::vector<double> before1 = w1.values(), before2 = w2.values();
+  setElement(*ctx, g2, 2, std::numeric_limits<double>::infinity());
+  step();
+  EXPECT_EQ(w1.values(), before1);
+  EXPECT_EQ(w2.values(), before2);
+  EXPECT_EQ(scalarValue(scale), 32768.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{0, 1}));
+  setElement(*ctx, g2, 2, 1.0);
+  step();
+  std::vector<double> after1 = w1.values();
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(float(after1[size_t(i)]),
+                    float(before1[size_t(i)] - 0.5 * g1.at(i) / 32768.0));
+  EXPECT_EQ(scalarValue(scale), 32768.0f);
+  EXPECT_EQ(state.values(), (std::vector<double>{1, 1}));
+}
+
+TEST(TrainingKernelErrors, LossScalingChecksItsOperands) {
+  Buffer param(DType::F32, {4}), grad(DType::F16, {4}), lr(DType::F32, {});
+  Buffer scale(DType::F32, {}), found(DType::F32, {}),
+      shortState(DType::F32, {1});
+  Buffer step(DType::F32, {}), m(DType::F32, {4}), v(DType::F32, {4});
+  Context *ctx = createContext();
+  LossScaling scaling{scale.ref(), found.ref(), shortState.ref()};
+  adamwUpdate(*ctx, "/opt/adamw", 0.9f, 0.999f, 1e-8f, 0, param.ref(),
+              grad.ref(), m.ref(), v.ref(), lr.ref(), step.ref(), nullptr,
+              &scaling);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/adamw': loss scale state must be two f32 elements, "
+            "got f32 [1]");
+  destroyContext(ctx);
+
+  ctx = createContext();
+  Buffer state(DType::F32, {2});
+  updateLossScale(*ctx, "/opt/scale", 2.0f, 1.5f, 10, scale.ref(), state.ref(),
+                  found.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/scale': loss scale update needs growth >= 1, backoff "
+            "in (0, 1] and an interval of at least 1, got 2, 1.5, 10");
+  destroyContext(ctx);
+
+  ctx = createContext();
+  Buffer ints(DType::I64, {3});
+  TensorRef grads[1] = {ints.ref()};
+  foundInf(*ctx, "/opt/found_inf", grads, 1, nullptr, 0, nullptr, found.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_EQ(std::string(contextError(*ctx)),
+            "node '/opt/found_inf': gradient 0 has dtype i64; expected a float "
+            "type");
+  destroyContext(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// Training normalization with low-precision activations
+//===----------------------------------------------------------------------===//
+
+TEST_F(TrainingKernels, LowPrecisionNormalizationMatchesF32OnTheSameValues) {
+  // x and dy exactly representable in the low type: the statistics and the
+  // parameter gradients (f32) equal the f32 kernel's, the activations are
+  // its results rounded once.
+  for (DType low : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(low));
+    Buffer xLow = random(low, {3, 4, 5, 5}, 20),
+           dyLow = random(low, {3, 4, 5, 5}, 21);
+    Buffer x(DType::F32, {3, 4, 5, 5}), dy(DType::F32, {3, 4, 5, 5});
+    cast(*ctx, "x", xLow.ref(), x.ref());
+    cast(*ctx, "dy", dyLow.ref(), dy.ref());
+    Buffer scale = random(DType::F32, {4}, 22),
+           bias = random(DType::F32, {4}, 23);
+    Buffer y(DType::F32, {3, 4, 5, 5}), yLow(low, {3, 4, 5, 5});
+    Buffer mean(DType::F32, {4}), inv(DType::F32, {4}),
+        meanLow(DType::F32, {4}), invLow(DType::F32, {4});
+    batchNormTraining(*ctx, "bn", 1e-5f, Activation::Relu, x.ref(), scale.ref(),
+                      bias.ref(), y.ref(), mean.ref(), inv.ref());
+    batchNormTraining(*ctx, "bn_low", 1e-5f, Activation::Relu, xLow.ref(),
+                      scale.ref(), bias.ref(), yLow.ref(), meanLow.ref(),
+                      invLow.ref());
+    EXPECT_EQ(mean.values(), meanLow.values());
+    EXPECT_EQ(inv.values(), invLow.values());
+    double u = low == DType::F16 ? 1.0 / 2048 : 1.0 / 256;
+    expectClose(yLow, y.values(), u);
+    Buffer dx(DType::F32, {3, 4, 5, 5}), dxLow(low, {3, 4, 5, 5});
+    Buffer ds(DType::F32, {4}), db(DType::F32, {4}), dsLow(DType::F32, {4}),
+        dbLow(DType::F32, {4});
+    batchNormTrainingGrad(*ctx, "bn_grad", x.ref(), dy.ref(), scale.ref(),
+                          mean.ref(), inv.ref(), dx.ref(), ds.ref(), db.ref());
+    batchNormTrainingGrad(*ctx, "bn_grad_low", xLow.ref(), dyLow.ref(),
+                          scale.ref(), mean.ref(), inv.ref(), dxLow.ref(),
+                          dsLow.ref(), dbLow.ref());
+    EXPECT_EQ(ds.values(), dsLow.values());
+    EXPECT_EQ(db.values(), dbLow.values());
+    expectClose(dxLow, dx.values(), u);
+
+    Buffer lx = random(low, {6, 8}, 24), ldy = random(low, {6, 8}, 25);
+    Buffer lx32(DType::F32, {6, 8}), ldy32(DType::F32, {6, 8});
+    cast(*ctx, "lx", lx.ref(), lx32.ref());
+    cast(*ctx, "ldy", ldy.ref(), ldy32.ref());
+    Buffer gamma = random(DType::F32, {8}, 26);
+    Buffer ldx(low, {6, 8}), ldx32(DType::F32, {6, 8});
+    Buffer lds(DType::F32, {8}), ldb(DType::F32, {8}), lds32(DType::F32, {8}),
+        ldb32(DType::F32, {8});
+    Buffer ws(DType::F32, {4096});
+    layerNormGrad(*ctx, "ln_grad", 1e-5f, lx32.ref(), ldy32.ref(), gamma.ref(),
+                  ldx32.ref(), lds32.ref(), ldb32.ref(), ws.storage.data(),
+                  4096 * 4);
+    layerNormGrad(*ctx, "ln_grad_low", 1e-5f, lx.ref(), ldy.ref(), gamma.ref(),
+                  ldx.ref(), lds.ref(), ldb.ref(), ws.storage.data(), 4096 * 4);
+    EXPECT_EQ(lds32.values(), lds.values());
+    EXPECT_EQ(ldb32.values(), ldb.values());
+    expectClose(ldx, ldx32.values(), u);
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -45,6 +45,12 @@ struct TrainingOptions {
   bool batchStatistics = false;
   /// Prefixes of initializer names that are not trained.
   std::vector<std::string> freeze;
+  /// Mixed-precision training: auto, dynamic or none, and GradScaler's
+  /// settings; how parameters' low copies are made (auto, keep, recast).
+  std::string lossScale = "auto";
+  double lossScaleInit = 65536.0, lossScaleGrowth = 2.0, lossScaleBackoff = 0.5;
+  int64_t lossScaleInterval = 2000;
+  std::string weightCasts = "auto";
 };
 
 struct CompileOptions {

@@ -16,7 +16,7 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 3;
+constexpr int32_t kProgramAbiVersion = 4;
 
 /// What a weight-region tensor is. Inference programs hold constants only;
 /// a training program's state (parameters, optimizer moments, the learning
@@ -36,6 +36,10 @@ enum class WeightRole : int32_t {
                            ///< driver before each micro-batch
   RandomKey = 8,           ///< I64 [seed, micro-batch number]: the dropout
                            ///< key, set by the driver before each run
+  LossScale = 9,           ///< F32 scalar: the dynamic loss scale, updated
+                           ///< on the device (f16 mixed-precision training)
+  LossScaleState = 10,     ///< F32 [2]: steps since the scale last changed
+                           ///< without overflow, and skipped steps
 };
 
 /// One input, output or weight of a program.

@@ -605,7 +605,8 @@ void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
               TensorRef x, TensorRef dy, TensorRef dx);
 
 /// Training-mode BatchNormalization over axis 1 with batch statistics: x
-/// [N, C, ...] (F32); mean [C] and invStd [C] (F32) get each channel's mean
+/// [N, C, ...] (F32, F16 or BF16; y has its dtype); mean [C] and invStd [C]
+/// (F32 whatever x is) get each channel's mean
 /// and 1 / sqrt(var + epsilon) over N and the spatial dims (biased variance,
 /// as ONNX's training mode and PyTorch normalize); y = (x - mean) * invStd *
 /// scale + bias, then `activation` (None or Relu). scale, bias [C] F32. y may
@@ -619,8 +620,9 @@ void batchNormTraining(Context &ctx, const char *nodeName, float epsilon,
                        size_t workspaceBytes = 0);
 /// Its gradient: with xhat = (x - mean) * invStd and M = N * spatial,
 /// dbias = sum dy, dscale = sum dy * xhat, dx = scale * invStd * (dy -
-/// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). dx may
-/// alias dy. Workspace as for batchNormTraining.
+/// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). x, dy and
+/// dx share one float dtype; scale, mean, invStd, dscale, dbias are F32. dx
+/// may alias dy. Workspace as for batchNormTraining.
 void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
                            TensorRef dy, TensorRef scale, TensorRef mean,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,
@@ -633,7 +635,8 @@ void batchNormRunningUpdate(Context &ctx, const char *nodeName, float momentum,
                             float epsilon, TensorRef mean, TensorRef invStd,
                             TensorRef runningMean, TensorRef runningVar);
 /// LayerNormalization's gradient over the last `cols` elements of each row
-/// (x, dy [rows, cols] F32; scale [cols]): the row mean and 1/std are
+/// (x, dy, dx [rows, cols] of one float dtype; scale, dscale, dbias [cols]
+/// F32): the row mean and 1/std are
 /// recomputed from x; dx = invStd * (g - mean(g) - xhat * mean(g * xhat))
 /// with g = dy * scale; dscale = sum over rows of dy * xhat, dbias = sum of
 /// dy (PyTorch's layer_norm_backward). `workspace` holds per-block column
@@ -667,25 +670,67 @@ struct GradientAccumulation {
   int64_t steps = 1;
 };
 
+/// Dynamic loss scaling of an update (f16 mixed-precision training, PyTorch
+/// GradScaler's semantics with a fused optimizer): the gradient, or the
+/// accumulator on the last micro-step, is multiplied by 1 / *scale before
+/// use, and when *foundInf is not 0 the update writes nothing (the step is
+/// skipped; with accumulation the accumulator is still summed). `state` is
+/// the F32 [2] loss-scale state [clean steps, skipped steps]: AdamW's bias
+/// correction counts the steps that were not skipped (t - state[1]), as
+/// PyTorch's fused AdamW under a GradScaler does; SGD ignores it (may be
+/// empty). scale and foundInf are F32 scalars on the device.
+struct LossScaling {
+  TensorRef scale;
+  TensorRef foundInf;
+  TensorRef state;
+};
+
 /// SGD with momentum, PyTorch's torch.optim.SGD (dampening 0, no Nesterov),
 /// in place: g = grad + weightDecay * param; buf = momentum * buf + g (buf
 /// starts at zero, so the first step stores g as PyTorch does); param -= lr *
 /// (momentum != 0 ? buf : g). `momentumBuffer` may be null when momentum is 0.
 /// `lr` is an F32 scalar on the device (the executable may change it between
-/// steps without recompiling or re-capturing). param, grad and buf are F32.
+/// steps without recompiling or re-capturing). param and buf are F32; grad
+/// is F32, F16 or BF16 (a mixed-precision gradient, widened on load).
 void sgdUpdate(Context &ctx, const char *nodeName, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
                const TensorRef *momentumBuffer, TensorRef lr,
-               const GradientAccumulation *accumulation = nullptr);
+               const GradientAccumulation *accumulation = nullptr,
+               const LossScaling *scaling = nullptr);
 /// AdamW, PyTorch's torch.optim.AdamW (amsgrad off), in place: param *= 1 -
 /// lr * weightDecay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2)
 /// g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) +
 /// eps), with t the 1-based step number read from `step` (an F32 scalar on
-/// the device, like `lr`). param, grad, m, v are F32.
+/// the device, like `lr`). param, m, v are F32; grad F32, F16 or BF16.
 void adamwUpdate(Context &ctx, const char *nodeName, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
                  TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
-                 const GradientAccumulation *accumulation = nullptr);
+                 const GradientAccumulation *accumulation = nullptr,
+                 const LossScaling *scaling = nullptr);
+
+/// found (F32 scalar on the device) = 1 if any element of the `count`
+/// gradients (F32, F16 or BF16) is inf or NaN, else 0: the found_inf of
+/// PyTorch's _amp_foreach_non_finite_check_and_unscale_, without the unscale
+/// (the update kernels unscale). With accumulators (F32, `accumulatorCount`
+/// of them) and `microStep` (F32 scalar), the accumulators are checked too
+/// on micro-steps after the first: they hold the earlier micro-batches' sum.
+/// CUDA: one launch per up to 64 tensors (PyTorch's multi_tensor_apply
+/// shape), no host synchronization.
+void foundInf(Context &ctx, const char *nodeName, const TensorRef *gradients,
+              int count, const TensorRef *accumulators, int accumulatorCount,
+              const TensorRef *microStep, TensorRef found);
+
+/// PyTorch's _amp_update_scale_, in place: if *foundInf != 0, scale *=
+/// backoffFactor, state[0] (clean steps) = 0, state[1] (skipped steps) += 1;
+/// else state[0] += 1 and, when it reaches growthInterval, scale *=
+/// growthFactor (kept only if finite) and state[0] = 0. With `microStep`
+/// and accumulationSteps = K it acts on micro-step K - 1 only. scale and
+/// foundInf are F32 scalars, state F32 [2], all on the device.
+void updateLossScale(Context &ctx, const char *nodeName, float growthFactor,
+                     float backoffFactor, int64_t growthInterval,
+                     TensorRef scale, TensorRef state, TensorRef foundInf,
+                     const TensorRef *microStep = nullptr,
+                     int64_t accumulationSteps = 1);
 
 } // namespace memopt::rt
 

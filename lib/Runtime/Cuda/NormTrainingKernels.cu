@@ -13,7 +13,11 @@
 // set is split over several blocks whose partial sums go to a workspace the
 // memory planner placed in the arena (nothing allocated, the same bytes on
 // every CUDA graph replay), and partials are merged in a fixed order, so the
-// results do not change from run to run.
+// results do not change from run to run. Activations (x, y, dy, dx) may be
+// f16 / bf16 (mixed-precision training): they are widened on load and
+// rounded once on store, while the statistics, the parameters and their
+// gradients stay f32, as in cuDNN's and PyTorch's mixed-precision batch
+// normalization; float4 loads are for f32 only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +34,8 @@ constexpr int kThreads = 256;
 /// Channel c's elements of x [N, C, S]: element j of the channel (j in
 /// [0, N*S)) is x[(j / S) * C * S + c * S + j % S]. Vec = 4 reads float4s
 /// when S is a multiple of 4 (j then counts float4s and S is S / 4).
-template <int Vec> struct ChannelView {
-  const float *x;
+template <typename T, int Vec> struct ChannelView {
+  const T *x;
   int64_t channels, spatial; // spatial in units of Vec elements
   __device__ __forceinline__ int64_t offset(int64_t c, int64_t j) const {
     int64_t n = j / spatial;
@@ -41,17 +45,16 @@ template <int Vec> struct ChannelView {
 
 /// Adds the Vec values at unit j to (s1, s2) = (sum (v - shift),
 /// sum (v - shift)^2).
-template <int Vec>
-__device__ __forceinline__ void accumulateShifted(const float *x, int64_t unit,
-                                                  float shift, float &s1,
-                                                  float &s2) {
+template <typename T, int Vec>
+__device__ __forceinline__ void
+accumulateShifted(const T *x, int64_t unit, float shift, float &s1, float &s2) {
   if constexpr (Vec == 4) {
     float4 v = reinterpret_cast<const float4 *>(x)[unit];
     float a = v.x - shift, b = v.y - shift, c = v.z - shift, d = v.w - shift;
     s1 += (a + b) + (c + d);
     s2 += (a * a + b * b) + (c * c + d * d);
   } else {
-    float a = x[unit] - shift;
+    float a = toFloat(x[unit]) - shift;
     s1 += a;
     s2 += a * a;
   }
@@ -88,19 +91,19 @@ __device__ __forceinline__ void splitRange(int64_t units, int splits, int split,
 /// Statistics pass: block (c, split) sums its share of channel c, shifted
 /// by the channel's first element. With one split it finishes the channel;
 /// otherwise it stores (s1, s2) as partials[(c * splits + split) * 2].
-template <int Vec>
+template <typename T, int Vec>
 __global__ void __launch_bounds__(kThreads)
-    bnStatisticsKernel(ChannelView<Vec> view, int64_t units, int splits,
+    bnStatisticsKernel(ChannelView<T, Vec> view, int64_t units, int splits,
                        float epsilon, float *partials, float *mean,
                        float *invStd) {
   int64_t c = blockIdx.x;
   int split = blockIdx.y;
   int64_t begin, end;
   splitRange(units, splits, split, begin, end);
-  float shift = view.x[c * view.spatial * Vec];
+  float shift = toFloat(view.x[c * view.spatial * Vec]);
   float s1 = 0, s2 = 0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
-    accumulateShifted<Vec>(view.x, view.offset(c, j), shift, s1, s2);
+    accumulateShifted<T, Vec>(view.x, view.offset(c, j), shift, s1, s2);
   blockSum2(s1, s2);
   if (threadIdx.x != 0)
     return;
@@ -117,11 +120,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// Merges the partials of each channel in split order.
-__global__ void bnStatisticsFinishKernel(const float *x, int64_t channels,
-                                         int64_t spatialElements, double count,
-                                         int splits, float epsilon,
-                                         const float *partials, float *mean,
-                                         float *invStd) {
+template <typename T>
+__global__ void
+bnStatisticsFinishKernel(const T *x, int64_t channels, int64_t spatialElements,
+                         double count, int splits, float epsilon,
+                         const float *partials, float *mean, float *invStd) {
   MEMOPT_GRID_STRIDE(c, channels) {
     double s1 = 0, s2 = 0;
     for (int k = 0; k < splits; ++k) {
@@ -130,17 +133,17 @@ __global__ void bnStatisticsFinishKernel(const float *x, int64_t channels,
     }
     double m = s1 / count;
     double var = fmax(s2 / count - m * m, 0.0);
-    mean[c] = float(m + x[c * spatialElements]);
+    mean[c] = float(m + toFloat(x[c * spatialElements]));
     invStd[c] = float(1.0 / sqrt(var + double(epsilon)));
   }
 }
 
 /// y = (x - mean) * invStd * scale + bias (then relu), elementwise.
-template <int Vec>
-__global__ void
-bnApplyKernel(const float *x, float *y, int64_t units, int64_t channels,
-              int64_t spatialUnits, const float *scale, const float *bias,
-              const float *mean, const float *invStd, bool relu) {
+template <typename T, int Vec>
+__global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
+                              int64_t spatialUnits, const float *scale,
+                              const float *bias, const float *mean,
+                              const float *invStd, bool relu) {
   MEMOPT_GRID_STRIDE(i, units) {
     int64_t c = (i / spatialUnits) % channels;
     float a = invStd[c] * scale[c];
@@ -159,17 +162,17 @@ bnApplyKernel(const float *x, float *y, int64_t units, int64_t channels,
       }
       reinterpret_cast<float4 *>(y)[i] = v;
     } else {
-      float v = x[i] * a + b;
-      y[i] = relu ? fmaxf(v, 0.0f) : v;
+      float v = toFloat(x[i]) * a + b;
+      y[i] = fromFloat<T>(relu ? fmaxf(v, 0.0f) : v);
     }
   }
 }
 
 /// Gradient reduction: block (c, split) sums dy and dy * (x - mean) over its
 /// share of channel c; one split finishes (dbias, dscale) directly.
-template <int Vec>
+template <typename T, int Vec>
 __global__ void __launch_bounds__(kThreads)
-    bnGradReduceKernel(ChannelView<Vec> view, const float *dy, int64_t units,
+    bnGradReduceKernel(ChannelView<T, Vec> view, const T *dy, int64_t units,
                        int splits, const float *mean, const float *invStd,
                        float *partials, float *dscale, float *dbias) {
   int64_t c = blockIdx.x;
@@ -187,9 +190,9 @@ __global__ void __launch_bounds__(kThreads)
       sumDyX += (g.x * (v.x - m) + g.y * (v.y - m)) +
                 (g.z * (v.z - m) + g.w * (v.w - m));
     } else {
-      float g = dy[unit];
+      float g = toFloat(dy[unit]);
       sumDy += g;
-      sumDyX += g * (view.x[unit] - m);
+      sumDyX += g * (toFloat(view.x[unit]) - m);
     }
   }
   blockSum2(sumDy, sumDyX);
@@ -219,12 +222,12 @@ __global__ void bnGradFinishKernel(int64_t channels, int splits,
 }
 
 /// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M).
-template <int Vec>
-__global__ void
-bnGradApplyKernel(const float *x, const float *dy, float *dx, int64_t units,
-                  int64_t channels, int64_t spatialUnits, float inverseCount,
-                  const float *scale, const float *mean, const float *invStd,
-                  const float *dscale, const float *dbias) {
+template <typename T, int Vec>
+__global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
+                                  int64_t channels, int64_t spatialUnits,
+                                  float inverseCount, const float *scale,
+                                  const float *mean, const float *invStd,
+                                  const float *dscale, const float *dbias) {
   MEMOPT_GRID_STRIDE(i, units) {
     int64_t c = (i / spatialUnits) % channels;
     float k = scale[c] * invStd[c];
@@ -240,7 +243,7 @@ bnGradApplyKernel(const float *x, const float *dy, float *dx, int64_t units,
       g.w = k * (g.w - b - (v.w - m) * w);
       reinterpret_cast<float4 *>(dx)[i] = g;
     } else {
-      dx[i] = k * (dy[i] - b - (x[i] - m) * w);
+      dx[i] = fromFloat<T>(k * (toFloat(dy[i]) - b - (toFloat(x[i]) - m) * w));
     }
   }
 }
@@ -275,10 +278,80 @@ bool checkF32(
       return false;
   for (auto [tensor, what] : tensors)
     if (tensor->dtype != DType::F32) {
-      failf(ctx, node, "%s must be f32 (training runs in f32)", what);
+      failf(ctx, node, "%s must be f32 (statistics and parameters stay f32)",
+            what);
       return false;
     }
   return true;
+}
+
+/// The activations: one float dtype.
+bool checkActivations(
+    Context &ctx, const char *node,
+    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
+  const TensorRef *first = nullptr;
+  for (auto [tensor, what] : tensors) {
+    if (!checkTensor(ctx, node, *tensor, what) ||
+        !checkFloat(ctx, node, *tensor, what))
+      return false;
+    if (first && tensor->dtype != first->dtype) {
+      failf(ctx, node, "%s has dtype %s, not the input's %s", what,
+            dtypeName(tensor->dtype), dtypeName(first->dtype));
+      return false;
+    }
+    first = first ? first : tensor;
+  }
+  return true;
+}
+
+/// Statistics, then y, for activations of type T (Vec 4: f32 float4s).
+template <typename T, int Vec>
+void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
+                             int64_t channels, int64_t spatial, int splits,
+                             float epsilon, float *partials, float *pm,
+                             float *ps, const float *pscale, const float *pbias,
+                             bool relu) {
+  int64_t batch = x.shape[0];
+  auto *px = static_cast<const T *>(x.data);
+  int64_t units = batch * spatial / Vec;
+  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+  bnStatisticsKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
+      {px, channels, spatial / Vec}, units, splits, epsilon, partials, pm, ps);
+  if (splits > 1)
+    bnStatisticsFinishKernel<T>
+        <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
+            px, channels, spatial, double(batch * spatial), splits, epsilon,
+            partials, pm, ps);
+  int64_t total = x.numElements() / Vec;
+  bnApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+      px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
+      pbias, pm, ps, relu);
+}
+
+/// The reduction, then dx, for activations of type T.
+template <typename T, int Vec>
+void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
+                                 const TensorRef &dy, TensorRef &dx,
+                                 int64_t channels, int64_t spatial, int splits,
+                                 float *partials, const float *pm,
+                                 const float *ps, const float *pscale,
+                                 float *pdscale, float *pdbias) {
+  int64_t batch = x.shape[0];
+  auto *px = static_cast<const T *>(x.data);
+  auto *pdy = static_cast<const T *>(dy.data);
+  int64_t units = batch * spatial / Vec;
+  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+  bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
+      {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
+      pdscale, pdbias);
+  if (splits > 1)
+    bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
+        channels, splits, partials, ps, pdscale, pdbias);
+  int64_t total = x.numElements() / Vec;
+  float inverseCount = 1.0f / float(batch * spatial);
+  bnGradApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+      px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
+      inverseCount, pscale, pm, ps, pdscale, pdbias);
 }
 
 /// x [N, C, ...] and per-channel tensors of C elements.
@@ -310,12 +383,10 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace,
                        size_t workspaceBytes) {
-  if (hasError(ctx) ||
+  if (hasError(ctx) || !checkActivations(ctx, node, {{&x, "X"}, {&y, "Y"}}) ||
       !checkF32(ctx, node,
-                {{&x, "X"},
-                 {&scale, "scale"},
+                {{&scale, "scale"},
                  {&bias, "B"},
-                 {&y, "Y"},
                  {&mean, "mean"},
                  {&invStd, "inv_std"}}) ||
       !checkSameShape(ctx, node, x, y, "X/Y"))
@@ -331,39 +402,26 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
-  auto *px = static_cast<const float *>(x.data);
   auto *pm = static_cast<float *>(mean.data);
   auto *ps = static_cast<float *>(invStd.data);
   auto *partials = static_cast<float *>(workspace);
-  bool vec = spatial % 4 == 0 &&
-             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
-  int vecWidth = vec ? 4 : 1;
-  int64_t units = batch * spatial / vecWidth;
-  int splits = channelSplits(ctx, channels, units, workspaceBytes);
-  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-  if (vec)
-    bnStatisticsKernel<4><<<grid, kThreads, 0, ctx.stream>>>(
-        {px, channels, spatial / 4}, units, splits, epsilon, partials, pm, ps);
-  else
-    bnStatisticsKernel<1><<<grid, kThreads, 0, ctx.stream>>>(
-        {px, channels, spatial}, units, splits, epsilon, partials, pm, ps);
-  if (splits > 1)
-    bnStatisticsFinishKernel<<<gridFor(ctx, channels), kThreads, 0,
-                               ctx.stream>>>(px, channels, spatial,
-                                             double(batch * spatial), splits,
-                                             epsilon, partials, pm, ps);
-  int64_t total = x.numElements() / vecWidth;
-  auto *py = static_cast<float *>(y.data);
   auto *pscale = static_cast<const float *>(scale.data);
   auto *pbias = static_cast<const float *>(bias.data);
   bool relu = activation == Activation::Relu;
+  bool vec = x.dtype == DType::F32 && spatial % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
+  int64_t units = batch * spatial / (vec ? 4 : 1);
+  int splits = channelSplits(ctx, channels, units, workspaceBytes);
   if (vec)
-    bnApplyKernel<4><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-        px, py, total, channels, spatial / 4, pscale, pbias, pm, ps, relu);
+    launchBatchNormTraining<float, 4>(ctx, x, y, channels, spatial, splits,
+                                      epsilon, partials, pm, ps, pscale, pbias,
+                                      relu);
   else
-    bnApplyKernel<1><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-        px, py, total, channels, spatial, pscale, pbias, pm, ps, relu);
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
+                          launchBatchNormTraining<T, 1>(
+                              ctx, x, y, channels, spatial, splits, epsilon,
+                              partials, pm, ps, pscale, pbias, relu));
   checkLaunch(ctx, node);
 }
 
@@ -373,13 +431,11 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                            TensorRef dbias, void *workspace,
                            size_t workspaceBytes) {
   if (hasError(ctx) ||
+      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
       !checkF32(ctx, node,
-                {{&x, "X"},
-                 {&dy, "dY"},
-                 {&scale, "scale"},
+                {{&scale, "scale"},
                  {&mean, "mean"},
                  {&invStd, "inv_std"},
-                 {&dx, "dX"},
                  {&dscale, "dscale"},
                  {&dbias, "dB"}}) ||
       !checkSameShape(ctx, node, x, dy, "X/dY") ||
@@ -392,44 +448,27 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
-  auto *px = static_cast<const float *>(x.data);
-  auto *pdy = static_cast<const float *>(dy.data);
   auto *pm = static_cast<const float *>(mean.data);
   auto *ps = static_cast<const float *>(invStd.data);
   auto *pdscale = static_cast<float *>(dscale.data);
   auto *pdbias = static_cast<float *>(dbias.data);
   auto *partials = static_cast<float *>(workspace);
-  bool vec = spatial % 4 == 0 &&
+  auto *pscale = static_cast<const float *>(scale.data);
+  bool vec = x.dtype == DType::F32 && spatial % 4 == 0 &&
              reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
              reinterpret_cast<uintptr_t>(dy.data) % 16 == 0 &&
              reinterpret_cast<uintptr_t>(dx.data) % 16 == 0;
-  int vecWidth = vec ? 4 : 1;
-  int64_t units = batch * spatial / vecWidth;
+  int64_t units = batch * spatial / (vec ? 4 : 1);
   int splits = channelSplits(ctx, channels, units, workspaceBytes);
-  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   if (vec)
-    bnGradReduceKernel<4><<<grid, kThreads, 0, ctx.stream>>>(
-        {px, channels, spatial / 4}, pdy, units, splits, pm, ps, partials,
-        pdscale, pdbias);
+    launchBatchNormTrainingGrad<float, 4>(ctx, x, dy, dx, channels, spatial,
+                                          splits, partials, pm, ps, pscale,
+                                          pdscale, pdbias);
   else
-    bnGradReduceKernel<1><<<grid, kThreads, 0, ctx.stream>>>(
-        {px, channels, spatial}, pdy, units, splits, pm, ps, partials, pdscale,
-        pdbias);
-  if (splits > 1)
-    bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
-        channels, splits, partials, ps, pdscale, pdbias);
-  int64_t total = x.numElements() / vecWidth;
-  float inverseCount = 1.0f / float(batch * spatial);
-  auto *pdx = static_cast<float *>(dx.data);
-  auto *pscale = static_cast<const float *>(scale.data);
-  if (vec)
-    bnGradApplyKernel<4><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-        px, pdy, pdx, total, channels, spatial / 4, inverseCount, pscale, pm,
-        ps, pdscale, pdbias);
-  else
-    bnGradApplyKernel<1><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-        px, pdy, pdx, total, channels, spatial, inverseCount, pscale, pm, ps,
-        pdscale, pdbias);
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
+                          launchBatchNormTrainingGrad<T, 1>(
+                              ctx, x, dy, dx, channels, spatial, splits,
+                              partials, pm, ps, pscale, pdscale, pdbias));
   checkLaunch(ctx, node);
 }
 
@@ -469,39 +508,40 @@ namespace {
 /// One warp per row: the row's mean and 1/std from x (two passes), then
 /// sum g and sum g * xhat (g = dy * scale), then dx; the row's statistics go
 /// to rowStats[2 * row] for the column pass.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    layerNormGradRowKernel(const float *x, const float *dy, const float *scale,
-                           float *dx, float *rowStats, int64_t rows,
-                           int64_t cols, float epsilon) {
+    layerNormGradRowKernel(const T *x, const T *dy, const float *scale, T *dx,
+                           float *rowStats, int64_t rows, int64_t cols,
+                           float epsilon) {
   int lane = threadIdx.x & 31;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
        r < rows; r += warps) {
-    const float *xr = x + r * cols;
-    const float *gr = dy + r * cols;
+    const T *xr = x + r * cols;
+    const T *gr = dy + r * cols;
     float sum = 0;
     for (int64_t j = lane; j < cols; j += 32)
-      sum += xr[j];
+      sum += toFloat(xr[j]);
     float mean = warpSum(sum) / float(cols);
     float sq = 0;
     for (int64_t j = lane; j < cols; j += 32) {
-      float d = xr[j] - mean;
+      float d = toFloat(xr[j]) - mean;
       sq += d * d;
     }
     float invStd = rsqrtf(warpSum(sq) / float(cols) + epsilon);
     float sumG = 0, sumGX = 0;
     for (int64_t j = lane; j < cols; j += 32) {
-      float g = gr[j] * scale[j];
+      float g = toFloat(gr[j]) * scale[j];
       sumG += g;
-      sumGX += g * (xr[j] - mean) * invStd;
+      sumGX += g * (toFloat(xr[j]) - mean) * invStd;
     }
     float meanG = warpSum(sumG) / float(cols);
     float meanGX = warpSum(sumGX) / float(cols);
-    float *dr = dx + r * cols;
+    T *dr = dx + r * cols;
     for (int64_t j = lane; j < cols; j += 32) {
-      float xhat = (xr[j] - mean) * invStd;
-      float g = gr[j] * scale[j];
-      dr[j] = invStd * (g - meanG - xhat * meanGX);
+      float xhat = (toFloat(xr[j]) - mean) * invStd;
+      float g = toFloat(gr[j]) * scale[j];
+      dr[j] = fromFloat<T>(invStd * (g - meanG - xhat * meanGX));
     }
     if (lane == 0) {
       rowStats[2 * r] = mean;
@@ -512,7 +552,8 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Column partials: block (column tile of 32, split) sums dy * xhat and dy
 /// over its rows with 8 row threads; partials[(split * 2 + k) * cols + j].
-__global__ void layerNormGradColumnKernel(const float *x, const float *dy,
+template <typename T>
+__global__ void layerNormGradColumnKernel(const T *x, const T *dy,
                                           const float *rowStats, int64_t rows,
                                           int64_t cols, int splits,
                                           float *partials) {
@@ -525,8 +566,9 @@ __global__ void layerNormGradColumnKernel(const float *x, const float *dy,
   float dscale = 0, dbias = 0;
   if (j < cols)
     for (int64_t r = begin + threadIdx.y; r < end; r += 8) {
-      float g = dy[r * cols + j];
-      dscale += g * (x[r * cols + j] - rowStats[2 * r]) * rowStats[2 * r + 1];
+      float g = toFloat(dy[r * cols + j]);
+      dscale += g * (toFloat(x[r * cols + j]) - rowStats[2 * r]) *
+                rowStats[2 * r + 1];
       dbias += g;
     }
   tile[0][threadIdx.y][threadIdx.x] = dscale;
@@ -561,13 +603,9 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
                    TensorRef dscale, TensorRef dbias, void *workspace,
                    size_t workspaceBytes) {
   if (hasError(ctx) ||
+      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
       !checkF32(ctx, node,
-                {{&x, "X"},
-                 {&dy, "dY"},
-                 {&scale, "Scale"},
-                 {&dx, "dX"},
-                 {&dscale, "dScale"},
-                 {&dbias, "dB"}}) ||
+                {{&scale, "Scale"}, {&dscale, "dScale"}, {&dbias, "dB"}}) ||
       !checkSameShape(ctx, node, x, dy, "X/dY") ||
       !checkSameShape(ctx, node, x, dx, "X/dX"))
     return;
@@ -601,15 +639,17 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
   int64_t room = int64_t((workspaceBytes - statBytes) / splitBytes);
   int splits = int(std::max<int64_t>(
       1, std::min({want, room, (rows + 63) / 64, int64_t(1024)})));
-  auto *px = static_cast<const float *>(x.data);
-  auto *pdy = static_cast<const float *>(dy.data);
   int64_t blocks = std::min<int64_t>((rows + 7) / 8, int64_t(ctx.smCount) * 8);
-  layerNormGradRowKernel<<<unsigned(blocks), kThreads, 0, ctx.stream>>>(
-      px, pdy, static_cast<const float *>(scale.data),
-      static_cast<float *>(dx.data), rowStats, rows, cols, epsilon);
-  layerNormGradColumnKernel<<<dim3(unsigned(tiles), unsigned(splits)),
-                              dim3(32, 8), 0, ctx.stream>>>(
-      px, pdy, rowStats, rows, cols, splits, partials);
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    auto *px = static_cast<const T *>(x.data);
+    auto *pdy = static_cast<const T *>(dy.data);
+    layerNormGradRowKernel<T><<<unsigned(blocks), kThreads, 0, ctx.stream>>>(
+        px, pdy, static_cast<const float *>(scale.data),
+        static_cast<T *>(dx.data), rowStats, rows, cols, epsilon);
+    layerNormGradColumnKernel<T>
+        <<<dim3(unsigned(tiles), unsigned(splits)), dim3(32, 8), 0,
+           ctx.stream>>>(px, pdy, rowStats, rows, cols, splits, partials);
+  });
   layerNormGradFinishKernel<<<gridFor(ctx, cols), kThreads, 0, ctx.stream>>>(
       partials, cols, splits, static_cast<float *>(dscale.data),
       static_cast<float *>(dbias.data));

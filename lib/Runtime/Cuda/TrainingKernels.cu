@@ -19,7 +19,19 @@
 //   read from device scalars, so a captured CUDA graph stays valid when the
 //   driver changes them. With gradient accumulation the same pass first sums
 //   the gradient into its accumulator and updates only when the device-side
-//   micro-step is the last one (one graph for every micro-batch).
+//   micro-step is the last one (one graph for every micro-batch). The
+//   gradient may be f16 / bf16 (widened on load). Under dynamic loss
+//   scaling the kernel reads the scale and the found-inf flag on the device,
+//   multiplies by 1 / scale and returns without writing when the flag is
+//   set: PyTorch's fused Adam / SGD with `grad_scale` and `found_inf`, with
+//   no host synchronization.
+// * found_inf: PyTorch's _amp_foreach_non_finite_check_and_unscale_ without
+//   the unscale, in multi_tensor_apply's shape: one launch per up to 64
+//   tensors whose pointers travel in the kernel's parameters (no device
+//   table, valid in a CUDA graph), a bit test per element (exponent all
+//   ones), and a plain store of 1.0 by any thread that finds one (all write
+//   the same value, so no atomics).
+// * update_loss_scale: _amp_update_scale_, one thread.
 // * Dropout: Philox 4x32-10 (lib/Runtime/Philox.h, shared with the host), one
 //   thread per four elements, the key read on the device.
 //
@@ -346,26 +358,57 @@ DeviceAccumulation deviceAccumulation(const GradientAccumulation *a) {
 
 /// The gradient element the update uses: the accumulator's element after
 /// summing `grad` into it (the gradient itself without accumulation).
+template <typename T>
 __device__ inline float accumulatedGradient(const DeviceAccumulation &a,
-                                            float micro, const float *grad,
+                                            float micro, const T *grad,
                                             int64_t i) {
+  float g = toFloat(grad[i]);
   if (!a.sum)
-    return grad[i];
-  float g = micro == 0.0f ? grad[i] : a.sum[i] + grad[i];
+    return g;
+  g = micro == 0.0f ? g : a.sum[i] + g;
   a.sum[i] = g;
   return g;
 }
 
-__global__ void sgdKernel(float *param, const float *grad, float *buffer,
+/// Dynamic loss scaling on the device (null pointers: none).
+struct DeviceScaling {
+  const float *scale = nullptr;
+  const float *foundInf = nullptr;
+  const float *state = nullptr;
+};
+
+DeviceScaling deviceScaling(const LossScaling *s) {
+  DeviceScaling d;
+  if (s) {
+    d.scale = static_cast<const float *>(s->scale.data);
+    d.foundInf = static_cast<const float *>(s->foundInf.data);
+    d.state =
+        s->state.data ? static_cast<const float *>(s->state.data) : nullptr;
+  }
+  return d;
+}
+
+/// 1 / scale as PyTorch computes inv_scale (the reciprocal in double,
+/// rounded to f32); 1 without scaling.
+__device__ inline float inverseScale(const DeviceScaling &s) {
+  return s.scale ? float(1.0 / double(*s.scale)) : 1.0f;
+}
+
+template <typename T>
+__global__ void sgdKernel(float *param, const T *grad, float *buffer,
                           const float *lr, float momentum, float weightDecay,
-                          int64_t n, DeviceAccumulation accumulation) {
+                          int64_t n, DeviceAccumulation accumulation,
+                          DeviceScaling scaling) {
   float rate = *lr;
   float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
-  bool apply = !accumulation.sum || micro == accumulation.lastStep;
+  bool apply = (!accumulation.sum || micro == accumulation.lastStep) &&
+               !(scaling.foundInf && *scaling.foundInf != 0.0f);
+  float inverse = inverseScale(scaling);
   MEMOPT_GRID_STRIDE(i, n) {
     float g = accumulatedGradient(accumulation, micro, grad, i);
     if (!apply)
       continue;
+    g *= inverse;
     float d = g + weightDecay * param[i];
     if (buffer) {
       d = momentum * buffer[i] + d;
@@ -375,25 +418,96 @@ __global__ void sgdKernel(float *param, const float *grad, float *buffer,
   }
 }
 
-__global__ void adamwKernel(float *param, const float *grad, float *m, float *v,
+template <typename T>
+__global__ void adamwKernel(float *param, const T *grad, float *m, float *v,
                             const float *lr, const float *step, float beta1,
                             float beta2, float eps, float weightDecay,
-                            int64_t n, DeviceAccumulation accumulation) {
+                            int64_t n, DeviceAccumulation accumulation,
+                            DeviceScaling scaling) {
   float rate = *lr, t = *step;
+  // Skipped steps did not step the optimizer.
+  if (scaling.state)
+    t -= scaling.state[1];
   float stepSize = rate / (1.0f - powf(beta1, t));
   float correction2 = sqrtf(1.0f - powf(beta2, t));
   float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
-  bool apply = !accumulation.sum || micro == accumulation.lastStep;
+  bool apply = (!accumulation.sum || micro == accumulation.lastStep) &&
+               !(scaling.foundInf && *scaling.foundInf != 0.0f);
+  float inverse = inverseScale(scaling);
   MEMOPT_GRID_STRIDE(i, n) {
     float g = accumulatedGradient(accumulation, micro, grad, i);
     if (!apply)
       continue;
+    g *= inverse;
     float p = param[i] * (1.0f - rate * weightDecay);
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
     param[i] = p - stepSize * mi / (sqrtf(vi) / correction2 + eps);
+  }
+}
+
+/// Up to kFoundInfTensors tensors checked by one launch; their pointers,
+/// sizes and dtypes travel in the kernel's parameters.
+constexpr int kFoundInfTensors = 64;
+struct TensorList {
+  const void *data[kFoundInfTensors];
+  int64_t count[kFoundInfTensors];
+  DType dtype[kFoundInfTensors];
+};
+
+/// True if the element's exponent bits are all ones (inf or NaN).
+__device__ __forceinline__ bool isNonFinite(const void *p, DType t, int64_t i) {
+  switch (t) {
+  case DType::F16:
+    return (static_cast<const uint16_t *>(p)[i] & 0x7c00u) == 0x7c00u;
+  case DType::BF16:
+    return (static_cast<const uint16_t *>(p)[i] & 0x7f80u) == 0x7f80u;
+  default:
+    return (static_cast<const uint32_t *>(p)[i] & 0x7f800000u) == 0x7f800000u;
+  }
+}
+
+/// Clears the flag before the checks.
+__global__ void foundInfResetKernel(float *found) { *found = 0.0f; }
+
+/// Block (x, tensor y) strides over tensor y; with `microStep`, the launch
+/// checks only after micro-step 0 (accumulators).
+__global__ void foundInfKernel(TensorList list, const float *microStep,
+                               float *found) {
+  if (microStep && *microStep == 0.0f)
+    return;
+  int t = blockIdx.y;
+  const void *p = list.data[t];
+  DType dtype = list.dtype[t];
+  bool bad = false;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < list.count[t]; i += int64_t(gridDim.x) * blockDim.x)
+    bad |= isNonFinite(p, dtype, i);
+  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0)
+    *found = 1.0f;
+}
+
+__global__ void updateLossScaleKernel(float *scale, float *state,
+                                      const float *foundInf,
+                                      const float *microStep, float lastStep,
+                                      float growth, float backoff,
+                                      float interval) {
+  if (microStep && *microStep != lastStep)
+    return;
+  if (*foundInf != 0.0f) {
+    *scale *= backoff;
+    state[0] = 0.0f;
+    state[1] += 1.0f;
+    return;
+  }
+  state[0] += 1.0f;
+  if (state[0] >= interval) {
+    float grown = *scale * growth;
+    if (isfinite(grown))
+      *scale = grown;
+    state[0] = 0.0f;
   }
 }
 
@@ -516,11 +630,14 @@ void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
                const TensorRef *momentumBuffer, TensorRef lr,
-               const GradientAccumulation *accumulation) {
+               const GradientAccumulation *accumulation,
+               const LossScaling *scaling) {
   if (hasError(ctx) ||
       !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer,
                          lr) ||
-      (accumulation && !validateAccumulation(ctx, node, param, *accumulation)))
+      (accumulation &&
+       !validateAccumulation(ctx, node, param, *accumulation)) ||
+      (scaling && !validateLossScaling(ctx, node, *scaling, false)))
     return;
   int64_t n = param.numElements();
   if (n == 0)
@@ -528,30 +645,95 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
   float *buffer = momentum != 0.0f && momentumBuffer
                       ? static_cast<float *>(momentumBuffer->data)
                       : nullptr;
-  sgdKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
-      static_cast<float *>(param.data), static_cast<const float *>(grad.data),
-      buffer, static_cast<const float *>(lr.data), momentum, weightDecay, n,
-      deviceAccumulation(accumulation));
+  MEMOPT_DISPATCH_FLOAT(
+      grad.dtype, T,
+      sgdKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<float *>(param.data), static_cast<const T *>(grad.data),
+          buffer, static_cast<const float *>(lr.data), momentum, weightDecay, n,
+          deviceAccumulation(accumulation), deviceScaling(scaling)));
   checkLaunch(ctx, node);
 }
 
 void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
                  TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
-                 const GradientAccumulation *accumulation) {
+                 const GradientAccumulation *accumulation,
+                 const LossScaling *scaling) {
   if (hasError(ctx) ||
       !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step) ||
-      (accumulation && !validateAccumulation(ctx, node, param, *accumulation)))
+      (accumulation &&
+       !validateAccumulation(ctx, node, param, *accumulation)) ||
+      (scaling && !validateLossScaling(ctx, node, *scaling, true)))
     return;
   int64_t n = param.numElements();
   if (n == 0)
     return;
-  adamwKernel<<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
-      static_cast<float *>(param.data), static_cast<const float *>(grad.data),
-      static_cast<float *>(m.data), static_cast<float *>(v.data),
-      static_cast<const float *>(lr.data),
-      static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay, n,
-      deviceAccumulation(accumulation));
+  MEMOPT_DISPATCH_FLOAT(
+      grad.dtype, T,
+      adamwKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<float *>(param.data), static_cast<const T *>(grad.data),
+          static_cast<float *>(m.data), static_cast<float *>(v.data),
+          static_cast<const float *>(lr.data),
+          static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay,
+          n, deviceAccumulation(accumulation), deviceScaling(scaling)));
+  checkLaunch(ctx, node);
+}
+
+void foundInf(Context &ctx, const char *node, const TensorRef *gradients,
+              int count, const TensorRef *accumulators, int accumulatorCount,
+              const TensorRef *microStep, TensorRef found) {
+  if (hasError(ctx) ||
+      !validateFoundInf(ctx, node, gradients, count, accumulators,
+                        accumulatorCount, microStep, found))
+    return;
+  auto *flag = static_cast<float *>(found.data);
+  foundInfResetKernel<<<1, 1, 0, ctx.stream>>>(flag);
+  // Batches of up to kFoundInfTensors tensors; blocks in x cover the
+  // largest tensor of the batch (grid-stride beyond ~4 waves).
+  auto launch = [&](const TensorRef *tensors, int n, const float *micro) {
+    for (int first = 0; first < n; first += kFoundInfTensors) {
+      TensorList list{};
+      int batch = std::min(kFoundInfTensors, n - first);
+      int64_t largest = 0;
+      for (int k = 0; k < batch; ++k) {
+        const TensorRef &t = tensors[first + k];
+        list.data[k] = t.data;
+        list.count[k] = t.numElements();
+        list.dtype[k] = t.dtype;
+        largest = std::max(largest, list.count[k]);
+      }
+      if (largest == 0)
+        continue;
+      int64_t blocks = std::min<int64_t>(
+          (largest + 255) / 256,
+          std::max<int64_t>(1, int64_t(ctx.smCount) * 8 / batch));
+      foundInfKernel<<<dim3(unsigned(std::max<int64_t>(blocks, 1)),
+                            unsigned(batch)),
+                       256, 0, ctx.stream>>>(list, micro, flag);
+    }
+  };
+  launch(gradients, count, nullptr);
+  if (microStep)
+    launch(accumulators, accumulatorCount,
+           static_cast<const float *>(microStep->data));
+  checkLaunch(ctx, node);
+}
+
+void updateLossScale(Context &ctx, const char *node, float growthFactor,
+                     float backoffFactor, int64_t growthInterval,
+                     TensorRef scale, TensorRef state, TensorRef foundInf,
+                     const TensorRef *microStep, int64_t accumulationSteps) {
+  if (hasError(ctx) ||
+      !validateUpdateLossScale(ctx, node, growthFactor, backoffFactor,
+                               growthInterval, scale, state, foundInf,
+                               microStep, accumulationSteps))
+    return;
+  updateLossScaleKernel<<<1, 1, 0, ctx.stream>>>(
+      static_cast<float *>(scale.data), static_cast<float *>(state.data),
+      static_cast<const float *>(foundInf.data),
+      microStep ? static_cast<const float *>(microStep->data) : nullptr,
+      float(accumulationSteps - 1), growthFactor, backoffFactor,
+      float(growthInterval));
   checkLaunch(ctx, node);
 }
 

@@ -283,34 +283,52 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
 
 namespace {
 
-/// Accumulates `grad` (see GradientAccumulation) and says whether the
-/// update runs now; `gradient` then points to the gradient it uses.
-bool accumulateGradient(Context &ctx, const char *node, const TensorRef &param,
-                        const TensorRef &grad,
-                        const GradientAccumulation *accumulation,
-                        const float *&gradient) {
-  gradient = static_cast<const float *>(grad.data);
-  if (!accumulation)
-    return true;
-  if (!validateAccumulation(ctx, node, param, *accumulation))
+/// The gradient an update uses, in double: `grad` (any float dtype), or the
+/// F32 accumulator after `grad` is summed into it (see
+/// GradientAccumulation), multiplied by 1 / scale under loss scaling.
+/// Returns false when the update does not run now: a micro-step before the
+/// last, or a step whose gradients overflowed (LossScaling::foundInf).
+bool prepareGradient(Context &ctx, const char *node, const TensorRef &param,
+                     const TensorRef &grad,
+                     const GradientAccumulation *accumulation,
+                     const LossScaling *scaling, bool needsState,
+                     std::vector<double> &gradient) {
+  if (scaling && !validateLossScaling(ctx, node, *scaling, needsState))
     return false;
-  double micro = loadScalar(accumulation->microStep);
-  if (!(micro >= 0 && micro < double(accumulation->steps) &&
-        micro == std::floor(micro))) {
-    failf(ctx, node, "micro_step %g is not an integer in [0, %lld)", micro,
-          (long long)accumulation->steps);
-    return false;
+  gradient = host::toDouble(ctx, grad);
+  if (accumulation) {
+    if (!validateAccumulation(ctx, node, param, *accumulation))
+      return false;
+    double micro = loadScalar(accumulation->microStep);
+    if (!(micro >= 0 && micro < double(accumulation->steps) &&
+          micro == std::floor(micro))) {
+      failf(ctx, node, "micro_step %g is not an integer in [0, %lld)", micro,
+            (long long)accumulation->steps);
+      return false;
+    }
+    float *sum = static_cast<float *>(accumulation->accumulator.data);
+    bool first = micro == 0;
+    // f32 additions, as the CUDA kernel does them.
+    host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                      [&](int64_t lo, int64_t hi) {
+                        for (int64_t i = lo; i < hi; ++i) {
+                          float g = float(gradient[size_t(i)]);
+                          sum[i] = first ? g : sum[i] + g;
+                          gradient[size_t(i)] = sum[i];
+                        }
+                      });
+    if (micro != double(accumulation->steps - 1))
+      return false;
   }
-  float *sum = static_cast<float *>(accumulation->accumulator.data);
-  const float *g = gradient;
-  bool first = micro == 0;
-  host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
-                    [&](int64_t lo, int64_t hi) {
-                      for (int64_t i = lo; i < hi; ++i)
-                        sum[i] = first ? g[i] : sum[i] + g[i];
-                    });
-  gradient = sum;
-  return micro == double(accumulation->steps - 1);
+  if (scaling) {
+    if (loadScalar(scaling->foundInf) != 0.0f)
+      return false;
+    // PyTorch's inv_scale: the reciprocal in double, rounded to f32.
+    double inverse = double(float(1.0 / double(loadScalar(scaling->scale))));
+    for (double &g : gradient)
+      g = double(float(g * inverse));
+  }
+  return true;
 }
 
 } // namespace
@@ -343,12 +361,14 @@ void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
                const TensorRef *momentumBuffer, TensorRef lr,
-               const GradientAccumulation *accumulation) {
-  const float *g = nullptr;
+               const GradientAccumulation *accumulation,
+               const LossScaling *scaling) {
+  std::vector<double> g;
   if (hasError(ctx) ||
       !validateSgdUpdate(ctx, node, momentum, param, grad, momentumBuffer,
                          lr) ||
-      !accumulateGradient(ctx, node, param, grad, accumulation, g))
+      !prepareGradient(ctx, node, param, grad, accumulation, scaling,
+                       /*needsState=*/false, g))
     return;
   float *p = static_cast<float *>(param.data);
   float *buf =
@@ -357,7 +377,7 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
   host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
                     [&](int64_t lo, int64_t hi) {
                       for (int64_t i = lo; i < hi; ++i) {
-                        double d = double(g[i]) + weightDecay * double(p[i]);
+                        double d = g[size_t(i)] + weightDecay * double(p[i]);
                         if (momentum != 0.0f) {
                           buf[i] = float(momentum * double(buf[i]) + d);
                           d = buf[i];
@@ -370,13 +390,19 @@ void sgdUpdate(Context &ctx, const char *node, float momentum,
 void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
                  float eps, float weightDecay, TensorRef param, TensorRef grad,
                  TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
-                 const GradientAccumulation *accumulation) {
-  const float *g = nullptr;
+                 const GradientAccumulation *accumulation,
+                 const LossScaling *scaling) {
+  std::vector<double> g;
   if (hasError(ctx) ||
       !validateAdamwUpdate(ctx, node, param, grad, m, v, lr, step) ||
-      !accumulateGradient(ctx, node, param, grad, accumulation, g))
+      !prepareGradient(ctx, node, param, grad, accumulation, scaling,
+                       /*needsState=*/true, g))
     return;
   double t = loadScalar(step);
+  // Skipped steps did not step the optimizer (PyTorch's fused AdamW under a
+  // GradScaler takes them back from its step count).
+  if (scaling)
+    t -= double(static_cast<const float *>(scaling->state.data)[1]);
   if (!(t >= 1)) {
     failf(ctx, node, "AdamW step %g is not a 1-based step number", t);
     return;
@@ -390,7 +416,7 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
       ctx, 0, param.numElements(), host::kElementGrain,
       [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
-          double gi = g[i];
+          double gi = g[size_t(i)];
           double pi = double(p[i]) * (1 - rate * weightDecay);
           mp[i] = float(beta1 * double(mp[i]) + (1 - double(beta1)) * gi);
           vp[i] = float(beta2 * double(vp[i]) + (1 - double(beta2)) * gi * gi);
@@ -398,6 +424,61 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
           p[i] = float(pi - stepSize * double(mp[i]) / denom);
         }
       });
+}
+
+//===----------------------------------------------------------------------===//
+// Dynamic loss scaling
+//===----------------------------------------------------------------------===//
+
+void foundInf(Context &ctx, const char *node, const TensorRef *gradients,
+              int count, const TensorRef *accumulators, int accumulatorCount,
+              const TensorRef *microStep, TensorRef found) {
+  if (hasError(ctx) ||
+      !validateFoundInf(ctx, node, gradients, count, accumulators,
+                        accumulatorCount, microStep, found))
+    return;
+  auto anyNonFinite = [&](const TensorRef &t) {
+    for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+      if (!std::isfinite(loadAsDouble(t.data, t.dtype, i)))
+        return true;
+    return false;
+  };
+  bool nonFinite = false;
+  for (int i = 0; i < count && !nonFinite; ++i)
+    nonFinite = anyNonFinite(gradients[i]);
+  // The accumulators hold the earlier micro-batches' sum after micro-step 0.
+  if (microStep && loadScalar(*microStep) != 0.0f)
+    for (int i = 0; i < accumulatorCount && !nonFinite; ++i)
+      nonFinite = anyNonFinite(accumulators[i]);
+  *static_cast<float *>(found.data) = nonFinite ? 1.0f : 0.0f;
+}
+
+void updateLossScale(Context &ctx, const char *node, float growthFactor,
+                     float backoffFactor, int64_t growthInterval,
+                     TensorRef scale, TensorRef state, TensorRef foundInf,
+                     const TensorRef *microStep, int64_t accumulationSteps) {
+  if (hasError(ctx) ||
+      !validateUpdateLossScale(ctx, node, growthFactor, backoffFactor,
+                               growthInterval, scale, state, foundInf,
+                               microStep, accumulationSteps))
+    return;
+  if (microStep && loadScalar(*microStep) != float(accumulationSteps - 1))
+    return;
+  float *s = static_cast<float *>(scale.data);
+  float *counts = static_cast<float *>(state.data);
+  if (loadScalar(foundInf) != 0.0f) {
+    *s *= backoffFactor;
+    counts[0] = 0;
+    counts[1] += 1;
+    return;
+  }
+  counts[0] += 1;
+  if (counts[0] >= float(growthInterval)) {
+    float grown = *s * growthFactor;
+    if (std::isfinite(grown))
+      *s = grown;
+    counts[0] = 0;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -415,9 +496,30 @@ bool checkTrainingF32(
     if (!checkTensor(ctx, node, *tensor, what))
       return false;
     if (tensor->dtype != DType::F32) {
-      failf(ctx, node, "%s must be f32 (training runs in f32)", what);
+      failf(ctx, node, "%s must be f32 (statistics and parameters stay f32)",
+            what);
       return false;
     }
+  }
+  return true;
+}
+
+/// The activations of a training normalization: one float dtype (F32, or
+/// F16 / BF16 under mixed precision).
+bool checkActivations(
+    Context &ctx, const char *node,
+    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
+  const TensorRef *first = nullptr;
+  for (auto [tensor, what] : tensors) {
+    if (!checkTensor(ctx, node, *tensor, what) ||
+        !checkFloat(ctx, node, *tensor, what))
+      return false;
+    if (first && tensor->dtype != first->dtype) {
+      failf(ctx, node, "%s has dtype %s, not the input's %s", what,
+            dtypeName(tensor->dtype), dtypeName(first->dtype));
+      return false;
+    }
+    first = first ? first : tensor;
   }
   return true;
 }
@@ -450,12 +552,10 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace,
                        size_t workspaceBytes) {
-  if (hasError(ctx) ||
+  if (hasError(ctx) || !checkActivations(ctx, node, {{&x, "X"}, {&y, "Y"}}) ||
       !checkTrainingF32(ctx, node,
-                        {{&x, "X"},
-                         {&scale, "scale"},
+                        {{&scale, "scale"},
                          {&bias, "B"},
-                         {&y, "Y"},
                          {&mean, "mean"},
                          {&invStd, "inv_std"}}) ||
       !checkSameShape(ctx, node, x, y, "X/Y"))
@@ -470,8 +570,8 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   }
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
-  const float *px = static_cast<const float *>(x.data);
-  float *py = static_cast<float *>(y.data);
+  std::vector<double> px = host::toDouble(ctx, x);
+  std::vector<double> py(px.size());
   auto *pm = static_cast<float *>(mean.data);
   auto *ps = static_cast<float *>(invStd.data);
   auto *pscale = static_cast<const float *>(scale.data);
@@ -500,12 +600,13 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                           for (int64_t s = 0; s < spatial; ++s) {
                             int64_t i = (n * channels + c) * spatial + s;
                             double v = px[i] * a + b;
-                            py[i] = float(relu ? std::max(v, 0.0) : v);
+                            py[i] = relu ? std::max(v, 0.0) : v;
                           }
                         pm[c] = float(m);
                         ps[c] = float(inv);
                       }
                     });
+  host::store(ctx, py, y);
 }
 
 void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
@@ -514,13 +615,11 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                            TensorRef dbias, void *workspace,
                            size_t workspaceBytes) {
   if (hasError(ctx) ||
+      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
       !checkTrainingF32(ctx, node,
-                        {{&x, "X"},
-                         {&dy, "dY"},
-                         {&scale, "scale"},
+                        {{&scale, "scale"},
                          {&mean, "mean"},
                          {&invStd, "inv_std"},
-                         {&dx, "dX"},
                          {&dscale, "dscale"},
                          {&dbias, "dB"}}) ||
       !checkSameShape(ctx, node, x, dy, "X/dY") ||
@@ -532,9 +631,9 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
     return;
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
-  const float *px = static_cast<const float *>(x.data);
-  const float *pdy = static_cast<const float *>(dy.data);
-  float *pdx = static_cast<float *>(dx.data);
+  std::vector<double> px = host::toDouble(ctx, x);
+  std::vector<double> pdy = host::toDouble(ctx, dy);
+  std::vector<double> pdx(px.size());
   auto *pm = static_cast<const float *>(mean.data);
   auto *ps = static_cast<const float *>(invStd.data);
   auto *pscale = static_cast<const float *>(scale.data);
@@ -550,7 +649,7 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                           for (int64_t s = 0; s < spatial; ++s) {
                             int64_t i = (n * channels + c) * spatial + s;
                             sumDy += pdy[i];
-                            sumDyX += double(pdy[i]) * (px[i] - m);
+                            sumDyX += pdy[i] * (px[i] - m);
                           }
                         double k = pscale[c] * inv;
                         double b = count > 0 ? sumDy / count : 0;
@@ -558,12 +657,13 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s) {
                             int64_t i = (n * channels + c) * spatial + s;
-                            pdx[i] = float(k * (pdy[i] - b - (px[i] - m) * w));
+                            pdx[i] = k * (pdy[i] - b - (px[i] - m) * w);
                           }
                         pdbias[c] = float(sumDy);
                         pdscale[c] = float(sumDyX * inv);
                       }
                     });
+  host::store(ctx, pdx, dx);
 }
 
 void batchNormRunningUpdate(Context &ctx, const char *node, float momentum,
@@ -600,13 +700,10 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
                    TensorRef dscale, TensorRef dbias, void *workspace,
                    size_t workspaceBytes) {
   if (hasError(ctx) ||
-      !checkTrainingF32(ctx, node,
-                        {{&x, "X"},
-                         {&dy, "dY"},
-                         {&scale, "Scale"},
-                         {&dx, "dX"},
-                         {&dscale, "dScale"},
-                         {&dbias, "dB"}}) ||
+      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
+      !checkTrainingF32(
+          ctx, node,
+          {{&scale, "Scale"}, {&dscale, "dScale"}, {&dbias, "dB"}}) ||
       !checkSameShape(ctx, node, x, dy, "X/dY") ||
       !checkSameShape(ctx, node, x, dx, "X/dX"))
     return;
@@ -621,15 +718,17 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
   }
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t rows = x.numElements() / cols;
-  const float *px = static_cast<const float *>(x.data);
-  const float *pdy = static_cast<const float *>(dy.data);
+  std::vector<double> vx = host::toDouble(ctx, x),
+                      vdy = host::toDouble(ctx, dy);
+  const double *px = vx.data(), *pdy = vdy.data();
   const float *pscale = static_cast<const float *>(scale.data);
-  float *pdx = static_cast<float *>(dx.data);
+  std::vector<double> vdx(vx.size());
+  double *pdx = vdx.data();
   std::vector<double> stats(size_t(2 * rows));
   host::parallelFor(
       ctx, 0, rows, host::grainFor(6 * cols), [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
-          const float *xr = px + r * cols, *gr = pdy + r * cols;
+          const double *xr = px + r * cols, *gr = pdy + r * cols;
           double sum = 0;
           for (int64_t j = 0; j < cols; ++j)
             sum += xr[j];
@@ -639,20 +738,21 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
           double inv = 1.0 / std::sqrt(sq / double(cols) + double(epsilon));
           double sumG = 0, sumGX = 0;
           for (int64_t j = 0; j < cols; ++j) {
-            double g = double(gr[j]) * pscale[j];
+            double g = gr[j] * pscale[j];
             sumG += g;
             sumGX += g * (xr[j] - mean) * inv;
           }
           double meanG = sumG / double(cols), meanGX = sumGX / double(cols);
           for (int64_t j = 0; j < cols; ++j) {
-            double g = double(gr[j]) * pscale[j];
+            double g = gr[j] * pscale[j];
             double xhat = (xr[j] - mean) * inv;
-            pdx[r * cols + j] = float(inv * (g - meanG - xhat * meanGX));
+            pdx[r * cols + j] = inv * (g - meanG - xhat * meanGX);
           }
           stats[size_t(2 * r)] = mean;
           stats[size_t(2 * r + 1)] = inv;
         }
       });
+  host::store(ctx, vdx, dx);
   auto *ds = static_cast<float *>(dscale.data);
   auto *db = static_cast<float *>(dbias.data);
   host::parallelFor(ctx, 0, cols, host::grainFor(4 * rows),

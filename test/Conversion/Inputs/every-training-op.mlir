@@ -3,6 +3,8 @@
 // and the CUDA backend and runs one host step (as every-op.mlir does for the
 // other ops). The AdamW update accumulates over two micro-batches; the
 // dropout's backward is not spelled out (memopt-autodiff would build it).
+// The filter gradient reaches its update in f16 under dynamic loss scaling
+// (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
@@ -23,6 +25,8 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %key = memopt.variable "memopt.random_key" {role = "random_key"} : tensor<2xi64>
   %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
   %vacc = memopt.variable "v.grad" {role = "gradient_accumulator"} : tensor<8x2xf32>
+  %scale = memopt.variable "memopt.loss_scale" {initial_value = dense<1024.0> : tensor<f32>, role = "loss_scale"} : tensor<f32>
+  %scalestate = memopt.variable "memopt.loss_scale_state" {role = "loss_scale_state"} : tensor<2xf32>
   %one = memopt.constant dense<1.0> : tensor<f32>
   %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
   %y, %bm, %bs = memopt.batch_norm_training %c, %g, %gb {activation = "relu"} : (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training")
@@ -35,7 +39,7 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %dl = memopt.softmax_cross_entropy_grad %logits, %labels, %one : (tensor<2x2xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x2xf32> loc("op_softmax_cross_entropy_grad")
   %dv = memopt.gemm %f, %dl {transA = 1 : i64} : (tensor<2x8xf32>, tensor<2x2xf32>) -> tensor<8x2xf32>
   %df = memopt.gemm %dl, %v {transB = 1 : i64} : (tensor<2x2xf32>, tensor<8x2xf32>) -> tensor<2x8xf32>
-  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step, accumulate %vacc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32>, tensor<8x2xf32>, tensor<f32> loc("op_adamw_update")
+  memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step accumulate %vacc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32>, tensor<8x2xf32>, tensor<f32> loc("op_adamw_update")
   %dp = memopt.reshape %df : (tensor<2x8xf32>) -> tensor<2x2x2x2xf32>
   %dy = memopt.pool_grad %y, %dp {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x3x3xf32> loc("op_pool_grad")
   %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dy, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
@@ -44,7 +48,10 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %dlx, %dls, %dlb = memopt.layer_normalization_grad %f, %df, %ls : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) loc("op_layer_normalization_grad")
   memopt.sgd_update %ls, %dls, momentum %lsm, lr %lr {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
   %dw = memopt.conv_backward_filter %x, %dc {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x2x3x3xf32>) -> tensor<2x1x3x3xf32> loc("op_conv_backward_filter")
-  memopt.sgd_update %w, %dw, momentum %m, lr %lr {momentum = 0.9 : f32} : tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32>, tensor<f32> loc("op_sgd_update")
+  %dwlow = memopt.cast %dw : (tensor<2x1x3x3xf32>) -> tensor<2x1x3x3xf16>
+  %found = memopt.found_inf %dwlow, %dls : (tensor<2x1x3x3xf16>, tensor<8xf32>) -> tensor<f32> loc("op_found_inf")
+  memopt.sgd_update %w, %dwlow, momentum %m, lr %lr loss_scale %scale, found_inf %found {momentum = 0.9 : f32} : tensor<2x1x3x3xf32>, tensor<2x1x3x3xf16>, tensor<2x1x3x3xf32>, tensor<f32>, tensor<f32>, tensor<f32> loc("op_sgd_update")
+  memopt.update_loss_scale %scale, %scalestate, found_inf %found : tensor<f32>, tensor<2xf32>, tensor<f32> loc("op_update_loss_scale")
   %aw = memopt.variable "aw" {initial_value = dense<0.5> : tensor<2x3x4xf32>, role = "parameter"} : tensor<2x3x4xf32>
   %am = memopt.variable "aw.momentum_buffer" {role = "optimizer_state"} : tensor<2x3x4xf32>
   %ay, %alse = memopt.attention %aw, %aw, %aw {scale = 0.5 : f32, causal = true, return_lse = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x2xf32>)

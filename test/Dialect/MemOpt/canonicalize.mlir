@@ -78,3 +78,33 @@ func.func @dropout_identity(%x: tensor<4xf32>, %key: tensor<2xi64>) -> (tensor<4
   %c = memopt.dropout %x, key %key {ratio = 0.5 : f32, stream = 2 : i64} : (tensor<4xf32>, tensor<2xi64>) -> tensor<4xf32>
   return %a, %b, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Updates and the overflow check read a low gradient directly when its
+// widening cast has no other users: the f32 copy is never made (the kernels
+// widen on load). A cast with another user stays.
+// CHECK-LABEL: func.func @low_gradients
+// CHECK-DAG: %[[P:.*]] = memopt.variable "p"
+// CHECK-DAG: %[[Q:.*]] = memopt.variable "q"
+// CHECK: %[[CQ:.*]] = memopt.cast %arg1 : (tensor<4xbf16>) -> tensor<4xf32>
+// CHECK: %[[F:.*]] = memopt.found_inf %arg0, %[[CQ]] : (tensor<4xf16>, tensor<4xf32>) -> tensor<f32>
+// CHECK: memopt.sgd_update %[[P]], %arg0, lr %{{.*}} loss_scale %{{.*}}, found_inf %[[F]] : tensor<4xf32>, tensor<4xf16>
+// CHECK: memopt.adamw_update %[[Q]], %[[CQ]],
+// CHECK: return %[[CQ]]
+func.func @low_gradients(%g: tensor<4xf16>, %h: tensor<4xbf16>) -> tensor<4xf32> {
+  %p = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  %q = memopt.variable "q" {role = "parameter"} : tensor<4xf32>
+  %m = memopt.variable "q.exp_avg" {role = "optimizer_state"} : tensor<4xf32>
+  %v = memopt.variable "q.exp_avg_sq" {role = "optimizer_state"} : tensor<4xf32>
+  %lr = memopt.variable "memopt.learning_rate" {role = "learning_rate"} : tensor<f32>
+  %step = memopt.variable "memopt.step" {role = "step"} : tensor<f32>
+  %scale = memopt.variable "memopt.loss_scale" {role = "loss_scale"} : tensor<f32>
+  %state = memopt.variable "memopt.loss_scale_state" {role = "loss_scale_state"} : tensor<2xf32>
+  %cg = memopt.cast %g : (tensor<4xf16>) -> tensor<4xf32>
+  %ch = memopt.cast %h : (tensor<4xbf16>) -> tensor<4xf32>
+  %found = memopt.found_inf %cg, %ch : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  memopt.sgd_update %p, %cg, lr %lr loss_scale %scale, found_inf %found : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>
+  memopt.adamw_update %q, %ch, %m, %v, lr %lr, step %step loss_scale %scale, found_inf %found, loss_scale_state %state : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<2xf32>
+  return %ch : tensor<4xf32>
+}

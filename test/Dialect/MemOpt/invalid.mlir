@@ -930,3 +930,59 @@ func.func @accumulation_without_micro_step(%p: tensor<4xf32>, %g: tensor<4xf32>,
   memopt.sgd_update %param, %g, momentum %m, lr %lr {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @loss_scale_state_not_a_variable(%g: tensor<4xf16>, %lr: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  %scale = memopt.variable "memopt.loss_scale" {role = "loss_scale"} : tensor<f32>
+  %m = memopt.variable "p.exp_avg" {role = "optimizer_state"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.adamw_update' op loss_scale_state must be the [2] loss_scale_state variable}}
+  memopt.adamw_update %param, %g, %m, %m, lr %lr, step %lr loss_scale %scale, found_inf %lr, loss_scale_state %lr : tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @loss_scale_not_a_variable(%g: tensor<4xf16>, %lr: tensor<f32>, %s: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.sgd_update' op loss_scale must be the loss_scale variable}}
+  memopt.sgd_update %param, %g, lr %lr loss_scale %s, found_inf %lr : tensor<4xf32>, tensor<4xf16>, tensor<f32>, tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @gradient_of_another_shape(%g: tensor<5xf16>, %lr: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.sgd_update' op grad must have the parameter's shape}}
+  memopt.sgd_update %param, %g, lr %lr : tensor<4xf32>, tensor<5xf16>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @bad_loss_scale_factors(%f: tensor<f32>) {
+  %scale = memopt.variable "memopt.loss_scale" {role = "loss_scale"} : tensor<f32>
+  %state = memopt.variable "memopt.loss_scale_state" {role = "loss_scale_state"} : tensor<2xf32>
+  // expected-error @+1 {{'memopt.update_loss_scale' op needs growth_factor >= 1, backoff_factor in (0, 1] and growth_interval >= 1}}
+  memopt.update_loss_scale %scale, %state, found_inf %f {backoff_factor = 2.0 : f32} : tensor<f32>, tensor<2xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @found_inf_accumulators_without_micro_step(%g: tensor<4xf16>) -> tensor<f32> {
+  %acc = memopt.variable "p.grad" {role = "gradient_accumulator"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.found_inf' op accumulators and micro_step come together}}
+  %f = memopt.found_inf %g accumulators(%acc) : (tensor<4xf16>, tensor<4xf32>) -> tensor<f32>
+  return %f : tensor<f32>
+}
+
+// -----
+
+func.func @batch_norm_training_low_scale(%x: tensor<2x3x4x4xf16>, %s: tensor<3xf16>) -> tensor<2x3x4x4xf16> {
+  // expected-error @+1 {{'memopt.batch_norm_training' op scale, B, mean and inv_std must be f32 tensors of 3 elements}}
+  %y, %m, %i = memopt.batch_norm_training %x, %s, %s : (tensor<2x3x4x4xf16>, tensor<3xf16>, tensor<3xf16>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<2x3x4x4xf16>
+}

@@ -281,10 +281,45 @@ func.func @training_ops(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
   %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
   // CHECK: memopt.dropout %{{.*}}, key %{{.*}} {ratio = 1.000000e-01 : f32, stream = 3 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
   %d = memopt.dropout %x, key %key {ratio = 0.1 : f32, stream = 3 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
-  // CHECK: memopt.sgd_update {{.*}}, momentum {{.*}}, lr {{.*}}, accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
-  memopt.sgd_update %w, %d, momentum %m, lr %lr, accumulate %acc, micro_step %micro {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
-  // CHECK: memopt.adamw_update {{.*}}, step {{.*}}, accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 2 : i64}
-  memopt.adamw_update %w, %g, %m, %v, lr %lr, step %step, accumulate %acc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
+  // CHECK: memopt.sgd_update {{.*}}, momentum {{.*}}, lr {{.*}} accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 4 : i64, momentum = 0.899999976 : f32}
+  memopt.sgd_update %w, %d, momentum %m, lr %lr accumulate %acc, micro_step %micro {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
+  // CHECK: memopt.adamw_update {{.*}}, step {{.*}} accumulate {{.*}}, micro_step {{.*}} {accumulation_steps = 2 : i64}
+  memopt.adamw_update %w, %g, %m, %v, lr %lr, step %step accumulate %acc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<f32>, tensor<f32>, tensor<2x4xf32>, tensor<f32>
+  return
+}
+
+// Mixed-precision training: low gradients of f32 parameters, SGD without
+// momentum, dynamic loss scaling (the check, the updates that unscale and
+// skip, the scale update), normalization with low activations and f32
+// statistics and parameters. Every form parses back (the round trip above).
+// CHECK-LABEL: func.func @mixed_precision_training_ops
+// CHECK: %[[F:.*]] = memopt.found_inf %{{.*}}, %{{.*}} accumulators(%{{.*}}) micro_step %{{.*}} : (tensor<2x4xf16>, tensor<4xbf16>, tensor<2x4xf32>, tensor<f32>) -> tensor<f32>
+// CHECK: memopt.sgd_update %{{.*}}, %{{.*}}, lr %{{.*}} loss_scale %{{.*}}, found_inf %[[F]] : tensor<2x4xf32>, tensor<2x4xf16>, tensor<f32>, tensor<f32>, tensor<f32>
+// CHECK: memopt.sgd_update %{{.*}}, %{{.*}}, lr %{{.*}} accumulate %{{.*}}, micro_step %{{.*}} loss_scale %{{.*}}, found_inf %[[F]] {accumulation_steps = 2 : i64}
+// CHECK: memopt.adamw_update {{.*}} loss_scale %{{.*}}, found_inf %[[F]], loss_scale_state %{{.*}} :
+// CHECK: memopt.update_loss_scale %{{.*}}, %{{.*}}, found_inf %[[F]], micro_step %{{.*}} {accumulation_steps = 2 : i64, growth_interval = 10 : i64}
+// CHECK: memopt.batch_norm_training %{{.*}} : (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
+// CHECK: memopt.batch_norm_training_grad {{.*}} -> (tensor<2x3x4x4xbf16>, tensor<3xf32>, tensor<3xf32>)
+// CHECK: memopt.layer_normalization_grad {{.*}} -> (tensor<2x4xf16>, tensor<4xf32>, tensor<4xf32>)
+func.func @mixed_precision_training_ops(%g: tensor<2x4xf16>, %h: tensor<4xbf16>, %x: tensor<2x3x4x4xf16>, %xb: tensor<2x3x4x4xbf16>, %c: tensor<3xf32>) {
+  %w = memopt.variable "w" {role = "parameter"} : tensor<2x4xf32>
+  %b = memopt.variable "b" {role = "parameter"} : tensor<4xf32>
+  %bm = memopt.variable "b.exp_avg" {role = "optimizer_state"} : tensor<4xf32>
+  %bv = memopt.variable "b.exp_avg_sq" {role = "optimizer_state"} : tensor<4xf32>
+  %acc = memopt.variable "w.grad" {role = "gradient_accumulator"} : tensor<2x4xf32>
+  %lr = memopt.variable "memopt.learning_rate" {role = "learning_rate"} : tensor<f32>
+  %step = memopt.variable "memopt.step" {role = "step"} : tensor<f32>
+  %micro = memopt.variable "memopt.micro_step" {role = "micro_step"} : tensor<f32>
+  %scale = memopt.variable "memopt.loss_scale" {role = "loss_scale"} : tensor<f32>
+  %state = memopt.variable "memopt.loss_scale_state" {role = "loss_scale_state"} : tensor<2xf32>
+  %found = memopt.found_inf %g, %h accumulators(%acc) micro_step %micro : (tensor<2x4xf16>, tensor<4xbf16>, tensor<2x4xf32>, tensor<f32>) -> tensor<f32>
+  memopt.sgd_update %w, %g, lr %lr loss_scale %scale, found_inf %found : tensor<2x4xf32>, tensor<2x4xf16>, tensor<f32>, tensor<f32>, tensor<f32>
+  memopt.sgd_update %w, %g, lr %lr accumulate %acc, micro_step %micro loss_scale %scale, found_inf %found {accumulation_steps = 2 : i64} : tensor<2x4xf32>, tensor<2x4xf16>, tensor<f32>, tensor<2x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>
+  memopt.adamw_update %b, %h, %bm, %bv, lr %lr, step %step loss_scale %scale, found_inf %found, loss_scale_state %state : tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<2xf32>
+  memopt.update_loss_scale %scale, %state, found_inf %found, micro_step %micro {accumulation_steps = 2 : i64, growth_interval = 10 : i64} : tensor<f32>, tensor<2xf32>, tensor<f32>, tensor<f32>
+  %y, %mean, %inv = memopt.batch_norm_training %x, %c, %c : (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
+  %dx, %ds, %db = memopt.batch_norm_training_grad %xb, %xb, %c, %c, %c : (tensor<2x3x4x4xbf16>, tensor<2x3x4x4xbf16>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xbf16>, tensor<3xf32>, tensor<3xf32>)
+  %lx, %ls, %lb = memopt.layer_normalization_grad %g, %g, %b : (tensor<2x4xf16>, tensor<2x4xf16>, tensor<4xf32>) -> (tensor<2x4xf16>, tensor<4xf32>, tensor<4xf32>)
   return
 }
 

@@ -639,11 +639,14 @@ LogicalResult vjp(LayerNormalizationOp op, GradientBuilder &g,
   // One op (a row kernel and a column reduction) when Scale (and B) hold
   // exactly the normalized elements in f32: mean and 1/std are recomputed
   // from x inside it, so only x is saved, as PyTorch saves x (with the two
-  // statistics).
+  // statistics). x may be f16 / bf16 (mixed-precision training keeps Scale
+  // and B f32, so their gradients are f32 too).
   auto scaleType = cast<RankedTensorType>(op.getScale().getType());
   int64_t cols = ShapedType::getNumElements(xType.getShape().drop_front(axis));
   Value bias = op.getB();
-  if (xType.getElementType().isF32() && scaleType.getElementType().isF32() &&
+  Type xElement = xType.getElementType();
+  if ((xElement.isF32() || xElement.isF16() || xElement.isBF16()) &&
+      scaleType.getElementType().isF32() &&
       scaleType.getNumElements() == cols &&
       (!bias || bias.getType() == scaleType)) {
     auto grad = LayerNormalizationGradOp::create(
@@ -1063,9 +1066,9 @@ template <typename... OpTs> void attach(MLIRContext &context) {
 void mlir::memopt::attachGradientModels(MLIRContext &context) {
   attach<ReluOp, LeakyReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
          ReciprocalOp, NegOp, AbsOp, ErfOp, SinOp, CosOp, GeluOp, HardSwishOp,
-         HardSigmoidOp, ClipOp, IdentityOp, DropoutOp, CastOp, AddOp, SubOp, MulOp, DivOp,
-         PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp, MaxPoolOp,
-         AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
+         HardSigmoidOp, ClipOp, IdentityOp, DropoutOp, CastOp, AddOp, SubOp,
+         MulOp, DivOp, PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp,
+         MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
          BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,
          SoftmaxCrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
          ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, ExpandOp,

@@ -78,6 +78,41 @@ MEMOPT_PRECISION(ErfOp, BoundedResult)
 MEMOPT_PRECISION(SinOp, BoundedResult)
 MEMOPT_PRECISION(CosOp, BoundedResult)
 
+// Training-mode batch normalization: y is bounded like layer_normalization's;
+// the batch statistics it saves for the backward (mean, 1/std) are f32
+// whatever x is (cuDNN's BatchNormalizationForwardTraining and PyTorch's
+// native kernel save them in f32 for f16 input too), and the kernels read
+// the scale and bias in f32, so a trained scale needs no low copy and gets
+// an f32 gradient.
+MEMOPT_PRECISION(BatchNormTrainingOp, BoundedResult)
+bool BatchNormTrainingOp::acceptsF32Operand(unsigned index) {
+  return index == 1 || index == 2;
+}
+bool BatchNormTrainingOp::hasF32Result(unsigned index) {
+  return index == 1 || index == 2;
+}
+// layer_normalization reads Scale and B in any float type; with exactly the
+// normalized elements (the case layer_normalization_grad covers) they may
+// stay f32 in a training compilation.
+bool LayerNormalizationOp::acceptsF32Operand(unsigned index) {
+  if (index != 1 && index != 2)
+    return false;
+  auto x = cast<ShapedType>(getX().getType());
+  int64_t axis = int64_t(getAxis());
+  if (axis < 0)
+    axis += x.getRank();
+  int64_t cols = ShapedType::getNumElements(x.getShape().drop_front(axis));
+  return cast<ShapedType>(getScale().getType()).getNumElements() == cols;
+}
+// attention_grad (FlashAttention-2's backward) has f32 kernels only: a
+// training compilation runs the attention in f32 (and says so).
+bool AttentionOp::hasLowPrecisionGradient() { return false; }
+
+// In-place updates of training state: their operands are state variables
+// (and the f32 statistics above), never cast.
+MEMOPT_PRECISION(AssignOp, AnyOperandType)
+MEMOPT_PRECISION(BatchNormRunningUpdateOp, AnyOperandType)
+
 // Ops that read any element type: a cast converts from whatever it is given
 // (a cast's f32 result from an integer is a value mixed precision may narrow
 // later), shape reads no data, is_nan gives i1 for any float.

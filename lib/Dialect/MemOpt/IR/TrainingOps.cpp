@@ -10,8 +10,8 @@
 
 #include "OpUtils.h"
 
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -40,13 +40,14 @@ LogicalResult VariableOp::verify() {
   StringRef role = getRole();
   if (!llvm::is_contained({"parameter", "optimizer_state", "statistic",
                            "learning_rate", "step", "gradient_accumulator",
-                           "micro_step", "random_key"},
+                           "micro_step", "random_key", "loss_scale",
+                           "loss_scale_state"},
                           role))
     return emitOpError("role '")
            << role
            << "' is not one of parameter, optimizer_state, statistic, "
               "learning_rate, step, gradient_accumulator, micro_step, "
-              "random_key";
+              "random_key, loss_scale, loss_scale_state";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (auto initial = getInitialValueAttr())
@@ -253,9 +254,84 @@ int64_t AssignOp::getBytesMoved() {
   return 2 * getTensorBytes(getTarget().getType());
 }
 
+/// A gradient has the parameter's shape; f16 / bf16 gradients of an f32
+/// parameter are widened by the kernel.
+static LogicalResult verifyGradient(Operation *op, Value grad, Value param) {
+  if (cast<ShapedType>(grad.getType()).getShape() !=
+      cast<ShapedType>(param.getType()).getShape())
+    return op->emitOpError("grad must have the parameter's shape");
+  return success();
+}
+
+/// The loss-scaling operands of an update: the loss_scale variable and the
+/// found_inf scalar come together (and, for AdamW, the loss_scale_state
+/// variable whose skipped-step count the bias correction subtracts).
+static LogicalResult verifyLossScaling(Operation *op, Value scale,
+                                       Value foundInf, Value state,
+                                       bool needsState) {
+  if (!scale && !foundInf && !state)
+    return success();
+  if (!scale || !foundInf || (needsState && !state))
+    return op->emitOpError(needsState
+                               ? "loss_scale, found_inf and loss_scale_state "
+                                 "come together"
+                               : "loss_scale and found_inf come together");
+  if (failed(verifyScalar(op, scale, "loss_scale")) ||
+      failed(verifyScalar(op, foundInf, "found_inf")))
+    return failure();
+  auto variable = scale.getDefiningOp<VariableOp>();
+  if (!variable || variable.getRole() != "loss_scale")
+    return op->emitOpError("loss_scale must be the loss_scale variable");
+  if (state) {
+    auto stateVariable = state.getDefiningOp<VariableOp>();
+    if (!stateVariable || stateVariable.getRole() != "loss_scale_state" ||
+        cast<ShapedType>(state.getType()).getNumElements() != 2)
+      return op->emitOpError(
+          "loss_scale_state must be the [2] loss_scale_state variable");
+  }
+  return success();
+}
+
+/// The low gradient behind `gradient` when it is a float widening cast read
+/// only by updates and the overflow check: they read the low gradient
+/// itself (each kernel widens an element as it loads it; widening keeps
+/// infinities and NaN), so the f32 copy is never made.
+static Value getNarrowSource(Value gradient) {
+  auto cast = gradient.getDefiningOp<CastOp>();
+  if (!cast || !getElementTypeOrSelf(cast.getOutput().getType()).isF32() ||
+      !llvm::all_of(cast->getUsers(), [](Operation *user) {
+        return isa<SGDUpdateOp, AdamWUpdateOp, FoundInfOp>(user);
+      }))
+    return {};
+  Type source = getElementTypeOrSelf(cast.getInput().getType());
+  if (!source.isF16() && !source.isBF16())
+    return {};
+  return cast.getInput();
+}
+
+LogicalResult SGDUpdateOp::canonicalize(SGDUpdateOp op,
+                                        PatternRewriter &rewriter) {
+  Value narrow = getNarrowSource(op.getGrad());
+  if (!narrow)
+    return failure();
+  rewriter.modifyOpInPlace(op, [&] { op.getGradMutable().assign(narrow); });
+  return success();
+}
+
+LogicalResult AdamWUpdateOp::canonicalize(AdamWUpdateOp op,
+                                          PatternRewriter &rewriter) {
+  Value narrow = getNarrowSource(op.getGrad());
+  if (!narrow)
+    return failure();
+  rewriter.modifyOpInPlace(op, [&] { op.getGradMutable().assign(narrow); });
+  return success();
+}
+
 LogicalResult SGDUpdateOp::verify() {
-  if (getGrad().getType() != getParam().getType())
-    return emitOpError("grad must have the parameter's type");
+  if (failed(verifyGradient(*this, getGrad(), getParam())) ||
+      failed(verifyLossScaling(*this, getLossScale(), getFoundInf(), Value(),
+                               /*needsState=*/false)))
+    return failure();
   if (failed(verifyWritesVariable(*this, getParam(), "param")) ||
       failed(verifyScalar(*this, getLr(), "lr")))
     return failure();
@@ -276,16 +352,20 @@ int64_t SGDUpdateOp::getFlops() {
   return 4 * getParam().getType().getNumElements();
 }
 int64_t SGDUpdateOp::getBytesMoved() {
-  return ((getMomentumBuffer() ? 5 : 3) + (getAccumulator() ? 2 : 0)) *
-         getTensorBytes(getParam().getType());
+  return ((getMomentumBuffer() ? 4 : 2) + (getAccumulator() ? 2 : 0)) *
+             getTensorBytes(getParam().getType()) +
+         getTensorBytes(getGrad().getType());
 }
 
 LogicalResult AdamWUpdateOp::verify() {
   Type type = getParam().getType();
-  if (getGrad().getType() != type || getExpAvg().getType() != type ||
-      getExpAvgSq().getType() != type)
-    return emitOpError("grad, exp_avg and exp_avg_sq must have the "
+  if (getExpAvg().getType() != type || getExpAvgSq().getType() != type)
+    return emitOpError("exp_avg and exp_avg_sq must have the "
                        "parameter's type");
+  if (failed(verifyGradient(*this, getGrad(), getParam())) ||
+      failed(verifyLossScaling(*this, getLossScale(), getFoundInf(),
+                               getLossScaleState(), /*needsState=*/true)))
+    return failure();
   if (failed(verifyWritesVariable(*this, getParam(), "param")) ||
       failed(verifyWritesVariable(*this, getExpAvg(), "exp_avg")) ||
       failed(verifyWritesVariable(*this, getExpAvgSq(), "exp_avg_sq")) ||
@@ -300,9 +380,72 @@ int64_t AdamWUpdateOp::getFlops() {
   return 12 * getParam().getType().getNumElements();
 }
 int64_t AdamWUpdateOp::getBytesMoved() {
-  return (7 + (getAccumulator() ? 2 : 0)) *
-         getTensorBytes(getParam().getType());
+  return (6 + (getAccumulator() ? 2 : 0)) *
+             getTensorBytes(getParam().getType()) +
+         getTensorBytes(getGrad().getType());
 }
+
+//===----------------------------------------------------------------------===//
+// Dynamic loss scaling
+//===----------------------------------------------------------------------===//
+
+LogicalResult FoundInfOp::verify() {
+  if (getType().getNumElements() != 1)
+    return emitOpError("the flag must hold one element");
+  if (getAccumulators().empty() != !getMicroStep())
+    return emitOpError("accumulators and micro_step come together");
+  if (Value micro = getMicroStep())
+    if (failed(verifyScalar(*this, micro, "micro_step")))
+      return failure();
+  for (Value accumulator : getAccumulators()) {
+    auto variable = accumulator.getDefiningOp<VariableOp>();
+    if (!variable || variable.getRole() != "gradient_accumulator")
+      return emitOpError("accumulators must be gradient_accumulator "
+                         "variables");
+  }
+  return success();
+}
+
+int64_t FoundInfOp::getFlops() {
+  int64_t elements = 0;
+  for (Value value : getOperands())
+    elements += cast<ShapedType>(value.getType()).getNumElements();
+  return elements;
+}
+
+LogicalResult FoundInfOp::canonicalize(FoundInfOp op,
+                                       PatternRewriter &rewriter) {
+  bool changed = false;
+  for (OpOperand &operand : op.getGradientsMutable())
+    if (Value narrow = getNarrowSource(operand.get())) {
+      rewriter.modifyOpInPlace(op, [&] { operand.set(narrow); });
+      changed = true;
+    }
+  return success(changed);
+}
+
+LogicalResult UpdateLossScaleOp::verify() {
+  if (failed(verifyScalar(*this, getFoundInf(), "found_inf")) ||
+      failed(verifyLossScaling(*this, getLossScale(), getFoundInf(), getState(),
+                               /*needsState=*/true)))
+    return failure();
+  int64_t steps = getAccumulationSteps();
+  if ((steps > 1) != bool(getMicroStep()))
+    return emitOpError("micro_step comes with accumulation_steps > 1");
+  if (getMicroStep() &&
+      failed(verifyScalar(*this, getMicroStep(), "micro_step")))
+    return failure();
+  float growth = getGrowthFactor().convertToFloat();
+  float backoff = getBackoffFactor().convertToFloat();
+  if (!(growth >= 1.0f) || !(backoff > 0.0f && backoff <= 1.0f) ||
+      getGrowthInterval() < 1)
+    return emitOpError("needs growth_factor >= 1, backoff_factor in (0, 1] "
+                       "and growth_interval >= 1");
+  return success();
+}
+
+int64_t UpdateLossScaleOp::getFlops() { return 4; }
+int64_t UpdateLossScaleOp::getBytesMoved() { return 24; }
 
 //===----------------------------------------------------------------------===//
 // Training-mode normalization
@@ -327,11 +470,13 @@ static LogicalResult verifyPerChannel(Operation *op, ArrayRef<Value> values,
   return success();
 }
 
-/// The channel count of `x` ([N, C, ...], f32), or failure.
+/// The channel count of `x` ([N, C, ...] of f32, f16 or bf16), or failure.
 static FailureOr<int64_t> channelsOf(Operation *op, Value x) {
   auto type = cast<ShapedType>(x.getType());
-  if (type.getRank() < 2 || !isF32Tensor(x))
-    return op->emitOpError("X must be an f32 tensor [N, C, ...]");
+  Type element = type.getElementType();
+  if (type.getRank() < 2 ||
+      !(element.isF32() || element.isF16() || element.isBF16()))
+    return op->emitOpError("X must be an f32, f16 or bf16 tensor [N, C, ...]");
   return type.getDimSize(1);
 }
 
@@ -419,9 +564,12 @@ LogicalResult LayerNormalizationGradOp::verify() {
   int64_t axis = getAxis();
   if (axis < -x.getRank() || axis >= x.getRank())
     return emitOpError("axis ") << axis << " is outside the rank of X";
-  if (!isF32Tensor(getX()) || getDY().getType() != getX().getType() ||
+  Type element = getElementTypeOrSelf(getX().getType());
+  if (!(element.isF32() || element.isF16() || element.isBF16()) ||
+      getDY().getType() != getX().getType() ||
       getDX().getType() != getX().getType())
-    return emitOpError("X, dY and dX must be f32 tensors of one type");
+    return emitOpError("X, dY and dX must be f32, f16 or bf16 tensors of one "
+                       "type");
   int64_t cols = layerNormRowsAndColumns(x, axis).second;
   if (getDScale().getType() != getScale().getType() ||
       getDB().getType() != getScale().getType())

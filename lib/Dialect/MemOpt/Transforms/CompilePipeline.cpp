@@ -47,6 +47,12 @@ double CompilePipelineOptions::getLearningRate() const {
   return optimizer == "adamw" ? 0.001 : 0.01;
 }
 
+std::string CompilePipelineOptions::getLossScale() const {
+  if (lossScale != "auto")
+    return lossScale;
+  return train && precision == "fp16" ? "dynamic" : "none";
+}
+
 LogicalResult CompilePipelineOptions::verify(std::string &message) const {
   if (precision != "fp32" && precision != "tf32" && precision != "fp16" &&
       precision != "bf16") {
@@ -65,10 +71,17 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "stop-after '" + stopAfter + "' is not graph or plan";
     return failure();
   }
-  if (train && precision != "fp32" && precision != "tf32") {
-    message = "train with precision " + precision +
-              " is not supported yet (mixed-precision training is its own "
-              "issue); train in fp32 or tf32";
+  if (lossScale != "auto" && lossScale != "dynamic" && lossScale != "none") {
+    message = "loss-scale '" + lossScale + "' is not auto, dynamic or none";
+    return failure();
+  }
+  if (getLossScale() == "dynamic" && !train) {
+    message = "loss-scale dynamic needs train";
+    return failure();
+  }
+  if (weightCasts != "auto" && weightCasts != "keep" &&
+      weightCasts != "recast") {
+    message = "weight-casts '" + weightCasts + "' is not auto, keep or recast";
     return failure();
   }
   if (memoryBudget < 0) {
@@ -97,6 +110,19 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   // (memopt.attention_grad), which saves no [S, Sk] tensor.
   if (options.fuseAttention)
     pm.addNestedPass<func::FuncOp>(createMemOptFuseAttention());
+  // Mixed-precision training: on the model before the loss and autodiff
+  // (autocast's order: the backward inherits the forward's types, and
+  // CastOp's rule returns f32 gradients to the f32 master parameters);
+  // docs/training.md, "Mixed precision", says why.
+  bool lowTraining = options.train && (lowType == "f16" || lowType == "bf16");
+  if (lowTraining) {
+    MemOptMixedPrecisionOptions precision;
+    precision.precision = lowType;
+    precision.training = true;
+    precision.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptMixedPrecision(precision));
+    pm.addPass(createCanonicalizerPass());
+  }
   if (options.train) {
     MemOptAppendLossOptions loss;
     loss.kind = options.loss;
@@ -112,13 +138,24 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     autodiff.beta2 = options.beta2;
     autodiff.eps = options.eps;
     autodiff.accumulate = options.accumulate;
+    autodiff.lossScale = options.getLossScale();
+    autodiff.lossScaleInit = options.lossScaleInit;
+    autodiff.lossScaleGrowth = options.lossScaleGrowth;
+    autodiff.lossScaleBackoff = options.lossScaleBackoff;
+    autodiff.lossScaleInterval = options.lossScaleInterval;
     autodiff.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());
   }
+  if (lowTraining) {
+    MemOptWeightCastsOptions casts;
+    casts.policy = options.weightCasts;
+    casts.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptWeightCasts(casts));
+  }
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createMemOptFuseEpilogues());
-  if (!lowType.empty()) {
+  if (!lowType.empty() && !lowTraining) {
     // After fusion (its patterns see no casts), before scheduling and
     // planning, so that they see the narrow tensors.
     MemOptMixedPrecisionOptions precision;
@@ -213,6 +250,7 @@ struct PhaseLines {
 struct CompilePhaseLog::State {
   std::string lowType, layout;
   std::string loss, optimizer;
+  bool train = false;
   bool noPlan = false;
   int64_t memoryBudget = 0;
   llvm::raw_ostream &log;
@@ -260,9 +298,31 @@ struct CompilePhaseLog::State {
       lines.before = lowType == "tf32"
                          ? "[precision] tf32: f32 tensors, TF32 math in "
                            "convolutions and matrix products (CUDA)"
-                         : "[precision] " + lowType +
-                               " where safe (memopt-mixed-precision), inputs "
-                               "and outputs f32";
+                     : train ? "[precision] " + lowType +
+                                   " forward where safe, f32 master "
+                                   "parameters (memopt-mixed-precision "
+                                   "training=true); the backward follows"
+                             : "[precision] " + lowType +
+                                   " where safe (memopt-mixed-precision), "
+                                   "inputs and outputs f32";
+    } else if (pass == "memopt-weight-casts") {
+      lines.after = [](ModuleOp module) -> std::string {
+        for (auto function : module.getOps<func::FuncOp>())
+          if (auto casts = function->getAttrOfType<DictionaryAttr>(
+                  "memopt.weight_casts")) {
+            auto decision = casts.getAs<StringAttr>("decision");
+            auto count = casts.getAs<IntegerAttr>("recast");
+            auto held = casts.getAs<IntegerAttr>("held_bytes");
+            return "[weight-casts] " +
+                   (decision ? decision.str() : std::string("?")) + ": " +
+                   std::to_string(count ? count.getInt() : 0) +
+                   " low copies of parameters cast again for the backward "
+                   "(" +
+                   std::to_string(held ? held.getInt() : 0) +
+                   " bytes of copies held across the step otherwise)";
+          }
+        return "";
+      };
     } else if (pass == "memopt-layout") {
       lines.after = [this](ModuleOp module) {
         size_t convs = 0, channelsLast = 0, transposes = 0;
@@ -366,6 +426,7 @@ CompilePhaseLog::CompilePhaseLog(const CompilePipelineOptions &options,
   state->layout = options.layout;
   state->loss = options.loss;
   state->optimizer = options.optimizer;
+  state->train = options.train;
   state->noPlan = options.noPlan;
   state->memoryBudget = options.memoryBudget;
 }

@@ -31,6 +31,19 @@
 //   and every user asks for a version of the value itself (never of a cast),
 //   so the pass creates no f16 -> f32 -> f16 round trips.
 //
+// Training (`training=true`, before memopt-autodiff): PyTorch AMP's shape,
+// autocast on the forward with the backward inheriting its types, so every
+// gradient rule builds its backward in the types of the forward it reads.
+// Parameters stay f32 masters (Apex O2 / DeepSpeed keep an f32 master copy
+// next to f16 model weights; here the low copy is an arena buffer, see
+// memopt-weight-casts). Further than autocast: normalization scale and bias
+// are read in f32 by the kernels, so they get no low copy and an f32
+// gradient; an embedding gather reads the f32 table and casts the gathered
+// rows (autocast leaves embedding in f32 too, but then runs the following
+// elementwise ops in f32); an op whose gradient has no low-precision kernel
+// falls back to f32 and the pass says so, where autocast would fail or cast
+// silently.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/MemoryReport.h"
@@ -40,6 +53,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -201,9 +215,9 @@ enum class ValueKind {
 
 class MixedPrecision {
 public:
-  MixedPrecision(func::FuncOp function, FloatType lowType)
+  MixedPrecision(func::FuncOp function, FloatType lowType, bool training)
       : function(function), lowType(lowType),
-        f32Type(Float32Type::get(function.getContext())) {}
+        f32Type(Float32Type::get(function.getContext())), training(training) {}
 
   LogicalResult run();
 
@@ -212,6 +226,10 @@ public:
   int64_t numWidened = 0;
   int64_t numConvertedConstants = 0;
   ConversionCounts counts;
+  /// Training: ops run in f32 because their gradient has no low form, and
+  /// parameter operands read in f32 by an op that runs low.
+  int64_t numFallbacks = 0;
+  int64_t numF32Parameters = 0;
 
 private:
   StringRef lowTypeName() const { return lowType.isF16() ? "f16" : "bf16"; }
@@ -225,9 +243,21 @@ private:
   Value getVersion(Value value, Type elementType, Operation *user);
   Value convertConstantOp(ConstantOp constant, RankedTensorType type);
 
+  /// A parameter variable (training): f32 master state.
+  bool isParameter(Value value) const {
+    auto variable = value.getDefiningOp<VariableOp>();
+    return training && variable && variable.getRole() == "parameter";
+  }
+  /// Training: a Promote op that only moves data out of parameters into a
+  /// smaller result (an embedding gather, a slice of a table) reads them in
+  /// f32; casting the whole table would cost more than casting the result.
+  bool readsParametersInF32(Operation *op,
+                            ArrayRef<OpOperand *> floatOperands) const;
+
   func::FuncOp function;
   FloatType lowType;
   FloatType f32Type;
+  bool training;
   /// Every value that was f32 before the pass.
   DenseMap<Value, ValueKind> kinds;
   DenseMap<std::pair<Value, Type>, Value> versions;
@@ -350,6 +380,22 @@ Value MixedPrecision::getVersion(Value value, Type elementType,
   return version;
 }
 
+bool MixedPrecision::readsParametersInF32(
+    Operation *op, ArrayRef<OpOperand *> floatOperands) const {
+  if (!training || floatOperands.empty() || op->getNumResults() != 1 ||
+      !isF32Tensor(op->getResult(0).getType()))
+    return false;
+  int64_t operandElements = 0;
+  for (OpOperand *operand : floatOperands) {
+    if (!isParameter(operand->get()))
+      return false;
+    operandElements +=
+        cast<ShapedType>(operand->get().getType()).getNumElements();
+  }
+  return cast<ShapedType>(op->getResult(0).getType()).getNumElements() <
+         operandElements;
+}
+
 void MixedPrecision::processOp(Operation *op) {
   if (auto constant = dyn_cast<ConstantOp>(op)) {
     if (isF32Tensor(constant.getType()))
@@ -372,9 +418,11 @@ void MixedPrecision::processOp(Operation *op) {
     // keep_io_types: the function's results keep their f32 type. A low
     // result that only leaves the function, of an op that can store its f32
     // accumulator, becomes f32 itself (no low copy in the arena, no cast).
+    // Training: the loss reads the low result itself (memopt-append-loss).
     for (OpOperand *operand : floatOperands) {
       Value value = operand->get();
-      if (kinds.lookup(value) == ValueKind::Low && storeInF32(value, op))
+      if (!training && kinds.lookup(value) == ValueKind::Low &&
+          storeInF32(value, op))
         continue;
       operand->set(getVersion(value, f32Type, op));
     }
@@ -382,14 +430,30 @@ void MixedPrecision::processOp(Operation *op) {
   }
 
   PrecisionPolicy policy = PrecisionPolicy::Unchanged;
+  auto precision = dyn_cast<PrecisionOpInterface>(op);
   if (op->getDialect() ==
       function->getContext()->getLoadedDialect<MemOptDialect>()) {
     policy = PrecisionPolicy::Promote;
-    if (auto precision = dyn_cast<PrecisionOpInterface>(op))
+    if (precision)
       policy = precision.getPrecisionPolicy();
   }
   if (otherFloat && policy != PrecisionPolicy::AnyOperandType)
     policy = PrecisionPolicy::Unchanged;
+
+  // f32 values an op reads in f32 (normalization scale and bias) stay out of
+  // the decision and keep their type: a parameter gets no low copy (and an
+  // f32 gradient). Constants are still converted (the weight bytes halve).
+  if (precision) {
+    llvm::erase_if(floatOperands, [&](OpOperand *operand) {
+      Value value = operand->get();
+      if (kinds.lookup(value) == ValueKind::Low ||
+          value.getDefiningOp<ConstantOp>() ||
+          !precision.acceptsF32Operand(operand->getOperandNumber()))
+        return false;
+      numF32Parameters += isParameter(value);
+      return true;
+    });
+  }
 
   Type runType;
   switch (policy) {
@@ -407,6 +471,13 @@ void MixedPrecision::processOp(Operation *op) {
     for (OpOperand *operand : floatOperands)
       if (kinds.lookup(operand->get()) == ValueKind::Strict)
         runType = f32Type;
+    if (policy == PrecisionPolicy::Promote &&
+        readsParametersInF32(op, floatOperands)) {
+      // Its f32 result is free: consumers that run low cast it.
+      for (Value result : op->getResults())
+        kinds[result] = ValueKind::Flexible;
+      return;
+    }
     break;
   case PrecisionPolicy::AnyOperandType:
     break;
@@ -423,15 +494,33 @@ void MixedPrecision::processOp(Operation *op) {
         kinds[result] = ValueKind::Flexible;
     return;
   }
+  // Training: an op whose gradient has no low-precision kernel runs in f32.
+  // Its result is what the low op would have stored, so consumers may cast
+  // it down (free), as after a bounded op.
+  bool fallback = false;
+  if (training && runType == lowType && precision &&
+      !precision.hasLowPrecisionGradient()) {
+    runType = f32Type;
+    fallback = true;
+    ++numFallbacks;
+    op->emitWarning() << describeNode(op) << " runs in f32: its gradient has "
+                      << "no " << lowTypeName() << " kernel";
+  }
   for (OpOperand *operand : floatOperands)
     operand->set(getVersion(operand->get(), runType, op));
   ValueKind resultKind = ValueKind::Low;
   if (runType == f32Type)
-    resultKind = policy == PrecisionPolicy::BoundedResult ? ValueKind::Flexible
-                                                          : ValueKind::Strict;
-  for (Value result : op->getResults()) {
+    resultKind = policy == PrecisionPolicy::BoundedResult || fallback
+                     ? ValueKind::Flexible
+                     : ValueKind::Strict;
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
     if (!isF32Tensor(result.getType()))
       continue;
+    // Statistics a training normalization saves stay f32.
+    if (precision && precision.hasF32Result(index)) {
+      kinds[result] = ValueKind::Strict;
+      continue;
+    }
     result.setType(cast<RankedTensorType>(result.getType()).clone(runType));
     kinds[result] = resultKind;
   }
@@ -513,8 +602,18 @@ struct MemOptMixedPrecisionPass
           << precision << "' is not f16, bf16 or tf32";
       return signalPassFailure();
     }
+    if (training) {
+      // As memopt-autodiff does before differentiating: GPT-2's tanh GELU
+      // as eight ops would be an f32 island (pow) differentiated op by op.
+      RewritePatternSet patterns(context);
+      populateGeluTanhFusionPatterns(patterns);
+      GreedyRewriteConfig config;
+      config.enableFolding(false);
+      if (failed(applyPatternsGreedily(function, std::move(patterns), config)))
+        return signalPassFailure();
+    }
     int64_t weightsBefore = report ? getWeightBytes(function) : 0;
-    MixedPrecision mixed(function, lowType);
+    MixedPrecision mixed(function, lowType, training);
     if (failed(mixed.run()))
       return signalPassFailure();
     function->setAttr("memopt.precision", StringAttr::get(context, precision));
@@ -522,7 +621,7 @@ struct MemOptMixedPrecisionPass
       return;
     int64_t lowOps = 0, f32Ops = 0;
     function.walk([&](Operation *op) {
-      if (isa<ConstantOp, CastOp>(op) ||
+      if (isa<ConstantOp, CastOp, VariableOp>(op) ||
           op->getDialect() !=
               function->getContext()->getLoadedDialect<MemOptDialect>())
         return;
@@ -542,7 +641,25 @@ struct MemOptMixedPrecisionPass
                  << " -> " << getWeightBytes(function) << " bytes ("
                  << mixed.numConvertedConstants << " constants converted, "
                  << mixed.counts.clamped << " values clamped, "
-                 << mixed.counts.raised << " raised from zero)\n";
+                 << mixed.counts.raised << " raised from zero)";
+    if (training) {
+      int64_t parameters = 0, castParameters = 0;
+      function.walk([&](VariableOp variable) {
+        if (variable.getRole() != "parameter")
+          return;
+        ++parameters;
+        if (llvm::any_of(variable->getUsers(),
+                         [](Operation *user) { return isa<CastOp>(user); }))
+          ++castParameters;
+      });
+      llvm::outs() << "; training: " << parameters << " f32 master parameters, "
+                   << castParameters << " read through a " << precision
+                   << " copy, " << mixed.numF32Parameters
+                   << " normalization parameter operands read in f32, "
+                   << mixed.numFallbacks
+                   << " ops in f32 for want of a low-precision gradient";
+    }
+    llvm::outs() << "\n";
   }
 };
 } // namespace

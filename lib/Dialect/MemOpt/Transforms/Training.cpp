@@ -16,6 +16,21 @@
 // so the gradient is an ordinary short-lived arena buffer; PyTorch and
 // onnxruntime-training hold every gradient until the optimizer runs.
 //
+// Dynamic loss scaling (loss-scale=dynamic, f16 training) is PyTorch
+// GradScaler's (scale 2^16, growth 2 after 2000 clean steps, backoff 0.5;
+// torch.amp.grad_scaler, aten's AmpKernels.cu) and Apex's / DeepSpeed's
+// DynamicLossScaler, with every decision on the device: the seed is the
+// scale, `memopt.found_inf` reduces all gradients to one flag
+// (_amp_foreach_non_finite_check_and_unscale_ without the unscale), the
+// update kernels unscale and skip as PyTorch's fused optimizers do with
+// `grad_scale` / `found_inf`, and `memopt.update_loss_scale` is
+// _amp_update_scale_. GradScaler.step syncs the host to read found_inf
+// unless the optimizer is a fused one; DeepSpeed's has_overflow always does.
+// A skip decision needs every gradient, so with scaling the updates wait for
+// the check (LOMO, which fuses updates into the backward like memopt, runs
+// a second backward instead); the gradients that wait are the f16 ones the
+// backward produced (the kernels widen them), half of PyTorch's f32 .grad.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -31,6 +46,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace mlir::memopt {
@@ -317,9 +333,19 @@ struct AppendLossPass
                                           builder.getI64Type()));
       if (!labels)
         return signalPassFailure();
+      // After mixed precision the output is a cast of low logits: the loss
+      // kernel computes in f32 from them (the same loss as from the widened
+      // copy), and their gradient is low too, so no f32 [rows, classes]
+      // tensor exists at all (autocast casts the logits to f32 first).
+      Value logits = prediction;
+      if (auto widen = prediction.getDefiningOp<CastOp>()) {
+        Type source = getElementTypeOrSelf(widen.getInput().getType());
+        if (source.isF16() || source.isBF16())
+          logits = widen.getInput();
+      }
       loss = SoftmaxCrossEntropyOp::create(
-          builder, loc, RankedTensorType::get({}, builder.getF32Type()),
-          prediction, labels, builder.getI64IntegerAttr(ignoreIndex));
+          builder, loc, RankedTensorType::get({}, builder.getF32Type()), logits,
+          labels, builder.getI64IntegerAttr(ignoreIndex));
     } else {
       Value target = addArgument("target", predictionType);
       if (!target)
@@ -357,15 +383,48 @@ struct AutodiffPass
   void runOnOperation() override;
 
 private:
-  /// Emits the optimizer update of `param` with its complete gradient.
-  void emitUpdate(OpBuilder &builder, VariableOp param, Value gradient);
+  /// Emits the optimizer update of `param` with its complete gradient;
+  /// `accumulator` when already made, `foundInf` with loss scaling.
+  void emitUpdate(OpBuilder &builder, VariableOp param, Value gradient,
+                  Value accumulator = Value(), Value foundInf = Value());
   VariableOp createState(OpBuilder &builder, VariableOp param, StringRef suffix,
                          StringRef role = "optimizer_state");
+  LogicalResult verifyLossScaleOptions(func::FuncOp function);
 
   Block *entry = nullptr;
   Value lrValue, stepValue, microStepValue;
+  /// Dynamic loss scaling: the loss_scale and loss_scale_state variables.
+  Value lossScaleValue, lossScaleState;
   int64_t stateBytes = 0, accumulatorBytes = 0;
 };
+
+/// `value` as printf's %g writes it (diagnostics print doubles in full).
+std::string shortNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+LogicalResult AutodiffPass::verifyLossScaleOptions(func::FuncOp function) {
+  if (lossScale != "none" && lossScale != "dynamic")
+    return function.emitError("loss-scale '")
+           << lossScale << "' is not one of none, dynamic";
+  if (lossScale == "none")
+    return success();
+  if (!(lossScaleInit > 0) || !std::isfinite(float(lossScaleInit)))
+    return function.emitError("loss-scale-init ")
+           << shortNumber(lossScaleInit) << " must be a positive finite f32";
+  if (!(lossScaleGrowth >= 1) || !std::isfinite(float(lossScaleGrowth)))
+    return function.emitError("loss-scale-growth ")
+           << shortNumber(lossScaleGrowth) << " must be at least 1";
+  if (!(lossScaleBackoff > 0 && lossScaleBackoff <= 1))
+    return function.emitError("loss-scale-backoff ")
+           << shortNumber(lossScaleBackoff) << " must be in (0, 1]";
+  if (lossScaleInterval < 1)
+    return function.emitError("loss-scale-interval ")
+           << int64_t(lossScaleInterval) << " must be at least 1 step";
+  return success();
+}
 
 VariableOp AutodiffPass::createState(OpBuilder &builder, VariableOp param,
                                      StringRef suffix, StringRef role) {
@@ -379,24 +438,26 @@ VariableOp AutodiffPass::createState(OpBuilder &builder, VariableOp param,
 }
 
 void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
-                              Value gradient) {
+                              Value gradient, Value accumulator,
+                              Value foundInf) {
   Location loc = param.getLoc();
   double decay =
       weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
   // With accumulation the gradient is summed into a persistent accumulator
   // (PyTorch's .grad) by the update op itself; the update runs on the last
   // micro-step only.
-  Value accumulator;
-  if (accumulate > 1)
+  if (accumulate > 1 && !accumulator)
     accumulator =
         createState(builder, param, ".grad", "gradient_accumulator").getValue();
   IntegerAttr steps = builder.getI64IntegerAttr(accumulate);
+  Value scale = foundInf ? lossScaleValue : Value();
   if (optimizer == "adamw") {
     VariableOp expAvg = createState(builder, param, ".exp_avg");
     VariableOp expAvgSq = createState(builder, param, ".exp_avg_sq");
     AdamWUpdateOp::create(
         builder, loc, param.getValue(), gradient, expAvg.getValue(),
         expAvgSq.getValue(), lrValue, stepValue, accumulator, microStepValue,
+        scale, foundInf, foundInf ? lossScaleState : Value(),
         builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
         builder.getF32FloatAttr(eps), builder.getF32FloatAttr(decay), steps);
     return;
@@ -405,7 +466,7 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
   if (momentum != 0.0)
     buffer = createState(builder, param, ".momentum_buffer").getValue();
   SGDUpdateOp::create(builder, loc, param.getValue(), gradient, buffer, lrValue,
-                      accumulator, microStepValue,
+                      accumulator, microStepValue, scale, foundInf,
                       builder.getF32FloatAttr(momentum),
                       builder.getF32FloatAttr(decay), steps);
 }
@@ -424,6 +485,9 @@ void AutodiffPass::runOnOperation() {
         << int64_t(accumulate) << " must be at least 1 micro-batch per step";
     return signalPassFailure();
   }
+  if (failed(verifyLossScaleOptions(function)))
+    return signalPassFailure();
+  bool scaled = lossScale == "dynamic";
   // GPT-2's tanh GELU, exported as eight elementwise ops, becomes one gelu
   // first: differentiated op by op it would save tanh's output and four
   // other [tokens, 4 * features] intermediates for its backward.
@@ -529,6 +593,20 @@ void AutodiffPass::runOnOperation() {
           builder, loc, scalarType, builder.getStringAttr("memopt.micro_step"),
           builder.getStringAttr("micro_step"),
           DenseElementsAttr::get(scalarType, 0.0f));
+    if (scaled) {
+      Location scaleLoc = NameLoc::get(builder.getStringAttr("loss_scale"));
+      lossScaleValue = VariableOp::create(
+          builder, scaleLoc, scalarType,
+          builder.getStringAttr("memopt.loss_scale"),
+          builder.getStringAttr("loss_scale"),
+          DenseElementsAttr::get(scalarType, float(lossScaleInit.getValue())));
+      auto stateType = RankedTensorType::get({2}, builder.getF32Type());
+      lossScaleState =
+          VariableOp::create(builder, scaleLoc, stateType,
+                             builder.getStringAttr("memopt.loss_scale_state"),
+                             builder.getStringAttr("loss_scale_state"),
+                             DenseElementsAttr::get(stateType, 0.0f));
+    }
   }
 
   llvm::DenseMap<Value, Value> gradients;
@@ -537,12 +615,18 @@ void AutodiffPass::runOnOperation() {
     builder.setInsertionPoint(returnOp);
     Location loc = NameLoc::get(builder.getStringAttr("loss"));
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
-    // PyTorch's accumulation: each micro-batch backpropagates loss / K.
-    gradients[loss] = ConstantOp::create(
+    // PyTorch's accumulation: each micro-batch backpropagates loss / K;
+    // GradScaler's: scale * loss.
+    Value seed = ConstantOp::create(
         builder, loc,
         DenseElementsAttr::get(scalarType,
                                1.0f / float(accumulate.getValue())));
+    if (scaled)
+      seed = MulOp::create(builder, loc, lossScaleValue, seed);
+    gradients[loss] = seed;
   }
+  // With loss scaling the updates wait for the overflow check.
+  SmallVector<std::pair<VariableOp, Value>> deferred;
   int64_t trained = 0, trainedBytes = 0;
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (!reachesLoss.contains(op) || isa<VariableOp>(op))
@@ -597,11 +681,41 @@ void AutodiffPass::runOnOperation() {
         continue;
       if (Value gradient = gradients.lookup(operand)) {
         builder.setInsertionPoint(returnOp);
-        emitUpdate(builder, operand.getDefiningOp<VariableOp>(), gradient);
+        if (scaled)
+          deferred.emplace_back(operand.getDefiningOp<VariableOp>(), gradient);
+        else
+          emitUpdate(builder, operand.getDefiningOp<VariableOp>(), gradient);
         ++trained;
         trainedBytes += getTensorBytes(operand.getType());
       }
     }
+  }
+  if (scaled && !deferred.empty()) {
+    // One flag over every gradient (and, with accumulation, over the sums
+    // of the earlier micro-batches), then the updates, then the scale.
+    builder.setInsertionPoint(returnOp);
+    Location loc = NameLoc::get(builder.getStringAttr("loss_scale"));
+    SmallVector<Value> stepGradients, accumulators;
+    for (auto [param, gradient] : deferred) {
+      stepGradients.push_back(gradient);
+      if (accumulate > 1)
+        accumulators.push_back(
+            createState(builder, param, ".grad", "gradient_accumulator")
+                .getValue());
+    }
+    auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    Value found = FoundInfOp::create(builder, loc, scalarType, stepGradients,
+                                     accumulators,
+                                     accumulate > 1 ? microStepValue : Value());
+    for (auto [index, entry] : llvm::enumerate(deferred))
+      emitUpdate(builder, entry.first, entry.second,
+                 accumulate > 1 ? accumulators[index] : Value(), found);
+    UpdateLossScaleOp::create(builder, loc, lossScaleValue, lossScaleState,
+                              found, accumulate > 1 ? microStepValue : Value(),
+                              builder.getF32FloatAttr(lossScaleGrowth),
+                              builder.getF32FloatAttr(lossScaleBackoff),
+                              builder.getI64IntegerAttr(lossScaleInterval),
+                              builder.getI64IntegerAttr(accumulate));
   }
 
   // Parameters that got no gradient are constants after all.
@@ -629,6 +743,13 @@ void AutodiffPass::runOnOperation() {
     if (accumulate > 1)
       llvm::outs() << ", gradient accumulators " << accumulatorBytes
                    << " bytes (" << accumulate << " micro-batches per step)";
+    if (scaled)
+      llvm::outs() << ", dynamic loss scale " << shortNumber(lossScaleInit)
+                   << " (x" << shortNumber(lossScaleGrowth) << " after "
+                   << lossScaleInterval << " clean steps, x"
+                   << shortNumber(lossScaleBackoff)
+                   << " on overflow; updates after one found_inf over "
+                   << deferred.size() << " gradients)";
     llvm::outs() << "; " << untrained.size()
                  << " float initializers get no gradient";
     if (!untrained.empty()) {

@@ -83,6 +83,22 @@ def MemOpt_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
       "the function its f32 type directly, instead of a low result in the "
       "arena plus a cast into the output.",
       "bool", "acceptsF32Result", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<
+      "True if operand `index` may stay f32 when the op runs in f16 / bf16 "
+      "(the kernel reads it in f32: the scale and bias of a normalization). "
+      "A training compilation keeps a parameter (a memopt.variable) there in "
+      "f32 instead of casting it, so its gradient is f32 too.",
+      "bool", "acceptsF32Operand", (ins "unsigned":$index), [{}],
+      [{ return false; }]>,
+    InterfaceMethod<
+      "True if result `index` is f32 whatever type the op runs in (the "
+      "saved statistics of a training-mode normalization).",
+      "bool", "hasF32Result", (ins "unsigned":$index), [{}],
+      [{ return false; }]>,
+    InterfaceMethod<
+      "False if the op's gradient has no f16 / bf16 form: a training "
+      "compilation then runs the op in f32 and says so.",
+      "bool", "hasLowPrecisionGradient", (ins), [{}], [{ return true; }]>,
   ];
 }
 

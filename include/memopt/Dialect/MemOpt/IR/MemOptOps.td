@@ -579,7 +579,9 @@ def MemOpt_BatchNormalizationOp
 }
 
 def MemOpt_LayerNormalizationOp
-    : MemOpt_InferredOp<"layer_normalization", [MemOpt_Precision,
+    : MemOpt_InferredOp<"layer_normalization", [
+        DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
+                                  ["acceptsF32Operand"]>,
         DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
                                   ["canWriteInPlace"]>], ["getFlops"]> {
   let summary = "Normalization over the axes [axis, rank)";
@@ -613,7 +615,9 @@ def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [MemOpt_Precision,
 // Attention
 //===----------------------------------------------------------------------===//
 
-def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [MemOpt_Precision,
+def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
+    DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
+                              ["hasLowPrecisionGradient"]>,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
     ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
   let summary = "softmax(scale * Q K^T + bias, masked) V without the scores";
@@ -1172,17 +1176,20 @@ def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
 
 def MemOpt_BatchNormTrainingOp : MemOpt_Op<"batch_norm_training", [
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
-                              ["canWriteInPlace"]>],
+                              ["canWriteInPlace"]>,
+    DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
+                              ["acceptsF32Operand", "hasF32Result"]>],
     ["getFlops", "getWorkspaceBytes"]> {
   let summary = "Training-mode batch normalization over axis 1 (batch "
                 "statistics)";
   let description = [{
-    `X` is `[N, C, ...]` (f32); `mean` and `inv_std` (`[C]` f32) are each
+    `X` is `[N, C, ...]` (f32, f16 or bf16; `Y` has its type); `mean` and
+    `inv_std` (`[C]` f32, whatever X's type) are each
     channel's mean and `1 / sqrt(var + epsilon)` over N and the spatial axes
     (biased variance, as ONNX's training mode and PyTorch normalize);
     `Y = (X - mean) * inv_std * scale + B`, then `activation` (`none` or
     `relu`, set by --memopt-fuse-epilogues). `scale` and `B` hold C
-    elements. Produced by `--memopt-make-trainable` with `bn-batch-stats`;
+    f32 elements. Produced by `--memopt-make-trainable` with `bn-batch-stats`;
     the running statistics are updated by `batch_norm_running_update`.
     Workspace: per-channel partial sums, so that few channels of many
     elements fill the GPU.
@@ -1209,7 +1216,10 @@ def MemOpt_BatchNormTrainingGradOp
     `dB = sum dY`, `dscale = sum dY * xhat`,
     `dX = scale * inv_std * (dY - dB / M - xhat * dscale / M)` (PyTorch's
     batch_norm_backward). Reads the forward's input and its saved `mean` and
-    `inv_std`. `dX` may take `dY`'s storage.
+    `inv_std`. `X`, `dY` and `dX` share one float type; `scale`, `mean`,
+    `inv_std`, `dscale` and `dB` are f32 (mixed-precision training keeps
+    the statistics and the parameters' gradients in f32). `dX` may take
+    `dY`'s storage.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
                        MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$mean,
@@ -1226,8 +1236,8 @@ def MemOpt_LayerNormalizationGradOp
                 ["getFlops", "getWorkspaceBytes"]> {
   let summary = "The gradients of layer_normalization";
   let description = [{
-    Over the axes `[axis, rank)` of `X` (f32), with `Scale` holding exactly
-    those elements: the mean and `1/std` of each row are recomputed from
+    Over the axes `[axis, rank)` of `X` (f32, f16 or bf16; `dY` and `dX`
+    have its type), with `Scale` (f32) holding exactly those elements: the mean and `1/std` of each row are recomputed from
     `X`; `g = dY * Scale`, `dX = inv_std * (g - mean(g) - xhat * mean(g *
     xhat))`, `dScale = sum over rows of dY * xhat`, `dB = sum of dY`
     (PyTorch's layer_norm_backward). The results have the types of `X`,
@@ -1251,6 +1261,10 @@ def MemOpt_WrittenState
     : Arg<StaticShapeTensorOf<[F32]>, "state written in place",
           [MemRead, MemWrite]>;
 
+// The gradient an update reads: f32, or f16 / bf16 from a mixed-precision
+// backward (the kernels widen it).
+def MemOpt_GradientTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+
 // Optimizer updates write their operands in place and return nothing: they
 // are the only ops with side effects, so they are never folded away, and the
 // scheduler orders them after every other reader of the state they write.
@@ -1270,7 +1284,7 @@ defvar MemOpt_AccumulatorArg =
     Arg<Optional<StaticShapeTensorOf<[F32]>>,
         "gradient accumulator written in place", [MemRead, MemWrite]>;
 
-def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
+def MemOpt_AssignOp : MemOpt_UpdateOp<"assign", [MemOpt_Precision]> {
   let summary = "Writes a value into a variable (BatchNormalization's running "
                 "statistics)";
   let arguments = (ins MemOpt_WrittenState:$target,
@@ -1280,7 +1294,7 @@ def MemOpt_AssignOp : MemOpt_UpdateOp<"assign"> {
 }
 
 def MemOpt_BatchNormRunningUpdateOp
-    : MemOpt_UpdateOp<"batch_norm_running_update"> {
+    : MemOpt_UpdateOp<"batch_norm_running_update", [MemOpt_Precision]> {
   let summary = "Updates BatchNormalization's running statistics in place";
   let description = [{
     ONNX's convention: `running_mean = momentum * running_mean + (1 -
@@ -1311,24 +1325,34 @@ def MemOpt_SGDUpdateOp
     both `memopt.variable`s; `lr` is the program's learning-rate variable.
     With `accumulate %acc, micro_step %m` and `accumulation_steps = K`, the
     gradient is accumulated first and the update runs on micro-step K - 1
-    only (see MemOpt_AccumulatorArg).
+    only (see MemOpt_AccumulatorArg). `grad` may be f16 / bf16 (a
+    mixed-precision gradient, widened in the kernel). With `loss_scale %s,
+    found_inf %f` (dynamic loss scaling, see MemOpt_LossScaleArgs) the
+    gradient is multiplied by `1 / s` and nothing is written when `f` is
+    non-zero.
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
-                       StaticShapeTensorOf<[F32]>:$grad,
+                       MemOpt_GradientTensor:$grad,
                        Arg<Optional<StaticShapeTensorOf<[F32]>>,
                            "state written in place", [MemRead, MemWrite]>:
                            $momentum_buffer,
                        StaticShapeTensorOf<[F32]>:$lr,
                        MemOpt_AccumulatorArg:$accumulator,
                        Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       Optional<StaticShapeTensorOf<[F32]>>:$loss_scale,
+                       Optional<StaticShapeTensorOf<[F32]>>:$found_inf,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
-  let assemblyFormat = "$param `,` $grad (`,` `momentum` $momentum_buffer^)? "
-                       "`,` `lr` $lr (`,` `accumulate` $accumulator^ `,` "
-                       "`micro_step` $micro_step)? attr-dict `:` "
+  // Optional groups open with their keyword (a group that opens with `,`
+  // would take the comma of the next group and fail to parse).
+  let assemblyFormat = "$param `,` $grad `,` (`momentum` $momentum_buffer^ "
+                       "`,`)? `lr` $lr (`accumulate` $accumulator^ `,` "
+                       "`micro_step` $micro_step)? (`loss_scale` $loss_scale^ "
+                       "`,` `found_inf` $found_inf)? attr-dict `:` "
                        "type(operands)";
   let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
 }
 
 def MemOpt_AdamWUpdateOp
@@ -1340,25 +1364,100 @@ def MemOpt_AdamWUpdateOp
     and `exp_avg_sq`, all `memopt.variable`s. With `accumulate %acc,
     micro_step %m` and `accumulation_steps = K`, the gradient is accumulated
     first and the update runs on micro-step K - 1 only (see
-    MemOpt_AccumulatorArg).
+    MemOpt_AccumulatorArg). `grad` may be f16 / bf16. With `loss_scale %s,
+    found_inf %f, loss_scale_state %t` (dynamic loss scaling, see
+    MemOpt_LossScaleArgs) the gradient is multiplied by `1 / s`, nothing is
+    written when `f` is non-zero, and the bias correction counts the steps
+    that were not skipped (`step - t[1]`), as PyTorch's fused AdamW does
+    under a GradScaler.
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
-                       StaticShapeTensorOf<[F32]>:$grad,
+                       MemOpt_GradientTensor:$grad,
                        MemOpt_WrittenState:$exp_avg,
                        MemOpt_WrittenState:$exp_avg_sq,
                        StaticShapeTensorOf<[F32]>:$lr,
                        StaticShapeTensorOf<[F32]>:$step,
                        MemOpt_AccumulatorArg:$accumulator,
                        Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       Optional<StaticShapeTensorOf<[F32]>>:$loss_scale,
+                       Optional<StaticShapeTensorOf<[F32]>>:$found_inf,
+                       Optional<StaticShapeTensorOf<[F32]>>:$loss_scale_state,
                        DefaultValuedAttr<F32Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F32Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F32Attr, "1e-08">:$eps,
                        DefaultValuedAttr<F32Attr, "0.01">:$weight_decay,
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` "
-                       "`lr` $lr `,` `step` $step (`,` `accumulate` "
-                       "$accumulator^ `,` `micro_step` $micro_step)? "
-                       "attr-dict `:` type(operands)";
+                       "`lr` $lr `,` `step` $step (`accumulate` $accumulator^ "
+                       "`,` `micro_step` $micro_step)? (`loss_scale` "
+                       "$loss_scale^ `,` `found_inf` $found_inf `,` "
+                       "`loss_scale_state` $loss_scale_state)? attr-dict `:` "
+                       "type(operands)";
+  let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Dynamic loss scaling (mixed-precision training in f16)
+//===----------------------------------------------------------------------===//
+
+// The loss-scaling operands of an update: `loss_scale` is the program's
+// loss_scale variable (the backward's seed was multiplied by it, so every
+// gradient is scaled), `found_inf` the result of the step's
+// `memopt.found_inf` (non-zero: some gradient overflowed and the step is
+// skipped). PyTorch's fused optimizers take the same pair (`grad_scale`,
+// `found_inf`) under a GradScaler.
+
+def MemOpt_FoundInfOp
+    : MemOpt_Op<"found_inf", [AttrSizedOperandSegments], ["getFlops"]> {
+  let summary = "1.0 if any element of the gradients is inf or NaN, else 0.0";
+  let description = [{
+    One flag from a reduction over every gradient of the step (PyTorch's
+    `_amp_foreach_non_finite_check_and_unscale_` without the unscale, which
+    the update kernels do). With gradient accumulation (`accumulators`,
+    `micro_step`), the accumulators are checked too on micro-steps after the
+    first: they hold the sum of the step's earlier micro-batches, which is
+    non-finite if any of them overflowed, so the flag of the last micro-step
+    covers the whole optimizer step without state of its own. Gradients of
+    any float type (an f16 gradient is checked before it is widened:
+    widening keeps infinities and NaN).
+  }];
+  let arguments = (ins Variadic<MemOpt_GradientTensor>:$gradients,
+                       Variadic<StaticShapeTensorOf<[F32]>>:$accumulators,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step);
+  let results = (outs StaticShapeTensorOf<[F32]>:$found);
+  let assemblyFormat = "$gradients (`accumulators` `(` $accumulators^ `)`)? "
+                       "(`micro_step` $micro_step^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
+}
+
+def MemOpt_UpdateLossScaleOp
+    : MemOpt_UpdateOp<"update_loss_scale"> {
+  let summary = "Dynamic loss scaling: back off on overflow, grow when clean";
+  let description = [{
+    PyTorch's `_amp_update_scale_`, in place on the device: with `found_inf`
+    non-zero, `loss_scale *= backoff_factor`, the clean-step count
+    (`state[0]`) restarts at 0 and the skipped-step count (`state[1]`) grows
+    by one; otherwise the clean-step count grows and, when it reaches
+    `growth_interval`, `loss_scale *= growth_factor` (if the result is
+    finite) and the count restarts. `state` is the f32 `[2]`
+    `loss_scale_state` variable. With `micro_step` and
+    `accumulation_steps = K` it acts on micro-step K - 1 only (once per
+    optimizer step, as `scaler.update()`).
+  }];
+  let arguments = (ins MemOpt_WrittenState:$loss_scale,
+                       MemOpt_WrittenState:$state,
+                       StaticShapeTensorOf<[F32]>:$found_inf,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       DefaultValuedAttr<F32Attr, "2.0">:$growth_factor,
+                       DefaultValuedAttr<F32Attr, "0.5">:$backoff_factor,
+                       DefaultValuedAttr<I64Attr, "2000">:$growth_interval,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+  let assemblyFormat = "$loss_scale `,` $state `,` `found_inf` $found_inf "
+                       "(`,` `micro_step` $micro_step^)? attr-dict `:` "
+                       "type(operands)";
   let hasVerifier = 1;
 }
 

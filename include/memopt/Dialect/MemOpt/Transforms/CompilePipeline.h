@@ -71,12 +71,42 @@ struct CompilePipelineOptions
   ListOption<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("Prefixes of initializer names that are not trained")};
+  Option<std::string> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("Mixed-precision training: dynamic (GradScaler's "
+                     "dynamic loss scaling), none, or auto (dynamic for "
+                     "fp16, none otherwise)"),
+      llvm::cl::init("auto")};
+  Option<double> lossScaleInit{*this, "loss-scale-init",
+                               llvm::cl::desc("Initial loss scale"),
+                               llvm::cl::init(65536.0)};
+  Option<double> lossScaleGrowth{
+      *this, "loss-scale-growth",
+      llvm::cl::desc("Loss scale factor after loss-scale-interval clean "
+                     "steps"),
+      llvm::cl::init(2.0)};
+  Option<double> lossScaleBackoff{
+      *this, "loss-scale-backoff",
+      llvm::cl::desc("Loss scale factor after a step with inf / NaN "
+                     "gradients (the step is skipped)"),
+      llvm::cl::init(0.5)};
+  Option<int64_t> lossScaleInterval{
+      *this, "loss-scale-interval",
+      llvm::cl::desc("Clean steps before the loss scale grows"),
+      llvm::cl::init(2000)};
+  Option<std::string> weightCasts{
+      *this, "weight-casts",
+      llvm::cl::desc("Mixed-precision training: keep each parameter's low "
+                     "copy for the backward, recast it there, or auto "
+                     "(memopt-weight-casts decides by bytes and time)"),
+      llvm::cl::init("auto")};
 
   // Graph rewrites.
   Option<std::string> precision{
       *this, "precision",
       llvm::cl::desc("fp32, tf32 (f32 tensors, TF32 math in contractions), "
-                     "fp16 or bf16 (inference)"),
+                     "fp16 or bf16 (with train: f32 master weights, see "
+                     "docs/training.md)"),
       llvm::cl::init("fp32")};
   Option<std::string> layout{
       *this, "layout",
@@ -150,6 +180,8 @@ struct CompilePipelineOptions
   std::string getLowType() const;
   /// The learning rate and weight decay after the optimizer's defaults.
   double getLearningRate() const;
+  /// memopt-autodiff's loss-scale after `auto`: dynamic for fp16 training.
+  std::string getLossScale() const;
   /// Checks the values the passes do not check themselves (precision,
   /// stop-after, a training option set without `train`); the message
   /// names the option.

@@ -96,11 +96,31 @@ def MemOptMixedPrecision
     multiply in TF32 on tensor cores with f32 accumulation (PyTorch's
     `allow_tf32`, TensorRT's default). The host backend computes the same
     program in f32 (double). Training programs take it too.
+
+    `training=true` (memopt-compile --train --precision fp16|bf16) runs on
+    the model before memopt-append-loss and memopt-autodiff, as PyTorch's
+    autocast runs the forward and the backward inherits its types
+    (docs/training.md, "Mixed precision"). Parameters (`memopt.variable`s)
+    stay f32 master weights: an op that runs low reads a cast of the
+    parameter, whose gradient (CastOp's rule) returns an f32 gradient to the
+    master. Departures from inference: the function's results are not
+    widened (the loss reads the low logits itself); an operand the op
+    accepts in f32 (`acceptsF32Operand`: normalization scale and bias) keeps
+    a parameter f32, results `hasF32Result` names (batch statistics) stay
+    f32; an op whose gradient has no low-precision form
+    (`hasLowPrecisionGradient`: attention) runs in f32 with a warning naming
+    the node; an op that only moves data out of parameters into a smaller
+    result (an embedding gather) reads them in f32 and its result is cast
+    where it is needed; the tanh GELU spelled as eight ops is fused first,
+    as memopt-autodiff does.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"f16\"",
            "The low float type: f16 or bf16; or tf32 (f32 storage, TF32 "
            "math in contractions)">,
+    Option<"training", "training", "bool", /*default=*/"false",
+           "The model is about to be trained: keep parameters f32 (see "
+           "the description)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print ops per type, casts inserted and weight bytes">,
   ];
@@ -386,6 +406,10 @@ def MemOptAppendLoss : Pass<"memopt-append-loss", "::mlir::func::FuncOp"> {
     squared error against a new argument `target` of the output's type.
     `kind=output`: the chosen output already is the scalar loss. The
     function then returns the f32 scalar loss only (result name `loss`).
+    After mixed precision (training), an output that is an f16 / bf16 value
+    widened by a cast gives cross-entropy the low logits themselves: the
+    kernel computes in f32 whatever the logits' type, so the loss is the same
+    and no f32 copy of the logits (nor of their gradient) exists.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"cross-entropy\"",
@@ -419,6 +443,17 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
     accumulator and updates only on micro-step K - 1 (docs/training.md).
     Parameters without a gradient become constants again. With `report`,
     prints the parameters, their bytes and the optimizer state added.
+
+    `loss-scale=dynamic` (f16 training): PyTorch GradScaler's dynamic loss
+    scaling on the device. A `loss_scale` variable (`loss-scale-init`,
+    2^16) multiplies the backward's seed; a `loss_scale_state` variable
+    `[clean steps, skipped steps]` follows it. The updates no longer ride
+    on the backward: one `memopt.found_inf` over every gradient of the step
+    comes first (a skip decision needs them all), then the updates, which
+    unscale inside their kernels and write nothing when it found an inf or
+    NaN, then `memopt.update_loss_scale` (`loss-scale-backoff`,
+    `loss-scale-growth`, `loss-scale-interval`). The gradients that wait
+    for the check are the low-precision ones wherever the forward ran low.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -437,8 +472,51 @@ def MemOptAutodiff : Pass<"memopt-autodiff", "::mlir::func::FuncOp"> {
            "Micro-batches per optimizer step: gradients of loss / K are "
            "summed in persistent gradient_accumulator variables and the "
            "updates run on the last micro-step (micro_step variable)">,
+    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
+           "none or dynamic (GradScaler's dynamic loss scaling)">,
+    Option<"lossScaleInit", "loss-scale-init", "double",
+           /*default=*/"65536.0", "Initial loss scale">,
+    Option<"lossScaleGrowth", "loss-scale-growth", "double",
+           /*default=*/"2.0", "Factor after loss-scale-interval clean steps">,
+    Option<"lossScaleBackoff", "loss-scale-backoff", "double",
+           /*default=*/"0.5", "Factor after a step with inf / NaN gradients">,
+    Option<"lossScaleInterval", "loss-scale-interval", "int64_t",
+           /*default=*/"2000", "Clean steps before the scale grows">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the parameters trained and the state added">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
+def MemOptWeightCasts : Pass<"memopt-weight-casts", "::mlir::func::FuncOp"> {
+  let summary = "Keep a parameter's low-precision copy for the backward or "
+                "cast it again there";
+  let description = [{
+    After mixed precision (training) and memopt-autodiff, each f32 parameter
+    that runs low is read through one cast, used by the forward op and by
+    the backward ops that read the weight (a matmul's input gradient). Kept,
+    the copy is an arena buffer alive from the forward to the backward, the
+    whole middle of the step, as PyTorch's autocast weight cache keeps it;
+    cast again, a second cast right before the first backward user makes a
+    copy that lives only through the backward users, and the forward copy
+    dies after the forward.
+
+    `policy=auto` decides for all parameters together by bytes and time:
+    recasting adds one elementwise kernel per parameter (f32 read, low
+    write: the roofline time of the casts, CostModel.h) and takes the low
+    copies out of the tensors held across the forward/backward boundary.
+    It recasts when the fraction of those held bytes it saves is larger
+    than the fraction of the step's estimated time it adds (the same
+    exchange rate as a 1% slower step for 1% less memory). `keep` and
+    `recast` force one choice. The function gets `memopt.weight_casts`
+    (policy, decision, bytes, seconds), which the memory report prints;
+    with `report`, a line with the same.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"auto\"",
+           "auto, keep or recast">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the decision and its figures">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
