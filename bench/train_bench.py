@@ -34,6 +34,29 @@ The steps (as bench/gpu_bench.py: prepare here, device step there, report here):
                      torch.compile (one child process per model), TF32 off, then TF32 on if the
                      deadline allows
   report   (here)    docs/training-benchmark.md and bench/results/train.json
+  curves   (GPU)     loss curves (issue 16): memopt fp32 / fp16 / bf16 and PyTorch fp32 / AMP
+                     fp16 / AMP bf16 from the same initial weights (memopt's --random-weights
+                     SEED, saved with --steps 0 --save-state and loaded into the PyTorch module
+                     by name) on the same batch, N steps; `report --curves` draws them
+
+Mixed precision (issue 16): `prepare --precision fp16|bf16` compiles the memopt programs with
+`--precision` (f32 master weights, dynamic loss scaling for fp16; their carry names end in
+`.fp16` / `.bf16`, so one carry folder holds several precisions), `device --precision` runs
+those and times PyTorch with autocast (`torch.autocast("cuda", dtype)`, a GradScaler with its
+defaults for fp16, none for bf16) in eager mode, under torch.compile, and under torch.compile
+with `torch._functorch.config.activation_memory_budget = 0.5` (mode `compile-budget`), the
+ResNet-50 module and its input channels-last (`torch.channels_last`). The issue's figures are
+for SGD with momentum; memory beyond weights + gradients + optimizer state. For example:
+
+    python3 bench/train_bench.py prepare --graphs build-train/graphs --dest build-train/carry \
+        --precision fp16 --only resnet50_b64 vit_b_16_b32 gpt2_b8
+    # device: python3 .dev-NAME/train_bench.py device --carry .dev-NAME --out $OUT \
+    #   --precision fp16 --optimizers sgd --checks --tf32 off --deadline-s 500
+    # device: python3 .dev-NAME/train_bench.py curves --carry .dev-NAME --out $OUT \
+    #   --configs gpt2_b8 --steps 300
+    python3 bench/train_bench.py report --device-json OUT/device.json --prepare-json \
+        build-train/carry/prepare.json --doc-out docs/training-benchmark-amp.md \
+        --json-out bench/results/train_amp.json --curves OUT/curves.json
 
 The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results/train_raw):
 
@@ -86,6 +109,12 @@ OPTIMIZERS = {
     "sgd": ["--optimizer", "sgd", "--lr", "0.001", "--momentum", "0.9"],
     "adamw": ["--optimizer", "adamw", "--lr", "0.0001", "--weight-decay", "0.01"],
 }
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def precision_suffix(precision):
+    """The carry's file names: NAME.OPT[.fp16|.bf16] (fp32 keeps the plain name)."""
+    return "" if precision in (None, "fp32") else "." + precision
 TEXT = ("gpt2", "gpt2_tiny")
 
 
@@ -332,11 +361,12 @@ def cmd_prepare(args):
             summary["configs"][key] = {"error": "graph not exported"}
             print(f"{key}: no graph")
             continue
-        out = os.path.join(programs, key)
+        suffix = precision_suffix(args.precision)
+        out = os.path.join(programs, key + suffix)
         command = [compile_bin, graph, "--train", "--loss", "cross-entropy", "--loss-output",
                    "logits" if model != "tiny_convnet" else "output", *OPTIMIZERS[opt],
                    "--target", "cuda", "--arch", "sm_90", "--emit", "source", "-o", out,
-                   "--report", out + ".report.json"]
+                   "--report", out + ".report.json", "--precision", args.precision]
         if model in ("resnet50", "tiny_convnet"):
             command.append("--bn-batch-stats")
         frozen = frozen_constants(graph)
@@ -349,30 +379,32 @@ def cmd_prepare(args):
             os.path.basename(c) if c.startswith(programs) else c for c in command[2:])
         if proc.returncode != 0:
             message = (proc.stderr or proc.stdout).strip()
-            summary["configs"][key] = {"error": message[-3000:], "command": shown}
+            summary["configs"][key + suffix] = {"error": message[-3000:], "command": shown}
             print(f"{key}: memopt-compile FAILED ({seconds:.1f} s)\n{message[-3000:]}")
             continue
         report = json.load(open(out + ".report.json"))
         report.pop("buffers", None)
         report.pop("live_bytes_per_op", None)
-        summary["configs"][key] = {"compile_s": round(seconds, 1), "command": shown,
-                                   "report": report,
-                                   "source_bytes": os.path.getsize(out + ".cu")}
+        summary["configs"][key + suffix] = {"compile_s": round(seconds, 1), "command": shown,
+                                            "report": report, "precision": args.precision,
+                                            "source_bytes": os.path.getsize(out + ".cu")}
         print(f"{key}: compiled in {seconds:.1f} s, arena "
               f"{report['arena_bytes'] / 2**20:.1f} MiB, training "
               f"{json.dumps(report.get('training'))}")
         inc = os.path.join(src, "include")
         lib = lambda d, n: os.path.join(d, f"libmemopt_runtime_{n}.a")  # noqa: E731
         # CUDA: the object only (the runtime library travels once; linked on the device).
-        jobs.append(((key, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c",
-                                     out + ".cu", f"-I{inc}", "-o",
-                                     os.path.join(dest, "obj", key + ".cuda.o")]))
+        jobs.append(((key + suffix, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c",
+                                              out + ".cu", f"-I{inc}", "-o",
+                                              os.path.join(dest, "obj",
+                                                           key + suffix + ".cuda.o")]))
         if name in CHECKS:
-            jobs.append(((key, "host"), ["sh", "-c",
-                                         f"g++ -std=c++17 -O2 -x c++ {out}.cu -x none -I{inc} "
-                                         f"{lib(rt_host, 'main')} {lib(rt_host, 'driver')} "
-                                         f"{lib(rt_host, 'host')} {lib(rt_host, 'common')} "
-                                         f"-lpthread -o {os.path.join(dest, 'bin', key)}.host"]))
+            jobs.append(((key + suffix, "host"),
+                         ["sh", "-c",
+                          f"g++ -std=c++17 -O2 -x c++ {out}.cu -x none -I{inc} "
+                          f"{lib(rt_host, 'main')} {lib(rt_host, 'driver')} "
+                          f"{lib(rt_host, 'host')} {lib(rt_host, 'common')} "
+                          f"-lpthread -o {os.path.join(dest, 'bin', key + suffix)}.host"]))
     import gpu_bench
 
     def done(key, code, text, seconds):
@@ -467,7 +499,7 @@ def run_streamed(command, timeout, env):
     return code, "".join(lines), stamps
 
 
-def grad_check(bin_dir, work, name, say, env):
+def grad_check(bin_dir, work, name, say, env, suffix=""):
     """One SGD-momentum step on CUDA and on the host backend (same seed and inputs), then the
     momentum buffers (= the first-step gradients) compared."""
     import numpy as np
@@ -481,7 +513,7 @@ def grad_check(bin_dir, work, name, say, env):
     first = input_name(model) if model != "tiny_convnet" else "input"
     result = {}
     for backend in ("host", "cuda"):
-        exe = os.path.join(bin_dir, f"{name}.sgd.{backend}")
+        exe = os.path.join(bin_dir, f"{name}.sgd{suffix}.{backend}")
         state = os.path.join(base, backend)
         shutil.rmtree(state, ignore_errors=True)
         command = [exe, "--random-weights", str(SEED), "--input",
@@ -614,10 +646,10 @@ def dump_compare(bin_dir, work, name, say, env, out):
     return result
 
 
-def profile_one(bin_dir, name, opt, inputs, env, out, say):
+def profile_one(bin_dir, name, opt, inputs, env, out, say, suffix=""):
     """One eager step timed op by op (--profile, after two untimed steps)."""
     model = BENCH[name][0]
-    exe = os.path.join(bin_dir, f"{name}.{opt}.cuda")
+    exe = os.path.join(bin_dir, f"{name}.{opt}{suffix}.cuda")
     command = [exe, "--random-weights", str(SEED), "--input",
                f"{input_name(model)}={inputs[name][0]}", "--input",
                f"labels={inputs[name][1]}", "--steps", "3", "--profile"]
@@ -631,6 +663,43 @@ def profile_one(bin_dir, name, opt, inputs, env, out, say):
     lines = [line for line in text.splitlines() if line.startswith("profile")]
     say(f"profile {name}.{opt}:\n" + "\n".join(lines[:40]))
     return lines
+
+
+def link_executables(carry, work, results, say):
+    """Links the carry's CUDA objects with its runtime (both built on the development
+    machine) into WORK/bin, with cuDNN / cuBLASLt from PyTorch's wheels; copies the host
+    executables there. Returns that folder."""
+    # Link the CUDA executables (objects and runtime built on the development machine).
+    link_dir = os.path.join(work, "link")
+    os.makedirs(link_dir, exist_ok=True)
+    for path in library_path().split(":"):
+        for lib_name in ("libcudnn.so", "libcublasLt.so"):
+            found = sorted(glob.glob(os.path.join(path, lib_name + "*")))
+            target = os.path.join(link_dir, lib_name)
+            if found and not os.path.exists(target):
+                os.symlink(found[0], target)
+    rt = lambda n: os.path.join(carry, "rt", f"libmemopt_runtime_{n}.a")  # noqa: E731
+    exe_dir = os.path.join(work, "bin")
+    os.makedirs(exe_dir, exist_ok=True)
+    link_jobs = []
+    for obj in sorted(glob.glob(os.path.join(carry, "obj", "*.cuda.o"))):
+        key = os.path.basename(obj)[:-len(".cuda.o")]
+        link_jobs.append((key, ["nvcc", "-arch=sm_90", obj, rt("main"), rt("driver"), rt("cuda"),
+                                rt("common"), f"-L{link_dir}", "-lcublasLt", "-lcudnn", "-o",
+                                os.path.join(exe_dir, key + ".cuda")]))
+    for exe in glob.glob(os.path.join(carry, "bin", "*.host")):
+        shutil.copy(exe, exe_dir)
+    results["link_errors"] = {}
+
+    def linked(key, code, text, seconds):
+        if code != 0:
+            results["link_errors"][key] = text[-2000:]
+            say(f"link {key}: FAILED\n{text[-1500:]}")
+
+    import gpu_bench
+
+    gpu_bench.run_parallel(link_jobs, 16, time.time() + 120, linked, say)
+    return exe_dir
 
 
 def cmd_device(args):
@@ -668,37 +737,7 @@ def cmd_device(args):
     except OSError:
         pass
 
-    # Link the CUDA executables (objects and runtime built on the development machine).
-    link_dir = os.path.join(work, "link")
-    os.makedirs(link_dir, exist_ok=True)
-    for path in library_path().split(":"):
-        for lib_name in ("libcudnn.so", "libcublasLt.so"):
-            found = sorted(glob.glob(os.path.join(path, lib_name + "*")))
-            target = os.path.join(link_dir, lib_name)
-            if found and not os.path.exists(target):
-                os.symlink(found[0], target)
-    rt = lambda n: os.path.join(carry, "rt", f"libmemopt_runtime_{n}.a")  # noqa: E731
-    exe_dir = os.path.join(work, "bin")
-    os.makedirs(exe_dir, exist_ok=True)
-    link_jobs = []
-    for obj in sorted(glob.glob(os.path.join(carry, "obj", "*.cuda.o"))):
-        key = os.path.basename(obj)[:-len(".cuda.o")]
-        link_jobs.append((key, ["nvcc", "-arch=sm_90", obj, rt("main"), rt("driver"), rt("cuda"),
-                                rt("common"), f"-L{link_dir}", "-lcublasLt", "-lcudnn", "-o",
-                                os.path.join(exe_dir, key + ".cuda")]))
-    for exe in glob.glob(os.path.join(bin_dir, "*.host")):
-        shutil.copy(exe, exe_dir)
-    results["link_errors"] = {}
-
-    def linked(key, code, text, seconds):
-        if code != 0:
-            results["link_errors"][key] = text[-2000:]
-            say(f"link {key}: FAILED\n{text[-1500:]}")
-
-    import gpu_bench
-
-    gpu_bench.run_parallel(link_jobs, 16, time.time() + 120, linked, say)
-    bin_dir = exe_dir
+    bin_dir = link_executables(carry, work, results, say)
     phase("link_done_s")
 
     # Phase A (nothing timed): gpu_check.sh, torch.compile warm-ups, gradient checks.
@@ -719,12 +758,16 @@ def cmd_device(args):
             log = open(os.path.join(work, f"warm_{name}.log"), "w")
             warm.append((name, subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "torch-one", name, "--modes",
-                 "compile", "--warm-only", "--tf32", args.tf32[0], "--optimizers", "sgd",
+                 *[m for m in args.modes if m.startswith("compile")], "--warm-only",
+                 "--tf32", args.tf32[0], "--optimizers", "sgd",
+                 "--precision", args.precision,
                  "--out",
                  os.path.join(work, f"warm_{name}.json")],
                 stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
+    suffix = precision_suffix(args.precision)
+    results["precision"] = args.precision
     for name in args.checks:
-        results["checks"][name] = grad_check(bin_dir, work, name, say, env)
+        results["checks"][name] = grad_check(bin_dir, work, name, say, env, suffix)
         save()
     for name in args.dump_checks:
         results.setdefault("dumps", {})[name] = dump_compare(bin_dir, work, name, say, env,
@@ -775,7 +818,7 @@ def cmd_device(args):
         name, opt = key.split(".")
         if name in inputs and time.time() < deadline - 90:
             results.setdefault("profiles", {})[key] = profile_one(bin_dir, name, opt, inputs,
-                                                                  env, out, say)
+                                                                  env, out, say, suffix)
             save()
     phase("profiles_done_s")
     # ResNet-50 last: its step was the slow one in the first device call.
@@ -783,7 +826,7 @@ def cmd_device(args):
         model = BENCH[name][0]
         for opt in args.optimizers:
             key = f"{name}.{opt}"
-            exe = os.path.join(bin_dir, f"{key}.cuda")
+            exe = os.path.join(bin_dir, f"{key}{suffix}.cuda")
             if not os.path.exists(exe):
                 results["memopt"][key] = {"error": "no executable"}
                 continue
@@ -847,6 +890,7 @@ def cmd_device(args):
                 part = os.path.join(work, f"torch_{name}_{tf32}.json")
                 command = [sys.executable, os.path.abspath(__file__), "torch-one", name,
                            "--out", part, "--runs", str(args.runs), "--tf32", tf32,
+                           "--precision", args.precision,
                            "--deadline", str(deadline - 10), "--optimizers", *args.optimizers,
                            "--modes", *(args.modes if tf32 == "off" or args.tf32_compile
                                         else [m for m in args.modes if m == "eager"])]
@@ -918,7 +962,14 @@ def cmd_torch_one(args):
     torch._dynamo.config.cache_size_limit = 64
     model, batch, size, classes = BENCH[args.name]
     x_host, y_host = (torch.from_numpy(a) for a in make_batch(model, batch, size, classes))
-    result = {"environment": gpu_bench.torch_environment(), "tf32": on, "runs": {}}
+    result = {"environment": gpu_bench.torch_environment(), "tf32": on, "runs": {},
+              "precision": args.precision}
+    # Mixed precision: autocast (and a GradScaler with its defaults for fp16), channels-last
+    # for the convolutional net, as PyTorch's AMP recipe has it.
+    low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    channels_last = low is not None and model == "resnet50"
+    if channels_last:
+        x_host = x_host.contiguous(memory_format=torch.channels_last)
 
     def save():
         with open(args.out, "w") as handle:
@@ -934,13 +985,23 @@ def cmd_torch_one(args):
     for mode in args.modes:
         # One module and one compiled forward + loss per mode, shared by the optimizers.
         torch._dynamo.reset()
+        # torch.compile's activation-memory budget (the min-cut partitioner recomputes until
+        # the saved activations fit the fraction): the issue's "with budget 0.5" baseline.
+        import torch._functorch.config as functorch_config
+
+        functorch_config.activation_memory_budget = (
+            args.activation_budget if mode == "compile-budget" else 1.0)
         module = build_module(model, size, classes).cuda().train()
+        if channels_last:
+            module = module.to(memory_format=torch.channels_last)
 
         def plain_loss(x, y):
-            logits = module(x)
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            with torch.autocast("cuda", dtype=low, enabled=low is not None):
+                logits = module(x)
+                return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
-        loss_fn = torch.compile(plain_loss, dynamic=False) if mode == "compile" else plain_loss
+        loss_fn = (torch.compile(plain_loss, dynamic=False) if mode.startswith("compile")
+                   else plain_loss)
         for opt_name in args.optimizers:
             key = f"{mode}.{opt_name}"
             if time.time() > args.deadline:
@@ -953,15 +1014,20 @@ def cmd_torch_one(args):
                 else:
                     opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
                 opt_step = opt.step
-                if mode == "compile" and args.compile_optimizer:
+                if mode.startswith("compile") and args.compile_optimizer:
                     opt_step = torch.compile(opt.step, dynamic=False)
+                scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
 
                 def step():
                     x = x_host.to("cuda")
                     y = y_host.to("cuda")
                     loss = loss_fn(x, y)
-                    loss.backward()
-                    opt_step()
+                    scaler.scale(loss).backward()
+                    if scaler.is_enabled():
+                        scaler.step(opt)  # syncs the host to read found_inf (unfused SGD)
+                        scaler.update()
+                    else:
+                        opt_step()
                     opt.zero_grad(set_to_none=True)
                     return loss
 
@@ -1010,7 +1076,9 @@ def cmd_torch_one(args):
                     "buffer_bytes": buffers, "grad_bytes": params,
                     "optimizer_state_bytes": opt_state, "state_bytes": state,
                     "beyond_state_bytes": peak - state, "first_loss": first_loss,
-                    "last_loss": float(loss)}
+                    "last_loss": float(loss), "precision": args.precision,
+                    "channels_last": channels_last,
+                    "loss_scale": float(scaler.get_scale()) if scaler.is_enabled() else None}
                 print(f"{args.name} {key} tf32={args.tf32}: "
                       f"{result['runs'][key]['median_ms']:.2f} ms, "
                       f"peak {peak / 2**20:.0f} MiB", flush=True)
@@ -1026,6 +1094,167 @@ def cmd_torch_one(args):
         torch.cuda.empty_cache()
     save()
     return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# curves (GPU): loss curves from the same initial weights
+
+
+def cmd_curves(args):
+    """memopt's fp32 / fp16 / bf16 programs (whichever the carry has) and PyTorch fp32 / AMP
+    fp16 / AMP bf16, `--steps` steps each on the bench batch, from the same initial weights:
+    memopt's --random-weights SEED written by --steps 0 --save-state and loaded into the
+    PyTorch module by parameter name (the dynamo exporter names initializers by their
+    state_dict key; unmatched parameters are counted in the result)."""
+    import numpy as np
+
+    carry = os.path.abspath(args.carry)
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    work = os.path.join(args.work, "curves")
+    os.makedirs(work, exist_ok=True)
+    say = log_to(os.path.join(out, "curves_log.txt"))
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = library_path() + ":" + env.get("LD_LIBRARY_PATH", "")
+    result = {"steps": args.steps, "optimizer": args.optimizer, "configs": {}}
+    exe_dir = link_executables(carry, args.work, result, say)
+    path = os.path.join(out, "curves.json")
+    for name in args.configs:
+        model, batch, size, classes = BENCH[name]
+        x, y = make_batch(model, batch, size, classes)
+        xs, ys = os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy")
+        np.save(xs, x)
+        np.save(ys, y)
+        entry = result["configs"].setdefault(name, {"memopt": {}, "torch": {}})
+        init = os.path.join(work, f"{name}.init")
+        for precision in PRECISIONS:
+            exe = os.path.join(exe_dir,
+                               f"{name}.{args.optimizer}{precision_suffix(precision)}.cuda")
+            if not os.path.exists(exe):
+                entry["memopt"][precision] = {"error": "no executable (prepare and link it)"}
+                continue
+            if not os.path.exists(init):
+                subprocess.run([exe, "--random-weights", str(SEED), "--input",
+                                f"{input_name(model)}={xs}", "--input", f"labels={ys}",
+                                "--steps", "0", "--save-state", init], env=env,
+                               capture_output=True, text=True, timeout=300)
+            log = os.path.join(work, f"{name}.{precision}.csv")
+            code, text, _ = run_streamed(
+                [exe, "--random-weights", str(SEED), "--input", f"{input_name(model)}={xs}",
+                 "--input", f"labels={ys}", "--steps", str(args.steps), "--log", log],
+                args.timeout_s, env)
+            if code != 0:
+                entry["memopt"][precision] = {"error": text[-2000:]}
+                say(f"curves memopt {name} {precision}: FAILED\n{text[-1000:]}")
+                continue
+            rows = [line.split(",") for line in open(log).read().splitlines()[1:]]
+            entry["memopt"][precision] = {
+                "loss": [float(r[1]) for r in rows],
+                "loss_scale": [float(r[2]) for r in rows] if rows and len(rows[0]) > 2 else None,
+                "skipped_steps": int(rows[-1][3]) if rows and len(rows[0]) > 3 else 0}
+            say(f"curves memopt {name} {precision}: {rows[0][1]} -> {rows[-1][1]}")
+        for precision in PRECISIONS:
+            part = os.path.join(work, f"{name}.torch.{precision}.json")
+            command = [sys.executable, os.path.abspath(__file__), "torch-curve", name,
+                       "--init", init, "--out", part, "--steps", str(args.steps),
+                       "--precision", precision, "--optimizer", args.optimizer]
+            try:
+                subprocess.run(command, timeout=args.timeout_s,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            except subprocess.TimeoutExpired:
+                say(f"curves torch {name} {precision}: timeout")
+            if os.path.exists(part):
+                entry["torch"][precision] = json.load(open(part))
+                losses = entry["torch"][precision].get("loss", [])
+                if losses:
+                    say(f"curves torch {name} {precision}: {losses[0]} -> {losses[-1]}")
+        with open(path, "w") as handle:
+            json.dump(result, handle)
+    return 0
+
+
+def cmd_torch_curve(args):
+    """PyTorch's curve (fp32, or AMP fp16 with a GradScaler, or AMP bf16) from memopt's
+    initial weights (the .npy files of --save-state, loaded by name)."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    model, batch, size, classes = BENCH[args.name]
+    module = build_module(model, size, classes).cuda().train()
+    low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    state = module.state_dict()
+    loaded, missing = 0, []
+    for key, tensor in state.items():
+        file = os.path.join(args.init, "".join("_" if c in "/\\: " else c for c in key) +
+                            ".npy")
+        if os.path.exists(file):
+            value = torch.from_numpy(np.load(file))
+            if tuple(value.shape) == tuple(tensor.shape):
+                tensor.copy_(value)
+                loaded += 1
+                continue
+        missing.append(key)
+    if model == "resnet50" and low is not None:
+        module = module.to(memory_format=torch.channels_last)
+    x_np, y_np = make_batch(model, batch, size, classes)
+    x, y = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+    if model == "resnet50" and low is not None:
+        x = x.contiguous(memory_format=torch.channels_last)
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+    losses, scales = [], []
+    for _ in range(args.steps):
+        with torch.autocast("cuda", dtype=low, enabled=low is not None):
+            logits = module(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+        scales.append(float(scaler.get_scale()) if scaler.is_enabled() else None)
+    with open(args.out, "w") as handle:
+        json.dump({"loss": losses, "loss_scale": scales, "loaded_parameters": loaded,
+                   "parameters_not_loaded": missing}, handle)
+    return 0
+
+
+def curves_svg(curves, path, width=720, height=300):
+    """A plain SVG line chart per configuration: loss against step, one line per run."""
+    colors = {"memopt.fp32": "#1f77b4", "memopt.fp16": "#d62728", "memopt.bf16": "#2ca02c",
+              "torch.fp32": "#7f7f7f", "torch.fp16": "#ff9896", "torch.bf16": "#98df8a"}
+    parts = []
+    top = 0
+    for name, entry in curves["configs"].items():
+        lines = {f"{side}.{p}": run["loss"] for side in ("memopt", "torch")
+                 for p, run in entry[side].items() if run.get("loss")}
+        if not lines:
+            continue
+        values = [v for losses in lines.values() for v in losses if v == v]
+        low, high = min(values), max(values)
+        steps = max(len(v) for v in lines.values())
+        parts.append(f'<text x="10" y="{top + 16}" font-size="14">{name}: loss over '
+                     f'{steps} steps ({curves["optimizer"]})</text>')
+        for k, (label, losses) in enumerate(lines.items()):
+            points = " ".join(
+                f"{60 + (width - 200) * i / max(steps - 1, 1):.1f},"
+                f"{top + 30 + (height - 60) * (1 - (v - low) / max(high - low, 1e-12)):.1f}"
+                for i, v in enumerate(losses) if v == v)
+            parts.append(f'<polyline fill="none" stroke="{colors.get(label, "black")}" '
+                         f'stroke-width="1.5" points="{points}"/>')
+            parts.append(f'<text x="{width - 130}" y="{top + 40 + 16 * k}" font-size="12" '
+                         f'fill="{colors.get(label, "black")}">{label}</text>')
+        parts.append(f'<text x="10" y="{top + 34}" font-size="11">{high:.3g}</text>')
+        parts.append(f'<text x="10" y="{top + height - 30}" font-size="11">{low:.3g}</text>')
+        top += height
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{max(top, 1)}">'
+           + "".join(parts) + "</svg>\n")
+    with open(path, "w") as handle:
+        handle.write(svg)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1059,6 +1288,9 @@ def cmd_report(args):
         merged["nvidia_smi"] = d.get("nvidia_smi", merged.get("nvidia_smi"))
     env = next((t.get("environment") for t in merged["torch"].values()
                 if t.get("environment")), {})
+    precision = next((d.get("precision") for d in devices if d.get("precision")), "fp32")
+    budget_column = any(mode.startswith("compile-budget")
+                        for t in merged["torch"].values() for mode in t.get("runs", {}))
     rows, tf32_rows = [], []
     for name in BENCH:
         for opt in OPTIMIZERS:
@@ -1067,8 +1299,11 @@ def cmd_report(args):
             t = merged["torch"].get(f"{name}.tf32=off", {}).get("runs", {})
             t32 = merged["torch"].get(f"{name}.tf32=on", {}).get("runs", {})
             e, c = t.get(f"eager.{opt}", {}), t.get(f"compile.{opt}", {})
+            cb = t.get(f"compile-budget.{opt}", {})
             e32, c32 = t32.get(f"eager.{opt}", {}), t32.get(f"compile.{opt}", {})
-            rep = prepare["configs"].get(key, {}).get("report", {}).get("training", {})
+            suffix = precision_suffix(precision)
+            rep = prepare["configs"].get(key + suffix, {}).get("report", {}).get("training",
+                                                                                  {})
 
             def ms(r):
                 return f"{r['median_ms']:.1f}" if "median_ms" in r else \
@@ -1089,13 +1324,16 @@ def cmd_report(args):
                         f"{mb(m, 'beyond_state_bytes')} | {mb(e, 'beyond_state_bytes')} | "
                         f"{mb(c, 'beyond_state_bytes')} | {ms(m)} | {ms(e)} | {ms(c)} | "
                         f"{ratio} | {mem_ok} | {mb(m, 'device_peak_used_bytes')} | "
-                        f"{mb(e, 'device_used_bytes')} | {mb(c, 'device_used_bytes')} |")
+                        f"{mb(e, 'device_used_bytes')} | {mb(c, 'device_used_bytes')} |" +
+                        (f" {ms(cb)} | {mb(cb, 'peak_allocated_bytes')} | "
+                         f"{mb(cb, 'beyond_state_bytes')} |" if budget_column else ""))
             tf32_rows.append(f"| {name} | {opt} | {ms(m)} (fp32) | {ms(e32)} | {ms(c32)} | "
                              f"{mb(e32, 'peak_allocated_bytes')} | "
                              f"{mb(c32, 'peak_allocated_bytes')} |")
             merged.setdefault("configs", {})[key] = {
                 "memopt": m, "eager": e, "compile": c, "eager_tf32": e32,
-                "compile_tf32": c32, "memopt_report_training": rep}
+                "compile_tf32": c32, "compile_budget": cb, "precision": precision,
+                "memopt_report_training": rep}
     check_rows = []
     for name, check in merged["checks"].items():
         worst = check.get("worst") or {}
@@ -1114,9 +1352,16 @@ def cmd_report(args):
     header = ("| model | optimizer | memopt total | eager peak | compile peak | memopt beyond "
               "state | eager beyond state | compile beyond state | memopt ms | eager ms | "
               "compile ms | memopt / compile | memory below both | memopt device used | "
-              "eager device used | compile device used |\n"
+              "eager device used | compile device used |" +
+              (" compile (budget 0.5) ms | compile (budget 0.5) peak | compile (budget 0.5) "
+               "beyond state |" if budget_column else "") + "\n"
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-              "---: | --- | ---: | ---: | ---: |")
+              "---: | --- | ---: | ---: | ---: |" +
+              (" ---: | ---: | ---: |" if budget_column else ""))
+    if precision != "fp32":
+        header = (f"memopt `--precision {precision}` against PyTorch autocast "
+                  f"({precision}{', GradScaler' if precision == 'fp16' else ''}; ResNet-50 "
+                  "channels-last):\n\n" + header)
     tf32_header = ("| model | optimizer | memopt ms | eager ms (TF32) | compile ms (TF32) | "
                    "eager peak (TF32) | compile peak (TF32) |\n"
                    "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
@@ -1136,6 +1381,24 @@ def cmd_report(args):
                          "; failing lines: " + "; ".join(f"`{f}`" for f in gc["failures"][:10])))
     notes = open(args.notes).read().strip() if args.notes else ""
     text = text.replace("@NOTES@", notes)
+    if args.curves:
+        curves = json.load(open(args.curves))
+        svg = os.path.splitext(args.doc_out)[0] + "-curves.svg"
+        curves_svg(curves, svg)
+        lines = ["| config | run | first loss | last loss | skipped steps |",
+                 "| --- | --- | ---: | ---: | ---: |"]
+        for name, entry in curves["configs"].items():
+            for side in ("memopt", "torch"):
+                for p, run in entry[side].items():
+                    losses = run.get("loss") or []
+                    skipped = run.get("skipped_steps", "-")
+                    lines.append(f"| {name} | {side} {p} | "
+                                 f"{losses[0] if losses else run.get('error', '-')[:60]} | "
+                                 f"{losses[-1] if losses else '-'} | {skipped} |")
+        block = (f"Loss curves ({curves['steps']} steps, the same initial weights and batch; "
+                 f"![curves]({os.path.basename(svg)})):\n\n" + "\n".join(lines))
+        text = text.replace("@CURVES@", block) if "@CURVES@" in text else text + "\n" + block
+    merged["curves"] = args.curves
     with open(args.doc_out, "w") as handle:
         handle.write(text)
     merged["prepare"] = prepare
@@ -1167,6 +1430,8 @@ def main(argv=None):
     p.add_argument("--only", nargs="*")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-runtime", action="store_true")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="memopt-compile --precision (mixed-precision training for fp16/bf16)")
     p = sub.add_parser("device")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)
@@ -1178,7 +1443,12 @@ def main(argv=None):
     p.add_argument("--profile", nargs="*", default=[],
                    help="NAME.OPT configurations timed op by op (--profile)")
     p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
-    p.add_argument("--modes", nargs="*", default=["eager", "compile"])
+    p.add_argument("--modes", nargs="*",
+                   help="PyTorch modes: eager, compile, compile-budget (default: eager and "
+                        "compile; with --precision fp16/bf16 also compile-budget)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="run the carry's programs of this precision; PyTorch with autocast "
+                        "(+ GradScaler for fp16)")
     p.add_argument("--tf32", nargs="*", default=["off", "on"])
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--memopt-timeout-s", type=json.loads,
@@ -1200,8 +1470,26 @@ def main(argv=None):
     p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
     p.add_argument("--modes", nargs="*", default=["eager", "compile"])
     p.add_argument("--warm-only", action="store_true")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--activation-budget", type=float, default=0.5,
+                   help="torch._functorch.config.activation_memory_budget of compile-budget")
     p.add_argument("--compile-optimizer", action="store_true",
                    help="also torch.compile optimizer.step (slow to compile)")
+    p = sub.add_parser("curves")
+    p.add_argument("--carry", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/train_bench")
+    p.add_argument("--configs", nargs="*", default=["gpt2_b8"])
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--optimizer", default="sgd", choices=list(OPTIMIZERS))
+    p.add_argument("--timeout-s", type=float, default=300)
+    p = sub.add_parser("torch-curve")
+    p.add_argument("name")
+    p.add_argument("--init", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--optimizer", default="sgd", choices=list(OPTIMIZERS))
     p = sub.add_parser("report")
     p.add_argument("--device-json", nargs="+", required=True)
     p.add_argument("--prepare-json", required=True)
@@ -1209,12 +1497,17 @@ def main(argv=None):
     p.add_argument("--template", default=os.path.join(REPO, "bench", "train_bench_template.md"))
     p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "training-benchmark.md"))
     p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "train.json"))
+    p.add_argument("--curves", help="curves.json of a `curves` device call: a plot and a table")
     args = parser.parse_args(argv)
     if args.command == "export-one":
         return export_one(args.name, args.model, args.batch, args.size, args.classes,
                           args.work) or 0
+    if args.command == "device" and not args.modes:
+        args.modes = ["eager", "compile"] + (["compile-budget"] if args.precision != "fp32"
+                                             else [])
     return {"export": cmd_export, "prepare": cmd_prepare, "device": cmd_device,
-            "torch-one": cmd_torch_one, "report": cmd_report}[args.command](args)
+            "torch-one": cmd_torch_one, "report": cmd_report, "curves": cmd_curves,
+            "torch-curve": cmd_torch_curve}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
@@ -47,6 +48,102 @@ std::string mlir::memopt::getValueName(Value value) {
   if (result.getResultNumber() > 0)
     name += ":" + std::to_string(result.getResultNumber());
   return name;
+}
+
+void PrecisionBytes::add(Type elementType, int64_t bytes) {
+  std::string name;
+  llvm::raw_string_ostream(name) << elementType;
+  auto it =
+      llvm::find_if(byType, [&](const auto &e) { return e.first == name; });
+  if (it == byType.end())
+    byType.emplace_back(name, bytes);
+  else
+    it->second += bytes;
+  int64_t width =
+      elementType.isIntOrFloat()
+          ? std::max<int64_t>(elementType.getIntOrFloatBitWidth(), 8)
+          : 32;
+  // A low-precision float tensor would take 32 bits per element in f32.
+  f32Equivalent +=
+      isa<FloatType>(elementType) && width < 32 ? bytes * 32 / width : bytes;
+}
+
+int64_t PrecisionBytes::total() const {
+  int64_t sum = 0;
+  for (const auto &entry : byType)
+    sum += entry.second;
+  return sum;
+}
+
+/// The element type a storage holds (its root tensor's).
+static Type storageElementType(const Storage &storage) {
+  return getElementTypeOrSelf(storage.values.front().getType());
+}
+
+/// A cast of a parameter variable: its low-precision copy.
+static bool isParameterCopy(Value value) {
+  auto cast = value.getDefiningOp<CastOp>();
+  if (!cast)
+    return false;
+  auto variable = cast.getInput().getDefiningOp<VariableOp>();
+  return variable && variable.getRole() == "parameter";
+}
+
+/// Fills report.training.mixedPrecision for an f16 / bf16 training step.
+static void addMixedPrecisionReport(func::FuncOp function,
+                                    const BufferLiveness &liveness,
+                                    const llvm::DenseSet<unsigned> &saved,
+                                    ArrayRef<unsigned> gradientStorages,
+                                    MemoryReport &report) {
+  MixedPrecisionReport &mixed = report.training.mixedPrecision;
+  if (report.precision != "f16" && report.precision != "bf16")
+    return;
+  mixed.present = true;
+  mixed.precision = report.precision;
+  for (const Storage &storage : liveness.getStorages()) {
+    if (storage.kind != StorageKind::Arena || storage.values.empty())
+      continue;
+    Type element = storageElementType(storage);
+    if (saved.contains(storage.id))
+      mixed.savedForBackward.add(element, storage.size);
+    if (llvm::is_contained(gradientStorages, storage.id))
+      mixed.gradients.add(element, storage.size);
+    if (llvm::any_of(storage.values, isParameterCopy)) {
+      mixed.weightCopies.add(element, storage.size);
+      mixed.weightCopyCount += llvm::count_if(storage.values, isParameterCopy);
+    }
+  }
+  function.walk([&](Operation *op) {
+    if (auto variable = dyn_cast<VariableOp>(op)) {
+      mixed.persistentState.add(getElementTypeOrSelf(variable.getType()),
+                                getTensorBytes(variable.getType()));
+      return;
+    }
+    if (auto update = dyn_cast<UpdateLossScaleOp>(op)) {
+      mixed.lossScaling = true;
+      mixed.growthFactor = update.getGrowthFactor().convertToDouble();
+      mixed.backoffFactor = update.getBackoffFactor().convertToDouble();
+      mixed.growthInterval = update.getGrowthInterval();
+      if (auto variable = update.getLossScale().getDefiningOp<VariableOp>())
+        if (auto initial = variable.getInitialValueAttr())
+          if (auto dense = dyn_cast<DenseElementsAttr>(initial))
+            mixed.initialLossScale =
+                (*dense.getValues<APFloat>().begin()).convertToDouble();
+    }
+  });
+  if (auto casts =
+          function->getAttrOfType<DictionaryAttr>("memopt.weight_casts")) {
+    if (auto decision = casts.getAs<StringAttr>("decision"))
+      mixed.weightCastDecision = decision.str();
+    if (auto policy = casts.getAs<StringAttr>("policy"))
+      mixed.weightCastPolicy = policy.str();
+    if (auto held = casts.getAs<IntegerAttr>("held_bytes"))
+      mixed.weightCastHeldBytes = held.getInt();
+    if (auto seconds = casts.getAs<FloatAttr>("recast_seconds"))
+      mixed.weightCastSeconds = seconds.getValueAsDouble();
+    if (auto seconds = casts.getAs<FloatAttr>("step_seconds"))
+      mixed.stepSeconds = seconds.getValueAsDouble();
+  }
 }
 
 /// Fills report.training for a function with state (memopt.variable).
@@ -143,6 +240,8 @@ static void addTrainingReport(func::FuncOp function,
     else if (saved.contains(buffer.storageId))
       buffer.kind = "saved_for_backward";
   }
+  addMixedPrecisionReport(function, liveness, saved,
+                          gradientStorages.getArrayRef(), report);
 }
 
 /// Fills report.remat from the clones memopt-rematerialize left
@@ -337,6 +436,41 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"gradient_accumulator_bytes", training.gradientAccumulatorBytes},
         {"accumulation_steps", training.accumulationSteps},
         {"peak_phase", training.peakInBackward ? "backward" : "forward"}};
+    const MixedPrecisionReport &mixed = training.mixedPrecision;
+    if (mixed.present) {
+      auto category = [](const PrecisionBytes &bytes) {
+        llvm::json::Object byType;
+        for (const auto &[type, size] : bytes.byType)
+          byType[type] = size;
+        return llvm::json::Object{
+            {"bytes", bytes.total()},
+            {"by_type", std::move(byType)},
+            {"f32_equivalent_bytes", bytes.f32Equivalent},
+            {"saved_bytes", bytes.f32Equivalent - bytes.total()}};
+      };
+      llvm::json::Object object{
+          {"precision", mixed.precision},
+          {"saved_for_backward", category(mixed.savedForBackward)},
+          {"gradients", category(mixed.gradients)},
+          {"weight_copies", category(mixed.weightCopies)},
+          {"weight_copy_count", mixed.weightCopyCount},
+          {"persistent_state", category(mixed.persistentState)},
+          {"weight_casts",
+           llvm::json::Object{{"policy", mixed.weightCastPolicy},
+                              {"decision", mixed.weightCastDecision},
+                              {"held_bytes", mixed.weightCastHeldBytes},
+                              {"recast_seconds", mixed.weightCastSeconds},
+                              {"step_seconds", mixed.stepSeconds}}}};
+      if (mixed.lossScaling)
+        object["loss_scaling"] =
+            llvm::json::Object{{"initial_scale", mixed.initialLossScale},
+                               {"growth_factor", mixed.growthFactor},
+                               {"backoff_factor", mixed.backoffFactor},
+                               {"growth_interval", mixed.growthInterval}};
+      else
+        object["loss_scaling"] = nullptr;
+      (*result.getObject("training"))["mixed_precision"] = std::move(object);
+    }
   }
   return result;
 }
@@ -473,6 +607,35 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
                                 12)
          << "  (weight region: gradients summed over "
          << training.accumulationSteps << " micro-batches)\n";
+    const MixedPrecisionReport &mixed = training.mixedPrecision;
+    if (mixed.present) {
+      os << "    mixed precision (" << mixed.precision
+         << "): by type, and what f32 would take\n";
+      auto line = [&](StringRef name, const PrecisionBytes &bytes) {
+        os << "      " << llvm::left_justify(name, 20);
+        for (const auto &[type, size] : bytes.byType)
+          os << " " << type << " " << formatBytes(size);
+        os << "  (f32: " << formatBytes(bytes.f32Equivalent) << ", saved "
+           << formatBytes(bytes.f32Equivalent - bytes.total()) << ")\n";
+      };
+      line("saved for backward", mixed.savedForBackward);
+      line("gradients", mixed.gradients);
+      line("state (weights)", mixed.persistentState);
+      os << "      weight copies        " << mixed.weightCopyCount << " in "
+         << formatBytes(mixed.weightCopies.total()) << " of arena buffers";
+      if (!mixed.weightCastDecision.empty())
+        os << "; memopt-weight-casts: " << mixed.weightCastDecision << " ("
+           << mixed.weightCastPolicy << ")";
+      os << "\n";
+      if (mixed.lossScaling)
+        os << "      loss scaling         dynamic, from "
+           << llvm::format("%g", mixed.initialLossScale) << " (x"
+           << llvm::format("%g", mixed.growthFactor) << " after "
+           << mixed.growthInterval << " clean steps, x"
+           << llvm::format("%g", mixed.backoffFactor) << " on overflow)\n";
+      else
+        os << "      loss scaling         none\n";
+    }
   }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)

@@ -312,7 +312,7 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
       std::printf("step %lld loss %.6f\n", (long long)number, double(loss));
     } else {
       float skipped = model.skippedSteps();
-      std::printf("step %lld loss %.6f loss_scale %g%s\n", (long long)number,
+      std::printf("step %lld loss %.6f loss_scale %.9g%s\n", (long long)number,
                   double(loss), double(model.lossScale()),
                   skipped > skippedBefore
                       ? " (inf/NaN gradients: update skipped, scale backed "
@@ -320,6 +320,17 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
                       : "");
       skippedBefore = skipped;
       scales.emplace_back(model.lossScale(), skipped);
+      // DeepSpeed's min_loss_scale: gradients that overflow at every scale
+      // down to 1 are not an underflow problem; the run would skip forever.
+      if (model.lossScale() < 1.0f) {
+        std::fflush(stdout);
+        fail("the loss scale fell below 1 at step " + std::to_string(number) +
+             ": the f16 gradients hold inf or NaN at every scale (" +
+             std::to_string((long long)skipped) +
+             " steps skipped); the forward or the model overflows f16 (try "
+             "--precision bf16)");
+        return false;
+      }
     }
     losses.emplace_back(number, loss);
     return true;
@@ -345,7 +356,7 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
     printMemory(model);
   }
   if (scaled && !losses.empty())
-    std::printf("loss scale %g after %lld steps, %lld skipped (inf/NaN "
+    std::printf("loss scale %.9g after %lld steps, %lld skipped (inf/NaN "
                 "gradients)\n",
                 double(model.lossScale()), (long long)losses.size(),
                 (long long)model.skippedSteps());

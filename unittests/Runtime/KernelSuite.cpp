@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -1504,6 +1505,87 @@ std::vector<Case> buildCases() {
              return std::vector<TensorRef>{y,      mean, inv,    runMean,
                                            runVar, dx,   dscale, dbias};
            }});
+  }
+  // Mixed-precision training: low activations, f32 statistics and parameters.
+  for (DType low : {DType::F16, DType::BF16}) {
+    cases.push_back(
+        {std::string("batch_norm_training_") + tag(low), tol(low),
+         [=](Suite &s) {
+           std::vector<int64_t> shape = {4, 12, 9, 9};
+           TensorRef x = s.random(low, shape, 0.1, 3.0);
+           TensorRef scale = s.random(DType::F32, {12}, 0.5, 1.5);
+           TensorRef bias = s.random(DType::F32, {12});
+           TensorRef y = s.empty(low, shape);
+           TensorRef mean = s.empty(DType::F32, {12});
+           TensorRef inv = s.empty(DType::F32, {12});
+           TensorRef ws = s.empty(DType::F32, {12 * 64});
+           batchNormTraining(*s.ctx, "bn", 1e-5f, Activation::Relu, x, scale,
+                             bias, y, mean, inv, ws.data, ws.bytes());
+           TensorRef dy = s.random(low, shape);
+           TensorRef dscale = s.empty(DType::F32, {12});
+           TensorRef dbias = s.empty(DType::F32, {12});
+           batchNormTrainingGrad(*s.ctx, "bn_grad", x, dy, scale, mean, inv, dy,
+                                 dscale, dbias, ws.data, ws.bytes());
+           return std::vector<TensorRef>{y, mean, inv, dy, dscale, dbias};
+         }});
+    cases.push_back(
+        {std::string("layer_norm_grad_") + tag(low), tol(low), [=](Suite &s) {
+           TensorRef x = s.random(low, {37, 96}, 0.1, 3.0);
+           TensorRef dy = s.random(low, {37, 96});
+           TensorRef scale = s.random(DType::F32, {96}, 0.5, 1.5);
+           TensorRef dx = s.empty(low, {37, 96});
+           TensorRef dscale = s.empty(DType::F32, {96});
+           TensorRef dbias = s.empty(DType::F32, {96});
+           TensorRef ws = s.empty(DType::F32, {16 * 1024 + 64 * 96});
+           layerNormGrad(*s.ctx, "ln_grad", 1e-5f, x, dy, scale, dx, dscale,
+                         dbias, ws.data, ws.bytes());
+           return std::vector<TensorRef>{dx, dscale, dbias};
+         }});
+    // Updates with a low gradient under dynamic loss scaling: a clean step
+    // (unscaled by 1 / 1024), then a skipped one (nothing written), the
+    // scale's update after each, and the overflow check over a low gradient,
+    // an f32 one and an accumulator.
+    cases.push_back(
+        {std::string("loss_scaled_updates_") + tag(low), 1e-5, [=](Suite &s) {
+           const int64_t n = 10007;
+           TensorRef param = s.random(DType::F32, {n});
+           TensorRef m = s.empty(DType::F32, {n});
+           TensorRef v = s.empty(DType::F32, {n});
+           TensorRef w = s.random(DType::F32, {n});
+           TensorRef buf = s.empty(DType::F32, {n});
+           fill(*s.ctx, "zero", 0.0, m);
+           fill(*s.ctx, "zero", 0.0, v);
+           fill(*s.ctx, "zero", 0.0, buf);
+           TensorRef grad = s.random(low, {n}, 10.0, 1000.0);
+           TensorRef lr = s.upload(DType::F32, {}, {1e-2});
+           TensorRef step = s.upload(DType::F32, {}, {2.0});
+           TensorRef scale = s.upload(DType::F32, {}, {1024.0});
+           TensorRef state = s.upload(DType::F32, {2}, {0.0, 1.0});
+           TensorRef found = s.empty(DType::F32, {});
+           TensorRef f32grad = s.random(DType::F32, {333});
+           TensorRef sum = s.random(DType::F32, {n});
+           TensorRef micro = s.upload(DType::F32, {}, {1.0});
+           std::vector<double> values = s.read(grad);
+           values[4321] = std::numeric_limits<double>::infinity();
+           TensorRef bad = s.upload(low, {n}, values);
+           std::vector<TensorRef> outputs;
+           for (TensorRef g : {grad, bad}) {
+             TensorRef grads[2] = {g, f32grad};
+             foundInf(*s.ctx, "found_inf", grads, 2, &sum, 1, &micro, found);
+             outputs.push_back(s.empty(DType::F32, {}));
+             copy(*s.ctx, "flag", found, outputs.back());
+             LossScaling scaling{scale, found, state};
+             adamwUpdate(*s.ctx, "adamw", 0.9f, 0.999f, 1e-8f, 1e-2f, param, g,
+                         m, v, lr, step, nullptr, &scaling);
+             sgdUpdate(*s.ctx, "sgd", 0.9f, 1e-2f, w, g, &buf, lr, nullptr,
+                       &scaling);
+             updateLossScale(*s.ctx, "scale", 2.0f, 0.5f, 3, scale, state,
+                             found);
+           }
+           for (TensorRef t : {param, m, v, w, buf, scale, state})
+             outputs.push_back(t);
+           return outputs;
+         }});
   }
   for (std::vector<int64_t> shape :
        {std::vector<int64_t>{37, 96}, std::vector<int64_t>{5, 7, 200},

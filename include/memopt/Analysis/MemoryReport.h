@@ -37,6 +37,34 @@ struct BufferReport {
   unsigned storageId = 0;
 };
 
+/// Bytes of one category of a mixed-precision training step by element type
+/// ("f32", "f16", "bf16", ...), and what the same tensors would take in f32.
+struct PrecisionBytes {
+  std::vector<std::pair<std::string, int64_t>> byType;
+  int64_t f32Equivalent = 0;
+  void add(Type elementType, int64_t bytes);
+  int64_t total() const;
+};
+
+/// A mixed-precision training step (memopt.precision f16 / bf16 on a
+/// function with state): the categories by element type, the parameters'
+/// low copies (memopt-weight-casts' decision) and the loss scaling.
+struct MixedPrecisionReport {
+  bool present = false;
+  std::string precision;
+  PrecisionBytes savedForBackward, gradients, weightCopies, persistentState;
+  int64_t weightCopyCount = 0;
+  /// memopt-weight-casts: "keep" or "recast" ("" when the pass did not run),
+  /// its policy, held bytes and the estimated time of the casts again.
+  std::string weightCastDecision, weightCastPolicy;
+  int64_t weightCastHeldBytes = 0;
+  double weightCastSeconds = 0, stepSeconds = 0;
+  /// Dynamic loss scaling: the initial scale and its schedule.
+  bool lossScaling = false;
+  double initialLossScale = 0, growthFactor = 0, backoffFactor = 0;
+  int64_t growthInterval = 0;
+};
+
 /// What a training step holds (memopt-autodiff's program): the persistent
 /// state by kind and what the arena holds for backward.
 struct TrainingReport {
@@ -65,6 +93,7 @@ struct TrainingReport {
   /// PyTorch's .grad) and the micro-batches per optimizer step.
   int64_t gradientAccumulatorBytes = 0;
   int64_t accumulationSteps = 1;
+  MixedPrecisionReport mixedPrecision;
 };
 
 /// What rematerialization (memopt-rematerialize) recomputed and what that
