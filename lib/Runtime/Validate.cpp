@@ -351,10 +351,10 @@ bool validateAttentionBackward(Context &ctx, const char *node,
                                const TensorRef *dbias, AttentionGeometry &g) {
   if (!validateAttention(ctx, node, params, q, k, v, bias, y, g))
     return false;
-  if (y.dtype != DType::F32) {
+  if (dbias && y.dtype != DType::F32) {
     failf(ctx, node,
-          "attention gradients are f32 only (got %s; low-precision attention "
-          "gradients are not supported yet)",
+          "attention bias gradients are f32 only (got %s operands; a trained "
+          "bias runs its attention in f32)",
           dtypeName(y.dtype));
     return false;
   }
@@ -372,17 +372,18 @@ bool validateAttentionBackward(Context &ctx, const char *node,
                             Gradient{&dv, &v, "dV"}}) {
     const TensorRef &t = *gradient.grad, &operand = *gradient.operand;
     bool ok = checkTensor(ctx, node, t, gradient.name) &&
-              t.dtype == DType::F32 && t.rank == y.rank;
+              t.dtype == operand.dtype && t.rank == y.rank;
     for (int i = 0; ok && i < y.rank; ++i)
       ok = t.shape[i] == (i < g.batchRank
                               ? y.shape[i]
                               : operand.shape[operand.rank - y.rank + i]);
     if (!ok) {
       failf(ctx, node,
-            "attention gradient %s must be f32 with the batch dims of %s and "
-            "the last two of %s, got %s %s",
-            gradient.name, shapeString(y).c_str(), shapeString(operand).c_str(),
-            dtypeName(t.dtype), shapeString(t).c_str());
+            "attention gradient %s must be %s (its operand's dtype) with the "
+            "batch dims of %s and the last two of %s, got %s %s",
+            gradient.name, dtypeName(operand.dtype), shapeString(y).c_str(),
+            shapeString(operand).c_str(), dtypeName(t.dtype),
+            shapeString(t).c_str());
       return false;
     }
   }

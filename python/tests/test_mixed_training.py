@@ -260,15 +260,24 @@ def test_three_steps_track_fp32(tmp_path, precision, optimizer, args):
 #===------------------------------------------------------------------------------------===#
 
 # Loss and gradients of one step against the fp32 step of the same model (batch 1, filled
-# weights, the inputs of test_training's foundation test). Measured figures are in
-# docs/training.md ("Mixed precision", the foundation table); the tolerances below are
-# about twice the worst measured value per family:
-# - loss: relative difference;
-# - all gradients together: relative L2 of the concatenated gradient vector (what the
-#   optimizer step sees), in unit roundoffs of the low type.
+# weights, the inputs of test_training's foundation test), in unit roundoffs of the low type:
+# the loss as a relative difference, the gradients as the relative L2 of the concatenated
+# gradient vector (what the optimizer step sees). Measured with bench/train_precision_bench.py
+# (docs/training.md, "Mixed precision"): the loss within 0.9 u everywhere; the gradients 1 to
+# 4 u for the transformers and EfficientNet, 26 u (f16) / 10 u (bf16) for ResNet-50 and
+# 179 u / 29 u for MobileNetV3, whose batch-statistics normalizations at batch 1 (a 7x7 plane
+# per channel) cancel most of each incoming gradient (dy - mean(dy) - xhat mean(dy xhat)),
+# so the low type's rounding of dy is amplified layer after layer (the emulation test above
+# shows the kernels add nothing to the storage's rounding). Tolerances: about twice the
+# measured value, 20 u where it is small.
+# The foundation set's dynamo exports (the exporter PyTorch uses by default; the torchscript
+# exports are the same networks, and test_training's foundation test already runs every
+# export against the oracle in fp32): three compiles and host steps per model.
 FOUNDATION_LOSS_UNITS = 20
-FOUNDATION_GRADIENT_UNITS = {"fp16": 100, "bf16": 100}
-FOUNDATION = [m for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]
+FOUNDATION_GRADIENT_UNITS = {"dynamo/resnet50": {"fp16": 60, "bf16": 25},
+                             "dynamo/mobilenet_v3_large": {"fp16": 400, "bf16": 60}}
+FOUNDATION = [m for m in zoo.MODELS
+              if m.name in zoo.VISION + zoo.TEXT and m.exporter == "dynamo"]
 
 
 def foundation_inputs(tmp_path, model, path):
@@ -298,16 +307,20 @@ def test_foundation_step_matches_fp32(tmp_path, model):
                                   label_name=label_name)
     reference = np.concatenate([g.ravel() for g in grads32.values()])
     for precision in LOW:
+        # fp16 backs off by 1/16: these batch-1 models with filled weights have gradients in
+        # the thousands (ResNet-50: the scale has to come down to 1), so the dynamic scale
+        # needs a few skipped steps before the first clean one.
+        scaling = ["--loss-scale-backoff", "0.0625"] if precision == "fp16" else []
         loss, grads, _ = one_step(tmp_path, path, precision, inputs, labels, *args,
-                                  "--precision", precision, label_name=label_name,
-                                  steps=8 if precision == "fp16" else 1)
+                                  *scaling, "--precision", precision,
+                                  label_name=label_name, steps=8 if precision == "fp16" else 1)
         assert sorted(grads) == sorted(grads32)
         got = np.concatenate([grads[n].ravel() for n in grads32])
         assert np.isfinite(got).all(), precision
         assert loss == pytest.approx(loss32, rel=FOUNDATION_LOSS_UNITS * UNIT[precision])
         error = relative_error(got, reference)
-        assert error <= FOUNDATION_GRADIENT_UNITS[precision] * UNIT[precision], (
-            precision, error / UNIT[precision])
+        units = FOUNDATION_GRADIENT_UNITS.get(model.id, {}).get(precision, 20)
+        assert error <= units * UNIT[precision], (precision, error / UNIT[precision])
 
 
 #===------------------------------------------------------------------------------------===#
@@ -539,55 +552,77 @@ def test_report_gives_bytes_per_type_and_what_was_saved(tmp_path):
 #===------------------------------------------------------------------------------------===#
 
 
-def make_attention(path):
-    """Self-attention over x [2, 4, 8] (scale as a frozen initializer) and a linear head."""
+def make_attention(path, trained_bias=False):
+    """Self-attention over x [2, 4, 8] (the scale a frozen initializer) and a linear head;
+    with `trained_bias` an additive [4, 4] bias initializer (trained, like swin's
+    relative-position table) on the scores."""
     rng = np.random.default_rng(0)
 
     def weight(name, shape):
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32),
                                        name)
 
+    scores = "ss"
     nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
              helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
              helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
              helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
              helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
-             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scaled"),
-             helper.make_node("Softmax", ["ss"], ["p"], axis=-1, name="softmax"),
-             helper.make_node("MatMul", ["p", "v"], ["a"], name="weighted"),
-             helper.make_node("Flatten", ["a"], ["f"], name="flat"),
-             helper.make_node("Gemm", ["f", "wo"], ["logits"], name="head")]
+             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scaled")]
+    inits = [weight("wq", [8, 8]), weight("wk", [8, 8]), weight("wv", [8, 8]),
+             weight("wo", [32, 5]),
+             numpy_helper.from_array(np.float32(8 ** -0.5).reshape(()), "scale")]
+    if trained_bias:
+        nodes.append(helper.make_node("Add", ["ss", "relpos"], ["sb"], name="relpos_add"))
+        inits.append(weight("relpos", [4, 4]))
+        scores = "sb"
+    nodes += [helper.make_node("Softmax", [scores], ["p"], axis=-1, name="softmax"),
+              helper.make_node("MatMul", ["p", "v"], ["a"], name="weighted"),
+              helper.make_node("Flatten", ["a"], ["f"], name="flat"),
+              helper.make_node("Gemm", ["f", "wo"], ["logits"], name="head")]
     graph = helper.make_graph(
         nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 5])],
-        [weight("wq", [8, 8]), weight("wk", [8, 8]), weight("wv", [8, 8]),
-         weight("wo", [32, 5]),
-         numpy_helper.from_array(np.float32(8 ** -0.5).reshape(()), "scale")])
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 5])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
     return str(path)
 
 
+def attention_lines(tmp_path, model, precision):
+    """The fused attentions of the typed training graph (--emit mlir) and the compiler's
+    stderr."""
+    result = run([COMPILE, model, "--train", "--freeze", "scale", "--precision", precision,
+                  "--emit", "mlir", "-o", tmp_path / f"{precision}.mlir"])
+    graph = open(tmp_path / f"{precision}.mlir").read()
+    return [line for line in graph.splitlines() if "memopt.attention " in line], \
+        [line for line in graph.splitlines() if "memopt.attention_grad " in line], \
+        result.stderr
+
+
+@pytest.mark.parametrize("trained_bias", [False, True], ids=["plain", "trained_bias"])
 @pytest.mark.parametrize("precision", LOW)
-def test_op_without_low_precision_gradient_runs_in_f32_and_says_so(tmp_path, precision):
-    """The fused attention's gradient has f32 kernels only: a mixed-precision training
-    compile runs that attention in f32 (with a warning naming the node), and the step matches
-    fp32 as closely as the rest of the model allows."""
-    model = make_attention(tmp_path / "attention.onnx")
+def test_attention_in_mixed_precision(tmp_path, precision, trained_bias):
+    """The fused attention trains in the low type (attention_grad with f32 accumulation);
+    one whose additive bias is trained has f32 bias-gradient kernels only: the compile runs
+    that attention in f32 and says so, naming the node. Either way the step matches fp32 as
+    closely as the rest of the model allows."""
+    model = make_attention(tmp_path / "attention.onnx", trained_bias)
+    low = "f16" if precision == "fp16" else "bf16"
+    forward, backward, stderr = attention_lines(tmp_path, model, precision)
+    assert len(forward) == 1 and len(backward) == 1
+    warning = (f"warning: node 'scores' (memopt.attention) runs in f32: its gradient has no "
+               f"{low} kernel")
+    if trained_bias:
+        assert warning in stderr
+        assert f"x{low}>" not in forward[0] and f"x{low}>" not in backward[0]
+    else:
+        assert "runs in f32" not in stderr
+        assert f"x{low}>" in forward[0].split("->")[-1]
+        assert f"x{low}>" in backward[0].split("->")[-1]
     rng = np.random.default_rng(4)
     x = save(tmp_path / "x.npy", rng.standard_normal((2, 4, 8)).astype(np.float32))
     y = save(tmp_path / "y.npy", np.array([1, 3], np.int64))
-    low = "f16" if precision == "fp16" else "bf16"
-    result = run([COMPILE, model, "--train", "--freeze", "scale", "--precision", precision,
-                  "--emit", "mlir", "-o", tmp_path / "graph.mlir"])
-    assert (f"warning: node 'scores' (memopt.attention) runs in f32: its gradient has no "
-            f"{low} kernel") in result.stderr
-    graph = open(tmp_path / "graph.mlir").read()
-    attention = [line for line in graph.splitlines() if "memopt.attention " in line]
-    assert attention and all("xf32>" in line and f"x{low}>" not in line.split("->")[-1]
-                             for line in attention)
-    assert f"x{low}>" in graph  # the projections run low
     loss32, grads32, _ = one_step(tmp_path, model, "fp32", {"x": x}, y, "--freeze", "scale")
     loss, grads, _ = one_step(tmp_path, model, precision, {"x": x}, y, "--freeze", "scale",
                               "--precision", precision)

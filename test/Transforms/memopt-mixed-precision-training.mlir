@@ -85,21 +85,26 @@ func.func @train_embedding_layer_norm(%ids: tensor<4xi64>) -> tensor<4x8xf32> {
 
 // -----
 
-// An op whose gradient has no low-precision kernel (the fused attention's
-// backward is f32 only) runs in f32 in a training compilation, and the pass
-// says so; inference runs it low.
+// The fused attention runs low in training too (attention_grad takes f16 /
+// bf16 operands); one whose additive bias is trained (swin's relative-position
+// table: its gradient has f32 kernels only) runs in f32, and the pass says
+// so; inference runs both low.
 // CHECK-LABEL: func.func @train_attention_fallback
-// CHECK: %[[Y:.*]] = memopt.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK: memopt.attention {{.*}} : (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16>
+// CHECK: %[[Y:.*]] = memopt.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32>
 // CHECK: %[[YL:.*]] = memopt.cast %[[Y]] : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf16>
 // CHECK: memopt.matmul %[[YL]]
 // INFER-LABEL: func.func @train_attention_fallback
-// INFER: memopt.attention {{.*}} -> tensor<1x2x4x8xf16>
-// WARN: warning: {{.*}}node 'attn' (memopt.attention) runs in f32: its gradient has no f16 kernel
+// INFER-COUNT-2: memopt.attention {{.*}} -> tensor<1x2x4x8xf16>
+// WARN: warning: {{.*}}node 'biased' (memopt.attention) runs in f32: its gradient has no f16 kernel
+// WARN-NOT: node 'plain'
 // REPORT: memopt-mixed-precision @train_attention_fallback: {{.*}} 1 ops in f32 for want of a low-precision gradient
 func.func @train_attention_fallback(%x: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
   %w = memopt.variable "proj" {initial_value = dense<0.5> : tensor<8x8xf32>, role = "parameter"} : tensor<8x8xf32>
+  %table = memopt.variable "relpos" {initial_value = dense<0.1> : tensor<4x4xf32>, role = "parameter"} : tensor<4x4xf32>
   %q = memopt.matmul %x, %w : (tensor<1x2x4x8xf32>, tensor<8x8xf32>) -> tensor<1x2x4x8xf32>
-  %y = memopt.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> loc("attn")
+  %a = memopt.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> loc("plain")
+  %y = memopt.attention %a, %a, %a, %table {scale = 0.5 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32> loc("biased")
   %o = memopt.matmul %y, %w : (tensor<1x2x4x8xf32>, tensor<8x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }

@@ -279,15 +279,66 @@ TEST_F(AttentionBackward, LowestFillRowsAreUniform) {
   check(*ctx, q, k, v, &bias, dy, params, false);
 }
 
-TEST_F(AttentionBackward, RejectsLowPrecisionAndAliases) {
+TEST_F(AttentionBackward, LowPrecisionMatchesF32OnTheSameValues) {
+  // f16 / bf16 Q, K, V, O and dO (mixed-precision training) exactly
+  // representable: the gradients are the f32 kernel's on the same values,
+  // rounded once (the host computes both in double).
+  AttentionParams params;
+  params.scale = 0.4f;
+  params.causal = true;
+  for (DType low : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(low));
+    std::vector<int64_t> qShape = {2, 3, 9, 8}, vShape = {2, 3, 9, 6};
+    Buffer q = random(qShape, 30), k = random(qShape, 31),
+           v = random(vShape, 32);
+    Buffer dy = random(vShape, 33);
+    Buffer ql(low, qShape), kl(low, qShape), vl(low, vShape), dyl(low, vShape);
+    for (auto [from, to] : {std::pair<Buffer *, Buffer *>{&q, &ql},
+                            {&k, &kl},
+                            {&v, &vl},
+                            {&dy, &dyl}}) {
+      cast(*ctx, "to_low", from->ref(), to->ref());
+      cast(*ctx, "back", to->ref(), from->ref()); // the f32 run sees the same
+    }
+    std::vector<int64_t> statShape = {2, 3, 9, 2};
+    Buffer y(DType::F32, vShape), lse(DType::F32, statShape);
+    Buffer yl(low, vShape), lsel(DType::F32, statShape);
+    TensorRef lseRef = lse.ref(), lselRef = lsel.ref();
+    attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), nullptr,
+              y.ref(), nullptr, 0, &lseRef);
+    attention(*ctx, "attention_low", params, ql.ref(), kl.ref(), vl.ref(),
+              nullptr, yl.ref(), nullptr, 0, &lselRef);
+    cast(*ctx, "y_back", yl.ref(), y.ref()); // the backward reads the stored O
+    Buffer dq(DType::F32, qShape), dk(DType::F32, qShape),
+        dv(DType::F32, vShape);
+    Buffer dql(low, qShape), dkl(low, qShape), dvl(low, vShape);
+    attentionBackward(*ctx, "attention_grad", params, q.ref(), k.ref(), v.ref(),
+                      nullptr, y.ref(), dy.ref(), lsel.ref(), dq.ref(),
+                      dk.ref(), dv.ref(), nullptr);
+    attentionBackward(*ctx, "attention_grad_low", params, ql.ref(), kl.ref(),
+                      vl.ref(), nullptr, yl.ref(), dyl.ref(), lsel.ref(),
+                      dql.ref(), dkl.ref(), dvl.ref(), nullptr);
+    ASSERT_EQ(contextError(*ctx), nullptr) << contextError(*ctx);
+    double u = low == DType::F16 ? 1.0 / 2048 : 1.0 / 256;
+    expectClose(dql, dq.values(), u, "dq");
+    expectClose(dkl, dk.values(), u, "dk");
+    expectClose(dvl, dv.values(), u, "dv");
+  }
+}
+
+TEST_F(AttentionBackward, RejectsLowPrecisionBiasGradientsAndAliases) {
   AttentionParams params;
   Buffer q(DType::F16, {2, 4}), o(DType::F16, {2, 4}), lse(DType::F32, {2, 2}),
-      g(DType::F16, {2, 4});
+      g(DType::F16, {2, 4}), bias(DType::F16, {2, 2}),
+      dbias(DType::F16, {2, 2});
+  TensorRef biasRef = bias.ref(), dbiasRef = dbias.ref();
   attentionBackward(*ctx, "/attn/grad", params, q.ref(), q.ref(), q.ref(),
-                    nullptr, o.ref(), o.ref(), lse.ref(), g.ref(), g.ref(),
-                    g.ref(), nullptr);
+                    &biasRef, o.ref(), o.ref(), lse.ref(), g.ref(), g.ref(),
+                    g.ref(), &dbiasRef);
   ASSERT_NE(contextError(*ctx), nullptr);
-  EXPECT_NE(std::string(contextError(*ctx)).find("f32 only"), std::string::npos)
+  EXPECT_NE(std::string(contextError(*ctx))
+                .find("attention bias gradients are f32 only"),
+            std::string::npos)
       << contextError(*ctx);
   destroyContext(ctx);
   ctx = createContext();

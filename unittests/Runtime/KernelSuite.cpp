@@ -1264,88 +1264,97 @@ std::vector<Case> buildCases() {
                 0.17f,
                 2}})
     for (int64_t chunks : {int64_t(0), int64_t(3)})
-      cases.push_back(
-          {std::string("attention_backward_") + a.name +
-               (chunks ? "_chunked" : ""),
-           5e-4, [=](Suite &s) {
-             const DType dt = DType::F32;
-             TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
-                       v = s.random(dt, a.v);
-             std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
-             int64_t batch = 1;
-             for (size_t i = 0; i + 2 < out.size(); ++i)
-               batch *= out[i];
-             int64_t queries = out[out.size() - 2];
-             int64_t keys = a.keyTransposed ? a.k.back() : a.k[a.k.size() - 2];
-             TensorRef bias;
-             if (a.mask == 1) {
-               // Sequence b starts with 13 (b + 1) padding keys.
-               std::vector<double> values;
-               for (int64_t b = 0; b < a.bias.front(); ++b)
-                 for (int64_t j = 0; j < keys; ++j)
-                   values.push_back(j < 13 * (b + 1) ? -INFINITY : 0.0);
-               bias = s.upload(dt, a.bias, values);
-             } else if (a.mask == 2) {
-               // Causal with 7 (b + 1) left-padding keys, all finfo.min.
-               std::vector<double> values;
-               for (int64_t b = 0; b < a.bias.front(); ++b)
-                 for (int64_t i = 0; i < queries; ++i)
+      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+        // f16 / bf16 (mixed-precision training): the fused kernels, no
+        // trained bias.
+        if (dt != DType::F32 && (chunks || a.biasGradient))
+          continue;
+        cases.push_back(
+            {std::string("attention_backward_") + a.name +
+                 (chunks ? "_chunked" : "") +
+                 (dt == DType::F32 ? "" : std::string("_") + tag(dt)),
+             tol(dt, 5e-4), [=](Suite &s) {
+               TensorRef q = s.random(dt, a.q), k = s.random(dt, a.k),
+                         v = s.random(dt, a.v);
+               std::vector<int64_t> out = attentionShape(a.q, a.k, a.v);
+               int64_t batch = 1;
+               for (size_t i = 0; i + 2 < out.size(); ++i)
+                 batch *= out[i];
+               int64_t queries = out[out.size() - 2];
+               int64_t keys =
+                   a.keyTransposed ? a.k.back() : a.k[a.k.size() - 2];
+               TensorRef bias;
+               if (a.mask == 1) {
+                 // Sequence b starts with 13 (b + 1) padding keys.
+                 std::vector<double> values;
+                 for (int64_t b = 0; b < a.bias.front(); ++b)
                    for (int64_t j = 0; j < keys; ++j)
-                     values.push_back(j > i || j < 7 * (b + 1)
-                                          ? -3.4028234663852886e38
-                                          : 0.0);
-               bias = s.upload(dt, a.bias, values);
-             } else if (!a.bias.empty()) {
-               bias = s.random(dt, a.bias, 0.1, 1.0);
-             }
-             const TensorRef *biasRef = a.bias.empty() ? nullptr : &bias;
-             AttentionParams params;
-             params.scale = a.scale;
-             params.causal = a.causal;
-             params.keyTransposed = a.keyTransposed;
-             params.safeSoftmax = a.mask != 0;
-             std::vector<int64_t> statShape(out.begin(), out.end() - 1);
-             statShape.push_back(2);
-             TensorRef y = s.empty(dt, out), lse = s.empty(dt, statShape);
-             int64_t items = chunks ? (batch + chunks - 1) / chunks : 0;
-             size_t forwardBytes =
-                 chunks ? attentionChunkBytes(items, queries, keys, dt) : 0;
-             size_t backwardBytes =
-                 chunks ? attentionBackwardChunkBytes(items, queries, keys) : 0;
-             void *workspace =
-                 chunks
-                     ? s.empty(DType::F32,
-                               {int64_t(std::max(forwardBytes, backwardBytes) /
-                                        4)})
-                           .data
-                     : nullptr;
-             attention(*s.ctx, "attention", params, q, k, v, biasRef, y,
-                       workspace, forwardBytes, &lse);
-             TensorRef dy = s.random(dt, out, 0.1, 1.0);
-             auto gradShape = [&](const std::vector<int64_t> &operand) {
-               std::vector<int64_t> shape(out.begin(), out.end() - 2);
-               shape.push_back(operand[operand.size() - 2]);
-               shape.push_back(operand.back());
-               return shape;
-             };
-             TensorRef dq = s.empty(dt, gradShape(a.q)),
-                       dk = s.empty(dt, gradShape(a.k)),
-                       dv = s.empty(dt, gradShape(a.v));
-             TensorRef dbias;
-             if (a.biasGradient)
-               dbias = s.empty(dt, a.bias);
-             attentionBackward(*s.ctx, "attention_grad", params, q, k, v,
-                               biasRef, y, dy, lse, dq, dk, dv,
-                               a.biasGradient ? &dbias : nullptr, workspace,
-                               backwardBytes);
-             std::vector<TensorRef> results = {y, dq, dk, dv};
-             // Fully masked rows store -inf statistics (not comparable).
-             if (a.mask != 1)
-               results.push_back(lse);
-             if (a.biasGradient)
-               results.push_back(dbias);
-             return results;
-           }});
+                     values.push_back(j < 13 * (b + 1) ? -INFINITY : 0.0);
+                 bias = s.upload(dt, a.bias, values);
+               } else if (a.mask == 2) {
+                 // Causal with 7 (b + 1) left-padding keys, all finfo.min.
+                 std::vector<double> values;
+                 for (int64_t b = 0; b < a.bias.front(); ++b)
+                   for (int64_t i = 0; i < queries; ++i)
+                     for (int64_t j = 0; j < keys; ++j)
+                       values.push_back(j > i || j < 7 * (b + 1)
+                                            ? -3.4028234663852886e38
+                                            : 0.0);
+                 bias = s.upload(dt, a.bias, values);
+               } else if (!a.bias.empty()) {
+                 bias = s.random(dt, a.bias, 0.1, 1.0);
+               }
+               const TensorRef *biasRef = a.bias.empty() ? nullptr : &bias;
+               AttentionParams params;
+               params.scale = a.scale;
+               params.causal = a.causal;
+               params.keyTransposed = a.keyTransposed;
+               params.safeSoftmax = a.mask != 0;
+               std::vector<int64_t> statShape(out.begin(), out.end() - 1);
+               statShape.push_back(2);
+               TensorRef y = s.empty(dt, out),
+                         lse = s.empty(DType::F32, statShape);
+               int64_t items = chunks ? (batch + chunks - 1) / chunks : 0;
+               size_t forwardBytes =
+                   chunks ? attentionChunkBytes(items, queries, keys, dt) : 0;
+               size_t backwardBytes =
+                   chunks ? attentionBackwardChunkBytes(items, queries, keys)
+                          : 0;
+               void *workspace =
+                   chunks
+                       ? s.empty(DType::F32, {int64_t(std::max(forwardBytes,
+                                                               backwardBytes) /
+                                                      4)})
+                             .data
+                       : nullptr;
+               attention(*s.ctx, "attention", params, q, k, v, biasRef, y,
+                         workspace, forwardBytes, &lse);
+               TensorRef dy = s.random(dt, out, 0.1, 1.0);
+               auto gradShape = [&](const std::vector<int64_t> &operand) {
+                 std::vector<int64_t> shape(out.begin(), out.end() - 2);
+                 shape.push_back(operand[operand.size() - 2]);
+                 shape.push_back(operand.back());
+                 return shape;
+               };
+               TensorRef dq = s.empty(dt, gradShape(a.q)),
+                         dk = s.empty(dt, gradShape(a.k)),
+                         dv = s.empty(dt, gradShape(a.v));
+               TensorRef dbias;
+               if (a.biasGradient)
+                 dbias = s.empty(dt, a.bias);
+               attentionBackward(*s.ctx, "attention_grad", params, q, k, v,
+                                 biasRef, y, dy, lse, dq, dk, dv,
+                                 a.biasGradient ? &dbias : nullptr, workspace,
+                                 backwardBytes);
+               std::vector<TensorRef> results = {y, dq, dk, dv};
+               // Fully masked rows store -inf statistics (not comparable).
+               if (a.mask != 1)
+                 results.push_back(lse);
+               if (a.biasGradient)
+                 results.push_back(dbias);
+               return results;
+             }});
+      }
 
   // Normalization, softmax, reductions.
   for (DType dt : floats) {

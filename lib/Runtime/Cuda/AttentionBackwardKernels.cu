@@ -1,4 +1,4 @@
-//===- AttentionBackwardKernels.cu - attention gradients (f32) ------------===//
+//===- AttentionBackwardKernels.cu - attention gradients ------------------===//
 //
 // attentionBackward without the [S, Sk] probabilities in memory, on two paths
 // chosen as the forward chooses (attentionChunked in AttentionKernels.cu):
@@ -21,6 +21,12 @@
 //    forward's CUDA-core kernel: K and V transposed in shared memory with a
 //    padded row (lane = key for the scores), 4 warps x 8 rows, lanes owning
 //    head dimensions lane + 32 t for the accumulators.
+//
+// f16 / bf16 operands (mixed-precision training) take the fused kernels:
+// every load widens to f32 (the shared tiles and all accumulation are f32,
+// as in the f32 kernels) and every dQ / dK / dV element is rounded once on
+// store, as FlashAttention-2's backward keeps its accumulators in f32. A
+// trained bias (its gradient summed with f32 atomics) stays f32-only.
 //
 // Scores are in the log2 domain with the forward's saturation
 // (toLog2Domain), the row statistics brought there the same way, so a row
@@ -50,9 +56,14 @@ constexpr int kKeyPitch = kKeys + 1;         // transposed K / V rows
 constexpr int kTilePitch = kKeys + 4;        // P / dS rows (float4 reads)
 constexpr int kThreads = kWarps * 32;
 
+/// The operands: T (float, __half, __nv_bfloat16) for Q, K, V, bias, O,
+/// dO and the gradients (the kernels' template parameter); f32 for the row
+/// statistics and the bias gradient.
 struct BackwardArgs {
-  const float *q, *k, *v, *bias, *y, *dy, *lse;
-  float *dq, *dk, *dv, *dbias;
+  const void *q, *k, *v, *bias, *y, *dy;
+  const float *lse;
+  void *dq, *dk, *dv;
+  float *dbias;
   int64_t queries, keys;
   int headSize, valueSize;
   int batchRank;
@@ -118,55 +129,60 @@ probability(bool causal, bool hasBias, bool safeSoftmax, float scale,
 
 /// Loads keys [key0, key0 + kKeys) of K and V transposed into shared memory
 /// (kT[d][j], vT[e][j], zero padded), for either K layout.
-__device__ __forceinline__ void loadKeyTiles(const BackwardArgs &a,
-                                             const float *k, const float *v,
-                                             int64_t key0, int dPad, int dvPad,
-                                             float *kT, float *vT) {
+template <typename T>
+__device__ __forceinline__ void loadKeyTiles(const BackwardArgs &a, const T *k,
+                                             const T *v, int64_t key0, int dPad,
+                                             int dvPad, float *kT, float *vT) {
   const int tid = threadIdx.x;
   if (a.keyTransposed) {
     for (int i = tid; i < dPad * kKeys; i += kThreads) {
       int d = i / kKeys, j = i % kKeys;
       int64_t key = key0 + j;
       kT[d * kKeyPitch + j] =
-          key < a.keys && d < a.headSize ? k[d * a.keys + key] : 0.0f;
+          key < a.keys && d < a.headSize ? toFloat(k[d * a.keys + key]) : 0.0f;
     }
   } else {
     for (int i = tid; i < kKeys * dPad; i += kThreads) {
       int j = i / dPad, d = i % dPad;
       int64_t key = key0 + j;
-      kT[d * kKeyPitch + j] =
-          key < a.keys && d < a.headSize ? k[key * a.headSize + d] : 0.0f;
+      kT[d * kKeyPitch + j] = key < a.keys && d < a.headSize
+                                  ? toFloat(k[key * a.headSize + d])
+                                  : 0.0f;
     }
   }
   for (int i = tid; i < kKeys * dvPad; i += kThreads) {
     int j = i / dvPad, e = i % dvPad;
     int64_t key = key0 + j;
-    vT[e * kKeyPitch + j] =
-        key < a.keys && e < a.valueSize ? v[key * a.valueSize + e] : 0.0f;
+    vT[e * kKeyPitch + j] = key < a.keys && e < a.valueSize
+                                ? toFloat(v[key * a.valueSize + e])
+                                : 0.0f;
   }
 }
 
 /// Loads query rows [row0, row0 + kRows) of Q and dO (zero padded) and
 /// returns, for the calling warp's rows, D = dO . O and the statistics.
+template <typename T>
 __device__ __forceinline__ void
-loadRowTiles(const BackwardArgs &a, int64_t b, const float *q, int64_t row0,
+loadRowTiles(const BackwardArgs &a, int64_t b, const T *q, int64_t row0,
              int dPad, int dvPad, float *qTile, float *dyTile,
              RowStatistics (&rows)[kRowsPerWarp]) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float *dy = a.dy + b * a.queries * a.valueSize;
+  const T *dy = static_cast<const T *>(a.dy) + b * a.queries * a.valueSize;
   for (int i = tid; i < kRows * dPad; i += kThreads) {
     int r = i / dPad, d = i % dPad;
     int64_t row = row0 + r;
-    qTile[i] =
-        row < a.queries && d < a.headSize ? q[row * a.headSize + d] : 0.0f;
+    qTile[i] = row < a.queries && d < a.headSize
+                   ? toFloat(q[row * a.headSize + d])
+                   : 0.0f;
   }
   for (int i = tid; i < kRows * dvPad; i += kThreads) {
     int r = i / dvPad, e = i % dvPad;
     int64_t row = row0 + r;
-    dyTile[i] =
-        row < a.queries && e < a.valueSize ? dy[row * a.valueSize + e] : 0.0f;
+    dyTile[i] = row < a.queries && e < a.valueSize
+                    ? toFloat(dy[row * a.valueSize + e])
+                    : 0.0f;
   }
-  const float *y = a.y + b * a.queries * a.valueSize;
+  const T *y = static_cast<const T *>(a.y) + b * a.queries * a.valueSize;
   const float *lse = a.lse + 2 * b * a.queries;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -177,7 +193,8 @@ loadRowTiles(const BackwardArgs &a, int64_t b, const float *q, int64_t row0,
     }
     float dot = 0.0f;
     for (int e = lane; e < a.valueSize; e += 32)
-      dot += dy[row * a.valueSize + e] * y[row * a.valueSize + e];
+      dot += toFloat(dy[row * a.valueSize + e]) *
+             toFloat(y[row * a.valueSize + e]);
     rows[r] = loadStatistics(lse + 2 * row, warpSum(dot));
   }
 }
@@ -229,6 +246,7 @@ size_t fusedSharedFloats(int headSize, int valueSize) {
 }
 
 /// dK and dV of kKeys keys of one batch entry.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardKeysKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float keysShared[];
@@ -243,8 +261,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / a.tiles;
   const int64_t key0 = blockIdx.x % a.tiles * kKeys;
   const Offsets o = offsetsOf(a, b);
-  const float *q = a.q + o.q, *k = a.k + o.k, *v = a.v + o.v;
-  const float *bias = a.bias + o.bias;
+  const T *q = static_cast<const T *>(a.q) + o.q;
+  const T *k = static_cast<const T *>(a.k) + o.k;
+  const T *v = static_cast<const T *>(a.v) + o.v;
+  const T *bias = a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   loadKeyTiles(a, k, v, key0, dPad, dvPad, kT, vT);
 
@@ -269,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
       if (row < a.queries) {
         float biasValue =
             a.hasBias && key < a.keys
-                ? bias[row * a.biasRowStride + key * a.biasColStride]
+                ? toFloat(bias[row * a.biasRowStride + key * a.biasColStride])
                 : 0.0f;
         p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale, biasValue,
                         s[r], row, key, a.keys, rows[r]);
@@ -309,8 +329,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  float *dk = a.dk + b * a.keys * a.headSize;
-  float *dv = a.dv + b * a.keys * a.valueSize;
+  T *dk = static_cast<T *>(a.dk) + b * a.keys * a.headSize;
+  T *dv = static_cast<T *>(a.dv) + b * a.keys * a.valueSize;
 #pragma unroll
   for (int c = 0; c < kRowsPerWarp; ++c) {
     int64_t key = key0 + warp * kRowsPerWarp + c;
@@ -320,18 +340,19 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < kMaxHeadSize / 32; ++t) {
       int e = lane + 32 * t;
       if (e < a.valueSize)
-        dv[key * a.valueSize + e] = dV[c][t];
+        dv[key * a.valueSize + e] = fromFloat<T>(dV[c][t]);
       if (e < a.headSize) {
         if (a.keyTransposed)
-          dk[e * a.keys + key] = dK[c][t];
+          dk[e * a.keys + key] = fromFloat<T>(dK[c][t]);
         else
-          dk[key * a.headSize + e] = dK[c][t];
+          dk[key * a.headSize + e] = fromFloat<T>(dK[c][t]);
       }
     }
   }
 }
 
 /// dQ of kRows query rows of one batch entry, and their share of dbias.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardQueriesKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float queriesShared[];
@@ -345,8 +366,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / a.tiles;
   const int64_t row0 = blockIdx.x % a.tiles * kRows;
   const Offsets o = offsetsOf(a, b);
-  const float *q = a.q + o.q, *k = a.k + o.k, *v = a.v + o.v;
-  const float *bias = a.bias + o.bias;
+  const T *q = static_cast<const T *>(a.q) + o.q;
+  const T *k = static_cast<const T *>(a.k) + o.k;
+  const T *v = static_cast<const T *>(a.v) + o.v;
+  const T *bias = a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
   float *dbias = a.dbias ? a.dbias + o.bias : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   RowStatistics rows[kRowsPerWarp];
@@ -375,7 +398,8 @@ __global__ void __launch_bounds__(kThreads)
       float ds = 0.0f;
       if (row < a.queries) {
         int64_t biasIndex = row * a.biasRowStride + key * a.biasColStride;
-        float biasValue = a.hasBias && key < a.keys ? bias[biasIndex] : 0.0f;
+        float biasValue =
+            a.hasBias && key < a.keys ? toFloat(bias[biasIndex]) : 0.0f;
         float p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale,
                               biasValue, s[r], row, key, a.keys, rows[r]);
         ds = p * (dp[r] - rows[r].dot);
@@ -403,7 +427,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncwarp();
   }
-  float *dq = a.dq + b * a.queries * a.headSize;
+  T *dq = static_cast<T *>(a.dq) + b * a.queries * a.headSize;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     int64_t row = warpRow + r;
@@ -413,7 +437,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < kMaxHeadSize / 32; ++t) {
       int x = lane + 32 * t;
       if (x < a.headSize)
-        dq[row * a.headSize + x] = dQ[r][t];
+        dq[row * a.headSize + x] = fromFloat<T>(dQ[r][t]);
     }
   }
 }
@@ -495,8 +519,10 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
                               const TensorRef &dv, const TensorRef *dbias,
                               void *workspace, size_t workspaceBytes) {
   const int64_t batch = g.batch;
-  if (!ctx.options.chunkedAttention || !workspace || batch < 1 ||
-      q.numElements() != batch * g.queries * g.headSize ||
+  // f32 only: the score buffers and GEMMs are f32 (low operands take the
+  // fused kernels, which widen on load).
+  if (q.dtype != DType::F32 || !ctx.options.chunkedAttention || !workspace ||
+      batch < 1 || q.numElements() != batch * g.queries * g.headSize ||
       k.numElements() != batch * g.keys * g.headSize ||
       v.numElements() != batch * g.keys * g.valueSize)
     return false;
@@ -594,6 +620,33 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
   return true;
 }
 
+/// The two fused kernels for operands of type T.
+template <typename T>
+void launchFusedBackward(Context &ctx, const char *node, BackwardArgs args,
+                         int64_t keyTiles, int64_t rowTiles, int64_t batch) {
+  size_t bytes =
+      fusedSharedFloats(args.headSize, args.valueSize) * sizeof(float);
+  static size_t keysAllowed = 0, queriesAllowed = 0;
+  if (!allowShared(ctx, node, attentionBackwardKeysKernel<T>, bytes,
+                   keysAllowed) ||
+      !allowShared(ctx, node, attentionBackwardQueriesKernel<T>, bytes,
+                   queriesAllowed))
+    return;
+  if (keyTiles * batch > 0) {
+    args.tiles = keyTiles;
+    attentionBackwardKeysKernel<T>
+        <<<unsigned(keyTiles * batch), kThreads, bytes, ctx.stream>>>(args);
+    if (!checkLaunch(ctx, node))
+      return;
+  }
+  if (rowTiles * batch > 0) {
+    args.tiles = rowTiles;
+    attentionBackwardQueriesKernel<T>
+        <<<unsigned(rowTiles * batch), kThreads, bytes, ctx.stream>>>(args);
+    checkLaunch(ctx, node);
+  }
+}
+
 } // namespace
 
 void attentionBackward(Context &ctx, const char *node,
@@ -624,16 +677,16 @@ void attentionBackward(Context &ctx, const char *node,
                                dq, dk, dv, dbias, workspace, workspaceBytes))
     return;
   BackwardArgs args = {};
-  args.q = static_cast<const float *>(q.data);
-  args.k = static_cast<const float *>(k.data);
-  args.v = static_cast<const float *>(v.data);
-  args.bias = bias ? static_cast<const float *>(bias->data) : nullptr;
-  args.y = static_cast<const float *>(y.data);
-  args.dy = static_cast<const float *>(dy.data);
+  args.q = q.data;
+  args.k = k.data;
+  args.v = v.data;
+  args.bias = bias ? bias->data : nullptr;
+  args.y = y.data;
+  args.dy = dy.data;
   args.lse = static_cast<const float *>(lse.data);
-  args.dq = static_cast<float *>(dq.data);
-  args.dk = static_cast<float *>(dk.data);
-  args.dv = static_cast<float *>(dv.data);
+  args.dq = dq.data;
+  args.dk = dk.data;
+  args.dv = dv.data;
   args.dbias = dbias ? static_cast<float *>(dbias->data) : nullptr;
   args.queries = g.queries;
   args.keys = g.keys;
@@ -654,14 +707,6 @@ void attentionBackward(Context &ctx, const char *node,
   args.keyTransposed = params.keyTransposed;
   args.hasBias = g.hasBias;
   args.safeSoftmax = params.safeSoftmax;
-  size_t bytes =
-      fusedSharedFloats(args.headSize, args.valueSize) * sizeof(float);
-  static size_t keysAllowed = 0, queriesAllowed = 0;
-  if (!allowShared(ctx, node, attentionBackwardKeysKernel, bytes,
-                   keysAllowed) ||
-      !allowShared(ctx, node, attentionBackwardQueriesKernel, bytes,
-                   queriesAllowed))
-    return;
   int64_t keyTiles = (g.keys + kKeys - 1) / kKeys;
   int64_t rowTiles = (g.queries + kRows - 1) / kRows;
   if (keyTiles * g.batch > int64_t(0x7fffffff) ||
@@ -669,19 +714,9 @@ void attentionBackward(Context &ctx, const char *node,
     failf(ctx, node, "attention backward needs more blocks than a grid holds");
     return;
   }
-  if (keyTiles * g.batch > 0) {
-    args.tiles = keyTiles;
-    attentionBackwardKeysKernel<<<unsigned(keyTiles * g.batch), kThreads, bytes,
-                                  ctx.stream>>>(args);
-    if (!checkLaunch(ctx, node))
-      return;
-  }
-  if (rowTiles * g.batch > 0) {
-    args.tiles = rowTiles;
-    attentionBackwardQueriesKernel<<<unsigned(rowTiles * g.batch), kThreads,
-                                     bytes, ctx.stream>>>(args);
-    checkLaunch(ctx, node);
-  }
+  MEMOPT_DISPATCH_FLOAT(
+      q.dtype, T,
+      launchFusedBackward<T>(ctx, node, args, keyTiles, rowTiles, g.batch));
 }
 
 } // namespace memopt::rt

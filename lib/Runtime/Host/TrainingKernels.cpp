@@ -10,7 +10,12 @@
 // loss) are summed serially in row order afterwards.
 //
 // Formulas: PyTorch's derivatives.yaml (cross_entropy, convolution_backward,
-// max_pool / avg_pool backward) and torch.optim.SGD / AdamW.
+// max_pool / avg_pool backward) and torch.optim.SGD / AdamW. Mixed-precision
+// training: updates take f16 / bf16 gradients and GradScaler's unscale and
+// skip (the fused optimizers' grad_scale / found_inf), foundInf and
+// updateLossScale are _amp_foreach_non_finite_check_and_unscale_'s flag and
+// _amp_update_scale_, and the training normalizations take low activations
+// with f32 statistics and parameters.
 //
 //===----------------------------------------------------------------------===//
 

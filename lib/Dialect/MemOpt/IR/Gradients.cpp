@@ -22,6 +22,8 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 
+#include "OpUtils.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -699,27 +701,6 @@ LogicalResult vjp(SoftmaxOp op, GradientBuilder &g, ArrayRef<Value> dy,
 // Attention (FlashAttention-2's backward)
 //===----------------------------------------------------------------------===//
 
-/// True if `value` is computed from a trainable parameter.
-bool dependsOnParameter(Value value) {
-  SmallVector<Value> worklist = {value};
-  llvm::DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value current = worklist.pop_back_val();
-    if (!seen.insert(current).second)
-      continue;
-    Operation *def = current.getDefiningOp();
-    if (!def)
-      continue;
-    if (auto variable = dyn_cast<VariableOp>(def)) {
-      if (variable.getRole() == "parameter")
-        return true;
-      continue;
-    }
-    worklist.append(def->operand_begin(), def->operand_end());
-  }
-  return false;
-}
-
 /// The backward reads the row statistics (max, log-sum) instead of the
 /// probabilities: the forward returns them (JAX's custom_vjp residuals).
 Operation *prepare(AttentionOp op, GradientBuilder &g) {
@@ -738,12 +719,6 @@ Operation *prepare(AttentionOp op, GradientBuilder &g) {
 
 LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
-  Type element = getElementTypeOrSelf(op.getY().getType());
-  if (!element.isF32())
-    return gradientError(op)
-           << "the gradient of a " << element
-           << " attention is not supported yet (f32 only; low-precision "
-              "attention gradients are future work)";
   if (!op.getLse())
     return gradientError(op) << "an attention without its row statistics "
                                 "(return_lse) has no gradient";
@@ -752,7 +727,15 @@ LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
   // Bias gradients (dS summed over the bias's broadcast axes) only for a bias
   // that is trained, e.g. swin's relative-position table.
   Value bias = op.getBias();
-  bool biasGradient = bias && dependsOnParameter(bias);
+  bool biasGradient = bias && mlir::memopt::impl::dependsOnParameter(bias);
+  // f16 / bf16 Q, K, V take the low-precision kernels (f32 accumulation); a
+  // trained bias's gradient is summed with f32 atomics only (a training
+  // compilation runs such an attention in f32: hasLowPrecisionGradient).
+  Type element = getElementTypeOrSelf(op.getY().getType());
+  if (biasGradient && !element.isF32())
+    return gradientError(op)
+           << "the gradient of a trained bias of a " << element
+           << " attention is not supported (f32 only)";
   auto grad = AttentionGradOp::create(
       g.b, g.loc, op.getQ(), op.getK(), op.getV(), op.getY(), dy[0],
       op.getLse(), bias, op.getScaleAttr(), op.getCausalAttr(),

@@ -925,6 +925,9 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   bool biasGradient = isSet(adaptor.getBiasGradientAttr());
   if (biasGradient && !adaptor.getBias())
     return inferError(loc, name, "bias_gradient needs a bias");
+  if (biasGradient && !output.getElementType().isF32())
+    return inferError(loc, name, "bias_gradient needs f32 operands (the bias "
+                                 "gradient kernels are f32 only)");
   // dQ, dK, dV: the operands' last two axes with the broadcast batch axes.
   ArrayRef<int64_t> batch = output.getShape().drop_back(2);
   for (Value operand : {adaptor.getQ(), adaptor.getK(), adaptor.getV()}) {
@@ -959,6 +962,9 @@ int64_t AttentionGradOp::getFlops() {
 /// Two f32 score buffers of the whole batch (the runtime's
 /// attentionBackwardChunkBytes), nothing when an operand broadcasts.
 int64_t AttentionGradOp::getWorkspaceBytes() {
+  // f16 / bf16 run the fused kernels only (no score buffers).
+  if (!getO().getType().getElementType().isF32())
+    return 0;
   auto shape = getO().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
   for (Value operand : {getQ(), getK(), getV()})

@@ -2,6 +2,9 @@
 
 #include "OpUtils.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -11,6 +14,26 @@ DenseElementsAttr memopt::impl::getSmallDense(Attribute attr) {
   if (!dense || dense.getNumElements() > kMaxFoldElements)
     return {};
   return dense;
+}
+
+bool memopt::impl::dependsOnParameter(Value value) {
+  SmallVector<Value> worklist = {value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value current = worklist.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    Operation *def = current.getDefiningOp();
+    if (!def)
+      continue;
+    if (auto variable = dyn_cast<VariableOp>(def)) {
+      if (variable.getRole() == "parameter")
+        return true;
+      continue;
+    }
+    worklist.append(def->operand_begin(), def->operand_end());
+  }
+  return false;
 }
 
 SmallVector<int64_t> memopt::impl::computeStrides(ArrayRef<int64_t> shape) {

@@ -32,6 +32,10 @@ constexpr int64_t kMaxFoldElements = 1 << 16;
 /// kMaxFoldElements elements; null otherwise (absent, resource blob, big).
 DenseElementsAttr getSmallDense(Attribute attr);
 
+/// True if `value` is computed from a trainable parameter (a `parameter`
+/// memopt.variable).
+bool dependsOnParameter(Value value);
+
 /// Row-major strides of `shape`.
 SmallVector<int64_t> computeStrides(ArrayRef<int64_t> shape);
 

@@ -16,6 +16,8 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 
+#include "OpUtils.h"
+
 using namespace mlir;
 using namespace mlir::memopt;
 
@@ -104,9 +106,14 @@ bool LayerNormalizationOp::acceptsF32Operand(unsigned index) {
   int64_t cols = ShapedType::getNumElements(x.getShape().drop_front(axis));
   return cast<ShapedType>(getScale().getType()).getNumElements() == cols;
 }
-// attention_grad (FlashAttention-2's backward) has f32 kernels only: a
-// training compilation runs the attention in f32 (and says so).
-bool AttentionOp::hasLowPrecisionGradient() { return false; }
+// attention_grad (FlashAttention-2's backward) takes f16 / bf16 Q, K, V, O
+// and dO with f32 accumulation, but sums a trained bias's gradient with f32
+// atomics only: a training compilation runs an attention whose bias depends
+// on a parameter (swin's relative-position table) in f32, and says so.
+bool AttentionOp::hasLowPrecisionGradient() {
+  Value bias = getBias();
+  return !bias || !mlir::memopt::impl::dependsOnParameter(bias);
+}
 
 // In-place updates of training state: their operands are state variables
 // (and the f32 statistics above), never cast.

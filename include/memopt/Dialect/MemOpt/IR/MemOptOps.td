@@ -700,24 +700,31 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
     shape: the kernels sum `dS` over the axes the bias broadcasts along, so
     `[..., S, Sk]` never exists. Fully masked rows get zero gradients with
     `safe_softmax` (PyTorch's safe softmax backward), NaN otherwise (as the
-    unfused graph). f32 only (low-precision attention gradients are not
-    supported yet).
+    unfused graph). `Q`, `K`, `V`, `O`, `dO` (and the bias and the
+    gradients) are f32, f16 or bf16 (mixed-precision training; the kernels
+    accumulate in f32), `lse` is f32; a bias gradient is f32 only.
 
-    Workspace: when `Q`, `K` and `V` hold the whole batch, two f32 score
-    buffers of the whole batch, optional like the forward's: the CUDA runtime
-    then runs the backward chunk by chunk through library GEMMs, and a fused
-    kernel (the scores only in shared memory) otherwise.
+    Workspace: for f32, when `Q`, `K` and `V` hold the whole batch, two f32
+    score buffers of the whole batch, optional like the forward's: the CUDA
+    runtime then runs the backward chunk by chunk through library GEMMs, and
+    a fused kernel (the scores only in shared memory) otherwise; f16 / bf16
+    always run the fused kernels.
   }];
-  let arguments = (ins MemOpt_TensorOf<[F32]>:$Q, MemOpt_TensorOf<[F32]>:$K,
-                       MemOpt_TensorOf<[F32]>:$V, MemOpt_TensorOf<[F32]>:$O,
-                       MemOpt_TensorOf<[F32]>:$dO, MemOpt_TensorOf<[F32]>:$lse,
-                       Optional<MemOpt_TensorOf<[F32]>>:$bias, F32Attr:$scale,
+  let arguments = (ins MemOpt_TensorOf<[F32, F16, BF16]>:$Q,
+                       MemOpt_TensorOf<[F32, F16, BF16]>:$K,
+                       MemOpt_TensorOf<[F32, F16, BF16]>:$V,
+                       MemOpt_TensorOf<[F32, F16, BF16]>:$O,
+                       MemOpt_TensorOf<[F32, F16, BF16]>:$dO,
+                       MemOpt_TensorOf<[F32]>:$lse,
+                       Optional<MemOpt_TensorOf<[F32, F16, BF16]>>:$bias,
+                       F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_gradient);
-  let results = (outs MemOpt_TensorOf<[F32]>:$dQ, MemOpt_TensorOf<[F32]>:$dK,
-                      MemOpt_TensorOf<[F32]>:$dV,
+  let results = (outs MemOpt_TensorOf<[F32, F16, BF16]>:$dQ,
+                      MemOpt_TensorOf<[F32, F16, BF16]>:$dK,
+                      MemOpt_TensorOf<[F32, F16, BF16]>:$dV,
                       Optional<MemOpt_TensorOf<[F32]>>:$dbias);
   let assemblyFormat = "$Q `,` $K `,` $V `,` $O `,` $dO `,` $lse "
                        "(`,` $bias^)? attr-dict `:` "

@@ -108,7 +108,8 @@ def MemOptMixedPrecision
     accepts in f32 (`acceptsF32Operand`: normalization scale and bias) keeps
     a parameter f32, results `hasF32Result` names (batch statistics) stay
     f32; an op whose gradient has no low-precision form
-    (`hasLowPrecisionGradient`: attention) runs in f32 with a warning naming
+    (`hasLowPrecisionGradient`: an attention with a trained bias) runs in f32
+    with a warning naming
     the node; an op that only moves data out of parameters into a smaller
     result (an embedding gather) reads them in f32 and its result is cast
     where it is needed; the tanh GELU spelled as eight ops is fused first,
