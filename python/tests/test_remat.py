@@ -161,7 +161,10 @@ def test_foundation_numerics_with_remat(compiler, tmp_path, model, train):
     assert report["arena_bytes"] <= budget
     assert report["budget_bytes"] == budget
     assert report["remat"]["recomputed_ops"] > 0
-    assert report["remat"]["unconstrained_arena_bytes"] == unconstrained
+    # The planner's exact search stops at its time limit: on the larger training steps two
+    # compiles of one model (one scheduled once more) can end 0.5% apart on a loaded machine.
+    assert report["remat"]["unconstrained_arena_bytes"] == pytest.approx(unconstrained,
+                                                                         rel=0.01)
     reference = execute(base, inputs, str(tmp_path / "base.out"), train)
     values = execute(out, inputs, str(tmp_path / "remat.out"), train)
     assert worst_difference(reference, values) <= RELATIVE_TOLERANCE
