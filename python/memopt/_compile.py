@@ -35,6 +35,9 @@ class Training:
     momentum          SGD momentum.
     weight_decay      default 0 for sgd, 0.01 for adamw.
     beta1, beta2, eps AdamW's.
+    accumulate        micro-batches per optimizer step (--accumulate K): gradients of K
+                      train_step calls are summed (each of loss / K), the update runs on the
+                      K-th.
     batch_statistics  BatchNormalization normalizes with batch statistics and updates its running
                       mean and variance (training mode; --bn-batch-stats).
     freeze            prefixes of initializer names that are not trained.
@@ -50,6 +53,7 @@ class Training:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    accumulate: int = 1
     batch_statistics: bool = False
     freeze: Sequence[str] = field(default_factory=tuple)
 
@@ -66,6 +70,11 @@ class Training:
         options.beta1 = float(self.beta1)
         options.beta2 = float(self.beta2)
         options.eps = float(self.eps)
+        if isinstance(self.accumulate, bool) or not isinstance(self.accumulate, int) \
+                or self.accumulate < 1:
+            raise InputError(f"accumulate {self.accumulate!r}: expected a whole number of "
+                             f"micro-batches, at least 1")
+        options.accumulate = int(self.accumulate)
         options.batch_statistics = bool(self.batch_statistics)
         freeze = [self.freeze] if isinstance(self.freeze, str) else list(self.freeze)
         options.freeze = [str(prefix) for prefix in freeze]
@@ -95,6 +104,7 @@ def _write_model(model: Any, folder: str) -> str:
 
 def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str = "fp32",
             memory_budget: Union[None, int, str] = None,
+            remat_allow: Optional[Sequence[str]] = None, layout: str = "auto",
             input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
             train: Optional[Training] = None, workdir: Optional[PathLike] = None,
             arch: str = "sm_90", verbose: bool = False) -> Program:
@@ -104,10 +114,16 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     target         'host' (the CPU backend, anywhere) or 'cuda' (needs nvcc to build; runs on a
                    GPU of compute capability `arch`).
     precision      'fp32', 'fp16' or 'bf16' (weights and activations in half precision where
-                   safe, inputs and outputs stay float32), or 'tf32' where this memopt has it.
+                   safe, inputs and outputs stay float32), or 'tf32' (float32 tensors, TF32
+                   math in convolutions and matrix products on CUDA).
     memory_budget  the most bytes the activation arena may take: an int, or '2GiB', '512MiB',
-                   ... Below what the plan needs, compiling fails with the plan's figure
-                   (rematerialization, where this memopt has it, recomputes to fit).
+                   ... When the plan needs more, ops are recomputed until it fits
+                   (docs/remat.md); a budget no recomputation meets fails with the smallest
+                   arena reached.
+    remat_allow    op kinds that may be recomputed to meet memory_budget (e.g. ['relu',
+                   'fused_elementwise']; default: every op with a cost).
+    layout         'auto', 'nchw' or 'nhwc': the layout of convolution regions (auto:
+                   channels-last where it is faster on CUDA; docs/layout.md).
     input_shapes   {input name: shape} fixing dynamic dimensions, e.g. {'input': (8, 3, 224,
                    224)}.
     train          memopt.Training(...): compile one training step (Program.train_step).
@@ -145,6 +161,12 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             options.memory_budget = memory_budget
         else:
             options.memory_budget = _compiler.parse_byte_size(memory_budget)
+    if remat_allow is not None:
+        kinds = [remat_allow] if isinstance(remat_allow, str) else list(remat_allow)
+        options.remat_allow = [str(kind) for kind in kinds]
+    if layout not in ("auto", "nchw", "nhwc"):
+        raise InputError(f"layout '{layout}': expected 'auto', 'nchw' or 'nhwc'")
+    options.layout = layout
     options.input_shapes = [_shape_spec(name, shape)
                             for name, shape in (input_shapes or {}).items()]
     if train is not None:

@@ -29,7 +29,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 # The runtime's DType values (include/memopt/Runtime/Runtime.h) as NumPy-style names.
 _DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8",
                 "bool")
-_ROLE_NAMES = ("constant", "parameter", "optimizer_state", "learning_rate", "step", "statistic")
+# WeightRole's values (include/memopt/Runtime/Program.h) in order.
+_ROLE_NAMES = ("constant", "parameter", "optimizer_state", "learning_rate", "step", "statistic",
+               "gradient_accumulator", "micro_step", "random_key")
 # DLPack device types that are host memory.
 _DLPACK_HOST_DEVICES = (1, 3)
 
@@ -380,7 +382,8 @@ class Program:
         """One training step on one batch (host arrays of the compiled batch size; inputs
         include `labels` for cross-entropy or `target` for mse) with learning rate `lr` (default:
         the compiled one). The parameters and optimizer state update in place; the step count
-        goes on from the weights'. Returns the step's loss (NaN or inf included)."""
+        goes on from the weights'. With Training(accumulate=K) each call is one micro-batch and
+        every K-th call updates. Returns the (micro-)batch's loss (NaN or inf included)."""
         if not self.is_training:
             raise InputError("train_step needs a training program: compile with "
                              "train=memopt.Training(...)")
@@ -408,7 +411,8 @@ class Program:
 
     def get_weights(self, role: Optional[str] = None) -> Dict[str, np.ndarray]:
         """{name: copy} of the program's weights, or of those of one `role` ('parameter',
-        'optimizer_state', 'statistic', 'constant', 'learning_rate', 'step')."""
+        'optimizer_state', 'statistic', 'constant', 'learning_rate', 'step',
+        'gradient_accumulator', 'micro_step', 'random_key')."""
         region = np.empty(self.weight_bytes, dtype=np.uint8)
         with self._lock:
             self._program.read_weights(region)

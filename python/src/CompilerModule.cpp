@@ -41,7 +41,8 @@ NB_MODULE(_compiler, m) {
   nb::enum_<CompilePrecision>(m, "Precision")
       .value("fp32", CompilePrecision::FP32)
       .value("fp16", CompilePrecision::FP16)
-      .value("bf16", CompilePrecision::BF16);
+      .value("bf16", CompilePrecision::BF16)
+      .value("tf32", CompilePrecision::TF32);
   nb::enum_<EmitKind>(m, "Emit")
       .value("mlir", EmitKind::Mlir)
       .value("plan", EmitKind::Plan)
@@ -63,6 +64,7 @@ NB_MODULE(_compiler, m) {
       .def_rw("beta1", &TrainingOptions::beta1)
       .def_rw("beta2", &TrainingOptions::beta2)
       .def_rw("eps", &TrainingOptions::eps)
+      .def_rw("accumulate", &TrainingOptions::accumulate)
       .def_rw("batch_statistics", &TrainingOptions::batchStatistics)
       .def_rw("freeze", &TrainingOptions::freeze);
 
@@ -74,6 +76,10 @@ NB_MODULE(_compiler, m) {
       .def_rw("target", &CompileOptions::target)
       .def_rw("precision", &CompileOptions::precision)
       .def_rw("memory_budget", &CompileOptions::memoryBudget)
+      .def_rw("remat_allow", &CompileOptions::rematAllow)
+      .def_rw("remat_time_limit", &CompileOptions::rematTimeLimit)
+      .def_rw("remat_kernel_times", &CompileOptions::rematKernelTimes)
+      .def_rw("layout", &CompileOptions::layout)
       .def_rw("input_shapes", &CompileOptions::inputShapes)
       .def_rw("emit", &CompileOptions::emit)
       .def_rw("report_path", &CompileOptions::reportPath)

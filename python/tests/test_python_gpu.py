@@ -1,4 +1,5 @@
-"""The Python package on a CUDA GPU (marker `gpu`): skipped where PyTorch sees no GPU.
+"""The Python package on a CUDA GPU (marker `gpu`): collected only with `-m gpu` or
+MEMOPT_GPU_TESTS=1 (conftest.py), and then failing where PyTorch sees no GPU.
 
 A PyTorch CUDA tensor in, a PyTorch CUDA tensor out, on the caller's (side) stream:
 - the result equals the CUDA executable's for the same model, weights and input;
@@ -56,9 +57,12 @@ def prepare(folder, compiler, arch="sm_90"):
 
 @pytest.fixture(scope="module")
 def torch():
-    torch = pytest.importorskip("torch")
+    try:
+        import torch
+    except ImportError:
+        pytest.fail("the GPU tests need PyTorch with CUDA", pytrace=False)
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU visible to PyTorch")
+        pytest.fail("no CUDA GPU visible to PyTorch", pytrace=False)
     return torch
 
 

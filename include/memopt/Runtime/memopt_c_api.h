@@ -99,7 +99,8 @@ typedef struct memopt_tensor_info {
    * own. Weights: byte offset in the weight region. */
   int64_t offset;
   /* Weights: 0 constant, 1 parameter, 2 optimizer state, 3 learning rate,
-   * 4 step count, 5 statistic (include/memopt/Runtime/Program.h). */
+   * 4 step count, 5 statistic, 6 gradient accumulator, 7 micro-step,
+   * 8 random key (WeightRole in include/memopt/Runtime/Program.h). */
   int32_t role;
 } memopt_tensor_info;
 /* Fills `info` for tensor `index` of `kind` (MEMOPT_TENSOR_*). Returns 0, or

@@ -512,13 +512,16 @@ struct MemOptRematerializePass
     search.arenaBudget = arenaBudget;
     search.remat = options;
     search.maxProbes = maxProbes;
-    auto plan = [&](ModuleOp candidate) {
+    auto plan = [&](ModuleOp candidate, bool thorough) {
       PassManager pm(&getContext());
       pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
       pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
       MemOptPlanMemoryOptions planOptions;
       planOptions.outputsInArena = outputsInArena;
-      planOptions.timeLimit = planTimeLimit;
+      // Thorough: the plan pass's own search time (what memopt-compile's
+      // final plan searches).
+      if (!thorough)
+        planOptions.timeLimit = planTimeLimit;
       pm.addPass(createMemOptPlanMemory(planOptions));
       return pm.run(candidate);
     };

@@ -58,9 +58,11 @@ std::string formatBytes(int64_t bytes) {
 
 /// Plans a copy of `module`; returns the copy and its arena.
 FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>>
-planCopy(ModuleOp module, llvm::function_ref<LogicalResult(ModuleOp)> plan) {
+planCopy(ModuleOp module,
+         llvm::function_ref<LogicalResult(ModuleOp, bool)> plan,
+         bool thorough) {
   OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(plan(*copy)))
+  if (failed(plan(*copy, thorough)))
     return failure();
   func::FuncOp function = getBodyFunction(*copy);
   auto arena = function
@@ -126,7 +128,7 @@ std::string describeArena(ModuleOp planned, int64_t arena) {
 
 FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
     ModuleOp module, const ArenaBudgetOptions &options,
-    llvm::function_ref<LogicalResult(ModuleOp)> plan) {
+    llvm::function_ref<LogicalResult(ModuleOp, bool)> plan) {
   func::FuncOp function = getBodyFunction(module);
   if (!function)
     return module.emitError(
@@ -135,7 +137,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
   int64_t budget = options.arenaBudget;
 
   FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> unconstrained =
-      planCopy(module, plan);
+      planCopy(module, plan, /*thorough=*/true);
   if (failed(unconstrained))
     return failure();
   result.unconstrainedArena = unconstrained->second;
@@ -192,7 +194,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
       continue;
     }
     FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> planned =
-        planCopy(*candidate, plan);
+        planCopy(*candidate, plan, /*thorough=*/false);
     if (failed(planned))
       return failure();
     int64_t arena = planned->second;

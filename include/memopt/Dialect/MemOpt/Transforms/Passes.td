@@ -288,7 +288,8 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
            "memopt-compile does)">,
     Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"0.2",
            "arena-budget: seconds the planner's exact search may take per "
-           "attempt (the final plan searches longer and only gets smaller)">,
+           "probe (the unconstrained plan and the final plan search as long "
+           "as memopt-plan-memory does)">,
     Option<"maxProbes", "max-probes", "int", /*default=*/"8",
            "arena-budget: the most solver runs">,
     ListOption<"allow", "allow", "std::string",

@@ -112,9 +112,13 @@ struct ArenaBudgetResult {
   std::vector<std::string> log;
 };
 
-FailureOr<ArenaBudgetResult>
-rematerializeToArenaBudget(ModuleOp module, const ArenaBudgetOptions &options,
-                           llvm::function_ref<LogicalResult(ModuleOp)> plan);
+/// `plan(module, thorough)` runs the memory phase on a copy: `thorough` for
+/// the unconstrained arena (searched as long as the final plan is, so that
+/// the report's unconstrained arena is what a compile without a budget
+/// gets), quick for the probes.
+FailureOr<ArenaBudgetResult> rematerializeToArenaBudget(
+    ModuleOp module, const ArenaBudgetOptions &options,
+    llvm::function_ref<LogicalResult(ModuleOp, bool thorough)> plan);
 
 } // namespace mlir::memopt
 
