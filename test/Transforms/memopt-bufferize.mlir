@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-bufferize | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-bufferize=report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-bufferize=report -o /dev/null | FileCheck %s --check-prefix=REPORT
 
 // A chain of elementwise ops: each result overwrites the operand that dies at
 // it. The first op reads an input and a weight (never overwritten) and the

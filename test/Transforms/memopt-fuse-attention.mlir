@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-fuse-attention | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-fuse-attention=report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-fuse-attention=report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: memopt-opt %s -split-input-file --memopt-fuse-attention=max-head-size=256 | FileCheck %s --check-prefix=WIDE
 
 // torchscript BERT: K^T by Transpose(perm [0, 2, 3, 1]) stays the K operand

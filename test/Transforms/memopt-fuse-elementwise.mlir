@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-fuse-elementwise | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-fuse-elementwise=report=true -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-fuse-elementwise=report=true -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: memopt-opt %s -split-input-file --memopt-fuse-elementwise | memopt-opt -split-input-file --verify-each | FileCheck %s --check-prefix=ROUNDTRIP
 
 // ResNet's residual tail: add then relu becomes one op; the conv output and

@@ -1,7 +1,7 @@
 // RUN: memopt-opt %s -split-input-file -verify-diagnostics --memopt-layout | FileCheck %s
 // RUN: memopt-opt %s -split-input-file --memopt-layout=layout=nhwc | FileCheck %s --check-prefix=NHWC
 // RUN: memopt-opt %s -split-input-file --memopt-layout="layout=auto target=host" | FileCheck %s --check-prefix=HOST
-// RUN: memopt-opt %s -split-input-file --memopt-layout="layout=nhwc report" -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-layout="layout=nhwc report" -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not memopt-opt %s -split-input-file --memopt-layout=layout=chw -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: error: memopt-layout: layout 'chw' is not auto, nchw or nhwc

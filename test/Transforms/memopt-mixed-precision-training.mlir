@@ -1,7 +1,7 @@
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=training=true 2>/dev/null | FileCheck %s
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="training=true precision=bf16" 2>/dev/null | FileCheck %s --check-prefix=BF16
-// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="training=true report" -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=training=true -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-mixed-precision="training=true report" -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-mixed-precision=training=true -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision | FileCheck %s --check-prefix=INFER
 
 // memopt-mixed-precision with training=true: the model before

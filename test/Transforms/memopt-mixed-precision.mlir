@@ -1,9 +1,9 @@
 // RUN: memopt-opt %s -split-input-file -verify-diagnostics --memopt-mixed-precision | FileCheck %s
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=precision=bf16 | FileCheck %s --check-prefix=BF16
-// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=report -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-mixed-precision=report -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision=precision=f8 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision=precision=tf32 | FileCheck %s --check-prefix=TF32
-// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="precision=tf32 report" -o /dev/null | FileCheck %s --check-prefix=TF32-REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-mixed-precision="precision=tf32 report" -o /dev/null | FileCheck %s --check-prefix=TF32-REPORT
 
 // BAD: error: memopt-mixed-precision: precision 'f8' is not f16, bf16 or tf32
 

@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-rematerialize=budget=40000 | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-rematerialize="budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not memopt-opt %s -split-input-file --memopt-rematerialize="budget=40000 allow=relu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALLOW
 // RUN: not memopt-opt %s -split-input-file --memopt-rematerialize=budget=1000 -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIGHT
 // RUN: not memopt-opt %s --memopt-rematerialize="budget=40000 allow=frobnicate" -o /dev/null 2>&1 | FileCheck %s --check-prefix=KIND
@@ -10,7 +10,7 @@
 // RUN: echo '{"first": "slow"}' > %t.bad.json
 // RUN: not memopt-opt %s --memopt-rematerialize="budget=40000 kernel-times=%t.bad.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTIMES
 // RUN: memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=40000" | FileCheck %s --check-prefix=ARENA
-// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=ARENAREPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-rematerialize="arena-budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=ARENAREPORT
 // RUN: not memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=20000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ARENAERR
 // RUN: not memopt-opt %s --memopt-rematerialize -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 

@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-schedule | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-schedule=report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-schedule=report -o /dev/null | FileCheck %s --check-prefix=REPORT
 
 // Two branches that each expand to 16 KiB and shrink to 1 KiB. Running both
 // expansions first keeps 32 KiB alive; finishing one branch before starting

@@ -1,7 +1,7 @@
 // RUN: memopt-opt %s --split-input-file --memopt-weight-casts | FileCheck %s
 // RUN: memopt-opt %s --split-input-file --memopt-weight-casts=policy=keep | FileCheck %s --check-prefix=KEEP
 // RUN: memopt-opt %s --split-input-file --memopt-weight-casts=policy=recast | FileCheck %s --check-prefix=RECAST
-// RUN: memopt-opt %s --split-input-file --memopt-weight-casts=report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s --split-input-file --mlir-disable-threading --memopt-weight-casts=report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not memopt-opt %s --split-input-file --memopt-weight-casts=policy=sometimes -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A mixed-precision training step after autodiff (memopt-mixed-precision
