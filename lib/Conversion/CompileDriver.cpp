@@ -435,6 +435,8 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.accumulate = training.accumulate;
   pipeline.batchStatistics = training.batchStatistics;
   pipeline.freeze = training.freeze;
+  pipeline.dataParallel = training.dataParallel;
+  pipeline.shard = training.shard.empty() ? "none" : training.shard;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
                        : options.precision == CompilePrecision::BF16 ? "bf16"
                        : options.precision == CompilePrecision::TF32 ? "tf32"
@@ -523,6 +525,20 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   const TrainingOptions &training = options.training;
   if (training.enabled && options.lowerOnly)
     return fail("--train needs the model, not planned IR (--lower-only)");
+  if (training.dataParallelGiven && training.dataParallel < 1)
+    return fail("--data-parallel " + Twine(training.dataParallel) +
+                ": the step needs at least 1 rank");
+  if (!training.shard.empty() && training.shard != "none" &&
+      training.shard != "optimizer" && training.shard != "gradients")
+    return fail("--shard '" + training.shard +
+                "' is not none, optimizer or gradients");
+  if (!training.shard.empty() && !training.dataParallelGiven)
+    return fail("--shard " + training.shard +
+                " needs --data-parallel N (the ranks the optimizer state is "
+                "sharded over)");
+  if (training.dataParallelGiven && !training.enabled)
+    return fail("--data-parallel needs --train (it averages a training "
+                "step's gradients over the ranks)");
   if (training.enabled && !lowType.empty() && lowType != "tf32")
     return fail("--train with --precision " + precisionFlag +
                 " is not supported yet (mixed-precision training is its own "

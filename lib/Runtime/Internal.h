@@ -321,6 +321,10 @@ bool validateAccumulation(Context &ctx, const char *node,
                           const TensorRef &param,
                           const GradientAccumulation &accumulation);
 
+/// Data-parallel collectives: F32 x and y, y holding `yElements` elements.
+bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
+                        const TensorRef &y, int64_t yElements);
+
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
                                                        float o, float scale,

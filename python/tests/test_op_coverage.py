@@ -42,7 +42,9 @@ NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign",
                 "batch_norm_training", "batch_norm_training_grad", "batch_norm_running_update",
                 "layer_normalization_grad",
-                "attention_grad"}
+                "attention_grad",
+                # built by memopt-data-parallel (docs/data-parallel.md)
+                "all_reduce", "reduce_scatter", "all_gather"}
 
 
 def dialect_ops():

@@ -45,6 +45,13 @@ struct TrainingOptions {
   bool batchStatistics = false;
   /// Prefixes of initializer names that are not trained.
   std::vector<std::string> freeze;
+  /// --data-parallel N: one rank's step of N data-parallel ranks (the
+  /// inputs are one rank's micro-batch); 0 when not given. A value below 1
+  /// given on the command line is an error (dataParallelGiven).
+  int64_t dataParallel = 0;
+  bool dataParallelGiven = false;
+  /// --shard none|optimizer|gradients ("" when not given: none).
+  std::string shard;
 };
 
 struct CompileOptions {

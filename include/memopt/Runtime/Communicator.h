@@ -29,6 +29,8 @@
 #ifndef MEMOPT_RUNTIME_COMMUNICATOR_H
 #define MEMOPT_RUNTIME_COMMUNICATOR_H
 
+#include "memopt/Runtime/Runtime.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,8 +39,7 @@
 
 namespace memopt::rt {
 
-/// ncclSum and ncclAvg (the sum divided by the number of ranks).
-enum class CollectiveReduction : int32_t { Sum = 0, Average = 1 };
+// CollectiveReduction (ncclSum, ncclAvg) is in Runtime.h.
 
 /// One rank's end of a group of `size()` ranks. Every rank must issue the
 /// same collectives in the same order with the same counts (as NCCL

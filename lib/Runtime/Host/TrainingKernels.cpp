@@ -302,14 +302,16 @@ bool accumulateGradient(Context &ctx, const char *node, const TensorRef &param,
     return false;
   }
   float *sum = static_cast<float *>(accumulation->accumulator.data);
-  const float *g = gradient;
-  bool first = micro == 0;
-  host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
-                    [&](int64_t lo, int64_t hi) {
-                      for (int64_t i = lo; i < hi; ++i)
-                        sum[i] = first ? g[i] : sum[i] + g[i];
-                    });
-  gradient = sum;
+  if (sum) { // else the micro-step gate alone
+    const float *g = gradient;
+    bool first = micro == 0;
+    host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                      [&](int64_t lo, int64_t hi) {
+                        for (int64_t i = lo; i < hi; ++i)
+                          sum[i] = first ? g[i] : sum[i] + g[i];
+                      });
+    gradient = sum;
+  }
   return micro == double(accumulation->steps - 1);
 }
 
