@@ -426,3 +426,18 @@ def test_c_api_runs_the_ranks(tmp_path):
         assert loss.value == pytest.approx(expected, rel=1e-6)
     finally:
         lib.memopt_model_destroy(model)
+
+
+def test_a_failing_rank_stops_every_rank(tmp_path, two_rank_program):
+    """A label out of range in rank 1's slice only: rank 1's loss kernel fails, its abort
+    releases rank 0 from the collective it waits in, and the executable reports rank 1's
+    error once and exits non-zero instead of hanging."""
+    out, x, _ = two_rank_program
+    labels = tmp_path / "labels.npy"
+    np.save(labels, np.array([0, 1, 2, 7, 0, 1, 2, 0], np.int64))
+    result = run([out, "--steps", 1, "--input", f"x={x}", "--input", f"labels={labels}",
+                  "--save-state", tmp_path / "state"], check=False, timeout=120)
+    assert result.returncode != 0
+    assert result.stderr.count("error:") == 1, result.stderr
+    assert "error: rank 1: node 'loss': label 7 of row 1 is outside [0, 3)" in result.stderr
+    assert not (tmp_path / "state").exists()
