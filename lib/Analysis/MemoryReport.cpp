@@ -193,8 +193,11 @@ static void addTrainingReport(func::FuncOp function,
         return std::nullopt;
       }())
     training.peakInBackward = *peak == 1;
-  // Gradients: the `grad` operand of each update.
-  llvm::SmallSetVector<unsigned, 16> gradientStorages;
+  // Gradients: the `grad` operand of each update, or in a data-parallel
+  // step the input of the collective that gives it (the local gradient);
+  // a collective's result in a storage of its own is a communication
+  // buffer.
+  llvm::SmallSetVector<unsigned, 16> gradientStorages, communicationStorages;
   for (Operation &op : body) {
     Value gradient;
     if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
@@ -204,8 +207,24 @@ static void addTrainingReport(func::FuncOp function,
       gradient = adamw.getGrad();
       training.accumulationSteps = adamw.getAccumulationSteps();
     }
-    if (gradient && liveness.getStorage(gradient).kind == StorageKind::Arena)
+    if (!gradient)
+      continue;
+    if (Operation *collective = gradient.getDefiningOp();
+        isa_and_nonnull<AllReduceOp, ReduceScatterOp>(collective)) {
+      const Storage &result = liveness.getStorage(gradient);
+      gradient = collective->getOperand(0);
+      if (result.kind == StorageKind::Arena &&
+          result.id != liveness.getStorage(gradient).id)
+        communicationStorages.insert(result.id);
+    }
+    if (liveness.getStorage(gradient).kind == StorageKind::Arena)
       gradientStorages.insert(liveness.getStorage(gradient).id);
+  }
+  for (unsigned id : communicationStorages) {
+    const Storage &storage = liveness.getStorages()[id];
+    report.dataParallel.communicationBufferBytes += storage.size;
+    if (storage.first <= report.peakIndex && report.peakIndex <= storage.last)
+      report.dataParallel.communicationBufferBytesAtPeak += storage.size;
   }
   SmallVector<int64_t> profile(report.liveProfile.begin(),
                                report.liveProfile.end());
@@ -237,11 +256,79 @@ static void addTrainingReport(func::FuncOp function,
   for (BufferReport &buffer : report.buffers) {
     if (gradientStorages.contains(buffer.storageId))
       buffer.kind = "gradient";
+    else if (communicationStorages.contains(buffer.storageId))
+      buffer.kind = "communication";
     else if (saved.contains(buffer.storageId))
       buffer.kind = "saved_for_backward";
   }
   addMixedPrecisionReport(function, liveness, saved,
                           gradientStorages.getArrayRef(), report);
+}
+
+/// Fills report.dataParallel for a step memopt-data-parallel rewrote (the
+/// communication buffers come from addTrainingReport).
+static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
+  auto attr = function->getAttrOfType<DictionaryAttr>("memopt.data_parallel");
+  if (!attr)
+    return;
+  DataParallelReport &dataParallel = report.dataParallel;
+  dataParallel.present = true;
+  if (auto ranks = attr.getAs<IntegerAttr>("ranks"))
+    dataParallel.ranks = ranks.getInt();
+  if (auto shard = attr.getAs<StringAttr>("shard"))
+    dataParallel.shard = shard.str();
+  int64_t ranks = std::max<int64_t>(dataParallel.ranks, 1);
+  // Ring volumes: what one rank sends for a tensor of `bytes` bytes.
+  auto ring = [&](int64_t bytes, int64_t passes) {
+    return passes * bytes * (ranks - 1) / ranks;
+  };
+  int64_t microSteps = std::max<int64_t>(report.training.accumulationSteps, 1);
+  for (Operation &op : function.getBody().front()) {
+    if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+      ++dataParallel.allReduces;
+      // Gated on the micro-step: once per optimizer step.
+      int64_t times = reduce.getMicroStep() ? 1 : microSteps;
+      dataParallel.sentBytesPerStep +=
+          times * ring(getTensorBytes(reduce.getInput().getType()), 2);
+    } else if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+      ++dataParallel.reduceScatters;
+      int64_t times = scatter.getMicroStep() ? 1 : microSteps;
+      dataParallel.sentBytesPerStep +=
+          times * ring(getTensorBytes(scatter.getInput().getType()), 1);
+    } else if (auto gather = dyn_cast<AllGatherOp>(op)) {
+      ++dataParallel.allGathers;
+      dataParallel.sentBytesPerStep +=
+          ring(getTensorBytes(gather.getParam().getType()), 1);
+    }
+    // Sharded updates: what their state would hold whole.
+    int64_t shards = 1, paramBytes = 0, states = 0;
+    bool accumulator = false;
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
+      shards = sgd.getShards();
+      paramBytes = getTensorBytes(sgd.getParam().getType());
+      states = sgd.getMomentumBuffer() ? 1 : 0;
+      accumulator = bool(sgd.getAccumulator());
+    } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
+      shards = adamw.getShards();
+      paramBytes = getTensorBytes(adamw.getParam().getType());
+      states = 2;
+      accumulator = bool(adamw.getAccumulator());
+    }
+    if (shards > 1) {
+      dataParallel.unshardedOptimizerStateBytes += states * paramBytes;
+      if (accumulator)
+        dataParallel.unshardedAccumulatorBytes += paramBytes;
+    }
+  }
+  if (dataParallel.shard == "none" || ranks == 1) {
+    dataParallel.unshardedOptimizerStateBytes =
+        report.training.optimizerStateBytes;
+    dataParallel.unshardedAccumulatorBytes =
+        report.training.gradientAccumulatorBytes;
+  } else if (dataParallel.shard == "optimizer") {
+    dataParallel.unshardedAccumulatorBytes =
+        report.training.gradientAccumulatorBytes;
+  }
 }
 
 /// Fills report.remat from the clones memopt-rematerialize left
@@ -353,6 +440,7 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   report.fragmentationIndex =
       totalFree == 0 ? 0.0 : 100.0 * (1.0 - double(largestFree) / totalFree);
   addTrainingReport(function, liveness, report);
+  addDataParallelReport(function, report);
   addRematReport(function, liveness, report);
   return report;
 }
@@ -471,6 +559,33 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         object["loss_scaling"] = nullptr;
       (*result.getObject("training"))["mixed_precision"] = std::move(object);
     }
+  }
+  if (report.dataParallel.present) {
+    const DataParallelReport &dataParallel = report.dataParallel;
+    const TrainingReport &training = report.training;
+    result["data_parallel"] = llvm::json::Object{
+        {"ranks", dataParallel.ranks},
+        {"shard", dataParallel.shard},
+        {"all_reduces", dataParallel.allReduces},
+        {"reduce_scatters", dataParallel.reduceScatters},
+        {"all_gathers", dataParallel.allGathers},
+        {"per_rank",
+         llvm::json::Object{
+             {"parameter_bytes", training.parameterBytes},
+             {"gradient_bytes", training.gradientBytes},
+             {"optimizer_state_bytes", training.optimizerStateBytes},
+             {"gradient_accumulator_bytes", training.gradientAccumulatorBytes},
+             {"communication_buffer_bytes",
+              dataParallel.communicationBufferBytes},
+             {"communication_buffer_bytes_at_peak",
+              dataParallel.communicationBufferBytesAtPeak},
+             {"arena_bytes", report.arenaBytes},
+             {"weights_bytes", report.weightsBytes}}},
+        {"unsharded_optimizer_state_bytes",
+         dataParallel.unshardedOptimizerStateBytes},
+        {"unsharded_gradient_accumulator_bytes",
+         dataParallel.unshardedAccumulatorBytes},
+        {"sent_bytes_per_step", dataParallel.sentBytesPerStep}};
   }
   return result;
 }
@@ -637,6 +752,34 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
         os << "      loss scaling         none\n";
     }
   }
+  if (report.dataParallel.present) {
+    const DataParallelReport &dataParallel = report.dataParallel;
+    os << "  data parallel: " << dataParallel.ranks << " ranks, shard "
+       << dataParallel.shard << " (" << dataParallel.allReduces
+       << " all-reduces, " << dataParallel.reduceScatters
+       << " reduce-scatters, " << dataParallel.allGathers
+       << " all-gathers); per rank:\n";
+    os << "    optimizer state  "
+       << llvm::right_justify(formatBytes(report.training.optimizerStateBytes),
+                              12)
+       << "  of " << formatBytes(dataParallel.unshardedOptimizerStateBytes)
+       << " unsharded\n";
+    if (report.training.accumulationSteps > 1)
+      os << "    accumulators     "
+         << llvm::right_justify(
+                formatBytes(report.training.gradientAccumulatorBytes), 12)
+         << "  of " << formatBytes(dataParallel.unshardedAccumulatorBytes)
+         << " unsharded\n";
+    os << "    communication    "
+       << llvm::right_justify(
+              formatBytes(dataParallel.communicationBufferBytes), 12)
+       << "  in the arena, "
+       << formatBytes(dataParallel.communicationBufferBytesAtPeak)
+       << " alive at the peak\n";
+    os << "    sent per step    "
+       << llvm::right_justify(formatBytes(dataParallel.sentBytesPerStep), 12)
+       << "  (ring all-reduce / reduce-scatter / all-gather volumes)\n";
+  }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)
     largest.push_back(&buffer);
@@ -692,9 +835,12 @@ const BufferStyle &styleOf(StringRef kind) {
   static const BufferStyle saved{"#fdae6b", "#e6550d", "saved for backward"},
       gradient{"#a1d99b", "#31a354", "gradient"},
       workspace{"#d9d9d9", "#969696", "workspace"},
+      communication{"#bcbddc", "#756bb1", "communication"},
       activation{"#9ecae1", "#3182bd", "other"};
   if (kind == "saved_for_backward")
     return saved;
+  if (kind == "communication")
+    return communication;
   if (kind == "gradient")
     return gradient;
   if (kind == "workspace")
@@ -793,7 +939,13 @@ void mlir::memopt::writeSvgTimeline(const MemoryReport &report,
     // Legend: what the colours mean.
     double legendY = 24;
     double legendX = left + plotWidth - 330;
-    for (StringRef kind : {"activation", "saved_for_backward", "gradient"}) {
+    SmallVector<StringRef> kinds = {"activation", "saved_for_backward",
+                                    "gradient"};
+    if (report.dataParallel.communicationBufferBytes > 0) {
+      kinds.push_back("communication");
+      legendX -= 110;
+    }
+    for (StringRef kind : kinds) {
       const BufferStyle &style = styleOf(kind);
       os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"10\" "
                          "height=\"10\" fill=\"%s\" stroke=\"%s\"/>"

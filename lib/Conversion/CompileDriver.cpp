@@ -441,6 +441,8 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.lossScaleBackoff = training.lossScaleBackoff;
   pipeline.lossScaleInterval = training.lossScaleInterval;
   pipeline.weightCasts = training.weightCasts;
+  pipeline.dataParallel = training.dataParallel;
+  pipeline.shard = training.shard.empty() ? "none" : training.shard;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
                        : options.precision == CompilePrecision::BF16 ? "bf16"
                        : options.precision == CompilePrecision::TF32 ? "tf32"
@@ -529,6 +531,25 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   const TrainingOptions &training = options.training;
   if (training.enabled && options.lowerOnly)
     return fail("--train needs the model, not planned IR (--lower-only)");
+  if (training.dataParallelGiven && training.dataParallel < 1)
+    return fail("--data-parallel " + Twine(training.dataParallel) +
+                ": the step needs at least 1 rank");
+  if (!training.shard.empty() && training.shard != "none" &&
+      training.shard != "optimizer" && training.shard != "gradients")
+    return fail("--shard '" + training.shard +
+                "' is not none, optimizer or gradients");
+  if (!training.shard.empty() && !training.dataParallelGiven)
+    return fail("--shard " + training.shard +
+                " needs --data-parallel N (the ranks the optimizer state is "
+                "sharded over)");
+  if (training.dataParallelGiven && !training.enabled)
+    return fail("--data-parallel needs --train (it averages a training "
+                "step's gradients over the ranks)");
+  if (training.dataParallelGiven && !lowType.empty() && lowType != "tf32")
+    return fail("--data-parallel with --precision " + precisionFlag +
+                " is not supported yet (the collectives reduce f32 gradients "
+                "and the ranks do not share the loss scale's overflow flag); "
+                "train data-parallel in fp32 or tf32");
   if (!options.lowerOnly) {
     // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
     // the phase lines come from its instrumentation.

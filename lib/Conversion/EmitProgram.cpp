@@ -36,6 +36,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -243,15 +244,19 @@ private:
     });
     return steps;
   }
-  /// The `GradientAccumulation accumulation` local of an update with an
-  /// accumulator ("" without).
-  std::string accumulation(Value accumulator, Value microStep, int64_t steps) {
-    if (!accumulator)
+  /// The `GradientAccumulation accumulation` local of an op gated on the
+  /// micro-step, with or without an accumulator ("" without a micro-step).
+  /// `accumulatorRef` replaces ref(accumulator) (a shard's view).
+  std::string accumulation(Value accumulator, Value microStep, int64_t steps,
+                           const std::string &accumulatorRef = "") {
+    if (!microStep)
       return "";
-    return "    GradientAccumulation accumulation;\n"
-           "    accumulation.accumulator = " +
-           ref(accumulator) +
-           ";\n    accumulation.microStep = " + ref(microStep) +
+    std::string text = "    GradientAccumulation accumulation;\n";
+    if (accumulator)
+      text += "    accumulation.accumulator = " +
+              (accumulatorRef.empty() ? ref(accumulator) : accumulatorRef) +
+              ";\n";
+    return text + "    accumulation.microStep = " + ref(microStep) +
            ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
   }
   /// The `LossScaling scaling` local of an update under loss scaling (""
@@ -263,6 +268,23 @@ private:
            ";\n    scaling.foundInf = " + ref(foundInf) + ";\n" +
            (state ? "    scaling.state = " + ref(state) + ";\n" : "");
   }
+  /// A 1-D f32 TensorRef over `count` elements of `value` from element
+  /// `start` (a C++ expression, e.g. depending on the rank).
+  std::string elementView(Value value, const std::string &start,
+                          int64_t count) {
+    return "ref(" + pointers.lookup(value) + " + size_t(" + start +
+           ") * 4, DType::F32, {" + std::to_string(count) + "})";
+  }
+  /// Emits the optimizer update `emitCall(views)` of a `shards = N` update
+  /// (MemOpt_ShardedUpdate): once over the rank's chunk, once over the tail.
+  /// `emitCall` gets a function that maps a shard-shaped operand to its
+  /// view and the parameter's view.
+  LogicalResult emitShardedUpdate(
+      Operation *op, Value param, int64_t shards,
+      const std::function<void(const std::function<std::string(Value)> &,
+                               const std::string &)> &emitCall);
+  /// The weights table index of each weight-region op (collectWeights).
+  llvm::DenseMap<Operation *, int64_t> weightIndex;
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -468,6 +490,7 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("loss_scale", "LossScale")
                  .Case("loss_scale_state", "LossScaleState")
                  .Default("Constant");
+    weightIndex[&op] = count;
     weightsFingerprint.addWeight(name.c_str(), type.getRank(),
                                  type.getShape().data(), offset, bytes);
     entry << "    {" << cppString(name) << ", " << *dtype << ", "
@@ -1398,44 +1421,65 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ref(assign.getTarget()) << ");\n";
         return success();
       })
-      .Case([&](SGDUpdateOp update) {
-        os << "  {\n    TensorRef buffer = "
-           << (update.getMomentumBuffer() ? ref(update.getMomentumBuffer())
-                                          : std::string("TensorRef()"))
-           << ";\n"
-           << accumulation(update.getAccumulator(), update.getMicroStep(),
-                           update.getAccumulationSteps())
-           << lossScaling(update.getLossScale(), update.getFoundInf(), Value())
-           << "    sgdUpdate(ctx, " << node << ", "
-           << cppFloat(toDouble(update.getMomentum())) << ", "
-           << cppFloat(toDouble(update.getWeightDecay())) << ", "
-           << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
-           << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
-           << ref(update.getLr())
-           << (update.getAccumulator()
-                   ? ", &accumulation"
-                   : (update.getLossScale() ? ", nullptr" : ""))
-           << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+      .Case([&](SGDUpdateOp update) -> LogicalResult {
+        auto call = [&](const std::function<std::string(Value)> &view,
+                        const std::string &param) {
+          os << "  {\n    TensorRef buffer = "
+             << (update.getMomentumBuffer() ? view(update.getMomentumBuffer())
+                                            : std::string("TensorRef()"))
+             << ";\n"
+             << accumulation(update.getAccumulator(), update.getMicroStep(),
+                             update.getAccumulationSteps(),
+                             update.getAccumulator()
+                                 ? view(update.getAccumulator())
+                                 : "")
+             << lossScaling(update.getLossScale(), update.getFoundInf(),
+                            Value())
+             << "    sgdUpdate(ctx, " << node << ", "
+             << cppFloat(toDouble(update.getMomentum())) << ", "
+             << cppFloat(toDouble(update.getWeightDecay())) << ", " << param
+             << ", " << view(update.getGrad()) << ", "
+             << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
+             << ref(update.getLr())
+             << (update.getMicroStep()
+                     ? ", &accumulation"
+                     : (update.getLossScale() ? ", nullptr" : ""))
+             << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+        };
+        if (update.getShards() > 1)
+          return emitShardedUpdate(op, update.getParam(), update.getShards(),
+                                   call);
+        call([&](Value value) { return ref(value); }, ref(update.getParam()));
         return success();
       })
-      .Case([&](AdamWUpdateOp update) {
-        os << "  {\n"
-           << accumulation(update.getAccumulator(), update.getMicroStep(),
-                           update.getAccumulationSteps())
-           << lossScaling(update.getLossScale(), update.getFoundInf(),
-                          update.getLossScaleState())
-           << "    adamwUpdate(ctx, " << node << ", "
-           << cppFloat(toDouble(update.getBeta1())) << ", "
-           << cppFloat(toDouble(update.getBeta2())) << ", "
-           << cppFloat(toDouble(update.getEps())) << ", "
-           << cppFloat(toDouble(update.getWeightDecay())) << ", "
-           << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
-           << ref(update.getExpAvg()) << ", " << ref(update.getExpAvgSq())
-           << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
-           << (update.getAccumulator()
-                   ? ", &accumulation"
-                   : (update.getLossScale() ? ", nullptr" : ""))
-           << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+      .Case([&](AdamWUpdateOp update) -> LogicalResult {
+        auto call = [&](const std::function<std::string(Value)> &view,
+                        const std::string &param) {
+          os << "  {\n"
+             << accumulation(update.getAccumulator(), update.getMicroStep(),
+                             update.getAccumulationSteps(),
+                             update.getAccumulator()
+                                 ? view(update.getAccumulator())
+                                 : "")
+             << lossScaling(update.getLossScale(), update.getFoundInf(),
+                            update.getLossScaleState())
+             << "    adamwUpdate(ctx, " << node << ", "
+             << cppFloat(toDouble(update.getBeta1())) << ", "
+             << cppFloat(toDouble(update.getBeta2())) << ", "
+             << cppFloat(toDouble(update.getEps())) << ", "
+             << cppFloat(toDouble(update.getWeightDecay())) << ", " << param
+             << ", " << view(update.getGrad()) << ", "
+             << view(update.getExpAvg()) << ", " << view(update.getExpAvgSq())
+             << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
+             << (update.getMicroStep()
+                     ? ", &accumulation"
+                     : (update.getLossScale() ? ", nullptr" : ""))
+             << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+        };
+        if (update.getShards() > 1)
+          return emitShardedUpdate(op, update.getParam(), update.getShards(),
+                                   call);
+        call([&](Value value) { return ref(value); }, ref(update.getParam()));
         return success();
       })
       .Case([&](FoundInfOp check) {
@@ -1472,9 +1516,65 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << update.getAccumulationSteps() << ");\n  }\n";
         return success();
       })
+      .Case([&](AllReduceOp reduce) {
+        os << "  {\n"
+           << accumulation(reduce.getAccumulator(), reduce.getMicroStep(),
+                           reduce.getAccumulationSteps())
+           << "    allReduce(ctx, " << node << ", CollectiveReduction::"
+           << (reduce.getReduction() == "sum" ? "Sum" : "Average") << ", "
+           << ref(reduce.getInput()) << ", " << ref(reduce.getResult())
+           << (reduce.getMicroStep() ? ", &accumulation" : "") << ");\n  }\n";
+        return success();
+      })
+      .Case([&](ReduceScatterOp scatter) {
+        os << "  {\n"
+           << accumulation(scatter.getAccumulator(), scatter.getMicroStep(),
+                           scatter.getAccumulationSteps())
+           << "    reduceScatter(ctx, " << node << ", CollectiveReduction::"
+           << (scatter.getReduction() == "sum" ? "Sum" : "Average") << ", "
+           << scatter.getRanks() << ", " << ref(scatter.getInput()) << ", "
+           << ref(scatter.getResult())
+           << (scatter.getMicroStep() ? ", &accumulation" : "") << ");\n  }\n";
+        return success();
+      })
+      .Case([&](AllGatherOp gather) {
+        os << "  {\n"
+           << accumulation(Value(), gather.getMicroStep(),
+                           gather.getAccumulationSteps())
+           << "    allGather(ctx, " << node << ", " << gather.getRanks() << ", "
+           << ref(gather.getParam())
+           << (gather.getMicroStep() ? ", &accumulation" : "") << ");\n  }\n";
+        return success();
+      })
       .Default([&](Operation *) {
         return error(op) << "has no runtime kernel yet";
       });
+}
+
+LogicalResult ProgramEmitter::emitShardedUpdate(
+    Operation *op, Value param, int64_t shards,
+    const std::function<void(const std::function<std::string(Value)> &,
+                             const std::string &)> &emitCall) {
+  auto paramType = cast<RankedTensorType>(param.getType());
+  if (!paramType.getElementType().isF32())
+    return error(op) << "shards a non-f32 parameter";
+  int64_t elements = paramType.getNumElements();
+  int64_t chunk = elements / shards, tail = elements % shards;
+  // The rank's chunk [rank * F, (rank + 1) * F) of the parameter is element
+  // [0, F) of every shard; the tail [N * F, E) is shard element [F, F + T).
+  os << "  {\n    const int64_t rank = communicatorRank(ctx);\n    (void)rank;"
+        "\n";
+  if (chunk > 0)
+    emitCall([&](Value value) { return elementView(value, "0", chunk); },
+             elementView(param, "rank * " + std::to_string(chunk), chunk));
+  if (tail > 0)
+    emitCall(
+        [&](Value value) {
+          return elementView(value, std::to_string(chunk), tail);
+        },
+        elementView(param, std::to_string(shards * chunk), tail));
+  os << "  }\n";
+  return success();
 }
 
 LogicalResult ProgramEmitter::emitReturn(func::ReturnOp returnOp) {
@@ -1527,6 +1627,58 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
     ++nextOp;
   }
 
+  // Data parallel: the ranks, the sharding and which weights are shards of
+  // which parameter (the driver gathers them for --save-state).
+  int64_t dataParallelSize = 0, shardMode = 0;
+  if (auto attr =
+          function->getAttrOfType<DictionaryAttr>("memopt.data_parallel")) {
+    auto ranks = attr.getAs<IntegerAttr>("ranks");
+    auto shard = attr.getAs<StringAttr>("shard");
+    if (!ranks || !shard || ranks.getInt() < 1) {
+      function.emitError("memopt.data_parallel needs ranks >= 1 and a shard "
+                         "mode");
+      return failure();
+    }
+    dataParallelSize = ranks.getInt();
+    shardMode = shard.getValue() == "optimizer"   ? 1
+                : shard.getValue() == "gradients" ? 2
+                                                  : 0;
+  }
+  std::string shardOfTable;
+  {
+    SmallVector<int64_t> shardOf(weightIndex.size(), -1);
+    bool any = false;
+    function.walk([&](Operation *op) {
+      Value param;
+      SmallVector<Value> sharded;
+      if (auto sgd = dyn_cast<SGDUpdateOp>(op); sgd && sgd.getShards() > 1) {
+        param = sgd.getParam();
+        sharded = {sgd.getMomentumBuffer(), sgd.getAccumulator()};
+      } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op);
+                 adamw && adamw.getShards() > 1) {
+        param = adamw.getParam();
+        sharded = {adamw.getExpAvg(), adamw.getExpAvgSq(),
+                   adamw.getAccumulator()};
+      }
+      if (!param)
+        return;
+      for (Value value : sharded)
+        if (value && value.getDefiningOp())
+          if (auto it = weightIndex.find(value.getDefiningOp());
+              it != weightIndex.end()) {
+            shardOf[it->second] = weightIndex.lookup(param.getDefiningOp());
+            any = true;
+          }
+    });
+    if (any) {
+      llvm::raw_string_ostream table(shardOfTable);
+      table << "const int32_t kShardOf[] = {";
+      llvm::interleaveComma(shardOf, table);
+      table << "};\n";
+    }
+  }
+  tables += shardOfTable;
+
   std::string programName = options.programName.empty()
                                 ? function.getName().str()
                                 : options.programName;
@@ -1564,7 +1716,9 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
                        [](Operation &op) { return isa<VariableOp>(op); })
               ? 1
               : 0)
-      << ", " << accumulationSteps() << "};\n\n"
+      << ", " << accumulationSteps() << ", " << dataParallelSize << ", "
+      << shardMode << ", " << (shardOfTable.empty() ? "nullptr" : "kShardOf")
+      << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";

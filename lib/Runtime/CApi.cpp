@@ -20,9 +20,27 @@
 
 using namespace memopt::rt;
 
+// A data-parallel program (--data-parallel N) runs its N ranks as threads
+// (RankGroup); every other call works on rank 0 (whose weight region the
+// others mirror, except for sharded optimizer state).
 struct memopt_model {
-  Model model;
+  RankGroup group;
   std::string error;
+  Model &primary() { return group.rank(0); }
+  const Model &primary() const { return group.rank(0); }
+  /// Writes `region` into every rank (refused when ranks hold different
+  /// shards of the optimizer state).
+  bool writeAll(const std::vector<uint8_t> &region) {
+    if (group.size() > 1 && group.program().shardMode != 0) {
+      error = "the ranks of this program hold different shards of the "
+              "optimizer state: one weight region cannot be loaded into all";
+      return false;
+    }
+    for (int r = 0; r < group.size(); ++r)
+      if (!group.rank(r).writeWeights(region, error))
+        return false;
+    return true;
+  }
 };
 
 extern "C" {
@@ -32,7 +50,7 @@ memopt_model *memopt_model_create(const char *weights_path,
                                   size_t error_size) {
   memopt_model *handle = new memopt_model();
   std::string message;
-  if (!handle->model.init(memopt_program(), weights_path ? weights_path : "",
+  if (!handle->group.init(memopt_program(), 0, weights_path ? weights_path : "",
                           weights_path == nullptr, random_seed, message)) {
     if (error && error_size)
       std::snprintf(error, error_size, "%s", message.c_str());
@@ -46,9 +64,9 @@ int memopt_model_run(memopt_model *model, const void *const *inputs,
                      void *const *outputs) {
   if (!model)
     return 1;
-  if (!model->model.setInputs(inputs, model->error) ||
-      !model->model.execute(model->error) ||
-      !model->model.getOutputs(outputs, model->error))
+  if (!model->primary().setInputs(inputs, model->error) ||
+      !model->primary().execute(model->error) ||
+      !model->primary().getOutputs(outputs, model->error))
     return 1;
   return 0;
 }
@@ -57,15 +75,15 @@ int memopt_model_train_step(memopt_model *model, const void *const *inputs,
                             float lr, float *loss) {
   if (!model || !loss)
     return 1;
-  float rate = lr < 0 ? model->model.compiledLearningRate() : lr;
-  return model->model.trainStep(inputs, rate, *loss, model->error) ? 0 : 1;
+  float rate = lr < 0 ? model->primary().compiledLearningRate() : lr;
+  return model->group.trainStep(inputs, rate, *loss, model->error) ? 0 : 1;
 }
 
 int memopt_model_read_weights(memopt_model *model, void *buffer) {
   if (!model || !buffer)
     return 1;
   std::vector<uint8_t> region;
-  if (!model->model.readWeights(region, model->error))
+  if (!model->primary().readWeights(region, model->error))
     return 1;
   std::memcpy(buffer, region.data(), region.size());
   return 0;
@@ -76,8 +94,8 @@ int memopt_model_write_weights(memopt_model *model, const void *buffer) {
     return 1;
   const auto *bytes = static_cast<const uint8_t *>(buffer);
   std::vector<uint8_t> region(
-      bytes, bytes + size_t(model->model.program().weightBytes));
-  return model->model.writeWeights(region, model->error) ? 0 : 1;
+      bytes, bytes + size_t(model->primary().program().weightBytes));
+  return model->writeAll(region) ? 0 : 1;
 }
 
 int memopt_model_load_weights(memopt_model *model, const char *path) {
@@ -90,17 +108,17 @@ int memopt_model_load_weights(memopt_model *model, const char *path) {
   }
   std::vector<uint8_t> region((std::istreambuf_iterator<char>(in)),
                               std::istreambuf_iterator<char>());
-  if (!checkWeightsFile(model->model.program(), path, region, model->error))
+  if (!checkWeightsFile(model->primary().program(), path, region, model->error))
     return 1;
-  return model->model.writeWeights(region, model->error) ? 0 : 1;
+  return model->writeAll(region) ? 0 : 1;
 }
 
 int memopt_model_save_weights(memopt_model *model, const char *path) {
   if (!model || !path)
     return 1;
-  const ProgramInfo &program = model->model.program();
+  const ProgramInfo &program = model->primary().program();
   std::vector<uint8_t> region;
-  if (!model->model.readWeights(region, model->error))
+  if (!model->primary().readWeights(region, model->error))
     return 1;
   WeightsFingerprint table;
   for (int w = 0; w < program.numWeights; ++w) {
@@ -118,14 +136,14 @@ int memopt_model_save_onnx(memopt_model *model, const char *template_path,
                            const char *output_path) {
   if (!model || !template_path || !output_path)
     return 1;
-  const ProgramInfo &program = model->model.program();
+  const ProgramInfo &program = model->primary().program();
   if (!program.isTraining) {
     model->error = "the program is not a training step: it has no trained "
                    "parameters to save";
     return 1;
   }
   std::vector<uint8_t> region;
-  if (!model->model.readWeights(region, model->error) ||
+  if (!model->primary().readWeights(region, model->error) ||
       !writeTrainedOnnx(program, region, template_path, output_path,
                         model->error))
     return 1;
@@ -134,25 +152,30 @@ int memopt_model_save_onnx(memopt_model *model, const char *template_path,
 
 int memopt_model_run_buffers(memopt_model *model, const void *const *inputs,
                              void *const *outputs, void *stream) {
-  if (!model || (!inputs && model->model.program().numInputs) ||
-      (!outputs && model->model.program().numOutputs))
+  if (!model || (!inputs && model->primary().program().numInputs) ||
+      (!outputs && model->primary().program().numOutputs))
     return 1;
-  return model->model.runOnBuffers(inputs, outputs, stream, model->error) ? 0
-                                                                          : 1;
+  return model->primary().runOnBuffers(inputs, outputs, stream, model->error)
+             ? 0
+             : 1;
 }
 
 int memopt_model_synchronize(memopt_model *model) {
   if (!model)
     return 1;
-  return model->model.waitUntilDone(model->error) ? 0 : 1;
+  return model->primary().waitUntilDone(model->error) ? 0 : 1;
+}
+
+int memopt_model_ranks(const memopt_model *model) {
+  return model ? model->group.size() : 0;
 }
 
 int64_t memopt_model_accumulation_steps(const memopt_model *model) {
-  return model ? model->model.accumulationSteps() : 0;
+  return model ? model->primary().accumulationSteps() : 0;
 }
 
 size_t memopt_model_weight_bytes(const memopt_model *model) {
-  return model ? size_t(model->model.program().weightBytes) : 0;
+  return model ? size_t(model->primary().program().weightBytes) : 0;
 }
 
 const char *memopt_model_error(const memopt_model *model) {
@@ -160,11 +183,11 @@ const char *memopt_model_error(const memopt_model *model) {
 }
 
 int memopt_model_num_inputs(const memopt_model *model) {
-  return model->model.program().numInputs;
+  return model->primary().program().numInputs;
 }
 
 int memopt_model_num_outputs(const memopt_model *model) {
-  return model->model.program().numOutputs;
+  return model->primary().program().numOutputs;
 }
 
 /// Tensor `index` of `kind` (MEMOPT_TENSOR_*; the older functions pass
@@ -173,7 +196,7 @@ static const TensorInfo *tensorAt(const memopt_model *model, int kind,
                                   int index) {
   if (!model)
     return nullptr;
-  const ProgramInfo &program = model->model.program();
+  const ProgramInfo &program = model->primary().program();
   const TensorInfo *table = kind == MEMOPT_TENSOR_INPUT    ? program.inputs
                             : kind == MEMOPT_TENSOR_OUTPUT ? program.outputs
                             : kind == MEMOPT_TENSOR_WEIGHT ? program.weights
@@ -202,25 +225,25 @@ int memopt_model_tensor_info(const memopt_model *model, int kind, int index,
 }
 
 int memopt_model_num_weights(const memopt_model *model) {
-  return model ? model->model.program().numWeights : 0;
+  return model ? model->primary().program().numWeights : 0;
 }
 
 const char *memopt_model_backend(const memopt_model *) { return backendName(); }
 
 const char *memopt_model_name(const memopt_model *model) {
-  return model ? model->model.program().name : nullptr;
+  return model ? model->primary().program().name : nullptr;
 }
 
 int64_t memopt_model_arena_bytes(const memopt_model *model) {
-  return model ? model->model.program().arenaBytes : 0;
+  return model ? model->primary().program().arenaBytes : 0;
 }
 
 int memopt_model_is_training(const memopt_model *model) {
-  return model && model->model.program().isTraining ? 1 : 0;
+  return model && model->primary().program().isTraining ? 1 : 0;
 }
 
 float memopt_model_compiled_learning_rate(const memopt_model *model) {
-  return model ? model->model.compiledLearningRate() : 0.0f;
+  return model ? model->primary().compiledLearningRate() : 0.0f;
 }
 
 const char *memopt_model_tensor_name(const memopt_model *model, int is_output,

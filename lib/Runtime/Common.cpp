@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "memopt/Runtime/Communicator.h"
 #include "memopt/Runtime/Npy.h"
 #include "memopt/Runtime/Program.h"
 
@@ -62,6 +63,16 @@ const char *dtypeName(DType dtype) {
 
 bool isFloatType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+
+int communicatorRank(Context &ctx) {
+  Communicator *comm = contextCommunicator(ctx);
+  return comm ? comm->rank() : 0;
+}
+
+int communicatorSize(Context &ctx) {
+  Communicator *comm = contextCommunicator(ctx);
+  return comm ? comm->size() : 1;
 }
 
 int64_t TensorRef::numElements() const {

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 namespace memopt::rt {
 
@@ -141,6 +144,21 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   if (!program || program->abiVersion != kProgramAbiVersion) {
     error = "program ABI version mismatch (runtime expects " +
             std::to_string(kProgramAbiVersion) + ")";
+    return false;
+  }
+  // Data parallel: the collectives' shapes assume the compiled ranks.
+  int ranks = options.communicator ? options.communicator->size() : 1;
+  if (program->dataParallelSize > 1 && ranks != program->dataParallelSize) {
+    error = "the program was compiled for " +
+            std::to_string(program->dataParallelSize) +
+            " data-parallel ranks; this run has " + std::to_string(ranks) +
+            " (the executable runs them with --ranks " +
+            std::to_string(program->dataParallelSize) + ")";
+    return false;
+  }
+  if (program->dataParallelSize == 0 && ranks > 1) {
+    error = "the program was not compiled for data parallelism "
+            "(memopt-compile --train --data-parallel N); it runs one rank";
     return false;
   }
   ctx_ = createContext(options);
@@ -372,9 +390,11 @@ bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
   stepValue_ = float(stepsDone_);
   microStepValue_ = float(micro);
   randomKeyValue_[0] = int64_t(randomSeed_);
-  // The 1-based micro-batch number, continuing from a loaded step count.
+  // The 1-based micro-batch number, continuing from a loaded step count;
+  // data-parallel ranks number their micro-batches apart.
   randomKeyValue_[1] =
-      (int64_t(stepsDone_) - 1) * accumulationSteps_ + micro + 1;
+      ((int64_t(stepsDone_) - 1) * accumulationSteps_ + micro) * ranks_ +
+      rank_ + 1;
   if (learningRate_)
     copyToDevice(*ctx_, weights_ + learningRate_->offset, &lrValue_,
                  sizeof lrValue_);
@@ -426,6 +446,192 @@ bool Model::writeWeights(const std::vector<uint8_t> &region,
   stepsDone_ = stepCount_ ? stepValue_ : 0;
   readLossScaleFrom(region);
   return check(error);
+}
+
+//===----------------------------------------------------------------------===//
+// RankGroup
+//===----------------------------------------------------------------------===//
+
+bool RankGroup::init(const ProgramInfo *program, int ranks,
+                     const std::string &weightsPath, bool randomWeights,
+                     uint64_t seed, std::string &error,
+                     ContextOptions options) {
+  models_.clear();
+  communicators_.clear();
+  if (!program || program->abiVersion != kProgramAbiVersion) {
+    error = "program ABI version mismatch (runtime expects " +
+            std::to_string(kProgramAbiVersion) + ")";
+    return false;
+  }
+  int compiled = std::max(program->dataParallelSize, 1);
+  if (ranks == 0)
+    ranks = compiled;
+  if (ranks < 1) {
+    error = "--ranks " + std::to_string(ranks) + ": at least 1 rank";
+    return false;
+  }
+  if (program->dataParallelSize == 0 && ranks > 1) {
+    error = "--ranks " + std::to_string(ranks) +
+            ": the program was not compiled for data parallelism "
+            "(memopt-compile --train --data-parallel N)";
+    return false;
+  }
+  if (ranks != compiled) {
+    error = "--ranks " + std::to_string(ranks) +
+            ": the program was compiled for " + std::to_string(compiled) +
+            " data-parallel ranks (its collectives and shards assume them)";
+    return false;
+  }
+  if (program->dataParallelSize >= 1)
+    communicators_ = createInProcessCommunicators(ranks);
+  if (ranks > 1 && options.hostThreads == 0) {
+    // The ranks share the cores (MEMOPT_HOST_THREADS counts all of them).
+    long cores = long(std::max(1u, std::thread::hardware_concurrency()));
+    if (const char *env = std::getenv("MEMOPT_HOST_THREADS")) {
+      char *end = nullptr;
+      long n = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && n > 0)
+        cores = n;
+    }
+    options.hostThreads = int(std::max<long>(1, cores / ranks));
+  }
+  for (int r = 0; r < ranks; ++r) {
+    options.communicator =
+        communicators_.empty() ? nullptr : communicators_[size_t(r)].get();
+    models_.push_back(std::make_unique<Model>());
+    if (!models_.back()->init(program, weightsPath, randomWeights, seed, error,
+                              options)) {
+      if (ranks > 1)
+        error = "rank " + std::to_string(r) + ": " + error;
+      return false;
+    }
+    models_.back()->setRank(r, ranks);
+  }
+  return true;
+}
+
+void RankGroup::setRandomSeed(uint64_t seed) {
+  for (auto &model : models_)
+    model->setRandomSeed(seed);
+}
+
+bool RankGroup::trainStep(const void *const *inputs, float lr, float &loss,
+                          std::string &error) {
+  int ranks = size();
+  if (ranks == 1)
+    return models_.front()->trainStep(inputs, lr, loss, error);
+  const ProgramInfo &info = program();
+  std::vector<float> losses(size_t(ranks), 0.0f);
+  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  std::mutex mutex;
+  int firstFailed = -1;
+  auto runRank = [&](int r) {
+    std::vector<const void *> mine(size_t(info.numInputs));
+    for (int i = 0; i < info.numInputs; ++i)
+      mine[size_t(i)] = static_cast<const uint8_t *>(inputs[i]) +
+                        size_t(r) * tensorBytes(info.inputs[i]);
+    if (models_[size_t(r)]->trainStep(mine.data(), lr, losses[size_t(r)],
+                                      errors[size_t(r)]))
+      return;
+    // The first rank to fail names the error; its abort releases the ranks
+    // waiting for it in a collective (they fail too).
+    std::lock_guard<std::mutex> lock(mutex);
+    if (firstFailed < 0)
+      firstFailed = r;
+    communicators_[size_t(r)]->abort(errors[size_t(r)]);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ranks; ++r)
+    threads.emplace_back(runRank, r);
+  runRank(0);
+  for (std::thread &thread : threads)
+    thread.join();
+  if (firstFailed >= 0) {
+    error = "rank " + std::to_string(firstFailed) + ": " +
+            errors[size_t(firstFailed)];
+    return false;
+  }
+  double sum = 0;
+  for (float value : losses)
+    sum += double(value);
+  loss = float(sum / double(ranks));
+  return true;
+}
+
+bool RankGroup::readState(std::vector<uint8_t> &region,
+                          std::vector<std::vector<uint8_t>> &gathered,
+                          std::string &error) {
+  const ProgramInfo &info = program();
+  int ranks = size();
+  std::vector<std::vector<uint8_t>> regions(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r)
+    if (!models_[size_t(r)]->readWeights(regions[size_t(r)], error))
+      return false;
+  gathered.assign(size_t(info.numWeights), {});
+  for (int w = 0; w < info.numWeights; ++w) {
+    const TensorInfo &weight = info.weights[w];
+    size_t bytes = tensorBytes(weight);
+    if (weight.role == WeightRole::Parameter)
+      for (int r = 1; r < ranks; ++r)
+        if (std::memcmp(regions[0].data() + weight.offset,
+                        regions[size_t(r)].data() + weight.offset,
+                        bytes) != 0) {
+          error = std::string("the ranks' copies of parameter '") +
+                  weight.name + "' differ (rank 0 and rank " +
+                  std::to_string(r) + "): a data-parallel bug";
+          return false;
+        }
+    int32_t param = info.shardOf ? info.shardOf[w] : -1;
+    if (param < 0 || param >= info.numWeights)
+      continue;
+    // Rank r's shard: its chunk of the parameter's elements, then the tail
+    // (the same on every rank).
+    int64_t elements = numElements(info.weights[param]);
+    int64_t chunk = elements / ranks, tail = elements % ranks;
+    if (numElements(weight) != chunk + tail || weight.dtype != DType::F32) {
+      error = std::string("weight '") + weight.name +
+              "' is not a shard of parameter '" + info.weights[param].name +
+              "' over " + std::to_string(ranks) + " ranks";
+      return false;
+    }
+    std::vector<uint8_t> &whole = gathered[size_t(w)];
+    whole.resize(size_t(elements) * sizeof(float));
+    for (int r = 0; r < ranks; ++r)
+      std::memcpy(whole.data() + size_t(r * chunk) * sizeof(float),
+                  regions[size_t(r)].data() + weight.offset,
+                  size_t(chunk) * sizeof(float));
+    std::memcpy(whole.data() + size_t(ranks * chunk) * sizeof(float),
+                regions[0].data() + weight.offset +
+                    size_t(chunk) * sizeof(float),
+                size_t(tail) * sizeof(float));
+  }
+  region = std::move(regions[0]);
+  return true;
+}
+
+std::string RankGroup::describeRanks() const {
+  const ProgramInfo &info = models_.front()->program();
+  int64_t parameters = 0, state = 0, accumulators = 0;
+  for (int w = 0; w < info.numWeights; ++w) {
+    const TensorInfo &weight = info.weights[w];
+    int64_t bytes = int64_t(tensorBytes(weight));
+    if (weight.role == WeightRole::Parameter)
+      parameters += bytes;
+    else if (weight.role == WeightRole::OptimizerState)
+      state += bytes;
+    else if (weight.role == WeightRole::GradientAccumulator)
+      accumulators += bytes;
+  }
+  static const char *const shardModes[] = {"none", "optimizer (ZeRO-1)",
+                                           "gradients (ZeRO-2)"};
+  int mode = std::clamp(info.shardMode, 0, 2);
+  return "data parallel: " + std::to_string(size()) +
+         " ranks (threads of this process), shard " + shardModes[mode] +
+         "; per rank: arena_bytes=" + std::to_string(info.arenaBytes) +
+         " weight_bytes=" + std::to_string(info.weightBytes) +
+         " parameter_bytes=" + std::to_string(parameters) +
+         " optimizer_state_bytes=" + std::to_string(state) +
+         " accumulator_bytes=" + std::to_string(accumulators);
 }
 
 bool writeFileAtomically(const std::string &path,

@@ -16,8 +16,10 @@
 #ifndef MEMOPT_LIB_RUNTIME_DRIVER_H
 #define MEMOPT_LIB_RUNTIME_DRIVER_H
 
+#include "memopt/Runtime/Communicator.h"
 #include "memopt/Runtime/Program.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,13 @@ public:
   int64_t accumulationSteps() const { return accumulationSteps_; }
   /// The seed of the dropout masks (key [seed, micro-batch number]).
   void setRandomSeed(uint64_t seed) { randomSeed_ = seed; }
+  /// Data parallel: this model is rank `rank` of `ranks`. Its dropout key
+  /// numbers the micro-batches of all ranks (micro-batch m of rank r is
+  /// m * ranks + r), so the ranks draw independent masks.
+  void setRank(int rank, int ranks) {
+    rank_ = rank;
+    ranks_ = ranks;
+  }
   /// The learning rate the program was compiled with (the LearningRate
   /// weight's initData, else its loaded value; 0 without one).
   float compiledLearningRate() const { return compiledLearningRate_; }
@@ -124,6 +133,50 @@ private:
   int64_t accumulationSteps_ = 1, microBatchesDone_ = 0;
   uint64_t randomSeed_ = 0;
   int64_t randomKeyValue_[2] = {0, 0};
+  int rank_ = 0, ranks_ = 1;
+};
+
+/// The ranks of a training program in one process (docs/data-parallel.md):
+/// one Model per rank, each with its own context, arena and weight region,
+/// sharing an in-process communicator (Communicator.h), the ranks of a
+/// step running as threads. A program compiled with --data-parallel N runs
+/// N ranks; any other training program runs one rank, without a
+/// communicator, exactly as a lone Model.
+class RankGroup {
+public:
+  /// `ranks`: 0 takes the program's (ProgramInfo::dataParallelSize, or 1);
+  /// any other value must equal it. Each rank loads the same weights; on
+  /// the host the ranks share the cores (ContextOptions::hostThreads).
+  bool init(const ProgramInfo *program, int ranks,
+            const std::string &weightsPath, bool randomWeights, uint64_t seed,
+            std::string &error, ContextOptions options = ContextOptions());
+  int size() const { return int(models_.size()); }
+  Model &rank(int r) { return *models_[size_t(r)]; }
+  const Model &rank(int r) const { return *models_[size_t(r)]; }
+  const ProgramInfo &program() const { return models_.front()->program(); }
+  void setRandomSeed(uint64_t seed);
+
+  /// One micro-batch on every rank: input i's buffer holds size() batches
+  /// of the program's input i back to back, rank r taking batch r (the
+  /// global batch split along axis 0). `loss` is the mean of the ranks'
+  /// losses. A rank that fails aborts the communicator, so no rank waits
+  /// for it; the error names the rank that failed first.
+  bool trainStep(const void *const *inputs, float lr, float &loss,
+                 std::string &error);
+  /// The weight region as one rank would save it: rank 0's, with every
+  /// sharded tensor (ProgramInfo::shardOf) replaced by its gathered whole
+  /// in `gathered` (name -> bytes of the parameter's shape; shapes from
+  /// shardedShape). Also checks that the ranks' parameters agree bit for
+  /// bit (they must after every step; a mismatch is a bug, reported).
+  bool readState(std::vector<uint8_t> &region,
+                 std::vector<std::vector<uint8_t>> &gathered,
+                 std::string &error);
+  /// Bytes of one rank's state by role: "data parallel: ..." lines.
+  std::string describeRanks() const;
+
+private:
+  std::vector<std::unique_ptr<Communicator>> communicators_;
+  std::vector<std::unique_ptr<Model>> models_;
 };
 
 size_t tensorBytes(const TensorInfo &info);

@@ -338,6 +338,10 @@ bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
                              const TensorRef &foundInf,
                              const TensorRef *microStep, int64_t steps);
 
+/// Data-parallel collectives: F32 x and y, y holding `yElements` elements.
+bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
+                        const TensorRef &y, int64_t yElements);
+
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,
                                                        float o, float scale,

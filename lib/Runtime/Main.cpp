@@ -4,6 +4,7 @@
 //       [--random-weights SEED] [--bench N] [--fused-attention]
 //   OUT --input input=X.npy --input labels=Y.npy --steps N [--batch-size B]
 //       [--lr LR] [--log loss.csv] [--bench N] [--save-weights FILE] ...
+//       [--ranks N]
 //
 // Linked with a generated program (which defines memopt_program) and one
 // backend library. Inputs are checked by name, dtype and shape against the
@@ -15,6 +16,8 @@
 // optimizer steps over batches of its compiled batch size taken from the
 // samples of the input files in order, wrapping around (K micro-batches per
 // step when compiled with --accumulate K), and prints every step's loss.
+// A program compiled with --data-parallel N runs N ranks as N threads
+// (RankGroup), each step taking N batches: rank r gets the r-th.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +58,8 @@ void usage(const char *argv0) {
                "[--log FILE.csv] [--bench N]\n"
                "          [--save TRAINED.onnx [--template FILE]] "
                "[--save-weights FILE] [--save-state DIR]\n"
-               "          [--output-dir DIR]\n"
+               "          [--output-dir DIR] [--ranks N]  (data-parallel "
+               "programs: N ranks as threads)\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n"
                "          [--profile]  (time every op; CUDA runs eagerly)\n"
@@ -218,12 +222,35 @@ struct TrainOptions {
   uint64_t seed = 0;
 };
 
+/// One array per weight of the program as --save-state writes it: the
+/// region's bytes, or a sharded tensor gathered whole in the parameter's
+/// shape.
+NpyArray stateArray(const ProgramInfo &program, int w,
+                    const std::vector<uint8_t> &region,
+                    const std::vector<std::vector<uint8_t>> &gathered) {
+  const TensorInfo &info = program.weights[w];
+  NpyArray array;
+  array.dtype = info.dtype;
+  if (!gathered[size_t(w)].empty()) {
+    const TensorInfo &param = program.weights[program.shardOf[w]];
+    array.shape.assign(param.shape, param.shape + param.rank);
+    array.data = gathered[size_t(w)];
+    return array;
+  }
+  array.shape.assign(info.shape, info.shape + info.rank);
+  array.data.assign(region.begin() + info.offset,
+                    region.begin() + info.offset + tensorBytes(info));
+  return array;
+}
+
 /// The training loop: batches of the compiled batch size from the samples
 /// of every input (in order, wrapping around), one program run per step.
 /// A non-finite loss stops it before anything is written.
-int train(Model &model, const std::vector<NpyArray> &arrays,
+int train(RankGroup &group, const std::vector<NpyArray> &arrays,
           const TrainOptions &options) {
+  Model &model = group.rank(0);
   const ProgramInfo &program = model.program();
+  int64_t ranks = group.size();
   std::string error;
   if (options.steps < 0 && options.benchRuns == 0)
     return fail("a training program needs --steps N");
@@ -251,10 +278,22 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
     samples = count;
     sampleBytes.push_back(batch ? tensorBytes(info) / size_t(batch) : 0);
   }
-  if (options.batchSize >= 0 && options.batchSize != batch)
+  if (options.batchSize >= 0 && ranks > 1 && options.batchSize % ranks != 0)
+    return fail("--batch-size " + std::to_string(options.batchSize) +
+                " does not split over " + std::to_string(ranks) +
+                " data-parallel ranks (the global batch is the ranks times "
+                "the compiled micro-batch " +
+                std::to_string(batch) + ")");
+  if (options.batchSize >= 0 && options.batchSize != batch * ranks)
     return fail("--batch-size " + std::to_string(options.batchSize) +
                 " does not match the compiled batch size " +
-                std::to_string(batch) + " (recompile to change it)");
+                (ranks > 1 ? std::to_string(ranks) + " ranks x " +
+                                 std::to_string(batch) + " = " +
+                                 std::to_string(ranks * batch)
+                           : std::to_string(batch)) +
+                " (recompile to change it)");
+  // Each step takes one batch per rank: the global batch.
+  batch *= ranks;
   if (samples < 1)
     return fail("the inputs hold no samples");
   float lr = options.lrGiven ? options.lr : model.compiledLearningRate();
@@ -262,9 +301,11 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
   std::vector<std::vector<uint8_t>> batchData(size_t(program.numInputs));
   std::vector<const void *> pointers;
   for (int i = 0; i < program.numInputs; ++i) {
-    batchData[size_t(i)].resize(tensorBytes(program.inputs[i]));
+    batchData[size_t(i)].resize(size_t(ranks) * tensorBytes(program.inputs[i]));
     pointers.push_back(batchData[size_t(i)].data());
   }
+  if (program.dataParallelSize >= 1)
+    std::printf("%s\n", group.describeRanks().c_str());
   int64_t next = 0; // the first sample of the next batch
   std::vector<std::pair<int64_t, float>> losses;
   // Dynamic loss scaling: the scale and the skipped-step count after each
@@ -288,7 +329,7 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
                       sampleBytes[i]);
       next = (next + batch) % samples;
       float loss = 0;
-      if (!model.trainStep(pointers.data(), lr, loss, error)) {
+      if (!group.trainStep(pointers.data(), lr, loss, error)) {
         fail(error);
         return false;
       }
@@ -361,6 +402,12 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
                 double(model.lossScale()), (long long)losses.size(),
                 (long long)model.skippedSteps());
   std::fflush(stdout);
+  // The ranks' parameters must agree after every step (readState checks);
+  // the state as one process would save it.
+  std::vector<uint8_t> region;
+  std::vector<std::vector<uint8_t>> gathered;
+  if (!group.readState(region, gathered, error))
+    return fail(error);
 
   if (!options.logPath.empty()) {
     std::string csv =
@@ -382,16 +429,10 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
                              error))
       return fail(error);
   }
-  if (!options.savePath.empty()) {
-    std::vector<uint8_t> region;
-    if (!model.readWeights(region, error) ||
-        !writeFileAtomically(options.savePath, region, error))
-      return fail(error);
-  }
+  if (!options.savePath.empty() &&
+      !writeFileAtomically(options.savePath, region, error))
+    return fail(error);
   if (!options.stateDir.empty()) {
-    std::vector<uint8_t> region;
-    if (!model.readWeights(region, error))
-      return fail(error);
     if (mkdir(options.stateDir.c_str(), 0755) != 0 && errno != EEXIST)
       return fail("cannot create --save-state folder '" + options.stateDir +
                   "': " + std::strerror(errno));
@@ -405,24 +446,16 @@ int train(Model &model, const std::vector<NpyArray> &arrays,
           info.role != WeightRole::LossScale &&
           info.role != WeightRole::LossScaleState)
         continue;
-      NpyArray array;
-      array.dtype = info.dtype;
-      array.shape.assign(info.shape, info.shape + info.rank);
-      array.data.assign(region.begin() + info.offset,
-                        region.begin() + info.offset + tensorBytes(info));
       files.emplace_back(options.stateDir + "/" + fileNameFor(info.name),
-                         std::move(array));
+                         stateArray(program, w, region, gathered));
     }
     if (!writeNpyFiles(files, error))
       return fail(error);
   }
-  if (!options.onnxPath.empty()) {
-    std::vector<uint8_t> region;
-    if (!model.readWeights(region, error) ||
-        !writeTrainedOnnx(program, region, options.templatePath,
-                          options.onnxPath, error))
-      return fail(error);
-  }
+  if (!options.onnxPath.empty() &&
+      !writeTrainedOnnx(program, region, options.templatePath, options.onnxPath,
+                        error))
+    return fail(error);
   if (!options.outputDir.empty())
     return writeOutputs(model, options.outputDir, options.checkFinite);
   return 0;
@@ -437,6 +470,7 @@ int main(int argc, char **argv) {
   bool randomWeights = false, trainingFlag = false, checkFinite = false;
   uint64_t seed = 0;
   int benchRuns = 0;
+  int64_t ranks = 0; // 0: the program's data-parallel size
   TrainOptions trainOptions;
   ContextOptions options;
   std::string dumpDirectory;
@@ -518,6 +552,11 @@ int main(int argc, char **argv) {
     } else if (arg == "--save-weights" && value(v)) {
       trainOptions.savePath = v;
       trainingFlag = true;
+    } else if (arg == "--ranks" && value(v)) {
+      if (!integer(v, ranks) || ranks < 1 || ranks > 1024)
+        return fail("--ranks expects a number of ranks from 1 to 1024, got '" +
+                    v + "'");
+      trainingFlag = true;
     } else if (arg == "--seed" && value(v)) {
       char *end = nullptr;
       trainOptions.seed = std::strtoull(v.c_str(), &end, 10);
@@ -531,8 +570,14 @@ int main(int argc, char **argv) {
   }
   if (trainingFlag && !program->isTraining)
     return fail(
-        "--steps, --batch-size, --lr, --seed, --log, --save and "
-        "--save-weights are for training programs; this one runs inference");
+        "--steps, --batch-size, --lr, --seed, --log, --save, --save-weights "
+        "and --ranks are for training programs; this one runs inference");
+  if (!trainOptions.savePath.empty() && program->shardMode != 0 &&
+      program->dataParallelSize > 1)
+    return fail("--save-weights writes one rank's weight region, and this "
+                "program shards its optimizer state over the ranks; save the "
+                "gathered state with --save-state DIR or the model with "
+                "--save");
   if (!trainOptions.onnxPath.empty() && trainOptions.templatePath.empty())
     trainOptions.templatePath = executablePath(argv[0]) + ".onnx-template";
   if (!trainOptions.onnxPath.empty() &&
@@ -577,20 +622,24 @@ int main(int argc, char **argv) {
       return fail(error);
   }
 
-  Model model;
   std::string error;
-  if (!model.init(program, weightsPath, randomWeights, seed, error, options))
-    return fail(error);
   if (program->isTraining) {
-    model.setRandomSeed(trainOptions.seed);
+    RankGroup group;
+    if (!group.init(program, int(ranks), weightsPath, randomWeights, seed,
+                    error, options))
+      return fail(error);
+    group.setRandomSeed(trainOptions.seed);
     trainOptions.benchRuns = benchRuns;
     trainOptions.outputDir = outputDir;
     trainOptions.checkFinite = checkFinite;
-    int status = train(model, arrays, trainOptions);
+    int status = train(group, arrays, trainOptions);
     if (options.profile)
-      printProfile(model.context(), stdout, 40);
+      printProfile(group.rank(0).context(), stdout, 40);
     return status;
   }
+  Model model;
+  if (!model.init(program, weightsPath, randomWeights, seed, error, options))
+    return fail(error);
 
   std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
   std::vector<const void *> inputPointers;

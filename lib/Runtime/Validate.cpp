@@ -1078,9 +1078,29 @@ bool validateAccumulation(Context &ctx, const char *node,
           (long long)accumulation.steps);
     return false;
   }
-  return checkF32Like(ctx, node, accumulation.accumulator, param,
-                      "gradient accumulator") &&
+  // Null accumulator data: the micro-step gate alone.
+  return (!accumulation.accumulator.data ||
+          checkF32Like(ctx, node, accumulation.accumulator, param,
+                       "gradient accumulator")) &&
          checkScalarF32(ctx, node, accumulation.microStep, "micro_step");
+}
+
+bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
+                        const TensorRef &y, int64_t yElements) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "result"))
+    return false;
+  if (x.dtype != DType::F32 || y.dtype != DType::F32) {
+    failf(ctx, node, "collectives run on f32 tensors, got %s and %s",
+          dtypeName(x.dtype), dtypeName(y.dtype));
+    return false;
+  }
+  if (y.numElements() != yElements) {
+    failf(ctx, node, "result %s must hold %lld elements for input %s",
+          shapeString(y).c_str(), (long long)yElements, shapeString(x).c_str());
+    return false;
+  }
+  return true;
 }
 
 bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,

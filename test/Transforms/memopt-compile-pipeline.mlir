@@ -15,6 +15,14 @@
 // RUN: memopt-opt %s --memopt-compile-pipeline="train=true loss=mse optimizer=adamw lr=0.5" > %t.train.opt
 // RUN: diff -B %t.train %t.train.opt
 // RUN: FileCheck %s --check-prefix=TRAIN --input-file=%t.train.opt
+// Data parallel: memopt-data-parallel after autodiff, the same passes after.
+// RUN: memopt-compile %s --train --loss mse --optimizer adamw --data-parallel 4 --shard optimizer --emit plan -o %t.dp --quiet
+// RUN: memopt-opt %s --memopt-compile-pipeline="train=true loss=mse optimizer=adamw data-parallel=4 shard=optimizer" > %t.dp.opt
+// RUN: diff -B %t.dp %t.dp.opt
+// RUN: FileCheck %s --check-prefix=DP --input-file=%t.dp.opt
+// RUN: memopt-compile %s --train --loss mse --data-parallel 2 --emit plan -o %t.dplog | FileCheck %s --check-prefix=DPLOG
+// RUN: not memopt-opt %s --memopt-compile-pipeline="train=true shard=optimizer" 2>&1 | FileCheck %s --check-prefix=SHARDALONE
+// RUN: not memopt-opt %s --memopt-compile-pipeline="data-parallel=2" 2>&1 | FileCheck %s --check-prefix=DPTRAIN
 // --emit mlir stops before the memory passes: stop-after=graph.
 // RUN: memopt-compile %s --emit mlir -o %t.graph --quiet
 // RUN: memopt-opt %s --memopt-compile-pipeline="stop-after=graph" > %t.graph.opt
@@ -59,6 +67,19 @@
 // TRAIN: memopt.adamw_update
 // TRAIN: memopt.adamw_update
 // TRAIN: return {{.*}} : tensor<f32>
+
+// DP-LABEL: func.func @main
+// DP-SAME: memopt.data_parallel = {ranks = 4 : i64, shard = "optimizer"}
+// DP-DAG: memopt.variable "fc.weight.exp_avg" {{.*}}role = "optimizer_state"{{.*}} : tensor<32xf32>
+// DP: memopt.reduce_scatter {{.*}}ranks = 4 : i64
+// DP: memopt.adamw_update {{.*}}shards = 4 : i64
+// DP: memopt.all_gather
+
+// DPLOG: [train] mse loss, reverse-mode gradients, sgd updates
+// DPLOG-NEXT: memopt-data-parallel: 2 ranks, shard none: 3 gradient all-reduces
+// DPLOG-NEXT: [data-parallel] 2 ranks, shard none (DDP): 3 gradient all-reduces
+// SHARDALONE: memopt-compile-pipeline: shard optimizer needs data-parallel N
+// DPTRAIN: memopt-compile-pipeline: data-parallel needs train
 
 // GRAPH-LABEL: func.func @main
 // GRAPH-NOT: memopt.arena_size

@@ -36,3 +36,29 @@ func.func @already_good(%x: tensor<16xf32>) -> tensor<16xf32> {
   %c = memopt.exp %b : tensor<16xf32>
   return %c : tensor<16xf32>
 }
+
+// -----
+
+// A variable written twice in one step (a data-parallel sharded update, then
+// the all-gather that completes the parameter) and read after both: the
+// writes keep their program order and the later read stays after them,
+// although a scalar reduction (4 bytes) is what the greedy scheduler would
+// otherwise run first.
+// CHECK-LABEL: func.func @state_written_twice
+// CHECK: memopt.mul
+// CHECK: memopt.reduce_scatter
+// CHECK-NEXT: memopt.sgd_update
+// CHECK-NEXT: memopt.all_gather
+// CHECK-NEXT: memopt.reduce_sum %[[W:.*]] {
+func.func @state_written_twice(%x: tensor<1024xf32>) -> (tensor<1024xf32>, tensor<f32>) {
+  %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<1024xf32>, role = "parameter"} : tensor<1024xf32>
+  %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<256xf32>
+  %lr = memopt.variable "memopt.learning_rate" {initial_value = dense<0.1> : tensor<f32>, role = "learning_rate"} : tensor<f32>
+  %y = memopt.mul %x, %w : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+  %g = memopt.exp %y : tensor<1024xf32>
+  %s = memopt.reduce_scatter %g {ranks = 4 : i64} : (tensor<1024xf32>) -> tensor<256xf32>
+  memopt.sgd_update %w, %s, momentum %m, lr %lr {momentum = 0.9 : f32, shards = 4 : i64} : tensor<1024xf32>, tensor<256xf32>, tensor<256xf32>, tensor<f32>
+  memopt.all_gather %w {ranks = 4 : i64} : tensor<1024xf32>
+  %t = memopt.reduce_sum %w {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<1024xf32>) -> tensor<f32>
+  return %y, %t : tensor<1024xf32>, tensor<f32>
+}

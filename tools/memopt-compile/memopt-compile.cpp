@@ -162,6 +162,19 @@ int main(int argc, char **argv) {
                "K micro-batches (of loss / K) and the update runs on the "
                "last one"),
       cl::init(1), cl::cat(category));
+  cl::opt<int64_t> dataParallel(
+      "data-parallel",
+      cl::desc("Data-parallel training over N ranks (threads on the host "
+               "backend): the inputs are one rank's micro-batch, gradients "
+               "are averaged over the ranks before the update "
+               "(docs/data-parallel.md)"),
+      cl::init(0), cl::cat(category));
+  cl::opt<std::string> shard(
+      "shard",
+      cl::desc("With --data-parallel: none (all-reduce, as DDP), optimizer "
+               "(ZeRO-1: optimizer state sharded over the ranks) or gradients "
+               "(ZeRO-2: accumulated gradients sharded too)"),
+      cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
@@ -249,5 +262,8 @@ int main(int argc, char **argv) {
   training.lossScaleBackoff = lossScaleBackoff;
   training.lossScaleInterval = lossScaleInterval;
   training.weightCasts = weightCasts;
+  training.dataParallel = dataParallel;
+  training.dataParallelGiven = dataParallel.getNumOccurrences() > 0;
+  training.shard = shard;
   return runCompile(options, llvm::outs());
 }

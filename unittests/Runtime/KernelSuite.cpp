@@ -947,6 +947,32 @@ std::vector<Case> buildCases() {
            }
            return std::vector<TensorRef>{param, m, v, sum};
          }});
+    // The micro-step gate alone (data parallel: a collective accumulated
+    // and reduced the gradient): only micro-step 2 of 3 updates.
+    cases.push_back(
+        {adamw ? "adamw_gate" : "sgd_gate", 1e-5, [adamw](Suite &s) {
+           const int64_t n = 4099;
+           TensorRef param = s.random(DType::F32, {n});
+           TensorRef m = s.empty(DType::F32, {n});
+           TensorRef v = s.empty(DType::F32, {n});
+           fill(*s.ctx, "zero", 0.0, m);
+           fill(*s.ctx, "zero", 0.0, v);
+           TensorRef lr = s.upload(DType::F32, {}, {adamw ? 1e-2 : 0.05});
+           TensorRef step = s.upload(DType::F32, {}, {1.0});
+           for (int micro : {0, 1, 2}) {
+             GradientAccumulation gate;
+             gate.microStep = s.upload(DType::F32, {}, {double(micro)});
+             gate.steps = 3;
+             TensorRef grad = s.random(DType::F32, {n});
+             if (adamw)
+               adamwUpdate(*s.ctx, "adamw", 0.9f, 0.999f, 1e-8f, 1e-2f, param,
+                           grad, m, v, lr, step, &gate);
+             else
+               sgdUpdate(*s.ctx, "sgd", 0.9f, 1e-2f, param, grad, &m, lr,
+                         &gate);
+           }
+           return std::vector<TensorRef>{param, m, v};
+         }});
   }
 
   // Attention: head sizes that are and are not multiples of 8 / 16, query

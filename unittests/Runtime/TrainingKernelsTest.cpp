@@ -682,6 +682,36 @@ TEST_F(TrainingKernels, SgdMatchesPyTorchOverThreeSteps) {
   }
 }
 
+// The micro-step gate without an accumulator (a data-parallel collective
+// accumulated and reduced the gradient): micro-steps 0 and 1 of 3 leave
+// everything as it was, micro-step 2 updates with the gradient it is given.
+TEST_F(TrainingKernels, SgdMicroStepGateAlone) {
+  const int64_t n = 19;
+  Buffer param = random(DType::F32, {n}, 102),
+         grad = random(DType::F32, {n}, 7);
+  Buffer buffer(DType::F32, {n}), lr = scalar(0.1f);
+  std::vector<double> p = param.values(), g = grad.values();
+  for (int micro : {0, 1, 2}) {
+    Buffer microStep = scalar(float(micro));
+    GradientAccumulation gate;
+    gate.microStep = microStep.ref();
+    gate.steps = 3;
+    TensorRef bufferRef = buffer.ref();
+    sgdUpdate(*ctx, "sgd", 0.9f, 0.01f, param.ref(), grad.ref(), &bufferRef,
+              lr.ref(), &gate);
+    if (micro < 2)
+      expectClose(param, p, 0.0);
+  }
+  std::vector<double> expected(static_cast<size_t>(n)),
+      momentum(static_cast<size_t>(n));
+  for (size_t i = 0; i < size_t(n); ++i) {
+    momentum[i] = g[i] + 0.01 * p[i];
+    expected[i] = p[i] - 0.1 * momentum[i];
+  }
+  expectClose(param, expected, 1e-6);
+  expectClose(buffer, momentum, 1e-6);
+}
+
 TEST_F(TrainingKernels, AdamwMatchesPyTorchOverThreeSteps) {
   const int64_t n = 41;
   const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.01, rate = 1e-2;

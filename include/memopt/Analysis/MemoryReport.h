@@ -96,6 +96,30 @@ struct TrainingReport {
   MixedPrecisionReport mixedPrecision;
 };
 
+/// One rank's share of a data-parallel step (memopt-data-parallel). The
+/// training section's bytes are already one rank's (the program is one
+/// rank's step); this says what sharding saved and what communication
+/// holds and sends.
+struct DataParallelReport {
+  bool present = false;
+  int64_t ranks = 1;
+  /// none, optimizer (ZeRO-1) or gradients (ZeRO-2).
+  std::string shard = "none";
+  int64_t allReduces = 0, reduceScatters = 0, allGathers = 0;
+  /// Arena buffers that hold a collective's result in a storage of its own
+  /// (the reduce-scatter shards; the all-reduce runs in place over the
+  /// gradient and holds none), and the part alive at the peak.
+  int64_t communicationBufferBytes = 0;
+  int64_t communicationBufferBytesAtPeak = 0;
+  /// The optimizer state and accumulators one rank would hold unsharded.
+  int64_t unshardedOptimizerStateBytes = 0;
+  int64_t unshardedAccumulatorBytes = 0;
+  /// Bytes each rank sends per optimizer step with ring algorithms (NCCL's
+  /// bus volume): all-reduce 2 (N - 1) / N of its bytes, reduce-scatter and
+  /// all-gather (N - 1) / N of the whole tensor's.
+  int64_t sentBytesPerStep = 0;
+};
+
 /// What rematerialization (memopt-rematerialize) recomputed and what that
 /// cost and saved. Times are estimates on the cost model's roofline
 /// (CostModel.h), FLOPs come from CostOpInterface.
@@ -147,6 +171,7 @@ struct MemoryReport {
   double planSeconds = 0;
   bool provedOptimal = false;
   TrainingReport training;
+  DataParallelReport dataParallel;
   /// The arena budget (memopt-compile --memory-budget, the planner's
   /// capacity); 0: none.
   int64_t budgetBytes = 0;

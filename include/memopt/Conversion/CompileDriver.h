@@ -51,6 +51,13 @@ struct TrainingOptions {
   double lossScaleInit = 65536.0, lossScaleGrowth = 2.0, lossScaleBackoff = 0.5;
   int64_t lossScaleInterval = 2000;
   std::string weightCasts = "auto";
+  /// --data-parallel N: one rank's step of N data-parallel ranks (the
+  /// inputs are one rank's micro-batch); 0 when not given. A value below 1
+  /// given on the command line is an error (dataParallelGiven).
+  int64_t dataParallel = 0;
+  bool dataParallelGiven = false;
+  /// --shard none|optimizer|gradients ("" when not given: none).
+  std::string shard;
 };
 
 struct CompileOptions {

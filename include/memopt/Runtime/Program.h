@@ -83,6 +83,18 @@ struct ProgramInfo {
   /// Micro-batches per optimizer step (--accumulate K); 0 or 1: every run
   /// is a whole step.
   int32_t accumulationSteps;
+  /// Data parallel (--data-parallel N): the ranks the program was compiled
+  /// for (its collectives and shard shapes assume them); 0: a program for
+  /// one process without collectives.
+  int32_t dataParallelSize;
+  /// How the optimizer state is sharded over the ranks: 0 none, 1
+  /// optimizer (ZeRO-1), 2 gradients (ZeRO-2; the accumulators too).
+  int32_t shardMode;
+  /// For each weight: the index of the parameter (in `weights`) it holds
+  /// this rank's shard of (sharded optimizer state and accumulators:
+  /// the parameter's chunk dataParallelSize then its tail, see Runtime.h's
+  /// reduceScatter), or -1; nullptr when nothing is sharded.
+  const int32_t *shardOf;
 };
 
 /// Element count of a TensorInfo.

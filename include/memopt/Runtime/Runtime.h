@@ -75,6 +75,9 @@ TensorRef makeTensor(void *data, DType dtype, int rank, const int64_t *shape);
 /// on the context returns immediately. Callers check `contextError` after a
 /// run. Nothing in the runtime throws or aborts.
 struct Context;
+class Communicator; // memopt/Runtime/Communicator.h
+/// ncclSum and ncclAvg (the sum divided by the number of ranks).
+enum class CollectiveReduction : int32_t { Sum = 0, Average = 1 };
 
 struct ContextOptions {
   int device = 0;
@@ -108,6 +111,13 @@ struct ContextOptions {
   /// naming each (index, op kind, node, shape); the CUDA backend then runs
   /// eagerly. Two backends' dumps of one program compare op by op.
   const char *dumpDirectory = nullptr;
+  /// Data parallel: this rank's end of the ranks' communicator (owned by
+  /// the caller, outliving the context); the program's collectives use it.
+  /// nullptr: a single process (collectives over one rank are copies).
+  Communicator *communicator = nullptr;
+  /// Host backend: threads an op may use (0: MEMOPT_HOST_THREADS or every
+  /// core). N data-parallel ranks in one process share the cores.
+  int hostThreads = 0;
 };
 
 Context *createContext(const ContextOptions &options = ContextOptions());
@@ -663,7 +673,9 @@ void dropout(Context &ctx, const char *nodeName, float ratio, uint32_t stream,
 /// accumulator as its gradient. `microStep` is an F32 scalar on the device
 /// (0 .. K - 1, written by the driver before each micro-batch), so one
 /// captured CUDA graph serves every micro-batch. `accumulator` is F32 of the
-/// parameter's shape.
+/// parameter's shape. An accumulator with null data gates only: the update
+/// runs on micro-step K - 1 with its own gradient (data parallel: a
+/// collective accumulated and reduced it).
 struct GradientAccumulation {
   TensorRef accumulator;
   TensorRef microStep;
@@ -731,6 +743,43 @@ void updateLossScale(Context &ctx, const char *nodeName, float growthFactor,
                      TensorRef scale, TensorRef state, TensorRef foundInf,
                      const TensorRef *microStep = nullptr,
                      int64_t accumulationSteps = 1);
+
+//===----------------------------------------------------------------------===//
+// Data parallel: collectives between ranks (docs/data-parallel.md)
+//===----------------------------------------------------------------------===//
+
+/// The context's communicator (ContextOptions::communicator), or nullptr.
+Communicator *contextCommunicator(Context &ctx);
+/// This rank and the number of ranks: the communicator's, 0 and 1 without
+/// one.
+int communicatorRank(Context &ctx);
+int communicatorSize(Context &ctx);
+
+/// The ops of memopt-data-parallel. `accumulation` as for the updates:
+/// with an accumulator, x is summed into it (x on micro-step 0, added on the
+/// others); with a micro-step, the collective runs on micro-step K - 1
+/// only (over the accumulator when there is one) and does nothing on the
+/// others. All f32. The host backend runs them on the context's
+/// communicator (a program compiled for one rank runs without one); the
+/// CUDA backend has no NCCL communicator yet and fails with a message.
+
+/// y = reduction over the ranks of x (y may be x: in place).
+void allReduce(Context &ctx, const char *nodeName,
+               CollectiveReduction reduction, TensorRef x, TensorRef y,
+               const GradientAccumulation *accumulation = nullptr);
+/// A tensor of E elements sharded over `ranks` (the communicator's size):
+/// chunks of F = E / ranks elements (rank r owns [r F, (r + 1) F)) and a
+/// tail of T = E % ranks elements every rank owns. y (F + T elements) =
+/// this rank's chunk of the reduction of x, then the reduced tail.
+void reduceScatter(Context &ctx, const char *nodeName,
+                   CollectiveReduction reduction, int64_t ranks, TensorRef x,
+                   TensorRef y,
+                   const GradientAccumulation *accumulation = nullptr);
+/// In place on `param` sharded over `ranks`: every rank's chunk to every
+/// rank (the tail is the same on every rank already).
+void allGather(Context &ctx, const char *nodeName, int64_t ranks,
+               TensorRef param,
+               const GradientAccumulation *accumulation = nullptr);
 
 } // namespace memopt::rt
 

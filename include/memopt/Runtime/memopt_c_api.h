@@ -42,6 +42,15 @@ int memopt_model_run(memopt_model *model, const void *const *inputs,
  * the message in memopt_model_error (also for an inference program). */
 int memopt_model_train_step(memopt_model *model, const void *const *inputs,
                             float lr, float *loss);
+/* A program compiled with --data-parallel N runs its N ranks as threads of
+ * this process: memopt_model_create starts them (each with its own arena
+ * and weight region), and each memopt_model_train_step call takes N
+ * micro-batches per input back to back (rank r reads the r-th; the global
+ * batch split along axis 0) and writes the mean of the ranks' losses. The
+ * other calls read rank 0 (write_weights / load_weights write every rank,
+ * and are refused when the ranks hold different optimizer-state shards).
+ * Returns the number of ranks (1 for any other program). */
+int memopt_model_ranks(const memopt_model *model);
 /* Micro-batches per optimizer step (1 unless compiled with --accumulate). */
 int64_t memopt_model_accumulation_steps(const memopt_model *model);
 /* Copies the weight region (the weight file's format, memopt_model_weight_bytes

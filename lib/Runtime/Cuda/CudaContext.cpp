@@ -160,6 +160,9 @@ void contextFail(Context &ctx, const char *nodeName, const char *message) {
 }
 
 const char *backendName() { return "cuda"; }
+Communicator *contextCommunicator(Context &ctx) {
+  return ctx.options.communicator;
+}
 
 void *deviceAlloc(Context &ctx, size_t bytes, const char *what) {
   void *ptr = nullptr;

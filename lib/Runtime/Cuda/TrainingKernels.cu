@@ -341,8 +341,8 @@ __global__ void dropoutKernel(const T *x, T *y, const int64_t *key,
 /// updates. The micro-step is read from device memory, so one captured graph
 /// serves every micro-batch; the kernels of the other micro-steps only add.
 struct DeviceAccumulation {
-  float *sum = nullptr; ///< null: no accumulation
-  const float *microStep = nullptr;
+  float *sum = nullptr;             ///< null: no accumulation
+  const float *microStep = nullptr; ///< null: no micro-step gate
   float lastStep = 0;
 };
 
@@ -400,8 +400,8 @@ __global__ void sgdKernel(float *param, const T *grad, float *buffer,
                           int64_t n, DeviceAccumulation accumulation,
                           DeviceScaling scaling) {
   float rate = *lr;
-  float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
-  bool apply = (!accumulation.sum || micro == accumulation.lastStep) &&
+  float micro = accumulation.microStep ? *accumulation.microStep : 0.0f;
+  bool apply = (!accumulation.microStep || micro == accumulation.lastStep) &&
                !(scaling.foundInf && *scaling.foundInf != 0.0f);
   float inverse = inverseScale(scaling);
   MEMOPT_GRID_STRIDE(i, n) {
@@ -430,8 +430,8 @@ __global__ void adamwKernel(float *param, const T *grad, float *m, float *v,
     t -= scaling.state[1];
   float stepSize = rate / (1.0f - powf(beta1, t));
   float correction2 = sqrtf(1.0f - powf(beta2, t));
-  float micro = accumulation.sum ? *accumulation.microStep : 0.0f;
-  bool apply = (!accumulation.sum || micro == accumulation.lastStep) &&
+  float micro = accumulation.microStep ? *accumulation.microStep : 0.0f;
+  bool apply = (!accumulation.microStep || micro == accumulation.lastStep) &&
                !(scaling.foundInf && *scaling.foundInf != 0.0f);
   float inverse = inverseScale(scaling);
   MEMOPT_GRID_STRIDE(i, n) {

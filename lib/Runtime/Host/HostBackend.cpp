@@ -170,7 +170,8 @@ struct Context {
 
 Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();
-  ctx->threads = hostThreadCount();
+  ctx->threads =
+      options.hostThreads > 0 ? options.hostThreads : hostThreadCount();
   ctx->options = options;
   return ctx;
 }
@@ -184,6 +185,9 @@ void contextFail(Context &ctx, const char *nodeName, const char *message) {
         std::string("node '") + (nodeName ? nodeName : "?") + "': " + message;
 }
 const char *backendName() { return "host"; }
+Communicator *contextCommunicator(Context &ctx) {
+  return ctx.options.communicator;
+}
 
 void *deviceAlloc(Context &ctx, size_t bytes, const char *what) {
   size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);

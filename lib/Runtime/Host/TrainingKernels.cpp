@@ -313,15 +313,18 @@ bool prepareGradient(Context &ctx, const char *node, const TensorRef &param,
     }
     float *sum = static_cast<float *>(accumulation->accumulator.data);
     bool first = micro == 0;
-    // f32 additions, as the CUDA kernel does them.
-    host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
-                      [&](int64_t lo, int64_t hi) {
-                        for (int64_t i = lo; i < hi; ++i) {
-                          float g = float(gradient[size_t(i)]);
-                          sum[i] = first ? g : sum[i] + g;
-                          gradient[size_t(i)] = sum[i];
-                        }
-                      });
+    // f32 additions, as the CUDA kernel does them. A null accumulator is the
+    // micro-step gate alone (data parallel: a collective accumulated and
+    // reduced the gradient).
+    if (sum)
+      host::parallelFor(ctx, 0, param.numElements(), host::kElementGrain,
+                        [&](int64_t lo, int64_t hi) {
+                          for (int64_t i = lo; i < hi; ++i) {
+                            float g = float(gradient[size_t(i)]);
+                            sum[i] = first ? g : sum[i] + g;
+                            gradient[size_t(i)] = sum[i];
+                          }
+                        });
     if (micro != double(accumulation->steps - 1))
       return false;
   }

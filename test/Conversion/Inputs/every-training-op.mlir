@@ -5,6 +5,8 @@
 // dropout's backward is not spelled out (memopt-autodiff would build it).
 // The filter gradient reaches its update in f16 under dynamic loss scaling
 // (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
+// The data-parallel collectives run over one rank (no communicator: copies;
+// the CUDA build links their not-yet-NCCL entry points).
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
@@ -44,9 +46,12 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %dy = memopt.pool_grad %y, %dp {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x3x3xf32> loc("op_pool_grad")
   %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dy, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
   memopt.sgd_update %g, %dg, momentum %gm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
-  memopt.sgd_update %gb, %dgb, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
+  %dgbs = memopt.reduce_scatter %dgb {ranks = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32> loc("op_reduce_scatter")
+  memopt.sgd_update %gb, %dgbs, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
+  memopt.all_gather %gb {ranks = 1 : i64} : tensor<2xf32> loc("op_all_gather")
   %dlx, %dls, %dlb = memopt.layer_normalization_grad %f, %df, %ls : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) loc("op_layer_normalization_grad")
-  memopt.sgd_update %ls, %dls, momentum %lsm, lr %lr {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
+  %dlsr = memopt.all_reduce %dls : (tensor<8xf32>) -> tensor<8xf32> loc("op_all_reduce")
+  memopt.sgd_update %ls, %dlsr, momentum %lsm, lr %lr {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
   %dw = memopt.conv_backward_filter %x, %dc {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x5x5xf32>, tensor<2x2x3x3xf32>) -> tensor<2x1x3x3xf32> loc("op_conv_backward_filter")
   %dwlow = memopt.cast %dw : (tensor<2x1x3x3xf32>) -> tensor<2x1x3x3xf16>
   %found = memopt.found_inf %dwlow, %dls : (tensor<2x1x3x3xf16>, tensor<8xf32>) -> tensor<f32> loc("op_found_inf")

@@ -926,7 +926,7 @@ func.func @dropout_short_key(%x: tensor<4xf32>, %key: tensor<1xi64>) -> tensor<4
 func.func @accumulation_without_micro_step(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
   %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
   %m = memopt.variable "p.momentum_buffer" {role = "optimizer_state"} : tensor<4xf32>
-  // expected-error @+1 {{'memopt.sgd_update' op accumulation_steps 4 needs an accumulator and the micro_step}}
+  // expected-error @+1 {{'memopt.sgd_update' op accumulation_steps 4 needs the micro_step}}
   memopt.sgd_update %param, %g, momentum %m, lr %lr {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
   return
 }
@@ -981,8 +981,71 @@ func.func @found_inf_accumulators_without_micro_step(%g: tensor<4xf16>) -> tenso
 
 // -----
 
+func.func @accumulator_without_micro_step(%g: tensor<4xf32>, %lr: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<4xf32>
+  %m = memopt.variable "p.momentum_buffer" {role = "optimizer_state"} : tensor<4xf32>
+  %acc = memopt.variable "p.grad" {role = "gradient_accumulator"} : tensor<4xf32>
+  // expected-error @+1 {{'memopt.sgd_update' op an accumulator needs the micro_step}}
+  memopt.sgd_update %param, %g, momentum %m, lr %lr accumulate %acc, {accumulation_steps = 4 : i64, momentum = 0.9 : f32} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @batch_norm_training_low_scale(%x: tensor<2x3x4x4xf16>, %s: tensor<3xf16>) -> tensor<2x3x4x4xf16> {
   // expected-error @+1 {{'memopt.batch_norm_training' op scale, B, mean and inv_std must be f32 tensors of 3 elements}}
   %y, %m, %i = memopt.batch_norm_training %x, %s, %s : (tensor<2x3x4x4xf16>, tensor<3xf16>, tensor<3xf16>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
   return %y : tensor<2x3x4x4xf16>
+}
+
+// -----
+
+// A sharded update takes this rank's shard: 10 elements over 4 ranks are
+// chunks of 2 and a tail of 2, shards of 4.
+func.func @sharded_update_wrong_shard(%g: tensor<5xf32>, %lr: tensor<f32>) {
+  %param = memopt.variable "p" {role = "parameter"} : tensor<10xf32>
+  %m = memopt.variable "p.momentum_buffer" {role = "optimizer_state"} : tensor<5xf32>
+  // expected-error @+1 {{'memopt.sgd_update' op grad must have type 'tensor<4xf32>' (this rank's shard of the parameter)}}
+  memopt.sgd_update %param, %g, momentum %m, lr %lr {momentum = 0.9 : f32, shards = 4 : i64} : tensor<10xf32>, tensor<5xf32>, tensor<5xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_type(%g: tensor<4xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{'memopt.all_reduce' op result must have the input's type}}
+  %r = memopt.all_reduce %g : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @all_reduce_reduction(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'memopt.all_reduce' op reduction 'max' is not sum or average}}
+  %r = memopt.all_reduce %g {reduction = "max"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_shard(%g: tensor<10xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'memopt.reduce_scatter' op result must have type 'tensor<4xf32>' (this rank's shard of the input over 4 ranks)}}
+  %r = memopt.reduce_scatter %g {ranks = 4 : i64} : (tensor<10xf32>) -> tensor<3xf32>
+  return %r : tensor<3xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_ranks(%g: tensor<10xf32>) -> tensor<10xf32> {
+  // expected-error @+1 {{'memopt.reduce_scatter' op ranks must be at least 1, got 0}}
+  %r = memopt.reduce_scatter %g {ranks = 0 : i64} : (tensor<10xf32>) -> tensor<10xf32>
+  return %r : tensor<10xf32>
+}
+
+// -----
+
+func.func @all_gather_not_a_variable(%p: tensor<10xf32>) {
+  // expected-error @+1 {{'memopt.all_gather' op param must be a memopt.variable (the update writes it in place)}}
+  memopt.all_gather %p {ranks = 2 : i64} : tensor<10xf32>
+  return
 }

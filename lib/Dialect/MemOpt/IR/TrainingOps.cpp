@@ -219,27 +219,49 @@ static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
   return success();
 }
 
-/// The accumulation operands of an update come together: an accumulator
-/// variable of the parameter's type, the micro-step scalar and K > 1.
-static LogicalResult verifyAccumulation(Operation *op, Value param,
+/// The type of an update's gradient, optimizer state and accumulator: the
+/// parameter's, or with `shards` > 1 this rank's 1-D shard of it
+/// (getShardElements).
+static Type getStateType(Value param, int64_t shards) {
+  auto type = cast<RankedTensorType>(param.getType());
+  if (shards <= 1)
+    return type;
+  return RankedTensorType::get(
+      {getShardElements(type.getNumElements(), shards)}, type.getElementType());
+}
+
+static LogicalResult verifyShards(Operation *op, int64_t shards) {
+  if (shards < 1)
+    return op->emitOpError("shards must be at least 1, got ") << shards;
+  return success();
+}
+
+/// The accumulation operands of an update: an accumulator variable of the
+/// gradient's type with the micro-step scalar and K > 1, or the micro-step
+/// alone with K > 1 (the update only runs on micro-step K - 1: a collective
+/// accumulated the gradient), or neither with K = 1.
+static LogicalResult verifyAccumulation(Operation *op, Type gradientType,
                                         Value accumulator, Value microStep,
                                         int64_t steps) {
   if (!accumulator && !microStep) {
     if (steps != 1)
       return op->emitOpError("accumulation_steps ")
-             << steps << " needs an accumulator and the micro_step";
+             << steps << " needs the micro_step";
     return success();
   }
-  if (!accumulator || !microStep)
-    return op->emitOpError("accumulator and micro_step come together");
+  if (!microStep)
+    return op->emitOpError("an accumulator needs the micro_step");
   if (steps < 2)
-    return op->emitOpError("accumulation_steps must be at least 2 with an "
-                           "accumulator, got ")
+    return op->emitOpError("accumulation_steps must be at least 2 with a "
+                           "micro_step, got ")
            << steps;
-  if (accumulator.getType() != param.getType())
-    return op->emitOpError("accumulator must have the parameter's type");
-  if (failed(verifyWritesVariable(op, accumulator, "accumulator")))
-    return failure();
+  if (accumulator) {
+    if (accumulator.getType() != gradientType)
+      return op->emitOpError("accumulator must have the gradient's type ")
+             << gradientType;
+    if (failed(verifyWritesVariable(op, accumulator, "accumulator")))
+      return failure();
+  }
   return verifyScalar(op, microStep, "micro_step");
 }
 
@@ -260,6 +282,19 @@ static LogicalResult verifyGradient(Operation *op, Value grad, Value param) {
   if (cast<ShapedType>(grad.getType()).getShape() !=
       cast<ShapedType>(param.getType()).getShape())
     return op->emitOpError("grad must have the parameter's shape");
+  return success();
+}
+
+/// An update's gradient: the parameter's shape in any float type, or with
+/// `shards` > 1 exactly this rank's f32 shard (`stateType`).
+static LogicalResult verifyUpdateGradient(Operation *op, Value grad,
+                                          Value param, Type stateType,
+                                          int64_t shards) {
+  if (shards <= 1)
+    return verifyGradient(op, grad, param);
+  if (grad.getType() != stateType)
+    return op->emitOpError("grad must have type ")
+           << stateType << " (this rank's shard of the parameter)";
   return success();
 }
 
@@ -328,7 +363,11 @@ LogicalResult AdamWUpdateOp::canonicalize(AdamWUpdateOp op,
 }
 
 LogicalResult SGDUpdateOp::verify() {
-  if (failed(verifyGradient(*this, getGrad(), getParam())) ||
+  if (failed(verifyShards(*this, getShards())))
+    return failure();
+  Type stateType = getStateType(getParam(), getShards());
+  if (failed(verifyUpdateGradient(*this, getGrad(), getParam(), stateType,
+                                  getShards())) ||
       failed(verifyLossScaling(*this, getLossScale(), getFoundInf(), Value(),
                                /*needsState=*/false)))
     return failure();
@@ -336,33 +375,40 @@ LogicalResult SGDUpdateOp::verify() {
       failed(verifyScalar(*this, getLr(), "lr")))
     return failure();
   if (Value buffer = getMomentumBuffer()) {
-    if (buffer.getType() != getParam().getType())
-      return emitOpError("momentum buffer must have the parameter's type");
+    if (buffer.getType() != stateType)
+      return emitOpError("momentum buffer must have the gradient's type");
     if (failed(verifyWritesVariable(*this, buffer, "momentum buffer")))
       return failure();
   } else if (getMomentum().convertToFloat() != 0.0f) {
     return emitOpError("momentum ")
            << getMomentum().convertToFloat() << " needs a momentum buffer";
   }
-  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+  return verifyAccumulation(*this, stateType, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());
 }
 
+// Update costs count the gradient's elements: with `shards` a rank updates
+// only its shard.
 int64_t SGDUpdateOp::getFlops() {
-  return 4 * getParam().getType().getNumElements();
+  return 4 * getGrad().getType().getNumElements();
 }
 int64_t SGDUpdateOp::getBytesMoved() {
   return ((getMomentumBuffer() ? 4 : 2) + (getAccumulator() ? 2 : 0)) *
-             getTensorBytes(getParam().getType()) +
+             getTensorBytes(getStateType(getParam(), getShards())) +
          getTensorBytes(getGrad().getType());
 }
 
 LogicalResult AdamWUpdateOp::verify() {
-  Type type = getParam().getType();
+  if (failed(verifyShards(*this, getShards())))
+    return failure();
+  Type type = getStateType(getParam(), getShards());
   if (getExpAvg().getType() != type || getExpAvgSq().getType() != type)
-    return emitOpError("exp_avg and exp_avg_sq must have the "
-                       "parameter's type");
-  if (failed(verifyGradient(*this, getGrad(), getParam())) ||
+    return emitOpError("exp_avg and exp_avg_sq must have type ")
+           << type
+           << (getShards() > 1 ? " (this rank's shard of the parameter)"
+                               : " (the parameter's)");
+  if (failed(verifyUpdateGradient(*this, getGrad(), getParam(), type,
+                                  getShards())) ||
       failed(verifyLossScaling(*this, getLossScale(), getFoundInf(),
                                getLossScaleState(), /*needsState=*/true)))
     return failure();
@@ -372,17 +418,94 @@ LogicalResult AdamWUpdateOp::verify() {
       failed(verifyScalar(*this, getLr(), "lr")) ||
       failed(verifyScalar(*this, getStep(), "step")))
     return failure();
-  return verifyAccumulation(*this, getParam(), getAccumulator(), getMicroStep(),
+  return verifyAccumulation(*this, type, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());
 }
 
 int64_t AdamWUpdateOp::getFlops() {
-  return 12 * getParam().getType().getNumElements();
+  return 12 * getGrad().getType().getNumElements();
 }
 int64_t AdamWUpdateOp::getBytesMoved() {
   return (6 + (getAccumulator() ? 2 : 0)) *
-             getTensorBytes(getParam().getType()) +
+             getTensorBytes(getStateType(getParam(), getShards())) +
          getTensorBytes(getGrad().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Data-parallel collectives
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "sum" && reduction != "average")
+    return op->emitOpError("reduction '")
+           << reduction << "' is not sum or average";
+  return success();
+}
+
+static LogicalResult verifyRanks(Operation *op, int64_t ranks) {
+  if (ranks < 1)
+    return op->emitOpError("ranks must be at least 1, got ") << ranks;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result must have the input's type");
+  if (failed(verifyReduction(*this, getReduction())))
+    return failure();
+  return verifyAccumulation(*this, getInput().getType(), getAccumulator(),
+                            getMicroStep(), getAccumulationSteps());
+}
+
+// A collective's cost: the additions of the reduction, and the bytes it
+// reads and writes locally (what crosses the link is the report's concern).
+int64_t AllReduceOp::getFlops() {
+  return getInput().getType().getNumElements();
+}
+int64_t AllReduceOp::getBytesMoved() {
+  return (2 + (getAccumulator() ? 2 : 0)) *
+         getTensorBytes(getInput().getType());
+}
+
+bool AllReduceOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyRanks(*this, getRanks())) ||
+      failed(verifyReduction(*this, getReduction())))
+    return failure();
+  Type shard = RankedTensorType::get(
+      {getShardElements(getInput().getType().getNumElements(), getRanks())},
+      getInput().getType().getElementType());
+  if (getResult().getType() != shard)
+    return emitOpError("result must have type ")
+           << shard << " (this rank's shard of the input over " << getRanks()
+           << " ranks)";
+  return verifyAccumulation(*this, getInput().getType(), getAccumulator(),
+                            getMicroStep(), getAccumulationSteps());
+}
+
+int64_t ReduceScatterOp::getFlops() {
+  return getInput().getType().getNumElements();
+}
+int64_t ReduceScatterOp::getBytesMoved() {
+  return (1 + (getAccumulator() ? 2 : 0)) *
+             getTensorBytes(getInput().getType()) +
+         getTensorBytes(getResult().getType());
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyRanks(*this, getRanks())) ||
+      failed(verifyWritesVariable(*this, getParam(), "param")))
+    return failure();
+  return verifyAccumulation(*this, getParam().getType(), Value(),
+                            getMicroStep(), getAccumulationSteps());
+}
+
+int64_t AllGatherOp::getFlops() { return 0; }
+int64_t AllGatherOp::getBytesMoved() {
+  return getTensorBytes(getParam().getType());
 }
 
 //===----------------------------------------------------------------------===//

@@ -84,6 +84,26 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "weight-casts '" + weightCasts + "' is not auto, keep or recast";
     return failure();
   }
+  if (dataParallel < 0) {
+    message = "data-parallel must be at least 1 rank, got " +
+              std::to_string(int64_t(dataParallel));
+    return failure();
+  }
+  if (shard != "none" && shard != "optimizer" && shard != "gradients") {
+    message = "shard '" + shard + "' is not none, optimizer or gradients";
+    return failure();
+  }
+  if (shard != "none" && dataParallel == 0) {
+    message = "shard " + shard +
+              " needs data-parallel N (the ranks the "
+              "optimizer state is sharded over)";
+    return failure();
+  }
+  if (dataParallel > 0 && !train) {
+    message = "data-parallel needs train (it averages the gradients of a "
+              "training step over the ranks)";
+    return failure();
+  }
   if (memoryBudget < 0) {
     message = "memory-budget must be at least 0 bytes";
     return failure();
@@ -146,6 +166,13 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     autodiff.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptAutodiff(autodiff));
     pm.addPass(createCanonicalizerPass());
+    if (options.dataParallel > 0) {
+      MemOptDataParallelOptions dataParallel;
+      dataParallel.ranks = options.dataParallel;
+      dataParallel.shard = options.shard;
+      dataParallel.report = options.report;
+      pm.addNestedPass<func::FuncOp>(createMemOptDataParallel(dataParallel));
+    }
   }
   if (lowTraining) {
     MemOptWeightCastsOptions casts;
@@ -280,6 +307,37 @@ struct CompilePhaseLog::State {
                  " memopt ops";
         };
       }
+    } else if (pass == "memopt-data-parallel") {
+      lines.after = [](ModuleOp module) -> std::string {
+        size_t allReduces = 0, reduceScatters = 0, allGathers = 0;
+        std::string text;
+        module.walk([&](Operation *op) {
+          allReduces += isa<AllReduceOp>(op);
+          reduceScatters += isa<ReduceScatterOp>(op);
+          allGathers += isa<AllGatherOp>(op);
+          auto function = dyn_cast<func::FuncOp>(op);
+          auto attr = function ? function->getAttrOfType<DictionaryAttr>(
+                                     "memopt.data_parallel")
+                               : DictionaryAttr();
+          if (!attr)
+            return;
+          StringRef shard = attr.getAs<StringAttr>("shard").getValue();
+          text = "[data-parallel] " +
+                 std::to_string(attr.getAs<IntegerAttr>("ranks").getInt()) +
+                 " ranks, shard " + shard.str() +
+                 (shard == "none"        ? std::string(" (DDP)")
+                  : shard == "optimizer" ? std::string(" (ZeRO-1)")
+                                         : std::string(" (ZeRO-2)"));
+        });
+        if (allReduces)
+          text += ": " + std::to_string(allReduces) + " gradient all-reduces";
+        if (reduceScatters)
+          text += ": " + std::to_string(reduceScatters) +
+                  " gradient reduce-scatters, " + std::to_string(allGathers) +
+                  " parameter all-gathers";
+        return text;
+      };
+      lines.failure = "data-parallel rewrite failed";
     } else if (pass == "memopt-fuse-attention") {
       lines.after = [](ModuleOp module) {
         size_t fused = 0;

@@ -61,17 +61,19 @@ struct DependenceGraph {
   }
 
   /// An op that writes a variable in place (an optimizer update) runs after
-  /// every other op that reads that variable, directly or through a view:
-  /// a write-after-read order that SSA does not show.
+  /// every op before it in program order that uses that variable, directly
+  /// or through a view (a write-after-read order SSA does not show), and
+  /// before every op after it that uses the variable (read- and
+  /// write-after-write: a data-parallel all-gather completes the parameter
+  /// its sharded update wrote).
   void addStateWriteOrder() {
+    SmallVector<llvm::SetVector<unsigned>> extra(ops.size());
     for (auto [index, op] : llvm::enumerate(ops)) {
       auto effects = dyn_cast<MemoryEffectOpInterface>(op);
       if (!effects)
         continue;
       SmallVector<MemoryEffects::EffectInstance> instances;
       effects.getEffects(instances);
-      llvm::SetVector<unsigned> readers(producers[index].begin(),
-                                        producers[index].end());
       for (const MemoryEffects::EffectInstance &effect : instances) {
         Value written = effect.getValue();
         if (!isa<MemoryEffects::Write>(effect.getEffect()) || !written)
@@ -83,13 +85,23 @@ struct DependenceGraph {
             auto it = position.find(user);
             if (user == op || it == position.end())
               continue;
-            readers.insert(it->second);
+            if (it->second < index)
+              extra[index].insert(it->second);
+            else
+              extra[it->second].insert(index);
             if (isView(user))
               worklist.push_back(user->getResult(0));
           }
         }
       }
-      producers[index] = readers.takeVector();
+    }
+    for (auto [index, more] : llvm::enumerate(extra)) {
+      if (more.empty())
+        continue;
+      llvm::SetVector<unsigned> all(producers[index].begin(),
+                                    producers[index].end());
+      all.insert(more.begin(), more.end());
+      producers[index] = all.takeVector();
     }
   }
 };

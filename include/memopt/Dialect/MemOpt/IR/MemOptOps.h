@@ -12,6 +12,22 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir::memopt {
+/// The side-effect resource of the data-parallel collectives: the channel to
+/// the other ranks (MemOptOps.td, MemOpt_CollectiveOp).
+struct CommunicatorResource
+    : public SideEffects::Resource::Base<CommunicatorResource> {
+  StringRef getName() override { return "Communicator"; }
+};
+
+/// Elements of one rank's shard of a tensor of `elements` elements sharded
+/// over `ranks` (MemOptOps.td, MemOpt_ShardedUpdate): its chunk of
+/// elements / ranks, then the elements % ranks of the tail every rank owns.
+inline int64_t getShardElements(int64_t elements, int64_t ranks) {
+  return elements / ranks + elements % ranks;
+}
+} // namespace mlir::memopt
+
 #define GET_OP_CLASSES
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h.inc"
 

@@ -1322,6 +1322,16 @@ def MemOpt_BatchNormRunningUpdateOp
   let hasVerifier = 1;
 }
 
+// ZeRO sharding of an update (`shards = N`, --memopt-data-parallel with
+// shard=optimizer|gradients): a parameter of E elements is split into N
+// chunks of F = E / N elements, rank r owning elements [r * F, (r + 1) * F),
+// and a tail of T = E % N elements [N * F, E) that every rank owns (the
+// ranks update it identically: its gradient is all-reduced). A rank's shard
+// of the gradient, the optimizer state and the accumulator holds its chunk
+// then the tail: getShardElements(E, N) = F + T elements, 1-D. The chunks
+// are equal so that the reduce-scatter and the all-gather are NCCL's, in
+// place, without padding the parameter (FSDP pads its flat parameter to a
+// multiple of N instead).
 def MemOpt_SGDUpdateOp
     : MemOpt_UpdateOp<"sgd_update", [AttrSizedOperandSegments]> {
   let summary = "In-place SGD with momentum (torch.optim.SGD)";
@@ -1332,11 +1342,16 @@ def MemOpt_SGDUpdateOp
     both `memopt.variable`s; `lr` is the program's learning-rate variable.
     With `accumulate %acc, micro_step %m` and `accumulation_steps = K`, the
     gradient is accumulated first and the update runs on micro-step K - 1
-    only (see MemOpt_AccumulatorArg). `grad` may be f16 / bf16 (a
-    mixed-precision gradient, widened in the kernel). With `loss_scale %s,
-    found_inf %f` (dynamic loss scaling, see MemOpt_LossScaleArgs) the
-    gradient is multiplied by `1 / s` and nothing is written when `f` is
-    non-zero.
+    only (see MemOpt_AccumulatorArg); with `micro_step %m` alone it only
+    runs on micro-step K - 1 (data parallel: a collective accumulated and
+    reduced the gradient). `grad` may be f16 / bf16 (a mixed-precision
+    gradient, widened in the kernel). With `loss_scale %s, found_inf %f`
+    (dynamic loss scaling, see MemOpt_LossScaleArgs) the gradient is
+    multiplied by `1 / s` and nothing is written when `f` is non-zero. With
+    `shards = N` (ZeRO, --memopt-data-parallel) `grad`, the momentum buffer
+    and the accumulator are this rank's shard of `getShardElements(E, N)`
+    elements of a parameter of E elements, and the op updates only the
+    parameter elements the rank owns (see MemOpt_ShardedUpdate).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        MemOpt_GradientTensor:$grad,
@@ -1350,13 +1365,15 @@ def MemOpt_SGDUpdateOp
                        Optional<StaticShapeTensorOf<[F32]>>:$found_inf,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
-                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps,
+                       DefaultValuedAttr<I64Attr, "1">:$shards);
   // Optional groups open with their keyword (a group that opens with `,`
   // would take the comma of the next group and fail to parse).
   let assemblyFormat = "$param `,` $grad `,` (`momentum` $momentum_buffer^ "
-                       "`,`)? `lr` $lr (`accumulate` $accumulator^ `,` "
-                       "`micro_step` $micro_step)? (`loss_scale` $loss_scale^ "
-                       "`,` `found_inf` $found_inf)? attr-dict `:` "
+                       "`,`)? `lr` $lr (`accumulate` $accumulator^ `,`)? "
+                       "(`micro_step` $micro_step^)? (`loss_scale` "
+                       "$loss_scale^ `,` `found_inf` $found_inf)? attr-dict "
+                       "`:` "
                        "type(operands)";
   let hasVerifier = 1;
   let hasCanonicalizeMethod = 1;
@@ -1371,12 +1388,15 @@ def MemOpt_AdamWUpdateOp
     and `exp_avg_sq`, all `memopt.variable`s. With `accumulate %acc,
     micro_step %m` and `accumulation_steps = K`, the gradient is accumulated
     first and the update runs on micro-step K - 1 only (see
-    MemOpt_AccumulatorArg). `grad` may be f16 / bf16. With `loss_scale %s,
+    MemOpt_AccumulatorArg); with `micro_step %m` alone it only runs on
+    micro-step K - 1. `grad` may be f16 / bf16. With `loss_scale %s,
     found_inf %f, loss_scale_state %t` (dynamic loss scaling, see
     MemOpt_LossScaleArgs) the gradient is multiplied by `1 / s`, nothing is
     written when `f` is non-zero, and the bias correction counts the steps
     that were not skipped (`step - t[1]`), as PyTorch's fused AdamW does
-    under a GradScaler.
+    under a GradScaler. With `shards = N`, `grad`, the moments and the
+    accumulator are this rank's shard (see MemOpt_ShardedUpdate and
+    `sgd_update`).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        MemOpt_GradientTensor:$grad,
@@ -1393,10 +1413,11 @@ def MemOpt_AdamWUpdateOp
                        DefaultValuedAttr<F32Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F32Attr, "1e-08">:$eps,
                        DefaultValuedAttr<F32Attr, "0.01">:$weight_decay,
-                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps,
+                       DefaultValuedAttr<I64Attr, "1">:$shards);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` "
                        "`lr` $lr `,` `step` $step (`accumulate` $accumulator^ "
-                       "`,` `micro_step` $micro_step)? (`loss_scale` "
+                       "`,`)? (`micro_step` $micro_step^)? (`loss_scale` "
                        "$loss_scale^ `,` `found_inf` $found_inf `,` "
                        "`loss_scale_state` $loss_scale_state)? attr-dict `:` "
                        "type(operands)";
@@ -1464,6 +1485,107 @@ def MemOpt_UpdateLossScaleOp
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
   let assemblyFormat = "$loss_scale `,` $state `,` `found_inf` $found_inf "
                        "(`,` `micro_step` $micro_step^)? attr-dict `:` "
+                       "type(operands)";
+  let hasVerifier = 1;
+}
+
+
+
+//===----------------------------------------------------------------------===//
+// Data parallel: collectives between ranks (--memopt-data-parallel)
+//===----------------------------------------------------------------------===//
+
+// The collectives talk to the other ranks through the program's
+// communicator: this resource. Writing it keeps them from being folded,
+// merged or recomputed (every rank must issue the same collectives in the
+// same order, which one program scheduled once guarantees).
+def MemOpt_CommunicatorResource
+    : Resource<"::mlir::memopt::CommunicatorResource">;
+
+class MemOpt_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Op<MemOpt_Dialect, mnemonic, !listconcat(traits, [
+         MemoryEffects<[MemRead<MemOpt_CommunicatorResource>,
+                        MemWrite<MemOpt_CommunicatorResource>]>,
+         DeclareOpInterfaceMethods<MemOpt_CostOpInterface,
+                                   ["getFlops", "getBytesMoved"]>])>;
+
+def MemOpt_AllReduceOp : MemOpt_CollectiveOp<"all_reduce", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>]> {
+  let summary = "Sum or average of a gradient over the data-parallel ranks";
+  let description = [{
+    The result (the input's type) is the `reduction` (`sum` or `average`)
+    over the ranks of each rank's `input`: PyTorch DDP's gradient all-reduce
+    (DDP averages). It may take the input's storage (NCCL all-reduces in
+    place), so the collective costs no arena bytes of its own.
+
+    With `accumulate %acc, micro_step %m` and `accumulation_steps = K`
+    (--accumulate K): the input is first summed into the accumulator
+    variable (`%acc = input` on micro-step 0, `%acc + input` on the others,
+    as an update's accumulation does) and the collective runs on micro-step
+    K - 1 only, over the accumulator: the ranks communicate once per
+    optimizer step (DDP's `no_sync()` on the other micro-batches). On the
+    other micro-steps the result is undefined and its users are gated on
+    the same micro-step.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       DefaultValuedAttr<StrAttr, "\"average\"">:$reduction,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input (`,` `accumulate` $accumulator^)? (`,` "
+                       "`micro_step` $micro_step^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_ReduceScatterOp : MemOpt_CollectiveOp<"reduce_scatter", [
+    AttrSizedOperandSegments]> {
+  let summary = "This rank's shard of a gradient reduced over the ranks";
+  let description = [{
+    `input` holds E elements; the 1-D result holds this rank's
+    `getShardElements(E, ranks)` elements (see MemOpt_ShardedUpdate): its
+    chunk of the `reduction` over the ranks (NCCL's reduce-scatter of the
+    first `ranks * (E / ranks)` elements), then the tail (an all-reduce of
+    the last `E % ranks` elements). ZeRO-1/2 and FSDP's gradient
+    reduce-scatter: each rank receives only the part of the gradient whose
+    optimizer update it owns. The result is a communication buffer of its
+    own in the arena (1/N of the gradient's bytes). `accumulate` and
+    `micro_step` as for `all_reduce`.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                       MemOpt_AccumulatorArg:$accumulator,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       I64Attr:$ranks,
+                       DefaultValuedAttr<StrAttr, "\"average\"">:$reduction,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input (`,` `accumulate` $accumulator^)? (`,` "
+                       "`micro_step` $micro_step^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_AllGatherOp : MemOpt_CollectiveOp<"all_gather"> {
+  let summary = "Gathers the ranks' updated chunks of a sharded parameter";
+  let description = [{
+    In place on the parameter variable: every rank sends the chunk of
+    `param` it owns (and updated with a `shards = ranks` update) and
+    receives the others' chunks (NCCL's in-place all-gather over the first
+    `ranks * (E / ranks)` elements; the tail is identical on every rank
+    already). ZeRO-1/2's parameter all-gather after the sharded step. With
+    `micro_step %m` and `accumulation_steps = K` it runs on micro-step K - 1
+    only, with the update. It writes the parameter after the update did: the
+    scheduler keeps an op that writes a variable after the ops before it in
+    program order that use that variable.
+  }];
+  let arguments = (ins MemOpt_WrittenState:$param,
+                       Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
+                       I64Attr:$ranks,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
+  let assemblyFormat = "$param (`,` `micro_step` $micro_step^)? attr-dict `:` "
                        "type(operands)";
   let hasVerifier = 1;
 }

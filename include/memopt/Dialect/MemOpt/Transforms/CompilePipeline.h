@@ -100,6 +100,17 @@ struct CompilePipelineOptions
                      "copy for the backward, recast it there, or auto "
                      "(memopt-weight-casts decides by bytes and time)"),
       llvm::cl::init("auto")};
+  Option<int64_t> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Data-parallel ranks (memopt-data-parallel; 0: a "
+                     "single-process step). The inputs are one rank's "
+                     "micro-batch"),
+      llvm::cl::init(0)};
+  Option<std::string> shard{
+      *this, "shard",
+      llvm::cl::desc("With data-parallel: none (all-reduce), optimizer "
+                     "(ZeRO-1) or gradients (ZeRO-2)"),
+      llvm::cl::init("none")};
 
   // Graph rewrites.
   Option<std::string> precision{

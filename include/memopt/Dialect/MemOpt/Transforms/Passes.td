@@ -523,4 +523,41 @@ def MemOptWeightCasts : Pass<"memopt-weight-casts", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptDataParallel : Pass<"memopt-data-parallel", "::mlir::func::FuncOp"> {
+  let summary = "Data-parallel training step: gradient collectives and "
+                "ZeRO-sharded optimizer state";
+  let description = [{
+    Runs after memopt-autodiff. The step becomes one rank's step of `ranks`
+    data-parallel ranks, each on its own micro-batch (the function's input
+    shapes are one rank's). Right before each optimizer update, where its
+    gradient is complete:
+      - `shard=none` (DDP): `memopt.all_reduce` averages the gradient over
+        the ranks, in place; the update is unchanged.
+      - `shard=optimizer` (ZeRO-1) and `shard=gradients` (ZeRO-2):
+        `memopt.reduce_scatter` gives this rank its shard of the averaged
+        gradient; the optimizer state becomes shard-shaped variables; the
+        update gets `shards = ranks` and updates only the parameter
+        elements the rank owns; `memopt.all_gather` after it gives every
+        rank the whole updated parameter.
+    With gradient accumulation (the updates' `accumulation_steps` K > 1),
+    none and optimizer move the accumulator into the collective, which sums
+    the gradient on every micro-step and communicates on the last one only
+    (the accumulators stay whole, as DDP's no_sync() keeps them); the update
+    and the all-gather run on the last micro-step only. `gradients` reduces
+    on every micro-step and keeps shard-shaped accumulators (1/N of the
+    bytes, DeepSpeed ZeRO-2's and FSDP's choice). The function gets
+    `memopt.data_parallel = {ranks, shard}`. With `report`, prints the
+    collectives and the per-rank state bytes.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "Data-parallel ranks (processes or threads) the step runs on">,
+    Option<"shard", "shard", "std::string", /*default=*/"\"none\"",
+           "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the collectives and the per-rank state bytes">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,90 @@
+//===- Communicator.h - collectives between data-parallel ranks --*- C++
+//-*-===//
+//
+// The transport of data-parallel training (docs/data-parallel.md): N ranks
+// run the same planned step on their slices of the batch and meet in
+// collectives over f32 buffers. A generated program never calls this
+// interface directly: its collective ops (Runtime.h, "Collectives") take the
+// communicator from the context (ContextOptions::communicator).
+//
+// The calls are NCCL's (ncclAllReduce, ncclReduceScatter, ncclAllGather,
+// ncclBroadcast): the same argument order, counts in elements, in-place
+// rules and a `stream` argument (a cudaStream_t for a CUDA communicator,
+// ignored on the host), so an NCCL implementation is a thin wrapper, one
+// ncclComm_t per rank. What we took from PyTorch's ProcessGroup (c10d): one
+// object per rank with rank() / size() and the collectives as methods, and
+// an abort that unblocks every rank when one of them fails (ncclCommAbort),
+// so a failing rank never leaves the others hanging in a collective.
+//
+// Implementations here: the in-process one (createInProcessCommunicators),
+// N ranks as N threads of one process over host memory, for the host backend
+// and CI. Its reductions add the ranks' values in rank order (0, 1, ..., N -
+// 1) in double precision for every element, whichever thread computes it,
+// so results are identical on every rank and from run to run (NCCL's ring
+// order depends on the topology and is reproducible only for a fixed one).
+// An NCCL implementation is left for the GPU work (not written untested).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_COMMUNICATOR_H
+#define MEMOPT_RUNTIME_COMMUNICATOR_H
+
+#include "memopt/Runtime/Runtime.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memopt::rt {
+
+// CollectiveReduction (ncclSum, ncclAvg) is in Runtime.h.
+
+/// One rank's end of a group of `size()` ranks. Every rank must issue the
+/// same collectives in the same order with the same counts (as NCCL
+/// requires); the in-process implementation checks this and fails every rank
+/// with a message naming both calls when they differ. A failed call returns
+/// false and error() says why; after abort() every call fails at once.
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// recv[i] = reduction over ranks of send[i], `count` elements; recv may
+  /// be send (in place).
+  virtual bool allReduce(const float *send, float *recv, size_t count,
+                         CollectiveReduction reduction, void *stream) = 0;
+  /// Rank r's recv[i] = reduction over ranks of send[r * recvCount + i];
+  /// send holds size() * recvCount elements. In place when recv is
+  /// send + rank() * recvCount.
+  virtual bool reduceScatter(const float *send, float *recv, size_t recvCount,
+                             CollectiveReduction reduction, void *stream) = 0;
+  /// recv[k * sendCount + i] = rank k's send[i]; recv holds size() *
+  /// sendCount elements. In place when send is recv + rank() * sendCount.
+  virtual bool allGather(const float *send, float *recv, size_t sendCount,
+                         void *stream) = 0;
+  /// recv[i] = rank root's send[i] (send is read on the root only); recv
+  /// may be send.
+  virtual bool broadcast(const float *send, float *recv, size_t count, int root,
+                         void *stream) = 0;
+  /// Returns when every rank has called barrier.
+  virtual bool barrier(void *stream) = 0;
+
+  /// Fails the collectives every rank is blocked in, and all later ones,
+  /// with "rank R: reason" (the first abort's reason wins).
+  virtual void abort(const std::string &reason) = 0;
+  /// Why the last call failed ("" when none has).
+  virtual const std::string &error() const = 0;
+};
+
+/// `ranks` communicators of one in-process group, rank i at index i, each
+/// to be used by one thread. The group lives until the last one is
+/// destroyed. Returns an empty vector for ranks < 1.
+std::vector<std::unique_ptr<Communicator>>
+createInProcessCommunicators(int ranks);
+
+} // namespace memopt::rt
+
+#endif // MEMOPT_RUNTIME_COMMUNICATOR_H

@@ -1,0 +1,300 @@
+//===- Communicator.cpp - the in-process communicator ---------------------===//
+//
+// N ranks as N threads of one process (include/memopt/Runtime/
+// Communicator.h). Every collective is a rendezvous in three phases:
+//   1. each rank posts its call; the last to arrive checks that all ranks
+//      called the same collective with the same count, snapshots the calls
+//      and sizes a shared scratch buffer;
+//   2. each rank computes its share of the result into the scratch buffer
+//      (rank r reduces the elements of its 1/N of the buffer, adding the
+//      ranks' values in rank order in double precision, so the result does
+//      not depend on which thread computed it); a second barrier;
+//   3. each rank copies its result out of the scratch buffer.
+// Results go through the scratch buffer so that any in-place use (recv
+// overlapping a send that other ranks still read in phase 2) is safe. The
+// scratch buffer is resized only in phase 1's completion, when no rank is in
+// phase 3 of the previous collective.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Runtime/Communicator.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+namespace memopt::rt {
+
+Communicator::~Communicator() = default;
+
+namespace {
+
+enum class CallKind { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+
+const char *callName(CallKind kind) {
+  switch (kind) {
+  case CallKind::AllReduce:
+    return "all_reduce";
+  case CallKind::ReduceScatter:
+    return "reduce_scatter";
+  case CallKind::AllGather:
+    return "all_gather";
+  case CallKind::Broadcast:
+    return "broadcast";
+  case CallKind::Barrier:
+    return "barrier";
+  }
+  return "?";
+}
+
+struct Call {
+  CallKind kind = CallKind::Barrier;
+  const float *send = nullptr;
+  float *recv = nullptr;
+  size_t count = 0; ///< NCCL's count argument of the call
+  CollectiveReduction reduction = CollectiveReduction::Sum;
+  int root = 0;
+};
+
+std::string describe(const Call &call) {
+  std::string text = callName(call.kind);
+  if (call.kind != CallKind::Barrier)
+    text += " of " + std::to_string(call.count) + " elements";
+  if (call.kind == CallKind::AllReduce || call.kind == CallKind::ReduceScatter)
+    text +=
+        call.reduction == CollectiveReduction::Sum ? " (sum)" : " (average)";
+  if (call.kind == CallKind::Broadcast)
+    text += " from rank " + std::to_string(call.root);
+  return text;
+}
+
+/// The state the ranks of one group share.
+class Group {
+public:
+  explicit Group(int size) : size_(size), posted_(size_t(size)) {}
+  int size() const { return size_; }
+
+  /// Posts `call` of `rank` (phase 1). Returns false with `error` when the
+  /// group is aborted or the ranks' calls differ.
+  bool post(int rank, const Call &call, std::string &error) {
+    posted_[size_t(rank)] = call;
+    return arrive(
+        [&] {
+          for (int k = 1; k < size_; ++k) {
+            const Call &a = posted_[0], &b = posted_[size_t(k)];
+            if (a.kind != b.kind || a.count != b.count ||
+                a.reduction != b.reduction || a.root != b.root) {
+              abortLocked("collective mismatch: rank 0 called " + describe(a) +
+                          ", rank " + std::to_string(k) + " called " +
+                          describe(b));
+              return;
+            }
+          }
+          active_ = posted_;
+          size_t elements = 0;
+          switch (active_[0].kind) {
+          case CallKind::AllReduce:
+          case CallKind::Broadcast:
+            elements = active_[0].count;
+            break;
+          case CallKind::ReduceScatter:
+          case CallKind::AllGather:
+            elements = active_[0].count * size_t(size_);
+            break;
+          case CallKind::Barrier:
+            break;
+          }
+          if (scratch_.size() < elements)
+            scratch_.resize(elements);
+        },
+        error);
+  }
+
+  /// A plain barrier (phase 2's end).
+  bool sync(std::string &error) { return arrive(nullptr, error); }
+
+  void abort(const std::string &reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abortLocked(reason);
+  }
+
+  const std::vector<Call> &active() const { return active_; }
+  float *scratch() { return scratch_.data(); }
+
+private:
+  bool arrive(const std::function<void()> &completion, std::string &error) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (aborted_) {
+      error = abortReason_;
+      return false;
+    }
+    uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      if (completion)
+        completion();
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    }
+    if (aborted_) {
+      error = abortReason_;
+      return false;
+    }
+    return true;
+  }
+
+  void abortLocked(const std::string &reason) {
+    if (!aborted_) {
+      aborted_ = true;
+      abortReason_ = reason;
+    }
+    cv_.notify_all();
+  }
+
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abortReason_;
+  /// Each rank's latest call (written by the rank before it arrives) and the
+  /// snapshot the ranks read in phase 2 (taken when all have arrived, so a
+  /// fast rank posting its next call cannot disturb a slow one).
+  std::vector<Call> posted_, active_;
+  std::vector<float> scratch_;
+};
+
+/// [begin, end) of rank r's 1/N share of `count` items.
+std::pair<size_t, size_t> share(size_t count, int rank, int ranks) {
+  size_t begin = count * size_t(rank) / size_t(ranks);
+  size_t end = count * size_t(rank + 1) / size_t(ranks);
+  return {begin, end};
+}
+
+/// scratch[i] = reduction over ranks (in rank order, in double) of
+/// calls[k].send[offset + i] for i in [begin, end).
+void reduceInto(float *scratch, const std::vector<Call> &calls, size_t offset,
+                size_t begin, size_t end, CollectiveReduction reduction) {
+  double ranks = double(calls.size());
+  for (size_t i = begin; i < end; ++i) {
+    double sum = 0;
+    for (const Call &call : calls)
+      sum += double(call.send[offset + i]);
+    scratch[i] =
+        float(reduction == CollectiveReduction::Average ? sum / ranks : sum);
+  }
+}
+
+class InProcessCommunicator final : public Communicator {
+public:
+  InProcessCommunicator(std::shared_ptr<Group> group, int rank)
+      : group_(std::move(group)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+
+  bool allReduce(const float *send, float *recv, size_t count,
+                 CollectiveReduction reduction, void *) override {
+    Call call{CallKind::AllReduce, send, recv, count, reduction, 0};
+    return run(call, [&](float *scratch, const std::vector<Call> &calls) {
+      auto [begin, end] = share(count, rank_, size());
+      reduceInto(scratch, calls, 0, begin, end, reduction);
+    });
+  }
+
+  bool reduceScatter(const float *send, float *recv, size_t recvCount,
+                     CollectiveReduction reduction, void *) override {
+    Call call{CallKind::ReduceScatter, send, recv, recvCount, reduction, 0};
+    return run(call, [&](float *scratch, const std::vector<Call> &calls) {
+      size_t offset = size_t(rank_) * recvCount;
+      reduceInto(scratch + offset, calls, offset, 0, recvCount, reduction);
+    });
+  }
+
+  bool allGather(const float *send, float *recv, size_t sendCount,
+                 void *) override {
+    Call call{CallKind::AllGather,      send, recv, sendCount,
+              CollectiveReduction::Sum, 0};
+    return run(call, [&](float *scratch, const std::vector<Call> &) {
+      if (sendCount)
+        std::memcpy(scratch + size_t(rank_) * sendCount, send,
+                    sendCount * sizeof(float));
+    });
+  }
+
+  bool broadcast(const float *send, float *recv, size_t count, int root,
+                 void *) override {
+    if (root < 0 || root >= size()) {
+      error_ = "broadcast from rank " + std::to_string(root) +
+               " in a group of " + std::to_string(size()) + " ranks";
+      group_->abort("rank " + std::to_string(rank_) + ": " + error_);
+      return false;
+    }
+    Call call{CallKind::Broadcast,      send, recv, count,
+              CollectiveReduction::Sum, root};
+    return run(call, [&](float *scratch, const std::vector<Call> &calls) {
+      auto [begin, end] = share(count, rank_, size());
+      if (end > begin)
+        std::memcpy(scratch + begin, calls[size_t(root)].send + begin,
+                    (end - begin) * sizeof(float));
+    });
+  }
+
+  bool barrier(void *) override {
+    Call call{CallKind::Barrier,        nullptr, nullptr, 0,
+              CollectiveReduction::Sum, 0};
+    error_.clear();
+    return group_->post(rank_, call, error_);
+  }
+
+  void abort(const std::string &reason) override {
+    group_->abort("rank " + std::to_string(rank_) + ": " + reason);
+  }
+
+  const std::string &error() const override { return error_; }
+
+private:
+  bool
+  run(const Call &call,
+      const std::function<void(float *, const std::vector<Call> &)> &compute) {
+    error_.clear();
+    if (!group_->post(rank_, call, error_))
+      return false;
+    compute(group_->scratch(), group_->active());
+    if (!group_->sync(error_))
+      return false;
+    const float *scratch = group_->scratch();
+    size_t offset = 0, count = call.count;
+    if (call.kind == CallKind::ReduceScatter)
+      offset = size_t(rank_) * call.count;
+    else if (call.kind == CallKind::AllGather)
+      count = call.count * size_t(size());
+    if (count)
+      std::memmove(call.recv, scratch + offset, count * sizeof(float));
+    return true;
+  }
+
+  std::shared_ptr<Group> group_;
+  int rank_;
+  std::string error_;
+};
+
+} // namespace
+
+std::vector<std::unique_ptr<Communicator>>
+createInProcessCommunicators(int ranks) {
+  std::vector<std::unique_ptr<Communicator>> communicators;
+  if (ranks < 1)
+    return communicators;
+  auto group = std::make_shared<Group>(ranks);
+  for (int r = 0; r < ranks; ++r)
+    communicators.push_back(std::make_unique<InProcessCommunicator>(group, r));
+  return communicators;
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,153 @@
+//===- Collectives.cpp - data-parallel collectives on the host backend ----===//
+//
+// The collective ops of a data-parallel program (Runtime.h, "Data
+// parallel") over the context's communicator (Communicator.h; the
+// in-process one when N ranks run as N threads). A tensor sharded over N
+// ranks is N equal chunks and a tail every rank owns (memopt's
+// MemOpt_ShardedUpdate): the chunks go through NCCL-shaped reduce-scatter and
+// all-gather calls, the tail through a small all-reduce, so that a CUDA
+// version maps each call onto one NCCL call. Without a communicator (a
+// program compiled for one rank, run alone) a collective is a copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostInternal.h"
+#include "memopt/Runtime/Communicator.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace memopt::rt {
+
+namespace {
+
+/// The micro-step gate and the accumulation of a collective: sums x into
+/// the accumulator (when there is one) and says whether the collective
+/// runs now; `source` then points to the values it reduces.
+bool gate(Context &ctx, const char *node, const TensorRef &x,
+          const GradientAccumulation *accumulation, const float *&source) {
+  source = static_cast<const float *>(x.data);
+  if (!accumulation)
+    return true;
+  if (!validateAccumulation(ctx, node, x, *accumulation))
+    return false;
+  float micro = 0;
+  std::memcpy(&micro, accumulation->microStep.data, sizeof micro);
+  if (!(micro >= 0 && micro < float(accumulation->steps) &&
+        micro == std::floor(micro))) {
+    failf(ctx, node, "micro_step %g is not an integer in [0, %lld)",
+          double(micro), (long long)accumulation->steps);
+    return false;
+  }
+  if (auto *sum = static_cast<float *>(accumulation->accumulator.data)) {
+    const float *g = source;
+    bool first = micro == 0;
+    host::parallelFor(ctx, 0, x.numElements(), host::kElementGrain,
+                      [&](int64_t lo, int64_t hi) {
+                        for (int64_t i = lo; i < hi; ++i)
+                          sum[i] = first ? g[i] : sum[i] + g[i];
+                      });
+    source = sum;
+  }
+  return micro == float(accumulation->steps - 1);
+}
+
+/// The communicator, checked against the ranks the program was compiled
+/// for; nullptr with no error for a one-rank program run alone.
+Communicator *communicatorFor(Context &ctx, const char *node, int64_t ranks,
+                              bool &ok) {
+  Communicator *comm = contextCommunicator(ctx);
+  int size = comm ? comm->size() : 1;
+  ok = ranks < 1 || size == ranks;
+  if (!ok)
+    failf(ctx, node,
+          "the program was compiled for %lld data-parallel ranks; this run "
+          "has %d",
+          (long long)ranks, size);
+  return comm;
+}
+
+void failed(Context &ctx, const char *node, const char *call,
+            Communicator &comm) {
+  failf(ctx, node, "%s failed: %s", call, comm.error().c_str());
+}
+
+} // namespace
+
+void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
+               TensorRef x, TensorRef y,
+               const GradientAccumulation *accumulation) {
+  const float *source = nullptr;
+  bool ok = false;
+  if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, 0, ok);
+  if (!gate(ctx, node, x, accumulation, source))
+    return;
+  auto *out = static_cast<float *>(y.data);
+  size_t count = size_t(x.numElements());
+  if (!comm) {
+    if (out != source)
+      std::memmove(out, source, count * sizeof(float));
+    return;
+  }
+  if (!comm->allReduce(source, out, count, reduction, nullptr))
+    failed(ctx, node, "all_reduce", *comm);
+}
+
+void reduceScatter(Context &ctx, const char *node,
+                   CollectiveReduction reduction, int64_t ranks, TensorRef x,
+                   TensorRef y, const GradientAccumulation *accumulation) {
+  if (hasError(ctx))
+    return;
+  if (ranks < 1) {
+    failf(ctx, node, "reduce_scatter over %lld ranks", (long long)ranks);
+    return;
+  }
+  int64_t elements = x.numElements();
+  int64_t chunk = elements / ranks, tail = elements % ranks;
+  const float *source = nullptr;
+  bool ok = false;
+  if (!validateCollective(ctx, node, x, y, chunk + tail))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  if (!ok || !gate(ctx, node, x, accumulation, source))
+    return;
+  auto *out = static_cast<float *>(y.data);
+  if (!comm) { // one rank: its chunk is everything
+    std::memmove(out, source, size_t(elements) * sizeof(float));
+    return;
+  }
+  if (chunk > 0 &&
+      !comm->reduceScatter(source, out, size_t(chunk), reduction, nullptr)) {
+    failed(ctx, node, "reduce_scatter", *comm);
+    return;
+  }
+  if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
+                                   size_t(tail), reduction, nullptr))
+    failed(ctx, node, "all_reduce (tail)", *comm);
+}
+
+void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
+               const GradientAccumulation *accumulation) {
+  if (hasError(ctx))
+    return;
+  if (ranks < 1) {
+    failf(ctx, node, "all_gather over %lld ranks", (long long)ranks);
+    return;
+  }
+  const float *source = nullptr;
+  bool ok = false;
+  if (!validateCollective(ctx, node, param, param, param.numElements()))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
+    return;
+  int64_t chunk = param.numElements() / ranks;
+  auto *p = static_cast<float *>(param.data);
+  if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
+                                    size_t(chunk), nullptr))
+    failed(ctx, node, "all_gather", *comm);
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,317 @@
+//===- CommunicatorTest.cpp - the in-process communicator -----------------===//
+//
+// Every collective for 1 to 4 ranks (threads) on odd sizes, in place and out
+// of place, against references computed here serially (the ranks' values
+// added in rank order in double, what the communicator promises, so results
+// compare exactly); every rank gets bit-identical results; back-to-back
+// collectives of changing sizes; a mismatch between ranks and an abort fail
+// every rank with one message instead of hanging.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Runtime/Communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <thread>
+
+using namespace memopt::rt;
+
+namespace {
+
+/// Runs fn(rank, communicator) on one thread per rank.
+void runRanks(int ranks, const std::function<void(int, Communicator &)> &fn) {
+  std::vector<std::unique_ptr<Communicator>> comms =
+      createInProcessCommunicators(ranks);
+  ASSERT_EQ(int(comms.size()), ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] { fn(r, *comms[size_t(r)]); });
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+/// Values of very different magnitudes, so that the order of the additions
+/// changes the f32 result.
+std::vector<float> values(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  std::vector<float> v(count);
+  for (float &x : v)
+    x = std::ldexp(mantissa(rng), exponent(rng));
+  return v;
+}
+
+float reduced(const std::vector<std::vector<float>> &sends, size_t i,
+              CollectiveReduction reduction) {
+  double sum = 0;
+  for (const auto &send : sends)
+    sum += double(send[i]);
+  return float(reduction == CollectiveReduction::Average
+                   ? sum / double(sends.size())
+                   : sum);
+}
+
+const size_t kCounts[] = {0, 1, 7, 1000, 4099};
+
+class CommunicatorRanks : public ::testing::TestWithParam<int> {};
+
+TEST(Communicator, RejectsNoRanks) {
+  EXPECT_TRUE(createInProcessCommunicators(0).empty());
+  EXPECT_TRUE(createInProcessCommunicators(-3).empty());
+}
+
+TEST_P(CommunicatorRanks, RankAndSize) {
+  int ranks = GetParam();
+  std::vector<int> seen(static_cast<size_t>(ranks), -1);
+  runRanks(ranks, [&](int rank, Communicator &comm) {
+    EXPECT_EQ(comm.size(), ranks);
+    seen[size_t(rank)] = comm.rank();
+  });
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(seen[size_t(r)], r);
+}
+
+TEST_P(CommunicatorRanks, AllReduce) {
+  int ranks = GetParam();
+  for (size_t count : kCounts)
+    for (auto reduction :
+         {CollectiveReduction::Sum, CollectiveReduction::Average})
+      for (bool inPlace : {false, true}) {
+        std::vector<std::vector<float>> sends,
+            recvs(static_cast<size_t>(ranks));
+        for (int r = 0; r < ranks; ++r)
+          sends.push_back(values(count, 100u * unsigned(r) + unsigned(count)));
+        runRanks(ranks, [&](int rank, Communicator &comm) {
+          std::vector<float> &recv = recvs[size_t(rank)];
+          recv = inPlace ? sends[size_t(rank)] : std::vector<float>(count, -1);
+          const float *send =
+              inPlace ? recv.data() : sends[size_t(rank)].data();
+          EXPECT_TRUE(
+              comm.allReduce(send, recv.data(), count, reduction, nullptr))
+              << comm.error();
+        });
+        for (int r = 0; r < ranks; ++r)
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(recvs[size_t(r)][i], reduced(sends, i, reduction))
+                << "rank " << r << " element " << i << " of " << count
+                << (inPlace ? " in place" : "");
+      }
+}
+
+TEST_P(CommunicatorRanks, ReduceScatter) {
+  int ranks = GetParam();
+  for (size_t recvCount : kCounts)
+    for (auto reduction :
+         {CollectiveReduction::Sum, CollectiveReduction::Average})
+      for (bool inPlace : {false, true}) {
+        size_t total = recvCount * size_t(ranks);
+        std::vector<std::vector<float>> sends,
+            results(static_cast<size_t>(ranks));
+        for (int r = 0; r < ranks; ++r)
+          sends.push_back(values(total, 7u * unsigned(r) + unsigned(total)));
+        std::vector<std::vector<float>> buffers = sends;
+        runRanks(ranks, [&](int rank, Communicator &comm) {
+          std::vector<float> &buffer = buffers[size_t(rank)];
+          std::vector<float> own(recvCount, -1);
+          float *recv =
+              inPlace ? buffer.data() + size_t(rank) * recvCount : own.data();
+          EXPECT_TRUE(comm.reduceScatter(buffer.data(), recv, recvCount,
+                                         reduction, nullptr))
+              << comm.error();
+          results[size_t(rank)].assign(recv, recv + recvCount);
+        });
+        for (int r = 0; r < ranks; ++r)
+          for (size_t i = 0; i < recvCount; ++i)
+            ASSERT_EQ(results[size_t(r)][i],
+                      reduced(sends, size_t(r) * recvCount + i, reduction))
+                << "rank " << r << " element " << i;
+      }
+}
+
+TEST_P(CommunicatorRanks, AllGather) {
+  int ranks = GetParam();
+  for (size_t sendCount : kCounts)
+    for (bool inPlace : {false, true}) {
+      size_t total = sendCount * size_t(ranks);
+      std::vector<std::vector<float>> sends, recvs(static_cast<size_t>(ranks));
+      for (int r = 0; r < ranks; ++r)
+        sends.push_back(values(sendCount, 31u * unsigned(r) + 5));
+      runRanks(ranks, [&](int rank, Communicator &comm) {
+        std::vector<float> &recv = recvs[size_t(rank)];
+        recv.assign(total, -1);
+        const float *send = sends[size_t(rank)].data();
+        if (inPlace) {
+          std::copy(sends[size_t(rank)].begin(), sends[size_t(rank)].end(),
+                    recv.begin() + std::ptrdiff_t(size_t(rank) * sendCount));
+          send = recv.data() + size_t(rank) * sendCount;
+        }
+        EXPECT_TRUE(comm.allGather(send, recv.data(), sendCount, nullptr))
+            << comm.error();
+      });
+      for (int r = 0; r < ranks; ++r)
+        for (int k = 0; k < ranks; ++k)
+          for (size_t i = 0; i < sendCount; ++i)
+            ASSERT_EQ(recvs[size_t(r)][size_t(k) * sendCount + i],
+                      sends[size_t(k)][i])
+                << "rank " << r << " chunk " << k << " element " << i;
+    }
+}
+
+TEST_P(CommunicatorRanks, Broadcast) {
+  int ranks = GetParam();
+  for (int root = 0; root < ranks; ++root)
+    for (size_t count : kCounts) {
+      std::vector<std::vector<float>> buffers;
+      for (int r = 0; r < ranks; ++r)
+        buffers.push_back(values(count, 11u * unsigned(r) + 1));
+      std::vector<float> expected = buffers[size_t(root)];
+      runRanks(ranks, [&](int rank, Communicator &comm) {
+        std::vector<float> &buffer = buffers[size_t(rank)];
+        EXPECT_TRUE(
+            comm.broadcast(buffer.data(), buffer.data(), count, root, nullptr))
+            << comm.error();
+      });
+      for (int r = 0; r < ranks; ++r)
+        ASSERT_EQ(buffers[size_t(r)], expected) << "rank " << r;
+    }
+}
+
+TEST_P(CommunicatorRanks, Barrier) {
+  int ranks = GetParam();
+  std::atomic<int> arrived{0};
+  runRanks(ranks, [&](int rank, Communicator &comm) {
+    // Late ranks arrive later; nobody may pass before all have arrived.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * rank));
+    arrived.fetch_add(1);
+    EXPECT_TRUE(comm.barrier(nullptr)) << comm.error();
+    EXPECT_EQ(arrived.load(), ranks);
+  });
+}
+
+/// Many collectives back to back, of changing kinds and sizes, with ranks
+/// running at different speeds: a fast rank's next call must not disturb
+/// a slow rank's current one. Two runs give bit-identical results.
+TEST_P(CommunicatorRanks, BackToBackIsDeterministic) {
+  int ranks = GetParam();
+  // shared: what all-reduce, all-gather and broadcast gave (the same on
+  // every rank); shards: what reduce-scatter gave (each rank its own).
+  struct Logs {
+    std::vector<std::vector<float>> shared, shards;
+  };
+  auto once = [&] {
+    Logs logs;
+    logs.shared.resize(size_t(ranks));
+    logs.shards.resize(size_t(ranks));
+    runRanks(ranks, [&](int rank, Communicator &comm) {
+      std::vector<float> &shared = logs.shared[size_t(rank)];
+      for (int round = 0; round < 60; ++round) {
+        size_t count = size_t(1 + (round * 37) % 301);
+        std::vector<float> a =
+            values(count * size_t(ranks), unsigned(round * 13 + rank * 1000));
+        if (rank == round % ranks)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        switch (round % 4) {
+        case 0:
+          ASSERT_TRUE(comm.allReduce(a.data(), a.data(), a.size(),
+                                     CollectiveReduction::Average, nullptr));
+          shared.insert(shared.end(), a.begin(), a.end());
+          break;
+        case 1: {
+          std::vector<float> shard(count);
+          ASSERT_TRUE(comm.reduceScatter(a.data(), shard.data(), count,
+                                         CollectiveReduction::Sum, nullptr));
+          logs.shards[size_t(rank)].insert(logs.shards[size_t(rank)].end(),
+                                           shard.begin(), shard.end());
+          break;
+        }
+        case 2: {
+          std::vector<float> all(count * size_t(ranks));
+          ASSERT_TRUE(comm.allGather(a.data(), all.data(), count, nullptr));
+          shared.insert(shared.end(), all.begin(), all.end());
+          break;
+        }
+        case 3:
+          ASSERT_TRUE(
+              comm.broadcast(a.data(), a.data(), a.size(), ranks - 1, nullptr));
+          shared.insert(shared.end(), a.begin(), a.end());
+          break;
+        }
+      }
+    });
+    return logs;
+  };
+  Logs first = once(), second = once();
+  EXPECT_EQ(first.shared, second.shared);
+  EXPECT_EQ(first.shards, second.shards);
+  ASSERT_FALSE(first.shared[0].empty());
+  for (int r = 1; r < ranks; ++r)
+    EXPECT_EQ(first.shared[size_t(r)], first.shared[0]) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CommunicatorRanks,
+                         ::testing::Values(1, 2, 3, 4),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+TEST(Communicator, MismatchFailsEveryRank) {
+  std::vector<std::string> errors(2);
+  std::vector<bool> ok(2, true);
+  runRanks(2, [&](int rank, Communicator &comm) {
+    std::vector<float> buffer(8, 1.0f);
+    if (rank == 0)
+      ok[0] = comm.allReduce(buffer.data(), buffer.data(), 4,
+                             CollectiveReduction::Sum, nullptr);
+    else
+      ok[1] = comm.allGather(buffer.data(), buffer.data(), 4, nullptr);
+    errors[size_t(rank)] = comm.error();
+    // Everything after a failure fails at once, without waiting.
+    EXPECT_FALSE(comm.barrier(nullptr));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(ok[size_t(r)]);
+    EXPECT_NE(errors[size_t(r)].find("collective mismatch: rank 0 called "
+                                     "all_reduce of 4 elements (sum), rank 1 "
+                                     "called all_gather of 4 elements"),
+              std::string::npos)
+        << errors[size_t(r)];
+  }
+}
+
+TEST(Communicator, AbortUnblocksWaitingRanks) {
+  std::vector<std::string> errors(3);
+  runRanks(3, [&](int rank, Communicator &comm) {
+    std::vector<float> buffer(16, 2.0f);
+    if (rank == 2) {
+      // This rank fails before its collective; the others are waiting.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      comm.abort("kernel failed");
+      EXPECT_FALSE(comm.allReduce(buffer.data(), buffer.data(), 16,
+                                  CollectiveReduction::Sum, nullptr));
+    } else {
+      EXPECT_FALSE(comm.allReduce(buffer.data(), buffer.data(), 16,
+                                  CollectiveReduction::Sum, nullptr));
+    }
+    errors[size_t(rank)] = comm.error();
+  });
+  for (const std::string &error : errors)
+    EXPECT_EQ(error, "rank 2: kernel failed");
+}
+
+TEST(Communicator, BadBroadcastRootFails) {
+  runRanks(2, [&](int, Communicator &comm) {
+    float x = 1;
+    EXPECT_FALSE(comm.broadcast(&x, &x, 1, 5, nullptr));
+    EXPECT_NE(comm.error().find("broadcast from rank 5 in a group of 2"),
+              std::string::npos)
+        << comm.error();
+  });
+}
+
+} // namespace
