@@ -611,9 +611,9 @@ def cmd_device(args):
             say(f"{name}: {backend} object FAILED\n{text[-2000:]}")
 
     source = lambda n: os.path.join(root, "programs", f"{n}.cu")  # noqa: E731
-    run_parallel([((n, "host"), ["g++", "-std=c++17", "-O2", "-x", "c++", "-c", source(n),
+    run_parallel([((n, "host"), ["g++", "-std=c++17", "-O1", "-x", "c++", "-c", source(n),
                                  f"-I{include}", "-o", objects[n]]) for n, _, _ in names] +
-                 [((n, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c", source(n),
+                 [((n, "cuda"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c", source(n),
                                  f"-I{include}", "-o", cuda_objects[n]]) for n, _, _ in names],
                  args.jobs, begin_all + 600, object_done, say)
     phase("objects_done_s")

@@ -534,10 +534,10 @@ def cmd_call2(args):
                     "memopt_runtime_host")]
     source = lambda n: os.path.join(root, "programs", f"{n}.cu")  # noqa: E731
     jobs = [((b, "build"), ["bash", "-c", c]) for b, c in builds]
-    jobs += [((n, "cuda.o"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c", source(n),
+    jobs += [((n, "cuda.o"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c", source(n),
                               f"-I{include}", "-o", os.path.join(work, f"{n}.cuda.o")])
              for n in names]
-    jobs += [((n, "host.o"), ["g++", "-std=c++17", "-O2", "-x", "c++", "-c", source(n),
+    jobs += [((n, "host.o"), ["g++", "-std=c++17", "-O1", "-x", "c++", "-c", source(n),
                               f"-I{include}", "-o", os.path.join(work, f"{n}.host.o")])
              for n in host_wanted]
 

@@ -394,14 +394,14 @@ def cmd_prepare(args):
         inc = os.path.join(src, "include")
         lib = lambda d, n: os.path.join(d, f"libmemopt_runtime_{n}.a")  # noqa: E731
         # CUDA: the object only (the runtime library travels once; linked on the device).
-        jobs.append(((key + suffix, "cuda"), ["nvcc", "-std=c++17", "-O2", "-arch=sm_90", "-c",
+        jobs.append(((key + suffix, "cuda"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c",
                                               out + ".cu", f"-I{inc}", "-o",
                                               os.path.join(dest, "obj",
                                                            key + suffix + ".cuda.o")]))
         if name in CHECKS:
             jobs.append(((key + suffix, "host"),
                          ["sh", "-c",
-                          f"g++ -std=c++17 -O2 -x c++ {out}.cu -x none -I{inc} "
+                          f"g++ -std=c++17 -O1 -x c++ {out}.cu -x none -I{inc} "
                           f"{lib(rt_host, 'main')} {lib(rt_host, 'driver')} "
                           f"{lib(rt_host, 'host')} {lib(rt_host, 'common')} "
                           f"-lpthread -o {os.path.join(dest, 'bin', key + suffix)}.host"]))
