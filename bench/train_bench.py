@@ -58,6 +58,43 @@ for SGD with momentum; memory beyond weights + gradients + optimizer state. For 
         build-train/carry/prepare.json --doc-out docs/training-benchmark-amp.md \
         --json-out bench/results/train_amp.json --curves OUT/curves.json
 
+Rematerialization under a byte budget (issue 17, GPU table): `prepare --budget-fractions 0.5
+0.25` also compiles every configuration with `--memory-budget BYTES` (carry names end in
+`.rematPCT`: gpt2_b8.sgd.tf32.remat50). --memory-budget bounds memopt's packed arena alone (the
+weight region, i.e. parameters, optimizer state, BN statistics and constants, is outside it),
+and the arena holds, besides activations, the gradients still alive at its peak; so for a
+fraction F the budget is `gradient_bytes_at_peak + F x (arena_bytes - gradient_bytes_at_peak)`
+of the unconstrained compile's report (`remat_budget`). An infeasible budget is recorded in
+prepare.json with the smallest arena memopt reached, and prepare goes on. `--remat-allow`,
+`--remat-time-limit` pass through; `--remat-only` keeps unconstrained programs already in the
+carry. `device --budget-fractions 0.5 0.25` times those programs after each unconstrained one
+(and runs the gradient checks of budgeted check programs where the carry has them); PyTorch's
+baselines at comparable memory are the modes `checkpoint` (eager, torch.utils.checkpoint with
+use_reentrant=False per block: ResNet-50 bottleneck, ViT encoder layer, GPT-2 block) and
+`compile-budget` once per `--activation-budgets` value (torch._functorch.config.
+activation_memory_budget, each its own child process). `--tf32 default` leaves PyTorch's TF32
+switches as they are (cuDNN on, matmul off: "fp32" as users run it) against memopt
+`--precision tf32`. `report --remat` writes docs/training-benchmark-remat.md and
+bench/results/train_remat.json (a table per model; the targets: +5% at 50%, +15% at 25%, below
+checkpointing's overhead at the same share of beyond-state memory). Commands:
+
+    python3 bench/train_bench.py prepare --graphs build-train/graphs --dest build-train/carry \
+        --precision tf32 --budget-fractions 0.5 0.25 --only resnet50_b64.sgd vit_b_16_b32.sgd \
+        gpt2_b8.sgd
+    rm -rf /work/main/.dev-NAME && cp -r build-train/carry /work/main/.dev-NAME
+    # device call 1 (carry=[".dev-NAME"]): memopt's nine runs, PyTorch eager and checkpoint
+    #   python3 .dev-NAME/train_bench.py device --carry .dev-NAME --out $OUT --precision tf32 \
+    #     --budget-fractions 0.5 0.25 --optimizers sgd --checks --skip-gpu-check --no-warm \
+    #     --tf32 default --modes eager checkpoint --runs 15 --deadline-s 540
+    # device call 2: torch.compile without and with activation budgets (the warm-ups, one
+    #   process per model, compile its three modes in parallel with the other models')
+    #   python3 .dev-NAME/train_bench.py device --carry .dev-NAME --out $OUT --precision tf32 \
+    #     --skip-memopt --optimizers sgd --checks --skip-gpu-check --tf32 default \
+    #     --modes compile compile-budget --activation-budgets 0.5 0.25 --warm-cap-s 330 \
+    #     --runs 15 --deadline-s 560
+    python3 bench/train_bench.py report --remat --device-json OUT1/device.json OUT2/device.json \
+        --prepare-json build-train/carry/prepare.json
+
 The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results/train_raw):
 
     # device: python3 bench/train_bench.py export --out /tmp/g  (the .onnx files come back
@@ -109,12 +146,49 @@ OPTIMIZERS = {
     "sgd": ["--optimizer", "sgd", "--lr", "0.001", "--momentum", "0.9"],
     "adamw": ["--optimizer", "adamw", "--lr", "0.0001", "--weight-decay", "0.01"],
 }
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+TF32_SETTINGS = ("off", "on", "default")  # PyTorch's: set both switches, or leave its defaults
 
 
 def precision_suffix(precision):
-    """The carry's file names: NAME.OPT[.fp16|.bf16] (fp32 keeps the plain name)."""
+    """The carry's file names: NAME.OPT[.tf32|.fp16|.bf16] (fp32 keeps the plain name)."""
     return "" if precision in (None, "fp32") else "." + precision
+
+
+def remat_suffix(fraction):
+    """The carry's names of a program compiled under a budget (issue 17): NAME.OPT[.PREC]
+    .rematPCT, PCT = the fraction in percent, a decimal point written p (0.125 -> remat12p5)."""
+    return ".remat" + f"{fraction * 100:g}".replace(".", "p")
+
+
+def remat_budget(report, fraction):
+    """--memory-budget for `fraction` of memopt's own unconstrained activation arena.
+    --memory-budget bounds the packed arena alone (docs/remat.md, "budget= vs arena-budget="):
+    the weight region (parameters, optimizer state, BN statistics, constants) is outside it
+    and not counted. What the arena holds at its peak besides activations (saved for backward,
+    temporaries, workspaces) are the gradients still alive there (fused updates free the
+    others at once): training.gradient_bytes_at_peak of the unconstrained compile's report.
+    So activation arena A = arena_bytes - gradient_bytes_at_peak, and the budget is
+    gradient_bytes_at_peak + fraction x A (inference reports: A = arena_bytes)."""
+    arena = int(report["arena_bytes"])
+    gradients = int((report.get("training") or {}).get("gradient_bytes_at_peak", 0))
+    activations = arena - gradients
+    return {"fraction": fraction, "budget_bytes": gradients + int(fraction * activations),
+            "unconstrained_arena_bytes": arena, "gradient_bytes_at_peak": gradients,
+            "activation_arena_bytes": activations}
+
+
+def parse_remat_failure(message):
+    """The smallest arena an infeasible --memory-budget reached, from memopt-compile's one
+    error line ("the smallest arena reached (N ops recomputed) is X (B bytes)")."""
+    found = re.search(r"smallest arena reached \((\d+) ops? recomputed\) is [^(]*\((\d+) bytes\)",
+                      message)
+    if not found:
+        return {}
+    return {"smallest_arena_recomputed_ops": int(found.group(1)),
+            "smallest_arena_bytes": int(found.group(2))}
+
+
 TEXT = ("gpt2", "gpt2_tiny")
 
 
@@ -329,6 +403,57 @@ def frozen_constants(graph):
     return names
 
 
+def compile_one(command, out, key, programs, summary, precision, extra=None, timeout=None):
+    """Runs one memopt-compile; records its report (or its error) in summary["configs"][key].
+    Returns the report, or None when it failed. An infeasible --memory-budget is recorded
+    with the smallest arena memopt reached."""
+    begin = time.time()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        code, text = proc.returncode, (proc.stderr or proc.stdout).strip()
+    except subprocess.TimeoutExpired:
+        code, text = -1, f"memopt-compile stopped after {timeout} s"
+    seconds = time.time() - begin
+    shown = "memopt-compile GRAPH.onnx " + " ".join(
+        os.path.basename(c) if c.startswith(programs) else c for c in command[2:])
+    if code != 0:
+        entry = {"error": text[-3000:], "command": shown, "compile_s": round(seconds, 1),
+                 "precision": precision, **(extra or {})}
+        entry.update(parse_remat_failure(text))
+        summary["configs"][key] = entry
+        print(f"{key}: memopt-compile FAILED ({seconds:.1f} s)\n{text[-3000:]}")
+        return None
+    report = json.load(open(out + ".report.json"))
+    report.pop("buffers", None)
+    report.pop("live_bytes_per_op", None)
+    summary["configs"][key] = {"compile_s": round(seconds, 1), "command": shown,
+                               "report": report, "precision": precision,
+                               "source_bytes": os.path.getsize(out + ".cu"), **(extra or {})}
+    remat = report.get("remat") or {}
+    print(f"{key}: compiled in {seconds:.1f} s, arena "
+          f"{report['arena_bytes'] / 2**20:.1f} MiB, training "
+          f"{json.dumps(report.get('training'))}" +
+          (f", {remat.get('recomputed_ops')} ops recomputed (+"
+           f"{100 * remat.get('added_time_fraction', 0):.2f}% estimated)" if remat else ""))
+    return report
+
+
+def add_build_jobs(jobs, name, key, out, src, rt_host, dest):
+    """nvcc of the CUDA object (the runtime library travels once; linked on the device), and
+    for the gradient-check configurations the host executable."""
+    inc = os.path.join(src, "include")
+    lib = lambda n: os.path.join(rt_host, f"libmemopt_runtime_{n}.a")  # noqa: E731
+    jobs.append(((key, "cuda"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c",
+                                 out + ".cu", f"-I{inc}", "-o",
+                                 os.path.join(dest, "obj", key + ".cuda.o")]))
+    if name in CHECKS:
+        jobs.append(((key, "host"),
+                     ["sh", "-c",
+                      f"g++ -std=c++17 -O1 -x c++ {out}.cu -x none -I{inc} "
+                      f"{lib('main')} {lib('driver')} {lib('host')} {lib('common')} "
+                      f"-lpthread -o {os.path.join(dest, 'bin', key)}.host"]))
+
+
 def cmd_prepare(args):
     dest = os.path.abspath(args.dest)
     work = os.path.abspath(args.work)
@@ -372,39 +497,41 @@ def cmd_prepare(args):
         frozen = frozen_constants(graph)
         if frozen:
             command += ["--freeze", ",".join(frozen)]
-        begin = time.time()
-        proc = subprocess.run(command, capture_output=True, text=True)
-        seconds = time.time() - begin
-        shown = "memopt-compile GRAPH.onnx " + " ".join(
-            os.path.basename(c) if c.startswith(programs) else c for c in command[2:])
-        if proc.returncode != 0:
-            message = (proc.stderr or proc.stdout).strip()
-            summary["configs"][key + suffix] = {"error": message[-3000:], "command": shown}
-            print(f"{key}: memopt-compile FAILED ({seconds:.1f} s)\n{message[-3000:]}")
-            continue
-        report = json.load(open(out + ".report.json"))
-        report.pop("buffers", None)
-        report.pop("live_bytes_per_op", None)
-        summary["configs"][key + suffix] = {"compile_s": round(seconds, 1), "command": shown,
-                                            "report": report, "precision": args.precision,
-                                            "source_bytes": os.path.getsize(out + ".cu")}
-        print(f"{key}: compiled in {seconds:.1f} s, arena "
-              f"{report['arena_bytes'] / 2**20:.1f} MiB, training "
-              f"{json.dumps(report.get('training'))}")
-        inc = os.path.join(src, "include")
-        lib = lambda d, n: os.path.join(d, f"libmemopt_runtime_{n}.a")  # noqa: E731
-        # CUDA: the object only (the runtime library travels once; linked on the device).
-        jobs.append(((key + suffix, "cuda"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c",
-                                              out + ".cu", f"-I{inc}", "-o",
-                                              os.path.join(dest, "obj",
-                                                           key + suffix + ".cuda.o")]))
-        if name in CHECKS:
-            jobs.append(((key + suffix, "host"),
-                         ["sh", "-c",
-                          f"g++ -std=c++17 -O1 -x c++ {out}.cu -x none -I{inc} "
-                          f"{lib(rt_host, 'main')} {lib(rt_host, 'driver')} "
-                          f"{lib(rt_host, 'host')} {lib(rt_host, 'common')} "
-                          f"-lpthread -o {os.path.join(dest, 'bin', key + suffix)}.host"]))
+        previous = summary["configs"].get(key + suffix, {})
+        if (args.remat_only and "report" in previous and
+                os.path.exists(os.path.join(dest, "obj", key + suffix + ".cuda.o"))):
+            # The unconstrained program is in the carry already: its report gives the budgets.
+            report = previous["report"]
+            print(f"{key}: unconstrained program kept (arena "
+                  f"{report['arena_bytes'] / 2**20:.1f} MiB)")
+        else:
+            report = compile_one(command, out, key + suffix, programs, summary, args.precision)
+            if report is None:
+                continue
+            add_build_jobs(jobs, name, key + suffix, out, src, rt_host, dest)
+        for fraction in args.budget_fractions:
+            variant = key + suffix + remat_suffix(fraction)
+            budget = remat_budget(report, fraction)
+            out_remat = os.path.join(programs, variant)
+            extra = ["--memory-budget", str(budget["budget_bytes"])]
+            if args.remat_time_limit is not None:
+                extra += ["--remat-time-limit", str(args.remat_time_limit)]
+            if args.remat_allow:
+                extra += ["--remat-allow", args.remat_allow]
+            remat_command = [out_remat if c == out else
+                             out_remat + ".report.json" if c == out + ".report.json" else c
+                             for c in command] + extra
+            print(f"{variant}: --memory-budget {budget['budget_bytes']} = gradients at the "
+                  f"peak {budget['gradient_bytes_at_peak']} + {fraction} x activation arena "
+                  f"{budget['activation_arena_bytes']}")
+            for stale in (os.path.join(dest, "obj", variant + ".cuda.o"),
+                          os.path.join(dest, "bin", variant + ".host")):
+                if os.path.exists(stale):  # an earlier prepare's program of this name
+                    os.remove(stale)
+            if compile_one(remat_command, out_remat, variant, programs, summary,
+                           args.precision, extra={"remat_budget": budget},
+                           timeout=args.remat_compile_timeout_s) is not None:
+                add_build_jobs(jobs, name, variant, out_remat, src, rt_host, dest)
     import gpu_bench
 
     def done(key, code, text, seconds):
@@ -658,7 +785,7 @@ def profile_one(bin_dir, name, opt, inputs, env, out, say, suffix=""):
         text = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired:
         text = "[timeout 120 s]"
-    with open(os.path.join(out, f"profile_{name}.{opt}.txt"), "w") as handle:
+    with open(os.path.join(out, f"profile_{name}.{opt}{suffix}.txt"), "w") as handle:
         handle.write(text)
     lines = [line for line in text.splitlines() if line.startswith("profile")]
     say(f"profile {name}.{opt}:\n" + "\n".join(lines[:40]))
@@ -766,9 +893,16 @@ def cmd_device(args):
                 stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
     suffix = precision_suffix(args.precision)
     results["precision"] = args.precision
+    variants = [""] + [remat_suffix(f) for f in args.budget_fractions]
     for name in args.checks:
-        results["checks"][name] = grad_check(bin_dir, work, name, say, env, suffix)
-        save()
+        for variant in variants:
+            exes = [os.path.join(bin_dir, f"{name}.sgd{suffix}{variant}.{b}")
+                    for b in ("host", "cuda")]
+            if variant and not all(os.path.exists(e) for e in exes):
+                continue  # budgeted check programs are optional (prepare --only NAME)
+            results["checks"][name + variant] = grad_check(bin_dir, work, name, say, env,
+                                                           suffix + variant)
+            save()
     for name in args.dump_checks:
         results.setdefault("dumps", {})[name] = dump_compare(bin_dir, work, name, say, env,
                                                               out)
@@ -815,55 +949,60 @@ def cmd_device(args):
         np.save(inputs[name][0], x)
         np.save(inputs[name][1], y)
     for key in args.profile:
-        name, opt = key.split(".")
+        name, opt, *rest = key.split(".")  # NAME.OPT or NAME.OPT.rematPCT
         if name in inputs and time.time() < deadline - 90:
-            results.setdefault("profiles", {})[key] = profile_one(bin_dir, name, opt, inputs,
-                                                                  env, out, say, suffix)
+            results.setdefault("profiles", {})[key] = profile_one(
+                bin_dir, name, opt, inputs, env, out, say,
+                suffix + "".join("." + r for r in rest))
             save()
     phase("profiles_done_s")
-    # ResNet-50 last: its step was the slow one in the first device call.
-    for name in sorted(args.configs, key=lambda n: BENCH[n][0] == "resnet50"):
+    # ResNet-50 last: its step was the slow one in the first device call. Each program
+    # under a budget (prepare --budget-fractions) right after its unconstrained one.
+    runs = [(name, opt, variant)
+            for name in sorted(args.configs, key=lambda n: BENCH[n][0] == "resnet50")
+            for opt in args.optimizers for variant in variants]
+    for name, opt, variant in ([] if args.skip_memopt else runs):
         model = BENCH[name][0]
-        for opt in args.optimizers:
-            key = f"{name}.{opt}"
-            exe = os.path.join(bin_dir, f"{key}{suffix}.cuda")
-            if not os.path.exists(exe):
-                results["memopt"][key] = {"error": "no executable"}
-                continue
-            if time.time() > deadline - 60:
-                results["memopt"][key] = {"error": "deadline"}
-                continue
-            earlier = [results["memopt"].get(f"{name}.{o}", {}) for o in args.optimizers]
-            if any(e.get("exit") == -1 for e in earlier):
-                results["memopt"][key] = {"error": "skipped: the other optimizer's run of this "
-                                          "model did not finish in its time limit"}
-                continue
-            command = [exe, "--random-weights", str(SEED), "--input",
-                       f"{input_name(model)}={inputs[name][0]}", "--input",
-                       f"labels={inputs[name][1]}", "--steps", "0", "--bench", str(args.runs)]
-            limit = min(args.memopt_timeout_s.get(model, 60), deadline - time.time() - 30)
-            begin = time.time()
-            code, text, stamps = run_streamed(command, limit, env)
-            entry = {"wall_s": round(time.time() - begin, 1), "exit": code}
-            # Wall-clock time between consecutive step lines (a fallback when --bench does not
-            # finish; includes the loss print).
-            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-            if gaps:
-                entry["step_wall_ms"] = [round(g * 1000, 1) for g in gaps]
-                entry["step_wall_median_ms"] = round(statistics.median(gaps) * 1000, 1)
-                entry["steps_done"] = len(stamps)
-            if code == 0:
-                entry.update(parse_bench(text))
-                say(f"memopt {key}: {entry.get('median_ms', float('nan')):.2f} ms, total "
-                    f"{entry.get('total_bytes', 0) / 2**20:.0f} MiB, beyond state "
-                    f"{entry.get('beyond_state_bytes', 0) / 2**20:.0f} MiB, device peak "
-                    f"{entry.get('device_peak_used_bytes', 0) / 2**20:.0f} MiB, loss "
-                    f"{entry.get('first_loss')} -> {entry.get('last_loss')}")
-            else:
-                entry["error"] = text[-3000:]
-                say(f"memopt {key}: FAILED exit {code}\n{text[-2000:]}")
-            results["memopt"][key] = entry
-            save()
+        key = f"{name}.{opt}{variant}"
+        exe = os.path.join(bin_dir, f"{name}.{opt}{suffix}{variant}.cuda")
+        if not os.path.exists(exe):
+            results["memopt"][key] = {"error": "no executable"}
+            continue
+        if time.time() > deadline - 60:
+            results["memopt"][key] = {"error": "deadline"}
+            continue
+        earlier = [results["memopt"].get(f"{name}.{o}{variant}", {})
+                   for o in args.optimizers]
+        if any(e.get("exit") == -1 for e in earlier):
+            results["memopt"][key] = {"error": "skipped: the other optimizer's run of this "
+                                      "model did not finish in its time limit"}
+            continue
+        command = [exe, "--random-weights", str(SEED), "--input",
+                   f"{input_name(model)}={inputs[name][0]}", "--input",
+                   f"labels={inputs[name][1]}", "--steps", "0", "--bench", str(args.runs)]
+        limit = min(args.memopt_timeout_s.get(model, 60), deadline - time.time() - 30)
+        begin = time.time()
+        code, text, stamps = run_streamed(command, limit, env)
+        entry = {"wall_s": round(time.time() - begin, 1), "exit": code}
+        # Wall-clock time between consecutive step lines (a fallback when --bench does not
+        # finish; includes the loss print).
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        if gaps:
+            entry["step_wall_ms"] = [round(g * 1000, 1) for g in gaps]
+            entry["step_wall_median_ms"] = round(statistics.median(gaps) * 1000, 1)
+            entry["steps_done"] = len(stamps)
+        if code == 0:
+            entry.update(parse_bench(text))
+            say(f"memopt {key}: {entry.get('median_ms', float('nan')):.2f} ms, total "
+                f"{entry.get('total_bytes', 0) / 2**20:.0f} MiB, beyond state "
+                f"{entry.get('beyond_state_bytes', 0) / 2**20:.0f} MiB, device peak "
+                f"{entry.get('device_peak_used_bytes', 0) / 2**20:.0f} MiB, loss "
+                f"{entry.get('first_loss')} -> {entry.get('last_loss')}")
+        else:
+            entry["error"] = text[-3000:]
+            say(f"memopt {key}: FAILED exit {code}\n{text[-2000:]}")
+        results["memopt"][key] = entry
+        save()
     phase("memopt_done_s")
 
     # The warm-ups ran beside the memopt runs (compiling on the CPU; see the doc).
@@ -880,27 +1019,41 @@ def cmd_device(args):
     phase("warm_done_s")
 
     # Phase B2: PyTorch, one child process per model and TF32 setting.
+    # One child process for the eager modes and torch.compile without a budget, one per
+    # activation budget (each a fresh torch.compile with its own functorch config).
     if not args.skip_torch:
         for tf32 in args.tf32:
-            for name in args.configs:
+            modes = (args.modes if tf32 == args.tf32[0] or args.tf32_compile
+                     else [m for m in args.modes if not m.startswith("compile")])
+            groups = [[m for m in modes if not m.startswith("compile-budget")]] + \
+                [[m] for m in modes if m.startswith("compile-budget")]
+            for name, group in [(n, g) for n in args.configs for g in groups if g]:
+                entry_key = f"{name}.tf32={tf32}"
                 remaining = deadline - time.time()
                 if remaining < 40:
-                    results["torch"][f"{name}.tf32={tf32}"] = {"error": "deadline"}
+                    results["torch"].setdefault(entry_key, {"runs": {}})["runs"].update(
+                        {f"{m}.{o}": {"error": "deadline"} for m in group
+                         for o in args.optimizers})
                     continue
-                part = os.path.join(work, f"torch_{name}_{tf32}.json")
+                part = os.path.join(work, f"torch_{name}_{tf32}_{'_'.join(group)}.json")
+                if os.path.exists(part):
+                    os.remove(part)  # an earlier call's result on this machine
                 command = [sys.executable, os.path.abspath(__file__), "torch-one", name,
                            "--out", part, "--runs", str(args.runs), "--tf32", tf32,
                            "--precision", args.precision,
                            "--deadline", str(deadline - 10), "--optimizers", *args.optimizers,
-                           "--modes", *(args.modes if tf32 == "off" or args.tf32_compile
-                                        else [m for m in args.modes if m == "eager"])]
+                           "--modes", *group]
                 try:
                     subprocess.run(command, env=torch_env, timeout=remaining)
                 except subprocess.TimeoutExpired:
-                    say(f"torch {name} tf32={tf32}: killed at the deadline")
+                    say(f"torch {name} tf32={tf32} {group}: killed at the deadline")
                 if os.path.exists(part):
                     part_result = json.load(open(part))
-                    results["torch"][f"{name}.tf32={tf32}"] = part_result
+                    merged = results["torch"].setdefault(entry_key, {"runs": {}})
+                    for field, value in part_result.items():
+                        if field != "runs":
+                            merged.setdefault(field, value)
+                    merged.setdefault("runs", {}).update(part_result.get("runs", {}))
                     for key, entry in part_result.get("runs", {}).items():
                         if "median_ms" in entry:
                             say(f"torch {name} {key} tf32={tf32}: {entry['median_ms']:.2f} ms, "
@@ -919,8 +1072,10 @@ def print_table(results):
           "eager peak MiB | compile peak MiB | memopt beyond state | eager beyond | "
           "compile beyond |")
     for key, m in results.get("memopt", {}).items():
-        name, opt = key.split(".")
-        t = results.get("torch", {}).get(f"{name}.tf32=off", {}).get("runs", {})
+        name, opt = key.split(".")[:2]  # NAME.OPT[.rematPCT]
+        torch_runs = results.get("torch", {})
+        t = next((torch_runs[f"{name}.tf32={v}"].get("runs", {}) for v in
+                  ("off", "default", "on") if f"{name}.tf32={v}" in torch_runs), {})
         e, c = t.get(f"eager.{opt}", {}), t.get(f"compile.{opt}", {})
 
         def ms(r):
@@ -929,7 +1084,8 @@ def print_table(results):
         def mb(r, k):
             return f"{r[k] / 2**20:.0f}" if k in r else "-"
 
-        print(f"| {name} | {opt} | {ms(m)} | {ms(e)} | {ms(c)} | {mb(m, 'total_bytes')} | "
+        label = name + key[len(name) + 1 + len(opt):]  # NAME[.rematPCT]
+        print(f"| {label} | {opt} | {ms(m)} | {ms(e)} | {ms(c)} | {mb(m, 'total_bytes')} | "
               f"{mb(e, 'peak_allocated_bytes')} | {mb(c, 'peak_allocated_bytes')} | "
               f"{mb(m, 'beyond_state_bytes')} | {mb(e, 'beyond_state_bytes')} | "
               f"{mb(c, 'beyond_state_bytes')} |")
@@ -945,6 +1101,50 @@ def print_table(results):
 # PyTorch side (a child process per model)
 
 
+def checkpoint_blocks(module, model):
+    """Mode `checkpoint` (issue 17's baseline): torch.utils.checkpoint with
+    use_reentrant=False around each block, so that only block inputs are saved and each
+    block's forward runs again in the backward. ResNet-50: each Bottleneck of layer1-4 (16);
+    ViT: each encoder layer (12); GPT-2: each GPT2Block (12) through transformers' own switch
+    (gradient_checkpointing_enable), wrapped by hand if that fails. Returns the blocks wrapped.
+    (BatchNorm's running statistics are updated again when a block is recomputed, as always
+    with torch.utils.checkpoint; the batch statistics and gradients are unchanged.)"""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self, block):
+            super().__init__()
+            self.block = block
+
+        def forward(self, *args, **kwargs):
+            return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
+
+    if model in ("gpt2", "gpt2_tiny"):
+        inner = module.inner
+        try:
+            inner.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+            if getattr(inner, "is_gradient_checkpointing", True):
+                return len(inner.transformer.h)
+        except Exception as error:  # noqa: BLE001 - fall back to wrapping the blocks
+            print(f"gradient_checkpointing_enable failed ({error}); wrapping GPT2Blocks",
+                  flush=True)
+        containers = [inner.transformer.h]
+    elif model == "resnet50":
+        containers = [module.layer1, module.layer2, module.layer3, module.layer4]
+    elif model in ("vit_b_16", "vit_tiny"):
+        containers = [module.encoder.layers]
+    else:
+        raise ValueError(f"no checkpoint blocks known for {model}")
+    count = 0
+    for container in containers:
+        for i in range(len(container)):
+            container[i] = Checkpointed(container[i])
+            count += 1
+    return count
+
+
 def cmd_torch_one(args):
     import gc
 
@@ -955,15 +1155,21 @@ def cmd_torch_one(args):
     import gpu_bench
 
     on = args.tf32 == "on"
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
-    torch.set_float32_matmul_precision("high" if on else "highest")
+    if args.tf32 != "default":  # "default": PyTorch's own (cuDNN TF32 on, matmul TF32 off)
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+        torch.set_float32_matmul_precision("high" if on else "highest")
     torch.backends.cudnn.benchmark = True
     torch._dynamo.config.cache_size_limit = 64
     model, batch, size, classes = BENCH[args.name]
     x_host, y_host = (torch.from_numpy(a) for a in make_batch(model, batch, size, classes))
-    result = {"environment": gpu_bench.torch_environment(), "tf32": on, "runs": {},
-              "precision": args.precision}
+    result = {"environment": gpu_bench.torch_environment(),
+              "tf32": args.tf32 if args.tf32 == "default" else on, "runs": {},
+              "precision": args.precision,
+              "tf32_flags": {"matmul": torch.backends.cuda.matmul.allow_tf32,
+                             "cudnn": torch.backends.cudnn.allow_tf32,
+                             "float32_matmul_precision":
+                                 torch.get_float32_matmul_precision()}}
     # Mixed precision: autocast (and a GradScaler with its defaults for fp16), channels-last
     # for the convolutional net, as PyTorch's AMP recipe has it.
     low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
@@ -989,11 +1195,16 @@ def cmd_torch_one(args):
         # the saved activations fit the fraction): the issue's "with budget 0.5" baseline.
         import torch._functorch.config as functorch_config
 
-        functorch_config.activation_memory_budget = (
-            args.activation_budget if mode == "compile-budget" else 1.0)
+        # "compile-budget=B": budget B (one child process per budget, see cmd_device);
+        # plain "compile-budget": --activation-budget.
+        budget = None
+        if mode.startswith("compile-budget"):
+            budget = float(mode.split("=", 1)[1]) if "=" in mode else args.activation_budget
+        functorch_config.activation_memory_budget = 1.0 if budget is None else budget
         module = build_module(model, size, classes).cuda().train()
         if channels_last:
             module = module.to(memory_format=torch.channels_last)
+        blocks = checkpoint_blocks(module, model) if mode == "checkpoint" else 0
 
         def plain_loss(x, y):
             with torch.autocast("cuda", dtype=low, enabled=low is not None):
@@ -1077,7 +1288,8 @@ def cmd_torch_one(args):
                     "optimizer_state_bytes": opt_state, "state_bytes": state,
                     "beyond_state_bytes": peak - state, "first_loss": first_loss,
                     "last_loss": float(loss), "precision": args.precision,
-                    "channels_last": channels_last,
+                    "channels_last": channels_last, "activation_memory_budget": budget,
+                    "checkpointed_blocks": blocks,
                     "loss_scale": float(scaler.get_scale()) if scaler.is_enabled() else None}
                 print(f"{args.name} {key} tf32={args.tf32}: "
                       f"{result['runs'][key]['median_ms']:.2f} ms, "
@@ -1153,7 +1365,7 @@ def cmd_curves(args):
                 "loss_scale": [float(r[2]) for r in rows] if rows and len(rows[0]) > 2 else None,
                 "skipped_steps": int(rows[-1][3]) if rows and len(rows[0]) > 3 else 0}
             say(f"curves memopt {name} {precision}: {rows[0][1]} -> {rows[-1][1]}")
-        for precision in PRECISIONS:
+        for precision in ("fp32", "fp16", "bf16"):  # (tf32 would be fp32 again here)
             part = os.path.join(work, f"{name}.torch.{precision}.json")
             command = [sys.executable, os.path.abspath(__file__), "torch-curve", name,
                        "--init", init, "--out", part, "--steps", str(args.steps),
@@ -1265,9 +1477,8 @@ def mib(n):
     return f"{n / 2**20:,.0f}"
 
 
-def cmd_report(args):
-    devices = [json.load(open(p)) for p in args.device_json]
-    prepare = json.load(open(args.prepare_json))
+def merge_devices(devices):
+    """The device calls' results as one (a run with a median wins over a failed one)."""
     merged = {"memopt": {}, "torch": {}, "checks": {}, "gpu_check": None, "phases": []}
     for d in devices:
         for key, entry in d.get("memopt", {}).items():
@@ -1276,6 +1487,7 @@ def cmd_report(args):
         for key, entry in d.get("torch", {}).items():
             old = merged["torch"].setdefault(key, {"runs": {}})
             old.setdefault("environment", entry.get("environment"))
+            old.setdefault("tf32_flags", entry.get("tf32_flags"))
             for mode, run in entry.get("runs", {}).items():
                 if "median_ms" in run or mode not in old["runs"]:
                     old["runs"][mode] = run
@@ -1286,6 +1498,17 @@ def cmd_report(args):
             merged["gpu_check"] = d["gpu_check"]
         merged["phases"].append(d.get("phases"))
         merged["nvidia_smi"] = d.get("nvidia_smi", merged.get("nvidia_smi"))
+    return merged
+
+
+def cmd_report(args):
+    if args.remat:
+        return cmd_report_remat(args)
+    args.doc_out = args.doc_out or os.path.join(REPO, "docs", "training-benchmark.md")
+    args.json_out = args.json_out or os.path.join(REPO, "bench", "results", "train.json")
+    devices = [json.load(open(p)) for p in args.device_json]
+    prepare = json.load(open(args.prepare_json))
+    merged = merge_devices(devices)
     env = next((t.get("environment") for t in merged["torch"].values()
                 if t.get("environment")), {})
     precision = next((d.get("precision") for d in devices if d.get("precision")), "fp32")
@@ -1410,6 +1633,228 @@ def cmd_report(args):
     return 0
 
 
+REMAT_DOC = """# Training under a memory budget: memopt's rematerialization against PyTorch
+
+Written by `python3 bench/train_bench.py report --remat` (issue 17, "Benchmarks and targets",
+GPU) from the JSON of the device calls; bench/results/train_remat.json holds every number, the
+commands are in the script's docstring.
+
+Device: @ENV@.
+
+memopt `--precision @PRECISION@`; PyTorch fp32 with TF32 switches @TORCH_TF32@.
+
+## What the budgets are
+
+`memopt-compile --memory-budget BYTES` bounds memopt's packed arena alone (docs/remat.md,
+"budget= vs arena-budget="): the weight region (parameters, optimizer state, BatchNorm
+statistics, constants) is outside it. Besides activations (saved for backward, temporaries,
+workspaces) the arena holds the gradients still alive at its peak (fused updates free the
+others at once: the report's `training.gradient_bytes_at_peak`). So the unconstrained
+*activation arena* is A = arena - gradients at the peak, and "F of it" is the budget
+`gradients at the peak + F x A` (`remat_budget` in the script). An infeasible budget is shown
+with the smallest arena memopt reached.
+
+PyTorch, at comparable memory: `checkpoint` is eager mode with `torch.utils.checkpoint(...,
+use_reentrant=False)` around each block (ResNet-50: each of the 16 bottleneck blocks; ViT:
+each of the 12 encoder layers; GPT-2: each of the 12 transformer blocks, through
+transformers' `gradient_checkpointing_enable`); `compile-budget=B` is `torch.compile` with
+`torch._functorch.config.activation_memory_budget = B` (a fraction of the saved activations'
+bytes, not of the whole step's memory), each B in its own process.
+
+Columns: "step ms": median of the timed steps; "overhead": against memopt's unconstrained
+step (memopt rows), eager (checkpoint) or torch.compile without a budget (compile-budget).
+"allocated": memopt's weight region + arena + inputs + workspace, PyTorch's
+`torch.cuda.max_memory_allocated()` over one step. "device peak": memopt's largest `total -
+free` of `cudaMemGetInfo` during its timed steps, PyTorch's `total - free` after its measured
+step (CUDA context, libraries and allocator caches included on both). "beyond state":
+allocated minus the training state (PyTorch: parameters, buffers, gradients, optimizer state;
+memopt: the weight region, so its gradients count as beyond state), and its share of the
+same side's unconstrained run. "activation arena", "recomputed", "recomputed FLOPs" and
+"estimated time" come from memopt's compile report (FLOPs of the clones over the step's, and
+their roofline time over the step's on an H100).
+
+@TABLES@
+
+## Against issue 17's targets
+
+@TARGETS@
+
+@NOTES@
+"""
+
+
+def cmd_report_remat(args):
+    """Issue 17's GPU table: per model, memopt unconstrained and under each budget against
+    PyTorch eager, checkpoint, torch.compile and torch.compile with activation budgets."""
+    args.doc_out = args.doc_out or os.path.join(REPO, "docs", "training-benchmark-remat.md")
+    args.json_out = args.json_out or os.path.join(REPO, "bench", "results",
+                                                  "train_remat.json")
+    devices = [json.load(open(p)) for p in args.device_json]
+    prepare = json.load(open(args.prepare_json))
+    merged = merge_devices(devices)
+    precision = next((d.get("precision") for d in devices if d.get("precision")), "fp32")
+    suffix = precision_suffix(precision)
+    tf32 = args.torch_tf32 or next(
+        (v for v in ("default", "off", "on")
+         if any(k.endswith(f".tf32={v}") for k in merged["torch"])), "off")
+    env = next((t.get("environment") for t in merged["torch"].values()
+                if t.get("environment")), {})
+    flags = next((t.get("tf32_flags") for k, t in merged["torch"].items()
+                  if k.endswith(f".tf32={tf32}") and t.get("tf32_flags")), None)
+
+    def ms(r):
+        return f"{r['median_ms']:.1f}" if "median_ms" in r else \
+            ("failed" if "error" in r else "—")
+
+    def mb(n):
+        return "—" if n is None else mib(n)
+
+    def pct(x, signed=False):
+        return "—" if x is None else (f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%")
+
+    def ratio(a, b, key):
+        return (a[key] / b[key] - 1) if key in a and key in b and b[key] else None
+
+    def share(a, b, key):
+        return a[key] / b[key] if key in a and key in b and b[key] else None
+
+    tables, targets, models = [], [], {}
+    for name in BENCH:
+        for opt in OPTIMIZERS:
+            base_key = f"{name}.{opt}"
+            t = merged["torch"].get(f"{name}.tf32={tf32}", {}).get("runs", {})
+            if not any(k.startswith(base_key) for k in merged["memopt"]) and not any(
+                    k.endswith(f".{opt}") for k in t):
+                continue
+            variants = sorted(
+                ((c.get("remat_budget", {}).get("fraction"), k[len(base_key + suffix):])
+                 for k, c in prepare.get("configs", {}).items()
+                 if k.startswith(base_key + suffix + ".remat") and c.get("remat_budget")),
+                key=lambda fv: -fv[0])
+            base = merged["memopt"].get(base_key, {})
+            base_prep = prepare.get("configs", {}).get(base_key + suffix, {})
+            rows, entry = [], {"memopt": {}, "torch": {}}
+            for fraction, variant in [(None, "")] + variants:
+                run = merged["memopt"].get(base_key + variant, {})
+                prep = prepare.get("configs", {}).get(base_key + suffix + variant, {})
+                report = prep.get("report", {})
+                remat = report.get("remat") or {}
+                training = report.get("training") or {}
+                budget = prep.get("remat_budget") or {}
+                act = (report["arena_bytes"] - training.get("gradient_bytes_at_peak", 0)
+                       if "arena_bytes" in report else None)
+                flops = (remat["added_flops"] / remat["step_flops"]
+                         if remat.get("step_flops") else (0.0 if report else None))
+                label = "memopt unconstrained" if fraction is None else \
+                    f"memopt {100 * fraction:g}% of the activation arena"
+                if "error" in prep and fraction is not None:
+                    reached = prep.get("smallest_arena_bytes")
+                    what = ("infeasible" if reached is None else
+                            f"infeasible: smallest arena {mib(reached)} MiB "
+                            f"({prep.get('smallest_arena_recomputed_ops')} ops recomputed)")
+                    rows.append(f"| {label} | {mb(budget.get('budget_bytes'))} | {what} |"
+                                + " — |" * 9)
+                    entry["memopt"][variant or "unconstrained"] = {
+                        "fraction": fraction, "infeasible": what, "budget": budget,
+                        "error": prep.get("error")}
+                    continue
+                over = ratio(run, base, "median_ms") if fraction is not None else None
+                rows.append(
+                    f"| {label} | {mb(budget.get('budget_bytes'))} | {ms(run)} | "
+                    f"{pct(over, True) if fraction is not None else '—'} | "
+                    f"{mb(run.get('total_bytes'))} | {mb(run.get('device_peak_used_bytes'))} | "
+                    f"{mb(run.get('beyond_state_bytes'))} | "
+                    f"{pct(share(run, base, 'beyond_state_bytes'))} | {mb(act)} | "
+                    f"{remat.get('recomputed_ops', 0 if report else '—')} | {pct(flops)} | "
+                    f"{pct(remat.get('added_time_fraction', 0.0) if report else None)} |")
+                entry["memopt"][variant or "unconstrained"] = {
+                    "fraction": fraction, "run": run, "overhead": over,
+                    "beyond_state_share": share(run, base, "beyond_state_bytes"),
+                    "activation_arena_bytes": act, "recomputed_flops_share": flops,
+                    "budget": budget, "remat": {k: v for k, v in remat.items()
+                                                if k != "recomputed"},
+                    "compile_s": prep.get("compile_s")}
+            modes = ["eager", "checkpoint", "compile"] + sorted(
+                {k.rsplit(".", 1)[0] for k in t if k.startswith("compile-budget")},
+                key=lambda m: -float(m.split("=")[1]) if "=" in m else 0)
+            for mode in modes:
+                run = t.get(f"{mode}.{opt}")
+                if run is None:
+                    continue
+                ref = t.get(("compile" if mode.startswith("compile") else "eager") + f".{opt}",
+                            {})
+                over = ratio(run, ref, "median_ms") if mode not in ("eager", "compile") \
+                    else None
+                beyond = share(run, ref, "beyond_state_bytes")
+                rows.append(
+                    f"| PyTorch {mode} | — | {ms(run)} | "
+                    f"{pct(over, True) if over is not None else '—'} | "
+                    f"{mb(run.get('peak_allocated_bytes'))} | "
+                    f"{mb(run.get('device_used_bytes'))} | "
+                    f"{mb(run.get('beyond_state_bytes'))} | {pct(beyond)} |" + " — |" * 4)
+                entry["torch"][mode] = {"run": run, "overhead": over,
+                                        "beyond_state_share": beyond}
+            models[base_key] = entry
+            tables.append(
+                f"### {name}, {opt}\n\n| run | budget MiB | step ms | overhead | allocated MiB "
+                "| device peak MiB | beyond state MiB | beyond state vs unconstrained | "
+                "activation arena MiB | recomputed ops | recomputed FLOPs | estimated time |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+                "---: |\n" + "\n".join(rows))
+            # The targets: +5% at 50%, +15% at 25%, below checkpointing's overhead at the
+            # same memory (memory compared as shares of each side's own unconstrained run).
+            parts = []
+            for variant, m in entry["memopt"].items():
+                limit = {0.5: 0.05, 0.25: 0.15}.get(m.get("fraction"))
+                if m.get("fraction") is None:
+                    continue
+                if m.get("overhead") is None:
+                    parts.append(f"at {100 * m['fraction']:g}%: " +
+                                 m.get("infeasible", "not measured"))
+                    continue
+                parts.append(f"at {100 * m['fraction']:g}%: {pct(m['overhead'], True)}" +
+                             (f" (target <= +{100 * limit:g}%: "
+                              f"{'met' if m['overhead'] <= limit else 'not met'})"
+                              if limit is not None else ""))
+            check = entry["torch"].get("checkpoint")
+            line = f"- {name} {opt}: memopt " + ("; ".join(parts) or "no budgeted run")
+            if check and check.get("overhead") is not None and check.get("beyond_state_share"):
+                # memopt's run with the least overhead whose beyond-state share is at most
+                # checkpointing's.
+                fits = [(v, m) for v, m in entry["memopt"].items()
+                        if m.get("fraction") is not None and m.get("overhead") is not None
+                        and m.get("beyond_state_share") is not None
+                        and m["beyond_state_share"] <= check["beyond_state_share"]]
+                line += (f". PyTorch checkpoint: {pct(check['overhead'], True)} at "
+                         f"{pct(check['beyond_state_share'])} of eager's beyond-state bytes")
+                if fits:
+                    v, m = min(fits, key=lambda vm: vm[1]["overhead"])
+                    line += (f"; memopt at {pct(m['beyond_state_share'])} of its own "
+                             f"({v.lstrip('.')}): {pct(m['overhead'], True)}, "
+                             f"{'below' if m['overhead'] < check['overhead'] else 'not below'}"
+                             " checkpointing's overhead")
+                else:
+                    line += "; no memopt run at that memory share or below"
+            targets.append(line + ".")
+    text = REMAT_DOC.replace("@TABLES@", "\n\n".join(tables) or "(no runs)")
+    text = text.replace("@TARGETS@", "\n".join(targets) or "(no runs)")
+    text = text.replace("@PRECISION@", precision)
+    text = text.replace("@TORCH_TF32@", f"'{tf32}'" + (
+        f" (matmul {flags.get('matmul')}, cuDNN {flags.get('cudnn')})" if flags else ""))
+    text = text.replace("@ENV@", ", ".join(f"{k} {v}" for k, v in env.items()) +
+                        f"; nvidia-smi: {merged.get('nvidia_smi')}; memopt at "
+                        f"{prepare.get('commit', '?')[:10]}")
+    text = text.replace("@NOTES@", open(args.notes).read().strip() if args.notes else "")
+    with open(args.doc_out, "w") as handle:
+        handle.write(text)
+    with open(args.json_out, "w") as handle:
+        json.dump({"precision": precision, "torch_tf32": tf32, "models": models,
+                   "merged": merged, "prepare": prepare}, handle, indent=1)
+    print("\n\n".join(tables))
+    print("\n".join(targets))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -1431,7 +1876,22 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-runtime", action="store_true")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="memopt-compile --precision (mixed-precision training for fp16/bf16)")
+                   help="memopt-compile --precision (mixed-precision training for fp16/bf16; "
+                        "tf32: f32 tensors, TF32 math in convolutions and matrix products)")
+    p.add_argument("--budget-fractions", nargs="*", type=float, default=[],
+                   help="also compile each configuration with --memory-budget = gradients "
+                        "alive at the unconstrained peak + F x the unconstrained activation "
+                        "arena (issue 17; carry names NAME.OPT[.PREC].rematPCT)")
+    p.add_argument("--remat-allow", help="memopt-compile --remat-allow KIND,... (default: "
+                                         "memopt's, every op with a cost)")
+    p.add_argument("--remat-time-limit", type=float,
+                   help="memopt-compile --remat-time-limit S (default: memopt's)")
+    p.add_argument("--remat-compile-timeout-s", type=float, default=3600,
+                   help="stop one budgeted memopt-compile after this long (recorded as failed)")
+    p.add_argument("--remat-only", action="store_true",
+                   help="keep the unconstrained programs already in the carry (their reports "
+                        "in DEST/prepare.json give the budgets); compile and build only the "
+                        "budgeted ones")
     p = sub.add_parser("device")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)
@@ -1444,12 +1904,27 @@ def main(argv=None):
                    help="NAME.OPT configurations timed op by op (--profile)")
     p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
     p.add_argument("--modes", nargs="*",
-                   help="PyTorch modes: eager, compile, compile-budget (default: eager and "
+                   help="PyTorch modes: eager, checkpoint (eager, torch.utils.checkpoint per "
+                        "block), compile, compile-budget (torch.compile with an activation "
+                        "memory budget; see --activation-budgets) (default: eager and "
                         "compile; with --precision fp16/bf16 also compile-budget)")
+    p.add_argument("--activation-budgets", nargs="*", type=float, default=[],
+                   help="compile-budget once per value of torch._functorch.config."
+                        "activation_memory_budget, each in its own child process (default: "
+                        "0.5 only)")
+    p.add_argument("--budget-fractions", nargs="*", type=float, default=[],
+                   help="also run the carry's programs compiled under these budgets "
+                        "(prepare --budget-fractions), after each unconstrained one; and the "
+                        "gradient checks of budgeted check programs where the carry has them")
+    p.add_argument("--skip-memopt", action="store_true",
+                   help="no memopt --bench runs (a call for PyTorch alone)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="run the carry's programs of this precision; PyTorch with autocast "
                         "(+ GradScaler for fp16)")
-    p.add_argument("--tf32", nargs="*", default=["off", "on"])
+    p.add_argument("--tf32", nargs="*", default=["off", "on"], choices=TF32_SETTINGS,
+                   help="PyTorch's TF32 settings, one pass each (the first with every mode, "
+                        "later ones eager modes only unless --tf32-compile); default = "
+                        "PyTorch's defaults (cuDNN TF32 on, matmul TF32 off)")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--memopt-timeout-s", type=json.loads,
                    default={"resnet50": 90, "vit_b_16": 60, "gpt2": 60})
@@ -1465,7 +1940,7 @@ def main(argv=None):
     p.add_argument("name")
     p.add_argument("--out", required=True)
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--tf32", default="off", choices=["off", "on"])
+    p.add_argument("--tf32", default="off", choices=TF32_SETTINGS)
     p.add_argument("--deadline", type=float, default=time.time() + 3600)
     p.add_argument("--optimizers", nargs="*", default=list(OPTIMIZERS))
     p.add_argument("--modes", nargs="*", default=["eager", "compile"])
@@ -1495,16 +1970,28 @@ def main(argv=None):
     p.add_argument("--prepare-json", required=True)
     p.add_argument("--notes")
     p.add_argument("--template", default=os.path.join(REPO, "bench", "train_bench_template.md"))
-    p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "training-benchmark.md"))
-    p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "train.json"))
+    p.add_argument("--doc-out", help="default docs/training-benchmark.md (with --remat: "
+                                      "docs/training-benchmark-remat.md)")
+    p.add_argument("--json-out", help="default bench/results/train.json (with --remat: "
+                                       "bench/results/train_remat.json)")
+    p.add_argument("--remat", action="store_true",
+                   help="issue 17's table: memopt under budgets against PyTorch's "
+                        "checkpointing and torch.compile's activation budget")
+    p.add_argument("--torch-tf32", choices=TF32_SETTINGS,
+                   help="with --remat: which PyTorch TF32 pass to show (default: 'default' "
+                        "if measured, else off, else on)")
     p.add_argument("--curves", help="curves.json of a `curves` device call: a plot and a table")
     args = parser.parse_args(argv)
     if args.command == "export-one":
         return export_one(args.name, args.model, args.batch, args.size, args.classes,
                           args.work) or 0
     if args.command == "device" and not args.modes:
-        args.modes = ["eager", "compile"] + (["compile-budget"] if args.precision != "fp32"
-                                             else [])
+        args.modes = ["eager", "compile"] + (["compile-budget"] if args.precision
+                                             not in ("fp32", "tf32") else [])
+    if args.command == "device" and args.activation_budgets:
+        expanded = [f"compile-budget={b:g}" for b in args.activation_budgets]
+        args.modes = [m for m in args.modes if m != "compile-budget"] + \
+            ([] if "compile-budget" not in args.modes else expanded)
     return {"export": cmd_export, "prepare": cmd_prepare, "device": cmd_device,
             "torch-one": cmd_torch_one, "report": cmd_report, "curves": cmd_curves,
             "torch-curve": cmd_torch_curve}[args.command](args)
