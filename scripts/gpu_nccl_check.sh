@@ -192,7 +192,7 @@ expect_error() {  # label, expected text, command...
   local output
   output=$("$@" 2>&1)
   local code=$?
-  if [ $code -ne 0 ] && grep -qF "$text" <<<"$output"; then
+  if [ $code -ne 0 ] && grep -qF -- "$text" <<<"$output"; then
     echo "ok   $label: exit $code: $(grep -F "$text" <<<"$output" | head -1)"
   else
     echo "FAIL $label: exit $code: $output"
