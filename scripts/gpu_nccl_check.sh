@@ -28,9 +28,9 @@
 #
 # Cases: --data-parallel 1 with --shard none, with and without --accumulate 2
 # (all-reduce; the accumulation gate decided on the host), SGD and AdamW.
-# `--data-parallel 1 --shard optimizer|gradients` is refused by the compiler
-# today (the sharded update's verifier wants shards > 1; see the report), so
-# the reduce-scatter / all-gather calls are checked by memopt-nccl-check-cuda.
+# `--data-parallel 1 --shard optimizer|gradients` compiles as shard none (one
+# rank owns every element), so the reduce-scatter / all-gather calls are
+# checked by memopt-nccl-check-cuda.
 # Multi-GPU (WORLD_SIZE > 1) needs a machine with several GPUs:
 #   MEMOPT_NCCL_ID_FILE=/tmp/id.$$ torchrun --nproc-per-node 2 --no-python \
 #       ./step --input x=X.npy --input labels=Y.npy --steps 10
