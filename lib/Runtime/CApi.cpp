@@ -31,7 +31,7 @@ struct memopt_model {
   /// Writes `region` into every rank (refused when ranks hold different
   /// shards of the optimizer state).
   bool writeAll(const std::vector<uint8_t> &region) {
-    if (group.size() > 1 && group.program().shardMode != 0) {
+    if (group.worldSize() > 1 && group.program().shardMode != 0) {
       error = "the ranks of this program hold different shards of the "
               "optimizer state: one weight region cannot be loaded into all";
       return false;
@@ -167,7 +167,7 @@ int memopt_model_synchronize(memopt_model *model) {
 }
 
 int memopt_model_ranks(const memopt_model *model) {
-  return model ? model->group.size() : 0;
+  return model ? model->group.worldSize() : 0;
 }
 
 int64_t memopt_model_accumulation_steps(const memopt_model *model) {

@@ -404,6 +404,8 @@ bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
   if (microStep_)
     copyToDevice(*ctx_, weights_ + microStep_->offset, &microStepValue_,
                  sizeof microStepValue_);
+  // The CUDA collectives gate on the host (Runtime.h, setMicroStep).
+  setMicroStep(*ctx_, micro);
   if (randomKey_)
     copyToDevice(*ctx_, weights_ + randomKey_->offset, randomKeyValue_,
                  sizeof randomKeyValue_);
@@ -452,17 +454,100 @@ bool Model::writeWeights(const std::vector<uint8_t> &region,
 // RankGroup
 //===----------------------------------------------------------------------===//
 
+RankGroup::~RankGroup() {
+  if (deviceScalar_ && !models_.empty())
+    deviceFree(models_.front()->context(), deviceScalar_);
+  // The contexts (models_) go before the communicators they use.
+  models_.clear();
+}
+
+bool RankGroup::initProcess(const ProgramInfo *program, int ranks,
+                            const std::string &weightsPath, bool randomWeights,
+                            uint64_t seed, std::string &error,
+                            ContextOptions options) {
+  LaunchEnvironment env;
+  if (!readLaunchEnvironment(env, error))
+    return false;
+  int compiled = program->dataParallelSize;
+  std::string launch =
+      " (on the " + std::string(backendName()) +
+      " backend each rank is a process: launch " + std::to_string(compiled) +
+      " of them with torchrun --nproc-per-node " + std::to_string(compiled) +
+      ", or set RANK, WORLD_SIZE, LOCAL_RANK and MEMOPT_NCCL_ID_FILE for "
+      "each; docs/data-parallel.md)";
+  if (ranks != 0 && ranks != env.worldSize) {
+    error = "--ranks " + std::to_string(ranks) + ": WORLD_SIZE is " +
+            std::to_string(env.worldSize) + launch;
+    return false;
+  }
+  if (env.worldSize != compiled) {
+    error = "the program was compiled for " + std::to_string(compiled) +
+            " data-parallel ranks; WORLD_SIZE is " +
+            std::to_string(env.worldSize) + launch;
+    return false;
+  }
+  std::unique_ptr<Communicator> comm = createProcessCommunicator(env, error);
+  if (!comm)
+    return false;
+  communicators_.push_back(std::move(comm));
+  options.device = env.localRank;
+  options.communicator = communicators_.front().get();
+  models_.push_back(std::make_unique<Model>());
+  if (!models_.back()->init(program, weightsPath, randomWeights, seed, error,
+                            options)) {
+    error = "rank " + std::to_string(env.rank) + ": " + error;
+    return false;
+  }
+  models_.back()->setRank(env.rank, env.worldSize);
+  worldSize_ = env.worldSize;
+  firstRank_ = env.rank;
+  processes_ = true;
+  return true;
+}
+
+bool RankGroup::averageOverProcesses(float &value, std::string &error) {
+  if (!processes_ || worldSize_ == 1)
+    return true;
+  Context &ctx = models_.front()->context();
+  if (!deviceScalar_)
+    deviceScalar_ =
+        static_cast<float *>(deviceAlloc(ctx, sizeof(float), "<ranks>"));
+  int64_t one = 1;
+  TensorRef scalar = makeTensor(deviceScalar_, DType::F32, 1, &one);
+  if (deviceScalar_) {
+    copyToDevice(ctx, deviceScalar_, &value, sizeof value);
+    allReduce(ctx, "<mean loss over the ranks>", CollectiveReduction::Average,
+              scalar, scalar);
+    copyToHost(ctx, &value, deviceScalar_, sizeof value);
+    synchronize(ctx);
+  }
+  if (const char *message = contextError(ctx)) {
+    error = message;
+    return false;
+  }
+  return true;
+}
+
 bool RankGroup::init(const ProgramInfo *program, int ranks,
                      const std::string &weightsPath, bool randomWeights,
                      uint64_t seed, std::string &error,
                      ContextOptions options) {
+  if (deviceScalar_ && !models_.empty())
+    deviceFree(models_.front()->context(), deviceScalar_);
+  deviceScalar_ = nullptr;
   models_.clear();
   communicators_.clear();
+  worldSize_ = 1;
+  firstRank_ = 0;
+  processes_ = false;
   if (!program || program->abiVersion != kProgramAbiVersion) {
     error = "program ABI version mismatch (runtime expects " +
             std::to_string(kProgramAbiVersion) + ")";
     return false;
   }
+  if (program->dataParallelSize >= 1 && ranksAreProcesses())
+    return initProcess(program, ranks, weightsPath, randomWeights, seed, error,
+                       options);
   int compiled = std::max(program->dataParallelSize, 1);
   if (ranks == 0)
     ranks = compiled;
@@ -507,6 +592,7 @@ bool RankGroup::init(const ProgramInfo *program, int ranks,
     }
     models_.back()->setRank(r, ranks);
   }
+  worldSize_ = ranks;
   return true;
 }
 
@@ -518,9 +604,22 @@ void RankGroup::setRandomSeed(uint64_t seed) {
 bool RankGroup::trainStep(const void *const *inputs, float lr, float &loss,
                           std::string &error) {
   int ranks = size();
+  const ProgramInfo &info = program();
+  if (processes_) {
+    // This process's batch of the global one.
+    std::vector<const void *> mine(size_t(info.numInputs));
+    for (int i = 0; i < info.numInputs; ++i)
+      mine[size_t(i)] = static_cast<const uint8_t *>(inputs[i]) +
+                        size_t(firstRank_) * tensorBytes(info.inputs[i]);
+    if (!models_.front()->trainStep(mine.data(), lr, loss, error)) {
+      communicators_.front()->abort(error);
+      error = "rank " + std::to_string(firstRank_) + ": " + error;
+      return false;
+    }
+    return averageOverProcesses(loss, error);
+  }
   if (ranks == 1)
     return models_.front()->trainStep(inputs, lr, loss, error);
-  const ProgramInfo &info = program();
   std::vector<float> losses(size_t(ranks), 0.0f);
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   std::mutex mutex;
@@ -562,7 +661,7 @@ bool RankGroup::readState(std::vector<uint8_t> &region,
                           std::vector<std::vector<uint8_t>> &gathered,
                           std::string &error) {
   const ProgramInfo &info = program();
-  int ranks = size();
+  int ranks = size(), world = worldSize_;
   std::vector<std::vector<uint8_t>> regions(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     if (!models_[size_t(r)]->readWeights(regions[size_t(r)], error))
@@ -587,15 +686,40 @@ bool RankGroup::readState(std::vector<uint8_t> &region,
     // Rank r's shard: its chunk of the parameter's elements, then the tail
     // (the same on every rank).
     int64_t elements = numElements(info.weights[param]);
-    int64_t chunk = elements / ranks, tail = elements % ranks;
+    int64_t chunk = elements / world, tail = elements % world;
     if (numElements(weight) != chunk + tail || weight.dtype != DType::F32) {
       error = std::string("weight '") + weight.name +
               "' is not a shard of parameter '" + info.weights[param].name +
-              "' over " + std::to_string(ranks) + " ranks";
+              "' over " + std::to_string(world) + " ranks";
       return false;
     }
     std::vector<uint8_t> &whole = gathered[size_t(w)];
     whole.resize(size_t(elements) * sizeof(float));
+    if (processes_) {
+      // Ranks in other processes: this rank's chunk and the tail into
+      // place, then the chunks all-gathered on the device (in place).
+      const uint8_t *own = regions[0].data() + weight.offset;
+      std::memcpy(whole.data() + size_t(firstRank_ * chunk) * sizeof(float),
+                  own, size_t(chunk) * sizeof(float));
+      std::memcpy(whole.data() + size_t(world * chunk) * sizeof(float),
+                  own + size_t(chunk) * sizeof(float),
+                  size_t(tail) * sizeof(float));
+      Context &ctx = models_.front()->context();
+      void *buffer = deviceAlloc(ctx, whole.size(), "<save state>");
+      if (buffer) {
+        TensorRef tensor = makeTensor(buffer, DType::F32, 1, &elements);
+        copyToDevice(ctx, buffer, whole.data(), whole.size());
+        allGather(ctx, weight.name, world, tensor);
+        copyToHost(ctx, whole.data(), buffer, whole.size());
+        synchronize(ctx);
+        deviceFree(ctx, buffer);
+      }
+      if (const char *message = contextError(ctx)) {
+        error = message;
+        return false;
+      }
+      continue;
+    }
     for (int r = 0; r < ranks; ++r)
       std::memcpy(whole.data() + size_t(r * chunk) * sizeof(float),
                   regions[size_t(r)].data() + weight.offset,
@@ -625,8 +749,12 @@ std::string RankGroup::describeRanks() const {
   static const char *const shardModes[] = {"none", "optimizer (ZeRO-1)",
                                            "gradients (ZeRO-2)"};
   int mode = std::clamp(info.shardMode, 0, 2);
-  return "data parallel: " + std::to_string(size()) +
-         " ranks (threads of this process), shard " + shardModes[mode] +
+  std::string where = processes_
+                          ? " ranks (processes over NCCL; this is rank " +
+                                std::to_string(firstRank_) + ")"
+                          : " ranks (threads of this process)";
+  return "data parallel: " + std::to_string(worldSize_) + where + ", shard " +
+         shardModes[mode] +
          "; per rank: arena_bytes=" + std::to_string(info.arenaBytes) +
          " weight_bytes=" + std::to_string(info.weightBytes) +
          " parameter_bytes=" + std::to_string(parameters) +

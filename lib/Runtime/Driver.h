@@ -136,38 +136,55 @@ private:
   int rank_ = 0, ranks_ = 1;
 };
 
-/// The ranks of a training program in one process (docs/data-parallel.md):
-/// one Model per rank, each with its own context, arena and weight region,
-/// sharing an in-process communicator (Communicator.h), the ranks of a
-/// step running as threads. A program compiled with --data-parallel N runs
-/// N ranks; any other training program runs one rank, without a
-/// communicator, exactly as a lone Model.
+/// The ranks of a training program (docs/data-parallel.md). A program
+/// compiled with --data-parallel N runs N ranks; any other training program
+/// runs one rank, without a communicator, exactly as a lone Model.
+/// Host backend: all N ranks in this process, one Model per rank, each with
+/// its own context, arena and weight region, sharing an in-process
+/// communicator (Communicator.h), the ranks of a step running as threads.
+/// CUDA backend (ranksAreProcesses()): one rank per process, launched
+/// torchrun-style (LaunchEnvironment: RANK, WORLD_SIZE, LOCAL_RANK), over
+/// NCCL; this process holds one Model, rank firstRank() of worldSize().
 class RankGroup {
 public:
+  ~RankGroup();
   /// `ranks`: 0 takes the program's (ProgramInfo::dataParallelSize, or 1);
-  /// any other value must equal it. Each rank loads the same weights; on
-  /// the host the ranks share the cores (ContextOptions::hostThreads).
+  /// any other value must equal it (and WORLD_SIZE when ranks are
+  /// processes). Each rank loads the same weights; on the host the ranks
+  /// share the cores (ContextOptions::hostThreads).
   bool init(const ProgramInfo *program, int ranks,
             const std::string &weightsPath, bool randomWeights, uint64_t seed,
             std::string &error, ContextOptions options = ContextOptions());
+  /// The ranks this process holds (rank(0) .. rank(size() - 1) are global
+  /// ranks firstRank() ..).
   int size() const { return int(models_.size()); }
+  /// All ranks of the group, in every process.
+  int worldSize() const { return worldSize_; }
+  int firstRank() const { return firstRank_; }
+  /// Whether the ranks are processes (the CUDA backend, NCCL).
+  bool processes() const { return processes_; }
   Model &rank(int r) { return *models_[size_t(r)]; }
   const Model &rank(int r) const { return *models_[size_t(r)]; }
   const ProgramInfo &program() const { return models_.front()->program(); }
   void setRandomSeed(uint64_t seed);
 
-  /// One micro-batch on every rank: input i's buffer holds size() batches
-  /// of the program's input i back to back, rank r taking batch r (the
-  /// global batch split along axis 0). `loss` is the mean of the ranks'
-  /// losses. A rank that fails aborts the communicator, so no rank waits
-  /// for it; the error names the rank that failed first.
+  /// One micro-batch on every rank: input i's buffer holds worldSize()
+  /// batches of the program's input i back to back, rank r taking batch r
+  /// (the global batch split along axis 0; a process takes its own).
+  /// `loss` is the mean of all ranks' losses (averaged over the processes
+  /// with one more all-reduce when ranks are processes). A rank that fails
+  /// aborts the communicator, so no rank of this process waits for it; the
+  /// error names the rank that failed first.
   bool trainStep(const void *const *inputs, float lr, float &loss,
                  std::string &error);
   /// The weight region as one rank would save it: rank 0's, with every
   /// sharded tensor (ProgramInfo::shardOf) replaced by its gathered whole
   /// in `gathered` (name -> bytes of the parameter's shape; shapes from
   /// shardedShape). Also checks that the ranks' parameters agree bit for
-  /// bit (they must after every step; a mismatch is a bug, reported).
+  /// bit (they must after every step; a mismatch is a bug, reported; when
+  /// ranks are processes only this process's ranks are compared). Ranks
+  /// that are processes gather the shards with an all-gather: every
+  /// process must call this at the same point.
   bool readState(std::vector<uint8_t> &region,
                  std::vector<std::vector<uint8_t>> &gathered,
                  std::string &error);
@@ -175,8 +192,18 @@ public:
   std::string describeRanks() const;
 
 private:
+  bool initProcess(const ProgramInfo *program, int ranks,
+                   const std::string &weightsPath, bool randomWeights,
+                   uint64_t seed, std::string &error, ContextOptions options);
+  /// Processes: `value` averaged over every process's rank (a device
+  /// all-reduce of one float on rank(0)'s context).
+  bool averageOverProcesses(float &value, std::string &error);
+
   std::vector<std::unique_ptr<Communicator>> communicators_;
   std::vector<std::unique_ptr<Model>> models_;
+  int worldSize_ = 1, firstRank_ = 0;
+  bool processes_ = false;
+  float *deviceScalar_ = nullptr; ///< on rank(0)'s context (processes)
 };
 
 size_t tensorBytes(const TensorInfo &info);

@@ -16,8 +16,11 @@
 // optimizer steps over batches of its compiled batch size taken from the
 // samples of the input files in order, wrapping around (K micro-batches per
 // step when compiled with --accumulate K), and prints every step's loss.
-// A program compiled with --data-parallel N runs N ranks as N threads
-// (RankGroup), each step taking N batches: rank r gets the r-th.
+// A program compiled with --data-parallel N runs N ranks, each step taking
+// N batches, rank r the r-th: as N threads on the host backend; on the CUDA
+// backend as N processes over NCCL, one per GPU, launched torchrun-style
+// (RANK, WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE; RankGroup), rank 0
+// printing and writing the files.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,7 +62,9 @@ void usage(const char *argv0) {
                "          [--save TRAINED.onnx [--template FILE]] "
                "[--save-weights FILE] [--save-state DIR]\n"
                "          [--output-dir DIR] [--ranks N]  (data-parallel "
-               "programs: N ranks as threads)\n"
+               "programs: host: N ranks as threads;\n"
+               "          CUDA: one process per rank, RANK / WORLD_SIZE / "
+               "LOCAL_RANK / MEMOPT_NCCL_ID_FILE)\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n"
                "          [--profile]  (time every op; CUDA runs eagerly)\n"
@@ -250,7 +255,7 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
           const TrainOptions &options) {
   Model &model = group.rank(0);
   const ProgramInfo &program = model.program();
-  int64_t ranks = group.size();
+  int64_t ranks = group.worldSize();
   std::string error;
   if (options.steps < 0 && options.benchRuns == 0)
     return fail("a training program needs --steps N");
@@ -408,6 +413,9 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
   std::vector<std::vector<uint8_t>> gathered;
   if (!group.readState(region, gathered, error))
     return fail(error);
+  // Ranks that are processes: rank 0 writes the files.
+  if (group.firstRank() != 0)
+    return 0;
 
   if (!options.logPath.empty()) {
     std::string csv =
@@ -628,6 +636,11 @@ int main(int argc, char **argv) {
     if (!group.init(program, int(ranks), weightsPath, randomWeights, seed,
                     error, options))
       return fail(error);
+    // Ranks that are processes (CUDA, NCCL): rank 0 reports, the others
+    // print errors only.
+    if (group.firstRank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      return fail("cannot silence the standard output of rank " +
+                  std::to_string(group.firstRank()));
     group.setRandomSeed(trainOptions.seed);
     trainOptions.benchRuns = benchRuns;
     trainOptions.outputDir = outputDir;

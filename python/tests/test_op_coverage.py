@@ -12,9 +12,9 @@ ALWAYS_REWRITTEN with the rewrite, and the test checks that the rewrite removes 
 
 A new op fails here until it is added to every-op.mlir with kernels on both backends, or to
 ALWAYS_REWRITTEN with a rewrite that the pipeline always applies. The exception: the
-data-parallel collectives (all_reduce, reduce_scatter, all_gather) link on CUDA but fail there
-with a message until an NCCL communicator exists (docs/data-parallel.md); on the host they run
-(over one rank here).
+data-parallel collectives (all_reduce, reduce_scatter, all_gather) are in
+every-training-op.mlir (one rank); they run over a communicator (docs/data-parallel.md): NCCL
+on CUDA (checked on a GPU by scripts/gpu_nccl_check.sh), the in-process one on the host.
 """
 
 import os

@@ -2,6 +2,7 @@
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=4 shard=optimizer" | FileCheck %s --check-prefix=ZERO1
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=4 shard=gradients" | FileCheck %s --check-prefix=ZERO2
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=4 shard=optimizer report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=1 shard=gradients report=true" | FileCheck %s --check-prefix=ONE
 // RUN: not memopt-opt %s --split-input-file --memopt-data-parallel="ranks=0" 2>&1 | FileCheck %s --check-prefix=RANKS
 // RUN: not memopt-opt %s --split-input-file --memopt-data-parallel="ranks=2 shard=zero3" 2>&1 | FileCheck %s --check-prefix=MODE
 
@@ -34,6 +35,12 @@
 // ZERO2-NEXT: memopt.sgd_update {{.*}}shards = 4 : i64
 // ZERO2-NEXT: memopt.all_gather
 // REPORT: memopt-data-parallel: 4 ranks, shard optimizer (ZeRO-1): 1 gradient reduce-scatters, 1 parameter all-gathers; optimizer state per rank 12 of 36 bytes
+// One rank owns every element: shard=gradients is the all-reduce.
+// ONE: memopt-data-parallel: shard gradients over 1 rank is shard none
+// ONE-LABEL: func.func @sgd
+// ONE-SAME: memopt.data_parallel = {ranks = 1 : i64, shard = "none"}
+// ONE: memopt.all_reduce %{{.*}} : (tensor<3x3xf32>) -> tensor<3x3xf32>
+// ONE-NOT: memopt.reduce_scatter
 // RANKS: error: data-parallel ranks must be at least 1, got 0
 // MODE: error: shard 'zero3' is not one of none, optimizer, gradients
 func.func @sgd(%x: tensor<3x3xf32>) {

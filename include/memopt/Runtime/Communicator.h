@@ -16,13 +16,15 @@
 // an abort that unblocks every rank when one of them fails (ncclCommAbort),
 // so a failing rank never leaves the others hanging in a collective.
 //
-// Implementations here: the in-process one (createInProcessCommunicators),
-// N ranks as N threads of one process over host memory, for the host backend
+// Implementations: the in-process one (createInProcessCommunicators), N
+// ranks as N threads of one process over host memory, for the host backend
 // and CI. Its reductions add the ranks' values in rank order (0, 1, ..., N -
 // 1) in double precision for every element, whichever thread computes it,
 // so results are identical on every rank and from run to run (NCCL's ring
 // order depends on the topology and is reproducible only for a fixed one).
-// An NCCL implementation is left for the GPU work (not written untested).
+// And NCCL (createNcclCommunicator, lib/Runtime/NcclCommunicator.cpp): one
+// process per GPU, launched torchrun-style (LaunchEnvironment), NCCL loaded
+// at run time with dlopen, so nothing is needed to build it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +87,59 @@ public:
 /// destroyed. Returns an empty vector for ranks < 1.
 std::vector<std::unique_ptr<Communicator>>
 createInProcessCommunicators(int ranks);
+
+//===----------------------------------------------------------------------===//
+// One process per rank (the CUDA backend, over NCCL)
+//===----------------------------------------------------------------------===//
+
+/// How this process was launched, torchrun-style: RANK, WORLD_SIZE and
+/// LOCAL_RANK (the CUDA device) from the environment, and the file through
+/// which rank 0 hands NCCL's unique id to the others (MEMOPT_NCCL_ID_FILE,
+/// waited for MEMOPT_NCCL_ID_TIMEOUT seconds, 300 by default).
+struct LaunchEnvironment {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  std::string idFile;
+  double idTimeoutSeconds = 300;
+};
+
+/// Reads the launch environment. None of the variables set: one rank
+/// (rank 0 of 1 on device 0). LOCAL_RANK defaults to RANK (one node).
+/// Returns false with a message naming the variable when a value is not a
+/// number, RANK is outside [0, WORLD_SIZE), or WORLD_SIZE > 1 comes without
+/// MEMOPT_NCCL_ID_FILE.
+bool readLaunchEnvironment(LaunchEnvironment &env, std::string &error);
+
+/// The id-file exchange: rank 0 writes `bytes` bytes of `id` (with a
+/// header naming the world size) to `path` through a temporary file
+/// renamed into place, refusing a file left from an earlier launch; the
+/// others poll for it every 10 ms for at most `timeoutSeconds` and check
+/// the header's world size against theirs.
+bool publishUniqueId(const std::string &path, int worldSize, const void *id,
+                     size_t bytes, std::string &error);
+bool waitForUniqueId(const std::string &path, int worldSize,
+                     double timeoutSeconds, void *id, size_t bytes,
+                     std::string &error);
+
+/// This process's rank of an NCCL communicator: loads libnccl.so.2 (the
+/// MEMOPT_NCCL_LIBRARY path, else the dynamic linker's search, e.g.
+/// LD_LIBRARY_PATH), exchanges the unique id (through env.idFile when
+/// env.worldSize > 1) and calls ncclCommInitRank on the current CUDA
+/// device. `deviceScratch` is one f32 of device memory for barrier();
+/// `release` (may be empty) runs when the communicator is destroyed.
+/// nullptr with `error` when NCCL cannot be loaded or initialized.
+std::unique_ptr<Communicator>
+createNcclCommunicator(const LaunchEnvironment &env, float *deviceScratch,
+                       std::function<void()> release, std::string &error);
+
+/// The backend's communicator for ranks that are processes: the CUDA
+/// backend selects device env.localRank and creates an NCCL communicator;
+/// the host backend runs ranks as threads and returns nullptr with an
+/// error. ranksAreProcesses() says which the backend does.
+std::unique_ptr<Communicator>
+createProcessCommunicator(const LaunchEnvironment &env, std::string &error);
+bool ranksAreProcesses();
 
 } // namespace memopt::rt
 

@@ -755,13 +755,21 @@ Communicator *contextCommunicator(Context &ctx);
 int communicatorRank(Context &ctx);
 int communicatorSize(Context &ctx);
 
+/// The micro-step (0 .. K - 1) of the next run as the host knows it: the
+/// driver calls this with the value it writes into the MicroStep weight.
+/// The CUDA collectives decide on the host whether this micro-batch
+/// communicates (an NCCL call cannot be skipped from the device); the host
+/// backend reads the weight itself and ignores this. -1: unknown.
+void setMicroStep(Context &ctx, int64_t microStep);
+
 /// The ops of memopt-data-parallel. `accumulation` as for the updates:
 /// with an accumulator, x is summed into it (x on micro-step 0, added on the
 /// others); with a micro-step, the collective runs on micro-step K - 1
 /// only (over the accumulator when there is one) and does nothing on the
-/// others. All f32. The host backend runs them on the context's
-/// communicator (a program compiled for one rank runs without one); the
-/// CUDA backend has no NCCL communicator yet and fails with a message.
+/// others. All f32. Both backends run them on the context's communicator
+/// (a program compiled for one rank runs without one): the host backend
+/// with the micro-step read from the weight, the CUDA backend (NCCL, on
+/// the context's stream) with the one setMicroStep gave.
 
 /// y = reduction over the ranks of x (y may be x: in place).
 void allReduce(Context &ctx, const char *nodeName,

@@ -1,46 +1,204 @@
 //===- Collectives.cpp - data-parallel collectives on the CUDA backend ----===//
 //
-// Not yet: the CUDA backend has no NCCL communicator (docs/data-parallel.md,
-// "What is left"). A data-parallel program links against these and fails
-// with one clear message at its first collective. The NCCL communicator
-// will implement Communicator (include/memopt/Runtime/Communicator.h) on the
-// context's stream, and these functions will call it as the host backend's
-// do (lib/Runtime/Host/Collectives.cpp), with the micro-step gate read on
-// the host from a value the driver mirrors (a captured graph would keep one
-// graph per gate value).
+// The collective ops of a data-parallel program (Runtime.h, "Data
+// parallel") over the context's communicator, NCCL on the CUDA backend
+// (lib/Runtime/NcclCommunicator.cpp), every call enqueued on the context's
+// stream. The same calls as the host backend's (lib/Runtime/Host/
+// Collectives.cpp): a sharded tensor's equal chunks through one
+// reduce-scatter / all-gather, its tail (fewer elements than ranks) through
+// a small all-reduce; without a communicator (a one-rank program run
+// alone) a collective is a copy.
+//
+// Gradient accumulation: the accumulator sums the gradient on every
+// micro-step (a device copy on micro-step 0, an add on the others, queued on
+// the stream); the collective runs on micro-step K - 1 only. The host
+// backend reads the micro-step from its weight; here the host must know it
+// before it enqueues (or not) an NCCL call, so the driver mirrors the value
+// it writes into the MicroStep weight with setMicroStep. PyTorch DDP's
+// no_sync() makes the same decision on the host. A captured CUDA graph
+// would freeze one micro-step's choice: a context with a communicator runs
+// every step eagerly (CudaContext.cpp, execute) instead of keeping one graph
+// per gate value.
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Internal.h"
+#include "CudaInternal.h"
+#include "memopt/Runtime/Communicator.h"
 
 namespace memopt::rt {
 
+bool ranksAreProcesses() { return true; }
+
+std::unique_ptr<Communicator>
+createProcessCommunicator(const LaunchEnvironment &env, std::string &error) {
+  std::string prefix = "rank " + std::to_string(env.rank) + ": ";
+  int devices = 0;
+  cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess) {
+    error = prefix + "cudaGetDeviceCount failed: " + cudaGetErrorString(status);
+    return nullptr;
+  }
+  if (env.localRank >= devices) {
+    error = prefix + "LOCAL_RANK=" + std::to_string(env.localRank) +
+            " but this machine has " + std::to_string(devices) +
+            " CUDA device(s)";
+    return nullptr;
+  }
+  // ncclCommInitRank binds the communicator to the current device; the
+  // context created next selects the same one (ContextOptions::device).
+  float *scratch = nullptr;
+  if ((status = cudaSetDevice(env.localRank)) != cudaSuccess ||
+      (status = cudaMalloc(&scratch, sizeof(float))) != cudaSuccess) {
+    error = prefix + "cannot use CUDA device " + std::to_string(env.localRank) +
+            ": " + cudaGetErrorString(status);
+    return nullptr;
+  }
+  return createNcclCommunicator(
+      env, scratch, [scratch] { cudaFree(scratch); }, error);
+}
+
+void setMicroStep(Context &ctx, int64_t microStep) {
+  ctx.microStep = microStep;
+}
+
 namespace {
 
-void notYet(Context &ctx, const char *node) {
-  if (hasError(ctx))
-    return;
-  failf(ctx, node,
-        "data-parallel collectives need an NCCL communicator, which the CUDA "
-        "backend does not have yet (docs/data-parallel.md); compile for "
-        "--target host");
+/// The micro-step gate and the accumulation of a collective: sums x into
+/// the accumulator (when there is one) and says whether the collective
+/// runs now; `source` then points to the values it reduces.
+bool gate(Context &ctx, const char *node, const TensorRef &x,
+          const GradientAccumulation *accumulation, const float *&source) {
+  source = static_cast<const float *>(x.data);
+  if (!accumulation)
+    return true;
+  if (!validateAccumulation(ctx, node, x, *accumulation))
+    return false;
+  int64_t micro = ctx.microStep;
+  if (micro < 0 || micro >= accumulation->steps) {
+    failf(ctx, node,
+          "the host does not know the micro-step of this run (%lld; the "
+          "driver sets it with setMicroStep before each of the %lld "
+          "micro-batches)",
+          (long long)micro, (long long)accumulation->steps);
+    return false;
+  }
+  if (accumulation->accumulator.data) {
+    TensorRef sum = accumulation->accumulator;
+    if (micro == 0)
+      copy(ctx, node, x, sum);
+    else
+      binary(ctx, node, BinaryOp::Add, sum, x, sum);
+    if (hasError(ctx))
+      return false;
+    source = static_cast<const float *>(sum.data);
+  }
+  return micro == accumulation->steps - 1;
+}
+
+/// The communicator, checked against the ranks the program was compiled
+/// for; nullptr with no error for a one-rank program run alone.
+Communicator *communicatorFor(Context &ctx, const char *node, int64_t ranks,
+                              bool &ok) {
+  Communicator *comm = contextCommunicator(ctx);
+  int size = comm ? comm->size() : 1;
+  ok = ranks < 1 || size == ranks;
+  if (!ok)
+    failf(ctx, node,
+          "the program was compiled for %lld data-parallel ranks; this run "
+          "has %d",
+          (long long)ranks, size);
+  return comm;
+}
+
+void failed(Context &ctx, const char *node, const char *call,
+            Communicator &comm) {
+  failf(ctx, node, "%s failed: %s", call, comm.error().c_str());
+}
+
+void copyElements(Context &ctx, const char *node, float *to, const float *from,
+                  size_t count) {
+  if (to != from && count)
+    checkCuda(ctx, node,
+              cudaMemcpyAsync(to, from, count * sizeof(float),
+                              cudaMemcpyDeviceToDevice, ctx.stream),
+              "cudaMemcpyAsync");
 }
 
 } // namespace
 
-void allReduce(Context &ctx, const char *node, CollectiveReduction, TensorRef,
-               TensorRef, const GradientAccumulation *) {
-  notYet(ctx, node);
+void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
+               TensorRef x, TensorRef y,
+               const GradientAccumulation *accumulation) {
+  const float *source = nullptr;
+  bool ok = false;
+  if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, 0, ok);
+  if (!gate(ctx, node, x, accumulation, source))
+    return;
+  auto *out = static_cast<float *>(y.data);
+  size_t count = size_t(x.numElements());
+  if (!comm) {
+    copyElements(ctx, node, out, source, count);
+    return;
+  }
+  if (!comm->allReduce(source, out, count, reduction, ctx.stream))
+    failed(ctx, node, "all_reduce", *comm);
 }
 
-void reduceScatter(Context &ctx, const char *node, CollectiveReduction, int64_t,
-                   TensorRef, TensorRef, const GradientAccumulation *) {
-  notYet(ctx, node);
+void reduceScatter(Context &ctx, const char *node,
+                   CollectiveReduction reduction, int64_t ranks, TensorRef x,
+                   TensorRef y, const GradientAccumulation *accumulation) {
+  if (hasError(ctx))
+    return;
+  if (ranks < 1) {
+    failf(ctx, node, "reduce_scatter over %lld ranks", (long long)ranks);
+    return;
+  }
+  int64_t elements = x.numElements();
+  int64_t chunk = elements / ranks, tail = elements % ranks;
+  const float *source = nullptr;
+  bool ok = false;
+  if (!validateCollective(ctx, node, x, y, chunk + tail))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  if (!ok || !gate(ctx, node, x, accumulation, source))
+    return;
+  auto *out = static_cast<float *>(y.data);
+  if (!comm) { // one rank: its chunk is everything
+    copyElements(ctx, node, out, source, size_t(elements));
+    return;
+  }
+  if (chunk > 0 &&
+      !comm->reduceScatter(source, out, size_t(chunk), reduction, ctx.stream)) {
+    failed(ctx, node, "reduce_scatter", *comm);
+    return;
+  }
+  if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
+                                   size_t(tail), reduction, ctx.stream))
+    failed(ctx, node, "all_reduce (tail)", *comm);
 }
 
-void allGather(Context &ctx, const char *node, int64_t, TensorRef,
-               const GradientAccumulation *) {
-  notYet(ctx, node);
+void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
+               const GradientAccumulation *accumulation) {
+  if (hasError(ctx))
+    return;
+  if (ranks < 1) {
+    failf(ctx, node, "all_gather over %lld ranks", (long long)ranks);
+    return;
+  }
+  const float *source = nullptr;
+  bool ok = false;
+  if (!validateCollective(ctx, node, param, param, param.numElements()))
+    return;
+  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
+    return;
+  int64_t chunk = param.numElements() / ranks;
+  auto *p = static_cast<float *>(param.data);
+  if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
+                                    size_t(chunk), ctx.stream))
+    failed(ctx, node, "all_gather", *comm);
 }
 
 } // namespace memopt::rt

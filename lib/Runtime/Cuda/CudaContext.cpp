@@ -4,7 +4,8 @@
 // allocation besides the caller's arena and weights is the fixed cuBLASLt
 // workspace. `execute` runs eagerly once (cuDNN / cuBLASLt algorithm choice
 // happens then), captures the second run into a CUDA graph and replays it
-// afterwards, as TensorRT and onnxruntime's CUDA graph mode do.
+// afterwards, as TensorRT and onnxruntime's CUDA graph mode do; a
+// data-parallel context (one with a communicator) runs every step eagerly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -316,6 +317,14 @@ void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
     ++ctx.runs;
     synchronize(ctx);
     memoryInfo(ctx);
+    return;
+  }
+  // Data parallel: whether a collective calls NCCL depends on the
+  // micro-step, known on the host (Collectives.cpp), which a captured graph
+  // would freeze; such programs run eagerly.
+  if (ctx.options.communicator) {
+    body(ctx, user);
+    ++ctx.runs;
     return;
   }
   if (!ctx.graphExec) {

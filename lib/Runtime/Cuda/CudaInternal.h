@@ -80,6 +80,10 @@ struct Context {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peakUsedBytes = 0;
+  /// The micro-step of the run in progress as the driver set it
+  /// (setMicroStep; -1: not set): the data-parallel collectives decide on
+  /// the host whether this micro-batch communicates.
+  int64_t microStep = -1;
   // Per-op instrumentation (ContextOptions::profile / dumpDirectory):
   // opEvents[0] is recorded when a run starts, opEvents[k] after the k-th
   // op of the run, whose index, node and kind are opLabels[k - 1].

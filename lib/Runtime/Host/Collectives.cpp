@@ -74,6 +74,20 @@ void failed(Context &ctx, const char *node, const char *call,
 
 } // namespace
 
+// The host backend runs data-parallel ranks as threads of one process, each
+// with the in-process communicator (RankGroup), and reads the micro-step
+// from the weight region, which is host memory.
+bool ranksAreProcesses() { return false; }
+
+std::unique_ptr<Communicator>
+createProcessCommunicator(const LaunchEnvironment &, std::string &error) {
+  error = "the host backend runs data-parallel ranks as threads of one "
+          "process (--ranks), not as processes";
+  return nullptr;
+}
+
+void setMicroStep(Context &, int64_t) {}
+
 void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
                TensorRef x, TensorRef y,
                const GradientAccumulation *accumulation) {

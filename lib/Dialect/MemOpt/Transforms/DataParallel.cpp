@@ -196,6 +196,15 @@ void DataParallelPass::runOnOperation() {
         << shard << "' is not one of none, optimizer, gradients";
     return signalPassFailure();
   }
+  // One rank owns every element: a shard is the whole parameter, so ZeRO
+  // degenerates to the all-reduce (a copy over one rank), as DeepSpeed's
+  // ZeRO runs unsharded on a world of one.
+  if (ranks == 1 && shard != "none") {
+    if (report)
+      llvm::outs() << "memopt-data-parallel: shard " << shard
+                   << " over 1 rank is shard none\n";
+    shard = "none";
+  }
   bool collectives = false;
   SmallVector<Operation *> updates;
   function.walk([&](Operation *op) {

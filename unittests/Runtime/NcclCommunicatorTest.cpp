@@ -1,0 +1,349 @@
+//===- NcclCommunicatorTest.cpp - NCCL launch and communicator ------------===//
+//
+// What runs without a GPU: the torchrun-style environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE) and its errors; the id-file
+// exchange (atomic publish, a reader that starts first, a stale file, a
+// timeout, a file for another world size); a missing or wrong NCCL library
+// (one message, the release callback still runs); and the calls the
+// communicator makes, through a stand-in library (FakeNccl.cpp) that records
+// their arguments: ncclFloat32 = 7, ncclSum = 0, ncclAvg = 4, counts,
+// in-place pointers, the stream, and abort.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Runtime/Communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <map>
+#include <thread>
+#include <unistd.h>
+
+using namespace memopt::rt;
+
+namespace {
+
+/// Sets (or, with nullptr, unsets) environment variables for one test and
+/// restores them after.
+class Environment {
+public:
+  ~Environment() {
+    for (auto &entry : saved_) {
+      if (entry.second.first)
+        setenv(entry.first.c_str(), entry.second.second.c_str(), 1);
+      else
+        unsetenv(entry.first.c_str());
+    }
+  }
+  void set(const char *name, const char *value) {
+    if (!saved_.count(name)) {
+      const char *old = std::getenv(name);
+      saved_[name] = {old != nullptr, old ? old : ""};
+    }
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  /// A clean launch environment: none of the variables set.
+  void clear() {
+    for (const char *name :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MEMOPT_NCCL_ID_FILE",
+          "MEMOPT_NCCL_ID_TIMEOUT", "MEMOPT_NCCL_LIBRARY"})
+      set(name, nullptr);
+  }
+
+private:
+  std::map<std::string, std::pair<bool, std::string>> saved_;
+};
+
+std::string temporaryPath(const char *stem) {
+  std::string path =
+      ::testing::TempDir() + stem + "." + std::to_string(getpid()) + "." +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::remove(path.c_str());
+  return path;
+}
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(LaunchEnvironment, NothingSetIsOneRank) {
+  Environment env;
+  env.clear();
+  LaunchEnvironment launch;
+  std::string error;
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.rank, 0);
+  EXPECT_EQ(launch.worldSize, 1);
+  EXPECT_EQ(launch.localRank, 0);
+  EXPECT_EQ(launch.idTimeoutSeconds, 300);
+}
+
+TEST(LaunchEnvironment, TorchrunVariables) {
+  Environment env;
+  env.clear();
+  env.set("RANK", "3");
+  env.set("WORLD_SIZE", "4");
+  env.set("LOCAL_RANK", "1");
+  env.set("MEMOPT_NCCL_ID_FILE", "/tmp/id");
+  env.set("MEMOPT_NCCL_ID_TIMEOUT", "2.5");
+  LaunchEnvironment launch;
+  std::string error;
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.rank, 3);
+  EXPECT_EQ(launch.worldSize, 4);
+  EXPECT_EQ(launch.localRank, 1);
+  EXPECT_EQ(launch.idFile, "/tmp/id");
+  EXPECT_EQ(launch.idTimeoutSeconds, 2.5);
+  // LOCAL_RANK defaults to RANK (one node).
+  env.set("LOCAL_RANK", nullptr);
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.localRank, 3);
+  // WORLD_SIZE=1 needs no id file.
+  env.clear();
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "1");
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.worldSize, 1);
+}
+
+TEST(LaunchEnvironment, Errors) {
+  struct Case {
+    const char *rank, *world, *local, *file, *timeout, *expected;
+  } cases[] = {
+      {"0", "2", "0", nullptr, nullptr, "needs MEMOPT_NCCL_ID_FILE"},
+      {"2", "2", "0", "/tmp/id", nullptr, "RANK=2 is not below WORLD_SIZE=2"},
+      {"0", "two", "0", "/tmp/id", nullptr, "WORLD_SIZE='two'"},
+      {"0", "0", "0", "/tmp/id", nullptr, "WORLD_SIZE='0'"},
+      {"-1", "2", "0", "/tmp/id", nullptr, "RANK='-1'"},
+      {"0", "2", "x", "/tmp/id", nullptr, "LOCAL_RANK='x'"},
+      {"1", nullptr, nullptr, "/tmp/id", nullptr, "without WORLD_SIZE"},
+      {nullptr, "2", nullptr, "/tmp/id", nullptr, "without RANK"},
+      {"0", "2", "0", "/tmp/id", "0", "MEMOPT_NCCL_ID_TIMEOUT='0'"},
+  };
+  for (const Case &c : cases) {
+    Environment env;
+    env.clear();
+    env.set("RANK", c.rank);
+    env.set("WORLD_SIZE", c.world);
+    env.set("LOCAL_RANK", c.local);
+    env.set("MEMOPT_NCCL_ID_FILE", c.file);
+    env.set("MEMOPT_NCCL_ID_TIMEOUT", c.timeout);
+    LaunchEnvironment launch;
+    std::string error;
+    EXPECT_FALSE(readLaunchEnvironment(launch, error)) << c.expected;
+    EXPECT_TRUE(contains(error, c.expected)) << error;
+  }
+}
+
+TEST(UniqueIdFile, PublishThenRead) {
+  std::string path = temporaryPath("nccl-id");
+  unsigned char id[128], got[128] = {};
+  for (int i = 0; i < 128; ++i)
+    id[i] = (unsigned char)(i * 7 + 1);
+  std::string error;
+  ASSERT_TRUE(publishUniqueId(path, 4, id, sizeof id, error)) << error;
+  ASSERT_TRUE(waitForUniqueId(path, 4, 1.0, got, sizeof got, error)) << error;
+  EXPECT_EQ(std::memcmp(id, got, sizeof id), 0);
+  // No temporary file is left next to it.
+  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK),
+            0);
+  // A file left by an earlier launch is refused by rank 0...
+  EXPECT_FALSE(publishUniqueId(path, 4, id, sizeof id, error));
+  EXPECT_TRUE(contains(error, "exists already")) << error;
+  // ... and by a rank of another world size.
+  EXPECT_FALSE(waitForUniqueId(path, 2, 1.0, got, sizeof got, error));
+  EXPECT_TRUE(contains(error, "written for 4 ranks")) << error;
+  std::remove(path.c_str());
+}
+
+TEST(UniqueIdFile, ReaderStartsFirst) {
+  std::string path = temporaryPath("nccl-id");
+  unsigned char id[128], got[128] = {};
+  std::memset(id, 0x33, sizeof id);
+  std::string readError;
+  bool read = false;
+  std::thread reader([&] {
+    read = waitForUniqueId(path, 2, 10.0, got, sizeof got, readError);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string error;
+  ASSERT_TRUE(publishUniqueId(path, 2, id, sizeof id, error)) << error;
+  reader.join();
+  ASSERT_TRUE(read) << readError;
+  EXPECT_EQ(std::memcmp(id, got, sizeof id), 0);
+  std::remove(path.c_str());
+}
+
+TEST(UniqueIdFile, TimeoutAndForeignFile) {
+  std::string path = temporaryPath("nccl-id");
+  unsigned char got[128];
+  std::string error;
+  EXPECT_FALSE(waitForUniqueId(path, 2, 0.05, got, sizeof got, error));
+  EXPECT_TRUE(contains(error, "did not write the NCCL id file")) << error;
+  EXPECT_TRUE(contains(error, "0.05 s")) << error;
+  FILE *file = std::fopen(path.c_str(), "wb");
+  ASSERT_TRUE(file);
+  std::fputs("not an id", file);
+  std::fclose(file);
+  EXPECT_FALSE(waitForUniqueId(path, 2, 1.0, got, sizeof got, error));
+  EXPECT_TRUE(contains(error, "is not one memopt wrote")) << error;
+  std::remove(path.c_str());
+}
+
+TEST(NcclLibrary, MissingLibraryIsOneMessage) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", "/nonexistent/libnccl.so.2");
+  int released = 0;
+  std::string error;
+  auto comm = createNcclCommunicator(
+      LaunchEnvironment(), nullptr, [&] { ++released; }, error);
+  EXPECT_FALSE(comm);
+  EXPECT_EQ(released, 1);
+  EXPECT_TRUE(contains(error, "cannot load NCCL: dlopen(\"/nonexistent/"
+                              "libnccl.so.2\") failed"))
+      << error;
+}
+
+TEST(NcclLibrary, NotNccl) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", "libm.so.6");
+  std::string error;
+  auto comm = createNcclCommunicator(LaunchEnvironment(), nullptr, {}, error);
+  EXPECT_FALSE(comm);
+  EXPECT_TRUE(contains(error, "'libm.so.6' is not an NCCL library: it lacks "
+                              "ncclGetVersion, ncclGetUniqueId"))
+      << error;
+}
+
+struct FakeCall {
+  char name[32];
+  const void *send;
+  void *recv;
+  size_t count;
+  int datatype, op, root;
+  void *comm, *stream;
+};
+
+TEST(NcclCommunicator, CallsThroughTheLibrary) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  void *fake = dlopen(MEMOPT_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(fake) << dlerror();
+  auto lastCall =
+      reinterpret_cast<const FakeCall *(*)()>(dlsym(fake, "fakeNcclLastCall"));
+  auto liveComms =
+      reinterpret_cast<int (*)()>(dlsym(fake, "fakeNcclLiveComms"));
+  ASSERT_TRUE(lastCall && liveComms);
+
+  float scratch = 0;
+  int released = 0;
+  std::string error;
+  auto comm = createNcclCommunicator(
+      LaunchEnvironment(), &scratch, [&] { ++released; }, error);
+  ASSERT_TRUE(comm) << error;
+  EXPECT_EQ(liveComms(), 1);
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  void *stream = reinterpret_cast<void *>(0x1234);
+
+  float a[5] = {1, 2, 3, 4, 5}, b[5] = {};
+  ASSERT_TRUE(comm->allReduce(a, b, 5, CollectiveReduction::Average, stream))
+      << comm->error();
+  const FakeCall *call = lastCall();
+  EXPECT_STREQ(call->name, "ncclAllReduce");
+  EXPECT_EQ(call->send, a);
+  EXPECT_EQ(call->recv, b);
+  EXPECT_EQ(call->count, 5u);
+  EXPECT_EQ(call->datatype, 7); // ncclFloat32
+  EXPECT_EQ(call->op, 4);       // ncclAvg
+  EXPECT_EQ(call->stream, stream);
+  EXPECT_EQ(b[4], 5.0f);
+
+  ASSERT_TRUE(comm->reduceScatter(a, a, 3, CollectiveReduction::Sum, stream));
+  EXPECT_STREQ(call->name, "ncclReduceScatter");
+  EXPECT_EQ(call->op, 0); // ncclSum
+  EXPECT_EQ(call->count, 3u);
+  EXPECT_EQ(call->send, call->recv); // in place
+
+  ASSERT_TRUE(comm->allGather(b + 1, b, 2, stream));
+  EXPECT_STREQ(call->name, "ncclAllGather");
+  EXPECT_EQ(call->count, 2u);
+  EXPECT_EQ(call->datatype, 7);
+
+  ASSERT_TRUE(comm->broadcast(a, b, 4, 0, stream));
+  EXPECT_STREQ(call->name, "ncclBroadcast");
+  EXPECT_EQ(call->root, 0);
+  EXPECT_FALSE(comm->broadcast(a, b, 4, 1, stream));
+  EXPECT_TRUE(contains(comm->error(), "broadcast from rank 1"))
+      << comm->error();
+
+  ASSERT_TRUE(comm->barrier(stream));
+  EXPECT_STREQ(call->name, "ncclAllReduce");
+  EXPECT_EQ(call->send, &scratch);
+  EXPECT_EQ(call->count, 1u);
+
+  // Zero elements: no call at all (NCCL would accept it, but nothing to do).
+  ASSERT_TRUE(comm->allReduce(a, b, 0, CollectiveReduction::Sum, stream));
+  EXPECT_STREQ(call->name, "ncclAllReduce");
+  EXPECT_EQ(call->count, 1u);
+
+  comm->abort("a kernel failed");
+  EXPECT_STREQ(call->name, "ncclCommAbort");
+  EXPECT_EQ(liveComms(), 0);
+  EXPECT_FALSE(comm->allReduce(a, b, 5, CollectiveReduction::Sum, stream));
+  EXPECT_EQ(comm->error(), "rank 0: a kernel failed");
+  comm.reset();
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(liveComms(), 0); // an aborted communicator is not destroyed again
+}
+
+TEST(NcclCommunicator, DestroyedWithoutAbort) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  void *fake = dlopen(MEMOPT_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(fake) << dlerror();
+  auto liveComms =
+      reinterpret_cast<int (*)()>(dlsym(fake, "fakeNcclLiveComms"));
+  std::string error;
+  int before = liveComms();
+  {
+    auto comm = createNcclCommunicator(LaunchEnvironment(), nullptr, {}, error);
+    ASSERT_TRUE(comm) << error;
+    EXPECT_EQ(liveComms(), before + 1);
+    EXPECT_FALSE(comm->barrier(nullptr)); // no device scratch
+    EXPECT_TRUE(contains(comm->error(), "no device scratch"));
+  }
+  EXPECT_EQ(liveComms(), before);
+}
+
+TEST(NcclCommunicator, InitFailureNamesTheRank) {
+  // Two ranks against the one-rank stand-in: rank 0 publishes the id, then
+  // ncclCommInitRank fails; the message names the rank and NCCL's error,
+  // and the id file is removed.
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  LaunchEnvironment launch;
+  launch.worldSize = 2;
+  launch.idFile = temporaryPath("nccl-id");
+  std::string error;
+  auto comm = createNcclCommunicator(launch, nullptr, {}, error);
+  EXPECT_FALSE(comm);
+  EXPECT_TRUE(contains(error, "rank 0: ncclCommInitRank: invalid usage"))
+      << error;
+  EXPECT_NE(access(launch.idFile.c_str(), F_OK), 0);
+}
+
+} // namespace
