@@ -926,8 +926,9 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   if (biasGradient && !adaptor.getBias())
     return inferError(loc, name, "bias_gradient needs a bias");
   if (biasGradient && !output.getElementType().isF32())
-    return inferError(loc, name, "bias_gradient needs f32 operands (the bias "
-                                 "gradient kernels are f32 only)");
+    return inferError(loc, name,
+                      "bias_gradient needs f32 operands (the bias "
+                      "gradient kernels are f32 only)");
   // dQ, dK, dV: the operands' last two axes with the broadcast batch axes.
   ArrayRef<int64_t> batch = output.getShape().drop_back(2);
   for (Value operand : {adaptor.getQ(), adaptor.getK(), adaptor.getV()}) {
