@@ -1519,10 +1519,13 @@ def cmd_report(args):
         for opt in OPTIMIZERS:
             key = f"{name}.{opt}"
             m = merged["memopt"].get(key, {})
-            t = merged["torch"].get(f"{name}.tf32=off", {}).get("runs", {})
+            # TF32 off, else PyTorch's defaults (`--tf32 default`, what AMP runs used).
+            t = (merged["torch"].get(f"{name}.tf32=off") or
+                 merged["torch"].get(f"{name}.tf32=default", {})).get("runs", {})
             t32 = merged["torch"].get(f"{name}.tf32=on", {}).get("runs", {})
             e, c = t.get(f"eager.{opt}", {}), t.get(f"compile.{opt}", {})
-            cb = t.get(f"compile-budget.{opt}", {})
+            cb = (t.get(f"compile-budget.{opt}") or
+                  t.get(f"compile-budget=0.5.{opt}", {}))
             e32, c32 = t32.get(f"eager.{opt}", {}), t32.get(f"compile.{opt}", {})
             suffix = precision_suffix(precision)
             rep = prepare["configs"].get(key + suffix, {}).get("report", {}).get("training",
