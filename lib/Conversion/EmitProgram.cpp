@@ -259,6 +259,13 @@ private:
     return text + "    accumulation.microStep = " + ref(microStep) +
            ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
   }
+  /// The optional trailing arguments of an update call and its end: the
+  /// accumulation (needed as nullptr when scaling follows) and the scaling.
+  static std::string updateTail(Value microStep, Value lossScale) {
+    return std::string(microStep ? ", &accumulation"
+                                 : (lossScale ? ", nullptr" : "")) +
+           (lossScale ? ", &scaling" : "") + ");\n  }\n";
+  }
   /// The `LossScaling scaling` local of an update under loss scaling (""
   /// without).
   std::string lossScaling(Value scale, Value foundInf, Value state) {
@@ -1441,10 +1448,7 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
              << ", " << view(update.getGrad()) << ", "
              << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
              << ref(update.getLr())
-             << (update.getMicroStep()
-                     ? ", &accumulation"
-                     : (update.getLossScale() ? ", nullptr" : ""))
-             << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+             << updateTail(update.getMicroStep(), update.getLossScale());
         };
         if (update.getShards() > 1)
           return emitShardedUpdate(op, update.getParam(), update.getShards(),
@@ -1471,10 +1475,7 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
              << ", " << view(update.getGrad()) << ", "
              << view(update.getExpAvg()) << ", " << view(update.getExpAvgSq())
              << ", " << ref(update.getLr()) << ", " << ref(update.getStep())
-             << (update.getMicroStep()
-                     ? ", &accumulation"
-                     : (update.getLossScale() ? ", nullptr" : ""))
-             << (update.getLossScale() ? ", &scaling" : "") << ");\n  }\n";
+             << updateTail(update.getMicroStep(), update.getLossScale());
         };
         if (update.getShards() > 1)
           return emitShardedUpdate(op, update.getParam(), update.getShards(),

@@ -75,6 +75,24 @@ int communicatorSize(Context &ctx) {
   return comm ? comm->size() : 1;
 }
 
+Communicator *collectiveCommunicator(Context &ctx, const char *node,
+                                     int64_t ranks, bool &ok) {
+  Communicator *comm = contextCommunicator(ctx);
+  int size = comm ? comm->size() : 1;
+  ok = ranks < 1 || size == ranks;
+  if (!ok)
+    failf(ctx, node,
+          "the program was compiled for %lld data-parallel ranks; this run "
+          "has %d",
+          (long long)ranks, size);
+  return comm;
+}
+
+void failCollective(Context &ctx, const char *node, const char *call,
+                    Communicator &comm) {
+  failf(ctx, node, "%s failed: %s", call, comm.error().c_str());
+}
+
 int64_t TensorRef::numElements() const {
   int64_t n = 1;
   for (int i = 0; i < rank; ++i)

@@ -341,6 +341,14 @@ bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
 /// Data-parallel collectives: F32 x and y, y holding `yElements` elements.
 bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
                         const TensorRef &y, int64_t yElements);
+/// The context's communicator, checked against the `ranks` the program was
+/// compiled for (`ranks` < 1: any); nullptr with `ok` for a one-rank program
+/// run alone. Both backends' collectives start here.
+Communicator *collectiveCommunicator(Context &ctx, const char *node,
+                                     int64_t ranks, bool &ok);
+/// Fails the context with the communicator's error for `call`.
+void failCollective(Context &ctx, const char *node, const char *call,
+                    Communicator &comm);
 
 /// ONNX Resize: the source coordinate of output index `o` along an axis.
 MEMOPT_HOST_DEVICE inline float resizeSourceCoordinate(CoordinateMode mode,

@@ -95,26 +95,6 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   return micro == accumulation->steps - 1;
 }
 
-/// The communicator, checked against the ranks the program was compiled
-/// for; nullptr with no error for a one-rank program run alone.
-Communicator *communicatorFor(Context &ctx, const char *node, int64_t ranks,
-                              bool &ok) {
-  Communicator *comm = contextCommunicator(ctx);
-  int size = comm ? comm->size() : 1;
-  ok = ranks < 1 || size == ranks;
-  if (!ok)
-    failf(ctx, node,
-          "the program was compiled for %lld data-parallel ranks; this run "
-          "has %d",
-          (long long)ranks, size);
-  return comm;
-}
-
-void failed(Context &ctx, const char *node, const char *call,
-            Communicator &comm) {
-  failf(ctx, node, "%s failed: %s", call, comm.error().c_str());
-}
-
 void copyElements(Context &ctx, const char *node, float *to, const float *from,
                   size_t count) {
   if (to != from && count)
@@ -133,7 +113,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
   bool ok = false;
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
-  Communicator *comm = communicatorFor(ctx, node, 0, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
   if (!gate(ctx, node, x, accumulation, source))
     return;
   auto *out = static_cast<float *>(y.data);
@@ -143,7 +123,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
     return;
   }
   if (!comm->allReduce(source, out, count, reduction, ctx.stream))
-    failed(ctx, node, "all_reduce", *comm);
+    failCollective(ctx, node, "all_reduce", *comm);
 }
 
 void reduceScatter(Context &ctx, const char *node,
@@ -161,7 +141,7 @@ void reduceScatter(Context &ctx, const char *node,
   bool ok = false;
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
-  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
   auto *out = static_cast<float *>(y.data);
@@ -171,12 +151,12 @@ void reduceScatter(Context &ctx, const char *node,
   }
   if (chunk > 0 &&
       !comm->reduceScatter(source, out, size_t(chunk), reduction, ctx.stream)) {
-    failed(ctx, node, "reduce_scatter", *comm);
+    failCollective(ctx, node, "reduce_scatter", *comm);
     return;
   }
   if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
                                    size_t(tail), reduction, ctx.stream))
-    failed(ctx, node, "all_reduce (tail)", *comm);
+    failCollective(ctx, node, "all_reduce (tail)", *comm);
 }
 
 void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
@@ -191,14 +171,14 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   bool ok = false;
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;
-  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
     return;
   int64_t chunk = param.numElements() / ranks;
   auto *p = static_cast<float *>(param.data);
   if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
                                     size_t(chunk), ctx.stream))
-    failed(ctx, node, "all_gather", *comm);
+    failCollective(ctx, node, "all_gather", *comm);
 }
 
 } // namespace memopt::rt

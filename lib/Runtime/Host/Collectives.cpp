@@ -52,26 +52,6 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   return micro == float(accumulation->steps - 1);
 }
 
-/// The communicator, checked against the ranks the program was compiled
-/// for; nullptr with no error for a one-rank program run alone.
-Communicator *communicatorFor(Context &ctx, const char *node, int64_t ranks,
-                              bool &ok) {
-  Communicator *comm = contextCommunicator(ctx);
-  int size = comm ? comm->size() : 1;
-  ok = ranks < 1 || size == ranks;
-  if (!ok)
-    failf(ctx, node,
-          "the program was compiled for %lld data-parallel ranks; this run "
-          "has %d",
-          (long long)ranks, size);
-  return comm;
-}
-
-void failed(Context &ctx, const char *node, const char *call,
-            Communicator &comm) {
-  failf(ctx, node, "%s failed: %s", call, comm.error().c_str());
-}
-
 } // namespace
 
 // The host backend runs data-parallel ranks as threads of one process, each
@@ -95,7 +75,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
   bool ok = false;
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
-  Communicator *comm = communicatorFor(ctx, node, 0, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
   if (!gate(ctx, node, x, accumulation, source))
     return;
   auto *out = static_cast<float *>(y.data);
@@ -106,7 +86,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
     return;
   }
   if (!comm->allReduce(source, out, count, reduction, nullptr))
-    failed(ctx, node, "all_reduce", *comm);
+    failCollective(ctx, node, "all_reduce", *comm);
 }
 
 void reduceScatter(Context &ctx, const char *node,
@@ -124,7 +104,7 @@ void reduceScatter(Context &ctx, const char *node,
   bool ok = false;
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
-  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
   auto *out = static_cast<float *>(y.data);
@@ -134,12 +114,12 @@ void reduceScatter(Context &ctx, const char *node,
   }
   if (chunk > 0 &&
       !comm->reduceScatter(source, out, size_t(chunk), reduction, nullptr)) {
-    failed(ctx, node, "reduce_scatter", *comm);
+    failCollective(ctx, node, "reduce_scatter", *comm);
     return;
   }
   if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
                                    size_t(tail), reduction, nullptr))
-    failed(ctx, node, "all_reduce (tail)", *comm);
+    failCollective(ctx, node, "all_reduce (tail)", *comm);
 }
 
 void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
@@ -154,14 +134,14 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   bool ok = false;
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;
-  Communicator *comm = communicatorFor(ctx, node, ranks, ok);
+  Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
     return;
   int64_t chunk = param.numElements() / ranks;
   auto *p = static_cast<float *>(param.data);
   if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
                                     size_t(chunk), nullptr))
-    failed(ctx, node, "all_gather", *comm);
+    failCollective(ctx, node, "all_gather", *comm);
 }
 
 } // namespace memopt::rt

@@ -6,7 +6,7 @@
 // The filter gradient reaches its update in f16 under dynamic loss scaling
 // (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
 // The data-parallel collectives run over one rank (no communicator: copies;
-// the CUDA build links their not-yet-NCCL entry points).
+// the CUDA backend runs them over NCCL when a communicator exists).
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
