@@ -41,6 +41,7 @@ struct ConvPlan {
   /// algorithm cudnnFind timed out fine returned CUDNN_STATUS_BAD_PARAM).
   int fallbackAlgos[8] = {};
   size_t fallbackBytes[8] = {};
+  int fallbackMaths[8] = {}; ///< each fallback's cudnnMathType_t
   int numFallbacks = 0;
   bool useFallback = false; ///< own direct kernel (asymmetric pads)
   /// The epilogue (bias, activation, residual) of a forward conv: either
@@ -131,6 +132,12 @@ void matmulWithWorkspace(Context &ctx, const char *node,
                          const TensorRef *bias, TensorRef c, void *workspace,
                          size_t workspaceBytes);
 
+/// Holds ctx.stream for `microseconds` (a kernel spinning on the GPU's
+/// global timer), so the calls the host enqueues behind it run back to back
+/// and CUDA events around them time the GPU alone, not the host's launch
+/// overhead (nvbench's blocking kernel); in Kernels.cu. Returns false if the
+/// launch failed.
+bool launchStreamHold(Context &ctx, float microseconds);
 /// Launchers implemented in ElementwiseKernels.cu, used by CudaLibraries.cpp.
 /// y = act(y + bias[c] + residual) in place; the channel of element i is
 /// (i / spatial) % channels (channels-last: spatial = 1). bias and residual

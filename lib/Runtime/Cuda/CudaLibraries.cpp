@@ -23,6 +23,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
 #include <vector>
 
 namespace memopt::rt {
@@ -435,16 +438,104 @@ bool setTensorDesc(Context &ctx, const char *node,
                     "cudnnSetTensorNdDescriptor");
 }
 
-/// The first usable algorithm becomes the plan's, later ones its fallbacks.
-void addConvCandidate(ConvPlan &plan, int algo, size_t bytes) {
-  if (plan.algo < 0) {
-    plan.algo = algo;
-    plan.workspaceBytes = bytes;
-  } else if (plan.numFallbacks < 8) {
-    plan.fallbackAlgos[plan.numFallbacks] = algo;
-    plan.fallbackBytes[plan.numFallbacks] = bytes;
-    ++plan.numFallbacks;
+/// MEMOPT_CONV_LOG=1: every call site's algorithm search and epilogue timing
+/// on stderr, one line each (what cuDNN offered, within the planned
+/// workspace or not, and what the plan kept), to tell a slow kernel choice
+/// from a slow kernel.
+bool convLogEnabled() {
+  static const bool enabled = [] {
+    const char *env = std::getenv("MEMOPT_CONV_LOG");
+    return env && *env && std::string(env) != "0";
+  }();
+  return enabled;
+}
+
+/// The search's results as "algo:ms:bytes:math[:status]" entries.
+template <typename Perf>
+void logConvSearch(const char *node, const char *what, const ConvGeometry &g,
+                   DType dtype, const void *workspace, size_t workspaceBytes,
+                   bool heuristic, const Perf *perf, int returned) {
+  if (!convLogEnabled())
+    return;
+  std::string line;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                "memopt conv: %s %s %s %s n=%lld c=%lld k=%lld in=%lldx%lld "
+                "kernel=%lldx%lld stride=%lld group=%lld ws=%zu align=%d %s:",
+                node ? node : "?", what, dtypeName(dtype),
+                g.channelsLast ? "nhwc" : "nchw", (long long)g.batch,
+                (long long)g.inChannels, (long long)g.outChannels,
+                (long long)g.in[1], (long long)g.in[2], (long long)g.kernel[1],
+                (long long)g.kernel[2], (long long)g.strides[1],
+                (long long)g.group, workspaceBytes, alignmentOf(workspace),
+                heuristic ? "heuristic" : "found");
+  line = buf;
+  for (int i = 0; i < returned; ++i) {
+    std::snprintf(buf, sizeof(buf), " %d:%.4f:%zu:%d", int(perf[i].algo),
+                  double(perf[i].time), perf[i].memory, int(perf[i].mathType));
+    line += buf;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS)
+      line += ":" + std::to_string(int(perf[i].status));
+    else if (perf[i].memory > workspaceBytes)
+      line += ":ws";
   }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+/// One usable result of cuDNN's algorithm search.
+struct ConvCandidate {
+  int algo = 0;
+  size_t bytes = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  float ms = 0; ///< measured by timeConvCandidates, else cuDNN's
+};
+
+/// The first candidate becomes the plan's algorithm (its math type set on the
+/// descriptor), later ones its fallbacks.
+bool setConvCandidates(Context &ctx, const char *node, ConvPlan &plan,
+                       const std::vector<ConvCandidate> &candidates) {
+  for (const ConvCandidate &c : candidates) {
+    if (plan.algo < 0) {
+      plan.algo = c.algo;
+      plan.workspaceBytes = c.bytes;
+      if (!checkCudnn(ctx, node, cudnnSetConvolutionMathType(plan.conv, c.math),
+                      "cudnnSetConvolutionMathType"))
+        return false;
+    } else if (plan.numFallbacks < 8) {
+      plan.fallbackAlgos[plan.numFallbacks] = c.algo;
+      plan.fallbackBytes[plan.numFallbacks] = c.bytes;
+      plan.fallbackMaths[plan.numFallbacks] = int(c.math);
+      ++plan.numFallbacks;
+    }
+  }
+  return true;
+}
+
+/// Milliseconds per call of `runs` calls of `launch` between CUDA events
+/// after one warm-up call, or a negative value when a call or an event fails.
+/// The stream is held while the host enqueues the timed calls: cuDNN 9's
+/// legacy convolution calls cost 0.1-0.2 ms of host time each, more than the
+/// GPU time of a channels-last f16 convolution at batch 32, so timing them
+/// back to back from the host measured the host (IMPLICIT_GEMM then won
+/// over IMPLICIT_PRECOMP_GEMM's tensor cores by its cheaper setup, on an
+/// H100). Graph replays, where the program spends its time, have no host
+/// cost.
+template <typename Launch>
+float timeCalls(Context &ctx, cudaEvent_t begin, cudaEvent_t end, int runs,
+                Launch &&launch) {
+  if (!launch() || cudaStreamSynchronize(ctx.stream) != cudaSuccess ||
+      !launchStreamHold(ctx, 300.0f * float(runs) + 200.0f))
+    return -1.0f;
+  cudaEventRecord(begin, ctx.stream);
+  for (int run = 0; run < runs; ++run)
+    if (!launch())
+      return -1.0f;
+  cudaEventRecord(end, ctx.stream);
+  float ms = 0;
+  if (cudaEventSynchronize(end) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
+    return -1.0f;
+  return ms / float(runs);
 }
 
 /// Which cuDNN convolution a plan runs: conv, ConvTranspose (the backward
@@ -455,6 +546,83 @@ const char *directionName(ConvDirection direction) {
   return direction == ConvDirection::Forward        ? "Conv"
          : direction == ConvDirection::BackwardData ? "ConvTranspose"
                                                     : "conv filter gradient";
+}
+
+/// The search's usable results (run successfully, within the workspace), in
+/// its order.
+template <typename Perf>
+void collectCandidates(const Perf *perf, int returned, size_t workspaceBytes,
+                       std::vector<ConvCandidate> &candidates) {
+  for (int i = 0; i < returned; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        perf[i].memory <= workspaceBytes)
+      candidates.push_back(
+          {int(perf[i].algo), perf[i].memory, perf[i].mathType, perf[i].time});
+}
+
+cudnnStatus_t callConv(Context &ctx, ConvPlan &plan, ConvDirection direction,
+                       const TensorRef &x, const TensorRef &w,
+                       const TensorRef &y, void *workspace, float beta);
+
+/// Re-times the search's fastest candidates (at most kTimedCandidates), one
+/// warm-up and three calls each, and orders them by that time. cudnnFind*Ex
+/// times each algorithm once: on an H100 its times for ResNet-50's f16
+/// channels-last convolutions were 5-10x the steady state and swapped
+/// IMPLICIT_GEMM (CUDA cores) with IMPLICIT_PRECOMP_GEMM (tensor cores) from
+/// run to run, so 6 to 12 of the 53 call sites kept the slow kernel
+/// (MEMOPT_CONV_LOG). PyTorch's cudnn.benchmark and the matmul plans here
+/// (fastestMatmulAlgo) time the same way. The calls write y (as the search
+/// did): the caller saved a residual that y aliases.
+void timeConvCandidates(Context &ctx, const char *node, ConvPlan &plan,
+                        ConvDirection direction, const TensorRef &x,
+                        const TensorRef &w, const TensorRef &y, void *workspace,
+                        std::vector<ConvCandidate> &candidates) {
+  constexpr size_t kTimedCandidates = 4;
+  size_t timed = std::min(candidates.size(), kTimedCandidates);
+  if (timed < 2)
+    return;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  if (cudaEventCreate(&begin) != cudaSuccess ||
+      cudaEventCreate(&end) != cudaSuccess) {
+    cudaGetLastError();
+    if (begin)
+      cudaEventDestroy(begin);
+    return;
+  }
+  for (size_t i = 0; i < timed; ++i) {
+    ConvCandidate &c = candidates[i];
+    plan.algo = c.algo;
+    plan.workspaceBytes = c.bytes;
+    float ms = -1.0f;
+    if (cudnnSetConvolutionMathType(plan.conv, c.math) == CUDNN_STATUS_SUCCESS)
+      ms = timeCalls(ctx, begin, end, 3, [&] {
+        return callConv(ctx, plan, direction, x, w, y, workspace, 0.0f) ==
+               CUDNN_STATUS_SUCCESS;
+      });
+    // A candidate that fails here goes last among the timed ones.
+    c.ms = ms >= 0 ? ms : std::numeric_limits<float>::max();
+  }
+  cudaGetLastError(); // a failed candidate's launch error is not the call's
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  plan.algo = -1;
+  plan.workspaceBytes = 0;
+  std::stable_sort(candidates.begin(), candidates.begin() + timed,
+                   [](const ConvCandidate &a, const ConvCandidate &b) {
+                     return a.ms < b.ms;
+                   });
+  if (convLogEnabled()) {
+    std::string line = "memopt conv: " + std::string(node ? node : "?") + " " +
+                       directionName(direction) + " timed:";
+    char buf[64];
+    for (size_t i = 0; i < timed; ++i) {
+      std::snprintf(buf, sizeof(buf), " %d:%.4f:%zu:%d", candidates[i].algo,
+                    double(candidates[i].ms), candidates[i].bytes,
+                    int(candidates[i].math));
+      line += buf;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
@@ -520,6 +688,7 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
 
   constexpr int kRequested = 8;
   int returned = 0;
+  std::vector<ConvCandidate> candidates;
   if (direction == ConvDirection::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
     cudnnStatus_t status =
@@ -532,10 +701,18 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
                             workspace, workspaceBytes);
     if (!checkCudnn(ctx, node, status, "cudnn forward algorithm search"))
       return false;
-    for (int i = 0; i < returned; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          perf[i].memory <= workspaceBytes)
-        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
+    logConvSearch(node, "Conv", g, x.dtype, workspace, workspaceBytes,
+                  ctx.capturing, perf, returned);
+    if (convLogEnabled() && !ctx.capturing) {
+      cudnnConvolutionFwdAlgoPerf_t heur[kRequested];
+      int count = 0;
+      if (cudnnGetConvolutionForwardAlgorithm_v7(
+              ctx.dnn, plan.x, plan.w, plan.conv, plan.y, kRequested, &count,
+              heur) == CUDNN_STATUS_SUCCESS)
+        logConvSearch(node, "Conv", g, x.dtype, workspace, workspaceBytes, true,
+                      heur, count);
+    }
+    collectCandidates(perf, returned, workspaceBytes, candidates);
   } else if (direction == ConvDirection::BackwardData) {
     // ConvTranspose = backward data of the conv y -> x with the same filter.
     cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
@@ -549,10 +726,18 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
                             workspace, workspaceBytes);
     if (!checkCudnn(ctx, node, status, "cudnn backward-data algorithm search"))
       return false;
-    for (int i = 0; i < returned; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          perf[i].memory <= workspaceBytes)
-        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
+    logConvSearch(node, "ConvTranspose", g, x.dtype, workspace, workspaceBytes,
+                  ctx.capturing, perf, returned);
+    if (convLogEnabled() && !ctx.capturing) {
+      cudnnConvolutionBwdDataAlgoPerf_t heur[kRequested];
+      int count = 0;
+      if (cudnnGetConvolutionBackwardDataAlgorithm_v7(
+              ctx.dnn, plan.w, plan.x, plan.conv, plan.y, kRequested, &count,
+              heur) == CUDNN_STATUS_SUCCESS)
+        logConvSearch(node, "ConvTranspose", g, x.dtype, workspace,
+                      workspaceBytes, true, heur, count);
+    }
+    collectCandidates(perf, returned, workspaceBytes, candidates);
   } else {
     // Filter gradient: x and dy (y here) in, dw (w here) out.
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kRequested];
@@ -567,19 +752,30 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
     if (!checkCudnn(ctx, node, status,
                     "cudnn backward-filter algorithm search"))
       return false;
-    for (int i = 0; i < returned; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          perf[i].memory <= workspaceBytes)
-        addConvCandidate(plan, int(perf[i].algo), perf[i].memory);
+    logConvSearch(node, "FilterGrad", g, x.dtype, workspace, workspaceBytes,
+                  ctx.capturing, perf, returned);
+    if (convLogEnabled() && !ctx.capturing) {
+      cudnnConvolutionBwdFilterAlgoPerf_t heur[kRequested];
+      int count = 0;
+      if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+              ctx.dnn, plan.x, plan.y, plan.conv, plan.w, kRequested, &count,
+              heur) == CUDNN_STATUS_SUCCESS)
+        logConvSearch(node, "FilterGrad", g, x.dtype, workspace, workspaceBytes,
+                      true, heur, count);
+    }
+    collectCandidates(perf, returned, workspaceBytes, candidates);
   }
-  if (plan.algo < 0) {
+  if (candidates.empty()) {
     failf(ctx, node,
           "cuDNN has no %s algorithm within the %zu-byte workspace the plan "
           "reserved",
           directionName(direction), workspaceBytes);
     return false;
   }
-  return true;
+  if (!ctx.capturing)
+    timeConvCandidates(ctx, node, plan, direction, x, w, y, workspace,
+                       candidates);
+  return setConvCandidates(ctx, node, plan, candidates);
 }
 
 /// What follows a forward convolution: y = act(conv + bias + residual).
@@ -679,10 +875,13 @@ bool runConv(Context &ctx, const char *node, ConvPlan &plan,
          plan.numFallbacks > 0) {
     plan.algo = plan.fallbackAlgos[0];
     plan.workspaceBytes = plan.fallbackBytes[0];
+    cudnnSetConvolutionMathType(plan.conv,
+                                cudnnMathType_t(plan.fallbackMaths[0]));
     --plan.numFallbacks;
     for (int i = 0; i < plan.numFallbacks; ++i) {
       plan.fallbackAlgos[i] = plan.fallbackAlgos[i + 1];
       plan.fallbackBytes[i] = plan.fallbackBytes[i + 1];
+      plan.fallbackMaths[i] = plan.fallbackMaths[i + 1];
     }
     status = callConv(ctx, plan, direction, x, w, y, workspace, beta);
   }
@@ -771,18 +970,7 @@ void chooseEpilogue(Context &ctx, const char *node, ConvPlan &plan,
     return;
   }
   auto time = [&](auto &&launch) -> float {
-    if (!launch())
-      return -1.0f;
-    cudaEventRecord(begin, ctx.stream);
-    for (int run = 0; run < 3; ++run)
-      if (!launch())
-        return -1.0f;
-    cudaEventRecord(end, ctx.stream);
-    float ms = 0;
-    if (cudaEventSynchronize(end) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
-      return -1.0f;
-    return ms;
+    return timeCalls(ctx, begin, end, 3, launch);
   };
   // The separate path as it would run, without the in-place accumulation
   // (y holds no residual during the timing).
@@ -822,6 +1010,13 @@ void chooseEpilogue(Context &ctx, const char *node, ConvPlan &plan,
     }
   }
   cudaGetLastError(); // a failed candidate's launch error is not the call's
+  if (convLogEnabled())
+    std::fprintf(stderr,
+                 "memopt conv: %s epilogue separate=%.4fms (algo %d) "
+                 "fused=%.4fms (algo %d, %d tried) -> %s\n",
+                 node ? node : "?", double(plan.separateMs), plan.algo,
+                 double(plan.fusedMs), plan.fusedAlgo, tried,
+                 plan.fusedAlgo >= 0 ? "fused" : "separate");
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
 }

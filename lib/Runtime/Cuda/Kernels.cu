@@ -924,6 +924,21 @@ __global__ void resizeLinearKernel(const T *x, T *y, int64_t n,
 // Public entry points
 //===----------------------------------------------------------------------===//
 
+namespace {
+__global__ void streamHoldKernel(uint64_t nanoseconds) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+} // namespace
+
+bool launchStreamHold(Context &ctx, float microseconds) {
+  streamHoldKernel<<<1, 1, 0, ctx.stream>>>(uint64_t(microseconds * 1000.0f));
+  return cudaGetLastError() == cudaSuccess;
+}
+
 bool launchDirectConv(Context &ctx, const char *node, const ConvGeometry &g,
                       TensorRef x, TensorRef w, TensorRef y, bool accumulate) {
   int64_t n = y.numElements();

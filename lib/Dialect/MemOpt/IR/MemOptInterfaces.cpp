@@ -56,4 +56,14 @@ int64_t mlir::memopt::detail::libraryWorkspaceBytes(Operation *op) {
   return std::min(largest, kMaxWorkspaceBytes);
 }
 
+int64_t mlir::memopt::detail::convWorkspaceBytes(Operation *op) {
+  constexpr int64_t kFloorBytes = int64_t(1) << 20;
+  constexpr int64_t kMaxConvWorkspaceBytes = int64_t(1) << 30;
+  int64_t bytes = libraryWorkspaceBytes(op);
+  if (bytes < kFloorBytes)
+    return bytes;
+  return std::max(bytes,
+                  std::min(2 * defaultBytesMoved(op), kMaxConvWorkspaceBytes));
+}
+
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.cpp.inc"

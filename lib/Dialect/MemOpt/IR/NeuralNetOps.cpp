@@ -436,7 +436,7 @@ bool ConvResidualOp::canWriteInPlace(unsigned operandIndex) {
 }
 
 int64_t ConvResidualOp::getWorkspaceBytes() {
-  return detail::libraryWorkspaceBytes(*this);
+  return detail::convWorkspaceBytes(*this);
 }
 
 int64_t ConvResidualOp::getFlops() {
@@ -446,7 +446,7 @@ int64_t ConvResidualOp::getFlops() {
 }
 
 int64_t ConvOp::getWorkspaceBytes() {
-  return detail::libraryWorkspaceBytes(*this);
+  return detail::convWorkspaceBytes(*this);
 }
 
 int64_t ConvOp::getFlops() {
@@ -532,7 +532,7 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 }
 
 int64_t ConvTransposeOp::getWorkspaceBytes() {
-  return detail::libraryWorkspaceBytes(*this);
+  return detail::convWorkspaceBytes(*this);
 }
 
 int64_t ConvTransposeOp::getFlops() {

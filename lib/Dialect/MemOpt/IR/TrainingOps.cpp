@@ -167,7 +167,7 @@ int64_t ConvBackwardFilterOp::getFlops() {
 }
 
 int64_t ConvBackwardFilterOp::getWorkspaceBytes() {
-  return detail::libraryWorkspaceBytes(*this);
+  return detail::convWorkspaceBytes(*this);
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,19 @@ int64_t defaultBytesMoved(Operation *op);
 /// (planner::growIntoFreeSpace), so a workspace never raises the arena by
 /// more than the floor.
 int64_t libraryWorkspaceBytes(Operation *op);
+/// cuDNN convolutions (forward, data and filter gradients): the library-call
+/// policy, raised to twice the bytes the call reads and writes (at most
+/// 1 GiB) once that policy asks for the 1 MiB floor or more. cuDNN's
+/// tensor-core algorithms on channels-first tensors transpose the input and
+/// the output into their workspace: on an H100 they asked for 1.0 to 1.74x
+/// (x + y) on ResNet-50's f16 and TF32 training convolutions, and without
+/// that room the search fell back to CUDA-core kernels (MEMOPT_CONV_LOG,
+/// docs/layout.md). Twice the traffic covers them; since the floor stays
+/// 1 MiB, the larger wish never raises the arena: it only lets the
+/// convolutions off the peak take the free bytes around them. Small
+/// convolutions keep the library policy (their whole wish counts in the
+/// arena, and a tiny model keeps a tiny arena).
+int64_t convWorkspaceBytes(Operation *op);
 } // namespace detail
 
 /// How an op may run when a model is compiled for a low float type (f16 or
