@@ -1230,6 +1230,7 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << (grad.getKeyTransposed() ? "true" : "false")
            << ";\n    params.safeSoftmax = "
            << (grad.getSafeSoftmax() ? "true" : "false") << ";\n";
+        emitTf32(op);
         if (grad.getDbias())
           os << "    TensorRef dbias = " << ref(grad.getDbias()) << ";\n";
         os << "    attentionBackward(ctx, " << node << ", params, "

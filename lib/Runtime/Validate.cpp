@@ -414,10 +414,13 @@ bool validateAttentionBackward(Context &ctx, const char *node,
   return true;
 }
 
-size_t attentionBackwardChunkBytes(int64_t items, int64_t queries,
-                                   int64_t keys) {
+size_t attentionBackwardChunkBytes(int64_t items, int64_t queries, int64_t keys,
+                                   DType dtype) {
   size_t scores = size_t(items) * size_t(queries) * size_t(keys);
-  return 2 * ((scores * sizeof(float) + 255) / 256 * 256);
+  size_t bytes = 2 * ((scores * sizeof(float) + 255) / 256 * 256);
+  if (dtype != DType::F32)
+    bytes += 2 * ((scores * dtypeSize(dtype) + 255) / 256 * 256);
+  return bytes;
 }
 
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,

@@ -141,3 +141,20 @@ func.func @attention_workspace_grows(%big: tensor<16384xf32>, %q: tensor<2x64x16
   %y = memopt.attention %q2, %k, %v {scale = 0.25 : f32} : (tensor<2x64x16xf32>, tensor<2x64x16xf32>, tensor<2x64x16xf32>) -> tensor<2x64x16xf32>
   return %y : tensor<2x64x16xf32>
 }
+
+// -----
+
+// An f16 attention backward's optional workspace holds, besides the two f32
+// score buffers (S, dP: 2 x 2 x 64 x 64 x 4 = 64 KiB), P and dS in f16 for
+// the gradient GEMMs (2 x 2 x 64 x 64 x 2 = 32 KiB): 96 KiB grow into the
+// 256 KiB that the dead exponentials leave free; the arena stays max-live.
+// CHECK-LABEL: func.func @attention_grad_f16_workspace
+// CHECK-SAME: memopt.arena_size = 262148 : i64, memopt.max_live = 262148 : i64
+// CHECK: memopt.attention_grad {{.*}}memopt.workspace_size = 98304 : i64
+func.func @attention_grad_f16_workspace(%big: tensor<65536xf32>, %q: tensor<2x64x16xf16>, %y: tensor<2x64x16xf16>, %lse: tensor<2x64x2xf32>) -> (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>) {
+  %e = memopt.exp %big : tensor<65536xf32>
+  %s = memopt.reduce_sum %e {axes = array<i64: 0>} : (tensor<65536xf32>) -> tensor<1xf32>
+  %l = memopt.add %lse, %s : (tensor<2x64x2xf32>, tensor<1xf32>) -> tensor<2x64x2xf32>
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %y, %y, %l {scale = 0.25 : f32} : (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x2xf32>) -> (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>)
+  return %dq, %dk, %dv : tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>
+}

@@ -1291,9 +1291,9 @@ std::vector<Case> buildCases() {
                 2}})
     for (int64_t chunks : {int64_t(0), int64_t(3)})
       for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-        // f16 / bf16 (mixed-precision training): the fused kernels, no
+        // f16 / bf16 (mixed-precision training): fused and chunked, no
         // trained bias.
-        if (dt != DType::F32 && (chunks || a.biasGradient))
+        if (dt != DType::F32 && a.biasGradient)
           continue;
         cases.push_back(
             {std::string("attention_backward_") + a.name +
@@ -1344,8 +1344,9 @@ std::vector<Case> buildCases() {
                size_t forwardBytes =
                    chunks ? attentionChunkBytes(items, queries, keys, dt) : 0;
                size_t backwardBytes =
-                   chunks ? attentionBackwardChunkBytes(items, queries, keys)
-                          : 0;
+                   chunks
+                       ? attentionBackwardChunkBytes(items, queries, keys, dt)
+                       : 0;
                void *workspace =
                    chunks
                        ? s.empty(DType::F32, {int64_t(std::max(forwardBytes,
@@ -1605,7 +1606,9 @@ std::vector<Case> buildCases() {
            TensorRef bad = s.upload(low, {n}, values);
            std::vector<TensorRef> outputs;
            for (TensorRef g : {grad, bad}) {
-             TensorRef grads[2] = {g, f32grad};
+             // The low gradient second: its inf is in chunk 1 of the
+             // second tensor of the launch (kFoundInfChunk = 4096).
+             TensorRef grads[2] = {f32grad, g};
              foundInf(*s.ctx, "found_inf", grads, 2, &sum, 1, &micro, found);
              outputs.push_back(s.empty(DType::F32, {}));
              copy(*s.ctx, "flag", found, outputs.back());
@@ -1667,6 +1670,77 @@ std::vector<Case> buildCases() {
                      int perm4[4] = {0, 2, 1, 3};
                      transpose(*s.ctx, "transpose_mid", perm4, z, w);
                      return std::vector<TensorRef>{y, w};
+                   }});
+  // The copy paths of transpose / slice (Kernels.cu launchStridedCopy):
+  // inner runs kept (Swin's window partition, head transposes) in 16- and
+  // 8-byte vectors, a tiled transpose with batch dims on both sides of the
+  // moved contiguous dim, and slices of whole, offset and reversed rows.
+  cases.push_back({"transpose_window_partition_f16", 0, [](Suite &s) {
+                     TensorRef x = s.random(DType::F16, {2, 3, 7, 4, 7, 12});
+                     TensorRef y = s.empty(DType::F16, {2, 3, 4, 7, 7, 12});
+                     TensorRef z = s.random(DType::F16, {2, 2, 7, 3, 7, 16});
+                     TensorRef w = s.empty(DType::F16, {2, 2, 3, 7, 7, 16});
+                     int perm[6] = {0, 1, 3, 2, 4, 5};
+                     transpose(*s.ctx, "partition12", perm, x, y);
+                     transpose(*s.ctx, "partition16", perm, z, w);
+                     return std::vector<TensorRef>{y, w};
+                   }});
+  cases.push_back({"transpose_heads_f32_bf16", 0, [](Suite &s) {
+                     TensorRef x = s.random(DType::F32, {2, 5, 3, 4, 8});
+                     TensorRef y = s.empty(DType::F32, {3, 2, 4, 5, 8});
+                     int perm[5] = {2, 0, 3, 1, 4};
+                     transpose(*s.ctx, "qkv_heads", perm, x, y);
+                     TensorRef a = s.random(DType::BF16, {3, 9, 4, 6});
+                     TensorRef b = s.empty(DType::BF16, {3, 4, 9, 6});
+                     int perm2[4] = {0, 2, 1, 3};
+                     transpose(*s.ctx, "heads_odd", perm2, a, b);
+                     return std::vector<TensorRef>{y, b};
+                   }});
+  cases.push_back(
+      {"transpose_tiled_batch_dims", 0, [](Suite &s) {
+         TensorRef x = s.random(DType::F32, {3, 5, 6, 37});
+         TensorRef y = s.empty(DType::F32, {37, 5, 3, 6});
+         int perm[4] = {3, 1, 0, 2};
+         transpose(*s.ctx, "tiled_f32", perm, x, y);
+         TensorRef a = s.random(DType::U8, {4, 33, 2, 9}, 1, 200, true);
+         TensorRef b = s.empty(DType::U8, {2, 9, 4, 33});
+         int perm2[4] = {2, 3, 0, 1};
+         transpose(*s.ctx, "tiled_u8", perm2, a, b);
+         TensorRef c = s.random(DType::I64, {6, 40, 3}, 1, 1000);
+         TensorRef d = s.empty(DType::I64, {3, 6, 40});
+         int perm3[3] = {2, 0, 1};
+         transpose(*s.ctx, "tiled_i64", perm3, c, d);
+         return std::vector<TensorRef>{y, b, d};
+       }});
+  cases.push_back({"slice_rows_vectorized", 0, [](Suite &s) {
+                     TensorRef x = s.random(DType::F16, {4, 10, 24});
+                     TensorRef y = s.empty(DType::F16, {2, 6, 24});
+                     int64_t starts[3] = {1, 2, 0}, steps[3] = {1, 1, 1};
+                     slice(*s.ctx, "whole_rows", starts, steps, x, y);
+                     TensorRef a = s.empty(DType::F16, {4, 10, 16});
+                     int64_t starts2[3] = {0, 0, 3};
+                     slice(*s.ctx, "offset_rows", starts2, steps, x, a);
+                     TensorRef b = s.empty(DType::F16, {4, 10, 20});
+                     int64_t starts3[3] = {0, 0, 2};
+                     slice(*s.ctx, "offset_rows_4b", starts3, steps, x, b);
+                     TensorRef c = s.empty(DType::F16, {3, 5, 24});
+                     int64_t starts4[3] = {3, 9, 0}, steps4[3] = {-1, -2, 1};
+                     slice(*s.ctx, "reversed_rows", starts4, steps4, x, c);
+                     TensorRef d = s.empty(DType::F16, {1, 10, 24});
+                     int64_t starts5[3] = {2, 0, 0};
+                     slice(*s.ctx, "one_block", starts5, steps, x, d);
+                     return std::vector<TensorRef>{y, a, b, c, d};
+                   }});
+  cases.push_back({"gather_rows_vectorized", 0, [](Suite &s) {
+                     TensorRef x = s.random(DType::F32, {3, 10, 12});
+                     TensorRef idx = s.ints(DType::I64, {4}, {9, 0, -1, 4});
+                     TensorRef y = s.empty(DType::F32, {3, 4, 12});
+                     gather(*s.ctx, "gather_axis1", 1, x, idx, y);
+                     TensorRef t = s.random(DType::F16, {50, 6});
+                     TensorRef i2 = s.ints(DType::I32, {3}, {7, 49, 0});
+                     TensorRef z = s.empty(DType::F16, {3, 6});
+                     gather(*s.ctx, "gather_f16_rows", 0, t, i2, z);
+                     return std::vector<TensorRef>{y, z};
                    }});
   cases.push_back({"slice_steps", 0, [](Suite &s) {
                      TensorRef x = s.random(DType::F32, {9, 20, 6});
@@ -1960,6 +2034,43 @@ int runPerf(Context *ctx, const std::string &filter) {
          int perm[4] = {0, 2, 3, 1};
          transpose(c, "tr", perm, t[0], t[1]);
        }},
+      {"transpose_f16_swin_window_32x8x7x8x7x96", 2.0 * 2 * 32 * 56 * 56 * 96,
+       0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {32, 8, 7, 8, 7, 96}),
+              s.empty(DType::F16, {32, 8, 8, 7, 7, 96})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         int perm[6] = {0, 1, 3, 2, 4, 5};
+         transpose(c, "tr", perm, t[0], t[1]);
+       }},
+      {"transpose_f16_heads_8x512x12x64", 2.0 * 2 * 8 * 512 * 768, 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {8, 512, 12, 64}),
+              s.empty(DType::F16, {8, 12, 512, 64})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         int perm[4] = {0, 2, 1, 3};
+         transpose(c, "tr", perm, t[0], t[1]);
+       }},
+      {"transpose_f16_keys_8x12x512x64", 2.0 * 2 * 8 * 512 * 768, 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F16, {8, 512, 12, 64}),
+              s.empty(DType::F16, {8, 12, 64, 512})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         int perm[4] = {0, 2, 3, 1};
+         transpose(c, "tr", perm, t[0], t[1]);
+       }},
+      {"slice_f32_half_rows_4096x2304", 2.0 * 4 * 4096 * 768, 0,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         t = {s.random(DType::F32, {4096, 2304}),
+              s.empty(DType::F32, {4096, 768})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         int64_t starts[2] = {0, 768}, steps[2] = {1, 1};
+         slice(c, "sl", starts, steps, t[0], t[1]);
+       }},
       {"matmul_bf16_4096^3", 0, 2.0 * 4096 * 4096 * 4096,
        [&](Suite &s, std::vector<TensorRef> &t) {
          t = {s.random(DType::BF16, {4096, 4096}),
@@ -2059,7 +2170,8 @@ int runPerf(Context *ctx, const std::string &filter) {
            }});
     }
 
-  // The attention backward (f32) at ViT-B/16 (32 images x 12 heads x 197
+  // The attention backward (f32, and f16 as mixed-precision training runs
+  // it) at ViT-B/16 (32 images x 12 heads x 197
   // tokens x 64) and GPT-2 small (8 x 12 heads x 512 x 64, causal): the
   // fused kernels against the chunked path with a workspace for 1 / chunks
   // of the batch; and the forward with its row statistics (training's
@@ -2074,63 +2186,65 @@ int runPerf(Context *ctx, const std::string &filter) {
   for (const BackwardPerf &a :
        {BackwardPerf{"vit", 32, 197, false, {0, 1, 2, 4}},
         BackwardPerf{"gpt2", 8, 512, true, {0, 1, 2, 4, 8}}})
-    for (int64_t chunks : a.chunks) {
-      int64_t heads = a.batch * 12, tokens = a.tokens;
-      std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
-      std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
-      int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
-      size_t forwardBytes =
-          chunks ? attentionChunkBytes(items, tokens, tokens, DType::F32) : 0;
-      size_t backwardBytes =
-          chunks ? attentionBackwardChunkBytes(items, tokens, tokens) : 0;
-      double scores = a.causal ? double(tokens) * (tokens + 1) / 2
-                               : double(tokens) * tokens;
-      std::string suffix =
-          std::string("_b") + std::to_string(a.batch) +
-          (chunks ? "_chunks" + std::to_string(chunks) : std::string("_fused"));
-      auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
-        t = {s.random(DType::F32, shape),
-             s.random(DType::F32, shape),
-             s.random(DType::F32, shape),
-             s.empty(DType::F32, shape),
-             s.empty(DType::F32, statShape),
-             s.random(DType::F32, shape, 0.1, 1.0),
-             s.empty(DType::F32, shape),
-             s.empty(DType::F32, shape),
-             s.empty(DType::F32, shape),
-             s.empty(
-                 DType::F32,
-                 {std::max<int64_t>(
-                     1, int64_t(std::max(forwardBytes, backwardBytes) / 4))})};
-        AttentionParams p;
-        p.scale = 0.125f;
-        p.causal = a.causal;
-        attention(*s.ctx, "attn", p, t[0], t[1], t[2], nullptr, t[3],
-                  forwardBytes ? t[9].data : nullptr, forwardBytes, &t[4]);
-      };
-      perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix, 0,
-                       4.0 * heads * scores * 64, setup,
-                       [=](Context &c, std::vector<TensorRef> &t) {
-                         AttentionParams p;
-                         p.scale = 0.125f;
-                         p.causal = a.causal;
-                         attention(c, "attn", p, t[0], t[1], t[2], nullptr,
-                                   t[3], forwardBytes ? t[9].data : nullptr,
-                                   forwardBytes, &t[4]);
-                       }});
-      perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
-                       10.0 * heads * scores * 64, setup,
-                       [=](Context &c, std::vector<TensorRef> &t) {
-                         AttentionParams p;
-                         p.scale = 0.125f;
-                         p.causal = a.causal;
-                         attentionBackward(c, "attn_grad", p, t[0], t[1], t[2],
-                                           nullptr, t[3], t[5], t[4], t[6],
-                                           t[7], t[8], nullptr,
-                                           backwardBytes ? t[9].data : nullptr,
-                                           backwardBytes);
-                       }});
-    }
+    for (DType dt : {DType::F32, DType::F16})
+      for (int64_t chunks : a.chunks) {
+        int64_t heads = a.batch * 12, tokens = a.tokens;
+        std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
+        std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
+        int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
+        size_t forwardBytes =
+            chunks ? attentionChunkBytes(items, tokens, tokens, dt) : 0;
+        size_t backwardBytes =
+            chunks ? attentionBackwardChunkBytes(items, tokens, tokens, dt) : 0;
+        double scores = a.causal ? double(tokens) * (tokens + 1) / 2
+                                 : double(tokens) * tokens;
+        std::string suffix = std::string("_b") + std::to_string(a.batch) +
+                             (chunks ? "_chunks" + std::to_string(chunks)
+                                     : std::string("_fused")) +
+                             (dt == DType::F32 ? "" : "_f16");
+        auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
+          t = {s.random(dt, shape),
+               s.random(dt, shape),
+               s.random(dt, shape),
+               s.empty(dt, shape),
+               s.empty(DType::F32, statShape),
+               s.random(dt, shape, 0.1, 1.0),
+               s.empty(dt, shape),
+               s.empty(dt, shape),
+               s.empty(dt, shape),
+               s.empty(DType::F32,
+                       {std::max<int64_t>(
+                           1, int64_t(std::max(forwardBytes, backwardBytes) /
+                                      4))})};
+          AttentionParams p;
+          p.scale = 0.125f;
+          p.causal = a.causal;
+          attention(*s.ctx, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                    forwardBytes ? t[9].data : nullptr, forwardBytes, &t[4]);
+        };
+        perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix,
+                         0, 4.0 * heads * scores * 64, setup,
+                         [=](Context &c, std::vector<TensorRef> &t) {
+                           AttentionParams p;
+                           p.scale = 0.125f;
+                           p.causal = a.causal;
+                           attention(c, "attn", p, t[0], t[1], t[2], nullptr,
+                                     t[3], forwardBytes ? t[9].data : nullptr,
+                                     forwardBytes, &t[4]);
+                         }});
+        perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
+                         10.0 * heads * scores * 64, setup,
+                         [=](Context &c, std::vector<TensorRef> &t) {
+                           AttentionParams p;
+                           p.scale = 0.125f;
+                           p.causal = a.causal;
+                           attentionBackward(
+                               c, "attn_grad", p, t[0], t[1], t[2], nullptr,
+                               t[3], t[5], t[4], t[6], t[7], t[8], nullptr,
+                               backwardBytes ? t[9].data : nullptr,
+                               backwardBytes);
+                         }});
+      }
 
   for (Perf &p : perfs) {
     if (!filter.empty() && p.name.find(filter) == std::string::npos)

@@ -464,8 +464,9 @@ void attention(Context &ctx, const char *nodeName,
 /// and v with y's batch dims (no broadcast: summing broadcast axes back is
 /// the caller's); `dbias` (optional) has the bias's own shape and receives
 /// dS summed over the axes the bias broadcasts along. A fully masked row
-/// gives zero gradients with params.safeSoftmax, NaN otherwise. F32 only.
-/// Outputs must not alias inputs or each other.
+/// gives zero gradients with params.safeSoftmax, NaN otherwise. F32, or F16 /
+/// BF16 operands and gradients (f32 statistics and accumulation; a `dbias`
+/// is F32 only). Outputs must not alias inputs or each other.
 ///
 /// `workspace` (optional, 256-byte aligned): CUDA runs the backward chunk by
 /// chunk through cuBLASLt when q, k and v hold the whole batch and the
@@ -479,10 +480,12 @@ void attentionBackward(Context &ctx, const char *nodeName,
                        TensorRef dv, const TensorRef *dbias,
                        void *workspace = nullptr, size_t workspaceBytes = 0);
 
-/// Workspace bytes of a chunk of `items` batch entries of attentionBackward:
-/// two f32 score buffers (S then P, dP then dS), each rounded up to 256.
-size_t attentionBackwardChunkBytes(int64_t items, int64_t queries,
-                                   int64_t keys);
+/// Workspace bytes of a chunk of `items` batch entries of attentionBackward
+/// with operands of `dtype`: two f32 score buffers (S then P, dP then dS),
+/// each rounded up to 256; for F16 / BF16 two more of `dtype` that P and dS
+/// are rounded into for the three gradient GEMMs.
+size_t attentionBackwardChunkBytes(int64_t items, int64_t queries, int64_t keys,
+                                   DType dtype = DType::F32);
 
 /// Workspace bytes of a chunk of `items` batch entries of attention with
 /// `queries` x `keys` scores of `dtype`: f32 scores (rounded up to 256

@@ -22,11 +22,15 @@
 //    padded row (lane = key for the scores), 4 warps x 8 rows, lanes owning
 //    head dimensions lane + 32 t for the accumulators.
 //
-// f16 / bf16 operands (mixed-precision training) take the fused kernels:
-// every load widens to f32 (the shared tiles and all accumulation are f32,
-// as in the f32 kernels) and every dQ / dK / dV element is rounded once on
-// store, as FlashAttention-2's backward keeps its accumulators in f32. A
-// trained bias (its gradient summed with f32 atomics) stays f32-only.
+// f16 / bf16 operands (mixed-precision training) take the chunked path too:
+// the score GEMMs accumulate and store S and dP in f32, the row kernel
+// rounds P and dS once into two more buffers of the operands' type, and the
+// three gradient GEMMs run on tensor cores with f32 accumulation (what
+// FlashAttention-2's backward feeds its dV / dQ / dK MMAs). Without the
+// workspace they take the fused kernels: every load widens to f32 (the
+// shared tiles and all accumulation are f32, as in the f32 kernels) and
+// every dQ / dK / dV element is rounded once on store. A trained bias (its
+// gradient summed with f32 atomics) stays f32-only.
 //
 // Scores are in the log2 domain with the forward's saturation
 // (toLog2Domain), the row statistics brought there the same way, so a row
@@ -463,10 +467,14 @@ bool allowShared(Context &ctx, const char *node, Kernel kernel, size_t bytes,
 // Chunked library path
 //===----------------------------------------------------------------------===//
 
-/// One chunk's rows: scores (scale * q . k) -> P, dP -> dS, in place.
+/// One chunk's rows: scores (scale * q . k) -> P, dP -> dS, in place for f32
+/// operands; for f16 / bf16 rounded into the chunk's P and dS buffers of T
+/// (the gradient GEMMs' operands), the f32 buffers only read.
 struct ChunkRowsArgs {
   float *scores, *dp;
-  const float *y, *dy, *lse, *bias;
+  void *p, *ds; ///< rows x keys of T; the f32 buffers themselves for float
+  const void *y, *dy, *bias;
+  const float *lse;
   float *dbias;
   int64_t rows, queries, keys, valueSize, firstBatch;
   int batchRank;
@@ -477,6 +485,7 @@ struct ChunkRowsArgs {
 
 constexpr int kChunkWarps = 8;
 
+template <typename T>
 __global__ void __launch_bounds__(kChunkWarps * 32)
     chunkScoreGradientKernel(ChunkRowsArgs a) {
   const int lane = threadIdx.x & 31;
@@ -490,22 +499,27 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
     b /= a.batchShape[d];
   }
   biasOffset += i * a.biasRowStride;
+  const T *y = static_cast<const T *>(a.y) + row * a.valueSize;
+  const T *dy = static_cast<const T *>(a.dy) + row * a.valueSize;
+  const T *bias = static_cast<const T *>(a.bias);
   float dot = 0.0f;
   for (int64_t e = lane; e < a.valueSize; e += 32)
-    dot += a.dy[row * a.valueSize + e] * a.y[row * a.valueSize + e];
+    dot += toFloat(dy[e]) * toFloat(y[e]);
   const RowStatistics stats = loadStatistics(a.lse + 2 * row, warpSum(dot));
-  float *s = a.scores + row * a.keys, *dp = a.dp + row * a.keys;
+  const float *s = a.scores + row * a.keys, *dp = a.dp + row * a.keys;
+  T *p = static_cast<T *>(a.p) + row * a.keys;
+  T *ds = static_cast<T *>(a.ds) + row * a.keys;
   for (int64_t j = lane; j < a.keys; j += 32) {
     int64_t biasIndex = biasOffset + j * a.biasColStride;
-    float biasValue = a.hasBias ? a.bias[biasIndex] : 0.0f;
+    float biasValue = a.hasBias ? toFloat(bias[biasIndex]) : 0.0f;
     // The scores already carry the scale (the GEMM's alpha).
-    float p = probability(a.causal, a.hasBias, a.safeSoftmax, 1.0f, biasValue,
-                          s[j], i, j, a.keys, stats);
-    float ds = p * (dp[j] - stats.dot);
-    s[j] = p;
-    dp[j] = ds;
-    if (a.dbias && ds != 0.0f)
-      atomicAdd(a.dbias + biasIndex, ds);
+    float pj = probability(a.causal, a.hasBias, a.safeSoftmax, 1.0f, biasValue,
+                           s[j], i, j, a.keys, stats);
+    float dsj = pj * (dp[j] - stats.dot);
+    p[j] = fromFloat<T>(pj);
+    ds[j] = fromFloat<T>(dsj);
+    if (a.dbias && dsj != 0.0f)
+      atomicAdd(a.dbias + biasIndex, dsj);
   }
 }
 
@@ -519,15 +533,18 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
                               const TensorRef &dv, const TensorRef *dbias,
                               void *workspace, size_t workspaceBytes) {
   const int64_t batch = g.batch;
-  // f32 only: the score buffers and GEMMs are f32 (low operands take the
-  // fused kernels, which widen on load).
-  if (q.dtype != DType::F32 || !ctx.options.chunkedAttention || !workspace ||
-      batch < 1 || q.numElements() != batch * g.queries * g.headSize ||
+  // The score GEMMs write f32 (f16 / bf16 operands accumulate in f32 and
+  // store it as it is); P and dS go to the gradient GEMMs in the operands'
+  // type. A bias gradient (f32 atomics) needs f32 operands.
+  if (!ctx.options.chunkedAttention || !workspace || batch < 1 ||
+      (q.dtype != DType::F32 && dbias) ||
+      q.numElements() != batch * g.queries * g.headSize ||
       k.numElements() != batch * g.keys * g.headSize ||
       v.numElements() != batch * g.keys * g.valueSize)
     return false;
+  const DType dt = q.dtype;
   auto chunkBytes = [&](int64_t items) {
-    return attentionBackwardChunkBytes(items, g.queries, g.keys);
+    return attentionBackwardChunkBytes(items, g.queries, g.keys, dt);
   };
   int64_t items = std::min<int64_t>(
       batch, int64_t(workspaceBytes / std::max<size_t>(1, chunkBytes(1))));
@@ -542,13 +559,25 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
        items * g.queries * g.keys < ctx.options.attentionMinChunkScores))
     return false;
 
-  float *scores = static_cast<float *>(workspace);
-  float *dpBuffer = reinterpret_cast<float *>(
-      static_cast<uint8_t *>(workspace) + chunkBytes(items) / 2);
+  // [S f32 | dP f32] (+ [P T | dS T] for f16 / bf16), each 256-aligned.
+  const size_t f32Bytes =
+      attentionBackwardChunkBytes(items, g.queries, g.keys, DType::F32) / 2;
+  const size_t lowBytes = (chunkBytes(items) - 2 * f32Bytes) / 2;
+  uint8_t *base = static_cast<uint8_t *>(workspace);
+  float *scores = reinterpret_cast<float *>(base);
+  float *dpBuffer = reinterpret_cast<float *>(base + f32Bytes);
+  void *pBuffer = dt == DType::F32 ? static_cast<void *>(scores)
+                                   : static_cast<void *>(base + 2 * f32Bytes);
+  void *dsBuffer = dt == DType::F32
+                       ? static_cast<void *>(dpBuffer)
+                       : static_cast<void *>(base + 2 * f32Bytes + lowBytes);
+  const size_t elem = dtypeSize(dt);
   ChunkRowsArgs rows = {};
   rows.scores = scores;
   rows.dp = dpBuffer;
-  rows.bias = bias ? static_cast<const float *>(bias->data) : nullptr;
+  rows.p = pBuffer;
+  rows.ds = dsBuffer;
+  rows.bias = bias ? bias->data : nullptr;
   rows.dbias = dbias ? static_cast<float *>(dbias->data) : nullptr;
   rows.queries = g.queries;
   rows.keys = g.keys;
@@ -577,17 +606,22 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
   MatmulParams keyGrad; // dS^T Q, or Q^T dS for K stored as [D, Sk]
   keyGrad.alpha = params.scale;
   keyGrad.transA = true;
+  // TF32 programs (f32 operands) multiply in TF32 as their forward does.
+  qk.allowTf32 = dyv.allowTf32 = pTdy.allowTf32 = dsK.allowTf32 =
+      keyGrad.allowTf32 = params.allowTf32;
   for (int64_t first = 0; first < batch && !hasError(ctx); first += items) {
     int64_t n = std::min(items, batch - first);
     auto slice = [&](const TensorRef &t, int64_t r, int64_t c) {
       int64_t shape[3] = {n, r, c};
-      return makeTensor(static_cast<float *>(t.data) + first * r * c,
-                        DType::F32, 3, shape);
+      return makeTensor(static_cast<uint8_t *>(t.data) +
+                            size_t(first * r * c) * elem,
+                        dt, 3, shape);
     };
     TensorRef qs = slice(q, g.queries, g.headSize);
     TensorRef ks = params.keyTransposed ? slice(k, g.headSize, g.keys)
                                         : slice(k, g.keys, g.headSize);
     TensorRef vs = slice(v, g.keys, g.valueSize);
+    TensorRef ys = slice(y, g.queries, g.valueSize);
     TensorRef dys = slice(dy, g.queries, g.valueSize);
     TensorRef dqs = slice(dq, g.queries, g.headSize);
     TensorRef dks = params.keyTransposed ? slice(dk, g.headSize, g.keys)
@@ -595,22 +629,25 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
     TensorRef dvs = slice(dv, g.keys, g.valueSize);
     int64_t scoreShape[3] = {n, g.queries, g.keys};
     TensorRef s = makeTensor(scores, DType::F32, 3, scoreShape);
-    TensorRef ds = makeTensor(dpBuffer, DType::F32, 3, scoreShape);
+    TensorRef dp = makeTensor(dpBuffer, DType::F32, 3, scoreShape);
+    TensorRef p = makeTensor(pBuffer, dt, 3, scoreShape);
+    TensorRef ds = makeTensor(dsBuffer, dt, 3, scoreShape);
     matmulWithWorkspace(ctx, node, qk, qs, ks, nullptr, s, nullptr, 0);
-    matmulWithWorkspace(ctx, node, dyv, dys, vs, nullptr, ds, nullptr, 0);
+    matmulWithWorkspace(ctx, node, dyv, dys, vs, nullptr, dp, nullptr, 0);
     if (hasError(ctx))
       return true;
     rows.rows = n * g.queries;
     rows.firstBatch = first;
-    rows.y =
-        static_cast<const float *>(y.data) + first * g.queries * g.valueSize;
-    rows.dy = static_cast<const float *>(dys.data);
+    rows.y = ys.data;
+    rows.dy = dys.data;
     rows.lse = static_cast<const float *>(lse.data) + 2 * first * g.queries;
     unsigned blocks = unsigned((rows.rows + kChunkWarps - 1) / kChunkWarps);
-    chunkScoreGradientKernel<<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows);
+    MEMOPT_DISPATCH_FLOAT(dt, T,
+                          chunkScoreGradientKernel<T>
+                          <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows));
     if (!checkLaunch(ctx, node))
       return true;
-    matmulWithWorkspace(ctx, node, pTdy, s, dys, nullptr, dvs, nullptr, 0);
+    matmulWithWorkspace(ctx, node, pTdy, p, dys, nullptr, dvs, nullptr, 0);
     matmulWithWorkspace(ctx, node, dsK, ds, ks, nullptr, dqs, nullptr, 0);
     if (params.keyTransposed)
       matmulWithWorkspace(ctx, node, keyGrad, qs, ds, nullptr, dks, nullptr, 0);

@@ -449,12 +449,20 @@ __global__ void adamwKernel(float *param, const T *grad, float *m, float *v,
 }
 
 /// Up to kFoundInfTensors tensors checked by one launch; their pointers,
-/// sizes and dtypes travel in the kernel's parameters.
+/// sizes, dtypes and first blocks travel in the kernel's parameters. Each
+/// block checks kFoundInfChunk elements of one tensor, so the blocks follow
+/// the bytes: one block per tensor row of blocks left GPT-2's 38.6M-element
+/// embedding gradient to 20 blocks while the 147 others finished (2.8 ms of
+/// a 26.6 ms fp16 step on an H200).
 constexpr int kFoundInfTensors = 64;
+constexpr int kFoundInfThreads = 256;
+constexpr int64_t kFoundInfChunk = kFoundInfThreads * 16;
 struct TensorList {
   const void *data[kFoundInfTensors];
   int64_t count[kFoundInfTensors];
+  int64_t firstBlock[kFoundInfTensors];
   DType dtype[kFoundInfTensors];
+  int tensors;
 };
 
 /// True if the element's exponent bits are all ones (inf or NaN).
@@ -472,18 +480,22 @@ __device__ __forceinline__ bool isNonFinite(const void *p, DType t, int64_t i) {
 /// Clears the flag before the checks.
 __global__ void foundInfResetKernel(float *found) { *found = 0.0f; }
 
-/// Block (x, tensor y) strides over tensor y; with `microStep`, the launch
-/// checks only after micro-step 0 (accumulators).
-__global__ void foundInfKernel(TensorList list, const float *microStep,
-                               float *found) {
+/// Block b checks chunk b - firstBlock[t] of the tensor t it falls in; with
+/// `microStep`, the launch checks only after micro-step 0 (accumulators).
+__global__ void __launch_bounds__(kFoundInfThreads)
+    foundInfKernel(TensorList list, const float *microStep, float *found) {
   if (microStep && *microStep == 0.0f)
     return;
-  int t = blockIdx.y;
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < list.tensors && list.firstBlock[t + 1] <= block)
+    ++t;
   const void *p = list.data[t];
-  DType dtype = list.dtype[t];
+  const DType dtype = list.dtype[t];
+  const int64_t begin = (block - list.firstBlock[t]) * kFoundInfChunk;
+  const int64_t end = min(begin + kFoundInfChunk, list.count[t]);
   bool bad = false;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < list.count[t]; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = begin + threadIdx.x; i < end; i += kFoundInfThreads)
     bad |= isNonFinite(p, dtype, i);
   if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0)
     *found = 1.0f;
@@ -688,28 +700,26 @@ void foundInf(Context &ctx, const char *node, const TensorRef *gradients,
     return;
   auto *flag = static_cast<float *>(found.data);
   foundInfResetKernel<<<1, 1, 0, ctx.stream>>>(flag);
-  // Batches of up to kFoundInfTensors tensors; blocks in x cover the
-  // largest tensor of the batch (grid-stride beyond ~4 waves).
+  // Batches of up to kFoundInfTensors tensors, one block per chunk of each.
   auto launch = [&](const TensorRef *tensors, int n, const float *micro) {
     for (int first = 0; first < n; first += kFoundInfTensors) {
       TensorList list{};
-      int batch = std::min(kFoundInfTensors, n - first);
-      int64_t largest = 0;
-      for (int k = 0; k < batch; ++k) {
+      int64_t blocks = 0;
+      for (int k = 0; k < std::min(kFoundInfTensors, n - first); ++k) {
         const TensorRef &t = tensors[first + k];
-        list.data[k] = t.data;
-        list.count[k] = t.numElements();
-        list.dtype[k] = t.dtype;
-        largest = std::max(largest, list.count[k]);
+        if (t.numElements() == 0)
+          continue;
+        int slot = list.tensors++;
+        list.data[slot] = t.data;
+        list.count[slot] = t.numElements();
+        list.dtype[slot] = t.dtype;
+        list.firstBlock[slot] = blocks;
+        blocks += (list.count[slot] + kFoundInfChunk - 1) / kFoundInfChunk;
       }
-      if (largest == 0)
+      if (blocks == 0)
         continue;
-      int64_t blocks = std::min<int64_t>(
-          (largest + 255) / 256,
-          std::max<int64_t>(1, int64_t(ctx.smCount) * 8 / batch));
-      foundInfKernel<<<dim3(unsigned(std::max<int64_t>(blocks, 1)),
-                            unsigned(batch)),
-                       256, 0, ctx.stream>>>(list, micro, flag);
+      foundInfKernel<<<unsigned(blocks), kFoundInfThreads, 0, ctx.stream>>>(
+          list, micro, flag);
     }
   };
   launch(gradients, count, nullptr);

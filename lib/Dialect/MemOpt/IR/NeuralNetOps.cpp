@@ -960,12 +960,10 @@ int64_t AttentionGradOp::getFlops() {
   return batch * getUnmaskedScoreCount() * (6 * headSize + 4 * valueSize + 8);
 }
 
-/// Two f32 score buffers of the whole batch (the runtime's
-/// attentionBackwardChunkBytes), nothing when an operand broadcasts.
+/// Two f32 score buffers of the whole batch, plus P and dS in the element
+/// type when it is narrower (the runtime's attentionBackwardChunkBytes),
+/// nothing when an operand broadcasts.
 int64_t AttentionGradOp::getWorkspaceBytes() {
-  // f16 / bf16 run the fused kernels only (no score buffers).
-  if (!getO().getType().getElementType().isF32())
-    return 0;
   auto shape = getO().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
   for (Value operand : {getQ(), getK(), getV()})
@@ -976,7 +974,12 @@ int64_t AttentionGradOp::getWorkspaceBytes() {
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
   int64_t scores = batch * shape[shape.size() - 2] * keys;
-  return 2 * ((scores * 4 + 255) / 256 * 256);
+  int64_t elementBytes =
+      getTensorBytes(getO().getType()) / getO().getType().getNumElements();
+  int64_t bytes = 2 * ((scores * 4 + 255) / 256 * 256);
+  if (elementBytes < 4)
+    bytes += 2 * ((scores * elementBytes + 255) / 256 * 256);
+  return bytes;
 }
 
 /// The fused backward kernels need no workspace.
