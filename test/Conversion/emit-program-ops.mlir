@@ -45,10 +45,15 @@ func.func @main(%x: tensor<1x3x7x8xf32>) -> tensor<1x4x8x8xf32>
 // TF32-NEXT: matmul(ctx, "mm_tf32",
 // TF32: MatmulParams params;
 // TF32-NEXT: matmul(ctx, "mm_f16",
+// The attention gradient's five chunked GEMMs follow the forward's flag.
+// TF32: AttentionParams params;
+// TF32: params.safeSoftmax = false;
+// TF32-NEXT: params.allowTf32 = true;
+// TF32-NEXT: attentionBackward(ctx, "attn_grad_tf32",
 // NOTF32-NOT: allowTf32
 
 //--- tf32.mlir
-func.func @main(%x: tensor<1x3x8x8xf32>, %a: tensor<4x8xf32>, %h: tensor<4x8xf16>) -> (tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>)
+func.func @main(%x: tensor<1x3x8x8xf32>, %a: tensor<4x8xf32>, %h: tensor<4x8xf16>, %q: tensor<2x4x8xf32>, %lse: tensor<2x4x2xf32>) -> (tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
     attributes {memopt.arena_size = 1024 : i64, memopt.weights_size = 1024 : i64, memopt.precision = "tf32"} {
   %w = memopt.constant {memopt.weight_offset = 0 : i64} dense<0.1> : tensor<4x3x1x1xf32> loc("w")
   %b = memopt.constant {memopt.weight_offset = 256 : i64} dense<0.2> : tensor<8x4xf32> loc("b")
@@ -56,7 +61,8 @@ func.func @main(%x: tensor<1x3x8x8xf32>, %a: tensor<4x8xf32>, %h: tensor<4x8xf16
   %y = memopt.conv %x, %w {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, memopt.offsets = array<i64: -1>} : (tensor<1x3x8x8xf32>, tensor<4x3x1x1xf32>) -> tensor<1x4x8x8xf32> loc("conv_tf32")
   %m = memopt.matmul %a, %b {memopt.offsets = array<i64: -1>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32> loc("mm_tf32")
   %n = memopt.matmul %h, %bh {memopt.offsets = array<i64: -1>} : (tensor<4x8xf16>, tensor<8x4xf16>) -> tensor<4x4xf16> loc("mm_f16")
-  return %y, %m, %n : tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %q, %q, %lse {scale = 0.5 : f32, memopt.offsets = array<i64: -1, -1, -1>, memopt.workspace_offset = 0 : i64, memopt.workspace_size = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) loc("attn_grad_tf32")
+  return %y, %m, %n, %dq, %dk, %dv : tensor<1x4x8x8xf32>, tensor<4x4xf32>, tensor<4x4xf16>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
 }
 
 // ONNX's 1-D matmul operands become a row / a column for the runtime; slice
