@@ -518,6 +518,8 @@ def cmd_prepare(args):
                 extra += ["--remat-time-limit", str(args.remat_time_limit)]
             if args.remat_allow:
                 extra += ["--remat-allow", args.remat_allow]
+            if args.remat_max_computations is not None:
+                extra += ["--remat-max-computations", str(args.remat_max_computations)]
             remat_command = [out_remat if c == out else
                              out_remat + ".report.json" if c == out + ".report.json" else c
                              for c in command] + extra
@@ -1889,6 +1891,8 @@ def main(argv=None):
                                          "memopt's, every op with a cost)")
     p.add_argument("--remat-time-limit", type=float,
                    help="memopt-compile --remat-time-limit S (default: memopt's)")
+    p.add_argument("--remat-max-computations", type=int,
+                   help="memopt-compile --remat-max-computations C (default: memopt's, 2)")
     p.add_argument("--remat-compile-timeout-s", type=float, default=3600,
                    help="stop one budgeted memopt-compile after this long (recorded as failed)")
     p.add_argument("--remat-only", action="store_true",

@@ -8,6 +8,15 @@
 using namespace mlir;
 using namespace mlir::memopt;
 
+int64_t mlir::memopt::promisedWorkspace(Operation *op, int64_t wish) {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  if (!cost || wish <= 0)
+    return 0;
+  if (int64_t floor = cost.getWorkspaceFloor(); floor >= 0)
+    return std::min(floor, wish);
+  return cost.isWorkspaceOptional() ? 0 : std::min(wish, kWorkspaceFloorBytes);
+}
+
 StringRef mlir::memopt::stringifyStorageKind(StorageKind kind) {
   switch (kind) {
   case StorageKind::Arena:
@@ -70,12 +79,11 @@ struct StorageBuilder {
   }
 
   /// Scratch bytes live during the op at `index` only.
-  void createWorkspace(Operation *op, int64_t bytes, bool optional,
-                       int64_t index) {
+  void createWorkspace(Operation *op, int64_t bytes, int64_t index) {
     unsigned id = storages.size();
     Storage storage;
     storage.id = id;
-    storage.size = optional ? 0 : std::min(bytes, kWorkspaceFloorBytes);
+    storage.size = promisedWorkspace(op, bytes);
     storage.maxSize = bytes;
     storage.first = storage.last = index;
     storage.workspaceOf = op;
@@ -127,7 +135,7 @@ struct StorageBuilder {
         create(result, StorageKind::Arena, index);
       if (auto cost = dyn_cast<CostOpInterface>(op))
         if (int64_t bytes = cost.getWorkspaceBytes(); bytes > 0)
-          createWorkspace(op, bytes, cost.isWorkspaceOptional(), index);
+          createWorkspace(op, bytes, index);
     }
     int64_t numSteps = order.size();
     for (auto [index, op] : llvm::enumerate(order))

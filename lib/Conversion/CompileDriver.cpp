@@ -437,6 +437,9 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.loss = training.loss;
   pipeline.lossOutput = training.lossOutput;
   pipeline.ignoreIndex = training.ignoreIndex;
+  pipeline.fuseHead =
+      training.fuseHead == "on" ||
+      (training.fuseHead == "auto" && options.target == CompileTarget::Host);
   pipeline.optimizer = training.optimizer;
   pipeline.learningRate = training.learningRate;
   pipeline.momentum = training.momentum;
@@ -467,6 +470,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.memoryBudget = options.memoryBudget;
   pipeline.rematAllow = options.rematAllow;
   pipeline.rematTimeLimit = options.rematTimeLimit;
+  pipeline.rematMaxComputations = options.rematMaxComputations;
   pipeline.rematKernelTimes = options.rematKernelTimes;
   pipeline.noPlan = options.noPlan;
   pipeline.outputsInArena = options.outputsInArena;

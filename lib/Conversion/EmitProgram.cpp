@@ -1357,6 +1357,35 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ");\n";
         return success();
       })
+      .Case([&](LinearCrossEntropyOp head) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  {\n    LinearCrossEntropyParams params;\n"
+           << "    params.ignoreIndex = int64_t("
+           << int64_t(head.getIgnoreIndex()) << ");\n";
+        emitTf32(op);
+        os << "    linearCrossEntropy(ctx, " << node << ", params, "
+           << ref(head.getX()) << ", " << ref(head.getW()) << ", "
+           << ref(head.getLabels()) << ", " << ref(head.getLoss()) << ", "
+           << ref(head.getLse()) << ", " << *workspace << ");\n  }\n";
+        return success();
+      })
+      .Case([&](LinearCrossEntropyGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  {\n    LinearCrossEntropyParams params;\n"
+           << "    params.ignoreIndex = int64_t("
+           << int64_t(grad.getIgnoreIndex()) << ");\n";
+        emitTf32(op);
+        os << "    linearCrossEntropyGrad(ctx, " << node << ", params, "
+           << ref(grad.getX()) << ", " << ref(grad.getW()) << ", "
+           << ref(grad.getLabels()) << ", " << ref(grad.getLse()) << ", "
+           << ref(grad.getDloss()) << ", " << ref(grad.getDx()) << ", "
+           << ref(grad.getDw()) << ", " << *workspace << ");\n  }\n";
+        return success();
+      })
       .Case([&](ConvBackwardFilterOp grad) {
         return emitConv(op, grad.getKernelShape(), grad.getStrides(),
                         grad.getPads(), grad.getDilations(), grad.getGroup(),

@@ -292,6 +292,18 @@ bool validateSoftmaxCrossEntropy(Context &ctx, const char *node,
                                  const TensorRef &labels,
                                  const TensorRef &scalar, const char *what,
                                  int64_t &rows, int64_t &classes);
+/// The fused head + loss: x [R, K] (any [..., K] view), w [C, K] of x's
+/// float dtype, labels with R elements, loss / dloss F32 scalars, lse F32
+/// with R elements; the gradient's dx / dw have x's / w's shapes and dtype.
+bool validateLinearCrossEntropy(Context &ctx, const char *node,
+                                const TensorRef &x, const TensorRef &w,
+                                const TensorRef &labels,
+                                const TensorRef &scalar, const char *what,
+                                const TensorRef &lse, int64_t &rows,
+                                int64_t &classes, int64_t &features);
+bool validateLinearCrossEntropyGrad(Context &ctx, const char *node,
+                                    const TensorRef &x, const TensorRef &w,
+                                    const TensorRef &dx, const TensorRef &dw);
 /// The filter gradient has the geometry of `conv` with dw as its weight.
 bool validateConvBackwardFilter(Context &ctx, const char *node,
                                 const ConvParams &params, const TensorRef &x,

@@ -1030,6 +1030,62 @@ bool validateSoftmaxCrossEntropy(Context &ctx, const char *node,
   return true;
 }
 
+bool validateLinearCrossEntropy(Context &ctx, const char *node,
+                                const TensorRef &x, const TensorRef &w,
+                                const TensorRef &labels,
+                                const TensorRef &scalar, const char *what,
+                                const TensorRef &lse, int64_t &rows,
+                                int64_t &classes, int64_t &features) {
+  if (!checkFloat(ctx, node, x, "x") || !checkFloat(ctx, node, w, "w") ||
+      !checkSameDType(ctx, node, x, w, "x/w") ||
+      !checkTensor(ctx, node, labels, "labels") ||
+      !checkScalarF32(ctx, node, scalar, what) ||
+      !checkTensor(ctx, node, lse, "lse"))
+    return false;
+  if (x.rank < 1 || w.rank != 2 || x.shape[x.rank - 1] != w.shape[1]) {
+    failf(ctx, node,
+          "x %s and w %s must be [..., K] and [C, K] (the classes' rows)",
+          shapeString(x).c_str(), shapeString(w).c_str());
+    return false;
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
+    failf(ctx, node, "labels have dtype %s; expected i64 or i32",
+          dtypeName(labels.dtype));
+    return false;
+  }
+  features = w.shape[1];
+  classes = w.shape[0];
+  rows = features ? x.numElements() / features : 0;
+  if (labels.numElements() != rows) {
+    failf(ctx, node, "labels %s do not match the %lld rows of x %s",
+          shapeString(labels).c_str(), (long long)rows, shapeString(x).c_str());
+    return false;
+  }
+  if (lse.dtype != DType::F32 || lse.numElements() != rows) {
+    failf(ctx, node, "lse must be f32 with %lld elements, got %s %s",
+          (long long)rows, dtypeName(lse.dtype), shapeString(lse).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool validateLinearCrossEntropyGrad(Context &ctx, const char *node,
+                                    const TensorRef &x, const TensorRef &w,
+                                    const TensorRef &dx, const TensorRef &dw) {
+  return checkTensor(ctx, node, dx, "dx") && checkTensor(ctx, node, dw, "dw") &&
+         checkSameDType(ctx, node, x, dx, "x/dx") &&
+         checkSameCount(ctx, node, x, dx, "x/dx") &&
+         checkSameDType(ctx, node, w, dw, "w/dw") &&
+         checkSameCount(ctx, node, w, dw, "w/dw");
+}
+
+size_t linearCrossEntropyWorkspaceBytes(int64_t rows, int64_t chunkClasses,
+                                        DType dtype) {
+  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  return rounded(size_t(rows) * 3 * sizeof(float)) +
+         rounded(size_t(rows) * size_t(chunkClasses) * dtypeSize(dtype));
+}
+
 bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
                        const TensorRef &param, const TensorRef &grad,
                        const TensorRef *momentumBuffer, const TensorRef &lr) {

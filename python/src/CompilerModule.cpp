@@ -78,6 +78,7 @@ NB_MODULE(_compiler, m) {
       .def_rw("memory_budget", &CompileOptions::memoryBudget)
       .def_rw("remat_allow", &CompileOptions::rematAllow)
       .def_rw("remat_time_limit", &CompileOptions::rematTimeLimit)
+      .def_rw("remat_max_computations", &CompileOptions::rematMaxComputations)
       .def_rw("remat_kernel_times", &CompileOptions::rematKernelTimes)
       .def_rw("layout", &CompileOptions::layout)
       .def_rw("input_shapes", &CompileOptions::inputShapes)

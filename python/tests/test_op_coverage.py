@@ -42,6 +42,7 @@ ALWAYS_REWRITTEN = {
 NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 # built by the training passes (docs/training.md)
                 "variable", "softmax_cross_entropy", "softmax_cross_entropy_grad",
+                "linear_cross_entropy", "linear_cross_entropy_grad",
                 "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign",
                 "batch_norm_training", "batch_norm_training_grad", "batch_norm_running_update",
                 "layer_normalization_grad",

@@ -334,6 +334,31 @@ def test_impossible_budget_fails_cleanly_and_writes_nothing(compiler, tmp_path):
     assert json.load(open(fits + ".json"))["arena_bytes"] <= smallest
 
 
+def test_more_computations_per_op(compiler, tmp_path):
+    """--remat-max-computations 3 searches a space that holds every schedule of 2: where the
+    default's smallest arena fails, three computations reach that arena or a smaller one
+    (or fail naming one no larger). 0 is refused with one message."""
+    argv = [compiler, zoo.BUNDLED_PATH, "--emit", "plan", "--quiet", *TRAIN]
+    smallest = {}
+    for c in (2, 3):
+        proc = run([*argv, "-o", str(tmp_path / f"c{c}"), "--memory-budget", "1KiB",
+                    "--remat-max-computations", str(c)])
+        assert proc.returncode != 0, proc.stdout
+        match = SMALLEST.search(proc.stderr)
+        assert match, proc.stderr
+        smallest[c] = int(match[2])
+    assert smallest[3] <= smallest[2], smallest
+    fits = str(tmp_path / "fits.mlir")
+    compile_ok([*argv, "-o", fits, "--report", fits + ".json", "--memory-budget",
+                str(smallest[2]), "--remat-max-computations", "3"])
+    assert json.load(open(fits + ".json"))["arena_bytes"] <= smallest[2]
+    proc = run([*argv, "-o", str(tmp_path / "bad"), "--memory-budget", "100KiB",
+                "--remat-max-computations", "0"])
+    assert proc.returncode != 0 and proc.stderr.count("error:") == 1, proc.stderr
+    assert "remat-max-computations must be at least 1" in proc.stderr, proc.stderr
+    assert not os.path.exists(tmp_path / "bad")
+
+
 def test_training_step_with_remat_matches(compiler, tmp_path):
     """The bundled model's training step with batch-statistics BatchNormalization (its
     statistics are updated once, by batch_norm_running_update, never by a clone) over two

@@ -594,6 +594,90 @@ def test_dropout_is_the_identity_in_inference(tmp_path):
 
 
 #===------------------------------------------------------------------------------------===#
+# The fused language-model head (memopt.linear_cross_entropy)
+#===------------------------------------------------------------------------------------===#
+
+
+def make_tied_lm(path, batch=2, seq=5, vocab=4099, width=24, seed=3):
+    """An embedding, a tanh block and a head tied to the embedding, as the exporters write
+    GPT-2's: MatMul(h, Transpose(wte)); the vocabulary odd, as GPT-2's 50257 is, and larger
+    than a chunk of 2048 classes. (wte has more than kMaxFoldElements elements: the importer
+    folds the Transpose of a smaller initializer into an untied constant copy.)"""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((vocab, width)) * 0.5)
+                                .astype(np.float32), "wte"),
+        numpy_helper.from_array((rng.standard_normal((width, width)) * 0.4)
+                                .astype(np.float32), "block.weight"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["wte", "ids"], ["e"], name="embed"),
+        helper.make_node("MatMul", ["e", "block.weight"], ["m"], name="block"),
+        helper.make_node("Tanh", ["m"], ["h"], name="act"),
+        helper.make_node("Transpose", ["wte"], ["wte_t"], perm=[1, 0], name="tie"),
+        helper.make_node("MatMul", ["h", "wte_t"], ["logits"], name="head"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tied_lm", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                         [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_fused_head_trains_as_the_separate_head(tmp_path, precision):
+    """A tied language-model head and its cross-entropy compile to one linear_cross_entropy
+    (no [rows, vocab] logits in the arena) and train as the separate MatMul + loss do: the
+    same losses over three SGD steps and the same trained weights, ignored rows included."""
+    # 128 rows: the [128, 4099] logits (2 MiB in f32) set the separate head's peak.
+    model = make_tied_lm(tmp_path / "lm.onnx", batch=4, seq=32)
+    rng = np.random.default_rng(11)
+    ids = save(tmp_path / "ids.npy", rng.integers(0, 4099, (4, 32)).astype(np.int64))
+    labels = rng.integers(0, 4099, (4, 32)).astype(np.int64)
+    labels[0, 1] = labels[1, 3] = -100
+    labels[1, 0] = 4098
+    y = save(tmp_path / "y.npy", labels)
+    results = {}
+    for mode, extra in (("fused", []), ("separate", ["--fuse-head", "off"])):
+        out = compile_train(model, tmp_path / mode, "--optimizer", "sgd", "--lr", "0.5",
+                            "--momentum", "0.9", "--precision", precision, "--report",
+                            tmp_path / f"{mode}.json", *extra)
+        run([COMPILE, model, "--train", "-o", tmp_path / f"{mode}.mlir", "--emit", "mlir",
+             "--quiet", "--precision", precision, *extra])
+        source = open(tmp_path / f"{mode}.mlir").read()
+        assert ("memopt.linear_cross_entropy" in source) == (mode == "fused"), mode
+        state = tmp_path / f"{mode}_state"
+        stdout = run([out, "--steps", "3", "--save-state", state, "--input", f"ids={ids}",
+                      "--input", f"labels={y}"]).stdout
+        report = json.load(open(tmp_path / f"{mode}.json"))
+        results[mode] = (step_losses(stdout), np.load(state / file_name("wte")), report)
+    (fused_losses, fused_wte, fused_report) = results["fused"]
+    (separate_losses, separate_wte, separate_report) = results["separate"]
+    assert len(fused_losses) == 3
+    # fp32: both compute in double on the host, the separate head rounds its logits to f32;
+    # fp16: it rounds them to f16 (the fused head keeps them in double).
+    rel = 1e-5 if precision == "fp32" else 2e-3
+    assert fused_losses == pytest.approx(separate_losses, rel=rel), (fused_losses,
+                                                                     separate_losses)
+    assert relative_error(fused_wte, separate_wte) <= rel
+    assert fused_report["arena_bytes"] < separate_report["arena_bytes"]
+
+
+def test_fused_head_matches_ort_training(tmp_path):
+    """One step of the fused head against onnxruntime-training's gradients of the ONNX
+    graph (tied weight: the head's and the embedding's contributions summed)."""
+    model = make_tied_lm(tmp_path / "lm.onnx", vocab=3001)
+    rng = np.random.default_rng(5)
+    ids = save(tmp_path / "ids.npy", rng.integers(0, 3001, (2, 5)).astype(np.int64))
+    labels = save(tmp_path / "y.npy", rng.integers(0, 3001, (2, 5)).astype(np.int64))
+    check_gradients(tmp_path, model, "cross-entropy", {"ids": ids}, labels)
+
+
+#===------------------------------------------------------------------------------------===#
 # The foundation set
 #===------------------------------------------------------------------------------------===#
 

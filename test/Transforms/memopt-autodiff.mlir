@@ -313,3 +313,22 @@ func.func @attention_f16_trained_bias(%x: tensor<2x5x4xf16>) -> tensor<f32> {
   %loss = memopt.reduce_mean %c {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x5x4xf32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// The fused head + loss: one linear_cross_entropy_grad gives the hidden
+// state's and the tied weight's gradients from the forward's row statistics;
+// the weight's two uses (the embedding gather and the head) are summed.
+// CHECK-LABEL: func.func @tied_head
+// CHECK: %[[E:.*]] = memopt.gather %[[W:.*]], %arg0
+// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = memopt.linear_cross_entropy %[[H:.*]], %[[W]], %arg1
+// CHECK: %[[DH:.*]], %[[DW:.*]] = memopt.linear_cross_entropy_grad %[[H]], %[[W]], %arg1, %[[LSE]], %{{.*}} : (tensor<2x3x4xf32>, tensor<7x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>, tensor<f32>) -> (tensor<2x3x4xf32>, tensor<7x4xf32>)
+// CHECK: memopt.add %[[DW]], %{{.*}} : (tensor<7x4xf32>, tensor<7x4xf32>) -> tensor<7x4xf32>
+// CHECK: memopt.sgd_update %[[W]]
+func.func @tied_head(%ids: tensor<2x3xi64>, %labels: tensor<2x3xi64>) -> tensor<f32> {
+  %w = memopt.variable "wte" {initial_value = dense<0.5> : tensor<7x4xf32>, role = "parameter"} : tensor<7x4xf32>
+  %e = memopt.gather %w, %ids : (tensor<7x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %h = memopt.tanh %e : tensor<2x3x4xf32>
+  %loss, %lse = memopt.linear_cross_entropy %h, %w, %labels : (tensor<2x3x4xf32>, tensor<7x4xf32>, tensor<2x3xi64>) -> (tensor<f32>, tensor<2x3xf32>)
+  return %loss : tensor<f32>
+}

@@ -158,3 +158,17 @@ func.func @attention_grad_f16_workspace(%big: tensor<65536xf32>, %q: tensor<2x64
   %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %y, %y, %l {scale = 0.25 : f32} : (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x2xf32>) -> (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>)
   return %dq, %dk, %dv : tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>
 }
+
+// -----
+
+// The fused head + loss promises its own floor (getWorkspaceFloor): the row
+// statistics (4 rows x 3 f32, 256 bytes rounded) and the logits of a chunk
+// of 2048 classes (4 x 2048 x 4 = 32 KiB), not the planner's 1 MiB rule and
+// not all 4099 classes; with nothing else live that floor is the arena.
+// CHECK-LABEL: func.func @head_floor
+// CHECK-SAME: memopt.arena_size = 33024 : i64
+// CHECK: memopt.linear_cross_entropy {{.*}}memopt.workspace_offset = 0 : i64, memopt.workspace_size = 33024 : i64
+func.func @head_floor(%x: tensor<4x8xf32>, %w: tensor<4099x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32>, tensor<4xf32>) {
+  %loss, %lse = memopt.linear_cross_entropy %x, %w, %labels : (tensor<4x8xf32>, tensor<4099x8xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4xf32>)
+  return %loss, %lse : tensor<f32>, tensor<4xf32>
+}

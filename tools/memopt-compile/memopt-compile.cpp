@@ -4,6 +4,7 @@
 //       [--precision fp32|tf32|fp16|bf16] [--layout auto|nchw|nhwc]
 //       [--memory-budget 2GiB]
 //       [--remat-allow KIND,...] [--remat-time-limit S]
+//       [--remat-max-computations C]
 //       [--remat-kernel-times FILE.json]
 //       [--input-shape NAME=DIMS] [--emit mlir|plan|source|exe|lib]
 //       [--report FILE.json] [--arch sm_90] [--no-plan] [--no-fuse-attention]
@@ -116,6 +117,13 @@ int main(int argc, char **argv) {
       cl::desc("cross-entropy: label of rows that count "
                "nothing (default -100, as PyTorch)"),
       cl::init(-100), cl::cat(category));
+  cl::opt<std::string> fuseHead(
+      "fuse-head",
+      cl::desc("cross-entropy of a language model's head (a bias-free linear "
+               "layer) as one op without the [rows, classes] logits: on, off "
+               "or auto (default: on for --target host; off for cuda, whose "
+               "kernels have not run on a GPU yet)"),
+      cl::init("auto"), cl::cat(category));
   cl::opt<std::string> optimizer("optimizer", cl::desc("sgd or adamw"),
                                  cl::init("sgd"), cl::cat(category));
   cl::opt<double> lr("lr",
@@ -150,6 +158,12 @@ int main(int argc, char **argv) {
       "remat-time-limit",
       cl::desc("Seconds the rematerialization solver may search per attempt"),
       cl::init(5.0), cl::cat(category));
+  cl::opt<int> rematMaxComputations(
+      "remat-max-computations",
+      cl::desc("The most times one op may be computed to meet --memory-budget "
+               "(default 2: the forward and one recomputation; 3 reaches "
+               "smaller arenas at a longer solve)"),
+      cl::init(2), cl::cat(category));
   cl::opt<std::string> rematKernelTimes(
       "remat-kernel-times",
       cl::desc("Measured kernel times, JSON {\"ONNX node\": seconds}, for "
@@ -227,6 +241,7 @@ int main(int argc, char **argv) {
   }
   options.rematAllow.assign(rematAllow.begin(), rematAllow.end());
   options.rematTimeLimit = rematTimeLimit;
+  options.rematMaxComputations = rematMaxComputations;
   options.rematKernelTimes = rematKernelTimes;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   options.emit = emit;
@@ -244,6 +259,12 @@ int main(int argc, char **argv) {
   training.loss = loss;
   training.lossOutput = lossOutput;
   training.ignoreIndex = ignoreIndex;
+  if (fuseHead != "on" && fuseHead != "off" && fuseHead != "auto") {
+    llvm::errs() << "memopt-compile: error: --fuse-head '" << fuseHead
+                 << "' is not one of on, off, auto\n";
+    return 1;
+  }
+  training.fuseHead = fuseHead;
   training.optimizer = optimizer;
   training.learningRate = lr >= 0                ? double(lr)
                           : optimizer == "adamw" ? 0.001

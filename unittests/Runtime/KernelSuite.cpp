@@ -749,6 +749,49 @@ std::vector<Case> buildCases() {
                                    dlogits);
            return std::vector<TensorRef>{loss, dlogits};
          }});
+    // The fused head + loss over 517 classes (an odd tail of 5 after the
+    // aligned 512): chunks of 128 classes (dx summed over five GEMMs, the
+    // accumulating ones included) and the whole aligned width at once;
+    // ignored rows and labels in the first, a middle and the tail chunk.
+    for (int64_t chunk : {int64_t(128), int64_t(512)})
+      cases.push_back(
+          {std::string("linear_cross_entropy_chunk") + std::to_string(chunk) +
+               "_" + tag(dt),
+           tol(dt, 1e-4), [=](Suite &s) {
+             const int64_t rows = 38, features = 24, classes = 517;
+             TensorRef x = s.random(dt, {2, rows / 2, features}, 0.05, 0.5);
+             TensorRef w = s.random(dt, {classes, features}, 0.05, 0.5);
+             std::vector<double> y;
+             for (int64_t r = 0; r < rows; ++r)
+               y.push_back(r % 7 == 3   ? -100
+                           : r % 7 == 5 ? double(classes - 1 - r % 5)
+                                        : double((r * 131) % classes));
+             TensorRef labels = s.ints(DType::I64, {2, rows / 2}, y);
+             TensorRef loss = s.empty(DType::F32, {});
+             TensorRef lse = s.empty(DType::F32, {2, rows / 2});
+             TensorRef dloss = s.upload(DType::F32, {}, {1.25});
+             TensorRef dx = s.empty(dt, {2, rows / 2, features});
+             TensorRef dw = s.empty(dt, {classes, features});
+             size_t bytes = linearCrossEntropyWorkspaceBytes(rows, chunk, dt);
+             void *ws = s.empty(DType::U8, {int64_t(bytes)}).data;
+             LinearCrossEntropyParams params;
+             linearCrossEntropy(*s.ctx, "lce", params, x, w, labels, loss, lse,
+                                ws, bytes);
+             linearCrossEntropyGrad(*s.ctx, "lce_grad", params, x, w, labels,
+                                    lse, dloss, dx, dw, ws, bytes);
+             // dx and dw scaled by the rows (their entries are sums of
+             // about 1 / rows each), as the cross-entropy cases do.
+             std::vector<TensorRef> out = {loss, lse};
+             for (TensorRef g : {dx, dw}) {
+               TensorRef scaled = s.empty(
+                   DType::F32, std::vector<int64_t>(g.shape, g.shape + g.rank));
+               cast(*s.ctx, "cast", g, scaled);
+               TensorRef factor = s.upload(DType::F32, {1}, {double(rows)});
+               binary(*s.ctx, "scale", BinaryOp::Mul, scaled, factor, scaled);
+               out.push_back(scaled);
+             }
+             return out;
+           }});
   }
   for (DType dt : floats)
     for (const V &v : convs) {
@@ -2070,6 +2113,31 @@ int runPerf(Context *ctx, const std::string &filter) {
        [](Context &c, std::vector<TensorRef> &t) {
          int64_t starts[2] = {0, 768}, steps[2] = {1, 1};
          slice(c, "sl", starts, steps, t[0], t[1]);
+       }},
+      {"linear_cross_entropy_f16_gpt2_4096x768x50257", 0,
+       8.0 * 4096 * 768 * 50257,
+       [&](Suite &s, std::vector<TensorRef> &t) {
+         std::vector<double> y;
+         for (int64_t r = 0; r < 4096; ++r)
+           y.push_back(double((r * 7919) % 50257));
+         t = {s.random(DType::F16, {4096, 768}, 0.01, 0.1),
+              s.random(DType::F16, {50257, 768}, 0.01, 0.1),
+              s.ints(DType::I64, {4096}, y),
+              s.empty(DType::F32, {}),
+              s.empty(DType::F32, {4096}),
+              s.upload(DType::F32, {}, {1.0}),
+              s.empty(DType::F16, {4096, 768}),
+              s.empty(DType::F16, {50257, 768}),
+              s.empty(DType::U8, {int64_t(linearCrossEntropyWorkspaceBytes(
+                                     4096, 50256, DType::F16))})};
+       },
+       [](Context &c, std::vector<TensorRef> &t) {
+         LinearCrossEntropyParams p;
+         size_t bytes = t[8].bytes();
+         linearCrossEntropy(c, "lce", p, t[0], t[1], t[2], t[3], t[4],
+                            t[8].data, bytes);
+         linearCrossEntropyGrad(c, "lce_grad", p, t[0], t[1], t[2], t[4], t[5],
+                                t[6], t[7], t[8].data, bytes);
        }},
       {"matmul_bf16_4096^3", 0, 2.0 * 4096 * 4096 * 4096,
        [&](Suite &s, std::vector<TensorRef> &t) {

@@ -90,6 +90,11 @@ constexpr llvm::StringLiteral kOutputsInArenaAttrName =
 /// comes from free space only.
 constexpr int64_t kWorkspaceFloorBytes = int64_t(1) << 20;
 
+/// The workspace bytes promised to an op that asks for `wish` bytes:
+/// its own getWorkspaceFloor where it names one, else none for an optional
+/// workspace and up to kWorkspaceFloorBytes otherwise.
+int64_t promisedWorkspace(mlir::Operation *op, int64_t wish);
+
 /// The memory numbers of one function in one op order.
 struct MemoryStats {
   int64_t weightsBytes = 0;

@@ -32,6 +32,11 @@ struct TrainingOptions {
   std::string loss = "cross-entropy";
   std::string lossOutput;
   int64_t ignoreIndex = -100;
+  /// Cross-entropy of a language model's head as one op that never holds the
+  /// logits (memopt.linear_cross_entropy): "on", "off", or "auto" (on for
+  /// the host target; off for CUDA until its kernels have run on a GPU:
+  /// docs/training.md, "The fused head").
+  std::string fuseHead = "auto";
   /// sgd or adamw (memopt-autodiff), PyTorch's defaults.
   std::string optimizer = "sgd";
   double learningRate = 0.01;
@@ -76,6 +81,8 @@ struct CompileOptions {
   std::vector<std::string> rematAllow;
   /// Seconds the rematerialization solver may search per attempt.
   double rematTimeLimit = 5.0;
+  /// The most times one op may be computed (the solver's C).
+  int rematMaxComputations = 2;
   /// Measured kernel times (JSON, by ONNX node name) for the solver's costs.
   std::string rematKernelTimes;
   /// "NAME=DIMS" entries (importer syntax).

@@ -602,6 +602,40 @@ void softmaxCrossEntropyGrad(Context &ctx, const char *nodeName,
                              TensorRef labels, TensorRef dloss,
                              TensorRef dlogits);
 
+/// The language-model head and its loss in one op (a linear layer without
+/// bias followed by softmax cross-entropy), which never holds the [R, C]
+/// logits: logits = x w^T with x [R, K] (any [..., K] view), w [C, K] (the
+/// classes' rows, as nn.Linear and a tied embedding store them), labels [R].
+/// The loss is softmaxCrossEntropy's; lse [R] (F32) receives each row's
+/// log-sum-exp for the gradient. x and w share one float dtype; the logits
+/// are formed in that dtype (f32 accumulation), as the separate matmul
+/// would store them. CUDA walks the classes in chunks through `workspace`
+/// (linearCrossEntropyWorkspaceBytes of at least one chunk; the host ignores
+/// it); every chunk but the last is a multiple of 8 classes, so its GEMMs get
+/// aligned tensor-core kernels even for an odd vocabulary.
+struct LinearCrossEntropyParams {
+  int64_t ignoreIndex = -100;
+  /// f32 operands may be multiplied in TF32 (MatmulParams::allowTf32).
+  bool allowTf32 = false;
+};
+void linearCrossEntropy(Context &ctx, const char *nodeName,
+                        const LinearCrossEntropyParams &params, TensorRef x,
+                        TensorRef w, TensorRef labels, TensorRef loss,
+                        TensorRef lse, void *workspace, size_t workspaceBytes);
+/// Its gradient: with d = dloss * (softmax(x w^T) - onehot(labels)) / count
+/// (0 for ignored rows; the logits recomputed chunk by chunk from x, w and
+/// lse), dx = d w [R, K] and dw = d^T x [C, K], in x's dtype.
+void linearCrossEntropyGrad(Context &ctx, const char *nodeName,
+                            const LinearCrossEntropyParams &params, TensorRef x,
+                            TensorRef w, TensorRef labels, TensorRef lse,
+                            TensorRef dloss, TensorRef dx, TensorRef dw,
+                            void *workspace, size_t workspaceBytes);
+/// Workspace of linearCrossEntropy(Grad) walking `rows` rows in chunks of
+/// `chunkClasses` classes of `dtype`: the chunk's logits plus three f32 row
+/// statistics, each part rounded up to 256 bytes.
+size_t linearCrossEntropyWorkspaceBytes(int64_t rows, int64_t chunkClasses,
+                                        DType dtype);
+
 /// The filter gradient of `conv` with the same params (activation and bias
 /// ignored): dw [M, C/group, k...] = sum over the batch and output positions
 /// of dy [N, M, out...] times the matching x [N, C, in...] window. One float

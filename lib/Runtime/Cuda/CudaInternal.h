@@ -69,6 +69,8 @@ struct Context {
   /// The workspace of the matmul call in progress.
   void *callWorkspace = nullptr;
   size_t callWorkspaceBytes = 0;
+  /// The matmul call in progress adds to c (matmulAccumulate).
+  bool callAccumulate = false;
   cudaEvent_t timerBegin = nullptr, timerEnd = nullptr;
   /// Orders the context's stream with a caller's (waitForStream,
   /// signalStream); created on first use.
@@ -131,6 +133,13 @@ void matmulWithWorkspace(Context &ctx, const char *node,
                          const MatmulParams &params, TensorRef a, TensorRef b,
                          const TensorRef *bias, TensorRef c, void *workspace,
                          size_t workspaceBytes);
+
+/// c += op(a) @ op(b) (beta = 1 on c's contents; no bias, no activation),
+/// for sums over chunks (the fused head + loss's dx). Its algorithm is
+/// cuBLASLt's first heuristic choice: timing candidates would overwrite c.
+void matmulAccumulate(Context &ctx, const char *node,
+                      const MatmulParams &params, TensorRef a, TensorRef b,
+                      TensorRef c, void *workspace, size_t workspaceBytes);
 
 /// Holds ctx.stream for `microseconds` (a kernel spinning on the GPU's
 /// global timer), so the calls the host enqueues behind it run back to back

@@ -241,7 +241,8 @@ bool buildMatmulPlan(Context &ctx, const char *node, const MatmulParams &p,
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  bool timeCandidates = !ctx.capturing && m * n * k >= (uint64_t(1) << 24);
+  bool timeCandidates =
+      !ctx.capturing && !ctx.callAccumulate && m * n * k >= (uint64_t(1) << 24);
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       ctx.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
       timeCandidates ? kCandidates : 1, results, &found);
@@ -281,6 +282,14 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
   // broadcast into C first and accumulated with beta.
   bool fuseBias = bias && g.biasIsRowVector && params.beta == 1.0f;
   bool biasInC = bias && !fuseBias;
+  const bool accumulate = ctx.callAccumulate;
+  if (accumulate && (bias || params.activation != Activation::None ||
+                     c.data == a.data || c.data == b.data)) {
+    failf(ctx, node,
+          "an accumulating matmul takes no bias, no activation "
+          "and no output aliasing an operand");
+    return;
+  }
   if (biasInC && (c.data == a.data || c.data == b.data)) {
     failf(ctx, node, "output must not alias an operand when C is used");
     return;
@@ -298,7 +307,7 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
   }
   int64_t batch = strided ? g.batchCount : 1;
   TensorRef keyTensors[3] = {a, b, c};
-  int64_t extra[10] = {int64_t(ctx.callWorkspaceBytes),
+  int64_t extra[11] = {int64_t(ctx.callWorkspaceBytes),
                        params.transA,
                        params.transB,
                        int64_t(epi),
@@ -307,8 +316,9 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
                        alignmentOf(c.data),
                        biasInC,
                        strided,
-                       params.allowTf32};
-  std::string key = geometryKey(node, keyTensors, 3, extra, 10);
+                       params.allowTf32,
+                       accumulate};
+  std::string key = geometryKey(node, keyTensors, 3, extra, 11);
   auto it = ctx.matmulPlans.find(key);
   if (it == ctx.matmulPlans.end()) {
     MatmulPlan plan;
@@ -334,7 +344,9 @@ void matmulCall(Context &ctx, const char *node, const MatmulParams &params,
   if (fuseBias) // the plan may be shared by replays with the same bias
     cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                    &bias->data, sizeof(bias->data));
-  float alpha = params.alpha, beta = biasInC ? params.beta : 0.0f;
+  float alpha = params.alpha, beta = biasInC      ? params.beta
+                                     : accumulate ? 1.0f
+                                                  : 0.0f;
   size_t elem = dtypeSize(a.dtype), outElem = dtypeSize(c.dtype);
   BroadcastStrides sa = broadcastStrides(g.aBatch, g.cBatch),
                    sb = broadcastStrides(g.bBatch, g.cBatch);
@@ -378,6 +390,16 @@ void matmulWithWorkspace(Context &ctx, const char *node,
   ctx.callWorkspace = workspaceBytes ? workspace : nullptr;
   ctx.callWorkspaceBytes = workspace ? workspaceBytes : 0;
   matmulCall(ctx, node, params, a, b, bias, c);
+}
+
+void matmulAccumulate(Context &ctx, const char *node,
+                      const MatmulParams &params, TensorRef a, TensorRef b,
+                      TensorRef c, void *workspace, size_t workspaceBytes) {
+  ctx.callWorkspace = workspaceBytes ? workspace : nullptr;
+  ctx.callWorkspaceBytes = workspace ? workspaceBytes : 0;
+  ctx.callAccumulate = true;
+  matmulCall(ctx, node, params, a, b, nullptr, c);
+  ctx.callAccumulate = false;
 }
 
 void matmul(Context &ctx, const char *node, const MatmulParams &params,

@@ -154,6 +154,86 @@ __global__ void __launch_bounds__(kRowBlock)
   }
 }
 
+/// The fused head + loss, one chunk of `width` classes starting at `first`:
+/// logits [rows, width] (the chunk's GEMM output). Merges each row's max and
+/// sum of exponentials into state[r] = (max, sum, label logit) by one warp
+/// per row (the label's logit taken from the chunk that holds it).
+template <typename T>
+__global__ void __launch_bounds__(kRowBlock)
+    lceChunkStatsKernel(const T *logits, int64_t rows, int64_t width,
+                        int64_t first, const void *labels, bool labels64,
+                        float *state, bool firstChunk) {
+  int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < rows;
+       r += int64_t(gridDim.x) * warps) {
+    const T *row = logits + r * width;
+    float max, sum;
+    rowStatistics(row, width, lane, max, sum);
+    if (lane != 0)
+      continue;
+    float *s = state + 3 * r;
+    if (firstChunk) {
+      s[0] = max;
+      s[1] = sum;
+      s[2] = NAN; // stays NaN for a label outside [0, classes)
+    } else {
+      float merged = fmaxf(s[0], max);
+      s[1] = (s[1] > 0.0f ? s[1] * expf(s[0] - merged) : 0.0f) +
+             (sum > 0.0f ? sum * expf(max - merged) : 0.0f);
+      s[0] = merged;
+    }
+    int64_t label = loadLabel(labels, labels64, r);
+    if (label >= first && label < first + width)
+      s[2] = toFloat(row[label - first]);
+  }
+}
+
+/// lse[r] = max + log(sum), and the mean loss over counted rows.
+__global__ void __launch_bounds__(kRowBlock)
+    lceFinishKernel(const float *state, const void *labels, bool labels64,
+                    int64_t rows, int64_t ignoreIndex, float *lse,
+                    float *loss) {
+  __shared__ float scratch[32];
+  int64_t counted = countCounted(labels, labels64, rows, ignoreIndex);
+  float partial = 0.0f;
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const float *s = state + 3 * r;
+    float value = s[0] + logf(s[1]);
+    lse[r] = value;
+    if (loadLabel(labels, labels64, r) != ignoreIndex)
+      partial += value - s[2];
+  }
+  float total = blockReduce<false>(partial, scratch);
+  if (threadIdx.x == 0 && counted > 0)
+    atomicAdd(loss, total / float(counted));
+}
+
+/// The chunk's logits become dloss * (softmax - onehot) / count in place (0
+/// for ignored rows), by one warp per row.
+template <typename T>
+__global__ void __launch_bounds__(kRowBlock)
+    lceChunkGradKernel(T *logits, int64_t rows, int64_t width, int64_t first,
+                       const void *labels, bool labels64, int64_t ignoreIndex,
+                       const float *lse, const float *dloss) {
+  int64_t counted = countCounted(labels, labels64, rows, ignoreIndex);
+  float scale = counted > 0 ? *dloss / float(counted) : 0.0f;
+  int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < rows;
+       r += int64_t(gridDim.x) * warps) {
+    T *row = logits + r * width;
+    int64_t label = loadLabel(labels, labels64, r) - first;
+    bool ignored = label + first == ignoreIndex;
+    float rowLse = lse[r];
+    for (int64_t c = lane; c < width; c += 32) {
+      float d = ignored ? 0.0f
+                        : scale * (expf(toFloat(row[c]) - rowLse) -
+                                   (c == label ? 1.0f : 0.0f));
+      row[c] = fromFloat<T>(d);
+    }
+  }
+}
+
 /// dw[co][cl][k] = sum over images and output positions; one thread per
 /// filter element (the fallback for pads cuDNN cannot express).
 template <typename T>
@@ -577,6 +657,179 @@ void softmaxCrossEntropyGrad(Context &ctx, const char *node,
                             static_cast<const float *>(dloss.data),
                             static_cast<T *>(dlogits.data)));
   checkLaunch(ctx, node);
+}
+
+namespace {
+
+/// Classes per chunk of the fused head + loss within `bytes`: all of them
+/// when they fit (less the odd tail: a width that is a multiple of 8 keeps
+/// the chunk's rows 16-byte aligned for tensor-core GEMMs, and the tail of
+/// fewer than 8 classes is its own small chunk), else a multiple of 64.
+int64_t lceChunkClasses(int64_t rows, int64_t classes, DType dtype,
+                        size_t bytes) {
+  int64_t aligned = classes >= 8 ? classes / 8 * 8 : classes;
+  if (linearCrossEntropyWorkspaceBytes(rows, aligned, dtype) <= bytes)
+    return aligned;
+  size_t perClass = size_t(std::max<int64_t>(rows, 1)) * dtypeSize(dtype);
+  int64_t width = int64_t(bytes / perClass) / 64 * 64;
+  while (width > 0 &&
+         linearCrossEntropyWorkspaceBytes(rows, width, dtype) > bytes)
+    width -= 64;
+  return std::min(width, aligned);
+}
+
+struct LceChunks {
+  int64_t rows = 0, classes = 0, features = 0, width = 0;
+  float *state = nullptr;
+  void *logits = nullptr;
+};
+
+bool lceChunks(Context &ctx, const char *node, const TensorRef &x, int64_t rows,
+               int64_t classes, int64_t features, void *workspace,
+               size_t workspaceBytes, LceChunks &c) {
+  c.rows = rows;
+  c.classes = classes;
+  c.features = features;
+  c.width =
+      workspace ? lceChunkClasses(rows, classes, x.dtype, workspaceBytes) : 0;
+  if (c.width < 1) {
+    failf(ctx, node,
+          "the fused linear cross-entropy needs a workspace of at least %zu "
+          "bytes (8 classes of %lld rows), got %zu",
+          linearCrossEntropyWorkspaceBytes(rows, std::min<int64_t>(classes, 8),
+                                           x.dtype),
+          (long long)rows, workspaceBytes);
+    return false;
+  }
+  c.state = static_cast<float *>(workspace);
+  c.logits = static_cast<uint8_t *>(workspace) +
+             linearCrossEntropyWorkspaceBytes(rows, 0, x.dtype);
+  return true;
+}
+
+TensorRef matrix(void *data, DType dtype, int64_t rows, int64_t cols) {
+  int64_t shape[2] = {rows, cols};
+  return makeTensor(data, dtype, 2, shape);
+}
+
+/// Classes [first, first + width) of w, as a [width, K] matrix.
+TensorRef classRows(const TensorRef &w, int64_t first, int64_t width) {
+  return matrix(static_cast<uint8_t *>(w.data) +
+                    size_t(first * w.shape[1]) * dtypeSize(w.dtype),
+                w.dtype, width, w.shape[1]);
+}
+
+/// The chunk's logits x w[first, first + width)^T into the workspace, in x's
+/// dtype (the separate MatMul's rounding); false on an error.
+bool chunkLogits(Context &ctx, const char *node, bool allowTf32,
+                 const TensorRef &xs, const TensorRef &w, int64_t first,
+                 int64_t width, const LceChunks &c, TensorRef &chunk) {
+  MatmulParams params;
+  params.transB = true;
+  params.allowTf32 = allowTf32;
+  chunk = matrix(c.logits, xs.dtype, c.rows, width);
+  matmulWithWorkspace(ctx, node, params, xs, classRows(w, first, width),
+                      nullptr, chunk, nullptr, 0);
+  return !hasError(ctx);
+}
+
+} // namespace
+
+void linearCrossEntropy(Context &ctx, const char *node,
+                        const LinearCrossEntropyParams &params, TensorRef x,
+                        TensorRef w, TensorRef labels, TensorRef loss,
+                        TensorRef lse, void *workspace, size_t workspaceBytes) {
+  int64_t rows = 0, classes = 0, features = 0;
+  LceChunks c;
+  if (hasError(ctx) ||
+      !validateLinearCrossEntropy(ctx, node, x, w, labels, loss, "loss", lse,
+                                  rows, classes, features) ||
+      !checkCuda(ctx, node,
+                 cudaMemsetAsync(loss.data, 0, sizeof(float), ctx.stream),
+                 "cudaMemsetAsync"))
+    return;
+  if (rows == 0 || classes == 0)
+    return;
+  if (!lceChunks(ctx, node, x, rows, classes, features, workspace,
+                 workspaceBytes, c))
+    return;
+  const bool is64 = labels.dtype == DType::I64;
+  TensorRef xs = matrix(x.data, x.dtype, rows, features);
+  for (int64_t first = 0; first < classes && !hasError(ctx); first += c.width) {
+    int64_t width = std::min(c.width, classes - first);
+    TensorRef chunk;
+    if (!chunkLogits(ctx, node, params.allowTf32, xs, w, first, width, c,
+                     chunk))
+      return;
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
+                          lceChunkStatsKernel<T>
+                          <<<rowBlocks(ctx, rows), kRowBlock, 0, ctx.stream>>>(
+                              static_cast<const T *>(chunk.data), rows, width,
+                              first, labels.data, is64, c.state, first == 0));
+    if (!checkLaunch(ctx, node))
+      return;
+  }
+  lceFinishKernel<<<rowBlocks(ctx, rows), kRowBlock, 0, ctx.stream>>>(
+      c.state, labels.data, is64, rows, params.ignoreIndex,
+      static_cast<float *>(lse.data), static_cast<float *>(loss.data));
+  checkLaunch(ctx, node);
+}
+
+void linearCrossEntropyGrad(Context &ctx, const char *node,
+                            const LinearCrossEntropyParams &params, TensorRef x,
+                            TensorRef w, TensorRef labels, TensorRef lse,
+                            TensorRef dloss, TensorRef dx, TensorRef dw,
+                            void *workspace, size_t workspaceBytes) {
+  int64_t rows = 0, classes = 0, features = 0;
+  LceChunks c;
+  if (hasError(ctx) ||
+      !validateLinearCrossEntropy(ctx, node, x, w, labels, dloss, "dloss", lse,
+                                  rows, classes, features) ||
+      !validateLinearCrossEntropyGrad(ctx, node, x, w, dx, dw))
+    return;
+  if (rows == 0 || classes == 0 || features == 0) {
+    if (dx.bytes())
+      checkCuda(ctx, node, cudaMemsetAsync(dx.data, 0, dx.bytes(), ctx.stream),
+                "cudaMemsetAsync");
+    if (dw.bytes())
+      checkCuda(ctx, node, cudaMemsetAsync(dw.data, 0, dw.bytes(), ctx.stream),
+                "cudaMemsetAsync");
+    return;
+  }
+  if (!lceChunks(ctx, node, x, rows, classes, features, workspace,
+                 workspaceBytes, c))
+    return;
+  const bool is64 = labels.dtype == DType::I64;
+  TensorRef xs = matrix(x.data, x.dtype, rows, features);
+  TensorRef dxs = matrix(dx.data, dx.dtype, rows, features);
+  MatmulParams weightGrad, inputGrad;
+  weightGrad.transA = true;
+  weightGrad.allowTf32 = inputGrad.allowTf32 = params.allowTf32;
+  for (int64_t first = 0; first < classes && !hasError(ctx); first += c.width) {
+    int64_t width = std::min(c.width, classes - first);
+    TensorRef chunk;
+    if (!chunkLogits(ctx, node, params.allowTf32, xs, w, first, width, c,
+                     chunk))
+      return;
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
+                          lceChunkGradKernel<T>
+                          <<<rowBlocks(ctx, rows), kRowBlock, 0, ctx.stream>>>(
+                              static_cast<T *>(chunk.data), rows, width, first,
+                              labels.data, is64, params.ignoreIndex,
+                              static_cast<const float *>(lse.data),
+                              static_cast<const float *>(dloss.data)));
+    if (!checkLaunch(ctx, node))
+      return;
+    // dw's rows of this chunk: d^T x; dx: the sum over chunks of d w.
+    matmulWithWorkspace(ctx, node, weightGrad, chunk, xs, nullptr,
+                        classRows(dw, first, width), nullptr, 0);
+    TensorRef wc = classRows(w, first, width);
+    if (first == 0)
+      matmulWithWorkspace(ctx, node, inputGrad, chunk, wc, nullptr, dxs,
+                          nullptr, 0);
+    else
+      matmulAccumulate(ctx, node, inputGrad, chunk, wc, dxs, nullptr, 0);
+  }
 }
 
 bool launchDirectConvBackwardFilter(Context &ctx, const char *node,

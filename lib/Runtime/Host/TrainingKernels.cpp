@@ -136,6 +136,129 @@ void softmaxCrossEntropyGrad(Context &ctx, const char *node,
   host::store(ctx, values, dlogits);
 }
 
+namespace {
+
+/// Row r's logits x[r] . w[c] for every class c, in double.
+void logitsRow(const std::vector<double> &x, const std::vector<double> &w,
+               int64_t r, int64_t classes, int64_t features, double *out) {
+  const double *xr = x.data() + r * features;
+  for (int64_t c = 0; c < classes; ++c) {
+    const double *wc = w.data() + c * features;
+    double dot = 0;
+    for (int64_t k = 0; k < features; ++k)
+      dot += xr[k] * wc[k];
+    out[c] = dot;
+  }
+}
+
+} // namespace
+
+// The host reference of the fused head + loss computes every logit in double
+// from x and w (the separate matmul would round them to x's dtype first) and
+// keeps no [R, C] tensor either: the gradient recomputes each logit once for
+// dx (by rows) and once for dw (by classes), so every output element is
+// written by one item.
+void linearCrossEntropy(Context &ctx, const char *node,
+                        const LinearCrossEntropyParams &params, TensorRef x,
+                        TensorRef w, TensorRef labels, TensorRef loss,
+                        TensorRef lse, void *, size_t) {
+  int64_t rows = 0, classes = 0, features = 0, counted = 0;
+  if (hasError(ctx) ||
+      !validateLinearCrossEntropy(ctx, node, x, w, labels, loss, "loss", lse,
+                                  rows, classes, features) ||
+      !countLabels(ctx, node, params.ignoreIndex, labels, rows, classes,
+                   counted))
+    return;
+  std::vector<double> xs = host::toDouble(ctx, x), ws = host::toDouble(ctx, w);
+  std::vector<double> rowLoss(size_t(rows), 0.0), rowLse(size_t(rows), 0.0);
+  host::parallelFor(
+      ctx, 0, rows, host::grainFor(2 * classes * features),
+      [&](int64_t lo, int64_t hi) {
+        std::vector<double> row(static_cast<size_t>(classes), 0.0);
+        for (int64_t r = lo; r < hi; ++r) {
+          logitsRow(xs, ws, r, classes, features, row.data());
+          double max, logSum;
+          rowStatistics(row.data(), classes, max, logSum);
+          rowLse[size_t(r)] = max + logSum;
+          int64_t label = labelAt(labels, r);
+          if (label != params.ignoreIndex)
+            rowLoss[size_t(r)] = max + logSum - row[size_t(label)];
+        }
+      });
+  double sum = 0;
+  for (double v : rowLoss)
+    sum += v;
+  *static_cast<float *>(loss.data) = counted ? float(sum / double(counted)) : 0;
+  host::store(ctx, rowLse, lse);
+}
+
+void linearCrossEntropyGrad(Context &ctx, const char *node,
+                            const LinearCrossEntropyParams &params, TensorRef x,
+                            TensorRef w, TensorRef labels, TensorRef lse,
+                            TensorRef dloss, TensorRef dx, TensorRef dw, void *,
+                            size_t) {
+  int64_t rows = 0, classes = 0, features = 0, counted = 0;
+  if (hasError(ctx) ||
+      !validateLinearCrossEntropy(ctx, node, x, w, labels, dloss, "dloss", lse,
+                                  rows, classes, features) ||
+      !validateLinearCrossEntropyGrad(ctx, node, x, w, dx, dw) ||
+      !countLabels(ctx, node, params.ignoreIndex, labels, rows, classes,
+                   counted))
+    return;
+  std::vector<double> xs = host::toDouble(ctx, x), ws = host::toDouble(ctx, w);
+  double scale = counted ? double(loadScalar(dloss)) / double(counted) : 0.0;
+  // The row statistics in double (not lse's f32 copy), as the unfused
+  // gradient recomputes them from the logits.
+  std::vector<double> rowLse(size_t(rows), 0.0);
+  std::vector<double> dxs(size_t(rows * features), 0.0);
+  host::parallelFor(
+      ctx, 0, rows, host::grainFor(4 * classes * features),
+      [&](int64_t lo, int64_t hi) {
+        std::vector<double> row(static_cast<size_t>(classes), 0.0);
+        for (int64_t r = lo; r < hi; ++r) {
+          int64_t label = labelAt(labels, r);
+          if (label == params.ignoreIndex)
+            continue;
+          logitsRow(xs, ws, r, classes, features, row.data());
+          double max, logSum;
+          rowStatistics(row.data(), classes, max, logSum);
+          rowLse[size_t(r)] = max + logSum;
+          double *out = dxs.data() + r * features;
+          for (int64_t c = 0; c < classes; ++c) {
+            double d = scale * (std::exp(row[size_t(c)] - max - logSum) -
+                                (c == label ? 1.0 : 0.0));
+            const double *wc = ws.data() + c * features;
+            for (int64_t k = 0; k < features; ++k)
+              out[k] += d * wc[k];
+          }
+        }
+      });
+  std::vector<double> dws(size_t(classes * features), 0.0);
+  host::parallelFor(ctx, 0, classes, host::grainFor(2 * rows * features),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t c = lo; c < hi; ++c) {
+                        const double *wc = ws.data() + c * features;
+                        double *out = dws.data() + c * features;
+                        for (int64_t r = 0; r < rows; ++r) {
+                          int64_t label = labelAt(labels, r);
+                          if (label == params.ignoreIndex)
+                            continue;
+                          const double *xr = xs.data() + r * features;
+                          double dot = 0;
+                          for (int64_t k = 0; k < features; ++k)
+                            dot += xr[k] * wc[k];
+                          double d =
+                              scale * (std::exp(dot - rowLse[size_t(r)]) -
+                                       (c == label ? 1.0 : 0.0));
+                          for (int64_t k = 0; k < features; ++k)
+                            out[k] += d * xr[k];
+                        }
+                      }
+                    });
+  host::store(ctx, dxs, dx);
+  host::store(ctx, dws, dw);
+}
+
 void convBackwardFilter(Context &ctx, const char *node,
                         const ConvParams &params, TensorRef x, TensorRef dy,
                         TensorRef dw, void *workspace, size_t workspaceBytes) {

@@ -5,7 +5,8 @@
 // dropout's backward is not spelled out (memopt-autodiff would build it).
 // The filter gradient reaches its update in f16 under dynamic loss scaling
 // (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
-// The data-parallel collectives run over one rank (no communicator: copies;
+// The fused language-model head and loss (linear_cross_entropy) trains its
+// own weight. The data-parallel collectives run over one rank (no communicator: copies;
 // the CUDA backend runs them over NCCL when a communicator exists).
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
@@ -64,6 +65,11 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %adqk = memopt.add %adq, %adk : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %ag = memopt.add %adqk, %adv : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   memopt.sgd_update %aw, %ag, momentum %am, lr %lr {momentum = 0.9 : f32} : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<f32>
+  %hw = memopt.variable "hw" {initial_value = dense<0.125> : tensor<3x8xf32>, role = "parameter"} : tensor<3x8xf32>
+  %hm = memopt.variable "hw.momentum_buffer" {role = "optimizer_state"} : tensor<3x8xf32>
+  %hloss, %hlse = memopt.linear_cross_entropy %f, %hw, %labels : (tensor<2x8xf32>, tensor<3x8xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2xf32>) loc("op_linear_cross_entropy")
+  %hdx, %hdw = memopt.linear_cross_entropy_grad %f, %hw, %labels, %hlse, %one : (tensor<2x8xf32>, tensor<3x8xf32>, tensor<2xi64>, tensor<2xf32>, tensor<f32>) -> (tensor<2x8xf32>, tensor<3x8xf32>) loc("op_linear_cross_entropy_grad")
+  memopt.sgd_update %hw, %hdw, momentum %hm, lr %lr {momentum = 0.9 : f32} : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<f32>
   %mean = memopt.reduce_mean %c {axes = array<i64: 0, 2, 3>, keepdims = 0 : i64} : (tensor<2x2x3x3xf32>) -> tensor<2xf32>
   memopt.assign %mean to %stat : tensor<2xf32>, tensor<2xf32> loc("op_assign")
   return %loss : tensor<f32>

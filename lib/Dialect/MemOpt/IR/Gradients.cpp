@@ -757,6 +757,24 @@ LogicalResult vjp(SoftmaxCrossEntropyOp op, GradientBuilder &g,
   return success();
 }
 
+/// The fused head + loss: x and w get their gradients from one op that
+/// recomputes the logits chunk by chunk (no [rows, classes] tensor either).
+LogicalResult vjp(LinearCrossEntropyOp op, GradientBuilder &g,
+                  ArrayRef<Value> dy, Grads &dx) {
+  if (dy[1])
+    return gradientError(op) << "the row statistics (lse) of a linear "
+                                "cross-entropy have no gradient";
+  if (!dy[0])
+    return success();
+  auto grad = LinearCrossEntropyGradOp::create(
+      g.b, g.loc, TypeRange{op.getX().getType(), op.getW().getType()},
+      op.getX(), op.getW(), op.getLabels(), op.getLse(), dy[0],
+      op.getIgnoreIndexAttr());
+  dx[0] = grad.getDx();
+  dx[1] = grad.getDw();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -1053,7 +1071,8 @@ void mlir::memopt::attachGradientModels(MLIRContext &context) {
          MulOp, DivOp, PowOp, MaxOp, MinOp, WhereOp, GemmOp, MatMulOp, ConvOp,
          MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
          BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,
-         SoftmaxCrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
-         ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, ExpandOp,
-         ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(context);
+         SoftmaxCrossEntropyOp, LinearCrossEntropyOp, ReduceSumOp, ReduceMeanOp,
+         ReduceMaxOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
+         ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(
+      context);
 }

@@ -128,6 +128,106 @@ int64_t SoftmaxCrossEntropyGradOp::getFlops() {
 }
 
 //===----------------------------------------------------------------------===//
+// Linear cross-entropy (the fused head + loss)
+//===----------------------------------------------------------------------===//
+
+/// Checks x [..., K], w [C, K] of one float type, labels [...] and the
+/// per-row lse [...].
+static LogicalResult verifyLinearCrossEntropy(Operation *op, ShapedType x,
+                                              ShapedType w, ShapedType labels,
+                                              ShapedType lse) {
+  if (x.getRank() < 1 || w.getRank() != 2 ||
+      x.getShape().back() != w.getShape().back())
+    return op->emitOpError("x [")
+           << x.getShape() << "] and w [" << w.getShape()
+           << "] must be [..., K] and [C, K] (the classes' rows)";
+  if (x.getElementType() != w.getElementType())
+    return op->emitOpError("x and w must have one element type, got ")
+           << x.getElementType() << " and " << w.getElementType();
+  if (labels.getShape() != x.getShape().drop_back())
+    return op->emitOpError("labels of shape [")
+           << labels.getShape() << "] do not match x [" << x.getShape()
+           << "] without its last (feature) axis";
+  if (lse.getShape() != labels.getShape())
+    return op->emitOpError("lse of shape [")
+           << lse.getShape() << "] must have the labels' shape";
+  return success();
+}
+
+namespace {
+/// Rows, classes and element bytes of a linear cross-entropy.
+struct HeadShape {
+  int64_t rows, classes, features, element;
+};
+HeadShape headShape(ShapedType x, ShapedType w) {
+  int64_t features = w.getDimSize(1);
+  int64_t rows = features ? x.getNumElements() / features : 0;
+  return {rows, w.getDimSize(0), features,
+          getTensorBytes(x) / std::max<int64_t>(1, x.getNumElements())};
+}
+/// The runtime's linearCrossEntropyWorkspaceBytes: three f32 statistics a row
+/// and the logits of a chunk of `classes` classes, each rounded up to 256.
+int64_t headWorkspace(const HeadShape &s, int64_t classes) {
+  auto rounded = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  return rounded(s.rows * 3 * 4) + rounded(s.rows * classes * s.element);
+}
+/// Every class in one chunk (less an odd tail of fewer than 8, its own
+/// chunk), the runtime's fastest; at least chunks of 2048 classes, whose
+/// GEMMs still fill an H100 at a few thousand rows.
+int64_t headWish(const HeadShape &s) {
+  return headWorkspace(s, s.classes >= 8 ? s.classes / 8 * 8 : s.classes);
+}
+int64_t headFloor(const HeadShape &s) {
+  return std::min(headWish(s),
+                  headWorkspace(s, std::min<int64_t>(s.classes, 2048)));
+}
+} // namespace
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (getLoss().getType().getRank() != 0)
+    return emitOpError("the loss must be a scalar (rank 0)");
+  return verifyLinearCrossEntropy(*this, getX().getType(), getW().getType(),
+                                  getLabels().getType(), getLse().getType());
+}
+
+int64_t LinearCrossEntropyOp::getFlops() {
+  HeadShape s = headShape(getX().getType(), getW().getType());
+  return s.rows * s.classes * (2 * s.features + 4);
+}
+
+int64_t LinearCrossEntropyOp::getWorkspaceBytes() {
+  return headWish(headShape(getX().getType(), getW().getType()));
+}
+
+int64_t LinearCrossEntropyOp::getWorkspaceFloor() {
+  return headFloor(headShape(getX().getType(), getW().getType()));
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (getDloss().getType().getRank() != 0)
+    return emitOpError("dloss must be a scalar (rank 0)");
+  if (getDx().getType() != getX().getType() ||
+      getDw().getType() != getW().getType())
+    return emitOpError("dx and dw must have the types of x and w");
+  return verifyLinearCrossEntropy(*this, getX().getType(), getW().getType(),
+                                  getLabels().getType(), getLse().getType());
+}
+
+/// The logits recomputed, then dx and dw: three products over the logits.
+int64_t LinearCrossEntropyGradOp::getFlops() {
+  HeadShape s = headShape(getX().getType(), getW().getType());
+  return s.rows * s.classes * (6 * s.features + 5);
+}
+
+int64_t LinearCrossEntropyGradOp::getWorkspaceBytes() {
+  return headWish(headShape(getX().getType(), getW().getType()));
+}
+
+int64_t LinearCrossEntropyGradOp::getWorkspaceFloor() {
+  return headFloor(headShape(getX().getType(), getW().getType()));
+}
+
+//===----------------------------------------------------------------------===//
 // ConvBackwardFilterOp
 //===----------------------------------------------------------------------===//
 

@@ -112,6 +112,10 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "remat-time-limit must be positive";
     return failure();
   }
+  if (rematMaxComputations < 1) {
+    message = "remat-max-computations must be at least 1";
+    return failure();
+  }
   return success();
 }
 
@@ -148,6 +152,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     loss.kind = options.loss;
     loss.output = options.lossOutput;
     loss.ignoreIndex = options.ignoreIndex;
+    loss.fuseHead = options.fuseHead;
     pm.addNestedPass<func::FuncOp>(createMemOptAppendLoss(loss));
     MemOptAutodiffOptions autodiff;
     autodiff.optimizer = options.optimizer;
@@ -212,6 +217,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.arenaBudget = options.memoryBudget;
     remat.allow.assign(options.rematAllow.begin(), options.rematAllow.end());
     remat.timeLimit = options.rematTimeLimit;
+    remat.maxComputations = options.rematMaxComputations;
     remat.kernelTimes = options.rematKernelTimes;
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));

@@ -128,9 +128,7 @@ RematGraph buildGraph(func::FuncOp function,
     // (BufferLiveness): needed while the op runs only.
     if (auto cost = dyn_cast<CostOpInterface>(op))
       if (int64_t workspace = cost.getWorkspaceBytes(); workspace > 0)
-        node.scratchBytes = cost.isWorkspaceOptional()
-                                ? 0
-                                : std::min(workspace, kWorkspaceFloorBytes);
+        node.scratchBytes = promisedWorkspace(op, workspace);
     bool recomputable =
         op->getNumResults() > 0 && isMemoryEffectFree(op) &&
         isa<CostOpInterface>(op) &&

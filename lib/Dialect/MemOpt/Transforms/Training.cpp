@@ -237,6 +237,78 @@ struct MakeTrainablePass
 // memopt-append-loss
 //===----------------------------------------------------------------------===//
 
+/// x [..., K] and w [C, K] of logits = x w^T from a bias-free linear layer.
+struct LinearHead {
+  Value x, w;
+};
+
+/// The language-model head behind `logits`: MatMul(x, B) or Gemm(x, B)
+/// without C, alpha 1 and no activation, B [K, C] a 2-D operand, possibly
+/// behind a Reshape of its [R, C] result to [..., C] (the canonical form of
+/// a 3-D MatMul by a matrix). w is B's transposed source where B is a
+/// Transpose (the exporters' nn.Linear and tied embeddings: no copy), else a
+/// transpose of B built here; x is brought to logits' leading shape. nullopt
+/// when logits come from anything else (the unfused loss then runs).
+std::optional<LinearHead> matchLinearHead(OpBuilder &builder, Value logits) {
+  auto logitsType = cast<RankedTensorType>(logits.getType());
+  Value product = logits;
+  if (auto reshape = logits.getDefiningOp<ReshapeOp>()) {
+    auto source = cast<RankedTensorType>(reshape.getData().getType());
+    if (source.getRank() != 2 || logitsType.getRank() < 1 ||
+        source.getDimSize(1) != logitsType.getShape().back() ||
+        !reshape.getData().hasOneUse())
+      return std::nullopt;
+    product = reshape.getData();
+  }
+  Value x, b;
+  bool bTransposed = false;
+  if (auto matmul = product.getDefiningOp<MatMulOp>()) {
+    x = matmul.getA();
+    b = matmul.getB();
+  } else if (auto gemm = product.getDefiningOp<GemmOp>()) {
+    if (gemm.getC() || gemm.getAlpha().convertToDouble() != 1.0 ||
+        gemm.getTransA() || gemm.getActivation() != "none")
+      return std::nullopt;
+    x = gemm.getA();
+    b = gemm.getB();
+    bTransposed = gemm.getTransB() != 0;
+  } else {
+    return std::nullopt;
+  }
+  auto xType = dyn_cast<RankedTensorType>(x.getType());
+  auto bType = dyn_cast<RankedTensorType>(b.getType());
+  auto productType = cast<RankedTensorType>(product.getType());
+  if (!xType || !bType || !xType.hasStaticShape() || !bType.hasStaticShape() ||
+      bType.getRank() != 2 || xType.getRank() < 1 ||
+      xType.getElementType() != bType.getElementType() ||
+      xType.getShape().drop_back() != productType.getShape().drop_back())
+    return std::nullopt;
+  int64_t features = xType.getShape().back();
+
+  int64_t classes = logitsType.getShape().back();
+  ArrayRef<int64_t> bShape = bType.getShape();
+  if (bTransposed ? bShape != ArrayRef<int64_t>({classes, features})
+                  : bShape != ArrayRef<int64_t>({features, classes}))
+    return std::nullopt;
+  if (xType.getShape().drop_back() != logitsType.getShape().drop_back()) {
+    SmallVector<int64_t> shape(logitsType.getShape().drop_back());
+    shape.push_back(features);
+    x = ReshapeOp::create(builder, x.getLoc(),
+                          RankedTensorType::get(shape, xType.getElementType()),
+                          x);
+  }
+  if (bTransposed)
+    return LinearHead{x, b};
+  if (auto transpose = b.getDefiningOp<TransposeOp>()) {
+    std::optional<ArrayRef<int64_t>> perm = transpose.getPerm();
+    if (!perm || *perm == ArrayRef<int64_t>({1, 0}))
+      return LinearHead{x, transpose.getData()};
+  }
+  Value w = TransposeOp::create(builder, b.getLoc(), b,
+                                builder.getDenseI64ArrayAttr({1, 0}));
+  return LinearHead{x, w};
+}
+
 struct AppendLossPass
     : public mlir::memopt::impl::MemOptAppendLossBase<AppendLossPass> {
   using MemOptAppendLossBase::MemOptAppendLossBase;
@@ -343,9 +415,25 @@ struct AppendLossPass
         if (source.isF16() || source.isBF16())
           logits = widen.getInput();
       }
-      loss = SoftmaxCrossEntropyOp::create(
-          builder, loc, RankedTensorType::get({}, builder.getF32Type()), logits,
-          labels, builder.getI64IntegerAttr(ignoreIndex));
+      auto scalar = RankedTensorType::get({}, builder.getF32Type());
+      // The head is fused when the loss is the logits' only reader.
+      bool onlyLoss = prediction.hasOneUse() &&
+                      (logits == prediction || logits.hasOneUse());
+      if (std::optional<LinearHead> head =
+              fuseHead && onlyLoss ? matchLinearHead(builder, logits)
+                                   : std::nullopt) {
+        auto lseType =
+            RankedTensorType::get(cast<ShapedType>(labels.getType()).getShape(),
+                                  builder.getF32Type());
+        loss = LinearCrossEntropyOp::create(
+                   builder, loc, TypeRange{scalar, lseType}, head->x, head->w,
+                   labels, builder.getI64IntegerAttr(ignoreIndex))
+                   .getLoss();
+      } else {
+        loss = SoftmaxCrossEntropyOp::create(
+            builder, loc, scalar, logits, labels,
+            builder.getI64IntegerAttr(ignoreIndex));
+      }
     } else {
       Value target = addArgument("target", predictionType);
       if (!target)

@@ -60,6 +60,12 @@ def MemOpt_CostOpInterface : OpInterface<"CostOpInterface"> {
       "the planner then promises none and only grows it into bytes that are "
       "free anyway, so the op never raises the arena for its scratch.",
       "bool", "isWorkspaceOptional", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<
+      "The workspace bytes the planner must promise (the kernel's least "
+      "usable scratch), or -1 for the planner's rule (none for an optional "
+      "workspace, else up to kWorkspaceFloorBytes); the rest up to "
+      "getWorkspaceBytes grows into bytes free anyway.",
+      "int64_t", "getWorkspaceFloor", (ins), [{}], [{ return -1; }]>,
   ];
 }
 

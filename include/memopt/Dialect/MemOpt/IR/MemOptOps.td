@@ -1141,6 +1141,51 @@ def MemOpt_SoftmaxCrossEntropyGradOp
   let hasVerifier = 1;
 }
 
+def MemOpt_LinearCrossEntropyOp
+    : MemOpt_Op<"linear_cross_entropy", [],
+                ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
+  let summary = "A bias-free linear layer and its softmax cross-entropy, "
+                "without the logits";
+  let description = [{
+    `softmax_cross_entropy(x w^T, labels)` for `x` `[..., K]`, `w` `[C, K]`
+    (the classes' rows: nn.Linear's weight, a tied embedding) and `labels`
+    `[...]`, computed chunk by chunk over the classes so that no `[..., C]`
+    tensor exists: a language model's head and loss (Liger Kernel's fused
+    linear cross-entropy, Apple's Cut Cross-Entropy). `lse` (f32, the labels'
+    shape) is each row's log-sum-exp, saved for the gradient. memopt-append-
+    loss builds it when the trained output is such a product.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$x, MemOpt_FloatTensor:$w,
+                       MemOpt_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs StaticShapeTensorOf<[F32]>:$loss,
+                      StaticShapeTensorOf<[F32]>:$lse);
+  let assemblyFormat = "$x `,` $w `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_LinearCrossEntropyGradOp
+    : MemOpt_Op<"linear_cross_entropy_grad", [],
+                ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
+  let summary = "dx and dw of memopt.linear_cross_entropy";
+  let description = [{
+    With `d = dloss * (softmax(x w^T) - onehot(labels)) / count` (0 for
+    ignored rows), `dx = d w` and `dw = d^T x`: the logits are recomputed
+    chunk by chunk from `x`, `w` and the forward's `lse`, and each chunk's
+    `d` feeds both products at once.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$x, MemOpt_FloatTensor:$w,
+                       MemOpt_IndexTensor:$labels,
+                       StaticShapeTensorOf<[F32]>:$lse,
+                       StaticShapeTensorOf<[F32]>:$dloss,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs MemOpt_FloatTensor:$dx, MemOpt_FloatTensor:$dw);
+  let assemblyFormat = "$x `,` $w `,` $labels `,` $lse `,` $dloss attr-dict "
+                       "`:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def MemOpt_ConvBackwardFilterOp
     : MemOpt_Op<"conv_backward_filter", [], ["getFlops", "getWorkspaceBytes"]> {
   let summary = "The filter gradient of `conv` (cuDNN backward filter)";

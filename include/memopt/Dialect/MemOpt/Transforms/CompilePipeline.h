@@ -39,6 +39,12 @@ struct CompilePipelineOptions
       *this, "ignore-index",
       llvm::cl::desc("cross-entropy: rows with this label count nothing"),
       llvm::cl::init(-100)};
+  Option<bool> fuseHead{
+      *this, "fuse-head",
+      llvm::cl::desc("cross-entropy of a bias-free linear layer (a language "
+                     "model's head) as one memopt.linear_cross_entropy, "
+                     "without the logits"),
+      llvm::cl::init(true)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("sgd")};
@@ -154,6 +160,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Seconds the rematerialization solver may search per "
                      "attempt"),
       llvm::cl::init(5.0)};
+  Option<int> rematMaxComputations{
+      *this, "remat-max-computations",
+      llvm::cl::desc("The most times one op may be computed to meet "
+                     "memory-budget (2: the forward and one recomputation)"),
+      llvm::cl::init(2)};
   Option<std::string> rematKernelTimes{
       *this, "remat-kernel-times",
       llvm::cl::desc("JSON file of measured kernel times {\"ONNX node\": "

@@ -421,6 +421,10 @@ def MemOptAppendLoss : Pass<"memopt-append-loss", "::mlir::func::FuncOp"> {
            "float output)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "cross-entropy: rows with this label count nothing">,
+    Option<"fuseHead", "fuse-head", "bool", /*default=*/"true",
+           "cross-entropy of a bias-free linear layer's output (a language "
+           "model's head): one memopt.linear_cross_entropy, which never "
+           "holds the logits">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
