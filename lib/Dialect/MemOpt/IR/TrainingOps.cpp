@@ -165,11 +165,20 @@ HeadShape headShape(ShapedType x, ShapedType w) {
   return {rows, w.getDimSize(0), features,
           getTensorBytes(x) / std::max<int64_t>(1, x.getNumElements())};
 }
+/// rows x classes x per, in double and capped: no [rows, classes] tensor
+/// exists to bound the product (x and w are each at most kMaxTensorBytes).
+int64_t cappedProduct(const HeadShape &s, int64_t classes, double per) {
+  double value = double(s.rows) * double(classes) * per;
+  return value >= double(kMaxTensorBytes) ? kMaxTensorBytes : int64_t(value);
+}
 /// The runtime's linearCrossEntropyWorkspaceBytes: three f32 statistics a row
-/// and the logits of a chunk of `classes` classes, each rounded up to 256.
+/// and the logits of a chunk of `classes` classes, each rounded up to 256
+/// (capped at kMaxTensorBytes, as a tensor would be).
 int64_t headWorkspace(const HeadShape &s, int64_t classes) {
   auto rounded = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  return rounded(s.rows * 3 * 4) + rounded(s.rows * classes * s.element);
+  return std::min(kMaxTensorBytes,
+                  rounded(s.rows * 3 * 4) +
+                      rounded(cappedProduct(s, classes, double(s.element))));
 }
 /// Every class in one chunk (less an odd tail of fewer than 8, its own
 /// chunk), the runtime's fastest; at least chunks of 2048 classes, whose
@@ -192,7 +201,7 @@ LogicalResult LinearCrossEntropyOp::verify() {
 
 int64_t LinearCrossEntropyOp::getFlops() {
   HeadShape s = headShape(getX().getType(), getW().getType());
-  return s.rows * s.classes * (2 * s.features + 4);
+  return cappedProduct(s, s.classes, 2.0 * double(s.features) + 4.0);
 }
 
 int64_t LinearCrossEntropyOp::getWorkspaceBytes() {
@@ -216,7 +225,7 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
 /// The logits recomputed, then dx and dw: three products over the logits.
 int64_t LinearCrossEntropyGradOp::getFlops() {
   HeadShape s = headShape(getX().getType(), getW().getType());
-  return s.rows * s.classes * (6 * s.features + 5);
+  return cappedProduct(s, s.classes, 6.0 * double(s.features) + 5.0);
 }
 
 int64_t LinearCrossEntropyGradOp::getWorkspaceBytes() {
