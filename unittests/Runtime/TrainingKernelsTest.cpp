@@ -147,6 +147,84 @@ TEST_F(TrainingKernels, CrossEntropyFullyIgnoredBatchIsZero) {
     EXPECT_EQ(dlogits.at(i), 0.0);
 }
 
+/// The fused head + loss against its definition: logits = x w^T in double,
+/// then the cross-entropy reference; dx = d w, dw = d^T x. x as a [B, S, K]
+/// view, w [C, K], an ignored row, and both label types.
+TEST_F(TrainingKernels, LinearCrossEntropyMatchesItsDefinition) {
+  const int64_t rows = 6, features = 4, classes = 9;
+  for (DType labelType : {DType::I64, DType::I32}) {
+    Buffer x = random(DType::F32, {2, 3, features}, 5);
+    Buffer w = random(DType::F32, {classes, features}, 6);
+    std::vector<int64_t> y = {8, -100, 0, 4, 4, 1};
+    Buffer labels(labelType, {2, 3});
+    fillInts(labels, y);
+    Buffer loss(DType::F32, {}), lse(DType::F32, {2, 3}), dloss = scalar(1.5f);
+    Buffer dx(DType::F32, {2, 3, features}),
+        dw(DType::F32, {classes, features});
+    LinearCrossEntropyParams params;
+    linearCrossEntropy(*ctx, "lce", params, x.ref(), w.ref(), labels.ref(),
+                       loss.ref(), lse.ref(), nullptr, 0);
+    linearCrossEntropyGrad(*ctx, "lce_grad", params, x.ref(), w.ref(),
+                           labels.ref(), lse.ref(), dloss.ref(), dx.ref(),
+                           dw.ref(), nullptr, 0);
+    Buffer logits(DType::F32, {rows, classes});
+    std::vector<double> values;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < classes; ++c) {
+        double dot = 0;
+        for (int64_t k = 0; k < features; ++k)
+          dot += x.at(r * features + k) * w.at(c * features + k);
+        values.push_back(dot);
+      }
+    setFloats(logits, values);
+    double expectedLoss;
+    std::vector<double> d;
+    referenceCrossEntropy(logits, y, -100, 1.5, expectedLoss, d);
+    EXPECT_NEAR(loss.at(0), expectedLoss, 1e-6 * expectedLoss);
+    std::vector<double> expectedLse, expectedDx(size_t(rows * features), 0.0),
+        expectedDw(size_t(classes * features), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double total = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        total += std::exp(values[size_t(r * classes + c)]);
+      expectedLse.push_back(std::log(total));
+      for (int64_t c = 0; c < classes; ++c)
+        for (int64_t k = 0; k < features; ++k) {
+          double g = d[size_t(r * classes + c)];
+          expectedDx[size_t(r * features + k)] += g * w.at(c * features + k);
+          expectedDw[size_t(c * features + k)] += g * x.at(r * features + k);
+        }
+    }
+    expectClose(lse, expectedLse, 1e-6);
+    expectClose(dx, expectedDx, 1e-5);
+    expectClose(dw, expectedDw, 1e-5);
+  }
+}
+
+TEST(TrainingKernelErrors, LinearCrossEntropyChecksItsOperands) {
+  Context *ctx = createContext();
+  Buffer x(DType::F32, {4, 3}), w(DType::F32, {5, 2}), labels(DType::I64, {4});
+  fillInts(labels, {0, 1, 2, 3});
+  Buffer loss(DType::F32, {}), lse(DType::F32, {4});
+  linearCrossEntropy(*ctx, "head", LinearCrossEntropyParams(), x.ref(), w.ref(),
+                     labels.ref(), loss.ref(), lse.ref(), nullptr, 0);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("head"), std::string::npos);
+  EXPECT_NE(std::string(contextError(*ctx)).find("[C, K]"), std::string::npos)
+      << contextError(*ctx);
+  destroyContext(ctx);
+  ctx = createContext();
+  Buffer w2(DType::F32, {5, 3});
+  fillInts(labels, {0, 1, 7, 3});
+  linearCrossEntropy(*ctx, "head", LinearCrossEntropyParams(), x.ref(),
+                     w2.ref(), labels.ref(), loss.ref(), lse.ref(), nullptr, 0);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("label 7 of row 2"),
+            std::string::npos)
+      << contextError(*ctx);
+  destroyContext(ctx);
+}
+
 TEST(TrainingKernelErrors, CrossEntropyNamesTheNodeAndRow) {
   Context *ctx = createContext();
   Buffer logits(DType::F32, {3, 4}), loss(DType::F32, {});
