@@ -37,6 +37,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -320,6 +321,8 @@ private:
   llvm::StringMap<const onnx::TensorProto *> initializers;
   /// Every name read by a node or returned by the graph.
   llvm::StringSet<> usedNames;
+  /// Node inputs that read each name (a tied weight is read twice or more).
+  llvm::StringMap<unsigned> readers;
 };
 
 } // namespace
@@ -757,8 +760,20 @@ GraphImporter::createOp(const Node &node, StringRef opName,
     return emitError(node.loc) << node.describe() << ": " << problem;
   }
 
+  // A float initializer read by several nodes is a tied weight (GPT-2's
+  // embedding and head): an op on it stays an op, since a folded copy would
+  // be a second, untied parameter once --train makes initializers trainable.
+  // (Inference loses nothing: canonicalization folds it after import.)
+  bool tied = llvm::any_of(op->getOperands(), [&](Value operand) {
+    auto constant = operand.getDefiningOp<ConstantOp>();
+    auto name = constant
+                    ? constant->getAttrOfType<StringAttr>(kInitializerAttrName)
+                    : StringAttr();
+    return name && isa<FloatType>(getElementTypeOrSelf(operand.getType())) &&
+           readers.lookup(name.getValue()) > 1;
+  });
   SmallVector<Value> folded;
-  if (succeeded(builder.tryFold(op, folded)) && !folded.empty()) {
+  if (!tied && succeeded(builder.tryFold(op, folded)) && !folded.empty()) {
     op->erase();
     return folded;
   }
@@ -1743,8 +1758,10 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers[tensor.name()] = &tensor;
   for (const onnx::NodeProto &node : graph.node())
-    for (const std::string &input : node.input())
+    for (const std::string &input : node.input()) {
       usedNames.insert(input);
+      ++readers[input];
+    }
   for (const onnx::ValueInfoProto &output : graph.output())
     usedNames.insert(output.name());
 
