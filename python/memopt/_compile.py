@@ -41,6 +41,9 @@ class Training:
     batch_statistics  BatchNormalization normalizes with batch statistics and updates its running
                       mean and variance (training mode; --bn-batch-stats).
     freeze            prefixes of initializer names that are not trained.
+    fuse_head         'auto', 'on' or 'off': cross-entropy of a language model's head (a
+                      bias-free linear layer) as one op without the [tokens, vocabulary]
+                      logits (--fuse-head; auto: the host target only for now).
     """
 
     loss: str = "cross-entropy"
@@ -56,6 +59,7 @@ class Training:
     accumulate: int = 1
     batch_statistics: bool = False
     freeze: Sequence[str] = field(default_factory=tuple)
+    fuse_head: str = "auto"
 
     def _fill(self, options: Any) -> None:
         options.enabled = True
@@ -78,6 +82,9 @@ class Training:
         options.batch_statistics = bool(self.batch_statistics)
         freeze = [self.freeze] if isinstance(self.freeze, str) else list(self.freeze)
         options.freeze = [str(prefix) for prefix in freeze]
+        if self.fuse_head not in ("auto", "on", "off"):
+            raise InputError(f"fuse_head {self.fuse_head!r}: expected 'auto', 'on' or 'off'")
+        options.fuse_head = self.fuse_head
 
 
 def _shape_spec(name: str, shape: Any) -> str:
@@ -104,7 +111,8 @@ def _write_model(model: Any, folder: str) -> str:
 
 def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str = "fp32",
             memory_budget: Union[None, int, str] = None,
-            remat_allow: Optional[Sequence[str]] = None, layout: str = "auto",
+            remat_allow: Optional[Sequence[str]] = None,
+            remat_max_computations: int = 2, layout: str = "auto",
             input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
             train: Optional[Training] = None, workdir: Optional[PathLike] = None,
             arch: str = "sm_90", verbose: bool = False) -> Program:
@@ -122,6 +130,8 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    arena reached.
     remat_allow    op kinds that may be recomputed to meet memory_budget (e.g. ['relu',
                    'fused_elementwise']; default: every op with a cost).
+    remat_max_computations  how often one op may be computed to meet memory_budget (3
+                   reaches smaller arenas at less added compute on GPT-2; docs/remat.md).
     layout         'auto', 'nchw' or 'nhwc': the layout of convolution regions (auto:
                    channels-last where it is faster on CUDA; docs/layout.md).
     input_shapes   {input name: shape} fixing dynamic dimensions, e.g. {'input': (8, 3, 224,
@@ -164,6 +174,11 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     if remat_allow is not None:
         kinds = [remat_allow] if isinstance(remat_allow, str) else list(remat_allow)
         options.remat_allow = [str(kind) for kind in kinds]
+    if isinstance(remat_max_computations, bool) or \
+            not isinstance(remat_max_computations, int) or remat_max_computations < 1:
+        raise InputError(f"remat_max_computations {remat_max_computations!r}: expected a "
+                         f"whole number, at least 1")
+    options.remat_max_computations = remat_max_computations
     if layout not in ("auto", "nchw", "nhwc"):
         raise InputError(f"layout '{layout}': expected 'auto', 'nchw' or 'nhwc'")
     options.layout = layout

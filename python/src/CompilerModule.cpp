@@ -57,6 +57,7 @@ NB_MODULE(_compiler, m) {
       .def_rw("loss", &TrainingOptions::loss)
       .def_rw("loss_output", &TrainingOptions::lossOutput)
       .def_rw("ignore_index", &TrainingOptions::ignoreIndex)
+      .def_rw("fuse_head", &TrainingOptions::fuseHead)
       .def_rw("optimizer", &TrainingOptions::optimizer)
       .def_rw("learning_rate", &TrainingOptions::learningRate)
       .def_rw("momentum", &TrainingOptions::momentum)
