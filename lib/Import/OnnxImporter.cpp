@@ -760,18 +760,24 @@ GraphImporter::createOp(const Node &node, StringRef opName,
     return emitError(node.loc) << node.describe() << ": " << problem;
   }
 
-  // A float initializer read by several nodes is a tied weight (GPT-2's
-  // embedding and head): an op on it stays an op, since a folded copy would
-  // be a second, untied parameter once --train makes initializers trainable.
-  // (Inference loses nothing: canonicalization folds it after import.)
-  bool tied = llvm::any_of(op->getOperands(), [&](Value operand) {
-    auto constant = operand.getDefiningOp<ConstantOp>();
-    auto name = constant
-                    ? constant->getAttrOfType<StringAttr>(kInitializerAttrName)
-                    : StringAttr();
-    return name && isa<FloatType>(getElementTypeOrSelf(operand.getType())) &&
-           readers.lookup(name.getValue()) > 1;
-  });
+  // The Transpose of a float initializer that other nodes read too is a tied
+  // weight's other layout (GPT-2's embedding and head): it stays an op, since
+  // a folded copy would be a second, untied parameter once --train makes
+  // initializers trainable (inference loses nothing: canonicalization folds
+  // it after import). Other ops on shared initializers still fold: the
+  // dynamo exporter shares equal constants (masks, scalars) between nodes,
+  // and their folded chains must not become trained tensors.
+  bool tied =
+      isa<TransposeOp>(op) &&
+      llvm::any_of(op->getOperands(), [&](Value operand) {
+        auto constant = operand.getDefiningOp<ConstantOp>();
+        auto name =
+            constant ? constant->getAttrOfType<StringAttr>(kInitializerAttrName)
+                     : StringAttr();
+        return name &&
+               isa<FloatType>(getElementTypeOrSelf(operand.getType())) &&
+               readers.lookup(name.getValue()) > 1;
+      });
   SmallVector<Value> folded;
   if (!tied && succeeded(builder.tryFold(op, folded)) && !folded.empty()) {
     op->erase();
