@@ -1041,6 +1041,24 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
        << ref(op->getResult(0)) << ");\n";
     return success();
   };
+  // The fused head + loss and its gradient: params, then every operand and
+  // every result in order (the runtime's signatures), then the workspace.
+  auto headCall = [&](StringRef function,
+                      int64_t ignoreIndex) -> LogicalResult {
+    FailureOr<std::string> workspace = workspaceArguments(op);
+    if (failed(workspace))
+      return failure();
+    os << "  {\n    LinearCrossEntropyParams params;\n"
+       << "    params.ignoreIndex = int64_t(" << ignoreIndex << ");\n";
+    emitTf32(op);
+    os << "    " << function << "(ctx, " << node << ", params";
+    for (Value value : op->getOperands())
+      os << ", " << ref(value);
+    for (Value value : op->getResults())
+      os << ", " << ref(value);
+    os << ", " << *workspace << ");\n  }\n";
+    return success();
+  };
   constexpr double kFloatMax = std::numeric_limits<float>::infinity();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ReluOp) { return emitUnary(op, "Relu"); })
@@ -1357,34 +1375,11 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << ");\n";
         return success();
       })
-      .Case([&](LinearCrossEntropyOp head) -> LogicalResult {
-        FailureOr<std::string> workspace = workspaceArguments(op);
-        if (failed(workspace))
-          return failure();
-        os << "  {\n    LinearCrossEntropyParams params;\n"
-           << "    params.ignoreIndex = int64_t("
-           << int64_t(head.getIgnoreIndex()) << ");\n";
-        emitTf32(op);
-        os << "    linearCrossEntropy(ctx, " << node << ", params, "
-           << ref(head.getX()) << ", " << ref(head.getW()) << ", "
-           << ref(head.getLabels()) << ", " << ref(head.getLoss()) << ", "
-           << ref(head.getLse()) << ", " << *workspace << ");\n  }\n";
-        return success();
+      .Case([&](LinearCrossEntropyOp head) {
+        return headCall("linearCrossEntropy", head.getIgnoreIndex());
       })
-      .Case([&](LinearCrossEntropyGradOp grad) -> LogicalResult {
-        FailureOr<std::string> workspace = workspaceArguments(op);
-        if (failed(workspace))
-          return failure();
-        os << "  {\n    LinearCrossEntropyParams params;\n"
-           << "    params.ignoreIndex = int64_t("
-           << int64_t(grad.getIgnoreIndex()) << ");\n";
-        emitTf32(op);
-        os << "    linearCrossEntropyGrad(ctx, " << node << ", params, "
-           << ref(grad.getX()) << ", " << ref(grad.getW()) << ", "
-           << ref(grad.getLabels()) << ", " << ref(grad.getLse()) << ", "
-           << ref(grad.getDloss()) << ", " << ref(grad.getDx()) << ", "
-           << ref(grad.getDw()) << ", " << *workspace << ");\n  }\n";
-        return success();
+      .Case([&](LinearCrossEntropyGradOp grad) {
+        return headCall("linearCrossEntropyGrad", grad.getIgnoreIndex());
       })
       .Case([&](ConvBackwardFilterOp grad) {
         return emitConv(op, grad.getKernelShape(), grad.getStrides(),

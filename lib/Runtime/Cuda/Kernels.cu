@@ -662,8 +662,7 @@ template <typename T>
 __global__ void tiledCopyKernel(const T *__restrict__ x, T *__restrict__ y,
                                 TileCopy p) {
   __shared__ T tile[32][33];
-  // blockIdx.x walks x's contiguous dim: neighbouring tiles read neighbouring
-  // bytes (35% faster than walking y's on an H200 for NCHW -> NHWC).
+  // blockIdx.x walks x's contiguous dim (the batched 2-D kernel's order).
   int64_t r0 = int64_t(blockIdx.x) * 32, c0 = int64_t(blockIdx.y) * 32;
   for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
     const T *xb = x + p.base + offsetOf(b, p.xBatch);
@@ -1253,6 +1252,42 @@ void argReduce(Context &ctx, const char *node, bool isMax, int axis,
 
 namespace {
 
+/// Calls f(U()) with U an unsigned integer, or uint2 / uint4, of `bytes`
+/// bytes (1 to 16): the unit a copy moves per thread.
+template <typename F> void withUnit(int64_t bytes, F f) {
+  switch (bytes) {
+  case 16:
+    return f(uint4());
+  case 8:
+    return f(uint2());
+  case 4:
+    return f(uint32_t());
+  case 2:
+    return f(uint16_t());
+  default:
+    return f(uint8_t());
+  }
+}
+
+/// The widest of 16, 8, 4 and 2 bytes (down to `elemSize`) that divides the
+/// `count` byte counts in `bytes` and both pointers.
+int64_t widestUnit(size_t elemSize, const int64_t *bytes, int count,
+                   const void *x, const void *y) {
+  auto fits = [&](int64_t w) {
+    if (reinterpret_cast<uintptr_t>(x) % w ||
+        reinterpret_cast<uintptr_t>(y) % w)
+      return false;
+    for (int i = 0; i < count; ++i)
+      if (bytes[i] % w)
+        return false;
+    return true;
+  };
+  int64_t width = 16;
+  while (width > int64_t(elemSize) && !fits(width))
+    width /= 2;
+  return std::max<int64_t>(width, int64_t(elemSize));
+}
+
 /// A copy y[i] = x[base + offsetOf(i, dims)] (dims: y's shape, x's strides)
 /// in its simplest form: size-1 dims dropped, and neighbours merged where x's
 /// strides make them one dim (outer stride = inner stride * inner size). A
@@ -1333,20 +1368,13 @@ void launchStridedCopy(Context &ctx, const char *node, const void *x, void *y,
   }
   int inner = c.rank - 1;
   if (c.stride[inner] == 1) {
-    int64_t runBytes = c.shape[inner] * int64_t(elemSize);
-    int64_t width = 16;
-    auto fits = [&](int64_t w) {
-      if (runBytes % w || (c.base * int64_t(elemSize)) % w ||
-          reinterpret_cast<uintptr_t>(x) % w ||
-          reinterpret_cast<uintptr_t>(y) % w)
-        return false;
-      for (int d = 0; d < inner; ++d)
-        if ((c.stride[d] * int64_t(elemSize)) % w)
-          return false;
-      return true;
-    };
-    while (width > int64_t(elemSize) && !fits(width))
-      width /= 2;
+    // The run, the offset and every outer stride, in bytes, keep each run
+    // aligned to the unit.
+    int64_t bytes[kMaxRank + 2] = {c.shape[inner] * int64_t(elemSize),
+                                   c.base * int64_t(elemSize)};
+    for (int d = 0; d < inner; ++d)
+      bytes[2 + d] = c.stride[d] * int64_t(elemSize);
+    int64_t width = widestUnit(elemSize, bytes, inner + 2, x, y);
     if (width > int64_t(elemSize)) {
       int64_t per = width / int64_t(elemSize);
       CopyForm v = c;
@@ -1354,15 +1382,9 @@ void launchStridedCopy(Context &ctx, const char *node, const void *x, void *y,
       v.shape[inner] /= per;
       for (int d = 0; d < inner; ++d)
         v.stride[d] /= per;
-      int64_t units = n / per;
-      if (width == 16)
-        launchCopyUnits<uint4>(ctx, x, y, units, v);
-      else if (width == 8)
-        launchCopyUnits<uint2>(ctx, x, y, units, v);
-      else if (width == 4)
-        launchCopyUnits<uint32_t>(ctx, x, y, units, v);
-      else
-        launchCopyUnits<uint16_t>(ctx, x, y, units, v);
+      withUnit(width, [&](auto unit) {
+        launchCopyUnits<decltype(unit)>(ctx, x, y, n / per, v);
+      });
       checkLaunch(ctx, node);
       return;
     }
@@ -1370,8 +1392,8 @@ void launchStridedCopy(Context &ctx, const char *node, const void *x, void *y,
              (c.rank == 3 && c.stride[1] == 1 && c.stride[2] == c.shape[1] &&
               c.stride[0] == c.shape[1] * c.shape[2])) {
     // x = [batch, rows, cols] -> y = [batch, cols, rows] with no offset: the
-    // batched 2-D kernel, whose plain index math times faster than the
-    // general tiled copy's (H200: NCHW -> NHWC of 32x256x56x56 in f16 0.086
+    // batched 2-D kernel, which timed faster than the general tiled copy
+    // (H200, kernel suite --perf: NCHW -> NHWC of 32x256x56x56 in f16 0.086
     // against 0.117 ms, attention keys [8, 512, 768] -> [8, 768, 512] 0.015
     // against 0.018 ms).
     int64_t batch = c.rank == 3 ? c.shape[0] : 1;
@@ -1427,7 +1449,9 @@ void launchStridedCopy(Context &ctx, const char *node, const void *x, void *y,
       return;
     }
   }
-  MEMOPT_DISPATCH_BYTES(elemSize, T, launchCopyUnits<T>(ctx, x, y, n, c));
+  withUnit(int64_t(elemSize), [&](auto unit) {
+    launchCopyUnits<decltype(unit)>(ctx, x, y, n, c);
+  });
   checkLaunch(ctx, node);
 }
 
@@ -1474,29 +1498,17 @@ void gather(Context &ctx, const char *node, int axis, TensorRef x,
   // Rows of `inner` elements move whole: in 16-, 8- or 4-byte vectors where
   // the row's bytes and both pointers allow (an embedding row, a rolled
   // window row).
-  int64_t rowBytes = s.inner * int64_t(dtypeSize(y.dtype)), width = 16;
-  while (width > int64_t(dtypeSize(y.dtype)) &&
-         (rowBytes % width || reinterpret_cast<uintptr_t>(x.data) % width ||
-          reinterpret_cast<uintptr_t>(y.data) % width))
-    width /= 2;
-  int64_t per = std::max<int64_t>(1, width / int64_t(dtypeSize(y.dtype)));
-  auto launch = [&](auto unit) {
+  size_t elem = dtypeSize(y.dtype);
+  int64_t rowBytes = s.inner * int64_t(elem);
+  int64_t width = widestUnit(elem, &rowBytes, 1, x.data, y.data);
+  int64_t per = width / int64_t(elem);
+  withUnit(width, [&](auto unit) {
     using U = decltype(unit);
     gatherKernel<U><<<gridFor(ctx, n / per), 256, 0, ctx.stream>>>(
         static_cast<const U *>(x.data), indices.data, indices.dtype,
         static_cast<U *>(y.data), n / per, indices.numElements(), s.axis,
         s.inner / per);
-  };
-  if (per > 1 && width == 16)
-    launch(uint4());
-  else if (per > 1 && width == 8)
-    launch(uint2());
-  else if (per > 1 && width == 4)
-    launch(uint32_t());
-  else if (per > 1)
-    launch(uint16_t());
-  else
-    MEMOPT_DISPATCH_BYTES(dtypeSize(y.dtype), T, launch(T()));
+  });
   checkLaunch(ctx, node);
 }
 

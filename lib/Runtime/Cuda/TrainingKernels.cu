@@ -222,13 +222,13 @@ __global__ void __launch_bounds__(kRowBlock)
   for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < rows;
        r += int64_t(gridDim.x) * warps) {
     T *row = logits + r * width;
-    int64_t label = loadLabel(labels, labels64, r) - first;
-    bool ignored = label + first == ignoreIndex;
+    int64_t label = loadLabel(labels, labels64, r);
+    bool ignored = label == ignoreIndex;
     float rowLse = lse[r];
     for (int64_t c = lane; c < width; c += 32) {
       float d = ignored ? 0.0f
                         : scale * (expf(toFloat(row[c]) - rowLse) -
-                                   (c == label ? 1.0f : 0.0f));
+                                   (first + c == label ? 1.0f : 0.0f));
       row[c] = fromFloat<T>(d);
     }
   }
@@ -531,9 +531,9 @@ __global__ void adamwKernel(float *param, const T *grad, float *m, float *v,
 /// Up to kFoundInfTensors tensors checked by one launch; their pointers,
 /// sizes, dtypes and first blocks travel in the kernel's parameters. Each
 /// block checks kFoundInfChunk elements of one tensor, so the blocks follow
-/// the bytes: one block per tensor row of blocks left GPT-2's 38.6M-element
-/// embedding gradient to 20 blocks while the 147 others finished (2.8 ms of
-/// a 26.6 ms fp16 step on an H200).
+/// the bytes. (A fixed row of blocks per tensor gave GPT-2's 38.6M-element
+/// embedding gradient 20 blocks, 132 SMs x 8 / 52 gradients, while the others
+/// finished: 2.8 ms of a 28.8 ms profiled fp16 step on an H200.)
 constexpr int kFoundInfTensors = 64;
 constexpr int kFoundInfThreads = 256;
 constexpr int64_t kFoundInfChunk = kFoundInfThreads * 16;
@@ -678,18 +678,18 @@ int64_t lceChunkClasses(int64_t rows, int64_t classes, DType dtype,
   return std::min(width, aligned);
 }
 
+/// The workspace's layout for `rows` rows: the row statistics, then a
+/// chunk of `width` classes' logits.
 struct LceChunks {
-  int64_t rows = 0, classes = 0, features = 0, width = 0;
+  int64_t rows = 0, width = 0;
   float *state = nullptr;
   void *logits = nullptr;
 };
 
 bool lceChunks(Context &ctx, const char *node, const TensorRef &x, int64_t rows,
-               int64_t classes, int64_t features, void *workspace,
-               size_t workspaceBytes, LceChunks &c) {
+               int64_t classes, void *workspace, size_t workspaceBytes,
+               LceChunks &c) {
   c.rows = rows;
-  c.classes = classes;
-  c.features = features;
   c.width =
       workspace ? lceChunkClasses(rows, classes, x.dtype, workspaceBytes) : 0;
   if (c.width < 1) {
@@ -750,8 +750,7 @@ void linearCrossEntropy(Context &ctx, const char *node,
     return;
   if (rows == 0 || classes == 0)
     return;
-  if (!lceChunks(ctx, node, x, rows, classes, features, workspace,
-                 workspaceBytes, c))
+  if (!lceChunks(ctx, node, x, rows, classes, workspace, workspaceBytes, c))
     return;
   const bool is64 = labels.dtype == DType::I64;
   TensorRef xs = matrix(x.data, x.dtype, rows, features);
@@ -796,8 +795,7 @@ void linearCrossEntropyGrad(Context &ctx, const char *node,
                 "cudaMemsetAsync");
     return;
   }
-  if (!lceChunks(ctx, node, x, rows, classes, features, workspace,
-                 workspaceBytes, c))
+  if (!lceChunks(ctx, node, x, rows, classes, workspace, workspaceBytes, c))
     return;
   const bool is64 = labels.dtype == DType::I64;
   TensorRef xs = matrix(x.data, x.dtype, rows, features);
