@@ -14,7 +14,7 @@
 # Usage: bash bench/fused_head/prepare.sh GRAPHS.tar.gz DEST
 set -eu
 cd "$(dirname "$0")/../.."
-G=$(mktemp -d); F=$(mktemp -d); DEST=$2; mkdir -p "$DEST"
+G=$(mktemp -d); F=$(mktemp -d); mkdir -p "$2"; DEST=$(realpath "$2")
 tar xzf "$1" -C $G
 B=build/bin/memopt-compile
 graph=$G/train_gpt2_b8.onnx; [ -f $graph ] || graph=$G/gpt2_b8.onnx

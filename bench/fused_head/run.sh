@@ -34,8 +34,8 @@ y = r.integers(0,4099,(4,32)).astype(np.int64); y[0,1] = -100
 np.save('$W/ti.npy', r.integers(0,4099,(4,32)).astype(np.int64)); np.save('$W/tl.npy', y)"
 for n in head_on_fp16 head_off_fp16 head_on_tf32 head_off_tf32 remat50_c3_tf32 remat25_c3_tf32; do
   [ -x $W/$n ] || continue
-  timeout 60 $W/$n --random-weights 1 --input input_ids=$W/i.npy --input labels=$W/l.npy --steps 0 --bench 10 > $OUT/$n.out 2>&1
-  echo "$n rc=$? $(grep -E 'bench:|memory:' $OUT/$n.out | tr '\n' ' ' | cut -c1-220)"
+  timeout 60 $W/$n --random-weights 1 --input input_ids=$W/i.npy --input labels=$W/l.npy --steps 0 --bench 10 > $W/$n.out 2>&1
+  echo "$n rc=$? $(grep -E 'bench:|memory:' $W/$n.out | tr '\n' ' ' | cut -c1-220)"
 done
 [ -x $W/head_on_fp16 ] && timeout 60 $W/head_on_fp16 --random-weights 1 --input input_ids=$W/i.npy \
   --input labels=$W/l.npy --steps 2 --profile 2>&1 | grep -E "profile-kind" | head -8
@@ -43,3 +43,4 @@ for p in fp32 fp16; do for h in on off; do for t in cuda host; do
   n=tiny_${h}_${p}_$t; x=$W/$n; [ $t = host ] && x=$W/${n}
   [ -x $x ] && $x --random-weights 7 --input ids=$W/ti.npy --input labels=$W/tl.npy --steps 3 | grep "^step" | tr '\n' ' ' | sed "s/^/$n: /"; echo
 done; done; done
+(cd $W && tar czf $OUT/head_runs.tar.gz *.out)

@@ -437,9 +437,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.loss = training.loss;
   pipeline.lossOutput = training.lossOutput;
   pipeline.ignoreIndex = training.ignoreIndex;
-  pipeline.fuseHead =
-      training.fuseHead == "on" ||
-      (training.fuseHead == "auto" && options.target == CompileTarget::Host);
+  pipeline.fuseHead = training.fuseHead == "on";
   pipeline.optimizer = training.optimizer;
   pipeline.learningRate = training.learningRate;
   pipeline.momentum = training.momentum;

@@ -41,9 +41,9 @@ class Training:
     batch_statistics  BatchNormalization normalizes with batch statistics and updates its running
                       mean and variance (training mode; --bn-batch-stats).
     freeze            prefixes of initializer names that are not trained.
-    fuse_head         'auto', 'on' or 'off': cross-entropy of a language model's head (a
+    fuse_head         'on' (default) or 'off': cross-entropy of a language model's head (a
                       bias-free linear layer) as one op without the [tokens, vocabulary]
-                      logits (--fuse-head; auto: the host target only for now).
+                      logits (--fuse-head).
     """
 
     loss: str = "cross-entropy"
@@ -59,7 +59,7 @@ class Training:
     accumulate: int = 1
     batch_statistics: bool = False
     freeze: Sequence[str] = field(default_factory=tuple)
-    fuse_head: str = "auto"
+    fuse_head: str = "on"
 
     def _fill(self, options: Any) -> None:
         options.enabled = True
@@ -82,8 +82,8 @@ class Training:
         options.batch_statistics = bool(self.batch_statistics)
         freeze = [self.freeze] if isinstance(self.freeze, str) else list(self.freeze)
         options.freeze = [str(prefix) for prefix in freeze]
-        if self.fuse_head not in ("auto", "on", "off"):
-            raise InputError(f"fuse_head {self.fuse_head!r}: expected 'auto', 'on' or 'off'")
+        if self.fuse_head not in ("on", "off"):
+            raise InputError(f"fuse_head {self.fuse_head!r}: expected 'on' or 'off'")
         options.fuse_head = self.fuse_head
 
 

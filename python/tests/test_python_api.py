@@ -418,7 +418,7 @@ def test_accumulation_equals_the_whole_batch(memopt):
                                    atol=1e-6, err_msg=name)
     with pytest.raises(memopt.InputError, match="accumulate 0"):
         memopt.compile(_linear_model(2), train=memopt.Training(loss="mse", accumulate=0))
-    with pytest.raises(memopt.InputError, match="fuse_head 'yes'"):
+    with pytest.raises(memopt.InputError, match="fuse_head 'yes': expected 'on' or 'off'"):
         memopt.compile(_linear_model(2), train=memopt.Training(loss="mse", fuse_head="yes"))
     with pytest.raises(memopt.InputError, match="remat_max_computations 0"):
         memopt.compile(_linear_model(2), memory_budget=1024, remat_max_computations=0)

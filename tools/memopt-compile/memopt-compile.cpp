@@ -120,10 +120,9 @@ int main(int argc, char **argv) {
   cl::opt<std::string> fuseHead(
       "fuse-head",
       cl::desc("cross-entropy of a language model's head (a bias-free linear "
-               "layer) as one op without the [rows, classes] logits: on, off "
-               "or auto (default: on for --target host; off for cuda, whose "
-               "kernels have not run on a GPU yet)"),
-      cl::init("auto"), cl::cat(category));
+               "layer) as one op without the [rows, classes] logits: on "
+               "(default) or off"),
+      cl::init("on"), cl::cat(category));
   cl::opt<std::string> optimizer("optimizer", cl::desc("sgd or adamw"),
                                  cl::init("sgd"), cl::cat(category));
   cl::opt<double> lr("lr",
@@ -259,9 +258,9 @@ int main(int argc, char **argv) {
   training.loss = loss;
   training.lossOutput = lossOutput;
   training.ignoreIndex = ignoreIndex;
-  if (fuseHead != "on" && fuseHead != "off" && fuseHead != "auto") {
+  if (fuseHead != "on" && fuseHead != "off") {
     llvm::errs() << "memopt-compile: error: --fuse-head '" << fuseHead
-                 << "' is not one of on, off, auto\n";
+                 << "' is not one of on, off\n";
     return 1;
   }
   training.fuseHead = fuseHead;

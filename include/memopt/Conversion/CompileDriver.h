@@ -33,10 +33,9 @@ struct TrainingOptions {
   std::string lossOutput;
   int64_t ignoreIndex = -100;
   /// Cross-entropy of a language model's head as one op that never holds the
-  /// logits (memopt.linear_cross_entropy): "on", "off", or "auto" (on for
-  /// the host target; off for CUDA until its kernels have run on a GPU:
-  /// docs/training.md, "The fused head").
-  std::string fuseHead = "auto";
+  /// logits (memopt.linear_cross_entropy): "on" or "off" (docs/training.md,
+  /// "The fused head").
+  std::string fuseHead = "on";
   /// sgd or adamw (memopt-autodiff), PyTorch's defaults.
   std::string optimizer = "sgd";
   double learningRate = 0.01;
