@@ -520,6 +520,10 @@ def cmd_prepare(args):
                 extra += ["--remat-allow", args.remat_allow]
             if args.remat_max_computations is not None:
                 extra += ["--remat-max-computations", str(args.remat_max_computations)]
+            times = os.path.join(args.remat_kernel_times or "", f"times_{key}{suffix}.json")
+            if args.remat_kernel_times and os.path.exists(times):
+                extra += ["--remat-kernel-times", os.path.abspath(times)]
+                budget["kernel_times"] = os.path.basename(times)
             remat_command = [out_remat if c == out else
                              out_remat + ".report.json" if c == out + ".report.json" else c
                              for c in command] + extra
@@ -776,12 +780,15 @@ def dump_compare(bin_dir, work, name, say, env, out):
 
 
 def profile_one(bin_dir, name, opt, inputs, env, out, say, suffix=""):
-    """One eager step timed op by op (--profile, after two untimed steps)."""
+    """One eager step timed op by op (--profile, after two untimed steps); each node's
+    forward time also as OUT/times_NAME.OPT[SUFFIX].json (--profile-times), which `prepare
+    --remat-kernel-times DIR` gives the budgeted compiles."""
     model = BENCH[name][0]
     exe = os.path.join(bin_dir, f"{name}.{opt}{suffix}.cuda")
     command = [exe, "--random-weights", str(SEED), "--input",
                f"{input_name(model)}={inputs[name][0]}", "--input",
-               f"labels={inputs[name][1]}", "--steps", "3", "--profile"]
+               f"labels={inputs[name][1]}", "--steps", "3", "--profile-times",
+               os.path.join(out, f"times_{name}.{opt}{suffix}.json")]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
         text = proc.stdout + proc.stderr
@@ -1891,6 +1898,10 @@ def main(argv=None):
                                          "memopt's, every op with a cost)")
     p.add_argument("--remat-time-limit", type=float,
                    help="memopt-compile --remat-time-limit S (default: memopt's)")
+    p.add_argument("--remat-kernel-times", metavar="DIR",
+                   help="price recomputations by measured kernel times: DIR/times_NAME.OPT"
+                        "[.PREC].json of a `device --profile` call (the unconstrained "
+                        "program's --profile-times), where DIR has one")
     p.add_argument("--remat-max-computations", type=int,
                    help="memopt-compile --remat-max-computations C (default: memopt's, 2)")
     p.add_argument("--remat-compile-timeout-s", type=float, default=3600,

@@ -3,6 +3,7 @@
 #include "memopt/Analysis/CostModel.h"
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -14,9 +15,10 @@ using namespace mlir::memopt;
 
 Roofline Roofline::h100() {
   Roofline roofline;
-  roofline.name = "H100 SXM (67 TFLOP/s f32, 989 TFLOP/s f16/bf16, "
-                  "3.35 TB/s, 2 us per kernel)";
+  roofline.name = "H100 SXM (67 TFLOP/s f32, 495 TFLOP/s tf32, 989 TFLOP/s "
+                  "f16/bf16, 3.35 TB/s, 2 us per kernel)";
   roofline.f32FlopsPerSecond = 67e12;
+  roofline.tf32FlopsPerSecond = 494.7e12;
   roofline.lowFlopsPerSecond = 989e12;
   roofline.bytesPerSecond = 3.35e12;
   roofline.kernelSeconds = 2e-6;
@@ -63,6 +65,24 @@ int64_t mlir::memopt::getOpFlops(Operation *op) {
   return cost ? cost.getFlops() : 0;
 }
 
+bool mlir::memopt::isTensorCoreContraction(Operation *op) {
+  return isa<MatMulOp, GemmOp, ConvOp, ConvTransposeOp, ConvBackwardFilterOp,
+             AttentionOp, AttentionGradOp, LinearCrossEntropyOp,
+             LinearCrossEntropyGradOp>(op);
+}
+
+/// True for an f32 contraction of a function compiled with TF32.
+static bool computesInTf32(Operation *op) {
+  if (!isTensorCoreContraction(op) || op->getNumOperands() == 0 ||
+      !getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
+    return false;
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  auto precision = function
+                       ? function->getAttrOfType<StringAttr>("memopt.precision")
+                       : StringAttr();
+  return precision && precision.getValue() == "tf32";
+}
+
 /// True if the op computes in a 16-bit float type (tensor cores).
 static bool computesInLowPrecision(Operation *op) {
   auto isLow = [](Type type) {
@@ -88,6 +108,7 @@ double mlir::memopt::estimateOpSeconds(Operation *op, const Roofline &roofline,
   if (flops == 0 && bytes == 0)
     return 0;
   double peak = computesInLowPrecision(op) ? roofline.lowFlopsPerSecond
+                : computesInTf32(op)       ? roofline.tf32FlopsPerSecond
                                            : roofline.f32FlopsPerSecond;
   return std::max(double(flops) / peak,
                   double(bytes) / roofline.bytesPerSecond) +

@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace memopt::rt {
 
@@ -392,6 +393,27 @@ void printOpTimes(const OpTimes &times, FILE *out, int top,
                  order[size_t(i)]->kind.c_str(), order[size_t(i)]->ms / runs,
                  total > 0 ? 100.0 * order[size_t(i)]->ms / total : 0.0,
                  order[size_t(i)]->node.c_str());
+}
+
+void writeOpTimes(const OpTimes &times, FILE *out) {
+  double runs = double(std::max<int64_t>(1, times.runs));
+  std::set<std::string> written;
+  std::fprintf(out, "{");
+  for (const OpTimes::Entry &entry : times.ops) {
+    if (!entry.calls || entry.node.empty() ||
+        !written.insert(entry.node).second)
+      continue;
+    std::string name;
+    for (char c : entry.node) {
+      if (c == '"' || c == '\\')
+        name += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20)
+        name += c;
+    }
+    std::fprintf(out, "%s\n  \"%s\": %.9g", written.size() > 1 ? "," : "",
+                 name.c_str(), entry.ms / runs / 1000.0);
+  }
+  std::fprintf(out, "\n}\n");
 }
 
 void dumpOpResults(Context &ctx, const char *directory, int index,

@@ -400,6 +400,8 @@ struct OpTimes {
 /// The table printProfile writes.
 void printOpTimes(const OpTimes &times, FILE *out, int top,
                   const char *backend);
+/// The JSON writeProfileTimes writes.
+void writeOpTimes(const OpTimes &times, FILE *out);
 /// Writes the results of op `index` of the first run as DIR/NNNNN.npy and a
 /// line of DIR/ops.txt (copyToHost reads them).
 void dumpOpResults(Context &ctx, const char *directory, int index,

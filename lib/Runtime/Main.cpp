@@ -68,9 +68,33 @@ void usage(const char *argv0) {
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n"
                "          [--profile]  (time every op; CUDA runs eagerly)\n"
+               "          [--profile-times FILE.json]  (--profile, and each "
+               "node's forward time\n"
+               "          as memopt-compile --remat-kernel-times reads it)\n"
                "          [--dump-ops DIR]  (every op's results of the first "
                "run as DIR/NNNNN_K.npy, DIR/ops.txt)\n",
                argv0, argv0);
+}
+
+/// --profile-times: the JSON written to PATH.tmp, then renamed, so a failed
+/// run leaves no half-written file.
+bool saveProfileTimes(Context &ctx, const std::string &path,
+                      std::string &error) {
+  std::string temporary = path + ".tmp";
+  FILE *file = std::fopen(temporary.c_str(), "w");
+  if (!file) {
+    error = "--profile-times: cannot write '" + path + "'";
+    return false;
+  }
+  writeProfileTimes(ctx, file);
+  bool written = std::fflush(file) == 0 && !std::ferror(file);
+  written = std::fclose(file) == 0 && written;
+  if (!written || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    error = "--profile-times: cannot write '" + path + "'";
+    return false;
+  }
+  return true;
 }
 
 /// This executable's path (for the default OUT.weights next to it).
@@ -481,7 +505,7 @@ int main(int argc, char **argv) {
   int64_t ranks = 0; // 0: the program's data-parallel size
   TrainOptions trainOptions;
   ContextOptions options;
-  std::string dumpDirectory;
+  std::string dumpDirectory, profileTimes;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -522,6 +546,8 @@ int main(int argc, char **argv) {
     } else if (arg == "--fused-attention") {
       options.chunkedAttention = false;
     } else if (arg == "--profile") {
+      options.profile = true;
+    } else if (arg == "--profile-times" && value(profileTimes)) {
       options.profile = true;
     } else if (arg == "--dump-ops" && value(dumpDirectory)) {
       if (mkdir(dumpDirectory.c_str(), 0755) != 0 && errno != EEXIST)
@@ -648,6 +674,9 @@ int main(int argc, char **argv) {
     int status = train(group, arrays, trainOptions);
     if (options.profile)
       printProfile(group.rank(0).context(), stdout, 40);
+    if (status == 0 && !profileTimes.empty() &&
+        !saveProfileTimes(group.rank(0).context(), profileTimes, error))
+      return fail(error);
     return status;
   }
   Model model;
@@ -688,6 +717,9 @@ int main(int argc, char **argv) {
   }
   if (options.profile)
     printProfile(model.context(), stdout, 40);
+  if (!profileTimes.empty() &&
+      !saveProfileTimes(model.context(), profileTimes, error))
+    return fail(error);
 
   if (outputDir.empty()) {
     if (benchRuns == 0)

@@ -384,3 +384,39 @@ def test_training_step_with_remat_matches(compiler, tmp_path):
     # The whole weight region after two steps (parameters, momentum buffers and the running
     # statistics, which a second update per step would change): the same bytes.
     assert open(weights["base"], "rb").read() == open(weights["remat"], "rb").read()
+
+
+def test_profile_times_feed_the_solver(compiler, tmp_path):
+    """--profile-times writes each node's measured forward time in the format
+    --remat-kernel-times reads; a budgeted compile takes it; a path that cannot be written
+    fails with one message and leaves nothing behind."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    np.save(tmp_path / "y.npy", np.array([5], dtype=np.int64))
+    inputs = ["--input", f"input={tmp_path / 'x.npy'}", "--input", f"labels={tmp_path / 'y.npy'}"]
+    base = str(tmp_path / "base")
+    compile_ok([compiler, zoo.BUNDLED_PATH, "-o", base, "--report", base + ".json", "--quiet",
+                *TRAIN])
+    times_path = tmp_path / "times.json"
+    proc = run([base, *inputs, "--steps", "3", "--profile-times", times_path])
+    assert proc.returncode == 0, proc.stderr
+    assert "profile-kind:" in proc.stdout
+    times = json.load(open(times_path))
+    # Ops carry their ONNX node's name; optimizer updates the parameter's, the loss "loss".
+    graph = onnx.load(zoo.BUNDLED_PATH).graph
+    nodes = {node.name for node in graph.node}
+    names = nodes | {tensor.name for tensor in graph.initializer} | {"loss"}
+    assert times and set(times) <= names and set(times) & nodes, set(times) - names
+    assert all(isinstance(v, float) and v >= 0 for v in times.values())
+    assert not os.path.exists(str(times_path) + ".tmp")
+    budget = int(json.load(open(base + ".json"))["arena_bytes"] * 0.6)
+    out = str(tmp_path / "remat")
+    compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--report",
+                out + ".json", "--quiet", "--memory-budget", str(budget),
+                "--remat-kernel-times", times_path, *TRAIN])
+    assert json.load(open(out + ".json"))["remat"]["recomputed_ops"] > 0
+    missing = tmp_path / "no" / "times.json"
+    proc = run([base, *inputs, "--steps", "1", "--profile-times", missing])
+    assert proc.returncode != 0 and proc.stderr.count("error") == 1, proc.stderr
+    assert "--profile-times: cannot write" in proc.stderr
+    assert not os.path.exists(tmp_path / "no")

@@ -1,7 +1,7 @@
 //===- CostModelTest.cpp - The roofline cost model ------------------------===//
 //
 // Op times on the H100 roofline (CostModel.h): a memory-bound op pays its
-// bytes, a compute-bound one its FLOPs at the f32 or the f16 peak, views are
+// bytes, a compute-bound one its FLOPs at the f32, TF32 or f16 peak, views are
 // free, and measured kernel times replace the estimate by ONNX node name.
 //
 //===----------------------------------------------------------------------===//
@@ -67,6 +67,17 @@ TEST_F(CostModelTest, ComputeBoundOpPaysItsFlopsAtThePeakOfItsType) {
   EXPECT_NEAR(estimateOpSeconds(ops[1], h100), flops / 67e12 + 2e-6, 1e-12);
   double f16 = std::max(flops / 989e12, 3.0 * 2 * 1048576 / 3.35e12) + 2e-6;
   EXPECT_NEAR(estimateOpSeconds(ops[3], h100), f16, 1e-12);
+}
+
+TEST_F(CostModelTest, Tf32FunctionsPriceF32ContractionsAtTheTf32Peak) {
+  // --precision tf32 keeps every tensor f32 and marks the function; its f32
+  // matmul runs on TF32 tensor cores, the relu is unchanged.
+  double flops = 2.0 * 1024 * 1024 * 1024;
+  double relu = estimateOpSeconds(ops[0], h100);
+  (*module->getOps<func::FuncOp>().begin())
+      ->setAttr("memopt.precision", StringAttr::get(&context, "tf32"));
+  EXPECT_NEAR(estimateOpSeconds(ops[1], h100), flops / 494.7e12 + 2e-6, 1e-12);
+  EXPECT_NEAR(estimateOpSeconds(ops[0], h100), relu, 1e-15);
 }
 
 TEST_F(CostModelTest, ViewsAreFree) {

@@ -288,7 +288,14 @@ std::vector<Case> buildCases() {
                      expand(*s.ctx, "expand", x, e);
                      TensorRef c = s.empty(DType::I32, {2, 7, 5, 3});
                      copy(*s.ctx, "copy", e, c);
-                     return std::vector<TensorRef>{f, c};
+                     // Scalars expanded (the 16-byte splat and its tail).
+                     TensorRef h = s.random(DType::F16, {}, -2, 2);
+                     TensorRef hy = s.empty(DType::F16, {3, 1001});
+                     expand(*s.ctx, "expand_scalar", h, hy);
+                     TensorRef d = s.ints(DType::I64, {1}, {-123456789});
+                     TensorRef dy = s.empty(DType::I64, {5, 7});
+                     expand(*s.ctx, "expand_one", d, dy);
+                     return std::vector<TensorRef>{f, c, hy, dy};
                    }});
 
   // Matrix products.

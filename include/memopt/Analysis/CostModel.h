@@ -33,6 +33,10 @@ struct Roofline {
   double f32FlopsPerSecond = 0;
   /// FLOP/s of f16/bf16 arithmetic on the tensor cores (dense).
   double lowFlopsPerSecond = 0;
+  /// FLOP/s of f32 contractions in TF32 on the tensor cores (dense): the
+  /// peak of a function compiled with --precision tf32
+  /// (`memopt.precision = "tf32"`).
+  double tf32FlopsPerSecond = 0;
   /// Device-memory bandwidth in bytes per second.
   double bytesPerSecond = 0;
   /// Fixed cost of one kernel (launch and tail), in seconds.
@@ -59,6 +63,12 @@ FailureOr<KernelTimes> readKernelTimes(StringRef path, std::string &error);
 /// measured time when `times` names the op.
 double estimateOpSeconds(Operation *op, const Roofline &roofline,
                          const KernelTimes *times = nullptr);
+
+/// True for the contractions that run on tensor cores (matmul, gemm, the
+/// convolutions and the conv filter gradient, attention and its gradient,
+/// the fused LM head): in f32 they multiply in TF32 where the function says
+/// `memopt.precision = "tf32"`.
+bool isTensorCoreContraction(Operation *op);
 
 /// FLOPs of one execution of `op` (CostOpInterface; 0 without it).
 int64_t getOpFlops(Operation *op);

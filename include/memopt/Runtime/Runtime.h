@@ -176,6 +176,12 @@ void opDone(Context &ctx, int index, const char *nodeName, const char *kind,
 /// Writes the profile gathered over the runs after the first (which includes
 /// algorithm selection): time per op kind and the `top` slowest ops.
 void printProfile(Context &ctx, FILE *out, int top);
+/// Writes the profile as `{"NODE": seconds, ...}`, the format of
+/// memopt-compile --remat-kernel-times: for each ONNX node name, the time per
+/// run of its first op in program order (the forward computation, which the
+/// rematerialization solver may repeat; gradient ops that share the name come
+/// later and are left out).
+void writeProfileTimes(Context &ctx, FILE *out);
 
 //===----------------------------------------------------------------------===//
 // Elementwise

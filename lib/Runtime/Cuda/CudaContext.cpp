@@ -304,6 +304,10 @@ void printProfile(Context &ctx, FILE *out, int top) {
   printOpTimes(ctx.opTimes, out, top, "cuda");
 }
 
+void writeProfileTimes(Context &ctx, FILE *out) {
+  writeOpTimes(ctx.opTimes, out);
+}
+
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
   if (ctx.options.profile ||
       (ctx.options.dumpDirectory && *ctx.options.dumpDirectory)) {

@@ -108,3 +108,42 @@ func.func @low_gradients(%g: tensor<4xf16>, %h: tensor<4xbf16>) -> tensor<4xf32>
   memopt.adamw_update %q, %ch, %m, %v, lr %lr, step %step loss_scale %scale, found_inf %found, loss_scale_state %state : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<2xf32>
   return %ch : tensor<4xf32>
 }
+
+// -----
+
+// An unbind (every index of axis 0 gathered once, as ViT's packed q, k, v):
+// one split, each piece reshaped to its gather's result.
+// CHECK-LABEL: func.func @unbind_to_split
+// CHECK-NEXT: %[[S:.*]]:3 = memopt.split %arg0 {split = array<i64: 1, 1, 1>} : (tensor<3x2x4xf32>) -> (tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32>)
+// CHECK-DAG: %[[Q:.*]] = memopt.reshape %[[S]]#0 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+// CHECK-DAG: %[[K:.*]] = memopt.reshape %[[S]]#1 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+// CHECK-DAG: %[[V:.*]] = memopt.reshape %[[S]]#2 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+// CHECK: return %[[K]], %[[V]], %[[Q]]
+// CHECK-NOT: memopt.gather
+func.func @unbind_to_split(%x: tensor<3x2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %i0 = memopt.constant dense<0> : tensor<i64>
+  %i1 = memopt.constant dense<-2> : tensor<i64>
+  %i2 = memopt.constant dense<2> : tensor<i64>
+  %k = memopt.gather %x, %i1 : (tensor<3x2x4xf32>, tensor<i64>) -> tensor<2x4xf32>
+  %v = memopt.gather %x, %i2 : (tensor<3x2x4xf32>, tensor<i64>) -> tensor<2x4xf32>
+  %q = memopt.gather %x, %i0 : (tensor<3x2x4xf32>, tensor<i64>) -> tensor<2x4xf32>
+  return %k, %v, %q : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// Not an unbind: an index missing, an index twice, or another user of the
+// data: the gathers stay.
+// CHECK-LABEL: func.func @partial_unbind_stays
+// CHECK-COUNT-4: memopt.gather
+// CHECK-NOT: memopt.split
+func.func @partial_unbind_stays(%x: tensor<3x4xf32>, %y: tensor<2x4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4xf32>) {
+  %i0 = memopt.constant dense<0> : tensor<i64>
+  %i1 = memopt.constant dense<1> : tensor<i64>
+  %a = memopt.gather %x, %i0 : (tensor<3x4xf32>, tensor<i64>) -> tensor<4xf32>
+  %b = memopt.gather %x, %i1 : (tensor<3x4xf32>, tensor<i64>) -> tensor<4xf32>
+  %c = memopt.gather %y, %i0 : (tensor<2x4xf32>, tensor<i64>) -> tensor<4xf32>
+  %d = memopt.gather %y, %i1 : (tensor<2x4xf32>, tensor<i64>) -> tensor<4xf32>
+  %e = memopt.relu %y : tensor<2x4xf32>
+  return %a, %b, %c, %d, %e : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4xf32>
+}

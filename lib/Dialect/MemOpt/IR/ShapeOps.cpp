@@ -9,6 +9,8 @@
 
 #include "OpUtils.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -570,6 +572,72 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
   results.push_back(RankedTensorType::get(shape, data.getElementType()));
   return success();
+}
+
+namespace {
+/// An unbind: `data` read only by gathers of one scalar constant index each
+/// along one axis, every index of the axis once (PyTorch's `unbind` and
+/// `qkv[0], qkv[1], qkv[2]` as the exporters write them: torchvision's
+/// ViT attention splits its packed projection this way). One split whose
+/// pieces are reshaped to the gathers' results replaces them: one kernel
+/// instead of one per index, and a gradient that is one concat, where each
+/// gather's gradient scattered into a zero table of the whole input and the
+/// tables were summed (ViT-B/16's fp16 step spent 6 ms of 32 on those).
+struct GatherUnbindToSplit : OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatherOp op,
+                                PatternRewriter &rewriter) const override {
+    Value data = op.getData();
+    auto dataType = dyn_cast<RankedTensorType>(data.getType());
+    if (!dataType || !dataType.hasStaticShape())
+      return failure();
+    int64_t rank = dataType.getRank();
+    std::optional<int64_t> axis = normalizeAxis(op.getAxis(), rank);
+    if (!axis)
+      return failure();
+    int64_t count = dataType.getDimSize(*axis);
+    if (count < 2 || count > 64)
+      return failure();
+    SmallVector<GatherOp> byIndex(size_t(count), nullptr);
+    for (Operation *user : data.getUsers()) {
+      auto gather = dyn_cast<GatherOp>(user);
+      DenseIntElementsAttr index;
+      if (!gather || gather.getData() != data ||
+          normalizeAxis(gather.getAxis(), rank) != axis ||
+          !matchPattern(gather.getIndices(), m_Constant(&index)) ||
+          cast<ShapedType>(index.getType()).getRank() != 0)
+        return failure();
+      int64_t value = (*index.getValues<APInt>().begin()).getSExtValue();
+      if (value < 0)
+        value += count;
+      if (value < 0 || value >= count || byIndex[size_t(value)])
+        return failure();
+      byIndex[size_t(value)] = gather;
+    }
+    if (llvm::is_contained(byIndex, nullptr))
+      return failure();
+    SmallVector<int64_t> pieceShape(dataType.getShape());
+    pieceShape[size_t(*axis)] = 1;
+    auto pieceType =
+        RankedTensorType::get(pieceShape, dataType.getElementType());
+    rewriter.setInsertionPointAfterValue(data);
+    auto split = SplitOp::create(
+        rewriter, byIndex.front().getLoc(),
+        SmallVector<Type>(size_t(count), pieceType), data,
+        rewriter.getI64IntegerAttr(*axis),
+        rewriter.getDenseI64ArrayAttr(SmallVector<int64_t>(size_t(count), 1)));
+    for (auto [gather, piece] : llvm::zip(byIndex, split.getResults())) {
+      rewriter.setInsertionPoint(gather);
+      rewriter.replaceOpWithNewOp<ReshapeOp>(gather, gather.getType(), piece);
+    }
+    return success();
+  }
+};
+} // namespace
+
+void GatherOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<GatherUnbindToSplit>(context);
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {

@@ -905,6 +905,7 @@ def MemOpt_GatherOp : MemOpt_InferredOp<"gather"> {
   let assemblyFormat =
       "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def MemOpt_GatherElementsOp : MemOpt_InferredOp<"gather_elements"> {
