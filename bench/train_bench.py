@@ -1715,8 +1715,11 @@ def cmd_report_remat(args):
                   if k.endswith(f".tf32={tf32}") and t.get("tf32_flags")), None)
 
     def ms(r):
-        return f"{r['median_ms']:.1f}" if "median_ms" in r else \
-            ("failed" if "error" in r else "—")
+        if "median_ms" in r:
+            return f"{r['median_ms']:.1f}"
+        if r.get("error") == "deadline":
+            return "not run (the call's deadline)"
+        return "failed" if "error" in r else "—"
 
     def mb(n):
         return "—" if n is None else mib(n)
