@@ -74,7 +74,12 @@ use_reentrant=False per block: ResNet-50 bottleneck, ViT encoder layer, GPT-2 bl
 `compile-budget` once per `--activation-budgets` value (torch._functorch.config.
 activation_memory_budget, each its own child process). `--tf32 default` leaves PyTorch's TF32
 switches as they are (cuDNN on, matmul off: "fp32" as users run it) against memopt
-`--precision tf32`. `report --remat` writes docs/training-benchmark-remat.md and
+`--precision tf32`. Measured kernel times (issue 17's "measured kernel times where known"):
+`device --profile NAME.OPT` also writes OUT/times_NAME.OPT.PREC.json (the unconstrained
+program's `--profile-times`), and `prepare --remat-kernel-times DIR` gives each budgeted compile
+its file (`--remat-kernel-times`; bench/remat_gpu/call3.sh and call4.sh are the run behind
+docs/training-benchmark-remat.md, notes in bench/remat_gpu/notes.md). `report --remat` writes
+docs/training-benchmark-remat.md and
 bench/results/train_remat.json (a table per model; the targets: +5% at 50%, +15% at 25%, below
 checkpointing's overhead at the same share of beyond-state memory). Commands:
 

@@ -307,6 +307,23 @@ std::vector<Case> buildCases() {
            matmul(*s.ctx, "mm", MatmulParams(), a, b, nullptr, c);
            return std::vector<TensorRef>{c};
          }});
+    // An odd N (a row is not whole 16-byte vectors, GPT-2's vocabulary)
+    // with a bias and relu, through a planned workspace.
+    cases.push_back(
+        {std::string("gemm_odd_rows_") + tag(dt), tol(dt, 1e-3),
+         [=](Suite &s) {
+           TensorRef a = s.random(dt, {300, 64}), b = s.random(dt, {1003, 64});
+           TensorRef bias = s.random(dt, {1003});
+           TensorRef c = s.empty(dt, {300, 1003});
+           MatmulParams p;
+           p.transB = true;
+           p.activation = Activation::Relu;
+           size_t ws = (size_t(4) << 20) + 100 * 2016 * dtypeSize(dt) / 2;
+           TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
+           setMatmulWorkspace(*s.ctx, workspace.data, ws);
+           matmul(*s.ctx, "gemm_odd", p, a, b, &bias, c);
+           return std::vector<TensorRef>{c};
+         }});
     cases.push_back(
         {std::string("matmul_batched_") + tag(dt), tol(dt, 1e-3),
          [=](Suite &s) {
