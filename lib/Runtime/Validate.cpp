@@ -45,7 +45,8 @@ bool validateBinary(Context &ctx, const char *node, BinaryOp op,
       !checkSameDType(ctx, node, a, c, "lhs/output"))
     return false;
   bool isInt = a.dtype == DType::I32 || a.dtype == DType::I64;
-  if (!isFloatType(a.dtype) && !(isInt && op != BinaryOp::Pow)) {
+  if (!isFloatType(a.dtype) &&
+      !(isInt && op != BinaryOp::Pow && op != BinaryOp::ReluGrad)) {
     failf(ctx, node, "binary op %d does not support dtype %s", int(op),
           dtypeName(a.dtype));
     return false;
@@ -90,7 +91,7 @@ bool validateFusedElementwise(Context &ctx, const char *node,
                    s.op <= int32_t(UnaryOp::PowScalar) &&
                    s.op != int32_t(UnaryOp::Not);
     bool binaryOk = s.kind == ElementwiseStep::kBinary && s.op >= 0 &&
-                    s.op <= int32_t(BinaryOp::FMod) && s.b >= 0 &&
+                    s.op <= int32_t(BinaryOp::ReluGrad) && s.b >= 0 &&
                     s.b < registers;
     if ((!unaryOk && !binaryOk) || s.a < 0 || s.a >= registers) {
       failf(ctx, node, "fused elementwise step %d is invalid (kind %d, op %d)",

@@ -26,8 +26,7 @@
 // CHECK-DAG: %[[DR:.*]] = memopt.gemm %[[DY]], %[[W2]] :
 // CHECK-DAG: %[[DW2:.*]] = memopt.gemm %[[DY]], %[[R]] {transA = 1 : i64}
 // CHECK: memopt.sgd_update %[[W2]], %[[DW2]], momentum %[[MOM]], lr %[[LR]] {momentum = 0.899999976 : f32}
-// CHECK: %[[POS:.*]] = memopt.greater %[[R]], %{{.*}}
-// CHECK: %[[DH:.*]] = memopt.where %[[POS]], %[[DR]], %{{.*}}
+// CHECK: %[[DH:.*]] = memopt.relu_grad %[[DR]], %[[R]]
 // CHECK: %[[DW1:.*]] = memopt.gemm %arg0, %[[DH]] {transA = 1 : i64}
 // CHECK-NEXT: memopt.sgd_update %[[W1]], %[[DW1]]
 // CHECK-NEXT: return %[[LOSS]]

@@ -110,3 +110,17 @@ func.func @input_limit(%a0: tensor<4xf32>, %a1: tensor<4xf32>, %a2: tensor<4xf32
   %s9 = memopt.add %s8, %a9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %s9 : tensor<4xf32>
 }
+
+// -----
+
+// A ReLU gradient joins the sum of two incoming gradients (a residual
+// block's backward): one kernel reads both gradients and the relu output.
+// CHECK-LABEL: func.func @relu_grad_of_sum
+// CHECK-NEXT: %[[F:.*]] = memopt.fused_elementwise %arg0, %arg1, %arg2 {{{.*}}ops = ["add", "relu_grad"], registers = array<i64: 0, 1, 3, 2>}
+// CHECK-NEXT: return %[[F]]
+// REPORT: memopt-fuse-elementwise @relu_grad_of_sum: 2 ops in 1 fused_elementwise ops
+func.func @relu_grad_of_sum(%g1: tensor<2x8x4x4xf16>, %g2: tensor<2x8x4x4xf16>, %y: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
+  %s = memopt.add %g1, %g2 : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  %d = memopt.relu_grad %s, %y : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  return %d : tensor<2x8x4x4xf16>
+}

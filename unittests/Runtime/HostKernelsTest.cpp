@@ -263,6 +263,26 @@ TEST_F(HostKernels, IntegerFModTruncates) {
   expectClose(z, {1.5, -1.5}, 0);
 }
 
+TEST_F(HostKernels, ReluGradSelectsWherePositive) {
+  // dy where y > 0, else 0; a NaN y gives 0, as where(y > 0, dy, 0) does.
+  Buffer dy(DType::F32, {5}), y(DType::F32, {5}), dx(DType::F32, {5});
+  float dys[5] = {1.5f, -2.0f, 3.0f, 4.0f, 5.0f};
+  float ys[5] = {0.5f, 2.0f, 0.0f, -1.0f, std::nanf("")};
+  std::memcpy(dy.storage.data(), dys, sizeof(dys));
+  std::memcpy(y.storage.data(), ys, sizeof(ys));
+  binary(*ctx, "relu_grad", BinaryOp::ReluGrad, dy.ref(), y.ref(), dx.ref());
+  expectClose(dx, {1.5, -2.0, 0, 0, 0}, 0);
+  // Integers have no ReLU gradient: one error naming the node.
+  Buffer i(DType::I32, {2});
+  fillInts(i, {1, 2});
+  binary(*ctx, "relu_grad_int", BinaryOp::ReluGrad, i.ref(), i.ref(), i.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("relu_grad_int"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
 TEST_F(HostKernels, CompareWhereAndLogical) {
   Buffer a = random(DType::F32, {3, 4}, 3), b = random(DType::F32, {4}, 4);
   Buffer less(DType::Bool, {3, 4}), eq(DType::Bool, {3, 4});

@@ -224,6 +224,25 @@ std::vector<Case> buildCases() {
          binary(*s.ctx, "fmod", BinaryOp::FMod, a, b, c);
          return std::vector<TensorRef>{c};
        }});
+  // ReLU's gradient: alone (a broadcast relu output, a NaN and zeros in it)
+  // and as a step after a sum of gradients, in each float type.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    cases.push_back(
+        {std::string("relu_grad_") + tag(dt), 0, [=](Suite &s) {
+           TensorRef dy = s.random(dt, {37, 1001}),
+                     dz = s.random(dt, {37, 1001});
+           TensorRef y = s.random(dt, {37, 1001}, -1, 1);
+           TensorRef row = s.random(dt, {1001}, -1, 1);
+           TensorRef a = s.empty(dt, {37, 1001}), b = s.empty(dt, {37, 1001});
+           binary(*s.ctx, "relu_grad", BinaryOp::ReluGrad, dy, row, a);
+           const ElementwiseStep steps[] = {
+               {ElementwiseStep::kBinary, int32_t(BinaryOp::Add), 0, 1, 0, 0},
+               {ElementwiseStep::kBinary, int32_t(BinaryOp::ReluGrad), 3, 2, 0,
+                0}};
+           const TensorRef inputs[] = {dy, dz, y};
+           fusedElementwise(*s.ctx, "fused_relu_grad", steps, 2, inputs, 3, b);
+           return std::vector<TensorRef>{a, b};
+         }});
   cases.push_back({"compare_where_logical", 0, [](Suite &s) {
                      TensorRef a = s.random(DType::F32, {37, 41}),
                                b = s.random(DType::F32, {41});
@@ -1609,27 +1628,32 @@ std::vector<Case> buildCases() {
            }});
   }
   // Mixed-precision training: low activations, f32 statistics and parameters.
+  // Spatial sizes 81, 196 and 256 take one-element, 8-byte and 16-byte
+  // loads.
+  for (DType low : {DType::F16, DType::BF16})
+    for (int64_t side : {9, 14, 16})
+      cases.push_back(
+          {std::string("batch_norm_training_") + tag(low) +
+               (side == 9 ? "" : "_s" + std::to_string(side * side)),
+           tol(low), [=](Suite &s) {
+             std::vector<int64_t> shape = {4, 12, side, side};
+             TensorRef x = s.random(low, shape, 0.1, 3.0);
+             TensorRef scale = s.random(DType::F32, {12}, 0.5, 1.5);
+             TensorRef bias = s.random(DType::F32, {12});
+             TensorRef y = s.empty(low, shape);
+             TensorRef mean = s.empty(DType::F32, {12});
+             TensorRef inv = s.empty(DType::F32, {12});
+             TensorRef ws = s.empty(DType::F32, {12 * 64});
+             batchNormTraining(*s.ctx, "bn", 1e-5f, Activation::Relu, x, scale,
+                               bias, y, mean, inv, ws.data, ws.bytes());
+             TensorRef dy = s.random(low, shape);
+             TensorRef dscale = s.empty(DType::F32, {12});
+             TensorRef dbias = s.empty(DType::F32, {12});
+             batchNormTrainingGrad(*s.ctx, "bn_grad", x, dy, scale, mean, inv,
+                                   dy, dscale, dbias, ws.data, ws.bytes());
+             return std::vector<TensorRef>{y, mean, inv, dy, dscale, dbias};
+           }});
   for (DType low : {DType::F16, DType::BF16}) {
-    cases.push_back(
-        {std::string("batch_norm_training_") + tag(low), tol(low),
-         [=](Suite &s) {
-           std::vector<int64_t> shape = {4, 12, 9, 9};
-           TensorRef x = s.random(low, shape, 0.1, 3.0);
-           TensorRef scale = s.random(DType::F32, {12}, 0.5, 1.5);
-           TensorRef bias = s.random(DType::F32, {12});
-           TensorRef y = s.empty(low, shape);
-           TensorRef mean = s.empty(DType::F32, {12});
-           TensorRef inv = s.empty(DType::F32, {12});
-           TensorRef ws = s.empty(DType::F32, {12 * 64});
-           batchNormTraining(*s.ctx, "bn", 1e-5f, Activation::Relu, x, scale,
-                             bias, y, mean, inv, ws.data, ws.bytes());
-           TensorRef dy = s.random(low, shape);
-           TensorRef dscale = s.empty(DType::F32, {12});
-           TensorRef dbias = s.empty(DType::F32, {12});
-           batchNormTrainingGrad(*s.ctx, "bn_grad", x, dy, scale, mean, inv, dy,
-                                 dscale, dbias, ws.data, ws.bytes());
-           return std::vector<TensorRef>{y, mean, inv, dy, dscale, dbias};
-         }});
     cases.push_back(
         {std::string("layer_norm_grad_") + tag(low), tol(low), [=](Suite &s) {
            TensorRef x = s.random(low, {37, 96}, 0.1, 3.0);

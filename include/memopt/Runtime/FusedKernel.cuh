@@ -156,6 +156,8 @@ __device__ __forceinline__ float binaryStep(BinaryOp op, float x, float y) {
     return fmaxf(x, y);
   case BinaryOp::Min:
     return fminf(x, y);
+  case BinaryOp::ReluGrad:
+    return y > 0.0f ? x : 0.0f;
   default:
     return fmodf(x, y);
   }

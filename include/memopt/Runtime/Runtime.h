@@ -220,8 +220,21 @@ enum class UnaryOp : int32_t {
 /// Mod: floored remainder for integers (the sign of the divisor: ONNX Mod
 /// with fmod = 0, Python's %), C fmod for floats. FMod: truncated remainder
 /// (the sign of the dividend: ONNX fmod = 1, C's % and fmod) for every type.
-/// Integer Div/Mod/FMod by zero give 0.
-enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod };
+/// Integer Div/Mod/FMod by zero give 0. ReluGrad (floats only): a where
+/// b > 0, else 0 (ReLU's gradient from its output, PyTorch's
+/// threshold_backward; a NaN b gives 0, as where(b > 0, a, 0) does).
+enum class BinaryOp : int32_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  Mod,
+  FMod,
+  ReluGrad
+};
 enum class CompareOp : int32_t {
   Equal,
   Less,

@@ -17,13 +17,16 @@
 // f16 / bf16 (mixed-precision training): they are widened on load and
 // rounded once on store, while the statistics, the parameters and their
 // gradients stay f32, as in cuDNN's and PyTorch's mixed-precision batch
-// normalization; float4 loads are for f32 only.
+// normalization. Loads and stores are 16 bytes (8 halves, 4 floats) where
+// the spatial size allows, like PyTorch's vectorized elementwise loads, and
+// index arithmetic divides in 32 bits where the sizes fit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace memopt::rt {
 
@@ -31,30 +34,82 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/// Channel c's elements of x [N, C, S]: element j of the channel (j in
-/// [0, N*S)) is x[(j / S) * C * S + c * S + j % S]. Vec = 4 reads float4s
-/// when S is a multiple of 4 (j then counts float4s and S is S / 4).
-template <typename T, int Vec> struct ChannelView {
+/// a / b for non-negative a, b; 32-bit division where both fit (a 64-bit
+/// division is a long software sequence on the GPU).
+__device__ __forceinline__ int64_t quotient(int64_t a, int64_t b) {
+  if (((uint64_t(a) | uint64_t(b)) >> 32) == 0)
+    return int64_t(uint32_t(a) / uint32_t(b));
+  return a / b;
+}
+
+/// V consecutive elements of T (V * sizeof(T) of 1, 2, 4, 8 or 16 bytes,
+/// aligned to that size) as one load or store.
+template <typename T, int V>
+__device__ __forceinline__ void loadPack(const T *p, int64_t unit,
+                                         float (&out)[V]) {
+  constexpr int kBytes = V * int(sizeof(T));
+  alignas(16) T v[V];
+  if constexpr (kBytes == 16)
+    *reinterpret_cast<uint4 *>(v) = reinterpret_cast<const uint4 *>(p)[unit];
+  else if constexpr (kBytes == 8)
+    *reinterpret_cast<uint2 *>(v) = reinterpret_cast<const uint2 *>(p)[unit];
+  else if constexpr (kBytes == 4 && V > 1)
+    *reinterpret_cast<uint32_t *>(v) =
+        reinterpret_cast<const uint32_t *>(p)[unit];
+  else
+    v[0] = p[unit];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    out[k] = toFloat(v[k]);
+}
+template <typename T, int V>
+__device__ __forceinline__ void storePack(T *p, int64_t unit,
+                                          const float (&in)[V]) {
+  constexpr int kBytes = V * int(sizeof(T));
+  alignas(16) T v[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    v[k] = fromFloat<T>(in[k]);
+  if constexpr (kBytes == 16)
+    reinterpret_cast<uint4 *>(p)[unit] = *reinterpret_cast<const uint4 *>(v);
+  else if constexpr (kBytes == 8)
+    reinterpret_cast<uint2 *>(p)[unit] = *reinterpret_cast<const uint2 *>(v);
+  else if constexpr (kBytes == 4 && V > 1)
+    reinterpret_cast<uint32_t *>(p)[unit] =
+        *reinterpret_cast<const uint32_t *>(v);
+  else
+    p[unit] = v[0];
+}
+
+/// Channel c's elements of x [N, C, S] in units of V elements (S a multiple
+/// of V): unit j of the channel (j in [0, N*S/V)) is unit
+/// (j / S') * C * S' + c * S' + j % S' of x, S' = S / V.
+template <typename T, int V> struct ChannelView {
   const T *x;
-  int64_t channels, spatial; // spatial in units of Vec elements
+  int64_t channels, spatial; // spatial in units of V elements
   __device__ __forceinline__ int64_t offset(int64_t c, int64_t j) const {
-    int64_t n = j / spatial;
+    int64_t n = quotient(j, spatial);
     return (n * channels + c) * spatial + (j - n * spatial);
   }
 };
 
-/// Adds the Vec values at unit j to (s1, s2) = (sum (v - shift),
+/// The channel of unit i of x [N, C, S'] (S' in units).
+__device__ __forceinline__ int64_t channelOf(int64_t i, int64_t spatialUnits,
+                                             int64_t channels) {
+  int64_t plane = quotient(i, spatialUnits);
+  return plane - quotient(plane, channels) * channels;
+}
+
+/// Adds the V values at unit j to (s1, s2) = (sum (v - shift),
 /// sum (v - shift)^2).
-template <typename T, int Vec>
+template <typename T, int V>
 __device__ __forceinline__ void
 accumulateShifted(const T *x, int64_t unit, float shift, float &s1, float &s2) {
-  if constexpr (Vec == 4) {
-    float4 v = reinterpret_cast<const float4 *>(x)[unit];
-    float a = v.x - shift, b = v.y - shift, c = v.z - shift, d = v.w - shift;
-    s1 += (a + b) + (c + d);
-    s2 += (a * a + b * b) + (c * c + d * d);
-  } else {
-    float a = toFloat(x[unit]) - shift;
+  float v[V];
+  loadPack<T, V>(x, unit, v);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float a = v[k] - shift;
     s1 += a;
     s2 += a * a;
   }
@@ -91,19 +146,19 @@ __device__ __forceinline__ void splitRange(int64_t units, int splits, int split,
 /// Statistics pass: block (c, split) sums its share of channel c, shifted
 /// by the channel's first element. With one split it finishes the channel;
 /// otherwise it stores (s1, s2) as partials[(c * splits + split) * 2].
-template <typename T, int Vec>
+template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
-    bnStatisticsKernel(ChannelView<T, Vec> view, int64_t units, int splits,
+    bnStatisticsKernel(ChannelView<T, V> view, int64_t units, int splits,
                        float epsilon, float *partials, float *mean,
                        float *invStd) {
   int64_t c = blockIdx.x;
   int split = blockIdx.y;
   int64_t begin, end;
   splitRange(units, splits, split, begin, end);
-  float shift = toFloat(view.x[c * view.spatial * Vec]);
+  float shift = toFloat(view.x[c * view.spatial * V]);
   float s1 = 0, s2 = 0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
-    accumulateShifted<T, Vec>(view.x, view.offset(c, j), shift, s1, s2);
+    accumulateShifted<T, V>(view.x, view.offset(c, j), shift, s1, s2);
   blockSum2(s1, s2);
   if (threadIdx.x != 0)
     return;
@@ -112,7 +167,7 @@ __global__ void __launch_bounds__(kThreads)
     partials[(c * splits + split) * 2 + 1] = s2;
     return;
   }
-  double count = double(units) * Vec;
+  double count = double(units) * V;
   double m = double(s1) / count;
   double var = fmax(double(s2) / count - m * m, 0.0);
   mean[c] = float(m + shift);
@@ -138,41 +193,34 @@ bnStatisticsFinishKernel(const T *x, int64_t channels, int64_t spatialElements,
   }
 }
 
-/// y = (x - mean) * invStd * scale + bias (then relu), elementwise.
-template <typename T, int Vec>
+/// y = (x - mean) * invStd * scale + bias (then relu), elementwise, V
+/// elements per unit.
+template <typename T, int V>
 __global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
                               int64_t spatialUnits, const float *scale,
                               const float *bias, const float *mean,
                               const float *invStd, bool relu) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c = (i / spatialUnits) % channels;
+    int64_t c = channelOf(i, spatialUnits, channels);
     float a = invStd[c] * scale[c];
     float b = bias[c] - mean[c] * a;
-    if constexpr (Vec == 4) {
-      float4 v = reinterpret_cast<const float4 *>(x)[i];
-      v.x = v.x * a + b;
-      v.y = v.y * a + b;
-      v.z = v.z * a + b;
-      v.w = v.w * a + b;
-      if (relu) {
-        v.x = fmaxf(v.x, 0.0f);
-        v.y = fmaxf(v.y, 0.0f);
-        v.z = fmaxf(v.z, 0.0f);
-        v.w = fmaxf(v.w, 0.0f);
-      }
-      reinterpret_cast<float4 *>(y)[i] = v;
-    } else {
-      float v = toFloat(x[i]) * a + b;
-      y[i] = fromFloat<T>(relu ? fmaxf(v, 0.0f) : v);
+    float v[V];
+    loadPack<T, V>(x, i, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      v[k] = v[k] * a + b;
+      if (relu)
+        v[k] = fmaxf(v[k], 0.0f);
     }
+    storePack<T, V>(y, i, v);
   }
 }
 
 /// Gradient reduction: block (c, split) sums dy and dy * (x - mean) over its
 /// share of channel c; one split finishes (dbias, dscale) directly.
-template <typename T, int Vec>
+template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
-    bnGradReduceKernel(ChannelView<T, Vec> view, const T *dy, int64_t units,
+    bnGradReduceKernel(ChannelView<T, V> view, const T *dy, int64_t units,
                        int splits, const float *mean, const float *invStd,
                        float *partials, float *dscale, float *dbias) {
   int64_t c = blockIdx.x;
@@ -183,16 +231,13 @@ __global__ void __launch_bounds__(kThreads)
   float sumDy = 0, sumDyX = 0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     int64_t unit = view.offset(c, j);
-    if constexpr (Vec == 4) {
-      float4 g = reinterpret_cast<const float4 *>(dy)[unit];
-      float4 v = reinterpret_cast<const float4 *>(view.x)[unit];
-      sumDy += (g.x + g.y) + (g.z + g.w);
-      sumDyX += (g.x * (v.x - m) + g.y * (v.y - m)) +
-                (g.z * (v.z - m) + g.w * (v.w - m));
-    } else {
-      float g = toFloat(dy[unit]);
-      sumDy += g;
-      sumDyX += g * (toFloat(view.x[unit]) - m);
+    float g[V], v[V];
+    loadPack<T, V>(dy, unit, g);
+    loadPack<T, V>(view.x, unit, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      sumDy += g[k];
+      sumDyX += g[k] * (v[k] - m);
     }
   }
   blockSum2(sumDy, sumDyX);
@@ -222,29 +267,25 @@ __global__ void bnGradFinishKernel(int64_t channels, int splits,
 }
 
 /// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M).
-template <typename T, int Vec>
+template <typename T, int V>
 __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
                                   int64_t channels, int64_t spatialUnits,
                                   float inverseCount, const float *scale,
                                   const float *mean, const float *invStd,
                                   const float *dscale, const float *dbias) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c = (i / spatialUnits) % channels;
+    int64_t c = channelOf(i, spatialUnits, channels);
     float k = scale[c] * invStd[c];
     float m = mean[c];
     float b = dbias[c] * inverseCount;
     float w = invStd[c] * dscale[c] * inverseCount;
-    if constexpr (Vec == 4) {
-      float4 g = reinterpret_cast<const float4 *>(dy)[i];
-      float4 v = reinterpret_cast<const float4 *>(x)[i];
-      g.x = k * (g.x - b - (v.x - m) * w);
-      g.y = k * (g.y - b - (v.y - m) * w);
-      g.z = k * (g.z - b - (v.z - m) * w);
-      g.w = k * (g.w - b - (v.w - m) * w);
-      reinterpret_cast<float4 *>(dx)[i] = g;
-    } else {
-      dx[i] = fromFloat<T>(k * (toFloat(dy[i]) - b - (toFloat(x[i]) - m) * w));
-    }
+    float g[V], v[V];
+    loadPack<T, V>(dy, i, g);
+    loadPack<T, V>(x, i, v);
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      g[e] = k * (g[e] - b - (v[e] - m) * w);
+    storePack<T, V>(dx, i, g);
   }
 }
 
@@ -304,7 +345,7 @@ bool checkActivations(
   return true;
 }
 
-/// Statistics, then y, for activations of type T (Vec 4: f32 float4s).
+/// Statistics, then y, for activations of type T, Vec elements per load.
 template <typename T, int Vec>
 void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
                              int64_t channels, int64_t spatial, int splits,
@@ -376,6 +417,33 @@ bool channelShapes(Context &ctx, const char *node, const TensorRef &x,
   return true;
 }
 
+/// Elements per load: 16 or 8 bytes where the spatial size is a multiple
+/// of them and every pointer is aligned to them, else one element.
+int packWidth(size_t elementSize, int64_t spatial,
+              std::initializer_list<const void *> pointers) {
+  for (int bytes : {16, 8}) {
+    int64_t width = bytes / int64_t(elementSize);
+    if (width < 2 || spatial % width != 0)
+      continue;
+    if (std::all_of(pointers.begin(), pointers.end(), [&](const void *p) {
+          return reinterpret_cast<uintptr_t>(p) % unsigned(bytes) == 0;
+        }))
+      return int(width);
+  }
+  return 1;
+}
+
+/// Calls f(std::integral_constant<int, V>) for the pack width of T.
+template <typename T, typename F> void withPackWidth(int width, F &&f) {
+  constexpr int kWide = 16 / int(sizeof(T)), kNarrow = 8 / int(sizeof(T));
+  if (width == kWide)
+    f(std::integral_constant<int, kWide>());
+  else if (width == kNarrow)
+    f(std::integral_constant<int, kNarrow>());
+  else
+    f(std::integral_constant<int, 1>());
+}
+
 } // namespace
 
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
@@ -408,20 +476,16 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   auto *pscale = static_cast<const float *>(scale.data);
   auto *pbias = static_cast<const float *>(bias.data);
   bool relu = activation == Activation::Relu;
-  bool vec = x.dtype == DType::F32 && spatial % 4 == 0 &&
-             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
-  int64_t units = batch * spatial / (vec ? 4 : 1);
-  int splits = channelSplits(ctx, channels, units, workspaceBytes);
-  if (vec)
-    launchBatchNormTraining<float, 4>(ctx, x, y, channels, spatial, splits,
-                                      epsilon, partials, pm, ps, pscale, pbias,
-                                      relu);
-  else
-    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
-                          launchBatchNormTraining<T, 1>(
-                              ctx, x, y, channels, spatial, splits, epsilon,
-                              partials, pm, ps, pscale, pbias, relu));
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    int width = packWidth(sizeof(T), spatial, {x.data, y.data});
+    int splits =
+        channelSplits(ctx, channels, batch * spatial / width, workspaceBytes);
+    withPackWidth<T>(width, [&](auto vec) {
+      launchBatchNormTraining<T, decltype(vec)::value>(
+          ctx, x, y, channels, spatial, splits, epsilon, partials, pm, ps,
+          pscale, pbias, relu);
+    });
+  });
   checkLaunch(ctx, node);
 }
 
@@ -454,21 +518,16 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   auto *pdbias = static_cast<float *>(dbias.data);
   auto *partials = static_cast<float *>(workspace);
   auto *pscale = static_cast<const float *>(scale.data);
-  bool vec = x.dtype == DType::F32 && spatial % 4 == 0 &&
-             reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(dy.data) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(dx.data) % 16 == 0;
-  int64_t units = batch * spatial / (vec ? 4 : 1);
-  int splits = channelSplits(ctx, channels, units, workspaceBytes);
-  if (vec)
-    launchBatchNormTrainingGrad<float, 4>(ctx, x, dy, dx, channels, spatial,
-                                          splits, partials, pm, ps, pscale,
-                                          pdscale, pdbias);
-  else
-    MEMOPT_DISPATCH_FLOAT(x.dtype, T,
-                          launchBatchNormTrainingGrad<T, 1>(
-                              ctx, x, dy, dx, channels, spatial, splits,
-                              partials, pm, ps, pscale, pdscale, pdbias));
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    int width = packWidth(sizeof(T), spatial, {x.data, dy.data, dx.data});
+    int splits =
+        channelSplits(ctx, channels, batch * spatial / width, workspaceBytes);
+    withPackWidth<T>(width, [&](auto vec) {
+      launchBatchNormTrainingGrad<T, decltype(vec)::value>(
+          ctx, x, dy, dx, channels, spatial, splits, partials, pm, ps, pscale,
+          pdscale, pdbias);
+    });
+  });
   checkLaunch(ctx, node);
 }
 

@@ -481,6 +481,8 @@ double applyBinary(BinaryOp op, double a, double b) {
   case BinaryOp::Mod:
   case BinaryOp::FMod:
     return std::fmod(a, b);
+  case BinaryOp::ReluGrad:
+    return b > 0 ? a : 0.0;
   }
   return 0;
 }
@@ -508,6 +510,7 @@ int64_t applyBinaryInt(BinaryOp op, int64_t a, int64_t b) {
   case BinaryOp::FMod:
     return b == 0 || b == -1 ? 0 : a % b;
   case BinaryOp::Pow:
+  case BinaryOp::ReluGrad: // floats only (validateBinary)
     return 0;
   }
   return 0;

@@ -45,7 +45,8 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.adamw_update %v, %dv, %va, %vb, lr %lr, step %step accumulate %vacc, micro_step %micro {accumulation_steps = 2 : i64} : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<f32>, tensor<8x2xf32>, tensor<f32> loc("op_adamw_update")
   %dp = memopt.reshape %df : (tensor<2x8xf32>) -> tensor<2x2x2x2xf32>
   %dy = memopt.pool_grad %y, %dp {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x3x3xf32> loc("op_pool_grad")
-  %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dy, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
+  %dyr = memopt.relu_grad %dy, %y : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>) -> tensor<2x2x3x3xf32> loc("op_relu_grad")
+  %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dyr, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
   memopt.sgd_update %g, %dg, momentum %gm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
   %dgbs = memopt.reduce_scatter %dgb {ranks = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32> loc("op_reduce_scatter")
   memopt.sgd_update %gb, %dgbs, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>

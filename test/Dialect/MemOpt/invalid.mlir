@@ -691,6 +691,14 @@ func.func @gemm_activation(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2
 
 // -----
 
+func.func @relu_grad_integer(%x: tensor<4xi32>) {
+  // expected-error @+1 {{needs float operands, got 'tensor<4xi32>'}}
+  %0 = memopt.relu_grad %x, %x : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
 func.func @mod_float_floor(%x: tensor<4xf32>) {
   // expected-error @+1 {{fmod must be 1 for floating-point operands ('f32'), as ONNX requires}}
   %0 = memopt.mod %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>

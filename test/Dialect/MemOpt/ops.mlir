@@ -65,6 +65,8 @@ func.func @binary(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
   %5 = memopt.min %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: memopt.max
   %6 = memopt.max %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: memopt.relu_grad %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %rg = memopt.relu_grad %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: memopt.equal %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   %7 = memopt.equal %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   // CHECK: memopt.less

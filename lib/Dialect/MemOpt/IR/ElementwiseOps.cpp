@@ -94,6 +94,7 @@ MEMOPT_BINARY_ELEMENTWISE(PowOp, Type(), false, false)
 MEMOPT_BINARY_ELEMENTWISE_COMMON(ModOp, Type())
 MEMOPT_BINARY_ELEMENTWISE(MinOp, Type(), true, false)
 MEMOPT_BINARY_ELEMENTWISE(MaxOp, Type(), true, false)
+MEMOPT_BINARY_ELEMENTWISE_COMMON(ReluGradOp, Type())
 MEMOPT_BINARY_ELEMENTWISE(EqualOp, MEMOPT_I1, true, false)
 MEMOPT_BINARY_ELEMENTWISE(LessOp, MEMOPT_I1, true, false)
 MEMOPT_BINARY_ELEMENTWISE(GreaterOp, MEMOPT_I1, true, false)
@@ -102,6 +103,16 @@ MEMOPT_BINARY_ELEMENTWISE(OrOp, MEMOPT_I1, true, true)
 #undef MEMOPT_I1
 #undef MEMOPT_BINARY_ELEMENTWISE
 #undef MEMOPT_BINARY_ELEMENTWISE_COMMON
+
+/// Float operands of one element type.
+LogicalResult ReluGradOp::verify() {
+  if (failed(verifyBinaryOperands(*this, /*sameElementType=*/true,
+                                  /*requireBool=*/false)))
+    return failure();
+  if (!isa<FloatType>(cast<ShapedType>(getA().getType()).getElementType()))
+    return emitOpError("needs float operands, got ") << getA().getType();
+  return success();
+}
 
 /// ONNX Mod: numeric operands of one element type; `fmod` is 0 or 1, and 1
 /// for floats (the spec requires it; onnxruntime rejects fmod = 0 on floats).
@@ -483,8 +494,8 @@ bool FusedElementwiseOp::isUnaryStep(StringRef name) {
 }
 
 bool FusedElementwiseOp::isBinaryStep(StringRef name) {
-  return llvm::is_contained({"add", "sub", "mul", "div", "pow", "min", "max"},
-                            name);
+  return llvm::is_contained(
+      {"add", "sub", "mul", "div", "pow", "min", "max", "relu_grad"}, name);
 }
 
 bool FusedElementwiseOp::isElementwise() { return true; }

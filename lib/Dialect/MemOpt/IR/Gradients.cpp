@@ -159,9 +159,9 @@ using Grads = SmallVectorImpl<Value>;
 
 LogicalResult vjp(ReluOp op, GradientBuilder &g, ArrayRef<Value> dy,
                   Grads &dx) {
-  // From the output (derivatives.yaml: threshold_backward(grad, result, 0)).
-  Value zero = g.scalarLike(op.getY(), 0.0);
-  dx[0] = g.select(g.greater(op.getY(), zero), dy[0], zero);
+  // From the output (derivatives.yaml: threshold_backward(grad, result, 0)),
+  // one float op that fuses with its neighbours.
+  dx[0] = ReluGradOp::create(g.b, g.loc, dy[0], op.getY());
   return success();
 }
 

@@ -74,6 +74,7 @@ std::optional<Step> stepOf(Operation *op) {
       .Case([](PowOp) { return Step{"pow"}; })
       .Case([](MinOp) { return Step{"min"}; })
       .Case([](MaxOp) { return Step{"max"}; })
+      .Case([](ReluGradOp) { return Step{"relu_grad"}; })
       .Case([](ReluOp) { return Step{"relu"}; })
       .Case([](ExpOp) { return Step{"exp"}; })
       .Case([](LogOp) { return Step{"log"}; })

@@ -282,6 +282,17 @@ def MemOpt_MinOp : MemOpt_BinaryElementwiseOp<"min", [Commutative]> {
 def MemOpt_MaxOp : MemOpt_BinaryElementwiseOp<"max", [Commutative]> {
   let summary = "elementwise maximum of two tensors with broadcasting";
 }
+def MemOpt_ReluGradOp : MemOpt_BinaryElementwiseOp<"relu_grad"> {
+  let summary = "a where b > 0, else 0 (ReLU's gradient from its output)";
+  let description = [{
+    The gradient of `y = relu(x)` is `relu_grad(dy, y)`: `dy` where `y > 0`,
+    0 elsewhere (a NaN `y` gives 0). One float op instead of
+    `where(greater(y, 0), dy, 0)`, so that the gradient is one kernel with no
+    i1 mask in between and joins memopt.fused_elementwise groups (PyTorch's
+    `threshold_backward(grad, result, 0)`, which autograd emits for relu).
+    Float element types only; `b` broadcasts like any binary operand.
+  }];
+}
 
 def MemOpt_EqualOp : MemOpt_CompareOp<"equal", [Commutative]> {
   let summary = "a == b with broadcasting, i1 result";
