@@ -945,6 +945,37 @@ std::vector<Case> buildCases() {
                          return std::vector<TensorRef>{dx};
                        }});
   }
+  // Max pooling's gradient over planes of several 32 x 32 tiles with partial
+  // edge tiles: 3x3 / 2 with padding (a ResNet stem) and 2x2 / 1 (windows
+  // overlapping by one), ties included (values repeat every 97 elements).
+  for (DType dt : floats)
+    for (int64_t stride : {2, 1})
+      cases.push_back({std::string("pool_grad_max_tiles_s") +
+                           std::to_string(stride) + "_" + tag(dt),
+                       tol(dt), [=](Suite &s) {
+                         std::vector<int64_t> shape = {2, 3, 70, 45};
+                         int64_t n = 2 * 3 * 70 * 45, k = stride == 2 ? 3 : 2,
+                                 pad = stride == 2 ? 1 : 0;
+                         std::vector<double> values(static_cast<size_t>(n));
+                         for (int64_t i = 0; i < n; ++i)
+                           values[size_t(i)] =
+                               double((i * 7919) % 97) / 8.0 - 6.0;
+                         TensorRef x = s.upload(dt, shape, values);
+                         int64_t oh = (70 + 2 * pad - k) / stride + 1,
+                                 ow = (45 + 2 * pad - k) / stride + 1;
+                         TensorRef dy = s.random(dt, {2, 3, oh, ow});
+                         TensorRef dx = s.empty(dt, shape);
+                         PoolParams pp;
+                         pp.kind = PoolKind::Max;
+                         for (int i = 0; i < 2; ++i) {
+                           pp.kernel[i] = k;
+                           pp.strides[i] = stride;
+                           pp.dilations[i] = 1;
+                           pp.padsBegin[i] = pp.padsEnd[i] = pad;
+                         }
+                         poolGrad(*s.ctx, "pool_grad_tiles", pp, x, dy, dx);
+                         return std::vector<TensorRef>{dx};
+                       }});
   cases.push_back({"sgd_momentum_weight_decay", 1e-6, [](Suite &s) {
                      TensorRef param = s.random(DType::F32, {10007});
                      TensorRef buffer = s.empty(DType::F32, {10007});

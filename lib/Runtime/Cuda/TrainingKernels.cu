@@ -396,6 +396,80 @@ __global__ void maxPoolGrad2dKernel(const T *x, const T *dy, T *dx, int n,
   }
 }
 
+/// The first window (of stride s, size k, padding p) that holds row h.
+__device__ __forceinline__ int firstWindow(int h, int k, int s, int p) {
+  int lo = h + p - k + 1;
+  return lo <= 0 ? 0 : (lo + s - 1) / s;
+}
+
+constexpr int kPoolTile = 32;
+
+/// Shared bytes of maxPoolGrad2dTiledKernel: (argmax, dy) of every window
+/// that touches a kPoolTile x kPoolTile tile.
+inline size_t poolTileWindows(int k, int s) {
+  return size_t((kPoolTile + k - 2) / s + 2);
+}
+
+/// Max pooling's gradient as maxPoolGrad2dKernel computes it, by tiles: a
+/// block takes a 32 x 32 tile of one plane, finds the argmax of each window
+/// that touches the tile once (into shared memory, with the window's dy),
+/// then every element sums the dy of the windows whose argmax it is. The
+/// per-element gather re-read every window's taps for each of its elements
+/// (a 3x3 / 2 window 4 times over); as PyTorch's max_pool2d backward, which
+/// reads the forward's saved indices instead, each element then reads at
+/// most ceil(k / s)^2 small entries. Ties go to the first tap, as in the
+/// forward.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    maxPoolGrad2dTiledKernel(const T *x, const T *dy, T *dx, int inH, int inW,
+                             int outH, int outW, int kH, int kW, int sH, int sW,
+                             int pH, int pW, int tilesH, int tilesW) {
+  extern __shared__ unsigned char poolShared[];
+  int tiles = tilesH * tilesW;
+  int64_t plane = blockIdx.x / tiles;
+  int tile = int(blockIdx.x - plane * tiles);
+  int h0 = (tile / tilesW) * kPoolTile, w0 = (tile % tilesW) * kPoolTile;
+  int h1 = min(h0 + kPoolTile, inH) - 1, w1 = min(w0 + kPoolTile, inW) - 1;
+  int ohLo = firstWindow(h0, kH, sH, pH), ohHi = min(outH - 1, (h1 + pH) / sH);
+  int owLo = firstWindow(w0, kW, sW, pW), owHi = min(outW - 1, (w1 + pW) / sW);
+  int winH = max(0, ohHi - ohLo + 1), winW = max(0, owHi - owLo + 1);
+  int *best = reinterpret_cast<int *>(poolShared);
+  float *grad = reinterpret_cast<float *>(best + winH * winW);
+  const T *xp = x + plane * inH * inW;
+  const T *dyp = dy + plane * outH * outW;
+  for (int k = threadIdx.x; k < winH * winW; k += blockDim.x) {
+    int oh = ohLo + k / winW, ow = owLo + k % winW;
+    int r0 = oh * sH - pH, c0 = ow * sW - pW, at = -1;
+    float bestValue = 0.0f;
+    for (int r = max(r0, 0); r < min(r0 + kH, inH); ++r)
+      for (int c = max(c0, 0); c < min(c0 + kW, inW); ++c) {
+        float v = toFloat(xp[r * inW + c]);
+        if (at < 0 || v > bestValue) {
+          at = r * inW + c;
+          bestValue = v;
+        }
+      }
+    best[k] = at;
+    grad[k] = toFloat(dyp[oh * outW + ow]);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kPoolTile * kPoolTile; e += blockDim.x) {
+    int h = h0 + e / kPoolTile, w = w0 + e % kPoolTile;
+    if (h > h1 || w > w1)
+      continue;
+    int q = h * inW + w;
+    float acc = 0.0f;
+    int ohEnd = min(ohHi, (h + pH) / sH), owEnd = min(owHi, (w + pW) / sW);
+    for (int oh = max(ohLo, firstWindow(h, kH, sH, pH)); oh <= ohEnd; ++oh)
+      for (int ow = max(owLo, firstWindow(w, kW, sW, pW)); ow <= owEnd; ++ow) {
+        int k = (oh - ohLo) * winW + (ow - owLo);
+        if (best[k] == q)
+          acc += grad[k];
+      }
+    dx[plane * inH * inW + q] = fromFloat<T>(acc);
+  }
+}
+
 /// One thread per group of four elements: one Philox call gives the four
 /// words (lib/Runtime/Philox.h, the host backend's mask bit for bit). The key
 /// is read from device memory, so graph replays see the driver's new
@@ -853,6 +927,28 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
     return;
   bool planar = g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 &&
                 g.dilations[1] == 1 && g.dilations[2] == 1;
+  size_t windows = poolTileWindows(int(g.kernel[1]), int(g.strides[1])) *
+                   poolTileWindows(int(g.kernel[2]), int(g.strides[2]));
+  size_t shared = windows * (sizeof(int) + sizeof(float));
+  int64_t planes = n / std::max<int64_t>(1, g.in[1] * g.in[2]);
+  int64_t tilesH = (g.in[1] + kPoolTile - 1) / kPoolTile,
+          tilesW = (g.in[2] + kPoolTile - 1) / kPoolTile;
+  if (params.kind == PoolKind::Max && planar &&
+      g.in[1] * g.in[2] < (int64_t(1) << 31) &&
+      g.out[1] * g.out[2] < (int64_t(1) << 31) && shared <= 32 * 1024 &&
+      planes * tilesH * tilesW < (int64_t(1) << 31)) {
+    MEMOPT_DISPATCH_FLOAT(
+        dx.dtype, T,
+        maxPoolGrad2dTiledKernel<T>
+        <<<unsigned(planes * tilesH * tilesW), 256, shared, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
+            static_cast<T *>(dx.data), int(g.in[1]), int(g.in[2]),
+            int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
+            int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
+            int(g.padsBegin[2]), int(tilesH), int(tilesW)));
+    checkLaunch(ctx, node);
+    return;
+  }
   if (params.kind == PoolKind::Max && planar && n < (int64_t(1) << 31) &&
       dy.numElements() < (int64_t(1) << 31)) {
     MEMOPT_DISPATCH_FLOAT(
