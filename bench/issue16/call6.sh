@@ -7,6 +7,7 @@
 # Everything lands in $OUT/call6.tar.gz.
 set -u
 O=/tmp/c6; mkdir -p $O $OUT
+[ -d .dev-ab/mix/rt ] || cp -r .dev-ab/new/rt .dev-ab/mix/
 for v in old new mix new old; do
   mkdir -p $O/$v
   timeout 150 python3 .dev-ab/train_bench.py device --carry .dev-ab/$v --out $O/$v/run$((++n)) \
