@@ -5,7 +5,7 @@
 # runtime (the kernels alone changed, not the plan). Each: `device --skip-torch` (18 steps,
 # --bench 15, profile), then one step with MEMOPT_CONV_LOG=1 (cuDNN's choice per call site).
 # Everything lands in $OUT/call6.tar.gz.
-set -u
+set -u; n=0
 O=/tmp/c6; mkdir -p $O $OUT
 [ -d .dev-ab/mix/rt ] || cp -r .dev-ab/new/rt .dev-ab/mix/
 for v in old new mix new old; do
