@@ -66,4 +66,16 @@ int64_t mlir::memopt::detail::convWorkspaceBytes(Operation *op) {
                   std::min(2 * defaultBytesMoved(op), kMaxConvWorkspaceBytes));
 }
 
+int64_t mlir::memopt::detail::convWorkspaceFloor(Operation *op,
+                                                 bool channelsLast) {
+  constexpr int64_t kFloorBytes = int64_t(1) << 20;
+  auto x = dyn_cast<ShapedType>(op->getOperand(0).getType());
+  if (channelsLast || !x ||
+      !isa<Float16Type, BFloat16Type>(x.getElementType()) ||
+      libraryWorkspaceBytes(op) < kFloorBytes)
+    return -1;
+  return std::min(defaultBytesMoved(op) + defaultBytesMoved(op) / 10,
+                  convWorkspaceBytes(op));
+}
+
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.cpp.inc"

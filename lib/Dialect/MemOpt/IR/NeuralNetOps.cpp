@@ -449,6 +449,10 @@ int64_t ConvOp::getWorkspaceBytes() {
   return detail::convWorkspaceBytes(*this);
 }
 
+int64_t ConvOp::getWorkspaceFloor() {
+  return detail::convWorkspaceFloor(*this, getChannelsLast());
+}
+
 int64_t ConvOp::getFlops() {
   // Every output element reduces over (C / group) * prod(kernel) inputs.
   auto w = getW().getType();
@@ -533,6 +537,10 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 
 int64_t ConvTransposeOp::getWorkspaceBytes() {
   return detail::convWorkspaceBytes(*this);
+}
+
+int64_t ConvTransposeOp::getWorkspaceFloor() {
+  return detail::convWorkspaceFloor(*this, /*channelsLast=*/false);
 }
 
 int64_t ConvTransposeOp::getFlops() {

@@ -279,6 +279,10 @@ int64_t ConvBackwardFilterOp::getWorkspaceBytes() {
   return detail::convWorkspaceBytes(*this);
 }
 
+int64_t ConvBackwardFilterOp::getWorkspaceFloor() {
+  return detail::convWorkspaceFloor(*this, /*channelsLast=*/false);
+}
+
 //===----------------------------------------------------------------------===//
 // PoolGradOp
 //===----------------------------------------------------------------------===//

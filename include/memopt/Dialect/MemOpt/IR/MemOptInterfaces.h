@@ -32,6 +32,16 @@ int64_t libraryWorkspaceBytes(Operation *op);
 /// convolutions keep the library policy (their whole wish counts in the
 /// arena, and a tiny model keeps a tiny arena).
 int64_t convWorkspaceBytes(Operation *op);
+/// The workspace a cuDNN convolution's planner must promise: for f16 / bf16
+/// tensors in channels-first layout (a training step's; `channelsLast`
+/// false), the room cuDNN's tensor-core algorithms transpose into, 1.1x the
+/// bytes the call moves, so that the choice between those and CUDA-core
+/// kernels (3-10x slower) no longer depends on which bytes around the op an
+/// unrelated change of the plan leaves free: on ResNet-50's fp16 step a plan
+/// change that only removed the ReLU gradient's masks left three data
+/// gradients 11-27 MiB short and made the convolutions 1.5x slower. -1
+/// (the planner's rule) for channels-last, f32 and small convolutions.
+int64_t convWorkspaceFloor(Operation *op, bool channelsLast);
 } // namespace detail
 
 /// How an op may run when a model is compiled for a low float type (f16 or

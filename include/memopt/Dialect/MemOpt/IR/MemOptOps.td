@@ -426,7 +426,8 @@ def MemOpt_GemmOp
 
 def MemOpt_ConvOp
     : MemOpt_InferredOp<"conv", [MemOpt_Precision],
-                        ["getFlops", "getWorkspaceBytes"]> {
+                        ["getFlops", "getWorkspaceBytes",
+                         "getWorkspaceFloor"]> {
   let summary = "N-D grouped convolution (NCHW, weights MCkk; or channels-last)";
   let description = [{
     Departs from ONNX: `auto_pad` is resolved by the importer, so
@@ -483,7 +484,8 @@ def MemOpt_ConvResidualOp
 
 def MemOpt_ConvTransposeOp
     : MemOpt_InferredOp<"conv_transpose", [MemOpt_Precision],
-                        ["getFlops", "getWorkspaceBytes"]> {
+                        ["getFlops", "getWorkspaceBytes",
+                         "getWorkspaceFloor"]> {
   let summary = "N-D grouped transposed convolution (weights C x M/group x k)";
   let description = [{
     Departs from ONNX: `auto_pad` and `output_shape` are resolved into `pads`
@@ -1199,7 +1201,8 @@ def MemOpt_LinearCrossEntropyGradOp
 }
 
 def MemOpt_ConvBackwardFilterOp
-    : MemOpt_Op<"conv_backward_filter", [], ["getFlops", "getWorkspaceBytes"]> {
+    : MemOpt_Op<"conv_backward_filter", [],
+                ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
   let summary = "The filter gradient of `conv` (cuDNN backward filter)";
   let description = [{
     `X` and `dY` are the forward input and the output gradient; the result
