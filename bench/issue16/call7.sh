@@ -6,7 +6,8 @@
 # activation_memory_budget 0.5 (ResNet-50 channels-last), same call; profiles of ResNet-50
 # and ViT-B/16. Nothing else runs on the GPU (call 5 ran the kernel suite beside it).
 # Everything lands in $OUT/call7.tar.gz.
-# Usage: CARRY=.dev-c7 PREC=fp16 bash bench/issue16/call7.sh
+# Usage: CARRY=.dev-c7 PREC=fp16 bash bench/issue16/call7.sh (call 8: CARRY=.dev-c8 PREC=bf16,
+# .dev-c8 = `prepare --precision bf16`, no budgets)
 set -u
 C=${CARRY:-.dev-c7}; P=${PREC:-fp16}; O=/tmp/c7; mkdir -p $O/$P $OUT
 timeout 580 python3 $C/train_bench.py device --carry $C --out $O/$P --precision $P \
