@@ -46,7 +46,7 @@ NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 "conv_backward_filter", "pool_grad", "sgd_update", "adamw_update", "assign",
                 "batch_norm_training", "batch_norm_training_grad", "batch_norm_running_update",
                 "layer_normalization_grad",
-                "attention_grad", "found_inf", "update_loss_scale",
+                "attention_grad", "found_inf", "update_loss_scale", "relu_grad",
                 # built by memopt-data-parallel (docs/data-parallel.md)
                 "all_reduce", "reduce_scatter", "all_gather"}
 

@@ -409,7 +409,9 @@ def test_profile_times_feed_the_solver(compiler, tmp_path):
     assert times and set(times) <= names and set(times) & nodes, set(times) - names
     assert all(isinstance(v, float) and v >= 0 for v in times.values())
     assert not os.path.exists(str(times_path) + ".tmp")
-    budget = int(json.load(open(base + ".json"))["arena_bytes"] * 0.6)
+    # 0.65: the smallest arena recomputation reaches here is about 0.61 of the unconstrained
+    # one (the relu gradient reads the f32 relu output, not a one-byte mask).
+    budget = int(json.load(open(base + ".json"))["arena_bytes"] * 0.65)
     out = str(tmp_path / "remat")
     compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--report",
                 out + ".json", "--quiet", "--memory-budget", str(budget),
