@@ -344,58 +344,6 @@ __global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
   }
 }
 
-/// Max pooling's gradient on 2-D planes without dilation (a ResNet stem's
-/// 3x3 / 2 over 64 x 112 x 112): the same gather as poolGradKernel, with
-/// only the windows that hold the element visited and 32-bit index math
-/// (the general kernel's 64-bit divisions made this one op 18% of a
-/// ResNet-50 training step).
-template <typename T>
-__global__ void maxPoolGrad2dKernel(const T *x, const T *dy, T *dx, int n,
-                                    int inH, int inW, int outH, int outW,
-                                    int kH, int kW, int sH, int sW, int pH,
-                                    int pW) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
-    int plane = i / (inH * inW), q = i - plane * (inH * inW);
-    int h = q / inW, w = q - h * inW;
-    const T *xp = x + int64_t(plane) * inH * inW;
-    const T *dyp = dy + int64_t(plane) * outH * outW;
-    // Windows oh with oh * sH - pH <= h < oh * sH - pH + kH.
-    int ohLo = max(0, (h + pH - kH + sH) / sH),
-        ohHi = min(outH - 1, (h + pH) / sH);
-    int owLo = max(0, (w + pW - kW + sW) / sW),
-        owHi = min(outW - 1, (w + pW) / sW);
-    if (h + pH - kH + 1 < 0)
-      ohLo = 0;
-    if (w + pW - kW + 1 < 0)
-      owLo = 0;
-    float acc = 0.0f;
-    for (int oh = ohLo; oh <= ohHi; ++oh)
-      for (int ow = owLo; ow <= owHi; ++ow) {
-        int h0 = oh * sH - pH, w0 = ow * sW - pW, best = -1;
-        float bestValue = 0.0f;
-        for (int th = 0; th < kH; ++th) {
-          int r = h0 + th;
-          if (r < 0 || r >= inH)
-            continue;
-          for (int tw = 0; tw < kW; ++tw) {
-            int c = w0 + tw;
-            if (c < 0 || c >= inW)
-              continue;
-            float v = toFloat(xp[r * inW + c]);
-            if (best < 0 || v > bestValue) {
-              best = r * inW + c;
-              bestValue = v;
-            }
-          }
-        }
-        if (best == q)
-          acc += toFloat(dyp[oh * outW + ow]);
-      }
-    dx[i] = fromFloat<T>(acc);
-  }
-}
-
 /// The first window (of stride s, size k, padding p) that holds row h.
 __device__ __forceinline__ int firstWindow(int h, int k, int s, int p) {
   int lo = h + p - k + 1;
@@ -410,15 +358,16 @@ inline size_t poolTileWindows(int k, int s) {
   return size_t((kPoolTile + k - 2) / s + 2);
 }
 
-/// Max pooling's gradient as maxPoolGrad2dKernel computes it, by tiles: a
-/// block takes a 32 x 32 tile of one plane, finds the argmax of each window
-/// that touches the tile once (into shared memory, with the window's dy),
-/// then every element sums the dy of the windows whose argmax it is. The
-/// per-element gather re-read every window's taps for each of its elements
-/// (a 3x3 / 2 window 4 times over); as PyTorch's max_pool2d backward, which
-/// reads the forward's saved indices instead, each element then reads at
-/// most ceil(k / s)^2 small entries. Ties go to the first tap, as in the
-/// forward.
+/// Max pooling's gradient on 2-D planes without dilation (a ResNet stem's
+/// 3x3 / 2 over 64 x 112 x 112), by tiles with 32-bit index math: a block
+/// takes a 32 x 32 tile of one plane, finds the argmax of each window that
+/// touches the tile once (into shared memory, with the window's dy), then
+/// every element sums the dy of the windows whose argmax it is. A gather per
+/// element (poolGradKernel) re-reads every window's taps for each of its
+/// elements (a 3x3 / 2 window 4 times over) through 64-bit divisions; as
+/// PyTorch's max_pool2d backward, which reads the forward's saved indices
+/// instead, each element here reads at most ceil(k / s)^2 small entries.
+/// Ties go to the first tap, as in the forward.
 template <typename T>
 __global__ void __launch_bounds__(256)
     maxPoolGrad2dTiledKernel(const T *x, const T *dy, T *dx, int inH, int inW,
@@ -946,19 +895,6 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
             int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
             int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
             int(g.padsBegin[2]), int(tilesH), int(tilesW)));
-    checkLaunch(ctx, node);
-    return;
-  }
-  if (params.kind == PoolKind::Max && planar && n < (int64_t(1) << 31) &&
-      dy.numElements() < (int64_t(1) << 31)) {
-    MEMOPT_DISPATCH_FLOAT(
-        dx.dtype, T,
-        maxPoolGrad2dKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
-            static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
-            static_cast<T *>(dx.data), int(n), int(g.in[1]), int(g.in[2]),
-            int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
-            int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
-            int(g.padsBegin[2])));
     checkLaunch(ctx, node);
     return;
   }
