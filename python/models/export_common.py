@@ -28,10 +28,12 @@ def _keep_inline(tensor):
     tensor.CopyFrom(replacement)
 
 
-def save_with_external_data(model, path):
-    """Saves `model` (all data loaded) to `path` + `path`.data; returns (graph bytes, data bytes)."""
+def save_with_external_data(model, path, keep_inline=()):
+    """Saves `model` (all data loaded) to `path` + `path`.data; returns (graph bytes, data bytes).
+    Initializers named in `keep_inline` stay in the graph whatever their type and size."""
     for tensor in model.graph.initializer:
-        if tensor.data_type not in FLOAT_TYPES and tensor.HasField("raw_data"):
+        if ((tensor.data_type not in FLOAT_TYPES or tensor.name in keep_inline)
+                and tensor.HasField("raw_data")):
             _keep_inline(tensor)
     location = os.path.basename(path) + ".data"
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
