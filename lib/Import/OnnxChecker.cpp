@@ -42,7 +42,8 @@ namespace {
 /// Operator -> the first opset (after 17) in which its inputs, outputs or
 /// attributes differ from the previous version, or in which it appeared.
 /// Generated with onnx 1.23's Python schemas (onnx.defs), comparing each
-/// schema of opsets 18..21 with the one before it.
+/// schema of opsets 18..28 with the one before it
+/// (python/tests/test_opsets.py recomputes it).
 const llvm::StringMap<int> kSignatureChanges = {
     {"AffineGrid", 20},
     {"AveragePool", 19},
@@ -79,6 +80,19 @@ const llvm::StringMap<int> kSignatureChanges = {
     {"Split", 18},
     {"StringConcat", 20},
     {"StringSplit", 20},
+    // Opsets 22..28.
+    {"Attention", 23},
+    {"BitCast", 26},
+    {"CausalConvWithState", 27},
+    {"CumProd", 26},
+    {"LinearAttention", 27},
+    {"RMSNormalization", 23},
+    {"Range", 27},
+    {"RotaryEmbedding", 23},
+    {"SpaceToDepth", 28},
+    {"SwiGLU", 28},
+    {"Swish", 24},
+    {"TensorScatter", 24},
 };
 
 bool isDefaultDomain(StringRef domain) {
