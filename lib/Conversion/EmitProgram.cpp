@@ -1274,6 +1274,13 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
       .Case([&](ReduceMaxOp reduce) {
         return emitReduce(op, "Max", reduce.getAxes());
       })
+      .Case([&](CumSumOp cumSum) {
+        os << "  cumSum(ctx, " << node << ", " << cumSum.getAxis() << ", "
+           << (cumSum.getExclusive() ? "true" : "false") << ", "
+           << (cumSum.getReverse() ? "true" : "false") << ", "
+           << ref(cumSum.getX()) << ", " << ref(cumSum.getY()) << ");\n";
+        return success();
+      })
       .Case([&](TransposeOp transpose) {
         int64_t rank =
             cast<RankedTensorType>(transpose.getData().getType()).getRank();

@@ -258,6 +258,10 @@ bool validateBatchNorm(Context &ctx, const char *node, const TensorRef &x,
                        const TensorRef &y, bool channelsLast = false);
 bool validateReduce(Context &ctx, const char *node, const int *axes,
                     int numAxes, const TensorRef &x, const TensorRef &y);
+/// CumSum: x and y of one shape and of one dtype among F32, F16, BF16, I32
+/// and I64; axis in [0, rank).
+bool validateCumSum(Context &ctx, const char *node, int axis,
+                    const TensorRef &x, const TensorRef &y);
 bool validateTranspose(Context &ctx, const char *node, const int *perm,
                        const TensorRef &x, const TensorRef &y);
 bool validateConcat(Context &ctx, const char *node, int axis,

@@ -705,6 +705,21 @@ bool validateReduce(Context &ctx, const char *node, const int *axes,
   return true;
 }
 
+bool validateCumSum(Context &ctx, const char *node, int axis,
+                    const TensorRef &x, const TensorRef &y) {
+  if (!checkTensor(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "input/output") ||
+      !checkSameShape(ctx, node, x, y, "input/output") ||
+      !checkAxis(ctx, node, axis, x.rank))
+    return false;
+  if (!isFloatType(x.dtype) && x.dtype != DType::I32 && x.dtype != DType::I64) {
+    failf(ctx, node, "CumSum does not support dtype %s", dtypeName(x.dtype));
+    return false;
+  }
+  return true;
+}
+
 bool validateTranspose(Context &ctx, const char *node, const int *perm,
                        const TensorRef &x, const TensorRef &y) {
   if (!checkTensor(ctx, node, x, "input") ||

@@ -179,9 +179,14 @@ def test_every_op_compiles_and_the_host_program_runs(target, tmp_path):
     _run(argv)
     outputs = {name: np.load(str(tmp_path / name))
                for name in os.listdir(tmp_path) if name.startswith("output")}
-    assert len(outputs) == 72, sorted(outputs)
+    assert len(outputs) == 74, sorted(outputs)
     for name, value in outputs.items():
         if value.dtype.kind == "f":
             assert np.all(np.isfinite(value)), name
     np.testing.assert_array_equal(outputs["output65.npy"], np.arange(5))  # range
     assert not outputs["output18.npy"].any()  # is_nan of finite values
+    # cum_sum: exclusive and reversed over axis 1 of %s, then the integer one.
+    s = inputs[13].astype(np.float64)
+    after = np.flip(np.cumsum(np.flip(s, 1), 1), 1) - s
+    np.testing.assert_allclose(outputs["output72.npy"], after, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outputs["output73.npy"], np.cumsum(inputs[4], 1))

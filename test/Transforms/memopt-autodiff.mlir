@@ -331,3 +331,35 @@ func.func @tied_head(%ids: tensor<2x3xi64>, %labels: tensor<2x3xi64>) -> tensor<
   %loss, %lse = memopt.linear_cross_entropy %h, %w, %labels : (tensor<2x3x4xf32>, tensor<7x4xf32>, tensor<2x3xi64>) -> (tensor<f32>, tensor<2x3xf32>)
   return %loss : tensor<f32>
 }
+
+// -----
+
+// cum_sum's gradient is the same running sum of dY the other way (exclusive
+// kept): the reverse scan of the forward's axis-0 scan runs forwards, and the
+// axis-1 exclusive scan's runs reversed. Integer running sums (position ids
+// from a mask) only index the embedding: they get no gradient and no second
+// scan.
+// CHECK-LABEL: func.func @cum_sum
+// CHECK: %[[W:.*]] = memopt.variable "w"
+// CHECK: %[[IDS:.*]] = memopt.cum_sum %arg1 {axis = 1 : i64} : (tensor<2x3xi64>) -> tensor<2x3xi64>
+// CHECK: %[[Y:.*]] = memopt.mul %arg0, %[[W]]
+// CHECK: %[[C:.*]] = memopt.cum_sum %[[Y]] {axis = 1 : i64, exclusive = 1 : i64} : (tensor<3x4xf32>)
+// CHECK: memopt.cum_sum %[[C]] {axis = 0 : i64, reverse = 1 : i64} : (tensor<3x4xf32>)
+// CHECK: %[[DC:.*]] = memopt.cum_sum %{{.*}} {axis = 0 : i64} : (tensor<3x4xf32>)
+// CHECK: %[[DY:.*]] = memopt.cum_sum %[[DC]] {axis = 1 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<3x4xf32>)
+// CHECK: %[[DW:.*]] = memopt.mul %[[DY]], %arg0
+// CHECK: memopt.sgd_update %[[W]], %[[DW]]
+// CHECK-NOT: memopt.cum_sum {{.*}}xi64
+func.func @cum_sum(%x: tensor<3x4xf32>, %mask: tensor<2x3xi64>) -> tensor<f32> {
+  %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<3x4xf32>, role = "parameter"} : tensor<3x4xf32>
+  %table = memopt.variable "positions" {initial_value = dense<0.25> : tensor<4x4xf32>, role = "parameter"} : tensor<4x4xf32>
+  %ids = memopt.cum_sum %mask {axis = 1 : i64} : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  %e = memopt.gather %table, %ids : (tensor<4x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %y = memopt.mul %x, %w : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %c = memopt.cum_sum %y {axis = 1 : i64, exclusive = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r = memopt.cum_sum %c {axis = 0 : i64, reverse = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %s = memopt.add %e, %r : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+  %sq = memopt.mul %s, %s : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %loss = memopt.reduce_mean %sq {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -111,3 +111,17 @@ func.func @scatter_nd_updates_view_of_data(%x: tensor<32xf32>) -> tensor<32xf32>
   %t = memopt.exp %s : tensor<32xf32>
   return %t : tensor<32xf32>
 }
+
+// -----
+
+// A running sum writes over its operand when that dies there (both kernels
+// read an element before writing it, row by row).
+// CHECK-LABEL: func.func @cum_sum_in_place
+// CHECK: memopt.cum_sum %{{.*}} {axis = 1 : i64, memopt.in_place = 0 : i64, reverse = 1 : i64} : (tensor<4x8xf32>)
+// REPORT: memopt-bufferize @cum_sum_in_place: 1 ops in place, saved 128 bytes
+func.func @cum_sum_in_place(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = memopt.exp %x : tensor<4x8xf32>
+  %c = memopt.cum_sum %a {axis = 1 : i64, reverse = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = memopt.exp %c : tensor<4x8xf32>
+  return %t : tensor<4x8xf32>
+}

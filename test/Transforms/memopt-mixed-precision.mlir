@@ -177,6 +177,24 @@ func.func @float32_ops(%x: tensor<2x64xf32>) -> (tensor<2x64xf32>, tensor<2x64xf
 
 // -----
 
+// A running sum grows like a sum: it takes the f16 matmul's result back in
+// f32 and stays f32; an integer running sum (position ids) is untouched.
+// CHECK-LABEL: func.func @cum_sum_float32
+// CHECK: %[[M:.*]] = memopt.matmul %{{.*}} -> tensor<4x8xf16>
+// CHECK-NEXT: %[[M32:.*]] = memopt.cast %[[M]] : (tensor<4x8xf16>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[C:.*]] = memopt.cum_sum %[[M32]] {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[I:.*]] = memopt.cum_sum %arg1 {axis = 0 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+// CHECK-NEXT: return %[[C]], %[[I]]
+func.func @cum_sum_float32(%x: tensor<4x8xf32>, %ids: tensor<4xi64>) -> (tensor<4x8xf32>, tensor<4xi64>) {
+  %w = memopt.constant dense<0.5> : tensor<8x8xf32>
+  %m = memopt.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %c = memopt.cum_sum %m {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %i = memopt.cum_sum %ids {axis = 0 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  return %c, %i : tensor<4x8xf32>, tensor<4xi64>
+}
+
+// -----
+
 // Constants: converted once per type they are used in (%b feeds an f16 add
 // and an f32 mul); finite values beyond f16 clamp to +-65504 with a warning,
 // a non-zero value that would round to zero becomes the smallest subnormal,

@@ -959,6 +959,107 @@ TEST_F(HostKernels, ReduceOverNonContiguousAxes) {
     }
 }
 
+/// ONNX CumSum written from the definition: element (o, a, i) of the
+/// [outer, axis, inner] view sums the elements j of its row with j <= a
+/// (j >= a when reversed), j != a when exclusive. `add` accumulates.
+template <typename T, typename Add>
+std::vector<T> cumSumReference(const std::vector<T> &x, int64_t outer,
+                               int64_t axis, int64_t inner, bool exclusive,
+                               bool reverse, Add add) {
+  std::vector<T> y(x.size(), T(0));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < axis; ++a)
+      for (int64_t i = 0; i < inner; ++i) {
+        T sum = T(0);
+        for (int64_t j = 0; j < axis; ++j)
+          if ((reverse ? j >= a : j <= a) && !(exclusive && j == a))
+            sum = add(sum, x[size_t((o * axis + j) * inner + i)]);
+        y[size_t((o * axis + a) * inner + i)] = sum;
+      }
+  return y;
+}
+
+std::vector<int64_t> int64Values(const Buffer &b) {
+  std::vector<int64_t> values(size_t(b.count()));
+  std::memcpy(values.data(), b.storage.data(), values.size() * 8);
+  return values;
+}
+
+TEST_F(HostKernels, CumSumFloatsOverTheMiddleAxis) {
+  auto addDouble = [](double a, double b) { return a + b; };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    Buffer x = random(dt, {3, 5, 4}, 40);
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(dt)) +
+                     (exclusive ? " exclusive" : "") +
+                     (reverse ? " reverse" : ""));
+        Buffer y(dt, {3, 5, 4});
+        cumSum(*ctx, "cumsum", 1, exclusive, reverse, x.ref(), y.ref());
+        expectClose(
+            y,
+            cumSumReference(x.values(), 3, 5, 4, exclusive, reverse, addDouble),
+            tolerance(dt));
+      }
+  }
+  // In place over the last axis: each element is read before it is written.
+  Buffer x = random(DType::F32, {2, 7}, 41);
+  std::vector<double> expected =
+      cumSumReference(x.values(), 2, 7, 1, true, true, addDouble);
+  cumSum(*ctx, "cumsum_in_place", 1, true, true, x.ref(), x.ref());
+  expectClose(x, expected, 1e-6);
+}
+
+TEST_F(HostKernels, CumSumIntegersAreExactAndWrap) {
+  // Beyond 2^53 (where a double accumulator would round) and past INT64_MAX.
+  const int64_t big = int64_t(1) << 62;
+  std::vector<int64_t> values = {big, 1, big, big, 3,   -7, 1,   1,
+                                 1,   0, -1,  5,   big, 9,  -2,  4,
+                                 6,   8, 10,  12,  -3,  2,  big, 7};
+  Buffer x(DType::I64, {2, 4, 3});
+  fillInts(x, values);
+  auto wrap = [](int64_t a, int64_t b) {
+    return int64_t(uint64_t(a) + uint64_t(b));
+  };
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      SCOPED_TRACE(std::string(exclusive ? "exclusive" : "inclusive") +
+                   (reverse ? " reverse" : ""));
+      Buffer y(DType::I64, {2, 4, 3});
+      cumSum(*ctx, "cumsum_i64", 1, exclusive, reverse, x.ref(), y.ref());
+      EXPECT_EQ(int64Values(y),
+                cumSumReference(values, 2, 4, 3, exclusive, reverse, wrap));
+    }
+  // Position ids of a padding mask: cumsum(mask, -1) on i32.
+  Buffer mask(DType::I32, {2, 5}), ids(DType::I32, {2, 5});
+  fillInts(mask, {1, 1, 1, 0, 0, 0, 1, 1, 1, 1});
+  cumSum(*ctx, "position_ids", 1, false, false, mask.ref(), ids.ref());
+  expectClose(ids, {1, 2, 3, 3, 3, 0, 1, 2, 3, 4}, 0);
+  // i32 wraps in 32 bits.
+  Buffer edge(DType::I32, {2}), wrapped(DType::I32, {2});
+  fillInts(edge, {2147483647, 1});
+  cumSum(*ctx, "cumsum_i32", 0, false, false, edge.ref(), wrapped.ref());
+  expectClose(wrapped, {2147483647.0, -2147483648.0}, 0);
+}
+
+TEST_F(HostKernels, CumSumRejectsBadArgumentsNamingTheNode) {
+  Buffer flags(DType::Bool, {4}), out(DType::Bool, {4});
+  cumSum(*ctx, "/model/CumSum", 0, false, false, flags.ref(), out.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("/model/CumSum"),
+            std::string::npos);
+  EXPECT_NE(std::string(contextError(*ctx)).find("bool"), std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+  Buffer x(DType::F32, {2, 3}), y(DType::F32, {2, 3});
+  cumSum(*ctx, "/model/CumSum_1", 2, false, false, x.ref(), y.ref());
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx)).find("axis 2 out of range"),
+            std::string::npos);
+  destroyContext(ctx);
+  ctx = createContext();
+}
+
 TEST_F(HostKernels, TransposeConcatSplit) {
   Buffer x = random(DType::F16, {2, 3, 4}, 32), y(DType::F16, {4, 2, 3});
   int perm[3] = {2, 0, 1};

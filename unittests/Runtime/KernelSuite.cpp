@@ -1583,6 +1583,52 @@ std::vector<Case> buildCases() {
                      argReduce(*s.ctx, "argmax", true, 1, x, y);
                      return std::vector<TensorRef>{y};
                    }});
+  // Running sums: long contiguous rows (block scans over several chunks, a
+  // partial last chunk, more rows than blocks), short rows and a middle axis
+  // (one thread per row), every exclusive / reverse combination, in place.
+  {
+    struct S {
+      const char *name;
+      std::vector<int64_t> shape;
+      int axis;
+      bool exclusive, reverse, inPlace;
+    };
+    for (DType dt : floats)
+      for (S c :
+           {S{"rows", {37, 1000}, 1, false, false, false},
+            S{"rows_exclusive_reverse", {5, 777}, 1, true, true, false},
+            S{"many_rows_exclusive", {4096, 40}, 1, true, false, false},
+            S{"short_rows_reverse", {1000, 7}, 1, false, true, false},
+            S{"middle_axis", {3, 50, 17}, 1, false, true, false},
+            S{"middle_axis_exclusive", {3, 50, 17}, 1, true, false, false},
+            S{"rows_in_place", {3, 2049}, 1, true, true, true},
+            S{"middle_in_place", {6, 33, 5}, 1, false, false, true}})
+        cases.push_back({std::string("cumsum_") + c.name + "_" + tag(dt),
+                         tol(dt, 1e-3), [=](Suite &s) {
+                           TensorRef x = s.random(dt, c.shape);
+                           TensorRef y = c.inPlace ? x : s.empty(dt, c.shape);
+                           cumSum(*s.ctx, "cumsum", c.axis, c.exclusive,
+                                  c.reverse, x, y);
+                           return std::vector<TensorRef>{y};
+                         }});
+    for (DType dt : {DType::I32, DType::I64})
+      for (S c : {S{"rows", {9, 3001}, 1, true, false, false},
+                  S{"middle_axis", {4, 40, 9}, 1, false, true, false},
+                  S{"rows_in_place", {2, 513}, 1, false, true, true}})
+        cases.push_back(
+            {std::string("cumsum_") + c.name + "_" + tag(dt), 0, [=](Suite &s) {
+               int64_t n = 1;
+               for (int64_t d : c.shape)
+                 n *= d;
+               std::vector<double> values;
+               for (int64_t i = 0; i < n; ++i)
+                 values.push_back(double((i * 7919) % 2001 - 1000));
+               TensorRef x = s.ints(dt, c.shape, values);
+               TensorRef y = c.inPlace ? x : s.empty(dt, c.shape);
+               cumSum(*s.ctx, "cumsum", c.axis, c.exclusive, c.reverse, x, y);
+               return std::vector<TensorRef>{y};
+             }});
+  }
 
   // Long reductions split over blocks through a workspace (bias and
   // per-channel gradients), and the same without one.

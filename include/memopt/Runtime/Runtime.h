@@ -525,6 +525,12 @@ void reduce(Context &ctx, const char *nodeName, ReduceOp op, const int *axes,
 /// ArgMax/ArgMin over one axis; y is I64 (first occurrence wins).
 void argReduce(Context &ctx, const char *nodeName, bool isMax, int axis,
                TensorRef x, TensorRef y);
+/// ONNX CumSum: y[..., i, ...] = sum of x[..., j, ...] over j <= i along
+/// `axis` (j < i with `exclusive`; j >= i, or j > i, with `reverse`). x and y
+/// have one shape and dtype: F32, F16, BF16 (accumulated in f32 on CUDA, in
+/// double on the host), I32 or I64 (wrapping). y may be x (in place).
+void cumSum(Context &ctx, const char *nodeName, int axis, bool exclusive,
+            bool reverse, TensorRef x, TensorRef y);
 
 //===----------------------------------------------------------------------===//
 // Data movement (any dtype)

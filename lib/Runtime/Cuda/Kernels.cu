@@ -6,12 +6,16 @@
 // and one 1024-thread block per row otherwise (re-reads hit L2), in the style
 // of Apex / onnxruntime's softmax and layer-norm kernels. Ops over a middle
 // axis use one thread per (outer, inner) pair so loads stay coalesced along
-// the inner dimension. Data movement is one thread per output element with
+// the inner dimension. Running sums (CumSum) scan a long contiguous row per
+// block (warp-shuffle scans, CUB's block-scan structure) and other rows one
+// per thread. Data movement is one thread per output element with
 // precomputed strides.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
+
+#include <type_traits>
 
 namespace memopt::rt {
 
@@ -583,6 +587,107 @@ __global__ void argReduceKernel(const T *x, int64_t *y, int64_t outer,
       }
     }
     y[i] = index;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Running sums (CumSum)
+//===----------------------------------------------------------------------===//
+
+/// Float elements accumulate in f32; integers wrap in an unsigned integer of
+/// their width (two's complement, no signed overflow).
+template <typename T> struct ScanTraits {
+  using Acc = float;
+  static __device__ __forceinline__ Acc load(T v) { return toFloat(v); }
+  static __device__ __forceinline__ T store(Acc v) { return fromFloat<T>(v); }
+};
+template <> struct ScanTraits<int32_t> {
+  using Acc = uint32_t;
+  static __device__ __forceinline__ Acc load(int32_t v) { return Acc(v); }
+  static __device__ __forceinline__ int32_t store(Acc v) { return int32_t(v); }
+};
+template <> struct ScanTraits<int64_t> {
+  using Acc = uint64_t;
+  static __device__ __forceinline__ Acc load(int64_t v) { return Acc(v); }
+  static __device__ __forceinline__ int64_t store(Acc v) { return int64_t(v); }
+};
+
+constexpr int kScanThreads = 256;
+/// Rows at most this long (or strided ones) take one thread per row.
+constexpr int64_t kScanThreadRowMax = 32;
+
+/// Contiguous rows (the axis is the last non-unit one): one block per row,
+/// in chunks of kScanThreads elements: a shuffle scan in each warp, one over
+/// the warps' totals, plus the carry of the chunks before. The exclusive
+/// value is the previous lane's inclusive sum (never `inclusive - own`,
+/// which loses small terms next to a large one). Each thread reads and
+/// writes only its own element, so y may be x.
+template <typename T>
+__global__ void __launch_bounds__(kScanThreads)
+    cumSumRowsKernel(const T *x, T *y, int64_t rows, int64_t length,
+                     bool exclusive, bool reverse) {
+  using Traits = ScanTraits<T>;
+  using Acc = typename Traits::Acc;
+  constexpr int kWarps = kScanThreads / 32;
+  __shared__ Acc warpPrefix[kWarps];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *xRow = x + row * length;
+    T *yRow = y + row * length;
+    Acc carry = Acc(0);
+    for (int64_t start = 0; start < length; start += kScanThreads) {
+      int64_t step = start + threadIdx.x;
+      int64_t at = reverse ? length - 1 - step : step;
+      Acc sum = step < length ? Traits::load(xRow[at]) : Acc(0);
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        Acc other = __shfl_up_sync(0xffffffffu, sum, offset);
+        if (lane >= offset)
+          sum += other;
+      }
+      Acc previous = __shfl_up_sync(0xffffffffu, sum, 1);
+      if (lane == 31)
+        warpPrefix[warp] = sum;
+      __syncthreads();
+      if (warp == 0) {
+        Acc total = lane < kWarps ? warpPrefix[lane] : Acc(0);
+        for (int offset = 1; offset < kWarps; offset <<= 1) {
+          Acc other = __shfl_up_sync(0xffffffffu, total, offset);
+          if (lane >= offset)
+            total += other;
+        }
+        if (lane < kWarps)
+          warpPrefix[lane] = total;
+      }
+      __syncthreads();
+      Acc before = carry + (warp ? warpPrefix[warp - 1] : Acc(0));
+      if (step < length)
+        yRow[at] = Traits::store(exclusive ? (lane ? before + previous : before)
+                                           : before + sum);
+      carry += warpPrefix[kWarps - 1];
+      // The next chunk overwrites warpPrefix.
+      __syncthreads();
+    }
+  }
+}
+
+/// Strided or short rows: one thread per (outer, inner) pair walks its row
+/// (loads coalesced along the inner dimension), reading each element before
+/// writing it, so y may be x.
+template <typename T>
+__global__ void cumSumStridedKernel(const T *x, T *y, int64_t outer,
+                                    int64_t length, int64_t inner,
+                                    bool exclusive, bool reverse) {
+  using Traits = ScanTraits<T>;
+  using Acc = typename Traits::Acc;
+  MEMOPT_GRID_STRIDE(i, outer * inner) {
+    int64_t base = (i / inner) * length * inner + i % inner;
+    Acc sum = Acc(0);
+    for (int64_t step = 0; step < length; ++step) {
+      int64_t at = base + (reverse ? length - 1 - step : step) * inner;
+      Acc next = sum + Traits::load(x[at]);
+      y[at] = Traits::store(exclusive ? sum : next);
+      sum = next;
+    }
   }
 }
 
@@ -1247,6 +1352,36 @@ void argReduce(Context &ctx, const char *node, bool isMax, int axis,
       <<<gridFor(ctx, s.outer * s.inner), 256, 0, ctx.stream>>>(
           static_cast<const T *>(x.data), static_cast<int64_t *>(y.data),
           s.outer, s.axis, s.inner, isMax));
+  checkLaunch(ctx, node);
+}
+
+void cumSum(Context &ctx, const char *node, int axis, bool exclusive,
+            bool reverse, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateCumSum(ctx, node, axis, x, y))
+    return;
+  AxisSplit s = splitAt(x, axis);
+  int64_t rows = s.outer * s.inner;
+  if (rows == 0 || s.axis == 0)
+    return;
+  auto launch = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    const T *px = static_cast<const T *>(x.data);
+    T *py = static_cast<T *>(y.data);
+    if (s.inner == 1 && s.axis > kScanThreadRowMax)
+      cumSumRowsKernel<T>
+          <<<unsigned(std::min<int64_t>(rows, int64_t(ctx.smCount) * 16)),
+             kScanThreads, 0, ctx.stream>>>(px, py, rows, s.axis, exclusive,
+                                            reverse);
+    else
+      cumSumStridedKernel<T><<<gridFor(ctx, rows), 256, 0, ctx.stream>>>(
+          px, py, s.outer, s.axis, s.inner, exclusive, reverse);
+  };
+  if (x.dtype == DType::I32)
+    launch(static_cast<int32_t *>(nullptr));
+  else if (x.dtype == DType::I64)
+    launch(static_cast<int64_t *>(nullptr));
+  else
+    MEMOPT_DISPATCH_FLOAT(x.dtype, T, launch(static_cast<T *>(nullptr)));
   checkLaunch(ctx, node);
 }
 

@@ -1781,6 +1781,52 @@ void argReduce(Context &ctx, const char *node, bool isMax, int axis,
     }
 }
 
+namespace {
+
+/// Replaces every row of `values` (viewed as [outer, axis, inner]) by its
+/// running sum along the axis, one row per item; `add` is the accumulation.
+template <typename T, typename Add>
+void scanRows(Context &ctx, const AxisSplit &s, bool exclusive, bool reverse,
+              T *values, Add add) {
+  parallelFor(
+      ctx, 0, s.outer * s.inner, grainFor(s.axis), [&](int64_t lo, int64_t hi) {
+        for (int64_t item = lo; item < hi; ++item) {
+          T *row =
+              values + (item / s.inner) * s.axis * s.inner + item % s.inner;
+          T sum = T(0);
+          for (int64_t step = 0; step < s.axis; ++step) {
+            T &element = row[(reverse ? s.axis - 1 - step : step) * s.inner];
+            T next = add(sum, element);
+            element = exclusive ? sum : next;
+            sum = next;
+          }
+        }
+      });
+}
+
+} // namespace
+
+void cumSum(Context &ctx, const char *node, int axis, bool exclusive,
+            bool reverse, TensorRef x, TensorRef y) {
+  if (hasError(ctx) || !validateCumSum(ctx, node, axis, x, y))
+    return;
+  AxisSplit s = splitAt(x, axis);
+  if (isFloatType(x.dtype)) {
+    std::vector<double> v = toDouble(ctx, x);
+    scanRows(ctx, s, exclusive, reverse, v.data(),
+             [](double a, double b) { return a + b; });
+    store(ctx, v, y);
+    return;
+  }
+  // Integers wrap (two's complement) in 64 bits; I32 results keep the low
+  // half, which is the 32-bit wrapped sum.
+  std::vector<int64_t> v = toInt64(x);
+  scanRows(ctx, s, exclusive, reverse, v.data(), [](int64_t a, int64_t b) {
+    return int64_t(uint64_t(a) + uint64_t(b));
+  });
+  storeInt64(v, y);
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

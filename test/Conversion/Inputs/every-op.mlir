@@ -39,7 +39,8 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
         tensor<4x2x5x3xf32>, tensor<2x1x6xf32>, tensor<4x5xf32>,
         tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>,
         tensor<1x8x5x5xf32>, tensor<1x3x3x8xf32>, tensor<1x2x2x4xf32>,
-        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>) {
+        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>,
+        tensor<2x5x16xf32>, tensor<2x3xi64>) {
   %cw = memopt.constant dense<[0.5, 1.5, 2.5]> : tensor<3xf32> loc("op_constant")
   %0 = memopt.relu %x : tensor<2x3xf32> loc("op_relu")
   %1 = memopt.exp %x : tensor<2x3xf32> loc("op_exp")
@@ -114,12 +115,16 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
   %69 = memopt.average_pool %nhwc {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<1x5x5x4xf32>) -> tensor<1x2x2x4xf32> loc("nhwc_average_pool")
   %70 = memopt.global_average_pool %nhwc {channels_last} : (tensor<1x5x5x4xf32>) -> tensor<1x1x1x4xf32> loc("nhwc_global_average_pool")
   %71 = memopt.batch_normalization %nhwc, %ch, %ch, %ch, %ch {epsilon = 1.0e-3 : f32, channels_last} : (tensor<1x5x5x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x5x5x4xf32> loc("nhwc_batch_normalization")
+  // Running sums: a float one over a middle axis (exclusive, reversed) and
+  // an integer one over the last axis (position ids).
+  %72 = memopt.cum_sum %s {axis = 1 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32> loc("op_cum_sum")
+  %73 = memopt.cum_sum %ia {axis = 1 : i64} : (tensor<2x3xi64>) -> tensor<2x3xi64> loc("int_cum_sum")
   return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,
          %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29,
          %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43,
          %44, %45, %46, %47, %48, %50, %51, %52, %53, %54, %55, %56#0,
          %56#1, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68,
-         %69, %70, %71
+         %69, %70, %71, %72, %73
       : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<3xi64>, tensor<2x3xf32>, tensor<2x3xf32>,
         tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
@@ -140,5 +145,6 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %b: tensor<2x3xi1>,
         tensor<4x2x5x3xf32>, tensor<2x1x6xf32>, tensor<4x5xf32>,
         tensor<1x3x8x8xf32>, tensor<300x300xf32>, tensor<5xi64>,
         tensor<1x8x5x5xf32>, tensor<1x3x3x8xf32>, tensor<1x2x2x4xf32>,
-        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>
+        tensor<1x2x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x5x5x4xf32>,
+        tensor<2x5x16xf32>, tensor<2x3xi64>
 }

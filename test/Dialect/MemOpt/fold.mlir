@@ -449,3 +449,51 @@ func.func @scatter_nd_no_fold(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32
   %1 = memopt.scatter_nd %x, %ok, %u : (tensor<2xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<2xf32>
   return %0, %1 : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Position ids from a constant padding mask (HF's `cumsum(mask, -1) * mask`
+// and the exporters' `cumsum - 1`) collapse to one constant at import.
+// CHECK-LABEL: func.func @cum_sum_position_ids
+// CHECK-NEXT: %[[IDS:.*]] = memopt.constant dense<{{\[}}[0, 1, 2, -1], [-1, 0, 1, 2]]> : tensor<2x4xi64>
+// CHECK-NEXT: return %[[IDS]]
+func.func @cum_sum_position_ids() -> tensor<2x4xi64> {
+  %mask = memopt.constant dense<[[1, 1, 1, 0], [0, 1, 1, 1]]> : tensor<2x4xi64>
+  %sum = memopt.cum_sum %mask {axis = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x4xi64>
+  %masked = memopt.mul %sum, %mask : (tensor<2x4xi64>, tensor<2x4xi64>) -> tensor<2x4xi64>
+  %one = memopt.constant dense<1> : tensor<i64>
+  %ids = memopt.sub %masked, %one : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  return %ids : tensor<2x4xi64>
+}
+
+// -----
+
+// The middle axis of a 3-D tensor, exclusive and reverse; a splat; i32 sums
+// wrap in 32 bits; f16 results round once per element.
+// CHECK-LABEL: func.func @cum_sum_fold_flags
+// CHECK-DAG: memopt.constant dense<{{\[}}{{\[}}[5, 7], [3, 4], [0, 0]], {{\[}}[11, 13], [6, 7], [0, 0]]]> : tensor<2x3x2xi64>
+// CHECK-DAG: memopt.constant dense<[2.000000e+00, 4.000000e+00, 6.000000e+00]> : tensor<3xf32>
+// CHECK-DAG: memopt.constant dense<[2147483647, -2147483648]> : tensor<2xi32>
+// CHECK-DAG: memopt.constant dense<[0.000000e+00, 2.048000e+03, 2.048000e+03]> : tensor<3xf16>
+// CHECK-NOT: memopt.cum_sum
+func.func @cum_sum_fold_flags() -> (tensor<2x3x2xi64>, tensor<3xf32>, tensor<2xi32>, tensor<3xf16>) {
+  %x = memopt.constant dense<[[[1, 2], [2, 3], [3, 4]], [[4, 5], [5, 6], [6, 7]]]> : tensor<2x3x2xi64>
+  %0 = memopt.cum_sum %x {axis = 1 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x3x2xi64>) -> tensor<2x3x2xi64>
+  %two = memopt.constant dense<2.0> : tensor<3xf32>
+  %1 = memopt.cum_sum %two {axis = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  %big = memopt.constant dense<[2147483647, 1]> : tensor<2xi32>
+  %2 = memopt.cum_sum %big {axis = 0 : i64} : (tensor<2xi32>) -> tensor<2xi32>
+  %h = memopt.constant dense<[2048.0, 1.0, 1.0]> : tensor<3xf16>
+  %3 = memopt.cum_sum %h {axis = 0 : i64, exclusive = 1 : i64} : (tensor<3xf16>) -> tensor<3xf16>
+  return %0, %1, %2, %3 : tensor<2x3x2xi64>, tensor<3xf32>, tensor<2xi32>, tensor<3xf16>
+}
+
+// -----
+
+// A running sum of an argument stays.
+// CHECK-LABEL: func.func @cum_sum_no_fold
+// CHECK: memopt.cum_sum
+func.func @cum_sum_no_fold(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = memopt.cum_sum %x {axis = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -169,6 +169,25 @@ func.func @reduce_keepdims_wrong(%x: tensor<2x3x4xf32>) {
 
 // -----
 
+// cum_sum keeps the operand's type, whatever the axis and flags.
+// CHECK-LABEL: func.func @cum_sum_keeps_type
+func.func @cum_sum_keeps_type(%x: tensor<2x3x4xf16>, %i: tensor<5xi64>) {
+  %0 = memopt.cum_sum %x {axis = 1 : i64, exclusive = 1 : i64} : (tensor<2x3x4xf16>) -> tensor<2x3x4xf16>
+  %1 = memopt.cum_sum %i {axis = 0 : i64, reverse = 1 : i64} : (tensor<5xi64>) -> tensor<5xi64>
+  return
+}
+
+// -----
+
+func.func @cum_sum_type_wrong(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x3x4xf32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.cum_sum %x {axis = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @shape_rules
 func.func @shape_rules(%x: tensor<2x3x4xf32>, %o: tensor<1x3x1x2xf32>, %m: tensor<3x4xf32>,
                        %c: tensor<3x1x1xi1>, %cx: tensor<1x4x1xf32>, %cy: tensor<1x1x5xf32>) {

@@ -380,6 +380,57 @@ func.func @reduce_axis_range(%x: tensor<2x5xf32>) -> tensor<2x1xf32> {
 
 // -----
 
+// The importer normalizes ONNX's negative axis: the op takes [0, rank) only.
+func.func @cum_sum_negative_axis(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{axis -1 is out of range [0, 2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.cum_sum %x {axis = -1 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cum_sum_axis_range(%x: tensor<2x5xi64>) -> tensor<2x5xi64> {
+  // expected-error @+2 {{axis 2 is out of range [0, 2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = memopt.cum_sum %x {axis = 2 : i64} : (tensor<2x5xi64>) -> tensor<2x5xi64>
+  return %0 : tensor<2x5xi64>
+}
+
+// -----
+
+func.func @cum_sum_missing_axis(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{requires attribute 'axis'}}
+  %0 = memopt.cum_sum %x : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cum_sum_exclusive(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{exclusive must be 0 or 1, got 2}}
+  %0 = memopt.cum_sum %x {axis = 1 : i64, exclusive = 2 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cum_sum_reverse(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{reverse must be 0 or 1, got -1}}
+  %0 = memopt.cum_sum %x {axis = 1 : i64, reverse = -1 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cum_sum_element_type(%x: tensor<2x5xi1>) -> tensor<2x5xi1> {
+  // expected-error @+1 {{operand #0 must be}}
+  %0 = memopt.cum_sum %x {axis = 1 : i64} : (tensor<2x5xi1>) -> tensor<2x5xi1>
+  return %0 : tensor<2x5xi1>
+}
+
+// -----
+
 func.func @reduce_axis_repeated(%x: tensor<2x5xf32>) -> tensor<2x1xf32> {
   // expected-error @+2 {{axis -1 is repeated}}
   // expected-error @+1 {{failed to infer returned types}}

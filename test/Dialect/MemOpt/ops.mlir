@@ -123,6 +123,21 @@ func.func @pool_and_norm(%x: tensor<2x4x8x8xf32>, %c: tensor<4xf32>,
   %8 = memopt.reduce_sum %s {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x5x16xf32>) -> tensor<5xf32>
   // CHECK: memopt.reduce_max %{{.*}} {axes = array<i64: 1>} : (tensor<2x5x16xf32>) -> tensor<2x1x16xf32>
   %9 = memopt.reduce_max %s {axes = array<i64: 1>} : (tensor<2x5x16xf32>) -> tensor<2x1x16xf32>
+  // CHECK: memopt.cum_sum %{{.*}} {axis = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  %10 = memopt.cum_sum %s {axis = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  // CHECK: memopt.cum_sum %{{.*}} {axis = 2 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  %11 = memopt.cum_sum %s {axis = 2 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// Position ids from a padding mask (the HF `cumsum(mask) * mask` pattern)
+// are integer running sums.
+// CHECK-LABEL: func.func @cum_sum_integers
+func.func @cum_sum_integers(%m: tensor<2x7xi64>, %n: tensor<3xi32>) {
+  // CHECK: memopt.cum_sum %{{.*}} {axis = 1 : i64} : (tensor<2x7xi64>) -> tensor<2x7xi64>
+  %0 = memopt.cum_sum %m {axis = 1 : i64} : (tensor<2x7xi64>) -> tensor<2x7xi64>
+  // CHECK: memopt.cum_sum %{{.*}} {axis = 0 : i64, exclusive = 1 : i64} : (tensor<3xi32>) -> tensor<3xi32>
+  %1 = memopt.cum_sum %n {axis = 0 : i64, exclusive = 1 : i64} : (tensor<3xi32>) -> tensor<3xi32>
   return
 }
 
@@ -255,6 +270,8 @@ func.func @low_precision(%x: tensor<1x4x8x8xf16>, %k: tensor<4x4x3x3xf16>, %kb: 
   %14 = memopt.reduce_mean %12 {axes = array<i64: 2>} : (tensor<2x5x16xbf16>) -> tensor<2x5x1xbf16>
   // CHECK: memopt.reduce_max {{.*}} -> tensor<2x5xbf16>
   %15 = memopt.reduce_max %12 {axes = array<i64: 2>, keepdims = 0 : i64} : (tensor<2x5x16xbf16>) -> tensor<2x5xbf16>
+  // CHECK: memopt.cum_sum {{.*}} -> tensor<2x5x16xbf16>
+  %cumulative = memopt.cum_sum %12 {axis = 2 : i64} : (tensor<2x5x16xbf16>) -> tensor<2x5x16xbf16>
   // CHECK: memopt.where {{.*}} -> tensor<2x5x16xbf16>
   %16 = memopt.where %m, %12, %11 : (tensor<2x5x16xi1>, tensor<2x5x16xbf16>, tensor<2x5x16xbf16>) -> tensor<2x5x16xbf16>
   // CHECK: memopt.gather {{.*}} -> tensor<2x2x16xbf16>

@@ -824,6 +824,18 @@ LogicalResult vjp(ReduceMaxOp op, GradientBuilder &g, ArrayRef<Value> dy,
   return success();
 }
 
+/// x[j] reaches y[i] for j <= i (j < i when exclusive): its gradient sums
+/// dy[i] over i >= j (i > j), the same scan run the other way.
+LogicalResult vjp(CumSumOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                  Grads &dx) {
+  if (!isFloatTensor(op.getX()))
+    return success();
+  dx[0] = CumSumOp::create(g.b, g.loc, dy[0], op.getAxisAttr(),
+                           g.b.getI64IntegerAttr(op.getExclusive()),
+                           g.b.getI64IntegerAttr(op.getReverse() ? 0 : 1));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -1072,7 +1084,7 @@ void mlir::memopt::attachGradientModels(MLIRContext &context) {
          MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp, BatchNormalizationOp,
          BatchNormTrainingOp, LayerNormalizationOp, SoftmaxOp, AttentionOp,
          SoftmaxCrossEntropyOp, LinearCrossEntropyOp, ReduceSumOp, ReduceMeanOp,
-         ReduceMaxOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp, GatherOp, ScatterNDOp>(
-      context);
+         ReduceMaxOp, CumSumOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp,
+         TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, PadOp, GatherOp,
+         ScatterNDOp>(context);
 }

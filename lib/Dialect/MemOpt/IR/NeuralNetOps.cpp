@@ -1067,3 +1067,101 @@ MEMOPT_REDUCTION(ReduceMeanOp)
 MEMOPT_REDUCTION(ReduceSumOp)
 MEMOPT_REDUCTION(ReduceMaxOp)
 #undef MEMOPT_REDUCTION
+
+//===----------------------------------------------------------------------===//
+// CumSumOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CumSumOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         CumSumOp::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(requireOperands<CumSumOp>(loc, adaptor.getOperands())) ||
+      failed(requireAttributes(loc, name, {{"axis", adaptor.getAxisAttr()}})))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getX().getType());
+  int64_t axis = static_cast<int64_t>(adaptor.getAxis());
+  // The importer normalizes ONNX's negative axes, so the lowering passes
+  // this one through unchanged.
+  if (axis < 0 || axis >= type.getRank())
+    return inferError(loc, name, "axis ", axis, " is out of range [0, ",
+                      type.getRank(), ") for ", type);
+  results.push_back(type);
+  return success();
+}
+
+LogicalResult CumSumOp::verify() {
+  if (getExclusive() > 1)
+    return emitOpError("exclusive must be 0 or 1, got ")
+           << static_cast<int64_t>(getExclusive());
+  if (getReverse() > 1)
+    return emitOpError("reverse must be 0 or 1, got ")
+           << static_cast<int64_t>(getReverse());
+  return success();
+}
+
+/// Both kernels read every element of a row before (or as) they write it.
+bool CumSumOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 0;
+}
+
+/// Scans a small constant: integers wrap in their width, floats sum in
+/// double and round once per element, as the host kernel does.
+OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = getSmallDense(adaptor.getX());
+  RankedTensorType type = getType();
+  // An op not yet verified (createOrFold) may have a bad axis or flag.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (!input || input.getType() != type || axis < 0 || axis >= type.getRank() ||
+      getExclusive() > 1 || getReverse() > 1)
+    return {};
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t outer = product(shape.take_front(axis));
+  int64_t length = shape[axis];
+  int64_t inner = product(shape.drop_front(axis + 1));
+  bool exclusive = getExclusive() != 0, reverse = getReverse() != 0;
+  // Calls visit(index, position) along each row in scan order.
+  auto forEachRow = [&](auto visit) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        for (int64_t step = 0; step < length; ++step) {
+          int64_t position = reverse ? length - 1 - step : step;
+          visit((o * length + position) * inner + i, step == 0);
+        }
+  };
+  Type elementType = type.getElementType();
+  if (auto integerType = dyn_cast<IntegerType>(elementType)) {
+    SmallVector<APInt> values(input.getValues<APInt>());
+    SmallVector<APInt> results(values.size());
+    APInt sum(integerType.getWidth(), 0);
+    forEachRow([&](int64_t index, bool rowStart) {
+      if (rowStart)
+        sum = APInt(integerType.getWidth(), 0);
+      if (exclusive)
+        results[index] = sum;
+      sum += values[index];
+      if (!exclusive)
+        results[index] = sum;
+    });
+    return DenseElementsAttr::get(type, results);
+  }
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    SmallVector<double> values;
+    for (const APFloat &value : input.getValues<APFloat>())
+      values.push_back(value.convertToDouble());
+    SmallVector<Attribute> results(values.size());
+    double sum = 0.0;
+    forEachRow([&](int64_t index, bool rowStart) {
+      if (rowStart)
+        sum = 0.0;
+      if (exclusive)
+        results[index] = FloatAttr::get(floatType, sum);
+      sum += values[index];
+      if (!exclusive)
+        results[index] = FloatAttr::get(floatType, sum);
+    });
+    return DenseElementsAttr::get(type, results);
+  }
+  return {};
+}

@@ -53,10 +53,13 @@ bool GemmOp::acceptsF32Result() { return !getC(); }
 // elements (sum of squares in a decomposed norm) exceeds 65504 although the
 // kernel accumulates in f32, because the *result* is stored in the low type;
 // reciprocal overflows for |x| < 1.5e-5; log is kept because its consumers
-// (log-probabilities, losses) need the absolute precision near zero.
+// (log-probabilities, losses) need the absolute precision near zero. A
+// running sum grows like a sum (autocast lists cumsum as fp32 too), and its
+// f16 result would also lose the small differences between neighbours.
 MEMOPT_PRECISION(ExpOp, Float32)
 MEMOPT_PRECISION(PowOp, Float32)
 MEMOPT_PRECISION(ReduceSumOp, Float32)
+MEMOPT_PRECISION(CumSumOp, Float32)
 MEMOPT_PRECISION(ReciprocalOp, Float32)
 MEMOPT_PRECISION(LogOp, Float32)
 // Not an overflow but a discontinuity: a float remainder jumps by a whole

@@ -777,6 +777,30 @@ def MemOpt_ReduceMaxOp : MemOpt_ReduceOp<"reduce_max"> {
   let summary = "Maximum over `axes`";
 }
 
+def MemOpt_CumSumOp : MemOpt_InferredOp<"cum_sum", [MemOpt_Precision,
+    DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                              ["canWriteInPlace"]>]> {
+  let summary = "Running sum along one axis (ONNX CumSum, opset 14)";
+  let description = [{
+    `y[..., i, ...] = sum of x[..., j, ...]` along `axis` for `j <= i`
+    (`j < i` with `exclusive`; `j >= i` and `j > i` with `reverse`).
+
+    Departs from ONNX: `axis` is an attribute (the ONNX input is a constant
+    the importer reads), normalized to `[0, rank)`; `exclusive` and
+    `reverse` are 0 or 1. Integers wrap; float kernels accumulate in f32
+    (CUDA) or double (host) and round once per element. Folds on small
+    constants (the position ids of a padding mask, `cumsum(mask) * mask`).
+  }];
+  let arguments = (ins MemOpt_TensorOf<[F32, F16, BF16, I32, I64]>:$x,
+                       I64Attr:$axis,
+                       DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                       DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs MemOpt_TensorOf<[F32, F16, BF16, I32, I64]>:$y);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape ops
 //===----------------------------------------------------------------------===//
