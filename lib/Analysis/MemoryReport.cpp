@@ -156,9 +156,11 @@ static void addTrainingReport(func::FuncOp function,
     if (auto variable = dyn_cast<VariableOp>(op)) {
       training.present = true;
       int64_t bytes = getTensorBytes(variable.getType());
-      if (variable.getRole() == "parameter")
+      if (variable.getRole() == "parameter") {
         training.parameterBytes += bytes;
-      else if (variable.getRole() == "optimizer_state")
+        training.parameterCount +=
+            cast<ShapedType>(variable.getType()).getNumElements();
+      } else if (variable.getRole() == "optimizer_state")
         training.optimizerStateBytes += bytes;
       else if (variable.getRole() == "statistic")
         training.statisticBytes += bytes;
@@ -512,6 +514,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
   if (report.training.present) {
     const TrainingReport &training = report.training;
     result["training"] = llvm::json::Object{
+        {"parameters", training.parameterCount},
         {"parameter_bytes", training.parameterBytes},
         {"gradient_bytes", training.gradientBytes},
         {"gradient_bytes_at_peak", training.gradientBytesAtPeak},
@@ -697,7 +700,8 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
        << ", peak in the " << (training.peakInBackward ? "backward" : "forward")
        << ")\n";
     os << "    parameters       "
-       << llvm::right_justify(formatBytes(training.parameterBytes), 12) << "\n";
+       << llvm::right_justify(formatBytes(training.parameterBytes), 12) << " ("
+       << training.parameterCount << " trained elements)\n";
     os << "    optimizer state  "
        << llvm::right_justify(formatBytes(training.optimizerStateBytes), 12)
        << "\n";

@@ -448,6 +448,7 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.accumulate = training.accumulate;
   pipeline.batchStatistics = training.batchStatistics;
   pipeline.freeze = training.freeze;
+  pipeline.trainParams = training.trainParams;
   pipeline.lossScale = training.lossScale;
   pipeline.lossScaleInit = training.lossScaleInit;
   pipeline.lossScaleGrowth = training.lossScaleGrowth;

@@ -18,6 +18,7 @@
 #ifndef MEMOPT_LIB_IMPORT_GRAPHIMPORTER_H
 #define MEMOPT_LIB_IMPORT_GRAPHIMPORTER_H
 
+#include "OnnxStateKinds.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Import/OnnxImporter.h"
 
@@ -262,6 +263,8 @@ private:
   /// Sequence-valued names (SplitToSequence's output): their tensors.
   llvm::StringMap<SmallVector<Value>> sequences;
   llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// Parameter, buffer or constant, where the model says (OnnxStateKinds.h).
+  llvm::StringMap<StateKind> stateKinds;
   /// Every name read by a node or returned by the graph.
   llvm::StringSet<> usedNames;
   /// Node inputs that read each name (a tied weight is read twice or more).

@@ -26,6 +26,7 @@
 
 #include "GraphImporter.h"
 #include "OnnxChecker.h"
+#include "OnnxStateKinds.h"
 #include "OnnxTensors.h"
 
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
@@ -328,6 +329,11 @@ FailureOr<Value> GraphImporter::lookupName(StringRef name, Location useLoc,
     // parameters and writes them back under this name (--save).
     constant.getDefiningOp()->setAttr(kInitializerAttrName,
                                       builder.getStringAttr(name));
+    auto kind = stateKinds.find(name);
+    if (kind != stateKinds.end())
+      constant.getDefiningOp()->setAttr(
+          kStateKindAttrName,
+          builder.getStringAttr(stateKindName(kind->second)));
     values[name] = constant;
     return constant;
   }
@@ -618,26 +624,32 @@ GraphImporter::createOp(const Node &node, StringRef opName,
     return emitError(node.loc) << node.describe() << ": " << problem;
   }
 
-  // The Transpose of a float initializer that other nodes read too is a tied
-  // weight's other layout (GPT-2's embedding and head): it stays an op, since
-  // a folded copy would be a second, untied parameter once --train makes
-  // initializers trainable (inference loses nothing: canonicalization folds
-  // it after import). Other ops on shared initializers still fold: the
-  // dynamo exporter shares equal constants (masks, scalars) between nodes,
-  // and their folded chains must not become trained tensors.
-  bool tied =
-      isa<TransposeOp>(op) &&
-      llvm::any_of(op->getOperands(), [&](Value operand) {
+  // An op on a parameter stays an op: folded, the parameter would become a
+  // new, untrained constant once --train makes parameters variables
+  // (Gemma's RMSNorm computes `1 + weight` from a weight that starts at
+  // zero). Inference loses nothing: canonicalization folds it after import.
+  // Where the model does not say what its initializers are, only the
+  // Transpose of a float initializer that other nodes read too stays (a tied
+  // weight's other layout, GPT-2's embedding and head); other ops on such
+  // initializers fold, since the old exporters share equal constants
+  // (masks, scalars) between nodes and their folded chains must not become
+  // trained tensors.
+  // (Shape reads only the type, so it always folds.)
+  bool readsParameter =
+      !isa<ShapeOp>(op) && llvm::any_of(op->getOperands(), [&](Value operand) {
         auto constant = operand.getDefiningOp<ConstantOp>();
         auto name =
             constant ? constant->getAttrOfType<StringAttr>(kInitializerAttrName)
                      : StringAttr();
-        return name &&
-               isa<FloatType>(getElementTypeOrSelf(operand.getType())) &&
-               readers.lookup(name.getValue()) > 1;
+        if (!name || !isa<FloatType>(getElementTypeOrSelf(operand.getType())))
+          return false;
+        if (auto kind = constant->getAttrOfType<StringAttr>(kStateKindAttrName))
+          return kind.getValue() == "parameter";
+        return isa<TransposeOp>(op) && readers.lookup(name.getValue()) > 1;
       });
   SmallVector<Value> folded;
-  if (!tied && succeeded(builder.tryFold(op, folded)) && !folded.empty()) {
+  if (!readsParameter && succeeded(builder.tryFold(op, folded)) &&
+      !folded.empty()) {
     op->erase();
     return folded;
   }
@@ -836,6 +848,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers[tensor.name()] = &tensor;
+  stateKinds = classifyInitializers(graph);
   for (const onnx::NodeProto &node : graph.node())
     for (const std::string &input : node.input()) {
       usedNames.insert(input);

@@ -40,7 +40,10 @@ class Training:
                       K-th.
     batch_statistics  BatchNormalization normalizes with batch statistics and updates its running
                       mean and variance (training mode; --bn-batch-stats).
-    freeze            prefixes of initializer names that are not trained.
+    freeze            initializer names (prefixes or globs) that are not trained.
+    train_params      initializer names (prefixes or globs) trained whatever the exporter
+                      calls them; by default only the model's parameters are (module buffers
+                      and the exporter's constants are not).
     fuse_head         'on' (default) or 'off': cross-entropy of a language model's head (a
                       bias-free linear layer) as one op without the [tokens, vocabulary]
                       logits (--fuse-head).
@@ -59,6 +62,7 @@ class Training:
     accumulate: int = 1
     batch_statistics: bool = False
     freeze: Sequence[str] = field(default_factory=tuple)
+    train_params: Sequence[str] = field(default_factory=tuple)
     fuse_head: str = "on"
 
     def _fill(self, options: Any) -> None:
@@ -80,8 +84,10 @@ class Training:
                              f"micro-batches, at least 1")
         options.accumulate = int(self.accumulate)
         options.batch_statistics = bool(self.batch_statistics)
-        freeze = [self.freeze] if isinstance(self.freeze, str) else list(self.freeze)
-        options.freeze = [str(prefix) for prefix in freeze]
+        for name in ("freeze", "train_params"):
+            patterns = getattr(self, name)
+            patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+            setattr(options, name, [str(pattern) for pattern in patterns])
         if self.fuse_head not in ("on", "off"):
             raise InputError(f"fuse_head {self.fuse_head!r}: expected 'on' or 'off'")
         options.fuse_head = self.fuse_head

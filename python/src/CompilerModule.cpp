@@ -67,7 +67,8 @@ NB_MODULE(_compiler, m) {
       .def_rw("eps", &TrainingOptions::eps)
       .def_rw("accumulate", &TrainingOptions::accumulate)
       .def_rw("batch_statistics", &TrainingOptions::batchStatistics)
-      .def_rw("freeze", &TrainingOptions::freeze);
+      .def_rw("freeze", &TrainingOptions::freeze)
+      .def_rw("train_params", &TrainingOptions::trainParams);
 
   nb::class_<CompileOptions>(m, "CompileOptions",
                              "memopt-compile's options (CompileDriver.h).")

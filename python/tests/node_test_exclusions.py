@@ -62,6 +62,24 @@ def rule_reason(model):
                 or node.input[1] not in {t.name for t in model.graph.initializer}):
             return ("GatherND with computed indices or batch_dims > 0 (memopt imports constant "
                     "indices, batch_dims 0, as reshape + gather)")
+        first = node.input[0] if node.input else None
+        element = next((t for n, t in _value_types(model) if n == first), None)
+        if node.op_type == "CumSum" and element == TensorProto.DOUBLE:
+            return "CumSum on f64 (memopt.cum_sum takes f32, f16, bf16, i32 and i64)"
+        if node.op_type == "MaxPool" and (
+                len(node.output) > 1 and any(node.output[1:])
+                or element not in (TensorProto.FLOAT, TensorProto.FLOAT16,
+                                   TensorProto.BFLOAT16, TensorProto.DOUBLE)):
+            return ("MaxPool with an Indices output or integer input (memopt.max_pool is "
+                    "float-only and computes Y)")
+        if node.op_type == "Mod" and element in (TensorProto.FLOAT, TensorProto.FLOAT16,
+                                                 TensorProto.DOUBLE) and not any(
+                a.name == "fmod" and a.i == 1 for a in node.attribute):
+            return ("Mod on floats with fmod = 0 (floor remainder, defined for floats from "
+                    "opset 28; memopt.mod computes floats with fmod = 1)")
+        if node.op_type == "ConvTranspose" and "output_shape" in attributes:
+            return ("ConvTranspose output_shape that needs an output_padding (memopt derives "
+                    "pads, not output padding, from output_shape)")
         if node.op_type == "Dropout" and (len(node.output) > 1 or len(node.input) > 2):
             return ("Dropout with a mask output or training_mode input (training semantics: "
                     "an inference compile is the identity, --train draws memopt's own masks)")

@@ -217,7 +217,8 @@ def binary_cases():
 
 
 def pow_int_cases():
-    """Pow with an int64 exponent (ONNX's T2): the gradient rule casts the exponent."""
+    """Pow with an int64 exponent (ONNX's T2): the importer casts the exponent to the base's
+    type."""
     r = _rng("pow_int")
     return [Case("pow_int64_exponent", [node("Pow", ["a", "e"], ["y"])],
                  {"a": r.uniform(0.5, 2.0, size=(3, 4))}, ["y"],
@@ -817,15 +818,17 @@ def run(argv, timeout=300):
                           timeout=timeout)
 
 
-def build_step(model_path, exe):
+def build_step(model_path, exe, trained):
     """The training step's executable. memopt-compile's own planner (algorithm auto) runs
     its exact search to the 10 s limit on these graphs, whose tensors are all far below the
     256-byte alignment (its lower bound ignores the padding, so it cannot prove a packing
     optimal): the graph IR is planned by memopt-opt with best-fit instead, the same passes
     memopt-compile runs, and lowered with --lower-only. MEMOPT_GRADIENTS_DRIVER=1 uses the
     one-command driver (slow)."""
+    # The cases' parameters by name: without an exporter's graph signature, memopt would leave
+    # scalars untrained (a scalar initializer is a constant by the exporters' conventions).
     train = ["--train", "--loss", "output", "--optimizer", "sgd", "--momentum", "0.9", "--lr",
-             "0", "--target", "host", "--quiet"]
+             "0", "--target", "host", "--quiet", "--train-params", ",".join(trained)]
     if os.environ.get("MEMOPT_GRADIENTS_DRIVER") == "1":
         steps = [[_tool("memopt-compile"), model_path, *train, "-o", exe]]
     else:
@@ -853,7 +856,7 @@ def memopt_step(cases, folder):
     model_path = os.path.join(folder, "model.onnx")
     onnx.save(model, model_path)
     exe = os.path.join(folder, "step")
-    build_step(model_path, exe)
+    build_step(model_path, exe, [scoped(case, n) for case in cases for n in case.params])
     feed_path = os.path.join(folder, "feed.npy")
     np.save(feed_path, feed)
     proc = run([exe, "--steps", "1", "--save-state", os.path.join(folder, "state"), "--input",
@@ -913,10 +916,7 @@ def relative_error(actual, expected):
 
 
 # Known gaps outside the gradient rules (strict: they fail the suite once they work).
-XFAIL_FAMILIES = {
-    "pow_int": "the host runtime has no Pow kernel for a float base and an int64 exponent "
-               "(inference too: \"lhs/rhs: dtypes differ (f32 vs i64)\")",
-}
+XFAIL_FAMILIES = {}
 
 
 def _marks(family):

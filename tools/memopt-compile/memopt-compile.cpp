@@ -190,7 +190,14 @@ int main(int argc, char **argv) {
       cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
-      cl::desc("Initializer name prefixes that are not trained (NAME,NAME)"),
+      cl::desc("Initializers that are not trained: name prefixes or globs "
+               "(PATTERN,PATTERN)"),
+      cl::CommaSeparated, cl::cat(category));
+  cl::list<std::string> trainParams(
+      "train-params",
+      cl::desc("Initializers trained whatever the exporter calls them (by "
+               "default only the model's parameters are): name prefixes or "
+               "globs (PATTERN,PATTERN)"),
       cl::CommaSeparated, cl::cat(category));
   // Mixed-precision training (--train --precision fp16|bf16).
   cl::opt<std::string> lossScale(
@@ -276,6 +283,7 @@ int main(int argc, char **argv) {
   training.batchStatistics = bnBatchStats;
   training.accumulate = accumulate;
   training.freeze.assign(freeze.begin(), freeze.end());
+  training.trainParams.assign(trainParams.begin(), trainParams.end());
   training.lossScale = lossScale;
   training.lossScaleInit = lossScaleInit;
   training.lossScaleGrowth = lossScaleGrowth;

@@ -70,6 +70,9 @@ struct MixedPrecisionReport {
 struct TrainingReport {
   bool present = false;
   int64_t parameterBytes = 0;
+  /// Elements of the trained parameters (PyTorch's sum(p.numel()) of the
+  /// module's parameters, when the model is a plain export).
+  int64_t parameterCount = 0;
   int64_t optimizerStateBytes = 0;
   /// Running statistics of batch normalization (--bn-batch-stats).
   int64_t statisticBytes = 0;

@@ -47,8 +47,11 @@ struct TrainingOptions {
   int64_t accumulate = 1;
   /// BatchNormalization uses batch statistics (training mode).
   bool batchStatistics = false;
-  /// Prefixes of initializer names that are not trained.
+  /// Initializer name patterns (globs or prefixes) that are not trained, and
+  /// those trained whatever the exporter calls them (by default only the
+  /// model's parameters are).
   std::vector<std::string> freeze;
+  std::vector<std::string> trainParams;
   /// Mixed-precision training: auto, dynamic or none, and GradScaler's
   /// settings; how parameters' low copies are made (auto, keep, recast).
   std::string lossScale = "auto";

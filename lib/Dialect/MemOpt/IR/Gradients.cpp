@@ -374,19 +374,12 @@ LogicalResult vjp(PowOp op, GradientBuilder &g, ArrayRef<Value> dy, Grads &dx) {
   if (!isFloatTensor(op.getC()))
     return success();
   Value a = op.getA(), exponent = op.getB();
-  if (!isFloatTensor(exponent))
-    exponent = CastOp::create(
-        g.b, g.loc,
-        RankedTensorType::get(cast<ShapedType>(exponent.getType()).getShape(),
-                              getElementTypeOrSelf(a.getType())),
-        exponent);
   Value lowered = PowOp::create(g.b, g.loc, a,
                                 g.sub(exponent, g.scalarLike(exponent, 1.0)));
   dx[0] = g.sumToShape(g.mul(dy[0], g.mul(exponent, lowered)), a.getType());
-  if (isFloatTensor(op.getB()))
-    dx[1] = g.sumToShape(
-        g.mul(dy[0], g.mul(op.getC(), LogOp::create(g.b, g.loc, a))),
-        op.getB().getType());
+  dx[1] =
+      g.sumToShape(g.mul(dy[0], g.mul(op.getC(), LogOp::create(g.b, g.loc, a))),
+                   op.getB().getType());
   return success();
 }
 

@@ -127,6 +127,8 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     MemOptMakeTrainableOptions trainable;
     trainable.batchStatistics = options.batchStatistics;
     trainable.freeze.assign(options.freeze.begin(), options.freeze.end());
+    trainable.trainParams.assign(options.trainParams.begin(),
+                                 options.trainParams.end());
     pm.addNestedPass<func::FuncOp>(createMemOptMakeTrainable(trainable));
   }
   pm.addPass(createCanonicalizerPass());

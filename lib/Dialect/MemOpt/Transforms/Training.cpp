@@ -43,6 +43,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -90,13 +91,59 @@ bool hasOnlyFiniteValues(ElementsAttr value) {
 // memopt-make-trainable
 //===----------------------------------------------------------------------===//
 
+/// A --freeze / --train-params pattern: a glob (`*`, `?`, `[...]`) when it
+/// has one of those characters, else a prefix of the initializer's name.
+struct NamePattern {
+  StringRef option;
+  std::string text;
+  std::optional<llvm::GlobPattern> glob;
+  bool used = false;
+
+  bool match(StringRef name) const {
+    return glob ? glob->match(name) : name.starts_with(text);
+  }
+};
+
+LogicalResult parsePatterns(func::FuncOp function, StringRef option,
+                            ArrayRef<std::string> texts,
+                            SmallVectorImpl<NamePattern> &patterns) {
+  for (const std::string &text : texts) {
+    NamePattern pattern{option, text, std::nullopt};
+    if (StringRef(text).find_first_of("*?[") != StringRef::npos) {
+      auto glob = llvm::GlobPattern::create(text);
+      if (!glob) {
+        function.emitError() << option << " pattern '" << text
+                             << "': " << llvm::toString(glob.takeError());
+        return failure();
+      }
+      pattern.glob = std::move(*glob);
+    }
+    patterns.push_back(std::move(pattern));
+  }
+  return success();
+}
+
+/// Whether any pattern matches `name` (marking every one that does).
+bool matchAny(MutableArrayRef<NamePattern> patterns, StringRef name) {
+  bool matched = false;
+  for (NamePattern &pattern : patterns)
+    if (pattern.match(name)) {
+      pattern.used = true;
+      matched = true;
+    }
+  return matched;
+}
+
 struct MakeTrainablePass
     : public mlir::memopt::impl::MemOptMakeTrainableBase<MakeTrainablePass> {
   using MemOptMakeTrainableBase::MemOptMakeTrainableBase;
 
   void runOnOperation() override {
     func::FuncOp function = getOperation();
-    SmallVector<bool> prefixUsed(freeze.size(), false);
+    SmallVector<NamePattern> frozen, forced;
+    if (failed(parsePatterns(function, "--freeze", freeze, frozen)) ||
+        failed(parsePatterns(function, "--train-params", trainParams, forced)))
+      return signalPassFailure();
     SmallVector<ConstantOp> initializers;
     function.walk([&](ConstantOp constant) {
       auto name = constant->getAttrOfType<StringAttr>(kInitializerAttrName);
@@ -106,21 +153,24 @@ struct MakeTrainablePass
       // mask) is a constant of the graph, not something to train.
       if (!hasOnlyFiniteValues(constant.getValue()))
         return;
-      bool frozen = false;
-      for (auto [index, prefix] : llvm::enumerate(freeze))
-        if (name.getValue().starts_with(prefix)) {
-          prefixUsed[index] = true;
-          frozen = true;
-        }
-      if (!frozen)
+      // By default only what the exporter calls a parameter is trained
+      // (the importer's memopt.state_kind; absent means nothing decided).
+      auto kind = constant->getAttrOfType<StringAttr>(kStateKindAttrName);
+      bool trained = !kind || kind.getValue() == "parameter";
+      if (matchAny(forced, name.getValue()))
+        trained = true;
+      if (matchAny(frozen, name.getValue()))
+        trained = false;
+      if (trained)
         initializers.push_back(constant);
     });
-    for (auto [index, prefix] : llvm::enumerate(freeze))
-      if (!prefixUsed[index]) {
-        function.emitError("--freeze pattern '")
-            << prefix << "' matches no float initializer of the model";
-        return signalPassFailure();
-      }
+    for (auto *patterns : {&frozen, &forced})
+      for (const NamePattern &pattern : *patterns)
+        if (!pattern.used) {
+          function.emitError() << pattern.option << " pattern '" << pattern.text
+                               << "' matches no float initializer of the model";
+          return signalPassFailure();
+        }
     for (ConstantOp constant : initializers) {
       OpBuilder builder(constant);
       auto name = constant->getAttrOfType<StringAttr>(kInitializerAttrName);

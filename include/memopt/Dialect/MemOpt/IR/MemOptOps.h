@@ -46,6 +46,14 @@ Value createFlattenedGemm(OpBuilder &builder, Location loc, Value a, Value b,
 inline constexpr llvm::StringLiteral kInitializerAttrName =
     "memopt.initializer";
 
+/// On a `memopt.constant` imported from an ONNX initializer: what the
+/// exporter says it is, "parameter" (trained by default), "buffer" (module
+/// state that is not trained: running statistics, rotary frequencies) or
+/// "constant" (a tensor the exporter lifted or folded). Absent when the
+/// model says nothing and no naming convention decides; memopt-make-trainable
+/// then trains it.
+inline constexpr llvm::StringLiteral kStateKindAttrName = "memopt.state_kind";
+
 /// True for the ops whose result lives in the weight region rather than the
 /// arena: `memopt.constant` (weights, folded shapes) and `memopt.variable`
 /// (a training step's state). Neither executes: the emitter gives their

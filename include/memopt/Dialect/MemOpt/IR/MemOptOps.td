@@ -259,8 +259,8 @@ def MemOpt_DivOp : MemOpt_BinaryElementwiseOp<"div"> {
 def MemOpt_PowOp : MemOpt_BinaryElementwiseOp<"pow", [MemOpt_Precision]> {
   let summary = "a ^ b with broadcasting";
   let description = [{
-    As in ONNX the exponent may have another numeric element type than the
-    base; the result has the base's element type.
+    Base and exponent have one element type (the kernels take one): ONNX
+    lets the exponent's differ, and the importer converts it to the base's.
   }];
 }
 def MemOpt_ModOp : MemOpt_BinaryElementwiseOp<"mod", [MemOpt_Precision]> {

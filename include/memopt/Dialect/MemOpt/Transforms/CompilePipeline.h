@@ -76,7 +76,12 @@ struct CompilePipelineOptions
       llvm::cl::init(1)};
   ListOption<std::string> freeze{
       *this, "freeze",
-      llvm::cl::desc("Prefixes of initializer names that are not trained")};
+      llvm::cl::desc("Initializer name patterns (globs or prefixes) that are "
+                     "not trained")};
+  ListOption<std::string> trainParams{
+      *this, "train-params",
+      llvm::cl::desc("Initializer name patterns (globs or prefixes) trained "
+                     "whatever the exporter calls them")};
   Option<std::string> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("Mixed-precision training: dynamic (GradScaler's "

@@ -366,12 +366,17 @@ def MemOptMakeTrainable
   let summary = "Turn float ONNX initializers into trainable memopt.variable ops";
   let description = [{
     Every float `memopt.constant` that the importer made from an ONNX
-    initializer (it carries `memopt.initializer`) becomes a
-    `memopt.variable` with role `parameter`, unless its name starts with one
-    of the `freeze` prefixes. Run it before canonicalization: a variable is
-    never folded into its users. Parameters that later get no gradient
-    (e.g. BatchNormalization's running statistics) are turned back into
-    constants by memopt-autodiff. A `freeze` prefix that matches no
+    initializer (it carries `memopt.initializer`) and that is one of the
+    model's parameters becomes a `memopt.variable` with role `parameter`.
+    A parameter is what the importer's `memopt.state_kind` calls one (the
+    exporter's graph signature: module buffers and lifted constants are
+    not), or any initializer without that attribute; initializers matching
+    a `train-params` pattern are trained whatever their kind, and those
+    matching a `freeze` pattern are not. A pattern is a glob when it holds
+    `*`, `?` or `[`, else a name prefix. Run it before canonicalization: a
+    variable is never folded into its users. Parameters that later get no
+    gradient (e.g. BatchNormalization's running statistics) are turned back
+    into constants by memopt-autodiff. A pattern that matches no float
     initializer is an error (it is almost always a typo).
 
     Training-mode dropouts (`memopt.dropout` without a key: ONNX Dropout
@@ -390,7 +395,11 @@ def MemOptMakeTrainable
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
-               "Prefixes of initializer names that are not trained">,
+               "Initializer name patterns (globs or prefixes) that are not "
+               "trained">,
+    ListOption<"trainParams", "train-params", "std::string",
+               "Initializer name patterns (globs or prefixes) trained "
+               "whatever the exporter calls them">,
     Option<"batchStatistics", "bn-batch-stats", "bool", /*default=*/"false",
            "BatchNormalization normalizes with the batch's statistics and "
            "updates its running mean and variance (training mode)">,
