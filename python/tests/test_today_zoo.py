@@ -214,3 +214,51 @@ def test_default_export_trains_its_parameters_not_its_constants(tmp_path):
     losses = [float(line.split()[-1]) for line in proc.stdout.splitlines()
               if line.startswith("step ")]
     assert len(losses) == 5 and all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention fusion: every softmax over Q·Kᵀ becomes one memopt.attention (no S x S tensor).
+# ---------------------------------------------------------------------------------------------
+
+# Softmaxes that are not scaled dot-product attention.
+NOT_ATTENTION = {
+    "timm_mobilevitv2_050": "MobileViT-v2's separable self-attention: a softmax over one "
+                            "context-score row per patch, no query-key product",
+}
+# Attention forms the fusion does not match yet (strict).
+FUSION_EXPECTED_FAILURES = {
+    "bloom": "ALiBi: scores computed over merged batch x heads, a position bias added before "
+             "and the causal mask after a reshape to [B, H, S, S]",
+    "bloom_mask": "ALiBi (as bloom) with the padding mask",
+    "deberta_v2": "disentangled attention: content-to-position and position-to-content "
+                  "scores gathered and added to the scores",
+    "deberta_v2_mask": "disentangled attention (as deberta_v2) with the padding mask",
+}
+
+
+def _fusion_params():
+    params = []
+    for name, entry in MODELS.items():
+        if "Softmax" not in entry["ops"] or name in NOT_ATTENTION:
+            continue
+        marks = []
+        if name in FUSION_EXPECTED_FAILURES:
+            marks.append(pytest.mark.xfail(strict=True, reason=FUSION_EXPECTED_FAILURES[name]))
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("name", _fusion_params())
+def test_every_attention_fuses(name, tmp_path):
+    entry = MODELS[name]
+    model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))
+    imported = subprocess.run([_tool("memopt-translate"), "--import-onnx", model_path,
+                               *shape_args(entry)], capture_output=True, text=True, timeout=300)
+    assert imported.returncode == 0, imported.stderr[-4000:]
+    fused = subprocess.run([_tool("memopt-opt"), "--canonicalize", "--memopt-fuse-attention"],
+                           input=imported.stdout, capture_output=True, text=True, timeout=300)
+    assert fused.returncode == 0, fused.stderr[-4000:]
+    attentions = fused.stdout.count("memopt.attention ")
+    softmaxes = fused.stdout.count("memopt.softmax ")
+    assert attentions > 0 and softmaxes == 0, (
+        f"{attentions} memopt.attention ops, {softmaxes} softmaxes left unfused")
