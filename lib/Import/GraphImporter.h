@@ -223,7 +223,6 @@ private:
   FailureOr<SmallVector<Value>> importOrEqual(const Node &node);
   FailureOr<SmallVector<Value>> importTile(const Node &node);
   FailureOr<SmallVector<Value>> importComposedReduce(const Node &node);
-  FailureOr<SmallVector<Value>> importInstanceNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importGroupNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importRMSNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importSplitToSequence(const Node &node);

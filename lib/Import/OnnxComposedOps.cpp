@@ -259,31 +259,7 @@ GraphImporter::importComposedReduce(const Node &node) {
 // Normalizations
 //===----------------------------------------------------------------------===//
 
-FailureOr<SmallVector<Value>>
-GraphImporter::importInstanceNormalization(const Node &node) {
-  auto x = lookup(node, 0);
-  auto scale = lookup(node, 1);
-  auto bias = lookup(node, 2);
-  if (failed(x) || failed(scale) || failed(bias))
-    return failure();
-  RankedTensorType type = typeOf(*x);
-  if (type.getRank() < 3 || !*scale || !*bias)
-    return emitError(node.loc)
-           << node.describe()
-           << ": expected an input of rank 3 or more [N, C, ...] with scale "
-              "and bias";
-  int64_t channels = type.getDimSize(1);
-  if (typeOf(*scale).getNumElements() != channels ||
-      typeOf(*bias).getNumElements() != channels)
-    return emitError(node.loc) << node.describe() << ": scale and bias must "
-                               << "have " << channels << " elements";
-  auto result = normalizeGroups(
-      node, *x, channels, floatAttr(node, "epsilon", 1e-5f), *scale, *bias);
-  if (failed(result))
-    return failure();
-  return SmallVector<Value>{*result};
-}
-
+/// InstanceNormalization (a group per channel) and GroupNormalization.
 FailureOr<SmallVector<Value>>
 GraphImporter::importGroupNormalization(const Node &node) {
   auto x = lookup(node, 0);
@@ -292,13 +268,14 @@ GraphImporter::importGroupNormalization(const Node &node) {
   if (failed(x) || failed(scale) || failed(bias))
     return failure();
   RankedTensorType type = typeOf(*x);
-  int64_t groups = intAttr(node, "num_groups", 0);
   if (type.getRank() < 3 || !*scale || !*bias)
     return emitError(node.loc)
            << node.describe()
            << ": expected an input of rank 3 or more [N, C, ...] with scale "
               "and bias";
   int64_t channels = type.getDimSize(1);
+  bool instance = node.type() == "InstanceNormalization";
+  int64_t groups = instance ? channels : intAttr(node, "num_groups", 0);
   if (groups <= 0 || channels % groups != 0)
     return emitError(node.loc)
            << node.describe() << ": num_groups " << groups
@@ -307,7 +284,7 @@ GraphImporter::importGroupNormalization(const Node &node) {
   int64_t perGroup = channels / groups;
   // Opset 18 gives one scale and bias per group (the definition opset 21
   // replaced with one per channel); spread them over the group's channels.
-  if (opset < 21 && typeOf(*scale).getNumElements() == groups &&
+  if (!instance && opset < 21 && typeOf(*scale).getNumElements() == groups &&
       perGroup != 1) {
     for (Value *value : {&channelScale, &channelBias}) {
       auto column = reshapeTo(node, *value, {groups, 1});
@@ -329,7 +306,8 @@ GraphImporter::importGroupNormalization(const Node &node) {
       typeOf(channelBias).getNumElements() != channels)
     return emitError(node.loc)
            << node.describe() << ": scale and bias must have " << channels
-           << " elements" << (opset < 21 ? " (or one per group)" : "");
+           << " elements"
+           << (!instance && opset < 21 ? " (or one per group)" : "");
   auto result =
       normalizeGroups(node, *x, groups, floatAttr(node, "epsilon", 1e-5f),
                       channelScale, channelBias);

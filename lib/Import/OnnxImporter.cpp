@@ -707,7 +707,7 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"ReduceLogSum", kMinOpset, kMaxOpset, &G::importComposedReduce},
       {"ReduceLogSumExp", kMinOpset, kMaxOpset, &G::importComposedReduce},
       {"InstanceNormalization", kMinOpset, kMaxOpset,
-       &G::importInstanceNormalization},
+       &G::importGroupNormalization},
       {"GroupNormalization", 18, kMaxOpset, &G::importGroupNormalization},
       {"RMSNormalization", 23, kMaxOpset, &G::importRMSNormalization},
       {"SplitToSequence", kMinOpset, kMaxOpset, &G::importSplitToSequence},

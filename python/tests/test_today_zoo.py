@@ -83,17 +83,15 @@ def relative_l2(got, expected):
     return float(np.linalg.norm(got.astype(np.float64) - expected)) / scale
 
 
-def _params():
-    params = []
-    for name in MODELS:
-        marks = []
-        if name in EXPECTED_FAILURES:
-            marks.append(pytest.mark.xfail(strict=True, reason=EXPECTED_FAILURES[name]))
-        params.append(pytest.param(name, id=name, marks=marks))
-    return params
+def marked(names, failures):
+    """pytest params of `names`, the ones in `failures` strict expected failures."""
+    return [pytest.param(name, id=name,
+                         marks=[pytest.mark.xfail(strict=True, reason=failures[name])]
+                         if name in failures else [])
+            for name in names]
 
 
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", marked(MODELS, EXPECTED_FAILURES))
 def test_inference_matches_onnxruntime_and_pytorch(name, tmp_path):
     entry = MODELS[name]
     model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))
@@ -139,17 +137,7 @@ def loss_of(entry):
     return "mse", {"target": rng.standard_normal(shape).astype(np.float32)}
 
 
-def _train_params():
-    params = []
-    for name in MODELS:
-        marks = []
-        if name in TRAIN_EXPECTED_FAILURES:
-            marks.append(pytest.mark.xfail(strict=True, reason=TRAIN_EXPECTED_FAILURES[name]))
-        params.append(pytest.param(name, id=name, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize("name", _train_params())
+@pytest.mark.parametrize("name", marked(MODELS, TRAIN_EXPECTED_FAILURES))
 def test_trains_its_parameters(name, tmp_path):
     """The step trains exactly the module's parameters (PyTorch's count, tied weights once;
     buffers such as rotary frequencies and the exporter's constants are not trained), and 10
@@ -236,19 +224,11 @@ FUSION_EXPECTED_FAILURES = {
 }
 
 
-def _fusion_params():
-    params = []
-    for name, entry in MODELS.items():
-        if "Softmax" not in entry["ops"] or name in NOT_ATTENTION:
-            continue
-        marks = []
-        if name in FUSION_EXPECTED_FAILURES:
-            marks.append(pytest.mark.xfail(strict=True, reason=FUSION_EXPECTED_FAILURES[name]))
-        params.append(pytest.param(name, id=name, marks=marks))
-    return params
+ATTENTION_MODELS = [name for name, entry in MODELS.items()
+                    if "Softmax" in entry["ops"] and name not in NOT_ATTENTION]
 
 
-@pytest.mark.parametrize("name", _fusion_params())
+@pytest.mark.parametrize("name", marked(ATTENTION_MODELS, FUSION_EXPECTED_FAILURES))
 def test_every_attention_fuses(name, tmp_path):
     entry = MODELS[name]
     model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))
