@@ -22,6 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A fresh context per input would be cleaner but costs ~1 ms; attributes
   // and types interned by one input are harmless to the next.
   std::string text(reinterpret_cast<const char *>(data), size);
+  // MLIR 22's lexer reads out of bounds on a file-metadata section
+  // (`{-# ... #-}`, where dense_resource blobs live) cut off inside a string
+  // (found from a seed that -max_len truncated): upstream's bug, not memopt's,
+  // so such inputs are not parsed.
+  size_t metadata = text.find("{-#");
+  if (metadata != std::string::npos &&
+      text.find("#-}", metadata) == std::string::npos)
+    return 0;
   mlir::ParserConfig config(context.get());
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, config, "fuzz.mlir");

@@ -26,7 +26,7 @@ if [ ! -x "$binary" ]; then
 fi
 case $target in
   fuzz-onnx-import) max_len=32768 ;;
-  fuzz-mlir-passes) max_len=16384 ;;
+  fuzz-mlir-passes) max_len=32768 ;;
   *) max_len=4096 ;;
 esac
 seeds=$build/fuzz-seeds

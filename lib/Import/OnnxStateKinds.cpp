@@ -31,6 +31,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <functional>
 
@@ -91,16 +92,20 @@ SmallVector<std::string> parseNameList(StringRef text) {
   return names;
 }
 
+/// The tensor's element count; -1 for dims that are negative or whose product
+/// overflows (a malformed file: the importer refuses the tensor itself).
 int64_t elementCount(const onnx::TensorProto &tensor) {
   int64_t count = 1;
   for (int64_t dim : tensor.dims())
-    count *= dim;
+    if (dim < 0 || llvm::MulOverflow(count, dim, count))
+      return -1;
   return count;
 }
 
 StateKind conventionKind(const onnx::TensorProto &tensor) {
   StringRef name = tensor.name();
-  if (elementCount(tensor) <= 1)
+  int64_t count = elementCount(tensor);
+  if (count >= 0 && count <= 1)
     return StateKind::Constant;
   for (StringRef prefix : {"val_", "_tensor_constant", "onnx::", "const"})
     if (name.starts_with(prefix))

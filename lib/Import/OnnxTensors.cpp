@@ -21,6 +21,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -243,11 +244,16 @@ ElementsAttr onnx_import::convertTensor(const TensorProto &tensor,
       return {};
     }
     shape.push_back(dim);
-    numElements *= dim;
+    if (llvm::MulOverflow(numElements, dim, numElements) ||
+        numElements > (int64_t(1) << 50)) {
+      emitError(loc) << "tensor '" << tensor.name()
+                     << "' has more than 2^50 elements";
+      return {};
+    }
   }
   auto type = RankedTensorType::get(shape, elementType);
   size_t width = storageBytes(elementType);
-  size_t expectedBytes = numElements * width;
+  size_t expectedBytes = static_cast<size_t>(numElements) * width;
 
   std::string bytes;
   if (tensor.data_location() == TensorProto::EXTERNAL) {
