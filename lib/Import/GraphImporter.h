@@ -10,6 +10,9 @@
 //   OnnxComposedOps.cpp   ONNX ops imported as compositions of memopt ops
 //                         (LessOrEqual, Tile, ReduceL2, GroupNormalization,
 //                         RMSNormalization, sequences from a split, ...)
+//   OnnxComposedLosses.cpp      LogSoftmax, NegativeLogLikelihoodLoss,
+//                               SoftmaxCrossEntropyLoss
+//   OnnxComposedAttention.cpp   Attention (opset 23) as matmul / softmax
 // Taken from torch-mlir's OnnxToTorch (one registration per op with its
 // opset range) and onnx-mlir (one file per op group).
 //
@@ -230,10 +233,22 @@ private:
   FailureOr<SmallVector<Value>> importConcatFromSequence(const Node &node);
   FailureOr<SmallVector<Value>> importSequenceLength(const Node &node);
   FailureOr<SmallVector<Value>> importPow(const Node &node);
+  // OnnxComposedLosses.cpp
+  FailureOr<SmallVector<Value>> importLogSoftmax(const Node &node);
+  FailureOr<SmallVector<Value>> importLoss(const Node &node);
+  // OnnxComposedAttention.cpp
+  FailureOr<SmallVector<Value>> importAttention(const Node &node);
 
   // Helpers of the composed ops.
   /// A rank-0 constant of `elementType` holding `value`.
   Value scalarConstant(Location loc, Type elementType, double value);
+  /// x - max - log(sum(exp(x - max))) along `axis` (in [0, rank)).
+  FailureOr<Value> logSoftmax(const Node &node, Value x, int64_t axis);
+  /// ONNX NegativeLogLikelihoodLoss of `logProb` [N, C, d...] and `target`
+  /// [N, d...] with an optional `weight` [C] (null when absent); the node's
+  /// `reduction` and `ignore_index` attributes apply.
+  FailureOr<Value> negativeLogLikelihood(const Node &node, Value logProb,
+                                         Value target, Value weight);
   /// `value` reshaped to `shape` (same element count).
   FailureOr<Value> reshapeTo(const Node &node, Value value,
                              ArrayRef<int64_t> shape);

@@ -695,6 +695,7 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"ReduceMean", kMinOpset, kMaxOpset, &G::importReduce},
       {"ReduceSum", kMinOpset, kMaxOpset, &G::importReduce},
       {"ReduceMax", kMinOpset, kMaxOpset, &G::importReduce},
+      {"ReduceMin", kMinOpset, kMaxOpset, &G::importReduce},
       // Composed of memopt ops (OnnxComposedOps.cpp).
       {"CastLike", kMinOpset, kMaxOpset, &G::importCastLike},
       {"LessOrEqual", kMinOpset, kMaxOpset, &G::importOrEqual},
@@ -715,6 +716,12 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"ConcatFromSequence", kMinOpset, kMaxOpset,
        &G::importConcatFromSequence},
       {"SequenceLength", kMinOpset, kMaxOpset, &G::importSequenceLength},
+      // OnnxComposedLosses.cpp.
+      {"LogSoftmax", kMinOpset, kMaxOpset, &G::importLogSoftmax},
+      {"NegativeLogLikelihoodLoss", kMinOpset, kMaxOpset, &G::importLoss},
+      {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset, &G::importLoss},
+      // OnnxComposedAttention.cpp.
+      {"Attention", 23, kMaxOpset, &G::importAttention},
   };
   return rules;
 }

@@ -15,6 +15,7 @@
 #include "memopt/Dialect/MemOpt/IR/ShapeUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -384,7 +385,52 @@ FailureOr<SmallVector<Value>> GraphImporter::importReduce(const Node &node) {
   SmallVector<NamedAttribute> attrs;
   setAttr(attrs, "axes", builder.getDenseI64ArrayAttr((*axes)->first));
   setAttr(attrs, "keepdims", builder.getI64IntegerAttr((*axes)->second));
-  auto result = createOne(node, memoptOpName(node.type()), {*data}, attrs);
+  RankedTensorType type = typeOf(*data);
+  bool isBool = type.getElementType().isInteger(1);
+  bool isMin = node.type() == "ReduceMin";
+  if (!isBool && !isMin) {
+    auto result = createOne(node, memoptOpName(node.type()), {*data}, attrs);
+    if (failed(result))
+      return failure();
+    return SmallVector<Value>{*result};
+  }
+  auto unary = [&](StringRef opName, Value value) {
+    return createOne(node, opName, {value}, {});
+  };
+  if (!isBool) {
+    // min(x) = -max(-x); an empty set gives +inf, as ONNX's ReduceMin.
+    auto negated = unary("memopt.neg", *data);
+    if (failed(negated))
+      return failure();
+    auto maximum = createOne(node, "memopt.reduce_max", {*negated}, attrs);
+    if (failed(maximum))
+      return failure();
+    auto result = unary("memopt.neg", *maximum);
+    if (failed(result))
+      return failure();
+    return SmallVector<Value>{*result};
+  }
+  // Booleans: max is "any" (a positive count of trues; false for an empty
+  // set), min is "all" = not(any(not x)) (true for an empty set).
+  Value x = *data;
+  if (isMin) {
+    auto inverted = unary("memopt.not", x);
+    if (failed(inverted))
+      return failure();
+    x = *inverted;
+  }
+  auto counted =
+      createOne(node, "memopt.cast", {x}, {},
+                {RankedTensorType::get(type.getShape(), builder.getF32Type())});
+  if (failed(counted))
+    return failure();
+  auto count = createOne(node, "memopt.reduce_sum", {*counted}, attrs);
+  if (failed(count))
+    return failure();
+  Value zero = scalarConstant(node.loc, builder.getF32Type(), 0);
+  auto result = createOne(node, "memopt.greater", {*count, zero}, {});
+  if (succeeded(result) && isMin)
+    result = unary("memopt.not", *result);
   if (failed(result))
     return failure();
   return SmallVector<Value>{*result};
@@ -477,10 +523,16 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
   int64_t rank = inputType.getRank();
   SmallVector<int64_t> axes;
   if (auto attr = intsAttr(node, "axes")) {
-    auto normalized = normalizeAxes(*attr, rank, node.loc, node.describe());
-    if (failed(normalized))
+    // Checked (in range, no repeats) but kept in order: scales and sizes
+    // follow it (axes [3, 2] take sizes [W, H]).
+    if (failed(normalizeAxes(*attr, rank, node.loc, node.describe())))
       return failure();
-    axes = *normalized;
+    for (int64_t axis : *attr)
+      axes.push_back(axis < 0 ? axis + rank : axis);
+    if (llvm::SmallDenseSet<int64_t>(axes.begin(), axes.end()).size() !=
+        axes.size())
+      return emitError(node.loc)
+             << node.describe() << ": axes has a repeated axis";
   } else {
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);

@@ -104,6 +104,13 @@ EXTRA_ONNX_OPS = {
     "SequenceAt": "split",
     "ConcatFromSequence": "concat",
     "SequenceLength": "constant",
+    "Size": "constant",
+    "Sum": "add",
+    "ReduceMin": "reduce_max",
+    "LogSoftmax": "reduce_sum",
+    "NegativeLogLikelihoodLoss": "gather_elements",
+    "SoftmaxCrossEntropyLoss": "gather_elements",
+    "Attention": "softmax",
 }
 
 SUPPORTED_ONNX_OPS = frozenset(DIALECT_TO_ONNX.values()) | frozenset(EXTRA_ONNX_OPS)

@@ -1,49 +1,79 @@
-"""Imports the ONNX backend node tests whose ops memopt supports.
+"""Compiles and runs the ONNX backend node tests whose ops memopt supports, on the host backend.
 
 The cases come from the installed `onnx` package: the shipped files
-onnx/backend/test/data/node/*/model.onnx when the wheel has them, else the same cases generated
-in memory by onnx.backend.test.case.node.collect_testcases (recent wheels ship only the
-generators). A case is selected when every node's op type is in supported_ops and the model's
-opset is 13..28; cases generated at a newer opset are moved to opset 28 when none of their ops
-changed between 28 and that opset (same schema since_version), which keeps the semantics, or
-when the change does not touch the node (COMPATIBLE_CHANGES: Mod-28 only added fmod = 0 for floats).
+onnx/backend/test/data/node/*/ (model.onnx, test_data_set_0/input_N.pb, output_N.pb) when the
+wheel has them, else the same cases generated in memory by
+onnx.backend.test.case.node.collect_testcases (recent wheels ship only the generators). A case is
+selected when every node's op type is in supported_ops and the model's opset is 13..28; cases
+generated at a newer opset are moved to opset 28 when none of their ops changed between 28 and
+that opset (same schema since_version), which keeps the semantics, or when the change does not
+touch the node (COMPATIBLE_CHANGES: Mod-28 only added fmod = 0 for floats).
 
 Preprocessing: graph inputs that decide shapes (Reshape's shape, Slice's starts, reduction
-axes, Pad's pads, ..., directly or through the nodes computing them) become initializers holding the case's own input values (the importer
-folds only constants into attributes); every remaining input gets an exact --input-shape from
-the case's input data.
-Each selected case is a test: import must succeed, except the cases that
-node_test_exclusions.py excludes (with a reason), which must end cleanly (exit 0 or 1, a
-message on failure, never a crash).
+axes, Pad's pads, ..., directly or through the nodes computing them) become initializers holding
+the case's own input values (the importer folds only constants into attributes); every remaining
+input gets an exact --input-shape from the case's input data.
+
+Selected cases run in batches (node_test_batches.py: ~40 cases merged into one model, compiled
+and run once, a failing case dropped or bisected away so it hides no other). Each batch is a test:
+every case in it must import and match its expected outputs (rtol 1e-3, atol 1e-7; exact for
+integers and booleans), except the cases node_test_exclusions.py excludes (with a reason), which
+are only imported (memopt-translate, merged likewise) and must end cleanly (a message on failure,
+never a crash).
+
+The share: of the cases of opsets 13..23 with float, int64 and bool values only (SCOPE: the ops'
+versions at the case's opset all exist at opset 23), at least MIN_SHARE must import and match;
+test_share computes it from the selection and the exclusions (each batch test holds every other
+selected case to matching). <build>/node_tests_report.md lists every case of the scope or the
+selection that does not pass, with its reason, and counts what the batches measured.
 """
 
 import os
+import tempfile
 
 import numpy as np
 import onnx
 import pytest
-from onnx import defs, numpy_helper
+from onnx import TensorProto, defs, numpy_helper
 
 import memopt_tools
+import node_test_batches
 import node_test_exclusions
 import supported_ops
-from conftest import count, report
+from conftest import _tool, count, report
 
-NODE_REPORT = report("node_tests_report", "ONNX backend node tests imported by memopt",
+NODE_REPORT = report("node_tests_report", "ONNX backend node tests compiled and run by memopt",
                      ["case", "status", "detail"])
-for _key in ("imported", "excluded", "excluded but imported", "failed"):
+for _key in ("selected imported", "selected matched", "scope imported", "scope matched",
+             "excluded", "failed"):
     count(NODE_REPORT, _key, 0)
+
+BATCH_SIZE = 40
+MIN_SHARE = 0.90
+SCOPE_OPSETS = (13, 23)
+SCOPE_TYPES = {TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL}
 
 # op type -> input positions whose values decide shapes (memopt keeps them as attributes)
 SHAPE_INPUTS = {"Reshape": [1], "Expand": [1], "Slice": [1, 2, 3, 4], "Squeeze": [1],
                 "Unsqueeze": [1], "Split": [1], "ReduceMean": [1], "ReduceSum": [1],
-                "ReduceMax": [1], "Pad": [1, 2, 3], "Clip": [1, 2], "Resize": [1, 2, 3],
+                "ReduceMax": [1], "ReduceMin": [1], "Pad": [1, 2, 3], "Clip": [1, 2], "Resize": [1, 2, 3],
                 "ConstantOfShape": [0], "Range": [0, 1, 2], "CumSum": [1], "Tile": [1],
                 "ReduceL1": [1], "ReduceL2": [1], "ReduceSumSquare": [1], "ReduceLogSum": [1],
                 "ReduceLogSumExp": [1], "SplitToSequence": [1], "SequenceAt": [1]}
 
 
+def _read_tensors(folder, prefix):
+    values = []
+    while os.path.isfile(os.path.join(folder, f"{prefix}_{len(values)}.pb")):
+        tensor = onnx.TensorProto()
+        with open(os.path.join(folder, f"{prefix}_{len(values)}.pb"), "rb") as stream:
+            tensor.ParseFromString(stream.read())
+        values.append(numpy_helper.to_array(tensor))
+    return values
+
+
 def _load_cases():
+    """[(name, model, inputs, expected outputs)], source."""
     node_dir = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
     cases = []
     if os.path.isdir(node_dir):
@@ -52,15 +82,8 @@ def _load_cases():
             data_dir = os.path.join(node_dir, name, "test_data_set_0")
             if not (os.path.isfile(model_path) and os.path.isdir(data_dir)):
                 continue
-            inputs = []
-            index = 0
-            while os.path.isfile(os.path.join(data_dir, f"input_{index}.pb")):
-                tensor = onnx.TensorProto()
-                with open(os.path.join(data_dir, f"input_{index}.pb"), "rb") as stream:
-                    tensor.ParseFromString(stream.read())
-                inputs.append(numpy_helper.to_array(tensor))
-                index += 1
-            cases.append((name, onnx.load(model_path), inputs))
+            cases.append((name, onnx.load(model_path), _read_tensors(data_dir, "input"),
+                          _read_tensors(data_dir, "output")))
         return cases, "shipped files"
     import warnings
 
@@ -74,7 +97,8 @@ def _load_cases():
             # Values numpy cannot hold (bfloat16, float8) come as TensorProtos.
             inputs = [numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto)
                       else value for value in case.data_sets[0][0]]
-            cases.append((case.name, case.model, inputs))
+            cases.append((case.name, case.model, inputs,
+                          node_test_batches.expected_outputs(case.data_sets[0][1])))
     return cases, "generated by collect_testcases"
 
 
@@ -129,7 +153,8 @@ def _uses_subgraphs(model):
 
 
 def _preprocess(model, inputs, opset):
-    """Returns (model, shape args): shape-deciding inputs become initializers."""
+    """Returns (model, {input name: value}): shape-deciding inputs become initializers; the
+    inputs left are the program's."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
@@ -161,66 +186,148 @@ def _preprocess(model, inputs, opset):
             keep.append(value)
     del graph.input[:]
     graph.input.extend(keep)
-    args = []
-    for value in keep:
-        if value.name in values:
-            shape = np.shape(values[value.name])
-            args += ["--input-shape", f"{value.name}={'x'.join(str(d) for d in shape)}"]
-    return model, args
+    return model, {value.name: values[value.name] for value in keep if value.name in values}
+
+
+def _in_scope(model):
+    """Whether the case belongs to the share's scope: opset 13..23 (every op's version at the
+    case's opset exists at opset 23) and float, int64 and bool values only."""
+    opset = memopt_tools.default_opset(model)
+    if opset is None or opset < SCOPE_OPSETS[0]:
+        return False
+    for node in model.graph.node:
+        try:
+            since = defs.get_schema(node.op_type, opset, node.domain).since_version
+        except Exception:  # an op of another domain or a model-local function
+            since = opset
+        if since > SCOPE_OPSETS[1]:
+            return False
+    graph = model.graph
+    types = [v.type.tensor_type.elem_type if v.type.HasField("tensor_type") else None
+             for v in list(graph.input) + list(graph.output)]
+    return all(t in SCOPE_TYPES for t in types + [t.data_type for t in graph.initializer])
+
+
+def _lacking(model):
+    if _uses_subgraphs(model):
+        return "control flow (If / Loop / Scan sub-graphs) is not in memopt"
+    lacking = sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                      for n in model.graph.node
+                      if not supported_ops.is_supported(n.op_type, n.domain)})
+    return f"uses ops memopt lacks: {', '.join(lacking)}" if lacking else None
 
 
 def _select():
+    """(selected cases, {scope case name: reason it is not selected, or None})."""
     cases, source = _load_cases()
-    selected, unsupported_ops, out_of_range = [], 0, 0
-    for name, model, inputs in cases:
-        if _uses_subgraphs(model) or not all(
-                supported_ops.is_supported(n.op_type, n.domain) for n in model.graph.node):
+    selected, scope, unsupported_ops, out_of_range = [], {}, 0, 0
+    for name, model, inputs, outputs in cases:
+        in_scope = _in_scope(model)
+        lacking = _lacking(model)
+        if lacking:
             unsupported_ops += 1
+            if in_scope:
+                scope[name] = lacking
             continue
         opset = _normalized_opset(model)
         if opset is None or not supported_ops.MIN_OPSET <= opset <= supported_ops.MAX_OPSET:
             out_of_range += 1
+            if in_scope:
+                scope[name] = f"opset {opset} (memopt imports opsets " \
+                              f"{supported_ops.MIN_OPSET}..{supported_ops.MAX_OPSET})"
             continue
-        selected.append((name, model, inputs, opset))
+        model, program_inputs = _preprocess(model, inputs, opset)
+        reason = node_test_exclusions.EXCLUSIONS.get(name) \
+            or node_test_exclusions.rule_reason(model)
+        if in_scope:
+            scope[name] = None
+        selected.append((node_test_batches.Case(name, model, program_inputs, outputs, opset),
+                         reason))
     NODE_REPORT["footer"] += [
         f"Source: {source} of onnx {onnx.__version__}: {len(cases)} cases; "
         f"{unsupported_ops} use an op memopt lacks, {out_of_range} have an opset outside "
         f"{supported_ops.MIN_OPSET}..{supported_ops.MAX_OPSET} (after normalization); "
-        f"{len(selected)} selected."]
-    return selected
+        f"{len(selected)} selected, compiled and run in batches of {BATCH_SIZE}."]
+    return selected, scope
 
 
-SELECTED = _select()
+SELECTED, SCOPE = _select()
+
+
+def _batches():
+    by_opset = {}
+    for entry in SELECTED:
+        by_opset.setdefault(entry[0].opset, []).append(entry)
+    batches = []
+    for opset in sorted(by_opset):
+        group = by_opset[opset]
+        for start in range(0, len(group), BATCH_SIZE):
+            batches.append(group[start:start + BATCH_SIZE])
+    return batches
+
+
+BATCHES = _batches()
+
+
+@pytest.fixture(scope="session")
+def compiler():
+    return _tool("memopt-compile")
 
 
 def test_selection_is_not_empty():
     assert len(SELECTED) > 100, f"only {len(SELECTED)} node tests selected"
 
 
-@pytest.mark.parametrize("case", SELECTED, ids=[c[0] for c in SELECTED])
-def test_node_import(case, tools, tmp_path):
-    name, model, inputs, opset = case
-    model, shape_args = _preprocess(model, inputs, opset)
-    reason = node_test_exclusions.EXCLUSIONS.get(name) or node_test_exclusions.rule_reason(model)
-    onnx_path = str(tmp_path / "model.onnx")
-    onnx.save_model(model, onnx_path)
-    result = memopt_tools.translate(tools, onnx_path, str(tmp_path / "out.mlir"), shape_args)
-    first_error = next((line for line in result.stderr.splitlines() if "error" in line),
-                       result.stderr.strip()[:200])
-    if reason:
-        count(NODE_REPORT, "excluded")
-        if result.returncode == 0:
-            count(NODE_REPORT, "excluded but imported")
-        NODE_REPORT["rows"].append({"case": name, "status": "excluded",
-                                    "detail": reason.replace("|", "/")})
-        assert result.returncode in (0, 1), result.describe("memopt-translate (crash?)")
-        if result.returncode != 0:
-            assert "error" in result.stderr, result.describe("memopt-translate (no message)")
-        return
-    if result.returncode == 0:
-        count(NODE_REPORT, "imported")
-    else:
-        count(NODE_REPORT, "failed")
-        NODE_REPORT["rows"].append({"case": name, "status": "FAILED",
-                                    "detail": first_error.replace("|", "/")[:300]})
-    assert result.returncode == 0, result.describe("memopt-translate")
+@pytest.mark.parametrize("batch", BATCHES, ids=[
+    f"opset{b[0][0].opset}-{b[0][0].name}..{b[-1][0].name}" for b in BATCHES])
+def test_node_batch(batch, compiler, tools, tmp_path):
+    runner = node_test_batches.BatchRunner(compiler, tools.translate, str(tmp_path))
+    outcomes = runner.run([case for case, reason in batch if not reason]).outcomes
+    outcomes.update(runner.import_only([case for case, reason in batch if reason]).outcomes)
+    failures = []
+    for case, reason in batch:
+        outcome = outcomes[case.name]
+        in_scope = case.name in SCOPE
+        for key, flag in (("imported", outcome.imported), ("matched", outcome.matched)):
+            if flag:
+                count(NODE_REPORT, f"selected {key}")
+                if in_scope:
+                    count(NODE_REPORT, f"scope {key}")
+        if reason:
+            count(NODE_REPORT, "excluded")
+            NODE_REPORT["rows"].append({"case": case.name, "status": "excluded",
+                                        "detail": reason.replace("|", "/")})
+            if outcome.crashed:
+                failures.append(f"{case.name} (excluded: {reason}) crashed: {outcome.detail}")
+            continue
+        if not outcome.matched:
+            count(NODE_REPORT, "failed")
+            status = "MISMATCH" if outcome.imported else "IMPORT FAILED"
+            NODE_REPORT["rows"].append({"case": case.name, "status": status,
+                                        "detail": outcome.detail.replace("|", "/")[:300]})
+            failures.append(f"{case.name}: {status}: {outcome.detail}")
+    assert not failures, (f"{len(failures)} of {len(batch)} cases fail "
+                          f"({runner.count} compiles):\n" + "\n".join(failures))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 24: the scope's share is below MIN_SHARE until the ops it lacks are imported "
+    "(<build>/node_tests_report.md lists them; 733 of 1033 = 71% on onnx 1.23.2); strict, "
+    "so the mark must go once the share is reached"))
+def test_share():
+    """At least MIN_SHARE of the scope's cases import and match: those selected and not
+    excluded (each held to it by its batch test) over all."""
+    excluded = {case.name for case, reason in SELECTED if reason}
+    passing = [name for name, reason in SCOPE.items() if reason is None and name not in excluded]
+    for name, reason in SCOPE.items():
+        if reason is not None:
+            NODE_REPORT["rows"].append({"case": name, "status": "not selected",
+                                        "detail": reason.replace("|", "/")})
+    share = len(passing) / len(SCOPE)
+    NODE_REPORT["footer"].append(
+        f"Scope (opsets {SCOPE_OPSETS[0]}..{SCOPE_OPSETS[1]}, float / int64 / bool values "
+        f"only): {len(SCOPE)} cases; {sum(r is None for r in SCOPE.values())} selected, "
+        f"{len(passing)} held to import and match ({share:.1%}; required {MIN_SHARE:.0%}); "
+        f"the counts below ('scope imported', 'scope matched') are what the batches measured.")
+    assert share >= MIN_SHARE, (f"{len(passing)} of {len(SCOPE)} cases of the scope import "
+                                f"and match ({share:.1%} < {MIN_SHARE:.0%})")
