@@ -70,23 +70,42 @@ def memopt_package():
     return memopt
 
 
+# The suite's tiers (docs/testing.md): "fast" (scripts/test.sh, CI) runs every test except the
+# `sweep` ones, which repeat a check over every model of a zoo; "all" (scripts/test.sh --all,
+# MEMOPT_TEST_TIER=all) runs them too. tiers.py picks the members of a sweep the fast tier keeps.
+TIER = os.environ.get("MEMOPT_TEST_TIER", "fast")
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA GPU and PyTorch; not collected unless asked for with "
                    "`-m gpu` or MEMOPT_GPU_TESTS=1 (the GPU machine: python/tests/"
                    "test_python_gpu.py)")
+    config.addinivalue_line(
+        "markers", "sweep: one more model of a zoo-wide sweep; deselected in the fast tier "
+                   "(scripts/test.sh), run by `scripts/test.sh --all` (MEMOPT_TEST_TIER=all)")
+    if TIER not in ("fast", "all"):
+        raise pytest.UsageError(f"MEMOPT_TEST_TIER={TIER}: expected fast or all")
+
+
+def _deselect(config, items, marker):
+    chosen = [item for item in items if item.get_closest_marker(marker)]
+    if chosen:
+        config.hook.pytest_deselected(items=chosen)
+        items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests run where they are asked for (`-m gpu`, MEMOPT_GPU_TESTS=1: the GPU machine),
     and there they fail without a GPU; elsewhere (CI, scripts/test.sh) they are deselected,
-    not skipped."""
-    if config.getoption("markexpr") or os.environ.get("MEMOPT_GPU_TESTS"):
+    not skipped. Sweep tests are deselected in the fast tier. An explicit `-m` expression
+    decides both."""
+    if config.getoption("markexpr"):
         return
-    gpu = [item for item in items if item.get_closest_marker("gpu")]
-    if gpu:
-        config.hook.pytest_deselected(items=gpu)
-        items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+    if not os.environ.get("MEMOPT_GPU_TESTS"):
+        _deselect(config, items, "gpu")
+    if TIER == "fast":
+        _deselect(config, items, "sweep")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import _tool
 import fill_weights
 import zoo
+import tiers
 
 RELATIVE_TOLERANCE = 1e-4
 OPSET = 17
@@ -651,17 +652,8 @@ def test_elementwise_fusion_matches_onnxruntime_and_shrinks_the_arena(compiler, 
 ZOO_EXPECTED_FAILURES = {}
 
 
-def _zoo_params():
-    params = []
-    for model in zoo.MODELS:
-        marks = []
-        if model.id in ZOO_EXPECTED_FAILURES:
-            marks.append(pytest.mark.xfail(strict=True, reason=ZOO_EXPECTED_FAILURES[model.id]))
-        params.append(pytest.param(model, id=model.id, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize("model", _zoo_params())
+@pytest.mark.parametrize("model", tiers.params(zoo.MODELS, tiers.ZOO, id=lambda m: m.id,
+                                               failures=ZOO_EXPECTED_FAILURES))
 def test_zoo_model(model, compiler, tmp_path):
     onnx_path = fill_weights.fill(model.path, str(tmp_path / "model"))
     shapes = {name: shape for name, (shape, _) in model.inputs.items()}

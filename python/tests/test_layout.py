@@ -27,6 +27,7 @@ from onnx import helper
 import fill_weights
 import test_e2e_host as e2e
 import zoo
+import tiers
 
 
 def _layout_model(rng, group=2):
@@ -159,7 +160,7 @@ ZOO_LAYOUT = ["dynamo/resnet50", "dynamo/mobilenet_v3_large", "dynamo/efficientn
               "dynamo/convnext_tiny"]
 
 
-@pytest.mark.parametrize("model_id", ZOO_LAYOUT)
+@pytest.mark.parametrize("model_id", tiers.params(ZOO_LAYOUT, tiers.ZOO_LAYOUT))
 def test_zoo_channels_last_matches_onnxruntime(model_id, compiler, tmp_path):
     model = zoo.by_id(model_id)
     onnx_path = fill_weights.fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))

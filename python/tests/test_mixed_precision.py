@@ -39,6 +39,7 @@ import pytest
 import fill_weights
 import test_e2e_host as e2e
 import zoo
+import tiers
 
 UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 TOLERANCE = {precision: 20 * u for precision, u in UNIT_ROUNDOFF.items()}
@@ -131,7 +132,8 @@ def test_bundled_model(precision, compiler, tmp_path):
 
 
 def _zoo_params():
-    params = [pytest.param(zoo.by_id(model_id), precision, (), id=f"{model_id}-{precision}")
+    params = [pytest.param(zoo.by_id(model_id), precision, (), id=f"{model_id}-{precision}",
+                           marks=[] if model_id in tiers.ZOO else [pytest.mark.sweep])
               for model_id in ZOO_SUBSET for precision in PRECISIONS]
     # Without epilogue fusion hf_gpt2's tanh GELU stays eight ops, and its pow runs as an f32
     # island inside an f16/bf16 model.

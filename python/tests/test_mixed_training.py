@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import tiers
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -299,7 +300,7 @@ def foundation_inputs(tmp_path, model, path):
     return inputs, save(tmp_path / "labels.npy", labels.astype(np.int64)), "labels", args
 
 
-@pytest.mark.parametrize("model", FOUNDATION, ids=lambda m: m.id)
+@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_TRAINING, id=lambda m: m.id))
 def test_foundation_step_matches_fp32(tmp_path, model):
     path = fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))
     inputs, labels, label_name, args = foundation_inputs(tmp_path, model, path)

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import BUILD_DIR, PYTHON_PACKAGES, _tool
 import fill_weights
 import zoo
+import tiers
 from test_e2e_host import RELATIVE_TOLERANCE, random_inputs
 
 FOUNDATION = [m for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]
@@ -67,7 +68,7 @@ def _model(nodes, inputs, outputs, initializers=()):
 # The foundation set, compiled and run from Python.
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", FOUNDATION, ids=lambda m: m.id)
+@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_NO_HF, id=lambda m: m.id))
 def test_foundation_model_matches_onnxruntime(memopt, model, tmp_path):
     path = fill_weights.fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))
     shapes = {name: shape for name, (shape, _) in model.inputs.items()}

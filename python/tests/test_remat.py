@@ -31,6 +31,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import _tool
 import fill_weights
 import zoo
+import tiers
 
 # Recomputation runs the same kernels on the same inputs: the host backend gives the same bits
 # (measured: 0 difference on every model). The bound only allows for a kernel whose
@@ -136,7 +137,7 @@ def compile_with_budget(compiler, path, argv, budget, out):
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "train"])
-@pytest.mark.parametrize("model", FOUNDATION, ids=lambda m: m.id)
+@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_TRAINING, id=lambda m: m.id))
 def test_foundation_numerics_with_remat(compiler, tmp_path, model, train):
     path = fill_weights.fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))
     inputs, flags = make_inputs(model, str(tmp_path), train)

@@ -17,6 +17,7 @@ import onnxruntime as ort
 import pytest
 
 import fill_weights
+import tiers
 from conftest import REPO, _tool
 
 TODAY_DIR = os.path.join(REPO, "models", "today")
@@ -83,15 +84,8 @@ def relative_l2(got, expected):
     return float(np.linalg.norm(got.astype(np.float64) - expected)) / scale
 
 
-def marked(names, failures):
-    """pytest params of `names`, the ones in `failures` strict expected failures."""
-    return [pytest.param(name, id=name,
-                         marks=[pytest.mark.xfail(strict=True, reason=failures[name])]
-                         if name in failures else [])
-            for name in names]
-
-
-@pytest.mark.parametrize("name", marked(MODELS, EXPECTED_FAILURES))
+@pytest.mark.parametrize("name", tiers.params(list(MODELS), tiers.TODAY,
+                                              failures=EXPECTED_FAILURES))
 def test_inference_matches_onnxruntime_and_pytorch(name, tmp_path):
     entry = MODELS[name]
     model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))
@@ -137,7 +131,8 @@ def loss_of(entry):
     return "mse", {"target": rng.standard_normal(shape).astype(np.float32)}
 
 
-@pytest.mark.parametrize("name", marked(MODELS, TRAIN_EXPECTED_FAILURES))
+@pytest.mark.parametrize("name", tiers.params(list(MODELS), tiers.TODAY,
+                                              failures=TRAIN_EXPECTED_FAILURES))
 def test_trains_its_parameters(name, tmp_path):
     """The step trains exactly the module's parameters (PyTorch's count, tied weights once;
     buffers such as rotary frequencies and the exporter's constants are not trained), and 10
@@ -228,7 +223,8 @@ ATTENTION_MODELS = [name for name, entry in MODELS.items()
                     if "Softmax" in entry["ops"] and name not in NOT_ATTENTION]
 
 
-@pytest.mark.parametrize("name", marked(ATTENTION_MODELS, FUSION_EXPECTED_FAILURES))
+@pytest.mark.parametrize("name", tiers.params(ATTENTION_MODELS, set(ATTENTION_MODELS),
+                                              failures=FUSION_EXPECTED_FAILURES))
 def test_every_attention_fuses(name, tmp_path):
     entry = MODELS[name]
     model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))

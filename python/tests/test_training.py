@@ -24,6 +24,7 @@ import onnx
 import onnx.utils
 import onnxruntime as ort
 import pytest
+import tiers
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
@@ -690,7 +691,7 @@ def test_fused_head_matches_ort_training(tmp_path, vocab):
 FOUNDATION = [m for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]
 
 
-@pytest.mark.parametrize("model", FOUNDATION, ids=lambda m: m.id)
+@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_TRAINING, id=lambda m: m.id))
 def test_foundation_model_gradients_match_ort_training(tmp_path, model):
     path = fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))
     rng = np.random.default_rng(7)

@@ -1,0 +1,40 @@
+"""Which members of a zoo-wide sweep the fast test tier keeps.
+
+A sweep repeats one check (compile and match onnxruntime, train, fuse attention, fit a budget)
+over every model of a zoo. The fast tier (scripts/test.sh, CI) keeps a few members that
+together reach each sweep's code paths: both exporters (TorchScript and dynamo), a
+convolutional network, a transformer encoder and a decoder. The others carry the `sweep`
+marker: scripts/test.sh --all (MEMOPT_TEST_TIER=all) runs them, conftest.py deselects them
+otherwise. Each choice is a set of ids below, next to the others, so the tiers read in one place.
+"""
+
+import pytest
+
+# The foundation zoo (python/models/zoo.py: real-size torchvision / transformers networks).
+ZOO = {"dynamo/mobilenet_v3_large", "torchscript/bert_nn", "dynamo/hf_llama"}
+ZOO_NO_HF = {"dynamo/mobilenet_v3_large", "torchscript/bert_nn"}  # sweeps without hf_*
+ZOO_TRAINING = {"dynamo/mobilenet_v3_large", "dynamo/gpt2_nn"}  # dynamo exports only
+ZOO_LAYOUT = {"dynamo/mobilenet_v3_large"}
+# Today's zoo (models/today: small configs of 45 architectures): a decoder with grouped-query
+# attention, rotary embeddings and a padding mask, one with learned positions, an encoder, an
+# encoder-decoder speech model, a vision transformer, a torchvision and a timm network.
+TODAY = {"llama_mask", "gpt2", "bert_mask", "whisper", "vit", "tv_resnet18",
+         "timm_convnextv2_atto"}
+
+
+def params(items, keep, id=str, failures=None):
+    """pytest params of `items` with ids id(item): those whose id is not in `keep` are marked
+    `sweep`; those in `failures` (id -> reason) are strict expected failures in either tier."""
+    failures = failures or {}
+    ids = [id(item) for item in items]
+    unknown = set(keep) - set(ids)
+    assert not unknown, f"the fast tier keeps members the sweep lacks: {sorted(unknown)}"
+    result = []
+    for item, name in zip(items, ids):
+        marks = []
+        if name in failures:
+            marks.append(pytest.mark.xfail(strict=True, reason=failures[name]))
+        if name not in keep:
+            marks.append(pytest.mark.sweep)
+        result.append(pytest.param(item, id=name, marks=marks))
+    return result
