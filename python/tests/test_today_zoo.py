@@ -238,3 +238,54 @@ def test_every_attention_fuses(name, tmp_path):
     softmaxes = fused.stdout.count("memopt.softmax ")
     assert attentions > 0 and softmaxes == 0, (
         f"{attentions} memopt.attention ops, {softmaxes} softmaxes left unfused")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients against onnxruntime-training: a decoder (grouped-query attention, rotary embeddings,
+# padding mask), an encoder (hidden states against a regression target) and a convolutional
+# network (BatchNormalization on batch statistics, as onnxruntime-training runs it).
+# ---------------------------------------------------------------------------------------------
+
+GRADIENT_MODELS = ["llama_mask", "bert_mask", "tv_resnet18"]
+
+
+@pytest.mark.parametrize("name", GRADIENT_MODELS)
+def test_gradients_match_onnxruntime_training(name, tmp_path):
+    """One step at lr 0: memopt's loss and the gradient of every parameter it trains against
+    onnxruntime-training's on the same graph and inputs (relative L2)."""
+    import test_training as training
+
+    entry = MODELS[name]
+    model_path = fill_weights.fill(os.path.join(TODAY_DIR, entry["file"]), str(tmp_path / "m"))
+    loss, extra = loss_of(entry)
+    ((target_name, target),) = extra.items()
+    inputs = {}
+    for input_name, value in inputs_of(entry).items():
+        inputs[input_name] = str(tmp_path / f"in_{input_name}.npy")
+        np.save(inputs[input_name], value)
+    target_path = str(tmp_path / f"{target_name}.npy")
+    np.save(target_path, target)
+    output = entry["outputs"][0]
+    args = [*shape_args(entry), "--loss", loss, "--loss-output", output, "--optimizer", "sgd",
+            "--momentum", "0.9", "--lr", "0"]
+    batch_statistics = "BatchNormalization" in entry["ops"]
+    if batch_statistics:
+        args.append("--bn-batch-stats")
+    exe = training.compile_train(model_path, tmp_path / "step", *args)
+    state = tmp_path / "state"
+    argv = [exe, "--steps", "1", "--save-state", state, "--input", f"{target_name}={target_path}"]
+    for input_name, path in inputs.items():
+        argv += ["--input", f"{input_name}={path}"]
+    (memopt_loss,) = training.step_losses(training.run(argv).stdout)
+    trained = training.trained_names(model_path, exe)
+    assert len(trained) > 0, "memopt trained nothing"
+    oracle_loss, grads = training.oracle(model_path, loss, inputs, target_path,
+                                         tmp_path / "oracle", trained, output)
+    assert memopt_loss == pytest.approx(oracle_loss, rel=1e-4, abs=1e-6)
+    errors = training.gradient_errors(state, grads)
+    tolerance = (training.BATCH_STATISTICS_TOLERANCE if batch_statistics
+                 else training.GRADIENT_TOLERANCE)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= tolerance, (
+        f"{len(errors)} gradients, worst {worst}: {errors[worst]:.3g}; above tolerance: "
+        f"{[n for n, e in errors.items() if e > tolerance]}")

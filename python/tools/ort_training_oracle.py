@@ -42,9 +42,19 @@ def make_differentiable(model):
     """Rewrites the graph into the same function in ops onnxruntime-training can
     differentiate: HardSwish(x) = x * Clip(x / 6 + 1/2, 0, 1) and HardSigmoid(x) =
     Clip(alpha x + beta, 0, 1) (it has gradients for neither, but for Clip), and gives
-    LayerNormalization its optional Mean / InvStdDev outputs, which its gradient reads."""
+    LayerNormalization its optional Mean / InvStdDev outputs, which its gradient reads.
+    CastLike(x, like) becomes Cast(x, to = like's element type) (torch.onnx's dynamo exports
+    use CastLike; onnxruntime-training has a gradient for Cast only)."""
     graph = model.graph
     constants = {}
+    element_types = {}
+    if any(node.op_type == "CastLike" for node in graph.node):
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+        for value in list(inferred.input) + list(inferred.value_info) + list(inferred.output):
+            if value.type.HasField("tensor_type"):
+                element_types[value.name] = value.type.tensor_type.elem_type
+        for tensor in graph.initializer:
+            element_types[tensor.name] = tensor.data_type
 
     def scalar(value):
         name = f"oracle.scalar{len(constants)}"
@@ -67,6 +77,14 @@ def make_differentiable(model):
                                                         scalar(1.0)], [clipped]))
             if node.op_type == "HardSwish":
                 nodes.append(onnx.helper.make_node("Mul", [x, clipped], [node.output[0]]))
+            continue
+        if node.op_type == "CastLike" and node.domain in ("", "ai.onnx"):
+            if node.input[1] not in element_types:
+                raise SystemExit(f"CastLike node {node.name}: the type of {node.input[1]} "
+                                 f"is unknown")
+            nodes.append(onnx.helper.make_node("Cast", [node.input[0]], list(node.output),
+                                               name=node.name,
+                                               to=element_types[node.input[1]]))
             continue
         if node.op_type == "LayerNormalization" and len(node.output) == 1:
             node.output.extend([prefix + ".mean", prefix + ".inv_std_dev"])
