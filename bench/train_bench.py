@@ -7,6 +7,9 @@ Three models, fp32, each with SGD (momentum 0.9) and AdamW:
   vit_b_16_b32   ViT-B/16, 32 images of 3x224x224, 1000 classes
   gpt2_b8        GPT-2 small, 8 x 512 tokens, language-model loss (labels [8, 512] int64,
                  cross-entropy over the 50257-word vocabulary on the last axis)
+  gpt2_medium_b4 GPT-2 medium, 4 x 1024 tokens, and llama_1b_b4, a TinyLlama-1.1B-shaped
+  llama_1b_b4    Llama (32,000 words): issue 24's GPU check, exported plainly (transformers'
+                 default attention, the exporter's default optimizer; docs/models.md)
 One step on both sides: forward, cross-entropy (mean), backward, optimizer step, and on the
 PyTorch side zero_grad(set_to_none=True); the batch is uploaded from host memory in every step
 on both sides (memopt's --bench times its batch upload). Reported: median step time, peak
@@ -139,6 +142,10 @@ BENCH = {
     "resnet50_b64": ("resnet50", 64, 224, 1000),
     "vit_b_16_b32": ("vit_b_16", 32, 224, 1000),
     "gpt2_b8": ("gpt2", 8, 512, 50257),
+    # Issue 24's GPU check: exported plainly (transformers' default attention, the exporter's
+    # default optimizer), bf16 AdamW at 4 x 1024 tokens.
+    "gpt2_medium_b4": ("gpt2_medium", 4, 1024, 50257),
+    "llama_1b_b4": ("llama_1b", 4, 1024, 32000),
 }
 # Small configurations for the CUDA-vs-host gradient check (one SGD-momentum step).
 CHECKS = {
@@ -194,7 +201,9 @@ def parse_remat_failure(message):
             "smallest_arena_bytes": int(found.group(2))}
 
 
-TEXT = ("gpt2", "gpt2_tiny")
+TEXT = ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b")
+# Exported as a user would: transformers' default attention implementation (sdpa).
+PLAIN_EXPORT = ("gpt2_medium", "llama_1b")
 
 
 def is_text(model):
@@ -257,10 +266,20 @@ def build_module(model, size, classes, attn=None):
     drop = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     if model == "gpt2":
         config = transformers.GPT2Config(**drop, **extra)  # 12 layers, 768, 12 heads, 50257
+    elif model == "gpt2_medium":  # 24 layers, 1024, 16 heads: 355 M parameters
+        config = transformers.GPT2Config(n_layer=24, n_embd=1024, n_head=16, n_positions=1024,
+                                         **drop, **extra)
+    elif model == "llama_1b":  # TinyLlama-1.1B's shape: 22 layers, 2048, 32 heads, 4 KV heads
+        config = transformers.LlamaConfig(
+            hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+            num_attention_heads=32, num_key_value_heads=4, vocab_size=classes,
+            max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False,
+            attention_dropout=0.0, **extra)
     else:
         config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=classes,
                                          n_positions=size, **drop, **extra)
-    inner = transformers.GPT2LMHeadModel(config)
+    inner = (transformers.LlamaForCausalLM(config) if model == "llama_1b"
+             else transformers.GPT2LMHeadModel(config))
 
     class Wrapped(torch.nn.Module):
         def __init__(self):
@@ -282,7 +301,8 @@ def export_one(name, model, batch, size, classes, work):
     import export_common
 
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-    module = build_module(model, size, classes, attn="eager").eval()
+    module = build_module(model, size, classes,
+                          attn=None if model in PLAIN_EXPORT else "eager").eval()
     x, _ = make_batch(model, batch, size, classes)
     tmp_dir = tempfile.mkdtemp(prefix=f"export_{name}_")
     tmp = os.path.join(tmp_dir, f"{name}.onnx")
@@ -1237,7 +1257,9 @@ def cmd_torch_one(args):
                 if opt_name == "sgd":
                     opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
                 else:
-                    opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
+                    # fused: one multi-tensor kernel, as PyTorch users run AdamW at its best
+                    opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01,
+                                            fused=True)
                 opt_step = opt.step
                 if mode.startswith("compile") and args.compile_optimizer:
                     opt_step = torch.compile(opt.step, dynamic=False)
