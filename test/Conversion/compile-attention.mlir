@@ -22,7 +22,8 @@
 // UNFUSED: matmul(ctx, "qk"
 // UNFUSED: softmax(ctx, "softmax"
 // UNFUSED: matmul(ctx, "pv"
-// LOG: [fuse-attention] 1 memopt.attention ops
+// LOG: [fuse-attention] 1 memopt.attention ops; 1 of 1 attention sites fused
+// LOG-NEXT: 'softmax': fused, mask none
 // LOG-OFF-NOT: [fuse-attention]
 // LOG-OFF: [memory]
 func.func @main(%q: tensor<2x64x16xf32>, %k: tensor<2x64x16xf32>, %v: tensor<2x64x16xf32>) -> tensor<2x64x16xf32> {

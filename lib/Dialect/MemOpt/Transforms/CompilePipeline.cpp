@@ -17,6 +17,7 @@
 #include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/AttentionFusion.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -347,11 +348,26 @@ struct CompilePhaseLog::State {
       };
       lines.failure = "data-parallel rewrite failed";
     } else if (pass == "memopt-fuse-attention") {
+      // Then one line per softmax over attention scores: fused with which
+      // mask, or the node that broke the pattern.
       lines.after = [](ModuleOp module) {
         size_t fused = 0;
         module.walk([&](AttentionOp) { ++fused; });
-        return "[fuse-attention] " + std::to_string(fused) +
-               " memopt.attention ops";
+        std::string text = "[fuse-attention] " + std::to_string(fused) +
+                           " memopt.attention ops";
+        SmallVector<AttentionSite> sites;
+        module.walk([&](func::FuncOp function) {
+          sites.append(describeAttentionSites(function));
+        });
+        if (sites.empty())
+          return text;
+        size_t fusedSites = llvm::count_if(
+            sites, [](const AttentionSite &site) { return site.fused; });
+        text += "; " + std::to_string(fusedSites) + " of " +
+                std::to_string(sites.size()) + " attention sites fused";
+        for (const AttentionSite &site : sites)
+          text += "\n  " + formatAttentionSite(site);
+        return text;
       };
       lines.failure = "attention fusion failed";
     } else if (pass == "memopt-fuse-epilogues") {
