@@ -558,6 +558,115 @@ def test_safe_softmax_attention_matches_onnxruntime(compiler, tmp_path):
                               extra=("--no-fuse-attention",))
 
 
+def model_attention_forms(rng):
+    """Three attentions over x [2, 6, 16] (4 heads of 4) in the forms the fusion matches by
+    meaning rather than by spelling:
+    1. BLOOM's ALiBi: scores over merged batch x heads [8, 6, 6], scaled, the alibi bias
+       [8, 1, 6] added there, a view to [2, 4, 6, 6], the causal mask added as a [2, 1, 6, 6]
+       constant (the same per sequence), the softmax, a view back, MatMul(P, V);
+    2. grouped-query attention: K and V of 2 heads repeated for 4 by Unsqueeze -> Expand ->
+       Reshape, the scale Mul by Sqrt(1/4) (not folded), a causal mask from Range and
+       LessOrEqual (folded at import);
+    3. a sliding window (key j kept for i - 3 < j <= i) through Where with -inf, after a bias
+       and a scale applied to scores and bias together."""
+    n = helper.make_node
+    bhsd = [0, 2, 1, 3]
+    nodes = []
+    for name in ("q1", "k1", "v1", "q2", "q3", "k3", "v3"):
+        nodes += _heads("x", "w" + name, name + "_shape", bhsd, name)
+    for name in ("k2", "v2"):
+        nodes += _heads("x", "w" + name, name + "_shape", bhsd, name)
+    nodes += [n("Reshape", ["q1", "merged_shape"], ["q1m"], name="a1_qview"),
+              n("Reshape", ["k1", "merged_shape"], ["k1m"], name="a1_kview"),
+              n("Reshape", ["v1", "merged_shape"], ["v1m"], name="a1_vview"),
+              n("Transpose", ["k1m"], ["k1t"], name="a1_kt", perm=[0, 2, 1]),
+              n("MatMul", ["q1m", "k1t"], ["s1"], name="a1_qk"),
+              n("Mul", ["s1", "half"], ["s1s"], name="a1_scale"),
+              n("Add", ["s1s", "alibi"], ["s1a"], name="a1_alibi"),
+              n("Reshape", ["s1a", "scores4"], ["s1r"], name="a1_view4"),
+              n("Add", ["s1r", "causal_add"], ["s1c"], name="a1_causal"),
+              n("Softmax", ["s1c"], ["p1"], name="a1_softmax", axis=-1),
+              n("Reshape", ["p1", "scores3"], ["p1m"], name="a1_view3"),
+              n("MatMul", ["p1m", "v1m"], ["y1m"], name="a1_pv"),
+              n("Reshape", ["y1m", "out4"], ["y1"], name="a1_out")]
+    nodes += [n("Unsqueeze", ["k2", "axis2"], ["k2u"], name="a2_kunsq"),
+              n("Expand", ["k2u", "repeat"], ["k2e"], name="a2_kexpand"),
+              n("Reshape", ["k2e", "heads4"], ["k2r"], name="a2_kmerge"),
+              n("Unsqueeze", ["v2", "axis2"], ["v2u"], name="a2_vunsq"),
+              n("Expand", ["v2u", "repeat"], ["v2e"], name="a2_vexpand"),
+              n("Reshape", ["v2e", "heads4"], ["v2r"], name="a2_vmerge"),
+              n("Transpose", ["k2r"], ["k2t"], name="a2_kt", perm=[0, 1, 3, 2]),
+              n("Sqrt", ["quarter"], ["root"], name="a2_root"),
+              n("MatMul", ["q2", "k2t"], ["s2"], name="a2_qk"),
+              n("Mul", ["s2", "root"], ["s2s"], name="a2_scale"),
+              n("Range", ["start", "limit", "delta"], ["positions"], name="a2_range"),
+              n("Unsqueeze", ["positions", "axis1"], ["rows"], name="a2_rows"),
+              n("Unsqueeze", ["positions", "axis0"], ["cols"], name="a2_cols"),
+              n("LessOrEqual", ["cols", "rows"], ["keep2"], name="a2_causal"),
+              n("Where", ["keep2", "s2s", "lowest"], ["s2m"], name="a2_mask"),
+              n("Softmax", ["s2m"], ["p2"], name="a2_softmax", axis=-1),
+              n("MatMul", ["p2", "v2r"], ["y2"], name="a2_pv")]
+    nodes += [n("Transpose", ["k3"], ["k3t"], name="a3_kt", perm=[0, 1, 3, 2]),
+              n("MatMul", ["q3", "k3t"], ["s3"], name="a3_qk"),
+              n("Add", ["s3", "bias3"], ["s3b"], name="a3_bias"),
+              n("Mul", ["s3b", "half"], ["s3s"], name="a3_scale"),
+              n("Where", ["window", "s3s", "ninf"], ["s3w"], name="a3_window"),
+              n("Softmax", ["s3w"], ["p3"], name="a3_softmax", axis=-1),
+              n("MatMul", ["p3", "v3"], ["y3"], name="a3_pv")]
+    rows, cols = np.indices((6, 6))
+    causal_add = np.where(cols > rows, np.finfo(np.float32).min, 0).astype(np.float32)
+    inits = [_w(rng, "w" + name, [16, 16]) for name in ("q1", "k1", "v1", "q2", "q3", "k3",
+                                                           "v3")]
+    inits += [_w(rng, "w" + name, [16, 8]) for name in ("k2", "v2")]
+    inits += [_i64(name + "_shape", [2, 6, 4, 4]) for name in ("q1", "k1", "v1", "q2", "q3",
+                                                               "k3", "v3")]
+    inits += [_i64(name + "_shape", [2, 6, 2, 4]) for name in ("k2", "v2")]
+    inits += [_i64("merged_shape", [8, 6, 4]), _i64("scores4", [2, 4, 6, 6]),
+              _i64("scores3", [8, 6, 6]), _i64("out4", [2, 4, 6, 4]),
+              _i64("axis0", [0]), _i64("axis1", [1]), _i64("axis2", [2]),
+              _i64("repeat", [2, 2, 2, 6, 4]), _i64("heads4", [2, 4, 6, 4]),
+              numpy_helper.from_array(np.int64(0), "start"),
+              numpy_helper.from_array(np.int64(6), "limit"),
+              numpy_helper.from_array(np.int64(1), "delta"),
+              numpy_helper.from_array(
+                  (-0.5 * np.abs(rng.standard_normal((8, 1, 6)))).astype(np.float32), "alibi"),
+              numpy_helper.from_array(np.broadcast_to(causal_add, (2, 1, 6, 6)).copy(),
+                                      "causal_add"),
+              _w(rng, "bias3", [4, 6, 6]),
+              numpy_helper.from_array((cols <= rows) & (cols > rows - 3), "window")]
+    inits += [numpy_helper.from_array(np.float32(v).reshape(()), name)
+              for name, v in (("half", 0.5), ("quarter", 0.25), ("ninf", -np.inf),
+                              ("lowest", np.finfo(np.float32).min))]
+    return _model(nodes, [_f32("x", [2, 6, 16])],
+                  [_f32("y1", [2, 4, 6, 4]), _f32("y2", [2, 4, 6, 4]), _f32("y3", [2, 4, 6, 4])],
+                  inits)
+
+
+def test_attention_forms_match_onnxruntime(compiler, tmp_path):
+    """BLOOM's merged-heads ALiBi, GQA's repeated K / V and a sliding window after a scaled
+    bias all fuse (the ALiBi and GQA attentions causal, GQA reading K and V before the
+    repeat, the window as a bias); fused and unfused programs match onnxruntime, and the
+    compile log reports each site with its mask."""
+    path = str(tmp_path / "forms.onnx")
+    onnx.save(model_attention_forms(np.random.default_rng(11)), path)
+    graph = str(tmp_path / "graph.mlir")
+    proc = _run([compiler, path, "--emit", "mlir", "-o", graph])
+    assert proc.returncode == 0, proc.stderr
+    text = open(graph).read()
+    fused = [line for line in text.splitlines() if "memopt.attention" in line]
+    assert len(fused) == 3 and "memopt.softmax" not in text, "\n".join(fused)
+    assert sum("causal = true" in line for line in fused) == 2, "\n".join(fused)
+    assert any("tensor<2x2x1x6x4xf32>" in line for line in fused), "\n".join(fused)
+    assert "memopt.expand" not in text
+    assert "[fuse-attention] 3 memopt.attention ops; 3 of 3 attention sites fused" in proc.stdout
+    for site, mask in (("a1_softmax", "causal"), ("a2_softmax", "causal"),
+                       ("a3_softmax", "sliding window")):
+        assert f"'{site}': fused, mask {mask};" in proc.stdout, proc.stdout
+    check_against_onnxruntime(compiler, path, str(tmp_path / "fused"))
+    check_against_onnxruntime(compiler, path, str(tmp_path / "unfused"),
+                              extra=("--no-fuse-attention",))
+
+
 def planned_arenas(compiler, path, tmp_path, no_fusion_flag):
     """Arena bytes of the planned model with a fusion on ("fused") and off ("unfused")."""
     arenas = {}

@@ -383,21 +383,29 @@ func.func @evaluated_scale_factors(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>
 
 // f16 scores, softmax in f32 through casts (autocast's spelling): the
 // attention runs on the f16 operands (the kernels accumulate in f32); the
-// f32 causal constant becomes `causal`, the f32 bias is cast to f16.
+// f32 causal constant becomes `causal`, the f32 bias is cast to f16 and the
+// f32 finfo.min fill of the padding Where becomes f16's lowest (-65504, not
+// -inf, so a fully masked row stays uniform).
 // CHECK-LABEL: func.func @softmax_in_f32_through_casts
-// CHECK-SAME: %[[B:[^:]*]]: tensor<1x1x4x4xf32>
-// CHECK: %[[B16:.*]] = memopt.cast %[[B]] : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf16>
-// CHECK: memopt.attention %arg0, %arg1, %arg2, %[[B16]] {causal = true, key_transposed = true, scale = 1.250000e-01 : f32} : (tensor<1x2x4x8xf16>, tensor<1x2x8x4xf16>, tensor<1x2x4x8xf16>, tensor<1x1x4x4xf16>) -> tensor<1x2x4x8xf16>
+// CHECK-SAME: %[[B:[^:]*]]: tensor<1x1x4x4xf32>, %[[KEEP:[^:]*]]: tensor<1x1x1x4xi1>
+// CHECK-DAG: %[[LOWEST:.*]] = memopt.constant dense<-6.550400e+04> : tensor<f16>
+// CHECK-DAG: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<f16>
+// CHECK-DAG: %[[B16:.*]] = memopt.cast %[[B]] : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf16>
+// CHECK-DAG: %[[PAD:.*]] = memopt.where %[[KEEP]], %[[ZERO]], %[[LOWEST]]
+// CHECK: %[[BIAS:.*]] = memopt.add %[[B16]], %[[PAD]]
+// CHECK: memopt.attention %arg0, %arg1, %arg2, %[[BIAS]] {causal = true, key_transposed = true, scale = 1.250000e-01 : f32} : (tensor<1x2x4x8xf16>, tensor<1x2x8x4xf16>, tensor<1x2x4x8xf16>, tensor<1x1x4x4xf16>) -> tensor<1x2x4x8xf16>
 // CHECK-NOT: memopt.softmax
-func.func @softmax_in_f32_through_casts(%q: tensor<1x2x4x8xf16>, %kt: tensor<1x2x8x4xf16>, %v: tensor<1x2x4x8xf16>, %b: tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf16> {
+func.func @softmax_in_f32_through_casts(%q: tensor<1x2x4x8xf16>, %kt: tensor<1x2x8x4xf16>, %v: tensor<1x2x4x8xf16>, %b: tensor<1x1x4x4xf32>, %keep: tensor<1x1x1x4xi1>) -> tensor<1x2x4x8xf16> {
   %c = memopt.constant dense<0.125> : tensor<f32>
+  %lowest = memopt.constant dense<-3.40282347E+38> : tensor<f32>
   %causal = memopt.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
   %s = memopt.matmul %q, %kt : (tensor<1x2x4x8xf16>, tensor<1x2x8x4xf16>) -> tensor<1x2x4x4xf16>
   %s32 = memopt.cast %s : (tensor<1x2x4x4xf16>) -> tensor<1x2x4x4xf32>
   %m = memopt.mul %s32, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
   %a = memopt.add %m, %causal : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
   %a2 = memopt.add %a, %b : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
-  %p = memopt.softmax %a2 : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %w = memopt.where %keep, %a2, %lowest : (tensor<1x1x1x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = memopt.softmax %w : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %p16 = memopt.cast %p : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf16>
   %y = memopt.matmul %p16, %v : (tensor<1x2x4x4xf16>, tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16>
   return %y : tensor<1x2x4x8xf16>

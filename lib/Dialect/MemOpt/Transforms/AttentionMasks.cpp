@@ -380,9 +380,17 @@ MaskSummary attention::classifyAttentionMask(AttentionOp attention) {
       }
     }
     if (std::optional<SmallVector<double>> values = getConstantValues(term)) {
-      addPattern(classifyAdditive(*values,
-                                  cast<RankedTensorType>(term.getType()),
-                                  queries, keys, /*factor=*/1.0),
+      // The fusion may have folded a mask and a bias into one constant:
+      // its masking elements are the mask, the other non-zero ones a bias.
+      summary.scoreBias |= llvm::any_of(*values, [](double value) {
+        return value != 0 && !isMaskingValue(value);
+      });
+      addPattern(classifyPattern(*values,
+                                 cast<RankedTensorType>(term.getType()),
+                                 queries, keys,
+                                 [](double value) -> std::optional<bool> {
+                                   return isMaskingValue(value);
+                                 }),
                  summary);
       continue;
     }

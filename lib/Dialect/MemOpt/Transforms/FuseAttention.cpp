@@ -843,9 +843,21 @@ void buildAttention(AttentionMatch &match, PatternRewriter &rewriter) {
       Value fill = step.fill;
       if (term.factor != 1.0 ||
           getElementTypeOrSelf(fill.getType()) != elementType ||
-          cast<RankedTensorType>(fill.getType()).getRank() != 0)
-        fill = createScalar(rewriter, loc, elementType,
-                            step.fillValue * term.factor);
+          cast<RankedTensorType>(fill.getType()).getRank() != 0) {
+        // A finite fill stays finite in a narrower type (finfo.min of f32
+        // becomes f16's lowest, not -inf), so a fully masked row is still
+        // uniform as in the unfused graph.
+        double fillValue = step.fillValue * term.factor;
+        APFloat lowest = APFloat::getLargest(
+            cast<FloatType>(elementType).getFloatSemantics(),
+            /*Negative=*/true);
+        bool losesInfo = false;
+        lowest.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
+                       &losesInfo);
+        if (std::isfinite(fillValue))
+          fillValue = std::max(fillValue, lowest.convertToDouble());
+        fill = createScalar(rewriter, loc, elementType, fillValue);
+      }
       value = step.fillWhenTrue
                   ? rewriter.createOrFold<WhereOp>(loc, value, fill, zero)
                   : rewriter.createOrFold<WhereOp>(loc, value, zero, fill);

@@ -26,37 +26,48 @@ def MemOptFuseAttention
   let description = [{
     Rewrites the attention that exporters spell out op by op,
 
-      MatMul(Q, K^T) [-> Mul/Div by a scalar constant]
-                     [-> Add(bias) | Where(mask, -inf, .) | Reshape]...
-                     -> Softmax(last axis) -> MatMul(., V)
+      MatMul(Q, K^T) [-> scale | Add(term) | Where(mask, -inf, .) | Reshape
+                        | Cast]... -> Softmax(last axis)
+                     [-> Where(IsNaN(P), 0, P)] [-> Cast | Reshape]...
+                     -> MatMul(., V)
 
     into one `memopt.attention`, so that the `[..., S, Sk]` scores and
     probabilities are never materialized (the memory-efficient / flash
     attention of PyTorch's SDPA, onnxruntime's Attention and
-    MultiHeadAttention contrib ops, TensorRT's MHA fusion). Matched, when
-    every intermediate has exactly one use:
-    - scalar-constant scaling of the scores, or of Q and/or K before the
-      first MatMul (folded into `scale`);
-    - K^T given by a transpose of the last two axes (its operand becomes K)
-      or by anything else (`key_transposed`);
-    - additive terms (HF attention masks, swin's relative-position bias),
-      `Where(mask, fill, scores)` / `Where(mask, scores, fill)` with a fill of
-      -inf or below -1e30 (GPT-2's causal mask), and reshapes of the batch
-      axes between them (swin's shifted-window mask is added in a 5-D view);
-    - a constant mask that is exactly the top-left causal pattern becomes
-      `causal = true`; an all-zero additive constant is dropped; other terms
-      are summed into the `bias` operand.
+    MultiHeadAttention contrib ops, TensorRT's MHA fusion). Each op is judged
+    by its effect on the scores (docs/attention.md), when every intermediate
+    has exactly one use:
+    - scaling by a one-element factor computed from constants (evaluated:
+      `sqrt(d)`, `pow(d, -0.25)`), of the scores, before or after a term (which
+      it then scales too), or of Q and/or K before the first MatMul (folded
+      into `scale`);
+    - K^T given by a transpose of the last two axes or the dynamo SDPA's
+      reshape-transpose-reshape (its operand becomes K) or by anything else
+      (`key_transposed`); K and V repeated for grouped-query attention
+      (Expand + Reshape) are read before the repeat;
+    - additive terms (masks, ALiBi, relative-position and disentangled
+      biases), `Where(mask, fill, scores)` / `Where(mask, scores, fill)` with
+      a fill of -inf or below -1e30, float casts (softmax in f32), and
+      reshapes of the batch axes before and after the softmax (BLOOM's
+      merged batch x heads, swin's 5-D window view);
+    - a constant mask that is exactly the top-left causal pattern in every
+      batch entry becomes `causal = true`; an all-zero additive constant is
+      dropped; other terms are summed into the `bias` operand.
     Heads wider than `max-head-size` are left alone (the CUDA kernels keep
     tiles of Q, K and V with whole rows in shared memory). With `report`,
     prints how many attentions were fused and the bytes of score and
-    probability tensors that no longer exist.
+    probability tensors that no longer exist, then one line per softmax over
+    attention scores: fused with its mask class (none, causal, padding,
+    causal + padding, sliding window, arbitrary), or the node that broke the
+    pattern and why.
   }];
   let options = [
     Option<"maxHeadSize", "max-head-size", "int64_t", /*default=*/"128",
            "Fuse only when the head sizes of Q and V are at most this">,
     Option<"report", "report", "bool", /*default=*/"false",
-           "Print the attentions fused, the causal masks recognised and the "
-           "score bytes no longer materialized">,
+           "Print the attentions fused, the causal masks recognised, the "
+           "score bytes no longer materialized and one line per attention "
+           "site">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
