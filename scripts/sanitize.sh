@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 BUILD=${MEMOPT_SANITIZE_BUILD:-build-san}
-FUZZ_SECONDS=${MEMOPT_FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${MEMOPT_FUZZ_SECONDS:-20}
 JOBS=${MEMOPT_JOBS:-$(nproc)}
 
 echo "== configuring and building memopt with ASan + UBSan + libFuzzer in ./$BUILD"

@@ -300,7 +300,8 @@ def foundation_inputs(tmp_path, model, path):
     return inputs, save(tmp_path / "labels.npy", labels.astype(np.int64)), "labels", args
 
 
-@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_TRAINING, id=lambda m: m.id))
+@pytest.mark.parametrize("model", tiers.params(FOUNDATION, tiers.ZOO_MIXED_TRAINING,
+                                               id=lambda m: m.id))
 def test_foundation_step_matches_fp32(tmp_path, model):
     path = fill(model.path, str(tmp_path / "model"), log=open(os.devnull, "w"))
     inputs, labels, label_name, args = foundation_inputs(tmp_path, model, path)

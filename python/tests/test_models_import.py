@@ -20,6 +20,7 @@ import fill_weights
 import memopt_tools
 import supported_ops
 import zoo
+import tiers
 from conftest import REPO, report
 
 IMPORT_REPORT = report("import_report", "memopt import of the model zoo",
@@ -90,7 +91,8 @@ def test_fill_weights_is_deterministic_and_complete(tmp_path):
     assert os.path.getsize(second) == os.path.getsize(model.path)
 
 
-@pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m.id)
+@pytest.mark.parametrize("model", tiers.params(
+    ALL_MODELS, {m.id for m in ALL_MODELS} - tiers.LARGE_IMPORTS, id=lambda m: m.id))
 def test_import(model, tools, tmp_path):
     source = _path(model)
     graph_model = memopt_tools.load_graph(source)

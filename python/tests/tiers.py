@@ -14,7 +14,13 @@ import pytest
 ZOO = {"dynamo/mobilenet_v3_large", "torchscript/bert_nn", "dynamo/hf_llama"}
 ZOO_NO_HF = {"dynamo/mobilenet_v3_large", "torchscript/bert_nn"}  # sweeps without hf_*
 ZOO_TRAINING = {"dynamo/mobilenet_v3_large", "dynamo/gpt2_nn"}  # dynamo exports only
+ZOO_MIXED_TRAINING = {"dynamo/gpt2_nn"}  # a CNN in f16: the conv / batch-norm emulation test
 ZOO_LAYOUT = {"dynamo/mobilenet_v3_large"}
+# The import check keeps every zoo file but the largest (ViT-B/16, ConvNeXt-T, ResNet-50 and
+# TorchScript's Swin-T: 6-25 s each, fill_weights writing 100-350 MB of weights).
+LARGE_IMPORTS = {"torchscript/vit_b_16", "dynamo/vit_b_16", "torchscript/convnext_tiny",
+                 "dynamo/convnext_tiny", "torchscript/resnet50", "dynamo/resnet50",
+                 "torchscript/swin_t"}
 # Today's zoo (models/today: small configs of 45 architectures): a decoder with grouped-query
 # attention, rotary embeddings and a padding mask, one with learned positions, an encoder, an
 # encoder-decoder speech model, a vision transformer, a torchvision and a timm network.
