@@ -13,6 +13,19 @@
 //   OnnxComposedLosses.cpp      LogSoftmax, NegativeLogLikelihoodLoss,
 //                               SoftmaxCrossEntropyLoss
 //   OnnxComposedAttention.cpp   Attention (opset 23) as matmul / softmax
+//   OnnxComposedMath.cpp        activations and unary math (Elu, Softplus,
+//                               Sinh, Atan, Floor, IsInf, ...), Mean, PRelu
+//   OnnxComposedReductions.cpp  ArgMax / ArgMin, Hardmax, ReduceProd,
+//                               LpNormalization, LpPool, LayerNormalization's
+//                               statistics, ...
+//   OnnxIndexOps.cpp            Trilu, ScatterElements, CenterCropPad,
+//                               RotaryEmbedding, AffineGrid, MaxUnpool,
+//                               Col2Im
+//   OnnxComposedRecurrent.cpp   RNN, GRU, LSTM unrolled over the sequence
+//   OnnxComposedSignal.cpp      DFT as products with cosine / sine matrices
+//   OnnxComposedSampling.cpp    GridSample as weighted gathers
+//   OnnxComposedResize.cpp      Resize forms the kernels lack (cubic,
+//                               antialias, ...) as interpolation matrices
 // Taken from torch-mlir's OnnxToTorch (one registration per op with its
 // opset range) and onnx-mlir (one file per op group).
 //
@@ -239,7 +252,64 @@ private:
   // OnnxComposedAttention.cpp
   FailureOr<SmallVector<Value>> importAttention(const Node &node);
 
+  // OnnxComposedMath.cpp
+  FailureOr<SmallVector<Value>> importUnaryMath(const Node &node);
+  FailureOr<SmallVector<Value>> importPRelu(const Node &node);
+  FailureOr<SmallVector<Value>> importMean(const Node &node);
+  // OnnxComposedReductions.cpp
+  FailureOr<SmallVector<Value>> importArgExtreme(const Node &node);
+  FailureOr<SmallVector<Value>> importHardmax(const Node &node);
+  FailureOr<SmallVector<Value>> importReduceProd(const Node &node);
+  FailureOr<SmallVector<Value>> importGlobalMaxPool(const Node &node);
+  FailureOr<SmallVector<Value>> importLpNormalization(const Node &node);
+  FailureOr<SmallVector<Value>>
+  importMeanVarianceNormalization(const Node &node);
+  FailureOr<SmallVector<Value>> importLpPool(const Node &node);
+  FailureOr<SmallVector<Value>> importLayerNormalization(const Node &node);
+  FailureOr<SmallVector<Value>> importLRN(const Node &node);
+  // OnnxComposedRecurrent.cpp
+  FailureOr<SmallVector<Value>> importRecurrent(const Node &node);
+  // OnnxComposedSignal.cpp
+  FailureOr<SmallVector<Value>> importDFT(const Node &node);
+  // OnnxComposedSampling.cpp
+  FailureOr<SmallVector<Value>> importGridSample(const Node &node);
+  // OnnxIndexOps.cpp
+  FailureOr<SmallVector<Value>> importTrilu(const Node &node);
+  FailureOr<SmallVector<Value>> importScatterElements(const Node &node);
+  FailureOr<SmallVector<Value>> importCenterCropPad(const Node &node);
+  FailureOr<SmallVector<Value>> importRotaryEmbedding(const Node &node);
+  FailureOr<SmallVector<Value>> importAffineGrid(const Node &node);
+  FailureOr<SmallVector<Value>> importMaxUnpool(const Node &node);
+  FailureOr<SmallVector<Value>> importCol2Im(const Node &node);
+
+  // OnnxComposedResize.cpp
+  /// Resize of `input` to `outShape` as products with constant
+  /// interpolation matrices, one per resized axis (`scales`: one per axis;
+  /// `roi`: begins then ends per axis, empty unless tf_crop_and_resize).
+  FailureOr<Value> resizeByMatrices(const Node &node, Value input,
+                                    ArrayRef<int64_t> outShape,
+                                    ArrayRef<double> scales,
+                                    ArrayRef<double> roi);
+
   // Helpers of the composed ops.
+  /// createOne for compositions: null when an operand is null or creation
+  /// fails (the error is emitted then), so a chain of ops is checked once,
+  /// at its end.
+  Value build(const Node &node, StringRef opName, ArrayRef<Value> operands,
+              ArrayRef<NamedAttribute> attrs = {},
+              ArrayRef<Type> explicitTypes = {});
+  /// `axes` / `keepdims` attributes of a memopt reduction.
+  SmallVector<NamedAttribute> reduceAttrs(ArrayRef<int64_t> axes,
+                                          int64_t keepdims);
+  /// value[..., start:end:step, ...] along `axis` (null propagates).
+  Value sliceAlong(const Node &node, Value value, int64_t axis, int64_t start,
+                   int64_t end, int64_t step = 1);
+  /// The attributes of a pooling or convolution node with auto_pad resolved
+  /// into pads and every window attribute full length (`skipped`: node
+  /// attributes the memopt op does not take).
+  FailureOr<SmallVector<NamedAttribute>>
+  windowAttributes(const Node &node, ArrayRef<Value> operands,
+                   ArrayRef<StringRef> skipped = {});
   /// A rank-0 constant of `elementType` holding `value`.
   Value scalarConstant(Location loc, Type elementType, double value);
   /// x - max - log(sum(exp(x - max))) along `axis` (in [0, rank)).

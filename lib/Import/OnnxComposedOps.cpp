@@ -54,6 +54,36 @@ Value GraphImporter::scalarConstant(Location loc, Type elementType,
   return createConstant(loc, DenseElementsAttr::get(type, element));
 }
 
+Value GraphImporter::build(const Node &node, StringRef opName,
+                           ArrayRef<Value> operands,
+                           ArrayRef<NamedAttribute> attrs,
+                           ArrayRef<Type> explicitTypes) {
+  if (llvm::is_contained(operands, Value()))
+    return {};
+  auto result = createOne(node, opName, operands, attrs, explicitTypes);
+  return succeeded(result) ? *result : Value();
+}
+
+SmallVector<NamedAttribute> GraphImporter::reduceAttrs(ArrayRef<int64_t> axes,
+                                                       int64_t keepdims) {
+  SmallVector<NamedAttribute> attrs;
+  setAttr(attrs, "axes", builder.getDenseI64ArrayAttr(axes));
+  setAttr(attrs, "keepdims", builder.getI64IntegerAttr(keepdims));
+  return attrs;
+}
+
+Value GraphImporter::sliceAlong(const Node &node, Value value, int64_t axis,
+                                int64_t start, int64_t end, int64_t step) {
+  if (!value)
+    return {};
+  SmallVector<NamedAttribute> attrs;
+  setAttr(attrs, "starts", builder.getDenseI64ArrayAttr({start}));
+  setAttr(attrs, "ends", builder.getDenseI64ArrayAttr({end}));
+  setAttr(attrs, "axes", builder.getDenseI64ArrayAttr({axis}));
+  setAttr(attrs, "steps", builder.getDenseI64ArrayAttr({step}));
+  return build(node, "memopt.slice", {value}, attrs);
+}
+
 FailureOr<Value> GraphImporter::reshapeTo(const Node &node, Value value,
                                           ArrayRef<int64_t> shape) {
   RankedTensorType type = typeOf(value);

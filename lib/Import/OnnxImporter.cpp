@@ -722,6 +722,58 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset, &G::importLoss},
       // OnnxComposedAttention.cpp.
       {"Attention", 23, kMaxOpset, &G::importAttention},
+      // OnnxComposedMath.cpp.
+      {"Elu", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Selu", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Softplus", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Softsign", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"ThresholdedRelu", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Mish", 18, kMaxOpset, &G::importUnaryMath},
+      {"Sign", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Tan", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Sinh", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Cosh", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Asinh", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Acosh", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Atanh", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Asin", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Acos", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Atan", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Floor", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Ceil", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"Round", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"IsInf", kMinOpset, kMaxOpset, &G::importUnaryMath},
+      {"PRelu", kMinOpset, kMaxOpset, &G::importPRelu},
+      {"Mean", kMinOpset, kMaxOpset, &G::importMean},
+      // OnnxComposedReductions.cpp.
+      {"ArgMax", kMinOpset, kMaxOpset, &G::importArgExtreme},
+      {"ArgMin", kMinOpset, kMaxOpset, &G::importArgExtreme},
+      {"Hardmax", kMinOpset, kMaxOpset, &G::importHardmax},
+      {"ReduceProd", kMinOpset, kMaxOpset, &G::importReduceProd},
+      {"GlobalMaxPool", kMinOpset, kMaxOpset, &G::importGlobalMaxPool},
+      {"LpNormalization", kMinOpset, kMaxOpset, &G::importLpNormalization},
+      {"MeanVarianceNormalization", kMinOpset, kMaxOpset,
+       &G::importMeanVarianceNormalization},
+      {"LpPool", kMinOpset, kMaxOpset, &G::importLpPool},
+      {"LayerNormalization", kMinOpset, kMaxOpset,
+       &G::importLayerNormalization},
+      {"LRN", kMinOpset, kMaxOpset, &G::importLRN},
+      // OnnxComposedRecurrent.cpp.
+      {"RNN", kMinOpset, kMaxOpset, &G::importRecurrent},
+      {"GRU", kMinOpset, kMaxOpset, &G::importRecurrent},
+      {"LSTM", kMinOpset, kMaxOpset, &G::importRecurrent},
+      // OnnxComposedSignal.cpp.
+      {"DFT", 17, kMaxOpset, &G::importDFT},
+      // OnnxComposedSampling.cpp.
+      {"GridSample", 16, kMaxOpset, &G::importGridSample},
+      // OnnxIndexOps.cpp.
+      {"Trilu", kMinOpset, kMaxOpset, &G::importTrilu},
+      {"ScatterElements", kMinOpset, kMaxOpset, &G::importScatterElements},
+      {"CenterCropPad", 18, kMaxOpset, &G::importCenterCropPad},
+      {"RotaryEmbedding", 23, kMaxOpset, &G::importRotaryEmbedding},
+      {"AffineGrid", 20, kMaxOpset, &G::importAffineGrid},
+      {"MaxUnpool", kMinOpset, kMaxOpset, &G::importMaxUnpool},
+      {"Col2Im", 18, kMaxOpset, &G::importCol2Im},
   };
   return rules;
 }
@@ -797,7 +849,8 @@ FailureOr<SmallVector<Value>> GraphImporter::importGeneric(const Node &node) {
   // BatchNormalization exported in training mode keeps training_mode = 1:
   // memopt-make-trainable turns it into batch statistics with running
   // statistic updates (its running mean / var outputs must be unused).
-  if (type == "LayerNormalization" || type == "BatchNormalization") {
+  // (LayerNormalization's statistics: importLayerNormalization.)
+  if (type == "BatchNormalization") {
     if (failed(checkUnusedOutputs(node, 1, memoptOpName(type))))
       return failure();
   }

@@ -537,15 +537,6 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
   }
-  if (stringAttr(node, "coordinate_transformation_mode", "") ==
-      "tf_crop_and_resize")
-    return emitError(node.loc)
-           << node.describe()
-           << ": coordinate_transformation_mode 'tf_crop_and_resize' is not "
-              "supported";
-  if (intAttr(node, "antialias", 0) != 0)
-    return emitError(node.loc)
-           << node.describe() << ": antialias=1 is not supported";
 
   SmallVector<int64_t> shape(inputType.getShape());
   SmallVector<int64_t> sizes;
@@ -609,6 +600,45 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
     return emitError(node.loc)
            << node.describe() << ": neither scales nor sizes is given";
   }
+  // The scale of every axis (what the coordinates follow): the given one, or
+  // output / input.
+  SmallVector<double> axisScales;
+  for (int64_t i = 0; i < rank; ++i)
+    axisScales.push_back(double(shape[i]) / double(inputType.getDimSize(i)));
+  bool scaleDiffers = false;
+  if (sizes.empty())
+    for (auto [axis, scale] : llvm::zip(axes, scales)) {
+      scaleDiffers |= std::abs(axisScales[axis] - scale) > 1e-9 * scale;
+      axisScales[axis] = scale;
+    }
+  std::string transform =
+      stringAttr(node, "coordinate_transformation_mode", "half_pixel");
+  if (stringAttr(node, "mode", "nearest") == "cubic" ||
+      intAttr(node, "antialias", 0) != 0 || transform == "tf_crop_and_resize" ||
+      transform == "half_pixel_symmetric" || scaleDiffers) {
+    // Forms the resize kernels lack: products with interpolation matrices
+    // (OnnxComposedResize.cpp).
+    SmallVector<double> roi;
+    if (transform == "tf_crop_and_resize" && node.hasInput(1)) {
+      auto values = constantFloats(node, 1);
+      if (failed(values))
+        return failure();
+      if (values->size() != 2 * axes.size())
+        return emitError(node.loc)
+               << node.describe() << ": roi has " << values->size()
+               << " values for " << axes.size() << " axes";
+      roi.assign(rank, 0.0);
+      roi.append(rank, 1.0);
+      for (auto [i, axis] : llvm::enumerate(axes)) {
+        roi[axis] = (*values)[i];
+        roi[axis + rank] = (*values)[i + axes.size()];
+      }
+    }
+    auto result = resizeByMatrices(node, *input, shape, axisScales, roi);
+    if (failed(result))
+      return failure();
+    return SmallVector<Value>{*result};
+  }
   auto attrs = nodeAttributes(node, {"axes", "keep_aspect_ratio_policy",
                                      "extrapolation_value", "antialias"});
   if (failed(attrs))
@@ -624,7 +654,6 @@ FailureOr<SmallVector<Value>> GraphImporter::importResize(const Node &node) {
 FailureOr<SmallVector<Value>> GraphImporter::importWindowOp(const Node &node) {
   StringRef type = node.type();
   bool isConv = type == "Conv" || type == "ConvTranspose";
-  bool isTranspose = type == "ConvTranspose";
   SmallVector<Value> operands;
   for (int i = 0; i < node.proto.input_size(); ++i) {
     auto value = lookup(node, i);
@@ -642,6 +671,21 @@ FailureOr<SmallVector<Value>> GraphImporter::importWindowOp(const Node &node) {
   if (type == "MaxPool" &&
       failed(checkUnusedOutputs(node, 1, "memopt.max_pool")))
     return failure();
+  auto attrs = windowAttributes(node, operands);
+  if (failed(attrs))
+    return failure();
+  auto result = createOne(node, memoptOpName(type), operands, *attrs);
+  if (failed(result))
+    return failure();
+  return SmallVector<Value>{*result};
+}
+
+FailureOr<SmallVector<NamedAttribute>>
+GraphImporter::windowAttributes(const Node &node, ArrayRef<Value> operands,
+                                ArrayRef<StringRef> skipped) {
+  StringRef type = node.type();
+  bool isConv = type == "Conv" || type == "ConvTranspose";
+  bool isTranspose = type == "ConvTranspose";
   RankedTensorType inputType = typeOf(operands[0]);
   int64_t spatial = inputType.getRank() - 2;
   if (spatial < 1)
@@ -735,9 +779,11 @@ FailureOr<SmallVector<Value>> GraphImporter::importWindowOp(const Node &node) {
     }
   }
 
-  auto attrs =
-      nodeAttributes(node, {"auto_pad", "output_shape", "pads", "kernel_shape",
-                            "strides", "dilations", "output_padding"});
+  SmallVector<StringRef> resolved = {
+      "auto_pad", "output_shape", "pads",          "kernel_shape",
+      "strides",  "dilations",    "output_padding"};
+  resolved.append(skipped.begin(), skipped.end());
+  auto attrs = nodeAttributes(node, resolved);
   if (failed(attrs))
     return failure();
   setAttr(*attrs, "kernel_shape", builder.getDenseI64ArrayAttr(kernel));
@@ -746,10 +792,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importWindowOp(const Node &node) {
   setAttr(*attrs, "pads", builder.getDenseI64ArrayAttr(pads));
   for (const NamedAttribute &attr : extra)
     setAttr(*attrs, attr.getName(), attr.getValue());
-  auto result = createOne(node, memoptOpName(type), operands, *attrs);
-  if (failed(result))
-    return failure();
-  return SmallVector<Value>{*result};
+  return attrs;
 }
 
 FailureOr<SmallVector<Value>> GraphImporter::importVariadic(const Node &node) {
@@ -776,8 +819,6 @@ FailureOr<SmallVector<Value>> GraphImporter::importVariadic(const Node &node) {
 FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
   auto data = lookup(node, 0);
   if (failed(data))
-    return failure();
-  if (failed(checkUnusedOutputs(node, 1, "memopt.identity")))
     return failure();
   if (node.hasInput(2)) {
     auto training = constantInts(node, 2);
@@ -807,6 +848,12 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
     // memopt-make-trainable (--train) keys it; an inference compile folds
     // it away (PyTorch's eval()).
     if (!training->empty() && (*training)[0] != 0 && ratio != 0) {
+      if (node.proto.output_size() > 1 &&
+          usedNames.contains(node.proto.output(1)))
+        return emitError(node.loc)
+               << node.describe() << ": output 1 ('" << node.proto.output(1)
+               << "') is used, but a training-mode memopt.dropout has no "
+                  "mask output";
       auto result = createOne(
           node, "memopt.dropout", {*data},
           {builder.getNamedAttr("ratio", builder.getF32FloatAttr(ratio))},
@@ -819,7 +866,14 @@ FailureOr<SmallVector<Value>> GraphImporter::importDropout(const Node &node) {
   auto result = createOne(node, "memopt.identity", {*data}, {});
   if (failed(result))
     return failure();
-  return SmallVector<Value>{*result};
+  // Nothing is dropped: the mask, when used, keeps every element.
+  if (node.proto.output_size() < 2 || !usedNames.contains(node.proto.output(1)))
+    return SmallVector<Value>{*result};
+  auto maskType =
+      RankedTensorType::get(typeOf(*data).getShape(), builder.getI1Type());
+  return SmallVector<Value>{
+      *result,
+      createConstant(node.loc, DenseElementsAttr::get(maskType, true))};
 }
 
 /// ONNX GatherND (batch_dims 0) with constant indices `[..., k]`: a Gather

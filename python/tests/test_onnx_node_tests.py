@@ -59,7 +59,10 @@ SHAPE_INPUTS = {"Reshape": [1], "Expand": [1], "Slice": [1, 2, 3, 4], "Squeeze":
                 "ReduceMax": [1], "ReduceMin": [1], "Pad": [1, 2, 3], "Clip": [1, 2], "Resize": [1, 2, 3],
                 "ConstantOfShape": [0], "Range": [0, 1, 2], "CumSum": [1], "Tile": [1],
                 "ReduceL1": [1], "ReduceL2": [1], "ReduceSumSquare": [1], "ReduceLogSum": [1],
-                "ReduceLogSumExp": [1], "SplitToSequence": [1], "SequenceAt": [1]}
+                "ReduceLogSumExp": [1], "SplitToSequence": [1], "SequenceAt": [1],
+                "ReduceProd": [1], "Trilu": [1], "CenterCropPad": [1], "Dropout": [1, 2],
+                "AffineGrid": [1], "MaxUnpool": [2], "DFT": [1, 2], "RNN": [4], "GRU": [4],
+                "LSTM": [4], "Col2Im": [1, 2]}
 
 
 def _read_tensors(folder, prefix):
@@ -310,10 +313,6 @@ def test_node_batch(batch, compiler, tools, tmp_path):
                           f"({runner.count} compiles):\n" + "\n".join(failures))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 24: the scope's share is below MIN_SHARE until the ops it lacks are imported "
-    "(<build>/node_tests_report.md lists them; 733 of 1033 = 71% on onnx 1.23.2); strict, "
-    "so the mark must go once the share is reached"))
 def test_share():
     """At least MIN_SHARE of the scope's cases import and match: those selected and not
     excluded (each held to it by its batch test) over all."""

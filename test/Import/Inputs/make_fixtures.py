@@ -136,12 +136,15 @@ def optional_input_models(folder):
                [tensor_info("Y", TensorProto.FLOAT, [2, 6])], inits, opset=18),
          folder, "optional_inputs.onnx")
 
-    # Dropout whose mask output is read by another node.
-    save(model([helper.make_node("Dropout", ["X"], ["D", "mask"], name="drop"),
+    # Training-mode Dropout whose mask output is read by another node.
+    dropout_inits = [numpy_helper.from_array(np.array(0.5, np.float32), "ratio"),
+                     numpy_helper.from_array(np.array(True), "training")]
+    save(model([helper.make_node("Dropout", ["X", "ratio", "training"], ["D", "mask"],
+                                 name="drop"),
                 helper.make_node("Not", ["mask"], ["Y"], name="use_mask")],
                [tensor_info("X", TensorProto.FLOAT, [4])],
                [tensor_info("D", TensorProto.FLOAT, [4]),
-                tensor_info("Y", TensorProto.BOOL, [4])]),
+                tensor_info("Y", TensorProto.BOOL, [4])], dropout_inits),
          folder, "dropout_mask.onnx")
 
 
