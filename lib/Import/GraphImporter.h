@@ -17,10 +17,11 @@
 //                               Sinh, Atan, Floor, IsInf, ...), Mean, PRelu
 //   OnnxComposedReductions.cpp  ArgMax / ArgMin, Hardmax, ReduceProd,
 //                               LpNormalization, LpPool, LayerNormalization's
-//                               statistics, ...
+//                               statistics, TopK, ...
 //   OnnxIndexOps.cpp            Trilu, ScatterElements, CenterCropPad,
 //                               RotaryEmbedding, AffineGrid, MaxUnpool,
-//                               Col2Im
+//                               Col2Im, NonZero of a constant
+//   OnnxComposedEinsum.cpp      Einsum as reduce_sum, transposes, matmuls
 //   OnnxComposedRecurrent.cpp   RNN, GRU, LSTM unrolled over the sequence
 //   OnnxComposedSignal.cpp      DFT as products with cosine / sine matrices
 //   OnnxComposedSampling.cpp    GridSample as weighted gathers
@@ -267,6 +268,7 @@ private:
   FailureOr<SmallVector<Value>> importLpPool(const Node &node);
   FailureOr<SmallVector<Value>> importLayerNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importLRN(const Node &node);
+  FailureOr<SmallVector<Value>> importTopK(const Node &node);
   // OnnxComposedRecurrent.cpp
   FailureOr<SmallVector<Value>> importRecurrent(const Node &node);
   // OnnxComposedSignal.cpp
@@ -281,6 +283,9 @@ private:
   FailureOr<SmallVector<Value>> importAffineGrid(const Node &node);
   FailureOr<SmallVector<Value>> importMaxUnpool(const Node &node);
   FailureOr<SmallVector<Value>> importCol2Im(const Node &node);
+  FailureOr<SmallVector<Value>> importNonZero(const Node &node);
+  // OnnxComposedEinsum.cpp
+  FailureOr<SmallVector<Value>> importEinsum(const Node &node);
 
   // OnnxComposedResize.cpp
   /// Resize of `input` to `outShape` as products with constant

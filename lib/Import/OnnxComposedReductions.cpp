@@ -6,6 +6,9 @@
 //                       extreme: where(x == max, position, sentinel) reduced
 //                       by reduce_max in f32, cast to i64 (positions up to
 //                       2^24 are exact)
+//   TopK                k rounds of ArgMax over the elements not taken yet
+//                       (ties: the lower index first), the values gathered
+//                       from the input; k is a compile-time constant
 //   Hardmax             x == max, keeping the first along the axis
 //                       (cum_sum of the matches equals 1), as 0 / 1
 //   ReduceProd          a tree of slices and multiplications over the
@@ -34,6 +37,8 @@
 #include "memopt/Dialect/MemOpt/IR/ShapeUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -443,4 +448,81 @@ FailureOr<SmallVector<Value>> GraphImporter::importLRN(const Node &node) {
   if (!result)
     return failure();
   return SmallVector<Value>{result};
+}
+
+FailureOr<SmallVector<Value>> GraphImporter::importTopK(const Node &node) {
+  auto input = lookup(node, 0);
+  if (failed(input))
+    return failure();
+  auto kValues = constantInts(node, 1);
+  if (failed(kValues))
+    return failure();
+  RankedTensorType type = typeOf(*input);
+  int64_t rank = type.getRank();
+  auto axis = axisOf(node, intAttr(node, "axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t size = type.getDimSize(*axis);
+  int64_t k = kValues->empty() ? -1 : kValues->front();
+  if (kValues->size() != 1 || k < 1 || k > size)
+    return emitError(node.loc) << node.describe() << ": k must be one value "
+                               << "in [1, " << size << "]";
+  if (size > (int64_t{1} << 24))
+    return emitError(node.loc) << node.describe() << ": " << size
+                               << " positions along the axis (at most 2^24)";
+  // k rounds of ArgMax over the elements not taken yet: the first position
+  // of the extreme wins ties (ONNX: the lower index first); the values are
+  // gathered from the input, so they are exact whatever the type.
+  Type f32 = builder.getF32Type();
+  // Compared in f32 (the runtime's reductions compute floats).
+  Value x = *input;
+  if (!type.getElementType().isF32())
+    x = build(node, "memopt.cast", {x}, {},
+              {RankedTensorType::get(type.getShape(), f32)});
+  if (intAttr(node, "largest", 1) == 0)
+    x = build(node, "memopt.neg", {x});
+  Value position = positions(builder, node.loc, rank, *axis, size);
+  Value negatedPosition = build(node, "memopt.neg", {position});
+  Value lowest = scalarConstant(node.loc, f32, -INFINITY);
+  Value none = scalarConstant(node.loc, f32, -double(size));
+  Value taken;
+  SmallVector<Value> indices, values;
+  SmallVector<int64_t> oneShape(type.getShape());
+  oneShape[*axis] = 1;
+  auto indexType = RankedTensorType::get(oneShape, builder.getI64Type());
+  SmallVector<NamedAttribute> gatherAttrs;
+  setAttr(gatherAttrs, "axis", builder.getI64IntegerAttr(*axis));
+  for (int64_t round = 0; round < k; ++round) {
+    Value open = taken ? build(node, "memopt.where", {taken, lowest, x}) : x;
+    Value maximum =
+        build(node, "memopt.reduce_max", {open}, reduceAttrs({*axis}, 1));
+    Value matches = build(node, "memopt.equal", {open, maximum});
+    if (taken)
+      matches = build(node, "memopt.and",
+                      {matches, build(node, "memopt.not", {taken})});
+    Value candidates =
+        build(node, "memopt.where", {matches, negatedPosition, none});
+    Value chosen = build(node, "memopt.neg",
+                         {build(node, "memopt.reduce_max", {candidates},
+                                reduceAttrs({*axis}, 1))});
+    Value index = build(node, "memopt.cast", {chosen}, {}, {indexType});
+    indices.push_back(index);
+    values.push_back(
+        build(node, "memopt.gather_elements", {*input, index}, gatherAttrs));
+    Value hit = build(node, "memopt.equal", {position, chosen});
+    taken = taken ? build(node, "memopt.or", {taken, hit}) : hit;
+    if (!taken)
+      return failure();
+  }
+  SmallVector<NamedAttribute> concatAttrs;
+  setAttr(concatAttrs, "axis", builder.getI64IntegerAttr(*axis));
+  Value allValues = values.size() == 1
+                        ? values.front()
+                        : build(node, "memopt.concat", values, concatAttrs);
+  Value allIndices = indices.size() == 1
+                         ? indices.front()
+                         : build(node, "memopt.concat", indices, concatAttrs);
+  if (!allValues || !allIndices)
+    return failure();
+  return SmallVector<Value>{allValues, allIndices};
 }

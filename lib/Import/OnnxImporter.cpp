@@ -758,6 +758,7 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"LayerNormalization", kMinOpset, kMaxOpset,
        &G::importLayerNormalization},
       {"LRN", kMinOpset, kMaxOpset, &G::importLRN},
+      {"TopK", kMinOpset, kMaxOpset, &G::importTopK},
       // OnnxComposedRecurrent.cpp.
       {"RNN", kMinOpset, kMaxOpset, &G::importRecurrent},
       {"GRU", kMinOpset, kMaxOpset, &G::importRecurrent},
@@ -774,6 +775,9 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"AffineGrid", 20, kMaxOpset, &G::importAffineGrid},
       {"MaxUnpool", kMinOpset, kMaxOpset, &G::importMaxUnpool},
       {"Col2Im", 18, kMaxOpset, &G::importCol2Im},
+      {"NonZero", kMinOpset, kMaxOpset, &G::importNonZero},
+      // OnnxComposedEinsum.cpp.
+      {"Einsum", kMinOpset, kMaxOpset, &G::importEinsum},
   };
   return rules;
 }

@@ -19,6 +19,7 @@
 //                    matmul), as onnx/reference/ops/op_affine_grid.py
 //   MaxUnpool        scatter_nd of X into zeros at the flat indices, padded
 //                    at the end to output_shape (op_max_unpool.py)
+//   NonZero          of a constant input: folded to the constant coordinates
 //   Col2Im           scatter_nd (add) of every input element to its constant
 //                    image position, those in the padding to a scratch slot
 //                    (op_col2im.py's loops turned into an index table)
@@ -544,4 +545,36 @@ FailureOr<SmallVector<Value>> GraphImporter::importCol2Im(const Node &node) {
   if (failed(reshaped))
     return failure();
   return SmallVector<Value>{*reshaped};
+}
+
+FailureOr<SmallVector<Value>> GraphImporter::importNonZero(const Node &node) {
+  auto input = lookup(node, 0);
+  if (failed(input))
+    return failure();
+  // The count of non-zeros decides the result's shape: only an input that
+  // folds to a constant (a mask or table computed from shapes) has one.
+  auto values = constantFloats(node, 0);
+  if (failed(values))
+    return failure();
+  RankedTensorType type = typeOf(*input);
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> hits;
+  for (auto [i, v] : llvm::enumerate(*values))
+    if (v != 0)
+      hits.push_back(i);
+  int64_t count = hits.size();
+  // [rank, count]: row d holds the d-th coordinate of every hit, in order.
+  SmallVector<int64_t> coordinates(std::max<int64_t>(rank, 1) * count);
+  for (auto [j, flat] : llvm::enumerate(hits)) {
+    int64_t rest = flat;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      coordinates[d * count + j] = rest % type.getDimSize(d);
+      rest /= type.getDimSize(d);
+    }
+  }
+  if (rank == 0)
+    coordinates.assign(count, 0);
+  auto resultType = RankedTensorType::get({rank, count}, builder.getI64Type());
+  return SmallVector<Value>{createConstant(
+      node.loc, DenseElementsAttr::get(resultType, ArrayRef(coordinates)))};
 }

@@ -144,6 +144,7 @@ EXTRA_ONNX_OPS = {
     "MeanVarianceNormalization": "reduce_mean",
     "LpPool": "average_pool",
     "LRN": "average_pool",
+    "TopK": "reduce_max",
     # unrolled over the sequence (lib/Import/OnnxComposedRecurrent.cpp)
     "RNN": "gemm",
     "GRU": "gemm",
@@ -160,6 +161,9 @@ EXTRA_ONNX_OPS = {
     "AffineGrid": "matmul",
     "MaxUnpool": "scatter_nd",
     "Col2Im": "scatter_nd",
+    "NonZero": "constant",
+    # reduce_sum, transposes and matmuls (lib/Import/OnnxComposedEinsum.cpp)
+    "Einsum": "matmul",
 }
 
 SUPPORTED_ONNX_OPS = frozenset(DIALECT_TO_ONNX.values()) | frozenset(EXTRA_ONNX_OPS)
