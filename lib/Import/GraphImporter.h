@@ -230,6 +230,7 @@ private:
   FailureOr<SmallVector<Value>> importResize(const Node &node);
   FailureOr<SmallVector<Value>> importWindowOp(const Node &node);
   FailureOr<SmallVector<Value>> importVariadic(const Node &node);
+  Value foldIntegerMinMax(const Node &node, Value lhs, Value rhs);
   FailureOr<SmallVector<Value>> importDropout(const Node &node);
   FailureOr<SmallVector<Value>> importTranspose(const Node &node);
   FailureOr<SmallVector<Value>> importGatherND(const Node &node);

@@ -10,11 +10,13 @@
 
 #include "GraphImporter.h"
 #include "OnnxTensors.h"
+#include "mlir/IR/Matchers.h"
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/ShapeUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -795,6 +797,41 @@ GraphImporter::windowAttributes(const Node &node, ArrayRef<Value> operands,
   return attrs;
 }
 
+/// Min / Max of two integer constants of one shape (or one of a single
+/// element): the constant result. Shape arithmetic uses them (CenterCropPad's
+/// function body takes Max(Shape(x), target)), and memopt.min / max have no
+/// folder; null when it does not apply.
+Value GraphImporter::foldIntegerMinMax(const Node &node, Value lhs, Value rhs) {
+  if (node.type() != "Min" && node.type() != "Max")
+    return {};
+  DenseIntElementsAttr a, b;
+  if (!lhs || !rhs || !matchPattern(lhs, m_Constant(&a)) ||
+      !matchPattern(rhs, m_Constant(&b)) ||
+      a.getElementType() != b.getElementType() ||
+      a.getElementType().isInteger(1))
+    return {};
+  DenseIntElementsAttr larger =
+      a.getNumElements() >= b.getNumElements() ? a : b;
+  if (a.getNumElements() != b.getNumElements() &&
+      std::min(a.getNumElements(), b.getNumElements()) != 1)
+    return {};
+  if (a.getNumElements() == b.getNumElements() &&
+      a.getType().getShape() != b.getType().getShape())
+    return {};
+  SmallVector<APInt> lhsValues(a.getValues<APInt>()),
+      rhsValues(b.getValues<APInt>());
+  bool isMax = node.type() == "Max";
+  SmallVector<APInt> values;
+  for (int64_t i = 0; i < larger.getNumElements(); ++i) {
+    const APInt &x = lhsValues[lhsValues.size() == 1 ? 0 : i];
+    const APInt &y = rhsValues[rhsValues.size() == 1 ? 0 : i];
+    bool takeX = isMax ? x.sge(y) : x.sle(y);
+    values.push_back(takeX ? x : y);
+  }
+  return createConstant(node.loc,
+                        DenseElementsAttr::get(larger.getType(), values));
+}
+
 FailureOr<SmallVector<Value>> GraphImporter::importVariadic(const Node &node) {
   if (node.proto.input_size() == 0)
     return emitError(node.loc) << node.describe() << ": no inputs";
@@ -808,6 +845,10 @@ FailureOr<SmallVector<Value>> GraphImporter::importVariadic(const Node &node) {
     auto next = lookup(node, i);
     if (failed(next))
       return failure();
+    if (Value folded = foldIntegerMinMax(node, result, *next)) {
+      result = folded;
+      continue;
+    }
     auto combined = createOne(node, opName, {result, *next}, {});
     if (failed(combined))
       return failure();

@@ -121,23 +121,12 @@ def rule_reason(model):
 
 
 # test name -> reason. Filled from runs against memopt-translate; every entry says why.
-_CENTER_CROP = ("CenterCropPad (expanded): its pads are computed from Shape through Max/Sub/Div"
-                "/Cast chains that the importer does not fold to a constant yet; refused with "
-                "a message naming the Pad input")
-
 _INTEGER_POW = "Pow on int64 (the runtime's Pow computes floats)"
 _DFT_ROUNDING = ("the expected imaginary part at bin n/2 is 1.9e-7, numpy's complex64 FFT "
                  "rounding where the exact value is 0 (memopt's sine matrix gives 0), above "
                  "atol 1e-7")
 
 EXCLUSIONS = {
-    "test_center_crop_pad_crop_expanded": _CENTER_CROP,
-    "test_center_crop_pad_pad_expanded": _CENTER_CROP,
-    "test_center_crop_pad_crop_and_pad_expanded": _CENTER_CROP,
-    "test_center_crop_pad_crop_axes_hwc_expanded": _CENTER_CROP,
-    "test_center_crop_pad_crop_negative_axes_hwc_expanded": _CENTER_CROP,
-    "test_center_crop_pad_crop_axes_chw_expanded": _CENTER_CROP,
-
     "test_attention_4d_causal_fp16_expanded": "float16 rounding: 1.2e-3 relative off the "
                                               "reference, above onnx's default rtol 1e-3",
     "test_attention_local_window_gqa_rank4_mask_expanded": "its softmax runs in f64 "
