@@ -17,7 +17,7 @@
 //                               Sinh, Atan, Floor, IsInf, ...), Mean, PRelu
 //   OnnxComposedReductions.cpp  ArgMax / ArgMin, Hardmax, ReduceProd,
 //                               LpNormalization, LpPool, LayerNormalization's
-//                               statistics, TopK, ...
+//                               statistics, TopK, Det, ...
 //   OnnxIndexOps.cpp            Trilu, ScatterElements, CenterCropPad,
 //                               RotaryEmbedding, AffineGrid, MaxUnpool,
 //                               Col2Im, NonZero of a constant
@@ -270,6 +270,7 @@ private:
   FailureOr<SmallVector<Value>> importLayerNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importLRN(const Node &node);
   FailureOr<SmallVector<Value>> importTopK(const Node &node);
+  FailureOr<SmallVector<Value>> importDet(const Node &node);
   // OnnxComposedRecurrent.cpp
   FailureOr<SmallVector<Value>> importRecurrent(const Node &node);
   // OnnxComposedSignal.cpp

@@ -6,6 +6,8 @@
 //                       extreme: where(x == max, position, sentinel) reduced
 //                       by reduce_max in f32, cast to i64 (positions up to
 //                       2^24 are exact)
+//   Det                 Laplace expansion along the first row for n <= 4
+//                       (slices, mul, add / sub)
 //   TopK                k rounds of ArgMax over the elements not taken yet
 //                       (ties: the lower index first), the values gathered
 //                       from the input; k is a compile-time constant
@@ -525,4 +527,72 @@ FailureOr<SmallVector<Value>> GraphImporter::importTopK(const Node &node) {
   if (!allValues || !allIndices)
     return failure();
   return SmallVector<Value>{allValues, allIndices};
+}
+
+/// det of `m` [..., n, n] by Laplace expansion along the first row: the
+/// minors built from slices (n! products: small matrices only).
+static Value
+laplaceDeterminant(function_ref<Value(Value, int64_t, int64_t, int64_t)> slice,
+                   function_ref<Value(StringRef, ArrayRef<Value>)> op,
+                   function_ref<Value(ArrayRef<Value>, int64_t)> concat,
+                   Value m, int64_t n, int64_t rank) {
+  if (!m)
+    return {};
+  if (n == 1)
+    return slice(slice(m, rank - 2, 0, 1), rank - 1, 0, 1);
+  Value rest = slice(m, rank - 2, 1, n);
+  Value sum;
+  for (int64_t j = 0; j < n; ++j) {
+    SmallVector<Value> columns;
+    if (j > 0)
+      columns.push_back(slice(rest, rank - 1, 0, j));
+    if (j < n - 1)
+      columns.push_back(slice(rest, rank - 1, j + 1, n));
+    Value minor = concat(columns, rank - 1);
+    Value term =
+        op("memopt.mul",
+           {slice(slice(m, rank - 2, 0, 1), rank - 1, j, j + 1),
+            laplaceDeterminant(slice, op, concat, minor, n - 1, rank)});
+    sum = !sum ? term : op(j % 2 ? "memopt.sub" : "memopt.add", {sum, term});
+  }
+  return sum;
+}
+
+FailureOr<SmallVector<Value>> GraphImporter::importDet(const Node &node) {
+  auto input = lookup(node, 0);
+  if (failed(input))
+    return failure();
+  RankedTensorType type = typeOf(*input);
+  int64_t rank = type.getRank();
+  if (rank < 2 || type.getDimSize(rank - 1) != type.getDimSize(rank - 2) ||
+      !isa<FloatType>(type.getElementType()))
+    return emitError(node.loc) << node.describe()
+                               << ": expected floating-point square matrices "
+                                  "[..., n, n], got "
+                               << type;
+  int64_t n = type.getDimSize(rank - 1);
+  if (n < 1 || n > 4)
+    return emitError(node.loc)
+           << node.describe() << ": " << n << " x " << n
+           << " matrices (the Laplace expansion is built for n <= 4)";
+  auto slice = [&](Value value, int64_t axis, int64_t start, int64_t end) {
+    return sliceAlong(node, value, axis, start, end);
+  };
+  auto op = [&](StringRef name, ArrayRef<Value> operands) {
+    return build(node, name, operands);
+  };
+  auto concat = [&](ArrayRef<Value> values, int64_t axis) {
+    if (values.size() == 1)
+      return values.front();
+    SmallVector<NamedAttribute> attrs;
+    setAttr(attrs, "axis", builder.getI64IntegerAttr(axis));
+    return build(node, "memopt.concat", values, attrs);
+  };
+  Value det = laplaceDeterminant(slice, op, concat, *input, n, rank);
+  if (!det)
+    return failure();
+  auto result = reshapeTo(node, det, type.getShape().drop_back(2));
+  if (failed(result))
+    return failure();
+  return SmallVector<Value>{*result};
 }

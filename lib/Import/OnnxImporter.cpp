@@ -759,6 +759,7 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
        &G::importLayerNormalization},
       {"LRN", kMinOpset, kMaxOpset, &G::importLRN},
       {"TopK", kMinOpset, kMaxOpset, &G::importTopK},
+      {"Det", kMinOpset, kMaxOpset, &G::importDet},
       // OnnxComposedRecurrent.cpp.
       {"RNN", kMinOpset, kMaxOpset, &G::importRecurrent},
       {"GRU", kMinOpset, kMaxOpset, &G::importRecurrent},

@@ -145,6 +145,7 @@ EXTRA_ONNX_OPS = {
     "LpPool": "average_pool",
     "LRN": "average_pool",
     "TopK": "reduce_max",
+    "Det": "mul",
     # unrolled over the sequence (lib/Import/OnnxComposedRecurrent.cpp)
     "RNN": "gemm",
     "GRU": "gemm",
