@@ -23,7 +23,7 @@
 //                               Col2Im, NonZero of a constant
 //   OnnxComposedEinsum.cpp      Einsum as reduce_sum, transposes, matmuls
 //   OnnxComposedRecurrent.cpp   RNN, GRU, LSTM unrolled over the sequence
-//   OnnxComposedSignal.cpp      DFT as products with cosine / sine matrices
+//   OnnxComposedSignal.cpp      DFT, STFT as products with cos / sin matrices
 //   OnnxComposedSampling.cpp    GridSample as weighted gathers
 //   OnnxComposedResize.cpp      Resize forms the kernels lack (cubic,
 //                               antialias, ...) as interpolation matrices
@@ -275,6 +275,12 @@ private:
   FailureOr<SmallVector<Value>> importRecurrent(const Node &node);
   // OnnxComposedSignal.cpp
   FailureOr<SmallVector<Value>> importDFT(const Node &node);
+  FailureOr<SmallVector<Value>> importSTFT(const Node &node);
+  /// The DFT of `input` [..., parts] (parts 1: real, 2: complex) along
+  /// `axis` with signal length `n`: [..., bins, 2], or [..., n, 1] for a
+  /// one-sided inverse.
+  FailureOr<Value> transformAlong(const Node &node, Value input, int64_t axis,
+                                  int64_t n, bool inverse, bool onesided);
   // OnnxComposedSampling.cpp
   FailureOr<SmallVector<Value>> importGridSample(const Node &node);
   // OnnxIndexOps.cpp

@@ -1,4 +1,4 @@
-//===- OnnxComposedSignal.cpp - DFT as matrix products --------------------===//
+//===- OnnxComposedSignal.cpp - DFT and STFT as matrix products -----------===//
 //
 // Handler of GraphImporter (GraphImporter.h) for ONNX DFT (opsets 17 and
 // 20): the transform along one (static) axis as products with constant
@@ -10,7 +10,8 @@
 // ones). Forward and inverse (1/n scaled), complex or real input, one-sided
 // output (rfft) and one-sided inverse (irfft, real output through the
 // Hermitian weights 1, 2, ..., 2, 1); dft_length pads or truncates the
-// signal.
+// signal. STFT (17) frames the signal with one gather of constant sample
+// positions, applies the window and takes the same transform per frame.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,17 +66,30 @@ FailureOr<SmallVector<Value>> GraphImporter::importDFT(const Node &node) {
   if (n <= 0)
     return emitError(node.loc)
            << node.describe() << ": dft_length " << n << " is not positive";
+  auto result = transformAlong(node, *input, *axis, n, inverse, onesided);
+  if (failed(result))
+    return failure();
+  return SmallVector<Value>{*result};
+}
+
+FailureOr<Value> GraphImporter::transformAlong(const Node &node, Value input,
+                                               int64_t axis, int64_t n,
+                                               bool inverse, bool onesided) {
+  RankedTensorType type = typeOf(input);
+  int64_t rank = type.getRank();
+  Type elementType = type.getElementType();
+  int64_t parts = type.getDimSize(rank - 1);
+  int64_t length = type.getDimSize(axis);
   bool realOutput = inverse && onesided;
   int64_t bins = realOutput ? n : onesided ? n / 2 + 1 : n;
-
   // Real and imaginary parts with the signal axis last: [..., length].
   SmallVector<int64_t> perm;
   for (int64_t i = 0; i < rank - 1; ++i)
-    if (i != *axis)
+    if (i != axis)
       perm.push_back(i);
-  perm.push_back(*axis);
+  perm.push_back(axis);
   auto part = [&](int64_t index) -> Value {
-    Value slice = sliceAlong(node, *input, rank - 1, index, index + 1);
+    Value slice = sliceAlong(node, input, rank - 1, index, index + 1);
     if (!slice)
       return {};
     SmallVector<int64_t> shape(type.getShape().drop_back());
@@ -149,5 +163,66 @@ FailureOr<SmallVector<Value>> GraphImporter::importDFT(const Node &node) {
   }
   if (!result)
     return failure();
-  return SmallVector<Value>{result};
+  return result;
+}
+
+FailureOr<SmallVector<Value>> GraphImporter::importSTFT(const Node &node) {
+  auto signal = lookup(node, 0);
+  auto window = lookup(node, 2);
+  if (failed(signal) || failed(window))
+    return failure();
+  RankedTensorType type = typeOf(*signal);
+  if (type.getRank() != 3 ||
+      (type.getDimSize(2) != 1 && type.getDimSize(2) != 2) ||
+      !type.getElementType().isF32())
+    return emitError(node.loc) << node.describe()
+                               << ": expected an f32 signal [batch, length, "
+                                  "1 or 2], got "
+                               << type;
+  auto steps = constantInts(node, 1);
+  if (failed(steps))
+    return failure();
+  int64_t frameLength = *window ? typeOf(*window).getNumElements() : 0;
+  if (node.hasInput(3)) {
+    auto given = constantInts(node, 3);
+    if (failed(given))
+      return failure();
+    frameLength = given->empty() ? frameLength : given->front();
+  }
+  int64_t length = type.getDimSize(1);
+  int64_t step = steps->empty() ? 0 : steps->front();
+  if (frameLength <= 0 || frameLength > length || step <= 0 ||
+      (*window && typeOf(*window).getNumElements() != frameLength))
+    return emitError(node.loc)
+           << node.describe() << ": frame_step " << step << " and frame length "
+           << frameLength << " (window and frame_length agreeing) must fit the "
+           << length << " samples";
+  // Frames [batch, frames, frame_length, parts] by one gather of constant
+  // sample positions, windowed, then the DFT along the frame.
+  int64_t frames = 1 + (length - frameLength) / step;
+  SmallVector<int64_t> positions;
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t i = 0; i < frameLength; ++i)
+      positions.push_back(f * step + i);
+  Value indices = createConstant(
+      node.loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({frames, frameLength}, builder.getI64Type()),
+          ArrayRef(positions)));
+  SmallVector<NamedAttribute> attrs;
+  setAttr(attrs, "axis", builder.getI64IntegerAttr(1));
+  Value framed = build(node, "memopt.gather", {*signal, indices}, attrs);
+  if (*window) {
+    auto column = reshapeTo(node, *window, {1, 1, frameLength, 1});
+    if (failed(column))
+      return failure();
+    framed = build(node, "memopt.mul", {framed, *column});
+  }
+  if (!framed)
+    return failure();
+  auto result = transformAlong(node, framed, 2, frameLength, /*inverse=*/false,
+                               intAttr(node, "onesided", 1) != 0);
+  if (failed(result))
+    return failure();
+  return SmallVector<Value>{*result};
 }

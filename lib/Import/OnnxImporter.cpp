@@ -766,6 +766,7 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"LSTM", kMinOpset, kMaxOpset, &G::importRecurrent},
       // OnnxComposedSignal.cpp.
       {"DFT", 17, kMaxOpset, &G::importDFT},
+      {"STFT", 17, kMaxOpset, &G::importSTFT},
       // OnnxComposedSampling.cpp.
       {"GridSample", 16, kMaxOpset, &G::importGridSample},
       // OnnxIndexOps.cpp.

@@ -152,6 +152,7 @@ EXTRA_ONNX_OPS = {
     "LSTM": "gemm",
     # products with cosine / sine matrices (lib/Import/OnnxComposedSignal.cpp)
     "DFT": "matmul",
+    "STFT": "matmul",
     # weighted gathers (lib/Import/OnnxComposedSampling.cpp)
     "GridSample": "gather_elements",
     # selection by position (lib/Import/OnnxIndexOps.cpp)

@@ -62,7 +62,8 @@ SHAPE_INPUTS = {"Reshape": [1], "Expand": [1], "Slice": [1, 2, 3, 4], "Squeeze":
                 "ReduceLogSumExp": [1], "SplitToSequence": [1], "SequenceAt": [1],
                 "ReduceProd": [1], "Trilu": [1], "CenterCropPad": [1], "Dropout": [1, 2],
                 "AffineGrid": [1], "MaxUnpool": [2], "DFT": [1, 2], "RNN": [4], "GRU": [4],
-                "LSTM": [4], "Col2Im": [1, 2], "TopK": [1]}
+                "LSTM": [4], "Col2Im": [1, 2], "TopK": [1],
+                "STFT": [1, 3]}
 
 
 def _read_tensors(folder, prefix):
