@@ -211,10 +211,10 @@ def test_run_errors_name_the_tensor(memopt):
 
 def test_compile_errors_carry_the_compilers_message(memopt, tmp_path):
     unsupported = _model([helper.make_node("Relu", ["x"], ["r"], name="first_relu"),
-                          helper.make_node("Det", ["r"], ["y"], name="the_determinant")],
+                          helper.make_node("Bernoulli", ["r"], ["y"], name="the_coin")],
                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
-    with pytest.raises(memopt.CompileError, match="the_determinant"):
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
+    with pytest.raises(memopt.CompileError, match="the_coin"):
         memopt.compile(unsupported)
     with pytest.raises(memopt.CompileError, match="does not fit in the memory budget of 4.00 KiB"):
         memopt.compile(zoo.BUNDLED_PATH, memory_budget=4096)
