@@ -317,6 +317,10 @@ private:
   /// value[..., start:end:step, ...] along `axis` (null propagates).
   Value sliceAlong(const Node &node, Value value, int64_t axis, int64_t start,
                    int64_t end, int64_t step = 1);
+  /// `value` with its axes permuted by `perm` (null propagates).
+  Value transposeBy(const Node &node, Value value, ArrayRef<int64_t> perm);
+  /// `values` concatenated along `axis`; one value is returned as it is.
+  Value concatAlong(const Node &node, ArrayRef<Value> values, int64_t axis);
   /// The attributes of a pooling or convolution node with auto_pad resolved
   /// into pads and every window attribute full length (`skipped`: node
   /// attributes the memopt op does not take).

@@ -165,9 +165,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importEinsum(const Node &node) {
     SmallVector<int64_t> perm;
     for (char letter : order)
       perm.push_back(term.letters.find(letter));
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "perm", builder.getDenseI64ArrayAttr(perm));
-    term.value = build(node, "memopt.transpose", {term.value}, attrs);
+    term.value = transposeBy(node, term.value, perm);
     term.letters = order.str();
   };
   auto product = [&](StringRef letters) {

@@ -84,6 +84,24 @@ Value GraphImporter::sliceAlong(const Node &node, Value value, int64_t axis,
   return build(node, "memopt.slice", {value}, attrs);
 }
 
+Value GraphImporter::transposeBy(const Node &node, Value value,
+                                 ArrayRef<int64_t> perm) {
+  if (!value)
+    return {};
+  SmallVector<NamedAttribute> attrs;
+  setAttr(attrs, "perm", builder.getDenseI64ArrayAttr(perm));
+  return build(node, "memopt.transpose", {value}, attrs);
+}
+
+Value GraphImporter::concatAlong(const Node &node, ArrayRef<Value> values,
+                                 int64_t axis) {
+  if (values.size() == 1)
+    return values.front();
+  SmallVector<NamedAttribute> attrs;
+  setAttr(attrs, "axis", builder.getI64IntegerAttr(axis));
+  return build(node, "memopt.concat", values, attrs);
+}
+
 FailureOr<Value> GraphImporter::reshapeTo(const Node &node, Value value,
                                           ArrayRef<int64_t> shape) {
   RankedTensorType type = typeOf(value);

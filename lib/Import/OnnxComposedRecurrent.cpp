@@ -68,16 +68,10 @@ FailureOr<SmallVector<Value>> GraphImporter::importRecurrent(const Node &node) {
            << " gate(s) of hidden size " << hidden;
 
   auto transpose = [&](Value value, ArrayRef<int64_t> perm) {
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "perm", builder.getDenseI64ArrayAttr(perm));
-    return build(node, "memopt.transpose", {value}, attrs);
+    return transposeBy(node, value, perm);
   };
   auto concat = [&](ArrayRef<Value> values, int64_t axis) {
-    if (values.size() == 1)
-      return values.front();
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "axis", builder.getI64IntegerAttr(axis));
-    return build(node, "memopt.concat", values, attrs);
+    return concatAlong(node, values, axis);
   };
   // value[index] along axis 0, that axis dropped.
   auto row = [&](Value value, int64_t index) -> Value {

@@ -582,11 +582,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importDet(const Node &node) {
     return build(node, name, operands);
   };
   auto concat = [&](ArrayRef<Value> values, int64_t axis) {
-    if (values.size() == 1)
-      return values.front();
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "axis", builder.getI64IntegerAttr(axis));
-    return build(node, "memopt.concat", values, attrs);
+    return concatAlong(node, values, axis);
   };
   Value det = laplaceDeterminant(slice, op, concat, *input, n, rank);
   if (!det)

@@ -95,9 +95,7 @@ FailureOr<Value> GraphImporter::transformAlong(const Node &node, Value input,
     SmallVector<int64_t> shape(type.getShape().drop_back());
     Value squeezed = build(node, "memopt.reshape", {slice}, {},
                            {RankedTensorType::get(shape, elementType)});
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "perm", builder.getDenseI64ArrayAttr(perm));
-    return build(node, "memopt.transpose", {squeezed}, attrs);
+    return transposeBy(node, squeezed, perm);
   };
   Value real = part(0);
   Value imaginary = parts == 2 ? part(1) : Value();
@@ -147,19 +145,14 @@ FailureOr<Value> GraphImporter::transformAlong(const Node &node, Value input,
   for (auto [i, p] : llvm::enumerate(perm))
     inversePerm[p] = i;
   auto restore = [&](Value value) -> Value {
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "perm", builder.getDenseI64ArrayAttr(inversePerm));
-    Value transposed = build(node, "memopt.transpose", {value}, attrs);
+    Value transposed = transposeBy(node, value, inversePerm);
     SmallVector<NamedAttribute> unsqueeze;
     setAttr(unsqueeze, "axes", builder.getDenseI64ArrayAttr({rank - 1}));
     return build(node, "memopt.unsqueeze", {transposed}, unsqueeze);
   };
   Value result = restore(outReal);
   if (!realOutput) {
-    SmallVector<NamedAttribute> attrs;
-    setAttr(attrs, "axis", builder.getI64IntegerAttr(rank - 1));
-    result =
-        build(node, "memopt.concat", {result, restore(outImaginary)}, attrs);
+    result = concatAlong(node, {result, restore(outImaginary)}, rank - 1);
   }
   if (!result)
     return failure();

@@ -349,9 +349,7 @@ GraphImporter::importAffineGrid(const Node &node) {
   Value grid = createConstant(node.loc,
                               DenseElementsAttr::get(baseType, ArrayRef(base)));
   Value mapped = build(node, "memopt.matmul", {*theta, grid});
-  SmallVector<NamedAttribute> attrs;
-  setAttr(attrs, "perm", builder.getDenseI64ArrayAttr({0, 2, 1}));
-  Value perPoint = build(node, "memopt.transpose", {mapped}, attrs);
+  Value perPoint = transposeBy(node, mapped, {0, 2, 1});
   if (!perPoint)
     return failure();
   SmallVector<int64_t> shape = {thetaType.getDimSize(0)};
@@ -523,9 +521,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importCol2Im(const Node &node) {
   auto rows = reshapeTo(node, *input, {batch, elements});
   if (failed(rows))
     return failure();
-  SmallVector<NamedAttribute> perm;
-  setAttr(perm, "perm", builder.getDenseI64ArrayAttr({1, 0}));
-  Value updates = build(node, "memopt.transpose", {*rows}, perm);
+  Value updates = transposeBy(node, *rows, {1, 0});
   auto slotsType =
       RankedTensorType::get({channels * imageSize + 1, batch}, elementType);
   Value zeros = createConstant(
@@ -536,7 +532,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importCol2Im(const Node &node) {
   Value summed =
       build(node, "memopt.scatter_nd", {zeros, tuples, updates}, add);
   Value kept = sliceAlong(node, summed, 0, 0, channels * imageSize);
-  Value result = build(node, "memopt.transpose", {kept}, perm);
+  Value result = transposeBy(node, kept, {1, 0});
   if (!result)
     return failure();
   SmallVector<int64_t> shape = {batch, channels};

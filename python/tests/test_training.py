@@ -118,7 +118,7 @@ def step_losses(stdout):
 
 
 def check_gradients(tmp_path, model, loss, inputs, labels, compile_args=(), output=None,
-                    tolerance=None):
+                    tolerance=None, labels_name="labels"):
     if tolerance is None:
         tolerance = (BATCH_STATISTICS_TOLERANCE if "--bn-batch-stats" in compile_args
                      else GRADIENT_TOLERANCE)
@@ -126,7 +126,7 @@ def check_gradients(tmp_path, model, loss, inputs, labels, compile_args=(), outp
     out = compile_train(model, tmp_path / "step", "--optimizer", "sgd", "--momentum", "0.9",
                         "--lr", "0", *compile_args)
     state = tmp_path / "state"
-    argv = [out, "--steps", "1", "--save-state", state, "--input", f"labels={labels}"]
+    argv = [out, "--steps", "1", "--save-state", state, "--input", f"{labels_name}={labels}"]
     for name, path in inputs.items():
         argv += ["--input", f"{name}={path}"]
     (memopt_loss,) = step_losses(run(argv).stdout)
