@@ -18,10 +18,11 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 #include "memopt/Import/OnnxImporter.h"
-#include "memopt/Runtime/WeightsFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -421,10 +422,43 @@ size_t countOps(ModuleOp module) {
   return count;
 }
 
-std::string printModule(ModuleOp module) {
+/// Weight blobs larger than this are left out of the printed IR: a model's
+/// weights stay in its ONNX file, and the IR names them by handle.
+constexpr int64_t kPrintedBlobLimitBytes = int64_t(1) << 20;
+
+/// Prints `module` (the last use of it: the large weights are detached
+/// first). A weight over kPrintedBlobLimitBytes is printed as a handle
+/// `dense_resource<KEY_elided>` with no entry in the resource section, so the
+/// IR stays small and its printing never renders the weights as hex; such a
+/// module fails to lower with a message that says so (WeightImage.cpp).
+std::string printModule(ModuleOp module,
+                        const std::function<void(const Twine &)> &say) {
+  int64_t elided = 0, elidedBytes = 0;
+  auto &blobs =
+      DenseResourceElementsHandle::getManagerInterface(module.getContext());
+  module.walk([&](Operation *op) {
+    for (NamedAttribute attribute : op->getAttrs()) {
+      auto resource = dyn_cast<DenseResourceElementsAttr>(attribute.getValue());
+      AsmResourceBlob *blob =
+          resource ? resource.getRawHandle().getBlob() : nullptr;
+      if (!blob || int64_t(blob->getData().size()) <= kPrintedBlobLimitBytes)
+        continue;
+      ++elided;
+      elidedBytes += int64_t(blob->getData().size());
+      DenseResourceElementsHandle handle =
+          blobs.insert((resource.getRawHandle().getKey() + "_elided").str());
+      op->setAttr(attribute.getName(),
+                  DenseResourceElementsAttr::get(resource.getType(), handle));
+    }
+  });
   std::string text;
   llvm::raw_string_ostream os(text);
   module.print(os);
+  if (elided)
+    say("[emit] " + Twine(elided) + " weights (" + Twine(elidedBytes) +
+        " bytes) of more than " + Twine(kPrintedBlobLimitBytes) +
+        " bytes each are named, not printed: this IR cannot be lowered on "
+        "its own (compile the ONNX model)");
   return text;
 }
 
@@ -584,7 +618,8 @@ int mlir::memopt::runCompile(const CompileOptions &options,
                  ? 1
                  : fail(phases.getFailureMessage());
     if (options.emit == EmitKind::Mlir) {
-      if (failed(writeFile(options.outputPath, printModule(module), errors)))
+      if (failed(
+              writeFile(options.outputPath, printModule(module, say), errors)))
         return 1;
       say("[emit] graph IR: " + options.outputPath);
       return 0;
@@ -606,7 +641,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
         Twine(arena.getInt()) + " bytes");
   }
   if (options.emit == EmitKind::Plan || options.emit == EmitKind::Mlir) {
-    if (failed(writeFile(options.outputPath, printModule(module), errors)))
+    if (failed(writeFile(options.outputPath, printModule(module, say), errors)))
       return 1;
     say("[emit] planned IR: " + options.outputPath);
     return 0;
@@ -620,14 +655,9 @@ int mlir::memopt::runCompile(const CompileOptions &options,
 
   std::string sourcePath = options.outputPath + sourceSuffix(options);
   std::string weightsPath = options.outputPath + ".weights";
-  std::string weightsFile(program->weights.begin(), program->weights.end());
-  weightsFile += ::memopt::rt::weightsTrailer(program->weightsFingerprint,
-                                              program->weights.size());
-  if (failed(writeFile(sourcePath, program->source, errors)) ||
-      failed(writeFile(weightsPath, weightsFile, errors)))
-    return 1;
-  say("[lower] " + sourcePath + ", " + weightsPath + " (" +
-      Twine(program->weights.size()) + " weight bytes)");
+  // The training template first, then the weights: a failure of either
+  // leaves nothing half-written.
+  std::string templatePath;
   if (training.enabled && !StringRef(options.inputPath).ends_with(".mlir")) {
     // The model without its trained initializers (parameters and updated
     // running statistics): the executable's --save appends their values
@@ -638,7 +668,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
           variable.getRole() == "statistic")
         trained.push_back(variable.getName().str());
     });
-    std::string templatePath = options.outputPath + ".onnx-template";
+    templatePath = options.outputPath + ".onnx-template";
     if (failed(writeTrainingTemplate(options.inputPath, trained, templatePath,
                                      context)))
       return 1;
@@ -646,6 +676,16 @@ int mlir::memopt::runCompile(const CompileOptions &options,
         Twine(trained.size()) + " trained initializers, for --save)");
   }
 
+  // A value that cannot be read fails before the source is written.
+  if (failed(writeWeightImage(program->weights, weightsPath)) ||
+      failed(writeFile(sourcePath, program->source, errors))) {
+    if (!templatePath.empty())
+      llvm::sys::fs::remove(templatePath);
+    llvm::sys::fs::remove(weightsPath);
+    return 1;
+  }
+  say("[lower] " + sourcePath + ", " + weightsPath + " (" +
+      Twine(program->weights.size) + " weight bytes)");
   if (options.emit == EmitKind::Source) {
     std::string scriptPath = options.outputPath + ".build.sh";
     std::string stem = llvm::sys::path::filename(options.outputPath).str();

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Conversion/EmitProgram.h"
+#include "memopt/Conversion/WeightImage.h"
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -141,11 +142,7 @@ std::optional<StringRef> getDTypeName(Type type) {
 }
 
 /// Bytes per element as the runtime stores it (bool: one byte).
-int64_t getElementBytes(Type type) {
-  if (type.isInteger(1))
-    return 1;
-  return (type.getIntOrFloatBitWidth() + 7) / 8;
-}
+int64_t getElementBytes(Type type) { return getRuntimeElementBytes(type); }
 
 int64_t getBytes(RankedTensorType type) {
   return type.getNumElements() * getElementBytes(type.getElementType());
@@ -307,7 +304,7 @@ private:
   BufferLiveness liveness;
   int64_t arenaSize = 0;
   int64_t weightsSize = 0;
-  std::vector<char> weights;
+  WeightImage weights;
   ::memopt::rt::WeightsFingerprint weightsFingerprint;
   llvm::DenseMap<Value, std::string> names;
   /// Pointer expression and dtype of each TensorRef local.
@@ -394,50 +391,8 @@ LogicalResult ProgramEmitter::checkPlanned() {
   return success();
 }
 
-/// The constant's bytes as the runtime stores them (row-major, bool as one
-/// byte per element, splats expanded).
-FailureOr<std::vector<char>> getConstantBytes(Attribute value,
-                                              RankedTensorType type) {
-  int64_t bytes = getBytes(type);
-  std::vector<char> data(bytes);
-  if (!value) // a variable without an initial value starts at zero
-    return data;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return failure();
-    ArrayRef<char> raw = blob->getData();
-    if (int64_t(raw.size()) != bytes)
-      return failure();
-    std::memcpy(data.data(), raw.data(), bytes);
-    return data;
-  }
-  auto dense = dyn_cast<DenseElementsAttr>(value);
-  if (!dense)
-    return failure();
-  if (type.getElementType().isInteger(1)) {
-    int64_t i = 0;
-    for (bool element : dense.getValues<bool>())
-      data[i++] = element ? 1 : 0;
-    return data;
-  }
-  ArrayRef<char> raw = dense.getRawData();
-  if (dense.isSplat()) {
-    int64_t elementBytes = getElementBytes(type.getElementType());
-    if (int64_t(raw.size()) < elementBytes)
-      return failure();
-    for (int64_t offset = 0; offset < bytes; offset += elementBytes)
-      std::memcpy(data.data() + offset, raw.data(), elementBytes);
-    return data;
-  }
-  if (int64_t(raw.size()) != bytes)
-    return failure();
-  std::memcpy(data.data(), raw.data(), bytes);
-  return data;
-}
-
 LogicalResult ProgramEmitter::collectWeights() {
-  weights.assign(weightsSize, 0);
+  weights.size = weightsSize;
   llvm::raw_string_ostream table(tables);
   std::string initData;
   llvm::raw_string_ostream init(initData);
@@ -462,16 +417,18 @@ LogicalResult ProgramEmitter::collectWeights() {
       return error(&op) << "has memopt.weight_offset " << offset << " and "
                         << bytes << " bytes, outside the weight region of "
                         << weightsSize << " bytes";
-    FailureOr<std::vector<char>> data = getConstantBytes(value, type);
-    if (failed(data))
-      return error(&op) << "has a value whose bytes cannot be read (expected "
-                           "a dense or dense_resource attribute of "
-                        << bytes << " bytes)";
-    std::memcpy(weights.data() + offset, data->data(), bytes);
+    // The bytes are written later, straight from the value's storage
+    // (WeightImage.h): the region is never built in memory.
+    weights.entries.push_back({offset, type, value, &op});
     // Non-float constants (indices, shapes) and scalars keep their bytes in
     // the program too, so a run with random weights stays meaningful.
     std::string initPointer = "nullptr";
     if (!isa<FloatType>(type.getElementType()) || type.getNumElements() <= 1) {
+      FailureOr<std::vector<char>> data = getConstantBytes(value, type);
+      if (failed(data))
+        return error(&op) << "has a value whose bytes cannot be read (expected "
+                             "a dense or dense_resource attribute of "
+                          << bytes << " bytes)";
       initPointer = "kInit" + std::to_string(count);
       init << "alignas(8) const unsigned char " << initPointer << "[] = {";
       for (int64_t i = 0; i < std::max<int64_t>(bytes, 1); ++i)
@@ -1757,8 +1714,8 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";
+  weights.fingerprint = weightsFingerprint.finish(weightsSize);
   program.weights = std::move(weights);
-  program.weightsFingerprint = weightsFingerprint.finish(weightsSize);
   return program;
 }
 

@@ -1091,10 +1091,19 @@ LogicalResult mlir::memopt::writeTrainingTemplate(StringRef path,
     else if (failed(onnx_import::inlineExternalData(tensor, folder, loc)))
       return failure();
   }
+  size_t size = model.ByteSizeLong();
+  if (size > static_cast<size_t>(INT32_MAX))
+    return emitError(loc)
+           << "the training template of '" << path
+           << "' (the model without its trained initializers, which --save "
+              "completes) would be "
+           << size
+           << " bytes, past protobuf's 2 GiB: its frozen initializers are "
+              "too large to inline";
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     return emitError(loc) << "cannot serialize the training template of '"
-                          << path << "' (larger than 2 GiB?)";
+                          << path << "'";
   std::error_code error;
   llvm::raw_fd_ostream out(outputPath, error);
   if (error)

@@ -13,9 +13,11 @@
 // signature), and its optimizer records on a folded tensor the names it was
 // folded from (`pkg.onnxscript.optimizer.folded_from`): a weight's
 // Transpose folded into `val_31` is still that parameter, in another
-// layout. The metadata is a field (ValueInfoProto.metadata_props, onnx
-// 1.16) that Debian's libonnx 1.12 does not know; protobuf keeps it as an
-// unknown field, read here through reflection whichever libonnx is linked.
+// layout, also when the parameter itself (and its ValueInfo) is gone from
+// the graph, as every nn.Linear weight of a Llama export is. The metadata is a
+// field (ValueInfoProto.metadata_props, onnx 1.16) that Debian's libonnx 1.12
+// does not know; protobuf keeps it as an unknown field, read here through
+// reflection whichever libonnx is linked.
 //
 // Models without that metadata (the TorchScript exporter, other tools)
 // fall back to the naming conventions of the exporters: scalars, `val_*`,
@@ -102,11 +104,8 @@ int64_t elementCount(const onnx::TensorProto &tensor) {
   return count;
 }
 
-StateKind conventionKind(const onnx::TensorProto &tensor) {
-  StringRef name = tensor.name();
-  int64_t count = elementCount(tensor);
-  if (count >= 0 && count <= 1)
-    return StateKind::Constant;
+/// What the exporters' naming conventions say of `name` alone.
+StateKind conventionKindOfName(StringRef name) {
   for (StringRef prefix : {"val_", "_tensor_constant", "onnx::", "const"})
     if (name.starts_with(prefix))
       return StateKind::Constant;
@@ -115,6 +114,13 @@ StateKind conventionKind(const onnx::TensorProto &tensor) {
     if (name.ends_with(suffix))
       return StateKind::Buffer;
   return StateKind::Unknown;
+}
+
+StateKind conventionKind(const onnx::TensorProto &tensor) {
+  int64_t count = elementCount(tensor);
+  if (count >= 0 && count <= 1)
+    return StateKind::Constant;
+  return conventionKindOfName(tensor.name());
 }
 
 } // namespace
@@ -148,6 +154,10 @@ mlir::memopt::onnx_import::classifyInitializers(const onnx::GraphProto &graph) {
     }
   }
 
+  llvm::StringMap<int64_t> counts;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    counts[tensor.name()] = elementCount(tensor);
+
   // The parameters a folded tensor came from, through folded intermediates.
   std::function<void(StringRef, llvm::StringSet<> &, SmallVector<StringRef> &)>
       parameterSources = [&](StringRef name, llvm::StringSet<> &seen,
@@ -161,15 +171,19 @@ mlir::memopt::onnx_import::classifyInitializers(const onnx::GraphProto &graph) {
           return;
         }
         auto folded = foldedFrom.find(name);
-        if (folded == foldedFrom.end())
+        if (folded == foldedFrom.end()) {
+          // A source that is gone from the graph (the optimizer replaced
+          // the parameter by its folded form, and its ValueInfo with it):
+          // the exporter names parameters by their module path, so a name
+          // the conventions do not call a constant or a buffer is one.
+          if (!counts.count(name) &&
+              conventionKindOfName(name) == StateKind::Unknown)
+            sources.push_back(name);
           return;
+        }
         for (const std::string &source : folded->second)
           parameterSources(source, seen, sources);
       };
-
-  llvm::StringMap<int64_t> counts;
-  for (const onnx::TensorProto &tensor : graph.initializer())
-    counts[tensor.name()] = elementCount(tensor);
 
   llvm::StringMap<StateKind> kinds;
   bool exporterSays = !declared.empty();

@@ -6,13 +6,18 @@
 // INT8/UINT8/INT16/BOOL in `int32_data`, one element each), or an external
 // file named by the `location`/`offset`/`length` keys. onnx-mlir's importer
 // does the same walk; here large tensors go to a `dense_resource` blob
-// instead of an inline attribute, so the printed IR stays small.
+// instead of an inline attribute, so the printed IR stays small, and a large
+// tensor in an external file is not copied at all: its blob points into the
+// file, mapped read-only (WeightBlobs.h), so a model's weights never live in
+// the compiler's heap.
 //
 // The host is assumed little-endian, as ONNX's raw_data is.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OnnxTensors.h"
+
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -137,11 +142,12 @@ static LogicalResult readTypedFields(const TensorProto &tensor,
   }
 }
 
-/// Reads the external data of `tensor` (keys location/offset/length).
-static LogicalResult readExternalData(const TensorProto &tensor,
-                                      StringRef modelFolder,
-                                      size_t expectedBytes, std::string &bytes,
-                                      Location loc) {
+/// Maps the external data of `tensor` (keys location/offset/length) as a
+/// blob that points into the file (include/memopt/Dialect/MemOpt/IR/
+/// WeightBlobs.h): the bytes are not copied.
+static FailureOr<AsmResourceBlob>
+mapExternalData(const TensorProto &tensor, StringRef modelFolder,
+                size_t expectedBytes, size_t alignment, Location loc) {
   std::string location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
@@ -171,27 +177,42 @@ static LogicalResult readExternalData(const TensorProto &tensor,
                           << "' has external data without a 'location'";
   SmallString<256> path(modelFolder);
   llvm::sys::path::append(path, location);
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!file)
+  std::string error;
+  FailureOr<uint64_t> fileSize = getMappedFileSize(path, error);
+  if (failed(fileSize))
     return emitError(loc) << "tensor '" << tensor.name()
                           << "' stores its data in external file '" << location
-                          << "', which cannot be read ('" << path
-                          << "': " << file.getError().message() << ")";
-  StringRef contents = (*file)->getBuffer();
-  uint64_t size =
-      length.value_or(contents.size() > offset ? contents.size() - offset : 0);
-  if (offset + size > contents.size())
+                          << "', which cannot be read (" << error << ")";
+  uint64_t size = length.value_or(*fileSize > offset ? *fileSize - offset : 0);
+  if (offset > *fileSize || size > *fileSize - offset)
     return emitError(loc) << "tensor '" << tensor.name() << "' reads bytes ["
                           << offset << ", " << offset + size
                           << ") of external file '" << location
-                          << "', which has only " << contents.size()
-                          << " bytes";
+                          << "', which has only " << *fileSize << " bytes";
   if (size != expectedBytes)
     return emitError(loc) << "tensor '" << tensor.name() << "' needs "
                           << expectedBytes << " bytes but external file '"
                           << location << "' provides " << size;
-  bytes.assign(contents.data() + offset, size);
+  FailureOr<AsmResourceBlob> blob =
+      mapFileBlob(path, offset, size, alignment, error);
+  if (failed(blob))
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' cannot map external file '" << location << "' ("
+                          << error << ")";
+  return blob;
+}
+
+/// Copies the external data of `tensor` into `bytes` (small tensors, and
+/// the training template).
+static LogicalResult readExternalData(const TensorProto &tensor,
+                                      StringRef modelFolder,
+                                      size_t expectedBytes, std::string &bytes,
+                                      Location loc) {
+  FailureOr<AsmResourceBlob> blob =
+      mapExternalData(tensor, modelFolder, expectedBytes, 1, loc);
+  if (failed(blob))
+    return failure();
+  bytes.assign(blob->getData().data(), blob->getData().size());
   return success();
 }
 
@@ -255,6 +276,17 @@ ElementsAttr onnx_import::convertTensor(const TensorProto &tensor,
   size_t width = storageBytes(elementType);
   size_t expectedBytes = static_cast<size_t>(numElements) * width;
 
+  // Large external tensors stay in their file: the attribute's blob points
+  // into the mapping.
+  bool large = numElements > kMaxInlineElements && !elementType.isInteger(1);
+  if (tensor.data_location() == TensorProto::EXTERNAL && large) {
+    FailureOr<AsmResourceBlob> blob = mapExternalData(
+        tensor, modelFolder, expectedBytes, std::max<size_t>(width, 1), loc);
+    if (failed(blob))
+      return {};
+    return DenseResourceElementsAttr::get(type, blobKey(tensor.name()),
+                                          std::move(*blob));
+  }
   std::string bytes;
   if (tensor.data_location() == TensorProto::EXTERNAL) {
     if (failed(

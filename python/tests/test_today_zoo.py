@@ -199,6 +199,50 @@ def test_default_export_trains_its_parameters_not_its_constants(tmp_path):
     assert len(losses) == 5 and all(np.isfinite(losses)) and losses[-1] < losses[0], losses
 
 
+def test_folded_parameters_whose_source_is_gone_are_trained(tmp_path):
+    """The exporter's optimizer (on by default) folds each nn.Linear weight's Transpose into a
+    `val_*` initializer whose `folded_from` names the parameter, and drops the parameter (and
+    its ValueInfo) from the graph, as in every Llama export: `val_*` is still that parameter.
+    A folded tensor from a constant-like name, and a scalar, stay constants."""
+    from onnx import TensorProto, helper
+
+    def tensor(name, dims, value):
+        return helper.make_tensor(name, TensorProto.FLOAT, dims,
+                                  np.full(dims, value, np.float32).ravel())
+
+    def info(name, dims, **meta):
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+        for key, value in meta.items():
+            entry = vi.metadata_props.add()
+            entry.key, entry.value = key, value
+        return vi
+
+    folded = "pkg.onnxscript.optimizer.folded_from"
+    kind = "pkg.torch.export.graph_signature.InputSpec.kind"
+    nodes = [helper.make_node("MatMul", ["X", "val_3"], ["h"]),
+             helper.make_node("MatMul", ["h", "val_5"], ["g"]),
+             helper.make_node("Mul", ["g", "val_9"], ["s"]),
+             helper.make_node("Add", ["s", "norm.weight"], ["Y"]),
+             helper.make_node("ReduceSum", ["Y"], ["L"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "folded", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("L", TensorProto.FLOAT, [])],
+        [tensor("val_3", [8, 8], 0.1), tensor("val_5", [8, 8], 0.2),
+         tensor("val_9", [], 0.5), tensor("norm.weight", [8], 1.0)],
+        value_info=[info("val_3", [8, 8], **{folded: "['layers.0.q_proj.weight']"}),
+                    info("val_5", [8, 8], **{folded: "['_tensor_constant3']"}),
+                    info("norm.weight", [8], **{kind: "PARAMETER"})])
+    path = str(tmp_path / "folded.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    report = str(tmp_path / "report.json")
+    argv = [_tool("memopt-compile"), path, "--train", "--loss", "output", "--target", "host",
+            "--emit", "plan", "-o", str(tmp_path / "plan.mlir"), "--report", report, "--quiet"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(report) as stream:
+        assert json.load(stream)["training"]["parameters"] == 8 * 8 + 8
+
+
 # ---------------------------------------------------------------------------------------------
 # Attention fusion: every softmax over Q·Kᵀ becomes one memopt.attention (no S x S tensor).
 # ---------------------------------------------------------------------------------------------

@@ -5,14 +5,16 @@
 // one C++ source file defining `memopt_program()` (include/memopt/Runtime/
 // Program.h), whose run function calls the runtime's kernel entry points
 // (include/memopt/Runtime/Runtime.h) with TensorRefs at the planned offsets,
-// plus the weight region image (the constants' bytes at their
-// `memopt.weight_offset`s). The lowering reads the plan; it never chooses an
-// offset.
+// plus the weight region's layout (the constants at their
+// `memopt.weight_offset`s), which WeightImage.h writes to the weight file. The
+// lowering reads the plan; it never chooses an offset.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MEMOPT_CONVERSION_EMITPROGRAM_H
 #define MEMOPT_CONVERSION_EMITPROGRAM_H
+
+#include "memopt/Conversion/WeightImage.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -27,11 +29,10 @@ namespace mlir::memopt {
 struct EmittedProgram {
   /// The generated C++ source (links against either runtime backend).
   std::string source;
-  /// The weight region image, `memopt.weights_size` bytes.
-  std::vector<char> weights;
-  /// The weight table's fingerprint (include/memopt/Runtime/WeightsFile.h),
-  /// written in the weight file's trailer.
-  uint64_t weightsFingerprint = 0;
+  /// The weight region: `memopt.weights_size` bytes, the tensors in it and
+  /// the table's fingerprint (include/memopt/Runtime/WeightsFile.h), written
+  /// to the weight file by writeWeightImage (WeightImage.h).
+  WeightImage weights;
 };
 
 struct EmitProgramOptions {

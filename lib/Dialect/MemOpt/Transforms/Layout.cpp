@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -186,6 +187,7 @@ ElementsAttr permuteConstant(ElementsAttr value, ArrayRef<int64_t> perm) {
       return {};
     std::vector<char> permuted =
         permuteBytes(blob->getData(), type.getShape(), perm, elementBytes);
+    releaseWeightPages(blob->getData());
     AsmResourceBlob result =
         HeapAsmResourceBlob::allocate(permuted.size(), alignof(uint64_t));
     std::memcpy(result.getMutableData().data(), permuted.data(),

@@ -48,6 +48,7 @@
 
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
@@ -189,6 +190,7 @@ ElementsAttr convertConstant(ElementsAttr value, RankedTensorType type,
         blob->getData().data(), count, toHalf,
         reinterpret_cast<uint16_t *>(converted.getMutableData().data()),
         counts);
+    releaseWeightPages(blob->getData());
     std::string key = (handle.getKey() + "_" +
                        (toHalf ? StringRef("f16") : StringRef("bf16")))
                           .str();

@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -70,19 +71,21 @@ bool isFloatTensor(Value value) {
 bool hasOnlyFiniteValues(ElementsAttr value) {
   if (!getElementTypeOrSelf(value.getType()).isF32())
     return true;
-  ArrayRef<char> raw;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      raw = blob->getData();
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
-    raw = dense.getRawData();
-  }
-  for (size_t offset = 0; offset + sizeof(float) <= raw.size();
-       offset += sizeof(float)) {
-    float element;
-    std::memcpy(&element, raw.data() + offset, sizeof(float));
-    if (!std::isfinite(element))
-      return false;
+  // Read in slices whose pages go back to the kernel once read, so a
+  // weight mapped from its file is not kept resident (WeightBlobs.h).
+  ArrayRef<char> raw = getWeightData(value);
+  constexpr size_t kSlice = size_t(1) << 24;
+  for (size_t begin = 0; begin < raw.size(); begin += kSlice) {
+    ArrayRef<char> slice =
+        raw.slice(begin, std::min(kSlice, raw.size() - begin));
+    for (size_t offset = 0; offset + sizeof(float) <= slice.size();
+         offset += sizeof(float)) {
+      float element;
+      std::memcpy(&element, slice.data() + offset, sizeof(float));
+      if (!std::isfinite(element))
+        return false;
+    }
+    releaseWeightPages(slice);
   }
   return true;
 }

@@ -1,0 +1,258 @@
+//===- WeightImage.cpp - the weight region, written tensor by tensor ------===//
+//
+// include/memopt/Conversion/WeightImage.h says what and why. The writer
+// keeps at most one bounded buffer (for splats and bools); every other value
+// is written straight from its attribute's storage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/WeightImage.h"
+
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
+#include "memopt/Runtime/WeightsFile.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+/// The writer's unit: what one write() call carries, and the bound on the
+/// buffer it fills for splats and bools.
+static constexpr size_t kWriteChunkBytes = size_t(16) << 20;
+
+int64_t mlir::memopt::getRuntimeElementBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+static int64_t getRuntimeBytes(RankedTensorType type) {
+  return type.getNumElements() * getRuntimeElementBytes(type.getElementType());
+}
+
+FailureOr<std::vector<char>>
+mlir::memopt::getConstantBytes(Attribute value, RankedTensorType type) {
+  int64_t bytes = getRuntimeBytes(type);
+  std::vector<char> data(bytes);
+  if (!value) // a variable without an initial value starts at zero
+    return data;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    ArrayRef<char> raw = getWeightData(resource);
+    if (int64_t(raw.size()) != bytes)
+      return failure();
+    std::memcpy(data.data(), raw.data(), bytes);
+    return data;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return failure();
+  if (type.getElementType().isInteger(1)) {
+    int64_t i = 0;
+    for (bool element : dense.getValues<bool>())
+      data[i++] = element ? 1 : 0;
+    return data;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    int64_t elementBytes = getRuntimeElementBytes(type.getElementType());
+    if (int64_t(raw.size()) < elementBytes)
+      return failure();
+    for (int64_t offset = 0; offset < bytes; offset += elementBytes)
+      std::memcpy(data.data() + offset, raw.data(), elementBytes);
+    return data;
+  }
+  if (int64_t(raw.size()) != bytes)
+    return failure();
+  std::memcpy(data.data(), raw.data(), bytes);
+  return data;
+}
+
+namespace {
+
+/// Streams entries into a file, seeking over zeros.
+class ImageWriter {
+public:
+  explicit ImageWriter(llvm::raw_fd_ostream &out) : out(out) {}
+
+  /// Writes `entry`; fails (with a diagnostic) when its value is unreadable.
+  LogicalResult write(const WeightImageEntry &entry);
+
+private:
+  void seekTo(int64_t offset) {
+    if (offset != position)
+      out.seek(offset);
+    position = offset;
+  }
+  void writeBytes(ArrayRef<char> bytes) {
+    for (size_t begin = 0; begin < bytes.size(); begin += kWriteChunkBytes) {
+      ArrayRef<char> chunk =
+          bytes.slice(begin, std::min(kWriteChunkBytes, bytes.size() - begin));
+      out.write(chunk.data(), chunk.size());
+      position += int64_t(chunk.size());
+      // A weight mapped from the ONNX file need not stay resident.
+      releaseWeightPages(chunk);
+    }
+  }
+  /// Writes `count` copies of the `element` bytes (a splat).
+  void writeRepeated(ArrayRef<char> element, int64_t count);
+  LogicalResult unreadable(const WeightImageEntry &entry, int64_t bytes) {
+    return emitError(entry.op->getLoc())
+           << "'" << entry.op->getName() << "' of type " << entry.type
+           << " has a value whose " << bytes
+           << " bytes cannot be read (expected a dense or dense_resource "
+              "attribute; a module printed with its weights elided cannot be "
+              "lowered: compile from the ONNX model)";
+  }
+
+  llvm::raw_fd_ostream &out;
+  int64_t position = 0;
+  std::vector<char> buffer;
+};
+
+void ImageWriter::writeRepeated(ArrayRef<char> element, int64_t count) {
+  if (llvm::all_of(element, [](char c) { return c == 0; }))
+    return; // a hole: the file reads back zeros
+  size_t perChunk = std::max<size_t>(1, kWriteChunkBytes / element.size());
+  buffer.resize(std::min<size_t>(perChunk, size_t(count)) * element.size());
+  for (size_t i = 0; i * element.size() < buffer.size(); ++i)
+    std::memcpy(buffer.data() + i * element.size(), element.data(),
+                element.size());
+  for (int64_t done = 0; done < count;) {
+    int64_t now = std::min<int64_t>(int64_t(perChunk), count - done);
+    out.write(buffer.data(), size_t(now) * element.size());
+    position += now * int64_t(element.size());
+    done += now;
+  }
+}
+
+LogicalResult ImageWriter::write(const WeightImageEntry &entry) {
+  int64_t bytes = getRuntimeBytes(entry.type);
+  if (!entry.value || bytes == 0)
+    return success(); // starts at zero: a hole
+  seekTo(entry.offset);
+  Type elementType = entry.type.getElementType();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(entry.value)) {
+    ArrayRef<char> raw = getWeightData(resource);
+    if (int64_t(raw.size()) != bytes || elementType.isInteger(1))
+      return unreadable(entry, bytes);
+    writeBytes(raw);
+    return success();
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(entry.value);
+  if (!dense)
+    return unreadable(entry, bytes);
+  if (elementType.isInteger(1)) {
+    // i1 is bit-packed in the attribute; the runtime stores a byte each.
+    if (dense.isSplat()) {
+      char element = dense.getSplatValue<bool>() ? 1 : 0;
+      writeRepeated(ArrayRef<char>(&element, 1), bytes);
+      return success();
+    }
+    buffer.clear();
+    for (bool element : dense.getValues<bool>()) {
+      buffer.push_back(element ? 1 : 0);
+      if (buffer.size() == kWriteChunkBytes) {
+        writeBytes(buffer);
+        buffer.clear();
+      }
+    }
+    writeBytes(buffer);
+    return success();
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  int64_t elementBytes = getRuntimeElementBytes(elementType);
+  if (dense.isSplat()) {
+    if (int64_t(raw.size()) < elementBytes)
+      return unreadable(entry, bytes);
+    writeRepeated(raw.take_front(elementBytes), bytes / elementBytes);
+    return success();
+  }
+  if (int64_t(raw.size()) != bytes)
+    return unreadable(entry, bytes);
+  writeBytes(raw);
+  return success();
+}
+
+} // namespace
+
+LogicalResult mlir::memopt::writeWeightImage(const WeightImage &image,
+                                             StringRef path) {
+  MLIRContext *context = nullptr;
+  std::vector<const WeightImageEntry *> order;
+  for (const WeightImageEntry &entry : image.entries) {
+    order.push_back(&entry);
+    context = entry.op->getContext();
+  }
+  llvm::stable_sort(order, [](const auto *a, const auto *b) {
+    return a->offset < b->offset;
+  });
+  int64_t end = 0;
+  for (const WeightImageEntry *entry : order) {
+    int64_t bytes = getRuntimeBytes(entry->type);
+    if (entry->offset < 0 || entry->offset + bytes > image.size)
+      return emitError(entry->op->getLoc())
+             << "has memopt.weight_offset " << entry->offset << " and " << bytes
+             << " bytes, outside the weight region of " << image.size
+             << " bytes";
+    if (entry->offset < end && bytes > 0)
+      return emitError(entry->op->getLoc())
+             << "has memopt.weight_offset " << entry->offset
+             << ", inside the previous weight (which ends at " << end << ")";
+    end = std::max(end, entry->offset + bytes);
+  }
+
+  auto fail = [&](const Twine &message) {
+    if (context)
+      return emitError(UnknownLoc::get(context)) << message;
+    llvm::errs() << "error: " << message << "\n";
+    return InFlightDiagnostic();
+  };
+  StringRef folder = llvm::sys::path::parent_path(path);
+  if (!folder.empty())
+    if (std::error_code error = llvm::sys::fs::create_directories(folder))
+      return fail("cannot create folder '" + folder + "': " + error.message());
+  SmallString<256> model(path);
+  model += "-%%%%%%.partial";
+  int fd = -1;
+  SmallString<256> temporary;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueFile(model, fd, temporary))
+    return fail("cannot write '" + path + "': " + error.message());
+  bool written = false;
+  {
+    llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+    ImageWriter writer(out);
+    bool ok = true;
+    for (const WeightImageEntry *entry : order)
+      if (failed(writer.write(*entry))) {
+        ok = false;
+        break;
+      }
+    if (ok) {
+      out.seek(image.size);
+      out << ::memopt::rt::weightsTrailer(image.fingerprint, image.size);
+      out.close();
+      written = !out.has_error();
+      if (!written)
+        (void)fail("cannot write '" + path + "': " + out.error().message());
+      out.clear_error();
+    }
+  }
+  if (written) {
+    if (std::error_code error = llvm::sys::fs::rename(temporary, path)) {
+      llvm::sys::fs::remove(temporary);
+      return fail("cannot write '" + path + "': " + error.message());
+    }
+    return success();
+  }
+  llvm::sys::fs::remove(temporary);
+  return failure();
+}
