@@ -1,5 +1,4 @@
-//===- WeightImage.h - the weight region, written tensor by tensor -*-
-//C++-*-===//
+//===- WeightImage.h - the weight region, tensor by tensor ----*- C++ -*-===//
 //
 // The weight file (include/memopt/Runtime/WeightsFile.h) is the planned
 // weight region followed by a trailer. The lowering does not build the region
