@@ -8,13 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
-#include "memopt/Runtime/WeightsFile.h"
 #include "memopt/Runtime/memopt_c_api.h"
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -28,17 +25,14 @@ struct memopt_model {
   std::string error;
   Model &primary() { return group.rank(0); }
   const Model &primary() const { return group.rank(0); }
-  /// Writes `region` into every rank (refused when ranks hold different
-  /// shards of the optimizer state).
-  bool writeAll(const std::vector<uint8_t> &region) {
+  /// Whether one weight region may be written into every rank (not when
+  /// the ranks hold different shards of the optimizer state).
+  bool oneRegionForAll() {
     if (group.worldSize() > 1 && group.program().shardMode != 0) {
       error = "the ranks of this program hold different shards of the "
               "optimizer state: one weight region cannot be loaded into all";
       return false;
     }
-    for (int r = 0; r < group.size(); ++r)
-      if (!group.rank(r).writeWeights(region, error))
-        return false;
     return true;
   }
 };
@@ -57,6 +51,9 @@ memopt_model *memopt_model_create(const char *weights_path,
     delete handle;
     return nullptr;
   }
+  if (verboseFromEnvironment())
+    std::fprintf(stderr, "%s\n",
+                 handle->primary().loadReport().describe().c_str());
   return handle;
 }
 
@@ -82,58 +79,48 @@ int memopt_model_train_step(memopt_model *model, const void *const *inputs,
 int memopt_model_read_weights(memopt_model *model, void *buffer) {
   if (!model || !buffer)
     return 1;
-  std::vector<uint8_t> region;
-  if (!model->primary().readWeights(region, model->error))
-    return 1;
-  std::memcpy(buffer, region.data(), region.size());
-  return 0;
+  return model->primary().readRegion(buffer, model->error) ? 0 : 1;
 }
 
 int memopt_model_write_weights(memopt_model *model, const void *buffer) {
-  if (!model || !buffer)
+  if (!model || !buffer || !model->oneRegionForAll())
     return 1;
-  const auto *bytes = static_cast<const uint8_t *>(buffer);
-  std::vector<uint8_t> region(
-      bytes, bytes + size_t(model->primary().program().weightBytes));
-  return model->writeAll(region) ? 0 : 1;
+  for (int r = 0; r < model->group.size(); ++r)
+    if (!model->group.rank(r).writeRegion(buffer, model->error))
+      return 1;
+  return 0;
 }
 
 int memopt_model_load_weights(memopt_model *model, const char *path) {
-  if (!model || !path)
+  if (!model || !path || !model->oneRegionForAll())
     return 1;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    model->error = std::string("cannot open weight file '") + path + "'";
+  // Checked before anything is read; then streamed into every rank.
+  WeightsFile file;
+  if (!file.open(model->primary().program(), path, model->error))
     return 1;
-  }
-  std::vector<uint8_t> region((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-  if (!checkWeightsFile(model->primary().program(), path, region, model->error))
-    return 1;
-  return model->writeAll(region) ? 0 : 1;
+  for (int r = 0; r < model->group.size(); ++r)
+    if (!model->group.rank(r).loadWeights(file, model->error))
+      return 1;
+  return 0;
 }
 
 int memopt_model_save_weights(memopt_model *model, const char *path) {
   if (!model || !path)
     return 1;
-  const ProgramInfo &program = model->primary().program();
-  std::vector<uint8_t> region;
-  if (!model->primary().readWeights(region, model->error))
-    return 1;
-  WeightsFingerprint table;
-  for (int w = 0; w < program.numWeights; ++w) {
-    const TensorInfo &info = program.weights[w];
-    table.addWeight(info.name, info.rank, info.shape, info.offset,
-                    int64_t(tensorBytes(info)));
-  }
-  std::string trailer =
-      weightsTrailer(table.finish(program.weightBytes), program.weightBytes);
-  region.insert(region.end(), trailer.begin(), trailer.end());
-  return writeFileAtomically(path, region, model->error) ? 0 : 1;
+  return model->primary().saveWeights(path, /*withTrailer=*/true, model->error)
+             ? 0
+             : 1;
 }
 
 int memopt_model_save_onnx(memopt_model *model, const char *template_path,
                            const char *output_path) {
+  return memopt_model_save_onnx_external(model, template_path, output_path, 0);
+}
+
+int memopt_model_save_onnx_external(memopt_model *model,
+                                    const char *template_path,
+                                    const char *output_path,
+                                    int external_data) {
   if (!model || !template_path || !output_path)
     return 1;
   const ProgramInfo &program = model->primary().program();
@@ -142,12 +129,16 @@ int memopt_model_save_onnx(memopt_model *model, const char *template_path,
                    "parameters to save";
     return 1;
   }
-  std::vector<uint8_t> region;
-  if (!model->primary().readWeights(region, model->error) ||
-      !writeTrainedOnnx(program, region, template_path, output_path,
-                        model->error))
-    return 1;
-  return 0;
+  auto read = [&](int w, std::vector<uint8_t> &bytes, std::string &error) {
+    return model->group.readTensor(w, bytes, error);
+  };
+  ExternalData external = external_data > 0   ? ExternalData::Always
+                          : external_data < 0 ? ExternalData::Never
+                                              : ExternalData::Auto;
+  return writeTrainedOnnx(program, read, template_path, output_path, external,
+                          model->error)
+             ? 0
+             : 1;
 }
 
 int memopt_model_run_buffers(memopt_model *model, const void *const *inputs,

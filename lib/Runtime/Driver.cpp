@@ -5,11 +5,11 @@
 #include "memopt/Runtime/WeightsFile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -19,58 +19,17 @@ size_t tensorBytes(const TensorInfo &info) {
   return size_t(numElements(info)) * dtypeSize(info.dtype);
 }
 
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+bool verboseFromEnvironment() {
+  const char *env = std::getenv("MEMOPT_VERBOSE");
+  return env && *env && std::strcmp(env, "0") != 0;
 }
 
-} // namespace
-
-void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
-                       std::vector<uint8_t> &region) {
-  region.assign(size_t(program.weightBytes), 0);
-  for (int w = 0; w < program.numWeights; ++w) {
-    const TensorInfo &info = program.weights[w];
-    uint8_t *dst = region.data() + info.offset;
-    if (info.initData) {
-      std::memcpy(dst, info.initData, tensorBytes(info));
-      continue;
-    }
-    if (info.role == WeightRole::OptimizerState ||
-        info.role == WeightRole::LearningRate ||
-        info.role == WeightRole::StepCount ||
-        info.role == WeightRole::GradientAccumulator ||
-        info.role == WeightRole::MicroStep ||
-        info.role == WeightRole::RandomKey ||
-        info.role == WeightRole::LossScale ||
-        info.role == WeightRole::LossScaleState)
-      continue; // zero, as optimizers start
-    if (!isFloatType(info.dtype) && info.dtype != DType::F64)
-      continue; // integers and bools stay 0
-    int64_t n = numElements(info);
-    double low, high;
-    if (info.rank >= 2) {
-      int64_t fanIn = 1;
-      for (int i = 1; i < info.rank; ++i)
-        fanIn *= info.shape[i];
-      double bound = 1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1)));
-      low = -bound;
-      high = bound;
-    } else {
-      low = 0.5;
-      high = 1.5;
-    }
-    uint64_t stream = splitmix64(seed ^ splitmix64(uint64_t(w) + 1));
-    for (int64_t i = 0; i < n; ++i) {
-      uint64_t bits = splitmix64(stream + uint64_t(i));
-      double u = double(bits >> 11) * (1.0 / 9007199254740992.0);
-      storeFromDouble(dst, info.dtype, i, low + (high - low) * u);
-    }
-  }
+std::string LoadReport::describe() const {
+  char text[160];
+  double rate = seconds > 0 ? double(bytes) / seconds / 1e9 : 0;
+  std::snprintf(text, sizeof text, " in %.3f s (%.2f GB/s)", seconds, rate);
+  return "[load] weights: " + std::to_string(bytes) + " bytes from " + source +
+         text;
 }
 
 Model::~Model() {
@@ -92,48 +51,41 @@ bool Model::check(std::string &error) {
   return true;
 }
 
-bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
-                      std::vector<uint8_t> &region, std::string &error) {
-  int64_t expected = program.weightBytes;
-  int64_t size = int64_t(region.size());
-  std::string file = "weight file '" + path + "'";
-  if (size == expected)
-    return true;
-  if (size != expected + int64_t(kWeightsTrailerBytes)) {
-    error = file + " has " + std::to_string(size) +
-            " bytes; the program's weight region has " +
-            std::to_string(expected) + " (+" +
-            std::to_string(kWeightsTrailerBytes) +
-            " bytes of trailer): it is truncated or belongs to another model";
-    return false;
-  }
-  uint64_t fingerprint = 0;
-  int64_t regionBytes = 0;
-  if (!parseWeightsTrailer(region.data() + expected, fingerprint,
-                           regionBytes) ||
-      regionBytes != expected) {
-    error = file + " does not end in a memopt weight trailer for a region of " +
-            std::to_string(expected) + " bytes";
-    return false;
-  }
-  WeightsFingerprint table;
+/// Checks the weight table (offsets inside the region, the driver-written
+/// scalars' dtypes and shapes) before anything is loaded.
+static bool checkWeightTable(const ProgramInfo &program, std::string &error) {
   for (int w = 0; w < program.numWeights; ++w) {
     const TensorInfo &info = program.weights[w];
-    table.addWeight(info.name, info.rank, info.shape, info.offset,
-                    int64_t(tensorBytes(info)));
+    if (info.offset < 0 ||
+        info.offset + int64_t(tensorBytes(info)) > program.weightBytes) {
+      error = std::string("weight '") + info.name +
+              "' lies outside the weight region";
+      return false;
+    }
+    bool scalar = info.role == WeightRole::LearningRate ||
+                  info.role == WeightRole::StepCount ||
+                  info.role == WeightRole::MicroStep;
+    if (scalar && (info.dtype != DType::F32 || numElements(info) != 1)) {
+      error = std::string("weight '") + info.name +
+              "' (learning rate, step count or micro-step) is not one f32 "
+              "element";
+      return false;
+    }
+    if (info.role == WeightRole::RandomKey &&
+        (info.dtype != DType::I64 || numElements(info) != 2)) {
+      error = std::string("weight '") + info.name +
+              "' (dropout key) is not two i64 elements";
+      return false;
+    }
+    if ((info.role == WeightRole::LossScale &&
+         (info.dtype != DType::F32 || numElements(info) != 1)) ||
+        (info.role == WeightRole::LossScaleState &&
+         (info.dtype != DType::F32 || numElements(info) != 2))) {
+      error = std::string("weight '") + info.name +
+              "' (loss scale or its state) is not one / two f32 elements";
+      return false;
+    }
   }
-  if (fingerprint != table.finish(expected)) {
-    char text[80];
-    std::snprintf(text, sizeof(text), "%016llx, this program %016llx",
-                  (unsigned long long)fingerprint,
-                  (unsigned long long)table.finish(expected));
-    error = file +
-            " was written for another program (weight table "
-            "fingerprint " +
-            text + ")";
-    return false;
-  }
-  region.resize(size_t(expected));
   return true;
 }
 
@@ -160,6 +112,24 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     error = "the program was not compiled for data parallelism "
             "(memopt-compile --train --data-parallel N); it runs one rank";
     return false;
+  }
+  if (!checkWeightTable(*program, error))
+    return false;
+  // The weight file is opened and checked before the device is touched.
+  WeightsFile file;
+  bool embeddedOnly = false;
+  if (!randomWeights) {
+    bool allEmbedded = true;
+    for (int w = 0; w < program->numWeights; ++w)
+      allEmbedded = allEmbedded && program->weights[w].initData;
+    if (weightsPath.empty() && !allEmbedded) {
+      error = "the program needs weights: pass --weights FILE or "
+              "--random-weights SEED";
+      return false;
+    }
+    if (!weightsPath.empty() && !file.open(*program, weightsPath, error))
+      return false;
+    embeddedOnly = weightsPath.empty();
   }
   ctx_ = createContext(options);
   if (!check(error))
@@ -195,61 +165,8 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       !bind(program->outputs, program->numOutputs, outputs_, "output"))
     return false;
 
-  std::vector<uint8_t> region;
-  if (randomWeights) {
-    fillRandomWeights(*program, seed, region);
-  } else {
-    std::ifstream in(weightsPath, std::ios::binary);
-    if (!in) {
-      bool allEmbedded = true;
-      for (int w = 0; w < program->numWeights; ++w)
-        allEmbedded = allEmbedded && program->weights[w].initData;
-      if (!weightsPath.empty() || !allEmbedded) {
-        error = weightsPath.empty()
-                    ? "the program needs weights: pass --weights FILE or "
-                      "--random-weights SEED"
-                    : "cannot open weight file '" + weightsPath + "'";
-        return false;
-      }
-      fillRandomWeights(*program, 0, region); // copies the embedded ones
-    } else {
-      region.assign(std::istreambuf_iterator<char>(in),
-                    std::istreambuf_iterator<char>());
-      if (!checkWeightsFile(*program, weightsPath, region, error))
-        return false;
-    }
-  }
   for (int w = 0; w < program->numWeights; ++w) {
     const TensorInfo &info = program->weights[w];
-    if (info.offset < 0 ||
-        info.offset + int64_t(tensorBytes(info)) > program->weightBytes) {
-      error = std::string("weight '") + info.name +
-              "' lies outside the weight region";
-      return false;
-    }
-    bool scalar = info.role == WeightRole::LearningRate ||
-                  info.role == WeightRole::StepCount ||
-                  info.role == WeightRole::MicroStep;
-    if (scalar && (info.dtype != DType::F32 || numElements(info) != 1)) {
-      error = std::string("weight '") + info.name +
-              "' (learning rate, step count or micro-step) is not one f32 "
-              "element";
-      return false;
-    }
-    if (info.role == WeightRole::RandomKey &&
-        (info.dtype != DType::I64 || numElements(info) != 2)) {
-      error = std::string("weight '") + info.name +
-              "' (dropout key) is not two i64 elements";
-      return false;
-    }
-    if ((info.role == WeightRole::LossScale &&
-         (info.dtype != DType::F32 || numElements(info) != 1)) ||
-        (info.role == WeightRole::LossScaleState &&
-         (info.dtype != DType::F32 || numElements(info) != 2))) {
-      error = std::string("weight '") + info.name +
-              "' (loss scale or its state) is not one / two f32 elements";
-      return false;
-    }
     if (info.role == WeightRole::LossScale && !lossScale_)
       lossScale_ = &info;
     if (info.role == WeightRole::LossScaleState && !lossScaleState_)
@@ -258,18 +175,10 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       microStep_ = &info;
     if (info.role == WeightRole::RandomKey && !randomKey_)
       randomKey_ = &info;
-    float value = 0;
-    if (scalar)
-      std::memcpy(&value, region.data() + info.offset, sizeof value);
-    if (info.role == WeightRole::LearningRate && !learningRate_) {
+    if (info.role == WeightRole::LearningRate && !learningRate_)
       learningRate_ = &info;
-      compiledLearningRate_ = value;
-      if (info.initData)
-        std::memcpy(&compiledLearningRate_, info.initData, sizeof value);
-    } else if (info.role == WeightRole::StepCount && !stepCount_) {
+    if (info.role == WeightRole::StepCount && !stepCount_)
       stepCount_ = &info;
-      stepsDone_ = value; // a saved region continues its step count
-    }
   }
   if (program->isTraining &&
       (program->numOutputs < 1 || program->outputs[0].dtype != DType::F32 ||
@@ -289,19 +198,55 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
             (microStep_ ? "present" : "missing");
     return false;
   }
-  copyToDevice(*ctx_, weights_, region.data(), region.size());
+
+  auto start = std::chrono::steady_clock::now();
+  if (file.isOpen()) {
+    if (!loadRegion(*ctx_, file, program->weightBytes, weights_, error))
+      return false;
+    loadReport_.source = "file '" + file.path() + "'";
+  } else {
+    // Random weights, or a program whose weights are all embedded (seed 0
+    // only zeroes the padding).
+    fillRandomWeights(*ctx_, *program, embeddedOnly ? 0 : seed, weights_);
+    loadReport_.source = embeddedOnly ? "the program (embedded)"
+                                      : "random (seed " + std::to_string(seed) +
+                                            ", filled on the device)";
+  }
   synchronize(*ctx_);
-  readLossScaleFrom(region);
-  return check(error);
+  if (!check(error) || !readRegionScalars(/*initial=*/true, error))
+    return false;
+  loadReport_.bytes = program->weightBytes;
+  loadReport_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return true;
 }
 
-void Model::readLossScaleFrom(const std::vector<uint8_t> &region) {
-  if (!lossScale_)
-    return;
-  std::memcpy(&lossScaleValue_, region.data() + lossScale_->offset,
-              sizeof lossScaleValue_);
-  std::memcpy(lossScaleStateValue_, region.data() + lossScaleState_->offset,
-              sizeof lossScaleStateValue_);
+bool Model::readRegionScalars(bool initial, std::string &error) {
+  float step = 0;
+  if (initial && learningRate_) {
+    // The compiled learning rate: its embedded value, else the loaded one.
+    if (learningRate_->initData)
+      std::memcpy(&compiledLearningRate_, learningRate_->initData,
+                  sizeof compiledLearningRate_);
+    else
+      copyToHost(*ctx_, &compiledLearningRate_,
+                 weights_ + learningRate_->offset,
+                 sizeof compiledLearningRate_);
+  }
+  if (stepCount_)
+    copyToHost(*ctx_, &step, weights_ + stepCount_->offset, sizeof step);
+  if (lossScale_) {
+    copyToHost(*ctx_, &lossScaleValue_, weights_ + lossScale_->offset,
+               sizeof lossScaleValue_);
+    copyToHost(*ctx_, lossScaleStateValue_, weights_ + lossScaleState_->offset,
+               sizeof lossScaleStateValue_);
+  }
+  synchronize(*ctx_);
+  // A loaded region continues its step count.
+  stepsDone_ = step;
+  stepValue_ = step;
+  return check(error);
 }
 
 bool Model::setInputs(const void *const *hostInputs, std::string &error) {
@@ -425,28 +370,33 @@ bool Model::trainStep(const void *const *hostInputs, float lr, float &loss,
   return check(error);
 }
 
-bool Model::readWeights(std::vector<uint8_t> &region, std::string &error) {
-  region.resize(size_t(program_->weightBytes));
-  copyToHost(*ctx_, region.data(), weights_, region.size());
+bool Model::readRegion(void *region, std::string &error) {
+  copyToHost(*ctx_, region, weights_, size_t(program_->weightBytes));
   synchronize(*ctx_);
   return check(error);
 }
 
-bool Model::writeWeights(const std::vector<uint8_t> &region,
-                         std::string &error) {
-  if (int64_t(region.size()) != program_->weightBytes) {
-    error = "the weight region has " + std::to_string(region.size()) +
-            " bytes; the program's has " +
-            std::to_string(program_->weightBytes);
-    return false;
-  }
-  copyToDevice(*ctx_, weights_, region.data(), region.size());
+bool Model::writeRegion(const void *region, std::string &error) {
+  copyToDevice(*ctx_, weights_, region, size_t(program_->weightBytes));
   synchronize(*ctx_);
-  if (stepCount_)
-    std::memcpy(&stepValue_, region.data() + stepCount_->offset,
-                sizeof stepValue_);
-  stepsDone_ = stepCount_ ? stepValue_ : 0;
-  readLossScaleFrom(region);
+  return check(error) && readRegionScalars(/*initial=*/false, error);
+}
+
+bool Model::loadWeights(const WeightsFile &file, std::string &error) {
+  return loadRegion(*ctx_, file, program_->weightBytes, weights_, error) &&
+         check(error) && readRegionScalars(/*initial=*/false, error);
+}
+
+bool Model::saveWeights(const std::string &path, bool withTrailer,
+                        std::string &error) {
+  return check(error) &&
+         saveRegion(*ctx_, *program_, weights_, path, withTrailer, error);
+}
+
+bool Model::readTensor(int w, void *dst, std::string &error) {
+  const TensorInfo &info = program_->weights[w];
+  copyToHost(*ctx_, dst, weights_ + info.offset, tensorBytes(info));
+  synchronize(*ctx_);
   return check(error);
 }
 
@@ -657,79 +607,97 @@ bool RankGroup::trainStep(const void *const *inputs, float lr, float &loss,
   return true;
 }
 
-bool RankGroup::readState(std::vector<uint8_t> &region,
-                          std::vector<std::vector<uint8_t>> &gathered,
-                          std::string &error) {
+bool RankGroup::checkReplicas(std::string &error) {
   const ProgramInfo &info = program();
-  int ranks = size(), world = worldSize_;
-  std::vector<std::vector<uint8_t>> regions(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r)
-    if (!models_[size_t(r)]->readWeights(regions[size_t(r)], error))
-      return false;
-  gathered.assign(size_t(info.numWeights), {});
-  for (int w = 0; w < info.numWeights; ++w) {
+  int ranks = size();
+  std::vector<uint8_t> first, other;
+  for (int w = 0; ranks > 1 && w < info.numWeights; ++w) {
     const TensorInfo &weight = info.weights[w];
-    size_t bytes = tensorBytes(weight);
-    if (weight.role == WeightRole::Parameter)
-      for (int r = 1; r < ranks; ++r)
-        if (std::memcmp(regions[0].data() + weight.offset,
-                        regions[size_t(r)].data() + weight.offset,
-                        bytes) != 0) {
-          error = std::string("the ranks' copies of parameter '") +
-                  weight.name + "' differ (rank 0 and rank " +
-                  std::to_string(r) + "): a data-parallel bug";
-          return false;
-        }
-    int32_t param = info.shardOf ? info.shardOf[w] : -1;
-    if (param < 0 || param >= info.numWeights)
+    if (weight.role != WeightRole::Parameter)
       continue;
-    // Rank r's shard: its chunk of the parameter's elements, then the tail
-    // (the same on every rank).
-    int64_t elements = numElements(info.weights[param]);
-    int64_t chunk = elements / world, tail = elements % world;
-    if (numElements(weight) != chunk + tail || weight.dtype != DType::F32) {
-      error = std::string("weight '") + weight.name +
-              "' is not a shard of parameter '" + info.weights[param].name +
-              "' over " + std::to_string(world) + " ranks";
+    size_t bytes = tensorBytes(weight);
+    first.resize(bytes);
+    other.resize(bytes);
+    if (!models_[0]->readTensor(w, first.data(), error))
       return false;
-    }
-    std::vector<uint8_t> &whole = gathered[size_t(w)];
-    whole.resize(size_t(elements) * sizeof(float));
-    if (processes_) {
-      // Ranks in other processes: this rank's chunk and the tail into
-      // place, then the chunks all-gathered on the device (in place).
-      const uint8_t *own = regions[0].data() + weight.offset;
-      std::memcpy(whole.data() + size_t(firstRank_ * chunk) * sizeof(float),
-                  own, size_t(chunk) * sizeof(float));
-      std::memcpy(whole.data() + size_t(world * chunk) * sizeof(float),
-                  own + size_t(chunk) * sizeof(float),
-                  size_t(tail) * sizeof(float));
-      Context &ctx = models_.front()->context();
-      void *buffer = deviceAlloc(ctx, whole.size(), "<save state>");
-      if (buffer) {
-        TensorRef tensor = makeTensor(buffer, DType::F32, 1, &elements);
-        copyToDevice(ctx, buffer, whole.data(), whole.size());
-        allGather(ctx, weight.name, world, tensor);
-        copyToHost(ctx, whole.data(), buffer, whole.size());
-        synchronize(ctx);
-        deviceFree(ctx, buffer);
-      }
-      if (const char *message = contextError(ctx)) {
-        error = message;
+    for (int r = 1; r < ranks; ++r) {
+      if (!models_[size_t(r)]->readTensor(w, other.data(), error))
+        return false;
+      if (std::memcmp(first.data(), other.data(), bytes) != 0) {
+        error = std::string("the ranks' copies of parameter '") + weight.name +
+                "' differ (rank 0 and rank " + std::to_string(r) +
+                "): a data-parallel bug";
         return false;
       }
-      continue;
     }
-    for (int r = 0; r < ranks; ++r)
-      std::memcpy(whole.data() + size_t(r * chunk) * sizeof(float),
-                  regions[size_t(r)].data() + weight.offset,
-                  size_t(chunk) * sizeof(float));
-    std::memcpy(whole.data() + size_t(ranks * chunk) * sizeof(float),
-                regions[0].data() + weight.offset +
-                    size_t(chunk) * sizeof(float),
-                size_t(tail) * sizeof(float));
   }
-  region = std::move(regions[0]);
+  return true;
+}
+
+const TensorInfo &RankGroup::savedShape(int w) const {
+  const ProgramInfo &info = program();
+  int32_t param = info.shardOf ? info.shardOf[w] : -1;
+  return param >= 0 && param < info.numWeights ? info.weights[param]
+                                               : info.weights[w];
+}
+
+bool RankGroup::readTensor(int w, std::vector<uint8_t> &bytes,
+                           std::string &error) {
+  const ProgramInfo &info = program();
+  const TensorInfo &weight = info.weights[w];
+  int ranks = size(), world = worldSize_;
+  int32_t param = info.shardOf ? info.shardOf[w] : -1;
+  if (param < 0 || param >= info.numWeights) {
+    bytes.resize(tensorBytes(weight));
+    return models_[0]->readTensor(w, bytes.data(), error);
+  }
+  // Rank r's shard: its chunk of the parameter's elements, then the tail
+  // (the same on every rank).
+  int64_t elements = numElements(info.weights[param]);
+  int64_t chunk = elements / world, tail = elements % world;
+  if (numElements(weight) != chunk + tail || weight.dtype != DType::F32) {
+    error = std::string("weight '") + weight.name +
+            "' is not a shard of parameter '" + info.weights[param].name +
+            "' over " + std::to_string(world) + " ranks";
+    return false;
+  }
+  size_t chunkBytes = size_t(chunk) * sizeof(float);
+  std::vector<uint8_t> shard(tensorBytes(weight));
+  bytes.resize(size_t(elements) * sizeof(float));
+  if (processes_) {
+    // Ranks in other processes: this rank's chunk and the tail into place,
+    // then the chunks all-gathered on the device (in place).
+    if (!models_[0]->readTensor(w, shard.data(), error))
+      return false;
+    std::memcpy(bytes.data() + size_t(firstRank_) * chunkBytes, shard.data(),
+                chunkBytes);
+    std::memcpy(bytes.data() + size_t(world) * chunkBytes,
+                shard.data() + chunkBytes, size_t(tail) * sizeof(float));
+    Context &ctx = models_.front()->context();
+    void *buffer = deviceAlloc(ctx, bytes.size(), "<save state>");
+    if (buffer) {
+      TensorRef tensor = makeTensor(buffer, DType::F32, 1, &elements);
+      copyToDevice(ctx, buffer, bytes.data(), bytes.size());
+      allGather(ctx, weight.name, world, tensor);
+      copyToHost(ctx, bytes.data(), buffer, bytes.size());
+      synchronize(ctx);
+      deviceFree(ctx, buffer);
+    }
+    if (const char *message = contextError(ctx)) {
+      error = message;
+      return false;
+    }
+    return true;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    if (!models_[size_t(r)]->readTensor(w, shard.data(), error))
+      return false;
+    std::memcpy(bytes.data() + size_t(r) * chunkBytes, shard.data(),
+                chunkBytes);
+    if (r == 0)
+      std::memcpy(bytes.data() + size_t(ranks) * chunkBytes,
+                  shard.data() + chunkBytes, size_t(tail) * sizeof(float));
+  }
   return true;
 }
 

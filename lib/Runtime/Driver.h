@@ -19,22 +19,79 @@
 #include "memopt/Runtime/Communicator.h"
 #include "memopt/Runtime/Program.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace memopt::rt {
 
-/// Fills a weight region image deterministically: every weight gets values
-/// from a splitmix64 hash of (seed, weight index, element index). Matrices and
-/// kernels (rank >= 2) are uniform in +-1/sqrt(fan_in) with fan_in the product
-/// of all dims but the first; vectors (biases, norm scales, variances) are
-/// uniform in [0.5, 1.5) so variances stay positive; integer and bool weights
-/// are 0 (always a valid index). Weights with initData keep their bytes.
-/// Optimizer state, the learning rate and the step count start at zero
-/// (unless they have initData), as optimizers start.
-void fillRandomWeights(const ProgramInfo &program, uint64_t seed,
-                       std::vector<uint8_t> &region);
+/// Weight files are read and written in chunks of this many bytes through
+/// the staging slots (WeightIO.cpp): the host never holds more of the region
+/// than two chunks (CUDA) or nothing at all (the host backend reads into the
+/// region). weightChunkBytes() is this, or MEMOPT_WEIGHT_CHUNK_BYTES when set
+/// (tests stream small regions in several chunks).
+constexpr size_t kWeightChunkBytes = size_t(64) << 20;
+size_t weightChunkBytes();
+
+/// An open weight file, checked against a program (its size, the trailer and
+/// the weight table's fingerprint; include/memopt/Runtime/WeightsFile.h)
+/// before anything reads its region.
+class WeightsFile {
+public:
+  WeightsFile() = default;
+  WeightsFile(const WeightsFile &) = delete;
+  WeightsFile &operator=(const WeightsFile &) = delete;
+  ~WeightsFile();
+  /// Opens and checks `path`; false with `error` (the messages
+  /// checkWeightsTrailer gives) otherwise.
+  bool open(const ProgramInfo &program, const std::string &path,
+            std::string &error);
+  void close();
+  bool isOpen() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  const std::string &path() const { return path_; }
+
+private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+/// Streams the first `regionBytes` of an open weight file into the device
+/// region `device`, chunk by chunk (see kWeightChunkBytes).
+bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
+                void *device, std::string &error);
+/// Writes the device region `device` (program.weightBytes) to `path`, chunk
+/// by chunk, with the weight file's trailer when `withTrailer`; through
+/// PATH.tmp renamed at the end.
+bool saveRegion(Context &ctx, const ProgramInfo &program, const void *device,
+                const std::string &path, bool withTrailer, std::string &error);
+
+/// Fills the device weight region `device` deterministically, on the device
+/// (WeightStream.h's generator, the same on every backend): every weight
+/// gets values from a splitmix64 hash of (seed, weight index, element index).
+/// Matrices and kernels (rank >= 2) are uniform in +-1/sqrt(fan_in) with
+/// fan_in the product of all dims but the first; vectors (biases, norm
+/// scales, variances) are uniform in [0.5, 1.5) so variances stay positive;
+/// integer and bool weights are 0 (always a valid index). Weights with
+/// initData get its bytes. Optimizer state, the learning rate and the step
+/// count start at zero (unless they have initData), as optimizers start.
+/// Stream-ordered: synchronize before reading the region.
+void fillRandomWeights(Context &ctx, const ProgramInfo &program, uint64_t seed,
+                       void *device);
+
+/// MEMOPT_VERBOSE set (and not "0"): the executable and the C API print the
+/// weights' load report (the executable also with --verbose).
+bool verboseFromEnvironment();
+
+/// How the weights got to the device (Model::loadReport).
+struct LoadReport {
+  std::string source; ///< "file 'PATH'", "random (seed N)", "embedded"
+  int64_t bytes = 0;
+  double seconds = 0;
+  /// "[load] weights: N bytes from SOURCE in T s (X GB/s)"
+  std::string describe() const;
+};
 
 class Model {
 public:
@@ -96,11 +153,24 @@ public:
   bool hasLossScale() const { return lossScale_ != nullptr; }
   float lossScale() const { return lossScaleValue_; }
   float skippedSteps() const { return lossScaleStateValue_[1]; }
-  /// Copies the whole weight region out (the weight file's format).
-  bool readWeights(std::vector<uint8_t> &region, std::string &error);
-  /// Replaces the whole weight region (ProgramInfo::weightBytes bytes). A
-  /// training program continues from the step count the region holds.
-  bool writeWeights(const std::vector<uint8_t> &region, std::string &error);
+  /// Copies the whole weight region (ProgramInfo::weightBytes bytes, the
+  /// weight file's format without the trailer) into `region`, host memory
+  /// the caller owns (the C API's read_weights).
+  bool readRegion(void *region, std::string &error);
+  /// Replaces the whole weight region from `region` (weightBytes bytes of
+  /// host memory). A training program continues from the step count the
+  /// region holds.
+  bool writeRegion(const void *region, std::string &error);
+  /// Streams a checked weight file into the region (as init does).
+  bool loadWeights(const WeightsFile &file, std::string &error);
+  /// Streams the region into a weight file at `path` (with the trailer when
+  /// `withTrailer`); atomic.
+  bool saveWeights(const std::string &path, bool withTrailer,
+                   std::string &error);
+  /// Copies weight `w`'s bytes (tensorBytes of it) into host memory `dst`.
+  bool readTensor(int w, void *dst, std::string &error);
+  /// How init loaded the weights.
+  const LoadReport &loadReport() const { return loadReport_; }
 
   const ProgramInfo &program() const { return *program_; }
   Context &context() { return *ctx_; }
@@ -108,8 +178,9 @@ public:
 
 private:
   bool check(std::string &error);
-  /// The loss scale and its state from a host copy of the weight region.
-  void readLossScaleFrom(const std::vector<uint8_t> &region);
+  /// After the region changed: the step count and the loss scale (and, at
+  /// init, the loaded learning rate) read back from the device.
+  bool readRegionScalars(bool initial, std::string &error);
   static void body(Context &ctx, void *self);
 
   const ProgramInfo *program_ = nullptr;
@@ -134,6 +205,7 @@ private:
   uint64_t randomSeed_ = 0;
   int64_t randomKeyValue_[2] = {0, 0};
   int rank_ = 0, ranks_ = 1;
+  LoadReport loadReport_;
 };
 
 /// The ranks of a training program (docs/data-parallel.md). A program
@@ -177,17 +249,19 @@ public:
   /// error names the rank that failed first.
   bool trainStep(const void *const *inputs, float lr, float &loss,
                  std::string &error);
-  /// The weight region as one rank would save it: rank 0's, with every
-  /// sharded tensor (ProgramInfo::shardOf) replaced by its gathered whole
-  /// in `gathered` (name -> bytes of the parameter's shape; shapes from
-  /// shardedShape). Also checks that the ranks' parameters agree bit for
-  /// bit (they must after every step; a mismatch is a bug, reported; when
-  /// ranks are processes only this process's ranks are compared). Ranks
-  /// that are processes gather the shards with an all-gather: every
-  /// process must call this at the same point.
-  bool readState(std::vector<uint8_t> &region,
-                 std::vector<std::vector<uint8_t>> &gathered,
-                 std::string &error);
+  /// Checks that the ranks' parameters agree bit for bit (they must after
+  /// every step; a mismatch is a bug, reported), tensor by tensor: the host
+  /// holds two copies of the largest parameter at most. When ranks are
+  /// processes only this process's ranks are compared.
+  bool checkReplicas(std::string &error);
+  /// Weight `w` as one rank would save it, into `bytes`: rank 0's tensor,
+  /// or for a sharded tensor (ProgramInfo::shardOf) the gathered whole in
+  /// the parameter's shape (savedShape). Ranks that are processes gather a
+  /// shard with an all-gather: every process must ask for the same sharded
+  /// weights in the same order.
+  bool readTensor(int w, std::vector<uint8_t> &bytes, std::string &error);
+  /// The shape readTensor gives weight `w` (its parameter's for a shard).
+  const TensorInfo &savedShape(int w) const;
   /// Bytes of one rank's state by role: "data parallel: ..." lines.
   std::string describeRanks() const;
 
@@ -208,23 +282,43 @@ private:
 
 size_t tensorBytes(const TensorInfo &info);
 
-/// Checks a weight file read into `region` against `program` (its size, the
+/// Checks a weight file of `fileBytes` against `program` (its size, the
 /// trailer, the weight table's fingerprint; include/memopt/Runtime/
-/// WeightsFile.h) and strips the trailer. A bare region image of the right
-/// size (no trailer) is accepted. `path` is for the message.
+/// WeightsFile.h). `trailer`: the file's last kWeightsTrailerBytes when it
+/// has the size of a region and a trailer (else nullptr). A bare region
+/// image of the right size (no trailer) is accepted. `path` is for the
+/// message.
+bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
+                         int64_t fileBytes, const uint8_t *trailer,
+                         std::string &error);
+/// checkWeightsTrailer on a whole file read into `region`; strips the
+/// trailer.
 bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
                       std::vector<uint8_t> &region, std::string &error);
 
-/// Writes `bytes` to `path` through a temporary file renamed at the end, so
-/// that a failure leaves no half-written file. Returns false with `error`.
+/// Reads weight `w` (ProgramInfo::weights index) as it is saved into
+/// `bytes` (RankGroup::readTensor, Model::readTensor).
+using TensorReader =
+    std::function<bool(int w, std::vector<uint8_t> &bytes, std::string &error)>;
+
+/// When writeTrainedOnnx puts the initializers in a file of their own
+/// (OUTPUT.data beside the model, ONNX external data): Auto when the model
+/// would pass kOnnxExternalDataBytes (protobuf cannot parse a message of 2
+/// GiB or more), Always, or Never.
+enum class ExternalData { Auto, Always, Never };
+constexpr int64_t kOnnxExternalDataBytes = int64_t(1536) << 20;
+
 /// Writes the trained model: the template memopt-compile --train wrote
 /// (OUT.onnx-template, the model without its trained initializers) plus the
-/// Parameter weights of `region` under their ONNX names. Atomic.
-bool writeTrainedOnnx(const ProgramInfo &program,
-                      const std::vector<uint8_t> &region,
+/// Parameter and Statistic weights read one at a time with `read`, under
+/// their ONNX names, inline or as external data (`external`). Atomic.
+bool writeTrainedOnnx(const ProgramInfo &program, const TensorReader &read,
                       const std::string &templatePath,
-                      const std::string &outputPath, std::string &error);
+                      const std::string &outputPath, ExternalData external,
+                      std::string &error);
 
+/// Writes `bytes` to `path` through a temporary file renamed at the end, so
+/// that a failure leaves no half-written file. Returns false with `error`.
 bool writeFileAtomically(const std::string &path,
                          const std::vector<uint8_t> &bytes, std::string &error);
 

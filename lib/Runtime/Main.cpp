@@ -59,14 +59,17 @@ void usage(const char *argv0) {
                "training programs: %s --input NAME=FILE.npy ... --steps N\n"
                "          [--batch-size B] [--lr LR] [--seed S] "
                "[--log FILE.csv] [--bench N]\n"
-               "          [--save TRAINED.onnx [--template FILE]] "
-               "[--save-weights FILE] [--save-state DIR]\n"
+               "          [--save TRAINED.onnx [--template FILE] "
+               "[--save-external-data]]\n"
+               "          [--save-weights FILE] [--save-state DIR]\n"
                "          [--output-dir DIR] [--ranks N]  (data-parallel "
                "programs: host: N ranks as threads;\n"
                "          CUDA: one process per rank, RANK / WORLD_SIZE / "
                "LOCAL_RANK / MEMOPT_NCCL_ID_FILE)\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n"
+               "          [--verbose]  (the weights' load time; also "
+               "MEMOPT_VERBOSE=1)\n"
                "          [--profile]  (time every op; CUDA runs eagerly)\n"
                "          [--profile-times FILE.json]  (--profile, and each "
                "node's forward time\n"
@@ -243,33 +246,88 @@ struct TrainOptions {
   std::string logPath, savePath, outputDir;
   /// --save-state: every parameter and optimizer-state tensor as DIR/NAME.npy.
   std::string stateDir;
-  /// --save: the trained ONNX model, completed from the template.
+  /// --save: the trained ONNX model, completed from the template;
+  /// --save-external-data: its initializers in OUT.onnx.data whatever the
+  /// size (else only a model that would pass 1.5 GiB has them there).
   std::string onnxPath, templatePath;
+  ExternalData externalData = ExternalData::Auto;
   bool checkFinite = false;
   int benchRuns = 0;
   /// --seed: the dropout masks' key (with the micro-batch number).
   uint64_t seed = 0;
 };
 
-/// One array per weight of the program as --save-state writes it: the
-/// region's bytes, or a sharded tensor gathered whole in the parameter's
-/// shape.
-NpyArray stateArray(const ProgramInfo &program, int w,
-                    const std::vector<uint8_t> &region,
-                    const std::vector<std::vector<uint8_t>> &gathered) {
-  const TensorInfo &info = program.weights[w];
-  NpyArray array;
-  array.dtype = info.dtype;
-  if (!gathered[size_t(w)].empty()) {
-    const TensorInfo &param = program.weights[program.shardOf[w]];
-    array.shape.assign(param.shape, param.shape + param.rank);
-    array.data = gathered[size_t(w)];
-    return array;
+/// Files written under temporary names and renamed together by commit();
+/// the ones not committed are removed when this goes away.
+class PendingFiles {
+public:
+  PendingFiles() = default;
+  PendingFiles(const PendingFiles &) = delete;
+  PendingFiles &operator=(const PendingFiles &) = delete;
+  ~PendingFiles() {
+    for (const auto &file : files_)
+      std::remove(file.first.c_str());
   }
-  array.shape.assign(info.shape, info.shape + info.rank);
-  array.data.assign(region.begin() + info.offset,
-                    region.begin() + info.offset + tensorBytes(info));
-  return array;
+  void add(const std::string &temporary, const std::string &path) {
+    files_.emplace_back(temporary, path);
+  }
+  bool commit(std::string &error) {
+    for (const auto &[temporary, path] : files_)
+      if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+        error = "cannot rename '" + temporary + "' to '" + path + "'";
+        return false;
+      }
+    files_.clear();
+    return true;
+  }
+
+private:
+  std::vector<std::pair<std::string, std::string>> files_;
+};
+
+/// --save-state DIR: every parameter and optimizer-state tensor as
+/// DIR/NAME.npy (a sharded tensor gathered whole in its parameter's shape),
+/// read and written one at a time as NAME.npy.partial, renamed by the
+/// caller (`pending`). Every process takes part in the gathers (all-gathers
+/// in weight order when ranks are processes); rank 0 writes. A writer that
+/// fails keeps gathering, so that no process waits for it.
+bool saveState(RankGroup &group, const std::string &dir, PendingFiles &pending,
+               std::string &error) {
+  const ProgramInfo &program = group.program();
+  bool writer = group.firstRank() == 0;
+  std::string failure;
+  if (writer && mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    failure = "cannot create --save-state folder '" + dir +
+              "': " + std::strerror(errno);
+  for (int w = 0; w < program.numWeights; ++w) {
+    const TensorInfo &info = program.weights[w];
+    if (info.role != WeightRole::Parameter &&
+        info.role != WeightRole::OptimizerState &&
+        info.role != WeightRole::GradientAccumulator &&
+        info.role != WeightRole::Statistic &&
+        info.role != WeightRole::LossScale &&
+        info.role != WeightRole::LossScaleState)
+      continue;
+    bool sharded = program.shardOf && program.shardOf[w] >= 0;
+    if (!writer && !sharded)
+      continue; // nothing to gather
+    NpyArray array;
+    if (!group.readTensor(w, array.data, error))
+      return false; // a device error: the collectives fail everywhere
+    if (!writer || !failure.empty())
+      continue;
+    const TensorInfo &shape = group.savedShape(w);
+    array.dtype = info.dtype;
+    array.shape.assign(shape.shape, shape.shape + shape.rank);
+    std::string path = dir + "/" + fileNameFor(info.name);
+    pending.add(path + ".partial", path);
+    writeNpy(path + ".partial", array, failure);
+  }
+  if (!failure.empty()) {
+    error = failure;
+    return false;
+  }
+  return true;
 }
 
 /// The training loop: batches of the compiled batch size from the samples
@@ -431,11 +489,12 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
                 double(model.lossScale()), (long long)losses.size(),
                 (long long)model.skippedSteps());
   std::fflush(stdout);
-  // The ranks' parameters must agree after every step (readState checks);
-  // the state as one process would save it.
-  std::vector<uint8_t> region;
-  std::vector<std::vector<uint8_t>> gathered;
-  if (!group.readState(region, gathered, error))
+  // The ranks' parameters must agree after every step.
+  if (!group.checkReplicas(error))
+    return fail(error);
+  PendingFiles state;
+  if (!options.stateDir.empty() &&
+      !saveState(group, options.stateDir, state, error))
     return fail(error);
   // Ranks that are processes: rank 0 writes the files.
   if (group.firstRank() != 0)
@@ -461,32 +520,19 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
                              error))
       return fail(error);
   }
+  // Streamed from the device in chunks: no host copy of the region.
   if (!options.savePath.empty() &&
-      !writeFileAtomically(options.savePath, region, error))
+      !model.saveWeights(options.savePath, /*withTrailer=*/false, error))
     return fail(error);
-  if (!options.stateDir.empty()) {
-    if (mkdir(options.stateDir.c_str(), 0755) != 0 && errno != EEXIST)
-      return fail("cannot create --save-state folder '" + options.stateDir +
-                  "': " + std::strerror(errno));
-    std::vector<std::pair<std::string, NpyArray>> files;
-    for (int w = 0; w < program.numWeights; ++w) {
-      const TensorInfo &info = program.weights[w];
-      if (info.role != WeightRole::Parameter &&
-          info.role != WeightRole::OptimizerState &&
-          info.role != WeightRole::GradientAccumulator &&
-          info.role != WeightRole::Statistic &&
-          info.role != WeightRole::LossScale &&
-          info.role != WeightRole::LossScaleState)
-        continue;
-      files.emplace_back(options.stateDir + "/" + fileNameFor(info.name),
-                         stateArray(program, w, region, gathered));
-    }
-    if (!writeNpyFiles(files, error))
-      return fail(error);
-  }
+  if (!state.commit(error))
+    return fail(error);
+  auto readTensor = [&](int w, std::vector<uint8_t> &bytes,
+                        std::string &message) {
+    return group.readTensor(w, bytes, message);
+  };
   if (!options.onnxPath.empty() &&
-      !writeTrainedOnnx(program, region, options.templatePath, options.onnxPath,
-                        error))
+      !writeTrainedOnnx(program, readTensor, options.templatePath,
+                        options.onnxPath, options.externalData, error))
     return fail(error);
   if (!options.outputDir.empty())
     return writeOutputs(model, options.outputDir, options.checkFinite);
@@ -500,6 +546,7 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> inputFiles;
   std::string outputDir, weightsPath;
   bool randomWeights = false, trainingFlag = false, checkFinite = false;
+  bool verbose = verboseFromEnvironment();
   uint64_t seed = 0;
   int benchRuns = 0;
   int64_t ranks = 0; // 0: the program's data-parallel size
@@ -543,6 +590,8 @@ int main(int argc, char **argv) {
       randomWeights = true;
     } else if (arg == "--check-finite") {
       checkFinite = true;
+    } else if (arg == "--verbose") {
+      verbose = true;
     } else if (arg == "--fused-attention") {
       options.chunkedAttention = false;
     } else if (arg == "--profile") {
@@ -579,6 +628,9 @@ int main(int argc, char **argv) {
       trainingFlag = true;
     } else if (arg == "--save" && value(v)) {
       trainOptions.onnxPath = v;
+      trainingFlag = true;
+    } else if (arg == "--save-external-data") {
+      trainOptions.externalData = ExternalData::Always;
       trainingFlag = true;
     } else if (arg == "--template" && value(v)) {
       trainOptions.templatePath = v;
@@ -667,6 +719,8 @@ int main(int argc, char **argv) {
     if (group.firstRank() != 0 && !std::freopen("/dev/null", "w", stdout))
       return fail("cannot silence the standard output of rank " +
                   std::to_string(group.firstRank()));
+    if (verbose)
+      std::printf("%s\n", group.rank(0).loadReport().describe().c_str());
     group.setRandomSeed(trainOptions.seed);
     trainOptions.benchRuns = benchRuns;
     trainOptions.outputDir = outputDir;
@@ -682,6 +736,8 @@ int main(int argc, char **argv) {
   Model model;
   if (!model.init(program, weightsPath, randomWeights, seed, error, options))
     return fail(error);
+  if (verbose)
+    std::printf("%s\n", model.loadReport().describe().c_str());
 
   std::vector<std::vector<uint8_t>> inputData(size_t(program->numInputs));
   std::vector<const void *> inputPointers;

@@ -236,7 +236,10 @@ bool readNpy(const std::string &path, NpyArray &out, std::string &error) {
   return true;
 }
 
-std::vector<uint8_t> serializeNpy(const NpyArray &array) {
+namespace {
+
+/// The magic, version, header length and header: everything before the data.
+std::vector<uint8_t> npyPrefix(const NpyArray &array) {
   std::string header = "{'descr': '" + npyDescr(array.dtype) +
                        "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < array.shape.size(); ++i) {
@@ -272,6 +275,13 @@ std::vector<uint8_t> serializeNpy(const NpyArray &array) {
     bytes.push_back(uint8_t(len >> 24));
   }
   bytes.insert(bytes.end(), header.begin(), header.end());
+  return bytes;
+}
+
+} // namespace
+
+std::vector<uint8_t> serializeNpy(const NpyArray &array) {
+  std::vector<uint8_t> bytes = npyPrefix(array);
   bytes.insert(bytes.end(), array.data.begin(), array.data.end());
   return bytes;
 }
@@ -319,14 +329,17 @@ bool writeNpy(const std::string &path, const NpyArray &array,
             " to .npy";
     return false;
   }
-  std::vector<uint8_t> bytes = serializeNpy(array);
+  // The prefix, then the data from where it is (no copy of a large array).
+  std::vector<uint8_t> prefix = npyPrefix(array);
   std::ofstream out(path, std::ios::binary);
   if (!out) {
     error = "cannot create '" + path + "'";
     return false;
   }
-  out.write(reinterpret_cast<const char *>(bytes.data()),
-            std::streamsize(bytes.size()));
+  out.write(reinterpret_cast<const char *>(prefix.data()),
+            std::streamsize(prefix.size()));
+  out.write(reinterpret_cast<const char *>(array.data.data()),
+            std::streamsize(array.data.size()));
   if (!out) {
     error = "cannot write '" + path + "'";
     return false;

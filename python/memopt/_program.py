@@ -391,9 +391,11 @@ class Program:
         with self._lock:
             return float(self._program.train_step(arrays, -1.0 if lr is None else float(lr)))
 
-    def save(self, path: PathLike) -> None:
+    def save(self, path: PathLike, *, external_data: Optional[bool] = None) -> None:
         """Writes the trained model as ONNX to `path` (a training program: its ONNX model with
-        the current parameters), as the executable's --save does."""
+        the current parameters), as the executable's --save does. The parameters go to
+        `path`.data beside it (ONNX external data) with external_data=True, inline with False,
+        and by default inline unless the model would pass 1.5 GiB (protobuf's limit is 2 GiB)."""
         if not self.is_training:
             raise InputError("save() writes a trained model: this is not a training program "
                              "(use save_weights for any program's weight file)")
@@ -401,7 +403,8 @@ class Program:
             raise LoadError(f"save() needs the training template '{self._template_path}' "
                             f"(memopt.compile writes it next to the program)")
         with self._lock:
-            self._program.save_onnx(self._template_path, os.fspath(path))
+            self._program.save_onnx(self._template_path, os.fspath(path),
+                                    0 if external_data is None else 1 if external_data else -1)
 
     def save_weights(self, path: PathLike) -> None:
         """Writes the weight region (weights, optimizer state, step count) as a weight file

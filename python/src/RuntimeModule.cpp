@@ -58,7 +58,7 @@ struct CApi {
   decltype(&memopt_model_write_weights) writeWeights;
   decltype(&memopt_model_load_weights) loadWeights;
   decltype(&memopt_model_save_weights) saveWeights;
-  decltype(&memopt_model_save_onnx) saveOnnx;
+  decltype(&memopt_model_save_onnx_external) saveOnnx;
   decltype(&memopt_model_weight_bytes) weightBytes;
   decltype(&memopt_model_num_inputs) numInputs;
   decltype(&memopt_model_num_outputs) numOutputs;
@@ -109,7 +109,7 @@ std::shared_ptr<const CApi> loadLibrary(const std::string &path) {
   bind(api->writeWeights, "memopt_model_write_weights");
   bind(api->loadWeights, "memopt_model_load_weights");
   bind(api->saveWeights, "memopt_model_save_weights");
-  bind(api->saveOnnx, "memopt_model_save_onnx");
+  bind(api->saveOnnx, "memopt_model_save_onnx_external");
   bind(api->weightBytes, "memopt_model_weight_bytes");
   bind(api->numInputs, "memopt_model_num_inputs");
   bind(api->numOutputs, "memopt_model_num_outputs");
@@ -356,9 +356,11 @@ public:
     check(api->saveWeights(model, path.c_str()));
   }
 
-  void saveOnnx(const std::string &templatePath, const std::string &output) {
+  void saveOnnx(const std::string &templatePath, const std::string &output,
+                int externalData) {
     std::lock_guard<std::mutex> lock(mutex);
-    check(api->saveOnnx(model, templatePath.c_str(), output.c_str()));
+    check(api->saveOnnx(model, templatePath.c_str(), output.c_str(),
+                        externalData));
   }
 
   std::string backend() const { return api->backend(model); }
@@ -459,8 +461,10 @@ NB_MODULE(_runtime, m) {
       .def("save_weights", &Program::saveWeights, nb::arg("path"),
            "Writes the weight region as a weight file.")
       .def("save_onnx", &Program::saveOnnx, nb::arg("template"),
-           nb::arg("output"),
-           "Training programs: writes the trained ONNX model.")
+           nb::arg("output"), nb::arg("external_data") = 0,
+           "Training programs: writes the trained ONNX model (external_data "
+           "1: initializers in OUTPUT.data, -1: inline, 0: inline unless "
+           "the model would pass 1.5 GiB).")
       .def_prop_ro("backend", &Program::backend)
       .def_prop_ro("name", &Program::name)
       .def_prop_ro("arena_bytes", &Program::arenaBytes)

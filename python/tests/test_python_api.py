@@ -7,7 +7,8 @@
 - errors: memopt.Error subclasses with the compiler's and the runtime's messages (node names);
 - the report equals the JSON memopt-compile --report writes for the same options;
 - a training step's loss equals the executable's, save() writes the model the executable's
-  --save writes, load_weights/save_weights/get_weights round trips;
+  --save writes (inline or as external data), load_weights/save_weights/get_weights round
+  trips;
 - memopt.load of a library memopt-compile built, a rebuilt library at the same path, stubs
   and docstrings.
 The package is the one this build assembled (<build>/python_packages; conftest.py).
@@ -358,6 +359,58 @@ def test_training_step_matches_the_executable(memopt, tmp_path):
         np.testing.assert_array_equal(value, trained[name], err_msg=name)
     with pytest.raises(memopt.InputError, match="compile the ONNX model instead"):
         inference.load_weights(saved)
+
+
+def test_save_as_external_data(memopt, tmp_path):
+    """save(external_data=True) and the executable's --save --save-external-data keep the
+    trained initializers in OUT.onnx.data beside the model (ONNX external data; a model that
+    would pass 1.5 GiB gets them there by default): onnx and onnxruntime read the values the
+    inline save holds. The tensors come from the device one at a time."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    labels = np.array([2], np.int64)
+    options = memopt.Training(loss="cross-entropy", optimizer="sgd", lr=0.05)
+    program = memopt.compile(zoo.BUNDLED_PATH, train=options, workdir=tmp_path / "py")
+    program.train_step({"input": x, "labels": labels})
+    inline, outside = tmp_path / "inline.onnx", tmp_path / "outside.onnx"
+    program.save(inline)
+    program.save(outside, external_data=True)
+    assert not (tmp_path / "inline.onnx.data").exists()
+    data = tmp_path / "outside.onnx.data"
+    assert data.is_file() and os.path.getsize(outside) < os.path.getsize(data)
+    assert os.path.getsize(outside) + os.path.getsize(data) > os.path.getsize(inline) * 0.9
+    onnx.checker.check_model(str(outside))
+    loaded = onnx.load(str(outside))
+    located = [t for t in loaded.graph.initializer
+               if any(e.key == "location" for e in t.external_data)]
+    assert located == []  # onnx.load brought every external tensor in
+    values = {t.name: numpy_helper.to_array(t) for t in loaded.graph.initializer}
+    reference = {t.name: numpy_helper.to_array(t) for t in onnx.load(inline).graph.initializer}
+    assert sorted(values) == sorted(reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    outputs = [ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+               .run(None, {"input": x})[0] for path in (inline, outside)]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+    exe = str(tmp_path / "step")
+    proc = subprocess.run([_tool("memopt-compile"), zoo.BUNDLED_PATH, "--train", "--loss",
+                           "cross-entropy", "--optimizer", "sgd", "--lr", "0.05", "-o", exe,
+                           "--quiet"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", labels)
+    saved = tmp_path / "exe.onnx"
+    proc = subprocess.run([exe, "--input", f"input={tmp_path / 'x.npy'}", "--input",
+                           f"labels={tmp_path / 'y.npy'}", "--steps", "1", "--save", str(saved),
+                           "--save-external-data", "--verbose"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "[load] weights: " in proc.stdout and f"from file '{exe}.weights'" in proc.stdout
+    assert (tmp_path / "exe.onnx.data").is_file()
+    exe_values = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(saved)).graph.initializer}
+    for name, value in values.items():
+        np.testing.assert_allclose(exe_values[name], value, rtol=1e-6, atol=1e-7, err_msg=name)
 
 
 def test_weights_round_trip(memopt, tmp_path):

@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 #include "TestUtil.h"
+#include "WeightStream.h"
 #include "memopt/Runtime/Npy.h"
 
 #include <gtest/gtest.h>
@@ -127,22 +128,35 @@ TEST(RandomWeights, DeterministicScaledAndRespectsEmbeddedConstants) {
       weightInfo("b", DType::F16, {64}, 64 * 16 * 9 * 4),
       weightInfo("shape", DType::I64, {2}, 64 * 16 * 9 * 4 + 128,
                  shapeConstant),
+      weightInfo("w.momentum", DType::F32, {2, 2}, 64 * 16 * 9 * 4 + 160),
   };
+  weights[3].role = WeightRole::OptimizerState;
   ProgramInfo program{kProgramAbiVersion,
                       "w",
                       0,
-                      64 * 16 * 9 * 4 + 144,
+                      64 * 16 * 9 * 4 + 176,
                       0,
                       0,
-                      3,
+                      4,
                       nullptr,
                       nullptr,
                       weights,
                       nullptr};
-  std::vector<uint8_t> a, b, c;
-  fillRandomWeights(program, 1, a);
-  fillRandomWeights(program, 1, b);
-  fillRandomWeights(program, 2, c);
+  // The host backend's device memory is host memory: the fill is read back
+  // with plain copies.
+  Context *ctx = createContext();
+  void *device = deviceAlloc(*ctx, size_t(program.weightBytes), "weights");
+  auto fill = [&](uint64_t seed) {
+    std::memset(device, 0xab, size_t(program.weightBytes)); // not zero
+    fillRandomWeights(*ctx, program, seed, device);
+    synchronize(*ctx);
+    const auto *bytes = static_cast<const uint8_t *>(device);
+    return std::vector<uint8_t>(bytes, bytes + program.weightBytes);
+  };
+  std::vector<uint8_t> a = fill(1), b = fill(1), c = fill(2);
+  ASSERT_EQ(contextError(*ctx), nullptr);
+  deviceFree(*ctx, device);
+  destroyContext(ctx);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   const float *w = reinterpret_cast<const float *>(a.data());
@@ -163,6 +177,16 @@ TEST(RandomWeights, DeterministicScaledAndRespectsEmbeddedConstants) {
   }
   EXPECT_EQ(std::memcmp(a.data() + 64 * 16 * 9 * 4 + 128, shapeConstant, 16),
             0);
+  // The padding after the constant and the optimizer state are zero.
+  for (int i = 64 * 16 * 9 * 4 + 144; i < 64 * 16 * 9 * 4 + 176; ++i)
+    EXPECT_EQ(a[size_t(i)], 0) << i;
+  // Element i is WeightStream.h's value rounded to the dtype: what the CUDA
+  // kernel computes from the same header (scripts/gpu_check.sh compares).
+  uint64_t stream = splitmix64(1 ^ splitmix64(1));
+  for (int i : {0, 1, 577, 64 * 16 * 9 - 1})
+    EXPECT_EQ(w[i],
+              float(randomWeightValue(stream, uint64_t(i), -bound, bound)))
+        << i;
 }
 
 //===----------------------------------------------------------------------===//
@@ -180,10 +204,13 @@ protected:
     std::string command = "rm -rf '" + dir + "'";
     EXPECT_EQ(std::system(command.c_str()), 0);
   }
-  /// Runs the example model; returns the exit status, stderr in `log`.
-  int runModel(const std::string &args, std::string &log) {
+  /// Runs the example model (with `environment`, "NAME=VALUE ...", set);
+  /// returns the exit status, stdout and stderr in `log`.
+  int runModel(const std::string &args, std::string &log,
+               const std::string &environment = "") {
     std::string logPath = dir + "/log.txt";
-    std::string command = std::string(MEMOPT_EXAMPLE_MODEL) + " " + args +
+    std::string command = environment + " " +
+                          std::string(MEMOPT_EXAMPLE_MODEL) + " " + args +
                           " > '" + logPath + "' 2>&1";
     int status = std::system(command.c_str());
     std::ifstream in(logPath);
@@ -292,6 +319,68 @@ TEST_F(Executable, RunsTheExampleProgramEndToEnd) {
     EXPECT_NEAR(got[i], expected[size_t(i)], 1e-5) << i;
   // Not a degenerate answer: the classes differ.
   EXPECT_GT(std::fabs(expected[0] - expected[1]), 1e-4);
+}
+
+// The weight file streamed in chunks smaller than the region (the last one
+// partial), into the region or through the staging slots the CUDA backend
+// uses, gives the outputs of a one-chunk load; --verbose reports the load.
+TEST_F(Executable, ChunkedWeightLoadMatchesOneChunk) {
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8},
+             randomValues(384, 12, 1.0f));
+  std::vector<float> weights = randomValues(176, 13, 0.5f);
+  {
+    std::ofstream out(dir + "/weights.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char *>(weights.data()), 704);
+  }
+  std::string log, outputs[4];
+  const char *environments[] = {
+      "", "MEMOPT_WEIGHT_CHUNK_BYTES=100",
+      "MEMOPT_WEIGHT_CHUNK_BYTES=100 MEMOPT_WEIGHT_STAGING=1",
+      "MEMOPT_WEIGHT_CHUNK_BYTES=7 MEMOPT_WEIGHT_STAGING=1"};
+  for (int run = 0; run < 4; ++run) {
+    std::string sub = dir + "/chunks" + std::to_string(run);
+    ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+    ASSERT_EQ(runModel("--input image=" + dir + "/image.npy --weights " + dir +
+                           "/weights.bin --verbose --output-dir " + sub,
+                       log, environments[run]),
+              0)
+        << log;
+    EXPECT_NE(log.find("[load] weights: 704 bytes from file '" + dir +
+                       "/weights.bin' in "),
+              std::string::npos)
+        << log;
+    std::ifstream in(sub + "/probs.npy", std::ios::binary);
+    outputs[run].assign(std::istreambuf_iterator<char>(in),
+                        std::istreambuf_iterator<char>());
+    EXPECT_FALSE(outputs[run].empty());
+    EXPECT_EQ(outputs[run], outputs[0]) << environments[run];
+  }
+  ASSERT_EQ(
+      runModel("--input image=" + dir +
+                   "/image.npy --random-weights 3 --verbose --output-dir " +
+                   dir,
+               log, "MEMOPT_WEIGHT_STAGING=1"),
+      0)
+      << log;
+  EXPECT_NE(log.find("[load] weights: 704 bytes from random (seed 3, filled "
+                     "on the device) in "),
+            std::string::npos)
+      << log;
+  // A truncated file is refused with the same message, chunked or not.
+  {
+    std::ofstream out(dir + "/cut.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char *>(weights.data()), 700);
+  }
+  EXPECT_EQ(runModel("--input image=" + dir + "/image.npy --weights " + dir +
+                         "/cut.bin --output-dir " + dir,
+                     log, environments[3]),
+            1);
+  EXPECT_NE(log.find("weight file '" + dir +
+                     "/cut.bin' has 700 bytes; the program's weight region "
+                     "has 704 (+24 bytes of trailer): it is truncated or "
+                     "belongs to another model"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(Executable, BenchPrintsLatencyAndMemory) {
@@ -418,9 +507,11 @@ TEST_F(Executable, RejectsBadInputsWithClearMessages) {
 class TrainingExecutable : public Executable {
 protected:
   int runTrain(const std::string &args, std::string &log,
-               const std::string &executable = MEMOPT_EXAMPLE_TRAIN_MODEL) {
+               const std::string &executable = MEMOPT_EXAMPLE_TRAIN_MODEL,
+               const std::string &environment = "") {
     std::string logPath = dir + "/train-log.txt";
-    std::string command = executable + " " + args + " > '" + logPath + "' 2>&1";
+    std::string command = environment + " " + executable + " " + args + " > '" +
+                          logPath + "' 2>&1";
     int status = std::system(command.c_str());
     std::ifstream in(logPath);
     log.assign(std::istreambuf_iterator<char>(in),
@@ -616,6 +707,44 @@ TEST_F(TrainingExecutable, SavedWeightsContinueTraining) {
   resumed = losses(log);
   ASSERT_EQ(resumed.size(), 1u) << log;
   EXPECT_EQ(resumed[0], straight[5]);
+}
+
+// --save-weights and --save-state read the region back in chunks (through
+// the staging slots with MEMOPT_WEIGHT_STAGING=1): the same files.
+TEST_F(TrainingExecutable, SavedWeightsStreamInChunks) {
+  writeData(4);
+  std::string log, saved[2], state[2];
+  for (int run = 0; run < 2; ++run) {
+    std::string prefix = dir + "/run" + std::to_string(run);
+    ASSERT_EQ(runTrain(dataArgs() + "--steps 3 --random-weights 4 " +
+                           "--save-weights " + prefix + ".weights " +
+                           "--save-state " + prefix + "-state",
+                       log, MEMOPT_EXAMPLE_TRAIN_MODEL,
+                       run ? "MEMOPT_WEIGHT_CHUNK_BYTES=40 "
+                             "MEMOPT_WEIGHT_STAGING=1"
+                           : ""),
+              0)
+        << log;
+    std::ifstream in(prefix + ".weights", std::ios::binary);
+    saved[run].assign(std::istreambuf_iterator<char>(in),
+                      std::istreambuf_iterator<char>());
+    std::ifstream w(prefix + "-state/fc.weight.momentum.npy", std::ios::binary);
+    state[run].assign(std::istreambuf_iterator<char>(w),
+                      std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(saved[0].size(), 144u);
+  EXPECT_EQ(saved[0], saved[1]);
+  EXPECT_FALSE(state[0].empty());
+  EXPECT_EQ(state[0], state[1]);
+  // And it loads back in chunks.
+  ASSERT_EQ(runTrain(dataArgs() + "--steps 1 --verbose --weights " + dir +
+                         "/run1.weights",
+                     log, MEMOPT_EXAMPLE_TRAIN_MODEL,
+                     "MEMOPT_WEIGHT_CHUNK_BYTES=40 MEMOPT_WEIGHT_STAGING=1"),
+            0)
+      << log;
+  EXPECT_NE(log.find("[load] weights: 144 bytes from file"), std::string::npos)
+      << log;
 }
 
 TEST_F(TrainingExecutable, BenchReportsStepTime) {

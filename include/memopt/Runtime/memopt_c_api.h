@@ -19,9 +19,12 @@ extern "C" {
 typedef struct memopt_model memopt_model;
 
 /* Creates the model: allocates the arena and weight region once and loads
- * weights from `weights_path` (raw weight-region image), or fills them from
- * `random_seed` when weights_path is NULL. Returns NULL on failure and, when
- * `error` is non-NULL, a message in a buffer of `error_size` bytes. */
+ * weights from `weights_path` (a weight file, checked against the program
+ * before the device is touched, then streamed to the device in chunks), or
+ * fills them on the device from `random_seed` when weights_path is NULL
+ * (MEMOPT_VERBOSE=1 prints the load time on stderr). Returns NULL on failure
+ * and, when `error` is non-NULL, a message in a buffer of `error_size` bytes.
+ */
 memopt_model *memopt_model_create(const char *weights_path,
                                   uint64_t random_seed, char *error,
                                   size_t error_size);
@@ -63,8 +66,9 @@ size_t memopt_model_weight_bytes(const memopt_model *model);
 int memopt_model_write_weights(memopt_model *model, const void *buffer);
 /* Loads a weight file (OUT.weights, or a region saved by
  * memopt_model_save_weights or the executable's --save-weights), checked
- * against the program's weight table as memopt_model_create checks it.
- * Returns 0 on success; nothing changes on failure. */
+ * against the program's weight table as memopt_model_create checks it,
+ * then streamed in. Returns 0 on success; a file refused by the checks
+ * changes nothing. */
 int memopt_model_load_weights(memopt_model *model, const char *path);
 /* Writes the weight region to `path` as a weight file (with its trailer,
  * so that only this program's layout loads it again). Atomic. */
@@ -74,6 +78,14 @@ int memopt_model_save_weights(memopt_model *model, const char *path);
  * trained parameters (the executable's --save). Atomic. */
 int memopt_model_save_onnx(memopt_model *model, const char *template_path,
                            const char *output_path);
+/* memopt_model_save_onnx with the initializers' place chosen: external_data
+ * 1 writes them as ONNX external data in `output_path`.data beside the
+ * model, -1 inline, 0 (what memopt_model_save_onnx does) inline unless the
+ * model would pass 1.5 GiB (protobuf cannot read a file of 2 GiB). The
+ * tensors are read from the device one at a time. */
+int memopt_model_save_onnx_external(memopt_model *model,
+                                    const char *template_path,
+                                    const char *output_path, int external_data);
 
 /* One run on caller-owned buffers, each in host or device memory (CUDA:
  * device pointers of the model's GPU, or host pointers), ordered on the
