@@ -5,7 +5,10 @@
 #      (memopt-kernel-suite-cuda --out, memopt-kernel-suite-host --compare);
 #   2. runs the example program on both backends through the executable main
 #      and compares the outputs;
-#   3. prints kernel timings (memopt-kernel-suite-cuda --perf).
+#   3. streams a weight file of WEIGHT_STREAM_BYTES (4 GiB) to the GPU and
+#      back through the C API, checking the device-side random fill and
+#      printing the load times (memopt-weight-stream-check-cuda);
+#   4. prints kernel timings (memopt-kernel-suite-cuda --perf).
 # Usage: scripts/gpu_check.sh [build-dir]
 #   env: JOBS, CUDA_ARCH, SKIP_PERF, SKIP_EXAMPLE, PERF_FILTER (substring of the
 #   timing names, e.g. attention)
@@ -65,6 +68,9 @@ err = float(np.max(np.abs(a - b)))
 print("example probs max abs diff host vs cuda:", err)
 sys.exit(0 if np.allclose(a, b, rtol=1e-4, atol=1e-6) else 1)
 PY
+echo "== weight files streamed to the GPU"
+"$BUILD/memopt-weight-stream-check-cuda" --bytes "${WEIGHT_STREAM_BYTES:-4294967296}" \
+  --old --dir "$BUILD" || status=1
 fi
 
 if [ -z "${SKIP_PERF:-}" ]; then

@@ -383,6 +383,22 @@ TEST_F(Executable, ChunkedWeightLoadMatchesOneChunk) {
       << log;
 }
 
+// WeightStreamCheck.cpp on the host backend: a 3 MB region through the C API
+// in 256 KiB chunks (odd-sized ones too), through the staging slots.
+TEST_F(Executable, WeightStreamCheckPasses) {
+  std::string log = dir + "/stream.txt";
+  std::string command =
+      "MEMOPT_WEIGHT_CHUNK_BYTES=262144 MEMOPT_WEIGHT_STAGING=1 " +
+      std::string(MEMOPT_WEIGHT_STREAM_CHECK) +
+      " --bytes 3000000 --old --dir '" + dir + "' > '" + log + "' 2>&1";
+  int status = std::system(command.c_str());
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("WEIGHT STREAM CHECK PASSED"), std::string::npos) << text;
+}
+
 TEST_F(Executable, BenchPrintsLatencyAndMemory) {
   writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 6, 1.0f));
   std::string log;
