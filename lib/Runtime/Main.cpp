@@ -11,16 +11,17 @@
 // program's table; outputs are written as DIR/<name>.npy (bf16 tensors are
 // read and written as float32 .npy since NumPy has no bfloat16); they are
 // written only once the run succeeded, all or none (writeNpyFiles). Weights
-// come from --weights, --random-weights, or OUT.weights next to the
-// executable. A training program (ProgramInfo::isTraining) runs --steps
-// optimizer steps over batches of its compiled batch size taken from the
-// samples of the input files in order, wrapping around (K micro-batches per
-// step when compiled with --accumulate K), and prints every step's loss.
-// A program compiled with --data-parallel N runs N ranks, each step taking
-// N batches, rank r the r-th: as N threads on the host backend; on the CUDA
-// backend as N processes over NCCL, one per GPU, launched torchrun-style
-// (RANK, WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE; RankGroup), rank 0
-// printing and writing the files.
+// come from --weights, --random-weights (filled on the device), or
+// OUT.weights next to the executable; files are streamed to the device in
+// chunks (WeightIO.cpp) and --verbose reports the load time. A training program
+// (ProgramInfo::isTraining) runs --steps optimizer steps over batches of its
+// compiled batch size taken from the samples of the input files in order,
+// wrapping around (K micro-batches per step when compiled with --accumulate K),
+// and prints every step's loss. A program compiled with --data-parallel N runs
+// N ranks, each step taking N batches, rank r the r-th: as N threads on the
+// host backend; on the CUDA backend as N processes over NCCL, one per GPU,
+// launched torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE;
+// RankGroup), rank 0 printing and writing the files.
 //
 //===----------------------------------------------------------------------===//
 

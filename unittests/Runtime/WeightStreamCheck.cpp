@@ -96,7 +96,12 @@ void buildProgram(int64_t bytes) {
                         nullptr,
                         nullptr,
                         weights.data(),
-                        run};
+                        run,
+                        /*isTraining=*/0,
+                        /*accumulationSteps=*/0,
+                        /*dataParallelSize=*/0,
+                        /*shardMode=*/0,
+                        /*shardOf=*/nullptr};
 }
 
 /// Element i of float weight w as the host computes --random-weights 7.
