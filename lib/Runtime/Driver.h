@@ -86,7 +86,9 @@ bool verboseFromEnvironment();
 
 /// How the weights got to the device (Model::loadReport).
 struct LoadReport {
-  std::string source; ///< "file 'PATH'", "random (seed N)", "embedded"
+  /// "file 'PATH'", "random (seed N, filled on the device)" or "the
+  /// program (embedded)"
+  std::string source;
   int64_t bytes = 0;
   double seconds = 0;
   /// "[load] weights: N bytes from SOURCE in T s (X GB/s)"
