@@ -8,9 +8,10 @@ memopt-compile under `/usr/bin/time -v` and records:
   * wall, user and system time and the peak resident set size (time -v's maximum RSS),
   * per-phase times: the compiler's phase lines ([import], [fuse-attention], [memory], ...) read
     as they are printed (through a pseudo-terminal, so the compiler's stdout is unbuffered)
-    and stamped; a phase's time is the gap since the line before it, and the coarse phases
-    import / graph passes / memory planning / emission / build are the gaps between the
-    [import], [memory], `memory report`, [emit] / [lower] and [build] lines,
+    and stamped; a phase's time is the gap since the line before it (most lines are printed as
+    their phase ends; [precision], [memory] and [build] as theirs begins), and the coarse
+    phases import / graph passes / memory planning / emission / build are the gaps between
+    the [import], [memory], `memory report`, [lower] (or [emit]) and [done] lines,
   * the memory report (--report JSON): weights, gradients, optimizer state, saved activations
     and arena, also per parameter (ZeRO's accounting is 16 bytes per parameter for
     mixed-precision Adam),
@@ -24,12 +25,13 @@ Modes of a run:
   host-infer  the inference program for the host backend (--emit exe), then run on one batch
 
 Memory guard: this machine (24 GB, shared) must never swap or OOM. A run is skipped, saying
-so, when its predicted peak (RSS_PER_WEIGHT_BYTE[mode] x the fp32 weights + RSS_BASE_BYTES,
-today's compiler's measured appetite; --rss-factor overrides once the streamed weight flow
-lands) is above --max-rss-gib or above what the machine has available; and while a run
-lasts, a watchdog kills it (its own process group only) if its anonymous memory passes
---max-rss-gib or the machine's available memory falls below MIN_AVAILABLE_BYTES.
-Runs go one at a time.
+so, when its predicted peak (RSS_PER_WEIGHT_BYTE[mode] x the fp32 weights + RSS_BASE_BYTES:
+the appetite of the compiler before issue 25's weight flow; --rss-factor for a compiler that
+streams its weights) is above --max-rss-gib or above what the machine has available; a
+host-infer run's program likewise (RUN_RSS_PER_WEIGHT_BYTE, --run-rss-factor). While a
+command lasts, a watchdog kills it (its own session only) if its anonymous memory passes
+--max-rss-gib or the machine's available memory falls below MIN_AVAILABLE_BYTES. Runs go one
+at a time.
 
     python3 bench/compile_scale.py                       # the default runs
     python3 bench/compile_scale.py --runs synthetic-1g:plan tinyllama:plan --max-rss-gib 12
@@ -64,12 +66,19 @@ import llama_graph  # noqa: E402
 GIB = 2**30
 TRAIN_FLAGS = ["--train", "--loss", "cross-entropy", "--loss-output", "logits",
                "--optimizer", "adamw", "--lr", "1e-4", "--precision", "bf16"]
-# Today's compiler (before issue 25's weight flow) holds the weights several times over: peak
-# RSS per byte of fp32 weights, measured on synthetic-1g (bench/results/compile_scale/) and in
-# the issue (TinyLlama, plan: 21.7 GB for 4.4 GB). Deliberately on the high side.
-RSS_PER_WEIGHT_BYTE = {"plan": 5.0, "source": 8.0, "exe": 8.0, "host-infer": 8.0}
+# The compiler before issue 25's weight flow held the weights several times over: peak RSS
+# per byte of fp32 weights, from the issue's measurements (TinyLlama's plan 21.7 GB for 4.4 GB
+# of weights: 4.9; GPT-2 medium with nvcc 16.2 GB for 1.4 GB: 11.4), rounded up. With the
+# streamed weight flow the compiler's peak is a small fraction of the weights (docs/scale.md);
+# lower these (or pass --rss-factor) once it is on main.
+RSS_PER_WEIGHT_BYTE = {"plan": 5.0, "source": 12.0, "exe": 12.0, "host-infer": 12.0}
+# The host program of a host-infer run reads its whole weights file into memory today (2.0 x
+# the fp32 weights measured on synthetic-1g): a 7B model's cannot run here until the runtime
+# maps or streams its weights (--run-rss-factor then).
+RUN_RSS_PER_WEIGHT_BYTE = 2.5
 RSS_BASE_BYTES = 1 * GIB  # the compiler, its graph and the planner, whatever the weights
 MIN_AVAILABLE_BYTES = 2 * GIB  # never let the machine's available memory fall below this
+MIN_FREE_DISK_BYTES = 10 * GIB  # left free after generating a model (its outputs go there too)
 WATCH_INTERVAL_S = 0.2
 INFER_TOKENS = 16  # tokens of host-infer's one batch (1 x INFER_TOKENS)
 
@@ -253,7 +262,7 @@ def phase_times(lines, total_s):
     coarse, previous = {}, 0.0
     for phase, tags in (("import", ["import"]), ("graph passes", ["memory"]),
                         ("memory planning", ["memory report"]),
-                        ("emission", ["lower", "emit"]), ("build", ["build"])):
+                        ("emission", ["lower", "emit"]), ("build", ["done"])):
         at = min((marks[tag] for tag in tags if tag in marks), default=None)
         if at is not None:
             coarse[phase] = round(at - previous, 2)
@@ -311,8 +320,13 @@ def predicted_peak(args, run):
 
 def _host_inference(args, run, exe, folder, record):
     """Runs the host program on one batch of token ids; adds its measurements to record."""
-    ids_path = os.path.join(folder, "input_ids.npy")
     config = llama_graph.CONFIGS[run.config]
+    factor = args.run_rss_factor if args.run_rss_factor is not None else RUN_RSS_PER_WEIGHT_BYTE
+    predicted = factor * llama_graph.data_size(config) + RSS_BASE_BYTES
+    if predicted > min(args.max_rss_gib * GIB, _meminfo("MemAvailable") - MIN_AVAILABLE_BYTES):
+        record["inference_run"] = {"skipped": f"predicted peak {predicted / GIB:.1f} GiB"}
+        return
+    ids_path = os.path.join(folder, "input_ids.npy")
     rng = np.random.default_rng(0)
     np.save(ids_path, rng.integers(0, config.vocab, (run.batch, run.seq), dtype=np.int64))
     argv = [exe, "--weights", exe + ".weights", "--input", f"input_ids={ids_path}",
@@ -345,6 +359,15 @@ def execute(args, run):
         return dict(record, status="skipped",
                     reason=f"predicted peak {predicted / GIB:.1f} GiB, the machine has "
                            f"{available / GIB:.1f} GiB available")
+    data = llama_graph.data_path(args.cache, run.config)
+    missing = 0 if os.path.exists(data) else llama_graph.data_size(config)
+    os.makedirs(args.cache, exist_ok=True)
+    disk = os.statvfs(args.cache)
+    free = disk.f_bavail * disk.f_frsize
+    if missing + MIN_FREE_DISK_BYTES > free:
+        return dict(record, status="skipped",
+                    reason=f"its weights need {missing / GIB:.1f} GiB, {args.cache} has "
+                           f"{free / GIB:.1f} GiB free")
     started = time.monotonic()
     graph = llama_graph.generate(config, args.cache, run.batch, run.seq, run.config)
     record["generate_s"] = round(time.monotonic() - started, 1)
@@ -369,7 +392,7 @@ def execute(args, run):
     record["status"] = "ok"
     if run.mode == "host-infer":
         _host_inference(args, run, out_prefix, folder, record)
-        if record["inference_run"].get("exit") != 0:
+        if record["inference_run"].get("exit", 0) != 0:
             record["status"] = "failed"
     if not args.keep_outputs:
         subprocess.run(["rm", "-rf", folder], check=False)
@@ -380,6 +403,15 @@ def execute(args, run):
 # Records and the table.
 # ---------------------------------------------------------------------------------------------
 
+def remove_generated(cache, config_name):
+    """The config's data file and graphs (a 7B model's 27 GB must not stay behind)."""
+    for entry in os.listdir(cache):
+        if entry == f"{config_name}.data" or (entry.startswith(f"{config_name}_b")
+                                              and entry.endswith(".onnx")):
+            os.remove(os.path.join(cache, entry))
+    print(f"[{config_name}] generated files removed from {cache}", flush=True)
+
+
 def _git(*argv, cwd=REPO):
     result = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True)
     return result.stdout.strip() if result.returncode == 0 else None
@@ -387,13 +419,16 @@ def _git(*argv, cwd=REPO):
 
 def provenance(args):
     build_repo = os.path.dirname(os.path.dirname(os.path.abspath(args.build)))
+    compiler = wait_for_compiler(os.path.join(args.build, "memopt-compile"))
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "bench_commit": _git("rev-parse", "HEAD"),
         "compiler_commit": _git("rev-parse", "HEAD", cwd=build_repo),
         "compiler_tree_dirty": bool(_git("status", "--porcelain", "--untracked-files=no",
                                          cwd=build_repo)),
-        "compiler": os.path.abspath(os.path.join(args.build, "memopt-compile")),
+        "compiler": compiler,
+        "compiler_built": datetime.datetime.fromtimestamp(os.path.getmtime(compiler))
+        .astimezone().isoformat(timespec="seconds"),
         "machine": {"host": socket.gethostname(), "cpus": os.cpu_count(),
                     "cpu": _cpu_model(), "memory_bytes": _meminfo("MemTotal"),
                     "system": platform.platform()},
@@ -441,6 +476,12 @@ def table(records):
         status = record["status"]
         if record.get("reason") or record.get("killed"):
             status += f": {record.get('reason') or record.get('killed')}"
+        ran = record.get("inference_run")
+        if ran and "skipped" in ran:
+            status += f" (the program's run skipped: {ran['skipped']})"
+        elif ran:
+            status += (f" (the program ran {ran.get('wall_s')} s, peak RSS "
+                       f"{_gib(ran.get('peak_rss_bytes'))} GiB)")
         lines.append(f"| {record['run']} | {parameters / 1e6:,.0f} M | "
                      f"{_gib(record['weights_file_bytes'])} | {status} | "
                      f"{record.get('wall_s', '')} | {_gib(record.get('peak_rss_bytes'))} | "
@@ -462,9 +503,15 @@ def main():
     parser.add_argument("--max-rss-gib", type=float, default=12.0,
                         help="skip runs predicted above it; kill runs that pass it")
     parser.add_argument("--rss-factor", type=float,
-                        help="predicted peak RSS per byte of fp32 weights (default: today's "
-                             "measured factor of each mode)")
-    parser.add_argument("--keep-outputs", action="store_true")
+                        help="predicted compiler peak RSS per byte of fp32 weights (default: "
+                             "RSS_PER_WEIGHT_BYTE, the pre-issue-25 compiler's, per mode)")
+    parser.add_argument("--run-rss-factor", type=float,
+                        help="the same for host-infer's program run (default "
+                             f"{RUN_RSS_PER_WEIGHT_BYTE})")
+    parser.add_argument("--keep-outputs", action="store_true",
+                        help="keep each run's outputs (program, weights, logs) in the cache")
+    parser.add_argument("--clean", action="store_true",
+                        help="delete a config's generated graphs and weights after its last run")
     parser.add_argument("--no-write", action="store_true", help="print, write no JSON")
     parser.add_argument("--list", action="store_true", help="the configs and exit")
     args = parser.parse_args()
@@ -476,18 +523,20 @@ def main():
         return 0
     if os.path.realpath(args.cache).startswith(os.path.realpath(REPO) + os.sep):
         parser.error("--cache must be outside the repository (generated models are large)")
-    common = provenance(args)
     records = []
-    for run in args.runs:
+    for index, run in enumerate(args.runs):
+        common = provenance(args)  # per run: the compiler may be rebuilt between runs
         record = execute(args, run)
         records.append(record)
         if record["status"] == "skipped":
             print(f"[{run.name}] skipped: {record['reason']}", flush=True)
-            continue
-        print(f"[{run.name}] {record['status']}: {record.get('wall_s')} s, peak RSS "
-              f"{_gib(record.get('peak_rss_bytes'))} GiB", flush=True)
-        if not args.no_write:
-            print(f"[{run.name}] {write_record(args, record, common)}", flush=True)
+        else:
+            print(f"[{run.name}] {record['status']}: {record.get('wall_s')} s, peak RSS "
+                  f"{_gib(record.get('peak_rss_bytes'))} GiB", flush=True)
+            if not args.no_write:
+                print(f"[{run.name}] {write_record(args, record, common)}", flush=True)
+        if args.clean and all(later.config != run.config for later in args.runs[index + 1:]):
+            remove_generated(args.cache, run.config)
     print()
     print(table(records))
     return 0 if all(r["status"] in ("ok", "skipped") for r in records) else 1
