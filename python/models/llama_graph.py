@@ -48,7 +48,7 @@ import onnx
 from onnx import TensorProto, helper
 
 ALIGNMENT = 4096  # byte alignment of each tensor in the data file (a page: mmap-friendly)
-CHUNK_ELEMENTS = 1 << 24  # values generated and written at once (64 MiB of float32)
+CHUNK_ELEMENTS = 1 << 22  # values generated and written at once (16 MiB of float32)
 INIT_STD = 0.02  # transformers' initializer_range for Llama: N(0, 0.02)
 # Matrices are drawn uniform on [-b, b] with the same standard deviation as N(0, INIT_STD):
 # numpy draws uniform floats 3.5 times faster than normal ones (7B's 6.7 G values in 50 s, not
