@@ -98,8 +98,8 @@ class Run:
 # The shapes each config is measured at (issue 25's targets: TinyLlama 4 x 1024, 7B 1 x 2048).
 SHAPES = {"tiny": (2, 32), "synthetic-1g": (1, 128), "llama-124m": (1, 512),
           "llama-355m": (4, 1024), "tinyllama": (4, 1024), "llama2-7b": (1, 2048)}
-DEFAULT_RUNS = ["tiny:plan", "synthetic-1g:plan", "tinyllama:plan", "llama2-7b:plan",
-                "llama2-7b:host-infer"]
+DEFAULT_RUNS = ["tiny:plan", "synthetic-1g:plan", "tinyllama:plan", "tinyllama:exe",
+                "llama2-7b:plan", "llama2-7b:host-infer"]
 MODES = ("plan", "source", "exe", "host-infer")
 
 
@@ -232,6 +232,7 @@ def measure(argv, limit_bytes, log_path):
     watchdog.join()
     result = _parse_time_v(time_path) if os.path.getsize(time_path) else {}
     os.remove(time_path)
+    result.setdefault("wall_s", round(time.monotonic() - start, 2))  # time -v was killed
     result["peak_anon_sampled_bytes"] = watchdog.peak_anon
     if watchdog.killed:
         result["killed"] = watchdog.killed
@@ -392,7 +393,10 @@ def execute(args, run):
     record["status"] = "ok"
     if run.mode == "host-infer":
         _host_inference(args, run, out_prefix, folder, record)
-        if record["inference_run"].get("exit", 0) != 0:
+        ran = record["inference_run"]
+        if "killed" in ran:
+            record["status"] = "killed"
+        elif ran.get("exit", 0) != 0:
             record["status"] = "failed"
     if not args.keep_outputs:
         subprocess.run(["rm", "-rf", folder], check=False)
@@ -479,6 +483,8 @@ def table(records):
         ran = record.get("inference_run")
         if ran and "skipped" in ran:
             status += f" (the program's run skipped: {ran['skipped']})"
+        elif ran and "killed" in ran:
+            status += f" (the program's run killed after {ran['wall_s']} s: {ran['killed']})"
         elif ran:
             status += (f" (the program ran {ran.get('wall_s')} s, peak RSS "
                        f"{_gib(ran.get('peak_rss_bytes'))} GiB)")
