@@ -655,6 +655,11 @@ int mlir::memopt::runCompile(const CompileOptions &options,
 
   std::string sourcePath = options.outputPath + sourceSuffix(options);
   std::string weightsPath = options.outputPath + ".weights";
+  StringRef outputFolder = llvm::sys::path::parent_path(options.outputPath);
+  if (!outputFolder.empty())
+    if (std::error_code error = llvm::sys::fs::create_directories(outputFolder))
+      return fail("cannot create folder '" + outputFolder +
+                  "': " + error.message());
   // The training template first, then the weights: a failure of either
   // leaves nothing half-written.
   std::string templatePath;
