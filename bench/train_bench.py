@@ -1139,8 +1139,8 @@ def checkpoint_blocks(module, model):
     """Mode `checkpoint` (issue 17's baseline): torch.utils.checkpoint with
     use_reentrant=False around each block, so that only block inputs are saved and each
     block's forward runs again in the backward. ResNet-50: each Bottleneck of layer1-4 (16);
-    ViT: each encoder layer (12); GPT-2: each GPT2Block (12) through transformers' own switch
-    (gradient_checkpointing_enable), wrapped by hand if that fails. Returns the blocks wrapped.
+    ViT: each encoder layer (12); GPT-2 and Llama: each decoder block through transformers' own
+    switch (gradient_checkpointing_enable), wrapped by hand if that fails. Returns the blocks wrapped.
     (BatchNorm's running statistics are updated again when a block is recomputed, as always
     with torch.utils.checkpoint; the batch statistics and gradients are unchanged.)"""
     import torch
@@ -1154,17 +1154,18 @@ def checkpoint_blocks(module, model):
         def forward(self, *args, **kwargs):
             return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
 
-    if model in ("gpt2", "gpt2_tiny"):
+    if model in ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b"):
         inner = module.inner
+        blocks = inner.transformer.h if model.startswith("gpt2") else inner.model.layers
         try:
             inner.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False})
             if getattr(inner, "is_gradient_checkpointing", True):
-                return len(inner.transformer.h)
+                return len(blocks)
         except Exception as error:  # noqa: BLE001 - fall back to wrapping the blocks
-            print(f"gradient_checkpointing_enable failed ({error}); wrapping GPT2Blocks",
+            print(f"gradient_checkpointing_enable failed ({error}); wrapping the blocks",
                   flush=True)
-        containers = [inner.transformer.h]
+        containers = [blocks]
     elif model == "resnet50":
         containers = [module.layer1, module.layer2, module.layer3, module.layer4]
     elif model in ("vit_b_16", "vit_tiny"):
