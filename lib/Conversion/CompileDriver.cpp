@@ -27,6 +27,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -568,9 +569,16 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     if (!options.quiet)
       log << line << "\n";
   };
+  // --timing: MLIR's timing manager, one scope per phase; the pipeline's
+  // passes nest under theirs. The report prints when `timing` goes away.
+  DefaultTimingManager timing;
+  timing.setEnabled(options.timing);
+  TimingScope rootTimer = timing.getRootScope();
 
+  TimingScope importTimer = rootTimer.nest("import");
   FailureOr<OwningOpRef<ModuleOp>> loaded =
       loadModule(options, context, errors);
+  importTimer.stop();
   if (failed(loaded))
     return 1;
   ModuleOp module = loaded->get();
@@ -609,6 +617,8 @@ int mlir::memopt::runCompile(const CompileOptions &options,
       return fail(invalid);
     PassManager pm(&context);
     buildCompilePipeline(pm, pipelineOptions);
+    TimingScope pipelineTimer = rootTimer.nest("pipeline");
+    pm.enableTiming(pipelineTimer);
     auto phaseLog =
         std::make_unique<CompilePhaseLog>(pipelineOptions, log, options.quiet);
     CompilePhaseLog &phases = *phaseLog;
@@ -647,6 +657,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return 0;
   }
 
+  TimingScope emitTimer = rootTimer.nest("emit (source, weights)");
   EmitProgramOptions emitOptions;
   emitOptions.programName = llvm::sys::path::stem(options.inputPath).str();
   FailureOr<EmittedProgram> program = emitProgram(function, emitOptions);
@@ -689,6 +700,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     llvm::sys::fs::remove(weightsPath);
     return 1;
   }
+  emitTimer.stop();
   say("[lower] " + sourcePath + ", " + weightsPath + " (" +
       Twine(program->weights.size) + " weight bytes)");
   if (options.emit == EmitKind::Source) {
@@ -709,6 +721,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   say(Twine("[build] ") +
       (options.target == CompileTarget::Host ? "host" : "cuda") +
       (shared ? " shared library " : " executable ") + binaryPath);
+  TimingScope buildTimer = rootTimer.nest("build (C++ / CUDA compiler)");
   if (failed(runTool(command->compiler, command->arguments, log, options.quiet,
                      errors)))
     return 1;

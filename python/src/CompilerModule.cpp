@@ -95,6 +95,7 @@ NB_MODULE(_compiler, m) {
       .def_rw("fuse_epilogues", &CompileOptions::fuseEpilogues)
       .def_rw("fuse_elementwise", &CompileOptions::fuseElementwise)
       .def_rw("quiet", &CompileOptions::quiet)
+      .def_rw("timing", &CompileOptions::timing)
       .def_rw("training", &CompileOptions::training);
 
   m.def(

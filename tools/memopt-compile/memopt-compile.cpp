@@ -99,6 +99,10 @@ int main(int argc, char **argv) {
       cl::cat(category));
   cl::opt<bool> quiet("quiet", cl::desc("Print errors only"),
                       cl::cat(category));
+  cl::opt<bool> timing(
+      "timing",
+      cl::desc("Print the time of each phase and pass at the end (stderr)"),
+      cl::cat(category));
   // Training (docs/training.md).
   cl::opt<bool> train("train",
                       cl::desc("Compile one training step: loss, gradients "
@@ -260,6 +264,7 @@ int main(int argc, char **argv) {
   options.outputsInArena = !separateOutputs;
   options.lowerOnly = lowerOnly;
   options.quiet = quiet;
+  options.timing = timing;
   TrainingOptions &training = options.training;
   training.enabled = train;
   training.loss = loss;

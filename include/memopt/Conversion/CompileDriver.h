@@ -117,6 +117,9 @@ struct CompileOptions {
   bool lowerOnly = false;
   /// Phase lines and the memory report go here.
   bool quiet = false;
+  /// Print the time of each phase and pass (MLIR's timing report: import,
+  /// every pass of the pipeline, emission, the build) on stderr at the end.
+  bool timing = false;
   TrainingOptions training;
 };
 
