@@ -2,6 +2,7 @@
 
 #include "Driver.h"
 #include "Internal.h"
+#include "WeightStream.h"
 #include "memopt/Runtime/WeightsFile.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+
+#include <sys/mman.h>
 
 namespace memopt::rt {
 
@@ -39,7 +42,10 @@ Model::~Model() {
   for (void *p : ownBuffers_)
     deviceFree(*ctx_, p);
   deviceFree(*ctx_, arena_);
-  deviceFree(*ctx_, weights_);
+  if (weightsMapped_)
+    ::munmap(weights_, size_t(program_->weightBytes));
+  else
+    deviceFree(*ctx_, weights_);
   destroyContext(ctx_);
 }
 
@@ -136,8 +142,31 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     return false;
   arena_ = static_cast<uint8_t *>(
       deviceAlloc(*ctx_, size_t(program->arenaBytes), "arena"));
-  weights_ = static_cast<uint8_t *>(
-      deviceAlloc(*ctx_, size_t(program->weightBytes), "weights"));
+  if (!check(error))
+    return false;
+  // The host backend maps the weight file as its region (private: what the
+  // program writes, the trained parameters, is copied on write), so a model
+  // larger than the host's memory runs from the page cache and loading reads
+  // nothing up front. MEMOPT_WEIGHT_MAP=0 reads it instead, as asking for
+  // the streamed path's chunks or staging (MEMOPT_WEIGHT_CHUNK_BYTES,
+  // MEMOPT_WEIGHT_STAGING) does.
+  const char *mapSetting = std::getenv("MEMOPT_WEIGHT_MAP");
+  bool mayMap = !(mapSetting && std::string(mapSetting) == "0") &&
+                !std::getenv("MEMOPT_WEIGHT_CHUNK_BYTES") &&
+                !std::getenv("MEMOPT_WEIGHT_STAGING");
+  static char mapProbe; // any host address: the host backend returns it
+  if (file.isOpen() && mayMap && program->weightBytes > 0 &&
+      hostAddressOf(*ctx_, &mapProbe) != nullptr) {
+    void *mapped = ::mmap(nullptr, size_t(program->weightBytes),
+                          PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
+    if (mapped != MAP_FAILED) {
+      weights_ = static_cast<uint8_t *>(mapped);
+      weightsMapped_ = true;
+    }
+  }
+  if (!weightsMapped_)
+    weights_ = static_cast<uint8_t *>(
+        deviceAlloc(*ctx_, size_t(program->weightBytes), "weights"));
   if (!check(error))
     return false;
 
@@ -200,7 +229,9 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   }
 
   auto start = std::chrono::steady_clock::now();
-  if (file.isOpen()) {
+  if (weightsMapped_) {
+    loadReport_.source = "file '" + file.path() + "' (mapped)";
+  } else if (file.isOpen()) {
     if (!loadRegion(*ctx_, file, program->weightBytes, weights_, error))
       return false;
     loadReport_.source = "file '" + file.path() + "'";

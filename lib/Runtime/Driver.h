@@ -189,6 +189,9 @@ private:
   Context *ctx_ = nullptr;
   uint8_t *arena_ = nullptr;
   uint8_t *weights_ = nullptr;
+  /// The host backend's region mapped from the weight file (copy on write)
+  /// instead of read into memory: freed with munmap.
+  bool weightsMapped_ = false;
   std::vector<void *> inputs_, outputs_, ownBuffers_;
   std::vector<const void *> hostInputs_;
   bool inputsStale_ = false;
