@@ -43,6 +43,20 @@ if ! $PYTHON -c "import onnx, onnxruntime, numpy, pytest, xdist, sklearn, nanobi
     $PYTHON -m pip install -q --break-system-packages -r python/requirements.txt
 fi
 
+# cudnn-frontend: the header-only C++ graph API over cuDNN that the CUDA
+# backend's fused attention is written against (lib/Runtime/Cuda/
+# CudnnAttention.cpp); only the wheel's include/ folder is used, which
+# lib/Runtime/CMakeLists.txt finds through this Python. Pinned: 1.19 and later
+# also need NVRTC at link time.
+CUDNN_FRONTEND_VERSION=1.18.0
+if ! $PYTHON -c "import importlib.metadata as m, sys; sys.exit(m.version('nvidia-cudnn-frontend') != '$CUDNN_FRONTEND_VERSION')" \
+    2>/dev/null; then
+  echo "== installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION (headers for the CUDA backend)"
+  $PYTHON -m pip install -q --no-deps "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" ||
+    $PYTHON -m pip install -q --no-deps --break-system-packages \
+      "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
+fi
+
 # The gradient oracle: onnxruntime-training-cpu ships its own `onnxruntime`
 # module, so it lives in an environment of its own (python/tools/
 # ort_training_oracle.py runs there; tests find it at this path).

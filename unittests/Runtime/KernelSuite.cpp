@@ -34,6 +34,13 @@ namespace {
 
 struct Suite {
   Context *ctx = nullptr;
+  /// The case's name: the node name of its attention calls, so that the
+  /// engine report (attentionEngineReport) lists the engine of each case.
+  std::string name;
+  /// A context of the same backend whose attention always runs memopt's
+  /// kernels (ContextOptions::cudnnAttention off), for cases that check
+  /// what those kernels do and cuDNN's engine does not (docs/attention.md).
+  Context *kernels = nullptr;
   std::vector<void *> allocations;
   unsigned seed = 1;
 
@@ -111,6 +118,33 @@ std::vector<int64_t> attentionShape(const std::vector<int64_t> &q,
   out[rank - 2] = q[q.size() - 2];
   out[rank - 1] = v.back();
   return out;
+}
+
+/// `values` of shape `from` summed over the axes along which `to` (aligned
+/// right, numpy-style) broadcasts: the gradient of a broadcast operand, which
+/// engines may split differently between its copies (cuDNN puts a K / V head
+/// group's sum in the group's first copy; the caller sums them anyway).
+std::vector<double> sumToShape(const std::vector<double> &values,
+                               const std::vector<int64_t> &from,
+                               const std::vector<int64_t> &to) {
+  size_t rank = from.size(), offset = rank - to.size();
+  int64_t total = 1;
+  for (int64_t n : to)
+    total *= n;
+  std::vector<double> sums(size_t(total), 0.0);
+  std::vector<int64_t> index(rank, 0);
+  for (double value : values) {
+    int64_t flat = 0;
+    for (size_t d = offset; d < rank; ++d)
+      flat = flat * to[d - offset] + (to[d - offset] == 1 ? 0 : index[d]);
+    sums[size_t(flat)] += value;
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < from[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return sums;
 }
 
 std::vector<Case> buildCases() {
@@ -1216,7 +1250,7 @@ std::vector<Case> buildCases() {
                  workspace =
                      s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
                }
-               attention(*s.ctx, "attention", params, q, k, v,
+               attention(*s.ctx, s.name.c_str(), params, q, k, v,
                          a.bias.empty() ? nullptr : &bias, y, workspace,
                          workspaceBytes);
                return std::vector<TensorRef>{y};
@@ -1225,7 +1259,9 @@ std::vector<Case> buildCases() {
 
   // A finfo.min mask (the dynamo exporter's Where(mask, 0, finfo.min)) with
   // fully masked rows: the graph gives those rows the mean of V (every score
-  // the same), so must the log2-domain kernels (no overflow to -inf).
+  // the same), so must the log2-domain kernels (no overflow to -inf). On
+  // memopt's kernels: cuDNN's engine gives those rows zeros (as PyTorch's
+  // cuDNN SDPA does; docs/attention.md, "Engines").
   for (DType dt : {DType::F32, DType::BF16})
     for (int64_t chunks : {int64_t(0), int64_t(2)})
       cases.push_back(
@@ -1258,8 +1294,10 @@ std::vector<Case> buildCases() {
                workspace =
                    s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
              }
-             attention(*s.ctx, "attention", params, q, k, v, &bias, y,
+             synchronize(*s.ctx);
+             attention(*s.kernels, s.name.c_str(), params, q, k, v, &bias, y,
                        workspace, workspaceBytes);
+             synchronize(*s.kernels);
              return std::vector<TensorRef>{y};
            }});
 
@@ -1307,7 +1345,7 @@ std::vector<Case> buildCases() {
                  workspace =
                      s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
                }
-               attention(*s.ctx, "attention", params, q, k, v, &bias, y,
+               attention(*s.ctx, s.name.c_str(), params, q, k, v, &bias, y,
                          workspace, workspaceBytes);
                return std::vector<TensorRef>{y};
              }});
@@ -1395,6 +1433,40 @@ std::vector<Case> buildCases() {
                 false,
                 0.125f,
                 1},
+              // cuDNN-shaped cases (the engine runs f16 / bf16 there):
+              // grouped-query heads (K, V broadcast over the 3 query heads
+              // of each of 2 K / V heads), a padding bias [B, 1, 1, Sk] and
+              // a bias [B, 1, S, Sk].
+              G{"gqa_causal",
+                {2, 2, 3, 96, 64},
+                {2, 2, 1, 96, 64},
+                {2, 2, 1, 96, 64},
+                {},
+                true,
+                false,
+                false,
+                0.125f,
+                0},
+              G{"key_padding_bias",
+                {2, 4, 128, 64},
+                {2, 4, 128, 64},
+                {2, 4, 128, 64},
+                {2, 1, 1, 128},
+                false,
+                false,
+                false,
+                0.125f,
+                0},
+              G{"causal_bias_b1ss",
+                {2, 2, 64, 32},
+                {2, 2, 64, 32},
+                {2, 2, 64, 32},
+                {2, 1, 64, 64},
+                true,
+                false,
+                false,
+                0.17f,
+                0},
               G{"lowest_fill_rows",
                 {2, 2, 72, 32},
                 {2, 2, 72, 32},
@@ -1470,7 +1542,7 @@ std::vector<Case> buildCases() {
                                                       4)})
                              .data
                        : nullptr;
-               attention(*s.ctx, "attention", params, q, k, v, biasRef, y,
+               attention(*s.ctx, s.name.c_str(), params, q, k, v, biasRef, y,
                          workspace, forwardBytes, &lse);
                TensorRef dy = s.random(dt, out, 0.1, 1.0);
                auto gradShape = [&](const std::vector<int64_t> &operand) {
@@ -1485,14 +1557,29 @@ std::vector<Case> buildCases() {
                TensorRef dbias;
                if (a.biasGradient)
                  dbias = s.empty(dt, a.bias);
-               attentionBackward(*s.ctx, "attention_grad", params, q, k, v,
+               attentionBackward(*s.ctx, s.name.c_str(), params, q, k, v,
                                  biasRef, y, dy, lse, dq, dk, dv,
                                  a.biasGradient ? &dbias : nullptr, workspace,
                                  backwardBytes);
-               std::vector<TensorRef> results = {y, dq, dk, dv};
+               // dK and dV summed to K's and V's own shapes.
+               auto summed = [&](const TensorRef &grad,
+                                 const std::vector<int64_t> &operand) {
+                 std::vector<double> sums =
+                     sumToShape(s.read(grad), gradShape(operand), operand);
+                 return s.upload(DType::F32, {int64_t(sums.size())}, sums);
+               };
+               std::vector<TensorRef> results = {y, dq, summed(dk, a.k),
+                                                 summed(dv, a.v)};
+               // The statistics as each row's log-sum-exp (the sum of its
+               // pair: memopt's kernels and cuDNN store different pairs).
                // Fully masked rows store -inf statistics (not comparable).
-               if (a.mask != 1)
-                 results.push_back(lse);
+               if (a.mask != 1) {
+                 std::vector<double> pairs = s.read(lse), sums;
+                 for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+                   sums.push_back(pairs[i] + pairs[i + 1]);
+                 results.push_back(
+                     s.upload(DType::F32, {int64_t(sums.size())}, sums));
+               }
                if (a.biasGradient)
                  results.push_back(dbias);
                return results;
@@ -2475,10 +2562,13 @@ int runPerf(Context *ctx, const std::string &filter) {
 int main(int argc, char **argv) {
   std::string mode = argc >= 2 ? argv[1] : "";
   if (mode == "--perf") {
-    // The attention cases time exactly the chunk counts they name.
+    // The attention cases time exactly the chunk counts they name, on
+    // memopt's kernels (MEMOPT_ATTENTION_ENGINE=cudnn times cuDNN's instead;
+    // bench/attention_sdpa_bench.py compares the engines).
     ContextOptions options;
     options.attentionMaxChunks = 1 << 20;
     options.attentionMinChunkScores = 0;
+    options.cudnnAttention = false;
     Context *ctx = createContext(options);
     int status = contextError(*ctx) ? 1 : runPerf(ctx, argc > 2 ? argv[2] : "");
     destroyContext(ctx);
@@ -2495,10 +2585,13 @@ int main(int argc, char **argv) {
   ContextOptions options;
   options.attentionMinChunkScores = 0;
   Context *ctx = createContext(options);
-  if (const char *error = contextError(*ctx)) {
-    std::fprintf(stderr, "error: %s\n", error);
-    return 1;
-  }
+  options.cudnnAttention = false;
+  Context *kernels = createContext(options);
+  for (Context *c : {ctx, kernels})
+    if (const char *error = contextError(*c)) {
+      std::fprintf(stderr, "error: %s\n", error);
+      return 1;
+    }
   std::vector<Case> cases = buildCases();
   cases.push_back({"graph_replay", 1e-5, nullptr});
   int failures = 0, passed = 0;
@@ -2509,6 +2602,8 @@ int main(int argc, char **argv) {
     {
       Suite suite;
       suite.ctx = ctx;
+      suite.kernels = kernels;
+      suite.name = c.name;
       if (c.run) {
         std::vector<TensorRef> outputs = c.run(suite);
         for (const TensorRef &t : outputs) {
@@ -2520,10 +2615,11 @@ int main(int argc, char **argv) {
       }
       synchronize(*ctx);
     }
-    if (const char *error = contextError(*ctx)) {
-      std::printf("FAIL %s: runtime error: %s\n", c.name.c_str(), error);
-      return 1;
-    }
+    for (Context *context : {ctx, kernels})
+      if (const char *error = contextError(*context)) {
+        std::printf("FAIL %s: runtime error: %s\n", c.name.c_str(), error);
+        return 1;
+      }
     std::string path = dir + "/" + c.name + ".npy";
     std::string error;
     if (mode == "--out") {
@@ -2581,6 +2677,9 @@ int main(int argc, char **argv) {
       ++passed;
     }
   }
+  if (mode == "--out" && *attentionEngineReport(*ctx))
+    std::printf("attention engines:\n%s", attentionEngineReport(*ctx));
+  destroyContext(kernels);
   destroyContext(ctx);
   std::printf("%s: %d passed, %d failed\n", failures ? "FAILED" : "ALL PASSED",
               passed, failures);

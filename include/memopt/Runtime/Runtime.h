@@ -101,6 +101,12 @@ struct ContextOptions {
   /// False: attention always runs the fused kernel (the executable's
   /// --fused-attention, to compare the two CUDA paths on a whole model).
   bool chunkedAttention = true;
+  /// CUDA: f16 / bf16 attention and its gradient run through cuDNN's fused
+  /// SDPA engine wherever cuDNN accepts the call (sm80+; docs/attention.md,
+  /// "Engines"), memopt's kernels elsewhere. False forces memopt's kernels;
+  /// the environment variable MEMOPT_ATTENTION_ENGINE (`memopt` or `cudnn`)
+  /// overrides this (read at the context's first attention call).
+  bool cudnnAttention = true;
   /// Per-op timing (the executable's --profile): generated programs call
   /// opDone after every op; with this set, the CUDA backend runs every step
   /// eagerly (no CUDA graph) and times each op with events, the host backend
@@ -176,6 +182,12 @@ void opDone(Context &ctx, int index, const char *nodeName, const char *kind,
 /// Writes the profile gathered over the runs after the first (which includes
 /// algorithm selection): time per op kind and the `top` slowest ops.
 void printProfile(Context &ctx, FILE *out, int top);
+/// Which engine ran each attention and attention gradient call site, one
+/// line per site in first-call order: `NODE forward|backward: cudnn (...)` or
+/// `... memopt kernel (reason)`. CUDA only (the host returns ""); printProfile
+/// appends it, and MEMOPT_ATTENTION_REPORT=1 prints each line to stderr when
+/// the site first runs. The text stays valid until the next attention call.
+const char *attentionEngineReport(Context &ctx);
 /// Writes the profile as `{"NODE": seconds, ...}`, the format of
 /// memopt-compile --remat-kernel-times: for each ONNX node name, the time per
 /// run of its first op in program order (the forward computation, which the
@@ -450,6 +462,12 @@ struct AttentionParams {
 /// not alias an input. A row whose scores are all -inf gives NaN, or zeros
 /// with `params.safeSoftmax`.
 ///
+/// CUDA, f16 / bf16: cuDNN's fused SDPA engine runs the call when
+/// ContextOptions::cudnnAttention is on and cuDNN accepts its shape, mask and
+/// layout (the plan is built on the first call of each distinct shape and
+/// kept; its workspace is the context's own, not `workspace`); memopt's
+/// kernels below run otherwise (attentionEngineReport says which ran).
+///
 /// `workspace` (optional, 256-byte aligned) is scratch the compiler found
 /// free while the op runs. CUDA: when Q, K and V hold the whole batch and the
 /// workspace holds the scores of the whole batch, or of chunks of it that are
@@ -461,12 +479,14 @@ struct AttentionParams {
 /// the whole workspace with NaN before and after the call, so a workspace that
 /// overlaps live data breaks the results there rather than only on a GPU.
 ///
-/// `lse` (optional, F32 [..., S, 2] with y's batch dims): per query row the
-/// maximum of its scores and log(sum_j exp(score_j - maximum)), what
-/// attentionBackward reads instead of the probabilities. Scores below
-/// -2.35e38 count as -2.3587e38 (-FLT_MAX / log2(e)) in the statistics and
-/// the backward: the CUDA kernels work in the log2 domain and saturate there.
-/// A row whose scores are all -inf stores (-inf, -inf).
+/// `lse` (optional, F32 [..., S, 2] with y's batch dims): per query row two
+/// numbers whose sum is the row's log-sum-exp, what attentionBackward reads
+/// instead of the probabilities. memopt's kernels store the maximum of the
+/// row's scores and log(sum_j exp(score_j - maximum)); cuDNN stores the
+/// log-sum-exp and 0 (a backward on either engine reads both forms). Scores
+/// below -2.35e38 count as -2.3587e38 (-FLT_MAX / log2(e)) in the statistics
+/// and the backward: the CUDA kernels work in the log2 domain and saturate
+/// there. A row whose scores are all -inf stores (-inf, -inf).
 void attention(Context &ctx, const char *nodeName,
                const AttentionParams &params, TensorRef q, TensorRef k,
                TensorRef v, const TensorRef *bias, TensorRef y,
@@ -486,6 +506,9 @@ void attention(Context &ctx, const char *nodeName,
 /// gives zero gradients with params.safeSoftmax, NaN otherwise. F32, or F16 /
 /// BF16 operands and gradients (f32 statistics and accumulation; a `dbias`
 /// is F32 only). Outputs must not alias inputs or each other.
+///
+/// CUDA, f16 / bf16 without `dbias`: cuDNN's fused SDPA backward runs the
+/// call where it can, as for attention.
 ///
 /// `workspace` (optional, 256-byte aligned): CUDA runs the backward chunk by
 /// chunk through cuBLASLt when q, k and v hold the whole batch and the

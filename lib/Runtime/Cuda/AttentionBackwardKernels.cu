@@ -698,6 +698,9 @@ void attentionBackward(Context &ctx, const char *node,
   if (!validateAttentionBackward(ctx, node, params, q, k, v, bias, y, dy, lse,
                                  dq, dk, dv, dbias, g))
     return;
+  if (cudnnAttentionBackward(ctx, node, params, g, q, k, v, bias, y, dy, lse,
+                             dq, dk, dv, dbias))
+    return;
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
           "attention head sizes %lld (Q, K) and %lld (V) must be at most %d "

@@ -731,6 +731,10 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
       (lse && !validateAttentionStatistics(ctx, node, *lse, y,
                                            {&q, &k, &v, bias, &y})))
     return;
+  if (y.numElements() == 0)
+    return;
+  if (cudnnAttentionForward(ctx, node, params, g, q, k, v, bias, y, lse))
+    return;
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
           "attention head sizes %lld (Q, K) and %lld (V) must be at most %d "
@@ -738,8 +742,6 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
           (long long)g.headSize, (long long)g.valueSize, kMaxHeadSize);
     return;
   }
-  if (y.numElements() == 0)
-    return;
   float *statistics = lse ? static_cast<float *>(lse->data) : nullptr;
   if (attentionChunked(ctx, node, params, g, q, k, v, bias, y, workspace,
                        workspaceBytes, statistics))

@@ -127,6 +127,7 @@ void destroyContext(Context *ctx) {
     if (p.activation)
       cudnnDestroyActivationDescriptor(p.activation);
   }
+  destroyCudnnAttention(*ctx);
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);
   if (ctx->graph)
@@ -302,6 +303,9 @@ void opDone(Context &ctx, int index, const char *node, const char *kind,
 
 void printProfile(Context &ctx, FILE *out, int top) {
   printOpTimes(ctx.opTimes, out, top, "cuda");
+  const char *engines = attentionEngineReport(ctx);
+  if (*engines)
+    std::fprintf(out, "attention engines:\n%s", engines);
 }
 
 void writeProfileTimes(Context &ctx, FILE *out) {
@@ -392,7 +396,8 @@ MemoryInfo memoryInfo(Context &ctx) {
   }
   info.peakUsedBytes = ctx.peakUsedBytes;
   info.workspaceBytes =
-      ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
+      (ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0) +
+      cudnnAttentionWorkspaceBytes(ctx);
   return info;
 }
 

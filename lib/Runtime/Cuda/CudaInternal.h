@@ -56,6 +56,10 @@ struct ConvPlan {
   float separateMs = 0, fusedMs = 0; ///< the timings behind the choice
 };
 
+/// cuDNN fused attention: the plans built so far, the context's workspace
+/// for them and the engine report (Cuda/CudnnAttention.cpp).
+struct CudnnAttentionState;
+
 struct Context {
   std::string error;
   ContextOptions options;
@@ -99,6 +103,7 @@ struct Context {
   OpTimes opTimes;
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
+  CudnnAttentionState *cudnnAttention = nullptr;
 };
 
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
@@ -140,6 +145,40 @@ void matmulWithWorkspace(Context &ctx, const char *node,
 void matmulAccumulate(Context &ctx, const char *node,
                       const MatmulParams &params, TensorRef a, TensorRef b,
                       TensorRef c, void *workspace, size_t workspaceBytes);
+
+/// Runs the attention (or its gradient) through cuDNN's fused SDPA engine
+/// when the context allows it and cuDNN accepts the call, building the plan
+/// of its shape on first use; returns false, having done nothing, when
+/// memopt's kernels must run (the reason goes to the engine report).
+/// Arguments as attention() / attentionBackward(), already validated.
+bool cudnnAttentionForward(Context &ctx, const char *node,
+                           const AttentionParams &params,
+                           const AttentionGeometry &geometry,
+                           const TensorRef &q, const TensorRef &k,
+                           const TensorRef &v, const TensorRef *bias,
+                           const TensorRef &y, const TensorRef *lse);
+bool cudnnAttentionBackward(
+    Context &ctx, const char *node, const AttentionParams &params,
+    const AttentionGeometry &geometry, const TensorRef &q, const TensorRef &k,
+    const TensorRef &v, const TensorRef *bias, const TensorRef &y,
+    const TensorRef &dy, const TensorRef &lse, const TensorRef &dq,
+    const TensorRef &dk, const TensorRef &dv, const TensorRef *dbias);
+/// Frees the plans and the workspace (destroyContext).
+void destroyCudnnAttention(Context &ctx);
+/// Bytes of the context's cuDNN attention workspace (memoryInfo).
+size_t cudnnAttentionWorkspaceBytes(Context &ctx);
+/// In CudnnAttentionKernels.cu. cuDNN's row statistics (one log-sum-exp per
+/// row) to memopt's pairs (log-sum-exp, 0), and pairs back to sums.
+bool launchStatisticsToPairs(Context &ctx, const char *node,
+                             const float *statistics, float *pairs,
+                             int64_t rows);
+bool launchPairsToStatistics(Context &ctx, const char *node, const float *pairs,
+                             float *statistics, int64_t rows);
+/// y[b] = x[b]^T for `batch` row-major rows x cols matrices of 2-byte
+/// elements (K between [D, Sk] and cuDNN's [Sk, D]).
+bool launchTransposeMatrices16(Context &ctx, const char *node, const void *x,
+                               void *y, int64_t batch, int64_t rows,
+                               int64_t cols);
 
 /// Holds ctx.stream for `microseconds` (a kernel spinning on the GPU's
 /// global timer), so the calls the host enqueues behind it run back to back
