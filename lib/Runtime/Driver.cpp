@@ -157,8 +157,13 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   static char mapProbe; // any host address: the host backend returns it
   if (file.isOpen() && mayMap && program->weightBytes > 0 &&
       hostAddressOf(*ctx_, &mapProbe) != nullptr) {
+    // An inference program writes nothing to its weights: no commit charge
+    // is reserved for copies (a model larger than memory could not be mapped
+    // otherwise). A training step writes its parameters and state, so their
+    // copies are reserved, and a region too large for that is read instead.
+    int flags = MAP_PRIVATE | (program->isTraining ? 0 : MAP_NORESERVE);
     void *mapped = ::mmap(nullptr, size_t(program->weightBytes),
-                          PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
+                          PROT_READ | PROT_WRITE, flags, file.fd(), 0);
     if (mapped != MAP_FAILED) {
       weights_ = static_cast<uint8_t *>(mapped);
       weightsMapped_ = true;
