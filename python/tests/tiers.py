@@ -26,6 +26,9 @@ LARGE_IMPORTS = {"torchscript/vit_b_16", "dynamo/vit_b_16", "torchscript/convnex
 # encoder-decoder speech model, a vision transformer, a torchvision and a timm network.
 TODAY = {"llama_mask", "gpt2", "bert_mask", "whisper", "vit", "tv_resnet18",
          "timm_convnextv2_atto"}
+# Long-sequence masks built by ops (test_long_attention_masks.py: family-mask), host numerics:
+# one case per mask, both families between them.
+LONG_MASKS = {"llama-causal", "llama-window", "gpt2-padding", "gpt2-buffer"}
 
 
 def params(items, keep, id=str, failures=None):

@@ -1,18 +1,23 @@
 //===- AttentionMasks.cpp - constants and masks of attention fusion -------===//
 //
 // The constant evaluation and mask classification behind
-// --memopt-fuse-attention (AttentionMasks.h). Constant masks are classified
-// by value, as XLA's cuDNN fused-MHA rewriter recognises the causal mask;
-// unlike onnxruntime's fusion_attention.py, which recognises a mask by the
-// ops an exporter used to build it, a constant is judged by what it masks,
-// whichever ops folded into it. A fused attention's mask is read back from
-// its operands for the report: the boolean leaves of a Where mask (graph
-// inputs are padding, constants causal / windowed / other) and the kinds of
-// additive terms.
+// --memopt-fuse-attention (AttentionMasks.h). Masks are classified by value,
+// whichever ops built them: a constant, or a tensor computed from constants
+// alone that canonicalize did not fold (transformers' Range / LessOrEqual /
+// Expand causal mask beyond the folders' element limit), read row by row
+// (RowEvaluator.h) and compared with the causal and sliding-window bands.
+// XLA's cuDNN fused-MHA rewriter recognises the causal mask by its ops
+// (a select over a compare of iotas), onnxruntime's fusion_attention.py and
+// torch inductor's SDPA patterns by the ops an exporter used; evaluating the
+// ops judges any formula by what it masks, at any sequence length. A fused
+// attention's mask is read back from its operands for the report: the
+// boolean leaves of a Where mask (graph inputs are padding, what is computed
+// from constants causal / windowed / other) and the kinds of additive terms.
 //
 //===----------------------------------------------------------------------===//
 
 #include "AttentionMasks.h"
+#include "RowEvaluator.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -29,8 +34,9 @@ using namespace mlir::memopt::attention;
 
 namespace {
 
-/// Constant masks are read up to this many elements.
-constexpr int64_t kMaxMaskElements = int64_t(1) << 24;
+/// Masks are read up to this many elements (their batch axes that only
+/// broadcast are read once): a [1, 1, 32768, 32768] mask, about 4 s.
+constexpr int64_t kMaxReadElements = int64_t(1) << 30;
 
 /// Ops visited when a scalar or a mask is traced back through the graph.
 constexpr unsigned kMaxTracedOps = 64;
@@ -92,134 +98,181 @@ std::optional<double> evaluateScalar(Value value, unsigned depth) {
   return *a - *b;
 }
 
-/// Whether every [queries, keys] slice of `masked` (row-major, slices
-/// contiguous) masks exactly `j > i || j <= i - window`.
-bool masksBand(ArrayRef<bool> masked, int64_t queries, int64_t keys,
-               int64_t window) {
-  for (size_t index = 0; index < masked.size(); ++index) {
-    int64_t row = int64_t(index / keys) % queries;
-    int64_t column = int64_t(index % keys);
-    if (masked[index] != (column > row || column <= row - window))
-      return false;
-  }
-  return true;
-}
-
 } // namespace
 
 std::optional<double> attention::evaluateScalar(Value value) {
   return ::evaluateScalar(value, 0);
 }
 
-std::optional<SmallVector<double>> attention::getConstantValues(Value value) {
-  auto constant = value.getDefiningOp<ConstantOp>();
-  if (!constant)
+//===----------------------------------------------------------------------===//
+// Masks by value
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Whether an element read as `reading` masks its score; nullopt: the
+/// element is not a mask's (an additive bias value).
+std::optional<bool> elementMasks(MaskReading reading, double factor,
+                                 double value) {
+  switch (reading) {
+  case MaskReading::Additive:
+    if (value == 0)
+      return false;
+    if (isMaskingValue(value * factor))
+      return true;
     return std::nullopt;
-  auto type = cast<RankedTensorType>(constant.getType());
-  if (type.getNumElements() > kMaxMaskElements)
-    return std::nullopt;
-  Type elementType = type.getElementType();
-  SmallVector<double> values;
-  values.reserve(type.getNumElements());
-  Attribute attr = constant.getValue();
-  if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
-    if (elementType.isInteger(1)) {
-      for (bool element : dense.getValues<bool>())
-        values.push_back(element ? 1.0 : 0.0);
-      return values;
-    }
-    if (!isa<FloatType>(elementType))
-      return std::nullopt;
-    for (APFloat element : dense.getValues<APFloat>())
-      values.push_back(toDouble(element));
-    return values;
-  }
-  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
-  AsmResourceBlob *blob =
-      resource ? resource.getRawHandle().getBlob() : nullptr;
-  if (!blob)
-    return std::nullopt;
-  ArrayRef<char> raw = blob->getData();
-  int64_t count = type.getNumElements();
-  if (elementType.isF32()) {
-    if (int64_t(raw.size()) != count * 4)
-      return std::nullopt;
-    for (int64_t i = 0; i < count; ++i) {
-      float element;
-      std::memcpy(&element, raw.data() + 4 * i, 4);
-      values.push_back(element);
-    }
-    return values;
-  }
-  if (elementType.isF16() || elementType.isBF16()) {
-    if (int64_t(raw.size()) != count * 2)
-      return std::nullopt;
-    const llvm::fltSemantics &semantics =
-        cast<FloatType>(elementType).getFloatSemantics();
-    for (int64_t i = 0; i < count; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, raw.data() + 2 * i, 2);
-      values.push_back(toDouble(APFloat(semantics, APInt(16, bits))));
-    }
-    return values;
+  case MaskReading::MaskingElements:
+    return isMaskingValue(value * factor);
+  case MaskReading::MaskWhenTrue:
+    return value != 0;
+  case MaskReading::MaskWhenFalse:
+    return value == 0;
   }
   return std::nullopt;
 }
 
-MaskPattern attention::classifyPattern(
-    ArrayRef<double> values, RankedTensorType type, int64_t queries,
-    int64_t keys, llvm::function_ref<std::optional<bool>(double)> masked) {
-  SmallVector<bool> isMasked;
-  isMasked.reserve(values.size());
-  bool masksAny = false;
-  for (double value : values) {
-    std::optional<bool> element = masked(value);
-    if (!element)
-      return MaskPattern::Bias;
-    isMasked.push_back(*element);
-    masksAny |= *element;
+/// The row of `shape` at `index` (over every axis but the last).
+int64_t rowOf(ArrayRef<int64_t> shape, ArrayRef<int64_t> index) {
+  int64_t row = 0;
+  for (auto [axis, position] : llvm::enumerate(index))
+    row = row * shape[axis] + position;
+  return row;
+}
+
+/// The pattern of `rows` over [..., queries, keys] scores. Every row along
+/// which the mask may differ is read once (batch axes that broadcast, once);
+/// the window is the one the first batch entry's last row keeps.
+template <typename Masked>
+MaskPattern scanPattern(RowEvaluator &rows, int64_t queries, int64_t keys,
+                        Masked masked) {
+  ArrayRef<int64_t> shape = rows.getType().getShape();
+  int64_t rank = shape.size();
+  int64_t length = rows.getRowLength();
+  // Causal and windowed masks vary along both last axes, so the mask must
+  // hold them whole (its batch axes may broadcast or repeat).
+  bool whole = rank >= 2 && shape[rank - 2] == queries &&
+               shape[rank - 1] == keys && queries >= 1 && keys >= 1;
+  SmallVector<int64_t> counts;
+  int64_t rowsToRead = 1;
+  for (int64_t axis = 0; axis + 1 < rank; ++axis) {
+    bool read = rows.mayVary(axis) || (whole && axis == rank - 2);
+    counts.push_back(read ? shape[axis] : 1);
+    rowsToRead *= counts.back();
+  }
+  if (rowsToRead > kMaxReadElements / length)
+    return MaskPattern::Other;
+
+  int64_t window = queries + keys; // causal: no key is too far back
+  bool windowed = false;
+  if (whole) {
+    SmallVector<int64_t> index(rank - 1, 0);
+    index.back() = queries - 1;
+    ArrayRef<double> last = rows.getRow(rowOf(shape, index));
+    int64_t firstKept = keys;
+    for (int64_t key = 0; key < keys; ++key) {
+      std::optional<bool> masks = masked(last[key]);
+      if (!masks)
+        return MaskPattern::Bias;
+      if (!*masks) {
+        firstKept = key;
+        break;
+      }
+    }
+    windowed = firstKept > 0 && queries - firstKept >= 1;
+    if (windowed)
+      window = queries - firstKept;
+  }
+
+  bool masksAny = false, causal = whole;
+  SmallVector<int64_t> index(counts.size(), 0);
+  for (int64_t read = 0; read < rowsToRead; ++read) {
+    ArrayRef<double> row = rows.getRow(rowOf(shape, index));
+    int64_t query = whole ? index.back() : 0;
+    for (int64_t key = 0; key < length; ++key) {
+      std::optional<bool> masks = masked(row[key]);
+      if (!masks)
+        return MaskPattern::Bias;
+      masksAny |= *masks;
+      if (whole) {
+        bool future = key > query;
+        causal &= *masks == future;
+        windowed &= *masks == (future || key <= query - window);
+      }
+    }
+    for (int64_t axis = int64_t(counts.size()) - 1; axis >= 0; --axis) {
+      if (++index[axis] < counts[axis])
+        break;
+      index[axis] = 0;
+    }
   }
   if (!masksAny)
     return MaskPattern::Nothing;
-  // Causal and windowed masks vary along both last axes, so the constant
-  // must hold them whole (its batch axes may broadcast or repeat).
-  int64_t rank = type.getRank();
-  if (rank < 2 || type.getDimSize(rank - 2) != queries ||
-      type.getDimSize(rank - 1) != keys || queries < 1 || keys < 1)
-    return MaskPattern::Other;
-  if (masksBand(isMasked, queries, keys, queries + keys))
+  if (causal)
     return MaskPattern::Causal;
-  // The window from the last row's first key kept.
-  ArrayRef<bool> lastRow = ArrayRef<bool>(isMasked).slice(
-      size_t((queries - 1) * keys), size_t(keys));
-  int64_t firstKept = llvm::find(lastRow, false) - lastRow.begin();
-  int64_t window = queries - firstKept;
-  if (firstKept > 0 && window >= 1 &&
-      masksBand(isMasked, queries, keys, window))
+  if (windowed)
     return MaskPattern::SlidingWindow;
   return MaskPattern::Other;
 }
 
-MaskPattern attention::classifyAdditive(ArrayRef<double> values,
-                                        RankedTensorType type, int64_t queries,
-                                        int64_t keys, double factor) {
-  return classifyPattern(values, type, queries, keys,
-                         [&](double value) -> std::optional<bool> {
-                           if (value == 0)
-                             return false;
-                           if (isMaskingValue(value * factor))
-                             return true;
-                           return std::nullopt;
-                         });
+} // namespace
+
+std::optional<MaskPattern> MaskClassifier::classify(Value mask, int64_t queries,
+                                                    int64_t keys,
+                                                    MaskReading reading,
+                                                    double factor) {
+  if (reading == MaskReading::MaskWhenTrue ||
+      reading == MaskReading::MaskWhenFalse)
+    factor = 1.0;
+  auto matches = [&](const Entry &entry) {
+    return entry.queries == queries && entry.keys == keys &&
+           entry.reading == reading && entry.factor == factor;
+  };
+  if (auto found = known.find(mask); found != known.end())
+    for (const Entry &entry : found->second)
+      if (matches(entry))
+        return entry.pattern;
+  std::optional<MaskPattern> pattern =
+      evaluate(mask, queries, keys, reading, factor);
+  known[mask].push_back({queries, keys, reading, factor, pattern});
+  return pattern;
 }
 
-MaskPattern attention::classifyCondition(ArrayRef<double> values,
-                                         RankedTensorType type, int64_t queries,
-                                         int64_t keys, bool maskWhen) {
-  return classifyPattern(values, type, queries, keys,
-                         [&](double value) -> std::optional<bool> {
-                           return (value != 0) == maskWhen;
-                         });
+std::optional<MaskPattern> MaskClassifier::evaluate(Value mask, int64_t queries,
+                                                    int64_t keys,
+                                                    MaskReading reading,
+                                                    double factor) {
+  // Where(c, x, y) with one-element x and y, one masking and one keeping:
+  // the pattern of c, which the layers of a model share (each has its own
+  // Where).
+  auto where = mask.getDefiningOp<WhereOp>();
+  if (where && (reading == MaskReading::Additive ||
+                reading == MaskReading::MaskingElements)) {
+    std::optional<double> x = evaluateScalar(where.getX());
+    std::optional<double> y = evaluateScalar(where.getY());
+    std::optional<bool> xMasks =
+        x ? elementMasks(reading, factor, *x) : std::nullopt;
+    std::optional<bool> yMasks =
+        y ? elementMasks(reading, factor, *y) : std::nullopt;
+    auto condition = cast<RankedTensorType>(where.getCondition().getType());
+    auto result = cast<RankedTensorType>(where.getType());
+    if (xMasks && yMasks && *xMasks != *yMasks && condition.getRank() >= 2 &&
+        result.getRank() >= 2 &&
+        condition.getShape().take_back(2) == result.getShape().take_back(2))
+      return classify(where.getCondition(), queries, keys,
+                      *xMasks ? MaskReading::MaskWhenTrue
+                              : MaskReading::MaskWhenFalse);
+  }
+  std::unique_ptr<RowEvaluator> rows = RowEvaluator::create(mask);
+  if (!rows)
+    return std::nullopt;
+  return scanPattern(*rows, queries, keys, [&](double value) {
+    return elementMasks(reading, factor, value);
+  });
+}
+
+void MaskClassifier::forget(Operation *op) {
+  for (Value result : op->getResults())
+    known.erase(result);
 }
 
 //===----------------------------------------------------------------------===//
@@ -267,12 +320,16 @@ void addPattern(MaskPattern pattern, MaskSummary &summary) {
 }
 
 /// The leaves a computed boolean mask comes from: graph inputs are padding
-/// (attention_mask), boolean constants are judged by their pattern in either
-/// polarity (a Not may sit between them and the Where).
+/// (attention_mask); a boolean computed from constants alone is judged by
+/// its pattern in either polarity (a Not may sit between it and the Where),
+/// as a whole (transformers' causal mask And all-true ones). A mask that
+/// reads no input and could not be read is arbitrary.
 void classifyComputedCondition(Value condition, int64_t queries, int64_t keys,
+                               MaskClassifier &classifier,
                                MaskSummary &summary) {
   SmallVector<Value> worklist = {condition};
   llvm::SmallPtrSet<Operation *, 16> visited;
+  bool read = false;
   while (!worklist.empty()) {
     Value value = worklist.pop_back_val();
     Operation *op = value.getDefiningOp();
@@ -286,29 +343,49 @@ void classifyComputedCondition(Value condition, int64_t queries, int64_t keys,
       summary.otherMask = true;
       return;
     }
-    if (isa<ConstantOp>(op)) {
-      auto type = cast<RankedTensorType>(value.getType());
-      if (!type.getElementType().isInteger(1))
+    if (getElementTypeOrSelf(value.getType()).isInteger(1)) {
+      std::optional<MaskPattern> keep =
+          classifier.classify(value, queries, keys, MaskReading::MaskWhenFalse);
+      std::optional<MaskPattern> mask =
+          classifier.classify(value, queries, keys, MaskReading::MaskWhenTrue);
+      if (keep && mask) {
+        read = true;
+        if (keep == MaskPattern::Causal || mask == MaskPattern::Causal)
+          summary.causal = true;
+        else if (keep == MaskPattern::SlidingWindow ||
+                 mask == MaskPattern::SlidingWindow)
+          summary.slidingWindow = true;
+        else if (keep != MaskPattern::Nothing && mask != MaskPattern::Nothing)
+          summary.otherMask = true;
         continue;
-      std::optional<SmallVector<double>> values = getConstantValues(value);
-      if (!values)
-        continue;
-      MaskPattern keep =
-          classifyCondition(*values, type, queries, keys, /*maskWhen=*/false);
-      MaskPattern mask =
-          classifyCondition(*values, type, queries, keys, /*maskWhen=*/true);
-      if (keep == MaskPattern::Causal || mask == MaskPattern::Causal)
-        summary.causal = true;
-      else if (keep == MaskPattern::SlidingWindow ||
-               mask == MaskPattern::SlidingWindow)
-        summary.slidingWindow = true;
-      else if (keep != MaskPattern::Nothing && mask != MaskPattern::Nothing)
-        summary.otherMask = true;
-      continue;
+      }
     }
+    if (isa<ConstantOp>(op))
+      continue;
     for (Value operand : op->getOperands())
       worklist.push_back(operand);
   }
+  if (!read && !summary.padding)
+    summary.otherMask = true;
+}
+
+/// Whether `value` is computed from a function argument (or from more ops
+/// than are traced).
+bool readsArgument(Value value) {
+  SmallVector<Value> worklist = {value};
+  llvm::SmallPtrSet<Operation *, 16> visited;
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (!op)
+      return true;
+    if (!visited.insert(op).second)
+      continue;
+    if (visited.size() > kMaxTracedOps)
+      return true;
+    for (Value operand : op->getOperands())
+      worklist.push_back(operand);
+  }
+  return false;
 }
 
 /// Whether a computed float term is a score bias (it reads a float input or
@@ -344,7 +421,8 @@ bool isComputedScoreBias(Value term) {
 
 } // namespace
 
-MaskSummary attention::classifyAttentionMask(AttentionOp attention) {
+MaskSummary attention::classifyAttentionMask(AttentionOp attention,
+                                             MaskClassifier &classifier) {
   MaskSummary summary;
   summary.causal = summary.causalInKernel = attention.getCausal();
   Value bias = attention.getBias();
@@ -368,35 +446,32 @@ MaskSummary attention::classifyAttentionMask(AttentionOp attention) {
         maskWhen = false;
       if (maskWhen) {
         Value condition = where.getCondition();
-        if (std::optional<SmallVector<double>> values =
-                getConstantValues(condition))
-          addPattern(classifyCondition(
-                         *values, cast<RankedTensorType>(condition.getType()),
-                         queries, keys, *maskWhen),
-                     summary);
+        if (std::optional<MaskPattern> pattern =
+                classifier.classify(condition, queries, keys,
+                                    *maskWhen ? MaskReading::MaskWhenTrue
+                                              : MaskReading::MaskWhenFalse))
+          addPattern(*pattern, summary);
         else
-          classifyComputedCondition(condition, queries, keys, summary);
+          classifyComputedCondition(condition, queries, keys, classifier,
+                                    summary);
         continue;
       }
     }
-    if (std::optional<SmallVector<double>> values = getConstantValues(term)) {
+    if (std::optional<MaskPattern> masking = classifier.classify(
+            term, queries, keys, MaskReading::MaskingElements)) {
       // The fusion may have folded a mask and a bias into one constant:
       // its masking elements are the mask, the other non-zero ones a bias.
-      summary.scoreBias |= llvm::any_of(*values, [](double value) {
-        return value != 0 && !isMaskingValue(value);
-      });
-      addPattern(classifyPattern(*values,
-                                 cast<RankedTensorType>(term.getType()),
-                                 queries, keys,
-                                 [](double value) -> std::optional<bool> {
-                                   return isMaskingValue(value);
-                                 }),
-                 summary);
+      summary.scoreBias |=
+          classifier.classify(term, queries, keys, MaskReading::Additive) ==
+          MaskPattern::Bias;
+      addPattern(*masking, summary);
       continue;
     }
+    // Computed from inputs, or from constants by ops the classifier cannot
+    // read (then neither: the report says the bias is computed).
     if (isComputedScoreBias(term))
       summary.scoreBias = true;
-    else
+    else if (readsArgument(term))
       summary.padding = true;
   }
   return summary;

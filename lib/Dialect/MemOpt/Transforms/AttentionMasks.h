@@ -2,10 +2,10 @@
 //
 // What --memopt-fuse-attention asks of constants and masks: the value of a
 // one-element factor computed from constants (`sqrt(d)`, `d^-0.25`), the
-// elements of a constant mask, the pattern such a mask makes over the
-// [S, Sk] scores (nothing, causal, a sliding window, anything else), and the
+// pattern a mask computed from constants makes over the [S, Sk] scores
+// (nothing, causal, a sliding window, anything else), and the
 // classification of a fused attention's mask for the report. Private to the
-// pass (FuseAttention.cpp, AttentionMasks.cpp).
+// pass (FuseAttention.cpp, AttentionMasks.cpp, RowEvaluator.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +14,7 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -36,12 +36,7 @@ inline bool isMaskingValue(double value) { return value <= kMaskingFill; }
 /// `Pow(d, -0.25)`, which canonicalize does not fold).
 std::optional<double> evaluateScalar(Value value);
 
-/// Every element of a constant as a double: dense floats or i1, and
-/// dense_resource blobs of f32 / f16 / bf16 (how the importer stores large
-/// float initializers). Nullopt beyond 2^24 elements.
-std::optional<SmallVector<double>> getConstantValues(Value value);
-
-/// What a constant mask does to [..., S, Sk] scores.
+/// What a mask does to [..., S, Sk] scores.
 enum class MaskPattern {
   /// Masks no score.
   Nothing,
@@ -49,28 +44,54 @@ enum class MaskPattern {
   Causal,
   /// Masks j > i and j <= i - window, the same in every batch entry.
   SlidingWindow,
-  /// Masks some other set of scores.
+  /// Masks some other set of scores, or is too large to read.
   Other,
   /// Not a mask: values that are neither 0 nor masking (a real bias).
   Bias,
 };
 
-/// The pattern of a constant `values` of `type` over scores whose last two
-/// axes are `queries` x `keys`. `masked(value)` says whether an element
-/// masks its score; it returns nullopt for a value that is not a mask.
-MaskPattern
-classifyPattern(ArrayRef<double> values, RankedTensorType type, int64_t queries,
-                int64_t keys,
-                llvm::function_ref<std::optional<bool>(double)> masked);
+/// How the elements of a mask are read.
+enum class MaskReading {
+  /// An additive term: 0 keeps, a masking value masks, any other value makes
+  /// it a Bias.
+  Additive,
+  /// Only the masking elements count; any other value keeps.
+  MaskingElements,
+  /// A boolean condition that masks where it is true / where it is false.
+  MaskWhenTrue,
+  MaskWhenFalse,
+};
 
-/// The pattern of an additive constant term (0 keeps, a masking value
-/// masks), each element multiplied by `factor` first.
-MaskPattern classifyAdditive(ArrayRef<double> values, RankedTensorType type,
-                             int64_t queries, int64_t keys, double factor);
+/// Classifies masks by value: constants, and tensors computed from constants
+/// alone that canonicalize did not fold (RowEvaluator.h), whatever their
+/// size up to 2^30 elements read. Results are kept per value: the layers of
+/// a model share one mask, and each asks. forget() drops what is known of an
+/// op's results; the fusion calls it when an op is erased, since a new op
+/// may take its address.
+class MaskClassifier {
+public:
+  /// The pattern `mask` makes over scores whose last two axes are `queries`
+  /// x `keys`, each element multiplied by `factor` first (additive readings).
+  /// A mask is whole when its last two axes are the scores' (its batch axes
+  /// may broadcast or repeat); causal and windowed masks must be whole.
+  /// Nullopt when `mask` reads a function argument, an op or a constant the
+  /// evaluator does not know; Other when it is too large to read.
+  std::optional<MaskPattern> classify(Value mask, int64_t queries, int64_t keys,
+                                      MaskReading reading, double factor = 1.0);
 
-/// The pattern of a boolean condition that masks where it is `maskWhen`.
-MaskPattern classifyCondition(ArrayRef<double> values, RankedTensorType type,
-                              int64_t queries, int64_t keys, bool maskWhen);
+  void forget(Operation *op);
+
+private:
+  struct Entry {
+    int64_t queries, keys;
+    MaskReading reading;
+    double factor;
+    std::optional<MaskPattern> pattern;
+  };
+  std::optional<MaskPattern> evaluate(Value mask, int64_t queries, int64_t keys,
+                                      MaskReading reading, double factor);
+  llvm::DenseMap<Value, SmallVector<Entry, 1>> known;
+};
 
 /// The mask and bias of a fused attention, read back from its `causal`
 /// attribute and its bias operand (a sum of terms: Where(cond, fill, 0)
@@ -88,7 +109,8 @@ struct MaskSummary {
   std::string maskClass() const;
 };
 
-MaskSummary classifyAttentionMask(AttentionOp attention);
+MaskSummary classifyAttentionMask(AttentionOp attention,
+                                  MaskClassifier &classifier);
 
 } // namespace mlir::memopt::attention
 

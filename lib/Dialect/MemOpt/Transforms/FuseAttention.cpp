@@ -527,8 +527,10 @@ bool chooseView(AttentionMatch &match, unsigned softmaxView,
 
 /// Matches the attention rooted at `softmax`; on failure, `diagnosis` says
 /// where the pattern broke.
-std::optional<AttentionMatch>
-matchAttention(SoftmaxOp softmax, int64_t maxHeadSize, Diagnosis &diagnosis) {
+std::optional<AttentionMatch> matchAttention(SoftmaxOp softmax,
+                                             int64_t maxHeadSize,
+                                             MaskClassifier &classifier,
+                                             Diagnosis &diagnosis) {
   AttentionMatch match;
   match.softmax = softmax;
   auto probsType = cast<RankedTensorType>(softmax.getType());
@@ -729,22 +731,21 @@ matchAttention(SoftmaxOp softmax, int64_t maxHeadSize, Diagnosis &diagnosis) {
                         batchOf(flatViews->front()->getResult(0).getType()));
   }
 
-  // Constant terms: causal, nothing, or a bias like any other.
+  // Terms computed from constants, by value: causal, nothing, or a bias
+  // like any other.
   int64_t queries = probsType.getDimSize(rank - 2);
   int64_t keys = probsType.getDimSize(rank - 1);
   SmallVector<Term> kept;
   for (const Term &term : match.terms) {
     const ChainStep &step = match.steps[term.step];
-    std::optional<SmallVector<double>> values = getConstantValues(step.term);
-    MaskPattern pattern = MaskPattern::Other;
-    if (values) {
-      auto type = cast<RankedTensorType>(step.term.getType());
-      pattern =
-          step.kind == ChainStep::Kind::Where
-              ? classifyCondition(*values, type, queries, keys,
-                                  step.fillWhenTrue)
-              : classifyAdditive(*values, type, queries, keys, term.factor);
-    }
+    std::optional<MaskPattern> pattern =
+        step.kind == ChainStep::Kind::Where
+            ? classifier.classify(step.term, queries, keys,
+                                  step.fillWhenTrue
+                                      ? MaskReading::MaskWhenTrue
+                                      : MaskReading::MaskWhenFalse)
+            : classifier.classify(step.term, queries, keys,
+                                  MaskReading::Additive, term.factor);
     if (pattern == MaskPattern::Causal)
       match.causal = true;
     else if (pattern != MaskPattern::Nothing)
@@ -911,15 +912,15 @@ struct FusionStatistics {
 
 struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
   FuseAttentionPattern(MLIRContext *context, int64_t maxHeadSize,
-                       FusionStatistics &statistics)
+                       MaskClassifier &classifier, FusionStatistics &statistics)
       : OpRewritePattern(context), maxHeadSize(maxHeadSize),
-        statistics(statistics) {}
+        classifier(classifier), statistics(statistics) {}
 
   LogicalResult matchAndRewrite(SoftmaxOp softmax,
                                 PatternRewriter &rewriter) const override {
     Diagnosis diagnosis;
     std::optional<AttentionMatch> match =
-        matchAttention(softmax, maxHeadSize, diagnosis);
+        matchAttention(softmax, maxHeadSize, classifier, diagnosis);
     if (!match)
       return rewriter.notifyMatchFailure(softmax, diagnosis.reason);
     ++statistics.fused;
@@ -931,7 +932,17 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
   }
 
   int64_t maxHeadSize;
+  MaskClassifier &classifier;
   FusionStatistics &statistics;
+};
+
+/// Drops what the classifier knows of erased ops: a new op may take the
+/// address of one (the rewrite erases the mask terms it absorbs).
+struct ForgetErasedOps : public RewriterBase::Listener {
+  explicit ForgetErasedOps(MaskClassifier &classifier)
+      : classifier(classifier) {}
+  void notifyOperationErased(Operation *op) override { classifier.forget(op); }
+  MaskClassifier &classifier;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1014,8 +1025,8 @@ std::string shapeString(Type type) {
   return text;
 }
 
-std::string describeFused(AttentionOp attention) {
-  MaskSummary mask = classifyAttentionMask(attention);
+std::string describeFused(AttentionOp attention, MaskClassifier &classifier) {
+  MaskSummary mask = classifyAttentionMask(attention, classifier);
   std::string text = "fused, mask " + mask.maskClass();
   if (mask.causalInKernel)
     text += "; causal in the kernel";
@@ -1023,8 +1034,12 @@ std::string describeFused(AttentionOp attention) {
     bool maskInBias = mask.padding || mask.otherMask || mask.slidingWindow ||
                       (mask.causal && !mask.causalInKernel);
     text += "; bias operand " + shapeString(bias.getType()) + " (";
-    text += maskInBias ? (mask.scoreBias ? "mask + score bias" : "mask")
-                       : (mask.scoreBias ? "score bias" : "constant");
+    // Neither a mask nor a score bias was recognised in it: say where it
+    // comes from.
+    text += maskInBias       ? (mask.scoreBias ? "mask + score bias" : "mask")
+            : mask.scoreBias ? "score bias"
+            : isa_and_nonnull<ConstantOp>(bias.getDefiningOp()) ? "constant"
+                                                                : "computed";
     text += ")";
   }
   if (attention.getSafeSoftmax())
@@ -1039,10 +1054,14 @@ struct MemOptFuseAttentionPass
 
   void runOnOperation() override {
     FusionStatistics fusion;
+    MaskClassifier classifier;
+    ForgetErasedOps forgetErased(classifier);
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseAttentionPattern>(&getContext(), maxHeadSize, fusion);
+    patterns.add<FuseAttentionPattern>(&getContext(), maxHeadSize, classifier,
+                                       fusion);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    config.setListener(&forgetErased);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
@@ -1065,10 +1084,11 @@ SmallVector<AttentionSite>
 mlir::memopt::describeAttentionSites(func::FuncOp function,
                                      int64_t maxHeadSize) {
   SmallVector<AttentionSite> sites;
+  MaskClassifier classifier;
   function.walk([&](Operation *op) {
     if (auto attention = dyn_cast<AttentionOp>(op)) {
-      sites.push_back(
-          {attentionSiteName(attention), true, describeFused(attention)});
+      sites.push_back({attentionSiteName(attention), true,
+                       describeFused(attention, classifier)});
       return;
     }
     auto softmax = dyn_cast<SoftmaxOp>(op);
@@ -1076,7 +1096,7 @@ mlir::memopt::describeAttentionSites(func::FuncOp function,
       return;
     AttentionSite site{locationName(softmax.getLoc()), false, ""};
     Diagnosis diagnosis;
-    if (matchAttention(softmax, maxHeadSize, diagnosis))
+    if (matchAttention(softmax, maxHeadSize, classifier, diagnosis))
       site.detail = "not fused (it matches: the pass has not run here)";
     else
       site.detail = "not fused at " +
