@@ -265,9 +265,26 @@ std::optional<MaskPattern> MaskClassifier::evaluate(Value mask, int64_t queries,
   std::unique_ptr<RowEvaluator> rows = RowEvaluator::create(mask);
   if (!rows)
     return std::nullopt;
-  return scanPattern(*rows, queries, keys, [&](double value) {
-    return elementMasks(reading, factor, value);
-  });
+  // One loop per reading: the reading is not decided per element.
+  auto read = [&](auto reading) {
+    return scanPattern(*rows, queries, keys, [&](double value) {
+      return elementMasks(decltype(reading)::value, factor, value);
+    });
+  };
+  switch (reading) {
+  case MaskReading::Additive:
+    return read(std::integral_constant<MaskReading, MaskReading::Additive>());
+  case MaskReading::MaskingElements:
+    return read(
+        std::integral_constant<MaskReading, MaskReading::MaskingElements>());
+  case MaskReading::MaskWhenTrue:
+    return read(
+        std::integral_constant<MaskReading, MaskReading::MaskWhenTrue>());
+  case MaskReading::MaskWhenFalse:
+    return read(
+        std::integral_constant<MaskReading, MaskReading::MaskWhenFalse>());
+  }
+  return std::nullopt;
 }
 
 void MaskClassifier::forget(Operation *op) {
@@ -344,10 +361,15 @@ void classifyComputedCondition(Value condition, int64_t queries, int64_t keys,
       return;
     }
     if (getElementTypeOrSelf(value.getType()).isInteger(1)) {
+      // Masks keep where true as a rule: the other polarity is read only
+      // when this one is neither causal nor a window.
       std::optional<MaskPattern> keep =
           classifier.classify(value, queries, keys, MaskReading::MaskWhenFalse);
-      std::optional<MaskPattern> mask =
-          classifier.classify(value, queries, keys, MaskReading::MaskWhenTrue);
+      std::optional<MaskPattern> mask = keep;
+      if (keep && keep != MaskPattern::Causal &&
+          keep != MaskPattern::SlidingWindow)
+        mask = classifier.classify(value, queries, keys,
+                                   MaskReading::MaskWhenTrue);
       if (keep && mask) {
         read = true;
         if (keep == MaskPattern::Causal || mask == MaskPattern::Causal)

@@ -26,13 +26,16 @@
 //
 // Terms are additive. A Where term becomes `Where(mask, fill, 0)`, the same
 // after the softmax because the fill swallows any finite score and has
-// weight exactly 0. A constant term is classified by value
-// (AttentionMasks.cpp): exactly top-left causal in every batch entry becomes
-// `causal = true` (no bias tensor), one that masks nothing is dropped, any
-// other (a sliding window, a padding mask, a bias) is summed into the `bias`
-// operand, which broadcasts over batch and heads. Terms added in different
-// views are moved into one view by regrouping their batch axes, and the
-// attention runs in that view, its operands and result reshaped (views).
+// weight exactly 0. A term computed from constants alone (a constant, or a
+// mask built by ops that no folder reduced: transformers' Range /
+// LessOrEqual / Expand at long sequences) is classified by value
+// (AttentionMasks.cpp, RowEvaluator.cpp): exactly top-left causal in every
+// batch entry becomes `causal = true` (no bias tensor; its ops die and are
+// erased), one that masks nothing is dropped, any other (a sliding window, a
+// padding mask, a bias) is summed into the `bias` operand, which broadcasts
+// over batch and heads. Terms added in different views are moved into one
+// view by regrouping their batch axes, and the attention runs in that view,
+// its operands and result reshaped (views).
 // A fused attention's mask is classified for the report (none, causal,
 // padding, causal + padding, sliding window, arbitrary); a softmax that did
 // not fuse is matched again to name the node that broke the pattern.
@@ -48,10 +51,10 @@
 // Further: onnxruntime and inductor enumerate spellings (one pattern per
 // exporter form, masks recognised by the ops that built them); here each op
 // is judged by its effect on the scores, so the steps compose in any order
-// and number, constants are judged by value whichever ops folded into them,
-// scalar factors are evaluated through their arithmetic, batch views and
-// GQA repeats are regrouped instead of matched, an arbitrary mask or score
-// bias (ALiBi, disentangled attention) becomes an operand, and every
+// and number, masks are judged by value whichever ops built them (folded or
+// not), scalar factors are evaluated through their arithmetic, batch views
+// and GQA repeats are regrouped instead of matched, an arbitrary mask or
+// score bias (ALiBi, disentangled attention) becomes an operand, and every
 // softmax that does not fuse is reported with the node that broke it.
 //
 //===----------------------------------------------------------------------===//

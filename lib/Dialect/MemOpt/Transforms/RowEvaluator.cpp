@@ -53,6 +53,7 @@ enum class Kind {
   CumSum
 };
 
+/// Comparisons and logic last (their results are 0 or 1).
 enum class Arithmetic {
   Identity,
   Not,
@@ -492,6 +493,9 @@ RowEvaluator::addNode(Value value, llvm::DenseMap<Value, unsigned> &built) {
     if (op->getNumResults() != 1 || op->getNumOperands() < 1 ||
         op->getNumOperands() > 2 || !addOperands(op->getOperands()))
       return std::nullopt;
+    // Comparisons and logic give 0 or 1 already.
+    if (*arithmetic >= Arithmetic::Equal || *arithmetic == Arithmetic::Not)
+      node.rounding = Rounding::Exact;
     broadcastVaries();
   } else if (isa<WhereOp>(op)) {
     node.kind = Kind::Where;
