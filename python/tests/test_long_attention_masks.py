@@ -10,7 +10,6 @@ decoders whose masks are spelled as torch.onnx.export(dynamo=True) writes transf
 older causal buffer).
 """
 
-import os
 import re
 import subprocess
 
