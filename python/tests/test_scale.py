@@ -18,7 +18,6 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from onnx import numpy_helper
 
 import llama_graph
