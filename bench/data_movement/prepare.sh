@@ -16,7 +16,7 @@ TRAIN="--train --loss cross-entropy --loss-output logits --optimizer sgd --lr 0.
   --target cuda --arch sm_90 --emit source --precision fp16"
 for n in gpt2_b8 vit_b_16_b32; do
   graph=$F/train_$n/train_$n.onnx; [ -f $graph ] || continue
-  frozen=$(cd bench && python3 -c "import train_bench; print(','.join(train_bench.frozen_constants('$graph')))")
+  frozen=$(cd bench && python3 -c "from train_bench.prepare import frozen_constants; print(','.join(frozen_constants('$graph')))")
   $B $graph $TRAIN ${frozen:+--freeze $frozen} -o $P/train_${n}_fp16 > $P/train_$n.log
 done
 for n in swin_t_b32 bert_base_b8 llama_small_b8; do

@@ -20,7 +20,7 @@ B=build/bin/memopt-compile
 graph=$G/train_gpt2_b8.onnx; [ -f $graph ] || graph=$G/gpt2_b8.onnx
 python3 python/models/fill_weights.py $graph $F/g > /dev/null
 filled=$F/g/$(basename $graph)
-frozen=$(cd bench && python3 -c "import train_bench; print(','.join(train_bench.frozen_constants('$graph')))")
+frozen=$(cd bench && python3 -c "from train_bench.prepare import frozen_constants; print(','.join(frozen_constants('$graph')))")
 TRAIN=(--train --loss cross-entropy --loss-output logits --optimizer sgd --lr 0.001 --momentum 0.9
        --target cuda --arch sm_90 --emit source ${frozen:+--freeze $frozen})
 for p in fp16 tf32; do
@@ -31,8 +31,8 @@ for p in fp16 tf32; do
 done
 for f in 0.25 0.5; do
   budget=$(cd bench && python3 -c "
-import json, train_bench
-print(train_bench.remat_budget(json.load(open('$DEST/head_on_tf32.json')), $f)['budget_bytes'])")
+import json; from train_bench.configs import remat_budget
+print(remat_budget(json.load(open('$DEST/head_on_tf32.json')), $f)['budget_bytes'])")
   n=remat$(python3 -c "print(int($f * 100))")_c3_tf32
   $B $filled "${TRAIN[@]}" --precision tf32 --fuse-head on --memory-budget $budget \
     --remat-max-computations 3 -o $DEST/$n --report $DEST/$n.json --quiet
