@@ -1,0 +1,132 @@
+//===- KernelSuite.h - the kernel suite's cases and helpers -----*- C++ -*-===//
+//
+// Private to the kernel suite (memopt-kernel-suite-host / -cuda): the Suite
+// a case runs on (tensors in device memory through the runtime API), the
+// case list's entries and each op family's cases, one file per family:
+//
+//   KernelSuiteElementwise.cpp  unary, binary, fused elementwise, compare, cast
+//   KernelSuiteMatmulConv.cpp   matrix products, convolutions, pooling
+//   KernelSuiteTraining.cpp     cross-entropy, conv / pool gradients, dropout,
+//                               gradient accumulation, optimizers
+//   KernelSuiteAttention.cpp    attention forward and gradients
+//   KernelSuiteNorm.cpp         normalization, softmax, reductions, scans
+//   KernelSuiteDataMovement.cpp transpose, slice, gather, scatter, pad, ...
+//   KernelSuitePerf.cpp         --perf
+//
+// KernelSuite.cpp lists the families in order and runs them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_UNITTESTS_RUNTIME_KERNELSUITE_H
+#define MEMOPT_UNITTESTS_RUNTIME_KERNELSUITE_H
+
+#include "Internal.h"
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace memopt::rt::suite {
+
+struct Suite {
+  Context *ctx = nullptr;
+  /// The case's name: the node name of its attention calls, so that the
+  /// engine report (attentionEngineReport) lists the engine of each case.
+  std::string name;
+  /// A context of the same backend whose attention always runs memopt's
+  /// kernels (ContextOptions::cudnnAttention off), for cases that check
+  /// what those kernels do and cuDNN's engine does not (docs/attention.md).
+  Context *kernels = nullptr;
+  std::vector<void *> allocations;
+  unsigned seed = 1;
+
+  ~Suite() {
+    for (void *p : allocations)
+      deviceFree(*ctx, p);
+  }
+
+  TensorRef empty(DType dtype, std::vector<int64_t> shape) {
+    TensorRef t = makeTensor(nullptr, dtype, int(shape.size()), shape.data());
+    t.data = deviceAlloc(*ctx, t.bytes() + 64, "suite");
+    allocations.push_back(t.data);
+    return t;
+  }
+  TensorRef upload(DType dtype, std::vector<int64_t> shape,
+                   const std::vector<double> &values) {
+    TensorRef t = empty(dtype, shape);
+    std::vector<uint8_t> bytes(t.bytes() + 8);
+    for (size_t i = 0; i < values.size(); ++i)
+      storeFromDouble(bytes.data(), dtype, int64_t(i), values[i]);
+    copyToDevice(*ctx, t.data, bytes.data(), t.bytes());
+    return t;
+  }
+  /// Values in +-[low, high), never zero.
+  TensorRef random(DType dtype, std::vector<int64_t> shape, double low = 0.1,
+                   double high = 2.0, bool positive = false) {
+    std::mt19937 rng(seed++);
+    std::uniform_real_distribution<double> magnitude(low, high);
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    std::vector<double> values(static_cast<size_t>(n));
+    for (double &v : values)
+      v = (positive || (rng() & 1)) ? magnitude(rng) : -magnitude(rng);
+    return upload(dtype, shape, values);
+  }
+  TensorRef ints(DType dtype, std::vector<int64_t> shape,
+                 const std::vector<double> &values) {
+    return upload(dtype, shape, values);
+  }
+  std::vector<double> read(const TensorRef &t) {
+    std::vector<uint8_t> bytes(t.bytes() + 8);
+    copyToHost(*ctx, bytes.data(), t.data, t.bytes());
+    synchronize(*ctx);
+    std::vector<double> values(static_cast<size_t>(t.numElements()));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = loadAsDouble(bytes.data(), t.dtype, int64_t(i));
+    return values;
+  }
+};
+
+struct Case {
+  std::string name;
+  double tolerance;
+  std::function<std::vector<TensorRef>(Suite &)> run;
+};
+
+inline const char *tag(DType t) { return dtypeName(t); }
+
+inline double tol(DType t, double f32 = 1e-4) {
+  return t == DType::F32 ? f32 : t == DType::F16 ? 1e-2 : 5e-2;
+}
+
+/// A convolution case (KernelSuiteMatmulConv.cpp); the training cases take
+/// the filter gradient of each.
+struct ConvCase {
+  const char *name;
+  std::vector<int64_t> x, w, y;
+  int spatial;
+  int64_t group, stride, dilation, padBegin, padEnd;
+  bool transposed, bias;
+  Activation act;
+};
+const std::vector<ConvCase> &convCases();
+
+/// Each family appends its cases, in the suite's order (KernelSuite.cpp).
+void addElementwiseCases(std::vector<Case> &cases);
+void addMatmulCases(std::vector<Case> &cases);
+void addConvCases(std::vector<Case> &cases);
+void addPoolCases(std::vector<Case> &cases);
+void addTrainingCases(std::vector<Case> &cases);
+void addAttentionCases(std::vector<Case> &cases);
+void addNormCases(std::vector<Case> &cases);
+void addDataMovementCases(std::vector<Case> &cases);
+
+/// --perf: times the large cases matching `filter`; 1 on a runtime error.
+int runPerf(Context *ctx, const std::string &filter);
+
+} // namespace memopt::rt::suite
+
+#endif // MEMOPT_UNITTESTS_RUNTIME_KERNELSUITE_H
