@@ -492,6 +492,8 @@ void setPipelineOptions(const CompileOptions &options,
   pipeline.weightCasts = training.weightCasts;
   pipeline.dataParallel = training.dataParallel;
   pipeline.shard = training.shard.empty() ? "none" : training.shard;
+  pipeline.reduceDtype =
+      training.reduceDtype.empty() ? "f32" : training.reduceDtype;
   pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
                        : options.precision == CompilePrecision::BF16 ? "bf16"
                        : options.precision == CompilePrecision::TF32 ? "tf32"
@@ -602,11 +604,24 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (training.dataParallelGiven && !training.enabled)
     return fail("--data-parallel needs --train (it averages a training "
                 "step's gradients over the ranks)");
-  if (training.dataParallelGiven && !lowType.empty() && lowType != "tf32")
-    return fail("--data-parallel with --precision " + precisionFlag +
-                " is not supported yet (the collectives reduce f32 gradients "
-                "and the ranks do not share the loss scale's overflow flag); "
-                "train data-parallel in fp32 or tf32");
+  if (!training.reduceDtype.empty() && training.reduceDtype != "f32" &&
+      training.reduceDtype != "low")
+    return fail("--reduce-dtype '" + training.reduceDtype +
+                "' is not f32 or low");
+  if (!training.reduceDtype.empty() && !training.dataParallelGiven)
+    return fail("--reduce-dtype " + training.reduceDtype +
+                " needs --data-parallel N (the type the ranks reduce their "
+                "gradients in)");
+  if (training.reduceDtype == "low" && lowType != "f16" && lowType != "bf16")
+    return fail("--reduce-dtype low needs --precision fp16 or bf16 (the "
+                "gradients are f32 otherwise)");
+  StringRef shardMode = training.shard.empty() ? "none" : training.shard;
+  if (training.reduceDtype == "low" && training.accumulate > 1 &&
+      shardMode != "gradients")
+    return fail("--reduce-dtype low cannot reduce the f32 gradient "
+                "accumulator of shard " +
+                shardMode + " (--accumulate " + Twine(training.accumulate) +
+                "): use --reduce-dtype f32 or --shard gradients");
   if (!options.lowerOnly) {
     // One pipeline, the one `memopt-opt --memopt-compile-pipeline` runs;
     // the phase lines come from its instrumentation.

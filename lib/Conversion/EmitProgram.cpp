@@ -276,8 +276,12 @@ private:
   /// `start` (a C++ expression, e.g. depending on the rank).
   std::string elementView(Value value, const std::string &start,
                           int64_t count) {
-    return "ref(" + pointers.lookup(value) + " + size_t(" + start +
-           ") * 4, DType::F32, {" + std::to_string(count) + "})";
+    // f32 state, or an f16 / bf16 gradient shard (reduce-dtype=low).
+    Type element = cast<ShapedType>(value.getType()).getElementType();
+    return "ref(" + pointers.lookup(value) + " + size_t(" + start + ") * " +
+           std::to_string(element.getIntOrFloatBitWidth() / 8) + ", " +
+           getDTypeName(element).value_or("DType::F32").str() + ", {" +
+           std::to_string(count) + "})";
   }
   /// Emits the optimizer update `emitCall(views)` of a `shards = N` update
   /// (MemOpt_ShardedUpdate): once over the rank's chunk, once over the tail.
@@ -1513,8 +1517,10 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << accumulation(reduce.getAccumulator(), reduce.getMicroStep(),
                            reduce.getAccumulationSteps())
            << "    allReduce(ctx, " << node << ", CollectiveReduction::"
-           << (reduce.getReduction() == "sum" ? "Sum" : "Average") << ", "
-           << ref(reduce.getInput()) << ", " << ref(reduce.getResult())
+           << (reduce.getReduction() == "sum"   ? "Sum"
+               : reduce.getReduction() == "max" ? "Max"
+                                                : "Average")
+           << ", " << ref(reduce.getInput()) << ", " << ref(reduce.getResult())
            << (reduce.getMicroStep() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })

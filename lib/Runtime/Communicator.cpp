@@ -18,8 +18,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Runtime/Communicator.h"
+#include "Internal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -51,20 +53,35 @@ const char *callName(CallKind kind) {
 
 struct Call {
   CallKind kind = CallKind::Barrier;
-  const float *send = nullptr;
-  float *recv = nullptr;
+  const void *send = nullptr;
+  void *recv = nullptr;
   size_t count = 0; ///< NCCL's count argument of the call
   CollectiveReduction reduction = CollectiveReduction::Sum;
   int root = 0;
+  DType dtype = DType::F32;
 };
+
+const char *reductionName(CollectiveReduction reduction) {
+  switch (reduction) {
+  case CollectiveReduction::Sum:
+    return "sum";
+  case CollectiveReduction::Average:
+    return "average";
+  case CollectiveReduction::Max:
+    return "max";
+  }
+  return "?";
+}
 
 std::string describe(const Call &call) {
   std::string text = callName(call.kind);
   if (call.kind != CallKind::Barrier)
-    text += " of " + std::to_string(call.count) + " elements";
+    text += " of " + std::to_string(call.count) +
+            (call.dtype == DType::F32
+                 ? std::string(" elements")
+                 : std::string(" ") + dtypeName(call.dtype) + " elements");
   if (call.kind == CallKind::AllReduce || call.kind == CallKind::ReduceScatter)
-    text +=
-        call.reduction == CollectiveReduction::Sum ? " (sum)" : " (average)";
+    text += std::string(" (") + reductionName(call.reduction) + ")";
   if (call.kind == CallKind::Broadcast)
     text += " from rank " + std::to_string(call.root);
   return text;
@@ -85,7 +102,8 @@ public:
           for (int k = 1; k < size_; ++k) {
             const Call &a = posted_[0], &b = posted_[size_t(k)];
             if (a.kind != b.kind || a.count != b.count ||
-                a.reduction != b.reduction || a.root != b.root) {
+                a.reduction != b.reduction || a.root != b.root ||
+                a.dtype != b.dtype) {
               abortLocked("collective mismatch: rank 0 called " + describe(a) +
                           ", rank " + std::to_string(k) + " called " +
                           describe(b));
@@ -176,17 +194,42 @@ std::pair<size_t, size_t> share(size_t count, int rank, int ranks) {
   return {begin, end};
 }
 
+/// Element i of a buffer of `dtype` (F32, F16 or BF16) as a double.
+double loadElement(const void *data, DType dtype, size_t i) {
+  if (dtype == DType::F32)
+    return double(static_cast<const float *>(data)[i]);
+  uint16_t bits = static_cast<const uint16_t *>(data)[i];
+  return double(dtype == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits));
+}
+
+void storeElement(void *data, DType dtype, size_t i, double value) {
+  if (dtype == DType::F32)
+    static_cast<float *>(data)[i] = float(value);
+  else
+    static_cast<uint16_t *>(data)[i] = dtype == DType::F16
+                                           ? floatToHalf(float(value))
+                                           : floatToBf16(float(value));
+}
+
 /// scratch[i] = reduction over ranks (in rank order, in double) of
-/// calls[k].send[offset + i] for i in [begin, end).
-void reduceInto(float *scratch, const std::vector<Call> &calls, size_t offset,
+/// calls[k].send[offset + i] for i in [begin, end), rounded once to the
+/// calls' type. Max keeps NaN (an overflow flag must not be lost).
+void reduceInto(void *scratch, const std::vector<Call> &calls, size_t offset,
                 size_t begin, size_t end, CollectiveReduction reduction) {
   double ranks = double(calls.size());
+  DType dtype = calls.front().dtype;
   for (size_t i = begin; i < end; ++i) {
-    double sum = 0;
-    for (const Call &call : calls)
-      sum += double(call.send[offset + i]);
-    scratch[i] =
-        float(reduction == CollectiveReduction::Average ? sum / ranks : sum);
+    double result = 0;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      double value = loadElement(calls[k].send, dtype, offset + i);
+      if (reduction != CollectiveReduction::Max)
+        result += value;
+      else if (k == 0 || std::isnan(value) || value > result)
+        result = std::isnan(result) ? result : value;
+    }
+    if (reduction == CollectiveReduction::Average)
+      result /= ranks;
+    storeElement(scratch, dtype, i, result);
   }
 }
 
@@ -198,28 +241,39 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
 
-  bool allReduce(const float *send, float *recv, size_t count,
+  using Communicator::allReduce;
+  using Communicator::reduceScatter;
+
+  bool allReduce(const void *send, void *recv, size_t count, DType dtype,
                  CollectiveReduction reduction, void *) override {
-    Call call{CallKind::AllReduce, send, recv, count, reduction, 0};
+    if (!checkType(dtype))
+      return false;
+    Call call{CallKind::AllReduce, send, recv, count, reduction, 0, dtype};
     return run(call, [&](float *scratch, const std::vector<Call> &calls) {
       auto [begin, end] = share(count, rank_, size());
       reduceInto(scratch, calls, 0, begin, end, reduction);
     });
   }
 
-  bool reduceScatter(const float *send, float *recv, size_t recvCount,
-                     CollectiveReduction reduction, void *) override {
-    Call call{CallKind::ReduceScatter, send, recv, recvCount, reduction, 0};
+  bool reduceScatter(const void *send, void *recv, size_t recvCount,
+                     DType dtype, CollectiveReduction reduction,
+                     void *) override {
+    if (!checkType(dtype))
+      return false;
+    Call call{
+        CallKind::ReduceScatter, send, recv, recvCount, reduction, 0, dtype};
     return run(call, [&](float *scratch, const std::vector<Call> &calls) {
       size_t offset = size_t(rank_) * recvCount;
-      reduceInto(scratch + offset, calls, offset, 0, recvCount, reduction);
+      reduceInto(reinterpret_cast<uint8_t *>(scratch) +
+                     offset * dtypeSize(dtype),
+                 calls, offset, 0, recvCount, reduction);
     });
   }
 
   bool allGather(const float *send, float *recv, size_t sendCount,
                  void *) override {
-    Call call{CallKind::AllGather,      send, recv, sendCount,
-              CollectiveReduction::Sum, 0};
+    Call call{CallKind::AllGather,      send, recv,      sendCount,
+              CollectiveReduction::Sum, 0,    DType::F32};
     return run(call, [&](float *scratch, const std::vector<Call> &) {
       if (sendCount)
         std::memcpy(scratch + size_t(rank_) * sendCount, send,
@@ -235,19 +289,21 @@ public:
       group_->abort("rank " + std::to_string(rank_) + ": " + error_);
       return false;
     }
-    Call call{CallKind::Broadcast,      send, recv, count,
-              CollectiveReduction::Sum, root};
+    Call call{CallKind::Broadcast,      send, recv,      count,
+              CollectiveReduction::Sum, root, DType::F32};
     return run(call, [&](float *scratch, const std::vector<Call> &calls) {
       auto [begin, end] = share(count, rank_, size());
       if (end > begin)
-        std::memcpy(scratch + begin, calls[size_t(root)].send + begin,
+        std::memcpy(scratch + begin,
+                    static_cast<const float *>(calls[size_t(root)].send) +
+                        begin,
                     (end - begin) * sizeof(float));
     });
   }
 
   bool barrier(void *) override {
-    Call call{CallKind::Barrier,        nullptr, nullptr, 0,
-              CollectiveReduction::Sum, 0};
+    Call call{CallKind::Barrier,        nullptr, nullptr,   0,
+              CollectiveReduction::Sum, 0,       DType::F32};
     error_.clear();
     return group_->post(rank_, call, error_);
   }
@@ -259,6 +315,15 @@ public:
   const std::string &error() const override { return error_; }
 
 private:
+  bool checkType(DType dtype) {
+    if (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)
+      return true;
+    error_ = std::string("collectives reduce f32, f16 or bf16, not ") +
+             dtypeName(dtype);
+    group_->abort("rank " + std::to_string(rank_) + ": " + error_);
+    return false;
+  }
+
   bool
   run(const Call &call,
       const std::function<void(float *, const std::vector<Call> &)> &compute) {
@@ -268,14 +333,14 @@ private:
     compute(group_->scratch(), group_->active());
     if (!group_->sync(error_))
       return false;
-    const float *scratch = group_->scratch();
-    size_t offset = 0, count = call.count;
+    const auto *scratch = reinterpret_cast<const uint8_t *>(group_->scratch());
+    size_t offset = 0, count = call.count, bytes = dtypeSize(call.dtype);
     if (call.kind == CallKind::ReduceScatter)
       offset = size_t(rank_) * call.count;
     else if (call.kind == CallKind::AllGather)
       count = call.count * size_t(size());
     if (count)
-      std::memmove(call.recv, scratch + offset, count * sizeof(float));
+      std::memmove(call.recv, scratch + offset * bytes, count * bytes);
     return true;
   }
 

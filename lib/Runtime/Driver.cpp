@@ -636,6 +636,24 @@ bool RankGroup::trainStep(const void *const *inputs, float lr, float &loss,
             errors[size_t(firstFailed)];
     return false;
   }
+  // Dynamic loss scaling: the ranks agree on every overflow (the program
+  // all-reduces the flag), so they skip the same steps and keep the same
+  // scale; the values were read with the loss.
+  const Model &first = *models_.front();
+  for (int r = 1; r < ranks && first.hasLossScale(); ++r) {
+    const Model &other = *models_[size_t(r)];
+    if (other.lossScale() != first.lossScale() ||
+        other.skippedSteps() != first.skippedSteps()) {
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "the ranks' loss scales differ (rank 0: %.9g, %g skipped; "
+                    "rank %d: %.9g, %g skipped): a data-parallel bug",
+                    double(first.lossScale()), double(first.skippedSteps()), r,
+                    double(other.lossScale()), double(other.skippedSteps()));
+      error = text;
+      return false;
+    }
+  }
   double sum = 0;
   for (float value : losses)
     sum += double(value);

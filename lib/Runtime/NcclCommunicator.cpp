@@ -13,8 +13,9 @@
 // (github.com/NVIDIA/nccl, src/nccl.h.in; the values below were checked
 // against it): ncclResult_t ncclSuccess = 0; ncclUniqueId is
 // `struct { char internal[NCCL_UNIQUE_ID_BYTES = 128]; }` passed by value to
-// ncclCommInitRank; ncclDataType_t ncclFloat32 = 7; ncclRedOp_t ncclSum = 0,
-// ncclAvg = 4 (ncclAvg exists from NCCL 2.10, so older libraries are
+// ncclCommInitRank; ncclDataType_t ncclFloat16 = 6, ncclFloat32 = 7,
+// ncclBfloat16 = 9; ncclRedOp_t ncclSum = 0, ncclMax = 2, ncclAvg = 4
+// (ncclAvg and ncclBfloat16 exist from NCCL 2.10, so older libraries are
 // refused); the enums are passed as int, cudaStream_t and ncclComm_t as
 // pointers. These are NCCL's stable C ABI (unchanged since 2.x).
 //
@@ -221,8 +222,11 @@ struct NcclUniqueId {
 };
 using NcclResult = int;
 constexpr NcclResult kNcclSuccess = 0;
+constexpr int kNcclFloat16 = 6;
 constexpr int kNcclFloat32 = 7;
+constexpr int kNcclBfloat16 = 9;
 constexpr int kNcclSum = 0;
+constexpr int kNcclMax = 2;
 constexpr int kNcclAvg = 4;
 constexpr int kMinimumVersion = 21000; // 2.10.0: ncclAvg
 
@@ -345,19 +349,25 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  bool allReduce(const float *send, float *recv, size_t count,
+  using Communicator::allReduce;
+  using Communicator::reduceScatter;
+
+  bool allReduce(const void *send, void *recv, size_t count, DType dtype,
                  CollectiveReduction reduction, void *stream) override {
-    return ready() &&
-           (count == 0 || check(nccl_.allReduce(send, recv, count, kNcclFloat32,
+    int type = 0;
+    return ready() && datatype(dtype, type) &&
+           (count == 0 || check(nccl_.allReduce(send, recv, count, type,
                                                 op(reduction), comm_, stream),
                                 "ncclAllReduce"));
   }
 
-  bool reduceScatter(const float *send, float *recv, size_t recvCount,
-                     CollectiveReduction reduction, void *stream) override {
-    return ready() &&
+  bool reduceScatter(const void *send, void *recv, size_t recvCount,
+                     DType dtype, CollectiveReduction reduction,
+                     void *stream) override {
+    int type = 0;
+    return ready() && datatype(dtype, type) &&
            (recvCount == 0 ||
-            check(nccl_.reduceScatter(send, recv, recvCount, kNcclFloat32,
+            check(nccl_.reduceScatter(send, recv, recvCount, type,
                                       op(reduction), comm_, stream),
                   "ncclReduceScatter"));
   }
@@ -412,7 +422,34 @@ public:
 
 private:
   static int op(CollectiveReduction reduction) {
-    return reduction == CollectiveReduction::Average ? kNcclAvg : kNcclSum;
+    switch (reduction) {
+    case CollectiveReduction::Average:
+      return kNcclAvg;
+    case CollectiveReduction::Max:
+      return kNcclMax;
+    case CollectiveReduction::Sum:
+      break;
+    }
+    return kNcclSum;
+  }
+
+  /// NCCL's data type of `dtype`; false with error() for a type the
+  /// collectives do not reduce.
+  bool datatype(DType dtype, int &type) {
+    switch (dtype) {
+    case DType::F32:
+      type = kNcclFloat32;
+      return true;
+    case DType::F16:
+      type = kNcclFloat16;
+      return true;
+    case DType::BF16:
+      type = kNcclBfloat16;
+      return true;
+    default:
+      error_ = "collectives reduce f32, f16 or bf16 tensors";
+      return false;
+    }
   }
 
   bool ready() {

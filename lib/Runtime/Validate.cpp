@@ -1165,8 +1165,12 @@ bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
   if (!checkTensor(ctx, node, x, "input") ||
       !checkTensor(ctx, node, y, "result"))
     return false;
-  if (x.dtype != DType::F32 || y.dtype != DType::F32) {
-    failf(ctx, node, "collectives run on f32 tensors, got %s and %s",
+  bool reducible =
+      x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16;
+  if (!reducible || y.dtype != x.dtype) {
+    failf(ctx, node,
+          "collectives run on f32, f16 or bf16 tensors of one type, got %s "
+          "and %s",
           dtypeName(x.dtype), dtypeName(y.dtype));
     return false;
   }

@@ -68,7 +68,12 @@ NB_MODULE(_compiler, m) {
       .def_rw("accumulate", &TrainingOptions::accumulate)
       .def_rw("batch_statistics", &TrainingOptions::batchStatistics)
       .def_rw("freeze", &TrainingOptions::freeze)
-      .def_rw("train_params", &TrainingOptions::trainParams);
+      .def_rw("train_params", &TrainingOptions::trainParams)
+      .def_rw("loss_scale", &TrainingOptions::lossScale)
+      .def_rw("data_parallel", &TrainingOptions::dataParallel)
+      .def_rw("data_parallel_given", &TrainingOptions::dataParallelGiven)
+      .def_rw("shard", &TrainingOptions::shard)
+      .def_rw("reduce_dtype", &TrainingOptions::reduceDtype);
 
   nb::class_<CompileOptions>(m, "CompileOptions",
                              "memopt-compile's options (CompileDriver.h).")

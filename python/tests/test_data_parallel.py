@@ -441,3 +441,224 @@ def test_a_failing_rank_stops_every_rank(tmp_path, two_rank_program):
     assert result.stderr.count("error:") == 1, result.stderr
     assert "error: rank 1: node 'loss': label 7 of row 1 is outside [0, 3)" in result.stderr
     assert not (tmp_path / "state").exists()
+
+
+#===------------------------------------------------------------------------------------===#
+# Mixed precision across ranks (--precision fp16|bf16 with --data-parallel N)
+#===------------------------------------------------------------------------------------===#
+
+# The N-rank step and the one-rank step on the N-times batch round differently: a rank's f16
+# weight gradient sums its own micro-batch and is rounded to f16 before the ranks' average,
+# the one-rank gradient sums the whole batch and is rounded once (and over 3 ranks the loss
+# seed scale / (2 x 3) is no power of two, so even the output gradients round differently).
+# Each gradient therefore differs by up to one rounding of the low type (2^-11 relative in
+# f16, 2^-8 in bf16), and the weights by lr times that. With SGD at lr 0.01 this moves the
+# loss by lr |g|^2 u per step: about 1e-6 relative in f16, within the 1e-5 the fp32 tests
+# hold; bf16's unit is 8 times f16's, so its losses are held to 8 x 1e-5 (measured below
+# that: see the assertion message). The weights are compared in the same units.
+MIXED_STEPS = 6
+MIXED_OPTIMIZER = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"]
+# A rank's gradients are N times the whole batch's (its loss is the mean over its own micro-
+# batch, as in DDP), so at GradScaler's 65536 a rank of this MLP may overflow where one rank
+# on the whole batch does not; the tests start at 1024 so that only their planted overflow
+# skips a step.
+SCALE_INIT = ["--loss-scale-init", "1024"]
+
+
+def mixed_flags(precision):
+    return ["--precision", precision, *MIXED_OPTIMIZER,
+            *(SCALE_INIT if precision == "fp16" else [])]
+MIXED_LOSS_TOLERANCE = {"fp16": 1e-5, "bf16": 8e-5}
+MIXED_STATE_TOLERANCE = {"fp16": 1e-5, "bf16": 8e-5}
+
+
+def scaled_rows(stdout):
+    """(loss, loss scale or None, skipped?) of each `step N loss L [loss_scale S ...]` line."""
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("step "):
+            words = line.split()
+            scale = float(words[5]) if len(words) > 5 and words[4] == "loss_scale" else None
+            rows.append((float(words[3]), scale, "update skipped" in line))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def mixed_reference(tmp_path_factory):
+    """One rank of the same precision on the N-times batch (compiled once per key)."""
+    cache = {}
+
+    def get(precision, global_batch, x, y, steps, extra=()):
+        key = (precision, global_batch, x, y, steps, tuple(extra))
+        if key not in cache:
+            folder = tmp_path_factory.mktemp(f"mixed_reference_{precision}_{global_batch}")
+            onnx_path = make_mlp(folder / "model.onnx", batch=global_batch)
+            out = folder / "step"
+            run([COMPILE, onnx_path, "--train", "-o", out, "--quiet",
+                 *mixed_flags(precision), *extra])
+            result = run([out, "--steps", steps, "--input", f"x={x}", "--input", f"labels={y}",
+                          "--save-state", folder / "state"])
+            cache[key] = (scaled_rows(result.stdout), folder / "state")
+        return cache[key]
+
+    return get
+
+
+def compare_mixed_state(state, expected_state, tolerance):
+    errors = {}
+    for name in PARAMETERS["mlp"]:
+        for suffix in ["", ".momentum_buffer"]:
+            actual = np.load(state / file_name(name + suffix))
+            expected = np.load(expected_state / file_name(name + suffix))
+            assert actual.shape == expected.shape, name + suffix
+            errors[name + suffix] = relative_error(actual, expected)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= tolerance, f"worst {worst}: {errors[worst]:.3g}; {errors}"
+    return errors
+
+
+@pytest.mark.parametrize("reduce_dtype", ["f32", "low"])
+@pytest.mark.parametrize("shard", ["none", "optimizer", "gradients"])
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_mixed_precision_n_ranks_track_one_rank(tmp_path, mixed_reference, precision, ranks,
+                                                shard, reduce_dtype):
+    """fp16 (dynamic loss scaling) and bf16 steps over 2 and 3 ranks, every shard mode,
+    gradients reduced in f32 or in the low type: the same loss scale on every rank after
+    every step (the executable checks it, and that the ranks' parameters agree bit for bit),
+    and losses and weights within the tolerances above of one rank on the whole batch."""
+    x, y = data(tmp_path, (8,), MICRO_BATCH * ranks * MIXED_STEPS, seed=21)
+    expected_rows, expected_state = mixed_reference(precision, MICRO_BATCH * ranks, x, y,
+                                                    MIXED_STEPS)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    out = tmp_path / "step"
+    run([COMPILE, onnx_path, "--train", "-o", out, "--quiet", *mixed_flags(precision),
+         "--data-parallel", ranks, "--shard", shard, "--reduce-dtype", reduce_dtype])
+    state = tmp_path / "state"
+    result = run([out, "--steps", MIXED_STEPS, "--input", f"x={x}", "--input", f"labels={y}",
+                  "--save-state", state])
+    rows = scaled_rows(result.stdout)
+    assert len(rows) == MIXED_STEPS, result.stdout
+    # The scale and the skips as one rank on the whole batch has them.
+    assert [r[1:] for r in rows] == [r[1:] for r in expected_rows], result.stdout
+    if precision == "fp16":
+        assert rows[0][1] == 1024
+    losses = np.array([r[0] for r in rows])
+    expected = np.array([r[0] for r in expected_rows])
+    worst = float(np.max(np.abs(losses - expected) / np.abs(expected)))
+    assert worst <= MIXED_LOSS_TOLERANCE[precision], (
+        f"worst relative loss error {worst:.3g}: {losses} vs {expected}")
+    compare_mixed_state(state, expected_state, MIXED_STATE_TOLERANCE[precision])
+
+
+def overflow_data(tmp_path, ranks, steps, rank, step):
+    """Samples for `steps` steps of `ranks` ranks of micro-batch 2; one sample of rank `rank`'s
+    slice of step `step` (1-based) is scaled to 3000: its forward stays finite in f16 (hidden
+    values near 1500), but its scaled weight gradients overflow (dW2 = dlogits x relu(h), about
+    1024 / 6 x 1500 = 2.6e5 even over the whole batch of 3 ranks)."""
+    x, y = data(tmp_path, (8,), MICRO_BATCH * ranks * steps, seed=23)
+    samples = np.load(x)
+    samples[(step - 1) * MICRO_BATCH * ranks + rank * MICRO_BATCH] *= 3000.0 / np.abs(
+        samples[(step - 1) * MICRO_BATCH * ranks + rank * MICRO_BATCH]).max()
+    np.save(x, samples)
+    return x, y
+
+
+@pytest.mark.parametrize("shard", ["none", "optimizer", "gradients"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_one_rank_overflowing_skips_the_step_on_every_rank(tmp_path, mixed_reference, ranks,
+                                                           shard):
+    """fp16: the last rank alone overflows at step 2 (one of its samples is large). Its
+    found_inf is 1, the others' 0; the all-reduce (max) of the flag makes every rank skip
+    step 2 and halve the scale, as one rank on the whole batch does: the executable checks
+    after every step that every rank has the same scale and skipped-step count, and at the
+    end that the parameters agree bit for bit. The weights after step 2 are those after
+    step 1 and the losses follow the one-rank run."""
+    steps = 5
+    x, y = overflow_data(tmp_path, ranks, steps, rank=ranks - 1, step=2)
+    expected_rows, _ = mixed_reference("fp16", MICRO_BATCH * ranks, x, y, steps)
+    assert [r[2] for r in expected_rows] == [False, True, False, False, False], expected_rows
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    out = tmp_path / "step"
+    run([COMPILE, onnx_path, "--train", "-o", out, "--quiet", *mixed_flags("fp16"),
+         "--data-parallel", ranks, "--shard", shard])
+    result = run([out, "--steps", steps, "--input", f"x={x}", "--input", f"labels={y}",
+                  "--save-state", tmp_path / "state"])
+    rows = scaled_rows(result.stdout)
+    assert [r[2] for r in rows] == [False, True, False, False, False], result.stdout
+    assert [r[1] for r in rows] == [1024, 512, 512, 512, 512], result.stdout
+    assert "loss scale 512 after 5 steps, 1 skipped" in result.stdout
+    assert np.load(tmp_path / "state" / "memopt.loss_scale_state.npy").tolist() == [3, 1]
+    losses = np.array([r[0] for r in rows])
+    expected = np.array([r[0] for r in expected_rows])
+    assert np.max(np.abs(losses - expected) / np.abs(expected)) <= 1e-5, (losses, expected)
+    # The skipped step wrote nothing: the weights after steps 1 and 2 are the same.
+    after = {}
+    for count in (1, 2):
+        run([out, "--steps", count, "--input", f"x={x}", "--input", f"labels={y}",
+             "--save-state", tmp_path / f"after{count}"])
+        after[count] = {n: np.load(tmp_path / f"after{count}" / file_name(n))
+                        for n in PARAMETERS["mlp"]}
+    for name in PARAMETERS["mlp"]:
+        np.testing.assert_array_equal(after[1][name], after[2][name])
+
+
+@pytest.mark.parametrize("shard, reduce_dtype", [("none", "f32"), ("gradients", "low")])
+def test_mixed_precision_accumulation(tmp_path, mixed_reference, shard, reduce_dtype):
+    """fp16 with --accumulate 2 over 2 ranks against one rank on the batch of 8: the overflow
+    flag covers the accumulators (ZeRO-2's are shards) and is reduced once per optimizer
+    step."""
+    x, y = data(tmp_path, (8,), 8 * MIXED_STEPS, seed=25)
+    expected_rows, expected_state = mixed_reference("fp16", 8, x, y, MIXED_STEPS)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    out = tmp_path / "step"
+    run([COMPILE, onnx_path, "--train", "-o", out, "--quiet", *mixed_flags("fp16"),
+         "--data-parallel", 2, "--shard", shard, "--reduce-dtype", reduce_dtype,
+         "--accumulate", 2])
+    result = run([out, "--steps", MIXED_STEPS, "--input", f"x={x}", "--input", f"labels={y}",
+                  "--save-state", tmp_path / "state"])
+    rows = scaled_rows(result.stdout)
+    assert [r[1:] for r in rows] == [r[1:] for r in expected_rows], result.stdout
+    losses = np.array([r[0] for r in rows])
+    expected = np.array([r[0] for r in expected_rows])
+    assert np.max(np.abs(losses - expected) / np.abs(expected)) <= 1e-5, (losses, expected)
+    compare_mixed_state(tmp_path / "state", expected_state, 1e-5)
+
+
+def test_mixed_precision_report_and_bytes_sent(tmp_path):
+    """The report's bytes sent per step: gradients reduced in f16 send half of f32's, and the
+    overflow flag adds one f32 all-reduce; the pipeline says where the flag is reduced."""
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    sent = {}
+    for reduce_dtype in ("f32", "low"):
+        report = tmp_path / f"{reduce_dtype}.json"
+        result = run([COMPILE, onnx_path, "--train", "-o", tmp_path / reduce_dtype,
+                      "--emit", "plan", "--precision", "fp16", "--data-parallel", 2,
+                      "--reduce-dtype", reduce_dtype, "--report", report])
+        assert ("the overflow flag all-reduced (max): every rank skips the same steps"
+                in result.stdout), result.stdout
+        plan = open(tmp_path / reduce_dtype).read()
+        assert 'reduction = "max"' in plan
+        sent[reduce_dtype] = json.load(open(report))["data_parallel"]["sent_bytes_per_step"]
+    parameters = 4 * (16 * 8 + 16 + 3 * 16 + 3)
+    flag = 2 * 4 // 2  # an all-reduce of one f32 over 2 ranks
+    assert sent == {"f32": parameters + flag, "low": parameters // 2 + flag}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision", "fp16", "--data-parallel", "2", "--reduce-dtype", "f8"],
+     "--reduce-dtype 'f8' is not f32 or low"),
+    (["--precision", "fp16", "--reduce-dtype", "low"],
+     "--reduce-dtype low needs --data-parallel N"),
+    (["--data-parallel", "2", "--reduce-dtype", "low"],
+     "--reduce-dtype low needs --precision fp16 or bf16"),
+    (["--precision", "bf16", "--data-parallel", "2", "--reduce-dtype", "low", "--accumulate",
+      "2"], "reduce-dtype low cannot reduce the f32 gradient accumulator of shard none"),
+])
+def test_bad_reduce_dtype(tmp_path, args, message):
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    result = run([COMPILE, onnx_path, "--train", "-o", tmp_path / "bad", "--quiet", *args],
+                 check=False)
+    assert result.returncode != 0
+    assert result.stderr.count("error:") == 1 and message in result.stderr, result.stderr
+    assert not (tmp_path / "bad").exists()

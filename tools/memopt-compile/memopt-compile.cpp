@@ -192,6 +192,12 @@ int main(int argc, char **argv) {
                "(ZeRO-1: optimizer state sharded over the ranks) or gradients "
                "(ZeRO-2: accumulated gradients sharded too)"),
       cl::cat(category));
+  cl::opt<std::string> reduceDtype(
+      "reduce-dtype",
+      cl::desc("With --data-parallel and --precision fp16|bf16: reduce the "
+               "gradients in f32 (default, PyTorch DDP + AMP's numerics) or "
+               "in the low type (half the bytes sent)"),
+      cl::cat(category));
   cl::list<std::string> freeze(
       "freeze",
       cl::desc("Initializers that are not trained: name prefixes or globs "
@@ -298,5 +304,6 @@ int main(int argc, char **argv) {
   training.dataParallel = dataParallel;
   training.dataParallelGiven = dataParallel.getNumOccurrences() > 0;
   training.shard = shard;
+  training.reduceDtype = reduceDtype;
   return runCompile(options, llvm::outs());
 }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <thread>
@@ -312,6 +313,108 @@ TEST(Communicator, BadBroadcastRootFails) {
               std::string::npos)
         << comm.error();
   });
+}
+
+/// Round trips through the low types (Internal.h's conversions, restated).
+uint16_t toHalfBits(float value) {
+  // Exact for the small integers and halves used below.
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (value == 0.0f)
+    return uint16_t(bits >> 16);
+  int exponent = int((bits >> 23) & 0xff) - 127 + 15;
+  return uint16_t(((bits >> 16) & 0x8000) | (uint32_t(exponent) << 10) |
+                  ((bits >> 13) & 0x3ff));
+}
+
+TEST_P(CommunicatorRanks, LowPrecisionReductions) {
+  // f16 and bf16 gradients reduced in their own type (reduce-dtype=low):
+  // rank r sends r + 1 + i / 2 at element i; the average and the sum are
+  // exact in both types for these values, and every rank gets the same bits.
+  int ranks = GetParam();
+  const size_t count = 9;
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (auto reduction :
+         {CollectiveReduction::Sum, CollectiveReduction::Average}) {
+      std::vector<std::vector<uint16_t>> results(size_t(ranks));
+      runRanks(ranks, [&](int rank, Communicator &comm) {
+        std::vector<uint16_t> buffer(count);
+        for (size_t i = 0; i < count; ++i) {
+          float value = float(rank + 1) + float(i) * 0.5f;
+          uint32_t bits;
+          std::memcpy(&bits, &value, sizeof bits);
+          buffer[i] =
+              dtype == DType::F16 ? toHalfBits(value) : uint16_t(bits >> 16);
+        }
+        EXPECT_TRUE(comm.allReduce(buffer.data(), buffer.data(), count, dtype,
+                                   reduction, nullptr))
+            << comm.error();
+        results[size_t(rank)] = buffer;
+      });
+      for (size_t i = 0; i < count; ++i) {
+        double sum = 0;
+        for (int r = 0; r < ranks; ++r)
+          sum += double(r + 1) + double(i) * 0.5;
+        float expected = float(reduction == CollectiveReduction::Average
+                                   ? sum / double(ranks)
+                                   : sum);
+        if (reduction == CollectiveReduction::Average &&
+            expected != std::floor(expected * 2) / 2)
+          continue; // not a half: rounding in the low type, skip
+        uint32_t bits;
+        std::memcpy(&bits, &expected, sizeof bits);
+        uint16_t want =
+            dtype == DType::F16 ? toHalfBits(expected) : uint16_t(bits >> 16);
+        for (int r = 0; r < ranks; ++r)
+          ASSERT_EQ(results[size_t(r)][i], want)
+              << dtypeName(dtype) << " rank " << r << " element " << i;
+      }
+    }
+}
+
+TEST_P(CommunicatorRanks, MaxAgreesOnAFlag) {
+  // The loss scale's overflow flag: 1 on the last rank only, 0 elsewhere;
+  // max gives every rank 1. Reduce-scatter in f16 keeps each rank's chunk.
+  int ranks = GetParam();
+  std::vector<float> flags(size_t(ranks), -1.0f);
+  runRanks(ranks, [&](int rank, Communicator &comm) {
+    float flag = rank == ranks - 1 ? 1.0f : 0.0f;
+    EXPECT_TRUE(
+        comm.allReduce(&flag, &flag, 1, CollectiveReduction::Max, nullptr))
+        << comm.error();
+    flags[size_t(rank)] = flag;
+  });
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(flags[size_t(r)], 1.0f) << "rank " << r;
+  std::vector<uint16_t> chunks(size_t(ranks));
+  runRanks(ranks, [&](int rank, Communicator &comm) {
+    std::vector<uint16_t> send(size_t(ranks), toHalfBits(float(rank + 1)));
+    uint16_t recv = 0;
+    EXPECT_TRUE(comm.reduceScatter(send.data(), &recv, 1, DType::F16,
+                                   CollectiveReduction::Sum, nullptr))
+        << comm.error();
+    chunks[size_t(rank)] = recv;
+  });
+  float total = float(ranks * (ranks + 1) / 2);
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(chunks[size_t(r)], toHalfBits(total)) << "rank " << r;
+}
+
+TEST(Communicator, TypeMismatchFailsEveryRank) {
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank, Communicator &comm) {
+    std::vector<uint16_t> buffer(4, 0);
+    comm.allReduce(buffer.data(), buffer.data(), 4,
+                   rank == 0 ? DType::F16 : DType::BF16,
+                   CollectiveReduction::Sum, nullptr);
+    errors[size_t(rank)] = comm.error();
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[size_t(r)].find("rank 0 called all_reduce of 4 f16 "
+                                     "elements (sum), rank 1 called "
+                                     "all_reduce of 4 bf16 elements (sum)"),
+              std::string::npos)
+        << errors[size_t(r)];
 }
 
 } // namespace

@@ -4,8 +4,9 @@
 // NCCL (which this machine does not have): the entry points the NCCL
 // communicator resolves, with NCCL's C signatures, over host memory and one
 // rank. Every call records its arguments (fakeNcclLastCall) so the test
-// checks what the communicator passes: the data type (ncclFloat32 = 7), the
-// reduction (ncclSum = 0, ncclAvg = 4), counts, pointers, the stream. A
+// checks what the communicator passes: the data type (ncclFloat32 = 7,
+// ncclFloat16 = 6, ncclBfloat16 = 9), the reduction (ncclSum = 0, ncclMax =
+// 2, ncclAvg = 4), counts, pointers, the stream. A
 // reduction over one rank is a copy, which is what NCCL computes for one
 // rank too. ncclCommInitRank fails for a world size other than 1 (no
 // transport here) with ncclInvalidUsage = 5.
@@ -91,9 +92,11 @@ __attribute__((visibility("default"))) int
 ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int op,
               void *comm, void *stream) {
   record("ncclAllReduce", send, recv, count, datatype, op, -1, comm, stream);
-  if (datatype != 7)
+  // ncclFloat32 = 7; ncclFloat16 = 6 and ncclBfloat16 = 9 take 2 bytes.
+  size_t bytes = datatype == 7 ? 4 : datatype == 6 || datatype == 9 ? 2 : 0;
+  if (!bytes)
     return 4;
-  std::memmove(recv, send, count * 4);
+  std::memmove(recv, send, count * bytes);
   return 0;
 }
 __attribute__((visibility("default"))) int
@@ -101,7 +104,7 @@ ncclReduceScatter(const void *send, void *recv, size_t count, int datatype,
                   int op, void *comm, void *stream) {
   record("ncclReduceScatter", send, recv, count, datatype, op, -1, comm,
          stream);
-  std::memmove(recv, send, count * 4);
+  std::memmove(recv, send, count * (datatype == 7 ? 4 : 2));
   return 0;
 }
 __attribute__((visibility("default"))) int

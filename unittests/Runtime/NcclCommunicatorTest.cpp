@@ -276,6 +276,24 @@ TEST(NcclCommunicator, CallsThroughTheLibrary) {
   EXPECT_EQ(call->count, 3u);
   EXPECT_EQ(call->send, call->recv); // in place
 
+  // Gradients reduced in their low type, the overflow flag with max.
+  uint16_t h[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(
+      comm->allReduce(h, h, 4, DType::F16, CollectiveReduction::Max, stream))
+      << comm->error();
+  EXPECT_EQ(call->datatype, 6); // ncclFloat16
+  EXPECT_EQ(call->op, 2);       // ncclMax
+  ASSERT_TRUE(comm->reduceScatter(h, h + 2, 2, DType::BF16,
+                                  CollectiveReduction::Average, stream))
+      << comm->error();
+  EXPECT_STREQ(call->name, "ncclReduceScatter");
+  EXPECT_EQ(call->datatype, 9); // ncclBfloat16
+  EXPECT_EQ(call->op, 4);
+  EXPECT_FALSE(
+      comm->allReduce(h, h, 4, DType::I32, CollectiveReduction::Sum, stream));
+  EXPECT_TRUE(contains(comm->error(), "collectives reduce f32, f16 or bf16"))
+      << comm->error();
+
   ASSERT_TRUE(comm->allGather(b + 1, b, 2, stream));
   EXPECT_STREQ(call->name, "ncclAllGather");
   EXPECT_EQ(call->count, 2u);

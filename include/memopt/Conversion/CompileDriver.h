@@ -65,6 +65,9 @@ struct TrainingOptions {
   bool dataParallelGiven = false;
   /// --shard none|optimizer|gradients ("" when not given: none).
   std::string shard;
+  /// --reduce-dtype f32|low: the type a data-parallel fp16 / bf16 step
+  /// reduces its gradients in ("" when not given: f32, PyTorch DDP + AMP's).
+  std::string reduceDtype;
 };
 
 struct CompileOptions {

@@ -3,7 +3,8 @@
 //
 // The transport of data-parallel training (docs/data-parallel.md): N ranks
 // run the same planned step on their slices of the batch and meet in
-// collectives over f32 buffers. A generated program never calls this
+// collectives over f32 buffers (gradients reduced in their low type: f16 /
+// bf16). A generated program never calls this
 // interface directly: its collective ops (Runtime.h, "Collectives") take the
 // communicator from the context (ContextOptions::communicator).
 //
@@ -42,7 +43,7 @@
 
 namespace memopt::rt {
 
-// CollectiveReduction (ncclSum, ncclAvg) is in Runtime.h.
+// CollectiveReduction (ncclSum, ncclAvg, ncclMax) is in Runtime.h.
 
 /// One rank's end of a group of `size()` ranks. Every rank must issue the
 /// same collectives in the same order with the same counts (as NCCL
@@ -55,15 +56,27 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  /// recv[i] = reduction over ranks of send[i], `count` elements; recv may
-  /// be send (in place).
-  virtual bool allReduce(const float *send, float *recv, size_t count,
-                         CollectiveReduction reduction, void *stream) = 0;
+  /// recv[i] = reduction over ranks of send[i], `count` elements of
+  /// `dtype` (F32, F16 or BF16: ncclFloat32 / ncclFloat16 / ncclBfloat16);
+  /// recv may be send (in place).
+  virtual bool allReduce(const void *send, void *recv, size_t count,
+                         DType dtype, CollectiveReduction reduction,
+                         void *stream) = 0;
   /// Rank r's recv[i] = reduction over ranks of send[r * recvCount + i];
-  /// send holds size() * recvCount elements. In place when recv is
-  /// send + rank() * recvCount.
-  virtual bool reduceScatter(const float *send, float *recv, size_t recvCount,
-                             CollectiveReduction reduction, void *stream) = 0;
+  /// send holds size() * recvCount elements of `dtype` (as allReduce). In
+  /// place when recv is send + rank() * recvCount.
+  virtual bool reduceScatter(const void *send, void *recv, size_t recvCount,
+                             DType dtype, CollectiveReduction reduction,
+                             void *stream) = 0;
+  /// The same over f32 buffers.
+  bool allReduce(const float *send, float *recv, size_t count,
+                 CollectiveReduction reduction, void *stream) {
+    return allReduce(send, recv, count, DType::F32, reduction, stream);
+  }
+  bool reduceScatter(const float *send, float *recv, size_t recvCount,
+                     CollectiveReduction reduction, void *stream) {
+    return reduceScatter(send, recv, recvCount, DType::F32, reduction, stream);
+  }
   /// recv[k * sendCount + i] = rank k's send[i]; recv holds size() *
   /// sendCount elements. In place when send is recv + rank() * sendCount.
   virtual bool allGather(const float *send, float *recv, size_t sendCount,

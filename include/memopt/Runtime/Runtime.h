@@ -76,8 +76,9 @@ TensorRef makeTensor(void *data, DType dtype, int rank, const int64_t *shape);
 /// run. Nothing in the runtime throws or aborts.
 struct Context;
 class Communicator; // memopt/Runtime/Communicator.h
-/// ncclSum and ncclAvg (the sum divided by the number of ranks).
-enum class CollectiveReduction : int32_t { Sum = 0, Average = 1 };
+/// ncclSum, ncclAvg (the sum divided by the number of ranks) and ncclMax
+/// (the loss scale's overflow flag, agreed over the ranks).
+enum class CollectiveReduction : int32_t { Sum = 0, Average = 1, Max = 2 };
 
 struct ContextOptions {
   int device = 0;
@@ -851,7 +852,10 @@ void setMicroStep(Context &ctx, int64_t microStep);
 /// with an accumulator, x is summed into it (x on micro-step 0, added on the
 /// others); with a micro-step, the collective runs on micro-step K - 1
 /// only (over the accumulator when there is one) and does nothing on the
-/// others. All f32. Both backends run them on the context's communicator
+/// others. x and y are F32, or F16 / BF16 (a gradient reduced in its low
+/// type; the reduction adds in at least f32 and rounds once); accumulators
+/// are F32, so accumulation needs F32 x. Both backends run them on the
+/// context's communicator
 /// (a program compiled for one rank runs without one): the host backend
 /// with the micro-step read from the weight, the CUDA backend (NCCL, on
 /// the context's stream) with the one setMicroStep gave.

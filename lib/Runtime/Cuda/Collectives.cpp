@@ -67,12 +67,19 @@ namespace {
 /// the accumulator (when there is one) and says whether the collective
 /// runs now; `source` then points to the values it reduces.
 bool gate(Context &ctx, const char *node, const TensorRef &x,
-          const GradientAccumulation *accumulation, const float *&source) {
-  source = static_cast<const float *>(x.data);
+          const GradientAccumulation *accumulation, const void *&source) {
+  source = x.data;
   if (!accumulation)
     return true;
   if (!validateAccumulation(ctx, node, x, *accumulation))
     return false;
+  if (accumulation->accumulator.data && x.dtype != DType::F32) {
+    failf(ctx, node,
+          "an f32 accumulator sums f32 gradients, got %s (reduce the "
+          "accumulated gradients in f32)",
+          dtypeName(x.dtype));
+    return false;
+  }
   int64_t micro = ctx.microStep;
   if (micro < 0 || micro >= accumulation->steps) {
     failf(ctx, node,
@@ -90,18 +97,18 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
       binary(ctx, node, BinaryOp::Add, sum, x, sum);
     if (hasError(ctx))
       return false;
-    source = static_cast<const float *>(sum.data);
+    source = sum.data;
   }
   return micro == accumulation->steps - 1;
 }
 
-void copyElements(Context &ctx, const char *node, float *to, const float *from,
-                  size_t count) {
-  if (to != from && count)
-    checkCuda(ctx, node,
-              cudaMemcpyAsync(to, from, count * sizeof(float),
-                              cudaMemcpyDeviceToDevice, ctx.stream),
-              "cudaMemcpyAsync");
+void copyBytes(Context &ctx, const char *node, void *to, const void *from,
+               size_t bytes) {
+  if (to != from && bytes)
+    checkCuda(
+        ctx, node,
+        cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, ctx.stream),
+        "cudaMemcpyAsync");
 }
 
 } // namespace
@@ -109,20 +116,19 @@ void copyElements(Context &ctx, const char *node, float *to, const float *from,
 void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
                TensorRef x, TensorRef y,
                const GradientAccumulation *accumulation) {
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
   if (!gate(ctx, node, x, accumulation, source))
     return;
-  auto *out = static_cast<float *>(y.data);
   size_t count = size_t(x.numElements());
   if (!comm) {
-    copyElements(ctx, node, out, source, count);
+    copyBytes(ctx, node, y.data, source, count * dtypeSize(x.dtype));
     return;
   }
-  if (!comm->allReduce(source, out, count, reduction, ctx.stream))
+  if (!comm->allReduce(source, y.data, count, x.dtype, reduction, ctx.stream))
     failCollective(ctx, node, "all_reduce", *comm);
 }
 
@@ -137,25 +143,28 @@ void reduceScatter(Context &ctx, const char *node,
   }
   int64_t elements = x.numElements();
   int64_t chunk = elements / ranks, tail = elements % ranks;
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
-  auto *out = static_cast<float *>(y.data);
+  size_t bytes = dtypeSize(x.dtype);
+  auto *out = static_cast<uint8_t *>(y.data);
+  const auto *in = static_cast<const uint8_t *>(source);
   if (!comm) { // one rank: its chunk is everything
-    copyElements(ctx, node, out, source, size_t(elements));
+    copyBytes(ctx, node, out, in, size_t(elements) * bytes);
     return;
   }
-  if (chunk > 0 &&
-      !comm->reduceScatter(source, out, size_t(chunk), reduction, ctx.stream)) {
+  if (chunk > 0 && !comm->reduceScatter(in, out, size_t(chunk), x.dtype,
+                                        reduction, ctx.stream)) {
     failCollective(ctx, node, "reduce_scatter", *comm);
     return;
   }
-  if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
-                                   size_t(tail), reduction, ctx.stream))
+  if (tail > 0 && !comm->allReduce(in + size_t(ranks * chunk) * bytes,
+                                   out + size_t(chunk) * bytes, size_t(tail),
+                                   x.dtype, reduction, ctx.stream))
     failCollective(ctx, node, "all_reduce (tail)", *comm);
 }
 
@@ -167,7 +176,7 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
     failf(ctx, node, "all_gather over %lld ranks", (long long)ranks);
     return;
   }
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;

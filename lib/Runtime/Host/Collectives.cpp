@@ -25,12 +25,19 @@ namespace {
 /// the accumulator (when there is one) and says whether the collective
 /// runs now; `source` then points to the values it reduces.
 bool gate(Context &ctx, const char *node, const TensorRef &x,
-          const GradientAccumulation *accumulation, const float *&source) {
-  source = static_cast<const float *>(x.data);
+          const GradientAccumulation *accumulation, const void *&source) {
+  source = x.data;
   if (!accumulation)
     return true;
   if (!validateAccumulation(ctx, node, x, *accumulation))
     return false;
+  if (accumulation->accumulator.data && x.dtype != DType::F32) {
+    failf(ctx, node,
+          "an f32 accumulator sums f32 gradients, got %s (reduce the "
+          "accumulated gradients in f32)",
+          dtypeName(x.dtype));
+    return false;
+  }
   float micro = 0;
   std::memcpy(&micro, accumulation->microStep.data, sizeof micro);
   if (!(micro >= 0 && micro < float(accumulation->steps) &&
@@ -40,7 +47,7 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
     return false;
   }
   if (auto *sum = static_cast<float *>(accumulation->accumulator.data)) {
-    const float *g = source;
+    const auto *g = static_cast<const float *>(source);
     bool first = micro == 0;
     host::parallelFor(ctx, 0, x.numElements(), host::kElementGrain,
                       [&](int64_t lo, int64_t hi) {
@@ -71,21 +78,20 @@ void setMicroStep(Context &, int64_t) {}
 void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
                TensorRef x, TensorRef y,
                const GradientAccumulation *accumulation) {
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
   if (!gate(ctx, node, x, accumulation, source))
     return;
-  auto *out = static_cast<float *>(y.data);
   size_t count = size_t(x.numElements());
   if (!comm) {
-    if (out != source)
-      std::memmove(out, source, count * sizeof(float));
+    if (y.data != source)
+      std::memmove(y.data, source, count * dtypeSize(x.dtype));
     return;
   }
-  if (!comm->allReduce(source, out, count, reduction, nullptr))
+  if (!comm->allReduce(source, y.data, count, x.dtype, reduction, nullptr))
     failCollective(ctx, node, "all_reduce", *comm);
 }
 
@@ -100,25 +106,28 @@ void reduceScatter(Context &ctx, const char *node,
   }
   int64_t elements = x.numElements();
   int64_t chunk = elements / ranks, tail = elements % ranks;
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
-  auto *out = static_cast<float *>(y.data);
+  size_t bytes = dtypeSize(x.dtype);
+  auto *out = static_cast<uint8_t *>(y.data);
+  const auto *in = static_cast<const uint8_t *>(source);
   if (!comm) { // one rank: its chunk is everything
-    std::memmove(out, source, size_t(elements) * sizeof(float));
+    std::memmove(out, in, size_t(elements) * bytes);
     return;
   }
-  if (chunk > 0 &&
-      !comm->reduceScatter(source, out, size_t(chunk), reduction, nullptr)) {
+  if (chunk > 0 && !comm->reduceScatter(in, out, size_t(chunk), x.dtype,
+                                        reduction, nullptr)) {
     failCollective(ctx, node, "reduce_scatter", *comm);
     return;
   }
-  if (tail > 0 && !comm->allReduce(source + ranks * chunk, out + chunk,
-                                   size_t(tail), reduction, nullptr))
+  if (tail > 0 && !comm->allReduce(in + size_t(ranks * chunk) * bytes,
+                                   out + size_t(chunk) * bytes, size_t(tail),
+                                   x.dtype, reduction, nullptr))
     failCollective(ctx, node, "all_reduce (tail)", *comm);
 }
 
@@ -130,7 +139,7 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
     failf(ctx, node, "all_gather over %lld ranks", (long long)ranks);
     return;
   }
-  const float *source = nullptr;
+  const void *source = nullptr;
   bool ok = false;
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;

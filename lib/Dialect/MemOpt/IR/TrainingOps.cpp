@@ -399,13 +399,15 @@ static LogicalResult verifyGradient(Operation *op, Value grad, Value param) {
 }
 
 /// An update's gradient: the parameter's shape in any float type, or with
-/// `shards` > 1 exactly this rank's f32 shard (`stateType`).
+/// `shards` > 1 this rank's shard (`stateType`'s shape) in f32, f16 or bf16
+/// (a gradient reduce-scattered in its low type).
 static LogicalResult verifyUpdateGradient(Operation *op, Value grad,
                                           Value param, Type stateType,
                                           int64_t shards) {
   if (shards <= 1)
     return verifyGradient(op, grad, param);
-  if (grad.getType() != stateType)
+  if (cast<ShapedType>(grad.getType()).getShape() !=
+      cast<ShapedType>(stateType).getShape())
     return op->emitOpError("grad must have type ")
            << stateType << " (this rank's shard of the parameter)";
   return success();
@@ -549,9 +551,9 @@ int64_t AdamWUpdateOp::getBytesMoved() {
 //===----------------------------------------------------------------------===//
 
 static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
-  if (reduction != "sum" && reduction != "average")
+  if (reduction != "sum" && reduction != "average" && reduction != "max")
     return op->emitOpError("reduction '")
-           << reduction << "' is not sum or average";
+           << reduction << "' is not sum, average or max";
   return success();
 }
 

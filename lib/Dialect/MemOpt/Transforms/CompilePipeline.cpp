@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -92,6 +93,10 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
   }
   if (shard != "none" && shard != "optimizer" && shard != "gradients") {
     message = "shard '" + shard + "' is not none, optimizer or gradients";
+    return failure();
+  }
+  if (reduceDtype != "f32" && reduceDtype != "low") {
+    message = "reduce-dtype '" + reduceDtype + "' is not f32 or low";
     return failure();
   }
   if (shard != "none" && dataParallel == 0) {
@@ -178,6 +183,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
       MemOptDataParallelOptions dataParallel;
       dataParallel.ranks = options.dataParallel;
       dataParallel.shard = options.shard;
+      dataParallel.reduceDtype = options.reduceDtype;
       dataParallel.report = options.report;
       pm.addNestedPass<func::FuncOp>(createMemOptDataParallel(dataParallel));
     }
@@ -318,10 +324,17 @@ struct CompilePhaseLog::State {
       }
     } else if (pass == "memopt-data-parallel") {
       lines.after = [](ModuleOp module) -> std::string {
-        size_t allReduces = 0, reduceScatters = 0, allGathers = 0;
+        size_t allReduces = 0, reduceScatters = 0, allGathers = 0, flags = 0,
+               lowGradients = 0;
         std::string text;
         module.walk([&](Operation *op) {
-          allReduces += isa<AllReduceOp>(op);
+          auto reduce = dyn_cast<AllReduceOp>(op);
+          bool flag = reduce && reduce.getReduction() == "max";
+          flags += flag;
+          allReduces += reduce && !flag;
+          if (isa<AllReduceOp, ReduceScatterOp>(op) && !flag)
+            lowGradients +=
+                !getElementTypeOrSelf(op->getOperand(0).getType()).isF32();
           reduceScatters += isa<ReduceScatterOp>(op);
           allGathers += isa<AllGatherOp>(op);
           auto function = dyn_cast<func::FuncOp>(op);
@@ -344,6 +357,12 @@ struct CompilePhaseLog::State {
           text += ": " + std::to_string(reduceScatters) +
                   " gradient reduce-scatters, " + std::to_string(allGathers) +
                   " parameter all-gathers";
+        if (lowGradients)
+          text +=
+              "; " + std::to_string(lowGradients) + " reduced in the low type";
+        if (flags)
+          text += "; the overflow flag all-reduced (max): every rank skips "
+                  "the same steps";
         return text;
       };
       lines.failure = "data-parallel rewrite failed";

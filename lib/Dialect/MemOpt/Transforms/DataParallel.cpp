@@ -31,6 +31,18 @@
 //    chunks plus a tail of E % N elements that every rank owns (the tail
 //    gradient is all-reduced, so all ranks update it identically): no
 //    padding, no flat copy, the parameters keep their own variables.
+//  - Mixed precision (PyTorch DDP + AMP, DeepSpeed's fp16 optimizers,
+//    FSDP's ShardedGradScaler): the f16 / bf16 gradients of the f32 master
+//    parameters are widened and reduced in f32 by default (DDP reduces the
+//    f32 .grad of the f32 parameters autocast trains), or reduced in their
+//    low type with reduce-dtype=low (half the bytes; DeepSpeed's fp16 engine
+//    and FSDP's MixedPrecision(reduce_dtype=...) do). With dynamic loss
+//    scaling each rank's overflow flag (memopt.found_inf over its own
+//    gradients) is all-reduced with max before any update or the scale
+//    update reads it: every rank skips the same steps and keeps the same
+//    scale, as DeepSpeed's CheckOverflow (all_reduce MAX over the
+//    data-parallel group) and FSDP's ShardedGradScaler (an all_reduce sum
+//    of found_inf: non-zero skips) make them.
 // Further than DDP and ZeRO: the collective sits right where the gradient
 // is complete and the update right after it, so the scheduler and the
 // planner see the collective's buffers (in-place all-reduce: none;
@@ -46,6 +58,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::memopt {
@@ -66,19 +79,26 @@ struct DataParallelPass
 
 private:
   LogicalResult rewriteUpdate(Operation *update);
-  /// Replaces the state variable `value` (used by one update only) by a
-  /// variable of the same name and role with this rank's shard type.
+  /// Replaces the state variable `value` (used by one update and, for an
+  /// accumulator, the overflow check) by a variable of the same name and
+  /// role with this rank's shard type.
   FailureOr<Value> shardVariable(Operation *update, Value value,
                                  RankedTensorType type);
+  /// Dynamic loss scaling: every rank's overflow flag all-reduced with max
+  /// before anything reads it.
+  void agreeOnOverflow(func::FuncOp function);
 
-  int64_t allReduces = 0, reduceScatters = 0, allGathers = 0;
+  int64_t allReduces = 0, reduceScatters = 0, allGathers = 0, widened = 0,
+          lowReduced = 0, flagReduces = 0;
   int64_t stateBytes = 0, unshardedStateBytes = 0;
 };
 
 FailureOr<Value> DataParallelPass::shardVariable(Operation *update, Value value,
                                                  RankedTensorType type) {
   auto variable = value.getDefiningOp<VariableOp>();
-  if (!variable || !variable->hasOneUse())
+  if (!variable || llvm::any_of(variable->getUsers(), [&](Operation *user) {
+        return user != update && !isa<FoundInfOp>(user);
+      }))
     return update->emitError()
            << describeNode(update)
            << ": memopt-data-parallel shards optimizer state that only "
@@ -125,6 +145,29 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
   OpBuilder builder(op);
   Location loc = op->getLoc();
   IntegerAttr stepsAttr = builder.getI64IntegerAttr(steps);
+  // Mixed precision: an f16 / bf16 gradient is reduced in f32 (widened
+  // first) or, with reduce-dtype=low, in its own type. The collective that
+  // reduces an f32 accumulator (none / optimizer with accumulation) reduces
+  // f32 whatever the option says, so low is refused there.
+  Type gradElement = getElementTypeOrSelf(grad.getType());
+  if (gradElement.isF16() || gradElement.isBF16()) {
+    bool reducesAccumulator = accumulator && shard != "gradients";
+    if (reduceDtype == "low" && reducesAccumulator)
+      return op->emitError()
+             << describeNode(op)
+             << ": reduce-dtype low cannot reduce the f32 gradient "
+                "accumulator of shard "
+             << shard
+             << " (--accumulate): use reduce-dtype f32 or shard gradients";
+    if (reduceDtype != "low") {
+      auto wide =
+          cast<RankedTensorType>(grad.getType()).clone(builder.getF32Type());
+      grad = CastOp::create(builder, loc, wide, grad).getResult();
+      ++widened;
+    } else {
+      ++lowReduced;
+    }
+  }
   StringAttr average = builder.getStringAttr("average");
   for (OpOperand *state : states)
     unshardedStateBytes += getTensorBytes(state->get().getType());
@@ -147,13 +190,15 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
   auto shardType = RankedTensorType::get(
       {getShardElements(paramType.getNumElements(), ranks)},
       paramType.getElementType());
+  // The reduced gradient's shard keeps the type it is reduced in.
+  auto gradShardType = shardType.clone(getElementTypeOrSelf(grad.getType()));
   IntegerAttr ranksAttr = builder.getI64IntegerAttr(ranks);
   // ZeRO-2 reduce-scatters every micro-batch's gradient into a sharded
   // accumulator; ZeRO-1 accumulates whole gradients locally and
   // reduce-scatters their sum on the last micro-step.
   bool shardGradients = shard == "gradients";
   auto scatter = ReduceScatterOp::create(
-      builder, loc, shardType, grad, shardGradients ? Value() : accumulator,
+      builder, loc, gradShardType, grad, shardGradients ? Value() : accumulator,
       shardGradients ? Value() : microStep, ranksAttr, average,
       builder.getI64IntegerAttr(shardGradients ? 1 : steps));
   gradRange.assign(scatter.getResult());
@@ -182,6 +227,29 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
   return success();
 }
 
+void DataParallelPass::agreeOnOverflow(func::FuncOp function) {
+  SmallVector<FoundInfOp> checks;
+  function.walk([&](FoundInfOp check) { checks.push_back(check); });
+  for (FoundInfOp check : checks) {
+    // With accumulation the flag matters on the last micro-step only (the
+    // updates and the scale update act there): communicate once per
+    // optimizer step, as the gradients do.
+    int64_t steps = 1;
+    for (Operation *user : check->getUsers())
+      if (auto update = dyn_cast<UpdateLossScaleOp>(user))
+        steps = update.getAccumulationSteps();
+    Value microStep = steps > 1 ? check.getMicroStep() : Value();
+    OpBuilder builder(check->getContext());
+    builder.setInsertionPointAfter(check);
+    auto reduce = AllReduceOp::create(
+        builder, check.getLoc(), check.getType(), check.getFound(), Value(),
+        microStep, builder.getStringAttr("max"),
+        builder.getI64IntegerAttr(microStep ? steps : 1));
+    check.getFound().replaceAllUsesExcept(reduce.getResult(), reduce);
+    ++flagReduces;
+  }
+}
+
 void DataParallelPass::runOnOperation() {
   func::FuncOp function = getOperation();
   if (function.isExternal())
@@ -194,6 +262,11 @@ void DataParallelPass::runOnOperation() {
   if (shard != "none" && shard != "optimizer" && shard != "gradients") {
     function.emitError("shard '")
         << shard << "' is not one of none, optimizer, gradients";
+    return signalPassFailure();
+  }
+  if (reduceDtype != "f32" && reduceDtype != "low") {
+    function.emitError("reduce-dtype '")
+        << reduceDtype << "' is not one of f32, low";
     return signalPassFailure();
   }
   // One rank owns every element: a shard is the whole parameter, so ZeRO
@@ -225,12 +298,17 @@ void DataParallelPass::runOnOperation() {
   for (Operation *update : updates)
     if (failed(rewriteUpdate(update)))
       return signalPassFailure();
+  agreeOnOverflow(function);
   Builder builder(&getContext());
-  function->setAttr(
-      "memopt.data_parallel",
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("ranks", builder.getI64IntegerAttr(ranks)),
-           builder.getNamedAttr("shard", builder.getStringAttr(shard))}));
+  SmallVector<NamedAttribute> attributes = {
+      builder.getNamedAttr("ranks", builder.getI64IntegerAttr(ranks)),
+      builder.getNamedAttr("shard", builder.getStringAttr(shard))};
+  // The type low-precision gradients are reduced in (f32 steps have none).
+  if (widened || lowReduced)
+    attributes.push_back(builder.getNamedAttr(
+        "reduce_dtype", builder.getStringAttr(reduceDtype)));
+  function->setAttr("memopt.data_parallel",
+                    builder.getDictionaryAttr(attributes));
   if (report) {
     llvm::outs() << "memopt-data-parallel: " << ranks << " ranks, shard "
                  << shard;
@@ -240,6 +318,14 @@ void DataParallelPass::runOnOperation() {
       llvm::outs() << " (ZeRO-" << (shard == "optimizer" ? 1 : 2)
                    << "): " << reduceScatters << " gradient reduce-scatters, "
                    << allGathers << " parameter all-gathers";
+    if (widened)
+      llvm::outs() << "; " << widened
+                   << " low-precision gradients reduced in f32";
+    if (lowReduced)
+      llvm::outs() << "; " << lowReduced
+                   << " gradients reduced in their low type";
+    if (flagReduces)
+      llvm::outs() << "; overflow flag all-reduced (max) before the updates";
     llvm::outs() << "; optimizer state per rank " << stateBytes << " of "
                  << unshardedStateBytes << " bytes\n";
   }

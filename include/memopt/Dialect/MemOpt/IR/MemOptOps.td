@@ -1599,10 +1599,15 @@ def MemOpt_AllReduceOp : MemOpt_CollectiveOp<"all_reduce", [
                               ["canWriteInPlace"]>]> {
   let summary = "Sum or average of a gradient over the data-parallel ranks";
   let description = [{
-    The result (the input's type) is the `reduction` (`sum` or `average`)
-    over the ranks of each rank's `input`: PyTorch DDP's gradient all-reduce
-    (DDP averages). It may take the input's storage (NCCL all-reduces in
-    place), so the collective costs no arena bytes of its own.
+    The result (the input's type) is the `reduction` (`sum`, `average` or
+    `max`) over the ranks of each rank's `input`: PyTorch DDP's gradient
+    all-reduce (DDP averages), or (`max`) the all-reduce of the loss
+    scale's overflow flag that makes every rank skip the same steps
+    (DeepSpeed's fp16 optimizers, FSDP's ShardedGradScaler). The input is
+    f32, or f16 / bf16 for a gradient reduced in its low type (NCCL's
+    ncclFloat16 / ncclBfloat16; memopt-data-parallel's reduce-dtype=low).
+    It may take the input's storage (NCCL all-reduces in place), so the
+    collective costs no arena bytes of its own.
 
     With `accumulate %acc, micro_step %m` and `accumulation_steps = K`
     (--accumulate K): the input is first summed into the accumulator
@@ -1613,12 +1618,12 @@ def MemOpt_AllReduceOp : MemOpt_CollectiveOp<"all_reduce", [
     other micro-steps the result is undefined and its users are gated on
     the same micro-step.
   }];
-  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+  let arguments = (ins MemOpt_GradientTensor:$input,
                        MemOpt_AccumulatorArg:$accumulator,
                        Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        DefaultValuedAttr<StrAttr, "\"average\"">:$reduction,
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
-  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let results = (outs MemOpt_GradientTensor:$result);
   let assemblyFormat = "$input (`,` `accumulate` $accumulator^)? (`,` "
                        "`micro_step` $micro_step^)? attr-dict `:` "
                        "functional-type(operands, results)";
@@ -1636,16 +1641,17 @@ def MemOpt_ReduceScatterOp : MemOpt_CollectiveOp<"reduce_scatter", [
     the last `E % ranks` elements). ZeRO-1/2 and FSDP's gradient
     reduce-scatter: each rank receives only the part of the gradient whose
     optimizer update it owns. The result is a communication buffer of its
-    own in the arena (1/N of the gradient's bytes). `accumulate` and
-    `micro_step` as for `all_reduce`.
+    own in the arena (1/N of the gradient's bytes). The result has the
+    input's element type (f32, or f16 / bf16 with reduce-dtype=low).
+    `accumulate` and `micro_step` as for `all_reduce`.
   }];
-  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+  let arguments = (ins MemOpt_GradientTensor:$input,
                        MemOpt_AccumulatorArg:$accumulator,
                        Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        I64Attr:$ranks,
                        DefaultValuedAttr<StrAttr, "\"average\"">:$reduction,
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps);
-  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let results = (outs MemOpt_GradientTensor:$result);
   let assemblyFormat = "$input (`,` `accumulate` $accumulator^)? (`,` "
                        "`micro_step` $micro_step^)? attr-dict `:` "
                        "functional-type(operands, results)";

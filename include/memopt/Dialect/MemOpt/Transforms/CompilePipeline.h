@@ -122,6 +122,12 @@ struct CompilePipelineOptions
       llvm::cl::desc("With data-parallel: none (all-reduce), optimizer "
                      "(ZeRO-1) or gradients (ZeRO-2)"),
       llvm::cl::init("none")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("With data-parallel and precision fp16 / bf16: reduce "
+                     "the gradients in f32 (PyTorch DDP + AMP) or in the "
+                     "low type (half the bytes sent)"),
+      llvm::cl::init("f32")};
 
   // Graph rewrites.
   Option<std::string> precision{

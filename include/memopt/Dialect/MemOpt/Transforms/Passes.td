@@ -570,14 +570,29 @@ def MemOptDataParallel : Pass<"memopt-data-parallel", "::mlir::func::FuncOp"> {
     and the all-gather run on the last micro-step only. `gradients` reduces
     on every micro-step and keeps shard-shaped accumulators (1/N of the
     bytes, DeepSpeed ZeRO-2's and FSDP's choice). The function gets
-    `memopt.data_parallel = {ranks, shard}`. With `report`, prints the
-    collectives and the per-rank state bytes.
+    `memopt.data_parallel = {ranks, shard, reduce_dtype}`. With `report`,
+    prints the collectives and the per-rank state bytes.
+
+    Mixed precision (memopt-mixed-precision's f16 / bf16 gradients): with
+    `reduce-dtype=f32` (the default, PyTorch DDP + AMP's numerics: the f32
+    parameters' gradients are reduced in f32) a gradient is widened
+    (`memopt.cast`) before its collective; with `reduce-dtype=low` the
+    collective reduces the f16 / bf16 gradient itself (half the bytes
+    sent; DeepSpeed's fp16 engine and FSDP's reduce_dtype do this), except
+    where an f32 accumulator is reduced (none / optimizer with
+    accumulation: refused). Dynamic loss scaling: every `memopt.found_inf`
+    flag is all-reduced with `max` before the updates and the scale update
+    read it, so every rank skips the same steps and keeps the same scale
+    (DeepSpeed's CheckOverflow, FSDP's ShardedGradScaler).
   }];
   let options = [
     Option<"ranks", "ranks", "int64_t", /*default=*/"1",
            "Data-parallel ranks (processes or threads) the step runs on">,
     Option<"shard", "shard", "std::string", /*default=*/"\"none\"",
            "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"",
+           "Mixed precision: reduce f16 / bf16 gradients in f32 (widened "
+           "first) or in their low type">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the collectives and the per-rank state bytes">,
   ];
