@@ -615,7 +615,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   if (training.reduceDtype == "low" && lowType != "f16" && lowType != "bf16")
     return fail("--reduce-dtype low needs --precision fp16 or bf16 (the "
                 "gradients are f32 otherwise)");
-  StringRef shardMode = training.shard.empty() ? "none" : training.shard;
+  std::string shardMode = training.shard.empty() ? "none" : training.shard;
   if (training.reduceDtype == "low" && training.accumulate > 1 &&
       shardMode != "gradients")
     return fail("--reduce-dtype low cannot reduce the f32 gradient "

@@ -61,6 +61,23 @@ struct Call {
   DType dtype = DType::F32;
 };
 
+// The communicator links without a backend (unittests link it alone), so it
+// names and sizes the three types it reduces itself.
+const char *typeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  default:
+    return "unsupported";
+  }
+}
+
+size_t typeBytes(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+
 const char *reductionName(CollectiveReduction reduction) {
   switch (reduction) {
   case CollectiveReduction::Sum:
@@ -79,7 +96,7 @@ std::string describe(const Call &call) {
     text += " of " + std::to_string(call.count) +
             (call.dtype == DType::F32
                  ? std::string(" elements")
-                 : std::string(" ") + dtypeName(call.dtype) + " elements");
+                 : std::string(" ") + typeName(call.dtype) + " elements");
   if (call.kind == CallKind::AllReduce || call.kind == CallKind::ReduceScatter)
     text += std::string(" (") + reductionName(call.reduction) + ")";
   if (call.kind == CallKind::Broadcast)
@@ -265,7 +282,7 @@ public:
     return run(call, [&](float *scratch, const std::vector<Call> &calls) {
       size_t offset = size_t(rank_) * recvCount;
       reduceInto(reinterpret_cast<uint8_t *>(scratch) +
-                     offset * dtypeSize(dtype),
+                     offset * typeBytes(dtype),
                  calls, offset, 0, recvCount, reduction);
     });
   }
@@ -319,7 +336,7 @@ private:
     if (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)
       return true;
     error_ = std::string("collectives reduce f32, f16 or bf16, not ") +
-             dtypeName(dtype);
+             typeName(dtype);
     group_->abort("rank " + std::to_string(rank_) + ": " + error_);
     return false;
   }
@@ -334,7 +351,7 @@ private:
     if (!group_->sync(error_))
       return false;
     const auto *scratch = reinterpret_cast<const uint8_t *>(group_->scratch());
-    size_t offset = 0, count = call.count, bytes = dtypeSize(call.dtype);
+    size_t offset = 0, count = call.count, bytes = typeBytes(call.dtype);
     if (call.kind == CallKind::ReduceScatter)
       offset = size_t(rank_) * call.count;
     else if (call.kind == CallKind::AllGather)

@@ -449,13 +449,17 @@ def test_a_failing_rank_stops_every_rank(tmp_path, two_rank_program):
 
 # The N-rank step and the one-rank step on the N-times batch round differently: a rank's f16
 # weight gradient sums its own micro-batch and is rounded to f16 before the ranks' average,
-# the one-rank gradient sums the whole batch and is rounded once (and over 3 ranks the loss
-# seed scale / (2 x 3) is no power of two, so even the output gradients round differently).
-# Each gradient therefore differs by up to one rounding of the low type (2^-11 relative in
-# f16, 2^-8 in bf16), and the weights by lr times that. With SGD at lr 0.01 this moves the
-# loss by lr |g|^2 u per step: about 1e-6 relative in f16, within the 1e-5 the fp32 tests
-# hold; bf16's unit is 8 times f16's, so its losses are held to 8 x 1e-5 (measured below
-# that: see the assertion message). The weights are compared in the same units.
+# the one-rank gradient sums the whole batch and is rounded once (over 3 ranks the loss seed
+# scale / (2 x 3) is no power of two either, so even the output gradients round differently).
+# The gradients, and so the momentum buffers, differ by up to one rounding of the low type
+# (unit roundoff u = 2^-11 in f16, 2^-8 in bf16), the f32 masters by lr times that, and where
+# a master lands on the other side of a rounding boundary its f16 / bf16 copy differs by one
+# unit in the last place: from the second step on the forwards differ by such flips. So the
+# fp32 tests' 1e-5 holds for the first step only (the same weights: the same forward); after
+# it the losses are held to one unit roundoff u of the low type, the weights and momentum
+# buffers to 2 u (a gradient element carries a rounding on each side: up to u of the ranks'
+# partial sums, up to u of the whole batch's). Measured worst over these cases: see the
+# docs (docs/data-parallel.md, Tests).
 MIXED_STEPS = 6
 MIXED_OPTIMIZER = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"]
 # A rank's gradients are N times the whole batch's (its loss is the mean over its own micro-
@@ -468,8 +472,8 @@ SCALE_INIT = ["--loss-scale-init", "1024"]
 def mixed_flags(precision):
     return ["--precision", precision, *MIXED_OPTIMIZER,
             *(SCALE_INIT if precision == "fp16" else [])]
-MIXED_LOSS_TOLERANCE = {"fp16": 1e-5, "bf16": 8e-5}
-MIXED_STATE_TOLERANCE = {"fp16": 1e-5, "bf16": 8e-5}
+# Unit roundoff of each low type.
+UNIT = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 
 
 def scaled_rows(stdout):
@@ -545,10 +549,10 @@ def test_mixed_precision_n_ranks_track_one_rank(tmp_path, mixed_reference, preci
         assert rows[0][1] == 1024
     losses = np.array([r[0] for r in rows])
     expected = np.array([r[0] for r in expected_rows])
-    worst = float(np.max(np.abs(losses - expected) / np.abs(expected)))
-    assert worst <= MIXED_LOSS_TOLERANCE[precision], (
-        f"worst relative loss error {worst:.3g}: {losses} vs {expected}")
-    compare_mixed_state(state, expected_state, MIXED_STATE_TOLERANCE[precision])
+    errors = np.abs(losses - expected) / np.abs(expected)
+    assert errors[0] <= 1e-5 and errors.max() <= UNIT[precision], (
+        f"relative loss errors {errors}: {losses} vs {expected}")
+    compare_mixed_state(state, expected_state, 2 * UNIT[precision])
 
 
 def overflow_data(tmp_path, ranks, steps, rank, step):
@@ -591,7 +595,8 @@ def test_one_rank_overflowing_skips_the_step_on_every_rank(tmp_path, mixed_refer
     assert np.load(tmp_path / "state" / "memopt.loss_scale_state.npy").tolist() == [3, 1]
     losses = np.array([r[0] for r in rows])
     expected = np.array([r[0] for r in expected_rows])
-    assert np.max(np.abs(losses - expected) / np.abs(expected)) <= 1e-5, (losses, expected)
+    errors = np.abs(losses - expected) / np.abs(expected)
+    assert errors[:2].max() <= 1e-5 and errors.max() <= UNIT["fp16"], (losses, expected)
     # The skipped step wrote nothing: the weights after steps 1 and 2 are the same.
     after = {}
     for count in (1, 2):
@@ -621,8 +626,9 @@ def test_mixed_precision_accumulation(tmp_path, mixed_reference, shard, reduce_d
     assert [r[1:] for r in rows] == [r[1:] for r in expected_rows], result.stdout
     losses = np.array([r[0] for r in rows])
     expected = np.array([r[0] for r in expected_rows])
-    assert np.max(np.abs(losses - expected) / np.abs(expected)) <= 1e-5, (losses, expected)
-    compare_mixed_state(tmp_path / "state", expected_state, 1e-5)
+    errors = np.abs(losses - expected) / np.abs(expected)
+    assert errors[0] <= 1e-5 and errors.max() <= UNIT["fp16"], (losses, expected)
+    compare_mixed_state(tmp_path / "state", expected_state, 2 * UNIT["fp16"])
 
 
 def test_mixed_precision_report_and_bytes_sent(tmp_path):

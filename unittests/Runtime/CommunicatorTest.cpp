@@ -336,7 +336,7 @@ TEST_P(CommunicatorRanks, LowPrecisionReductions) {
   for (DType dtype : {DType::F16, DType::BF16})
     for (auto reduction :
          {CollectiveReduction::Sum, CollectiveReduction::Average}) {
-      std::vector<std::vector<uint16_t>> results(size_t(ranks));
+      std::vector<std::vector<uint16_t>> results(static_cast<size_t>(ranks));
       runRanks(ranks, [&](int rank, Communicator &comm) {
         std::vector<uint16_t> buffer(count);
         for (size_t i = 0; i < count; ++i) {
@@ -367,7 +367,8 @@ TEST_P(CommunicatorRanks, LowPrecisionReductions) {
             dtype == DType::F16 ? toHalfBits(expected) : uint16_t(bits >> 16);
         for (int r = 0; r < ranks; ++r)
           ASSERT_EQ(results[size_t(r)][i], want)
-              << dtypeName(dtype) << " rank " << r << " element " << i;
+              << (dtype == DType::F16 ? "f16" : "bf16") << " rank " << r
+              << " element " << i;
       }
     }
 }
@@ -376,7 +377,7 @@ TEST_P(CommunicatorRanks, MaxAgreesOnAFlag) {
   // The loss scale's overflow flag: 1 on the last rank only, 0 elsewhere;
   // max gives every rank 1. Reduce-scatter in f16 keeps each rank's chunk.
   int ranks = GetParam();
-  std::vector<float> flags(size_t(ranks), -1.0f);
+  std::vector<float> flags(static_cast<size_t>(ranks), -1.0f);
   runRanks(ranks, [&](int rank, Communicator &comm) {
     float flag = rank == ranks - 1 ? 1.0f : 0.0f;
     EXPECT_TRUE(
@@ -386,7 +387,7 @@ TEST_P(CommunicatorRanks, MaxAgreesOnAFlag) {
   });
   for (int r = 0; r < ranks; ++r)
     EXPECT_EQ(flags[size_t(r)], 1.0f) << "rank " << r;
-  std::vector<uint16_t> chunks(size_t(ranks));
+  std::vector<uint16_t> chunks(static_cast<size_t>(ranks));
   runRanks(ranks, [&](int rank, Communicator &comm) {
     std::vector<uint16_t> send(size_t(ranks), toHalfBits(float(rank + 1)));
     uint16_t recv = 0;
