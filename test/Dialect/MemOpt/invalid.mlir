@@ -1080,9 +1080,18 @@ func.func @all_reduce_type(%g: tensor<4xf32>) -> tensor<2x2xf32> {
 // -----
 
 func.func @all_reduce_reduction(%g: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'memopt.all_reduce' op reduction 'max' is not sum or average}}
-  %r = memopt.all_reduce %g {reduction = "max"} : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{'memopt.all_reduce' op reduction 'min' is not sum, average or max}}
+  %r = memopt.all_reduce %g {reduction = "min"} : (tensor<4xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
+}
+
+// -----
+
+// Collectives reduce f32, f16 or bf16 (a gradient reduced in its low type).
+func.func @all_reduce_element_type(%g: tensor<4xf64>) -> tensor<4xf64> {
+  // expected-error @+1 {{'memopt.all_reduce' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %r = memopt.all_reduce %g : (tensor<4xf64>) -> tensor<4xf64>
+  return %r : tensor<4xf64>
 }
 
 // -----
