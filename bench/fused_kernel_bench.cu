@@ -128,7 +128,7 @@ int main() {
     report("residual_relu_f32_16M generated",
            medianMs(*ctx,
                     [&] {
-                      fusedElementwiseProgram<ResidualRelu, float>(
+                      fusedElementwiseProgram<ResidualRelu, float, float>(
                           *ctx, "fused", steps, 2, inputs, 2, z);
                     }),
            3 * bytes);
@@ -165,13 +165,14 @@ int main() {
                       fusedElementwise(*ctx, "fused", steps, 4, inputs, 3, y);
                     }),
            2 * bytes);
-    report("scale_shift_hswish_f32_32x96x56x56 generated",
-           medianMs(*ctx,
-                    [&] {
-                      fusedElementwiseProgram<ScaleShiftHardSwish, float>(
-                          *ctx, "fused", steps, 4, inputs, 3, z);
-                    }),
-           2 * bytes);
+    report(
+        "scale_shift_hswish_f32_32x96x56x56 generated",
+        medianMs(*ctx,
+                 [&] {
+                   fusedElementwiseProgram<ScaleShiftHardSwish, float, float>(
+                       *ctx, "fused", steps, 4, inputs, 3, z);
+                 }),
+        2 * bytes);
     compare("scale_shift_hswish generated vs interpreter", y, z);
     compare("scale_shift_hswish generated vs separate", u, z);
   }

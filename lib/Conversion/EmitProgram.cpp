@@ -108,7 +108,8 @@ double toDouble(APFloat value) {
 }
 
 /// The CUDA element type of a float tensor (for generated kernels).
-std::optional<StringRef> getCudaElementType(Type type) {
+std::optional<StringRef> getCudaElementType(Type tensorType) {
+  Type type = getElementTypeOrSelf(tensorType);
   if (type.isF32())
     return StringRef("float");
   if (type.isF16())
@@ -946,11 +947,11 @@ LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
                ";\n  __device__ __forceinline__ static float apply(const "
                "float *x) {\n" +
                apply + "  }\n};\n\n";
-  std::optional<StringRef> type =
-      getCudaElementType(op.getType().getElementType());
-  if (!type)
-    return error(op) << "has element type " << op.getType().getElementType()
-                     << ", which generated kernels do not support";
+  std::optional<StringRef> type = getCudaElementType(op.getType()),
+                           inputType =
+                               getCudaElementType(op.getInputs()[0].getType());
+  if (!type || !inputType)
+    return error(op) << "has an element type generated kernels do not support";
   os << "    };\n    const TensorRef inputs[] = {";
   for (auto [index, input] : llvm::enumerate(op.getInputs()))
     os << (index ? ", " : "") << ref(input);
@@ -959,8 +960,8 @@ LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
                           std::to_string(numInputs) + ", " +
                           ref(op.getResult()) + ");\n";
   os << "};\n#ifdef __CUDACC__\n    fusedElementwiseProgram<" << program << ", "
-     << *type << ">" << arguments << "#else\n    fusedElementwise" << arguments
-     << "#endif\n  }\n";
+     << *inputType << ", " << *type << ">" << arguments
+     << "#else\n    fusedElementwise" << arguments << "#endif\n  }\n";
   return success();
 }
 

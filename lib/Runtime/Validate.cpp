@@ -69,18 +69,19 @@ bool validateFusedElementwise(Context &ctx, const char *node,
   }
   if (!checkTensor(ctx, node, y, "output"))
     return false;
-  if (!isFloatType(y.dtype)) {
-    failf(ctx, node, "fused elementwise ops need a float type, got %s",
-          dtypeName(y.dtype));
+  if (!isFloatType(y.dtype) || !isFloatType(inputs[0].dtype)) {
+    failf(ctx, node, "fused elementwise ops need float types, got %s and %s",
+          dtypeName(inputs[0].dtype), dtypeName(y.dtype));
     return false;
   }
   for (int i = 0; i < numInputs; ++i) {
     if (!checkTensor(ctx, node, inputs[i], "input") ||
-        !checkSameDType(ctx, node, inputs[i], y, "input/output"))
+        !checkSameDType(ctx, node, inputs[i], inputs[0], "input/input"))
       return false;
     if (inputs[i].data == y.data &&
-        inputs[i].numElements() != y.numElements()) {
-      failf(ctx, node, "output aliases broadcast input %d", i);
+        (inputs[i].numElements() != y.numElements() ||
+         inputs[i].dtype != y.dtype)) {
+      failf(ctx, node, "output aliases broadcast or converted input %d", i);
       return false;
     }
   }

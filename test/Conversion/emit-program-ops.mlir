@@ -121,6 +121,8 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // RUN: FileCheck %s --check-prefix=ATTENTION < %t/attention.cpp
 // RUN: memopt-compile %t/fused.mlir --lower-only --emit source -o %t/fused --quiet
 // RUN: FileCheck %s --check-prefix=FUSED < %t/fused.cpp
+// RUN: memopt-compile %t/fused_cast.mlir --lower-only --emit source -o %t/fused_cast --quiet
+// RUN: FileCheck %s --check-prefix=FUSEDCAST < %t/fused_cast.cpp
 
 // A fused elementwise op. For nvcc, a Program type whose apply() is the
 // chain as code (registers after the inputs, parameters inline), included
@@ -132,6 +134,13 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // FUSED-NEXT: #ifdef __CUDACC__
 // FUSED-NEXT: #include "memopt/Runtime/FusedKernel.cuh"
 // FUSED-NEXT: #endif
+
+// A fused cast: f32 inputs, a bf16 result; the generated kernel gets both
+// element types, the interpreter reads them from the tensors.
+// FUSEDCAST: TensorRef [[Y:t[0-9]+]] = ref(outputs[0], DType::BF16, {2, 8});
+// FUSEDCAST: fusedElementwiseProgram<FusedProgram0, float, __nv_bfloat16>(ctx, "norm_cast", steps, 1, inputs, 2, [[Y]]);
+// FUSEDCAST-NEXT: #else
+// FUSEDCAST-NEXT: fusedElementwise(ctx, "norm_cast", steps, 1, inputs, 2, [[Y]]);
 // FUSED: #ifdef __CUDACC__
 // FUSED-NEXT: struct FusedProgram0 {
 // FUSED-NEXT: static constexpr int kInputs = 2;
@@ -151,7 +160,7 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // FUSED-NEXT: };
 // FUSED-NEXT: const TensorRef inputs[] = {[[X]], [[B]]};
 // FUSED-NEXT: #ifdef __CUDACC__
-// FUSED-NEXT: fusedElementwiseProgram<FusedProgram0, float>(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
+// FUSED-NEXT: fusedElementwiseProgram<FusedProgram0, float, float>(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
 // FUSED-NEXT: #else
 // FUSED-NEXT: fusedElementwise(ctx, "tail", steps, 3, inputs, 2, [[Y]]);
 // FUSED-NEXT: #endif
@@ -174,6 +183,13 @@ func.func @main(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32>
     attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 0 : i64} {
   %y = memopt.fused_elementwise %x, %b {ops = ["mul", "clip", "leaky_relu"], registers = array<i64: 0, 1, 2, -1, 3, -1>, alphas = array<f32: 0.0, 0.0, 0.1>, betas = array<f32: 0.0, 0x7F800000, 0.0>, memopt.offsets = array<i64: 0>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32> loc("tail")
   return %y : tensor<2x8xf32>
+}
+
+//--- fused_cast.mlir
+func.func @main(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xbf16>
+    attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 0 : i64} {
+  %y = memopt.fused_elementwise %x, %b {ops = ["mul"], registers = array<i64: 0, 1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>, memopt.offsets = array<i64: 0>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xbf16> loc("norm_cast")
+  return %y : tensor<2x8xbf16>
 }
 
 //--- attention.mlir

@@ -124,3 +124,91 @@ func.func @relu_grad_of_sum(%g1: tensor<2x8x4x4xf16>, %g2: tensor<2x8x4x4xf16>, 
   %d = memopt.relu_grad %s, %y : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   return %d : tensor<2x8x4x4xf16>
 }
+
+// -----
+
+// RMSNorm's tail under mixed precision: w * (x * r) in f32, cast to bf16 for
+// the next GEMM. The cast ends the group (no step of its own): one op reads
+// x, r and w in f32 and writes bf16; x * r, read by the backward, stays.
+// CHECK-LABEL: func.func @cast_ends_chain
+// CHECK: %[[T:.*]] = memopt.mul %arg0, %arg1
+// CHECK-NEXT: %[[F:.*]] = memopt.fused_elementwise %arg2, %[[T]] {{{.*}}ops = ["mul"], registers = array<i64: 0, 1>} : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xbf16>
+// CHECK-NOT: memopt.cast
+// CHECK: return %[[F]], %[[T]]
+// REPORT: memopt-fuse-elementwise @cast_ends_chain: 2 ops in 1 fused_elementwise ops
+func.func @cast_ends_chain(%x: tensor<2x4x8xf32>, %r: tensor<2x4x1xf32>, %w: tensor<8xf32>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xf32>) {
+  %t = memopt.mul %x, %r : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %n = memopt.mul %w, %t : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %c = memopt.cast %n : (tensor<2x4x8xf32>) -> tensor<2x4x8xbf16>
+  return %c, %t : tensor<2x4x8xbf16>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A longer f32 chain (a gradient) ending in a cast back to bf16: all of it
+// is one op with a bf16 result.
+// CHECK-LABEL: func.func @cast_ends_longer_chain
+// CHECK-NEXT: %[[F:.*]] = memopt.fused_elementwise %arg0, %arg1, %arg2 {{{.*}}ops = ["mul", "sub", "mul"], registers = array<i64: 0, 1, 1, 3, 2, 4>} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xbf16>
+// CHECK-NEXT: return %[[F]]
+func.func @cast_ends_longer_chain(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %c: tensor<2x8xf32>) -> tensor<2x8xbf16> {
+  %m = memopt.mul %a, %b : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s = memopt.sub %b, %m : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = memopt.mul %c, %s : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = memopt.cast %g : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+  return %y : tensor<2x8xbf16>
+}
+
+// -----
+
+// Not fused: the cast's operand has another user; a cast from an argument
+// has no chain to end; a cast after a bf16 step would lose the step's
+// rounding to bf16 (the registers are f32), so only f32 chains end in one.
+// CHECK-LABEL: func.func @cast_not_fused
+// CHECK: memopt.mul
+// CHECK-NEXT: memopt.cast
+// CHECK-NEXT: memopt.cast
+// CHECK-NEXT: memopt.add
+// CHECK-NEXT: memopt.cast
+// CHECK-NOT: memopt.fused_elementwise
+func.func @cast_not_fused(%a: tensor<2x8xf32>, %b: tensor<2x8xbf16>) -> (tensor<2x8xbf16>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %m = memopt.mul %a, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %c = memopt.cast %m : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+  %w = memopt.cast %b : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+  %s = memopt.add %b, %b : (tensor<2x8xbf16>, tensor<2x8xbf16>) -> tensor<2x8xbf16>
+  %v = memopt.cast %s : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+  return %c, %m, %w, %v : tensor<2x8xbf16>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// RMSNorm's backward: a [2, 4, 1] row term expanded to [2, 4, 8] before the
+// elementwise tail. The group reads the row term itself (it broadcasts), and
+// the expand, left without users, goes.
+// CHECK-LABEL: func.func @expand_read_through
+// CHECK-NEXT: %[[F:.*]] = memopt.fused_elementwise %arg0, %arg1, %arg2 {{{.*}}ops = ["mul", "add"], registers = array<i64: 0, 1, 3, 2>} : (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NOT: memopt.expand
+// CHECK-NEXT: return %[[F]]
+// REPORT: memopt-fuse-elementwise @expand_read_through: 2 ops in 1 fused_elementwise ops
+func.func @expand_read_through(%x: tensor<2x4x8xf32>, %r: tensor<2x4x1xf32>, %g: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %e = memopt.expand %r : (tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %m = memopt.mul %x, %e : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %a = memopt.add %m, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %a : tensor<2x4x8xf32>
+}
+
+// -----
+
+// One step with an expanded operand is fused on its own (the expand goes);
+// an expand whose source does not span the result with the other inputs
+// stays: the op would have no input of the result's shape.
+// CHECK-LABEL: func.func @expand_single_step
+// CHECK-NEXT: %[[F:.*]] = memopt.fused_elementwise %arg0, %arg1 {{{.*}}ops = ["mul"], registers = array<i64: 0, 1>} : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[E:.*]] = memopt.expand %arg2
+// CHECK-NEXT: memopt.neg %[[E]]
+func.func @expand_single_step(%x: tensor<2x4x8xf32>, %r: tensor<2x4x1xf32>, %s: tensor<1xf32>) -> (tensor<2x4x8xf32>, tensor<4xf32>) {
+  %e = memopt.expand %r : (tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %m = memopt.mul %x, %e : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %f = memopt.expand %s : (tensor<1xf32>) -> tensor<4xf32>
+  %n = memopt.neg %f : tensor<4xf32>
+  return %m, %n : tensor<2x4x8xf32>, tensor<4xf32>
+}

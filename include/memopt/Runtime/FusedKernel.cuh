@@ -10,12 +10,15 @@
 //       return unaryStep(UnaryOp::Relu, r2, 0.0f, 0.0f);
 //     }
 //   };
-//   fusedElementwiseProgram<FusedProgram3, float>(ctx, node, steps, 2,
-//                                                 inputs, 2, y);
+//   fusedElementwiseProgram<FusedProgram3, float, float>(ctx, node, steps,
+//                                                        2, inputs, 2, y);
 //
 // and nvcc inlines the steps into one kernel per op: every input read once
 // (16-byte vectors where the layout allows), the chain on f32 registers, one
-// store. This is what XLA's loop fusion and TorchInductor's pointwise kernels
+// store. The inputs share one element type and the result may have another
+// (a cast that ends the chain, as XLA fuses a convert into its loop fusion):
+// the conversion happens on the f32 register before the store. This is what
+// XLA's loop fusion and TorchInductor's pointwise kernels
 // do (code generated per fused group); the step table stays beside it, so an
 // input layout the kernel does not address (a broadcast whose non-1 dims are
 // not one contiguous run of the output's) and the host backend take the
@@ -195,6 +198,30 @@ template <int N> struct Inputs { InputAccess input[N]; };
 
 /// Elements per 16-byte vector, and whether a pointer allows such vectors.
 template <typename T> constexpr int vectorWidth() { return 16 / sizeof(T); }
+/// Elements per vector when a kernel reads TIn and writes TOut: 16 bytes of
+/// the wider type (the narrower one moves 8 or 4 bytes at a time).
+template <typename TIn, typename TOut> constexpr int vectorWidth() {
+  return 16 / (sizeof(TIn) > sizeof(TOut) ? sizeof(TIn) : sizeof(TOut));
+}
+
+/// Copies N elements of T (N * sizeof(T) is 2, 4, 8 or 16 bytes, and both
+/// pointers are aligned to it) as one access.
+template <typename T, int N>
+__device__ __forceinline__ void copyVector(T *to, const T *from) {
+  constexpr int bytes = N * int(sizeof(T));
+  static_assert(bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16,
+                "a vector is 2, 4, 8 or 16 bytes");
+  if constexpr (bytes == 16)
+    *reinterpret_cast<uint4 *>(to) = *reinterpret_cast<const uint4 *>(from);
+  else if constexpr (bytes == 8)
+    *reinterpret_cast<uint2 *>(to) = *reinterpret_cast<const uint2 *>(from);
+  else if constexpr (bytes == 4)
+    *reinterpret_cast<uint32_t *>(to) =
+        *reinterpret_cast<const uint32_t *>(from);
+  else
+    *reinterpret_cast<uint16_t *>(to) =
+        *reinterpret_cast<const uint16_t *>(from);
+}
 inline bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
@@ -205,10 +232,7 @@ __device__ __forceinline__ void load(const InputAccess &a, Index e,
   const T *p = static_cast<const T *>(a.data);
   if (a.access == Access::Full) {
     T v[V];
-    if constexpr (V > 1)
-      *reinterpret_cast<uint4 *>(v) = *reinterpret_cast<const uint4 *>(p + e);
-    else
-      v[0] = p[e];
+    copyVector<T, V>(v, p + e);
 #pragma unroll
     for (int j = 0; j < V; ++j)
       out[j] = toFloat(v[j]);
@@ -223,17 +247,14 @@ __device__ __forceinline__ void load(const InputAccess &a, Index e,
     return;
   }
   T v[V];
-  if constexpr (V > 1)
-    *reinterpret_cast<uint4 *>(v) = *reinterpret_cast<const uint4 *>(p + at);
-  else
-    v[0] = p[at];
+  copyVector<T, V>(v, p + at);
 #pragma unroll
   for (int j = 0; j < V; ++j)
     out[j] = toFloat(v[j]);
 }
 
 /// Outputs [start + V * c, start + V * (c + 1)) for c < chunks, grid-stride.
-template <typename Program, typename T, int V, typename Index>
+template <typename Program, typename TIn, typename T, int V, typename Index>
 __global__ void kernel(Inputs<Program::kInputs> in, T *__restrict__ y,
                        Index start, Index chunks) {
   for (Index c = Index(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
@@ -242,7 +263,7 @@ __global__ void kernel(Inputs<Program::kInputs> in, T *__restrict__ y,
     float x[Program::kInputs][V];
 #pragma unroll
     for (int k = 0; k < Program::kInputs; ++k)
-      load<T, V, Index>(in.input[k], e, x[k]);
+      load<TIn, V, Index>(in.input[k], e, x[k]);
     T out[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -252,10 +273,7 @@ __global__ void kernel(Inputs<Program::kInputs> in, T *__restrict__ y,
         element[k] = x[k][j];
       out[j] = fromFloat<T>(Program::apply(element));
     }
-    if constexpr (V > 1)
-      *reinterpret_cast<uint4 *>(y + e) = *reinterpret_cast<uint4 *>(out);
-    else
-      y[e] = out[0];
+    copyVector<T, V>(y + e, out);
   }
 }
 
@@ -288,20 +306,20 @@ inline bool blockOf(const TensorRef &t, const TensorRef &y, uint64_t &div,
   return true;
 }
 
-template <typename Program, typename T, typename Index>
+template <typename Program, typename TIn, typename T, typename Index>
 void launch(const Inputs<Program::kInputs> &in, T *y, uint64_t n, bool vector,
             cudaStream_t stream, unsigned maxBlocks) {
-  constexpr int V = vectorWidth<T>();
+  constexpr int V = vectorWidth<TIn, T>();
   auto grid = [&](uint64_t items) {
     uint64_t blocks = (items + 255) / 256;
     return unsigned(blocks < 1 ? 1 : blocks > maxBlocks ? maxBlocks : blocks);
   };
   uint64_t chunks = vector ? n / V : 0;
   if (chunks)
-    kernel<Program, T, V, Index>
+    kernel<Program, TIn, T, V, Index>
         <<<grid(chunks), 256, 0, stream>>>(in, y, Index(0), Index(chunks));
   if (uint64_t tail = n - chunks * V)
-    kernel<Program, T, 1, Index>
+    kernel<Program, TIn, T, 1, Index>
         <<<grid(tail), 256, 0, stream>>>(in, y, Index(chunks * V), Index(tail));
 }
 
@@ -309,15 +327,16 @@ void launch(const Inputs<Program::kInputs> &in, T *y, uint64_t n, bool vector,
 
 /// y = Program::apply over the inputs, one generated kernel; the runtime's
 /// step interpreter (fusedElementwise) where an input's broadcast is not a
-/// contiguous block of y's dims. T: float, __half or __nv_bfloat16, y's type.
-template <typename Program, typename T>
+/// contiguous block of y's dims. TIn and T: float, __half or __nv_bfloat16,
+/// the inputs' type and y's.
+template <typename Program, typename TIn, typename T>
 void fusedElementwiseProgram(Context &ctx, const char *node,
                              const ElementwiseStep *steps, int numSteps,
                              const TensorRef *inputs, int numInputs,
                              TensorRef y) {
   using namespace fused;
   uint64_t n = uint64_t(y.numElements());
-  constexpr int V = vectorWidth<T>();
+  constexpr int V = vectorWidth<TIn, T>();
   if (numInputs != Program::kInputs) {
     fusedElementwise(ctx, node, steps, numSteps, inputs, numInputs, y);
     return;
@@ -349,11 +368,11 @@ void fusedElementwiseProgram(Context &ctx, const char *node,
     return;
   T *py = static_cast<T *>(y.data);
   if (n < (uint64_t(1) << 31))
-    launch<Program, T, uint32_t>(in, py, n, vector,
-                                 static_cast<cudaStream_t>(stream), maxBlocks);
+    launch<Program, TIn, T, uint32_t>(
+        in, py, n, vector, static_cast<cudaStream_t>(stream), maxBlocks);
   else
-    launch<Program, T, uint64_t>(in, py, n, vector,
-                                 static_cast<cudaStream_t>(stream), maxBlocks);
+    launch<Program, TIn, T, uint64_t>(
+        in, py, n, vector, static_cast<cudaStream_t>(stream), maxBlocks);
   fusedKernelEnd(ctx, node);
 }
 

@@ -281,8 +281,9 @@ constexpr int kMaxFusedSteps = 16;
 /// y = a chain (a DAG) of float unary / binary ops in one pass: each output
 /// element reads each input once (numpy broadcasting to y's shape) and
 /// computes the steps in f32 registers (double on the host), with no
-/// intermediate tensors. Inputs and y share one float dtype; y may alias an
-/// input of its own shape (in place), not a broadcast one.
+/// intermediate tensors. The inputs share one float dtype and y has that or
+/// another float dtype (the last step's value converted, as by cast); y may
+/// alias an input of its own shape and dtype (in place), not a broadcast one.
 void fusedElementwise(Context &ctx, const char *nodeName,
                       const ElementwiseStep *steps, int numSteps,
                       const TensorRef *inputs, int numInputs, TensorRef y);

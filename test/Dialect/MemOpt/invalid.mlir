@@ -925,7 +925,7 @@ func.func @fused_shape(%x: tensor<4xf32>, %y: tensor<3x1xf32>) -> tensor<4xf32> 
 // -----
 
 func.func @fused_element_type(%x: tensor<4xf32>, %y: tensor<4xf16>) -> tensor<4xf32> {
-  // expected-error @+1 {{input 'tensor<4xf16>' does not have the element type 'f32' of the result}}
+  // expected-error @+1 {{input 'tensor<4xf16>' does not have the element type 'f32' of the first input}}
   %0 = memopt.fused_elementwise %x, %y {ops = ["add"], registers = array<i64: 0, 1>, alphas = array<f32: 0.0>, betas = array<f32: 0.0>} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

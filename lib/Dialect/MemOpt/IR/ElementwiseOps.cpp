@@ -524,13 +524,17 @@ LogicalResult FusedElementwiseOp::verify() {
       int64_t(getBetas().size()) != numSteps)
     return emitOpError("needs two operand registers, one alpha and one beta "
                        "per step");
-  Type element = getType().getElementType();
+  // The inputs share one element type; the result may convert the last
+  // step's value to another float type (a fused cast).
+  Type element = getElementTypeOrSelf(getInputs()[0]);
+  if (!isa<FloatType>(element) || !isa<FloatType>(getType().getElementType()))
+    return emitOpError("needs float inputs and result");
   SmallVector<int64_t> shape;
   for (Value input : getInputs()) {
     auto type = cast<RankedTensorType>(input.getType());
     if (type.getElementType() != element)
       return emitOpError("input ") << type << " does not have the element type "
-                                   << element << " of the result";
+                                   << element << " of the first input";
     std::optional<SmallVector<int64_t>> joined =
         broadcastShapes(shape, type.getShape());
     if (!joined)

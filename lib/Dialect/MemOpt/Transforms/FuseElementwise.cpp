@@ -12,7 +12,17 @@
 //     by two steps, as in x * hard_sigmoid(x), is one register read twice),
 //     and it must have the group's result shape (intermediates are never
 //     broadcast further); the group's external inputs broadcast (numpy
-//     rules) and are read once each.
+//     rules) and are read once each;
+//   * a cast between float types that ends a chain is the group's root: the
+//     chain runs on f32 registers in the inputs' type and the last value is
+//     converted on store (mixed precision's `cast(w * x * rsqrt(...))` into a
+//     bf16 GEMM, an f32 gradient cast back to bf16 before its residual add),
+//     so the wide intermediate is never written and read back. The values
+//     are those of the unfused chain and cast;
+//   * an expand that feeds the group is read through its source, which
+//     broadcasts to the group's shape by itself (RMSNorm's backward expands
+//     a [B, S, 1] row term to [B, S, D] before its elementwise tail): the
+//     expanded tensor is never written; the expand goes when no user is left.
 //
 // Taken from: XLA's loop fusion and TVM's injective fusion (fuse producers
 // into their single consumer when the iteration space is the same; a
@@ -23,13 +33,16 @@
 // the same program runs on the host backend in CI. Runs after
 // --memopt-fuse-epilogues (bias and activations go into library epilogues
 // first) and after --memopt-mixed-precision (the fused program then sees the
-// final element types; casts are not fused).
+// final element types; a cast joins only as the root, like XLA's convert at
+// the end of a loop fusion).
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/ShapeUtils.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -106,12 +119,46 @@ std::optional<Step> stepOf(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+/// A cast between float tensor types of one shape: it can end a group.
+bool isFloatCast(Operation *op) {
+  auto cast = dyn_cast<CastOp>(op);
+  if (!cast)
+    return false;
+  auto from = dyn_cast<RankedTensorType>(cast.getInput().getType());
+  auto to = dyn_cast<RankedTensorType>(cast.getType());
+  return from && to && from.hasStaticShape() &&
+         from.getShape() == to.getShape() &&
+         isa<FloatType>(from.getElementType()) &&
+         isa<FloatType>(to.getElementType());
+}
+
 /// One fusion group: `root` and the producers folded into it.
 struct Group {
-  Operation *root;
+  Operation *root = nullptr;
   llvm::SetVector<Operation *> members; // root included
   llvm::SetVector<Value> inputs;        // external values, first use order
+  Type computeType; // every member's result type (a cast root's input type)
+  /// Expand results the group reads through their sources instead.
+  llvm::DenseMap<Value, Value> expandSource;
 };
+
+/// The source of `value` when it is an expand in `block` whose source
+/// broadcasts to `type`'s shape by itself (numpy rules) and has its element
+/// type; else null.
+Value broadcastSource(Value value, RankedTensorType type, Block *block) {
+  auto expand = value.getDefiningOp<ExpandOp>();
+  if (!expand || expand->getBlock() != block)
+    return {};
+  auto source = dyn_cast<RankedTensorType>(expand.getInput().getType());
+  if (!source || !source.hasStaticShape() ||
+      source.getElementType() != type.getElementType())
+    return {};
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(source.getShape(), type.getShape());
+  if (!shape || ArrayRef<int64_t>(*shape) != type.getShape())
+    return {};
+  return expand.getInput();
+}
 
 /// Grows `group` from its root to a fixpoint: the producer of an input joins
 /// when it is a step in the same block, every use of its result is inside
@@ -119,11 +166,30 @@ struct Group {
 /// joins once both readers have), its result has the root's type (no
 /// broadcast intermediates), and the group stays within the runtime's limits.
 void grow(Group &group, llvm::DenseSet<Operation *> &taken) {
-  Type rootType = group.root->getResult(0).getType();
+  Type rootType = group.computeType;
+  auto rootTensor = cast<RankedTensorType>(rootType);
   bool changed = true;
   while (changed && group.members.size() < FusedElementwiseOp::kMaxSteps) {
     changed = false;
     for (Value input : group.inputs) {
+      if (Value source =
+              broadcastSource(input, rootTensor, group.root->getBlock())) {
+        llvm::SetVector<Value> inputs = group.inputs;
+        inputs.remove(input);
+        inputs.insert(source);
+        // The inputs together must still span the group's shape.
+        SmallVector<int64_t> shape;
+        for (Value each : inputs)
+          if (std::optional<SmallVector<int64_t>> joined = broadcastShapes(
+                  shape, cast<RankedTensorType>(each.getType()).getShape()))
+            shape = *joined;
+        if (ArrayRef<int64_t>(shape) == rootTensor.getShape()) {
+          group.expandSource[input] = source;
+          group.inputs = std::move(inputs);
+          changed = true;
+          break; // `inputs` changed under the loop: scan again
+        }
+      }
       Operation *producer = input.getDefiningOp();
       if (!producer || taken.contains(producer) ||
           producer->getBlock() != group.root->getBlock() ||
@@ -162,14 +228,35 @@ struct MemOptFuseElementwisePass
       llvm::DenseSet<Operation *> taken;
       SmallVector<Group> groups;
       for (Operation &op : llvm::reverse(block)) {
-        if (taken.contains(&op) || !stepOf(&op))
+        if (taken.contains(&op) || (!isFloatCast(&op) && !stepOf(&op)))
           continue;
-        Group group{&op, {}, {}};
+        Group group;
+        group.root = &op;
+        group.computeType = op.getResult(0).getType();
         group.members.insert(&op);
-        group.inputs.insert(op.getOperands().begin(), op.getOperands().end());
+        if (isFloatCast(&op)) {
+          // A cast roots a group only with its operand's producer inside,
+          // and only over an f32 chain: the f32 registers then hold the
+          // unfused chain's values, where a bf16 chain's last value would
+          // skip its rounding to bf16 before the cast.
+          Value input = op.getOperand(0);
+          Operation *producer = input.getDefiningOp();
+          if (!producer || taken.contains(producer) ||
+              producer->getBlock() != &block || !stepOf(producer) ||
+              !input.hasOneUse() || !getElementTypeOrSelf(input).isF32())
+            continue;
+          group.computeType = input.getType();
+          group.members.insert(producer);
+          taken.insert(producer);
+          group.inputs.insert(producer->getOperands().begin(),
+                              producer->getOperands().end());
+        } else {
+          group.inputs.insert(op.getOperands().begin(), op.getOperands().end());
+        }
         taken.insert(&op);
         grow(group, taken);
-        if (group.members.size() >= 2)
+        // One step is worth its own op when it removes an expand.
+        if (group.members.size() >= 2 || !group.expandSource.empty())
           groups.push_back(std::move(group));
       }
       for (Group &group : groups) {
@@ -184,9 +271,13 @@ struct MemOptFuseElementwisePass
                    << " fused_elementwise ops\n";
   }
 
-  /// Replaces the group with one fused_elementwise at the root.
+  /// Replaces the group with one fused_elementwise at the root (a cast root
+  /// is no step: it gives the result its type).
   void rewrite(Group &group) {
-    SmallVector<Operation *> order(group.members.begin(), group.members.end());
+    SmallVector<Operation *> order;
+    for (Operation *member : group.members)
+      if (member != group.root || !isFloatCast(member))
+        order.push_back(member);
     llvm::sort(order, [](Operation *a, Operation *b) {
       return a->isBeforeInBlock(b);
     });
@@ -197,10 +288,14 @@ struct MemOptFuseElementwisePass
     llvm::DenseSet<Value> internal;
     for (Operation *op : order)
       internal.insert(op->getResult(0));
+    auto read = [&](Value operand) {
+      Value source = group.expandSource.lookup(operand);
+      return source ? source : operand;
+    };
     for (Operation *op : order)
       for (Value operand : op->getOperands())
         if (!internal.contains(operand))
-          inputs.insert(operand);
+          inputs.insert(read(operand));
     for (auto [index, input] : llvm::enumerate(inputs))
       registerOf[input] = int64_t(index);
     SmallVector<Attribute> names;
@@ -210,9 +305,9 @@ struct MemOptFuseElementwisePass
     for (auto [index, op] : llvm::enumerate(order)) {
       Step step = *stepOf(op);
       names.push_back(builder.getStringAttr(step.name));
-      registers.push_back(registerOf.lookup(op->getOperand(0)));
+      registers.push_back(registerOf.lookup(read(op->getOperand(0))));
       registers.push_back(op->getNumOperands() == 2
-                              ? registerOf.lookup(op->getOperand(1))
+                              ? registerOf.lookup(read(op->getOperand(1)))
                               : -1);
       alphas.push_back(step.alpha);
       betas.push_back(step.beta);
@@ -227,8 +322,14 @@ struct MemOptFuseElementwisePass
         rewriter.getDenseF32ArrayAttr(alphas),
         rewriter.getDenseF32ArrayAttr(betas));
     root->getResult(0).replaceAllUsesWith(fused.getResult());
+    if (isFloatCast(root))
+      root->erase();
     for (Operation *op : llvm::reverse(order))
       op->erase();
+    for (auto [expanded, source] : group.expandSource)
+      if (Operation *expand = expanded.getDefiningOp();
+          expand && expand->use_empty())
+        expand->erase();
   }
 };
 

@@ -347,9 +347,11 @@ def MemOpt_FusedElementwiseOp : MemOpt_Op<"fused_elementwise", [
     `hard_sigmoid`, `gelu`, `gelu_tanh`, `clip`); `registers` holds the two
     operand registers of each step (`-1` second for unary steps); `alphas` / `betas` the
     parameters of `leaky_relu` (alpha), `hard_sigmoid` (alpha, beta) and
-    `clip` (min, max). One float element type throughout; at most 8 inputs
-    and 16 steps (the runtime's limits). Intermediates are not rounded to the
-    element type between steps.
+    `clip` (min, max). The inputs share one float element type; the result
+    has it or another float type (a cast that ended the chain: the last
+    step's value is converted on store); at most 8 inputs and 16 steps (the
+    runtime's limits). Intermediates are not rounded to the element type
+    between steps.
   }];
   let arguments = (ins Variadic<MemOpt_FloatTensor>:$inputs,
                        StrArrayAttr:$ops, DenseI64ArrayAttr:$registers,
