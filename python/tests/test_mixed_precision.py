@@ -273,9 +273,12 @@ def test_tf32_training_step(compiler, tmp_path):
     assert "convBackwardFilter(ctx," in text
     assert text.count("params.allowTf32 = true;") >= text.count("convBackwardFilter(ctx,") + \
         text.count("  conv(ctx,")
-    # fp16 training is mixed-precision training (test_mixed_training.py); data-parallel fp16
-    # training stays refused, naming the flags.
+    # fp16 training is mixed-precision training (test_mixed_training.py), data-parallel too
+    # (test_data_parallel.py); a reduce type for a step without low-precision gradients is
+    # refused, naming the flags.
     proc = e2e._run([compiler, zoo.BUNDLED_PATH, "--train", "-o", str(tmp_path / "x"),
-                     "--precision", "fp16", "--data-parallel", "2"])
-    assert proc.returncode != 0 and "--data-parallel with --precision fp16" in proc.stderr, \
-        proc.stderr
+                     "--precision", "fp16", "--data-parallel", "2", "--emit", "plan"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = e2e._run([compiler, zoo.BUNDLED_PATH, "--train", "-o", str(tmp_path / "y"),
+                     "--data-parallel", "2", "--reduce-dtype", "low", "--emit", "plan"])
+    assert proc.returncode != 0 and "--reduce-dtype" in proc.stderr, proc.stderr
