@@ -40,47 +40,6 @@
 using namespace mlir;
 using namespace mlir::memopt;
 
-FailureOr<int64_t> mlir::memopt::parseByteSize(StringRef text) {
-  StringRef trimmed = text.trim();
-  size_t split = trimmed.find_first_not_of("0123456789.");
-  StringRef number = trimmed.substr(0, split);
-  StringRef unit = split == StringRef::npos ? "" : trimmed.substr(split).trim();
-  double value = 0;
-  if (number.empty() || number.getAsDouble(value) || value < 0)
-    return failure();
-  std::optional<double> scale =
-      llvm::StringSwitch<std::optional<double>>(unit.lower())
-          .Case("", 1.0)
-          .Case("b", 1.0)
-          .Case("kib", 1024.0)
-          .Case("mib", 1024.0 * 1024)
-          .Case("gib", 1024.0 * 1024 * 1024)
-          .Case("kb", 1e3)
-          .Case("mb", 1e6)
-          .Case("gb", 1e9)
-          .Default(std::nullopt);
-  if (!scale)
-    return failure();
-  return int64_t(std::llround(value * *scale));
-}
-
-FailureOr<CompilePrecision>
-mlir::memopt::parseCompilePrecision(StringRef name) {
-  std::optional<CompilePrecision> precision =
-      llvm::StringSwitch<std::optional<CompilePrecision>>(name)
-          .Case("fp32", CompilePrecision::FP32)
-          .Case("fp16", CompilePrecision::FP16)
-          .Case("bf16", CompilePrecision::BF16)
-          .Default(std::nullopt);
-  if (!precision)
-    return failure();
-  return *precision;
-}
-
-StringRef mlir::memopt::getCompilePrecisionNames() {
-  return "fp32, fp16, bf16";
-}
-
 namespace {
 
 /// The host compiler's optimization level for a generated program. Its host
@@ -463,55 +422,12 @@ std::string printModule(ModuleOp module,
   return text;
 }
 
-/// The pipeline options memopt-compile's flags stand for (docs/lowering.md
-/// lists the correspondence).
+/// The pipeline options memopt-compile's flags stand for: the table's
+/// (CompileOptions.def, assign) and the driver's stop point and reports.
 void setPipelineOptions(const CompileOptions &options,
                         CompilePipelineOptions &pipeline) {
-  const TrainingOptions &training = options.training;
-  pipeline.train = training.enabled;
-  pipeline.loss = training.loss;
-  pipeline.lossOutput = training.lossOutput;
-  pipeline.ignoreIndex = training.ignoreIndex;
-  pipeline.fuseHead = training.fuseHead == "on";
-  pipeline.optimizer = training.optimizer;
-  pipeline.learningRate = training.learningRate;
-  pipeline.momentum = training.momentum;
-  pipeline.weightDecay = training.weightDecay;
-  pipeline.beta1 = training.beta1;
-  pipeline.beta2 = training.beta2;
-  pipeline.eps = training.eps;
-  pipeline.accumulate = training.accumulate;
-  pipeline.batchStatistics = training.batchStatistics;
-  pipeline.freeze = training.freeze;
-  pipeline.trainParams = training.trainParams;
-  pipeline.lossScale = training.lossScale;
-  pipeline.lossScaleInit = training.lossScaleInit;
-  pipeline.lossScaleGrowth = training.lossScaleGrowth;
-  pipeline.lossScaleBackoff = training.lossScaleBackoff;
-  pipeline.lossScaleInterval = training.lossScaleInterval;
-  pipeline.weightCasts = training.weightCasts;
-  pipeline.dataParallel = training.dataParallel;
-  pipeline.shard = training.shard.empty() ? "none" : training.shard;
-  pipeline.reduceDtype =
-      training.reduceDtype.empty() ? "f32" : training.reduceDtype;
-  pipeline.precision = options.precision == CompilePrecision::FP16   ? "fp16"
-                       : options.precision == CompilePrecision::BF16 ? "bf16"
-                       : options.precision == CompilePrecision::TF32 ? "tf32"
-                                                                     : "fp32";
-  pipeline.layout = options.layout;
-  pipeline.target = options.target == CompileTarget::Cuda ? "cuda" : "host";
-  pipeline.fuseAttention = options.fuseAttention;
-  pipeline.fuseEpilogues = options.fuseEpilogues;
-  pipeline.fuseElementwise = options.fuseElementwise;
-  pipeline.memoryBudget = options.memoryBudget;
-  pipeline.rematAllow = options.rematAllow;
-  pipeline.rematTimeLimit = options.rematTimeLimit;
-  pipeline.rematMaxComputations = options.rematMaxComputations;
-  pipeline.rematKernelTimes = options.rematKernelTimes;
-  pipeline.noPlan = options.noPlan;
-  pipeline.outputsInArena = options.outputsInArena;
+  pipeline.assign(options);
   pipeline.stopAfter = options.emit == EmitKind::Mlir ? "graph" : "plan";
-  pipeline.reportJson = options.reportPath;
   pipeline.reportSvg = options.reportSvgPath;
   pipeline.report = !options.quiet;
 }

@@ -47,6 +47,19 @@ class Training:
     fuse_head         'on' (default) or 'off': cross-entropy of a language model's head (a
                       bias-free linear layer) as one op without the [tokens, vocabulary]
                       logits (--fuse-head).
+
+    Mixed-precision training (with precision='fp16' or 'bf16'; docs/training.md):
+    loss_scale        'auto' (dynamic for fp16, none otherwise), 'dynamic' (GradScaler's) or
+                      'none'; loss_scale_init, loss_scale_growth, loss_scale_backoff,
+                      loss_scale_interval: GradScaler's settings (65536, 2, 0.5, 2000).
+    weight_casts      'auto', 'keep' or 'recast': the parameters' low-precision copies.
+
+    Data parallel (docs/data-parallel.md):
+    data_parallel     N: one rank's step of N ranks (the inputs are one rank's micro-batch).
+    shard             'none' (all-reduce), 'optimizer' (ZeRO-1) or 'gradients' (ZeRO-2).
+    reduce_dtype      'f32' or 'low': the type fp16 / bf16 gradients are reduced in.
+
+    None leaves the compiler's default (docs/cli.md lists them all).
     """
 
     loss: str = "cross-entropy"
@@ -64,6 +77,16 @@ class Training:
     freeze: Sequence[str] = field(default_factory=tuple)
     train_params: Sequence[str] = field(default_factory=tuple)
     fuse_head: str = "on"
+    # Set through the option table when not None (_set_table_options).
+    loss_scale: Optional[str] = None
+    loss_scale_init: Optional[float] = None
+    loss_scale_growth: Optional[float] = None
+    loss_scale_backoff: Optional[float] = None
+    loss_scale_interval: Optional[int] = None
+    weight_casts: Optional[str] = None
+    data_parallel: Optional[int] = None
+    shard: Optional[str] = None
+    reduce_dtype: Optional[str] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True
@@ -90,7 +113,38 @@ class Training:
             setattr(options, name, [str(pattern) for pattern in patterns])
         if self.fuse_head not in ("on", "off"):
             raise InputError(f"fuse_head {self.fuse_head!r}: expected 'on' or 'off'")
-        options.fuse_head = self.fuse_head
+        options.fuse_head = self.fuse_head == "on"
+
+
+# The keywords filled by hand above and in compile(); every other keyword of the option table
+# (CompileOptions.def, _compiler.options()) goes through _compiler.set_option, which parses
+# it as the command line does.
+_FILLED_BY_HAND = {"model", "target", "precision", "memory_budget", "remat_allow",
+                   "remat_max_computations", "layout", "input_shapes", "train", "arch",
+                   "verbose", "loss", "loss_output", "ignore_index", "optimizer", "lr",
+                   "momentum", "weight_decay", "beta1", "beta2", "eps", "accumulate",
+                   "batch_statistics", "freeze", "train_params", "fuse_head"}
+
+
+def _option_text(value: Any) -> str:
+    """A Python value as the command line spells it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(os.fspath(value) if isinstance(value, os.PathLike) else value)
+
+
+def _set_table_options(compiler: Any, options: Any, struct: str, values: Mapping[str, Any]) -> None:
+    """Sets the table's options of `struct` ('Compile' or 'Training') whose Python keyword is in
+    `values` and not None."""
+    for info in compiler.options():
+        name = info["python"]
+        if info["struct"] != struct or not name or name in _FILLED_BY_HAND:
+            continue
+        value = values.get(name)
+        if value is not None:
+            compiler.set_option(options, name, _option_text(value))
 
 
 def _shape_spec(name: str, shape: Any) -> str:
@@ -121,7 +175,14 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             remat_max_computations: int = 2, layout: str = "auto",
             input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
             train: Optional[Training] = None, workdir: Optional[PathLike] = None,
-            arch: str = "sm_90", verbose: bool = False) -> Program:
+            arch: str = "sm_90", verbose: bool = False,
+            remat_time_limit: Optional[float] = None,
+            remat_kernel_times: Optional[PathLike] = None,
+            fuse_attention: Optional[bool] = None, fuse_epilogues: Optional[bool] = None,
+            fuse_elementwise: Optional[bool] = None, no_plan: Optional[bool] = None,
+            outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
+            timing: Optional[bool] = None,
+            options: Optional[Mapping[str, Any]] = None) -> Program:
     """Compiles an ONNX model into a memopt program and loads it.
 
     model          a path to an .onnx file (or a planned .mlir), or an onnx.ModelProto.
@@ -148,6 +209,16 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    removed with the Program.
     arch           the GPU architecture for target='cuda' (nvcc's sm_NN).
     verbose        print the compiler's phase lines and reports.
+    remat_time_limit, remat_kernel_times, fuse_attention, fuse_epilogues, fuse_elementwise,
+    no_plan, outputs_in_arena, lower_only, timing
+                   memopt-compile's --remat-time-limit, --remat-kernel-times,
+                   --no-fuse-attention (fuse_attention=False), --no-fuse-epilogues,
+                   --no-fuse-elementwise, --no-plan, --separate-outputs
+                   (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
+                   leaves the compiler's default.
+    options        any option of docs/cli.md's reference by its flag, pipeline or Python name,
+                   e.g. {'remat-time-limit': 10, 'loss-scale': 'dynamic'} (values as the
+                   command line spells them, lists as Python lists); applied last.
 
     Returns the memopt.Program, loaded (a CUDA program loads at its first use, so that it can
     be compiled on a machine without a GPU and run elsewhere: memopt.load(workdir/STEM)). Raises memopt.CompileError with the compiler's message
@@ -161,6 +232,13 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     """
     from . import _compiler  # the compiler (MLIR): not needed to load and run programs
 
+    table_values = {"remat_time_limit": remat_time_limit,
+                    "remat_kernel_times": remat_kernel_times,
+                    "fuse_attention": fuse_attention, "fuse_epilogues": fuse_epilogues,
+                    "fuse_elementwise": fuse_elementwise, "no_plan": no_plan,
+                    "outputs_in_arena": outputs_in_arena, "lower_only": lower_only,
+                    "timing": timing}
+    extra_options = dict(options or {})
     options = _compiler.CompileOptions()
     if target not in ("host", "cuda"):
         raise InputError(f"target '{target}': expected 'host' or 'cuda'")
@@ -196,11 +274,16 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
         training = _compiler.TrainingOptions()
         train._fill(training)
         options.training = training
+        _set_table_options(_compiler, options, "Training",
+                           {name: getattr(train, name) for name in train.__dataclass_fields__})
+    _set_table_options(_compiler, options, "Compile", table_values)
     options.cuda_arch = arch
     options.emit = _compiler.Emit.lib
     options.quiet = not verbose
     if os.path.isdir(os.path.join(_SHARE, "lib")):
         options.runtime_dir = _SHARE
+    for name, value in extra_options.items():
+        _compiler.set_option(options, str(name), _option_text(value))
 
     owned = workdir is None
     folder = tempfile.mkdtemp(prefix="memopt-") if owned else os.fspath(workdir)

@@ -1,8 +1,9 @@
 //===- CompilerModule.cpp - memopt._compiler: the compile driver ----------===//
 //
 // Binds the library behind memopt-compile (CompileDriver.h) to Python:
-// CompileOptions and TrainingOptions field by field, runCompile with its
-// phase log and its error messages caught in strings (the GIL released
+// CompileOptions and TrainingOptions field by field from the option table
+// (CompileOptions.def, with the table itself as `options()`), runCompile with
+// its phase log and its error messages caught in strings (the GIL released
 // while it runs), and the driver's own parsers for sizes and precisions, so
 // that Python accepts and refuses exactly what the command line does.
 // memopt.compile (python/memopt/_compile.py) fills the options and raises
@@ -25,6 +26,8 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
+#include <deque>
 #include <string>
 #include <tuple>
 
@@ -32,76 +35,111 @@ namespace nb = nanobind;
 using namespace mlir::memopt;
 using memopt::python::raise;
 
+namespace {
+
+/// memoryBudget -> memory_budget; the names outlive the module (nanobind
+/// keeps the pointers).
+const char *snakeCase(llvm::StringRef name) {
+  static std::deque<std::string> names;
+  std::string text;
+  for (char c : name) {
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      text += '_';
+      text += char(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      text += c;
+    }
+  }
+  return names.emplace_back(std::move(text)).c_str();
+}
+
+template <typename E> void bindEnum(nb::module_ &m, const char *name) {
+  nb::enum_<E> type(m, name);
+  for (const EnumValueName<E> &entry : getEnumValueNames<E>())
+    type.value(entry.name, entry.value, entry.help);
+}
+
+} // namespace
+
 NB_MODULE(_compiler, m) {
   m.doc() = "memopt's compile driver (internal: use memopt.compile).";
 
-  nb::enum_<CompileTarget>(m, "Target")
-      .value("host", CompileTarget::Host)
-      .value("cuda", CompileTarget::Cuda);
-  nb::enum_<CompilePrecision>(m, "Precision")
-      .value("fp32", CompilePrecision::FP32)
-      .value("fp16", CompilePrecision::FP16)
-      .value("bf16", CompilePrecision::BF16)
-      .value("tf32", CompilePrecision::TF32);
-  nb::enum_<EmitKind>(m, "Emit")
-      .value("mlir", EmitKind::Mlir)
-      .value("plan", EmitKind::Plan)
-      .value("source", EmitKind::Source)
-      .value("exe", EmitKind::Exe)
-      .value("lib", EmitKind::Lib);
+  // The enums, their values named as on the command line.
+  bindEnum<CompileTarget>(m, "Target");
+  bindEnum<CompilePrecision>(m, "Precision");
+  bindEnum<EmitKind>(m, "Emit");
 
-  nb::class_<TrainingOptions>(m, "TrainingOptions",
-                              "memopt-compile --train's options.")
-      .def(nb::init<>())
-      .def_rw("enabled", &TrainingOptions::enabled)
-      .def_rw("loss", &TrainingOptions::loss)
-      .def_rw("loss_output", &TrainingOptions::lossOutput)
-      .def_rw("ignore_index", &TrainingOptions::ignoreIndex)
-      .def_rw("fuse_head", &TrainingOptions::fuseHead)
-      .def_rw("optimizer", &TrainingOptions::optimizer)
-      .def_rw("learning_rate", &TrainingOptions::learningRate)
-      .def_rw("momentum", &TrainingOptions::momentum)
-      .def_rw("weight_decay", &TrainingOptions::weightDecay)
-      .def_rw("beta1", &TrainingOptions::beta1)
-      .def_rw("beta2", &TrainingOptions::beta2)
-      .def_rw("eps", &TrainingOptions::eps)
-      .def_rw("accumulate", &TrainingOptions::accumulate)
-      .def_rw("batch_statistics", &TrainingOptions::batchStatistics)
-      .def_rw("freeze", &TrainingOptions::freeze)
-      .def_rw("train_params", &TrainingOptions::trainParams)
-      .def_rw("loss_scale", &TrainingOptions::lossScale)
-      .def_rw("data_parallel", &TrainingOptions::dataParallel)
-      .def_rw("data_parallel_given", &TrainingOptions::dataParallelGiven)
-      .def_rw("shard", &TrainingOptions::shard)
-      .def_rw("reduce_dtype", &TrainingOptions::reduceDtype);
-
-  nb::class_<CompileOptions>(m, "CompileOptions",
-                             "memopt-compile's options (CompileDriver.h).")
-      .def(nb::init<>())
-      .def_rw("input_path", &CompileOptions::inputPath)
-      .def_rw("output_path", &CompileOptions::outputPath)
-      .def_rw("target", &CompileOptions::target)
-      .def_rw("precision", &CompileOptions::precision)
-      .def_rw("memory_budget", &CompileOptions::memoryBudget)
-      .def_rw("remat_allow", &CompileOptions::rematAllow)
-      .def_rw("remat_time_limit", &CompileOptions::rematTimeLimit)
-      .def_rw("remat_max_computations", &CompileOptions::rematMaxComputations)
-      .def_rw("remat_kernel_times", &CompileOptions::rematKernelTimes)
-      .def_rw("layout", &CompileOptions::layout)
-      .def_rw("input_shapes", &CompileOptions::inputShapes)
-      .def_rw("emit", &CompileOptions::emit)
-      .def_rw("report_path", &CompileOptions::reportPath)
+  // The options' fields, one per line of CompileOptions.def, named in
+  // snake_case (memoryBudget -> memory_budget).
+  nb::class_<TrainingOptions> training(m, "TrainingOptions",
+                                       "memopt-compile --train's options.");
+  training.def(nb::init<>())
+      .def_rw("data_parallel_given", &TrainingOptions::dataParallelGiven);
+  nb::class_<CompileOptions> compile(
+      m, "CompileOptions", "memopt-compile's options (CompileOptions.def).");
+  compile.def(nb::init<>())
       .def_rw("report_svg_path", &CompileOptions::reportSvgPath)
-      .def_rw("cuda_arch", &CompileOptions::cudaArch)
       .def_rw("runtime_dir", &CompileOptions::runtimeDir)
-      .def_rw("no_plan", &CompileOptions::noPlan)
-      .def_rw("outputs_in_arena", &CompileOptions::outputsInArena)
-      .def_rw("fuse_attention", &CompileOptions::fuseAttention)
-      .def_rw("fuse_epilogues", &CompileOptions::fuseEpilogues)
-      .def_rw("fuse_elementwise", &CompileOptions::fuseElementwise)
-      .def_rw("quiet", &CompileOptions::quiet)
-      .def_rw("timing", &CompileOptions::timing)
       .def_rw("training", &CompileOptions::training);
+#define MEMOPT_OPTION(STRUCT, FIELD, TYPE, DEFAULT, KIND, FLAG, PIPELINE,      \
+                      PYTHON, CATEGORY, META, SHOWN, HELP)                     \
+  MEMOPT_PYTHON_CLASS_##STRUCT.def_rw(snakeCase(#FIELD),                       \
+                                      &STRUCT##Options::FIELD, HELP);
+#define MEMOPT_PYTHON_CLASS_Compile compile
+#define MEMOPT_PYTHON_CLASS_Training training
+#include "memopt/Conversion/CompileOptions.def"
+#undef MEMOPT_PYTHON_CLASS_Compile
+#undef MEMOPT_PYTHON_CLASS_Training
+
+  m.def(
+      "options",
+      []() {
+        nb::list list;
+        for (const CompileOptionInfo &info : getCompileOptionInfos()) {
+          nb::dict entry;
+          entry["struct"] = info.structName.str();
+          entry["field"] = snakeCase(info.field);
+          entry["type"] = info.type.str();
+          entry["kind"] = getOptionKindName(info.kind).str();
+          entry["flag"] = info.flag.str();
+          entry["pipeline"] = info.pipeline.str();
+          entry["python"] = info.python.str();
+          entry["category"] = getOptionCategoryTitle(info.category).str();
+          entry["meta"] = info.meta.str();
+          entry["default"] = info.shownDefault;
+          entry["help"] = info.help.str();
+          entry["values"] = info.enumNames;
+          list.append(entry);
+        }
+        return list;
+      },
+      "Every option of CompileOptions.def: struct, field (the Python "
+      "module's), type, kind, flag (memopt-compile's), pipeline "
+      "(--memopt-compile-pipeline's), python (memopt.compile's or "
+      "memopt.Training's keyword), category, meta, default, help, values.");
+
+  m.def(
+      "options_markdown",
+      []() {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        printCompileOptionsMarkdown(os);
+        return text;
+      },
+      "docs/cli.md's flag reference, as memopt-compile "
+      "--print-options-markdown prints it.");
+
+  m.def(
+      "set_option",
+      [](CompileOptions &options, const std::string &name,
+         const std::string &text) {
+        std::string message;
+        if (mlir::failed(setCompileOption(options, name, text, message)))
+          raise("InputError", "options: " + message);
+      },
+      nb::arg("options"), nb::arg("name"), nb::arg("text"),
+      "Sets an option by its flag, pipeline or Python name from text as "
+      "the command line spells it (lists comma-separated).");
 
   m.def(
       "run_compile",
@@ -139,7 +177,7 @@ NB_MODULE(_compiler, m) {
         if (mlir::failed(precision))
           raise("InputError", "precision '" + name +
                                   "' is not one this memopt knows (" +
-                                  getCompilePrecisionNames().str() + ")");
+                                  getCompilePrecisionNames() + ")");
         return *precision;
       },
       nb::arg("name"), "The Precision memopt-compile --precision NAME means.");

@@ -33,6 +33,41 @@
 using namespace mlir;
 using namespace mlir::memopt;
 
+void CompilePipelineOptions::assign(const CompileOptions &options) {
+  // One line per option of CompileOptions.def: enums by their names.
+#define MEMOPT_OPTION(STRUCT, FIELD, TYPE, DEFAULT, KIND, FLAG, PIPELINE,      \
+                      PYTHON, CATEGORY, META, SHOWN, HELP)                     \
+  MEMOPT_PIPELINE_ASSIGN_##KIND(FIELD, MEMOPT_PIPELINE_SOURCE_##STRUCT(FIELD))
+#define MEMOPT_DRIVER_OPTION(...)
+#define MEMOPT_PIPELINE_SOURCE_Compile(FIELD) options.FIELD
+#define MEMOPT_PIPELINE_SOURCE_Training(FIELD) options.training.FIELD
+#define MEMOPT_PIPELINE_ASSIGN_Value(FIELD, SOURCE) FIELD = SOURCE;
+#define MEMOPT_PIPELINE_ASSIGN_Negated MEMOPT_PIPELINE_ASSIGN_Value
+#define MEMOPT_PIPELINE_ASSIGN_OnOff MEMOPT_PIPELINE_ASSIGN_Value
+#define MEMOPT_PIPELINE_ASSIGN_Bytes MEMOPT_PIPELINE_ASSIGN_Value
+#define MEMOPT_PIPELINE_ASSIGN_List MEMOPT_PIPELINE_ASSIGN_Value
+#define MEMOPT_PIPELINE_ASSIGN_Repeated MEMOPT_PIPELINE_ASSIGN_Value
+#define MEMOPT_PIPELINE_ASSIGN_Enum(FIELD, SOURCE) FIELD = getEnumName(SOURCE);
+#include "memopt/Conversion/CompileOptions.def"
+#undef MEMOPT_PIPELINE_SOURCE_Compile
+#undef MEMOPT_PIPELINE_SOURCE_Training
+#undef MEMOPT_PIPELINE_ASSIGN_Value
+#undef MEMOPT_PIPELINE_ASSIGN_Negated
+#undef MEMOPT_PIPELINE_ASSIGN_OnOff
+#undef MEMOPT_PIPELINE_ASSIGN_Bytes
+#undef MEMOPT_PIPELINE_ASSIGN_List
+#undef MEMOPT_PIPELINE_ASSIGN_Repeated
+#undef MEMOPT_PIPELINE_ASSIGN_Enum
+}
+
+std::string CompilePipelineOptions::getShard() const {
+  return shard.empty() ? std::string("none") : shard.getValue();
+}
+
+std::string CompilePipelineOptions::getReduceDtype() const {
+  return reduceDtype.empty() ? std::string("f32") : reduceDtype.getValue();
+}
+
 std::string CompilePipelineOptions::getLowType() const {
   if (precision == "fp16")
     return "f16";
@@ -52,7 +87,7 @@ double CompilePipelineOptions::getLearningRate() const {
 std::string CompilePipelineOptions::getLossScale() const {
   if (lossScale != "auto")
     return lossScale;
-  return train && precision == "fp16" ? "dynamic" : "none";
+  return enabled && precision == "fp16" ? "dynamic" : "none";
 }
 
 LogicalResult CompilePipelineOptions::verify(std::string &message) const {
@@ -77,7 +112,7 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "loss-scale '" + lossScale + "' is not auto, dynamic or none";
     return failure();
   }
-  if (getLossScale() == "dynamic" && !train) {
+  if (getLossScale() == "dynamic" && !enabled) {
     message = "loss-scale dynamic needs train";
     return failure();
   }
@@ -91,21 +126,21 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               std::to_string(int64_t(dataParallel));
     return failure();
   }
-  if (shard != "none" && shard != "optimizer" && shard != "gradients") {
+  if (getShard() != "none" && shard != "optimizer" && shard != "gradients") {
     message = "shard '" + shard + "' is not none, optimizer or gradients";
     return failure();
   }
-  if (reduceDtype != "f32" && reduceDtype != "low") {
+  if (getReduceDtype() != "f32" && reduceDtype != "low") {
     message = "reduce-dtype '" + reduceDtype + "' is not f32 or low";
     return failure();
   }
-  if (shard != "none" && dataParallel == 0) {
+  if (getShard() != "none" && dataParallel == 0) {
     message = "shard " + shard +
               " needs data-parallel N (the ranks the "
               "optimizer state is sharded over)";
     return failure();
   }
-  if (dataParallel > 0 && !train) {
+  if (dataParallel > 0 && !enabled) {
     message = "data-parallel needs train (it averages the gradients of a "
               "training step over the ranks)";
     return failure();
@@ -128,7 +163,7 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
 void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
                                         const CompilePipelineOptions &options) {
   std::string lowType = options.getLowType();
-  if (options.train) {
+  if (options.enabled) {
     // Parameters become variables before anything can fold them.
     MemOptMakeTrainableOptions trainable;
     trainable.batchStatistics = options.batchStatistics;
@@ -146,7 +181,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   // (autocast's order: the backward inherits the forward's types, and
   // CastOp's rule returns f32 gradients to the f32 master parameters);
   // docs/training.md, "Mixed precision", says why.
-  bool lowTraining = options.train && (lowType == "f16" || lowType == "bf16");
+  bool lowTraining = options.enabled && (lowType == "f16" || lowType == "bf16");
   if (lowTraining) {
     MemOptMixedPrecisionOptions precision;
     precision.precision = lowType;
@@ -155,7 +190,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMemOptMixedPrecision(precision));
     pm.addPass(createCanonicalizerPass());
   }
-  if (options.train) {
+  if (options.enabled) {
     MemOptAppendLossOptions loss;
     loss.kind = options.loss;
     loss.output = options.lossOutput;
@@ -182,8 +217,8 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     if (options.dataParallel > 0) {
       MemOptDataParallelOptions dataParallel;
       dataParallel.ranks = options.dataParallel;
-      dataParallel.shard = options.shard;
-      dataParallel.reduceDtype = options.reduceDtype;
+      dataParallel.shard = options.getShard();
+      dataParallel.reduceDtype = options.getReduceDtype();
       dataParallel.report = options.report;
       pm.addNestedPass<func::FuncOp>(createMemOptDataParallel(dataParallel));
     }
@@ -237,7 +272,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   MemOptPlanMemoryOptions plan;
   plan.capacity = options.noPlan ? 0 : int64_t(options.memoryBudget);
   plan.printReport = options.report;
-  plan.reportJson = options.reportJson;
+  plan.reportJson = options.reportPath;
   plan.reportSvg = options.reportSvg;
   plan.outputsInArena = options.outputsInArena && !options.noPlan;
   pm.addPass(createMemOptPlanMemory(plan));
@@ -527,7 +562,7 @@ CompilePhaseLog::CompilePhaseLog(const CompilePipelineOptions &options,
   state->layout = options.layout;
   state->loss = options.loss;
   state->optimizer = options.optimizer;
-  state->train = options.train;
+  state->train = options.enabled;
   state->noPlan = options.noPlan;
   state->memoryBudget = options.memoryBudget;
 }
