@@ -179,25 +179,31 @@ TEST(CompileOptions, PipelineOptionsAreTheTables) {
   llvm::raw_string_ostream os(printed);
   defaults.print(os);
   // (Lists print nothing while empty.)
-  for (const CompileOptionInfo &info : getCompileOptionInfos())
-    if (!info.pipeline.empty() && info.kind != OptionKind::List)
+  for (const CompileOptionInfo &info : getCompileOptionInfos()) {
+    if (!info.pipeline.empty() && info.kind != OptionKind::List) {
       EXPECT_NE(printed.find((info.pipeline + "=").str()), std::string::npos)
           << info.pipeline.str();
+    }
+  }
 }
 
 TEST(CompileOptions, InfosAreWhole) {
   llvm::StringSet<> flags, pipelines, pythons;
   for (const CompileOptionInfo &info : getCompileOptionInfos()) {
     EXPECT_FALSE(info.help.empty()) << info.field.str();
-    if (!info.flag.empty())
+    if (!info.flag.empty()) {
       EXPECT_TRUE(flags.insert(info.flag).second) << info.flag.str();
-    if (!info.pipeline.empty())
+    }
+    if (!info.pipeline.empty()) {
       EXPECT_TRUE(pipelines.insert(info.pipeline).second)
           << info.pipeline.str();
-    if (!info.python.empty())
+    }
+    if (!info.python.empty()) {
       EXPECT_TRUE(pythons.insert(info.python).second) << info.python.str();
-    if (info.kind == OptionKind::Enum)
+    }
+    if (info.kind == OptionKind::Enum) {
       EXPECT_FALSE(info.enumNames.empty()) << info.field.str();
+    }
   }
   EXPECT_TRUE(flags.contains("memory-budget"));
   EXPECT_TRUE(pipelines.contains("outputs-in-arena"));
