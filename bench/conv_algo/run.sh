@@ -4,7 +4,7 @@
 # --layout auto) and ResNet-50 b64 training steps (fp16 and tf32, SGD momentum) timed with
 # MEMOPT_CONV_LOG=1, the training steps profiled, and PyTorch's ResNet-50 b64 training step.
 #
-# Carry (prepared here, bench/results/conv_algo_gpu/README.md has the commands):
+# Carry (prepared here, d9a817f:bench/results/conv_algo_gpu/README.md has the commands):
 #   CARRY/src        python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_bench;
 #                    gpu_bench.copy_source_tree('CARRY')"
 #   CARRY/programs   memopt-compile --emit source outputs (*.cu)
