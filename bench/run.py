@@ -423,6 +423,10 @@ def render_index(suites, results=RESULTS):
              "Each suite is one entry of `bench/suites.toml`; `bench/run.py` runs it (here and on "
              "the GPU machine) and records each run as one JSON under `bench/results/SUITE/`. "
              "These pages are generated from those JSONs (a test keeps them equal).", "",
+             "Adding a suite is one `[suites.NAME]` entry (the file's header lists the keys); "
+             "`python3 bench/run.py check` validates the table, the results and these pages. "
+             "Raw logs, profiles and the per-run device scripts of the runs before the suites "
+             "existed are at commit d9a817f (`git show d9a817f:bench/results/...`).", "",
              "| suite | what | measured on | runs | latest |", "| --- | --- | --- | --- | --- |"]
     for name, suite in suites.items():
         runs = load_results(name, results)
