@@ -115,6 +115,10 @@ def validate_table_spec(where, spec):
     for key in ("name", "source", "format", "columns"):
         if key not in spec:
             raise SuiteError(f"{where} lacks '{key}'")
+    unknown = set(spec) - {"name", "source", "format", "columns", "index", "rows", "pattern",
+                           "skip_empty", "optional"}
+    if unknown:
+        raise SuiteError(f"{where}: unknown keys {sorted(unknown)}")
     if spec["format"] == "markdown":
         if not all(isinstance(c, str) for c in spec["columns"]):
             raise SuiteError(f"{where}: a markdown table's columns are its header cells")
@@ -292,7 +296,13 @@ def record(suite_name, suite, raw, commit=None, date=None, gpu=None, machine=Non
               "machine": machine or (suite["machine"] if suite["machine"] != "host" else
                                      "host (development VM)"),
               "gpu": gpu, "command": command or plan_text(suite_name, suite),
-              "tables": {spec["name"]: extract_table(spec, raw) for spec in suite["tables"]}}
+              "tables": {}}
+    for spec in suite["tables"]:
+        if spec.get("optional") and not glob.glob(os.path.join(raw, spec["source"])):
+            continue
+        result["tables"][spec["name"]] = extract_table(spec, raw)
+    if not result["tables"]:
+        raise SuiteError(f"suite '{suite_name}': no table's source is in {raw}")
     if source:
         result["source"] = source
     if label:
@@ -337,6 +347,10 @@ def validate_result(suite_name, suite, result, path="result"):
     if not re.fullmatch(r"\d{4}-\d\d-\d\d", result["date"]):
         raise SuiteError(f"{path}: date '{result['date']}' is not YYYY-MM-DD")
     specs = {spec["name"]: spec for spec in suite.get("tables", [])}
+    missing = [name for name, spec in specs.items()
+               if not spec.get("optional") and name not in result["tables"]]
+    if missing:
+        raise SuiteError(f"{path}: lacks the tables {missing}")
     for name, table in result["tables"].items():
         if name not in specs:
             raise SuiteError(f"{path}: table '{name}' is not in the suite's schema")

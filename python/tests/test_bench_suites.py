@@ -170,6 +170,13 @@ def test_record_and_render_a_run(tmp_path):
     assert "| config | memory (MiB) | ratio | share | file |" in page
     assert "| a_b1 | 3.0 | 0.50x | 25.0% | device |" in page
     assert "| a_b8 | - | 1.23x | 100.0% | device |" in page
+    # A table may be optional (a tool whose output changed keeps its older runs valid); a
+    # missing required one is refused.
+    del result["tables"]["txt"]
+    with pytest.raises(run.SuiteError, match=r"lacks the tables \['txt'\]"):
+        run.validate_result("toy", suite, result)
+    suite["tables"][2]["optional"] = True
+    run.validate_result("toy", suite, result)
     # A result whose columns differ from the schema is refused, naming the table.
     result["tables"]["md"]["columns"] = ["model", "size"]
     with pytest.raises(run.SuiteError, match="table 'md': columns"):
