@@ -56,6 +56,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python", "models"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_env import cudnn_paths  # noqa: E402,F401 - gpu_bench_precision uses it too
 
 VISION = ["resnet50", "mobilenet_v3_large", "vit_b_16"]
 TEXT = ["bert_base", "gpt2"]
@@ -468,17 +470,6 @@ def cmd_prepare(args):
 
 # ----------------------------------------------------------------------------------------------
 # memopt side: device
-
-
-def cudnn_paths():
-    """(include dir, library dir) of cuDNN: system headers first, else PyTorch's pip wheel."""
-    for include in ("/usr/include", "/usr/local/include", "/usr/local/cuda/include"):
-        if os.path.exists(os.path.join(include, "cudnn.h")):
-            return None, None
-    import nvidia.cudnn
-
-    base = list(nvidia.cudnn.__path__)[0]  # a namespace package: no __file__
-    return os.path.join(base, "include"), os.path.join(base, "lib")
 
 
 MEMORY_FIELDS = ("arena_bytes", "weight_bytes", "io_bytes", "workspace_bytes",

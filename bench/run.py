@@ -25,7 +25,6 @@ Raw outputs (logs, profiles, device JSONs) stay out of the tree: under .dev-benc
 import argparse
 import datetime
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -33,6 +32,9 @@ import shlex
 import subprocess
 import sys
 import tomllib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import device_env  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITES_FILE = os.path.join(REPO, "bench", "suites.toml")
@@ -437,6 +439,14 @@ def render_index(suites, results=RESULTS):
              "Each suite is one entry of `bench/suites.toml`; `bench/run.py` runs it (here and on "
              "the GPU machine) and records each run as one JSON under `bench/results/SUITE/`. "
              "These pages are generated from those JSONs (a test keeps them equal).", "",
+             "A run: `python3 bench/run.py plan --suite NAME` prints its steps in order; "
+             "`prepare --suite NAME --step S` runs a step here (raw outputs under the ignored "
+             ".dev-bench/NAME/); a device step is one short call of the `run` tool, "
+             "`python3 bench/run.py device --suite NAME --step S` with carry "
+             "[\".dev-bench\"], and the driver sets the machine up (NCCL_NVLS_ENABLE=0, the "
+             "wheels' cuDNN / cuBLAS / NCCL on LD_LIBRARY_PATH, the runtime built with nvcc "
+             "where a step asks); `report --suite NAME --raw DIR` records the run and "
+             "rewrites these pages.", "",
              "Adding a suite is one `[suites.NAME]` entry (the file's header lists the keys); "
              "`python3 bench/run.py check` validates the table, the results and these pages. "
              "Raw logs, profiles and the per-run device scripts of the runs before the suites "
@@ -522,32 +532,12 @@ def find_step(suite_name, suite, name, where):
     return steps[0]
 
 
-def nvidia_library_dirs():
-    """The lib folders of the pip wheels PyTorch ships (cuDNN, cuBLAS, NCCL, CUDA 13's
-    runtime): the device machine has no system cuDNN or NCCL."""
-    dirs = []
-    for module in ("nvidia.cudnn", "nvidia.cublas", "nvidia.nccl", "nvidia.cu13",
-                   "nvidia.cuda_runtime"):
-        try:
-            spec = importlib.util.find_spec(module)
-        except ModuleNotFoundError:
-            continue
-        for base in (spec.submodule_search_locations or []) if spec else []:
-            if os.path.isdir(os.path.join(base, "lib")):
-                dirs.append(os.path.join(base, "lib"))
-    return dirs
-
-
 def device_environment(table, base=None):
     """The one device set-up: [device.env] (NCCL_NVLS_ENABLE=0, unbuffered Python, the CUDA
-    architecture) and the wheels' libraries on LD_LIBRARY_PATH."""
+    architecture) and the wheels' libraries on LD_LIBRARY_PATH (bench/device_env.py)."""
     env = dict(os.environ if base is None else base)
     env.update({k: str(v) for k, v in table["device"]["env"].items()})
-    dirs = nvidia_library_dirs()
-    if dirs:
-        env["LD_LIBRARY_PATH"] = ":".join(dirs + [p for p in
-                                                 [env.get("LD_LIBRARY_PATH", "")] if p])
-    return env
+    return device_env.with_library_path(env, device_env.wheel_library_dirs())
 
 
 def build_runtime(build_dir, env, log):

@@ -1,8 +1,8 @@
 """bench/run.py and bench/suites.toml: the suite table validates, every committed result JSON
 fits its suite's schema, docs/benchmarks/ is exactly what the generator writes from those JSONs,
-a run is recorded from a tool's raw output (Markdown and JSON tables), the device set-up is
-the one place that sets NVLink multicast off, and a host suite runs end to end on a tiny input
-(when the build has memopt-plan)."""
+a run is recorded from a tool's raw output (Markdown, JSON and line tables), the device set-up
+is the one place that sets NVLink multicast off and finds the wheels' libraries, and a host
+suite runs end to end on a tiny input (when the build has memopt-plan)."""
 
 import copy
 import importlib.util
@@ -253,3 +253,30 @@ def test_host_suite_end_to_end(tmp_path):
                       date="2026-01-01", results=str(tmp_path / "results"))
     rows = json.load(open(path))["tables"]["instances"]["rows"]
     assert len(rows) == 1 and rows[0][0] == "T" and rows[0][2] == "96"
+
+
+def test_device_libraries_from_the_wheels(tmp_path, monkeypatch):
+    """bench/device_env.py finds the wheels' lib folders without importing them (a namespace
+    package laid out as PyTorch's nvidia-* wheels are) and puts them first."""
+    import importlib
+
+    for name in ("cudnn", "nccl"):
+        (tmp_path / "nvidia" / name / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "cudnn" / "include").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    for module in [m for m in sys.modules if m == "nvidia" or m.startswith("nvidia.")]:
+        monkeypatch.delitem(sys.modules, module)
+    import device_env
+
+    dirs = device_env.wheel_library_dirs()
+    assert dirs[:2] == [str(tmp_path / "nvidia" / "cudnn" / "lib"),
+                        str(tmp_path / "nvidia" / "nccl" / "lib")]
+    env = device_env.with_library_path({"LD_LIBRARY_PATH": "/old"}, dirs[:1])
+    assert env["LD_LIBRARY_PATH"] == f"{dirs[0]}:/old"
+    assert device_env.with_library_path({}, ["/a"])["LD_LIBRARY_PATH"] == "/a"
+    monkeypatch.setattr(device_env, "SYSTEM_CUDNN_INCLUDES", (str(tmp_path / "none"),))
+    assert device_env.cudnn_paths() == (str(tmp_path / "nvidia" / "cudnn" / "include"),
+                                         str(tmp_path / "nvidia" / "cudnn" / "lib"))
+    table = run.load_suites()
+    assert run.device_environment(table, base={})["LD_LIBRARY_PATH"].startswith(dirs[0])
