@@ -14,6 +14,8 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest.importorskip("tomllib", reason="bench/run.py reads bench/suites.toml with Python 3.11's "
+                    "tomllib")
 
 
 def load_driver():
