@@ -14,6 +14,7 @@ sources) lives here once, and the result files are checked against the suite's s
     python3 bench/run.py plan --suite NAME          the commands, in order, with the run tool's
     python3 bench/run.py prepare --suite NAME [--step S]   a host step (builds here, measures)
     python3 bench/run.py device --suite NAME [--step S] [--out DIR]   a device step, on the GPU
+    python3 bench/run.py unpack --suite NAME FILES   its OUT/NAME-STEP.tar.gz into the raw folder
     python3 bench/run.py report --suite NAME --raw DIR   records a run, regenerates its page
     python3 bench/run.py report                      regenerates docs/benchmarks/ from the JSONs
     python3 bench/run.py check                       validates the table and every result JSON
@@ -30,7 +31,10 @@ import os
 import re
 import shlex
 import subprocess
+import shutil
 import sys
+import tarfile
+import tempfile
 import tomllib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -217,7 +221,7 @@ def lookup(record, keys, path):
 
 
 def extract_table(spec, raw):
-    files = sorted(glob.glob(os.path.join(raw, spec["source"])))
+    files = sorted(glob.glob(os.path.join(raw, "**", spec["source"]), recursive=True))
     if not files:
         raise SuiteError(f"table '{spec['name']}': no {spec['source']} in {raw}")
     names = column_names(spec)
@@ -300,7 +304,8 @@ def record(suite_name, suite, raw, commit=None, date=None, gpu=None, machine=Non
               "gpu": gpu, "command": command or plan_text(suite_name, suite),
               "tables": {}}
     for spec in suite["tables"]:
-        if spec.get("optional") and not glob.glob(os.path.join(raw, spec["source"])):
+        if spec.get("optional") and not glob.glob(os.path.join(raw, "**", spec["source"]),
+                                                  recursive=True):
             continue
         result["tables"][spec["name"]] = extract_table(spec, raw)
     if not result["tables"]:
@@ -445,8 +450,10 @@ def render_index(suites, results=RESULTS):
              "`python3 bench/run.py device --suite NAME --step S` with carry "
              "[\".dev-bench\"], and the driver sets the machine up (NCCL_NVLS_ENABLE=0, the "
              "wheels' cuDNN / cuBLAS / NCCL on LD_LIBRARY_PATH, the runtime built with nvcc "
-             "where a step asks); `report --suite NAME --raw DIR` records the run and "
-             "rewrites these pages.", "",
+             "where a step asks) and packs what the step wrote into one NAME-STEP.tar.gz; "
+             "`unpack --suite NAME DEVICE_FILES` (the folder the run tool's reply names) puts "
+             "it under .dev-bench/NAME/raw/STEP/; `report --suite NAME --raw "
+             ".dev-bench/NAME/raw` records the run and rewrites these pages.", "",
              "Adding a suite is one `[suites.NAME]` entry (the file's header lists the keys); "
              "`python3 bench/run.py check` validates the table, the results and these pages. "
              "Raw logs, profiles and the per-run device scripts of the runs before the suites "
@@ -479,7 +486,7 @@ def write_pages(table, results=RESULTS, pages_dir=PAGES):
 
 def placeholders(suite_name, table, out=None, runtime=None, raw=None, build=None):
     carry = table["device"]["carry"]
-    return {"python": shlex.quote(sys.executable), "repo": ".",
+    return {"python": shlex.quote(sys.executable), "repo": ".", "dev": carry,
             "build": build or os.environ.get("MEMOPT_BUILD_DIR", "build"),
             "carry": f"{carry}/{suite_name}", "raw": raw or out or f"{carry}/{suite_name}/raw",
             "out": out or "$OUT", "arch": table["device"]["arch"],
@@ -507,12 +514,13 @@ def plan_text(suite_name, suite, table=None):
             lines.append(f"device: run(kind={kind}, carry=[\"{table['device']['carry']}\"], "
                          f"command=\"python3 bench/run.py device --suite {suite_name} "
                          f"--step {step['name']}\")")
+            lines.append(f"here:   python3 bench/run.py unpack --suite {suite_name} "
+                         f"DEVICE_FILES/{suite_name}-{step['name']}.tar.gz")
         if step.get("note"):
             lines.append(f"        # {step['note']}")
     if suite.get("tables"):
-        raw = ("/work/.device/..." if any(s["where"] == "device" for s in suite["steps"])
-               else f"{table['device']['carry']}/{suite_name}/raw")
-        lines.append(f"here:   python3 bench/run.py report --suite {suite_name} --raw {raw}")
+        lines.append(f"here:   python3 bench/run.py report --suite {suite_name} --raw "
+                     f"{table['device']['carry']}/{suite_name}/raw")
     return "\n".join(lines)
 
 
@@ -561,20 +569,70 @@ def step_command(suite_name, table, step, out=None, raw=None, build=None, extra=
 
 
 def run_step(suite_name, table, step, out, where, raw=None, build=None, extra=()):
-    command, values = step_command(suite_name, table, step, out, raw, build, extra)
+    """A host step writes under {raw}; a device step under a scratch folder ({out}) that is
+    packed into OUT/SUITE-STEP.tar.gz afterwards: the run tool brings back at most 8 files,
+    and a tool writes many (`unpack` puts them back here)."""
+    scratch = None
+    if where == "device":
+        scratch = tempfile.mkdtemp(prefix=f"bench-{suite_name}-{step['name']}-")
+        os.makedirs(out, exist_ok=True)
+    command, values = step_command(suite_name, table, step, scratch, raw, build, extra)
     env = device_environment(table) if where == "device" else dict(os.environ)
-    os.makedirs(values["raw"] if where == "host" else out, exist_ok=True)
-    log_dir = out if where == "device" else values["raw"]
+    if where == "host":
+        os.makedirs(values["raw"], exist_ok=True)
+    status = 0
     if where == "device" and step.get("build_runtime"):
-        status = build_runtime(values["runtime"], env,
-                               os.path.join(log_dir, f"{suite_name}-gpu_check.txt"))
+        status = build_runtime(values["runtime"], env, os.path.join(scratch, "gpu_check.txt"))
         if status != 0:
             print(f"suite '{suite_name}': the runtime build or its checks failed", file=sys.stderr)
-            return status
-    print(f"[{suite_name}/{step['name']}] {command}", flush=True)
-    timeout = step.get("timeout_s")
-    full = f"timeout {int(timeout)} bash -c {shlex.quote(command)}" if timeout else command
-    return subprocess.run(["bash", "-o", "pipefail", "-c", full], cwd=REPO, env=env).returncode
+    if status == 0:
+        print(f"[{suite_name}/{step['name']}] {command}", flush=True)
+        timeout = step.get("timeout_s")
+        full = f"timeout {int(timeout)} bash -c {shlex.quote(command)}" if timeout else command
+        status = subprocess.run(["bash", "-o", "pipefail", "-c", full], cwd=REPO,
+                                env=env).returncode
+    if scratch:
+        packed = pack_outputs(scratch, out, f"{suite_name}-{step['name']}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        print(f"[{suite_name}/{step['name']}] exit {status}; outputs in {packed} "
+              f"({os.path.getsize(packed) / 2**20:.1f} MiB)", flush=True)
+    return status
+
+
+def pack_outputs(folder, out, name):
+    path = os.path.join(out, f"{name}.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for entry in sorted(os.listdir(folder)):
+            tar.add(os.path.join(folder, entry), arcname=entry)
+    if os.path.getsize(path) > 16 * 2**20:
+        print(f"warning: {path} is over the 16 MiB the run tool brings back", file=sys.stderr)
+    return path
+
+
+def unpack(suite_name, suite, paths, raw):
+    """Each SUITE-STEP.tar.gz (a file, or found in a folder) into RAW/STEP/."""
+    steps = {s["name"] for s in suite["steps"] if s["where"] == "device"}
+    archives = []
+    for path in paths:
+        archives += sorted(glob.glob(os.path.join(path, f"{suite_name}-*.tar.gz"))) \
+            if os.path.isdir(path) else [path]
+    if not archives:
+        raise SuiteError(f"no {suite_name}-STEP.tar.gz in {', '.join(paths)}")
+    done = []
+    for archive in archives:
+        name = os.path.basename(archive)
+        step = name[len(suite_name) + 1:-len(".tar.gz")] if name.startswith(suite_name + "-") \
+            and name.endswith(".tar.gz") else None
+        if step not in steps:
+            raise SuiteError(f"{archive}: not SUITE-STEP.tar.gz of a device step of "
+                             f"'{suite_name}' ({', '.join(sorted(steps))})")
+        target = os.path.join(raw, step)
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(target)
+        with tarfile.open(archive) as tar:
+            tar.extractall(target, filter="data")
+        done.append(target)
+    return done
 
 
 # --- command line -----------------------------------------------------------------------
@@ -596,6 +654,11 @@ def main(argv=None):
         p.add_argument("--build", help="the memopt build (default $MEMOPT_BUILD_DIR or build)")
         p.add_argument("--dry-run", action="store_true", help="print the command only")
         p.add_argument("extra", nargs="*", help="more arguments for the step's tool (after --)")
+    p = sub.add_parser("unpack", help="a device step's SUITE-STEP.tar.gz into RAW/STEP/")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--raw", help="default .dev-bench/SUITE/raw")
+    p.add_argument("paths", nargs="+", help="the archives, or the folder the run tool's "
+                   "files came back to")
     p = sub.add_parser("report")
     p.add_argument("--suite")
     p.add_argument("--raw", help="the run's raw outputs (here: .dev-bench/SUITE/raw; a device "
@@ -641,6 +704,10 @@ def main(argv=None):
                 return 0
             return run_step(args.suite, table, step, out, where, args.raw, args.build,
                             args.extra)
+        elif args.command == "unpack":
+            raw = args.raw or os.path.join(REPO, table["device"]["carry"], args.suite, "raw")
+            for target in unpack(args.suite, suites[args.suite], args.paths, raw):
+                print(f"unpacked into {os.path.relpath(target, REPO)}")
         elif args.command == "report":
             if args.raw:
                 if not args.suite:

@@ -191,8 +191,9 @@ def test_markdown_header_must_match_the_schema(tmp_path):
     with pytest.raises(run.SuiteError, match=r"header \['model', 'size'\]"):
         run.record("toy", table["suites"]["toy"], str(raw), commit="abc", date="2026-11-28",
                    results=str(tmp_path / "results"))
+    (tmp_path / "empty").mkdir()
     with pytest.raises(run.SuiteError, match="no table.md"):
-        run.record("toy", table["suites"]["toy"], str(tmp_path), commit="abc",
+        run.record("toy", table["suites"]["toy"], str(tmp_path / "empty"), commit="abc",
                    date="2026-11-28", results=str(tmp_path / "results"))
 
 
@@ -282,3 +283,31 @@ def test_device_libraries_from_the_wheels(tmp_path, monkeypatch):
                                          str(tmp_path / "nvidia" / "cudnn" / "lib"))
     table = run.load_suites()
     assert run.device_environment(table, base={})["LD_LIBRARY_PATH"].startswith(dirs[0])
+
+
+def test_device_step_packs_and_unpack_restores(tmp_path):
+    """A device step writes under a scratch {out} that the driver packs into
+    OUT/SUITE-STEP.tar.gz (the run tool brings back 8 files at most); `unpack` puts it into
+    RAW/STEP/, where `report` finds the tables' sources at any depth."""
+    table, _ = write_suite(tmp_path)
+    suite = table["suites"]["toy"]
+    suite["tables"] = suite["tables"][1:2]  # the JSON table
+    step = dict(suite["steps"][0], command=(
+        "mkdir -p {out}/sub && echo \"$NCCL_NVLS_ENABLE\" > {out}/sub/env.txt && "
+        "printf '{{\"configs\": {{\"x_b1\": {{\"ratio\": 2}}}}}}' > {out}/device.json"))
+    out = tmp_path / "OUT"
+    assert run.run_step("toy", table, step, str(out), "device") == 0
+    assert os.listdir(out) == ["toy-run.tar.gz"]
+    raw = tmp_path / "unpacked"
+    [target] = run.unpack("toy", suite, [str(out)], str(raw))
+    assert target == str(raw / "run")
+    assert (raw / "run" / "sub" / "env.txt").read_text().strip() == "0"
+    path = run.record("toy", suite, str(raw), commit="abc", date="2026-11-28", gpu="G",
+                      results=str(tmp_path / "results"))
+    assert json.load(open(path))["tables"]["js"]["rows"] == [["x_b1", None, 2, None, "device"]]
+    (out / "toy-other.tar.gz").write_bytes(b"")
+    with pytest.raises(run.SuiteError, match="not SUITE-STEP.tar.gz of a device step"):
+        run.unpack("toy", suite, [str(out / "toy-other.tar.gz")], str(raw))
+    failing = dict(step, command="exit 3")
+    assert run.run_step("toy", table, failing, str(out), "device") == 3
+    assert (out / "toy-run.tar.gz").exists()  # what a failed step left still comes back
