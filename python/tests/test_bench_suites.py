@@ -56,6 +56,8 @@ def test_suite_table_validates():
     (lambda t: t["suites"]["gpu"]["tables"][0]["columns"][1].update(unit="KiB"), "unit is one"),
     (lambda t: t["suites"]["gpu"]["tables"][0].pop("rows"), "needs 'rows'"),
     (lambda t: t["device"].pop("env"), "[device] lacks 'env'"),
+    (lambda t: t["suites"]["planner"]["steps"][0].update(command="x {outdir}"),
+     "placeholder 'outdir' is not one of"),
     (lambda t: t["suites"]["host_kernels"]["tables"][0].update(pattern="(?P<x>"), "pattern:"),
     (lambda t: t["suites"]["host_kernels"]["tables"][0]["columns"][1].update(path="time"),
      "no group of the pattern"),
