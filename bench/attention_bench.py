@@ -8,7 +8,8 @@ torchscript exporter writes (fused QKV MatMul, Split, Reshape, Transpose, MatMul
 constant causal Where, Softmax, MatMul), with random weights, no LM head (its [8, 512, vocab]
 logits would hide everything else) and a small vocabulary (embeddings are weights, not arena).
 Then it plans each with `memopt-compile --emit plan --report` twice, with and without
-`--no-fuse-attention`, and prints a markdown table (bench/results/attention.md).
+`--no-fuse-attention`, and prints a markdown table (written to
+.dev-bench/attention_arena/raw/attention.md: the suite attention_arena of bench/suites.toml).
 
     python3 bench/attention_bench.py [--build build] [--layers 2] [--batch 8] [--seq 512]
 """
@@ -128,8 +129,8 @@ def main():
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results",
-                                                         "attention.md"))
+    parser.add_argument("--output", default=os.path.join(REPO, ".dev-bench",
+                                                         "attention_arena", "raw", "attention.md"))
     args = parser.parse_args()
     mib = 2.0 ** 20
     scores = args.batch * HEADS * args.seq * args.seq * 4 / mib

@@ -22,7 +22,7 @@ scaled_dot_product_attention with its cuDNN and flash backends, captured the
 same way (its backward is torch.autograd.grad of the output).
 
     python3 bench/attention_sdpa_bench.py --lib BUILD/libmemopt-attention-bench-cuda.so \
-        [--out bench/results/attention_sdpa.json] [--skip-time]
+        [--out OUT/attention_sdpa.json] [--skip-time]
 """
 import argparse
 import ctypes

@@ -15,7 +15,7 @@ memopt-compile under `/usr/bin/time -v` and records:
   * the memory report (--report JSON): weights, gradients, optimizer state, saved activations
     and arena, also per parameter (ZeRO's accounting is 16 bytes per parameter for
     mixed-precision Adam),
-and prints a table and writes one JSON per run into bench/results/compile_scale/ (commit, date,
+and prints a table and writes one JSON per run into .dev-bench/compile_scale/raw/ (commit, date,
 machine).
 
 Modes of a run:
@@ -504,8 +504,8 @@ def main():
                         help="folder of memopt-compile")
     parser.add_argument("--cache", default="/tmp/memopt-scale",
                         help="generated models and outputs (outside the repository)")
-    parser.add_argument("--results", default=os.path.join(REPO, "bench", "results",
-                                                          "compile_scale"))
+    parser.add_argument("--results", default=os.path.join(REPO, ".dev-bench",
+                                                          "compile_scale", "raw"))
     parser.add_argument("--max-rss-gib", type=float, default=12.0,
                         help="skip runs predicted above it; kill runs that pass it")
     parser.add_argument("--rss-factor", type=float,

@@ -22,7 +22,8 @@ and the GPU only the device machine has. So the benchmark is split in steps:
                      outputs on the same seed and inputs -> JSON
   extra    (device)  a later call: Nsight Compute kernel profiles of memopt's eager run, and
                      host checks the first call had no time for
-  report   (here)    docs/gpu-benchmark.md and bench/results/gpu.json from the JSON files
+  report   (here)    docs/gpu-benchmark.md and gpu.json from the JSON files (bench/run.py's
+                     suite `gpu` records gpu.json in bench/results/gpu/)
 
 The device machine receives /work/main's checkout: everything it needs goes into the
 git-ignored carry folder .dev-bench (carry=[".dev-bench"], each command starts with
@@ -38,7 +39,7 @@ git-ignored carry folder .dev-bench (carry=[".dev-bench"], each command starts w
     python3 bench/gpu_bench.py report --device-json device.json --torch-json torch.json \
         --prepare-json prepare.json --extra-json extra*.json --notes bench/gpu_bench_notes.md
 
-The JSON inputs of the committed report are in bench/results/gpu_raw/.
+The JSON inputs of the committed report are in d9a817f:bench/results/gpu_raw/.
 """
 
 import argparse
@@ -55,6 +56,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python", "models"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_env import cudnn_paths  # noqa: E402,F401 - gpu_bench_precision uses it too
 
 VISION = ["resnet50", "mobilenet_v3_large", "vit_b_16"]
 TEXT = ["bert_base", "gpt2"]
@@ -467,17 +470,6 @@ def cmd_prepare(args):
 
 # ----------------------------------------------------------------------------------------------
 # memopt side: device
-
-
-def cudnn_paths():
-    """(include dir, library dir) of cuDNN: system headers first, else PyTorch's pip wheel."""
-    for include in ("/usr/include", "/usr/local/include", "/usr/local/cuda/include"):
-        if os.path.exists(os.path.join(include, "cudnn.h")):
-            return None, None
-    import nvidia.cudnn
-
-    base = list(nvidia.cudnn.__path__)[0]  # a namespace package: no __file__
-    return os.path.join(base, "include"), os.path.join(base, "lib")
 
 
 MEMORY_FIELDS = ("arena_bytes", "weight_bytes", "io_bytes", "workspace_bytes",
@@ -1096,7 +1088,8 @@ def main(argv=None):
     p.add_argument("--extra-json", nargs="*", help="JSON of `extra` calls (profiles, checks)")
     p.add_argument("--template", default=os.path.join(REPO, "bench", "gpu_bench_template.md"))
     p.add_argument("--doc-out", default=os.path.join(REPO, "docs", "gpu-benchmark.md"))
-    p.add_argument("--json-out", default=os.path.join(REPO, "bench", "results", "gpu.json"))
+    p.add_argument("--json-out", default=os.path.join(REPO, ".dev-bench", "gpu", "raw",
+                                                           "gpu.json"))
     args = parser.parse_args(argv)
     if args.command == "export-one":
         return export_one(args.name, args.model, args.batch, args.work) or 0

@@ -34,14 +34,16 @@ Steps:
                     (the layout policy's evidence), and measures PyTorch (torch.json)
   prepare (here)    fills weights, memopt-compile --emit source for every program variant
   call2   (device)  builds and runs the memopt programs (CUDA timings, host checks)
-  report  (here)    the tables of docs/gpu-benchmark.md's issue-12 section, bench/results/
+  report  (here)    the tables of docs/gpu-benchmark.md's issue-12 section, precision_gpu.json
+                    (recorded by bench/run.py's suite `gpu_precision`)
 
 Run behind docs/gpu-benchmark.md (carry folder /work/main/.dev-layout):
     python3 bench/gpu_bench_precision.py prepare --src-only --dest /work/main/.dev-layout
     # device: cd .dev-layout && python3 src/bench/gpu_bench_precision.py call1 --out $OUT
     python3 bench/gpu_bench_precision.py prepare --graphs graphs.tar.gz --dest /work/main/.dev-layout
     # device: cd .dev-layout && python3 src/bench/gpu_bench_precision.py call2 --out $OUT
-    python3 bench/gpu_bench_precision.py report --raw bench/results/precision_gpu_raw
+    python3 bench/gpu_bench_precision.py report --raw RAW
+    # RAW: the run behind docs/ was bench/results/precision_gpu_raw at commit d9a817f
 """
 
 import argparse
@@ -900,9 +902,10 @@ def main(argv=None):
     p.add_argument("--no-host", action="store_true", help="no host runs and checks")
     p.add_argument("--profile-timeout-s", type=float, default=60)
     p = sub.add_parser("report")
-    p.add_argument("--raw", default=os.path.join(REPO, "bench", "results", "precision_gpu_raw"))
+    p.add_argument("--raw", default=os.path.join(REPO, ".dev-bench", "gpu_precision", "raw"))
     p.add_argument("--json-out",
-                   default=os.path.join(REPO, "bench", "results", "precision_gpu.json"))
+                   default=os.path.join(REPO, ".dev-bench", "gpu_precision", "raw",
+                                        "precision_gpu.json"))
     p.add_argument("--template", help="a Markdown file with the @...12@ placeholders")
     p.add_argument("--doc-out")
     args = parser.parse_args(argv)

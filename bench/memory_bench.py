@@ -4,7 +4,9 @@
 For every model in python/models/zoo.py (weights filled deterministically), runs the memory
 passes (after attention fusion, as memopt-compile does) and prints a markdown table: naive
 bytes, max-live before and after scheduling, the planned arena and its ratio to max-live, bytes
-saved in place, and plan time. Writes the table to bench/results/memory.md (or --output).
+saved in place, and plan time. Writes the table to .dev-bench/memory/raw/memory.md (or
+--output), which `python3 bench/run.py report --suite memory --raw .dev-bench/memory/raw`
+records.
 
     python3 bench/memory_bench.py [--build build] [--models resnet50,bert_nn] [--batch 1]
 """
@@ -80,7 +82,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(REPO, "build"))
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "memory.md"))
+    parser.add_argument("--output", default=os.path.join(REPO, ".dev-bench", "memory", "raw",
+                                                              "memory.md"))
     args = parser.parse_args()
     wanted = set(filter(None, args.models.split(",")))
     rows = []

@@ -89,8 +89,9 @@ def main():
     parser.add_argument("--auto-time-limit", type=float, default=20.0,
                         help="seconds for the minimizing auto run (default 20)")
     parser.add_argument("--output", default=os.path.join(
-        ROOT, "bench", "results", "planner.md"),
-        help="markdown results file (default bench/results/planner.md)")
+        ROOT, ".dev-bench", "planner", "raw", "planner.md"),
+        help="markdown results file (default .dev-bench/planner/raw/planner.md, where "
+        "`bench/run.py report --suite planner` reads it)")
     args = parser.parse_args()
     if not args.binary:
         sys.exit("planner_bench: no memopt-plan binary found; pass --binary")

@@ -7,7 +7,8 @@ region and the planned arena of each precision (from the report JSON). With --ru
 the host executables, runs them on the inputs python/tests use (seed 0: floats of magnitude
 0.5..1.5 with random signs, token ids 1..99) and gives each precision's largest error against
 onnxruntime in float32: max |memopt - onnxruntime| / max |onnxruntime| over every float output.
-Writes the table to bench/results/precision.md (or --output).
+Writes the table to .dev-bench/precision/raw/precision.md (or --output; `bench/run.py report
+--suite precision` records it).
 
     python3 bench/precision_bench.py [--build build] [--models resnet50,bert_nn] [--run]
 """
@@ -120,8 +121,8 @@ def main():
                         help="comma-separated model ids or names (default: all)")
     parser.add_argument("--run", action="store_true",
                         help="also build, run on the host and compare with onnxruntime")
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results",
-                                                         "precision.md"))
+    parser.add_argument("--output", default=os.path.join(REPO, ".dev-bench",
+                                                         "precision", "raw", "precision.md"))
     args = parser.parse_args()
     wanted = set(filter(None, args.models.split(",")))
     rows = []

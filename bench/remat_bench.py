@@ -2,7 +2,8 @@
 """Runs memopt-remat on the six rematerialization graphs in ../shared/data/remat
 at 0.9x and 0.8x of the given order's peak, at most 2 computations per node,
 and prints a markdown table next to the README's Moccasin reference figures
-(also written to bench/results/remat.md).
+(also written to .dev-bench/remat/raw/remat.md; `bench/run.py report --suite remat`
+records it).
 
 Every schedule is re-checked here, independently of the solver's validator:
 dependences, computation counts, peak (Moccasin's definition) and cost. The
@@ -195,7 +196,7 @@ def main():
     parser.add_argument("--gap-graphs", type=int, default=30,
                         help="random small graphs for the fast-vs-exact gap")
     parser.add_argument("--output", default=os.path.join(
-        ROOT, "bench", "results", "remat.md"))
+        ROOT, ".dev-bench", "remat", "raw", "remat.md"))
     args = parser.parse_args()
     if not args.binary:
         sys.exit("remat_bench: no memopt-remat binary found; pass --binary")

@@ -341,10 +341,10 @@ def main():
     parser.add_argument("--fractions", default=",".join(f"{f:g}" for f in FRACTIONS))
     parser.add_argument("--time-limit", type=float, default=2.0,
                         help="--remat-time-limit per solver run")
-    parser.add_argument("--json", default=os.path.join(REPO, "bench", "results",
-                                                       "remat_sweep.json"))
-    parser.add_argument("--markdown", default=os.path.join(REPO, "bench", "results",
-                                                           "remat_sweep.md"))
+    parser.add_argument("--json", default=os.path.join(REPO, ".dev-bench",
+                                                       "remat_sweep", "raw", "remat_sweep.json"))
+    parser.add_argument("--markdown", default=os.path.join(REPO, ".dev-bench",
+                                                           "remat_sweep", "raw", "remat_sweep.md"))
     parser.add_argument("--svg", default=os.path.join(REPO, "docs", "remat-sweep.svg"))
     parser.add_argument("--keep", help="keep the work folder here")
     parser.add_argument("--resume", metavar="JSON",

@@ -36,7 +36,7 @@ The steps (as bench/gpu_bench.py: prepare here, device step there, report here):
                      alone: memopt's --bench runs one at a time, then PyTorch eager and
                      torch.compile (one child process per model), TF32 off, then TF32 on if the
                      deadline allows
-  report   (here)    docs/training-benchmark.md and bench/results/train.json
+  report   (here)    docs/training-benchmark.md and train.json (suite `train` of bench/run.py)
   curves   (GPU)     loss curves (issue 16): memopt fp32 / fp16 / bf16 and PyTorch fp32 / AMP
                      fp16 / AMP bf16 from the same initial weights (memopt's --random-weights
                      SEED, saved with --steps 0 --save-state and loaded into the PyTorch module
@@ -59,7 +59,7 @@ for SGD with momentum; memory beyond weights + gradients + optimizer state. For 
     #   --configs gpt2_b8 --steps 300
     python3 bench/train_bench.py report --device-json OUT/device.json --prepare-json \
         build-train/carry/prepare.json --doc-out docs/training-benchmark-amp.md \
-        --json-out bench/results/train_amp.json --curves OUT/curves.json
+        --json-out OUT/train_amp.json --curves OUT/curves.json
 
 Rematerialization under a byte budget (issue 17, GPU table): `prepare --budget-fractions 0.5
 0.25` also compiles every configuration with `--memory-budget BYTES` (carry names end in
@@ -80,11 +80,11 @@ switches as they are (cuDNN on, matmul off: "fp32" as users run it) against memo
 `--precision tf32`. Measured kernel times (issue 17's "measured kernel times where known"):
 `device --profile NAME.OPT` also writes OUT/times_NAME.OPT.PREC.json (the unconstrained
 program's `--profile-times`), and `prepare --remat-kernel-times DIR` gives each budgeted compile
-its file (`--remat-kernel-times`; bench/remat_gpu/call3.sh and call4.sh are the run behind
-docs/training-benchmark-remat.md, notes in bench/remat_gpu/notes.md). `report --remat` writes
-docs/training-benchmark-remat.md and
-bench/results/train_remat.json (a table per model; the targets: +5% at 50%, +15% at 25%, below
-checkpointing's overhead at the same share of beyond-state memory). Commands:
+its file (`--remat-kernel-times`; the run behind docs/training-benchmark-remat.md was
+bench/remat_gpu/call3.sh and call4.sh, notes in bench/remat_gpu/notes.md, at commit d9a817f).
+`report --remat` writes docs/training-benchmark-remat.md and train_remat.json (recorded by
+`bench/run.py report --suite train_remat`; a table per model; the targets: +5% at 50%, +15% at
+25%, below checkpointing's overhead at the same share of beyond-state memory). Commands:
 
     python3 bench/train_bench.py prepare --graphs build-train/graphs --dest build-train/carry \
         --precision tf32 --budget-fractions 0.5 0.25 --only resnet50_b64.sgd vit_b_16_b32.sgd \
@@ -103,7 +103,8 @@ checkpointing's overhead at the same share of beyond-state memory). Commands:
     python3 bench/train_bench.py report --remat --device-json OUT1/device.json OUT2/device.json \
         --prepare-json build-train/carry/prepare.json
 
-The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results/train_raw):
+The run behind docs/training-benchmark.md (device calls 3 and 4 of the raw folder
+bench/results/train_raw, removed from the tree after commit d9a817f):
 
     # device: python3 bench/train_bench.py export --out /tmp/g  (the .onnx files come back
     #   through $OUT; their .data files are recreated here as zero-filled files of the
@@ -115,9 +116,9 @@ The run behind docs/training-benchmark.md (device calls 3 and 4 of bench/results
     #     --dump-checks resnet50_b2_64px --profile resnet50_b64.sgd vit_b_16_b32.sgd \
     #     gpt2_b8.sgd --deadline-s 555 --runs 15
     # device call 4: the same with --skip-torch, no --dump-checks, --deadline-s 300
-    python3 bench/train_bench.py report --device-json bench/results/train_raw/call3/device.json \
-        bench/results/train_raw/call4/device.json \
-        --prepare-json bench/results/train_raw/call4/prepare.json --notes bench/train_bench_notes.md
+    python3 bench/train_bench.py report --device-json RAW/call3/device.json \
+        RAW/call4/device.json --prepare-json RAW/call4/prepare.json \
+        --notes bench/train_bench_notes.md   # RAW: bench/results/train_raw at commit d9a817f
 """
 
 import argparse
@@ -262,8 +263,8 @@ def main(argv=None):
     p.add_argument("--template", default=os.path.join(REPO, "bench", "train_bench_template.md"))
     p.add_argument("--doc-out", help="default docs/training-benchmark.md (with --remat: "
                                       "docs/training-benchmark-remat.md)")
-    p.add_argument("--json-out", help="default bench/results/train.json (with --remat: "
-                                       "bench/results/train_remat.json)")
+    p.add_argument("--json-out", help="default .dev-bench/train/raw/train.json (with --remat: "
+                                       ".dev-bench/train_remat/raw/train_remat.json)")
     p.add_argument("--remat", action="store_true",
                    help="issue 17's table: memopt under budgets against PyTorch's "
                         "checkpointing and torch.compile's activation budget")

@@ -14,8 +14,9 @@ were not skipped) and gives the loss and the
 gradients' error against the fp32 step: the relative L2 of all gradients together, in unit
 roundoffs of the low type (2^-11 for f16, 2^-8 for bf16), and the steps the dynamic loss
 scale skipped (fp16 compiles with --loss-scale-backoff 0.0625: the scale search down to what
-a model needs takes few steps). Writes Markdown tables to bench/results/train_precision.md (or --output) and
-the figures to the .json next to it.
+a model needs takes few steps). Writes Markdown tables to
+.dev-bench/train_precision/raw/train_precision.md (or --output) and the figures to the .json
+next to it; `python3 bench/run.py report --suite train_precision` records them.
 
     python3 bench/train_precision_bench.py [--build build] [--models resnet50,gpt2_nn] [--run]
 """
@@ -210,7 +211,8 @@ def main():
     parser.add_argument("--run", action="store_true")
     parser.add_argument("--workdir")
     parser.add_argument("--output",
-                        default=os.path.join(REPO, "bench", "results", "train_precision.md"))
+                        default=os.path.join(REPO, ".dev-bench", "train_precision", "raw",
+                                             "train_precision.md"))
     args = parser.parse_args()
     wanted = [m for m in args.models.split(",") if m]
     models = [zoo.BUNDLED] + [m for m in zoo.MODELS if m.name in zoo.VISION + zoo.TEXT]

@@ -22,4 +22,4 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 echo "== pytest, $TIER tier (end-to-end numerics and import coverage)"
 PYTHON=${PYTHON:-python3}
-MEMOPT_TEST_TIER=$TIER MEMOPT_BUILD_DIR="$PWD/build" $PYTHON -m pytest -q -n auto python/tests
+MEMOPT_TEST_TIER=$TIER MEMOPT_BUILD_DIR="$PWD/build" $PYTHON -m pytest -q -n auto --durations=30 python/tests

@@ -4,15 +4,13 @@
 # --layout auto) and ResNet-50 b64 training steps (fp16 and tf32, SGD momentum) timed with
 # MEMOPT_CONV_LOG=1, the training steps profiled, and PyTorch's ResNet-50 b64 training step.
 #
-# Carry (prepared here, bench/results/conv_algo_gpu/README.md has the commands):
-#   CARRY/src        python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_bench;
-#                    gpu_bench.copy_source_tree('CARRY')"
-#   CARRY/programs   memopt-compile --emit source outputs (*.cu)
-#   CARRY/*.py       this folder's scripts
-# Device: CARRY=.dev-conv bash .dev-conv/run.sh   (results in $OUT/logs.tgz)
+# The suite conv_algo of bench/suites.toml: `python3 bench/run.py prepare --suite conv_algo
+# --step sources` fills the carry (.dev-bench/conv_algo: src/, this folder's scripts; the
+# programs, memopt-compile --emit source outputs, go into programs/: flags in
+# d9a817f:bench/results/conv_algo_gpu/README.md), then on the device `python3 bench/run.py
+# device --suite conv_algo` runs this script with the device set-up (the wheels' cuDNN on
+# LD_LIBRARY_PATH: bench/device_env.py). Results: $OUT/logs.tgz and the driver's tee.
 D=$PWD/${CARRY:-.dev-conv}; W=/tmp/w; B=/tmp/memopt-runtime-gpu; mkdir -p $W $OUT/logs
-CL=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])')/lib
-export LD_LIBRARY_PATH=$CL:$LD_LIBRARY_PATH
 for f in $D/programs/*.cu; do n=$(basename $f .cu)
   nvcc -std=c++17 -O1 -arch=sm_90 -c $f -I$D/src/include -o $W/$n.o > $OUT/logs/build_$n.txt 2>&1 &
 done

@@ -12,21 +12,17 @@ import subprocess
 import sys
 import time
 
+import device_env  # bench/device_env.py, or its copy beside the carry's train_bench.py
+
 from .configs import (BENCH, CHECKS, OPTIMIZERS, REPO, SCRIPT, SEED, build_module, input_name,
                       log_to, make_batch, precision_suffix, remat_suffix)
 
 
 def library_path():
-    """cuDNN and cuBLAS from PyTorch's wheels, then the toolkit's."""
-    paths = []
-    for module in ("nvidia.cudnn", "nvidia.cublas", "nvidia.cu13"):
-        try:
-            base = list(__import__(module, fromlist=["x"]).__path__)[0]
-            paths.append(os.path.join(base, "lib"))
-        except Exception:  # noqa: BLE001 - optional
-            pass
-    paths += ["/usr/local/cuda/lib64"]
-    return ":".join(p for p in paths if os.path.isdir(p))
+    """cuDNN and cuBLAS from PyTorch's wheels, then the toolkit's (bench/device_env.py)."""
+    paths = device_env.wheel_library_dirs(("nvidia.cudnn", "nvidia.cublas", "nvidia.cu13"))
+    paths += [p for p in [device_env.CUDA_TOOLKIT_LIB] if os.path.isdir(p)]
+    return ":".join(paths)
 
 
 def parse_bench(text):

@@ -127,6 +127,8 @@ def copy_entry_point(dest):
     """The command line and its package into the carry folder (DEST/train_bench.py and
     DEST/train_bench/): the device call runs `python3 DEST/train_bench.py device ...`."""
     shutil.copy(SCRIPT, os.path.join(dest, "train_bench.py"))
+    shutil.copy(os.path.join(os.path.dirname(SCRIPT), "device_env.py"),
+                os.path.join(dest, "device_env.py"))
     package = os.path.join(dest, os.path.basename(PACKAGE))
     shutil.rmtree(package, ignore_errors=True)
     shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

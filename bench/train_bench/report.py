@@ -1,5 +1,5 @@
-"""report (here): docs/training-benchmark.md and bench/results/train.json, and with --remat
-issue 17's tables (docs/training-benchmark-remat.md, bench/results/train_remat.json)."""
+"""report (here): docs/training-benchmark.md and train.json, and with --remat issue 17's tables
+(docs/training-benchmark-remat.md, train_remat.json); bench/run.py records the JSONs."""
 
 import json
 import os
@@ -40,7 +40,8 @@ def cmd_report(args):
     if args.remat:
         return cmd_report_remat(args)
     args.doc_out = args.doc_out or os.path.join(REPO, "docs", "training-benchmark.md")
-    args.json_out = args.json_out or os.path.join(REPO, "bench", "results", "train.json")
+    args.json_out = args.json_out or os.path.join(REPO, ".dev-bench", "train", "raw",
+                                                              "train.json")
     devices = [json.load(open(p)) for p in args.device_json]
     prepare = json.load(open(args.prepare_json))
     merged = merge_devices(devices)
@@ -174,7 +175,7 @@ def cmd_report(args):
 REMAT_DOC = """# Training under a memory budget: memopt's rematerialization against PyTorch
 
 Written by `python3 bench/train_bench.py report --remat` (issue 17, "Benchmarks and targets",
-GPU) from the JSON of the device calls; bench/results/train_remat.json holds every number, the
+GPU) from the JSON of the device calls; docs/benchmarks/train_remat.md records the figures, the
 commands are in the script's docstring.
 
 Device: @ENV@.
@@ -225,8 +226,8 @@ def cmd_report_remat(args):
     """Issue 17's GPU table: per model, memopt unconstrained and under each budget against
     PyTorch eager, checkpoint, torch.compile and torch.compile with activation budgets."""
     args.doc_out = args.doc_out or os.path.join(REPO, "docs", "training-benchmark-remat.md")
-    args.json_out = args.json_out or os.path.join(REPO, "bench", "results",
-                                                  "train_remat.json")
+    args.json_out = args.json_out or os.path.join(REPO, ".dev-bench", "train_remat",
+                                                  "raw", "train_remat.json")
     devices = [json.load(open(p)) for p in args.device_json]
     prepare = json.load(open(args.prepare_json))
     merged = merge_devices(devices)

@@ -1,12 +1,12 @@
 """bench/gpu_bench.py: the parts that run without a GPU (configuration list, parsing of the
-executable's bench lines, the report over the stored results of a device run)."""
+executable's bench lines), and the figures of the recorded device runs (bench/results/gpu/,
+bench/results/gpu_precision/)."""
 
 import importlib.util
 import json
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RAW = os.path.join(REPO, "bench", "results", "gpu_raw")
 
 
 def load_bench():
@@ -45,84 +45,50 @@ def test_parse_bench_lines():
     assert bench.parse_bench("no bench output") == {}
 
 
-def test_report_over_stored_device_run(tmp_path):
-    """The first run (bench/results/gpu_raw/first_run/) had `extra` calls: profiles and late
-    host checks are merged into the report."""
-    bench = load_bench()
-    first = os.path.join(RAW, "first_run")
-    doc, out = tmp_path / "doc.md", tmp_path / "gpu.json"
-    assert bench.main(["report", "--device-json", os.path.join(first, "device.json"),
-                       "--torch-json", os.path.join(first, "torch.json"),
-                       "--prepare-json", os.path.join(first, "prepare.json"),
-                       "--extra-json", os.path.join(first, "extra_profiles.json"),
-                       os.path.join(first, "extra_host.json"),
-                       "--doc-out", str(doc), "--json-out", str(out)]) == 0
-    text = doc.read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| resnet50 ") or
-            line.startswith("| gpt2 ") or line.startswith("| bert_base ") or
-            line.startswith("| vit_b_16 ") or line.startswith("| mobilenet_v3_large ")]
+def latest_result(suite):
+    """The newest committed run of a bench/suites.toml suite (bench/run.py's result JSON), each
+    table as a list of {column: value}."""
+    folder = os.path.join(REPO, "bench", "results", suite)
+    runs = [json.load(open(os.path.join(folder, name))) for name in sorted(os.listdir(folder))]
+    result = max(runs, key=lambda run: run["date"])
+    return {name: [dict(zip(table["columns"], row)) for row in table["rows"]]
+            for name, table in result["tables"].items()}
+
+
+def test_recorded_inference_run():
+    """The run behind docs/gpu-benchmark.md, as bench/run.py recorded it (the raw device JSON
+    lived in bench/results/gpu_raw/ until commit d9a817f): memory and latency goals met on all
+    five models, CUDA outputs matching the host backend's, and the chunked attention agreeing
+    with the fused kernel on every attention model at the real batch."""
+    rows = {row["config"]: row for row in latest_result("gpu")["configurations"]}
     assert len(rows) == 10
-    assert "@" not in text  # every placeholder filled
-    data = json.loads(out.read_text())["configs"]
-    assert data["resnet50_b32"]["meets_goal"] is True
-    assert data["gpt2_b8"]["meets_goal"] is False
-    assert "meets_goal" in data["mobilenet_v3_large_b32"]
-    # Host checks from the later call are merged in (gpt2_b1 was only checked there).
-    assert data["gpt2_b1"]["host_check"]["rel_l2"] < 1e-5
-    # Profiles of the misses end up in the document.
-    assert "### bert_base_b8" in text and "binaryBroadcastKernel" in text
-
-
-def test_report_over_latest_device_run(tmp_path):
-    """The run behind docs/gpu-benchmark.md: memory and latency goals met on all five models,
-    and the chunked attention agrees with the fused kernel on every attention model at the real
-    batch (read from the stored JSON, not hard-coded in the report)."""
-    bench = load_bench()
-    doc, out = tmp_path / "doc.md", tmp_path / "gpu.json"
-    assert bench.main(["report", "--device-json", os.path.join(RAW, "device.json"),
-                       "--torch-json", os.path.join(RAW, "torch.json"),
-                       "--prepare-json", os.path.join(RAW, "prepare.json"),
-                       "--doc-out", str(doc), "--json-out", str(out)]) == 0
-    data = json.loads(out.read_text())["configs"]
     for name in ("resnet50_b32", "mobilenet_v3_large_b32", "vit_b_16_b32", "bert_base_b8",
                  "gpt2_b8"):
-        memopt = data[name]["memopt"]["beyond_weights_bytes"]
-        torch = min(data[name]["eager"]["peak_beyond_weights_bytes"],
-                    data[name]["compile"]["peak_beyond_weights_bytes"])
+        row = rows[name]
+        memopt = row["memopt beyond weights"]
+        torch = min(row["eager beyond weights"], row["compile beyond weights"])
         assert memopt < torch, name
-    for name in ("resnet50_b32", "mobilenet_v3_large_b32", "vit_b_16_b32", "bert_base_b8",
-                 "gpt2_b8"):
-        assert data[name]["meets_goal"] is True, name
+        assert row["meets goal"] is True, name
+    for name, row in rows.items():
+        assert row["host check rel. L2"] < 1e-5, name
     for name in ("vit_b_16_b32", "bert_base_b8", "gpt2_b8"):
-        assert data[name]["attention_check"]["rel_l2"] < 1e-5, name
-    assert data["resnet50_b32"]["attention_check"] is None
-    assert "| chunked vs fused attention (rel. L2) |" in doc.read_text()
+        assert rows[name]["attention check rel. L2"] < 1e-5, name
+    assert rows["resnet50_b32"]["attention check rel. L2"] is None
 
 
-def test_precision_report_over_stored_runs(tmp_path):
-    """bench/gpu_bench_precision.py's report over the stored device runs (the issue-12 section
-    of docs/gpu-benchmark.md): every placeholder filled, the section written between its markers
-    and replaced in place, the summary read from the JSON (TF32 beats PyTorch's default fp32
-    eager on ResNet-50, fp16 keeps less memory than PyTorch's fp16 on the conv nets)."""
+def test_recorded_precision_run():
+    """The issue-12 run behind docs/gpu-benchmark.md's first section, as recorded (raw JSON in
+    bench/results/precision_gpu_raw/ until commit d9a817f): TF32 beats PyTorch's default fp32
+    eager on ResNet-50, fp16 keeps less memory than PyTorch's fp16 on the conv nets."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "gpu_bench_precision", os.path.join(REPO, "bench", "gpu_bench_precision.py"))
     precision = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(precision)
-    doc, out = tmp_path / "doc.md", tmp_path / "precision.json"
-    doc.write_text("# title\n\nintro\n\n## Results\n\nold text\n")
-    template = os.path.join(REPO, "bench", "gpu_bench_precision_template.md")
-    for _ in range(2):  # the second run replaces the section instead of adding one
-        assert precision.main(["report", "--template", template, "--doc-out", str(doc),
-                               "--json-out", str(out)]) == 0
-    text = doc.read_text()
-    assert text.count("<!-- precision-suite") == 1 and "@" not in text
-    assert text.index("## Issue 12") < text.index("## Results") and "old text" in text
-    assert "| resnet50 |" in text and "| llama_small |" in text
-    summary = json.loads(out.read_text())["summary"]
-    assert summary["resnet50"]["tf32_over_eager"] < 1.0
+    summary = {row["model"]: row for row in latest_result("gpu_precision")["summary"]}
+    assert summary["resnet50"]["tf32 / eager fp32"] < 1.0
     for model in ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"):
-        assert summary[model]["fp16_memory_ok"], model
+        assert summary[model]["fp16 memory below PyTorch"], model
     assert precision.final_layout("resnet50", "fp16") == "nhwc"
     assert precision.final_layout("convnext_tiny", "tf32") == "nchw"

@@ -29,8 +29,9 @@ from test_today_zoo import relative_l2, run_host
 # program's weights file) keeps the compiler at its own size: 0.19 GiB for this 1.06 GiB model
 # with g++ running, so half the weights' bytes fails if the weights are ever held again.
 RSS_BOUND_PER_WEIGHT_BYTE = 0.5
-# CI's budget for the 1 GB model's compile (the generation of its weights is not counted).
-COMPILE_BUDGET_S = 60
+# A hang guard, not a speed check: the compile's time is measured by bench/compile_scale.py
+# (docs/scale.md), never asserted in a test (a loaded CI machine would make it flaky).
+COMPILE_TIMEOUT_S = 900
 TRAIN_FLAGS = ["--train", "--loss", "cross-entropy", "--loss-output", "logits",
                "--optimizer", "adamw", "--lr", "1e-4", "--precision", "bf16"]
 # Sizes of today's zoo Llama (python/models/export_today.py's GQA config; transformers'
@@ -161,8 +162,8 @@ def _run_measured(argv, log_path, timeout):
 
 def test_one_gigabyte_model_trains_on_the_host(tmp_path):
     """synthetic-1g (1.07 GiB of external weights): the bf16 AdamW step compiles for the host
-    (import, passes, planning, the weights file, the executable) within COMPILE_BUDGET_S, with
-    every parameter counted and a peak RSS within RSS_BOUND_PER_WEIGHT_BYTE x the weights."""
+    (import, passes, planning, the weights file, the executable), with every parameter counted
+    and a peak RSS within RSS_BOUND_PER_WEIGHT_BYTE x the weights."""
     config = llama_graph.CONFIGS["synthetic-1g"]
     graph = llama_graph.generate(config, str(tmp_path), 1, 128, "synthetic-1g")
     weight_bytes = llama_graph.data_size(config)
@@ -173,7 +174,7 @@ def test_one_gigabyte_model_trains_on_the_host(tmp_path):
     argv = [_tool("memopt-compile"), graph, "-o", out, "--target", "host", "--report",
             report_path, *TRAIN_FLAGS]
     status, log, seconds, peak_rss = _run_measured(argv, str(tmp_path / "compile.log"),
-                                                   timeout=COMPILE_BUDGET_S)
+                                                   timeout=COMPILE_TIMEOUT_S)
     assert status == 0, f"exit {status} after {seconds:.0f} s:\n{log[-4000:]}"
     with open(report_path) as stream:
         training = json.load(stream)["training"]

@@ -309,7 +309,7 @@ void launchFused(Context &ctx, FusedArgs &args, const TensorRef *inputs,
 /// else by per-dimension strides (the choice is the same for every thread).
 /// Through the strides alone, the ReLU gradients `where(x > 0, dy, 0)` of
 /// ResNet-50's f16 training step moved 257 GB/s on an H100 (node_relu: 1.0
-/// ms for 257 MB; bench/results/train_amp_raw/profiles).
+/// ms for 257 MB; d9a817f:bench/results/train_amp_raw/profiles).
 __device__ __forceinline__ int64_t operandIndex(int64_t i, int64_t period,
                                                 const KernelDims &dims) {
   return period >= 0 ? periodic(i, period) : offsetOf(i, dims);
