@@ -14,6 +14,7 @@
 
 #include "CompileConfig.h"
 #include "memopt/Conversion/EmitProgram.h"
+#include "memopt/Conversion/Fit.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
@@ -362,6 +363,7 @@ FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
     return module;
   }
   ImportOptions importOptions;
+  importOptions.replaceFixedDims = options.replaceFixedInputDims;
   for (const std::string &spec : options.inputShapes) {
     std::string message;
     if (failed(parseInputShapeSpec(spec, importOptions, message))) {
@@ -439,14 +441,44 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   return runCompile(options, log, llvm::errs());
 }
 
+FailureOr<OwningOpRef<ModuleOp>>
+mlir::memopt::planModule(const CompileOptions &options, MLIRContext &context,
+                         llvm::raw_ostream &errors) {
+  FailureOr<OwningOpRef<ModuleOp>> loaded =
+      loadModule(options, context, errors);
+  if (failed(loaded))
+    return failure();
+  CompileOptions quiet = options;
+  quiet.quiet = true;
+  quiet.reportPath.clear();
+  quiet.reportSvgPath.clear();
+  quiet.emit = EmitKind::Plan;
+  CompilePipelineOptions pipelineOptions;
+  setPipelineOptions(quiet, pipelineOptions);
+  std::string invalid;
+  if (failed(pipelineOptions.verify(invalid))) {
+    errors << "memopt-compile: error: " << invalid << "\n";
+    return failure();
+  }
+  PassManager pm(&context);
+  buildCompilePipeline(pm, pipelineOptions);
+  if (failed(pm.run(loaded->get())))
+    return failure();
+  return std::move(*loaded);
+}
+
 int mlir::memopt::runCompile(const CompileOptions &options,
                              llvm::raw_ostream &log,
                              llvm::raw_ostream &errors) {
+  if (!options.fit.empty())
+    return runFit(options, log, errors);
   // Prints one clear error and returns the exit code.
   auto fail = [&](const Twine &message) {
     errors << "memopt-compile: error: " << message << "\n";
     return 1;
   };
+  if (options.globalBatch != 0 || !options.fitPrecisions.empty())
+    return fail("--global-batch and --fit-precisions need --fit BYTES");
   // The memopt-mixed-precision setting: f16 / bf16 storage, or tf32 (f32
   // storage, TF32 math in contractions).
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"

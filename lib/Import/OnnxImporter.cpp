@@ -269,7 +269,8 @@ GraphImporter::graphInputType(const onnx::ValueInfoProto &input) {
              << "--input-shape gives input '" << input.name() << "' rank "
              << given.size() << ", but the model declares rank " << dims.size();
     for (auto [i, dim] : llvm::enumerate(dims)) {
-      if (!ShapedType::isDynamic(dim) && dim != given[i])
+      if (!options.replaceFixedDims && !ShapedType::isDynamic(dim) &&
+          dim != given[i])
         return emitError(loc) << "--input-shape gives input '" << input.name()
                               << "' dimension " << i << " = " << given[i]
                               << ", but the model fixes it to " << dim;

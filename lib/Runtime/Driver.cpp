@@ -138,7 +138,7 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     embeddedOnly = weightsPath.empty();
   }
   ctx_ = createContext(options);
-  if (!check(error))
+  if (!check(error) || !checkDeviceMemory(*ctx_, *program, error))
     return false;
   arena_ = static_cast<uint8_t *>(
       deviceAlloc(*ctx_, size_t(program->arenaBytes), "arena"));

@@ -287,6 +287,17 @@ private:
 
 size_t tensorBytes(const TensorInfo &info);
 
+/// The device bytes a program needs at start: its arena (workspaces
+/// included), its weight region (parameters and optimizer state) and the
+/// inputs and outputs outside the arena (`ioBytes`).
+int64_t requiredDeviceBytes(const ProgramInfo &program, int64_t &ioBytes);
+/// Model::init's start-up check (MemoryCheck.cpp): the device's free memory
+/// (cudaMemGetInfo, or MEMOPT_DEVICE_FREE_BYTES when set; nothing to check
+/// on the host otherwise) against requiredDeviceBytes. False with a message
+/// saying how much is missing.
+bool checkDeviceMemory(Context &ctx, const ProgramInfo &program,
+                       std::string &error);
+
 /// Checks a weight file of `fileBytes` against `program` (its size, the
 /// trailer, the weight table's fingerprint; include/memopt/Runtime/
 /// WeightsFile.h). `trailer`: the file's last kWeightsTrailerBytes when it

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ._errors import CompileError, InputError
 from ._program import PathLike, Program
@@ -317,3 +317,59 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     if owned:
         weakref.finalize(program, shutil.rmtree, folder, True)
     return program
+
+
+def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: int,
+        train: Optional[Training] = None, precisions: Optional[Sequence[str]] = None,
+        target: str = "host", kernel_times: Optional[PathLike] = None,
+        remat_allow: Optional[Sequence[str]] = None, remat_max_computations: int = 2,
+        layout: str = "auto", input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+        workdir: Optional[PathLike] = None, arch: str = "sm_90", verbose: bool = False,
+        options: Optional[Mapping[str, Any]] = None) -> Program:
+    """Finds the fastest configuration whose whole training step fits in `memory` bytes of
+    device memory, compiles it and loads it (memopt-compile --fit; docs/fit.md).
+
+    memory         bytes (int), a size ('24GiB'), or 'auto': the free memory of the GPU (the
+                   CUDA driver; MEMOPT_DEVICE_FREE_BYTES states it where there is none).
+    global_batch   samples per optimizer step: the search splits it into micro-batch x
+                   accumulation (the model's inputs re-batched along dimension 0).
+    train          memopt.Training(...) (its accumulate is the search's to choose); None
+                   fits an inference batch (run the program global_batch / micro-batch times).
+    precisions     the precisions to try, e.g. ['fp32', 'bf16'] (default ['fp32']).
+    kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time;
+                   the roofline otherwise.
+    The other arguments are compile's.
+
+    Returns the Program; program.report['fit'] holds every configuration tried (device bytes,
+    predicted step time, samples/s, whether it fits, the Pareto front) and the chosen one.
+    Raises memopt.CompileError when nothing fits, with the smallest footprint found.
+    """
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise InputError(f"global_batch {global_batch!r}: expected a whole number of samples, "
+                         f"at least 1")
+    if isinstance(train, Training) and train.accumulate != 1:
+        raise InputError("fit chooses the accumulation itself: leave Training.accumulate at 1")
+    if memory == "auto":
+        limit = "auto"
+    elif isinstance(memory, bool) or not isinstance(memory, (int, str)):
+        raise InputError(f"memory {memory!r}: expected bytes (int), a size such as '24GiB', "
+                         f"or 'auto'")
+    elif isinstance(memory, int):
+        if memory <= 0:
+            raise InputError(f"memory {memory}: expected a positive number of bytes")
+        limit = str(memory)
+    else:
+        from . import _compiler
+        limit = str(_compiler.parse_byte_size(memory))
+    names = [precisions] if isinstance(precisions, str) else list(precisions or [])
+    for name in names:
+        if name not in ("fp32", "tf32", "fp16", "bf16"):
+            raise InputError(f"precision '{name}': expected fp32, tf32, fp16 or bf16")
+    fit_options: Dict[str, Any] = {"fit": limit, "global-batch": global_batch}
+    if names:
+        fit_options["fit-precisions"] = names
+    fit_options.update(options or {})
+    return compile(model, target=target, remat_allow=remat_allow,
+                   remat_max_computations=remat_max_computations, layout=layout,
+                   input_shapes=input_shapes, train=train, workdir=workdir, arch=arch,
+                   verbose=verbose, remat_kernel_times=kernel_times, options=fit_options)

@@ -460,6 +460,40 @@ TEST_F(Executable, RandomWeightsAreDeterministic) {
   EXPECT_NE(outputs[0], outputs[2]);
 }
 
+/// The start-up memory check (MemoryCheck.cpp): a device with less free
+/// memory than the program's arena, weights and own buffers stops before
+/// the first step with how much is missing; with enough it runs.
+TEST_F(Executable, StartUpCheckSaysHowMuchMemoryIsMissing) {
+  const ProgramInfo &program = *memopt_program();
+  int64_t ioBytes = 0;
+  int64_t needed = requiredDeviceBytes(program, ioBytes);
+  ASSERT_EQ(needed, program.arenaBytes + program.weightBytes + ioBytes);
+  writeArray("image.npy", DType::F32, {2, 3, 8, 8}, randomValues(384, 7, 1.0f));
+  std::string args = "--input image=" + dir +
+                     "/image.npy --random-weights 3 --output-dir " + dir;
+  std::string log;
+  EXPECT_NE(
+      runModel(args, log,
+               "MEMOPT_DEVICE_FREE_BYTES=" + std::to_string(needed - 100)),
+      0);
+  EXPECT_NE(log.find("not enough device memory for program"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("it needs "), std::string::npos) << log;
+  EXPECT_NE(log.find("(100 bytes) missing"), std::string::npos) << log;
+  EXPECT_NE(log.find("memopt-compile --fit " + std::to_string(needed - 100)),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(
+      runModel(args, log, "MEMOPT_DEVICE_FREE_BYTES=" + std::to_string(needed)),
+      0)
+      << log;
+  EXPECT_NE(runModel(args, log, "MEMOPT_DEVICE_FREE_BYTES=lots"), 0);
+  EXPECT_NE(log.find("MEMOPT_DEVICE_FREE_BYTES='lots' is not a number of "
+                     "bytes"),
+            std::string::npos)
+      << log;
+}
+
 TEST_F(Executable, RejectsBadInputsWithClearMessages) {
   writeArray("wrong_shape.npy", DType::F32, {2, 3, 8, 7},
              randomValues(336, 8, 1.0f));

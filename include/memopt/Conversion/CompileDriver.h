@@ -14,10 +14,19 @@
 #define MEMOPT_CONVERSION_COMPILEDRIVER_H
 
 #include "memopt/Conversion/CompileOptions.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::memopt {
+
+/// Imports the model and runs the compile pipeline up to the plan (no
+/// emission, no report): what --fit measures each candidate with. Errors go
+/// to the context's diagnostics and `errors`.
+FailureOr<OwningOpRef<ModuleOp>> planModule(const CompileOptions &options,
+                                            MLIRContext &context,
+                                            llvm::raw_ostream &errors);
 
 /// Runs the whole pipeline. Returns 0 on success; on failure one clear
 /// message is printed on `errors` (stderr by default) and the result is

@@ -93,6 +93,9 @@ struct CompileOptions {
   /// package installs it. Empty: the source and build trees this driver was
   /// configured with.
   std::string runtimeDir;
+  /// The input shapes may change dimensions the model fixes (--fit gives
+  /// each candidate micro-batch this way).
+  bool replaceFixedInputDims = false;
 };
 
 /// One option of CompileOptions.def, as text (the docs, Python, tests).

@@ -25,6 +25,10 @@ struct ImportOptions {
   /// Static shapes of graph inputs by name; they replace symbolic or unknown
   /// dimensions (and must agree with the dimensions the model fixes).
   llvm::StringMap<SmallVector<int64_t>> inputShapes;
+  /// The shapes in inputShapes may also change dimensions the model fixes
+  /// (memopt-compile --fit re-batches a model this way; shape inference then
+  /// names the node where a batch size is baked in).
+  bool replaceFixedDims = false;
   /// Name of the function; empty means `main`.
   std::string functionName;
 };

@@ -1,0 +1,146 @@
+//===- Fit.h - the fastest configuration that fits a byte limit --*- C++
+//-*-===//
+//
+// memopt-compile --fit BYTES --global-batch B (and memopt.fit in Python):
+// searches micro-batch x accumulation, the choices of discrete levers
+// (precision today; a new lever such as offload is one more FitLever) and
+// the recomputation budget for the configuration with the highest predicted
+// samples/s whose whole-step device memory (the weight region with the
+// optimizer state, the arena with its workspaces, inputs and outputs outside
+// the arena, and the runtime's own overhead) is at most BYTES; then compiles
+// that one. Every candidate is planned, never built: the plan is exact, so
+// no trial runs on the device (docs/fit.md).
+//
+// Where the design comes from, and where it goes further:
+//  - PyTorch Lightning's BatchSizeFinder and accelerate's
+//    find_executable_batch_size search the batch by running steps until an
+//    out-of-memory error (doubling, then halving); here the same monotone
+//    search (the largest micro-batch that fits) runs on plans, and a
+//    micro-batch is always a divisor of the global batch, so the step's
+//    numerics are the global batch's.
+//  - DeepSpeed's autotuner explores ZeRO stage x micro-batch x accumulation
+//    with trial runs and prunes by a model of memory; here the memory is
+//    the plan's, not a model, and the time is the cost model's (roofline or
+//    measured kernel times, CostModel.h).
+//  - torch.compile's activation_memory_budget is a fraction of the
+//    activations; here the budget is bytes of the whole step, and the
+//    recomputation budget is derived from it per candidate.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_CONVERSION_FIT_H
+#define MEMOPT_CONVERSION_FIT_H
+
+#include "memopt/Conversion/CompileDriver.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::memopt {
+
+/// A discrete choice the search enumerates: its name (as the report prints
+/// it), its values, and how a value changes the compile options. Precision
+/// is one; an offload mode would be another (the search takes the cartesian
+/// product of every lever's values, then searches micro-batch and
+/// recomputation for each combination).
+struct FitLever {
+  std::string name;
+  std::vector<std::string> values;
+  std::function<void(CompileOptions &, const std::string &)> apply;
+};
+
+/// One configuration the search planned.
+struct FitPoint {
+  /// One value per lever (FitSearch::levers order).
+  std::vector<std::string> choices;
+  int64_t microBatch = 0;
+  int64_t accumulate = 1;
+  /// The arena budget given to recomputation; 0: none.
+  int64_t arenaBudget = 0;
+  /// False when planning failed (the message says why, e.g. a budget
+  /// recomputation cannot meet or a batch the model cannot take).
+  bool planned = false;
+  std::string failure;
+  /// The whole step's device memory and its parts.
+  int64_t arenaBytes = 0, weightBytes = 0, ioBytes = 0, overheadBytes = 0;
+  int64_t deviceBytes() const {
+    return arenaBytes + weightBytes + ioBytes + overheadBytes;
+  }
+  /// Ops the recomputation cloned.
+  int64_t recomputations = 0;
+  /// Predicted seconds of one micro-batch and of the optimizer step (the
+  /// global batch: accumulate micro-batches), samples per second.
+  double microStepSeconds = 0, stepSeconds = 0, samplesPerSecond = 0;
+  /// Of microStepSeconds, the optimizer updates that accumulate: they run
+  /// whole on the last micro-batch of a step only, and on the others only
+  /// sum the gradient into the accumulator (accumulateSeconds).
+  double updateSeconds = 0, accumulateSeconds = 0;
+  bool fits = false;
+  /// On the Pareto front of memory and step time (of the planned points).
+  bool pareto = false;
+  /// "fp32, micro-batch 8 x 4, arena budget 1.2 MiB".
+  std::string describe() const;
+  llvm::json::Value toJson(ArrayRef<FitLever> levers) const;
+};
+
+/// What the search found: every planned point (in the order tried) and the
+/// chosen one (the fastest that fits), or none.
+struct FitResult {
+  std::vector<FitPoint> points;
+  std::optional<size_t> chosen;
+  /// The point with the smallest device memory (for the message when
+  /// nothing fits).
+  std::optional<size_t> smallest;
+  int64_t limitBytes = 0;
+  int64_t globalBatch = 0;
+  std::string timeSource;
+  std::vector<FitLever> levers;
+  llvm::json::Value toJson() const;
+  /// The Pareto front as a table.
+  void printFront(llvm::raw_ostream &os) const;
+};
+
+/// Plans one candidate (the compile options with its micro-batch, lever
+/// values and arena budget applied) and measures it. The driver's plans
+/// through planModule; the unit tests give a model of their own.
+using FitPlanner = std::function<FitPoint(const FitPoint &candidate)>;
+
+/// The search itself, on any planner: for each combination of lever values,
+/// the whole batch in one micro-batch (no gradient accumulators, so it may
+/// need less than smaller micro-batches that accumulate), then the largest
+/// accumulating micro-batch (a divisor of `localBatch`) whose plan without
+/// recomputation fits (binary search: with accumulation, memory grows with
+/// the micro-batch), then the larger ones under recomputation with the
+/// arena budget the limit leaves, skipped where their time without
+/// recomputation (a bound) is no better than the best found, and stopped at
+/// the first that cannot fit; the whole batch under recomputation last.
+/// `samplesPerStep` is the global batch.
+FitResult searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
+                    int64_t samplesPerStep, int64_t limitBytes,
+                    const FitPlanner &plan);
+
+/// The runtime's device memory outside the program's arena and weight
+/// region, added to every candidate: cuBLASLt / cuDNN handles, the cuDNN
+/// attention workspace and CUDA graph memory (the CUDA context itself is
+/// already outside the free memory --fit auto reads). 0 on the host.
+int64_t getRuntimeOverheadBytes(CompileTarget target);
+
+/// The free memory of the GPU the program will run on (device 0 of the
+/// CUDA driver, loaded at run time: the compiler does not link CUDA), or
+/// MEMOPT_DEVICE_FREE_BYTES when set (tests, and a machine that compiles
+/// for another). Fails with a message on a machine without either.
+FailureOr<int64_t> queryDeviceFreeBytes(std::string &message);
+
+/// memopt-compile --fit: search, print the front, compile the chosen
+/// configuration with `options` (its report JSON gains a "fit" section).
+/// Returns the exit code; nothing is written when nothing fits.
+int runFit(const CompileOptions &options, llvm::raw_ostream &log,
+           llvm::raw_ostream &errors);
+
+} // namespace mlir::memopt
+
+#endif // MEMOPT_CONVERSION_FIT_H

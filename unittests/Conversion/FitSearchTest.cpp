@@ -1,0 +1,192 @@
+//===- FitSearchTest.cpp - memopt-compile --fit's search ------------------===//
+//
+// searchFit (Fit.h) on planners with a known model of memory and time, so
+// that the best configuration is known: the chosen one fits and is the
+// fastest of those that fit, the micro-batch search is a bisection, the
+// recomputation walk is pruned by its bound and stops at the first miss,
+// and a limit nothing meets leaves nothing chosen.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/Fit.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::memopt;
+
+namespace {
+
+/// A model of one step: weights, an arena linear in the micro-batch (a
+/// third of it when recomputation may run, at `rematCost` more time), and
+/// a micro-step of `fixedSeconds` plus `perSampleSeconds` per sample. The
+/// low precision halves the arena and the time.
+struct ModelPlanner {
+  int64_t weights = 1000;
+  int64_t arenaPerSample = 100;
+  double fixedSeconds = 1e-3, perSampleSeconds = 1e-5, rematCost = 0.2;
+  int calls = 0, rematCalls = 0;
+
+  FitPoint operator()(const FitPoint &candidate) {
+    ++calls;
+    FitPoint point = candidate;
+    bool low = !candidate.choices.empty() && candidate.choices[0] == "bf16";
+    int64_t arena = arenaPerSample * candidate.microBatch / (low ? 2 : 1);
+    double seconds = (fixedSeconds + perSampleSeconds * candidate.microBatch) /
+                     (low ? 2 : 1);
+    if (candidate.arenaBudget > 0) {
+      ++rematCalls;
+      int64_t floor = arena / 3;
+      if (floor > candidate.arenaBudget) {
+        point.failure = "the arena does not fit in the memory budget";
+        return point;
+      }
+      arena = std::min(arena, candidate.arenaBudget);
+      seconds *= 1 + rematCost;
+      point.recomputations = 3;
+    }
+    point.planned = true;
+    point.weightBytes = weights;
+    point.arenaBytes = arena;
+    point.microStepSeconds = seconds;
+    return point;
+  }
+};
+
+FitLever precisionLever(std::vector<std::string> values) {
+  return {"precision", std::move(values),
+          [](CompileOptions &, const std::string &) {}};
+}
+
+/// The chosen point fits and no fitting point is faster.
+void expectChosenIsFastestFit(const FitResult &result) {
+  ASSERT_TRUE(result.chosen.has_value());
+  const FitPoint &chosen = result.points[*result.chosen];
+  EXPECT_TRUE(chosen.fits);
+  EXPECT_LE(chosen.deviceBytes(), result.limitBytes);
+  for (const FitPoint &point : result.points) {
+    if (point.fits) {
+      EXPECT_LE(point.samplesPerSecond, chosen.samplesPerSecond)
+          << point.describe();
+    }
+  }
+}
+
+TEST(FitSearch, LargestPlainMicroBatchByBisection) {
+  ModelPlanner model;
+  model.rematCost = 10; // recomputation never pays
+  // 64 samples: divisors 1 2 4 8 16 32 64; arena 100 per sample.
+  FitResult result = searchFit({precisionLever({"fp32"})}, 64, 64, 1000 + 1700,
+                               [&](const FitPoint &c) { return model(c); });
+  expectChosenIsFastestFit(result);
+  const FitPoint &chosen = result.points[*result.chosen];
+  EXPECT_EQ(chosen.microBatch, 16);
+  EXPECT_EQ(chosen.accumulate, 4);
+  EXPECT_EQ(chosen.arenaBudget, 0);
+  EXPECT_DOUBLE_EQ(chosen.stepSeconds, 4 * (1e-3 + 16e-5));
+  EXPECT_DOUBLE_EQ(chosen.samplesPerSecond, 64 / chosen.stepSeconds);
+  // Bisection: 3 plain plans for 7 divisors (8, 32, 16), then 64 as the
+  // bound of its recomputation; 32 with recomputation fits but is slower,
+  // 64 cannot fit and ends the walk.
+  EXPECT_EQ(model.calls - model.rematCalls, 4);
+  EXPECT_EQ(model.rematCalls, 2);
+}
+
+TEST(FitSearch, RecomputationWhenItIsFaster) {
+  ModelPlanner model; // fixed cost dominates: larger micro-batches pay
+  FitResult result = searchFit({precisionLever({"fp32"})}, 64, 64, 1000 + 1700,
+                               [&](const FitPoint &c) { return model(c); });
+  expectChosenIsFastestFit(result);
+  const FitPoint &chosen = result.points[*result.chosen];
+  // 32 with recomputation (floor 1067 <= 1700) beats 16 without; 64 needs
+  // a floor of 2134: the walk stops there.
+  EXPECT_EQ(chosen.microBatch, 32);
+  EXPECT_EQ(chosen.arenaBudget, 1700);
+  EXPECT_EQ(chosen.recomputations, 3);
+  EXPECT_EQ(model.rematCalls, 2);
+  bool triedSixtyFour = false;
+  for (const FitPoint &point : result.points)
+    triedSixtyFour |=
+        point.microBatch == 64 && point.arenaBudget > 0 && !point.planned;
+  EXPECT_TRUE(triedSixtyFour);
+}
+
+TEST(FitSearch, AccumulatingUpdatesRunWholeOncePerStep) {
+  // Of a 10 us micro-step, 4 us are updates; accumulating costs 1 us.
+  FitResult result = searchFit({precisionLever({"fp32"})}, 8, 8, 1 << 20,
+                               [&](const FitPoint &candidate) {
+                                 FitPoint point = candidate;
+                                 point.planned = true;
+                                 point.microStepSeconds = 10e-6;
+                                 point.updateSeconds = 4e-6;
+                                 point.accumulateSeconds = 1e-6;
+                                 return point;
+                               });
+  for (const FitPoint &point : result.points) {
+    double k = double(point.accumulate);
+    EXPECT_DOUBLE_EQ(point.stepSeconds, k * 6e-6 + (k - 1) * 1e-6 + 4e-6)
+        << point.describe();
+  }
+  EXPECT_EQ(result.points[*result.chosen].accumulate, 1);
+}
+
+TEST(FitSearch, BoundPrunesRecomputation) {
+  ModelPlanner model;
+  model.fixedSeconds = 0; // samples/s the same at every micro-batch
+  FitResult result = searchFit({precisionLever({"fp32"})}, 64, 64, 1000 + 1700,
+                               [&](const FitPoint &c) { return model(c); });
+  expectChosenIsFastestFit(result);
+  EXPECT_EQ(model.rematCalls, 0);
+}
+
+TEST(FitSearch, LeversMultiplyTheSearch) {
+  ModelPlanner model;
+  model.rematCost = 10;
+  FitResult result =
+      searchFit({precisionLever({"fp32", "bf16"})}, 64, 64, 1000 + 1700,
+                [&](const FitPoint &c) { return model(c); });
+  expectChosenIsFastestFit(result);
+  const FitPoint &chosen = result.points[*result.chosen];
+  EXPECT_EQ(chosen.choices, std::vector<std::string>{"bf16"});
+  EXPECT_EQ(chosen.microBatch, 32);
+  llvm::json::Value json = result.toJson();
+  const llvm::json::Object *object = json.getAsObject();
+  ASSERT_NE(object, nullptr);
+  EXPECT_EQ(object->getInteger("chosen").value_or(-1), int64_t(*result.chosen));
+  EXPECT_EQ(object->getArray("points")->size(), result.points.size());
+}
+
+TEST(FitSearch, ParetoFrontHasNoDominatedPoint) {
+  ModelPlanner model;
+  FitResult result =
+      searchFit({precisionLever({"fp32", "bf16"})}, 64, 64, 1000 + 1700,
+                [&](const FitPoint &c) { return model(c); });
+  size_t onFront = 0;
+  for (const FitPoint &point : result.points) {
+    if (!point.pareto)
+      continue;
+    ++onFront;
+    for (const FitPoint &other : result.points) {
+      if (!other.planned || &other == &point)
+        continue;
+      EXPECT_FALSE(other.deviceBytes() <= point.deviceBytes() &&
+                   other.stepSeconds <= point.stepSeconds &&
+                   (other.deviceBytes() < point.deviceBytes() ||
+                    other.stepSeconds < point.stepSeconds))
+          << point.describe() << " is dominated by " << other.describe();
+    }
+  }
+  EXPECT_GT(onFront, 1u);
+}
+
+TEST(FitSearch, NothingFitsLeavesTheSmallest) {
+  ModelPlanner model;
+  FitResult result = searchFit({precisionLever({"fp32"})}, 64, 64, 900,
+                               [&](const FitPoint &c) { return model(c); });
+  EXPECT_FALSE(result.chosen.has_value());
+  ASSERT_TRUE(result.smallest.has_value());
+  EXPECT_EQ(result.points[*result.smallest].microBatch, 1);
+  // The weights alone pass the limit: no arena budget is left to try.
+  EXPECT_EQ(model.rematCalls, 0);
+}
+
+} // namespace
