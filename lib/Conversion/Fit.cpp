@@ -664,8 +664,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       Twine(options.target == CompileTarget::Cuda ? formatBytes(overhead)
                                                   : std::string("nothing")) +
       " for the runtime");
-  FitResult result =
-      searchFit(levers, localBatch, globalBatch, limit, planner);
+  FitResult result = searchFit(levers, localBatch, globalBatch, limit, planner);
   result.timeSource = timeSource;
   if (!options.quiet)
     result.printFront(log);
@@ -703,9 +702,8 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   const FitPoint &chosen = result.points[*result.chosen];
   say("[fit] chosen: " + chosen.describe() + ": " +
       formatBytes(chosen.deviceBytes()) + " of " + formatBytes(limit) + ", " +
-      formatSeconds(chosen.stepSeconds) + " per step of " +
-      Twine(globalBatch) + " samples (" +
-      llvm::formatv("{0:F1}", chosen.samplesPerSecond).str() +
+      formatSeconds(chosen.stepSeconds) + " per step of " + Twine(globalBatch) +
+      " samples (" + llvm::formatv("{0:F1}", chosen.samplesPerSecond).str() +
       " samples/s predicted)" +
       (training.enabled ? Twine()
                         : Twine("; run it ") + Twine(chosen.accumulate) +
