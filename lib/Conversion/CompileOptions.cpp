@@ -327,7 +327,13 @@ void mlir::memopt::printCompileOptionsMarkdown(llvm::raw_ostream &os) {
       else if (!info.meta.empty() && info.kind != OptionKind::Positional &&
                info.flag.size() > 1)
         flag += (" " + info.meta).str();
+      // A Negated flag is its field set false.
+      std::string pipeline = info.pipeline.str();
       std::string python = info.python.str();
+      if (info.kind == OptionKind::Negated) {
+        pipeline += "=false";
+        python += "=False";
+      }
       if (!python.empty() && info.structName == "Training" &&
           info.python != "train")
         python = "Training(" + python + ")";
@@ -341,10 +347,9 @@ void mlir::memopt::printCompileOptionsMarkdown(llvm::raw_ostream &os) {
       os << "| `" << cell(flag) << "` | "
          << (info.shownDefault.empty() ? ""
                                        : "`" + cell(info.shownDefault) + "`")
-         << " | "
-         << (info.pipeline.empty() ? "" : "`" + info.pipeline.str() + "`")
-         << " | " << (python.empty() ? "" : "`" + python + "`") << " | "
-         << cell(help) << " |\n";
+         << " | " << (pipeline.empty() ? "" : "`" + pipeline + "`") << " | "
+         << (python.empty() ? "" : "`" + python + "`") << " | " << cell(help)
+         << " |\n";
     }
     os << "\n";
   }

@@ -118,10 +118,11 @@ class Training:
 
 # The keywords filled by hand above and in compile(); every other keyword of the option table
 # (CompileOptions.def, _compiler.options()) goes through _compiler.set_option, which parses
-# it as the command line does.
+# it as the command line does: a new option is a keyword of compile() (or a Training field)
+# defaulting to None, nothing more.
 _FILLED_BY_HAND = {"model", "target", "precision", "memory_budget", "remat_allow",
                    "remat_max_computations", "layout", "input_shapes", "train", "arch",
-                   "verbose", "loss", "loss_output", "ignore_index", "optimizer", "lr",
+                   "loss", "loss_output", "ignore_index", "optimizer", "lr",
                    "momentum", "weight_decay", "beta1", "beta2", "eps", "accumulate",
                    "batch_statistics", "freeze", "train_params", "fuse_head"}
 
@@ -230,14 +231,11 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
         print(program.report["arena_bytes"], program.report["max_live_bytes"])
         outputs = program.run({"input": numpy.ones((1, 3, 224, 224), numpy.float32)})
     """
+    # Every keyword: those of the option table not filled by hand below go through
+    # _compiler.set_option, so a new table option needs only its keyword in the signature.
+    table_values = dict(locals())
     from . import _compiler  # the compiler (MLIR): not needed to load and run programs
 
-    table_values = {"remat_time_limit": remat_time_limit,
-                    "remat_kernel_times": remat_kernel_times,
-                    "fuse_attention": fuse_attention, "fuse_epilogues": fuse_epilogues,
-                    "fuse_elementwise": fuse_elementwise, "no_plan": no_plan,
-                    "outputs_in_arena": outputs_in_arena, "lower_only": lower_only,
-                    "timing": timing}
     extra_options = dict(options or {})
     options = _compiler.CompileOptions()
     if target not in ("host", "cuda"):

@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.join(REPO, "python", "tools"))
 import gen_cli_doc  # noqa: E402
 
 # Options memopt.compile sets itself: where the program goes (workdir), what it is (a library
-# it loads) and the report it reads back.
-SET_BY_COMPILE = {"o", "emit", "report"}
+# it loads), the report it reads back and --quiet (verbose=False).
+SET_BY_COMPILE = {"o", "emit", "report", "quiet"}
 # memopt.fit's arguments (docs/fit.md): memory, global_batch and precisions set them.
 SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions"}
 

@@ -32,18 +32,25 @@ struct CompilePipelineOptions
     : public PassPipelineOptions<CompilePipelineOptions> {
 #define MEMOPT_OPTION(STRUCT, FIELD, TYPE, DEFAULT, KIND, FLAG, PIPELINE,      \
                       PYTHON, CATEGORY, META, SHOWN, HELP)                     \
-  MEMOPT_PIPELINE_OPTION_##KIND(FIELD, TYPE, DEFAULT, PIPELINE, HELP)
+  MEMOPT_PIPELINE_OPTION_##KIND(FIELD, TYPE, DEFAULT, FLAG, PIPELINE, HELP)
 #define MEMOPT_DRIVER_OPTION(...)
-#define MEMOPT_PIPELINE_OPTION_Value(FIELD, TYPE, DEFAULT, PIPELINE, HELP)     \
+#define MEMOPT_PIPELINE_OPTION_Value(FIELD, TYPE, DEFAULT, FLAG, PIPELINE,     \
+                                     HELP)                                     \
   Option<TYPE> FIELD{*this, PIPELINE, llvm::cl::desc(HELP),                    \
                      llvm::cl::init(TYPE(DEFAULT))};
-#define MEMOPT_PIPELINE_OPTION_Negated MEMOPT_PIPELINE_OPTION_Value
+// The help of a Negated option says what its flag does: false is that.
+#define MEMOPT_PIPELINE_OPTION_Negated(FIELD, TYPE, DEFAULT, FLAG, PIPELINE,   \
+                                       HELP)                                   \
+  MEMOPT_PIPELINE_OPTION_Value(FIELD, TYPE, DEFAULT, FLAG, PIPELINE,           \
+                               "false (memopt-compile --" FLAG "): " HELP)
 #define MEMOPT_PIPELINE_OPTION_OnOff MEMOPT_PIPELINE_OPTION_Value
 #define MEMOPT_PIPELINE_OPTION_Bytes MEMOPT_PIPELINE_OPTION_Value
-#define MEMOPT_PIPELINE_OPTION_Enum(FIELD, TYPE, DEFAULT, PIPELINE, HELP)      \
+#define MEMOPT_PIPELINE_OPTION_Enum(FIELD, TYPE, DEFAULT, FLAG, PIPELINE,      \
+                                    HELP)                                      \
   Option<std::string> FIELD{*this, PIPELINE, llvm::cl::desc(HELP),             \
                             llvm::cl::init(getEnumName(DEFAULT))};
-#define MEMOPT_PIPELINE_OPTION_List(FIELD, TYPE, DEFAULT, PIPELINE, HELP)      \
+#define MEMOPT_PIPELINE_OPTION_List(FIELD, TYPE, DEFAULT, FLAG, PIPELINE,      \
+                                    HELP)                                      \
   ListOption<std::string> FIELD{*this, PIPELINE, llvm::cl::desc(HELP)};
 #define MEMOPT_PIPELINE_OPTION_Repeated MEMOPT_PIPELINE_OPTION_List
 #include "memopt/Conversion/CompileOptions.def"
