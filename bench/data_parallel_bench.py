@@ -205,14 +205,14 @@ def cmd_prepare(args):
         else:
             report = json.load(open(out + ".report.json"))
             entry["report"] = {k: report.get(k) for k in
-                               ("arena_bytes", "weight_bytes", "training", "data_parallel")}
+                               ("arena_bytes", "weights_bytes", "training", "data_parallel")}
             source = open(out + ".cu", "rb").read()
             with lzma.open(os.path.join(programs, key + ".cu.xz"), "wb", preset=6) as handle:
                 handle.write(source)
             entry["source_bytes"] = len(source)
             print(f"{key}: compiled in {seconds:.0f} s, arena "
                   f"{report['arena_bytes'] / 2**20:.0f} MiB, weights "
-                  f"{report['weight_bytes'] / 2**20:.0f} MiB")
+                  f"{report['weights_bytes'] / 2**20:.0f} MiB")
         summary["programs"][key] = entry
         with open(summary_path, "w") as handle:
             json.dump(summary, handle, indent=1)
