@@ -149,8 +149,9 @@ def runtime_sources(dest):
     src = os.path.join(dest, "src")
     shutil.rmtree(src, ignore_errors=True)
     os.makedirs(src)
-    subprocess.run(f"git archive HEAD lib/Runtime include | tar -x -C {src}", shell=True,
-                   cwd=REPO, check=True)
+    # The standalone runtime build names the kernel suite's and the checks' sources too.
+    subprocess.run(f"git archive HEAD lib/Runtime include unittests/Runtime test/GPU | "
+                   f"tar -x -C {src}", shell=True, cwd=REPO, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                           text=True).stdout.strip()
 
@@ -538,8 +539,11 @@ def cmd_torch_worker(args):
             entry = {"mode": mode if world > 1 else "single", "world": world}
             try:
                 module = build_module(model, size, classes).to(device).train()
-                if channels_last:
+                # FSDP2 refuses non-contiguous parameters (NotImplementedError in 2.11), so
+                # its ResNet keeps NCHW weights (the input stays channels-last).
+                if channels_last and TORCH_MODES.get(mode) is None:
                     module = module.to(memory_format=torch.channels_last)
+                entry["channels_last_weights"] = channels_last and TORCH_MODES.get(mode) is None
                 net = module
                 if world > 1 and TORCH_MODES[mode] is None:
                     from torch.nn.parallel import DistributedDataParallel
