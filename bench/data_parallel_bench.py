@@ -145,7 +145,8 @@ def compile_command(compile_bin, graph, model, precision, optimizer, world, mode
 
 
 def runtime_sources(dest):
-    """lib/Runtime and include at HEAD (others edit the working tree) into DEST/src."""
+    """lib/Runtime and include at HEAD (others edit the working tree) into DEST/src: the
+    headers the programs include."""
     src = os.path.join(dest, "src")
     shutil.rmtree(src, ignore_errors=True)
     os.makedirs(src)
@@ -192,6 +193,10 @@ def cmd_prepare(args):
                                 os.path.join(graphs_dir, graph_name + ".onnx"), filled],
                                check=True, capture_output=True)
         key = program_key(config, world, mode)
+        previous = summary["programs"].get(key, {})
+        if (not args.force and "report" in previous and
+                os.path.exists(os.path.join(programs, key + ".cu.xz"))):
+            continue  # compiled by an earlier prepare of the same carry
         out = os.path.join(work, "programs", key)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         jobs.append((key, compile_command(args.compile, graph, model, precision, optimizer,
@@ -230,6 +235,13 @@ def cmd_prepare(args):
                 summary["programs"][key]["same_program_as"] = sources[text]
             else:
                 sources[text] = key
+    # The runtime libraries the programs link: the CUDA backend and the backend-independent
+    # driver (main, driver, common), each from a build of this commit's sources.
+    os.makedirs(os.path.join(dest, "rt"), exist_ok=True)
+    for name, folder in (("cuda", args.runtime_cuda), ("main", args.runtime),
+                         ("driver", args.runtime), ("common", args.runtime)):
+        shutil.copy(os.path.join(folder, f"libmemopt_runtime_{name}.a"),
+                    os.path.join(dest, "rt"))
     shutil.copy(os.path.abspath(__file__), os.path.join(dest, "data_parallel_bench.py"))
     with open(summary_path, "w") as handle:
         json.dump(summary, handle, indent=1)
@@ -255,20 +267,14 @@ def nccl_library():
 
 
 def build_programs(carry, work, keys, summary, say):
-    """The runtime (cmake -S src/lib/Runtime) and every program: nvcc -c, then linked against
-    cuBLASLt and cuDNN from PyTorch's wheels. Returns {key: executable}."""
+    """Every program: nvcc -c on the device, linked with the carry's runtime libraries (built
+    on the development machine, which has cuDNN's and cudnn-frontend's headers) against
+    cuBLASLt and cuDNN from PyTorch's wheels. Returns ({key: executable}, {key: error})."""
     import gpu_bench
     from train_bench.device import library_path
 
     src = os.path.join(carry, "src")
-    rt = os.path.join(work, "rt")
-    begin = time.time()
-    subprocess.run(f"cmake -S {src}/lib/Runtime -B {rt} -G Ninja -DCMAKE_BUILD_TYPE=Release "
-                   f"-DMEMOPT_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && "
-                   f"cmake --build {rt} -j {os.cpu_count()} --target memopt_runtime_main "
-                   f"memopt_runtime_driver memopt_runtime_common memopt_runtime_cuda "
-                   f"> {work}/rt_build.log 2>&1", shell=True, check=True)
-    say(f"runtime built in {time.time() - begin:.0f} s")
+    rt = os.path.join(carry, "rt")
     link_dir = os.path.join(work, "link")
     os.makedirs(link_dir, exist_ok=True)
     for path in library_path().split(":"):
@@ -736,6 +742,11 @@ def main():
     p.add_argument("--modes", nargs="*", default=list(SHARD_MODES))
     p.add_argument("--worlds", nargs="*", type=int, default=list(WORLDS))
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--force", action="store_true", help="recompile programs already there")
+    p.add_argument("--runtime", default=os.path.join(REPO, "build", "lib", "Runtime"),
+                   help="folder of libmemopt_runtime_{main,driver,common}.a")
+    p.add_argument("--runtime-cuda", default=os.path.join(REPO, "build", "lib", "Runtime"),
+                   help="folder of libmemopt_runtime_cuda.a")
     p = sub.add_parser("device")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)
