@@ -407,6 +407,9 @@ def summarize(entry):
     if peaks:
         entry["peak_bytes"] = max(peaks)
     losses = [r.get("losses") for r in entry["ranks"].values() if r.get("losses")]
+    # memopt's ranks other than 0 print errors only (Main.cpp); its loss is the mean over the
+    # ranks (an all-reduce), PyTorch's is all-reduced here.
+    entry["ranks_reporting_losses"] = len(losses)
     if losses:
         entry["losses_equal"] = all(loss == losses[0] for loss in losses)
         entry["first_loss"], entry["last_loss"] = losses[0][0], losses[0][-1]
@@ -696,12 +699,35 @@ def print_table(results, out=sys.stdout):
                   " |\n")
 
 
+def weak_scaling(results, out=sys.stdout):
+    """Per-GPU step time on 1 GPU over that on N (the same per-GPU batch): 100% is perfect."""
+    rows = table_rows(results)
+    times = {(c, w, col): e.get("median_ms") for c, w, col, e in rows}
+    out.write("\n| config | memopt none | memopt optimizer | DDP | FSDP2 | FSDP2 keep |\n")
+    out.write("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+    for config in sorted({c for c, _, _, _ in rows}):
+        cells = []
+        for column, single in (("memopt none", "memopt none"), ("memopt optimizer",
+                                                                 "memopt none"),
+                               ("DDP", "PyTorch"), ("FSDP2", "PyTorch"),
+                               ("FSDP2 keep", "PyTorch")):
+            one, two = times.get((config, 1, single)), times.get((config, 2, column))
+            cells.append(f"{100 * one / two:.0f}%" if one and two else "")
+        out.write(f"| {config} | " + " | ".join(cells) + " |\n")
+
+
 def cmd_report(args):
     results = {"memopt": {}, "torch": {}}
-    for path in args.device_json:
+    for call, path in enumerate(args.device_json, 1):
         data = json.load(open(path))
         for side in ("memopt", "torch"):
-            results[side].update(data.get(side, {}))
+            for key, entry in data.get(side, {}).items():
+                if isinstance(entry, dict) and ("median_ms" in entry or
+                                                key not in results[side]):
+                    if "ranks" in entry:
+                        summarize(entry)
+                    entry["call"] = call
+                    results[side][key] = entry
         results["environment"] = data.get("environment")
         results["settings"] = data.get("settings")
     prepare = json.load(open(args.prepare_json)) if args.prepare_json else {}
@@ -710,7 +736,8 @@ def cmd_report(args):
             "commit": prepare.get("commit"), "runs": {}}
     for config, world, column, entry in table_rows(results):
         record = {k: entry[k] for k in ("median_ms", "peak_bytes", "rank_median_ms",
-                                        "losses_equal", "first_loss", "last_loss", "steps")
+                                        "losses_equal", "ranks_reporting_losses",
+                                        "first_loss", "last_loss", "steps", "call")
                   if k in entry}
         if "refused" in entry:
             record["refused"] = entry["refused"][-300:]
@@ -725,6 +752,7 @@ def cmd_report(args):
         with open(args.json_out, "w") as handle:
             json.dump(slim, handle, indent=1)
     print_table(results)
+    weak_scaling(results)
     return 0
 
 
