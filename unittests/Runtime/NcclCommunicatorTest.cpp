@@ -1,7 +1,8 @@
 //===- NcclCommunicatorTest.cpp - NCCL launch and communicator ------------===//
 //
 // What runs without a GPU: the torchrun-style environment (RANK,
-// WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE) and its errors; the id-file
+// WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE, MASTER_ADDR / MASTER_PORT /
+// MEMOPT_RDZV_PORT) and its errors; the id-file
 // exchange (atomic publish, a reader that starts first, a stale file, a
 // timeout, a file for another world size); a missing or wrong NCCL library
 // (one message, the release callback still runs); and the calls the
