@@ -32,11 +32,9 @@ backward, collectives, update); the table shows the slowest rank's median. Losse
 prints the loss of every step (memopt: the mean over the ranks, as DDP users log it); the
 report checks they are equal on every rank, and compares the modes' first losses.
 
-    python3 bench/data_parallel_bench.py prepare --graphs GRAPHS --dest /work/main/build-dpbench
-    # GPU: run(kind="nvidia-h200-x2", carry=["build-dpbench"], command="NCCL_NVLS_ENABLE=0 \\
-    #     python3 build-dpbench/data_parallel_bench.py device --carry build-dpbench --out $OUT")
-    python3 bench/data_parallel_bench.py report --device-json OUT/device.json \\
-        --prepare-json /work/main/build-dpbench/prepare.json --json-out bench/results/...
+It is the suite `data_parallel` of bench/suites.toml: `python3 bench/run.py plan --suite
+data_parallel` prints the steps (export and run on nvidia-h200-x2, compile and report here),
+and `run.py report` records each run under bench/results/data_parallel/.
 """
 
 import argparse
@@ -256,14 +254,14 @@ def cmd_prepare(args):
 
 
 def nccl_library():
-    try:
-        import nvidia.nccl
+    """libnccl.so.2 from PyTorch's wheel (bench/device_env.py finds the wheels)."""
+    import device_env
 
-        base = list(nvidia.nccl.__path__)[0]
-        found = glob.glob(os.path.join(base, "lib", "libnccl.so*"))
-        return sorted(found)[0] if found else None
-    except Exception:  # noqa: BLE001 - reported by the runs
-        return None
+    for folder in device_env.wheel_library_dirs(("nvidia.nccl",)):
+        found = sorted(glob.glob(os.path.join(folder, "libnccl.so*")))
+        if found:
+            return found[0]
+    return None
 
 
 def build_programs(carry, work, keys, summary, say):
@@ -699,21 +697,32 @@ def print_table(results, out=sys.stdout):
                   " |\n")
 
 
-def weak_scaling(results, out=sys.stdout):
-    """Per-GPU step time on 1 GPU over that on N (the same per-GPU batch): 100% is perfect."""
+# Weak scaling: (column on 2 GPUs, its 1-GPU reference) -> the JSON's key.
+SCALING = {"memopt_none": ("memopt none", "memopt none"),
+           "memopt_optimizer": ("memopt optimizer", "memopt none"),
+           "memopt_gradients": ("memopt gradients", "memopt none"),
+           "ddp": ("DDP", "PyTorch"), "fsdp2": ("FSDP2", "PyTorch"),
+           "fsdp2_keep": ("FSDP2 keep", "PyTorch")}
+
+
+def weak_scaling(results):
+    """{config: {key: 1-GPU step / 2-GPU step}} (the same per-GPU batch: 1.0 is perfect)."""
     rows = table_rows(results)
     times = {(c, w, col): e.get("median_ms") for c, w, col, e in rows}
-    out.write("\n| config | memopt none | memopt optimizer | DDP | FSDP2 | FSDP2 keep |\n")
-    out.write("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+    scaling = {}
     for config in sorted({c for c, _, _, _ in rows}):
-        cells = []
-        for column, single in (("memopt none", "memopt none"), ("memopt optimizer",
-                                                                 "memopt none"),
-                               ("DDP", "PyTorch"), ("FSDP2", "PyTorch"),
-                               ("FSDP2 keep", "PyTorch")):
+        for key, (column, single) in SCALING.items():
             one, two = times.get((config, 1, single)), times.get((config, 2, column))
-            cells.append(f"{100 * one / two:.0f}%" if one and two else "")
-        out.write(f"| {config} | " + " | ".join(cells) + " |\n")
+            scaling.setdefault(config, {})[key] = round(one / two, 4) if one and two else None
+    return scaling
+
+
+def print_scaling(scaling, out=sys.stdout):
+    out.write("\n| config | " + " | ".join(SCALING) + " |\n")
+    out.write("| --- |" + " ---: |" * len(SCALING) + "\n")
+    for config, cells in scaling.items():
+        out.write(f"| {config} | " + " | ".join(
+            f"{100 * cells[k]:.0f}%" if cells.get(k) else "" for k in SCALING) + " |\n")
 
 
 def cmd_report(args):
@@ -740,19 +749,21 @@ def cmd_report(args):
                                         "first_loss", "last_loss", "steps", "call")
                   if k in entry}
         if "refused" in entry:
-            record["refused"] = entry["refused"][-300:]
+            record["refused"] = entry["refused"].strip().splitlines()[0][-300:]
         elif "median_ms" not in entry:
             record["error"] = str(entry.get("error") or entry.get("build_error") or
                                   entry.get("log_tail") or entry.get("exit"))[-600:]
         for rank in entry.get("ranks", {}).values():
             if "replicas_equal" in rank:
                 record["replicas_equal"] = rank["replicas_equal"]
+        record.update(config=config, gpus=world, mode=column)
         slim["runs"][f"{config}.w{world}.{column.replace(' ', '_')}"] = record
+    slim["weak_scaling"] = weak_scaling(results)
     if args.json_out:
         with open(args.json_out, "w") as handle:
             json.dump(slim, handle, indent=1)
     print_table(results)
-    weak_scaling(results)
+    print_scaling(slim["weak_scaling"])
     return 0
 
 
