@@ -12,10 +12,10 @@
 // torch.distributed's TCPStore (the server on the master, clients that retry
 // their connect until it is up, one timeout for the whole rendezvous).
 // Why not torchrun's own store on MASTER_PORT: speaking TCPStore's client
-// protocol ties the runtime to a private wire format that changed between
-// PyTorch releases (the libuv server of 2.4); a server of our own is ~300
-// lines and works under any launcher (torchrun, Slurm's srun, mpirun, by
-// hand) that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+// protocol ties the runtime to PyTorch's private, unspecified wire format
+// (its server was rewritten on libuv in 2.4); a server of our own is small
+// and works under any launcher (torchrun, Slurm's srun, mpirun, by hand)
+// that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
 // Where we went further than NCCL's bootstrap: the root waits for every rank
 // before answering any, so a rank that never comes is named ("ranks 2, 3 of 4
 // did not arrive within 300 s") rather than leaving the others to hang inside
