@@ -31,8 +31,9 @@
 # `--data-parallel 1 --shard optimizer|gradients` compiles as shard none (one
 # rank owns every element), so the reduce-scatter / all-gather calls are
 # checked by memopt-nccl-check-cuda.
-# Multi-GPU (WORLD_SIZE > 1) needs a machine with several GPUs:
-#   MEMOPT_NCCL_ID_FILE=/tmp/id.$$ torchrun --nproc-per-node 2 --no-python \
+# Multi-GPU (WORLD_SIZE > 1) needs a machine with several GPUs (the ranks meet over TCP at
+# MASTER_ADDR; bench/data_parallel_bench.py runs every model and mode on two):
+#   torchrun --nproc-per-node 2 --no-python \
 #       ./step --input x=X.npy --input labels=Y.npy --steps 10
 set -uo pipefail
 cd "$(dirname "$0")/.."

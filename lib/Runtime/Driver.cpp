@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace memopt::rt {
 
@@ -447,6 +448,40 @@ RankGroup::~RankGroup() {
   models_.clear();
 }
 
+std::string rankStatePath(const std::string &path, int rank, int worldSize) {
+  return path + ".rank" + std::to_string(rank) + "-of-" +
+         std::to_string(worldSize);
+}
+
+namespace {
+
+/// The weight file rank `rank` of `worldSize` loads: `path` itself, or when
+/// the program's ranks hold their own state and `path` does not exist, the
+/// rank's own file (rankStatePath), which must then exist.
+bool weightsForRank(const ProgramInfo &program, const std::string &path,
+                    int rank, int worldSize, std::string &chosen,
+                    std::string &error) {
+  chosen = path;
+  if (path.empty() || program.shardMode == 0 || worldSize < 2 ||
+      access(path.c_str(), F_OK) == 0)
+    return true;
+  std::string own = rankStatePath(path, rank, worldSize);
+  if (access(own.c_str(), R_OK) == 0) {
+    chosen = own;
+    return true;
+  }
+  std::string first = rankStatePath(path, 0, worldSize);
+  error = "rank " + std::to_string(rank) + ": no weight file '" + path +
+          "', nor this rank's own '" + own + "'" +
+          (access(first.c_str(), F_OK) == 0
+               ? " (the per-rank files of --save-weights are incomplete)"
+               : " (per-rank files are PATH.rankR-of-N, written by "
+                 "--save-weights over as many ranks)");
+  return false;
+}
+
+} // namespace
+
 bool RankGroup::initProcess(const ProgramInfo *program, int ranks,
                             const std::string &weightsPath, bool randomWeights,
                             uint64_t seed, std::string &error,
@@ -459,7 +494,7 @@ bool RankGroup::initProcess(const ProgramInfo *program, int ranks,
       " (on the " + std::string(backendName()) +
       " backend each rank is a process: launch " + std::to_string(compiled) +
       " of them with torchrun --nproc-per-node " + std::to_string(compiled) +
-      ", or set RANK, WORLD_SIZE, LOCAL_RANK and MEMOPT_NCCL_ID_FILE for "
+      ", or set RANK, WORLD_SIZE, LOCAL_RANK and MASTER_ADDR / MASTER_PORT for "
       "each; docs/data-parallel.md)";
   if (ranks != 0 && ranks != env.worldSize) {
     error = "--ranks " + std::to_string(ranks) + ": WORLD_SIZE is " +
@@ -478,8 +513,12 @@ bool RankGroup::initProcess(const ProgramInfo *program, int ranks,
   communicators_.push_back(std::move(comm));
   options.device = env.localRank;
   options.communicator = communicators_.front().get();
+  std::string ownWeights;
+  if (!weightsForRank(*program, weightsPath, env.rank, env.worldSize,
+                      ownWeights, error))
+    return false;
   models_.push_back(std::make_unique<Model>());
-  if (!models_.back()->init(program, weightsPath, randomWeights, seed, error,
+  if (!models_.back()->init(program, ownWeights, randomWeights, seed, error,
                             options)) {
     error = "rank " + std::to_string(env.rank) + ": " + error;
     return false;
@@ -569,8 +608,11 @@ bool RankGroup::init(const ProgramInfo *program, int ranks,
   for (int r = 0; r < ranks; ++r) {
     options.communicator =
         communicators_.empty() ? nullptr : communicators_[size_t(r)].get();
+    std::string ownWeights;
+    if (!weightsForRank(*program, weightsPath, r, ranks, ownWeights, error))
+      return false;
     models_.push_back(std::make_unique<Model>());
-    if (!models_.back()->init(program, weightsPath, randomWeights, seed, error,
+    if (!models_.back()->init(program, ownWeights, randomWeights, seed, error,
                               options)) {
       if (ranks > 1)
         error = "rank " + std::to_string(r) + ": " + error;
@@ -693,6 +735,21 @@ const TensorInfo &RankGroup::savedShape(int w) const {
   int32_t param = info.shardOf ? info.shardOf[w] : -1;
   return param >= 0 && param < info.numWeights ? info.weights[param]
                                                : info.weights[w];
+}
+
+bool RankGroup::ranksHoldOwnState() const {
+  return worldSize_ > 1 && program().shardMode != 0;
+}
+
+bool RankGroup::saveRankRegions(const std::string &path, std::string &error) {
+  for (int r = 0; r < size(); ++r)
+    if (!models_[size_t(r)]->saveWeights(
+            rankStatePath(path, firstRank_ + r, worldSize_),
+            /*withTrailer=*/false, error)) {
+      error = "rank " + std::to_string(firstRank_ + r) + ": " + error;
+      return false;
+    }
+  return true;
 }
 
 bool RankGroup::readTensor(int w, std::vector<uint8_t> &bytes,

@@ -267,6 +267,13 @@ public:
   bool readTensor(int w, std::vector<uint8_t> &bytes, std::string &error);
   /// The shape readTensor gives weight `w` (its parameter's for a shard).
   const TensorInfo &savedShape(int w) const;
+  /// Whether the ranks' weight regions differ (a sharded program over
+  /// several ranks): then each rank's state is saved and loaded per rank
+  /// (rankStatePath).
+  bool ranksHoldOwnState() const;
+  /// Every rank this process holds writes its whole weight region to
+  /// rankStatePath(path, rank, worldSize()) (atomic, as saveWeights).
+  bool saveRankRegions(const std::string &path, std::string &error);
   /// Bytes of one rank's state by role: "data parallel: ..." lines.
   std::string describeRanks() const;
 
@@ -297,6 +304,12 @@ int64_t requiredDeviceBytes(const ProgramInfo &program, int64_t &ioBytes);
 /// saying how much is missing.
 bool checkDeviceMemory(Context &ctx, const ProgramInfo &program,
                        std::string &error);
+/// A rank's own weight-region file of a sharded data-parallel program:
+/// PATH.rankR-of-N (DeepSpeed's checkpoints likewise hold one
+/// zero_pp_rank_R file of optimizer state per rank). `--save-weights PATH`
+/// writes one per rank; `--weights PATH` loads them when PATH itself does
+/// not exist.
+std::string rankStatePath(const std::string &path, int rank, int worldSize);
 
 /// Checks a weight file of `fileBytes` against `program` (its size, the
 /// trailer, the weight table's fingerprint; include/memopt/Runtime/

@@ -20,8 +20,13 @@
 // and prints every step's loss. A program compiled with --data-parallel N runs
 // N ranks, each step taking N batches, rank r the r-th: as N threads on the
 // host backend; on the CUDA backend as N processes over NCCL, one per GPU,
-// launched torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE;
-// RankGroup), rank 0 printing and writing the files.
+// launched torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK; the ranks meet over
+// TCP at MASTER_ADDR or through MEMOPT_NCCL_ID_FILE; RankGroup), rank 0
+// printing and writing the files. Checkpoints of a sharded run: --save
+// gathers the whole model (every rank takes part, rank 0 writes one ONNX
+// file); --save-weights writes each rank's own region (PATH.rankR-of-N, as
+// DeepSpeed keeps one optimizer-state file per rank) and --weights PATH
+// resumes from them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,11 +67,14 @@ void usage(const char *argv0) {
                "[--log FILE.csv] [--bench N]\n"
                "          [--save TRAINED.onnx [--template FILE] "
                "[--save-external-data]]\n"
-               "          [--save-weights FILE] [--save-state DIR]\n"
+               "          [--save-weights FILE] [--save-state DIR]  (sharded "
+               "programs: FILE.rankR-of-N\n"
+               "          per rank, read back by --weights FILE)\n"
                "          [--output-dir DIR] [--ranks N]  (data-parallel "
                "programs: host: N ranks as threads;\n"
                "          CUDA: one process per rank, RANK / WORLD_SIZE / "
-               "LOCAL_RANK / MEMOPT_NCCL_ID_FILE)\n"
+               "LOCAL_RANK, MASTER_ADDR /\n"
+               "          MASTER_PORT or MEMOPT_NCCL_ID_FILE)\n"
                "any program: [--check-finite]  (refuse NaN/inf in inputs "
                "and outputs)\n"
                "          [--verbose]  (the weights' load time; also "
@@ -331,6 +339,35 @@ bool saveState(RankGroup &group, const std::string &dir, PendingFiles &pending,
   return true;
 }
 
+/// --save: the tensors the trained model holds (parameters and BatchNorm
+/// statistics, as writeTrainedOnnx reads them), each read through the rank
+/// group: a sharded one is gathered whole, every process taking part in the
+/// same order (the ranks of a fully sharded program hold 1/N of each
+/// parameter); rank 0 keeps the bytes, the other processes drop them.
+/// Generic over the shard mode: what is sharded is the program's table
+/// (ProgramInfo::shardOf), not a rule of this loop.
+bool gatherModelTensors(RankGroup &group,
+                        std::map<int, std::vector<uint8_t>> &tensors,
+                        std::string &error) {
+  const ProgramInfo &program = group.program();
+  bool writer = group.firstRank() == 0;
+  for (int w = 0; w < program.numWeights; ++w) {
+    const TensorInfo &info = program.weights[w];
+    if (info.role != WeightRole::Parameter &&
+        info.role != WeightRole::Statistic)
+      continue;
+    bool sharded = program.shardOf && program.shardOf[w] >= 0;
+    if (!writer && !sharded)
+      continue;
+    std::vector<uint8_t> bytes;
+    if (!group.readTensor(w, bytes, error))
+      return false;
+    if (writer)
+      tensors[w].swap(bytes);
+  }
+  return true;
+}
+
 /// The training loop: batches of the compiled batch size from the samples
 /// of every input (in order, wrapping around), one program run per step.
 /// A non-finite loss stops it before anything is written.
@@ -497,6 +534,18 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
   if (!options.stateDir.empty() &&
       !saveState(group, options.stateDir, state, error))
     return fail(error);
+  // --save: every rank takes part in gathering the parameters and
+  // statistics that the model holds (a sharded one is all-gathered from
+  // every rank's shard), rank 0 keeps them for writing below.
+  std::map<int, std::vector<uint8_t>> modelTensors;
+  if (!options.onnxPath.empty() &&
+      !gatherModelTensors(group, modelTensors, error))
+    return fail(error);
+  // --save-weights of a sharded program: each rank's own region, written by
+  // the process that holds it (resumed with --weights PATH).
+  if (!options.savePath.empty() && group.ranksHoldOwnState() &&
+      !group.saveRankRegions(options.savePath, error))
+    return fail(error);
   // Ranks that are processes: rank 0 writes the files.
   if (group.firstRank() != 0)
     return 0;
@@ -522,14 +571,21 @@ int train(RankGroup &group, const std::vector<NpyArray> &arrays,
       return fail(error);
   }
   // Streamed from the device in chunks: no host copy of the region.
-  if (!options.savePath.empty() &&
+  if (!options.savePath.empty() && !group.ranksHoldOwnState() &&
       !model.saveWeights(options.savePath, /*withTrailer=*/false, error))
     return fail(error);
   if (!state.commit(error))
     return fail(error);
   auto readTensor = [&](int w, std::vector<uint8_t> &bytes,
                         std::string &message) {
-    return group.readTensor(w, bytes, message);
+    auto found = modelTensors.find(w);
+    if (found == modelTensors.end()) {
+      message = std::string("tensor '") + program.weights[w].name +
+                "' was not gathered for --save";
+      return false;
+    }
+    bytes.swap(found->second);
+    return true;
   };
   if (!options.onnxPath.empty() &&
       !writeTrainedOnnx(program, readTensor, options.templatePath,
@@ -659,12 +715,6 @@ int main(int argc, char **argv) {
     return fail(
         "--steps, --batch-size, --lr, --seed, --log, --save, --save-weights "
         "and --ranks are for training programs; this one runs inference");
-  if (!trainOptions.savePath.empty() && program->shardMode != 0 &&
-      program->dataParallelSize > 1)
-    return fail("--save-weights writes one rank's weight region, and this "
-                "program shards its optimizer state over the ranks; save the "
-                "gathered state with --save-state DIR or the model with "
-                "--save");
   if (!trainOptions.onnxPath.empty() && trainOptions.templatePath.empty())
     trainOptions.templatePath = executablePath(argv[0]) + ".onnx-template";
   if (!trainOptions.onnxPath.empty() &&

@@ -21,7 +21,9 @@
 //
 // The launch is torchrun's: RANK, WORLD_SIZE, LOCAL_RANK in the
 // environment, one process per GPU (PyTorch's ProcessGroupNCCL). The unique
-// id goes through a file (torch.distributed's FileStore does the same for
+// id goes over TCP from rank 0 to the others (MASTER_ADDR, MEMOPT_RDZV_PORT
+// or MASTER_PORT + 1; lib/Runtime/Rendezvous.cpp), or through a file when
+// MEMOPT_NCCL_ID_FILE is set (torch.distributed's FileStore does the same for
 // its rendezvous): rank 0 writes it under a temporary name and renames it
 // into place, so a reader never sees half a file; it refuses a file left by
 // an earlier launch (a stale id would make the others join a communicator
@@ -35,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Runtime/Communicator.h"
+#include "memopt/Runtime/Rendezvous.h"
 
 #include <cerrno>
 #include <chrono>
@@ -122,13 +125,69 @@ bool readLaunchEnvironment(LaunchEnvironment &env, std::string &error) {
     }
     env.idTimeoutSeconds = seconds;
   }
-  if (env.worldSize > 1 && env.idFile.empty()) {
+  long masterPort = 0, rendezvousPort = 0;
+  bool hasMasterPort = false, hasRendezvousPort = false;
+  if (!readInteger("MASTER_PORT", 1, masterPort, hasMasterPort, error) ||
+      !readInteger("MEMOPT_RDZV_PORT", 1, rendezvousPort, hasRendezvousPort,
+                   error))
+    return false;
+  if (hasMasterPort && masterPort > 65535) {
+    error = "MASTER_PORT=" + std::to_string(masterPort) + " is not a port";
+    return false;
+  }
+  if (hasRendezvousPort && rendezvousPort > 65535) {
+    error =
+        "MEMOPT_RDZV_PORT=" + std::to_string(rendezvousPort) + " is not a port";
+    return false;
+  }
+  // torchrun's agent store listens on MASTER_PORT; ours takes the next one
+  // unless told otherwise.
+  if (!hasRendezvousPort && hasMasterPort) {
+    rendezvousPort = masterPort + 1;
+    if (rendezvousPort > 65535) {
+      error =
+          "MASTER_PORT=65535 leaves no port for the rendezvous (MASTER_PORT "
+          "+ 1): set MEMOPT_RDZV_PORT";
+      return false;
+    }
+  }
+  if (const char *address = std::getenv("MASTER_ADDR"))
+    env.masterAddress = address;
+  env.rendezvousPort = int(rendezvousPort);
+  if (env.worldSize > 1 && env.idFile.empty() &&
+      (env.masterAddress.empty() || env.rendezvousPort == 0)) {
     error = "WORLD_SIZE=" + std::to_string(env.worldSize) +
-            " needs MEMOPT_NCCL_ID_FILE: a path every rank can read, fresh "
+            " needs a rendezvous: MASTER_ADDR and MASTER_PORT (torchrun sets "
+            "them; rank 0 listens on MEMOPT_RDZV_PORT, default MASTER_PORT + "
+            "1), or MEMOPT_NCCL_ID_FILE, a path every rank can read, fresh "
             "for each launch, where rank 0 writes NCCL's unique id";
     return false;
   }
   return true;
+}
+
+bool exchangeUniqueId(const LaunchEnvironment &env, void *id, size_t bytes,
+                      std::string &error) {
+  if (env.worldSize <= 1)
+    return true;
+  std::string prefix = "rank " + std::to_string(env.rank) + ": ";
+  bool ok;
+  if (!env.idFile.empty()) {
+    ok = env.rank == 0
+             ? publishUniqueId(env.idFile, env.worldSize, id, bytes, error)
+             : waitForUniqueId(env.idFile, env.worldSize, env.idTimeoutSeconds,
+                               id, bytes, error);
+  } else if (env.rank == 0) {
+    RendezvousServer server;
+    ok = server.listen(env.rendezvousPort, error) &&
+         server.serve(env.worldSize, id, bytes, env.idTimeoutSeconds, error);
+  } else {
+    ok = joinRendezvous(env.masterAddress, env.rendezvousPort, env.rank,
+                        env.worldSize, env.idTimeoutSeconds, id, bytes, error);
+  }
+  if (!ok)
+    error = prefix + error;
+  return ok;
 }
 
 bool publishUniqueId(const std::string &path, int worldSize, const void *id,
@@ -503,20 +562,16 @@ createNcclCommunicator(const LaunchEnvironment &env, float *deviceScratch,
     NcclResult result = nccl->getUniqueId(&id);
     if (result != kNcclSuccess)
       return fail(prefix + "ncclGetUniqueId: " + nccl->getErrorString(result));
-    if (env.worldSize > 1 &&
-        !publishUniqueId(env.idFile, env.worldSize, &id, sizeof id, error))
-      return fail(prefix + error);
-  } else if (!waitForUniqueId(env.idFile, env.worldSize, env.idTimeoutSeconds,
-                              &id, sizeof id, error)) {
-    return fail(prefix + error);
   }
+  if (!exchangeUniqueId(env, &id, sizeof id, error))
+    return fail(error);
   auto comm = std::make_unique<NcclCommunicator>(
       *nccl, env.rank, env.worldSize, deviceScratch, std::move(release));
   bool ok = comm->init(id);
   // ncclCommInitRank returns once every rank has joined, so every rank
   // has read the id: the file has served (and must not serve a later
   // launch).
-  if (env.rank == 0 && env.worldSize > 1)
+  if (env.rank == 0 && env.worldSize > 1 && !env.idFile.empty())
     std::remove(env.idFile.c_str());
   if (!ok) {
     error = prefix + comm->error();

@@ -1,7 +1,8 @@
 //===- NcclCommunicatorTest.cpp - NCCL launch and communicator ------------===//
 //
 // What runs without a GPU: the torchrun-style environment (RANK,
-// WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE) and its errors; the id-file
+// WORLD_SIZE, LOCAL_RANK, MEMOPT_NCCL_ID_FILE, MASTER_ADDR / MASTER_PORT /
+// MEMOPT_RDZV_PORT) and its errors; the id-file
 // exchange (atomic publish, a reader that starts first, a stale file, a
 // timeout, a file for another world size); a missing or wrong NCCL library
 // (one message, the release callback still runs); and the calls the
@@ -54,7 +55,8 @@ public:
   void clear() {
     for (const char *name :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MEMOPT_NCCL_ID_FILE",
-          "MEMOPT_NCCL_ID_TIMEOUT", "MEMOPT_NCCL_LIBRARY"})
+          "MEMOPT_NCCL_ID_TIMEOUT", "MEMOPT_NCCL_LIBRARY", "MASTER_ADDR",
+          "MASTER_PORT", "MEMOPT_RDZV_PORT"})
       set(name, nullptr);
   }
 
@@ -118,7 +120,7 @@ TEST(LaunchEnvironment, Errors) {
   struct Case {
     const char *rank, *world, *local, *file, *timeout, *expected;
   } cases[] = {
-      {"0", "2", "0", nullptr, nullptr, "needs MEMOPT_NCCL_ID_FILE"},
+      {"0", "2", "0", nullptr, nullptr, "needs a rendezvous: MASTER_ADDR"},
       {"2", "2", "0", "/tmp/id", nullptr, "RANK=2 is not below WORLD_SIZE=2"},
       {"0", "two", "0", "/tmp/id", nullptr, "WORLD_SIZE='two'"},
       {"0", "0", "0", "/tmp/id", nullptr, "WORLD_SIZE='0'"},
@@ -138,6 +140,46 @@ TEST(LaunchEnvironment, Errors) {
     env.set("MEMOPT_NCCL_ID_TIMEOUT", c.timeout);
     LaunchEnvironment launch;
     std::string error;
+    EXPECT_FALSE(readLaunchEnvironment(launch, error)) << c.expected;
+    EXPECT_TRUE(contains(error, c.expected)) << error;
+  }
+}
+
+TEST(LaunchEnvironment, TcpRendezvousVariables) {
+  Environment env;
+  env.clear();
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "node0.cluster");
+  env.set("MASTER_PORT", "29500");
+  LaunchEnvironment launch;
+  std::string error;
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.masterAddress, "node0.cluster");
+  // torchrun's store holds MASTER_PORT: the rendezvous takes the next one.
+  EXPECT_EQ(launch.rendezvousPort, 29501);
+  EXPECT_TRUE(launch.idFile.empty());
+  env.set("MEMOPT_RDZV_PORT", "31000");
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.rendezvousPort, 31000);
+  // MEMOPT_RDZV_PORT alone is enough.
+  env.set("MASTER_PORT", nullptr);
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.rendezvousPort, 31000);
+  struct Case {
+    const char *address, *masterPort, *port, *expected;
+  } cases[] = {
+      {nullptr, "29500", nullptr, "needs a rendezvous: MASTER_ADDR"},
+      {"node0", nullptr, nullptr, "needs a rendezvous: MASTER_ADDR"},
+      {"node0", "70000", nullptr, "MASTER_PORT=70000 is not a port"},
+      {"node0", "65535", nullptr, "set MEMOPT_RDZV_PORT"},
+      {"node0", "29500", "0", "MEMOPT_RDZV_PORT='0'"},
+      {"node0", "x", nullptr, "MASTER_PORT='x'"},
+  };
+  for (const Case &c : cases) {
+    env.set("MASTER_ADDR", c.address);
+    env.set("MASTER_PORT", c.masterPort);
+    env.set("MEMOPT_RDZV_PORT", c.port);
     EXPECT_FALSE(readLaunchEnvironment(launch, error)) << c.expected;
     EXPECT_TRUE(contains(error, c.expected)) << error;
   }

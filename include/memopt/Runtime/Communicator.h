@@ -106,22 +106,30 @@ createInProcessCommunicators(int ranks);
 //===----------------------------------------------------------------------===//
 
 /// How this process was launched, torchrun-style: RANK, WORLD_SIZE and
-/// LOCAL_RANK (the CUDA device) from the environment, and the file through
-/// which rank 0 hands NCCL's unique id to the others (MEMOPT_NCCL_ID_FILE,
-/// waited for MEMOPT_NCCL_ID_TIMEOUT seconds, 300 by default).
+/// LOCAL_RANK (the CUDA device) from the environment, and how rank 0 hands
+/// NCCL's unique id to the others: through a file every rank can read
+/// (MEMOPT_NCCL_ID_FILE, one host or a shared file system) or else over TCP
+/// (Rendezvous.h): rank 0 listens on port MEMOPT_RDZV_PORT (MASTER_PORT + 1
+/// when unset: torchrun's own store holds MASTER_PORT) and the others
+/// connect to MASTER_ADDR. Either waits MEMOPT_NCCL_ID_TIMEOUT seconds (300
+/// by default).
 struct LaunchEnvironment {
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
   std::string idFile;
+  /// The TCP rendezvous (used when idFile is empty and worldSize > 1).
+  std::string masterAddress;
+  int rendezvousPort = 0;
   double idTimeoutSeconds = 300;
 };
 
 /// Reads the launch environment. None of the variables set: one rank
 /// (rank 0 of 1 on device 0). LOCAL_RANK defaults to RANK (one node).
 /// Returns false with a message naming the variable when a value is not a
-/// number, RANK is outside [0, WORLD_SIZE), or WORLD_SIZE > 1 comes without
-/// MEMOPT_NCCL_ID_FILE.
+/// number, RANK is outside [0, WORLD_SIZE), a port is outside [1, 65535], or
+/// WORLD_SIZE > 1 comes with neither MEMOPT_NCCL_ID_FILE nor MASTER_ADDR and
+/// a port (MEMOPT_RDZV_PORT or MASTER_PORT).
 bool readLaunchEnvironment(LaunchEnvironment &env, std::string &error);
 
 /// The id-file exchange: rank 0 writes `bytes` bytes of `id` (with a
@@ -135,13 +143,20 @@ bool waitForUniqueId(const std::string &path, int worldSize,
                      double timeoutSeconds, void *id, size_t bytes,
                      std::string &error);
 
+/// Hands `bytes` bytes of `id` from rank 0 to every rank of `env`: through
+/// env.idFile when set, else over TCP (env.masterAddress,
+/// env.rendezvousPort); nothing to do for one rank. Rank 0 passes its id in
+/// `id`, the others receive it there. Errors start with the rank.
+bool exchangeUniqueId(const LaunchEnvironment &env, void *id, size_t bytes,
+                      std::string &error);
+
 /// This process's rank of an NCCL communicator: loads libnccl.so.2 (the
 /// MEMOPT_NCCL_LIBRARY path, else the dynamic linker's search, e.g.
-/// LD_LIBRARY_PATH), exchanges the unique id (through env.idFile when
-/// env.worldSize > 1) and calls ncclCommInitRank on the current CUDA
-/// device. `deviceScratch` is one f32 of device memory for barrier();
-/// `release` (may be empty) runs when the communicator is destroyed.
-/// nullptr with `error` when NCCL cannot be loaded or initialized.
+/// LD_LIBRARY_PATH), exchanges the unique id (exchangeUniqueId) and calls
+/// ncclCommInitRank on the current CUDA device. `deviceScratch` is one f32
+/// of device memory for barrier(); `release` (may be empty) runs when the
+/// communicator is destroyed. nullptr with `error` when NCCL cannot be
+/// loaded or initialized.
 std::unique_ptr<Communicator>
 createNcclCommunicator(const LaunchEnvironment &env, float *deviceScratch,
                        std::function<void()> release, std::string &error);
