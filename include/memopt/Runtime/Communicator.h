@@ -87,6 +87,13 @@ public:
                          void *stream) = 0;
   /// Returns when every rank has called barrier.
   virtual bool barrier(void *stream) = 0;
+  /// The collectives between groupStart and groupEnd are issued together
+  /// (ncclGroupStart / ncclGroupEnd: one launch for a bucket of small
+  /// tensors, memopt-bucket-collectives). Every rank groups the same calls.
+  /// Implementations that complete each call at once need nothing: the
+  /// defaults do nothing.
+  virtual bool groupStart() { return true; }
+  virtual bool groupEnd() { return true; }
 
   /// Fails the collectives every rank is blocked in, and all later ones,
   /// with "rank R: reason" (the first abort's reason wins).

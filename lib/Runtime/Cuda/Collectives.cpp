@@ -20,6 +20,21 @@
 // every step eagerly (CudaContext.cpp, execute) instead of keeping one graph
 // per gate value.
 //
+// Overlap (memopt-bucket-collectives, docs/data-parallel.md "Overlap"):
+// every collective runs on the context's communication stream, a
+// high-priority stream as PyTorch's ProcessGroupNCCL uses, so that one
+// stream drives the communicator (NCCL does not order one communicator's
+// calls across streams). A bucket (beginCollectives .. endCollectives) waits
+// for an event recorded on the compute stream when its last gradient is
+// produced, runs as one NCCL group, and records its completion event, which
+// the bucket's wait (waitCollectives) makes the compute stream wait for:
+// DDP's bucket all-reduce on its NCCL stream, the optimizer waiting on the
+// bucket's work. A collective outside a bucket (the loss scale's flag, an
+// all-gather, the driver's) runs there too, the compute stream waiting for
+// it at once. While a bucket is issued, `ctx.stream` is the communication
+// stream, so the accumulation a gated collective queues runs there, in
+// order with the NCCL calls.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaInternal.h"
@@ -102,6 +117,76 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   return micro == accumulation->steps - 1;
 }
 
+/// The communication stream and its events, created on first use.
+bool ensureCommStream(Context &ctx, const char *node) {
+  if (ctx.commStream)
+    return true;
+  int least = 0, greatest = 0;
+  return checkCuda(ctx, node,
+                   cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                   "cudaDeviceGetStreamPriorityRange") &&
+         checkCuda(ctx, node,
+                   cudaStreamCreateWithPriority(
+                       &ctx.commStream, cudaStreamNonBlocking, greatest),
+                   "cudaStreamCreateWithPriority") &&
+         checkCuda(ctx, node,
+                   cudaEventCreateWithFlags(&ctx.commReady,
+                                            cudaEventDisableTiming),
+                   "cudaEventCreate") &&
+         checkCuda(ctx, node,
+                   cudaEventCreateWithFlags(&ctx.collectiveDone,
+                                            cudaEventDisableTiming),
+                   "cudaEventCreate");
+}
+
+/// Issues what follows on the communication stream, after the compute
+/// stream's work so far.
+bool enterCommStream(Context &ctx, const char *node) {
+  if (!ensureCommStream(ctx, node) ||
+      !checkCuda(ctx, node, cudaEventRecord(ctx.commReady, ctx.stream),
+                 "cudaEventRecord") ||
+      !checkCuda(ctx, node, cudaStreamWaitEvent(ctx.commStream, ctx.commReady),
+                 "cudaStreamWaitEvent"))
+    return false;
+  ctx.computeStream = ctx.stream;
+  ctx.stream = ctx.commStream;
+  return true;
+}
+
+/// Back to the compute stream; records `done` after the communication
+/// stream's work so far. Restores the stream even after an error.
+bool leaveCommStream(Context &ctx, const char *node, cudaEvent_t done) {
+  if (!ctx.computeStream)
+    return false;
+  ctx.stream = ctx.computeStream;
+  ctx.computeStream = nullptr;
+  return !hasError(ctx) && checkCuda(ctx, node,
+                                     cudaEventRecord(done, ctx.commStream),
+                                     "cudaEventRecord");
+}
+
+/// A collective outside a bucket: on the communication stream, the compute
+/// stream waiting for it right after (the order of a synchronous call).
+class OnCommStream {
+public:
+  OnCommStream(Context &ctx, const char *node) : ctx(ctx), node(node) {
+    active = ctx.openBucket < 0 && contextCommunicator(ctx) &&
+             !hasError(ctx) && enterCommStream(ctx, node);
+  }
+  ~OnCommStream() {
+    if (active && leaveCommStream(ctx, node, ctx.collectiveDone))
+      checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, ctx.collectiveDone),
+                "cudaStreamWaitEvent");
+  }
+  OnCommStream(const OnCommStream &) = delete;
+  OnCommStream &operator=(const OnCommStream &) = delete;
+
+private:
+  Context &ctx;
+  const char *node;
+  bool active = false;
+};
+
 void copyBytes(Context &ctx, const char *node, void *to, const void *from,
                size_t bytes) {
   if (to != from && bytes)
@@ -121,6 +206,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!gate(ctx, node, x, accumulation, source))
     return;
   size_t count = size_t(x.numElements());
@@ -148,6 +234,7 @@ void reduceScatter(Context &ctx, const char *node,
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
   size_t bytes = dtypeSize(x.dtype);
@@ -181,6 +268,7 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
     return;
   int64_t chunk = param.numElements() / ranks;
@@ -188,6 +276,85 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
                                     size_t(chunk), ctx.stream))
     failCollective(ctx, node, "all_gather", *comm);
+}
+
+void beginCollectives(Context &ctx, int64_t bucket) {
+  const char *node = "beginCollectives";
+  if (hasError(ctx))
+    return;
+  if (bucket < 0 || ctx.openBucket >= 0) {
+    failf(ctx, node, "bucket %lld begins while bucket %lld is open",
+          (long long)bucket, (long long)ctx.openBucket);
+    return;
+  }
+  ctx.openBucket = bucket;
+  // Without a communicator the collectives are copies on the compute
+  // stream (and the step may be a CUDA graph): nothing to overlap.
+  Communicator *comm = contextCommunicator(ctx);
+  if (!comm || !enterCommStream(ctx, node))
+    return;
+  if (!comm->groupStart())
+    failCollective(ctx, node, "ncclGroupStart", *comm);
+}
+
+void endCollectives(Context &ctx, int64_t bucket) {
+  const char *node = "endCollectives";
+  bool open = ctx.openBucket == bucket;
+  ctx.openBucket = -1;
+  Communicator *comm = contextCommunicator(ctx);
+  if (!comm || !ctx.computeStream) {
+    if (!open && !hasError(ctx))
+      failf(ctx, node, "bucket %lld ends but was not begun",
+            (long long)bucket);
+    return;
+  }
+  // The group is closed and the stream restored whatever happened since
+  // the bucket began.
+  bool grouped = comm->groupEnd();
+  if (size_t(bucket) >= ctx.bucketDone.size())
+    ctx.bucketDone.resize(size_t(bucket) + 1, nullptr);
+  cudaEvent_t &done = ctx.bucketDone[size_t(bucket)];
+  cudaError_t created = cudaSuccess;
+  if (!done)
+    created = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  if (!grouped && !hasError(ctx))
+    failCollective(ctx, node, "ncclGroupEnd", *comm);
+  if (created != cudaSuccess) {
+    checkCuda(ctx, node, created, "cudaEventCreate");
+    leaveCommStream(ctx, node, nullptr);
+    return;
+  }
+  leaveCommStream(ctx, node, done);
+}
+
+void waitCollectives(Context &ctx, const char *node, int64_t bucket) {
+  if (hasError(ctx) || !contextCommunicator(ctx))
+    return;
+  if (bucket < 0 || size_t(bucket) >= ctx.bucketDone.size() ||
+      !ctx.bucketDone[size_t(bucket)]) {
+    failf(ctx, node, "waits for bucket %lld, which was never issued",
+          (long long)bucket);
+    return;
+  }
+  checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, ctx.bucketDone[bucket]),
+            "cudaStreamWaitEvent");
+}
+
+void destroyCollectives(Context &ctx) {
+  if (ctx.commStream)
+    cudaStreamSynchronize(ctx.commStream);
+  for (cudaEvent_t event : ctx.bucketDone)
+    if (event)
+      cudaEventDestroy(event);
+  ctx.bucketDone.clear();
+  if (ctx.commReady)
+    cudaEventDestroy(ctx.commReady);
+  if (ctx.collectiveDone)
+    cudaEventDestroy(ctx.collectiveDone);
+  if (ctx.commStream)
+    cudaStreamDestroy(ctx.commStream);
+  ctx.commStream = nullptr;
+  ctx.commReady = ctx.collectiveDone = nullptr;
 }
 
 } // namespace memopt::rt

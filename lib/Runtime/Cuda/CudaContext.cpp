@@ -128,6 +128,7 @@ void destroyContext(Context *ctx) {
       cudnnDestroyActivationDescriptor(p.activation);
   }
   destroyCudnnAttention(*ctx);
+  destroyCollectives(*ctx);
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);
   if (ctx->graph)
