@@ -1546,11 +1546,11 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
         return success();
       })
       .Case([&](WaitCollectivesOp wait) -> LogicalResult {
-        if (!issuedBuckets.contains(wait.getBucket()))
-          return error(op) << "waits for bucket " << wait.getBucket()
+        int64_t bucket = wait.getBucketAttr().getInt();
+        if (!issuedBuckets.contains(bucket))
+          return error(op) << "waits for bucket " << bucket
                            << ", which no collective before it starts";
-        os << "  waitCollectives(ctx, " << node << ", " << wait.getBucket()
-           << ");\n";
+        os << "  waitCollectives(ctx, " << node << ", " << bucket << ");\n";
         return success();
       })
       .Case([&](AllGatherOp gather) {
@@ -1735,6 +1735,9 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
   if (!kernels.empty())
     out << "#ifdef __CUDACC__\n#include \"memopt/Runtime/FusedKernel.cuh\"\n"
         << "#endif\n";
+  // Buckets of collectives (beginCollectives, ...; Communicator.h).
+  if (!issuedBuckets.empty())
+    out << "#include \"memopt/Runtime/Communicator.h\"\n";
   out << "\n#include <cmath>\n#include <initializer_list>\n\n"
       << "using namespace memopt::rt;\n\nnamespace {\n\n"
       << tables << "\n";

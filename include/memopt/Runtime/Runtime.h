@@ -879,22 +879,6 @@ void allGather(Context &ctx, const char *nodeName, int64_t ranks,
                TensorRef param,
                const GradientAccumulation *accumulation = nullptr);
 
-/// memopt-bucket-collectives: the collectives between beginCollectives and
-/// endCollectives are bucket `bucket`, issued together; waitCollectives
-/// orders what follows after the bucket's completion. The CUDA backend
-/// issues the bucket on the context's communication stream, after an event
-/// recorded on the compute stream, in one NCCL group, and records the
-/// bucket's completion event there; the wait makes the compute stream wait
-/// on that event. (Collectives outside a bucket run on the communication
-/// stream too, the compute stream waiting for each at once: one stream per
-/// communicator, as NCCL wants.) The host backend runs each collective where
-/// it is called (its communicator completes every call at once): begin and
-/// end group the calls as the communicator's groupStart / groupEnd say, the
-/// wait does nothing.
-void beginCollectives(Context &ctx, int64_t bucket);
-void endCollectives(Context &ctx, int64_t bucket);
-void waitCollectives(Context &ctx, const char *nodeName, int64_t bucket);
-
 } // namespace memopt::rt
 
 #endif // MEMOPT_RUNTIME_RUNTIME_H

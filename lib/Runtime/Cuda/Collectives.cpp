@@ -40,6 +40,10 @@
 #include "CudaInternal.h"
 #include "memopt/Runtime/Communicator.h"
 
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
 namespace memopt::rt {
 
 bool ranksAreProcesses() { return true; }
@@ -117,9 +121,29 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   return micro == accumulation->steps - 1;
 }
 
+/// A context's communication stream (Context holds none: this table does,
+/// so that the kernels' shared header stays as it is). `bucketDone[b]` is
+/// recorded after bucket b, `collectiveDone` after a collective outside a
+/// bucket; while a bucket is issued `ctx.stream` is `stream` and
+/// `computeStream` holds the compute stream.
+struct CommState {
+  cudaStream_t stream = nullptr, computeStream = nullptr;
+  cudaEvent_t ready = nullptr, collectiveDone = nullptr;
+  std::vector<cudaEvent_t> bucketDone;
+  int64_t openBucket = -1;
+};
+
+std::mutex commStatesMutex;
+std::unordered_map<const Context *, CommState> commStates;
+
+CommState &commState(Context &ctx) {
+  std::lock_guard<std::mutex> lock(commStatesMutex);
+  return commStates[&ctx]; // references stay valid across inserts
+}
+
 /// The communication stream and its events, created on first use.
-bool ensureCommStream(Context &ctx, const char *node) {
-  if (ctx.commStream)
+bool ensureCommStream(Context &ctx, CommState &comm, const char *node) {
+  if (comm.stream)
     return true;
   int least = 0, greatest = 0;
   return checkCuda(ctx, node,
@@ -127,55 +151,57 @@ bool ensureCommStream(Context &ctx, const char *node) {
                    "cudaDeviceGetStreamPriorityRange") &&
          checkCuda(ctx, node,
                    cudaStreamCreateWithPriority(
-                       &ctx.commStream, cudaStreamNonBlocking, greatest),
+                       &comm.stream, cudaStreamNonBlocking, greatest),
                    "cudaStreamCreateWithPriority") &&
          checkCuda(ctx, node,
-                   cudaEventCreateWithFlags(&ctx.commReady,
+                   cudaEventCreateWithFlags(&comm.ready,
                                             cudaEventDisableTiming),
                    "cudaEventCreate") &&
          checkCuda(ctx, node,
-                   cudaEventCreateWithFlags(&ctx.collectiveDone,
+                   cudaEventCreateWithFlags(&comm.collectiveDone,
                                             cudaEventDisableTiming),
                    "cudaEventCreate");
 }
 
 /// Issues what follows on the communication stream, after the compute
 /// stream's work so far.
-bool enterCommStream(Context &ctx, const char *node) {
-  if (!ensureCommStream(ctx, node) ||
-      !checkCuda(ctx, node, cudaEventRecord(ctx.commReady, ctx.stream),
+bool enterCommStream(Context &ctx, CommState &comm, const char *node) {
+  if (!ensureCommStream(ctx, comm, node) ||
+      !checkCuda(ctx, node, cudaEventRecord(comm.ready, ctx.stream),
                  "cudaEventRecord") ||
-      !checkCuda(ctx, node, cudaStreamWaitEvent(ctx.commStream, ctx.commReady),
+      !checkCuda(ctx, node, cudaStreamWaitEvent(comm.stream, comm.ready),
                  "cudaStreamWaitEvent"))
     return false;
-  ctx.computeStream = ctx.stream;
-  ctx.stream = ctx.commStream;
+  comm.computeStream = ctx.stream;
+  ctx.stream = comm.stream;
   return true;
 }
 
 /// Back to the compute stream; records `done` after the communication
 /// stream's work so far. Restores the stream even after an error.
-bool leaveCommStream(Context &ctx, const char *node, cudaEvent_t done) {
-  if (!ctx.computeStream)
+bool leaveCommStream(Context &ctx, CommState &comm, const char *node,
+                     cudaEvent_t done) {
+  if (!comm.computeStream)
     return false;
-  ctx.stream = ctx.computeStream;
-  ctx.computeStream = nullptr;
-  return !hasError(ctx) && checkCuda(ctx, node,
-                                     cudaEventRecord(done, ctx.commStream),
-                                     "cudaEventRecord");
+  ctx.stream = comm.computeStream;
+  comm.computeStream = nullptr;
+  return !hasError(ctx) &&
+         checkCuda(ctx, node, cudaEventRecord(done, comm.stream),
+                   "cudaEventRecord");
 }
 
 /// A collective outside a bucket: on the communication stream, the compute
 /// stream waiting for it right after (the order of a synchronous call).
 class OnCommStream {
 public:
-  OnCommStream(Context &ctx, const char *node) : ctx(ctx), node(node) {
-    active = ctx.openBucket < 0 && contextCommunicator(ctx) &&
-             !hasError(ctx) && enterCommStream(ctx, node);
+  OnCommStream(Context &ctx, const char *node)
+      : ctx(ctx), comm(commState(ctx)), node(node) {
+    active = comm.openBucket < 0 && contextCommunicator(ctx) &&
+             !hasError(ctx) && enterCommStream(ctx, comm, node);
   }
   ~OnCommStream() {
-    if (active && leaveCommStream(ctx, node, ctx.collectiveDone))
-      checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, ctx.collectiveDone),
+    if (active && leaveCommStream(ctx, comm, node, comm.collectiveDone))
+      checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, comm.collectiveDone),
                 "cudaStreamWaitEvent");
   }
   OnCommStream(const OnCommStream &) = delete;
@@ -183,6 +209,7 @@ public:
 
 private:
   Context &ctx;
+  CommState &comm;
   const char *node;
   bool active = false;
 };
@@ -282,16 +309,17 @@ void beginCollectives(Context &ctx, int64_t bucket) {
   const char *node = "beginCollectives";
   if (hasError(ctx))
     return;
-  if (bucket < 0 || ctx.openBucket >= 0) {
+  CommState &state = commState(ctx);
+  if (bucket < 0 || state.openBucket >= 0) {
     failf(ctx, node, "bucket %lld begins while bucket %lld is open",
-          (long long)bucket, (long long)ctx.openBucket);
+          (long long)bucket, (long long)state.openBucket);
     return;
   }
-  ctx.openBucket = bucket;
+  state.openBucket = bucket;
   // Without a communicator the collectives are copies on the compute
   // stream (and the step may be a CUDA graph): nothing to overlap.
   Communicator *comm = contextCommunicator(ctx);
-  if (!comm || !enterCommStream(ctx, node))
+  if (!comm || !enterCommStream(ctx, state, node))
     return;
   if (!comm->groupStart())
     failCollective(ctx, node, "ncclGroupStart", *comm);
@@ -299,10 +327,11 @@ void beginCollectives(Context &ctx, int64_t bucket) {
 
 void endCollectives(Context &ctx, int64_t bucket) {
   const char *node = "endCollectives";
-  bool open = ctx.openBucket == bucket;
-  ctx.openBucket = -1;
+  CommState &state = commState(ctx);
+  bool open = state.openBucket == bucket;
+  state.openBucket = -1;
   Communicator *comm = contextCommunicator(ctx);
-  if (!comm || !ctx.computeStream) {
+  if (!comm || !state.computeStream) {
     if (!open && !hasError(ctx))
       failf(ctx, node, "bucket %lld ends but was not begun",
             (long long)bucket);
@@ -311,50 +340,57 @@ void endCollectives(Context &ctx, int64_t bucket) {
   // The group is closed and the stream restored whatever happened since
   // the bucket began.
   bool grouped = comm->groupEnd();
-  if (size_t(bucket) >= ctx.bucketDone.size())
-    ctx.bucketDone.resize(size_t(bucket) + 1, nullptr);
-  cudaEvent_t &done = ctx.bucketDone[size_t(bucket)];
+  if (size_t(bucket) >= state.bucketDone.size())
+    state.bucketDone.resize(size_t(bucket) + 1, nullptr);
+  cudaEvent_t &done = state.bucketDone[size_t(bucket)];
   cudaError_t created = cudaSuccess;
   if (!done)
     created = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
   if (!grouped && !hasError(ctx))
     failCollective(ctx, node, "ncclGroupEnd", *comm);
-  if (created != cudaSuccess) {
+  if (created != cudaSuccess)
     checkCuda(ctx, node, created, "cudaEventCreate");
-    leaveCommStream(ctx, node, nullptr);
-    return;
-  }
-  leaveCommStream(ctx, node, done);
+  leaveCommStream(ctx, state, node, done);
 }
 
 void waitCollectives(Context &ctx, const char *node, int64_t bucket) {
   if (hasError(ctx) || !contextCommunicator(ctx))
     return;
-  if (bucket < 0 || size_t(bucket) >= ctx.bucketDone.size() ||
-      !ctx.bucketDone[size_t(bucket)]) {
+  CommState &state = commState(ctx);
+  if (bucket < 0 || size_t(bucket) >= state.bucketDone.size() ||
+      !state.bucketDone[size_t(bucket)]) {
     failf(ctx, node, "waits for bucket %lld, which was never issued",
           (long long)bucket);
     return;
   }
-  checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, ctx.bucketDone[bucket]),
+  checkCuda(ctx, node,
+            cudaStreamWaitEvent(ctx.stream, state.bucketDone[size_t(bucket)]),
             "cudaStreamWaitEvent");
 }
 
+/// Called by destroyContext (CudaContext.cpp): frees the context's
+/// communication stream and events.
 void destroyCollectives(Context &ctx) {
-  if (ctx.commStream)
-    cudaStreamSynchronize(ctx.commStream);
-  for (cudaEvent_t event : ctx.bucketDone)
+  CommState state;
+  {
+    std::lock_guard<std::mutex> lock(commStatesMutex);
+    auto it = commStates.find(&ctx);
+    if (it == commStates.end())
+      return;
+    state = it->second;
+    commStates.erase(it);
+  }
+  if (state.stream)
+    cudaStreamSynchronize(state.stream);
+  for (cudaEvent_t event : state.bucketDone)
     if (event)
       cudaEventDestroy(event);
-  ctx.bucketDone.clear();
-  if (ctx.commReady)
-    cudaEventDestroy(ctx.commReady);
-  if (ctx.collectiveDone)
-    cudaEventDestroy(ctx.collectiveDone);
-  if (ctx.commStream)
-    cudaStreamDestroy(ctx.commStream);
-  ctx.commStream = nullptr;
-  ctx.commReady = ctx.collectiveDone = nullptr;
+  if (state.ready)
+    cudaEventDestroy(state.ready);
+  if (state.collectiveDone)
+    cudaEventDestroy(state.collectiveDone);
+  if (state.stream)
+    cudaStreamDestroy(state.stream);
 }
 
 } // namespace memopt::rt

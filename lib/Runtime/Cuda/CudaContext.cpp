@@ -96,6 +96,10 @@ Context *createContext(const ContextOptions &options) {
   return ctx;
 }
 
+/// The communication stream of the data-parallel collectives
+/// (Cuda/Collectives.cpp keeps it outside Context).
+void destroyCollectives(Context &ctx);
+
 void destroyContext(Context *ctx) {
   if (!ctx)
     return;

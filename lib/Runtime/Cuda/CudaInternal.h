@@ -91,16 +91,6 @@ struct Context {
   /// (setMicroStep; -1: not set): the data-parallel collectives decide on
   /// the host whether this micro-batch communicates.
   int64_t microStep = -1;
-  /// Data parallel (Cuda/Collectives.cpp): every collective runs on
-  /// `commStream`, after `commReady` recorded on the compute stream;
-  /// `bucketDone[b]` is recorded after bucket b (memopt-bucket-collectives)
-  /// and `collectiveDone` after a collective outside a bucket. While a
-  /// bucket is issued `stream` is `commStream` and `computeStream` holds
-  /// the compute stream. Created on first use (destroyCollectives frees).
-  cudaStream_t commStream = nullptr, computeStream = nullptr;
-  cudaEvent_t commReady = nullptr, collectiveDone = nullptr;
-  std::vector<cudaEvent_t> bucketDone;
-  int64_t openBucket = -1;
   // Per-op instrumentation (ContextOptions::profile / dumpDirectory):
   // opEvents[0] is recorded when a run starts, opEvents[k] after the k-th
   // op of the run, whose index, node and kind are opLabels[k - 1].
@@ -115,9 +105,6 @@ struct Context {
   std::unordered_map<std::string, ConvPlan> convPlans;
   CudnnAttentionState *cudnnAttention = nullptr;
 };
-
-/// Frees the communication stream and its events (destroyContext).
-void destroyCollectives(Context &ctx);
 
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
 bool checkCuda(Context &ctx, const char *node, cudaError_t status,

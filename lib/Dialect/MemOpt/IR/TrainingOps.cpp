@@ -624,8 +624,8 @@ int64_t AllGatherOp::getBytesMoved() {
 }
 
 LogicalResult WaitCollectivesOp::verify() {
-  if (getBucket() < 0)
-    return emitOpError("bucket must be at least 0, got ") << getBucket();
+  if (int64_t bucket = getBucketAttr().getInt(); bucket < 0)
+    return emitOpError("bucket must be at least 0, got ") << bucket;
   if (getBuffers().empty())
     return emitOpError("waits for no buffer");
   return success();
