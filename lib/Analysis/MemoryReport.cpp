@@ -794,8 +794,8 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
        << "  (ring all-reduce / reduce-scatter / all-gather volumes)\n";
     if (!dataParallel.bucketBytes.empty()) {
       os << "    buckets          "
-         << llvm::right_justify(
-                std::to_string(dataParallel.bucketBytes.size()), 12)
+         << llvm::right_justify(std::to_string(dataParallel.bucketBytes.size()),
+                                12)
          << "  overlapping the backward:";
       for (auto [index, bytes] : llvm::enumerate(dataParallel.bucketBytes))
         os << (index ? ", " : " ") << formatBytes(bytes);

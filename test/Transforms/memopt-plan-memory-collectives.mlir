@@ -7,13 +7,13 @@
 // ZeRO-1, two 1 KiB gradients, one bucket each (1 KiB caps). Overlapped:
 // the first gradient %g1 and its shard %s1 are read and written by the
 // reduce-scatter until the wait, which comes after the second gradient %g0
-// is computed and sent: %g0 gets bytes of its own (1536, after %g1 [0,
-// 1024) and %s1 [1024, 1536)), and %s0 follows it.
+// is computed and sent: all four are alive together and get disjoint bytes
+// (%g1 [0, 1024), %g0 [1024, 2048), %s1 [2048, 2560), %s0 [2560, 3072)).
 // CHECK-LABEL: func.func @zero1
 // CHECK-SAME: memopt.arena_size = 3072 : i64
 // CHECK: memopt.relu %arg0 {memopt.offsets = array<i64: 0>}
-// CHECK-NEXT: memopt.reduce_scatter {{.*}}bucket = 0 : i64, memopt.offsets = array<i64: 1024>
-// CHECK-NEXT: memopt.exp %arg0 {memopt.offsets = array<i64: 1536>}
+// CHECK-NEXT: memopt.reduce_scatter {{.*}}bucket = 0 : i64, memopt.offsets = array<i64: 2048>
+// CHECK-NEXT: memopt.exp %arg0 {memopt.offsets = array<i64: 1024>}
 // CHECK-NEXT: memopt.reduce_scatter {{.*}}bucket = 1 : i64, memopt.offsets = array<i64: 2560>
 // CHECK-NEXT: memopt.wait_collectives {{.*}}bucket = 0 : i64
 // Synchronous (no buckets): %g1 dies at its reduce-scatter and %g0 reuses

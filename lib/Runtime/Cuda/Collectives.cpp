@@ -153,10 +153,10 @@ bool ensureCommStream(Context &ctx, CommState &comm, const char *node) {
                    cudaStreamCreateWithPriority(
                        &comm.stream, cudaStreamNonBlocking, greatest),
                    "cudaStreamCreateWithPriority") &&
-         checkCuda(ctx, node,
-                   cudaEventCreateWithFlags(&comm.ready,
-                                            cudaEventDisableTiming),
-                   "cudaEventCreate") &&
+         checkCuda(
+             ctx, node,
+             cudaEventCreateWithFlags(&comm.ready, cudaEventDisableTiming),
+             "cudaEventCreate") &&
          checkCuda(ctx, node,
                    cudaEventCreateWithFlags(&comm.collectiveDone,
                                             cudaEventDisableTiming),
@@ -333,8 +333,7 @@ void endCollectives(Context &ctx, int64_t bucket) {
   Communicator *comm = contextCommunicator(ctx);
   if (!comm || !state.computeStream) {
     if (!open && !hasError(ctx))
-      failf(ctx, node, "bucket %lld ends but was not begun",
-            (long long)bucket);
+      failf(ctx, node, "bucket %lld ends but was not begun", (long long)bucket);
     return;
   }
   // The group is closed and the stream restored whatever happened since

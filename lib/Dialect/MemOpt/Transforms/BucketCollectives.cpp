@@ -36,6 +36,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -92,8 +93,7 @@ public:
 
   bool dependsOnSet(Operation *op) const {
     for (Value operand : op->getOperands())
-      if (produced.contains(operand) ||
-          written.contains(storageRoot(operand)))
+      if (produced.contains(operand) || written.contains(storageRoot(operand)))
         return true;
     DenseSet<Value> writes;
     collectWrites(op, writes);
@@ -173,8 +173,7 @@ void BucketCollectivesPass::placeBucket(SmallVectorImpl<Operation *> &order,
   // when none had to move, the ops after `waitAfter` up to the first
   // dependent one (or the end) before the wait: the later the wait, the
   // more the bucket overlaps. Then the rest as it was.
-  SmallVector<Operation *> result(order.begin(),
-                                  order.begin() + firstPosition);
+  SmallVector<Operation *> result(order.begin(), order.begin() + firstPosition);
   SmallVector<Operation *> moved;
   size_t i = firstPosition;
   bool waitPlaced = false;
@@ -190,8 +189,8 @@ void BucketCollectivesPass::placeBucket(SmallVectorImpl<Operation *> &order,
         buffers.push_back(collective->getResult(0));
     }
     builder.setInsertionPoint(before);
-    auto wait = WaitCollectivesOp::create(
-        builder, bucket.back()->getLoc(), buffers, index);
+    auto wait = WaitCollectivesOp::create(builder, bucket.back()->getLoc(),
+                                          buffers, index);
     result.push_back(wait);
     result.append(moved.begin(), moved.end());
     waitPlaced = true;
@@ -231,8 +230,9 @@ void BucketCollectivesPass::runOnOperation() {
     return;
   if (bucketMib < 0 || firstBucketMib < 0) {
     function.emitError("bucket sizes must be at least 0 MiB, got ")
-        << llvm::formatv("{0} and {1}", double(firstBucketMib),
-                         double(bucketMib));
+        << llvm::formatv("{0} and {1}",
+                         llvm::format("%g", double(firstBucketMib)),
+                         llvm::format("%g", double(bucketMib)));
     return signalPassFailure();
   }
   if (!function.getBody().hasOneBlock()) {
@@ -286,9 +286,9 @@ void BucketCollectivesPass::runOnOperation() {
   for (auto [index, bucket] : llvm::enumerate(buckets)) {
     for (Operation *collective : bucket)
       collective->setAttr("bucket", builder.getI64IntegerAttr(index));
-    ArrayRef<Operation *> next =
-        index + 1 < buckets.size() ? ArrayRef(buckets[index + 1])
-                                   : ArrayRef<Operation *>();
+    ArrayRef<Operation *> next = index + 1 < buckets.size()
+                                     ? ArrayRef(buckets[index + 1])
+                                     : ArrayRef<Operation *>();
     placeBucket(order, bucket, next, index);
   }
   Operation *terminator = block.getTerminator();
