@@ -16,7 +16,7 @@ import pytest
 
 from test_data_parallel import (COMPILE, LOSS_TOLERANCE, MICRO_BATCH, MODELS, OPTIMIZERS,
                                 PARAMETERS, STATE_SUFFIXES, compare_state, data, file_name,
-                                reference, run, train)
+                                make_mlp, mixed_flags, reference, run, scaled_rows, train)
 
 __all__ = ["reference"]  # the module-scoped fixture, shared with test_data_parallel.py
 
@@ -59,6 +59,35 @@ def test_buckets_train_as_without(tmp_path, reference, model, optimizer, shard):
             assert np.array_equal(a, b), name + suffix
     assert losses == pytest.approx(expected_losses, rel=LOSS_TOLERANCE)
     compare_state(model, optimizer, state, expected_state, {})
+
+
+@pytest.mark.parametrize("shard, reduce_dtype", [("none", "f32"), ("optimizer", "low")])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_mixed_precision_buckets_train_as_without(tmp_path, precision, shard, reduce_dtype):
+    """fp16 (dynamic loss scaling: the overflow flag's all-reduce reads every gradient, so
+    every update waits for it) and bf16, 2 ranks, several buckets against --bucket-mib 0:
+    the same losses, scales and skips, and the same state, bit for bit."""
+    x, y = data(tmp_path, (8,), 8, seed=3)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    results = {}
+    for name, mib in [("buckets", 256 / 2**20), ("synchronous", 0)]:
+        out = tmp_path / name
+        result = run([COMPILE, onnx_path, "--train", "-o", out, "--quiet", "--data-parallel", 2,
+                      "--shard", shard, "--reduce-dtype", reduce_dtype, "--bucket-mib", mib,
+                      "--report", tmp_path / f"{name}.json", *mixed_flags(precision)])
+        assert result.returncode == 0
+        state = tmp_path / f"{name}_state"
+        stdout = run([out, "--steps", 4, "--input", f"x={x}", "--input", f"labels={y}",
+                      "--save-state", state]).stdout
+        results[name] = (scaled_rows(stdout), state)
+    buckets = json.load(open(tmp_path / "buckets.json"))["data_parallel"]["buckets"]
+    assert len(buckets) >= 2, buckets
+    assert results["buckets"][0] == results["synchronous"][0]
+    for name in PARAMETERS["mlp"]:
+        for suffix in ["", ".momentum_buffer"]:
+            a = np.load(results["buckets"][1] / file_name(name + suffix))
+            b = np.load(results["synchronous"][1] / file_name(name + suffix))
+            assert np.array_equal(a, b), name + suffix
 
 
 def test_bucket_sizes_follow_the_caps(tmp_path):
