@@ -287,7 +287,8 @@ static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
   int64_t microSteps = std::max<int64_t>(report.training.accumulationSteps, 1);
   for (Operation &op : function.getBody().front()) {
     if (auto bucket = op.getAttrOfType<IntegerAttr>("bucket");
-        bucket && bucket.getInt() >= 0 && op.getNumOperands()) {
+        bucket && bucket.getInt() >= 0 &&
+        isa<AllReduceOp, ReduceScatterOp>(op)) {
       size_t index = size_t(bucket.getInt());
       if (dataParallel.bucketBytes.size() <= index)
         dataParallel.bucketBytes.resize(index + 1, 0);

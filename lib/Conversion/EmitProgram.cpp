@@ -1569,7 +1569,8 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
 
 LogicalResult ProgramEmitter::emitBucketBoundary(Operation *op) {
   std::optional<int64_t> bucket;
-  if (auto attr = op->getAttrOfType<IntegerAttr>("bucket")) {
+  auto attr = op->getAttrOfType<IntegerAttr>("bucket");
+  if (attr && !isa<WaitCollectivesOp>(op)) {
     if (!isa<AllReduceOp, ReduceScatterOp>(op))
       return error(op) << "has a bucket but is not an all_reduce or "
                           "reduce_scatter";

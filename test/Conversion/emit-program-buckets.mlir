@@ -6,17 +6,23 @@
 // bracketed by beginCollectives / endCollectives (one NCCL group on the
 // communication stream), each wait becomes waitCollectives, and a
 // collective outside a bucket (the flag's max) is a plain call.
+// CHECK: "grad_b", "memopt.exp"
+// CHECK-NOT: Collectives
 // CHECK: beginCollectives(ctx, 0);
-// CHECK-NEXT: {
-// CHECK-NEXT: allReduce(ctx, "reduce_a", CollectiveReduction::Average,
+// CHECK-NOT: Collectives
+// CHECK: allReduce(ctx, "reduce_a", CollectiveReduction::Average,
+// CHECK-NOT: Collectives
 // CHECK: allReduce(ctx, "reduce_b", CollectiveReduction::Average,
-// CHECK: opDone(ctx,
+// CHECK: "reduce_b", "memopt.all_reduce"
 // CHECK-NEXT: }
 // CHECK-NEXT: endCollectives(ctx, 0);
+// CHECK: "grad_c", "memopt.tanh"
+// CHECK-NEXT: }
 // CHECK-NEXT: beginCollectives(ctx, 1);
-// CHECK-NEXT: {
-// CHECK-NEXT: allReduce(ctx, "reduce_c", CollectiveReduction::Average,
-// CHECK: endCollectives(ctx, 1);
+// CHECK: allReduce(ctx, "reduce_c", CollectiveReduction::Average,
+// CHECK: "reduce_c", "memopt.all_reduce"
+// CHECK-NEXT: }
+// CHECK-NEXT: endCollectives(ctx, 1);
 // CHECK-NEXT: waitCollectives(ctx, "wait_0", 0);
 // CHECK: sgdUpdate(ctx, "update_a",
 // CHECK: waitCollectives(ctx, "wait_1", 1);
@@ -24,7 +30,7 @@
 // CHECK-NOT: beginCollectives
 // CHECK: allReduce(ctx, "flag", CollectiveReduction::Max,
 // CHECK-NOT: endCollectives
-// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 2, 0, kShardOf};
+// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 2, 0, nullptr};
 // ERR: error: 'memopt.wait_collectives' op (node 'early_wait'): waits for bucket 0, which no collective before it starts
 func.func @main(%x: tensor<8xf32> {memopt.name = "x"}) -> (tensor<f32> {memopt.name = "loss"})
     attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 256 : i64, memopt.data_parallel = {ranks = 2 : i64, shard = "none"}} {
