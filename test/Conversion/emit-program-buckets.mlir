@@ -31,7 +31,7 @@
 // CHECK: allReduce(ctx, "flag", CollectiveReduction::Max,
 // CHECK-NOT: endCollectives
 // CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 2, 0, nullptr};
-// ERR: error: 'memopt.wait_collectives' op (node 'early_wait'): waits for bucket 0, which no collective before it starts
+// ERR: error: loc("early_wait"): 'memopt.wait_collectives' (ONNX node 'early_wait') waits for bucket 0, which no collective before it starts
 func.func @main(%x: tensor<8xf32> {memopt.name = "x"}) -> (tensor<f32> {memopt.name = "loss"})
     attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 256 : i64, memopt.data_parallel = {ranks = 2 : i64, shard = "none"}} {
   %a = memopt.variable "a" {initial_value = dense<0.5> : tensor<8xf32>, role = "parameter", memopt.weight_offset = 0 : i64} : tensor<8xf32>
