@@ -104,3 +104,23 @@ func.func @single(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
   memopt.sgd_update %w0, %r0, lr %lr : tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>
   return %x : tensor<64x64xf32>
 }
+
+// -----
+
+// Dynamic loss scaling: the overflow flag's all-reduce (max) feeds the
+// updates but is not a gradient: it stays out of the buckets, where it was.
+// CHECK-LABEL: func.func @flag
+// CHECK: %[[F:.*]] = memopt.all_reduce %{{.*}} {reduction = "max"}
+// CHECK: memopt.all_reduce %{{.*}} {bucket = 0 : i64}
+// CHECK: memopt.wait_collectives
+// CHECK-NEXT: memopt.sgd_update {{.*}}found_inf %[[F]]
+func.func @flag(%x: tensor<64x64xf32>, %f: tensor<f32>) -> tensor<64x64xf32> attributes {memopt.data_parallel = {ranks = 2 : i64, shard = "none"}} {
+  %w0 = memopt.variable "w0" {initial_value = dense<0.5> : tensor<64x64xf32>, role = "parameter"} : tensor<64x64xf32>
+  %lr = memopt.variable "memopt.learning_rate" {initial_value = dense<0.1> : tensor<f32>, role = "learning_rate"} : tensor<f32>
+  %s = memopt.variable "memopt.loss_scale" {initial_value = dense<1024.0> : tensor<f32>, role = "loss_scale"} : tensor<f32>
+  %any = memopt.all_reduce %f {reduction = "max"} : (tensor<f32>) -> tensor<f32>
+  %g0 = memopt.relu %x : tensor<64x64xf32>
+  %r0 = memopt.all_reduce %g0 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  memopt.sgd_update %w0, %r0, lr %lr loss_scale %s, found_inf %any : tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>, tensor<f32>, tensor<f32>
+  return %x : tensor<64x64xf32>
+}

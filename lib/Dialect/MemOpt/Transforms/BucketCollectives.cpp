@@ -66,12 +66,18 @@ Value storageRoot(Value value) {
 }
 
 /// A gradient collective: an all-reduce or reduce-scatter whose result is
-/// the gradient of an optimizer update (not the loss scale's flag).
+/// the gradient of an optimizer update (not the loss scale's flag, which
+/// the updates read too).
 bool isGradientCollective(Operation *op) {
   if (!isa<AllReduceOp, ReduceScatterOp>(op))
     return false;
-  return llvm::any_of(op->getResult(0).getUsers(), [](Operation *user) {
-    return isa<SGDUpdateOp, AdamWUpdateOp>(user);
+  Value result = op->getResult(0);
+  return llvm::any_of(result.getUsers(), [&](Operation *user) {
+    if (auto sgd = dyn_cast<SGDUpdateOp>(user))
+      return sgd.getGrad() == result;
+    if (auto adamw = dyn_cast<AdamWUpdateOp>(user))
+      return adamw.getGrad() == result;
+    return false;
   });
 }
 
