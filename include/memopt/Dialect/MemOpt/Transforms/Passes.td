@@ -611,14 +611,15 @@ def MemOptBucketCollectives
     Reducer fills its buckets) and closes a bucket when its gradient bytes
     reach the cap (`first-bucket-mib` for the first bucket, DDP's 1 MiB, so
     that communication starts early; `bucket-mib` after it, DDP's 25 MiB).
-    Each bucket's collectives get `bucket = B` and move together to right
-    after the last op that must precede them (the producer of the bucket's
-    last gradient, and any other reader of a gradient they send), where
+    A bucket also closes before a collective that needs its results. Each
+    bucket's collectives get `bucket = B` and move together to where the
+    schedule put the last of them (after its gradient is produced), where
     they are issued as one group. A `memopt.wait_collectives` over every
-    buffer the bucket reads or writes goes right after the next bucket's
-    collectives (the last bucket's right after its own), and the ops that
-    use the bucket's results (its updates, a ZeRO all-gather) move after
-    that wait, keeping their order. So the collectives of bucket B run
+    buffer the bucket reads or writes goes after the next bucket's
+    collectives (the last bucket's after its own), right before the first
+    op that needs the bucket; the ops that use the bucket's results (its
+    updates, a ZeRO all-gather, and what depends on them) move after that
+    wait, keeping their order. So the collectives of bucket B run
     while the backward computes bucket B + 1's gradients, and an update
     waits on its own bucket only. The gradients of a bucket stay alive until
     its wait: at most two buckets' worth more than without overlap. The
