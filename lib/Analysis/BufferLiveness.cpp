@@ -55,6 +55,9 @@ struct StorageBuilder {
   DenseMap<Operation *, int64_t> opIndex;
   /// Storage ids merged away point at the storage that absorbed them.
   SmallVector<unsigned> forward;
+  /// The last use of each storage by an op other than a
+  /// memopt.wait_collectives (the in-place rule of a collective, canReuse).
+  DenseMap<unsigned, int64_t> lastOutsideWaits;
 
   unsigned find(unsigned id) {
     while (forward[id] != id)
@@ -114,6 +117,8 @@ struct StorageBuilder {
     }
     source.values.clear();
     forward[from] = into;
+    int64_t &last = lastOutsideWaits[into];
+    last = std::max(last, lastOutsideWaits.lookup(from));
   }
 
   /// Builds view-only storages (no in-place yet) with live ranges.
@@ -140,8 +145,13 @@ struct StorageBuilder {
     int64_t numSteps = order.size();
     for (auto [index, op] : llvm::enumerate(order))
       for (Value operand : op->getOperands()) {
-        Storage &storage = storages[storageIdOf(operand)];
+        unsigned id = storageIdOf(operand);
+        Storage &storage = storages[id];
         storage.last = std::max<int64_t>(storage.last, index);
+        if (!isa<WaitCollectivesOp>(op)) {
+          int64_t &last = lastOutsideWaits[id];
+          last = std::max<int64_t>(last, index);
+        }
       }
     auto returnOp =
         cast<func::ReturnOp>(function.getBody().front().getTerminator());
@@ -155,16 +165,35 @@ struct StorageBuilder {
     }
   }
 
+  /// True if the operand storage `id` dies at `op`: `op` is its last use,
+  /// or its last use but for the memopt.wait_collectives that also wait for
+  /// `op`'s result (an asynchronous all-reduce written over its input: the
+  /// one buffer is in flight until the wait either way). Another op may not
+  /// write over a buffer that a wait keeps alive.
+  bool diesAt(unsigned id, Operation *op) {
+    const Storage &storage = storages[id];
+    int64_t index = opIndex.lookup(op);
+    if (storage.last == index)
+      return true;
+    if (lastOutsideWaits.lookup(id) != index || op->getNumResults() != 1)
+      return false;
+    for (Value value : storage.values)
+      for (Operation *user : value.getUsers())
+        if (isa<WaitCollectivesOp>(user) &&
+            !llvm::is_contained(user->getOperands(), op->getResult(0)))
+          return false;
+    return true;
+  }
+
   /// True if `op` may write result 0 over operand `operandIndex` now.
   bool canReuse(Operation *op, unsigned operandIndex) {
     auto behavior = dyn_cast<BufferBehaviorOpInterface>(op);
     if (!behavior || !behavior.canWriteInPlace(operandIndex))
       return false;
-    const Storage &operand =
-        storages[storageIdOf(op->getOperand(operandIndex))];
+    unsigned operandId = storageIdOf(op->getOperand(operandIndex));
+    const Storage &operand = storages[operandId];
     const Storage &result = storages[storageIdOf(op->getResult(0))];
-    return operand.kind == StorageKind::Arena &&
-           operand.last == opIndex.lookup(op) &&
+    return operand.kind == StorageKind::Arena && diesAt(operandId, op) &&
            operand.size == getTensorBytes(op->getResult(0).getType()) &&
            result.kind == StorageKind::Arena && result.size == operand.size;
   }

@@ -286,6 +286,15 @@ static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
   };
   int64_t microSteps = std::max<int64_t>(report.training.accumulationSteps, 1);
   for (Operation &op : function.getBody().front()) {
+    if (auto bucket = op.getAttrOfType<IntegerAttr>("bucket");
+        bucket && bucket.getInt() >= 0 &&
+        isa<AllReduceOp, ReduceScatterOp>(op)) {
+      size_t index = size_t(bucket.getInt());
+      if (dataParallel.bucketBytes.size() <= index)
+        dataParallel.bucketBytes.resize(index + 1, 0);
+      dataParallel.bucketBytes[index] +=
+          getTensorBytes(op.getOperand(0).getType());
+    }
     if (auto reduce = dyn_cast<AllReduceOp>(op)) {
       ++dataParallel.allReduces;
       // Gated on the micro-step: once per optimizer step.
@@ -588,7 +597,8 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
          dataParallel.unshardedOptimizerStateBytes},
         {"unsharded_gradient_accumulator_bytes",
          dataParallel.unshardedAccumulatorBytes},
-        {"sent_bytes_per_step", dataParallel.sentBytesPerStep}};
+        {"sent_bytes_per_step", dataParallel.sentBytesPerStep},
+        {"buckets", llvm::json::Array(dataParallel.bucketBytes)}};
   }
   return result;
 }
@@ -783,6 +793,15 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
     os << "    sent per step    "
        << llvm::right_justify(formatBytes(dataParallel.sentBytesPerStep), 12)
        << "  (ring all-reduce / reduce-scatter / all-gather volumes)\n";
+    if (!dataParallel.bucketBytes.empty()) {
+      os << "    buckets          "
+         << llvm::right_justify(std::to_string(dataParallel.bucketBytes.size()),
+                                12)
+         << "  overlapping the backward:";
+      for (auto [index, bytes] : llvm::enumerate(dataParallel.bucketBytes))
+        os << (index ? ", " : " ") << formatBytes(bytes);
+      os << "\n";
+    }
   }
   std::vector<const BufferReport *> largest;
   for (const BufferReport &buffer : report.buffers)

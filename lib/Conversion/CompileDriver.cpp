@@ -31,6 +31,8 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -560,6 +562,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return fail("--reduce-dtype " + training.reduceDtype +
                 " needs --data-parallel N (the type the ranks reduce their "
                 "gradients in)");
+  if (!(training.bucketMib >= 0))
+    return fail(
+        "--bucket-mib must be at least 0 (0: no overlap), got " +
+        llvm::formatv("{0}", llvm::format("%g", training.bucketMib)).str());
   if (training.reduceDtype == "low" && lowType != "f16" && lowType != "bf16")
     return fail("--reduce-dtype low needs --precision fp16 or bf16 (the "
                 "gradients are f32 otherwise)");

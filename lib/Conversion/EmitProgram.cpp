@@ -30,6 +30,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -39,6 +40,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -316,6 +318,13 @@ private:
   llvm::DenseMap<Value, std::string> pointers;
   unsigned nextLocal = 0;
   unsigned nextOp = 0;
+  /// memopt-bucket-collectives: the bucket whose collectives are being
+  /// issued (between beginCollectives and endCollectives), and the buckets
+  /// issued so far (a wait must come after its bucket).
+  std::optional<int64_t> openBucket;
+  llvm::DenseSet<int64_t> issuedBuckets;
+  /// Closes or opens a bucket of collectives before `op` (null: the end).
+  LogicalResult emitBucketBoundary(Operation *op);
   std::string tables;
   /// One Program type per distinct fused_elementwise chain, for the CUDA
   /// build.
@@ -1536,6 +1545,14 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
            << (scatter.getMicroStep() ? ", &accumulation" : "") << ");\n  }\n";
         return success();
       })
+      .Case([&](WaitCollectivesOp wait) -> LogicalResult {
+        int64_t bucket = wait.getBucketAttr().getInt();
+        if (!issuedBuckets.contains(bucket))
+          return error(op) << "waits for bucket " << bucket
+                           << ", which no collective before it starts";
+        os << "  waitCollectives(ctx, " << node << ", " << bucket << ");\n";
+        return success();
+      })
       .Case([&](AllGatherOp gather) {
         os << "  {\n"
            << accumulation(Value(), gather.getMicroStep(),
@@ -1548,6 +1565,32 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
       .Default([&](Operation *) {
         return error(op) << "has no runtime kernel yet";
       });
+}
+
+LogicalResult ProgramEmitter::emitBucketBoundary(Operation *op) {
+  std::optional<int64_t> bucket;
+  auto attr = op->getAttrOfType<IntegerAttr>("bucket");
+  if (attr && !isa<WaitCollectivesOp>(op)) {
+    if (!isa<AllReduceOp, ReduceScatterOp>(op))
+      return error(op) << "has a bucket but is not an all_reduce or "
+                          "reduce_scatter";
+    bucket = attr.getInt();
+  }
+  if (bucket == openBucket)
+    return success();
+  // A bucket's collectives are issued together: one group on the
+  // communication stream (memopt-bucket-collectives made them contiguous).
+  if (openBucket)
+    os << "  endCollectives(ctx, " << *openBucket << ");\n";
+  openBucket = bucket;
+  if (!bucket)
+    return success();
+  if (!issuedBuckets.insert(*bucket).second)
+    return error(op) << "is in bucket " << *bucket
+                     << ", whose collectives were issued already (a "
+                        "bucket's collectives must be contiguous)";
+  os << "  beginCollectives(ctx, " << *bucket << ");\n";
+  return success();
 }
 
 LogicalResult ProgramEmitter::emitShardedUpdate(
@@ -1616,6 +1659,8 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
         return failure();
       continue;
     }
+    if (failed(emitBucketBoundary(&op)))
+      return failure();
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
       if (failed(emitReturn(returnOp)))
         return failure();
@@ -1691,6 +1736,9 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
   if (!kernels.empty())
     out << "#ifdef __CUDACC__\n#include \"memopt/Runtime/FusedKernel.cuh\"\n"
         << "#endif\n";
+  // Buckets of collectives (beginCollectives, ...; Communicator.h).
+  if (!issuedBuckets.empty())
+    out << "#include \"memopt/Runtime/Communicator.h\"\n";
   out << "\n#include <cmath>\n#include <initializer_list>\n\n"
       << "using namespace memopt::rt;\n\nnamespace {\n\n"
       << tables << "\n";

@@ -305,6 +305,8 @@ struct NcclLibrary {
                           void *) = nullptr;
   NcclResult (*broadcast)(const void *, void *, size_t, int, int, void *,
                           void *) = nullptr;
+  NcclResult (*groupStart)() = nullptr;
+  NcclResult (*groupEnd)() = nullptr;
   int version = 0;
   std::string path;
 };
@@ -362,6 +364,8 @@ const NcclLibrary *loadNccl(std::string &error) {
       resolve(handle, "ncclReduceScatter", l.reduceScatter, missing);
       resolve(handle, "ncclAllGather", l.allGather, missing);
       resolve(handle, "ncclBroadcast", l.broadcast, missing);
+      resolve(handle, "ncclGroupStart", l.groupStart, missing);
+      resolve(handle, "ncclGroupEnd", l.groupEnd, missing);
       if (!missing.empty()) {
         loadError = "'" + path + "' is not an NCCL library: it lacks " +
                     missing + " (MEMOPT_NCCL_LIBRARY)";
@@ -465,6 +469,13 @@ public:
     return check(nccl_.allReduce(scratch_, scratch_, 1, kNcclFloat32, kNcclSum,
                                  comm_, stream),
                  "ncclAllReduce (barrier)");
+  }
+
+  bool groupStart() override {
+    return ready() && check(nccl_.groupStart(), "ncclGroupStart");
+  }
+  bool groupEnd() override {
+    return ready() && check(nccl_.groupEnd(), "ncclGroupEnd");
   }
 
   void abort(const std::string &reason) override {

@@ -58,6 +58,8 @@ class Training:
     data_parallel     N: one rank's step of N ranks (the inputs are one rank's micro-batch).
     shard             'none' (all-reduce), 'optimizer' (ZeRO-1) or 'gradients' (ZeRO-2).
     reduce_dtype      'f32' or 'low': the type fp16 / bf16 gradients are reduced in.
+    bucket_mib        the cap in MiB of a bucket of gradient collectives overlapping the
+                      backward (25, the first bucket 1, as DDP; 0: no overlap).
 
     None leaves the compiler's default (docs/cli.md lists them all).
     """
@@ -87,6 +89,7 @@ class Training:
     data_parallel: Optional[int] = None
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
+    bucket_mib: Optional[float] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True

@@ -78,6 +78,9 @@
 // DPLOG: [train] mse loss, reverse-mode gradients, sgd updates
 // DPLOG-NEXT: memopt-data-parallel: 2 ranks, shard none: 3 gradient all-reduces
 // DPLOG-NEXT: [data-parallel] 2 ranks, shard none (DDP): 3 gradient all-reduces
+// After the last scheduling the gradients' all-reduces form buckets (the
+// first 1 MiB holds all three here) that overlap the backward.
+// DPLOG: memopt-bucket-collectives: 1 buckets (3 gradient collectives): 3 x {{[0-9]+}} bytes
 // SHARDALONE: memopt-compile-pipeline: shard optimizer needs data-parallel N
 // DPTRAIN: memopt-compile-pipeline: data-parallel needs train
 

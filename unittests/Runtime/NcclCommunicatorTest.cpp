@@ -353,10 +353,17 @@ TEST(NcclCommunicator, CallsThroughTheLibrary) {
   EXPECT_EQ(call->send, &scratch);
   EXPECT_EQ(call->count, 1u);
 
+  // A bucket's calls in one NCCL group (memopt-bucket-collectives).
+  ASSERT_TRUE(comm->groupStart()) << comm->error();
+  EXPECT_STREQ(call->name, "ncclGroupStart");
+  ASSERT_TRUE(comm->allReduce(a, a, 2, CollectiveReduction::Average, stream));
+  EXPECT_STREQ(call->name, "ncclAllReduce");
+  ASSERT_TRUE(comm->groupEnd()) << comm->error();
+  EXPECT_STREQ(call->name, "ncclGroupEnd");
+
   // Zero elements: no call at all (NCCL would accept it, but nothing to do).
   ASSERT_TRUE(comm->allReduce(a, b, 0, CollectiveReduction::Sum, stream));
-  EXPECT_STREQ(call->name, "ncclAllReduce");
-  EXPECT_EQ(call->count, 1u);
+  EXPECT_STREQ(call->name, "ncclGroupEnd");
 
   comm->abort("a kernel failed");
   EXPECT_STREQ(call->name, "ncclCommAbort");

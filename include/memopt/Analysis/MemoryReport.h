@@ -121,6 +121,9 @@ struct DataParallelReport {
   /// bus volume): all-reduce 2 (N - 1) / N of its bytes, reduce-scatter and
   /// all-gather (N - 1) / N of the whole tensor's.
   int64_t sentBytesPerStep = 0;
+  /// memopt-bucket-collectives: the gradient bytes of each bucket, in issue
+  /// order (empty: every collective synchronous where it is).
+  std::vector<int64_t> bucketBytes;
 };
 
 /// What rematerialization (memopt-rematerialize) recomputed and what that

@@ -87,6 +87,13 @@ public:
                          void *stream) = 0;
   /// Returns when every rank has called barrier.
   virtual bool barrier(void *stream) = 0;
+  /// The collectives between groupStart and groupEnd are issued together
+  /// (ncclGroupStart / ncclGroupEnd: one launch for a bucket of small
+  /// tensors, memopt-bucket-collectives). Every rank groups the same calls.
+  /// Implementations that complete each call at once need nothing: the
+  /// defaults do nothing.
+  virtual bool groupStart() { return true; }
+  virtual bool groupEnd() { return true; }
 
   /// Fails the collectives every rank is blocked in, and all later ones,
   /// with "rank R: reason" (the first abort's reason wins).
@@ -168,6 +175,28 @@ createNcclCommunicator(const LaunchEnvironment &env, float *deviceScratch,
 std::unique_ptr<Communicator>
 createProcessCommunicator(const LaunchEnvironment &env, std::string &error);
 bool ranksAreProcesses();
+
+//===----------------------------------------------------------------------===//
+// Buckets of collectives that overlap compute (memopt-bucket-collectives)
+//===----------------------------------------------------------------------===//
+
+/// The collectives a generated program calls between beginCollectives and
+/// endCollectives are bucket `bucket`, issued together; waitCollectives
+/// orders what follows after the bucket's completion (a program with
+/// buckets includes this header). The CUDA backend issues a bucket on the
+/// context's communication stream, after an event recorded on the compute
+/// stream, in one NCCL group (groupStart / groupEnd), and records the
+/// bucket's completion event there; the wait makes the compute stream wait
+/// on that event. Collectives outside a bucket run on the communication
+/// stream too, the compute stream waiting for each at once: one stream per
+/// communicator, as NCCL wants. Without a communicator (a one-rank program
+/// run alone) the three do nothing and the collectives are copies on the
+/// compute stream. The host backend runs each collective where it is called
+/// (its communicator completes every call at once): begin and end are the
+/// communicator's group calls, the wait does nothing.
+void beginCollectives(Context &ctx, int64_t bucket);
+void endCollectives(Context &ctx, int64_t bucket);
+void waitCollectives(Context &ctx, const char *nodeName, int64_t bucket);
 
 } // namespace memopt::rt
 

@@ -20,10 +20,29 @@
 // every step eagerly (CudaContext.cpp, execute) instead of keeping one graph
 // per gate value.
 //
+// Overlap (memopt-bucket-collectives, docs/data-parallel.md "Overlap"):
+// every collective runs on the context's communication stream, a
+// high-priority stream as PyTorch's ProcessGroupNCCL uses, so that one
+// stream drives the communicator (NCCL does not order one communicator's
+// calls across streams). A bucket (beginCollectives .. endCollectives) waits
+// for an event recorded on the compute stream when its last gradient is
+// produced, runs as one NCCL group, and records its completion event, which
+// the bucket's wait (waitCollectives) makes the compute stream wait for:
+// DDP's bucket all-reduce on its NCCL stream, the optimizer waiting on the
+// bucket's work. A collective outside a bucket (the loss scale's flag, an
+// all-gather, the driver's) runs there too, the compute stream waiting for
+// it at once. While a bucket is issued, `ctx.stream` is the communication
+// stream, so the accumulation a gated collective queues runs there, in
+// order with the NCCL calls.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaInternal.h"
 #include "memopt/Runtime/Communicator.h"
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace memopt::rt {
 
@@ -102,6 +121,99 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   return micro == accumulation->steps - 1;
 }
 
+/// A context's communication stream (Context holds none: this table does,
+/// so that the kernels' shared header stays as it is). `bucketDone[b]` is
+/// recorded after bucket b, `collectiveDone` after a collective outside a
+/// bucket; while a bucket is issued `ctx.stream` is `stream` and
+/// `computeStream` holds the compute stream.
+struct CommState {
+  cudaStream_t stream = nullptr, computeStream = nullptr;
+  cudaEvent_t ready = nullptr, collectiveDone = nullptr;
+  std::vector<cudaEvent_t> bucketDone;
+  int64_t openBucket = -1;
+};
+
+std::mutex commStatesMutex;
+std::unordered_map<const Context *, CommState> commStates;
+
+CommState &commState(Context &ctx) {
+  std::lock_guard<std::mutex> lock(commStatesMutex);
+  return commStates[&ctx]; // references stay valid across inserts
+}
+
+/// The communication stream and its events, created on first use.
+bool ensureCommStream(Context &ctx, CommState &comm, const char *node) {
+  if (comm.stream)
+    return true;
+  int least = 0, greatest = 0;
+  return checkCuda(ctx, node,
+                   cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                   "cudaDeviceGetStreamPriorityRange") &&
+         checkCuda(ctx, node,
+                   cudaStreamCreateWithPriority(
+                       &comm.stream, cudaStreamNonBlocking, greatest),
+                   "cudaStreamCreateWithPriority") &&
+         checkCuda(
+             ctx, node,
+             cudaEventCreateWithFlags(&comm.ready, cudaEventDisableTiming),
+             "cudaEventCreate") &&
+         checkCuda(ctx, node,
+                   cudaEventCreateWithFlags(&comm.collectiveDone,
+                                            cudaEventDisableTiming),
+                   "cudaEventCreate");
+}
+
+/// Issues what follows on the communication stream, after the compute
+/// stream's work so far.
+bool enterCommStream(Context &ctx, CommState &comm, const char *node) {
+  if (!ensureCommStream(ctx, comm, node) ||
+      !checkCuda(ctx, node, cudaEventRecord(comm.ready, ctx.stream),
+                 "cudaEventRecord") ||
+      !checkCuda(ctx, node, cudaStreamWaitEvent(comm.stream, comm.ready),
+                 "cudaStreamWaitEvent"))
+    return false;
+  comm.computeStream = ctx.stream;
+  ctx.stream = comm.stream;
+  return true;
+}
+
+/// Back to the compute stream; records `done` after the communication
+/// stream's work so far. Restores the stream even after an error.
+bool leaveCommStream(Context &ctx, CommState &comm, const char *node,
+                     cudaEvent_t done) {
+  if (!comm.computeStream)
+    return false;
+  ctx.stream = comm.computeStream;
+  comm.computeStream = nullptr;
+  return !hasError(ctx) &&
+         checkCuda(ctx, node, cudaEventRecord(done, comm.stream),
+                   "cudaEventRecord");
+}
+
+/// A collective outside a bucket: on the communication stream, the compute
+/// stream waiting for it right after (the order of a synchronous call).
+class OnCommStream {
+public:
+  OnCommStream(Context &ctx, const char *node)
+      : ctx(ctx), comm(commState(ctx)), node(node) {
+    active = comm.openBucket < 0 && contextCommunicator(ctx) &&
+             !hasError(ctx) && enterCommStream(ctx, comm, node);
+  }
+  ~OnCommStream() {
+    if (active && leaveCommStream(ctx, comm, node, comm.collectiveDone))
+      checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, comm.collectiveDone),
+                "cudaStreamWaitEvent");
+  }
+  OnCommStream(const OnCommStream &) = delete;
+  OnCommStream &operator=(const OnCommStream &) = delete;
+
+private:
+  Context &ctx;
+  CommState &comm;
+  const char *node;
+  bool active = false;
+};
+
 void copyBytes(Context &ctx, const char *node, void *to, const void *from,
                size_t bytes) {
   if (to != from && bytes)
@@ -121,6 +233,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
   if (hasError(ctx) || !validateCollective(ctx, node, x, y, x.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, 0, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!gate(ctx, node, x, accumulation, source))
     return;
   size_t count = size_t(x.numElements());
@@ -148,6 +261,7 @@ void reduceScatter(Context &ctx, const char *node,
   if (!validateCollective(ctx, node, x, y, chunk + tail))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, x, accumulation, source))
     return;
   size_t bytes = dtypeSize(x.dtype);
@@ -181,6 +295,7 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   if (!validateCollective(ctx, node, param, param, param.numElements()))
     return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
+  OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
     return;
   int64_t chunk = param.numElements() / ranks;
@@ -188,6 +303,93 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
   if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
                                     size_t(chunk), ctx.stream))
     failCollective(ctx, node, "all_gather", *comm);
+}
+
+void beginCollectives(Context &ctx, int64_t bucket) {
+  const char *node = "beginCollectives";
+  if (hasError(ctx))
+    return;
+  CommState &state = commState(ctx);
+  if (bucket < 0 || state.openBucket >= 0) {
+    failf(ctx, node, "bucket %lld begins while bucket %lld is open",
+          (long long)bucket, (long long)state.openBucket);
+    return;
+  }
+  state.openBucket = bucket;
+  // Without a communicator the collectives are copies on the compute
+  // stream (and the step may be a CUDA graph): nothing to overlap.
+  Communicator *comm = contextCommunicator(ctx);
+  if (!comm || !enterCommStream(ctx, state, node))
+    return;
+  if (!comm->groupStart())
+    failCollective(ctx, node, "ncclGroupStart", *comm);
+}
+
+void endCollectives(Context &ctx, int64_t bucket) {
+  const char *node = "endCollectives";
+  CommState &state = commState(ctx);
+  bool open = state.openBucket == bucket;
+  state.openBucket = -1;
+  Communicator *comm = contextCommunicator(ctx);
+  if (!comm || !state.computeStream) {
+    if (!open && !hasError(ctx))
+      failf(ctx, node, "bucket %lld ends but was not begun", (long long)bucket);
+    return;
+  }
+  // The group is closed and the stream restored whatever happened since
+  // the bucket began.
+  bool grouped = comm->groupEnd();
+  if (size_t(bucket) >= state.bucketDone.size())
+    state.bucketDone.resize(size_t(bucket) + 1, nullptr);
+  cudaEvent_t &done = state.bucketDone[size_t(bucket)];
+  cudaError_t created = cudaSuccess;
+  if (!done)
+    created = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  if (!grouped && !hasError(ctx))
+    failCollective(ctx, node, "ncclGroupEnd", *comm);
+  if (created != cudaSuccess)
+    checkCuda(ctx, node, created, "cudaEventCreate");
+  leaveCommStream(ctx, state, node, done);
+}
+
+void waitCollectives(Context &ctx, const char *node, int64_t bucket) {
+  if (hasError(ctx) || !contextCommunicator(ctx))
+    return;
+  CommState &state = commState(ctx);
+  if (bucket < 0 || size_t(bucket) >= state.bucketDone.size() ||
+      !state.bucketDone[size_t(bucket)]) {
+    failf(ctx, node, "waits for bucket %lld, which was never issued",
+          (long long)bucket);
+    return;
+  }
+  checkCuda(ctx, node,
+            cudaStreamWaitEvent(ctx.stream, state.bucketDone[size_t(bucket)]),
+            "cudaStreamWaitEvent");
+}
+
+/// Called by destroyContext (CudaContext.cpp): frees the context's
+/// communication stream and events.
+void destroyCollectives(Context &ctx) {
+  CommState state;
+  {
+    std::lock_guard<std::mutex> lock(commStatesMutex);
+    auto it = commStates.find(&ctx);
+    if (it == commStates.end())
+      return;
+    state = it->second;
+    commStates.erase(it);
+  }
+  if (state.stream)
+    cudaStreamSynchronize(state.stream);
+  for (cudaEvent_t event : state.bucketDone)
+    if (event)
+      cudaEventDestroy(event);
+  if (state.ready)
+    cudaEventDestroy(state.ready);
+  if (state.collectiveDone)
+    cudaEventDestroy(state.collectiveDone);
+  if (state.stream)
+    cudaStreamDestroy(state.stream);
 }
 
 } // namespace memopt::rt

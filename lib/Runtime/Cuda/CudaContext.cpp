@@ -96,6 +96,10 @@ Context *createContext(const ContextOptions &options) {
   return ctx;
 }
 
+/// The communication stream of the data-parallel collectives
+/// (Cuda/Collectives.cpp keeps it outside Context).
+void destroyCollectives(Context &ctx);
+
 void destroyContext(Context *ctx) {
   if (!ctx)
     return;
@@ -128,6 +132,7 @@ void destroyContext(Context *ctx) {
       cudnnDestroyActivationDescriptor(p.activation);
   }
   destroyCudnnAttention(*ctx);
+  destroyCollectives(*ctx);
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);
   if (ctx->graph)

@@ -153,4 +153,21 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
     failCollective(ctx, node, "all_gather", *comm);
 }
 
+// memopt-bucket-collectives: every collective completes where it is called
+// (the in-process communicator blocks until all ranks have contributed), so
+// a bucket is only its calls in order and the wait has nothing to wait for.
+void beginCollectives(Context &ctx, int64_t) {
+  if (Communicator *comm = contextCommunicator(ctx);
+      comm && !hasError(ctx) && !comm->groupStart())
+    failCollective(ctx, "beginCollectives", "group start", *comm);
+}
+
+void endCollectives(Context &ctx, int64_t) {
+  if (Communicator *comm = contextCommunicator(ctx);
+      comm && !hasError(ctx) && !comm->groupEnd())
+    failCollective(ctx, "endCollectives", "group end", *comm);
+}
+
+void waitCollectives(Context &, const char *, int64_t) {}
+
 } // namespace memopt::rt

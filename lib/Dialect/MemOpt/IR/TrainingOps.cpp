@@ -623,6 +623,18 @@ int64_t AllGatherOp::getBytesMoved() {
   return getTensorBytes(getParam().getType());
 }
 
+LogicalResult WaitCollectivesOp::verify() {
+  if (int64_t bucket = getBucketAttr().getInt(); bucket < 0)
+    return emitOpError("bucket must be at least 0, got ") << bucket;
+  if (getBuffers().empty())
+    return emitOpError("waits for no buffer");
+  return success();
+}
+
+// A wait moves nothing: the bucket's collectives did the work.
+int64_t WaitCollectivesOp::getFlops() { return 0; }
+int64_t WaitCollectivesOp::getBytesMoved() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // Dynamic loss scaling
 //===----------------------------------------------------------------------===//

@@ -25,6 +25,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <functional>
@@ -132,6 +133,11 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
   }
   if (getReduceDtype() != "f32" && reduceDtype != "low") {
     message = "reduce-dtype '" + reduceDtype + "' is not f32 or low";
+    return failure();
+  }
+  if (!(bucketMib >= 0)) {
+    message = "bucket-mib must be at least 0, got " +
+              llvm::formatv("{0}", llvm::format("%g", double(bucketMib))).str();
     return failure();
   }
   if (getShard() != "none" && dataParallel == 0) {
@@ -266,6 +272,16 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));
     pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+  }
+  // After the last scheduling (the buckets follow the order gradients
+  // complete in), before bufferization (the planner sees the in-flight
+  // buffers alive until their wait).
+  if (options.enabled && options.dataParallel > 0 && options.bucketMib > 0) {
+    MemOptBucketCollectivesOptions buckets;
+    buckets.bucketMib = options.bucketMib;
+    buckets.firstBucketMib = std::min<double>(1.0, options.bucketMib);
+    buckets.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptBucketCollectives(buckets));
   }
   if (!options.noPlan)
     pm.addNestedPass<func::FuncOp>(createMemOptBufferize());

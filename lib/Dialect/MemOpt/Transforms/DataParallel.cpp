@@ -11,13 +11,8 @@
 //    all-reduce launched as soon as a gradient is ready during the backward,
 //    averaged over the world size; `no_sync()` for gradient accumulation
 //    (communicate on the last micro-batch only); per-rank BatchNorm
-//    statistics without SyncBatchNorm. Not taken: buckets. DDP copies
-//    gradients into ~25 MiB flat buckets so that one NCCL call serves many
-//    small gradients; here every gradient is a planned arena buffer that
-//    dies at its update, and a bucket would keep a bucket's worth of
-//    gradients alive together (the memory the fused update saves). The
-//    NCCL communicator can group calls (ncclGroupStart/End) to get the
-//    launch savings without the copies; that is GPU work left open.
+//    statistics without SyncBatchNorm. DDP's buckets are
+//    memopt-bucket-collectives' (BucketCollectives.cpp), after scheduling.
 //  - DeepSpeed ZeRO stages 1 and 2 (Rajbhandari et al., SC'20;
 //    deepspeed/runtime/zero/stage_1_and_2.py): each rank owns 1/N of the
 //    optimizer state and updates 1/N of the parameters, then the
@@ -47,9 +42,8 @@
 // is complete and the update right after it, so the scheduler and the
 // planner see the collective's buffers (in-place all-reduce: none;
 // reduce-scatter: a 1/N shard) like any other and the gradient still dies at
-// its update. Overlap with the backward on a second stream is the CUDA
-// communicator's job: the ops are placed so that it can launch each one as
-// soon as its gradient exists.
+// its update. memopt-bucket-collectives later groups the collectives into
+// buckets that overlap the backward on a communication stream.
 //
 //===----------------------------------------------------------------------===//
 

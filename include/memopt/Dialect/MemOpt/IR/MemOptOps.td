@@ -1682,4 +1682,29 @@ def MemOpt_AllGatherOp : MemOpt_CollectiveOp<"all_gather"> {
   let hasVerifier = 1;
 }
 
+// memopt-bucket-collectives: the end of a bucket of collectives that run
+// asynchronously (on the CUDA backend: on the communication stream).
+def MemOpt_WaitCollectivesOp : MemOpt_CollectiveOp<"wait_collectives"> {
+  let summary = "Waits for a bucket of collectives started earlier";
+  let description = [{
+    The collectives carrying `bucket = B` (a contiguous run of
+    `memopt.all_reduce` / `memopt.reduce_scatter` ops, issued together as
+    soon as the last of them can run) complete here: the ops after this one
+    may read their results. The operands are every buffer the bucket's
+    collectives read or write (their inputs, accumulators and results):
+    the collectives may still be running until this op, so the planner keeps
+    all of them alive up to here and reuses none of their bytes before it
+    (an in-place all-reduce still writes over its input: the two are one
+    buffer). On the CUDA backend the bucket runs on the context's
+    communication stream in one NCCL group, after an event recorded on the
+    compute stream, and this op makes the compute stream wait on the
+    bucket's completion event (PyTorch DDP's bucket all-reduce futures,
+    waited on before the optimizer reads `.grad`). On the host backend the
+    collectives run at their place in the program and this op does nothing.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$buffers, I64Attr:$bucket);
+  let assemblyFormat = "$buffers attr-dict `:` type($buffers)";
+  let hasVerifier = 1;
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

@@ -599,4 +599,44 @@ def MemOptDataParallel : Pass<"memopt-data-parallel", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptBucketCollectives
+    : Pass<"memopt-bucket-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Groups the gradient collectives into buckets that overlap "
+                "the backward";
+  let description = [{
+    After the last scheduling of a data-parallel step (memopt-data-parallel
+    put each gradient's all-reduce or reduce-scatter right before its
+    update): walks the gradient collectives in the order the schedule
+    completes their gradients (the reverse of the forward, as PyTorch DDP's
+    Reducer fills its buckets) and closes a bucket when its gradient bytes
+    reach the cap (`first-bucket-mib` for the first bucket, DDP's 1 MiB, so
+    that communication starts early; `bucket-mib` after it, DDP's 25 MiB).
+    A bucket also closes before a collective that needs its results. Each
+    bucket's collectives get `bucket = B` and move together to where the
+    schedule put the last of them (after its gradient is produced), where
+    they are issued as one group. A `memopt.wait_collectives` over every
+    buffer the bucket reads or writes goes after the next bucket's
+    collectives (the last bucket's after its own), right before the first
+    op that needs the bucket; the ops that use the bucket's results (its
+    updates, a ZeRO all-gather, and what depends on them) move after that
+    wait, keeping their order. So the collectives of bucket B run
+    while the backward computes bucket B + 1's gradients, and an update
+    waits on its own bucket only. The gradients of a bucket stay alive until
+    its wait: at most two buckets' worth more than without overlap. The
+    flag all-reduce of dynamic loss scaling and the all-gathers are not
+    bucketed (they run where they are, synchronously). With `report`,
+    prints the buckets' count and bytes.
+  }];
+  let options = [
+    Option<"bucketMib", "bucket-mib", "double", /*default=*/"25",
+           "Cap of a bucket's gradient bytes in MiB (0: no buckets, every "
+           "collective synchronous where it is)">,
+    Option<"firstBucketMib", "first-bucket-mib", "double", /*default=*/"1",
+           "Cap of the first bucket in MiB">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the buckets">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD
