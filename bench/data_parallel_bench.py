@@ -70,6 +70,9 @@ CONFIGS = {
 # A small program that checks the launch (TCP rendezvous, NCCL over two processes) in seconds.
 SMOKE = {"tiny_convnet.fp32": ("tiny_convnet", "fp32", "sgd")}
 SHARD_MODES = ("none", "optimizer", "gradients", "parameters")
+# A mode with this suffix compiles without gradient buckets (`--bucket-mib 0`): every collective
+# synchronous where its gradient is complete, to measure what the overlap gains.
+SYNC_SUFFIX = "-sync"
 # name: fully_shard's reshard_after_forward (None: DDP)
 TORCH_MODES = {"ddp": None, "fsdp2": True, "fsdp2-keep": False}
 WORLDS = (1, 2)
@@ -133,7 +136,9 @@ def compile_command(compile_bin, graph, model, precision, optimizer, world, mode
                "output" if model == "tiny_convnet" else "logits", *OPTIMIZERS[optimizer],
                "--target", "cuda", "--arch", "sm_90", "--emit", "source", "-o", out,
                "--report", out + ".report.json", "--precision", precision,
-               "--data-parallel", str(world), "--shard", mode]
+               "--data-parallel", str(world), "--shard", mode.removesuffix(SYNC_SUFFIX)]
+    if mode.endswith(SYNC_SUFFIX):  # the collectives in order on the compute stream
+        command += ["--bucket-mib", "0"]
     if model in ("resnet50", "tiny_convnet"):
         command.append("--bn-batch-stats")
     frozen = frozen_constants(graph)
