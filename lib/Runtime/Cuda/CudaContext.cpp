@@ -101,6 +101,7 @@ void destroyContext(Context *ctx) {
     return;
   if (ctx->stream)
     cudaStreamSynchronize(ctx->stream);
+  destroyOffloadState(*ctx);
   for (auto &entry : ctx->matmulPlans) {
     MatmulPlan &p = entry.second;
     if (p.a)

@@ -157,6 +157,15 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "remat-max-computations must be at least 1";
     return failure();
   }
+  if (!(offloadBandwidth > 0)) {
+    message = "offload-bandwidth must be positive";
+    return failure();
+  }
+  if (offloadActivations && memoryBudget == 0) {
+    message = "offload-activations needs a memory-budget (offloads are "
+              "chosen to meet it)";
+    return failure();
+  }
   return success();
 }
 
@@ -263,6 +272,8 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.timeLimit = options.rematTimeLimit;
     remat.maxComputations = options.rematMaxComputations;
     remat.kernelTimes = options.rematKernelTimes;
+    remat.offload = options.offloadActivations;
+    remat.offloadBandwidth = options.offloadBandwidth;
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));
     pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
