@@ -444,7 +444,8 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   addTrainingReport(function, liveness, report);
   addDataParallelReport(function, report);
   addRematReport(function, liveness, report);
-  if (auto offload = function->getAttrOfType<DictionaryAttr>("memopt.offload")) {
+  if (auto offload =
+          function->getAttrOfType<DictionaryAttr>("memopt.offload")) {
     OffloadReport &out = report.offload;
     out.present = true;
     auto integer = [&](StringRef name) {

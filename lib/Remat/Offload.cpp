@@ -99,8 +99,8 @@ simulateOffload(const OffloadProblem &problem,
     for (; next < events.size() && events[next].position == k; ++next) {
       const Event &event = events[next];
       const OffloadPlacement &placement = placements[event.placement];
-      double copy = copySeconds(
-          problem, problem.candidates[placement.candidate].bytes);
+      double copy =
+          copySeconds(problem, problem.candidates[placement.candidate].bytes);
       switch (event.kind) {
       case OffloadIssue:
         d2hFree = std::max(d2hFree, now) + copy;

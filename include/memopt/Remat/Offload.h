@@ -1,4 +1,5 @@
-//===- Offload.h - keep, recompute or copy to host: the copy choice -*- C++ -*-===//
+//===- Offload.h - keep, recompute or copy to host: the copy choice -*- C++
+//-*-===//
 //
 // The third choice of the memory-budget solver for a saved value: copy it
 // to pinned host memory after its last forward read and back before its
@@ -126,8 +127,9 @@ bool placeOffload(const OffloadProblem &problem, int candidate,
                   OffloadPlacement &placement);
 
 /// Replays the compute and copy streams with `placements`.
-OffloadTimeline simulateOffload(const OffloadProblem &problem,
-                                const std::vector<OffloadPlacement> &placements);
+OffloadTimeline
+simulateOffload(const OffloadProblem &problem,
+                const std::vector<OffloadPlacement> &placements);
 
 /// An empty string when the problem is well formed, else what is wrong
 /// (naming the candidate).

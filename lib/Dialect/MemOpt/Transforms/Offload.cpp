@@ -34,6 +34,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -52,11 +53,9 @@ constexpr int64_t kHostAlignment = 256;
 
 } // namespace
 
-FailureOr<OffloadResult>
-mlir::memopt::offloadFunction(func::FuncOp function,
-                              const OffloadOptions &options,
-                              llvm::function_ref<double(Operation *)>
-                                  recomputeSeconds) {
+FailureOr<OffloadResult> mlir::memopt::offloadFunction(
+    func::FuncOp function, const OffloadOptions &options,
+    llvm::function_ref<double(Operation *)> recomputeSeconds) {
   if (!function.getBody().hasOneBlock())
     return function.emitError("activation offload expects a single-block "
                               "function");
@@ -99,9 +98,9 @@ mlir::memopt::offloadFunction(func::FuncOp function,
     int bestGap = -1;
     for (size_t i = 0; i + 1 < points.size(); ++i)
       if (points[i + 1] - points[i] >= 2 &&
-          (bestGap < 0 || start[points[i + 1]] - start[points[i] + 1] >
-                              start[points[bestGap + 1]] -
-                                  start[points[bestGap] + 1]))
+          (bestGap < 0 ||
+           start[points[i + 1]] - start[points[i] + 1] >
+               start[points[bestGap + 1]] - start[points[bestGap] + 1]))
         bestGap = int(i);
     if (bestGap < 0)
       continue;
@@ -126,11 +125,10 @@ mlir::memopt::offloadFunction(func::FuncOp function,
   result.copySeconds = plan.timeline.copySeconds;
   result.exposedSeconds = plan.timeline.exposedSeconds();
   result.refusedForRecompute = plan.refusedForRecompute;
-  result.peakBefore =
-      problem.stepBytes.empty()
-          ? 0
-          : *std::max_element(problem.stepBytes.begin(),
-                              problem.stepBytes.end());
+  result.peakBefore = problem.stepBytes.empty()
+                          ? 0
+                          : *std::max_element(problem.stepBytes.begin(),
+                                              problem.stepBytes.end());
   result.peakAfter = plan.peakBytes;
   if (plan.placements.empty())
     return result;
@@ -156,8 +154,7 @@ mlir::memopt::offloadFunction(func::FuncOp function,
     events.push_back({placement.reloadWaitBefore, 3, p});
   }
   llvm::stable_sort(events, [](const Event &x, const Event &y) {
-    return x.position != y.position ? x.position < y.position
-                                    : x.kind < y.kind;
+    return x.position != y.position ? x.position < y.position : x.kind < y.kind;
   });
   Block &body = function.getBody().front();
   OpBuilder builder(function.getContext());
@@ -251,10 +248,13 @@ LogicalResult mlir::memopt::planHostPool(func::FuncOp function) {
   planner::Problem problem;
   SmallVector<Slot *> order;
   for (auto &[number, slot] : slots) {
-    if (!slot.offload || !slot.reload || slot.last < 0)
-      return function.emitError("offload slot ")
-             << number << " needs one memopt.offload, memopt.reload and "
-             << "memopt.reload_wait";
+    if (!slot.offload || !slot.reload || slot.last < 0) {
+      InFlightDiagnostic diagnostic =
+          slot.offload ? slot.offload.emitOpError() : function.emitError();
+      return diagnostic << "offload slot " << number
+                        << " needs one memopt.offload, memopt.reload and "
+                        << "memopt.reload_wait";
+    }
     if (slot.last < slot.first)
       return slot.offload.emitOpError("slot ")
              << number << " is reloaded before it is offloaded";

@@ -193,7 +193,7 @@ struct MemOptPlanMemoryPass
                       builder.getI64IntegerAttr(weightsSize));
     // Activation offload's pinned host pool, packed in the final order.
     if (failed(planHostPool(function)))
-      return signalPassFailure();
+      return failure();
     function->setAttr("memopt.max_live", builder.getI64IntegerAttr(
                                              liveness.getStats().maxLiveBytes));
 

@@ -54,6 +54,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTREMATERIALIZE

@@ -13,6 +13,7 @@
 
 #include "memopt/Analysis/CostModel.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <limits>
 
