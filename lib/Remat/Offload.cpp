@@ -167,8 +167,24 @@ OffloadPlan planOffload(const OffloadProblem &problem) {
   for (int c = 0; c < candidates; ++c)
     open[c] = placeOffload(problem, c, alone[c]);
   while (true) {
-    int peak = peakStep();
-    if (plan.stepBytes[peak] <= problem.budget)
+    // The fullest step over the budget that an open candidate can lower:
+    // where none can, recomputation has to, but the steps around it may
+    // still be cheaper to fix by copies.
+    int steps = int(plan.stepBytes.size());
+    std::vector<int> coverage(steps + 1, 0);
+    for (int c = 0; c < candidates; ++c)
+      if (open[c]) {
+        ++coverage[alone[c].waitBefore];
+        --coverage[alone[c].reloadBefore];
+      }
+    int peak = -1;
+    for (int k = 0, covered = 0; k < steps; ++k) {
+      covered += coverage[k];
+      if (covered > 0 && plan.stepBytes[k] > problem.budget &&
+          (peak < 0 || plan.stepBytes[k] > plan.stepBytes[peak]))
+        peak = k;
+    }
+    if (peak < 0)
       break;
     std::vector<int> covering;
     for (int c = 0; c < candidates; ++c)
@@ -203,8 +219,9 @@ OffloadPlan planOffload(const OffloadProblem &problem) {
       if (marginal <= 1e-12)
         break;
     }
+    // Every candidate there was refused (and closed): look again.
     if (best < 0)
-      break;
+      continue;
     open[best] = false;
     plan.placements.push_back(alone[best]);
     plan.timeline = bestTimeline;
