@@ -167,30 +167,19 @@ OffloadPlan planOffload(const OffloadProblem &problem) {
   for (int c = 0; c < candidates; ++c)
     open[c] = placeOffload(problem, c, alone[c]);
   while (true) {
-    // The fullest step over the budget that an open candidate can lower:
-    // where none can, recomputation has to, but the steps around it may
-    // still be cheaper to fix by copies.
-    int steps = int(plan.stepBytes.size());
-    std::vector<int> coverage(steps + 1, 0);
-    for (int c = 0; c < candidates; ++c)
-      if (open[c]) {
-        ++coverage[alone[c].waitBefore];
-        --coverage[alone[c].reloadBefore];
-      }
-    int peak = -1;
-    for (int k = 0, covered = 0; k < steps; ++k) {
-      covered += coverage[k];
-      if (covered > 0 && plan.stepBytes[k] > problem.budget &&
-          (peak < 0 || plan.stepBytes[k] > plan.stepBytes[peak]))
-        peak = k;
-    }
-    if (peak < 0)
+    // The fullest step: where no copy can lower it, recomputation has to,
+    // and copies elsewhere would only pin values (a reload keeps its value
+    // from the reload on) that the solver may rather recompute late.
+    int peak = peakStep();
+    if (plan.stepBytes[peak] <= problem.budget)
       break;
     std::vector<int> covering;
     for (int c = 0; c < candidates; ++c)
       if (open[c] && alone[c].waitBefore <= peak &&
           peak < alone[c].reloadBefore)
         covering.push_back(c);
+    if (covering.empty())
+      break;
     std::stable_sort(covering.begin(), covering.end(), [&](int x, int y) {
       return problem.candidates[x].bytes > problem.candidates[y].bytes;
     });

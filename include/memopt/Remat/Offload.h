@@ -24,8 +24,8 @@
 // compute. Device memory: v's bytes are free over steps
 // [waitBefore, reloadBefore).
 //
-// The choice (`planOffload`): at the fullest step over the budget that some
-// candidate can lower, among the candidates whose free interval covers it, take
+// The choice (`planOffload`): at the fullest step over the budget, among
+// the candidates whose free interval covers it, take
 // the one whose marginal exposed time (the stall it adds to the whole timeline)
 // is lowest per byte, provided it is below what recomputing the value would
 // cost (its node's time; infinite where it must not run twice). Free

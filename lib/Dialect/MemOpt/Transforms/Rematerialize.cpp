@@ -364,37 +364,11 @@ mlir::memopt::checkRematerializeOptions(MLIRContext *context,
   return "";
 }
 
-FailureOr<RematerializeResult>
-mlir::memopt::rematerializeFunction(func::FuncOp function,
-                                    const RematerializeOptions &options) {
-  if (!function.getBody().hasOneBlock())
-    return function.emitError(
-        "memopt-rematerialize expects a single-block function");
-  RematerializeResult result;
-  if (options.offload) {
-    // Copies first, where they cost less than recomputing their value; the
-    // recomputation solver then works on what is left over the budget.
-    OffloadOptions offload;
-    offload.budget = options.budget;
-    offload.bytesPerSecond = options.offloadBytesPerSecond;
-    if (options.kernelTimes)
-      if (auto it = options.kernelTimes->find(kCopyGiBTimeKey);
-          it != options.kernelTimes->end() && it->second > 0)
-        offload.bytesPerSecond = double(int64_t(1) << 30) / it->second;
-    offload.roofline = options.roofline;
-    offload.kernelTimes = options.kernelTimes;
-    llvm::StringSet<> allowed = allowedKinds(options);
-    FailureOr<OffloadResult> offloaded =
-        offloadFunction(function, offload, [&](Operation *op) {
-          return isRecomputable(op, allowed)
-                     ? estimateOpSeconds(op, options.roofline,
-                                         options.kernelTimes)
-                     : std::numeric_limits<double>::infinity();
-        });
-    if (failed(offloaded))
-      return failure();
-    result.offload = *offloaded;
-  }
+/// The recomputation solver on `function` as it stands (copies included),
+/// adding to `result`.
+static FailureOr<RematerializeResult>
+solveRecomputation(func::FuncOp function, const RematerializeOptions &options,
+                   RematerializeResult result) {
   RematGraph rematGraph = buildGraph(function, options);
   result.nodes = rematGraph.graph.nodes.size();
   for (Operation *op : rematGraph.ops)
@@ -459,6 +433,54 @@ mlir::memopt::rematerializeFunction(func::FuncOp function,
                                                      result.recomputations)),
       }));
   return result;
+}
+
+FailureOr<RematerializeResult>
+mlir::memopt::rematerializeFunction(func::FuncOp function,
+                                    const RematerializeOptions &options) {
+  if (!function.getBody().hasOneBlock())
+    return function.emitError(
+        "memopt-rematerialize expects a single-block function");
+  RematerializeResult result;
+  if (options.offload) {
+    OwningOpRef<func::FuncOp> plain(function.clone());
+    // Copies first, where they cost less than recomputing their value; the
+    // recomputation solver then works on what is left over the budget.
+    OffloadOptions offload;
+    offload.budget = options.budget;
+    offload.bytesPerSecond = options.offloadBytesPerSecond;
+    if (options.kernelTimes)
+      if (auto it = options.kernelTimes->find(kCopyGiBTimeKey);
+          it != options.kernelTimes->end() && it->second > 0)
+        offload.bytesPerSecond = double(int64_t(1) << 30) / it->second;
+    offload.roofline = options.roofline;
+    offload.kernelTimes = options.kernelTimes;
+    llvm::StringSet<> allowed = allowedKinds(options);
+    FailureOr<OffloadResult> offloaded =
+        offloadFunction(function, offload, [&](Operation *op) {
+          return isRecomputable(op, allowed)
+                     ? estimateOpSeconds(op, options.roofline,
+                                         options.kernelTimes)
+                     : std::numeric_limits<double>::infinity();
+        });
+    if (failed(offloaded))
+      return failure();
+    result.offload = *offloaded;
+    if (result.offload.offloaded > 0) {
+      FailureOr<RematerializeResult> solved =
+          solveRecomputation(function, options, result);
+      if (failed(solved) || solved->fits)
+        return solved;
+      // A reload keeps its value from the reload on, where recomputing it
+      // late might have fitted: without the copies, the solver may still
+      // find a schedule. Copies never cost a fit.
+      function.getBody().takeBody(plain->getBody());
+      function->removeAttr(kOffloadAttrName);
+      function->removeAttr(kHostPoolSizeAttrName);
+      result = RematerializeResult();
+    }
+  }
+  return solveRecomputation(function, options, result);
 }
 
 int64_t mlir::memopt::getRematModelPeak(func::FuncOp function,
