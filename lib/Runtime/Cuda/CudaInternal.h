@@ -112,6 +112,10 @@ struct Context {
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
 /// Frees the offload state (Cuda/Offload.cpp); called by destroyContext.
 void destroyOffloadState(Context &ctx);
+/// Seconds one copy of 1 GiB between the host pool and the device takes,
+/// the slower direction, measured now (0: no host pool). writeProfileTimes
+/// adds it as "<copy 1 GiB>", the entry --remat-kernel-times reads.
+double measureCopySecondsPerGiB(Context &ctx);
 bool checkCuda(Context &ctx, const char *node, cudaError_t status,
                const char *what);
 bool checkCublas(Context &ctx, const char *node, cublasStatus_t status,

@@ -17,6 +17,8 @@
 
 #include "CudaInternal.h"
 
+#include <algorithm>
+
 namespace memopt::rt {
 
 struct OffloadState {
@@ -128,6 +130,57 @@ void reserveHostPool(Context &ctx, size_t bytes) {
     checkCuda(ctx, node,
               cudaStreamCreateWithFlags(&state->h2d, cudaStreamNonBlocking),
               "cudaStreamCreate");
+}
+
+double measureCopySecondsPerGiB(Context &ctx) {
+  OffloadState *state = ctx.offload;
+  if (!state || !state->pool || hasError(ctx))
+    return 0;
+  // The pool's size up to 256 MiB, both directions, the best of three each
+  // (the first warms the path), on the D2H / H2D streams the program uses.
+  size_t bytes = std::min<size_t>(state->poolBytes, size_t(256) << 20);
+  const char *node = "<copy bandwidth>";
+  void *device = nullptr;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  double worst = 0;
+  if (checkCuda(ctx, node, cudaMalloc(&device, bytes), "cudaMalloc") &&
+      checkCuda(ctx, node, cudaEventCreate(&begin), "cudaEventCreate") &&
+      checkCuda(ctx, node, cudaEventCreate(&end), "cudaEventCreate")) {
+    for (bool toHost : {true, false}) {
+      cudaStream_t stream = toHost ? state->d2h : state->h2d;
+      float best = -1;
+      for (int trial = 0; trial < 3; ++trial) {
+        float ms = 0;
+        if (!checkCuda(ctx, node, cudaEventRecord(begin, stream),
+                       "cudaEventRecord") ||
+            !checkCuda(ctx, node,
+                       toHost ? cudaMemcpyAsync(state->pool, device, bytes,
+                                                cudaMemcpyDeviceToHost, stream)
+                              : cudaMemcpyAsync(device, state->pool, bytes,
+                                                cudaMemcpyHostToDevice, stream),
+                       "cudaMemcpyAsync") ||
+            !checkCuda(ctx, node, cudaEventRecord(end, stream),
+                       "cudaEventRecord") ||
+            !checkCuda(ctx, node, cudaEventSynchronize(end),
+                       "cudaEventSynchronize") ||
+            !checkCuda(ctx, node, cudaEventElapsedTime(&ms, begin, end),
+                       "cudaEventElapsedTime"))
+          break;
+        if (best < 0 || ms < best)
+          best = ms;
+      }
+      if (best > 0)
+        worst = std::max(worst, double(best) / 1000.0 *
+                                    double(size_t(1) << 30) / double(bytes));
+    }
+  }
+  if (begin)
+    cudaEventDestroy(begin);
+  if (end)
+    cudaEventDestroy(end);
+  if (device)
+    cudaFree(device);
+  return hasError(ctx) ? 0 : worst;
 }
 
 uint8_t *hostPool(Context &ctx) {
