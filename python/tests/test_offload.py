@@ -140,3 +140,24 @@ def test_copies_never_cost_a_fit(compiler, tmp_path):
                 out + ".json", "--quiet", "--memory-budget", str(smallest),
                 "--offload-activations", *TRAIN])
     assert json.load(open(out + ".json"))["arena_bytes"] <= smallest
+
+
+def test_python_api(memopt_package, tmp_path):
+    """memopt.compile(..., offload_activations=True): the same choice from Python; a training
+    step with copies gives the plain step's losses."""
+    import numpy as np
+    memopt = memopt_package
+    options = memopt.Training(loss="cross-entropy", optimizer="sgd", lr=0.05, momentum=0.9)
+    base = memopt.compile(zoo.BUNDLED_PATH, train=options, workdir=tmp_path / "plain")
+    program = memopt.compile(zoo.BUNDLED_PATH, train=options,
+                             memory_budget=int(base.arena_bytes * 0.8),
+                             offload_activations=True, offload_bandwidth=40,
+                             workdir=tmp_path / "offload")
+    assert program.report["offload"]["values"] > 0
+    rng = np.random.default_rng(3)
+    batch = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32),
+             "labels": np.array([7], np.int64)}
+    assert [program.train_step(batch) for _ in range(2)] == \
+        [base.train_step(batch) for _ in range(2)]
+    with pytest.raises(memopt.Error, match="offload-activations needs a memory-budget"):
+        memopt.compile(zoo.BUNDLED_PATH, train=options, offload_activations=True)
