@@ -453,6 +453,27 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   addTrainingReport(function, liveness, report);
   addDataParallelReport(function, report);
   addRematReport(function, liveness, report);
+  if (auto offload =
+          function->getAttrOfType<DictionaryAttr>("memopt.offload")) {
+    OffloadReport &out = report.offload;
+    out.present = true;
+    auto integer = [&](StringRef name) {
+      auto attr = offload.getAs<IntegerAttr>(name);
+      return attr ? attr.getInt() : int64_t(0);
+    };
+    auto real = [&](StringRef name) {
+      auto attr = offload.getAs<FloatAttr>(name);
+      return attr ? attr.getValueAsDouble() : 0.0;
+    };
+    out.values = integer("offloaded");
+    out.bytes = integer("bytes");
+    out.copySeconds = real("copy_seconds");
+    out.exposedSeconds = real("exposed_seconds");
+    out.bytesPerSecond = real("bytes_per_second");
+    if (auto pool =
+            function->getAttrOfType<IntegerAttr>("memopt.host_pool_size"))
+      out.hostPoolBytes = pool.getInt();
+  }
   return report;
 }
 
@@ -519,6 +540,17 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
       object["saved_bytes"] = remat.unconstrainedArenaBytes - report.arenaBytes;
     }
     result["remat"] = std::move(object);
+  }
+  if (report.offload.present) {
+    const OffloadReport &offload = report.offload;
+    result["offload"] = llvm::json::Object{
+        {"values", offload.values},
+        {"bytes", offload.bytes},
+        {"host_pool_bytes", offload.hostPoolBytes},
+        {"copy_seconds", offload.copySeconds},
+        {"hidden_seconds", offload.copySeconds - offload.exposedSeconds},
+        {"exposed_seconds", offload.exposedSeconds},
+        {"bytes_per_second", offload.bytesPerSecond}};
   }
   if (report.training.present) {
     const TrainingReport &training = report.training;
@@ -704,6 +736,18 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
        << "\n";
   if (report.remat.present)
     printRematReport(report, os);
+  if (report.offload.present) {
+    const OffloadReport &offload = report.offload;
+    os << "  offload: " << offload.values << " activations, "
+       << formatBytes(offload.bytes) << " to the host (pinned pool "
+       << formatBytes(offload.hostPoolBytes) << "), copies "
+       << formatSeconds(offload.copySeconds) << ", "
+       << formatSeconds(offload.copySeconds - offload.exposedSeconds)
+       << " hidden under compute"
+       << llvm::format(" (%.0f GB/s per direction)",
+                       offload.bytesPerSecond / 1e9)
+       << "\n";
+  }
   if (report.training.present) {
     const TrainingReport &training = report.training;
     os << "  training step (backward from op " << training.backwardStart

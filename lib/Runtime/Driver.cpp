@@ -145,6 +145,9 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       deviceAlloc(*ctx_, size_t(program->arenaBytes), "arena"));
   if (!check(error))
     return false;
+  reserveHostPool(*ctx_, size_t(program->hostPoolBytes));
+  if (!check(error))
+    return false;
   // The host backend maps the weight file as its region (private: what the
   // program writes, the trained parameters, is copied on write), so a model
   // larger than the host's memory runs from the page cache and loading reads

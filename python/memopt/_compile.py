@@ -186,6 +186,8 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             fuse_elementwise: Optional[bool] = None, no_plan: Optional[bool] = None,
             outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
             timing: Optional[bool] = None,
+            offload_activations: Optional[bool] = None,
+            offload_bandwidth: Optional[float] = None,
             options: Optional[Mapping[str, Any]] = None) -> Program:
     """Compiles an ONNX model into a memopt program and loads it.
 
@@ -220,6 +222,10 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    --no-fuse-elementwise, --no-plan, --separate-outputs
                    (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
                    leaves the compiler's default.
+    offload_activations, offload_bandwidth
+                   --offload-activations and --offload-bandwidth GBPS: memory_budget may also
+                   copy saved activations to pinned host memory and back where the copy
+                   hides under compute or costs less than recomputing them (docs/offload.md).
     options        any option of docs/cli.md's reference by its flag, pipeline or Python name,
                    e.g. {'remat-time-limit': 10, 'loss-scale': 'dynamic'} (values as the
                    command line spells them, lists as Python lists); applied last.

@@ -156,6 +156,19 @@ struct RematReport {
   std::string roofline;
 };
 
+/// What activation offload (docs/offload.md) copied to pinned host memory:
+/// from the `memopt.offload` and `memopt.host_pool_size` function attributes.
+/// Times are the offload timeline's predictions (both directions).
+struct OffloadReport {
+  bool present = false;
+  int64_t values = 0;
+  int64_t bytes = 0;
+  int64_t hostPoolBytes = 0;
+  double copySeconds = 0;
+  double exposedSeconds = 0;
+  double bytesPerSecond = 0;
+};
+
 struct MemoryReport {
   std::string function;
   /// "f32", or the low type memopt-mixed-precision chose ("f16", "bf16").
@@ -182,6 +195,7 @@ struct MemoryReport {
   /// capacity); 0: none.
   int64_t budgetBytes = 0;
   RematReport remat;
+  OffloadReport offload;
 };
 
 /// A printable name for `value`: the ONNX node name of its producer (from

@@ -16,7 +16,7 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 4;
+constexpr int32_t kProgramAbiVersion = 5;
 
 /// What a weight-region tensor is. Inference programs hold constants only;
 /// a training program's state (parameters, optimizer moments, the learning
@@ -95,6 +95,9 @@ struct ProgramInfo {
   /// the parameter's chunk dataParallelSize then its tail, see Runtime.h's
   /// reduceScatter), or -1; nullptr when nothing is sharded.
   const int32_t *shardOf;
+  /// Pinned host memory for offloaded activations (docs/offload.md): the
+  /// driver reserves it at load (reserveHostPool); 0: none.
+  int64_t hostPoolBytes;
 };
 
 /// Element count of a TensorInfo.

@@ -879,6 +879,31 @@ void allGather(Context &ctx, const char *nodeName, int64_t ranks,
                TensorRef param,
                const GradientAccumulation *accumulation = nullptr);
 
+// ---- Activation offload (docs/offload.md, "Activations") -----------------
+// A saved activation goes to the context's pinned host pool after its last
+// forward read and comes back before its first backward read. CUDA: the
+// copies run on two copy streams (one per direction) ordered by events: a
+// copy starts after everything the compute stream enqueued before it (the
+// producer, or the last reader of the buffer a reload writes), and the
+// compute stream waits on the copy's event at the matching *Wait call.
+// Host: the copies are memcpy calls, the waits nothing.
+
+/// Allocates the pinned host pool (ProgramInfo::hostPoolBytes; once, at
+/// load, before the first run; 0: none) and, on CUDA, the copy streams.
+void reserveHostPool(Context &ctx, size_t bytes);
+/// The pool's bytes (nullptr when none was reserved).
+uint8_t *hostPool(Context &ctx);
+/// Copies `bytes` from `src` (device) to pool + hostOffset for `slot`.
+void offloadStart(Context &ctx, const char *nodeName, int64_t slot,
+                  const void *src, int64_t hostOffset, int64_t bytes);
+/// The compute stream waits until slot's offload has completed.
+void offloadWait(Context &ctx, const char *nodeName, int64_t slot);
+/// Copies `bytes` from pool + hostOffset back to `dst` (device) for `slot`.
+void reloadStart(Context &ctx, const char *nodeName, int64_t slot, void *dst,
+                 int64_t hostOffset, int64_t bytes);
+/// The compute stream waits until slot's reload has completed.
+void reloadWait(Context &ctx, const char *nodeName, int64_t slot);
+
 } // namespace memopt::rt
 
 #endif // MEMOPT_RUNTIME_RUNTIME_H

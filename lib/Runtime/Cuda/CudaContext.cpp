@@ -11,6 +11,7 @@
 
 #include "CudaInternal.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_profiler_api.h>
@@ -105,6 +106,7 @@ void destroyContext(Context *ctx) {
     return;
   if (ctx->stream)
     cudaStreamSynchronize(ctx->stream);
+  destroyOffloadState(*ctx);
   for (auto &entry : ctx->matmulPlans) {
     MatmulPlan &p = entry.second;
     if (p.a)
@@ -314,7 +316,17 @@ void printProfile(Context &ctx, FILE *out, int top) {
 }
 
 void writeProfileTimes(Context &ctx, FILE *out) {
-  writeOpTimes(ctx.opTimes, out);
+  // An offloading program also measures its copies (docs/offload.md).
+  OpTimes times = ctx.opTimes;
+  if (double seconds = measureCopySecondsPerGiB(ctx); seconds > 0) {
+    OpTimes::Entry copy;
+    copy.node = "<copy 1 GiB>";
+    copy.kind = "copy";
+    copy.calls = 1;
+    copy.ms = seconds * 1000.0 * double(std::max<int64_t>(1, times.runs));
+    times.ops.push_back(copy);
+  }
+  writeOpTimes(times, out);
 }
 
 void execute(Context &ctx, void (*body)(Context &, void *), void *user) {

@@ -59,6 +59,7 @@ struct ConvPlan {
 /// cuDNN fused attention: the plans built so far, the context's workspace
 /// for them and the engine report (Cuda/CudnnAttention.cpp).
 struct CudnnAttentionState;
+struct OffloadState; // Cuda/Offload.cpp
 
 struct Context {
   std::string error;
@@ -104,9 +105,17 @@ struct Context {
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
   CudnnAttentionState *cudnnAttention = nullptr;
+  /// Activation offload: the host pool, copy streams and events.
+  OffloadState *offload = nullptr;
 };
 
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
+/// Frees the offload state (Cuda/Offload.cpp); called by destroyContext.
+void destroyOffloadState(Context &ctx);
+/// Seconds one copy of 1 GiB between the host pool and the device takes,
+/// the slower direction, measured now (0: no host pool). writeProfileTimes
+/// adds it as "<copy 1 GiB>", the entry --remat-kernel-times reads.
+double measureCopySecondsPerGiB(Context &ctx);
 bool checkCuda(Context &ctx, const char *node, cudaError_t status,
                const char *what);
 bool checkCublas(Context &ctx, const char *node, cublasStatus_t status,

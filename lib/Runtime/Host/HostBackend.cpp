@@ -166,7 +166,11 @@ struct Context {
   std::chrono::steady_clock::time_point lastOpEnd;
   int64_t runs = 0;
   OpTimes opTimes;
+  /// Activation offload's host pool (Host/Offload.cpp).
+  std::vector<uint8_t> hostPool;
 };
+
+std::vector<uint8_t> &host::hostPoolOf(Context &ctx) { return ctx.hostPool; }
 
 Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();

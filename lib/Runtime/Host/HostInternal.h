@@ -31,6 +31,8 @@ constexpr int64_t kElementGrain = int64_t(1) << 16;
 std::vector<double> toDouble(Context &ctx, const TensorRef &t);
 /// Stores `values` (t's element count) into t, on the threads.
 void store(Context &ctx, const std::vector<double> &values, const TensorRef &t);
+/// The context's host pool of offloaded activations (Host/Offload.cpp).
+std::vector<uint8_t> &hostPoolOf(Context &ctx);
 /// Fills a planned workspace with NaN (see HostBackend.cpp).
 void poisonWorkspace(void *workspace, size_t bytes);
 

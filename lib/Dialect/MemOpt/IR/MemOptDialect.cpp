@@ -2,6 +2,7 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
 
 using namespace mlir;
 using namespace mlir::memopt;
@@ -12,6 +13,10 @@ void MemOptDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "memopt/Dialect/MemOpt/IR/OffloadOps.cpp.inc"
       >();
   attachGradientModels(*getContext());
 }

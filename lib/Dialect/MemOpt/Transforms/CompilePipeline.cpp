@@ -163,6 +163,15 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "remat-max-computations must be at least 1";
     return failure();
   }
+  if (!(offloadBandwidth > 0)) {
+    message = "offload-bandwidth must be positive";
+    return failure();
+  }
+  if (offloadActivations && memoryBudget == 0) {
+    message = "offload-activations needs a memory-budget (offloads are "
+              "chosen to meet it)";
+    return failure();
+  }
   return success();
 }
 
@@ -269,6 +278,8 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.timeLimit = options.rematTimeLimit;
     remat.maxComputations = options.rematMaxComputations;
     remat.kernelTimes = options.rematKernelTimes;
+    remat.offload = options.offloadActivations;
+    remat.offloadBandwidth = options.offloadBandwidth;
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));
     pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
@@ -515,7 +526,26 @@ struct CompilePhaseLog::State {
             return value ? value.getInt() : 0;
           };
           auto fraction = remat.getAs<FloatAttr>("added_time_fraction");
-          if (get("recomputations") == 0)
+          // Activation offload (docs/offload.md): what went to the host.
+          std::string copies;
+          if (auto offload =
+                  function->getAttrOfType<DictionaryAttr>("memopt.offload")) {
+            auto seconds = [&](StringRef name) {
+              auto value = offload.getAs<FloatAttr>(name);
+              return value ? value.getValueAsDouble() : 0.0;
+            };
+            auto bytes = offload.getAs<IntegerAttr>("bytes");
+            auto values = offload.getAs<IntegerAttr>("offloaded");
+            copies = llvm::formatv("; {0} activations offloaded ({1} bytes), "
+                                   "{2:F1} of {3:F1} us of copies hidden",
+                                   values ? values.getInt() : 0,
+                                   bytes ? bytes.getInt() : 0,
+                                   1e6 * (seconds("copy_seconds") -
+                                          seconds("exposed_seconds")),
+                                   1e6 * seconds("copy_seconds"))
+                         .str();
+          }
+          if (get("recomputations") == 0 && copies.empty())
             return "[remat] the arena (" +
                    std::to_string(get("unconstrained_arena")) +
                    " bytes) fits memory-budget " +
@@ -529,7 +559,8 @@ struct CompilePhaseLog::State {
                      fraction ? 100.0 * fraction.getValueAsDouble() : 0.0,
                      get("unconstrained_arena"), get("planned_arena"),
                      get("solver_runs"))
-              .str();
+                     .str() +
+                 copies;
         }
         return "";
       };

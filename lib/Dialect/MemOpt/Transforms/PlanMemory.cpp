@@ -11,6 +11,7 @@
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Planner/Elastic.h"
 #include "memopt/Planner/Planner.h"
@@ -190,6 +191,9 @@ struct MemOptPlanMemoryPass
                       builder.getI64IntegerAttr(result.plan.arenaSize));
     function->setAttr("memopt.weights_size",
                       builder.getI64IntegerAttr(weightsSize));
+    // Activation offload's pinned host pool, packed in the final order.
+    if (failed(planHostPool(function)))
+      return failure();
     function->setAttr("memopt.max_live", builder.getI64IntegerAttr(
                                              liveness.getStats().maxLiveBytes));
 

@@ -31,6 +31,10 @@
 // update that writes the state, so a recomputation never reads an updated
 // parameter.
 //
+// The third choice, copying a saved value to host memory and back, is
+// Offload.cpp's; with `offload` it runs first, on the same budget, and takes
+// only the copies that cost less than recomputing their value.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/Transforms/Rematerialize.h"
@@ -50,6 +54,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTREMATERIALIZE
@@ -103,13 +108,26 @@ std::optional<int> rootNode(const RematGraph &rematGraph, Value value) {
 /// Picoseconds: the solver's costs are integers.
 int64_t toCost(double seconds) { return int64_t(std::llround(seconds * 1e12)); }
 
+/// Ops the solver may compute more than once.
+bool isRecomputable(Operation *op, const llvm::StringSet<> &allowed) {
+  return op->getNumResults() > 0 && isMemoryEffectFree(op) &&
+         isa<CostOpInterface>(op) &&
+         (allowed.empty() ||
+          allowed.contains(kindOf(op->getName().getStringRef())));
+}
+
+llvm::StringSet<> allowedKinds(const RematerializeOptions &options) {
+  llvm::StringSet<> allowed;
+  for (const std::string &kind : options.allow)
+    allowed.insert(kindOf(kind));
+  return allowed;
+}
+
 RematGraph buildGraph(func::FuncOp function,
                       const RematerializeOptions &options) {
   RematGraph result;
   remat::Graph &graph = result.graph;
-  llvm::StringSet<> allowed;
-  for (const std::string &kind : options.allow)
-    allowed.insert(kindOf(kind));
+  llvm::StringSet<> allowed = allowedKinds(options);
 
   for (Operation *op : getExecutionOrder(function)) {
     if (isView(op))
@@ -129,12 +147,7 @@ RematGraph buildGraph(func::FuncOp function,
     if (auto cost = dyn_cast<CostOpInterface>(op))
       if (int64_t workspace = cost.getWorkspaceBytes(); workspace > 0)
         node.scratchBytes = promisedWorkspace(op, workspace);
-    bool recomputable =
-        op->getNumResults() > 0 && isMemoryEffectFree(op) &&
-        isa<CostOpInterface>(op) &&
-        (allowed.empty() ||
-         allowed.contains(kindOf(op->getName().getStringRef())));
-    node.maxComputations = recomputable ? 0 : 1;
+    node.maxComputations = isRecomputable(op, allowed) ? 0 : 1;
     graph.nodes.push_back(std::move(node));
   }
   // The function's results stay live to the end (memopt-compile plans them
@@ -339,6 +352,8 @@ mlir::memopt::checkRematerializeOptions(MLIRContext *context,
     return "max-computations must be at least 1";
   if (!(options.timeLimitSeconds > 0))
     return "the rematerialization time limit must be positive";
+  if (options.offload && !(options.offloadBytesPerSecond > 0))
+    return "the offload bandwidth must be positive";
   if (!remat::parseMethod(options.method))
     return "unknown rematerialization method '" + options.method +
            "' (expected auto, fast or exact)";
@@ -349,14 +364,12 @@ mlir::memopt::checkRematerializeOptions(MLIRContext *context,
   return "";
 }
 
-FailureOr<RematerializeResult>
-mlir::memopt::rematerializeFunction(func::FuncOp function,
-                                    const RematerializeOptions &options) {
-  if (!function.getBody().hasOneBlock())
-    return function.emitError(
-        "memopt-rematerialize expects a single-block function");
+/// The recomputation solver on `function` as it stands (copies included),
+/// adding to `result`.
+static FailureOr<RematerializeResult>
+solveRecomputation(func::FuncOp function, const RematerializeOptions &options,
+                   RematerializeResult result) {
   RematGraph rematGraph = buildGraph(function, options);
-  RematerializeResult result;
   result.nodes = rematGraph.graph.nodes.size();
   for (Operation *op : rematGraph.ops)
     if (op)
@@ -422,6 +435,54 @@ mlir::memopt::rematerializeFunction(func::FuncOp function,
   return result;
 }
 
+FailureOr<RematerializeResult>
+mlir::memopt::rematerializeFunction(func::FuncOp function,
+                                    const RematerializeOptions &options) {
+  if (!function.getBody().hasOneBlock())
+    return function.emitError(
+        "memopt-rematerialize expects a single-block function");
+  RematerializeResult result;
+  if (options.offload) {
+    OwningOpRef<func::FuncOp> plain(function.clone());
+    // Copies first, where they cost less than recomputing their value; the
+    // recomputation solver then works on what is left over the budget.
+    OffloadOptions offload;
+    offload.budget = options.budget;
+    offload.bytesPerSecond = options.offloadBytesPerSecond;
+    if (options.kernelTimes)
+      if (auto it = options.kernelTimes->find(kCopyGiBTimeKey);
+          it != options.kernelTimes->end() && it->second > 0)
+        offload.bytesPerSecond = double(int64_t(1) << 30) / it->second;
+    offload.roofline = options.roofline;
+    offload.kernelTimes = options.kernelTimes;
+    llvm::StringSet<> allowed = allowedKinds(options);
+    FailureOr<OffloadResult> offloaded =
+        offloadFunction(function, offload, [&](Operation *op) {
+          return isRecomputable(op, allowed)
+                     ? estimateOpSeconds(op, options.roofline,
+                                         options.kernelTimes)
+                     : std::numeric_limits<double>::infinity();
+        });
+    if (failed(offloaded))
+      return failure();
+    result.offload = *offloaded;
+    if (result.offload.offloaded > 0) {
+      FailureOr<RematerializeResult> solved =
+          solveRecomputation(function, options, result);
+      if (failed(solved) || solved->fits)
+        return solved;
+      // A reload keeps its value from the reload on, where recomputing it
+      // late might have fitted: without the copies, the solver may still
+      // find a schedule. Copies never cost a fit.
+      function.getBody().takeBody(plain->getBody());
+      function->removeAttr(kOffloadAttrName);
+      function->removeAttr(kHostPoolSizeAttrName);
+      result = RematerializeResult();
+    }
+  }
+  return solveRecomputation(function, options, result);
+}
+
 int64_t mlir::memopt::getRematModelPeak(func::FuncOp function,
                                         const RematerializeOptions &options) {
   return remat::initialPeak(buildGraph(function, options).graph);
@@ -447,6 +508,8 @@ struct MemOptRematerializePass
     options.maxComputations = maxComputations;
     options.timeLimitSeconds = timeLimit;
     options.method = method;
+    options.offload = offload;
+    options.offloadBytesPerSecond = offloadBandwidth * 1e9;
     std::string error = checkRematerializeOptions(&getContext(), options);
     if (!error.empty()) {
       module.emitError("memopt-rematerialize: ") << error;
@@ -489,6 +552,17 @@ struct MemOptRematerializePass
       return function.emitError("memopt-rematerialize: @")
              << function.getSymName() << " does not fit in " << options.budget
              << " bytes: " << result->message << refused;
+    if (report && options.offload)
+      llvm::outs() << llvm::formatv(
+          "memopt-rematerialize @{0}: offloaded {1} values ({2} bytes, host "
+          "pool {3} bytes), copies {4:F2} us, {5:F2} us hidden, {6} refused "
+          "(recomputing them is cheaper), model peak {7} -> {8} bytes\n",
+          function.getSymName(), result->offload.offloaded,
+          result->offload.offloadedBytes, result->offload.hostPoolBytes,
+          result->offload.copySeconds * 1e6,
+          (result->offload.copySeconds - result->offload.exposedSeconds) * 1e6,
+          result->offload.refusedForRecompute, result->offload.peakBefore,
+          result->offload.peakAfter);
     if (report)
       llvm::outs() << llvm::formatv(
           "memopt-rematerialize @{0}: budget {1}, peak {2} -> {3} bytes, "

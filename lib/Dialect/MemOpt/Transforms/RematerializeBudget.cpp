@@ -200,12 +200,21 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
     int64_t arena = planned->second;
     result.log.push_back(
         llvm::formatv("solver budget {0}: {1} recomputations (+{2:F2}% "
-                      "estimated time), arena {3} bytes{4}",
+                      "estimated time){5}, arena {3} bytes{4}",
                       solverBudget, solved->recomputations,
                       solved->baseSeconds > 0
                           ? 100.0 * solved->addedSeconds / solved->baseSeconds
                           : 0.0,
-                      arena, arena <= budget ? " (fits)" : "")
+                      arena, arena <= budget ? " (fits)" : "",
+                      solved->offload.offloaded > 0
+                          ? llvm::formatv(", {0} offloaded ({1} bytes, "
+                                          "{2:F2} us of {3:F2} us exposed)",
+                                          solved->offload.offloaded,
+                                          solved->offload.offloadedBytes,
+                                          solved->offload.exposedSeconds * 1e6,
+                                          solved->offload.copySeconds * 1e6)
+                                .str()
+                          : std::string())
             .str());
     if (arena < smallestArena) {
       smallestArena = arena;
@@ -213,7 +222,11 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
       smallestRecomputations = solved->recomputations;
     }
     if (arena <= budget) {
-      if (!best || solved->addedSeconds < result.remat.addedSeconds) {
+      // Recomputation and the copies' predicted stall, together.
+      auto cost = [](const RematerializeResult &run) {
+        return run.addedSeconds + run.offload.exposedSeconds;
+      };
+      if (!best || cost(*solved) < cost(result.remat)) {
         best = std::move(candidate);
         result.remat = *solved;
         result.solverBudget = solverBudget;

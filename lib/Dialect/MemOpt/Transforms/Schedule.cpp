@@ -12,6 +12,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -270,6 +271,16 @@ struct MemOptSchedulePass
       return signalPassFailure();
     }
     SmallVector<Operation *> original = getExecutionOrder(function);
+    // Activation offload placed its copies and waits against this order's
+    // timeline (docs/offload.md): reordering would break that promise.
+    if (llvm::any_of(original, [](Operation *op) {
+          return isa<OffloadOp, OffloadWaitOp, ReloadOp, ReloadWaitOp>(op);
+        })) {
+      if (report)
+        llvm::outs() << "memopt-schedule @" << function.getSymName()
+                     << ": order kept (activation offload placed in it)\n";
+      return;
+    }
     DependenceGraph graph(original);
 
     struct Candidate {

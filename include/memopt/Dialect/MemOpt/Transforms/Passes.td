@@ -312,6 +312,12 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
            "Seconds the solver may search">,
     Option<"method", "method", "std::string", /*default=*/"\"auto\"",
            "auto, fast or exact (lib/Remat)">,
+    Option<"offload", "offload", "bool", /*default=*/"false",
+           "Also copy saved values to pinned host memory and back where "
+           "that is cheaper than recomputing them (docs/offload.md)">,
+    Option<"offloadBandwidth", "offload-bandwidth", "double",
+           /*default=*/"40.0",
+           "Copy bandwidth per direction, GB/s (PCIe 5, pinned)">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "JSON file of measured kernel times {\"NODE\": seconds}">,
     Option<"report", "report", "bool", /*default=*/"false",

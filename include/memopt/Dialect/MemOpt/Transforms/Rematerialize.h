@@ -12,6 +12,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/CostModel.h"
+#include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -33,6 +34,12 @@ struct RematerializeOptions {
   std::string method = "auto";
   Roofline roofline = Roofline::h100();
   const KernelTimes *kernelTimes = nullptr;
+  /// The third choice: copy saved values to pinned host memory and back
+  /// (Offload.h) where that is cheaper than recomputing them; the copy
+  /// bandwidth per direction in bytes per second (a measured one in
+  /// `kernelTimes`, kCopyGiBTimeKey, wins).
+  bool offload = false;
+  double offloadBytesPerSecond = 40e9;
 };
 
 struct RematerializeResult {
@@ -60,6 +67,8 @@ struct RematerializeResult {
   std::string message;
   /// Nodes in the solver's graph.
   int nodes = 0;
+  /// What the copy choice did (before the recomputation solver ran).
+  OffloadResult offload;
 };
 
 /// Checks the options (kinds in `allow` must be memopt ops, the method must
