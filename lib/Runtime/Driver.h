@@ -183,6 +183,9 @@ private:
   /// After the region changed: the step count and the loss scale (and, at
   /// init, the loaded learning rate) read back from the device.
   bool readRegionScalars(bool initial, std::string &error);
+  /// --offload optimizer: copies each parameter into its host master
+  /// (after the weight region was loaded or replaced).
+  bool initMasters(std::string &error);
   static void body(Context &ctx, void *self);
 
   const ProgramInfo *program_ = nullptr;
@@ -192,6 +195,9 @@ private:
   /// The host backend's region mapped from the weight file (copy on write)
   /// instead of read into memory: freed with munmap.
   bool weightsMapped_ = false;
+  /// --offload optimizer: the host state region (ProgramInfo::
+  /// hostStateBytes; pinned on CUDA), or nullptr.
+  uint8_t *hostState_ = nullptr;
   std::vector<void *> inputs_, outputs_, ownBuffers_;
   std::vector<const void *> hostInputs_;
   bool inputsStale_ = false;

@@ -128,6 +128,9 @@ void destroyContext(Context *ctx) {
       cudnnDestroyActivationDescriptor(p.activation);
   }
   destroyCudnnAttention(*ctx);
+  // Waits for the CPU updates and destroys the copy streams (the context's
+  // stream was synchronized above).
+  destroyOffloadEngine(ctx->offload);
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);
   if (ctx->graph)

@@ -9,6 +9,7 @@
 #ifndef MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
 #define MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
 
+#include "../HostAdam.h"
 #include "../Internal.h"
 
 #include <cublasLt.h>
@@ -104,6 +105,9 @@ struct Context {
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
   CudnnAttentionState *cudnnAttention = nullptr;
+  /// --offload optimizer: the CPU optimizer and its copy streams
+  /// (HostOptimizer.cpp), made on first use.
+  OffloadEngine *offload = nullptr;
 };
 
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.
