@@ -307,10 +307,9 @@ private:
   }
   /// `H + OFFSET`: the staging slot of an offloaded update.
   std::string stagingPointer(Operation *op) {
-    return "H + " +
-           std::to_string(
-               op->getAttrOfType<IntegerAttr>("memopt.staging_offset")
-                   .getInt());
+    return "H + " + std::to_string(
+                        op->getAttrOfType<IntegerAttr>("memopt.staging_offset")
+                            .getInt());
   }
   int64_t hostStateSize = 0, hostWeightCount = 0, offloadSites = 0;
   /// A TensorRef expression over `value`'s bytes with another shape.
@@ -515,8 +514,7 @@ LogicalResult ProgramEmitter::collectHostWeights() {
   function.walk([&](Operation *op) {
     Value master = offloadedMaster(op);
     if (master && master.getDefiningOp())
-      paramOfMaster[master.getDefiningOp()] =
-          op->getOperand(0).getDefiningOp();
+      paramOfMaster[master.getDefiningOp()] = op->getOperand(0).getDefiningOp();
   });
   std::string entries, masterOf;
   llvm::raw_string_ostream entry(entries), masters(masterOf);
@@ -1521,8 +1519,8 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
              << ", " << stagingPointer(op) << ", "
              << cppFloat(toDouble(update.getMomentum())) << ", "
              << cppFloat(toDouble(update.getWeightDecay())) << ", "
-             << ref(update.getParam()) << ", " << ref(update.getGrad())
-             << ", " << ref(master) << ", "
+             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+             << ref(master) << ", "
              << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
              << ref(update.getLr())
              << updateTail(update.getMicroStep(), update.getLossScale());
@@ -1562,16 +1560,16 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
                              update.getAccumulationSteps())
              << lossScaling(update.getLossScale(), update.getFoundInf(),
                             update.getLossScaleState())
-             << "    offloadAdamwUpdate(ctx, " << node << ", "
-             << offloadSites++ << ", " << stagingPointer(op) << ", "
+             << "    offloadAdamwUpdate(ctx, " << node << ", " << offloadSites++
+             << ", " << stagingPointer(op) << ", "
              << cppFloat(toDouble(update.getBeta1())) << ", "
              << cppFloat(toDouble(update.getBeta2())) << ", "
              << cppFloat(toDouble(update.getEps())) << ", "
              << cppFloat(toDouble(update.getWeightDecay())) << ", "
-             << ref(update.getParam()) << ", " << ref(update.getGrad())
-             << ", " << ref(master) << ", " << ref(update.getExpAvg()) << ", "
-             << ref(update.getExpAvgSq()) << ", " << ref(update.getLr())
-             << ", " << ref(update.getStep())
+             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+             << ref(master) << ", " << ref(update.getExpAvg()) << ", "
+             << ref(update.getExpAvgSq()) << ", " << ref(update.getLr()) << ", "
+             << ref(update.getStep())
              << updateTail(update.getMicroStep(), update.getLossScale());
           return success();
         }

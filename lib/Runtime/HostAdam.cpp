@@ -25,10 +25,12 @@ namespace {
 /// The gradient widened to double, by dtype (the loop below is
 /// instantiated once per type so each one vectorizes alone).
 template <DType T> inline double loadGradient(const void *grad, int64_t i);
-template <> inline double loadGradient<DType::F32>(const void *grad, int64_t i) {
+template <>
+inline double loadGradient<DType::F32>(const void *grad, int64_t i) {
   return double(static_cast<const float *>(grad)[i]);
 }
-template <> inline double loadGradient<DType::F16>(const void *grad, int64_t i) {
+template <>
+inline double loadGradient<DType::F16>(const void *grad, int64_t i) {
   return double(halfToFloat(static_cast<const uint16_t *>(grad)[i]));
 }
 template <>
@@ -37,8 +39,8 @@ inline double loadGradient<DType::BF16>(const void *grad, int64_t i) {
 }
 
 template <DType T>
-void updateRange(const HostUpdate &u, const HostUpdatePlan &plan,
-                 int64_t begin, int64_t end) {
+void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
+                 int64_t end) {
   const void *grad = u.grad;
   float *__restrict sum = u.accumulator;
   if (plan.accumulate) {
@@ -110,8 +112,9 @@ std::string planHostUpdate(const HostUpdate &u, HostUpdatePlan &plan) {
   if (u.gradType != DType::F32 && u.gradType != DType::F16 &&
       u.gradType != DType::BF16)
     return nodeError(u, std::string("offloaded gradient of type ") +
-                            dtypeName(u.gradType) + " (expected f32, f16 or "
-                                                    "bf16)");
+                            dtypeName(u.gradType) +
+                            " (expected f32, f16 or "
+                            "bf16)");
   const float *s = u.scalars;
   if (u.accumulationSteps > 0) {
     double micro = s[kStagingMicroStep];
@@ -334,14 +337,15 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
                              const LossScaling *scaling, HostUpdate &update) {
   bool adamw = kind == HostUpdate::Kind::AdamW;
   if (adamw ? !validateAdamwUpdate(ctx, node, master, grad, *m, *v, lr, *step)
-            : !validateSgdUpdate(ctx, node, 0.0f, master, grad,
-                                 momentumBuffer, lr))
+            : !validateSgdUpdate(ctx, node, 0.0f, master, grad, momentumBuffer,
+                                 lr))
     return false;
   if (accumulation && !validateAccumulation(ctx, node, master, *accumulation))
     return false;
   if (scaling && !validateLossScaling(ctx, node, *scaling, adamw))
     return false;
-  if (param.dtype != DType::F32 || param.numElements() != master.numElements()) {
+  if (param.dtype != DType::F32 ||
+      param.numElements() != master.numElements()) {
     failf(ctx, node,
           "the device parameter %s %s does not match its f32 master %s",
           dtypeName(param.dtype), shapeString(param).c_str(),
@@ -349,8 +353,9 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
     return false;
   }
   if (!staging) {
-    failf(ctx, node, "offloaded update without its staging slot (is the "
-                     "host state region set? setHostState)");
+    failf(ctx, node,
+          "offloaded update without its staging slot (is the "
+          "host state region set? setHostState)");
     return false;
   }
   update = HostUpdate();

@@ -1,4 +1,5 @@
-//===- HostAdam.h - the CPU optimizer of --offload optimizer ------*- C++ -*-===//
+//===- HostAdam.h - the CPU optimizer of --offload optimizer ------*- C++
+//-*-===//
 //
 // Private to lib/Runtime. The update arithmetic of an offloaded SGD / AdamW
 // step on the CPU (vectorizable loops over f32 masters and state, double

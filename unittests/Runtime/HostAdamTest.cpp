@@ -33,7 +33,9 @@ TensorRef tensor16(std::vector<uint16_t> &data, DType dtype) {
   int64_t shape[1] = {int64_t(data.size())};
   return makeTensor(data.data(), dtype, 1, shape);
 }
-TensorRef scalar(float &value) { return makeTensor(&value, DType::F32, 0, nullptr); }
+TensorRef scalar(float &value) {
+  return makeTensor(&value, DType::F32, 0, nullptr);
+}
 
 std::vector<float> randomVector(size_t n, uint32_t seed, float scale) {
   std::mt19937 gen(seed);
@@ -124,8 +126,7 @@ TEST(HostAdamTest, AdamwEqualsHostBackendBitForBit) {
       std::vector<uint16_t> g16(n);
       for (size_t i = 0; i < n; ++i)
         g16[i] = type == DType::F16 ? floatToHalf(g32[i]) : floatToBf16(g32[i]);
-      TensorRef grad =
-          type == DType::F32 ? tensor(g32) : tensor16(g16, type);
+      TensorRef grad = type == DType::F32 ? tensor(g32) : tensor16(g16, type);
       float lr = 3e-3f, t = float(step);
       adamwUpdate(*env.ctx, "plain", 0.9f, 0.999f, 1e-8f, 0.01f, tensor(pp),
                   grad, tensor(pm), tensor(pv), scalar(lr), scalar(t));

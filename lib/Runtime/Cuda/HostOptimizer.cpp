@@ -84,18 +84,18 @@ CudaOffload *cudaOffload(Context &ctx, const char *node) {
   auto *state = new CudaOffload();
   engine.backend = state;
   engine.destroyBackend = &destroyCudaOffload;
-  if (!checkCuda(ctx, node,
-                 cudaStreamCreateWithFlags(&state->copyOut,
-                                           cudaStreamNonBlocking),
-                 "cudaStreamCreate") ||
-      !checkCuda(ctx, node,
-                 cudaStreamCreateWithFlags(&state->copyBack,
-                                           cudaStreamNonBlocking),
-                 "cudaStreamCreate") ||
-      !checkCuda(ctx, node,
-                 cudaEventCreateWithFlags(&state->finished,
-                                          cudaEventDisableTiming),
-                 "cudaEventCreate"))
+  if (!checkCuda(
+          ctx, node,
+          cudaStreamCreateWithFlags(&state->copyOut, cudaStreamNonBlocking),
+          "cudaStreamCreate") ||
+      !checkCuda(
+          ctx, node,
+          cudaStreamCreateWithFlags(&state->copyBack, cudaStreamNonBlocking),
+          "cudaStreamCreate") ||
+      !checkCuda(
+          ctx, node,
+          cudaEventCreateWithFlags(&state->finished, cudaEventDisableTiming),
+          "cudaEventCreate"))
     return nullptr;
   return state;
 }
@@ -171,10 +171,9 @@ void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
       checkCuda(ctx, node, cudaStreamWaitEvent(out, site->ready, 0),
                 "cudaStreamWaitEvent") &&
       checkCuda(ctx, node,
-                cudaMemcpyAsync(static_cast<uint8_t *>(staging) +
-                                    kHostStagingScalarBytes,
-                                grad.data, grad.bytes(),
-                                cudaMemcpyDeviceToHost, out),
+                cudaMemcpyAsync(
+                    static_cast<uint8_t *>(staging) + kHostStagingScalarBytes,
+                    grad.data, grad.bytes(), cudaMemcpyDeviceToHost, out),
                 "cudaMemcpyAsync (offload gradient)") &&
       copyScalar(ctx, node, out, staging, kStagingLr, lr.data) &&
       copyScalar(ctx, node, out, staging, kStagingStep,
@@ -232,10 +231,9 @@ void offloadSgdUpdate(Context &ctx, const char *node, int site, void *staging,
                       const LossScaling *scaling) {
   HostUpdate update;
   if (hasError(ctx) ||
-      !describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging,
-                               param, grad, master, momentumBuffer, nullptr,
-                               nullptr, lr, nullptr, accumulation, scaling,
-                               update))
+      !describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging, param,
+                               grad, master, momentumBuffer, nullptr, nullptr,
+                               lr, nullptr, accumulation, scaling, update))
     return;
   if (momentum != 0.0f && !update.momentumBuffer) {
     failf(ctx, node, "SGD momentum %g needs a momentum buffer",
@@ -248,11 +246,10 @@ void offloadSgdUpdate(Context &ctx, const char *node, int site, void *staging,
                 accumulation, scaling);
 }
 
-void offloadAdamwUpdate(Context &ctx, const char *node, int site,
-                        void *staging, float beta1, float beta2, float eps,
-                        float weightDecay, TensorRef param, TensorRef grad,
-                        TensorRef master, TensorRef m, TensorRef v,
-                        TensorRef lr, TensorRef step,
+void offloadAdamwUpdate(Context &ctx, const char *node, int site, void *staging,
+                        float beta1, float beta2, float eps, float weightDecay,
+                        TensorRef param, TensorRef grad, TensorRef master,
+                        TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
                         const GradientAccumulation *accumulation,
                         const LossScaling *scaling) {
   HostUpdate update;

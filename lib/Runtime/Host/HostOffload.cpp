@@ -75,10 +75,9 @@ void offloadSgdUpdate(Context &ctx, const char *node, int site, void *staging,
                       const LossScaling *scaling) {
   HostUpdate update;
   if (hasError(ctx) ||
-      !describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging,
-                               param, grad, master, momentumBuffer, nullptr,
-                               nullptr, lr, nullptr, accumulation, scaling,
-                               update))
+      !describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging, param,
+                               grad, master, momentumBuffer, nullptr, nullptr,
+                               lr, nullptr, accumulation, scaling, update))
     return;
   if (momentum != 0.0f && !update.momentumBuffer) {
     failf(ctx, node, "SGD momentum %g needs a momentum buffer",
@@ -91,11 +90,10 @@ void offloadSgdUpdate(Context &ctx, const char *node, int site, void *staging,
                  scaling);
 }
 
-void offloadAdamwUpdate(Context &ctx, const char *node, int site,
-                        void *staging, float beta1, float beta2, float eps,
-                        float weightDecay, TensorRef param, TensorRef grad,
-                        TensorRef master, TensorRef m, TensorRef v,
-                        TensorRef lr, TensorRef step,
+void offloadAdamwUpdate(Context &ctx, const char *node, int site, void *staging,
+                        float beta1, float beta2, float eps, float weightDecay,
+                        TensorRef param, TensorRef grad, TensorRef master,
+                        TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
                         const GradientAccumulation *accumulation,
                         const LossScaling *scaling) {
   HostUpdate update;

@@ -48,8 +48,7 @@ LogicalResult VariableOp::verify() {
            << "' is not one of parameter, optimizer_state, statistic, "
               "learning_rate, step, gradient_accumulator, micro_step, "
               "random_key, loss_scale, loss_scale_state, master";
-  if (auto placement =
-          (*this)->getAttrOfType<StringAttr>(kPlacementAttrName))
+  if (auto placement = (*this)->getAttrOfType<StringAttr>(kPlacementAttrName))
     if (placement.getValue() != "host")
       return emitOpError("memopt.placement '")
              << placement.getValue() << "' is not 'host'";
@@ -498,11 +497,15 @@ static LogicalResult verifyMaster(Operation *op, Value master, Value param,
   auto variable = master.getDefiningOp<VariableOp>();
   if (!variable || variable.getRole() != "master")
     return op->emitOpError("master must be a variable of role 'master'");
-  for (Value value : llvm::concat<const Value>(ArrayRef<Value>(master), state))
-    if (value && !isHostPlaced(value))
-      return op->emitOpError("the state of an update with a host master must "
-                             "be placed on the host (memopt.placement = "
-                             "\"host\")");
+  auto placedOnHost = [&] {
+    return isHostPlaced(master) && llvm::all_of(state, [](Value value) {
+             return !value || isHostPlaced(value);
+           });
+  };
+  if (!placedOnHost())
+    return op->emitOpError("the state of an update with a host master must "
+                           "be placed on the host (memopt.placement = "
+                           "\"host\")");
   return success();
 }
 

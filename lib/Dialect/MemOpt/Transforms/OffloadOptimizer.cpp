@@ -16,11 +16,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::memopt {
@@ -63,41 +63,47 @@ struct OffloadOptimizerPass
     OpBuilder builder(function.getContext());
     int64_t masterBytes = 0, stateBytes = 0, updates = 0;
     llvm::DenseSet<Operation *> placed;
-    auto placeOnHost = [&](Value value) -> LogicalResult {
-      if (!value)
-        return success();
-      auto variable = value.getDefiningOp<VariableOp>();
-      if (!variable)
-        return failure();
-      if (placed.insert(variable).second) {
+    auto placeOnHost = [&](Value value) {
+      auto variable = value ? value.getDefiningOp<VariableOp>() : VariableOp();
+      if (variable && placed.insert(variable).second) {
         variable->setAttr(kPlacementAttrName, builder.getStringAttr("host"));
         stateBytes += getTensorBytes(variable.getType());
       }
-      return success();
     };
     auto offload = [&](Operation *update, Value param, int64_t shards,
                        ArrayRef<Value> state) -> LogicalResult {
-      if (shards > 1)
-        return update->emitError("--offload optimizer cannot offload a "
-                                 "sharded update (--shard): the host update "
-                                 "needs the whole parameter"),
-               failure();
+      if (shards > 1) {
+        update->emitError("--offload optimizer cannot offload a sharded "
+                          "update (--shard): the host update needs the whole "
+                          "parameter");
+        return failure();
+      }
       auto variable = param.getDefiningOp<VariableOp>();
-      if (!variable)
-        return update->emitError("the parameter of an offloaded update must "
-                                 "be a memopt.variable"),
-               failure();
+      if (!variable) {
+        update->emitError("the parameter of an offloaded update must be a "
+                          "memopt.variable");
+        return failure();
+      }
       // Other users of the state (the overflow check of the accumulators is
       // refused above) would read host memory from the device.
-      for (Value value : state)
-        if (value)
-          for (Operation *user : value.getUsers())
-            if (user != update)
-              return user->emitError("'")
-                         << user->getName() << "' reads the optimizer state '"
-                         << value.getDefiningOp<VariableOp>().getName()
-                         << "', which --offload optimizer places on the host",
-                     failure();
+      for (Value value : state) {
+        if (!value)
+          continue;
+        auto stateVariable = value.getDefiningOp<VariableOp>();
+        if (!stateVariable) {
+          update->emitError("optimizer state of an offloaded update must be "
+                            "memopt.variables");
+          return failure();
+        }
+        for (Operation *user : value.getUsers())
+          if (user != update) {
+            user->emitError("'")
+                << user->getName() << "' reads the optimizer state '"
+                << stateVariable.getName()
+                << "', which --offload optimizer places on the host";
+            return failure();
+          }
+      }
       builder.setInsertionPointAfter(variable);
       auto master = VariableOp::create(
           builder, variable.getLoc(), variable.getType(),
@@ -106,10 +112,7 @@ struct OffloadOptimizerPass
       master->setAttr(kPlacementAttrName, builder.getStringAttr("host"));
       masterBytes += getTensorBytes(variable.getType());
       for (Value value : state)
-        if (failed(placeOnHost(value)))
-          return update->emitError("optimizer state of an offloaded update "
-                                   "must be memopt.variables"),
-                 failure();
+        placeOnHost(value);
       if (auto sgd = dyn_cast<SGDUpdateOp>(update))
         sgd.getMasterMutable().assign(master.getValue());
       else
@@ -126,9 +129,9 @@ struct OffloadOptimizerPass
                            {sgd.getMomentumBuffer(), sgd.getAccumulator()});
       } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
         if (!adamw.getMaster())
-          result = offload(adamw, adamw.getParam(), adamw.getShards(),
-                           {adamw.getExpAvg(), adamw.getExpAvgSq(),
-                            adamw.getAccumulator()});
+          result = offload(
+              adamw, adamw.getParam(), adamw.getShards(),
+              {adamw.getExpAvg(), adamw.getExpAvgSq(), adamw.getAccumulator()});
       }
       if (failed(result))
         return signalPassFailure();
@@ -140,8 +143,8 @@ struct OffloadOptimizerPass
     }
     if (report)
       llvm::outs() << "[offload] " << updates
-                   << " optimizer updates on the host: masters "
-                   << masterBytes << " bytes, optimizer state " << stateBytes
+                   << " optimizer updates on the host: masters " << masterBytes
+                   << " bytes, optimizer state " << stateBytes
                    << " bytes in pinned host memory\n";
   }
 };

@@ -191,9 +191,9 @@ struct MemOptPlanMemoryPass
       stagingSize += bytes;
     }
     if (hostSize > 0) {
-      function->setAttr("memopt.host_size",
-                        builder.getI64IntegerAttr(
-                            planner::alignUp(hostSize, alignment)));
+      function->setAttr(
+          "memopt.host_size",
+          builder.getI64IntegerAttr(planner::alignUp(hostSize, alignment)));
       function->setAttr("memopt.host_staging_size",
                         builder.getI64IntegerAttr(stagingSize));
     }

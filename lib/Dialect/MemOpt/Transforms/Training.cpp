@@ -599,8 +599,9 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
         builder, loc, param.getValue(), gradient, expAvg.getValue(),
         expAvgSq.getValue(), lrValue, stepValue, accumulator, microStepValue,
         scale, foundInf, foundInf ? lossScaleState : Value(),
-        /*master=*/Value(), builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
-        builder.getF32FloatAttr(eps), builder.getF32FloatAttr(decay), steps);
+        /*master=*/Value(), builder.getF32FloatAttr(beta1),
+        builder.getF32FloatAttr(beta2), builder.getF32FloatAttr(eps),
+        builder.getF32FloatAttr(decay), steps);
     return;
   }
   Value buffer;
