@@ -59,6 +59,10 @@ class Training:
     shard             'none' (all-reduce), 'optimizer' (ZeRO-1) or 'gradients' (ZeRO-2).
     reduce_dtype      'f32' or 'low': the type fp16 / bf16 gradients are reduced in.
 
+    Host memory (docs/offload.md):
+    offload           'none' or 'optimizer': f32 master weights and optimizer state in pinned
+                      host memory, the update on the CPU (--offload optimizer).
+
     None leaves the compiler's default (docs/cli.md lists them all).
     """
 
@@ -87,6 +91,7 @@ class Training:
     data_parallel: Optional[int] = None
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
+    offload: Optional[str] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True

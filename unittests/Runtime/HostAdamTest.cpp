@@ -47,8 +47,8 @@ std::vector<float> randomVector(size_t n, uint32_t seed, float scale) {
 }
 
 /// torch.optim.AdamW's step for one element, in double, the stores rounded
-/// to f32 (the reference the offloaded kernel must meet within one f32
-/// rounding).
+/// to f32, with the hyperparameters as the f32 values the program stores
+/// (the reference the offloaded kernel must meet within one f32 rounding).
 void referenceAdamw(float &p, float &m, float &v, double g, double lr,
                     double beta1, double beta2, double eps, double decay,
                     double t) {
@@ -95,8 +95,8 @@ TEST(HostAdamTest, AdamwMatchesScalarReference) {
     HostUpdate u = adamwUpdateOf(p, m, v, g.data(), DType::F32, scalars);
     ASSERT_EQ(runHostUpdate(u, pool), "");
     for (size_t i = 0; i < n; ++i)
-      referenceAdamw(rp[i], rm[i], rv[i], g[i], double(1e-3f), 0.9, 0.999,
-                     double(1e-8f), double(0.01f), step);
+      referenceAdamw(rp[i], rm[i], rv[i], g[i], double(1e-3f), double(0.9f),
+                     double(0.999f), double(1e-8f), double(0.01f), step);
   }
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(m[i], rm[i]) << i;
