@@ -22,50 +22,26 @@ namespace memopt::rt {
 
 namespace {
 
-/// The gradient widened to double, by dtype (the loop below is
-/// instantiated once per type so each one vectorizes alone).
-template <DType T> inline double loadGradient(const void *grad, int64_t i);
-template <>
-inline double loadGradient<DType::F32>(const void *grad, int64_t i) {
-  return double(static_cast<const float *>(grad)[i]);
-}
-template <>
-inline double loadGradient<DType::F16>(const void *grad, int64_t i) {
-  return double(halfToFloat(static_cast<const uint16_t *>(grad)[i]));
-}
-template <>
-inline double loadGradient<DType::BF16>(const void *grad, int64_t i) {
-  return double(bf16ToFloat(static_cast<const uint16_t *>(grad)[i]));
-}
-
-template <DType T>
-void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
-                 int64_t end) {
-  const void *grad = u.grad;
-  float *__restrict sum = u.accumulator;
-  if (plan.accumulate) {
-    // f32 additions, as both backends' update kernels do them.
-    if (plan.first)
-      for (int64_t i = begin; i < end; ++i)
-        sum[i] = float(loadGradient<T>(grad, i));
-    else
-      for (int64_t i = begin; i < end; ++i)
-        sum[i] = sum[i] + float(loadGradient<T>(grad, i));
-  }
-  if (!plan.apply)
-    return;
-  // The gradient the update reads: the accumulator after accumulation.
+/// The update's element loops over [begin, end) with the gradient as f32
+/// values `g[i - offset]` (the staged f32 gradient, a widened chunk of an
+/// f16 / bf16 one, or the accumulator). Instantiated per (scaled) so that
+/// the loops have no branch and gcc vectorizes them.
+template <bool Scaled>
+void applyRange(const HostUpdate &u, const HostUpdatePlan &plan,
+                const float *__restrict g, int64_t offset, int64_t begin,
+                int64_t end) {
+  const double inverse = plan.inverseScale;
+  // PyTorch's inv_scale (the reciprocal in double, rounded to f32), the
+  // product rounded to f32 as the reference stores it.
   auto gradientAt = [&](int64_t i) {
-    double g = plan.accumulate ? double(sum[i]) : loadGradient<T>(grad, i);
-    // PyTorch's inv_scale (the reciprocal in double, rounded to f32), the
-    // product rounded to f32 as the reference stores it.
-    return plan.scaled ? double(float(g * plan.inverseScale)) : g;
+    double value = double(g[i - offset]);
+    return Scaled ? double(float(value * inverse)) : value;
   };
   float *__restrict p = u.master;
-  double rate = plan.rate;
+  const double rate = plan.rate;
   if (u.kind == HostUpdate::Kind::Sgd) {
     float *__restrict buf = u.momentumBuffer;
-    float momentum = u.momentum, weightDecay = u.weightDecay;
+    const float momentum = u.momentum, weightDecay = u.weightDecay;
     if (momentum != 0.0f) {
       for (int64_t i = begin; i < end; ++i) {
         double d = gradientAt(i) + weightDecay * double(p[i]);
@@ -81,9 +57,9 @@ void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
   } else {
     float *__restrict m = u.expAvg;
     float *__restrict v = u.expAvgSq;
-    double decay = 1 - rate * u.weightDecay;
-    double beta1 = u.beta1, beta2 = u.beta2, eps = u.eps;
-    double stepSize = plan.stepSize, correction2 = plan.correction2;
+    const double decay = 1 - rate * u.weightDecay;
+    const double beta1 = u.beta1, beta2 = u.beta2, eps = u.eps;
+    const double stepSize = plan.stepSize, correction2 = plan.correction2;
     for (int64_t i = begin; i < end; ++i) {
       double gi = gradientAt(i);
       double pi = double(p[i]) * decay;
@@ -95,6 +71,46 @@ void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
   }
   if (u.param)
     std::memcpy(u.param + begin, p + begin, size_t(end - begin) * 4);
+}
+
+void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
+                 int64_t end) {
+  // An f16 / bf16 gradient is widened a chunk at a time (a scalar loop:
+  // the conversions branch on subnormals), exactly, so every later loop
+  // reads f32.
+  const float *g = static_cast<const float *>(u.grad);
+  int64_t offset = 0;
+  thread_local std::vector<float> widened;
+  if (u.gradType != DType::F32) {
+    widened.resize(size_t(end - begin));
+    const uint16_t *bits = static_cast<const uint16_t *>(u.grad);
+    bool half = u.gradType == DType::F16;
+    for (int64_t i = begin; i < end; ++i)
+      widened[size_t(i - begin)] =
+          half ? halfToFloat(bits[i]) : bf16ToFloat(bits[i]);
+    g = widened.data();
+    offset = begin;
+  }
+  if (plan.accumulate) {
+    // f32 additions, as both backends' update kernels do them; the update
+    // then reads the accumulator.
+    float *__restrict sum = u.accumulator;
+    const float *__restrict add = g;
+    if (plan.first)
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] = add[i - offset];
+    else
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] = sum[i] + add[i - offset];
+    g = sum;
+    offset = 0;
+  }
+  if (!plan.apply)
+    return;
+  if (plan.scaled)
+    applyRange<true>(u, plan, g, offset, begin, end);
+  else
+    applyRange<false>(u, plan, g, offset, begin, end);
 }
 
 /// The message of an update's error (the engine names the node).
@@ -155,14 +171,7 @@ std::string planHostUpdate(const HostUpdate &u, HostUpdatePlan &plan) {
 
 void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
                         int64_t begin, int64_t end) {
-  switch (update.gradType) {
-  case DType::F16:
-    return updateRange<DType::F16>(update, plan, begin, end);
-  case DType::BF16:
-    return updateRange<DType::BF16>(update, plan, begin, end);
-  default:
-    return updateRange<DType::F32>(update, plan, begin, end);
-  }
+  updateRange(update, plan, begin, end);
 }
 
 std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool) {
