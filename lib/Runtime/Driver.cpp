@@ -478,6 +478,17 @@ bool Model::readTensor(int w, void *dst, std::string &error) {
   return check(error);
 }
 
+bool Model::readHostTensor(int h, void *dst, std::string &error) {
+  if (!hostState_ || h < 0 || h >= program_->numHostWeights) {
+    error = "no host state tensor #" + std::to_string(h);
+    return false;
+  }
+  synchronize(*ctx_); // the step's copies back, then the CPU updates are done
+  const TensorInfo &info = program_->hostWeights[h];
+  std::memcpy(dst, hostState_ + info.offset, tensorBytes(info));
+  return check(error);
+}
+
 //===----------------------------------------------------------------------===//
 // RankGroup
 //===----------------------------------------------------------------------===//

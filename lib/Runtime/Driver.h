@@ -171,6 +171,9 @@ public:
                    std::string &error);
   /// Copies weight `w`'s bytes (tensorBytes of it) into host memory `dst`.
   bool readTensor(int w, void *dst, std::string &error);
+  /// --offload optimizer: copies host state tensor `h`
+  /// (ProgramInfo::hostWeights) into `dst`, after the queued work.
+  bool readHostTensor(int h, void *dst, std::string &error);
   /// How init loaded the weights.
   const LoadReport &loadReport() const { return loadReport_; }
 
