@@ -275,7 +275,11 @@ void HostUpdatePool::parallelFor(
 // OffloadEngine
 //===----------------------------------------------------------------------===//
 
-OffloadEngine::OffloadEngine() : dispatcher_([this] { dispatch(); }) {}
+OffloadEngine::OffloadEngine() {
+  // Started here, not in the initializer list: the thread must not see the
+  // mutex, condition variables and queue before they are constructed.
+  dispatcher_ = std::thread([this] { dispatch(); });
+}
 
 OffloadEngine::~OffloadEngine() {
   {

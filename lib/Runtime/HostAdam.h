@@ -143,13 +143,14 @@ public:
 private:
   void dispatch();
   HostUpdatePool pool_;
-  std::thread dispatcher_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<std::pair<uint64_t, HostUpdate>> queue_;
   uint64_t submitted_ = 0, completed_ = 0;
   std::string error_, errorNode_;
   bool stop_ = false;
+  /// Last: it starts in the constructor, after every member it uses.
+  std::thread dispatcher_;
 };
 
 /// Checks an offloaded update's operands (the host backend's update

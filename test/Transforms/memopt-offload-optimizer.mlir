@@ -50,8 +50,8 @@
 // SCALED: %[[FOUND:.*]] = memopt.found_inf
 // SCALED: memopt.sgd_update {{.*}} loss_scale %{{.*}}, found_inf %[[FOUND]] master %{{.*}} :
 
-// SCALED-ACCUM: error: --offload optimizer with dynamic loss scaling and --accumulate is not supported
-// NO-UPDATE: error: --offload optimizer: the function has no optimizer update to offload
+// SCALED-ACCUM: error: {{.*}}--offload optimizer with dynamic loss scaling and --accumulate is not supported
+// NO-UPDATE: error: {{.*}}--offload optimizer: the function has no optimizer update to offload
 func.func @mlp(%x: tensor<2x5xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
   %w1 = memopt.variable "w1" {initial_value = dense<0.5> : tensor<5x4xf32>, role = "parameter"} : tensor<5x4xf32>
   %w2 = memopt.variable "w2" {initial_value = dense<0.25> : tensor<3x4xf32>, role = "parameter"} : tensor<3x4xf32>
