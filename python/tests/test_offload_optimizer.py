@@ -114,7 +114,7 @@ def test_report_moves_the_state_to_the_host(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--offload", "optimizer"], "--offload optimizer needs --train"),
+    (["--offload", "optimizer"], "offload optimizer needs train"),
     (["--train", "--offload", "activations"], "offload 'activations' is not none or optimizer"),
     (["--train", "--offload", "optimizer", "--precision", "fp16", "--accumulate", "2"],
      "dynamic loss scaling and --accumulate is not supported"),
