@@ -395,6 +395,17 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
     report.precision = precision.str();
   report.weightsBytes = stats.weightsBytes;
+  // Host-placed state (--offload optimizer) is in the liveness analysis's
+  // weight storages but not on the device.
+  for (Operation &op : function.getBody().front())
+    if (isa<VariableOp>(op) && isHostPlaced(op.getResult(0))) {
+      int64_t bytes = getTensorBytes(op.getResult(0).getType());
+      report.weightsBytes -= bytes;
+      report.hostStateBytes += bytes;
+    }
+  if (auto staging =
+          function->getAttrOfType<IntegerAttr>("memopt.host_staging_size"))
+    report.hostStagingBytes = staging.getInt();
   report.ioBytes = stats.ioBytes;
   report.arenaBytes = arenaBytes;
   report.maxLiveBytes = stats.maxLiveBytes;
@@ -497,6 +508,8 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
   llvm::json::Object result{{"function", report.function},
                             {"precision", report.precision},
                             {"weights_bytes", report.weightsBytes},
+                            {"host_state_bytes", report.hostStateBytes},
+                            {"host_staging_bytes", report.hostStagingBytes},
                             {"io_bytes", report.ioBytes},
                             {"arena_bytes", report.arenaBytes},
                             {"max_live_bytes", report.maxLiveBytes},
@@ -707,6 +720,12 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
      << ")\n";
   os << "  weights      "
      << llvm::right_justify(formatBytes(report.weightsBytes), 12) << "\n";
+  if (report.hostStateBytes)
+    os << "  host state   "
+       << llvm::right_justify(formatBytes(report.hostStateBytes), 12)
+       << "  (pinned host memory: f32 masters and optimizer state, "
+          "--offload optimizer; plus "
+       << formatBytes(report.hostStagingBytes) << " of gradient staging)\n";
   os << "  inputs+outputs "
      << llvm::right_justify(formatBytes(report.ioBytes), 10) << "\n";
   os << "  arena        "

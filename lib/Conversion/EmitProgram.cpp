@@ -299,6 +299,24 @@ private:
                                const std::string &)> &emitCall);
   /// The weights table index of each weight-region op (collectWeights).
   llvm::DenseMap<Operation *, int64_t> weightIndex;
+  /// --offload optimizer: the host state region's tables (kHostWeights,
+  /// kMasterOf) from the host-placed variables.
+  LogicalResult collectHostWeights();
+  /// The host master of an offloaded update, or null.
+  static Value offloadedMaster(Operation *op) {
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+      return sgd.getMaster();
+    if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      return adamw.getMaster();
+    return Value();
+  }
+  /// `H + OFFSET`: the staging slot of an offloaded update.
+  std::string stagingPointer(Operation *op) {
+    return "H + " + std::to_string(
+                        op->getAttrOfType<IntegerAttr>("memopt.staging_offset")
+                            .getInt());
+  }
+  int64_t hostStateSize = 0, hostWeightCount = 0, offloadSites = 0;
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -372,11 +390,20 @@ LogicalResult ProgramEmitter::checkPlanned() {
     return function.emitError("lowering expects a single-block function");
   for (Operation &op : function.getBody().front().without_terminator()) {
     if (isWeightRegionOp(&op)) {
-      if (!op.getAttrOfType<IntegerAttr>("memopt.weight_offset"))
-        return error(&op) << "has no memopt.weight_offset: the function is "
-                             "not planned; run --memopt-plan-memory first";
+      bool host = isHostPlaced(op.getResult(0));
+      if (!op.getAttrOfType<IntegerAttr>(host ? "memopt.host_offset"
+                                              : "memopt.weight_offset"))
+        return error(&op) << "has no "
+                          << (host ? "memopt.host_offset"
+                                   : "memopt.weight_offset")
+                          << ": the function is not planned; run "
+                             "--memopt-plan-memory first";
       continue;
     }
+    if (offloadedMaster(&op) &&
+        !op.getAttrOfType<IntegerAttr>("memopt.staging_offset"))
+      return error(&op) << "has a host master but no memopt.staging_offset: "
+                           "run --memopt-plan-memory first";
     auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("memopt.offsets");
     if (!offsets)
       return error(&op) << "has no memopt.offsets: the function is not "
@@ -417,7 +444,7 @@ LogicalResult ProgramEmitter::collectWeights() {
   llvm::raw_string_ostream entry(entries);
   unsigned count = 0;
   for (Operation &op : function.getBody().front().without_terminator()) {
-    if (!isWeightRegionOp(&op))
+    if (!isWeightRegionOp(&op) || isHostPlaced(op.getResult(0)))
       continue;
     auto variable = dyn_cast<VariableOp>(op);
     Attribute value = variable ? Attribute(variable.getInitialValueAttr())
@@ -471,6 +498,9 @@ LogicalResult ProgramEmitter::collectWeights() {
                  .Case("loss_scale", "LossScale")
                  .Case("loss_scale_state", "LossScaleState")
                  .Default("Constant");
+    if (variable && variable.getRole() == "master")
+      return error(&op) << "is a master weight outside the host state region "
+                           "(memopt.placement = \"host\" expected)";
     weightIndex[&op] = count;
     weightsFingerprint.addWeight(name.c_str(), type.getRank(),
                                  type.getShape().data(), offset, bytes);
@@ -485,6 +515,57 @@ LogicalResult ProgramEmitter::collectWeights() {
     table << "const TensorInfo kWeights[] = {\n" << entries << "};\n";
   else
     table << "const TensorInfo *const kWeights = nullptr;\n";
+  return success();
+}
+
+LogicalResult ProgramEmitter::collectHostWeights() {
+  if (auto size = function->getAttrOfType<IntegerAttr>("memopt.host_size"))
+    hostStateSize = size.getInt();
+  // The parameter each master belongs to, from the updates.
+  llvm::DenseMap<Operation *, Operation *> paramOfMaster;
+  function.walk([&](Operation *op) {
+    Value master = offloadedMaster(op);
+    if (master && master.getDefiningOp())
+      paramOfMaster[master.getDefiningOp()] = op->getOperand(0).getDefiningOp();
+  });
+  std::string entries, masterOf;
+  llvm::raw_string_ostream entry(entries), masters(masterOf);
+  for (Operation &op : function.getBody().front().without_terminator()) {
+    if (!isWeightRegionOp(&op) || !isHostPlaced(op.getResult(0)))
+      continue;
+    auto variable = cast<VariableOp>(op);
+    auto type = cast<RankedTensorType>(variable.getType());
+    int64_t offset =
+        op.getAttrOfType<IntegerAttr>("memopt.host_offset").getInt();
+    if (offset < 0 || offset + getBytes(type) > hostStateSize)
+      return error(&op) << "has memopt.host_offset " << offset << " and "
+                        << getBytes(type)
+                        << " bytes, outside the host state region of "
+                        << hostStateSize << " bytes";
+    StringRef role = StringSwitch<StringRef>(variable.getRole())
+                         .Case("master", "Master")
+                         .Case("optimizer_state", "OptimizerState")
+                         .Case("gradient_accumulator", "GradientAccumulator")
+                         .Default("");
+    if (role.empty())
+      return error(&op) << "is a '" << variable.getRole()
+                        << "' variable placed on the host; only masters, "
+                           "optimizer state and gradient accumulators may be";
+    int64_t param = -1;
+    if (Operation *owner = paramOfMaster.lookup(&op))
+      param = weightIndex.lookup(owner);
+    else if (role == "Master")
+      return error(&op) << "is a master that no update writes";
+    entry << "    {" << cppString(variable.getName()) << ", "
+          << *getDTypeName(type.getElementType()) << ", " << type.getRank()
+          << ", " << shapeList(type.getShape()) << ", " << offset
+          << ", nullptr, WeightRole::" << role << "},\n";
+    masters << (hostWeightCount ? ", " : "") << param;
+    ++hostWeightCount;
+  }
+  if (hostWeightCount)
+    tables += "const TensorInfo kHostWeights[] = {\n" + entries +
+              "};\nconst int32_t kMasterOf[] = {" + masterOf + "};\n";
   return success();
 }
 
@@ -1475,6 +1556,26 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
         return success();
       })
       .Case([&](SGDUpdateOp update) -> LogicalResult {
+        if (Value master = update.getMaster()) {
+          os << "  {\n    TensorRef buffer = "
+             << (update.getMomentumBuffer() ? ref(update.getMomentumBuffer())
+                                            : std::string("TensorRef()"))
+             << ";\n"
+             << accumulation(update.getAccumulator(), update.getMicroStep(),
+                             update.getAccumulationSteps())
+             << lossScaling(update.getLossScale(), update.getFoundInf(),
+                            Value())
+             << "    offloadSgdUpdate(ctx, " << node << ", " << offloadSites++
+             << ", " << stagingPointer(op) << ", "
+             << cppFloat(toDouble(update.getMomentum())) << ", "
+             << cppFloat(toDouble(update.getWeightDecay())) << ", "
+             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+             << ref(master) << ", "
+             << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
+             << ref(update.getLr())
+             << updateTail(update.getMicroStep(), update.getLossScale());
+          return success();
+        }
         auto call = [&](const std::function<std::string(Value)> &view,
                         const std::string &param) {
           os << "  {\n    TensorRef buffer = "
@@ -1503,6 +1604,25 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
         return success();
       })
       .Case([&](AdamWUpdateOp update) -> LogicalResult {
+        if (Value master = update.getMaster()) {
+          os << "  {\n"
+             << accumulation(update.getAccumulator(), update.getMicroStep(),
+                             update.getAccumulationSteps())
+             << lossScaling(update.getLossScale(), update.getFoundInf(),
+                            update.getLossScaleState())
+             << "    offloadAdamwUpdate(ctx, " << node << ", " << offloadSites++
+             << ", " << stagingPointer(op) << ", "
+             << cppFloat(toDouble(update.getBeta1())) << ", "
+             << cppFloat(toDouble(update.getBeta2())) << ", "
+             << cppFloat(toDouble(update.getEps())) << ", "
+             << cppFloat(toDouble(update.getWeightDecay())) << ", "
+             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
+             << ref(master) << ", " << ref(update.getExpAvg()) << ", "
+             << ref(update.getExpAvgSq()) << ", " << ref(update.getLr()) << ", "
+             << ref(update.getStep())
+             << updateTail(update.getMicroStep(), update.getLossScale());
+          return success();
+        }
         auto call = [&](const std::function<std::string(Value)> &view,
                         const std::string &param) {
           os << "  {\n"
@@ -1681,16 +1801,27 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
   if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
     allowTf32 = precision.getValue() == "tf32";
   if (failed(checkPlanned()) || failed(emitTables()) ||
-      failed(collectWeights()))
+      failed(collectWeights()) || failed(collectHostWeights()))
     return failure();
   os << "  uint8_t *W = const_cast<uint8_t *>(weights);\n"
      << "  (void)W;\n  (void)arena;\n  (void)inputs;\n";
+  if (hostStateSize > 0)
+    os << "  uint8_t *H = hostState(ctx);\n";
   for (BlockArgument argument : function.getArguments())
     if (failed(declare(argument, ("static_cast<uint8_t *>(inputs[" +
                                   Twine(argument.getArgNumber()) + "])")
                                      .str())))
       return failure();
   for (Operation &op : function.getBody().front()) {
+    if (isWeightRegionOp(&op) && isHostPlaced(op.getResult(0))) {
+      if (failed(declare(op.getResult(0),
+                         ("H + " + Twine(op.getAttrOfType<IntegerAttr>(
+                                               "memopt.host_offset")
+                                             .getInt()))
+                             .str())))
+        return failure();
+      continue;
+    }
     if (isWeightRegionOp(&op)) {
       if (failed(declare(op.getResult(0),
                          ("W + " + Twine(op.getAttrOfType<IntegerAttr>(
@@ -1703,6 +1834,10 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
     if (failed(emitBucketBoundary(&op)))
       return failure();
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      // The step ends when every offloaded update's master is back on the
+      // device (the next step's forward reads it).
+      if (offloadSites > 0)
+        os << "  offloadFinish(ctx);\n";
       if (failed(emitReturn(returnOp)))
         return failure();
       continue;
@@ -1775,7 +1910,9 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
   out << "// Generated by memopt-compile from @" << function.getName()
       << ". Do not edit.\n"
       << "// Arena: " << arenaSize << " bytes; weight region: " << weightsSize
-      << " bytes.\n"
+      << " bytes" << (hostStateSize ? "; host state region: " : "")
+      << (hostStateSize ? std::to_string(hostStateSize) + " bytes" : "")
+      << ".\n"
       << "#include \"memopt/Runtime/Program.h\"\n";
   if (!kernels.empty())
     out << "#ifdef __CUDACC__\n#include \"memopt/Runtime/FusedKernel.cuh\"\n"
@@ -1801,7 +1938,10 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << ", " << function.getNumArguments() << ", " << function.getNumResults()
       << ", "
       << llvm::count_if(function.getBody().front(),
-                        [](Operation &op) { return isWeightRegionOp(&op); })
+                        [](Operation &op) {
+                          return isWeightRegionOp(&op) &&
+                                 !isHostPlaced(op.getResult(0));
+                        })
       << ", kInputs, kOutputs, kWeights, run, "
       << (llvm::any_of(function.getBody().front(),
                        [](Operation &op) { return isa<VariableOp>(op); })
@@ -1809,7 +1949,9 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
               : 0)
       << ", " << accumulationSteps() << ", " << dataParallelSize << ", "
       << shardMode << ", " << (shardOfTable.empty() ? "nullptr" : "kShardOf")
-      << ", " << hostPoolBytes << "};\n\n"
+      << ", " << hostPoolBytes << ", " << hostStateSize << ", " << hostWeightCount << ", "
+      << (hostWeightCount ? "kHostWeights, kMasterOf" : "nullptr, nullptr")
+      << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
       << "  return &kProgram;\n}\n";

@@ -43,6 +43,8 @@ Model::~Model() {
   for (void *p : ownBuffers_)
     deviceFree(*ctx_, p);
   deviceFree(*ctx_, arena_);
+  if (hostState_)
+    hostStateFree(*ctx_, hostState_);
   if (weightsMapped_)
     ::munmap(weights_, size_t(program_->weightBytes));
   else
@@ -51,6 +53,8 @@ Model::~Model() {
 }
 
 bool Model::check(std::string &error) {
+  if (program_ && program_->hostStateBytes > 0)
+    offloadCheck(*ctx_); // the CPU updates of a replayed graph
   if (const char *message = contextError(*ctx_)) {
     error = message;
     return false;
@@ -255,6 +259,15 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   synchronize(*ctx_);
   if (!check(error) || !readRegionScalars(/*initial=*/true, error))
     return false;
+  if (program->hostStateBytes > 0) {
+    hostState_ = static_cast<uint8_t *>(
+        hostStateAlloc(*ctx_, size_t(program->hostStateBytes)));
+    if (!check(error))
+      return false;
+    setHostState(*ctx_, hostState_, size_t(program->hostStateBytes));
+    if (!initMasters(error))
+      return false;
+  }
   loadReport_.bytes = program->weightBytes;
   loadReport_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -419,12 +432,41 @@ bool Model::readRegion(void *region, std::string &error) {
 bool Model::writeRegion(const void *region, std::string &error) {
   copyToDevice(*ctx_, weights_, region, size_t(program_->weightBytes));
   synchronize(*ctx_);
-  return check(error) && readRegionScalars(/*initial=*/false, error);
+  return check(error) && readRegionScalars(/*initial=*/false, error) &&
+         initMasters(error);
 }
 
 bool Model::loadWeights(const WeightsFile &file, std::string &error) {
   return loadRegion(*ctx_, file, program_->weightBytes, weights_, error) &&
-         check(error) && readRegionScalars(/*initial=*/false, error);
+         check(error) && readRegionScalars(/*initial=*/false, error) &&
+         initMasters(error);
+}
+
+bool Model::initMasters(std::string &error) {
+  if (!hostState_)
+    return true;
+  for (int h = 0; h < program_->numHostWeights; ++h) {
+    const TensorInfo &info = program_->hostWeights[h];
+    int32_t param = program_->masterOf ? program_->masterOf[h] : -1;
+    if (info.offset < 0 ||
+        info.offset + int64_t(tensorBytes(info)) > program_->hostStateBytes) {
+      error = std::string("host state tensor '") + info.name +
+              "' lies outside the host state region";
+      return false;
+    }
+    if (param < 0)
+      continue;
+    if (param >= program_->numWeights ||
+        tensorBytes(program_->weights[param]) != tensorBytes(info)) {
+      error = std::string("master '") + info.name +
+              "' does not match its parameter";
+      return false;
+    }
+    copyToHost(*ctx_, hostState_ + info.offset,
+               weights_ + program_->weights[param].offset, tensorBytes(info));
+  }
+  synchronize(*ctx_);
+  return check(error);
 }
 
 bool Model::saveWeights(const std::string &path, bool withTrailer,
@@ -437,6 +479,17 @@ bool Model::readTensor(int w, void *dst, std::string &error) {
   const TensorInfo &info = program_->weights[w];
   copyToHost(*ctx_, dst, weights_ + info.offset, tensorBytes(info));
   synchronize(*ctx_);
+  return check(error);
+}
+
+bool Model::readHostTensor(int h, void *dst, std::string &error) {
+  if (!hostState_ || h < 0 || h >= program_->numHostWeights) {
+    error = "no host state tensor #" + std::to_string(h);
+    return false;
+  }
+  synchronize(*ctx_); // the step's copies back, then the CPU updates are done
+  const TensorInfo &info = program_->hostWeights[h];
+  std::memcpy(dst, hostState_ + info.offset, tensorBytes(info));
   return check(error);
 }
 

@@ -171,6 +171,9 @@ public:
                    std::string &error);
   /// Copies weight `w`'s bytes (tensorBytes of it) into host memory `dst`.
   bool readTensor(int w, void *dst, std::string &error);
+  /// --offload optimizer: copies host state tensor `h`
+  /// (ProgramInfo::hostWeights) into `dst`, after the queued work.
+  bool readHostTensor(int h, void *dst, std::string &error);
   /// How init loaded the weights.
   const LoadReport &loadReport() const { return loadReport_; }
 
@@ -183,6 +186,9 @@ private:
   /// After the region changed: the step count and the loss scale (and, at
   /// init, the loaded learning rate) read back from the device.
   bool readRegionScalars(bool initial, std::string &error);
+  /// --offload optimizer: copies each parameter into its host master
+  /// (after the weight region was loaded or replaced).
+  bool initMasters(std::string &error);
   static void body(Context &ctx, void *self);
 
   const ProgramInfo *program_ = nullptr;
@@ -192,6 +198,9 @@ private:
   /// The host backend's region mapped from the weight file (copy on write)
   /// instead of read into memory: freed with munmap.
   bool weightsMapped_ = false;
+  /// --offload optimizer: the host state region (ProgramInfo::
+  /// hostStateBytes; pinned on CUDA), or nullptr.
+  uint8_t *hostState_ = nullptr;
   std::vector<void *> inputs_, outputs_, ownBuffers_;
   std::vector<const void *> hostInputs_;
   bool inputsStale_ = false;

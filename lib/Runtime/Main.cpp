@@ -332,6 +332,23 @@ bool saveState(RankGroup &group, const std::string &dir, PendingFiles &pending,
     pending.add(path + ".partial", path);
     writeNpy(path + ".partial", array, failure);
   }
+  // --offload optimizer: the state in the host region (the masters equal
+  // the parameters written above). Not with data parallelism: one rank.
+  for (int h = 0; writer && failure.empty() && h < program.numHostWeights;
+       ++h) {
+    const TensorInfo &info = program.hostWeights[h];
+    if (info.role == WeightRole::Master)
+      continue;
+    NpyArray array;
+    array.data.resize(tensorBytes(info));
+    if (!group.rank(0).readHostTensor(h, array.data.data(), error))
+      return false;
+    array.dtype = info.dtype;
+    array.shape.assign(info.shape, info.shape + info.rank);
+    std::string path = dir + "/" + fileNameFor(info.name);
+    pending.add(path + ".partial", path);
+    writeNpy(path + ".partial", array, failure);
+  }
   if (!failure.empty()) {
     error = failure;
     return false;

@@ -61,6 +61,10 @@ class Training:
     bucket_mib        the cap in MiB of a bucket of gradient collectives overlapping the
                       backward (25, the first bucket 1, as DDP; 0: no overlap).
 
+    Host memory (docs/offload.md):
+    offload           'none' or 'optimizer': f32 master weights and optimizer state in pinned
+                      host memory, the update on the CPU (--offload optimizer).
+
     None leaves the compiler's default (docs/cli.md lists them all).
     """
 
@@ -90,6 +94,7 @@ class Training:
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
     bucket_mib: Optional[float] = None
+    offload: Optional[str] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True

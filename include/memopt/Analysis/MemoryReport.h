@@ -173,7 +173,13 @@ struct MemoryReport {
   std::string function;
   /// "f32", or the low type memopt-mixed-precision chose ("f16", "bf16").
   std::string precision = "f32";
+  /// The device weight region (host-placed variables left out).
   int64_t weightsBytes = 0;
+  /// --offload optimizer: the host state region, f32 masters and optimizer
+  /// state in pinned host memory (memopt.placement = "host"), and the
+  /// pinned staging its gradients stream into.
+  int64_t hostStateBytes = 0;
+  int64_t hostStagingBytes = 0;
   int64_t ioBytes = 0;
   int64_t arenaBytes = 0;
   int64_t maxLiveBytes = 0;

@@ -40,6 +40,8 @@ enum class WeightRole : int32_t {
                            ///< on the device (f16 mixed-precision training)
   LossScaleState = 10,     ///< F32 [2]: steps since the scale last changed
                            ///< without overflow, and skipped steps
+  Master = 11, ///< --offload optimizer: a parameter's f32 master, in the
+               ///< host state region (ProgramInfo::hostWeights)
 };
 
 /// One input, output or weight of a program.
@@ -98,6 +100,19 @@ struct ProgramInfo {
   /// Pinned host memory for offloaded activations (docs/offload.md): the
   /// driver reserves it at load (reserveHostPool); 0: none.
   int64_t hostPoolBytes;
+  /// --offload optimizer (docs/offload.md): the bytes of the host state
+  /// region (pinned host memory the driver allocates with hostStateAlloc and
+  /// hands to the context with setHostState): the f32 masters, the
+  /// optimizer state and the gradients' staging slots, at offsets fixed at
+  /// compile time; 0 without offload.
+  int64_t hostStateBytes;
+  /// The tensors of the host state region (offsets into it; roles Master,
+  /// OptimizerState, GradientAccumulator), and for each the index in
+  /// `weights` of the parameter it is the master of (the driver copies the
+  /// parameter's initial value into it), or -1; nullptr when none.
+  int32_t numHostWeights;
+  const TensorInfo *hostWeights;
+  const int32_t *masterOf;
 };
 
 /// Element count of a TensorInfo.

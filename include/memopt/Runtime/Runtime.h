@@ -832,6 +832,61 @@ void updateLossScale(Context &ctx, const char *nodeName, float growthFactor,
                      int64_t accumulationSteps = 1);
 
 //===----------------------------------------------------------------------===//
+// Optimizer offload: masters and state on the host (docs/offload.md)
+//===----------------------------------------------------------------------===//
+
+/// The scalars at the head of an offloaded update's staging slot (F32:
+/// learning rate, step, micro-step, loss scale, found_inf, skipped steps),
+/// copied with its gradient. The compiler's memopt.staging_offset slots
+/// use the same size.
+constexpr int64_t kHostStagingScalarBytes = 64;
+
+/// The host state region (ProgramInfo::hostStateBytes): zeroed host memory,
+/// pinned on CUDA (cudaHostAlloc) so that the copies are asynchronous and
+/// can be captured in a CUDA graph; 256-byte aligned heap on the host.
+void *hostStateAlloc(Context &ctx, size_t bytes);
+void hostStateFree(Context &ctx, void *ptr);
+/// Hands the region to the context; generated programs read it back with
+/// hostState (their run function has no argument for it).
+void setHostState(Context &ctx, uint8_t *region, size_t bytes);
+uint8_t *hostState(Context &ctx);
+
+/// An optimizer update whose f32 master and state live on the host (ZeRO-
+/// Offload's split): `master`, the momentum buffer / moments and the
+/// accumulator are host memory; `param` (the device's working copy),
+/// `grad`, `lr`, `step` and the accumulation's micro-step and the scaling's
+/// tensors are device memory. `site` numbers the update within the program
+/// (0, 1, ...) and `staging` is its slot in the host state region
+/// (kHostStagingScalarBytes of scalars, then the gradient's bytes). The
+/// gradient and the scalars are copied to `staging` after the work queued
+/// so far, the update runs on a pool of CPU threads while the device goes
+/// on, and the master is copied into `param` before the step ends
+/// (offloadFinish). The arithmetic is the host backend's sgdUpdate /
+/// adamwUpdate (in double, rounded to f32 where they round), so an
+/// offloaded step gives the same bits as the plain one on the host.
+void offloadSgdUpdate(Context &ctx, const char *nodeName, int site,
+                      void *staging, float momentum, float weightDecay,
+                      TensorRef param, TensorRef grad, TensorRef master,
+                      const TensorRef *momentumBuffer, TensorRef lr,
+                      const GradientAccumulation *accumulation = nullptr,
+                      const LossScaling *scaling = nullptr);
+void offloadAdamwUpdate(Context &ctx, const char *nodeName, int site,
+                        void *staging, float beta1, float beta2, float eps,
+                        float weightDecay, TensorRef param, TensorRef grad,
+                        TensorRef master, TensorRef m, TensorRef v,
+                        TensorRef lr, TensorRef step,
+                        const GradientAccumulation *accumulation = nullptr,
+                        const LossScaling *scaling = nullptr);
+/// The end of a step with offloaded updates: the context's stream waits
+/// for every update's copy back (CUDA: an event of the copy stream; host:
+/// the CPU pool's tasks).
+void offloadFinish(Context &ctx);
+/// Records an error of an offloaded update on the context (the CPU tasks of
+/// a replayed CUDA graph have no other way to report); drivers call it
+/// after a run.
+void offloadCheck(Context &ctx);
+
+//===----------------------------------------------------------------------===//
 // Data parallel: collectives between ranks (docs/data-parallel.md)
 //===----------------------------------------------------------------------===//
 

@@ -135,6 +135,9 @@ void destroyContext(Context *ctx) {
   }
   destroyCudnnAttention(*ctx);
   destroyCollectives(*ctx);
+  // Waits for the CPU updates and destroys the copy streams (the context's
+  // stream was synchronized above).
+  destroyOffloadEngine(ctx->optimizerOffload);
   if (ctx->graphExec)
     cudaGraphExecDestroy(ctx->graphExec);
   if (ctx->graph)

@@ -9,6 +9,7 @@
 #ifndef MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
 #define MEMOPT_LIB_RUNTIME_CUDA_CUDAINTERNAL_H
 
+#include "../HostAdam.h"
 #include "../Internal.h"
 
 #include <cublasLt.h>
@@ -107,6 +108,9 @@ struct Context {
   CudnnAttentionState *cudnnAttention = nullptr;
   /// Activation offload: the host pool, copy streams and events.
   OffloadState *offload = nullptr;
+  /// --offload optimizer: the CPU optimizer and its copy streams
+  /// (HostOptimizer.cpp), made on first use.
+  OffloadEngine *optimizerOffload = nullptr;
 };
 
 /// Records a failed CUDA / cuBLAS / cuDNN status for `node`; returns false.

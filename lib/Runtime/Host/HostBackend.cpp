@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../HostAdam.h"
 #include "HostInternal.h"
 #include "memopt/Runtime/Runtime.h"
 
@@ -171,6 +172,15 @@ struct Context {
 };
 
 std::vector<uint8_t> &host::hostPoolOf(Context &ctx) { return ctx.hostPool; }
+  /// --offload optimizer's CPU updates (HostAdam.h), made on first use.
+  OffloadEngine *offload = nullptr;
+};
+
+OffloadEngine &offloadEngine(Context &ctx) {
+  if (!ctx.offload)
+    ctx.offload = new OffloadEngine();
+  return *ctx.offload;
+}
 
 Context *createContext(const ContextOptions &options) {
   auto *ctx = new Context();
@@ -179,7 +189,11 @@ Context *createContext(const ContextOptions &options) {
   ctx->options = options;
   return ctx;
 }
-void destroyContext(Context *ctx) { delete ctx; }
+void destroyContext(Context *ctx) {
+  if (ctx)
+    destroyOffloadEngine(ctx->offload);
+  delete ctx;
+}
 const char *contextError(Context &ctx) {
   return ctx.error.empty() ? nullptr : ctx.error.c_str();
 }

@@ -41,13 +41,17 @@ LogicalResult VariableOp::verify() {
   if (!llvm::is_contained({"parameter", "optimizer_state", "statistic",
                            "learning_rate", "step", "gradient_accumulator",
                            "micro_step", "random_key", "loss_scale",
-                           "loss_scale_state"},
+                           "loss_scale_state", "master"},
                           role))
     return emitOpError("role '")
            << role
            << "' is not one of parameter, optimizer_state, statistic, "
               "learning_rate, step, gradient_accumulator, micro_step, "
-              "random_key, loss_scale, loss_scale_state";
+              "random_key, loss_scale, loss_scale_state, master";
+  if (auto placement = (*this)->getAttrOfType<StringAttr>(kPlacementAttrName))
+    if (placement.getValue() != "host")
+      return emitOpError("memopt.placement '")
+             << placement.getValue() << "' is not 'host'";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (auto initial = getInitialValueAttr())
@@ -477,6 +481,34 @@ LogicalResult AdamWUpdateOp::canonicalize(AdamWUpdateOp op,
   return success();
 }
 
+/// The host master of an offloaded update (--offload optimizer): an f32
+/// variable of role `master` with the parameter's shape, placed on the host
+/// like the state the update writes; not with a sharded update.
+static LogicalResult verifyMaster(Operation *op, Value master, Value param,
+                                  int64_t shards, ArrayRef<Value> state) {
+  if (!master)
+    return success();
+  if (shards > 1)
+    return op->emitOpError("a sharded update (shards = ")
+           << shards << ") cannot have a host master";
+  if (master.getType() != param.getType())
+    return op->emitOpError("master must have the parameter's type ")
+           << param.getType();
+  auto variable = master.getDefiningOp<VariableOp>();
+  if (!variable || variable.getRole() != "master")
+    return op->emitOpError("master must be a variable of role 'master'");
+  auto placedOnHost = [&] {
+    return isHostPlaced(master) && llvm::all_of(state, [](Value value) {
+             return !value || isHostPlaced(value);
+           });
+  };
+  if (!placedOnHost())
+    return op->emitOpError("the state of an update with a host master must "
+                           "be placed on the host (memopt.placement = "
+                           "\"host\")");
+  return success();
+}
+
 LogicalResult SGDUpdateOp::verify() {
   if (failed(verifyShards(*this, getShards())))
     return failure();
@@ -498,6 +530,9 @@ LogicalResult SGDUpdateOp::verify() {
     return emitOpError("momentum ")
            << getMomentum().convertToFloat() << " needs a momentum buffer";
   }
+  if (failed(verifyMaster(*this, getMaster(), getParam(), getShards(),
+                          {getMomentumBuffer(), getAccumulator()})))
+    return failure();
   return verifyAccumulation(*this, stateType, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());
 }
@@ -532,6 +567,9 @@ LogicalResult AdamWUpdateOp::verify() {
       failed(verifyWritesVariable(*this, getExpAvgSq(), "exp_avg_sq")) ||
       failed(verifyScalar(*this, getLr(), "lr")) ||
       failed(verifyScalar(*this, getStep(), "step")))
+    return failure();
+  if (failed(verifyMaster(*this, getMaster(), getParam(), getShards(),
+                          {getExpAvg(), getExpAvgSq(), getAccumulator()})))
     return failure();
   return verifyAccumulation(*this, type, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());

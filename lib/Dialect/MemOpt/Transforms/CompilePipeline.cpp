@@ -151,6 +151,20 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               "training step over the ranks)";
     return failure();
   }
+  if (offload != "none" && offload != "optimizer") {
+    message = "offload '" + offload + "' is not none or optimizer";
+    return failure();
+  }
+  if (offload == "optimizer" && !enabled) {
+    message = "offload optimizer needs train (it moves the optimizer state "
+              "of a training step to the host)";
+    return failure();
+  }
+  if (offload == "optimizer" && dataParallel > 0) {
+    message = "offload optimizer with data-parallel is not supported yet "
+              "(each rank would update the whole parameter on its host)";
+    return failure();
+  }
   if (memoryBudget < 0) {
     message = "memory-budget must be at least 0 bytes";
     return failure();
@@ -237,6 +251,13 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
       dataParallel.report = options.report;
       pm.addNestedPass<func::FuncOp>(createMemOptDataParallel(dataParallel));
     }
+  }
+  // After autodiff and its canonicalization: the updates and their state
+  // exist; the placement is what planning and lowering read.
+  if (options.enabled && options.offload == "optimizer") {
+    MemOptOffloadOptimizerOptions offload;
+    offload.report = options.report;
+    pm.addNestedPass<func::FuncOp>(createMemOptOffloadOptimizer(offload));
   }
   if (lowTraining) {
     MemOptWeightCastsOptions casts;

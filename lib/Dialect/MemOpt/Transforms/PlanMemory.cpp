@@ -164,7 +164,43 @@ struct MemOptPlanMemoryPass
                       builder.getDenseI64ArrayAttr(outputOffsets));
 
     int64_t weightsSize = 0;
+    // --offload optimizer: host-placed variables get offsets in the host
+    // state region, and each update with a host master a staging slot
+    // after them (its scalars, then its gradient), used once per step.
+    int64_t hostSize = 0, stagingSize = 0;
+    SmallVector<std::pair<Operation *, int64_t>> stagingSlots;
     for (Operation &op : function.getBody().front().without_terminator()) {
+      if (isWeightRegionOp(&op) && isHostPlaced(op.getResult(0))) {
+        hostSize = planner::alignUp(hostSize, alignment);
+        op.setAttr("memopt.host_offset", builder.getI64IntegerAttr(hostSize));
+        hostSize += getTensorBytes(op.getResult(0).getType());
+        continue;
+      }
+      Value master, grad;
+      if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+        master = sgd.getMaster(), grad = sgd.getGrad();
+      else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+        master = adamw.getMaster(), grad = adamw.getGrad();
+      if (master)
+        stagingSlots.push_back(
+            {&op, kHostStagingScalarBytes + getTensorBytes(grad.getType())});
+    }
+    for (auto [op, bytes] : stagingSlots) {
+      hostSize = planner::alignUp(hostSize, alignment);
+      op->setAttr("memopt.staging_offset", builder.getI64IntegerAttr(hostSize));
+      hostSize += bytes;
+      stagingSize += bytes;
+    }
+    if (hostSize > 0) {
+      function->setAttr(
+          "memopt.host_size",
+          builder.getI64IntegerAttr(planner::alignUp(hostSize, alignment)));
+      function->setAttr("memopt.host_staging_size",
+                        builder.getI64IntegerAttr(stagingSize));
+    }
+    for (Operation &op : function.getBody().front().without_terminator()) {
+      if (isWeightRegionOp(&op) && isHostPlaced(op.getResult(0)))
+        continue;
       if (isWeightRegionOp(&op)) {
         weightsSize = planner::alignUp(weightsSize, alignment);
         op.setAttr("memopt.weight_offset",

@@ -599,8 +599,9 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
         builder, loc, param.getValue(), gradient, expAvg.getValue(),
         expAvgSq.getValue(), lrValue, stepValue, accumulator, microStepValue,
         scale, foundInf, foundInf ? lossScaleState : Value(),
-        builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
-        builder.getF32FloatAttr(eps), builder.getF32FloatAttr(decay), steps);
+        /*master=*/Value(), builder.getF32FloatAttr(beta1),
+        builder.getF32FloatAttr(beta2), builder.getF32FloatAttr(eps),
+        builder.getF32FloatAttr(decay), steps);
     return;
   }
   Value buffer;
@@ -608,7 +609,7 @@ void AutodiffPass::emitUpdate(OpBuilder &builder, VariableOp param,
     buffer = createState(builder, param, ".momentum_buffer").getValue();
   SGDUpdateOp::create(builder, loc, param.getValue(), gradient, buffer, lrValue,
                       accumulator, microStepValue, scale, foundInf,
-                      builder.getF32FloatAttr(momentum),
+                      /*master=*/Value(), builder.getF32FloatAttr(momentum),
                       builder.getF32FloatAttr(decay), steps);
 }
 

@@ -62,6 +62,27 @@ inline bool isWeightRegionOp(Operation *op) {
   return isa<ConstantOp, VariableOp>(op);
 }
 
+/// On a `memopt.variable`: "host" puts it in the program's host state region
+/// (pinned host memory, planned like the weight region with its own offsets,
+/// `memopt.host_offset`) instead of the device weight region: the f32 masters
+/// and optimizer state of --offload optimizer (memopt-offload-optimizer).
+inline constexpr llvm::StringLiteral kPlacementAttrName = "memopt.placement";
+
+/// The head of each offloaded update's staging slot in the host state region
+/// (memopt.staging_offset): the step's scalars (learning rate, step, micro
+/// step, loss scale, found_inf, skipped steps) copied with the gradient, so
+/// the CPU update reads what the device had at its point of the step.
+inline constexpr int64_t kHostStagingScalarBytes = 64;
+
+/// True for a `memopt.variable` placed on the host (kPlacementAttrName).
+inline bool isHostPlaced(Value value) {
+  auto variable = value.getDefiningOp<VariableOp>();
+  if (!variable)
+    return false;
+  auto placement = variable->getAttrOfType<StringAttr>(kPlacementAttrName);
+  return placement && placement.getValue() == "host";
+}
+
 /// "node 'NAME' (memopt.op)" for an op imported from an ONNX node, else the
 /// op's name: how training errors name what they are about.
 std::string describeNode(Operation *op);

@@ -1373,6 +1373,15 @@ class MemOpt_UpdateOp<string mnemonic, list<Trait> traits = []>
 // program's micro_step variable (0 .. K - 1, written by the driver before
 // each micro-batch), so one program (one CUDA graph) serves every
 // micro-batch.
+// The f32 master of an update whose optimizer runs on the host
+// (--offload optimizer, memopt-offload-optimizer; ZeRO-Offload's split): the
+// update computes on the master and its state, all `memopt.variable`s placed
+// on the host (`memopt.placement = "host"`), and then copies the master into
+// `param`, the device's working copy.
+defvar MemOpt_MasterArg =
+    Arg<Optional<StaticShapeTensorOf<[F32]>>, "host master written in place",
+        [MemRead, MemWrite]>;
+
 defvar MemOpt_AccumulatorArg =
     Arg<Optional<StaticShapeTensorOf<[F32]>>,
         "gradient accumulator written in place", [MemRead, MemWrite]>;
@@ -1437,7 +1446,10 @@ def MemOpt_SGDUpdateOp
     `shards = N` (ZeRO, --memopt-data-parallel) `grad`, the momentum buffer
     and the accumulator are this rank's shard of `getShardElements(E, N)`
     elements of a parameter of E elements, and the op updates only the
-    parameter elements the rank owns (see MemOpt_ShardedUpdate).
+    parameter elements the rank owns (see MemOpt_ShardedUpdate). With
+    `master %w32` (--offload optimizer) the update runs on the host: on the
+    f32 master and the host-placed state, and `param` receives the master's
+    new value (see MemOpt_MasterArg).
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        MemOpt_GradientTensor:$grad,
@@ -1449,6 +1461,7 @@ def MemOpt_SGDUpdateOp
                        Optional<StaticShapeTensorOf<[F32]>>:$micro_step,
                        Optional<StaticShapeTensorOf<[F32]>>:$loss_scale,
                        Optional<StaticShapeTensorOf<[F32]>>:$found_inf,
+                       MemOpt_MasterArg:$master,
                        DefaultValuedAttr<F32Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<I64Attr, "1">:$accumulation_steps,
@@ -1458,9 +1471,8 @@ def MemOpt_SGDUpdateOp
   let assemblyFormat = "$param `,` $grad `,` (`momentum` $momentum_buffer^ "
                        "`,`)? `lr` $lr (`accumulate` $accumulator^ `,`)? "
                        "(`micro_step` $micro_step^)? (`loss_scale` "
-                       "$loss_scale^ `,` `found_inf` $found_inf)? attr-dict "
-                       "`:` "
-                       "type(operands)";
+                       "$loss_scale^ `,` `found_inf` $found_inf)? (`master` "
+                       "$master^)? attr-dict `:` type(operands)";
   let hasVerifier = 1;
   let hasCanonicalizeMethod = 1;
 }
@@ -1482,7 +1494,8 @@ def MemOpt_AdamWUpdateOp
     that were not skipped (`step - t[1]`), as PyTorch's fused AdamW does
     under a GradScaler. With `shards = N`, `grad`, the moments and the
     accumulator are this rank's shard (see MemOpt_ShardedUpdate and
-    `sgd_update`).
+    `sgd_update`). With `master %w32` the update runs on the host, as for
+    `sgd_update`.
   }];
   let arguments = (ins MemOpt_WrittenState:$param,
                        MemOpt_GradientTensor:$grad,
@@ -1495,6 +1508,7 @@ def MemOpt_AdamWUpdateOp
                        Optional<StaticShapeTensorOf<[F32]>>:$loss_scale,
                        Optional<StaticShapeTensorOf<[F32]>>:$found_inf,
                        Optional<StaticShapeTensorOf<[F32]>>:$loss_scale_state,
+                       MemOpt_MasterArg:$master,
                        DefaultValuedAttr<F32Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F32Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F32Attr, "1e-08">:$eps,
@@ -1505,8 +1519,8 @@ def MemOpt_AdamWUpdateOp
                        "`lr` $lr `,` `step` $step (`accumulate` $accumulator^ "
                        "`,`)? (`micro_step` $micro_step^)? (`loss_scale` "
                        "$loss_scale^ `,` `found_inf` $found_inf `,` "
-                       "`loss_scale_state` $loss_scale_state)? attr-dict `:` "
-                       "type(operands)";
+                       "`loss_scale_state` $loss_scale_state)? (`master` "
+                       "$master^)? attr-dict `:` type(operands)";
   let hasVerifier = 1;
   let hasCanonicalizeMethod = 1;
 }

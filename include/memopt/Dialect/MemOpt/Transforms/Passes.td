@@ -645,4 +645,31 @@ def MemOptBucketCollectives
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptOffloadOptimizer
+    : Pass<"memopt-offload-optimizer", "::mlir::func::FuncOp"> {
+  let summary = "f32 masters and optimizer state in pinned host memory, the "
+                "update on the CPU (--offload optimizer)";
+  let description = [{
+    ZeRO-Offload's split (Ren et al., 2021; DeepSpeed's CPU Adam, torchao's
+    CPUOffloadOptimizer). Runs after memopt-autodiff. Every `sgd_update` /
+    `adamw_update` gets a `master`: a new f32 variable `NAME.master` of role
+    `master` whose initial value is the parameter's. The master, the
+    momentum buffer or Adam moments and the gradient accumulator are placed
+    on the host (`memopt.placement = "host"`): memopt-plan-memory gives
+    them offsets in the host state region instead of the device weight
+    region. The lowering then copies the gradient to pinned host memory
+    right after its update point, runs the update on the CPU (overlapped
+    with the rest of the backward) and copies the master back into the
+    device's working parameter before the step ends (docs/offload.md).
+    Refused: sharded updates (--shard) and dynamic loss scaling with
+    gradient accumulation (the overflow check reads the accumulators, which
+    would live on the host). With `report`, one line with the bytes moved.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the bytes placed on the host">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD

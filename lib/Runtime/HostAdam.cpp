@@ -1,0 +1,418 @@
+//===- HostAdam.cpp - the CPU optimizer of --offload optimizer ------------===//
+//
+// See HostAdam.h. The element loops are the host backend's sgdUpdate /
+// adamwUpdate (Host/TrainingKernels.cpp) fused into one pass per chunk,
+// with the gradient widened on load, the accumulation in f32 and the
+// update in double, so that every stored value is rounded exactly where the
+// reference rounds it. The step's decisions (micro-step gate, skipped step,
+// bias correction) are made once per update, outside the loops, which keeps
+// the loops free of branches for gcc's vectorizer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostAdam.h"
+#include "Internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace memopt::rt {
+
+namespace {
+
+/// The update's element loops over [begin, end) with the gradient as f32
+/// values `g[i - offset]` (the staged f32 gradient, a widened chunk of an
+/// f16 / bf16 one, or the accumulator). Instantiated per (scaled) so that
+/// the loops have no branch and gcc vectorizes them.
+template <bool Scaled>
+void applyRange(const HostUpdate &u, const HostUpdatePlan &plan,
+                const float *__restrict g, int64_t offset, int64_t begin,
+                int64_t end) {
+  const double inverse = plan.inverseScale;
+  // PyTorch's inv_scale (the reciprocal in double, rounded to f32), the
+  // product rounded to f32 as the reference stores it.
+  auto gradientAt = [&](int64_t i) {
+    double value = double(g[i - offset]);
+    return Scaled ? double(float(value * inverse)) : value;
+  };
+  float *__restrict p = u.master;
+  const double rate = plan.rate;
+  if (u.kind == HostUpdate::Kind::Sgd) {
+    float *__restrict buf = u.momentumBuffer;
+    const float momentum = u.momentum, weightDecay = u.weightDecay;
+    if (momentum != 0.0f) {
+      for (int64_t i = begin; i < end; ++i) {
+        double d = gradientAt(i) + weightDecay * double(p[i]);
+        buf[i] = float(momentum * double(buf[i]) + d);
+        p[i] = float(double(p[i]) - rate * double(buf[i]));
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        double d = gradientAt(i) + weightDecay * double(p[i]);
+        p[i] = float(double(p[i]) - rate * d);
+      }
+    }
+  } else {
+    float *__restrict m = u.expAvg;
+    float *__restrict v = u.expAvgSq;
+    const double decay = 1 - rate * u.weightDecay;
+    const double beta1 = u.beta1, beta2 = u.beta2, eps = u.eps;
+    const double stepSize = plan.stepSize, correction2 = plan.correction2;
+    for (int64_t i = begin; i < end; ++i) {
+      double gi = gradientAt(i);
+      double pi = double(p[i]) * decay;
+      m[i] = float(beta1 * double(m[i]) + (1 - beta1) * gi);
+      v[i] = float(beta2 * double(v[i]) + (1 - beta2) * gi * gi);
+      double denom = std::sqrt(double(v[i])) / correction2 + eps;
+      p[i] = float(pi - stepSize * double(m[i]) / denom);
+    }
+  }
+  if (u.param)
+    std::memcpy(u.param + begin, p + begin, size_t(end - begin) * 4);
+}
+
+void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
+                 int64_t end) {
+  // An f16 / bf16 gradient is widened a chunk at a time (a scalar loop:
+  // the conversions branch on subnormals), exactly, so every later loop
+  // reads f32.
+  const float *g = static_cast<const float *>(u.grad);
+  int64_t offset = 0;
+  thread_local std::vector<float> widened;
+  if (u.gradType != DType::F32) {
+    widened.resize(size_t(end - begin));
+    const uint16_t *bits = static_cast<const uint16_t *>(u.grad);
+    bool half = u.gradType == DType::F16;
+    for (int64_t i = begin; i < end; ++i)
+      widened[size_t(i - begin)] =
+          half ? halfToFloat(bits[i]) : bf16ToFloat(bits[i]);
+    g = widened.data();
+    offset = begin;
+  }
+  if (plan.accumulate) {
+    // f32 additions, as both backends' update kernels do them; the update
+    // then reads the accumulator.
+    float *__restrict sum = u.accumulator;
+    const float *__restrict add = g;
+    if (plan.first)
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] = add[i - offset];
+    else
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] = sum[i] + add[i - offset];
+    g = sum;
+    offset = 0;
+  }
+  if (!plan.apply)
+    return;
+  if (plan.scaled)
+    applyRange<true>(u, plan, g, offset, begin, end);
+  else
+    applyRange<false>(u, plan, g, offset, begin, end);
+}
+
+/// The message of an update's error (the engine names the node).
+std::string nodeError(const HostUpdate &, const std::string &message) {
+  return message;
+}
+
+} // namespace
+
+std::string planHostUpdate(const HostUpdate &u, HostUpdatePlan &plan) {
+  plan = HostUpdatePlan();
+  if (!u.master || !u.grad || !u.scalars || u.elements < 0)
+    return nodeError(u, "offloaded update without its master, gradient or "
+                        "staging");
+  if (u.gradType != DType::F32 && u.gradType != DType::F16 &&
+      u.gradType != DType::BF16)
+    return nodeError(u, std::string("offloaded gradient of type ") +
+                            dtypeName(u.gradType) +
+                            " (expected f32, f16 or "
+                            "bf16)");
+  const float *s = u.scalars;
+  if (u.accumulationSteps > 0) {
+    double micro = s[kStagingMicroStep];
+    if (!(micro >= 0 && micro < double(u.accumulationSteps) &&
+          micro == std::floor(micro)))
+      return nodeError(u, "micro_step " + std::to_string(micro) +
+                              " is not an integer in [0, " +
+                              std::to_string(u.accumulationSteps) + ")");
+    plan.accumulate = u.accumulator != nullptr;
+    plan.first = micro == 0;
+    plan.apply = micro == double(u.accumulationSteps - 1);
+  }
+  if (u.scaled) {
+    plan.scaled = true;
+    if (s[kStagingFoundInf] != 0.0f)
+      plan.apply = false;
+    plan.inverseScale = double(float(1.0 / double(s[kStagingLossScale])));
+  }
+  plan.rate = double(s[kStagingLr]);
+  if (u.kind == HostUpdate::Kind::AdamW && plan.apply) {
+    double t = double(s[kStagingStep]);
+    if (u.scaled)
+      t -= double(s[kStagingSkipped]);
+    if (!(t >= 1))
+      return nodeError(u, "AdamW step " + std::to_string(t) +
+                              " is not a 1-based step number");
+    plan.stepSize = plan.rate / (1 - std::pow(double(u.beta1), t));
+    plan.correction2 = std::sqrt(1 - std::pow(double(u.beta2), t));
+  }
+  if (plan.apply && u.kind == HostUpdate::Kind::Sgd && u.momentum != 0.0f &&
+      !u.momentumBuffer)
+    return nodeError(u, "SGD with momentum needs its buffer");
+  if (plan.apply && u.kind == HostUpdate::Kind::AdamW &&
+      (!u.expAvg || !u.expAvgSq))
+    return nodeError(u, "AdamW needs its moments");
+  return "";
+}
+
+void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
+                        int64_t begin, int64_t end) {
+  updateRange(update, plan, begin, end);
+}
+
+std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool) {
+  HostUpdatePlan plan;
+  std::string error = planHostUpdate(update, plan);
+  if (!error.empty())
+    return error;
+  if (!plan.accumulate && !plan.apply)
+    return "";
+  // 16 Ki elements a chunk: 64 KiB of each f32 stream, enough to hide the
+  // hand-out and small enough to balance a few-MiB tensor over the cores.
+  pool.parallelFor(update.elements, int64_t(1) << 14,
+                   [&](int64_t lo, int64_t hi) {
+                     runHostUpdateRange(update, plan, lo, hi);
+                   });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// HostUpdatePool
+//===----------------------------------------------------------------------===//
+
+HostUpdatePool::HostUpdatePool(int threads) {
+  if (threads <= 0) {
+    if (const char *env = std::getenv("MEMOPT_OFFLOAD_THREADS"))
+      threads = std::atoi(env);
+    if (threads <= 0)
+      threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this] { work(); });
+}
+
+HostUpdatePool::~HostUpdatePool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread &worker : workers_)
+    worker.join();
+}
+
+void HostUpdatePool::work() {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_)
+      return;
+    seen = generation_;
+    while (next_ < n_) {
+      int64_t lo = next_;
+      int64_t hi = std::min(n_, lo + chunk_);
+      next_ = hi;
+      ++pending_;
+      const auto *body = body_;
+      lock.unlock();
+      (*body)(lo, hi);
+      lock.lock();
+      if (--pending_ == 0 && next_ >= n_)
+        done_.notify_all();
+    }
+  }
+}
+
+void HostUpdatePool::parallelFor(
+    int64_t n, int64_t grain,
+    const std::function<void(int64_t, int64_t)> &body) {
+  if (n <= 0)
+    return;
+  if (workers_.empty() || n <= grain) {
+    body(0, n);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  body_ = &body;
+  n_ = n;
+  next_ = 0;
+  pending_ = 0;
+  chunk_ = std::max(grain, (n + int64_t(threads()) * 4 - 1) /
+                               (int64_t(threads()) * 4));
+  ++generation_;
+  wake_.notify_all();
+  while (next_ < n_) {
+    int64_t lo = next_;
+    int64_t hi = std::min(n_, lo + chunk_);
+    next_ = hi;
+    ++pending_;
+    lock.unlock();
+    body(lo, hi);
+    lock.lock();
+    --pending_;
+  }
+  done_.wait(lock, [&] { return pending_ == 0; });
+  body_ = nullptr;
+  n_ = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// OffloadEngine
+//===----------------------------------------------------------------------===//
+
+OffloadEngine::OffloadEngine() {
+  // Started here, not in the initializer list: the thread must not see the
+  // mutex, condition variables and queue before they are constructed.
+  dispatcher_ = std::thread([this] { dispatch(); });
+}
+
+OffloadEngine::~OffloadEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  dispatcher_.join();
+  if (destroyBackend)
+    destroyBackend(backend);
+}
+
+uint64_t OffloadEngine::submit(const HostUpdate &update) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t ticket = ++submitted_;
+  queue_.emplace_back(ticket, update);
+  wake_.notify_all();
+  return ticket;
+}
+
+void OffloadEngine::waitFor(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
+void OffloadEngine::waitAll() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return completed_ >= submitted_; });
+}
+
+std::string OffloadEngine::takeError(std::string &node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string error;
+  error.swap(error_);
+  node.swap(errorNode_);
+  errorNode_.clear();
+  return error;
+}
+
+void OffloadEngine::dispatch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty())
+      return; // stopping, nothing left
+    auto [ticket, update] = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    std::string error = runHostUpdate(update, pool_);
+    lock.lock();
+    if (!error.empty() && error_.empty()) {
+      error_ = error;
+      errorNode_ = update.node ? update.node : "";
+    }
+    completed_ = ticket;
+    done_.notify_all();
+  }
+}
+
+bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
+                             const char *node, void *staging,
+                             const TensorRef &param, const TensorRef &grad,
+                             const TensorRef &master,
+                             const TensorRef *momentumBuffer,
+                             const TensorRef *m, const TensorRef *v,
+                             const TensorRef &lr, const TensorRef *step,
+                             const GradientAccumulation *accumulation,
+                             const LossScaling *scaling, HostUpdate &update) {
+  bool adamw = kind == HostUpdate::Kind::AdamW;
+  if (adamw ? !validateAdamwUpdate(ctx, node, master, grad, *m, *v, lr, *step)
+            : !validateSgdUpdate(ctx, node, 0.0f, master, grad, momentumBuffer,
+                                 lr))
+    return false;
+  if (accumulation && !validateAccumulation(ctx, node, master, *accumulation))
+    return false;
+  if (scaling && !validateLossScaling(ctx, node, *scaling, adamw))
+    return false;
+  if (param.dtype != DType::F32 ||
+      param.numElements() != master.numElements()) {
+    failf(ctx, node,
+          "the device parameter %s %s does not match its f32 master %s",
+          dtypeName(param.dtype), shapeString(param).c_str(),
+          shapeString(master).c_str());
+    return false;
+  }
+  if (!staging) {
+    failf(ctx, node,
+          "offloaded update without its staging slot (is the "
+          "host state region set? setHostState)");
+    return false;
+  }
+  update = HostUpdate();
+  update.kind = kind;
+  update.node = node;
+  update.master = static_cast<float *>(master.data);
+  if (momentumBuffer && momentumBuffer->data)
+    update.momentumBuffer = static_cast<float *>(momentumBuffer->data);
+  if (adamw) {
+    update.expAvg = static_cast<float *>(m->data);
+    update.expAvgSq = static_cast<float *>(v->data);
+  }
+  if (accumulation) {
+    update.accumulator = static_cast<float *>(accumulation->accumulator.data);
+    update.accumulationSteps = accumulation->steps;
+  }
+  update.scaled = scaling != nullptr;
+  update.grad = static_cast<uint8_t *>(staging) + kHostStagingScalarBytes;
+  update.gradType = grad.dtype;
+  update.elements = grad.numElements();
+  update.scalars = static_cast<const float *>(staging);
+  return true;
+}
+
+void destroyOffloadEngine(OffloadEngine *engine) {
+  if (!engine)
+    return;
+  engine->waitAll();
+  delete engine;
+}
+
+void setHostState(Context &ctx, uint8_t *region, size_t bytes) {
+  OffloadEngine &engine = offloadEngine(ctx);
+  engine.hostState = region;
+  engine.hostStateBytes = bytes;
+}
+
+uint8_t *hostState(Context &ctx) { return offloadEngine(ctx).hostState; }
+
+void offloadCheck(Context &ctx) {
+  std::string node;
+  std::string error = offloadEngine(ctx).takeError(node);
+  if (!error.empty())
+    contextFail(ctx, node.c_str(), error.c_str());
+}
+
+} // namespace memopt::rt

@@ -1,0 +1,180 @@
+//===- HostAdam.h - the CPU optimizer of --offload optimizer ------*- C++
+//-*-===//
+//
+// Private to lib/Runtime. The update arithmetic of an offloaded SGD / AdamW
+// step on the CPU (vectorizable loops over f32 masters and state, double
+// arithmetic as the host backend's reference kernels), a small thread pool
+// that splits one update over the cores, and the queue that runs the
+// updates in submission order while the device computes the next
+// gradients. Both backends use it: the host backend submits right away, the
+// CUDA backend from a host function on its copy stream (HostOptimizer.cpp).
+//
+// Taken from DeepSpeed's DeepSpeedCPUAdam (ZeRO-Offload: AVX-vectorized,
+// OpenMP-parallel Adam over tiles of the fp32 master) and torchao's
+// CPUOffloadOptimizer (one CPU step per parameter as its gradient arrives).
+// Where memopt differs: the arithmetic is the host backend's (double, one
+// rounding to f32 per stored value), so the offloaded step is bit-identical
+// to the plain one on the host; the loops are written for gcc's
+// auto-vectorizer (no intrinsics to keep in step with a scalar fallback).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_LIB_RUNTIME_HOSTADAM_H
+#define MEMOPT_LIB_RUNTIME_HOSTADAM_H
+
+#include "memopt/Runtime/Runtime.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace memopt::rt {
+
+/// Index of each scalar in an offloaded update's staging slot
+/// (kHostStagingScalarBytes of F32 at its head).
+enum HostStagingScalar : int {
+  kStagingLr = 0,
+  kStagingStep = 1,
+  kStagingMicroStep = 2,
+  kStagingLossScale = 3,
+  kStagingFoundInf = 4,
+  kStagingSkipped = 5,
+};
+
+/// One offloaded update: what the CPU reads and writes. `grad` is the
+/// staged gradient (F32, F16 or BF16, `elements` of it); `scalars` the
+/// staging slot's head. `param` (may be null): where the new master is also
+/// written (the host backend's device parameter; CUDA copies it instead).
+struct HostUpdate {
+  enum class Kind { Sgd, AdamW } kind = Kind::Sgd;
+  const char *node = "";
+  float momentum = 0, weightDecay = 0, beta1 = 0.9f, beta2 = 0.999f,
+        eps = 1e-8f;
+  float *master = nullptr;
+  float *momentumBuffer = nullptr; ///< SGD with momentum
+  float *expAvg = nullptr, *expAvgSq = nullptr;
+  float *accumulator = nullptr;
+  const void *grad = nullptr;
+  DType gradType = DType::F32;
+  int64_t elements = 0;
+  /// Micro-batches per step when the update is gated on the micro-step
+  /// (scalars[kStagingMicroStep]); 0: not gated.
+  int64_t accumulationSteps = 0;
+  bool scaled = false; ///< dynamic loss scaling: scale, found_inf, skipped
+  const float *scalars = nullptr;
+  float *param = nullptr;
+};
+
+/// What one update does this step, from its scalars: whether it
+/// accumulates (first micro-step or not), whether it applies, and the
+/// step's constants. Returns "" or an error message.
+struct HostUpdatePlan {
+  bool accumulate = false, first = false, apply = true, scaled = false;
+  double inverseScale = 1, rate = 0;
+  double stepSize = 0, correction2 = 1; ///< AdamW
+};
+std::string planHostUpdate(const HostUpdate &update, HostUpdatePlan &plan);
+
+/// The element loops over [begin, end): accumulation, then (when the plan
+/// applies) SGD or AdamW on the master, then the copy into `param`.
+/// Errors are messages without the node (the engine adds it).
+/// Exposed for the unit tests (unittests/Runtime/HostAdamTest.cpp).
+void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
+                        int64_t begin, int64_t end);
+
+/// A fixed pool of worker threads that splits loops into chunks; the
+/// calling thread takes a share.
+class HostUpdatePool {
+public:
+  /// `threads` <= 0: MEMOPT_OFFLOAD_THREADS, else every core.
+  explicit HostUpdatePool(int threads = 0);
+  ~HostUpdatePool();
+  HostUpdatePool(const HostUpdatePool &) = delete;
+  HostUpdatePool &operator=(const HostUpdatePool &) = delete;
+  int threads() const { return int(workers_.size()) + 1; }
+  /// Runs body(lo, hi) over [0, n) in chunks of at least `grain`; returns
+  /// when every chunk is done.
+  void parallelFor(int64_t n, int64_t grain,
+                   const std::function<void(int64_t, int64_t)> &body);
+
+private:
+  void work();
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)> *body_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0, next_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+/// Runs one update on the pool (plan, then the element loops in parallel).
+std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool);
+
+/// The updates of a step, run one after another on a dispatcher thread
+/// (each over the whole pool) in the order they were submitted, so the CPU
+/// update of one bucket runs while the device computes the next gradients.
+class OffloadEngine {
+public:
+  OffloadEngine();
+  ~OffloadEngine();
+  OffloadEngine(const OffloadEngine &) = delete;
+  OffloadEngine &operator=(const OffloadEngine &) = delete;
+  /// Queues `update` (copied); returns its ticket.
+  uint64_t submit(const HostUpdate &update);
+  /// Blocks until the update with `ticket` (and every one before) is done.
+  void waitFor(uint64_t ticket);
+  /// Blocks until every submitted update is done.
+  void waitAll();
+  /// The first error of an update and its node (cleared), or "".
+  std::string takeError(std::string &node);
+
+  uint8_t *hostState = nullptr;
+  size_t hostStateBytes = 0;
+  /// Backend data (CUDA: streams, events and sites; HostOptimizer.cpp).
+  void *backend = nullptr;
+  void (*destroyBackend)(void *) = nullptr;
+
+private:
+  void dispatch();
+  HostUpdatePool pool_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::deque<std::pair<uint64_t, HostUpdate>> queue_;
+  uint64_t submitted_ = 0, completed_ = 0;
+  std::string error_, errorNode_;
+  bool stop_ = false;
+  /// Last: it starts in the constructor, after every member it uses.
+  std::thread dispatcher_;
+};
+
+/// Checks an offloaded update's operands (the host backend's update
+/// checks, with the master as the parameter, and the device parameter of
+/// the master's shape and type) and describes it: the staged gradient at
+/// `staging` + kHostStagingScalarBytes, the scalars at `staging`. `m` / `v`
+/// are AdamW's moments, `momentumBuffer` SGD's (or null). Returns false
+/// after recording an error on the context.
+bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
+                             const char *node, void *staging,
+                             const TensorRef &param, const TensorRef &grad,
+                             const TensorRef &master,
+                             const TensorRef *momentumBuffer,
+                             const TensorRef *m, const TensorRef *v,
+                             const TensorRef &lr, const TensorRef *step,
+                             const GradientAccumulation *accumulation,
+                             const LossScaling *scaling, HostUpdate &update);
+
+/// The context's engine (created on first use; each backend keeps the
+/// pointer in its Context and deletes it in destroyContext).
+OffloadEngine &offloadEngine(Context &ctx);
+/// Deletes an engine (waits for its updates first); null does nothing.
+void destroyOffloadEngine(OffloadEngine *engine);
+
+} // namespace memopt::rt
+
+#endif // MEMOPT_LIB_RUNTIME_HOSTADAM_H

@@ -1,0 +1,129 @@
+"""--offload optimizer (docs/offload.md) on the host backend: f32 masters and optimizer state
+in the host state region, the update on the CPU optimizer's threads.
+
+- The offloaded program equals the plain one bit for bit (losses as printed, parameters and
+  optimizer state after several steps): SGD with momentum and AdamW, fp32, fp16 with dynamic loss scaling
+  (a clean run and one whose first steps overflow and are skipped) and bf16, with and
+  without --accumulate. The CPU update is the host backend's arithmetic (double, one f32
+  rounding per stored value), so anything but equality is a bug in the staging, the
+  scalars or the order of the updates.
+- The memory report: the optimizer state leaves the device weight region and is listed as
+  host bytes, with the masters.
+- Bad input: --offload without --train, an unknown value, fp16 loss scaling with
+  --accumulate, --data-parallel.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_training import COMPILE, compile_train, file_name, make_mlp, run, save  # noqa: E402
+
+PARAMETERS = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+
+
+def train(tmp_path, tag, model, x, y, steps, *args):
+    out = compile_train(model, tmp_path / tag, *args)
+    state = tmp_path / f"{tag}_state"
+    result = run([out, "--input", f"x={x}", "--input", f"labels={y}", "--steps", str(steps),
+                  "--save-state", state])
+    losses = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    # Parameters, and the optimizer state (the offloaded program's from the host region).
+    return losses, {f: np.load(state / f) for f in os.listdir(state) if f.endswith(".npy")}
+
+
+def data(tmp_path, rows=12):
+    rng = np.random.default_rng(4)
+    x = save(tmp_path / "x.npy", rng.standard_normal((rows, 8)).astype(np.float32))
+    y = save(tmp_path / "y.npy", rng.integers(0, 3, rows).astype(np.int64))
+    return x, y
+
+
+CONFIGS = [
+    ("sgd", "fp32", 1, ["--momentum", "0.9", "--lr", "0.1", "--weight-decay", "1e-3"]),
+    ("adamw", "fp32", 1, ["--lr", "0.01"]),
+    ("sgd", "fp32", 3, ["--momentum", "0.9", "--lr", "0.1"]),
+    ("adamw", "fp32", 3, ["--lr", "0.01"]),
+    ("sgd", "fp16", 1, ["--momentum", "0.9", "--lr", "0.1"]),
+    ("adamw", "fp16", 1, ["--lr", "0.01"]),
+    ("adamw", "bf16", 1, ["--lr", "0.01"]),
+    ("sgd", "bf16", 3, ["--momentum", "0.9", "--lr", "0.1"]),
+]
+
+
+@pytest.mark.parametrize("optimizer,precision,accumulate,args", CONFIGS,
+                         ids=[f"{o}-{p}-acc{a}" for o, p, a, _ in CONFIGS])
+def test_offloaded_step_equals_the_plain_one(tmp_path, optimizer, precision, accumulate, args):
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", optimizer, "--precision", precision, "--accumulate",
+              str(accumulate), *args]
+    plain_losses, plain = train(tmp_path, "plain", model, x, y, 4, *common)
+    losses, offloaded = train(tmp_path, "offload", model, x, y, 4, *common,
+                              "--offload", "optimizer")
+    assert losses == plain_losses
+    # Every tensor of --save-state: parameters, momentum buffers or moments, accumulators.
+    assert sorted(offloaded) == sorted(plain)
+    assert any("momentum_buffer" in f or "exp_avg" in f for f in plain)
+    for name in plain:
+        assert np.array_equal(offloaded[name], plain[name]), name
+    # Not trivially equal: training moved every weight and the loss.
+    initial = {t.name: numpy_helper.to_array(t) for t in onnx.load(model).graph.initializer}
+    for name in PARAMETERS:
+        assert not np.array_equal(plain[file_name(name)], initial[name]), name
+    assert len(set(line.split()[3] for line in plain_losses)) > 1, plain_losses
+
+
+def test_skipped_fp16_steps_are_skipped_on_the_host_too(tmp_path):
+    """An initial scale of 2^40 overflows: the first steps are skipped on both (the CPU reads
+    found_inf from the staged scalars) and the scale backs off the same way."""
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", "adamw", "--precision", "fp16", "--loss-scale-init", str(2.0 ** 40)]
+    plain_losses, plain = train(tmp_path, "plain", model, x, y, 30, *common)
+    losses, offloaded = train(tmp_path, "offload", model, x, y, 30, *common,
+                              "--offload", "optimizer")
+    assert any("update skipped" in line for line in plain_losses)
+    assert losses == plain_losses
+    for name in plain:
+        assert np.array_equal(offloaded[name], plain[name]), name
+
+
+def test_report_moves_the_state_to_the_host(tmp_path):
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    reports = {}
+    for tag, extra in (("plain", []), ("offload", ["--offload", "optimizer"])):
+        report = tmp_path / f"{tag}.json"
+        run([COMPILE, model, "--train", "--optimizer", "adamw", "--emit", "plan", "-o",
+             tmp_path / f"{tag}.mlir", "--quiet", "--report", report, *extra])
+        reports[tag] = json.loads(report.read_text())
+    parameters = 4 * (16 * 8 + 16 + 3 * 16 + 3)
+    plain, offload = reports["plain"], reports["offload"]
+    # AdamW's two moments leave the device; the parameters stay.
+    assert plain["weights_bytes"] - offload["weights_bytes"] >= 2 * parameters
+    assert plain.get("host_state_bytes", 0) == 0
+    assert offload["host_state_bytes"] == 3 * parameters  # masters and two moments
+    assert offload["host_staging_bytes"] == parameters + 4 * 64  # f32 gradients + scalars
+    assert offload["arena_bytes"] == plain["arena_bytes"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--offload", "optimizer"], "offload optimizer needs train"),
+    (["--train", "--offload", "activations"], "offload 'activations' is not none or optimizer"),
+    (["--train", "--offload", "optimizer", "--precision", "fp16", "--accumulate", "2"],
+     "dynamic loss scaling and --accumulate is not supported"),
+    (["--train", "--offload", "optimizer", "--data-parallel", "2"],
+     "offload optimizer with data-parallel is not supported"),
+])
+def test_bad_offload_flags(tmp_path, args, message):
+    model = make_mlp(tmp_path / "mlp.onnx")
+    result = run([COMPILE, model, "--emit", "plan", "-o", tmp_path / "x.mlir", *args],
+                 check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
