@@ -16,7 +16,7 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 5;
+constexpr int32_t kProgramAbiVersion = 6;
 
 /// What a weight-region tensor is. Inference programs hold constants only;
 /// a training program's state (parameters, optimizer moments, the learning
