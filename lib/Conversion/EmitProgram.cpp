@@ -1949,7 +1949,8 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
               : 0)
       << ", " << accumulationSteps() << ", " << dataParallelSize << ", "
       << shardMode << ", " << (shardOfTable.empty() ? "nullptr" : "kShardOf")
-      << ", " << hostPoolBytes << ", " << hostStateSize << ", " << hostWeightCount << ", "
+      << ", " << hostPoolBytes << ", " << hostStateSize << ", "
+      << hostWeightCount << ", "
       << (hostWeightCount ? "kHostWeights, kMasterOf" : "nullptr, nullptr")
       << "};\n\n"
       << "} // namespace\n\n"

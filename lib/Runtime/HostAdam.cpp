@@ -400,19 +400,4 @@ void destroyOffloadEngine(OffloadEngine *engine) {
   delete engine;
 }
 
-void setHostState(Context &ctx, uint8_t *region, size_t bytes) {
-  OffloadEngine &engine = offloadEngine(ctx);
-  engine.hostState = region;
-  engine.hostStateBytes = bytes;
-}
-
-uint8_t *hostState(Context &ctx) { return offloadEngine(ctx).hostState; }
-
-void offloadCheck(Context &ctx) {
-  std::string node;
-  std::string error = offloadEngine(ctx).takeError(node);
-  if (!error.empty())
-    contextFail(ctx, node.c_str(), error.c_str());
-}
-
 } // namespace memopt::rt

@@ -169,12 +169,11 @@ struct Context {
   OpTimes opTimes;
   /// Activation offload's host pool (Host/Offload.cpp).
   std::vector<uint8_t> hostPool;
-};
-
-std::vector<uint8_t> &host::hostPoolOf(Context &ctx) { return ctx.hostPool; }
   /// --offload optimizer's CPU updates (HostAdam.h), made on first use.
   OffloadEngine *offload = nullptr;
 };
+
+std::vector<uint8_t> &host::hostPoolOf(Context &ctx) { return ctx.hostPool; }
 
 OffloadEngine &offloadEngine(Context &ctx) {
   if (!ctx.offload)

@@ -115,4 +115,23 @@ void offloadFinish(Context &ctx) {
   offloadCheck(ctx);
 }
 
+// The engine's per-context entry points are defined by each backend, next
+// to its offloadEngine(): the backend-independent HostAdam.cpp (in
+// memopt_runtime_common, linked after the backend) must not call back into a
+// backend library.
+void setHostState(Context &ctx, uint8_t *region, size_t bytes) {
+  OffloadEngine &engine = offloadEngine(ctx);
+  engine.hostState = region;
+  engine.hostStateBytes = bytes;
+}
+
+uint8_t *hostState(Context &ctx) { return offloadEngine(ctx).hostState; }
+
+void offloadCheck(Context &ctx) {
+  std::string node;
+  std::string error = offloadEngine(ctx).takeError(node);
+  if (!error.empty())
+    contextFail(ctx, node.c_str(), error.c_str());
+}
+
 } // namespace memopt::rt
