@@ -48,7 +48,9 @@ NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 "layer_normalization_grad",
                 "attention_grad", "found_inf", "update_loss_scale", "relu_grad",
                 # built by memopt-data-parallel (docs/data-parallel.md)
-                "all_reduce", "reduce_scatter", "all_gather"}
+                "all_reduce", "reduce_scatter", "all_gather",
+                # built by memopt-bucket-collectives (docs/data-parallel.md, "Overlap")
+                "wait_collectives"}
 
 
 def dialect_ops():

@@ -48,7 +48,8 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %dyr = memopt.relu_grad %dy, %y : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>) -> tensor<2x2x3x3xf32> loc("op_relu_grad")
   %dc, %dg, %dgb = memopt.batch_norm_training_grad %c, %dyr, %g, %bm, %bs : (tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad")
   memopt.sgd_update %g, %dg, momentum %gm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
-  %dgbs = memopt.reduce_scatter %dgb {ranks = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32> loc("op_reduce_scatter")
+  %dgbs = memopt.reduce_scatter %dgb {ranks = 1 : i64, bucket = 0 : i64} : (tensor<2xf32>) -> tensor<2xf32> loc("op_reduce_scatter")
+  memopt.wait_collectives %dgb, %dgbs {bucket = 0 : i64} : tensor<2xf32>, tensor<2xf32> loc("op_wait_collectives")
   memopt.sgd_update %gb, %dgbs, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
   memopt.all_gather %gb {ranks = 1 : i64} : tensor<2xf32> loc("op_all_gather")
   %dlx, %dls, %dlb = memopt.layer_normalization_grad %f, %df, %ls : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) loc("op_layer_normalization_grad")
