@@ -60,7 +60,6 @@ void referenceAdamw(float &p, float &m, float &v, double g, double lr,
   p = float(pi - lr * mHat / (std::sqrt(vHat) + eps));
 }
 
-
 HostUpdate adamwUpdateOf(std::vector<float> &p, std::vector<float> &m,
                          std::vector<float> &v, const void *grad, DType type,
                          const float *scalars) {
