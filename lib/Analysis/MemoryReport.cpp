@@ -222,6 +222,19 @@ static void addTrainingReport(func::FuncOp function,
     if (liveness.getStorage(gradient).kind == StorageKind::Arena)
       gradientStorages.insert(liveness.getStorage(gradient).id);
   }
+  // ZeRO-3: the gathered whole parameters, arena buffers of their own.
+  llvm::SetVector<unsigned> gatheredStorages;
+  function.walk([&](GatherParameterOp gather) {
+    const Storage &storage = liveness.getStorage(gather.getResult());
+    if (storage.kind == StorageKind::Arena)
+      gatheredStorages.insert(storage.id);
+  });
+  for (unsigned id : gatheredStorages) {
+    const Storage &storage = liveness.getStorages()[id];
+    report.dataParallel.gatheredParameterBytes += storage.size;
+    if (storage.first <= report.peakIndex && report.peakIndex <= storage.last)
+      report.dataParallel.gatheredParameterBytesAtPeak += storage.size;
+  }
   for (unsigned id : communicationStorages) {
     const Storage &storage = liveness.getStorages()[id];
     report.dataParallel.communicationBufferBytes += storage.size;
@@ -310,6 +323,18 @@ static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
       ++dataParallel.allGathers;
       dataParallel.sentBytesPerStep +=
           ring(getTensorBytes(gather.getParam().getType()), 1);
+    } else if (auto gather = dyn_cast<GatherParameterOp>(op)) {
+      // Every micro-batch gathers (forward and backward).
+      ++dataParallel.parameterGathers;
+      dataParallel.sentBytesPerStep +=
+          microSteps * ring(getTensorBytes(gather.getType()), 1);
+    } else if (auto variable = dyn_cast<VariableOp>(op)) {
+      if (variable->hasAttr("memopt.shards"))
+        dataParallel.unshardedParameterBytes +=
+            getTensorBytes(variable.getInitialValueAttr().getType());
+      else if (variable.getRole() == "parameter")
+        dataParallel.unshardedParameterBytes +=
+            getTensorBytes(variable.getType());
     }
     // Sharded updates: what their state would hold whole.
     int64_t shards = 1, paramBytes = 0, states = 0;
@@ -626,6 +651,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"all_reduces", dataParallel.allReduces},
         {"reduce_scatters", dataParallel.reduceScatters},
         {"all_gathers", dataParallel.allGathers},
+        {"parameter_gathers", dataParallel.parameterGathers},
         {"per_rank",
          llvm::json::Object{
              {"parameter_bytes", training.parameterBytes},
@@ -636,8 +662,12 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
               dataParallel.communicationBufferBytes},
              {"communication_buffer_bytes_at_peak",
               dataParallel.communicationBufferBytesAtPeak},
+             {"gathered_parameter_bytes", dataParallel.gatheredParameterBytes},
+             {"gathered_parameter_bytes_at_peak",
+              dataParallel.gatheredParameterBytesAtPeak},
              {"arena_bytes", report.arenaBytes},
              {"weights_bytes", report.weightsBytes}}},
+        {"unsharded_parameter_bytes", dataParallel.unshardedParameterBytes},
         {"unsharded_optimizer_state_bytes",
          dataParallel.unshardedOptimizerStateBytes},
         {"unsharded_gradient_accumulator_bytes",
@@ -834,8 +864,19 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
     os << "  data parallel: " << dataParallel.ranks << " ranks, shard "
        << dataParallel.shard << " (" << dataParallel.allReduces
        << " all-reduces, " << dataParallel.reduceScatters
-       << " reduce-scatters, " << dataParallel.allGathers
-       << " all-gathers); per rank:\n";
+       << " reduce-scatters, " << dataParallel.allGathers << " all-gathers";
+    if (dataParallel.parameterGathers)
+      os << ", " << dataParallel.parameterGathers << " parameter gathers";
+    os << "); per rank:\n";
+    if (dataParallel.shard == "parameters")
+      os << "    parameters       "
+         << llvm::right_justify(formatBytes(report.training.parameterBytes), 12)
+         << "  of " << formatBytes(dataParallel.unshardedParameterBytes)
+         << " unsharded; gathered "
+         << formatBytes(dataParallel.gatheredParameterBytes)
+         << " in the arena, "
+         << formatBytes(dataParallel.gatheredParameterBytesAtPeak)
+         << " alive at the peak\n";
     os << "    optimizer state  "
        << llvm::right_justify(formatBytes(report.training.optimizerStateBytes),
                               12)

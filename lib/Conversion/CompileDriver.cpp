@@ -544,9 +544,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return fail("--data-parallel " + Twine(training.dataParallel) +
                 ": the step needs at least 1 rank");
   if (!training.shard.empty() && training.shard != "none" &&
-      training.shard != "optimizer" && training.shard != "gradients")
+      training.shard != "optimizer" && training.shard != "gradients" &&
+      training.shard != "parameters")
     return fail("--shard '" + training.shard +
-                "' is not none, optimizer or gradients");
+                "' is not none, optimizer, gradients or parameters");
   if (!training.shard.empty() && !training.dataParallelGiven)
     return fail("--shard " + training.shard +
                 " needs --data-parallel N (the ranks the optimizer state is "
@@ -571,7 +572,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
                 "gradients are f32 otherwise)");
   std::string shardMode = training.shard.empty() ? "none" : training.shard;
   if (training.reduceDtype == "low" && training.accumulate > 1 &&
-      shardMode != "gradients")
+      shardMode != "gradients" && shardMode != "parameters")
     return fail("--reduce-dtype low cannot reduce the f32 gradient "
                 "accumulator of shard " +
                 shardMode + " (--accumulate " + Twine(training.accumulate) +

@@ -317,6 +317,8 @@ private:
                             .getInt());
   }
   int64_t hostStateSize = 0, hostWeightCount = 0, offloadSites = 0;
+  /// kWholeWeights (Program.h), when a parameter is sharded (ZeRO-3).
+  std::string wholeWeightsTable;
   /// A TensorRef expression over `value`'s bytes with another shape.
   std::string refWithShape(Value value, ArrayRef<int64_t> shape);
   std::string arenaPointer(Operation *op, StringRef attr);
@@ -440,8 +442,9 @@ LogicalResult ProgramEmitter::collectWeights() {
   llvm::raw_string_ostream table(tables);
   std::string initData;
   llvm::raw_string_ostream init(initData);
-  std::string entries;
-  llvm::raw_string_ostream entry(entries);
+  std::string entries, wholeEntries;
+  llvm::raw_string_ostream entry(entries), wholeEntry(wholeEntries);
+  bool anySharded = false;
   unsigned count = 0;
   for (Operation &op : function.getBody().front().without_terminator()) {
     if (!isWeightRegionOp(&op) || isHostPlaced(op.getResult(0)))
@@ -463,7 +466,13 @@ LogicalResult ProgramEmitter::collectWeights() {
                         << weightsSize << " bytes";
     // The bytes are written later, straight from the value's storage
     // (WeightImage.h): the region is never built in memory.
-    weights.entries.push_back({offset, type, value, &op});
+    // ZeRO-3: a sharded parameter's initial value is the whole parameter;
+    // the weight file holds rank r's shard of it in region r.
+    auto shards = variable
+                      ? variable->getAttrOfType<IntegerAttr>("memopt.shards")
+                      : IntegerAttr();
+    weights.entries.push_back(
+        {offset, type, value, &op, shards ? shards.getInt() : 0});
     // Non-float constants (indices, shapes) and scalars keep their bytes in
     // the program too, so a run with random weights stays meaningful.
     std::string initPointer = "nullptr";
@@ -508,12 +517,26 @@ LogicalResult ProgramEmitter::collectWeights() {
           << type.getRank() << ", " << shapeList(type.getShape()) << ", "
           << offset << ", " << initPointer << ", WeightRole::" << role
           << "},\n";
+    auto whole = shards
+                     ? cast<RankedTensorType>(cast<TypedAttr>(value).getType())
+                     : type;
+    if (whole.getRank() > kMaxRank)
+      return error(&op) << "shards a parameter of type " << whole
+                        << ", which the runtime does not support";
+    wholeEntry << "    {" << cppString(name) << ", " << *dtype << ", "
+               << whole.getRank() << ", " << shapeList(whole.getShape()) << ", "
+               << (shards ? -1 : offset) << ", " << initPointer
+               << ", WeightRole::" << role << "},\n";
+    anySharded |= bool(shards);
     ++count;
   }
   table << initData;
   if (count)
     table << "const TensorInfo kWeights[] = {\n" << entries << "};\n";
-  else
+  if (anySharded)
+    wholeWeightsTable =
+        "const TensorInfo kWholeWeights[] = {\n" + wholeEntries + "};\n";
+  if (count == 0)
     table << "const TensorInfo *const kWeights = nullptr;\n";
   return success();
 }
@@ -1714,6 +1737,12 @@ LogicalResult ProgramEmitter::emitCall(Operation *op, const std::string &node) {
         os << "  waitCollectives(ctx, " << node << ", " << bucket << ");\n";
         return success();
       })
+      .Case([&](GatherParameterOp gather) {
+        os << "  gatherParameter(ctx, " << node << ", " << gather.getRanks()
+           << ", " << ref(gather.getShard()) << ", " << ref(gather.getResult())
+           << ");\n";
+        return success();
+      })
       .Case([&](AllGatherOp gather) {
         os << "  {\n"
            << accumulation(Value(), gather.getMicroStep(),
@@ -1860,9 +1889,10 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       return failure();
     }
     dataParallelSize = ranks.getInt();
-    shardMode = shard.getValue() == "optimizer"   ? 1
-                : shard.getValue() == "gradients" ? 2
-                                                  : 0;
+    shardMode = shard.getValue() == "optimizer"    ? 1
+                : shard.getValue() == "gradients"  ? 2
+                : shard.getValue() == "parameters" ? 3
+                                                   : 0;
   }
   std::string shardOfTable;
   {
@@ -1880,8 +1910,20 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
         sharded = {adamw.getExpAvg(), adamw.getExpAvgSq(),
                    adamw.getAccumulator()};
       }
-      if (!param)
-        return;
+      // ZeRO-3: a plain update of a sharded parameter, itself a shard.
+      if (!param) {
+        if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
+          param = sgd.getParam();
+          sharded = {sgd.getMomentumBuffer(), sgd.getAccumulator(), param};
+        } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
+          param = adamw.getParam();
+          sharded = {adamw.getExpAvg(), adamw.getExpAvgSq(),
+                     adamw.getAccumulator(), param};
+        }
+        auto variable = param ? param.getDefiningOp<VariableOp>() : nullptr;
+        if (!variable || !variable->hasAttr("memopt.shards"))
+          return;
+      }
       for (Value value : sharded)
         if (value && value.getDefiningOp())
           if (auto it = weightIndex.find(value.getDefiningOp());
@@ -1898,6 +1940,19 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
     }
   }
   tables += shardOfTable;
+  tables += wholeWeightsTable;
+  // ZeRO-3: one region per rank in the weight file.
+  if (!wholeWeightsTable.empty() && dataParallelSize > 1) {
+    std::vector<WeightImageEntry> perRank;
+    for (int64_t r = 0; r < dataParallelSize; ++r)
+      for (WeightImageEntry entry : weights.entries) {
+        entry.offset += r * weightsSize;
+        entry.shardRank = r;
+        perRank.push_back(entry);
+      }
+    weights.entries = std::move(perRank);
+    weights.size = dataParallelSize * weightsSize;
+  }
 
   std::string programName = options.programName.empty()
                                 ? function.getName().str()
@@ -1952,6 +2007,7 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
       << ", " << hostPoolBytes << ", " << hostStateSize << ", "
       << hostWeightCount << ", "
       << (hostWeightCount ? "kHostWeights, kMasterOf" : "nullptr, nullptr")
+      << ", " << (wholeWeightsTable.empty() ? "nullptr" : "kWholeWeights")
       << "};\n\n"
       << "} // namespace\n\n"
       << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"

@@ -101,6 +101,9 @@ private:
       releaseWeightPages(chunk);
     }
   }
+  /// A sharded parameter's shard: rank r's chunk of the whole value, then
+  /// the tail.
+  LogicalResult writeShard(const WeightImageEntry &entry);
   /// Writes `count` copies of the `element` bytes (a splat).
   void writeRepeated(ArrayRef<char> element, int64_t count);
   LogicalResult unreadable(const WeightImageEntry &entry, int64_t bytes) {
@@ -139,6 +142,8 @@ LogicalResult ImageWriter::write(const WeightImageEntry &entry) {
     return success(); // starts at zero: a hole
   seekTo(entry.offset);
   Type elementType = entry.type.getElementType();
+  if (entry.shardRanks > 0)
+    return writeShard(entry);
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(entry.value)) {
     ArrayRef<char> raw = getWeightData(resource);
     if (int64_t(raw.size()) != bytes || elementType.isInteger(1))
@@ -178,6 +183,41 @@ LogicalResult ImageWriter::write(const WeightImageEntry &entry) {
   if (int64_t(raw.size()) != bytes)
     return unreadable(entry, bytes);
   writeBytes(raw);
+  return success();
+}
+
+LogicalResult ImageWriter::writeShard(const WeightImageEntry &entry) {
+  int64_t bytes = getRuntimeBytes(entry.type);
+  auto whole = dyn_cast<ShapedType>(cast<TypedAttr>(entry.value).getType());
+  Type elementType = entry.type.getElementType();
+  int64_t elementBytes = getRuntimeElementBytes(elementType);
+  if (!whole || elementType.isInteger(1) ||
+      whole.getElementType() != elementType)
+    return unreadable(entry, bytes);
+  int64_t elements = whole.getNumElements(), ranks = entry.shardRanks;
+  int64_t chunk = elements / ranks, tail = elements % ranks;
+  if ((chunk + tail) * elementBytes != bytes)
+    return unreadable(entry, bytes);
+  ArrayRef<char> raw;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(entry.value)) {
+    raw = getWeightData(resource);
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(entry.value)) {
+    raw = dense.getRawData();
+    if (dense.isSplat()) {
+      if (int64_t(raw.size()) < elementBytes)
+        return unreadable(entry, bytes);
+      writeRepeated(raw.take_front(elementBytes), chunk + tail);
+      return success();
+    }
+  } else {
+    return unreadable(entry, bytes);
+  }
+  if (int64_t(raw.size()) != elements * elementBytes)
+    return unreadable(entry, bytes);
+  writeBytes(raw.slice(size_t(entry.shardRank * chunk * elementBytes),
+                       size_t(chunk * elementBytes)));
+  writeBytes(raw.slice(size_t(ranks * chunk * elementBytes),
+                       size_t(tail * elementBytes)));
   return success();
 }
 

@@ -107,6 +107,13 @@ int memopt_model_load_weights(memopt_model *model, const char *path) {
 int memopt_model_save_weights(memopt_model *model, const char *path) {
   if (!model || !path)
     return 1;
+  // ZeRO-3: the weight file holds every rank's region; rank 0's alone is
+  // neither that nor the model (memopt_model_save_onnx gathers it).
+  if (weightFileRegions(model->group.program()) > 1) {
+    model->error = "the ranks of this program hold different shards of the "
+                   "parameters: save the model with memopt_model_save_onnx";
+    return 1;
+  }
   return model->primary().saveWeights(path, /*withTrailer=*/true, model->error)
              ? 0
              : 1;

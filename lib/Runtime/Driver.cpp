@@ -126,6 +126,11 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   }
   if (!checkWeightTable(*program, error))
     return false;
+  // ZeRO-3: the weight file holds one region per rank (Program.h).
+  fileOffset_ =
+      weightFileRegions(*program) > 1 && options.communicator
+          ? int64_t(options.communicator->rank()) * program->weightBytes
+          : 0;
   // The weight file is opened and checked before the device is touched.
   WeightsFile file;
   bool embeddedOnly = false;
@@ -163,15 +168,18 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
                 !std::getenv("MEMOPT_WEIGHT_CHUNK_BYTES") &&
                 !std::getenv("MEMOPT_WEIGHT_STAGING");
   static char mapProbe; // any host address: the host backend returns it
+  long page = ::sysconf(_SC_PAGESIZE);
   if (file.isOpen() && mayMap && program->weightBytes > 0 &&
+      (page <= 0 || fileOffset_ % page == 0) &&
       hostAddressOf(*ctx_, &mapProbe) != nullptr) {
     // An inference program writes nothing to its weights: no commit charge
     // is reserved for copies (a model larger than memory could not be mapped
     // otherwise). A training step writes its parameters and state, so their
     // copies are reserved, and a region too large for that is read instead.
     int flags = MAP_PRIVATE | (program->isTraining ? 0 : MAP_NORESERVE);
-    void *mapped = ::mmap(nullptr, size_t(program->weightBytes),
-                          PROT_READ | PROT_WRITE, flags, file.fd(), 0);
+    void *mapped =
+        ::mmap(nullptr, size_t(program->weightBytes), PROT_READ | PROT_WRITE,
+               flags, file.fd(), off_t(fileOffset_));
     if (mapped != MAP_FAILED) {
       weights_ = static_cast<uint8_t *>(mapped);
       weightsMapped_ = true;
@@ -245,7 +253,8 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   if (weightsMapped_) {
     loadReport_.source = "file '" + file.path() + "' (mapped)";
   } else if (file.isOpen()) {
-    if (!loadRegion(*ctx_, file, program->weightBytes, weights_, error))
+    if (!loadRegion(*ctx_, file, program->weightBytes, weights_, error,
+                    fileOffset_))
       return false;
     loadReport_.source = "file '" + file.path() + "'";
   } else {
@@ -437,7 +446,8 @@ bool Model::writeRegion(const void *region, std::string &error) {
 }
 
 bool Model::loadWeights(const WeightsFile &file, std::string &error) {
-  return loadRegion(*ctx_, file, program_->weightBytes, weights_, error) &&
+  return loadRegion(*ctx_, file, program_->weightBytes, weights_, error,
+                    fileOffset_) &&
          check(error) && readRegionScalars(/*initial=*/false, error) &&
          initMasters(error);
 }
@@ -765,7 +775,9 @@ bool RankGroup::checkReplicas(std::string &error) {
   std::vector<uint8_t> first, other;
   for (int w = 0; ranks > 1 && w < info.numWeights; ++w) {
     const TensorInfo &weight = info.weights[w];
-    if (weight.role != WeightRole::Parameter)
+    // ZeRO-3: each rank holds its own shard (shardOf[w] == w).
+    if (weight.role != WeightRole::Parameter ||
+        (info.shardOf && info.shardOf[w] == w))
       continue;
     size_t bytes = tensorBytes(weight);
     first.resize(bytes);
@@ -789,7 +801,7 @@ bool RankGroup::checkReplicas(std::string &error) {
 const TensorInfo &RankGroup::savedShape(int w) const {
   const ProgramInfo &info = program();
   int32_t param = info.shardOf ? info.shardOf[w] : -1;
-  return param >= 0 && param < info.numWeights ? info.weights[param]
+  return param >= 0 && param < info.numWeights ? wholeWeight(info, param)
                                                : info.weights[w];
 }
 
@@ -820,12 +832,13 @@ bool RankGroup::readTensor(int w, std::vector<uint8_t> &bytes,
   }
   // Rank r's shard: its chunk of the parameter's elements, then the tail
   // (the same on every rank).
-  int64_t elements = numElements(info.weights[param]);
+  const TensorInfo &whole = wholeWeight(info, param);
+  int64_t elements = numElements(whole);
   int64_t chunk = elements / world, tail = elements % world;
   if (numElements(weight) != chunk + tail || weight.dtype != DType::F32) {
     error = std::string("weight '") + weight.name +
-            "' is not a shard of parameter '" + info.weights[param].name +
-            "' over " + std::to_string(world) + " ranks";
+            "' is not a shard of parameter '" + whole.name + "' over " +
+            std::to_string(world) + " ranks";
     return false;
   }
   size_t chunkBytes = size_t(chunk) * sizeof(float);
@@ -882,8 +895,9 @@ std::string RankGroup::describeRanks() const {
       accumulators += bytes;
   }
   static const char *const shardModes[] = {"none", "optimizer (ZeRO-1)",
-                                           "gradients (ZeRO-2)"};
-  int mode = std::clamp(info.shardMode, 0, 2);
+                                           "gradients (ZeRO-2)",
+                                           "parameters (ZeRO-3)"};
+  int mode = std::clamp(info.shardMode, 0, 3);
   std::string where = processes_
                           ? " ranks (processes over NCCL; this is rank " +
                                 std::to_string(firstRank_) + ")"

@@ -57,10 +57,11 @@ private:
   std::string path_;
 };
 
-/// Streams the first `regionBytes` of an open weight file into the device
-/// region `device`, chunk by chunk (see kWeightChunkBytes).
+/// Streams `regionBytes` of an open weight file from byte `fileOffset` (a
+/// ZeRO-3 rank's region, Program.h) into the device region `device`, chunk
+/// by chunk (see kWeightChunkBytes).
 bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
-                void *device, std::string &error);
+                void *device, std::string &error, int64_t fileOffset = 0);
 /// Writes the device region `device` (program.weightBytes) to `path`, chunk
 /// by chunk, with the weight file's trailer when `withTrailer`; through
 /// PATH.tmp renamed at the end.
@@ -201,6 +202,9 @@ private:
   /// --offload optimizer: the host state region (ProgramInfo::
   /// hostStateBytes; pinned on CUDA), or nullptr.
   uint8_t *hostState_ = nullptr;
+  /// Where this rank's region starts in the weight file (ZeRO-3: rank r's
+  /// at r * weightBytes; 0 otherwise).
+  int64_t fileOffset_ = 0;
   std::vector<void *> inputs_, outputs_, ownBuffers_;
   std::vector<const void *> hostInputs_;
   bool inputsStale_ = false;

@@ -132,13 +132,15 @@ bool writeTrainedOnnx(const ProgramInfo &program, const TensorReader &read,
               "' lies outside the weight region";
       return false;
     }
+    // ZeRO-3: the region holds a shard; `read` gathers the whole.
+    const TensorInfo &whole = wholeWeight(program, w);
     std::string fields;
-    for (int d = 0; d < info.rank; ++d) // dims
-      putVarintField(fields, 1, uint64_t(info.shape[d]));
-    putVarintField(fields, 2, uint64_t(onnxDataType(info.dtype)));
-    putBytes(fields, 8, info.name); // name
-    saved.push_back({w, fields, int64_t(tensorBytes(info)), 0});
-    dataBytes += int64_t(tensorBytes(info));
+    for (int d = 0; d < whole.rank; ++d) // dims
+      putVarintField(fields, 1, uint64_t(whole.shape[d]));
+    putVarintField(fields, 2, uint64_t(onnxDataType(whole.dtype)));
+    putBytes(fields, 8, whole.name); // name
+    saved.push_back({w, fields, int64_t(tensorBytes(whole)), 0});
+    dataBytes += int64_t(tensorBytes(whole));
   }
   if (saved.empty()) {
     error = "the program has no trained parameters to save";

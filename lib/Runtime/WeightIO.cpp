@@ -115,16 +115,18 @@ size_t weightChunkBytes() {
 bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
                          int64_t fileBytes, const uint8_t *trailer,
                          std::string &error) {
-  int64_t expected = program.weightBytes;
+  // ZeRO-3: one region per rank (Program.h, weightFileRegions).
+  int64_t expected = program.weightBytes * weightFileRegions(program);
   std::string file = "weight file '" + path + "'";
   if (fileBytes == expected)
     return true;
   if (fileBytes != expected + int64_t(kWeightsTrailerBytes) || !trailer) {
-    error = file + " has " + std::to_string(fileBytes) +
-            " bytes; the program's weight region has " +
-            std::to_string(expected) + " (+" +
-            std::to_string(kWeightsTrailerBytes) +
-            " bytes of trailer): it is truncated or belongs to another model";
+    error =
+        file + " has " + std::to_string(fileBytes) +
+        " bytes; the program's weight region has " + std::to_string(expected) +
+        (weightFileRegions(program) > 1 ? " in all the ranks' regions" : "") +
+        " (+" + std::to_string(kWeightsTrailerBytes) +
+        " bytes of trailer): it is truncated or belongs to another model";
     return false;
   }
   uint64_t fingerprint = 0;
@@ -152,10 +154,10 @@ bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
 bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
                       std::vector<uint8_t> &region, std::string &error) {
   int64_t size = int64_t(region.size());
-  const uint8_t *trailer =
-      size == program.weightBytes + int64_t(kWeightsTrailerBytes)
-          ? region.data() + program.weightBytes
-          : nullptr;
+  int64_t regions = program.weightBytes * weightFileRegions(program);
+  const uint8_t *trailer = size == regions + int64_t(kWeightsTrailerBytes)
+                               ? region.data() + regions
+                               : nullptr;
   if (!checkWeightsTrailer(program, path, size, trailer, error))
     return false;
   region.resize(size_t(program.weightBytes));
@@ -192,9 +194,10 @@ bool WeightsFile::open(const ProgramInfo &program, const std::string &path,
   }
   int64_t size = int64_t(info.st_size);
   uint8_t trailer[kWeightsTrailerBytes];
-  bool hasTrailer = size == program.weightBytes + int64_t(sizeof trailer);
-  if ((hasTrailer && !readAt(fd, trailer, sizeof trailer, program.weightBytes,
-                             path, error)) ||
+  int64_t regions = program.weightBytes * weightFileRegions(program);
+  bool hasTrailer = size == regions + int64_t(sizeof trailer);
+  if ((hasTrailer &&
+       !readAt(fd, trailer, sizeof trailer, regions, path, error)) ||
       !checkWeightsTrailer(program, path, size, hasTrailer ? trailer : nullptr,
                            error)) {
     close();
@@ -210,14 +213,14 @@ bool WeightsFile::open(const ProgramInfo &program, const std::string &path,
 //===----------------------------------------------------------------------===//
 
 bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
-                void *device, std::string &error) {
+                void *device, std::string &error, int64_t fileOffset) {
   size_t total = size_t(regionBytes), chunk = weightChunkBytes();
   auto *region = static_cast<uint8_t *>(device);
   if (auto *direct = static_cast<uint8_t *>(hostAddressOf(ctx, device));
       direct && !forceStaging()) {
     for (size_t offset = 0; offset < total; offset += chunk)
       if (!readAt(file.fd(), direct + offset, std::min(chunk, total - offset),
-                  int64_t(offset), file.path(), error))
+                  fileOffset + int64_t(offset), file.path(), error))
         return false;
     return contextOk(ctx, error);
   }
@@ -232,8 +235,8 @@ bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
     // Waits for the copy queued from this slot two chunks ago; the other
     // slot's copy runs while this chunk is read.
     uint8_t *buffer = stagingSlot(ctx, *staging, slot);
-    ok = buffer &&
-         readAt(file.fd(), buffer, bytes, int64_t(offset), file.path(), error);
+    ok = buffer && readAt(file.fd(), buffer, bytes,
+                          fileOffset + int64_t(offset), file.path(), error);
     if (ok)
       stagingToDevice(ctx, *staging, slot, region + offset, bytes);
   }

@@ -329,7 +329,7 @@ def test_batch_norm_statistics_stay_per_rank(tmp_path):
      "--shard optimizer needs --data-parallel N (the ranks the optimizer state is sharded "
      "over)"),
     (["--data-parallel", "2", "--shard", "zero3"],
-     "--shard 'zero3' is not none, optimizer or gradients"),
+     "--shard 'zero3' is not none, optimizer, gradients or parameters"),
 ])
 def test_bad_compile_options(tmp_path, args, message):
     onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)

@@ -18,7 +18,7 @@
 // CHECK-NEXT: sgdUpdate(ctx, "update", 0.899999976f, 0.0f, ref(W + 0 + size_t(8) * 4, DType::F32, {1}), ref(arena + 256 + size_t(2) * 4, DType::F32, {1}), &buffer, {{t[0-9]+}});
 // CHECK: allGather(ctx, "gather", 4, {{t[0-9]+}});
 // CHECK: allReduce(ctx, "reduce", CollectiveReduction::Sum, {{t[0-9]+}}, {{t[0-9]+}});
-// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 4, 1, kShardOf, 0, 0, 0, nullptr, nullptr};
+// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 4, 1, kShardOf, 0, 0, 0, nullptr, nullptr, nullptr};
 func.func @main(%x: tensor<9xf32> {memopt.name = "x"}) -> (tensor<f32> {memopt.name = "loss"})
     attributes {memopt.arena_size = 512 : i64, memopt.weights_size = 768 : i64, memopt.data_parallel = {ranks = 4 : i64, shard = "optimizer"}} {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<3x3xf32>, role = "parameter", memopt.weight_offset = 0 : i64} : tensor<3x3xf32>

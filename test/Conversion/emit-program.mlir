@@ -54,7 +54,7 @@
 // CHECK-NEXT: copy(ctx, "output #3", [[N]], ref(outputs[3], DType::F32, {16}));
 // CHECK-NEXT: copy(ctx, "output #4", [[B]], ref(outputs[4], DType::F32, {4}));
 // CHECK-NEXT: }
-// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run, 0, 1, 0, 0, nullptr, 0, 0, 0, nullptr, nullptr};
+// CHECK: const ProgramInfo kProgram = {kProgramAbiVersion, "emit-program", 512, 272, 2, 5, 2, kInputs, kOutputs, kWeights, run, 0, 1, 0, 0, nullptr, 0, 0, 0, nullptr, nullptr, nullptr};
 // CHECK: extern "C" const ProgramInfo *memopt_program(void)
 
 // The weight image: fc.weight at 0, fc.bias (splat 0.5) at 256, zeros between.

@@ -4,7 +4,7 @@
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=4 shard=optimizer report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: memopt-opt %s --split-input-file --verify-diagnostics --memopt-data-parallel="ranks=1 shard=gradients report=true" | FileCheck %s --check-prefix=ONE
 // RUN: not memopt-opt %s --split-input-file --memopt-data-parallel="ranks=0" 2>&1 | FileCheck %s --check-prefix=RANKS
-// RUN: not memopt-opt %s --split-input-file --memopt-data-parallel="ranks=2 shard=zero3" 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not memopt-opt %s --split-input-file --memopt-data-parallel="ranks=2 shard=zero4" 2>&1 | FileCheck %s --check-prefix=MODE
 
 // SGD with momentum on a 3x3 parameter (9 elements: over 4 ranks, chunks of
 // 2 and a tail of 1, so a shard holds 3 elements).
@@ -42,7 +42,7 @@
 // ONE: memopt.all_reduce %{{.*}} : (tensor<3x3xf32>) -> tensor<3x3xf32>
 // ONE-NOT: memopt.reduce_scatter
 // RANKS: error: data-parallel ranks must be at least 1, got 0
-// MODE: error: shard 'zero3' is not one of none, optimizer, gradients
+// MODE: error: shard 'zero4' is not one of none, optimizer, gradients, parameters
 func.func @sgd(%x: tensor<3x3xf32>) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<3x3xf32>, role = "parameter"} : tensor<3x3xf32>
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<3x3xf32>

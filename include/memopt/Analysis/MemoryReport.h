@@ -106,9 +106,16 @@ struct TrainingReport {
 struct DataParallelReport {
   bool present = false;
   int64_t ranks = 1;
-  /// none, optimizer (ZeRO-1) or gradients (ZeRO-2).
+  /// none, optimizer (ZeRO-1), gradients (ZeRO-2) or parameters (ZeRO-3).
   std::string shard = "none";
   int64_t allReduces = 0, reduceScatters = 0, allGathers = 0;
+  /// ZeRO-3: the memopt.gather_parameter ops, the arena bytes of the whole
+  /// parameters they gather (and the part alive at the peak), and the
+  /// parameter bytes one rank would hold unsharded (the weight region holds
+  /// the shards: TrainingReport::parameterBytes).
+  int64_t parameterGathers = 0;
+  int64_t gatheredParameterBytes = 0, gatheredParameterBytesAtPeak = 0;
+  int64_t unshardedParameterBytes = 0;
   /// Arena buffers that hold a collective's result in a storage of its own
   /// (the reduce-scatter shards; the all-reduce runs in place over the
   /// gradient and holds none), and the part alive at the peak.

@@ -35,6 +35,11 @@ struct WeightImageEntry {
   Attribute value;
   /// The constant or variable op, for diagnostics.
   Operation *op = nullptr;
+  /// ZeRO-3 (a variable with `memopt.shards`): `value` is the whole
+  /// parameter and the entry holds rank `shardRank`'s shard of it over
+  /// `shardRanks` ranks (its chunk, then the tail); 0: the value itself.
+  int64_t shardRanks = 0;
+  int64_t shardRank = 0;
 };
 
 /// The weight region: its size, its tensors, the table's fingerprint.

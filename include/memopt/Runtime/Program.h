@@ -16,7 +16,7 @@
 namespace memopt::rt {
 
 /// ABI version of ProgramInfo; bump on any layout change.
-constexpr int32_t kProgramAbiVersion = 6;
+constexpr int32_t kProgramAbiVersion = 7;
 
 /// What a weight-region tensor is. Inference programs hold constants only;
 /// a training program's state (parameters, optimizer moments, the learning
@@ -90,12 +90,15 @@ struct ProgramInfo {
   /// one process without collectives.
   int32_t dataParallelSize;
   /// How the optimizer state is sharded over the ranks: 0 none, 1
-  /// optimizer (ZeRO-1), 2 gradients (ZeRO-2; the accumulators too).
+  /// optimizer (ZeRO-1), 2 gradients (ZeRO-2; the accumulators too), 3
+  /// parameters (ZeRO-3: the parameters too; the weight file then holds one
+  /// region per rank, rank r's at byte r * weightBytes).
   int32_t shardMode;
   /// For each weight: the index of the parameter (in `weights`) it holds
   /// this rank's shard of (sharded optimizer state and accumulators:
   /// the parameter's chunk dataParallelSize then its tail, see Runtime.h's
-  /// reduceScatter), or -1; nullptr when nothing is sharded.
+  /// reduceScatter), or -1; nullptr when nothing is sharded. A sharded
+  /// parameter (shardMode 3) is a shard of itself: shardOf[w] == w.
   const int32_t *shardOf;
   /// Pinned host memory for offloaded activations (docs/offload.md): the
   /// driver reserves it at load (reserveHostPool); 0: none.
@@ -113,7 +116,25 @@ struct ProgramInfo {
   int32_t numHostWeights;
   const TensorInfo *hostWeights;
   const int32_t *masterOf;
+  /// shardMode 3: for each weight, the whole tensor it is this rank's shard
+  /// of (name, dtype and shape of the parameter; `offset` -1), the weight's
+  /// own entry otherwise; nullptr when no parameter is sharded.
+  const TensorInfo *wholeWeights;
 };
+
+/// The whole parameter weight `w` of `program` is (a shard of, for
+/// shardMode 3), or weight `w` itself.
+inline const TensorInfo &wholeWeight(const ProgramInfo &program, int w) {
+  return program.wholeWeights ? program.wholeWeights[w] : program.weights[w];
+}
+
+/// Weight regions in the weight file: one per rank for shardMode 3 (each
+/// rank's parameter shards differ), one otherwise.
+inline int64_t weightFileRegions(const ProgramInfo &program) {
+  return program.shardMode == 3 && program.dataParallelSize > 1
+             ? int64_t(program.dataParallelSize)
+             : 1;
+}
 
 /// Element count of a TensorInfo.
 int64_t numElements(const TensorInfo &info);

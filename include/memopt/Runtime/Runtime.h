@@ -933,6 +933,11 @@ void reduceScatter(Context &ctx, const char *nodeName,
 void allGather(Context &ctx, const char *nodeName, int64_t ranks,
                TensorRef param,
                const GradientAccumulation *accumulation = nullptr);
+/// ZeRO-3 (memopt.gather_parameter): `whole` (E elements, f32) gets every
+/// rank's chunk of the parameter from its `shard` (F + T elements: the
+/// rank's chunk, then the tail every rank holds), the tail from this rank's.
+void gatherParameter(Context &ctx, const char *nodeName, int64_t ranks,
+                     TensorRef shard, TensorRef whole);
 
 // ---- Activation offload (docs/offload.md, "Activations") -----------------
 // A saved activation goes to the context's pinned host pool after its last

@@ -392,4 +392,44 @@ void destroyCollectives(Context &ctx) {
     cudaStreamDestroy(state.stream);
 }
 
+// ZeRO-3: the rank's chunk and the tail into place in the whole buffer, then
+// the chunks all-gathered in place (NCCL's in-place all-gather: the send
+// buffer is the rank's chunk of the receive buffer). Without a communicator
+// (one rank) the shard is the whole parameter.
+void gatherParameter(Context &ctx, const char *node, int64_t ranks,
+                     TensorRef shard, TensorRef whole) {
+  if (hasError(ctx))
+    return;
+  if (ranks < 1) {
+    failf(ctx, node, "gather_parameter over %lld ranks", (long long)ranks);
+    return;
+  }
+  int64_t elements = whole.numElements();
+  int64_t chunk = elements / ranks, tail = elements % ranks;
+  if (!validateCollective(ctx, node, whole, shard, chunk + tail))
+    return;
+  if (whole.dtype != DType::F32) {
+    failf(ctx, node, "gather_parameter gathers f32 parameters, got %s",
+          dtypeName(whole.dtype));
+    return;
+  }
+  bool ok = false;
+  Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
+  if (!ok)
+    return;
+  int64_t rank = comm ? comm->rank() : 0;
+  auto *w = static_cast<float *>(whole.data);
+  const auto *s = static_cast<const float *>(shard.data);
+  auto place = [&](float *to, const float *from, int64_t count) {
+    size_t bytes = size_t(count) * sizeof(float);
+    if (count > 0)
+      copyBytes(ctx, node, to, from, bytes);
+  };
+  place(w + rank * chunk, s, chunk);
+  place(w + ranks * chunk, s + chunk, tail);
+  if (comm && chunk > 0 &&
+      !comm->allGather(w + rank * chunk, w, size_t(chunk), ctx.stream))
+    failCollective(ctx, node, "all_gather", *comm);
+}
+
 } // namespace memopt::rt

@@ -54,6 +54,25 @@ LogicalResult VariableOp::verify() {
              << placement.getValue() << "' is not 'host'";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
+  // ZeRO-3 (memopt-data-parallel shard=parameters): the variable holds this
+  // rank's shard over `memopt.shards` ranks of a parameter whose whole value
+  // is the initial value; the weight file holds each rank's shard of it.
+  if (auto shards = (*this)->getAttrOfType<IntegerAttr>("memopt.shards")) {
+    auto initial = getInitialValueAttr();
+    auto whole = initial ? dyn_cast<RankedTensorType>(initial.getType())
+                         : RankedTensorType();
+    if (getRole() != "parameter" || !whole || shards.getInt() < 1)
+      return emitOpError("memopt.shards needs a parameter with an initial "
+                         "value and at least 1 rank");
+    Type shard = RankedTensorType::get(
+        {getShardElements(whole.getNumElements(), shards.getInt())},
+        whole.getElementType());
+    if (getType() != shard)
+      return emitOpError("sharded over ")
+             << shards.getInt() << " ranks, the parameter of type " << whole
+             << " has shards of type " << shard << ", not " << getType();
+    return success();
+  }
   if (auto initial = getInitialValueAttr())
     if (initial.getType() != getType())
       return emitOpError("initial value of type ")
@@ -654,6 +673,26 @@ LogicalResult AllGatherOp::verify() {
     return failure();
   return verifyAccumulation(*this, getParam().getType(), Value(),
                             getMicroStep(), getAccumulationSteps());
+}
+
+LogicalResult GatherParameterOp::verify() {
+  if (failed(verifyRanks(*this, getRanks())))
+    return failure();
+  auto whole = cast<RankedTensorType>(getResult().getType());
+  Type shard = RankedTensorType::get(
+      {getShardElements(whole.getNumElements(), getRanks())},
+      whole.getElementType());
+  if (getShard().getType() != shard)
+    return emitOpError("shard must have type ")
+           << shard << " (this rank's shard of " << whole << " over "
+           << getRanks() << " ranks)";
+  return success();
+}
+
+int64_t GatherParameterOp::getFlops() { return 0; }
+int64_t GatherParameterOp::getBytesMoved() {
+  return getTensorBytes(getShard().getType()) +
+         getTensorBytes(getResult().getType());
 }
 
 int64_t AllGatherOp::getFlops() { return 0; }

@@ -127,8 +127,10 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               std::to_string(int64_t(dataParallel));
     return failure();
   }
-  if (getShard() != "none" && shard != "optimizer" && shard != "gradients") {
-    message = "shard '" + shard + "' is not none, optimizer or gradients";
+  if (getShard() != "none" && shard != "optimizer" && shard != "gradients" &&
+      shard != "parameters") {
+    message =
+        "shard '" + shard + "' is not none, optimizer, gradients or parameters";
     return failure();
   }
   if (getReduceDtype() != "f32" && reduceDtype != "low") {
@@ -408,7 +410,7 @@ struct CompilePhaseLog::State {
     } else if (pass == "memopt-data-parallel") {
       lines.after = [](ModuleOp module) -> std::string {
         size_t allReduces = 0, reduceScatters = 0, allGathers = 0, flags = 0,
-               lowGradients = 0;
+               lowGradients = 0, parameterGathers = 0;
         std::string text;
         module.walk([&](Operation *op) {
           auto reduce = dyn_cast<AllReduceOp>(op);
@@ -420,6 +422,7 @@ struct CompilePhaseLog::State {
                 !getElementTypeOrSelf(op->getOperand(0).getType()).isF32();
           reduceScatters += isa<ReduceScatterOp>(op);
           allGathers += isa<AllGatherOp>(op);
+          parameterGathers += isa<GatherParameterOp>(op);
           auto function = dyn_cast<func::FuncOp>(op);
           auto attr = function ? function->getAttrOfType<DictionaryAttr>(
                                      "memopt.data_parallel")
@@ -430,16 +433,19 @@ struct CompilePhaseLog::State {
           text = "[data-parallel] " +
                  std::to_string(attr.getAs<IntegerAttr>("ranks").getInt()) +
                  " ranks, shard " + shard.str() +
-                 (shard == "none"        ? std::string(" (DDP)")
-                  : shard == "optimizer" ? std::string(" (ZeRO-1)")
-                                         : std::string(" (ZeRO-2)"));
+                 (shard == "none"         ? std::string(" (DDP)")
+                  : shard == "optimizer"  ? std::string(" (ZeRO-1)")
+                  : shard == "parameters" ? std::string(" (ZeRO-3)")
+                                          : std::string(" (ZeRO-2)"));
         });
         if (allReduces)
           text += ": " + std::to_string(allReduces) + " gradient all-reduces";
         if (reduceScatters)
           text += ": " + std::to_string(reduceScatters) +
-                  " gradient reduce-scatters, " + std::to_string(allGathers) +
-                  " parameter all-gathers";
+                  " gradient reduce-scatters, " +
+                  (parameterGathers
+                       ? std::to_string(parameterGathers) + " parameter gathers"
+                       : std::to_string(allGathers) + " parameter all-gathers");
         if (lowGradients)
           text +=
               "; " + std::to_string(lowGradients) + " reduced in the low type";

@@ -44,8 +44,12 @@
 // reduce-scatter: a 1/N shard) like any other and the gradient still dies at
 // its update. memopt-bucket-collectives later groups the collectives into
 // buckets that overlap the backward on a communication stream.
+// shard=parameters (ZeRO-3, FSDP's FULL_SHARD) shards the parameters too:
+// ShardParameters.cpp.
 //
 //===----------------------------------------------------------------------===//
+
+#include "ShardParameters.h"
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
@@ -85,6 +89,10 @@ private:
   int64_t allReduces = 0, reduceScatters = 0, allGathers = 0, widened = 0,
           lowReduced = 0, flagReduces = 0;
   int64_t stateBytes = 0, unshardedStateBytes = 0;
+  /// shard=parameters: the forward ops, and what sharding the parameters
+  /// did.
+  llvm::DenseSet<Operation *> forward;
+  ParameterSharding parameters;
 };
 
 FailureOr<Value> DataParallelPass::shardVariable(Operation *update, Value value,
@@ -145,7 +153,8 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
   // f32 whatever the option says, so low is refused there.
   Type gradElement = getElementTypeOrSelf(grad.getType());
   if (gradElement.isF16() || gradElement.isBF16()) {
-    bool reducesAccumulator = accumulator && shard != "gradients";
+    bool reducesAccumulator =
+        accumulator && shard != "gradients" && shard != "parameters";
     if (reduceDtype == "low" && reducesAccumulator)
       return op->emitError()
              << describeNode(op)
@@ -187,10 +196,10 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
   // The reduced gradient's shard keeps the type it is reduced in.
   auto gradShardType = shardType.clone(getElementTypeOrSelf(grad.getType()));
   IntegerAttr ranksAttr = builder.getI64IntegerAttr(ranks);
-  // ZeRO-2 reduce-scatters every micro-batch's gradient into a sharded
-  // accumulator; ZeRO-1 accumulates whole gradients locally and
+  // ZeRO-2 and ZeRO-3 reduce-scatter every micro-batch's gradient into a
+  // sharded accumulator; ZeRO-1 accumulates whole gradients locally and
   // reduce-scatters their sum on the last micro-step.
-  bool shardGradients = shard == "gradients";
+  bool shardGradients = shard == "gradients" || shard == "parameters";
   auto scatter = ReduceScatterOp::create(
       builder, loc, gradShardType, grad, shardGradients ? Value() : accumulator,
       shardGradients ? Value() : microStep, ranksAttr, average,
@@ -213,10 +222,14 @@ LogicalResult DataParallelPass::rewriteUpdate(Operation *op) {
       accumulatorRange.clear();
     }
   }
+  ++reduceScatters;
+  // ZeRO-3: the parameter is a shard too, so the update is a plain one of
+  // shard-shaped tensors and nothing is gathered after it.
+  if (shard == "parameters")
+    return shardParameter(op, param, ranks, forward, parameters);
   op->setAttr("shards", ranksAttr);
   builder.setInsertionPointAfter(op);
   AllGatherOp::create(builder, loc, param, microStep, ranksAttr, stepsAttr);
-  ++reduceScatters;
   ++allGathers;
   return success();
 }
@@ -253,9 +266,10 @@ void DataParallelPass::runOnOperation() {
         << int64_t(ranks);
     return signalPassFailure();
   }
-  if (shard != "none" && shard != "optimizer" && shard != "gradients") {
+  if (shard != "none" && shard != "optimizer" && shard != "gradients" &&
+      shard != "parameters") {
     function.emitError("shard '")
-        << shard << "' is not one of none, optimizer, gradients";
+        << shard << "' is not one of none, optimizer, gradients, parameters";
     return signalPassFailure();
   }
   if (reduceDtype != "f32" && reduceDtype != "low") {
@@ -289,6 +303,8 @@ void DataParallelPass::runOnOperation() {
                        "optimizer updates (run memopt-autodiff first)");
     return signalPassFailure();
   }
+  if (shard == "parameters")
+    forward = getForwardOps(function);
   for (Operation *update : updates)
     if (failed(rewriteUpdate(update)))
       return signalPassFailure();
@@ -308,6 +324,13 @@ void DataParallelPass::runOnOperation() {
                  << shard;
     if (shard == "none")
       llvm::outs() << ": " << allReduces << " gradient all-reduces";
+    else if (shard == "parameters")
+      llvm::outs() << " (ZeRO-3): " << reduceScatters
+                   << " gradient reduce-scatters, " << parameters.gathers
+                   << " parameter gathers of " << parameters.parameters
+                   << " sharded parameters; parameters per rank "
+                   << parameters.shardBytes << " of " << parameters.wholeBytes
+                   << " bytes";
     else
       llvm::outs() << " (ZeRO-" << (shard == "optimizer" ? 1 : 2)
                    << "): " << reduceScatters << " gradient reduce-scatters, "

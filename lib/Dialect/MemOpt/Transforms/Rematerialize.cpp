@@ -110,7 +110,12 @@ int64_t toCost(double seconds) { return int64_t(std::llround(seconds * 1e12)); }
 
 /// Ops the solver may compute more than once.
 bool isRecomputable(Operation *op, const llvm::StringSet<> &allowed) {
-  return op->getNumResults() > 0 && isMemoryEffectFree(op) &&
+  // A gathered ZeRO-3 parameter may be gathered again instead of kept: the
+  // gather reads only the rank's shard, which no op writes before the
+  // parameter's update, after every use (memopt-data-parallel checks), and
+  // every rank clones the same gathers in the same order.
+  return op->getNumResults() > 0 &&
+         (isMemoryEffectFree(op) || isa<GatherParameterOp>(op)) &&
          isa<CostOpInterface>(op) &&
          (allowed.empty() ||
           allowed.contains(kindOf(op->getName().getStringRef())));

@@ -1721,4 +1721,26 @@ def MemOpt_WaitCollectivesOp : MemOpt_CollectiveOp<"wait_collectives"> {
   let hasVerifier = 1;
 }
 
+def MemOpt_GatherParameterOp : MemOpt_CollectiveOp<"gather_parameter"> {
+  let summary = "A sharded parameter gathered whole from the ranks (ZeRO-3)";
+  let description = [{
+    `shard` is this rank's shard of a parameter (a `memopt.variable` with
+    `memopt.shards = ranks`, shard=parameters): its chunk of the parameter's
+    E elements (element [r F, (r + 1) F) of the whole, F = E / ranks), then
+    the tail of E % ranks elements every rank holds. The result, in the
+    parameter's shape, is the whole parameter: an arena buffer that the
+    planner places like any activation (DeepSpeed ZeRO-3's parameter fetch,
+    FSDP's unshard). memopt-data-parallel puts one right before the first
+    forward use of the parameter and another before the first backward
+    use, so the whole parameter is alive only while a layer needs it (FSDP's
+    reshard_after_forward). The collective writes the communicator: it is
+    never folded, merged or recomputed, and every rank issues the same
+    gathers in the same order.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$shard, I64Attr:$ranks);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$shard attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

@@ -569,6 +569,12 @@ def MemOptDataParallel : Pass<"memopt-data-parallel", "::mlir::func::FuncOp"> {
         update gets `shards = ranks` and updates only the parameter
         elements the rank owns; `memopt.all_gather` after it gives every
         rank the whole updated parameter.
+      - `shard=parameters` (ZeRO-3, FSDP FULL_SHARD): as `gradients`, and
+        the parameter variable holds this rank's shard too
+        (`memopt.shards = ranks`); the update is a plain update of the
+        shard and `memopt.gather_parameter` gathers the whole parameter
+        into the arena right before its first forward use and again before
+        its first backward use.
     With gradient accumulation (the updates' `accumulation_steps` K > 1),
     none and optimizer move the accumulator into the collective, which sums
     the gradient on every micro-step and communicates on the last one only
@@ -595,7 +601,8 @@ def MemOptDataParallel : Pass<"memopt-data-parallel", "::mlir::func::FuncOp"> {
     Option<"ranks", "ranks", "int64_t", /*default=*/"1",
            "Data-parallel ranks (processes or threads) the step runs on">,
     Option<"shard", "shard", "std::string", /*default=*/"\"none\"",
-           "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2)">,
+           "none (all-reduce), optimizer (ZeRO-1), gradients (ZeRO-2) or "
+           "parameters (ZeRO-3)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"",
            "Mixed precision: reduce f16 / bf16 gradients in f32 (widened "
            "first) or in their low type">,

@@ -1,0 +1,198 @@
+"""ZeRO-3 on the host backend (memopt-compile --train --data-parallel N --shard parameters,
+docs/data-parallel.md "Parameters sharded"): each rank's weight region holds its shard of
+every parameter, the parameters are gathered into the arena where the forward and the
+backward use them, the gradients are reduce-scattered into the shards.
+
+Oracles: one rank on the N-times batch (1e-5, as for the other shard modes in
+test_data_parallel.py) and ZeRO-2 (`--shard gradients`) of the same program, bit for bit:
+the gathered parameter holds the same values as ZeRO-2's all-gathered one, and the update of
+a shard is the same elementwise arithmetic as ZeRO-2's sharded update of the same elements,
+so every loss and every saved tensor must be identical, in f32, fp16 and bf16, with
+accumulation and with rematerialization under a budget.
+"""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from test_data_parallel import (COMPILE, MICRO_BATCH, MODELS, OPTIMIZERS, PARAMETERS,
+                                STATE_SUFFIXES, compare_state, data, file_name, make_mlp,
+                                reference, run, step_losses, train)
+
+assert reference  # the one-rank fixture, used by name below
+
+
+def compile_step(onnx_path, out, ranks, shard, *args):
+    run([COMPILE, onnx_path, "--train", "-o", out, "--quiet", "--data-parallel", ranks,
+         "--shard", shard, *args])
+
+
+def assert_same_state(model, optimizer, state, other):
+    for name in PARAMETERS[model]:
+        for suffix in [""] + STATE_SUFFIXES[optimizer]:
+            actual = np.load(state / file_name(name + suffix))
+            expected = np.load(other / file_name(name + suffix))
+            assert actual.shape == expected.shape, name + suffix
+            assert np.array_equal(actual, expected), name + suffix
+
+
+def zero3_against_zero2(tmp_path, model, optimizer, x, y, *args, steps=3):
+    """Compiles and trains the model with --shard parameters and --shard gradients; returns
+    both runs' losses and stdout after checking they are bit-identical."""
+    builder, _, ranks = MODELS[model]
+    onnx_path = builder(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    results = {}
+    for shard in ["parameters", "gradients"]:
+        out = tmp_path / shard
+        compile_step(onnx_path, out, ranks, shard, *OPTIMIZERS[optimizer], *args,
+                     "--report", tmp_path / f"{shard}.json")
+        result = run([out, "--steps", steps, "--input", f"x={x}", "--input", f"labels={y}",
+                      "--save-state", tmp_path / f"{shard}_state"])
+        results[shard] = (step_losses(result.stdout), result.stdout)
+    assert results["parameters"][0] == results["gradients"][0], results
+    assert_same_state(model, optimizer, tmp_path / "parameters_state",
+                      tmp_path / "gradients_state")
+    return results
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+@pytest.mark.parametrize("model", ["mlp", "convnet"])
+def test_n_ranks_equal_one_rank_on_the_n_times_batch(tmp_path, reference, model, optimizer):
+    """N ranks of micro-batch 2 with sharded parameters against one rank of batch 2N (the
+    MLP over 3 ranks has tails in fc1.weight and fc1.bias, the conv net's fc.bias over 2
+    ranks): the same loss at every step, the same whole weights and optimizer state; and bit
+    for bit ZeRO-2's run."""
+    builder, sample_shape, ranks = MODELS[model]
+    x, y = data(tmp_path, sample_shape, 4 * ranks)
+    expected_losses, expected_state = reference(model, optimizer, MICRO_BATCH * ranks, x, y)
+    results = zero3_against_zero2(tmp_path, model, optimizer, x, y)
+    losses, stdout = results["parameters"]
+    assert f"data parallel: {ranks} ranks (threads of this process), shard parameters " \
+           "(ZeRO-3)" in stdout
+    assert losses == pytest.approx(expected_losses, rel=1e-5), stdout
+    compare_state(model, optimizer, tmp_path / "parameters_state", expected_state, {})
+
+
+def test_accumulation(tmp_path, reference):
+    """--accumulate 2 over 2 ranks: every micro-batch gathers the parameters and
+    reduce-scatters its gradient into the sharded accumulator; equal to one rank on the
+    batch of 8 and to ZeRO-2."""
+    x, y = data(tmp_path, (8,), 16, seed=5)
+    expected_losses, expected_state = reference("mlp", "sgd", 8, x, y)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    out = tmp_path / "step"
+    report = tmp_path / "report.json"
+    compile_step(onnx_path, out, 2, "parameters", "--accumulate", 2, "--report", report,
+                 *OPTIMIZERS["sgd"])
+    losses, _ = train(out, x, y, tmp_path / "state")
+    assert losses == pytest.approx(expected_losses, rel=1e-5)
+    compare_state("mlp", "sgd", tmp_path / "state", expected_state, {})
+    dp = json.load(open(report))["data_parallel"]
+    parameters = 4 * (16 * 8 + 16 + 3 * 16 + 3)
+    shards = 4 * (64 + 8 + 24 + (1 + 1))
+    assert dp["per_rank"]["parameter_bytes"] == shards
+    assert dp["per_rank"]["gradient_accumulator_bytes"] == shards
+    # Over 2 ranks a ring sends half of each tensor: 2 reduce-scatters of the gradients and
+    # 2 x 2 gathers (forward and backward of each micro-batch) of the parameters.
+    half = parameters // 2
+    assert dp["sent_bytes_per_step"] == 2 * half + 4 * half
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_mixed_precision_equals_zero2(tmp_path, precision):
+    """fp16 (dynamic loss scaling) and bf16 steps over 3 ranks, the f32 masters sharded: the
+    forward's low copy is cast from the gathered master, the backward's from the backward
+    gather; bit for bit ZeRO-2's losses, scales and state after 6 steps, with the gradients
+    reduced in f32 and in the low type."""
+    x, y = data(tmp_path, (8,), 12, seed=7)
+    for reduce_dtype in ["f32", "low"]:
+        folder = tmp_path / reduce_dtype
+        folder.mkdir()
+        results = zero3_against_zero2(
+            folder, "mlp", "sgd", x, y, "--precision", precision, "--reduce-dtype",
+            reduce_dtype, *(["--loss-scale-init", "1024"] if precision == "fp16" else []),
+            steps=6)
+        scales = [line for line in results["parameters"][1].splitlines()
+                  if line.startswith("step ")]
+        assert scales == [line for line in results["gradients"][1].splitlines()
+                          if line.startswith("step ")]
+
+
+def test_memory_budget_remat(tmp_path, reference):
+    """Under --memory-budget the remat solver sees the gathered parameters like any other
+    arena buffer: the budgeted ZeRO-3 step recomputes, its arena fits the budget, and it
+    still trains as one rank on the 3-times batch (and as budgeted ZeRO-2)."""
+    x, y = data(tmp_path, (8,), 12)
+    expected_losses, expected_state = reference("mlp", "adamw", 6, x, y)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    free = tmp_path / "free.json"
+    compile_step(onnx_path, tmp_path / "free", 3, "parameters", "--report", free,
+                 *OPTIMIZERS["adamw"])
+    arena = json.load(open(free))["arena_bytes"]
+    budget = int(arena * 0.8)
+    results = zero3_against_zero2(tmp_path, "mlp", "adamw", x, y, "--memory-budget", budget)
+    report = json.load(open(tmp_path / "parameters.json"))
+    assert report["arena_bytes"] <= budget < arena
+    assert report["remat"]["recomputed"], report["remat"]
+    assert results["parameters"][0] == pytest.approx(expected_losses, rel=1e-5)
+    compare_state("mlp", "adamw", tmp_path / "parameters_state", expected_state, {})
+
+
+def test_report_per_rank_bytes(tmp_path):
+    """The report's per-rank parameter bytes are the shards (chunk + tail of each parameter
+    over 3 ranks), the unsharded figure the whole parameters, the gathered parameters are
+    arena buffers; the executable prints the same per-rank figures, and its weight file holds
+    one region per rank."""
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    report = tmp_path / "report.json"
+    out = tmp_path / "step"
+    compile_step(onnx_path, out, 3, "parameters", "--report", report, *OPTIMIZERS["adamw"])
+    parameters = 4 * (16 * 8 + 16 + 3 * 16 + 3)
+    shard = 4 * ((42 + 2) + (5 + 1) + (16 + 0) + (1 + 0))
+    full = json.load(open(report))
+    dp = full["data_parallel"]
+    assert dp["shard"] == "parameters" and dp["parameter_gathers"] == 8
+    per_rank = dp["per_rank"]
+    assert per_rank["parameter_bytes"] == shard
+    assert dp["unsharded_parameter_bytes"] == parameters
+    assert per_rank["optimizer_state_bytes"] == 2 * shard
+    # Every gathered parameter is an arena buffer (buffers may share bytes over time).
+    assert max(4 * 16 * 8, 4 * 3 * 16) <= per_rank["gathered_parameter_bytes"]
+    assert per_rank["gathered_parameter_bytes_at_peak"] <= per_rank["arena_bytes"]
+    weights = out.with_name("step.weights")
+    assert weights.stat().st_size == 3 * per_rank["weights_bytes"] + 24  # + the trailer
+    x, y = data(tmp_path, (8,), 6)
+    _, stdout = train(out, x, y, tmp_path / "state")
+    assert f"per rank: arena_bytes={per_rank['arena_bytes']} weight_bytes=" in stdout
+    assert (f"parameter_bytes={shard} "
+            f"optimizer_state_bytes={2 * shard} ") in stdout
+
+
+def test_save_writes_the_whole_model(tmp_path):
+    """--save from a parameters-sharded run writes the whole trained model (the shards
+    gathered): the same ONNX initializers as ZeRO-2's run, and the whole shapes;
+    --save-weights (one rank's region) is refused with one message."""
+    x, y = data(tmp_path, (8,), 12)
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    saved = {}
+    for shard in ["parameters", "gradients"]:
+        out = tmp_path / shard
+        compile_step(onnx_path, out, 3, shard, *OPTIMIZERS["sgd"])
+        run([out, "--steps", 2, "--input", f"x={x}", "--input", f"labels={y}", "--save",
+             tmp_path / f"{shard}.onnx"])
+        saved[shard] = {init.name: numpy_helper.to_array(init)
+                        for init in onnx.load(str(tmp_path / f"{shard}.onnx")).graph.initializer}
+    assert set(saved["parameters"]) >= set(PARAMETERS["mlp"])
+    for name in PARAMETERS["mlp"]:
+        assert saved["parameters"][name].shape == saved["gradients"][name].shape, name
+        assert np.array_equal(saved["parameters"][name], saved["gradients"][name]), name
+    assert saved["parameters"]["fc1.weight"].shape == (16, 8)
+    result = run([tmp_path / "parameters", "--steps", 1, "--input", f"x={x}", "--input",
+                  f"labels={y}", "--save-weights", tmp_path / "w.bin"], check=False)
+    assert result.returncode != 0
+    assert result.stderr.count("error:") == 1
+    assert "--save-weights writes one rank's weight region" in result.stderr
+    assert not (tmp_path / "w.bin").exists()
