@@ -476,7 +476,9 @@ LogicalResult ProgramEmitter::collectWeights() {
     // Non-float constants (indices, shapes) and scalars keep their bytes in
     // the program too, so a run with random weights stays meaningful.
     std::string initPointer = "nullptr";
-    if (!isa<FloatType>(type.getElementType()) || type.getNumElements() <= 1) {
+    // (Not a sharded parameter's: its bytes differ from rank to rank.)
+    if (!shards && (!isa<FloatType>(type.getElementType()) ||
+                    type.getNumElements() <= 1)) {
       FailureOr<std::vector<char>> data = getConstantBytes(value, type);
       if (failed(data))
         return error(&op) << "has a value whose bytes cannot be read (expected "
