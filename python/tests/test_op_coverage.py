@@ -12,7 +12,7 @@ ALWAYS_REWRITTEN with the rewrite, and the test checks that the rewrite removes 
 
 A new op fails here until it is added to every-op.mlir with kernels on both backends, or to
 ALWAYS_REWRITTEN with a rewrite that the pipeline always applies. The exception: the
-data-parallel collectives (all_reduce, reduce_scatter, all_gather) are in
+data-parallel collectives (all_reduce, reduce_scatter, all_gather, gather_parameter) are in
 every-training-op.mlir (one rank); they run over a communicator (docs/data-parallel.md): NCCL
 on CUDA (checked on a GPU by scripts/gpu_nccl_check.sh), the in-process one on the host.
 """
@@ -50,7 +50,9 @@ NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 # built by memopt-data-parallel (docs/data-parallel.md)
                 "all_reduce", "reduce_scatter", "all_gather",
                 # built by memopt-bucket-collectives (docs/data-parallel.md, "Overlap")
-                "wait_collectives"}
+                "wait_collectives",
+                # built by memopt-data-parallel shard=parameters (ZeRO-3)
+                "gather_parameter"}
 
 
 def dialect_ops():

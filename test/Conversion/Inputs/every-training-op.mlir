@@ -50,6 +50,7 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.sgd_update %g, %dg, momentum %gm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
   %dgbs = memopt.reduce_scatter %dgb {ranks = 1 : i64, bucket = 0 : i64} : (tensor<2xf32>) -> tensor<2xf32> loc("op_reduce_scatter")
   memopt.wait_collectives %dgb, %dgbs {bucket = 0 : i64} : tensor<2xf32>, tensor<2xf32> loc("op_wait_collectives")
+  %gbw = memopt.gather_parameter %gb {ranks = 1 : i64} : (tensor<2xf32>) -> tensor<1x2xf32> loc("op_gather_parameter")
   memopt.sgd_update %gb, %dgbs, momentum %gbm, lr %lr {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
   memopt.all_gather %gb {ranks = 1 : i64} : tensor<2xf32> loc("op_all_gather")
   %dlx, %dls, %dlb = memopt.layer_normalization_grad %f, %df, %ls : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) loc("op_layer_normalization_grad")
