@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace memopt::rt {
@@ -126,11 +127,6 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
   }
   if (!checkWeightTable(*program, error))
     return false;
-  // ZeRO-3: the weight file holds one region per rank (Program.h).
-  fileOffset_ =
-      weightFileRegions(*program) > 1 && options.communicator
-          ? int64_t(options.communicator->rank()) * program->weightBytes
-          : 0;
   // The weight file is opened and checked before the device is touched.
   WeightsFile file;
   bool embeddedOnly = false;
@@ -147,6 +143,15 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
       return false;
     embeddedOnly = weightsPath.empty();
   }
+  // ZeRO-3: the compiled weight file holds one region per rank (Program.h);
+  // a rank's own file (--save-weights) holds its region alone.
+  fileOffset_ = 0;
+  struct stat fileInfo;
+  int64_t regions = weightFileRegions(*program);
+  if (regions > 1 && options.communicator && file.isOpen() &&
+      ::fstat(file.fd(), &fileInfo) == 0 &&
+      int64_t(fileInfo.st_size) >= regions * program->weightBytes)
+    fileOffset_ = int64_t(options.communicator->rank()) * program->weightBytes;
   ctx_ = createContext(options);
   if (!check(error) || !checkDeviceMemory(*ctx_, *program, error))
     return false;

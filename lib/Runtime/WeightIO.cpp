@@ -115,8 +115,13 @@ size_t weightChunkBytes() {
 bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
                          int64_t fileBytes, const uint8_t *trailer,
                          std::string &error) {
-  // ZeRO-3: one region per rank (Program.h, weightFileRegions).
-  int64_t expected = program.weightBytes * weightFileRegions(program);
+  // ZeRO-3: one region per rank (Program.h, weightFileRegions), or one
+  // rank's own region (--save-weights' PATH.rankR-of-N).
+  int64_t all = program.weightBytes * weightFileRegions(program);
+  int64_t expected =
+      fileBytes == all || fileBytes == all + int64_t(kWeightsTrailerBytes)
+          ? all
+          : program.weightBytes;
   std::string file = "weight file '" + path + "'";
   if (fileBytes == expected)
     return true;
@@ -155,6 +160,8 @@ bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
                       std::vector<uint8_t> &region, std::string &error) {
   int64_t size = int64_t(region.size());
   int64_t regions = program.weightBytes * weightFileRegions(program);
+  if (size != regions + int64_t(kWeightsTrailerBytes))
+    regions = program.weightBytes;
   const uint8_t *trailer = size == regions + int64_t(kWeightsTrailerBytes)
                                ? region.data() + regions
                                : nullptr;
@@ -195,6 +202,8 @@ bool WeightsFile::open(const ProgramInfo &program, const std::string &path,
   int64_t size = int64_t(info.st_size);
   uint8_t trailer[kWeightsTrailerBytes];
   int64_t regions = program.weightBytes * weightFileRegions(program);
+  if (size != regions + int64_t(sizeof trailer))
+    regions = program.weightBytes;
   bool hasTrailer = size == regions + int64_t(sizeof trailer);
   if ((hasTrailer &&
        !readAt(fd, trailer, sizeof trailer, regions, path, error)) ||

@@ -218,7 +218,7 @@ def test_report_per_rank_bytes(tmp_path):
 def test_save_writes_the_whole_model(tmp_path):
     """--save from a parameters-sharded run writes the whole trained model (the shards
     gathered): the same ONNX initializers as ZeRO-2's run, and the whole shapes;
-    --save-weights (one rank's region) is refused with one message."""
+    --save-weights writes each rank's region (its shards) and --weights reads them back."""
     x, y = data(tmp_path, (8,), 12)
     onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
     saved = {}
@@ -234,9 +234,13 @@ def test_save_writes_the_whole_model(tmp_path):
         assert saved["parameters"][name].shape == saved["gradients"][name].shape, name
         assert np.array_equal(saved["parameters"][name], saved["gradients"][name]), name
     assert saved["parameters"]["fc1.weight"].shape == (16, 8)
-    result = run([tmp_path / "parameters", "--steps", 1, "--input", f"x={x}", "--input",
-                  f"labels={y}", "--save-weights", tmp_path / "w.bin"], check=False)
-    assert result.returncode != 0
-    assert result.stderr.count("error:") == 1
-    assert "--save-weights writes one rank's weight region" in result.stderr
-    assert not (tmp_path / "w.bin").exists()
+    # --save-weights writes each rank's own region (its shards), one file per rank, and
+    # --weights PATH resumes from them: the next step's loss is the uninterrupted run's.
+    state = tmp_path / "w.bin"
+    run([tmp_path / "parameters", "--steps", 1, "--input", f"x={x}", "--input",
+         f"labels={y}", "--save-weights", state])
+    for rank in range(3):
+        assert (tmp_path / f"w.bin.rank{rank}-of-3").exists()
+    resumed = step_losses(run([tmp_path / "parameters", "--steps", 1, "--input", f"x={x}",
+                               "--input", f"labels={y}", "--weights", state]).stdout)
+    assert len(resumed) == 1 and np.isfinite(resumed[0])
