@@ -30,7 +30,7 @@
 // CHECK-NOT: beginCollectives
 // CHECK: allReduce(ctx, "flag", CollectiveReduction::Max,
 // CHECK-NOT: endCollectives
-// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 2, 0, nullptr, 0, 0, 0, nullptr, nullptr};
+// CHECK: kInputs, kOutputs, kWeights, run, 1, 1, 2, 0, nullptr, 0, 0, 0, nullptr, nullptr, nullptr};
 // ERR: error: loc("early_wait"): 'memopt.wait_collectives' (ONNX node 'early_wait') waits for bucket 0, which no collective before it starts
 func.func @main(%x: tensor<8xf32> {memopt.name = "x"}) -> (tensor<f32> {memopt.name = "loss"})
     attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 256 : i64, memopt.data_parallel = {ranks = 2 : i64, shard = "none"}} {
