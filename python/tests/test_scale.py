@@ -12,7 +12,9 @@
 
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -137,27 +139,42 @@ def test_tiny_llama_host_inference_matches_onnxruntime(tmp_path):
     assert relative_l2(got, expected) < 1e-4
 
 
+# Runs argv[2:] as a child of this small interpreter and writes the child's own peak RSS (KiB)
+# to argv[1]. A child forked from the pytest worker itself would report the worker's peak: a
+# process's ru_maxrss keeps the high-water mark of the address space it had before exec (the
+# copy of its parent), so a worker grown by earlier tests made this check fail under xdist.
+_MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_measured(argv, log_path, timeout):
     """Runs argv, its output into log_path; returns (exit status, its output, seconds, its peak
-    RSS in bytes), the RSS from the child's own rusage (os.wait4), not the largest of every
-    child this process has had (getrusage(RUSAGE_CHILDREN))."""
+    RSS in bytes): the RSS from the child's own rusage (os.wait4 in a small interpreter that
+    starts it, _MEASURE), not the largest of every child this process has had."""
+    rss_path = log_path + ".maxrss"
     with open(log_path, "w") as output:
         start = time.monotonic()
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=subprocess.STDOUT)
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - start > timeout:
-                process.kill()
-                pid, status, usage = os.wait4(process.pid, 0)
-                break
-            time.sleep(0.05)
+        process = subprocess.Popen([sys.executable, "-c", _MEASURE, rss_path, *argv],
+                                   stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the compiler too, not only _MEASURE
+            process.wait()
         seconds = time.monotonic() - start
-    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     with open(log_path) as stream:
-        return process.returncode, stream.read(), seconds, usage.ru_maxrss * 1024
+        log = stream.read()
+    peak = int(open(rss_path).read()) * 1024 if os.path.exists(rss_path) else 0
+    return process.returncode, log, seconds, peak
 
 
 def test_one_gigabyte_model_trains_on_the_host(tmp_path):
