@@ -21,6 +21,12 @@
 //    offset of its unplaced buffers) and at or above the offset just used
 //    (placements never go down), and they are stacked; so
 //    max(floor, offset) + (their total size) must fit in the capacity.
+//    Sizes count their alignment: every offset is a multiple of the grain
+//    (the gcd of the alignments), so a buffer with another stacked on it
+//    takes its size rounded up to the grain, and a stack needs its padded
+//    total less the largest padding (only the topmost keeps its tail). With
+//    256-byte offsets and small tensors the unpadded bound is far too weak to
+//    refute a capacity, and the search then ran to its time limit.
 //  - Dominance: if some unplaced buffer could sit entirely below a candidate
 //    offset (its minimum offset + size <= that offset), placing the candidate
 //    there leaves a gap that buffer would fill; such branches are skipped.
@@ -56,6 +62,8 @@ enum class Status { Found, NotFound, NodeLimit, TimedOut };
 
 struct Item {
   int64_t size = 0;
+  /// The size rounded up to the problem's offset grain.
+  int64_t padded = 0;
   int64_t alignment = 1;
   int64_t lower = 0;
   int64_t upper = 0;
@@ -161,6 +169,16 @@ private:
   const Problem &problem;
   const int64_t capacity;
   const Clock::time_point deadline;
+  /// Every offset is a multiple of `grain`; `padding` is the most a size
+  /// gains rounded up to it (Problem.h: offsetGrain, largestPadding).
+  int64_t grain = 1;
+  int64_t padding = 0;
+
+  /// Whether unplaced items of padded total `stacked`, all at or above
+  /// `base`, cannot fit under the capacity.
+  bool overflows(int64_t base, int64_t stacked) const {
+    return stacked > 0 && alignUp(base, grain) + stacked - padding > capacity;
+  }
 
   std::vector<Item> items;
   std::vector<std::vector<int>> sections;
@@ -187,12 +205,15 @@ private:
 };
 
 void PackingSearch::buildItems() {
+  grain = offsetGrain(problem);
+  padding = largestPadding(problem, grain);
   for (size_t i = 0; i < problem.buffers.size(); ++i) {
     const Buffer &buffer = problem.buffers[i];
     if (buffer.size == 0)
       continue;
     Item item;
     item.size = buffer.size;
+    item.padded = alignUp(buffer.size, grain);
     item.alignment = buffer.alignment;
     item.lower = buffer.lower;
     item.upper = buffer.upper;
@@ -266,14 +287,14 @@ ExactSearchResult PackingSearch::run() {
   cuts.assign(sections.empty() ? 0 : sections.size() - 1, 0);
   for (const Item &item : items) {
     for (int s = item.firstSection; s < item.endSection; ++s)
-      total[s] += item.size;
+      total[s] += item.padded;
     for (int s = item.firstSection; s + 1 < item.endSection; ++s)
       ++cuts[s];
   }
 
   // Every later check is incremental, so it starts from a state that holds.
   for (int64_t sectionTotal : total) {
-    if (sectionTotal > capacity) {
+    if (overflows(0, sectionTotal)) {
       result.outcome = SearchOutcome::Infeasible;
       return result;
     }
@@ -441,11 +462,11 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
   for (int s = item.firstSection; s < item.endSection; ++s) {
     floorTrail.push_back({s, floor[s]});
     floor[s] = std::max(floor[s], top);
-    total[s] -= item.size;
-    if (total[s] > 0 && floor[s] + total[s] > capacity)
+    total[s] -= item.padded;
+    if (overflows(floor[s], total[s]))
       feasible = false;
   }
-  totalTree.add(item.firstSection, item.endSection, -item.size);
+  totalTree.add(item.firstSection, item.endSection, -item.padded);
 
   if (feasible) {
     // A section's floor is at least the lowest minimum offset in it.
@@ -464,13 +485,13 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
       if (lowest > floor[s]) {
         floorTrail.push_back({s, floor[s]});
         floor[s] = lowest;
-        if (floor[s] + total[s] > capacity)
+        if (overflows(floor[s], total[s]))
           feasible = false;
       }
     }
     // Sections whose floor and total did not change still satisfy
     // floor + total <= capacity; all must satisfy offset + total too.
-    if (at + totalTree.max(sub.begin, sub.end) > capacity)
+    if (overflows(at, totalTree.max(sub.begin, sub.end)))
       feasible = false;
   }
 
@@ -482,8 +503,8 @@ Status PackingSearch::place(const Subproblem &sub, const std::string &heuristic,
     floor[floorTrail[i - 1].first] = floorTrail[i - 1].second;
   floorTrail.resize(floorMark);
   for (int s = item.firstSection; s < item.endSection; ++s)
-    total[s] += item.size;
-  totalTree.add(item.firstSection, item.endSection, item.size);
+    total[s] += item.padded;
+  totalTree.add(item.firstSection, item.endSection, item.padded);
   for (size_t i = offsetTrail.size(); i > offsetMark; --i)
     minOffset[offsetTrail[i - 1].first] = offsetTrail[i - 1].second;
   offsetTrail.resize(offsetMark);

@@ -66,6 +66,8 @@ private:
   const PlanOptions &options;
   Clock::time_point start, deadline;
   PlanResult result;
+  /// No arena is smaller: maxLive, with alignment counted (Problem.h).
+  int64_t lowerBound = 0;
 };
 
 bool PlanBuilder::accept(const Plan &candidate, Algorithm producer) {
@@ -86,7 +88,7 @@ PlanResult PlanBuilder::finish(PlanStatus status, std::string message) {
   result.message = std::move(message);
   if (status == PlanStatus::Ok)
     result.provedOptimal =
-        result.provedOptimal || result.plan.arenaSize == result.maxLive;
+        result.provedOptimal || result.plan.arenaSize <= lowerBound;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }
@@ -154,7 +156,7 @@ PlanResult PlanBuilder::runMinimize() {
                            : Algorithm::BestFitSize))
     return finish(PlanStatus::InvalidPlan, result.message);
 
-  int64_t low = result.maxLive;
+  int64_t low = lowerBound;
   int64_t high = result.plan.arenaSize; // Known feasible.
   if (options.capacity && high > *options.capacity) {
     Plan heuristic = result.plan;
@@ -202,6 +204,7 @@ PlanResult PlanBuilder::run() {
   result.maxLive = maxLive(problem);
   if (std::string error = checkProblem(problem); !error.empty())
     return finish(PlanStatus::InvalidInput, error);
+  lowerBound = alignedLowerBound(problem);
   if (options.capacity) {
     if (*options.capacity < 0)
       return finish(PlanStatus::InvalidInput,
@@ -211,6 +214,13 @@ PlanResult PlanBuilder::run() {
       return finish(PlanStatus::Infeasible,
                     "capacity of " + bytes(*options.capacity) +
                         " is below max-live (" + bytes(result.maxLive) + ")");
+    if (lowerBound > *options.capacity)
+      return finish(PlanStatus::Infeasible,
+                    "capacity of " + bytes(*options.capacity) +
+                        " is below the " + bytes(lowerBound) +
+                        " that the buffers live at one moment take at their "
+                        "alignment (max-live is " +
+                        bytes(result.maxLive) + ")");
   }
   switch (options.algorithm) {
   case Algorithm::BestFitSize:

@@ -3,11 +3,16 @@
 #include "memopt/Planner/Problem.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 namespace memopt::planner {
 
-int64_t maxLive(const Problem &problem) {
+namespace {
+
+/// The largest total of `weight(buffer)` over buffers live at one moment.
+template <typename Weight>
+int64_t peakLive(const Problem &problem, Weight weight) {
   // Sweep over lifetime endpoints. At equal times an end (+0) sorts before a
   // start (+1): lifetimes are half-open, so those buffers never coexist.
   std::vector<std::pair<int64_t, int>> events;
@@ -28,13 +33,45 @@ int64_t maxLive(const Problem &problem) {
   for (const auto &[time, code] : events) {
     const Buffer &buffer = problem.buffers[code / 2];
     if (code & 1) {
-      live += buffer.size;
+      live += weight(buffer);
       peak = std::max(peak, live);
     } else {
-      live -= buffer.size;
+      live -= weight(buffer);
     }
   }
   return peak;
+}
+
+} // namespace
+
+int64_t maxLive(const Problem &problem) {
+  return peakLive(problem, [](const Buffer &buffer) { return buffer.size; });
+}
+
+int64_t offsetGrain(const Problem &problem) {
+  int64_t grain = 0;
+  for (const Buffer &buffer : problem.buffers)
+    if (buffer.size > 0)
+      grain = std::gcd(grain, buffer.alignment);
+  return grain > 0 ? grain : 1;
+}
+
+int64_t largestPadding(const Problem &problem, int64_t grain) {
+  int64_t padding = 0;
+  for (const Buffer &buffer : problem.buffers)
+    if (buffer.size > 0)
+      padding = std::max(padding, alignUp(buffer.size, grain) - buffer.size);
+  return padding;
+}
+
+int64_t alignedLowerBound(const Problem &problem) {
+  int64_t grain = offsetGrain(problem);
+  if (grain == 1)
+    return maxLive(problem);
+  int64_t padded = peakLive(problem, [&](const Buffer &buffer) {
+    return alignUp(buffer.size, grain);
+  });
+  return std::max(maxLive(problem), padded - largestPadding(problem, grain));
 }
 
 std::string checkProblem(const Problem &problem) {

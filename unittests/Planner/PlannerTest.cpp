@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <limits>
 
 using namespace memopt::planner;
@@ -114,9 +116,18 @@ TEST(PlannerTest, AlignmentIsHeld) {
 TEST(PlannerTest, ExactProvesInfeasibilityAboveMaxLive) {
   PlanResult result = run(aligned(), Algorithm::Exact, int64_t(772));
   EXPECT_EQ(result.status, PlanStatus::Infeasible);
-  EXPECT_NE(result.message.find("no packing fits in 772 bytes"),
+  // The aligned bound (256 + 512 + 5) refutes it before any search ...
+  EXPECT_NE(result.message.find("capacity of 772 bytes is below the 773 bytes"),
             std::string::npos)
       << result.message;
+  EXPECT_EQ(alignedLowerBound(aligned()), 773);
+  // ... and the search alone, whose section bounds pad sizes the same way,
+  // refutes it too, at its root.
+  ExactSearchResult search =
+      searchPacking(aligned(), 772,
+                    std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(search.outcome, SearchOutcome::Infeasible);
+  EXPECT_LE(search.nodes, 1);
   EXPECT_TRUE(run(aligned(), Algorithm::Exact, int64_t(773)).ok());
 }
 

@@ -123,6 +123,11 @@ TEST(RandomPlanTest, ExactMatchesBruteForceOnSmallProblems) {
     EXPECT_TRUE(validatePlan(problem, result.plan).ok());
     if (optimum > maxLive(problem))
       ++aboveMaxLive;
+    // The aligned bound is a bound: never above the optimum, never below
+    // max-live.
+    EXPECT_LE(alignedLowerBound(problem), optimum) << "round " << round;
+    EXPECT_GE(alignedLowerBound(problem), maxLive(problem))
+        << "round " << round;
     // One byte less is proved impossible by the decision search.
     if (optimum > 0) {
       PlanOptions tight;
@@ -135,6 +140,41 @@ TEST(RandomPlanTest, ExactMatchesBruteForceOnSmallProblems) {
   // The rounds must include problems where max-live is not reachable, or the
   // comparison would say little about the search.
   EXPECT_GT(aboveMaxLive, 5);
+}
+
+TEST(RandomPlanTest, OneAlignmentLikeTheArenaMatchesBruteForce) {
+  // Every buffer at one alignment larger than most sizes, as memopt's arena
+  // (256-byte offsets) has them: the padded bounds must stay bounds (the
+  // optimum is found and proved) and refute one byte less without a search
+  // running into its time limit.
+  std::mt19937_64 random(11);
+  int aboveMaxLive = 0;
+  for (int round = 0; round < 120; ++round) {
+    Problem problem = randomProblem(random, 3 + round % 5, 6, 40, false);
+    int64_t alignment = round % 3 == 0 ? 16 : 32;
+    for (Buffer &buffer : problem.buffers)
+      buffer.alignment = alignment;
+    int64_t optimum = bruteForceArena(problem);
+    EXPECT_LE(alignedLowerBound(problem), optimum) << "round " << round;
+    PlanOptions options;
+    options.algorithm = Algorithm::Auto;
+    options.timeLimitSeconds = 10;
+    PlanResult result = plan(problem, options);
+    ASSERT_TRUE(result.ok()) << "round " << round << ": " << result.message;
+    EXPECT_EQ(result.plan.arenaSize, optimum) << "round " << round;
+    EXPECT_TRUE(result.provedOptimal) << "round " << round;
+    EXPECT_LT(result.seconds, 1.0) << "round " << round;
+    if (optimum > maxLive(problem))
+      ++aboveMaxLive;
+    if (optimum > 0) {
+      PlanOptions tight;
+      tight.algorithm = Algorithm::Exact;
+      tight.capacity = optimum - 1;
+      EXPECT_EQ(plan(problem, tight).status, PlanStatus::Infeasible)
+          << "round " << round;
+    }
+  }
+  EXPECT_GT(aboveMaxLive, 30);
 }
 
 } // namespace

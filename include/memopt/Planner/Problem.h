@@ -51,6 +51,23 @@ struct Plan {
 /// smaller arena. Zero-size buffers and alignment are ignored.
 int64_t maxLive(const Problem &problem);
 
+/// The alignment every offset is a multiple of: the gcd of the buffers'
+/// alignments (1 for none). Packed below another buffer of the same time, a
+/// buffer occupies its size rounded up to this grain.
+int64_t offsetGrain(const Problem &problem);
+
+/// The largest padding a buffer's size gains when rounded up to the grain.
+int64_t largestPadding(const Problem &problem, int64_t grain);
+
+/// A lower bound on any plan's arena that counts alignment: at one moment
+/// the live buffers are stacked, each but the topmost taking its size rounded
+/// up to the grain, so the arena is at least the largest padded total minus
+/// the largest padding, and never below maxLive. With alignment 1 it is
+/// maxLive; with memopt's 256-byte offsets and small tensors it is the bound
+/// that lets the exact search prove a plan optimal instead of searching
+/// until its time limit (issue 28: a 2-rank MLP planned for 10 s).
+int64_t alignedLowerBound(const Problem &problem);
+
 /// Checks that the problem is well formed: size >= 0, alignment >= 1,
 /// lower < upper for every buffer with size > 0, and sizes small enough that
 /// no sum of them overflows. Returns an empty string when it is, otherwise a
