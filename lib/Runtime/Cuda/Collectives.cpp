@@ -16,9 +16,8 @@
 // before it enqueues (or not) an NCCL call, so the driver mirrors the value
 // it writes into the MicroStep weight with setMicroStep. PyTorch DDP's
 // no_sync() makes the same decision on the host. A captured CUDA graph
-// would freeze one micro-step's choice: a context with a communicator runs
-// every step eagerly (CudaContext.cpp, execute) instead of keeping one graph
-// per gate value.
+// freezes one micro-step's choice, so a context with a communicator keeps
+// one graph per micro-step (CudaContext.cpp, execute).
 //
 // Overlap (memopt-bucket-collectives, docs/data-parallel.md "Overlap"):
 // every collective runs on the context's communication stream, a

@@ -4,8 +4,14 @@
 // allocation besides the caller's arena and weights is the fixed cuBLASLt
 // workspace. `execute` runs eagerly once (cuDNN / cuBLASLt algorithm choice
 // happens then), captures the second run into a CUDA graph and replays it
-// afterwards, as TensorRT and onnxruntime's CUDA graph mode do; a
-// data-parallel context (one with a communicator) runs every step eagerly.
+// afterwards, as TensorRT and onnxruntime's CUDA graph mode do. A
+// data-parallel step is captured too, NCCL calls and the communication
+// stream's buckets included (NCCL supports stream capture; the stream joins
+// the capture through the event it waits on, and every bucket's completion
+// is waited on before the step ends): one graph per micro-step, since the
+// collectives decide on the host whether a micro-batch communicates
+// (Collectives.cpp), as PyTorch's CUDA-graphed DDP needs one graph per
+// no_sync() state. MEMOPT_DP_GRAPHS=0 runs data-parallel steps eagerly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_profiler_api.h>
+#include <string>
 
 namespace memopt::rt {
 
@@ -138,10 +145,12 @@ void destroyContext(Context *ctx) {
   // Waits for the CPU updates and destroys the copy streams (the context's
   // stream was synchronized above).
   destroyOffloadEngine(ctx->optimizerOffload);
-  if (ctx->graphExec)
-    cudaGraphExecDestroy(ctx->graphExec);
-  if (ctx->graph)
-    cudaGraphDestroy(ctx->graph);
+  for (auto &[key, step] : ctx->graphs) {
+    if (step.exec)
+      cudaGraphExecDestroy(step.exec);
+    if (step.graph)
+      cudaGraphDestroy(step.graph);
+  }
   if (ctx->matmulWorkspace)
     cudaFree(ctx->matmulWorkspace);
   for (cudaEvent_t event : ctx->opEvents)
@@ -348,14 +357,31 @@ void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
     return;
   }
   // Data parallel: whether a collective calls NCCL depends on the
-  // micro-step, known on the host (Collectives.cpp), which a captured graph
-  // would freeze; such programs run eagerly.
+  // micro-step, known on the host (Collectives.cpp): one graph per
+  // micro-step, or every step eagerly with MEMOPT_DP_GRAPHS=0.
+  int64_t key = 0;
   if (ctx.options.communicator) {
+    static const bool eager = [] {
+      const char *value = std::getenv("MEMOPT_DP_GRAPHS");
+      return value && std::string(value) == "0";
+    }();
+    if (eager) {
+      body(ctx, user);
+      ++ctx.runs;
+      return;
+    }
+    key = ctx.microStep;
+  }
+  Context::CapturedStep &step = ctx.graphs[key];
+  if (!step.exec && key != 0 && step.eagerRuns == 0) {
+    // The first run of this micro-step (the first run of all, key 0, was
+    // eager above).
     body(ctx, user);
+    ++step.eagerRuns;
     ++ctx.runs;
     return;
   }
-  if (!ctx.graphExec) {
+  if (!step.exec) {
     const char *node = "<graph capture>";
     if (!checkCuda(ctx, node,
                    cudaStreamBeginCapture(ctx.stream,
@@ -373,10 +399,13 @@ void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
       return;
     }
     if (!checkCuda(ctx, node, status, "cudaStreamEndCapture") ||
-        !checkCuda(ctx, node, cudaGraphInstantiate(&ctx.graphExec, graph, 0),
-                   "cudaGraphInstantiate"))
+        !checkCuda(ctx, node, cudaGraphInstantiate(&step.exec, graph, 0),
+                   "cudaGraphInstantiate")) {
+      if (graph)
+        cudaGraphDestroy(graph);
       return;
-    ctx.graph = graph;
+    }
+    step.graph = graph;
   }
   // MEMOPT_PROFILE_REPLAY=1: the third replay (warm caches and clocks) runs
   // between cudaProfilerStart and Stop, so that a profiler started with its
@@ -386,7 +415,7 @@ void execute(Context &ctx, void (*body)(Context &, void *), void *user) {
   bool profile = profileReplay && ctx.runs == 3;
   if (profile)
     cudaProfilerStart();
-  checkCuda(ctx, "<graph launch>", cudaGraphLaunch(ctx.graphExec, ctx.stream),
+  checkCuda(ctx, "<graph launch>", cudaGraphLaunch(step.exec, ctx.stream),
             "cudaGraphLaunch");
   if (profile) {
     cudaStreamSynchronize(ctx.stream);

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -83,11 +84,21 @@ struct Context {
   cudaEvent_t streamEvent = nullptr;
   int smCount = 1;
   int computeMajor = 0; ///< compute capability major (8: Ampere, 9: Hopper)
-  // CUDA graph replay (see execute()).
+  // CUDA graph replay (see execute()): one captured step per key, the key
+  // being the micro-step in a data-parallel context (whose collectives
+  // decide on the host whether this micro-batch communicates) and 0
+  // otherwise.
   int runs = 0;
   bool capturing = false;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t graphExec = nullptr;
+  struct CapturedStep {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    /// Runs of this key before capture: one eager run first, so that what
+    /// initializes lazily (NCCL's connections, the algorithm searches of
+    /// this micro-step's kernels) happens outside the capture.
+    int eagerRuns = 0;
+  };
+  std::map<int64_t, CapturedStep> graphs;
   size_t peakUsedBytes = 0;
   /// The micro-step of the run in progress as the driver set it
   /// (setMicroStep; -1: not set): the data-parallel collectives decide on
