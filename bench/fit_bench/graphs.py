@@ -91,10 +91,13 @@ def batch_free(src, dst, batch, seq=1):
         if target_name in initializers:
             target = numpy_helper.to_array(initializers[target_name]).astype(np.int64)
         elif target_name in constants:
-            attr = [a for a in constants[target_name].attribute if a.name == "value"]
-            if not attr:
+            attrs = {a.name: a for a in constants[target_name].attribute}
+            if "value" in attrs:
+                target = numpy_helper.to_array(attrs["value"].t).astype(np.int64)
+            elif "value_ints" in attrs:  # the exporter's 1-D form (llama_graph's too)
+                target = np.array(list(attrs["value_ints"].ints), dtype=np.int64)
+            else:
                 continue
-            target = numpy_helper.to_array(attr[0].t).astype(np.int64)
         else:
             continue  # computed at run time: already batch-free
         target = target.copy()

@@ -150,8 +150,11 @@ def test_report_table_from_made_up_results():
     prepare = {"programs": {"gpt2_medium.16GiB": {"fit": {"chosen_point": point},
                                                   "compile_s": 40},
                             "gpt2_medium.8GiB": {"error": "[fit] no configuration fits"}}}
-    device = {"memopt": {"gpt2_medium.16GiB": {"median_ms": 160.0, "samples_per_s": 200.0,
-                                               "device_peak_used_bytes": 15.5 * GIB}},
+    device = {"context_bytes": GIB // 2,
+              "memopt": {"gpt2_medium.16GiB": {"median_ms": 160.0, "samples_per_s": 200.0,
+                                               "device_peak_used_bytes": 16.4 * GIB,
+                                               "weight_bytes": 6 * GIB, "arena_bytes": 9 * GIB,
+                                               "io_bytes": 0, "workspace_bytes": 0}},
               "torch": {"gpt2_medium": {"trials": {"16": {"tried": {
                   "m8x4.eager": {"status": "ran", "samples_per_s": 150.0, "peak_bytes": 1},
                   "m16x2.eager": {"status": "oom"}}, "best": "m8x4.eager"},
@@ -161,6 +164,10 @@ def test_report_table_from_made_up_results():
     assert row["speed_ratio"] == pytest.approx(200 / 150)
     assert row["predicted_over_measured"] == pytest.approx(150 / 160)
     assert row["memopt_within_budget"] is True
+    assert row["memopt_peak_less_context_bytes"] == pytest.approx(15.9 * GIB)
+    device["memopt"]["gpt2_medium.16GiB"]["device_peak_used_bytes"] = 16.6 * GIB
+    assert cli.build_report(prepare, device)["sweep"]["gpt2_medium.16GiB"][
+        "memopt_within_budget"] is False
     assert row["memopt_config"] == "bf16 16 x 2, 3 recomputed"
     assert report["sweep"]["gpt2_medium.8GiB"]["torch_config"] == "no PyTorch config fits"
     assert "memopt_error" in report["sweep"]["gpt2_medium.8GiB"]
