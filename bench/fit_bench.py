@@ -281,6 +281,10 @@ def cmd_prepare(args):
                 summary["programs"][key]["same_program_as"] = sources[text]
             else:
                 sources[text] = key
+    if args.wheels:  # e.g. torchao for the Llama's comparison (the device has no registry)
+        os.makedirs(os.path.join(dest, "whl"), exist_ok=True)
+        for wheel in glob.glob(os.path.join(args.wheels, "*.whl")):
+            shutil.copy(wheel, os.path.join(dest, "whl"))
     os.makedirs(os.path.join(dest, "rt"), exist_ok=True)
     for lib in ("cuda", "main", "driver", "common"):
         shutil.copy(os.path.join(args.runtime, f"libmemopt_runtime_{lib}.a"),
@@ -369,6 +373,16 @@ def cmd_device(args):
     import data_parallel_bench
 
     env = data_parallel_bench.launch_environment(work)
+    wheels = sorted(glob.glob(os.path.join(carry, "whl", "*.whl")))
+    if wheels:  # carried packages (torchao) for the PyTorch children
+        site = os.path.join(work, "site")
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index",
+                               "--no-deps", "--no-compile", "--upgrade", "--target", site,
+                               *wheels], capture_output=True, text=True)
+        results["wheels"] = {"installed": [os.path.basename(w) for w in wheels],
+                             "exit": proc.returncode, "log": (proc.stdout + proc.stderr)[-800:]}
+        if proc.returncode == 0:
+            env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
     # The device memory a bare CUDA context takes (the executable's device peak includes its
     # own; neither --fit nor PyTorch's memory fraction counts it).
     probe = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, device='cuda'); "
@@ -440,30 +454,38 @@ def cmd_torch_search(args):
     budgets = [b * GIB for b in args.budgets]
     out_of_time = lambda: time.time() > args.deadline - 20  # noqa: E731
     if spec.get("offload"):
-        # Plain PyTorch (everything on the GPU), then torchao's CPU offload optimizer.
-        variants = [("plain", None)]
+        # Plain PyTorch (everything on the GPU), then torchao's CPU offload optimizer: f32
+        # parameters with the gradients freed on the GPU as they reach the host (no
+        # accumulation then), and bf16 parameters with accumulation on the GPU.
+        variants = [("plain", {})]
         try:
             import torchao  # noqa: F401
 
             data["torchao"] = getattr(torchao, "__version__", "?")
-            variants.append(("torchao", "torchao"))
+            variants += [("torchao", {"offload": "torchao", "offload_gradients": True}),
+                         ("torchao_bf16", {"offload": "torchao", "param_dtype": "bf16"})]
         except Exception as error:  # noqa: BLE001
             data["torchao"] = None
             data["torchao_error"] = f"{type(error).__name__}: {error}"
-        for name, offload in variants:
+        module = None
+        for name, options in variants:
             if out_of_time():
                 data["trials"][name] = {"skipped": "deadline"}
                 continue
+            runner = None
             try:
                 runner = Runner(model, spec["global_batch"], spec["size"], spec["classes"],
-                                spec["optimizer"], spec["precision"], runs=2, offload=offload)
+                                spec["optimizer"], spec["precision"], runs=2, module=module,
+                                **options)
+                module = runner.module
                 data.setdefault("optimizer", {})[name] = runner.optimizer_name
-                # Checkpointed blocks always (the smallest activations); eager only.
                 result = search(runner, spec["global_batch"], budgets, compile_budgets=(),
                                 out_of_time=out_of_time)
                 data["trials"][name] = {str(b // GIB): r for b, r in result.items()}
             except Exception as error:  # noqa: BLE001
                 data["trials"][name] = {"error": f"{type(error).__name__}: {str(error)[:800]}"}
+            if runner is not None:
+                runner.release()
             runner = None
             torch.cuda.empty_cache()
             save(args.out, data)
@@ -565,7 +587,7 @@ def build_report(prepare, device):
             row = {"model": model, "budget_gib": budget, "global_batch": spec["global_batch"]}
             row.update(memopt_row(key, prepare, device, budget))
             if spec.get("offload"):
-                for variant in ("plain", "torchao"):
+                for variant in ("plain", "torchao", "torchao_bf16"):
                     tried, best = torch_trials({"trials": (data.get("trials") or {}).get(
                         variant) or {}}, budget)
                     for name, result in tried.items():
@@ -578,9 +600,10 @@ def build_report(prepare, device):
                 # reference where torchao is not on the device.
                 row["zero_offload_reference_samples_per_s"] = (
                     ZERO_OFFLOAD_TFLOPS * 1e12 / flops_per_sample(model))
-                if row.get("memopt_samples_per_s") and row.get("torch_torchao_samples_per_s"):
-                    row["speed_ratio"] = (row["memopt_samples_per_s"] /
-                                          row["torch_torchao_samples_per_s"])
+                offloaded = [row[k] for k in ("torch_torchao_samples_per_s",
+                                              "torch_torchao_bf16_samples_per_s") if k in row]
+                if row.get("memopt_samples_per_s") and offloaded:
+                    row["speed_ratio"] = row["memopt_samples_per_s"] / max(offloaded)
                 report["large"][key] = row
                 continue
             tried, best = torch_trials(data, budget)
@@ -614,8 +637,11 @@ def print_table(report, out=sys.stdout):
     out.write("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |\n")
     for row in list(report["sweep"].values()) + list(report["large"].values()):
         peak = row.get("memopt_device_peak_bytes") or row.get("memopt_program_bytes")
-        torch_sps = row.get("torch_samples_per_s") or row.get("torch_torchao_samples_per_s")
-        torch_cfg = row.get("torch_config") or row.get("torch_torchao_config") or ""
+        torch_sps, torch_cfg = row.get("torch_samples_per_s"), row.get("torch_config") or ""
+        for variant in ("torchao", "torchao_bf16"):
+            if (row.get(f"torch_{variant}_samples_per_s") or 0) > (torch_sps or 0):
+                torch_sps = row[f"torch_{variant}_samples_per_s"]
+                torch_cfg = f"{variant}: {row[f'torch_{variant}_config']}"
         if "torchao" in row and row.get("torchao") is None:
             torch_cfg = (f"torchao not on the device; ZeRO-Offload paper: "
                          f"{row['zero_offload_reference_samples_per_s']:.1f} samples/s")
@@ -665,6 +691,9 @@ def main():
     p.add_argument("--budgets", nargs="*", type=int, help="GiB (default: each model's)")
     p.add_argument("--timeout-s", type=float, default=1800)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--wheels", help="a folder of wheels to carry and install on the device "
+                   "(torchao: python3 -m pip download --no-deps --only-binary=:all: "
+                   "--python-version 3.12 --platform manylinux_2_28_x86_64 -d DIR torchao)")
     p = sub.add_parser("device")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)

@@ -36,6 +36,12 @@ def wrap_blocks(module, model, toggle):
                 return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
             return self.block(*args, **kwargs)
 
+        def __getattr__(self, name):  # the model's loop may read a block's attributes
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._modules["block"], name)
+
     if model == "resnet50":
         containers = [module.layer1, module.layer2, module.layer3, module.layer4]
     elif model.startswith("gpt2"):
@@ -60,7 +66,11 @@ class Runner:
     """runner(trial, budget_bytes) for search.search: builds the model once."""
 
     def __init__(self, model, global_batch, size, classes, optimizer, precision="bf16",
-                 runs=3, offload=None):
+                 runs=3, offload=None, offload_gradients=False, param_dtype=None, module=None):
+        """offload="torchao": torchao's CPUOffloadOptimizer around AdamW (its update on the
+        CPU); offload_gradients frees each gradient on the GPU once copied (torchao: not with
+        accumulation, so such trials are refused); param_dtype="bf16" keeps the parameters (and
+        so the CPU copies and AdamW state) in bf16. module: reuse one built earlier."""
         import torch
 
         torch.backends.cudnn.benchmark = True
@@ -71,13 +81,20 @@ class Runner:
         self.model, self.global_batch, self.runs = model, global_batch, runs
         self.low = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         self.total = torch.cuda.get_device_properties(0).total_memory
-        self.toggle = Toggle()
-        module = build_module(model, size, classes).cuda().train()
         self.channels_last = model == "resnet50"
-        if self.channels_last:
-            module = module.to(memory_format=torch.channels_last)
-        self.blocks = wrap_blocks(module, model, self.toggle)
+        if module is None:
+            self.toggle = Toggle()
+            module = build_module(model, size, classes).cuda().train()
+            if self.channels_last:
+                module = module.to(memory_format=torch.channels_last)
+            self.blocks = wrap_blocks(module, model, self.toggle)
+        else:
+            self.toggle, self.blocks = module.fit_bench_toggle, module.fit_bench_blocks
+        module.fit_bench_toggle, module.fit_bench_blocks = self.toggle, self.blocks
+        if param_dtype == "bf16":
+            module = module.to(torch.bfloat16)
         self.module = module
+        self.offload_gradients = offload_gradients
         x, y = make_batch(model, global_batch, size, classes)
         self.x = torch.from_numpy(x).cuda()
         if self.channels_last:
@@ -88,9 +105,10 @@ class Runner:
             from torchao.optim import CPUOffloadOptimizer
 
             self.opt = CPUOffloadOptimizer(module.parameters(), torch.optim.AdamW,
-                                           offload_gradients=True, fused=True, lr=1e-4,
-                                           weight_decay=0.01)
-            self.optimizer_name = "torchao CPUOffloadOptimizer(AdamW, offload_gradients)"
+                                           offload_gradients=offload_gradients, fused=True,
+                                           lr=1e-4, weight_decay=0.01)
+            self.optimizer_name = (f"torchao CPUOffloadOptimizer(AdamW, offload_gradients="
+                                   f"{offload_gradients}), {param_dtype or 'f32'} parameters")
         elif optimizer == "adamw":
             self.opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01,
                                          fused=True)
@@ -144,6 +162,9 @@ class Runner:
         torch.cuda.reset_peak_memory_stats()
         self.toggle.enabled = bool(trial.get("checkpoint"))
         m, k = trial["micro_batch"], trial["accumulate"]
+        if self.offload_gradients and k > 1:
+            return {"status": "error", "error": "torchao's offload_gradients is not compatible "
+                    "with gradient accumulation"}
         result = {}
         begin = time.time()
         try:
@@ -178,6 +199,13 @@ class Runner:
         torch.cuda.empty_cache()
         torch.cuda.set_per_process_memory_fraction(1.0)
         return result
+
+
+    def release(self):
+        """Drops the optimizer (its state) and the compiled loss; the module stays."""
+        self.opt = self.compiled = None
+        gc.collect()
+        self.torch.cuda.empty_cache()
 
 
 def save(path, data):
