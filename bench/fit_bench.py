@@ -424,15 +424,16 @@ def cmd_device(args):
                 + ("" if "error" not in entry else "\n" + entry["error"][-1200:]))
             save()
     if not args.skip_torch:
-        # The larger-than-GPU comparison first (short), then the sweep, time shared out.
-        order = [m for m in ("llama_1b",) + SWEEP if m in models]
+        # The sweep first (GPT-2 medium, then ResNet-50), then the larger-than-GPU
+        # comparison with what is left; each child gets a share of the time left.
+        order = [m for m in SWEEP + ("llama_1b",) if m in models]
+        shares = {"gpt2_medium": 0.45, "resnet50": 0.55}
         for i, model in enumerate(order):
             left = deadline - time.time() - 10
             if left < 40:
                 results["skipped"].append(f"torch {model}: deadline")
                 continue
-            share = left if i == len(order) - 1 else left * (
-                0.3 if model == "llama_1b" else 0.55)
+            share = left if i == len(order) - 1 else left * shares.get(model, 0.5)
             target = os.path.join(work, f"torch_{model}.json")
             if os.path.exists(target):
                 os.remove(target)
@@ -664,7 +665,8 @@ def cmd_report(args):
         device.setdefault("skipped", []).extend(data.get("skipped", []))
         for side in ("memopt", "torch"):
             for key, entry in data.get(side, {}).items():
-                if "median_ms" in entry or "trials" in entry or key not in device[side]:
+                if ("median_ms" in entry or "trials" in entry or "live" in entry or
+                        key not in device[side]):
                     device[side][key] = entry
     report = build_report(prepare, device)
     if args.json_out:

@@ -139,7 +139,9 @@ class Runner:
 
             torch._dynamo.reset()
             functorch_config.activation_memory_budget = 1.0 if amb is None else amb
-            self.compiled = torch.compile(plain_loss, dynamic=False)
+            # torch.compile's default dynamic=None, as a user calls it: the first micro-batch
+            # compiles static, a second size recompiles once with a dynamic batch.
+            self.compiled = torch.compile(plain_loss)
             self.compiled_budget = amb
         return self.compiled
 

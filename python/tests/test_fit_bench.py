@@ -172,3 +172,24 @@ def test_report_table_from_made_up_results():
     assert report["sweep"]["gpt2_medium.8GiB"]["torch_config"] == "no PyTorch config fits"
     assert "memopt_error" in report["sweep"]["gpt2_medium.8GiB"]
     assert report["trials"]["gpt2_medium.16GiB.m16x2.eager"]["status"] == "oom"
+
+
+def test_report_reads_a_search_the_deadline_cut():
+    import importlib.util
+
+    from fit_bench.search import make_trial
+
+    spec = importlib.util.spec_from_file_location("fit_bench_cli",
+                                                  os.path.join(REPO, "bench", "fit_bench.py"))
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    live = {"16": [{"status": "oom", "trial": make_trial(32, 16)},
+                   {"status": "ran", "samples_per_s": 90.0, "trial": make_trial(32, 8)},
+                   {"status": "ran", "samples_per_s": 120.0,
+                    "trial": make_trial(32, 16, checkpoint=True)}]}
+    tried, best = cli.torch_trials({"live": live}, 16)
+    assert best == "m16x2.eager.ckpt"
+    assert set(tried) == {"m16x2.eager", "m8x4.eager", "m16x2.eager.ckpt"}
+    report = cli.build_report({"programs": {}}, {"torch": {"gpt2_medium": {"live": live}}})
+    assert report["sweep"]["gpt2_medium.16GiB"]["torch_samples_per_s"] == 120.0
+    assert report["sweep"]["gpt2_medium.8GiB"].get("torch_config") is None  # not reached
