@@ -36,11 +36,6 @@ def wrap_blocks(module, model, toggle):
                 return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
             return self.block(*args, **kwargs)
 
-        def __getattr__(self, name):  # the model's loop may read a block's attributes
-            try:
-                return super().__getattr__(name)
-            except AttributeError:
-                return getattr(self._modules["block"], name)
 
     if model == "resnet50":
         containers = [module.layer1, module.layer2, module.layer3, module.layer4]
@@ -51,7 +46,13 @@ def wrap_blocks(module, model, toggle):
     count = 0
     for container in containers:
         for i in range(len(container)):
-            container[i] = Checkpointed(container[i])
+            wrapper = Checkpointed(container[i])
+            # What a model's layer loop may read from a block (no __getattr__ override:
+            # torch.compile traces through these wrappers).
+            for name in ("attention_type", "layer_idx", "is_sliding"):
+                if hasattr(container[i], name) and not hasattr(wrapper, name):
+                    setattr(wrapper, name, getattr(container[i], name))
+            container[i] = wrapper
             count += 1
     return count
 
@@ -109,13 +110,17 @@ class Runner:
                                            lr=1e-4, weight_decay=0.01)
             self.optimizer_name = (f"torchao CPUOffloadOptimizer(AdamW, offload_gradients="
                                    f"{offload_gradients}), {param_dtype or 'f32'} parameters")
-        elif optimizer == "adamw":
-            self.opt = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01,
-                                         fused=True)
-            self.optimizer_name = "AdamW(fused=True)"
         else:
-            self.opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9, fused=True)
-            self.optimizer_name = "SGD(momentum=0.9, fused=True)"
+            kind = torch.optim.AdamW if optimizer == "adamw" else torch.optim.SGD
+            options = (dict(lr=1e-4, weight_decay=0.01) if optimizer == "adamw" else
+                       dict(lr=1e-3, momentum=0.9))
+            try:  # fused: one multi-tensor kernel, as users run them at their best
+                self.opt = kind(module.parameters(), fused=True, **options)
+                fused = "fused=True"
+            except Exception:  # noqa: BLE001 - this torch has no fused variant for it
+                self.opt = kind(module.parameters(), **options)
+                fused = "foreach"
+            self.optimizer_name = f"{kind.__name__}({options}, {fused})"
         self.compiled = {}  # activation_memory_budget -> compiled loss
         self.compiled_budget = "none"
 
