@@ -37,7 +37,7 @@ The steps (suite `fit` of bench/suites.toml; prepare here, device there, report 
   report   (here)  fit.json (the run's figures) and the table
 
     python3 bench/fit_bench.py prepare --graphs /work/.device/1/graphs.tar.xz --dest .dev-bench/fit
-    # device: python3 bench/fit_bench.py device --carry .dev-bench/fit --out $OUT --deadline-s 570
+    # device: python3 bench/fit_bench.py device --carry .dev-bench/fit --out $OUT --deadline-s 560
     python3 bench/fit_bench.py report --device-json RAW/device.json \\
         --prepare-json .dev-bench/fit/prepare.json --json-out RAW/fit.json
 """
@@ -706,7 +706,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/fit_bench")
     p.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--deadline-s", type=float, default=570)
+    p.add_argument("--deadline-s", type=float, default=560)
     p.add_argument("--run-timeout-s", type=float, default=90)
     p.add_argument("--skip-memopt", action="store_true")
     p.add_argument("--skip-torch", action="store_true")
@@ -720,8 +720,8 @@ def main():
     p.add_argument("--prepare-json", required=True)
     p.add_argument("--json-out")
     args = parser.parse_args()
-    return {"export": cmd_export, "prepare": cmd_prepare, "device": cmd_device, "torch-search": cmd_torch_search,
-            "report": cmd_report}[args.command](args)
+    return {"export": cmd_export, "prepare": cmd_prepare, "device": cmd_device,
+            "torch-search": cmd_torch_search, "report": cmd_report}[args.command](args)
 
 
 if __name__ == "__main__":
