@@ -229,8 +229,14 @@ def cmd_prepare(args):
         with open(summary_path, "w") as handle:
             json.dump(summary, handle, indent=1)
 
+    def compiled(key):
+        return (not args.force and "fit" in summary["programs"].get(key, {}) and
+                os.path.exists(os.path.join(programs, key + ".cu.xz")))
+
     for name in args.models:
         spec = MODELS[name]
+        if all(compiled(program_key(name, b)) for b in (args.budgets or spec["budgets"])):
+            continue  # compiled by an earlier prepare of the same carry
         try:
             graph = prepared_graph(name, spec, exported, work)
         except Exception as error:  # noqa: BLE001 - recorded, the other models go on
@@ -242,8 +248,7 @@ def cmd_prepare(args):
             if budget not in spec["budgets"] and not args.budgets:
                 continue
             key = program_key(name, budget)
-            if (not args.force and "fit" in summary["programs"].get(key, {}) and
-                    os.path.exists(os.path.join(programs, key + ".cu.xz"))):
+            if compiled(key):
                 continue
             out = os.path.join(work, "programs", key)
             os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -281,7 +286,7 @@ def cmd_prepare(args):
                 summary["programs"][key]["same_program_as"] = sources[text]
             else:
                 sources[text] = key
-    if args.wheels:  # e.g. torchao for the Llama's comparison (the device has no registry)
+    if args.wheels and os.path.isdir(args.wheels):  # torchao (the device has no registry)
         os.makedirs(os.path.join(dest, "whl"), exist_ok=True)
         for wheel in glob.glob(os.path.join(args.wheels, "*.whl")):
             shutil.copy(wheel, os.path.join(dest, "whl"))
@@ -558,7 +563,8 @@ def memopt_row(key, prepare, device, budget):
            "planned_device_bytes": point.get("device_bytes"),
            "compile_s": entry.get("compile_s")}
     if "error" in entry:
-        row["memopt_error"] = entry["error"].strip().splitlines()[-1][-300:]
+        row["memopt_status"] = "no fit"
+        row["memopt_error"] = " ".join(entry["error"].split())[-300:]
     if "median_ms" in run:
         peak = run.get("device_peak_used_bytes")
         program = sum(run.get(k, 0) for k in ("weight_bytes", "arena_bytes", "io_bytes",
@@ -576,9 +582,11 @@ def memopt_row(key, prepare, device, budget):
                    memopt_within_budget=all(checks) if checks else None)
         if row["predicted_step_ms"]:
             row["predicted_over_measured"] = row["predicted_step_ms"] / run["median_ms"]
-    elif run:
-        row["memopt_error"] = str(run.get("error") or run.get("build_error") or
-                                  run.get("no_fit") or run)[-300:]
+        row["memopt_status"] = "ran"
+    elif run and "no_fit" not in run:
+        row["memopt_status"] = "failed"
+        row["memopt_error"] = " ".join(str(run.get("error") or run.get("build_error") or
+                                           run).split())[-300:]
     return row
 
 
@@ -651,8 +659,7 @@ def print_table(report, out=sys.stdout):
         if "torchao" in row and row.get("torchao") is None:
             torch_cfg = (f"torchao not on the device; ZeRO-Offload paper: "
                          f"{row['zero_offload_reference_samples_per_s']:.1f} samples/s")
-        memopt = num(row.get("memopt_samples_per_s")) or (
-            "no fit" if row.get("memopt_error") else "")
+        memopt = num(row.get("memopt_samples_per_s")) or row.get("memopt_status", "")
         out.write(f"| {row['model']} | {row['budget_gib']} GiB | {memopt} | "
                   f"{num(peak / GIB if peak else None, '{:.2f}')} | "
                   f"{row.get('memopt_config') or ''} | "
@@ -700,7 +707,8 @@ def main():
     p.add_argument("--force", action="store_true")
     p.add_argument("--wheels", help="a folder of wheels to carry and install on the device "
                    "(torchao: python3 -m pip download --no-deps --only-binary=:all: "
-                   "--python-version 3.12 --platform manylinux_2_28_x86_64 -d DIR torchao)")
+                   "--python-version 3.12 --implementation cp --platform "
+                   "manylinux_2_28_x86_64 -d DIR torchao==0.18.0)")
     p = sub.add_parser("device")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)

@@ -171,6 +171,8 @@ def test_report_table_from_made_up_results():
     assert row["memopt_config"] == "bf16 16 x 2, 3 recomputed"
     assert report["sweep"]["gpt2_medium.8GiB"]["torch_config"] == "no PyTorch config fits"
     assert "memopt_error" in report["sweep"]["gpt2_medium.8GiB"]
+    assert report["sweep"]["gpt2_medium.8GiB"]["memopt_status"] == "no fit"
+    assert row["memopt_status"] == "ran"
     assert report["trials"]["gpt2_medium.16GiB.m16x2.eager"]["status"] == "oom"
 
 
