@@ -345,7 +345,10 @@ def torch_child(model, budgets, deadline, out, env, say, extra=()):
     except subprocess.TimeoutExpired as error:
         code, text = -1, f"stopped at the deadline\n{error.stdout or ''}"
     say(f"torch {model}: exit {code} in {time.time() - begin:.0f} s\n{text[-3000:]}")
-    data = json.load(open(out)) if os.path.exists(out) else {}
+    try:
+        data = json.load(open(out)) if os.path.exists(out) else {}
+    except ValueError as error:
+        data = {"json_error": str(error)}
     if code != 0:
         data["exit"], data["log_tail"] = code, text[-2500:]
     return data
@@ -447,8 +450,11 @@ def cmd_device(args):
             target = os.path.join(work, f"torch_{model}.json")
             if os.path.exists(target):
                 os.remove(target)
-            results["torch"][model] = torch_child(
-                model, MODELS[model]["budgets"], time.time() + share, target, env, say)
+            try:
+                results["torch"][model] = torch_child(
+                    model, MODELS[model]["budgets"], time.time() + share, target, env, say)
+            except Exception as error:  # noqa: BLE001 - recorded, the next model goes on
+                results["torch"][model] = {"error": f"{type(error).__name__}: {error}"}
             save()
     save()
     return 0

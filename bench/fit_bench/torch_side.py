@@ -9,6 +9,7 @@ SGD with momentum) -- PyTorch's gradient-accumulation recipe."""
 
 import gc
 import json
+import os
 import statistics
 import time
 
@@ -216,5 +217,8 @@ class Runner:
 
 
 def save(path, data):
-    with open(path, "w") as handle:
+    """Written whole, then renamed: a child stopped at the deadline leaves the last complete
+    file."""
+    with open(path + ".tmp", "w") as handle:
         json.dump(data, handle, indent=1)
+    os.replace(path + ".tmp", path)
