@@ -113,19 +113,29 @@ def test_batch_free_reshape_runs_at_another_batch(tmp_path):
         helper.make_node("Reshape", ["y2", "back"], ["y3"]),  # [B, S, -1]
         helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
         helper.make_node("Transpose", ["maskf"], ["maskt"], perm=[0, 2, 1]),  # [B, S, 1]
-        helper.make_node("Add", ["y3", "maskt"], ["y"]),
+        helper.make_node("Add", ["y3", "maskt"], ["y4"]),
+        # Llama's form: a [1, S, H] constant expanded to [B, S, H] by a value_ints target.
+        helper.make_node("Constant", [], ["bias_shape"], value_ints=[batch, seq, hidden]),
+        helper.make_node("Expand", ["bias", "bias_shape"], ["bias_b"]),
+        helper.make_node("Add", ["y4", "bias_b"], ["y"]),
+        # A weight's reshape whose target starts with 4 too: not on the data path, kept.
+        helper.make_node("Reshape", ["w", "wshape"], ["w49"]),
     ]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])],
         [numpy_helper.from_array(np.array([batch * seq, hidden], np.int64), "flat"),
          numpy_helper.from_array(np.array([batch, seq, -1], np.int64), "back"),
-         numpy_helper.from_array(w, "w"), numpy_helper.from_array(mask, "mask")])
+         numpy_helper.from_array(np.array([batch, 9], np.int64), "wshape"),
+         numpy_helper.from_array(w, "w"), numpy_helper.from_array(mask, "mask"),
+         numpy_helper.from_array(np.linspace(0, 1, seq * hidden, dtype=np.float32).reshape(
+             1, seq, hidden), "bias")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     src, dst = str(tmp_path / "g.onnx"), str(tmp_path / "g.free.onnx")
     onnx.save_model(model, src)
-    assert batch_free(src, dst, batch, seq) == 3  # two targets, one constant
+    assert batch_free(src, dst, batch, seq) == 4  # two Reshapes, one Expand, one constant
     free = onnx.load(dst)
+    assert [n.input[1] for n in free.graph.node if n.output[0] == "w49"] == ["wshape"]
     free.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "B"
     free.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "B"
     x = np.random.default_rng(0).standard_normal((batch, seq, hidden)).astype(np.float32)
