@@ -22,6 +22,14 @@ the largest micro-batch dividing the global batch that runs (bench/fit_bench/sea
 first, large to small, OOM -> next; compile only at the sizes eager found). Every trial is
 recorded (ran / OOM / error, samples/s, peak allocated) and the best per budget.
 
+Design taken from: data_parallel_bench's flow (graphs exported on the device, compiled here,
+built with nvcc there from carried sources and runtime libraries) and train_bench's runs and
+memory lines; the PyTorch search is accelerate's `find_executable_batch_size` (halve after an
+OOM). Where it goes further: the search also walks checkpointing and torch.compile (with and
+without activation_memory_budget) at the sizes eager found, and one search serves all budgets
+(a configuration measured under a smaller budget is not measured again), so the baseline is the
+best a careful user reaches rather than the first batch that runs.
+
 The steps (suite `fit` of bench/suites.toml; prepare here, device there, report here):
 
   export   (GPU)   train_bench's export of gpt2_medium_b4 and resnet50_b64 into graphs.tar.xz
