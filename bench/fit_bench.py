@@ -371,6 +371,7 @@ def cmd_device(args):
     from train_bench.configs import log_to
 
     say = log_to(os.path.join(out, "device_log.txt"))
+    say(f"fit_bench device: carry {carry}, deadline {args.deadline_s} s")
     import gpu_bench
 
     results = {"memopt": {}, "torch": {}, "skipped": [],
@@ -392,20 +393,36 @@ def cmd_device(args):
     wheels = sorted(glob.glob(os.path.join(carry, "whl", "*.whl")))
     if wheels:  # carried packages (torchao) for the PyTorch children
         site = os.path.join(work, "site")
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index",
-                               "--no-deps", "--no-compile", "--upgrade", "--target", site,
-                               *wheels], capture_output=True, text=True)
+        # The GPU machine reaches no network: pip must not look for an index or a newer pip
+        # (the first device call, 2026-11-28, printed nothing in 450 s: a pip or CUDA probe
+        # without a timeout is the likely hang), and nothing here waits without a limit.
+        quiet_pip = dict(env, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INDEX="1",
+                         PIP_NO_INPUT="1")
+        try:
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index",
+                                   "--no-deps", "--no-compile", "--upgrade", "--target", site,
+                                   *wheels], capture_output=True, text=True, env=quiet_pip,
+                                  timeout=120)
+            code, text = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired:
+            code, text = -1, "pip install stopped after 120 s"
         results["wheels"] = {"installed": [os.path.basename(w) for w in wheels],
-                             "exit": proc.returncode, "log": (proc.stdout + proc.stderr)[-800:]}
-        if proc.returncode == 0:
+                             "exit": code, "log": text[-800:]}
+        say(f"carried wheels: exit {code}")
+        if code == 0:
             env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
     # The device memory a bare CUDA context takes (the executable's device peak includes its
     # own; neither --fit nor PyTorch's memory fraction counts it).
-    probe = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, device='cuda'); "
-                            "f, t = torch.cuda.mem_get_info(); print(t - f)"],
-                           capture_output=True, text=True, env=env)
-    if probe.returncode == 0 and probe.stdout.strip().isdigit():
-        results["context_bytes"] = int(probe.stdout.strip())
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, device='cuda'); "
+                                "f, t = torch.cuda.mem_get_info(); print(t - f)"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        if probe.returncode == 0 and probe.stdout.strip().isdigit():
+            results["context_bytes"] = int(probe.stdout.strip())
+    except subprocess.TimeoutExpired:
+        results["context_bytes_error"] = "the CUDA context probe stopped after 120 s"
+    say(f"bare CUDA context: {results.get('context_bytes', 'unknown')} bytes")
+    save()
     summary = json.load(open(os.path.join(carry, "prepare.json")))
     models = args.models
     keys = [program_key(m, b) for m in models for b in MODELS[m]["budgets"]]
