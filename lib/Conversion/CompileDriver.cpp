@@ -479,8 +479,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     errors << "memopt-compile: error: " << message << "\n";
     return 1;
   };
-  if (options.globalBatch != 0 || !options.fitPrecisions.empty())
-    return fail("--global-batch and --fit-precisions need --fit BYTES");
+  if (options.globalBatch != 0 || !options.fitPrecisions.empty() ||
+      !options.fitOffload.empty())
+    return fail("--global-batch, --fit-precisions and --fit-offload need --fit "
+                "BYTES");
   // The memopt-mixed-precision setting: f16 / bf16 storage, or tf32 (f32
   // storage, TF32 math in contractions).
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"

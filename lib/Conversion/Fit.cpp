@@ -5,7 +5,9 @@
 // pipeline, no emission), the device's free memory for --fit auto, and the
 // driver that compiles the chosen configuration. docs/fit.md describes the
 // search and how it compares with Lightning's BatchSizeFinder, accelerate,
-// DeepSpeed's autotuner and torch.compile's activation_memory_budget.
+// DeepSpeed's autotuner and torch.compile's activation_memory_budget, and
+// how the offload lever is priced (docs/offload.md: ZeRO-Offload, torchao,
+// torchtune).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,9 @@
 #include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "memopt/Import/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -112,7 +117,7 @@ combinationsOf(ArrayRef<FitLever> levers) {
 } // namespace
 
 std::string FitPoint::describe() const {
-  std::string text = llvm::join(choices, ", ");
+  std::string text = llvm::join(labels.empty() ? choices : labels, ", ");
   text += (text.empty() ? "" : ", ") + std::string("micro-batch ") +
           std::to_string(microBatch) + " x " + std::to_string(accumulate);
   if (arenaBudget > 0)
@@ -144,6 +149,10 @@ llvm::json::Value FitPoint::toJson(ArrayRef<FitLever> levers) const {
   object["micro_step_seconds"] = microStepSeconds;
   object["update_seconds"] = updateSeconds;
   object["accumulate_seconds"] = accumulateSeconds;
+  object["activation_copy_seconds"] = activationCopySeconds;
+  object["host_optimizer_seconds"] = hostOptimizerSeconds;
+  object["host_update_seconds"] = hostUpdateSeconds;
+  object["optimizer_copy_seconds"] = copySeconds;
   object["step_seconds"] = stepSeconds;
   object["samples_per_second"] = samplesPerSecond;
   return object;
@@ -209,6 +218,9 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
     candidate.arenaBudget = arenaBudget;
     FitPoint point = plan(candidate);
     point.choices = choices;
+    point.labels.clear();
+    for (auto [lever, value] : llvm::zip(levers, choices))
+      point.labels.push_back(lever.prefix + value);
     point.microBatch = microBatch;
     point.accumulate = candidate.accumulate;
     point.arenaBudget = arenaBudget;
@@ -321,6 +333,30 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
   return result;
 }
 
+HostTimeline mlir::memopt::simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
+                                               double deviceSecondsAfter,
+                                               double copyBytesPerSecond) {
+  HostTimeline timeline;
+  double device = 0, cpuFree = 0, copyBackFree = 0;
+  for (const HostUpdateEvent &event : events) {
+    device += event.deviceSecondsBefore;
+    // The compute stream waits for the gradient's copy out: the arena
+    // bytes it leaves may be reused by the next op (docs/offload.md).
+    double copyOut = double(event.copyOutBytes) / copyBytesPerSecond;
+    device += copyOut;
+    // One dispatcher thread runs the updates in order, each on every core.
+    cpuFree = std::max(cpuFree, device) + event.hostSeconds;
+    double copyBack = double(event.copyBackBytes) / copyBytesPerSecond;
+    copyBackFree = std::max(copyBackFree, cpuFree) + copyBack;
+    timeline.hostSeconds += event.hostSeconds;
+    timeline.copySeconds += copyOut + copyBack;
+  }
+  device += deviceSecondsAfter;
+  // The next step's forward reads the masters copied back.
+  timeline.endSeconds = std::max(device, copyBackFree);
+  return timeline;
+}
+
 int64_t mlir::memopt::getRuntimeOverheadBytes(CompileTarget target) {
   // cuBLASLt and cuDNN handles with their internal buffers, the cuDNN
   // attention workspace the context owns and the CUDA graph: 256 MiB covers
@@ -405,10 +441,58 @@ std::string shapeSpec(StringRef name, ArrayRef<int64_t> dims) {
   return spec;
 }
 
+/// How fast host memory moves and updates (bytes a second).
+struct HostRates {
+  double copyBytesPerSecond = 40e9;
+  double updateBytesPerSecond = kHostUpdateBytesPerSecond;
+};
+
+/// An update that --offload optimizer sent to the host (it has a master).
+bool isHostUpdate(Operation *op) {
+  if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+    return bool(sgd.getMaster());
+  if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+    return bool(adamw.getMaster());
+  return false;
+}
+
+/// An offloaded update as the timeline sees it: the gradient and the
+/// staged scalars go out, the master comes back; the CPU streams the
+/// gradient and every host-placed operand (master, moments or momentum,
+/// accumulator) once, or on a micro-batch that only accumulates, the
+/// gradient and the accumulator.
+HostUpdateEvent hostUpdateEvent(Operation *op, bool lastMicroStep,
+                                const HostRates &rates) {
+  Value grad, param, accumulator;
+  if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
+    grad = sgd.getGrad();
+    param = sgd.getParam();
+    accumulator = sgd.getAccumulator();
+  } else {
+    auto adamw = cast<AdamWUpdateOp>(op);
+    grad = adamw.getGrad();
+    param = adamw.getParam();
+    accumulator = adamw.getAccumulator();
+  }
+  HostUpdateEvent event;
+  event.copyOutBytes = getTensorBytes(grad.getType()) + kHostStagingScalarBytes;
+  event.copyBackBytes = getTensorBytes(param.getType());
+  int64_t streamed = getTensorBytes(grad.getType());
+  if (lastMicroStep || !accumulator) {
+    for (Value operand : op->getOperands())
+      if (isHostPlaced(operand))
+        streamed += getTensorBytes(operand.getType());
+  } else {
+    streamed += getTensorBytes(accumulator.getType());
+  }
+  event.hostSeconds = double(streamed) / rates.updateBytesPerSecond;
+  return event;
+}
+
 /// Measures a planned module: the device bytes and the predicted time of
 /// one run.
 void measurePlanned(func::FuncOp function, const KernelTimes *times,
-                    FitPoint &point) {
+                    const HostRates &rates, FitPoint &point) {
   point.arenaBytes =
       function->getAttrOfType<IntegerAttr>("memopt.arena_size").getInt();
   auto weights = function->getAttrOfType<IntegerAttr>("memopt.weights_size");
@@ -423,9 +507,26 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
     if (!outputOffsets || outputOffsets[index] < 0)
       point.ioBytes += getTensorBytes(type);
   Roofline roofline = Roofline::h100();
+  // The device's seconds between offloaded updates, for the host timeline
+  // of the last micro-batch of a step and of one that only accumulates.
+  SmallVector<HostUpdateEvent> lastEvents, otherEvents;
+  double deviceSince = 0;
   for (Operation &op : function.getBody().front().without_terminator()) {
+    // Activation copies run on the copy stream; what the compute stream
+    // waits for is the remat solver's exposed time (below).
+    if (isa<OffloadOp, OffloadWaitOp, ReloadOp, ReloadWaitOp>(op))
+      continue;
+    if (isHostUpdate(&op)) {
+      lastEvents.push_back(hostUpdateEvent(&op, true, rates));
+      otherEvents.push_back(hostUpdateEvent(&op, false, rates));
+      lastEvents.back().deviceSecondsBefore = deviceSince;
+      otherEvents.back().deviceSecondsBefore = deviceSince;
+      deviceSince = 0;
+      continue;
+    }
     double seconds = estimateOpSeconds(&op, roofline, times);
     point.microStepSeconds += seconds;
+    deviceSince += seconds;
     point.recomputations += op.hasAttr(kRecomputedAttrName);
     // An update that accumulates (memopt-autodiff accumulate=K) runs whole
     // once a step; on the other micro-batches it reads the gradient and
@@ -441,6 +542,27 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
         double(3 * 4 * elements) / roofline.bytesPerSecond +
         roofline.kernelSeconds;
   }
+  if (auto offload = function->getAttrOfType<DictionaryAttr>(kOffloadAttrName))
+    if (auto exposed = offload.getAs<FloatAttr>("exposed_seconds")) {
+      point.activationCopySeconds = exposed.getValueAsDouble();
+      point.microStepSeconds += point.activationCopySeconds;
+      deviceSince += point.activationCopySeconds;
+    }
+  if (lastEvents.empty())
+    return;
+  // Every micro-batch of an offloaded step copies its gradients out and
+  // the masters back; the CPU updates whole on the last one only, and on
+  // the others sums into the host accumulators.
+  double device = point.microStepSeconds;
+  HostTimeline last =
+      simulateHostUpdates(lastEvents, deviceSince, rates.copyBytesPerSecond);
+  HostTimeline other =
+      simulateHostUpdates(otherEvents, deviceSince, rates.copyBytesPerSecond);
+  point.hostOptimizerSeconds = last.endSeconds - device;
+  point.hostUpdateSeconds = last.hostSeconds;
+  point.copySeconds = last.copySeconds;
+  point.microStepSeconds = last.endSeconds;
+  point.updateSeconds += last.endSeconds - other.endSeconds;
 }
 
 /// The first line of each error the context reported.
@@ -591,7 +713,60 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   };
   std::vector<FitLever> levers = {precisionLever};
 
+  // Offload: none, activations, optimizer, activations+optimizer, as
+  // --fit-offload lists them, else every subset of --offload's values,
+  // else all that the step supports (activations and the optimizer with
+  // --train; the optimizer not with data-parallel).
+  FitLever offloadLever;
+  offloadLever.name = "offload";
+  offloadLever.prefix = "offload ";
+  auto has = [](ArrayRef<std::string> list, StringRef value) {
+    return llvm::is_contained(list, value);
+  };
+  for (const std::string &value : training.offload)
+    if (value != "none" && value != "activations" && value != "optimizer")
+      return fail("offload '" + value +
+                  "' is not none, activations or optimizer (a comma list, "
+                  "e.g. --offload activations,optimizer)");
+  if (!options.fitOffload.empty()) {
+    for (const std::string &value : options.fitOffload) {
+      if (value != "none" && value != "activations" && value != "optimizer" &&
+          value != "activations+optimizer")
+        return fail("--fit-offload '" + value +
+                    "' is not none, activations, optimizer or "
+                    "activations+optimizer");
+      if (value != "none" && !training.enabled)
+        return fail("--fit-offload " + value + " needs --train");
+      if (!has(offloadLever.values, value))
+        offloadLever.values.push_back(value);
+    }
+  } else if (training.enabled) {
+    bool userLimits = !training.offload.empty();
+    bool activations = !userLimits || has(training.offload, "activations");
+    bool optimizer = userLimits ? has(training.offload, "optimizer")
+                                : training.dataParallel == 0;
+    offloadLever.values.push_back("none");
+    if (activations)
+      offloadLever.values.push_back("activations");
+    if (optimizer)
+      offloadLever.values.push_back("optimizer");
+    if (activations && optimizer)
+      offloadLever.values.push_back("activations+optimizer");
+  }
+  offloadLever.apply = [](CompileOptions &compile, const std::string &value) {
+    compile.training.offload.clear();
+    SmallVector<StringRef> parts;
+    StringRef(value).split(parts, '+');
+    for (StringRef part : parts)
+      if (part != "none")
+        compile.training.offload.push_back(part.str());
+  };
+  if (!offloadLever.values.empty())
+    levers.push_back(offloadLever);
+
   KernelTimes kernelTimes;
+  HostRates rates;
+  rates.copyBytesPerSecond = options.offloadBandwidth * 1e9;
   std::string timeSource = Roofline::h100().name + " roofline";
   if (!options.rematKernelTimes.empty()) {
     std::string message;
@@ -600,6 +775,14 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     if (failed(read))
       return fail(message);
     kernelTimes = std::move(*read);
+    // Measured host rates win (an offloading CUDA executable's
+    // --profile-times writes "<copy 1 GiB>").
+    if (auto it = kernelTimes.find(kCopyGiBTimeKey);
+        it != kernelTimes.end() && it->second > 0)
+      rates.copyBytesPerSecond = double(int64_t(1) << 30) / it->second;
+    if (auto it = kernelTimes.find(kHostUpdateGiBTimeKey);
+        it != kernelTimes.end() && it->second > 0)
+      rates.updateBytesPerSecond = double(int64_t(1) << 30) / it->second;
     timeSource = "measured kernel times from " + options.rematKernelTimes +
                  ", the roofline for the rest";
   }
@@ -611,8 +794,13 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     compile.fit.clear();
     compile.globalBatch = 0;
     compile.fitPrecisions.clear();
+    compile.fitOffload.clear();
     for (auto [lever, value] : llvm::zip(levers, candidate.choices))
       lever.apply(compile, value);
+    // Activation copies are the recomputation budget's third choice: with
+    // no budget they change nothing (and the pipeline refuses them).
+    if (candidate.arenaBudget == 0)
+      llvm::erase(compile.training.offload, "activations");
     compile.inputShapes = inputs.fixedSpecs;
     for (const auto &[name, dims] : inputs.batched) {
       SmallVector<int64_t> shape = dims;
@@ -625,9 +813,8 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     compile.memoryBudget = candidate.arenaBudget;
     return compile;
   };
-  FitPlanner planner = [&](const FitPoint &candidate) {
+  auto planOne = [&](const FitPoint &candidate, const CompileOptions &compile) {
     FitPoint point = candidate;
-    CompileOptions compile = configure(candidate);
     std::string diagnostics;
     llvm::raw_string_ostream errorStream(diagnostics);
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
@@ -635,11 +822,11 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         diagnostics += diagnostic.str() + "\n";
       return success();
     });
-    FailureOr<OwningOpRef<ModuleOp>> planned =
+    FailureOr<OwningOpRef<ModuleOp>> module =
         planModule(compile, context, errorStream);
     func::FuncOp function;
-    if (succeeded(planned))
-      for (auto body : planned->get().getOps<func::FuncOp>())
+    if (succeeded(module))
+      for (auto body : module->get().getOps<func::FuncOp>())
         if (!body.isExternal())
           function = body;
     if (!function || !function->hasAttr("memopt.arena_size")) {
@@ -650,8 +837,23 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     }
     point.planned = true;
     measurePlanned(function, kernelTimes.empty() ? nullptr : &kernelTimes,
-                   point);
+                   rates, point);
     point.overheadBytes = overhead;
+    return point;
+  };
+  // Candidates that compile alike (activations without a budget are none)
+  // are planned once.
+  std::map<std::string, FitPoint> planned;
+  FitPlanner planner = [&](const FitPoint &candidate) {
+    CompileOptions compile = configure(candidate);
+    std::string key = precisionName(compile.precision).str() + "/" +
+                      llvm::join(compile.training.offload, "+") + "/" +
+                      std::to_string(candidate.microBatch) + "/" +
+                      std::to_string(candidate.arenaBudget);
+    if (auto it = planned.find(key); it != planned.end())
+      return it->second;
+    FitPoint point = planOne(candidate, compile);
+    planned.emplace(key, point);
     return point;
   };
 
@@ -660,6 +862,8 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       (ranks > 1 ? " over " + Twine(ranks) + " ranks" : Twine()) +
       ": micro-batch x accumulation over the divisors of " + Twine(localBatch) +
       ", precision " + llvm::join(precisionLever.values, " / ") +
+      (levers.size() > 1 ? ", offload " + llvm::join(offloadLever.values, " / ")
+                         : std::string()) +
       ", recomputation; " +
       Twine(options.target == CompileTarget::Cuda ? formatBytes(overhead)
                                                   : std::string("nothing")) +

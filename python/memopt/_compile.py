@@ -62,8 +62,12 @@ class Training:
                       backward (25, the first bucket 1, as DDP; 0: no overlap).
 
     Host memory (docs/offload.md):
-    offload           'none' or 'optimizer': f32 master weights and optimizer state in pinned
-                      host memory, the update on the CPU (--offload optimizer).
+    offload           what lives in pinned host memory: 'none', 'activations', 'optimizer',
+                      a comma list ('activations,optimizer') or a list of them. activations:
+                      the memory budget's third choice, saved activations copied to the host
+                      and back where that hides under compute or costs less than recomputing
+                      them (needs memory_budget, or memopt.fit); optimizer: f32 master weights
+                      and optimizer state on the host, the update on the CPU (--offload).
 
     None leaves the compiler's default (docs/cli.md lists them all).
     """
@@ -94,7 +98,7 @@ class Training:
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
     bucket_mib: Optional[float] = None
-    offload: Optional[str] = None
+    offload: Union[None, str, Sequence[str]] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True
@@ -191,7 +195,6 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             fuse_elementwise: Optional[bool] = None, no_plan: Optional[bool] = None,
             outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
             timing: Optional[bool] = None,
-            offload_activations: Optional[bool] = None,
             offload_bandwidth: Optional[float] = None,
             options: Optional[Mapping[str, Any]] = None) -> Program:
     """Compiles an ONNX model into a memopt program and loads it.
@@ -227,10 +230,10 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    --no-fuse-elementwise, --no-plan, --separate-outputs
                    (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
                    leaves the compiler's default.
-    offload_activations, offload_bandwidth
-                   --offload-activations and --offload-bandwidth GBPS: memory_budget may also
-                   copy saved activations to pinned host memory and back where the copy
-                   hides under compute or costs less than recomputing them (docs/offload.md).
+    offload_bandwidth
+                   --offload-bandwidth GBPS: the host copy bandwidth that
+                   Training(offload='activations') and the fit's offload choices are priced
+                   at (docs/offload.md).
     options        any option of docs/cli.md's reference by its flag, pipeline or Python name,
                    e.g. {'remat-time-limit': 10, 'loss-scale': 'dynamic'} (values as the
                    command line spells them, lists as Python lists); applied last.
@@ -333,6 +336,7 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
 
 def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: int,
         train: Optional[Training] = None, precisions: Optional[Sequence[str]] = None,
+        offload: Optional[Sequence[str]] = None,
         target: str = "host", kernel_times: Optional[PathLike] = None,
         remat_allow: Optional[Sequence[str]] = None, remat_max_computations: int = 2,
         layout: str = "auto", input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
@@ -348,6 +352,9 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
     train          memopt.Training(...) (its accumulate is the search's to choose); None
                    fits an inference batch (run the program global_batch / micro-batch times).
     precisions     the precisions to try, e.g. ['fp32', 'bf16'] (default ['fp32']).
+    offload        the offload choices to try, of 'none', 'activations', 'optimizer' and
+                   'activations+optimizer' (--fit-offload; default: every subset of
+                   train.offload, or with none given all four).
     kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time;
                    the roofline otherwise.
     The other arguments are compile's.
@@ -380,6 +387,13 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
     fit_options: Dict[str, Any] = {"fit": limit, "global-batch": global_batch}
     if names:
         fit_options["fit-precisions"] = names
+    choices = [offload] if isinstance(offload, str) else list(offload or [])
+    for choice in choices:
+        if choice not in ("none", "activations", "optimizer", "activations+optimizer"):
+            raise InputError(f"offload '{choice}': expected none, activations, optimizer or "
+                             f"activations+optimizer")
+    if choices:
+        fit_options["fit-offload"] = choices
     fit_options.update(options or {})
     return compile(model, target=target, remat_allow=remat_allow,
                    remat_max_computations=remat_max_computations, layout=layout,

@@ -6,52 +6,32 @@
 - trained on the host, it gives the same losses as the plain program compiled with that
   micro-batch and accumulation (memopt.compile of the model at that batch, Training(accumulate));
 - a limit nothing meets: one message with the smallest footprint, nothing written;
+- offload is a lever: a limit under the plain weight region (which no precision or
+  recomputation shrinks) is met by the optimizer's offload, priced by the host update, and the
+  chosen program trains like the plain one (losses within 1e-6);
 - --fit auto reads MEMOPT_DEVICE_FREE_BYTES where there is no GPU;
 - loading a program on a device with less free memory than it needs (MEMOPT_DEVICE_FREE_BYTES)
   fails at load, saying how much is missing.
 """
 
 import os
+import re
+import sys
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+
+# One generator for this suite and the lit tests (test/Conversion/fit.test).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                os.pardir, "test", "Conversion", "Inputs"))
+from make_fit_mlp import CLASSES, FEATURES, make_mlp  # noqa: E402
 
 GLOBAL_BATCH = 256
-FEATURES, HIDDEN, CLASSES = 32, 256, 10
 
 
 @pytest.fixture(scope="module")
 def memopt(memopt_package):
     return memopt_package
-
-
-def make_mlp(path, batch, seed=3):
-    """x [batch, 32] -> Gemm 256 -> Relu -> Gemm 256 -> Relu -> Gemm 10, with a fixed batch
-    (the fit re-batches it)."""
-    rng = np.random.default_rng(seed)
-    dims = [FEATURES, HIDDEN, HIDDEN, CLASSES]
-    inits, nodes, current = [], [], "x"
-    for i in range(3):
-        inits.append(numpy_helper.from_array(
-            (rng.standard_normal((dims[i + 1], dims[i])) / np.sqrt(dims[i])).astype(np.float32),
-            f"fc{i}.weight"))
-        inits.append(numpy_helper.from_array(
-            (rng.standard_normal(dims[i + 1]) * 0.1).astype(np.float32), f"fc{i}.bias"))
-        out = "logits" if i == 2 else f"h{i}"
-        nodes.append(helper.make_node("Gemm", [current, f"fc{i}.weight", f"fc{i}.bias"], [out],
-                                      transB=1, name=f"fc{i}"))
-        if i < 2:
-            nodes.append(helper.make_node("Relu", [out], [f"r{i}"], name=f"relu{i}"))
-            current = f"r{i}"
-    graph = helper.make_graph(
-        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, FEATURES])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, CLASSES])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return str(path)
 
 
 def training(memopt, accumulate=1):
@@ -87,8 +67,14 @@ def test_roomy_limit_takes_the_whole_batch(roomy):
     chosen = chosen_point(fit)
     assert (chosen["micro_batch"], chosen["accumulate"]) == (GLOBAL_BATCH, 1)
     assert chosen["arena_budget_bytes"] == 0 and chosen["recomputations"] == 0
-    # The whole batch, then a bisection over the 8 other divisors of 256: 1 + 4 plans.
-    assert len(fit["points"]) == 5
+    # For each offload choice (none, activations, optimizer, both: all that a host training
+    # step supports), the whole batch, then a bisection over the 8 other divisors of 256:
+    # 1 + 4 plans.
+    assert fit["levers"] == ["precision", "offload"]
+    offloads = ["none", "activations", "optimizer", "activations+optimizer"]
+    assert [point["choices"]["offload"] for point in fit["points"]] == \
+        [value for value in offloads for _ in range(5)]
+    assert chosen["choices"]["offload"] == "none"
     assert fit["limit_bytes"] == 1 << 30 and fit["global_batch"] == GLOBAL_BATCH
     assert "roofline" in fit["time_source"]
     # The plan is the program: what it loaded is what the search counted.
@@ -201,3 +187,75 @@ def test_load_checks_the_device_has_the_memory(memopt, roomy, monkeypatch):
     assert "(1000 bytes) missing" in message
     monkeypatch.setenv("MEMOPT_DEVICE_FREE_BYTES", str(needed))
     assert memopt.load(path).arena_bytes == program.arena_bytes
+
+
+def test_only_optimizer_offload_fits(memopt, roomy, tmp_path):
+    """A limit below every plain configuration's weight region and inputs (AdamW's moments in
+    it; precision and recomputation shrink neither): no configuration without the optimizer's
+    offload fits, the fit chooses one with it, its device weight region is without the f32
+    masters and the state, its predicted time carries the host update, and it trains like the
+    plain program of the same micro-batch, accumulation and precision."""
+    model, _ = roomy
+    plain_fit = memopt.fit(model, 1 << 30, global_batch=GLOBAL_BATCH, train=training(memopt),
+                           precisions=["fp32", "bf16"], offload=["none"],
+                           workdir=tmp_path / "plain-fit").report["fit"]
+    floor = min(point["weight_bytes"] + point["io_bytes"] for point in plain_fit["points"]
+                if point["planned"])
+    limit = floor - 1
+    with pytest.raises(memopt.CompileError, match="no configuration fits"):
+        memopt.fit(model, limit, global_batch=GLOBAL_BATCH, train=training(memopt),
+                   precisions=["fp32", "bf16"], offload=["none", "activations"],
+                   workdir=tmp_path / "none")
+    program = memopt.fit(model, limit, global_batch=GLOBAL_BATCH, train=training(memopt),
+                         precisions=["fp32", "bf16"], workdir=tmp_path / "fit")
+    fit = program.report["fit"]
+    chosen = chosen_point(fit)
+    assert "optimizer" in chosen["choices"]["offload"], chosen
+    assert chosen["fits"] and loaded_bytes(program) <= limit
+    assert not [point for point in fit["points"]
+                if point["fits"] and "optimizer" not in point["choices"]["offload"]]
+    # The device keeps the working parameters only (masters and moments on the host).
+    parameters = sum(4 * (rows * cols + rows) for rows, cols in
+                     ((256, FEATURES), (256, 256), (CLASSES, 256)))
+    assert parameters <= chosen["weight_bytes"] < 2 * parameters
+    assert program.report["host_state_bytes"] >= 3 * parameters
+    # Priced: the CPU update streams gradient, master and two moments (16 bytes a parameter).
+    assert chosen["host_update_seconds"] > 0 and chosen["optimizer_copy_seconds"] > 0
+    assert chosen["host_optimizer_seconds"] >= 0
+    assert chosen["step_seconds"] == pytest.approx(
+        chosen["accumulate"] * (chosen["micro_step_seconds"] - chosen["update_seconds"]) +
+        chosen["update_seconds"])
+
+    micro, accumulate = chosen["micro_batch"], chosen["accumulate"]
+    plain = memopt.compile(make_mlp(tmp_path / "plain.onnx", batch=micro),
+                           precision=chosen["choices"]["precision"],
+                           train=training(memopt, accumulate), workdir=tmp_path / "plain")
+    assert plain.weight_bytes > limit
+    rng = np.random.default_rng(5)
+    batches = [{"x": rng.standard_normal((micro, FEATURES)).astype(np.float32),
+                "labels": rng.integers(0, CLASSES, micro).astype(np.int64)}
+               for _ in range(accumulate)]
+    fitted_losses, plain_losses = [], []
+    for _ in range(3):
+        for batch in batches:
+            fitted_losses.append(program.train_step(batch))
+            plain_losses.append(plain.train_step(batch))
+    assert np.all(np.isfinite(fitted_losses))
+    np.testing.assert_allclose(fitted_losses, plain_losses, rtol=0, atol=1e-6)
+    assert sum(fitted_losses[-accumulate:]) < sum(fitted_losses[:accumulate])
+
+
+def test_fit_offload_choices_printed_and_checked(memopt, roomy, tmp_path):
+    model, _ = roomy
+    with pytest.raises(memopt.InputError, match="offload 'cpu'"):
+        memopt.fit(model, "1GiB", global_batch=8, offload=["cpu"], train=training(memopt))
+    from conftest import _tool
+    import subprocess
+    proc = subprocess.run([str(_tool("memopt-compile")), model, "--train", "--optimizer",
+                           "adamw", "--fit", "1GiB", "--global-batch", "8", "--fit-offload",
+                           "none,optimizer", "--emit", "plan", "-o", str(tmp_path / "p.mlir")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "offload none / optimizer" in proc.stdout
+    assert re.search(r"fp32, offload none, micro-batch 8 x 1  <- chosen", proc.stdout), \
+        proc.stdout

@@ -1,4 +1,4 @@
-"""Activation offload under a byte budget (memopt-compile --memory-budget --offload-activations;
+"""Activation offload under a byte budget (memopt-compile --memory-budget --offload activations;
 docs/offload.md, "Activations").
 
 - The bundled model's training step (batch-statistics BatchNormalization, SGD with momentum)
@@ -8,7 +8,9 @@ docs/offload.md, "Activations").
 - The report (JSON and text) gives the bytes offloaded, the host pool, the copy time and how
   much of it hid.
 - Slow copies lose to recomputation; an impossible budget fails with the same clear message as
-  without offload; --offload-activations without a budget is refused.
+  without offload; --offload activations without a budget, or without --train, is refused;
+  bad --offload values get one message; --offload activations,optimizer runs both offloads
+  in one step.
 """
 
 import json
@@ -62,7 +64,7 @@ def test_offloaded_training_step_equals_the_plain_one(compiler, plain, tmp_path)
     budget = int(arena * 0.8)
     out = str(tmp_path / "offload")
     proc = compile_ok([compiler, zoo.BUNDLED_PATH, "-o", out, "--report", out + ".json",
-                       "--memory-budget", str(budget), "--offload-activations", *TRAIN])
+                       "--memory-budget", str(budget), "--offload", "activations", *TRAIN])
     report = json.load(open(out + ".json"))
     assert report["arena_bytes"] <= budget
     # The same budget by recomputation alone costs at least as much estimated time as the
@@ -103,7 +105,7 @@ def test_slow_copies_lose_to_recomputation(compiler, plain, tmp_path):
     out = str(tmp_path / "slow")
     compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out + ".mlir", "--report",
                 out + ".json", "--quiet", "--memory-budget", str(int(arena * 0.6)),
-                "--offload-activations", "--offload-bandwidth", "0.0001", *TRAIN])
+                "--offload", "activations", "--offload-bandwidth", "0.0001", *TRAIN])
     report = json.load(open(out + ".json"))
     assert report.get("offload", {"values": 0})["values"] == 0, report.get("offload")
     assert report["remat"]["recomputed_ops"] > 0
@@ -112,7 +114,7 @@ def test_slow_copies_lose_to_recomputation(compiler, plain, tmp_path):
 def test_impossible_budget_still_fails_cleanly(compiler, tmp_path):
     out = tmp_path / "out" / "model"
     proc = run([compiler, zoo.BUNDLED_PATH, "-o", out, "--memory-budget", "1KiB",
-                "--offload-activations", *TRAIN])
+                "--offload", "activations", *TRAIN])
     assert proc.returncode != 0
     assert proc.stderr.count("error:") == 1, proc.stderr
     assert "the arena does not fit in the memory budget of 1.00 KiB" in proc.stderr
@@ -120,10 +122,10 @@ def test_impossible_budget_still_fails_cleanly(compiler, tmp_path):
 
 
 def test_offload_needs_a_budget(compiler, tmp_path):
-    proc = run([compiler, zoo.BUNDLED_PATH, "-o", tmp_path / "m", "--offload-activations",
+    proc = run([compiler, zoo.BUNDLED_PATH, "-o", tmp_path / "m", "--offload", "activations",
                 *TRAIN])
     assert proc.returncode != 0
-    assert "offload-activations needs a memory-budget" in proc.stderr, proc.stderr
+    assert "offload activations needs a memory-budget" in proc.stderr, proc.stderr
 
 
 def test_copies_never_cost_a_fit(compiler, tmp_path):
@@ -138,26 +140,68 @@ def test_copies_never_cost_a_fit(compiler, tmp_path):
     out = str(tmp_path / "fits")
     compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out + ".mlir", "--report",
                 out + ".json", "--quiet", "--memory-budget", str(smallest),
-                "--offload-activations", *TRAIN])
+                "--offload", "activations", *TRAIN])
     assert json.load(open(out + ".json"))["arena_bytes"] <= smallest
 
 
 def test_python_api(memopt_package, tmp_path):
-    """memopt.compile(..., offload_activations=True): the same choice from Python; a training
-    step with copies gives the plain step's losses."""
+    """Training(offload="activations") (and the list form): the same choice from Python; a
+    training step with copies gives the plain step's losses."""
     import numpy as np
     memopt = memopt_package
-    options = memopt.Training(loss="cross-entropy", optimizer="sgd", lr=0.05, momentum=0.9)
+    settings = dict(loss="cross-entropy", optimizer="sgd", lr=0.05, momentum=0.9)
+    options = memopt.Training(**settings)
+    offloading = memopt.Training(**settings, offload=["activations"])
     base = memopt.compile(zoo.BUNDLED_PATH, train=options, workdir=tmp_path / "plain")
-    program = memopt.compile(zoo.BUNDLED_PATH, train=options,
+    program = memopt.compile(zoo.BUNDLED_PATH, train=offloading,
                              memory_budget=int(base.arena_bytes * 0.8),
-                             offload_activations=True, offload_bandwidth=40,
-                             workdir=tmp_path / "offload")
+                             offload_bandwidth=40, workdir=tmp_path / "offload")
     assert program.report["offload"]["values"] > 0
     rng = np.random.default_rng(3)
     batch = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32),
              "labels": np.array([7], np.int64)}
     assert [program.train_step(batch) for _ in range(2)] == \
         [base.train_step(batch) for _ in range(2)]
-    with pytest.raises(memopt.Error, match="offload-activations needs a memory-budget"):
-        memopt.compile(zoo.BUNDLED_PATH, train=options, offload_activations=True)
+    with pytest.raises(memopt.Error, match="offload activations needs a memory-budget"):
+        memopt.compile(zoo.BUNDLED_PATH, train=memopt.Training(**settings, offload="activations"))
+    with pytest.raises(memopt.Error, match="offload 'activation' is not none, activations or "
+                                           "optimizer"):
+        memopt.compile(zoo.BUNDLED_PATH, train=memopt.Training(**settings, offload="activation"))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("activations,cpu", "offload 'cpu' is not none, activations or optimizer"),
+    ("none,optimizer", "offload none cannot be listed with activations or optimizer"),
+])
+def test_bad_offload_values(compiler, tmp_path, value, message):
+    proc = run([compiler, zoo.BUNDLED_PATH, "-o", tmp_path / "m", "--memory-budget", "1MiB",
+                "--offload", value, *TRAIN])
+    assert proc.returncode != 0
+    assert proc.stderr.count("error:") == 1 and message in proc.stderr, proc.stderr
+    assert not os.path.exists(tmp_path / "m")
+
+
+def test_offload_activations_needs_training(compiler, tmp_path):
+    proc = run([compiler, zoo.BUNDLED_PATH, "-o", tmp_path / "m", "--memory-budget", "1MiB",
+                "--offload", "activations"])
+    assert proc.returncode != 0
+    assert "offload activations needs train" in proc.stderr, proc.stderr
+
+
+def test_both_offloads_in_one_step(compiler, plain, tmp_path):
+    """--offload activations,optimizer: copies of saved values and the CPU update in one
+    program; two host steps give the plain program's losses and weights bit for bit."""
+    base, arena = plain
+    out = str(tmp_path / "both")
+    compile_ok([compiler, zoo.BUNDLED_PATH, "-o", out, "--report", out + ".json", "--quiet",
+                "--memory-budget", str(int(arena * 0.8)), "--offload", "activations,optimizer",
+                *TRAIN])
+    report = json.load(open(out + ".json"))
+    assert report["offload"]["values"] > 0, report.get("offload")
+    assert report["host_state_bytes"] > 0
+    losses = {}
+    for name, program in (("base", base), ("both", out)):
+        proc = run([program, *inputs(tmp_path), "--steps", "2"])
+        assert proc.returncode == 0, proc.stderr
+        losses[name] = re.findall(r"loss (\S+)", proc.stdout)
+    assert len(losses["base"]) == 2 and losses["base"] == losses["both"]

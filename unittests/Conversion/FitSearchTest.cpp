@@ -4,7 +4,9 @@
 // that the best configuration is known: the chosen one fits and is the
 // fastest of those that fit, the micro-batch search is a bisection, the
 // recomputation walk is pruned by its bound and stops at the first miss,
-// and a limit nothing meets leaves nothing chosen.
+// a limit nothing meets leaves nothing chosen, an offload lever meets a
+// limit that only moving the optimizer state meets, and the host update
+// timeline hides what the backward can hide.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,3 +192,59 @@ TEST(FitSearch, NothingFitsLeavesTheSmallest) {
 }
 
 } // namespace
+
+TEST(FitSearch, OffloadLeverMeetsALimitNothingElseMeets) {
+  // The weights and optimizer state are 1000 bytes; offloading the
+  // optimizer leaves 300 of them on the device at 0.5 ms more a step.
+  // Recomputation cannot shrink the weights, so a limit under 1000 is met
+  // by the offload choice only, and its label names it.
+  ModelPlanner model;
+  model.rematCost = 10; // recomputation never pays
+  FitPlanner planner = [&](const FitPoint &candidate) {
+    FitPoint point = model(candidate);
+    if (candidate.choices[1] == "optimizer") {
+      point.weightBytes = 300;
+      point.microStepSeconds += 5e-4;
+    }
+    return point;
+  };
+  FitLever offload{"offload",
+                   {"none", "optimizer"},
+                   "offload ",
+                   [](CompileOptions &, const std::string &) {}};
+  FitResult result =
+      searchFit({precisionLever({"fp32"}), offload}, 16, 16, 900, planner);
+  expectChosenIsFastestFit(result);
+  const FitPoint &chosen = result.points[*result.chosen];
+  EXPECT_EQ(chosen.choices[1], "optimizer");
+  EXPECT_EQ(chosen.describe(), "fp32, offload optimizer, micro-batch 4 x 4");
+  for (const FitPoint &point : result.points)
+    if (point.choices[1] == "none") {
+      EXPECT_FALSE(point.fits) << point.describe();
+    }
+  // With room for the state, no offload is faster.
+  FitResult roomy =
+      searchFit({precisionLever({"fp32"}), offload}, 16, 16, 1 << 20, planner);
+  EXPECT_EQ(roomy.points[*roomy.chosen].choices[1], "none");
+}
+
+TEST(FitSearch, HostUpdateTimelineHidesUnderTheBackward) {
+  // Two updates, 1 GB/s copies: each gradient (1000 bytes) leaves in 1 us,
+  // which the compute stream waits for; the CPU update (10 us) of the
+  // first runs while the device computes the 20 us before the second.
+  HostUpdateEvent first{0, 1000, 2000, 10e-6};
+  HostUpdateEvent second{20e-6, 1000, 2000, 10e-6};
+  HostTimeline hidden = simulateHostUpdates({first, second}, 30e-6, 1e9);
+  // Device: 1 + 20 + 1 + 30 = 52 us; the last copy back ends at
+  // 22 + 10 + 2 = 34 us, hidden.
+  EXPECT_NEAR(hidden.endSeconds, 52e-6, 1e-12);
+  EXPECT_NEAR(hidden.hostSeconds, 20e-6, 1e-12);
+  EXPECT_NEAR(hidden.copySeconds, 6e-6, 1e-12);
+  // Nothing after the last gradient: its update and copy back are exposed,
+  // and a slow CPU queues the second update behind the first.
+  HostUpdateEvent slow{0, 1000, 2000, 50e-6};
+  HostTimeline exposed = simulateHostUpdates(
+      {slow, HostUpdateEvent{5e-6, 1000, 2000, 50e-6}}, 0, 1e9);
+  // CPU: 1 -> 51, then 51 -> 101; copies back end at 53 and 103 us.
+  EXPECT_NEAR(exposed.endSeconds, 103e-6, 1e-12);
+}

@@ -3,7 +3,7 @@
 //
 // memopt-compile --fit BYTES --global-batch B (and memopt.fit in Python):
 // searches micro-batch x accumulation, the choices of discrete levers
-// (precision today; a new lever such as offload is one more FitLever) and
+// (precision, and offload: none, activations, optimizer or both) and
 // the recomputation budget for the configuration with the highest predicted
 // samples/s whose whole-step device memory (the weight region with the
 // optimizer state, the arena with its workspaces, inputs and outputs outside
@@ -25,6 +25,15 @@
 //  - torch.compile's activation_memory_budget is a fraction of the
 //    activations; here the budget is bytes of the whole step, and the
 //    recomputation budget is derived from it per candidate.
+//  - Offload as a lever: ZeRO-Offload (DeepSpeed) and torchao's CPU offload
+//    optimizer are switches a user turns on by hand, torchtune's activation
+//    offloading too; DeepSpeed's autotuner tries offload only by a trial
+//    run. Here each offload choice is planned like any candidate (the
+//    optimizer's masters and state leave the plan's device weight region)
+//    and priced in the step time: the activation copies by the remat
+//    solver's copy timeline, the host update by a timeline of the
+//    gradients' copies out, the CPU update and the copies back
+//    (estimateHostOptimizerSeconds), so a limit only offload meets is met.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,19 +53,22 @@ namespace mlir::memopt {
 
 /// A discrete choice the search enumerates: its name (as the report prints
 /// it), its values, and how a value changes the compile options. Precision
-/// is one; an offload mode would be another (the search takes the cartesian
-/// product of every lever's values, then searches micro-batch and
-/// recomputation for each combination).
+/// and offload are two (the search takes the cartesian product of every
+/// lever's values, then searches micro-batch and recomputation for each
+/// combination).
 struct FitLever {
   std::string name;
   std::vector<std::string> values;
+  /// Printed before a value in a configuration ("offload " + "optimizer").
+  std::string prefix;
   std::function<void(CompileOptions &, const std::string &)> apply;
 };
 
 /// One configuration the search planned.
 struct FitPoint {
-  /// One value per lever (FitSearch::levers order).
-  std::vector<std::string> choices;
+  /// One value per lever (FitSearch::levers order), and as printed (with
+  /// the lever's prefix; empty: the values).
+  std::vector<std::string> choices, labels;
   int64_t microBatch = 0;
   int64_t accumulate = 1;
   /// The arena budget given to recomputation; 0: none.
@@ -79,6 +91,14 @@ struct FitPoint {
   /// whole on the last micro-batch of a step only, and on the others only
   /// sum the gradient into the accumulator (accumulateSeconds).
   double updateSeconds = 0, accumulateSeconds = 0;
+  /// Of microStepSeconds (last micro-batch of a step), what host memory
+  /// adds: the activation copies the compute stream waits for, and the
+  /// optimizer's host timeline (gradient copies out, CPU update, copies
+  /// back) past the end of the device's work. hostUpdateSeconds is the CPU
+  /// time of the updates, copySeconds that of the optimizer's copies (both
+  /// directions), whether hidden or not.
+  double activationCopySeconds = 0, hostOptimizerSeconds = 0;
+  double hostUpdateSeconds = 0, copySeconds = 0;
   bool fits = false;
   /// On the Pareto front of memory and step time (of the planned points).
   bool pareto = false;
@@ -122,6 +142,32 @@ using FitPlanner = std::function<FitPoint(const FitPoint &candidate)>;
 FitResult searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
                     int64_t samplesPerStep, int64_t limitBytes,
                     const FitPlanner &plan);
+
+/// The optimizer offload's part of a micro-step, on a timeline (Fit.cpp):
+/// the device's work is `deviceSeconds` segments between the offloaded
+/// updates; at each update the compute stream waits for its gradient's
+/// copy out (D2H), the CPU runs the updates one after another, and each
+/// master is copied back (H2D) after its update; the step ends when both
+/// the device and the last copy back are done.
+struct HostUpdateEvent {
+  /// Device seconds since the previous event (or the start).
+  double deviceSecondsBefore = 0;
+  int64_t copyOutBytes = 0, copyBackBytes = 0;
+  double hostSeconds = 0;
+};
+struct HostTimeline {
+  /// The micro-step's end; the CPU update time and the copies' time.
+  double endSeconds = 0, hostSeconds = 0, copySeconds = 0;
+};
+HostTimeline simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
+                                 double deviceSecondsAfter,
+                                 double copyBytesPerSecond);
+
+/// The CPU update's throughput in bytes of host state and gradient a
+/// second (Fit.cpp says where the figure comes from); a measured
+/// "<host update 1 GiB>" entry in the kernel times wins.
+constexpr double kHostUpdateBytesPerSecond = 1.44e9;
+constexpr llvm::StringLiteral kHostUpdateGiBTimeKey = "<host update 1 GiB>";
 
 /// The runtime's device memory outside the program's arena and weight
 /// region, added to every candidate: cuBLASLt / cuDNN handles, the cuDNN

@@ -65,6 +65,10 @@ std::string CompilePipelineOptions::getShard() const {
   return shard.empty() ? std::string("none") : shard.getValue();
 }
 
+bool CompilePipelineOptions::offloads(StringRef what) const {
+  return llvm::is_contained(offload, what);
+}
+
 std::string CompilePipelineOptions::getReduceDtype() const {
   return reduceDtype.empty() ? std::string("f32") : reduceDtype.getValue();
 }
@@ -153,16 +157,28 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               "training step over the ranks)";
     return failure();
   }
-  if (offload != "none" && offload != "optimizer") {
-    message = "offload '" + offload + "' is not none or optimizer";
+  for (const std::string &value : offload)
+    if (value != "none" && value != "activations" && value != "optimizer") {
+      message = "offload '" + value +
+                "' is not none, activations or optimizer (a comma list, e.g. "
+                "--offload activations,optimizer)";
+      return failure();
+    }
+  if (llvm::is_contained(offload, "none") && offload.size() > 1) {
+    message = "offload none cannot be listed with activations or optimizer";
     return failure();
   }
-  if (offload == "optimizer" && !enabled) {
+  if (offloads("activations") && !enabled) {
+    message = "offload activations needs train (it moves the values a "
+              "training step saves for its backward to the host)";
+    return failure();
+  }
+  if (offloads("optimizer") && !enabled) {
     message = "offload optimizer needs train (it moves the optimizer state "
               "of a training step to the host)";
     return failure();
   }
-  if (offload == "optimizer" && dataParallel > 0) {
+  if (offloads("optimizer") && dataParallel > 0) {
     message = "offload optimizer with data-parallel is not supported yet "
               "(each rank would update the whole parameter on its host)";
     return failure();
@@ -183,9 +199,9 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "offload-bandwidth must be positive";
     return failure();
   }
-  if (offloadActivations && memoryBudget == 0) {
-    message = "offload-activations needs a memory-budget (offloads are "
-              "chosen to meet it)";
+  if (offloads("activations") && memoryBudget == 0) {
+    message = "offload activations needs a memory-budget (offloads are "
+              "chosen to meet it; --fit sets one)";
     return failure();
   }
   return success();
@@ -256,7 +272,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   }
   // After autodiff and its canonicalization: the updates and their state
   // exist; the placement is what planning and lowering read.
-  if (options.enabled && options.offload == "optimizer") {
+  if (options.enabled && options.offloads("optimizer")) {
     MemOptOffloadOptimizerOptions offload;
     offload.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptOffloadOptimizer(offload));
@@ -301,7 +317,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.timeLimit = options.rematTimeLimit;
     remat.maxComputations = options.rematMaxComputations;
     remat.kernelTimes = options.rematKernelTimes;
-    remat.offload = options.offloadActivations;
+    remat.offload = options.offloads("activations");
     remat.offloadBandwidth = options.offloadBandwidth;
     remat.outputsInArena = options.outputsInArena;
     pm.addPass(createMemOptRematerialize(remat));

@@ -91,6 +91,8 @@ struct CompilePipelineOptions
   /// shard and reduce-dtype with their defaults ("" is none / f32).
   std::string getShard() const;
   std::string getReduceDtype() const;
+  /// Whether `offload` lists `what` (activations, optimizer).
+  bool offloads(StringRef what) const;
   /// Checks the values the passes do not check themselves (precision,
   /// stop-after, a training option set without `train`); the message
   /// names the option.
