@@ -210,8 +210,8 @@ TEST(FitSearch, OffloadLeverMeetsALimitNothingElseMeets) {
   };
   FitLever offload{"offload",
                    {"none", "optimizer"},
-                   "offload ",
-                   [](CompileOptions &, const std::string &) {}};
+                   [](CompileOptions &, const std::string &) {},
+                   "offload "};
   FitResult result =
       searchFit({precisionLever({"fp32"}), offload}, 16, 16, 900, planner);
   expectChosenIsFastestFit(result);

@@ -59,9 +59,9 @@ namespace mlir::memopt {
 struct FitLever {
   std::string name;
   std::vector<std::string> values;
+  std::function<void(CompileOptions &, const std::string &)> apply;
   /// Printed before a value in a configuration ("offload " + "optimizer").
   std::string prefix;
-  std::function<void(CompileOptions &, const std::string &)> apply;
 };
 
 /// One configuration the search planned.

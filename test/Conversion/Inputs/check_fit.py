@@ -13,6 +13,7 @@ assert chosen["samples_per_second"] == max(p["samples_per_second"] for p in fitt
 assert chosen["micro_batch"] * chosen["accumulate"] == fit["global_batch"]
 # The compiled plan is what the search counted (arena and weight region).
 assert report["arena_bytes"] <= chosen["arena_bytes"] or chosen["arena_budget_bytes"], report
-print("chosen", chosen["choices"]["precision"], chosen["micro_batch"], chosen["accumulate"],
+print("chosen", chosen["choices"]["precision"], "offload",
+      chosen["choices"].get("offload", "-"), chosen["micro_batch"], chosen["accumulate"],
       "fits", "planned", len([p for p in fit["points"] if p["planned"]]), "of",
       len(fit["points"]), "pareto", len([p for p in fit["points"] if p["pareto"]]))
