@@ -26,8 +26,8 @@ import gen_cli_doc  # noqa: E402
 # Options memopt.compile sets itself: where the program goes (workdir), what it is (a library
 # it loads), the report it reads back and --quiet (verbose=False).
 SET_BY_COMPILE = {"o", "emit", "report", "quiet"}
-# memopt.fit's arguments (docs/fit.md): memory, global_batch and precisions set them.
-SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions"}
+# memopt.fit's arguments (docs/fit.md): memory, global_batch, precisions and offload set them.
+SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions", "fit-offload"}
 
 
 @pytest.fixture(scope="module")

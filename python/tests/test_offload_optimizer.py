@@ -115,7 +115,10 @@ def test_report_moves_the_state_to_the_host(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--offload", "optimizer"], "offload optimizer needs train"),
-    (["--train", "--offload", "activations"], "offload 'activations' is not none or optimizer"),
+    (["--train", "--offload", "host"],
+     "offload 'host' is not none, activations or optimizer"),
+    (["--train", "--offload", "optimizer,none"],
+     "offload none cannot be listed with activations or optimizer"),
     (["--train", "--offload", "optimizer", "--precision", "fp16", "--accumulate", "2"],
      "dynamic loss scaling and --accumulate is not supported"),
     (["--train", "--offload", "optimizer", "--data-parallel", "2"],
