@@ -21,6 +21,7 @@
 #include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "memopt/Import/OnnxImporter.h"
+#include "memopt/Remat/Offload.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -335,18 +336,21 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
 
 HostTimeline mlir::memopt::simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
                                                double deviceSecondsAfter,
-                                               double copyBytesPerSecond) {
+                                               double copyBytesPerSecond,
+                                               double copyLatencySeconds) {
   HostTimeline timeline;
   double device = 0, cpuFree = 0, copyBackFree = 0;
   for (const HostUpdateEvent &event : events) {
     device += event.deviceSecondsBefore;
     // The compute stream waits for the gradient's copy out: the arena
     // bytes it leaves may be reused by the next op (docs/offload.md).
-    double copyOut = double(event.copyOutBytes) / copyBytesPerSecond;
+    double copyOut =
+        copyLatencySeconds + double(event.copyOutBytes) / copyBytesPerSecond;
     device += copyOut;
     // One dispatcher thread runs the updates in order, each on every core.
     cpuFree = std::max(cpuFree, device) + event.hostSeconds;
-    double copyBack = double(event.copyBackBytes) / copyBytesPerSecond;
+    double copyBack =
+        copyLatencySeconds + double(event.copyBackBytes) / copyBytesPerSecond;
     copyBackFree = std::max(copyBackFree, cpuFree) + copyBack;
     timeline.hostSeconds += event.hostSeconds;
     timeline.copySeconds += copyOut + copyBack;
@@ -550,14 +554,34 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
     }
   if (lastEvents.empty())
     return;
+  // Under dynamic loss scaling every update waits for the overflow check
+  // after the last gradient (docs/offload.md): the copies and the CPU
+  // updates start there, and nothing of them hides under the backward.
+  bool lossScaled = false;
+  for (Operation &op : function.getBody().front().without_terminator())
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+      lossScaled |= sgd.getMaster() && sgd.getFoundInf();
+    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      lossScaled |= adamw.getMaster() && adamw.getFoundInf();
+  if (lossScaled)
+    for (auto *events : {&lastEvents, &otherEvents}) {
+      double before = 0;
+      for (HostUpdateEvent &event : *events) {
+        before += event.deviceSecondsBefore;
+        event.deviceSecondsBefore = 0;
+      }
+      events->front().deviceSecondsBefore = before;
+    }
   // Every micro-batch of an offloaded step copies its gradients out and
   // the masters back; the CPU updates whole on the last one only, and on
   // the others sums into the host accumulators.
   double device = point.microStepSeconds;
-  HostTimeline last =
-      simulateHostUpdates(lastEvents, deviceSince, rates.copyBytesPerSecond);
-  HostTimeline other =
-      simulateHostUpdates(otherEvents, deviceSince, rates.copyBytesPerSecond);
+  // A copy's fixed cost is the remat solver's (memopt/Remat/Offload.h).
+  double latency = ::memopt::remat::OffloadProblem().latencySeconds;
+  HostTimeline last = simulateHostUpdates(lastEvents, deviceSince,
+                                          rates.copyBytesPerSecond, latency);
+  HostTimeline other = simulateHostUpdates(otherEvents, deviceSince,
+                                           rates.copyBytesPerSecond, latency);
   point.hostOptimizerSeconds = last.endSeconds - device;
   point.hostUpdateSeconds = last.hostSeconds;
   point.copySeconds = last.copySeconds;

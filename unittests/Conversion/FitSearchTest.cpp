@@ -234,7 +234,7 @@ TEST(FitSearch, HostUpdateTimelineHidesUnderTheBackward) {
   // first runs while the device computes the 20 us before the second.
   HostUpdateEvent first{0, 1000, 2000, 10e-6};
   HostUpdateEvent second{20e-6, 1000, 2000, 10e-6};
-  HostTimeline hidden = simulateHostUpdates({first, second}, 30e-6, 1e9);
+  HostTimeline hidden = simulateHostUpdates({first, second}, 30e-6, 1e9, 0);
   // Device: 1 + 20 + 1 + 30 = 52 us; the last copy back ends at
   // 22 + 10 + 2 = 34 us, hidden.
   EXPECT_NEAR(hidden.endSeconds, 52e-6, 1e-12);
@@ -244,7 +244,12 @@ TEST(FitSearch, HostUpdateTimelineHidesUnderTheBackward) {
   // and a slow CPU queues the second update behind the first.
   HostUpdateEvent slow{0, 1000, 2000, 50e-6};
   HostTimeline exposed = simulateHostUpdates(
-      {slow, HostUpdateEvent{5e-6, 1000, 2000, 50e-6}}, 0, 1e9);
+      {slow, HostUpdateEvent{5e-6, 1000, 2000, 50e-6}}, 0, 1e9, 0);
   // CPU: 1 -> 51, then 51 -> 101; copies back end at 53 and 103 us.
   EXPECT_NEAR(exposed.endSeconds, 103e-6, 1e-12);
+  // 2 us a copy: each copy out stalls the device 2 us more (56 us in all),
+  // each copy back takes 2 us more (hidden still).
+  HostTimeline latent = simulateHostUpdates({first, second}, 30e-6, 1e9, 2e-6);
+  EXPECT_NEAR(latent.endSeconds, 56e-6, 1e-12);
+  EXPECT_NEAR(latent.copySeconds, 14e-6, 1e-12);
 }

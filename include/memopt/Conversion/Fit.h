@@ -148,7 +148,9 @@ FitResult searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
 /// updates; at each update the compute stream waits for its gradient's
 /// copy out (D2H), the CPU runs the updates one after another, and each
 /// master is copied back (H2D) after its update; the step ends when both
-/// the device and the last copy back are done.
+/// the device and the last copy back are done. A copy takes
+/// `copyLatencySeconds` plus its bytes at `copyBytesPerSecond` (the remat
+/// solver's copy model, memopt/Remat/Offload.h).
 struct HostUpdateEvent {
   /// Device seconds since the previous event (or the start).
   double deviceSecondsBefore = 0;
@@ -161,7 +163,8 @@ struct HostTimeline {
 };
 HostTimeline simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
                                  double deviceSecondsAfter,
-                                 double copyBytesPerSecond);
+                                 double copyBytesPerSecond,
+                                 double copyLatencySeconds);
 
 /// The CPU update's throughput in bytes of host state and gradient a
 /// second (Fit.cpp says where the figure comes from); a measured
