@@ -160,8 +160,14 @@ def test_python_api(memopt_package, tmp_path):
     rng = np.random.default_rng(3)
     batch = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32),
              "labels": np.array([7], np.int64)}
-    assert [program.train_step(batch) for _ in range(2)] == \
-        [base.train_step(batch) for _ in range(2)]
+    expected = [base.train_step(batch) for _ in range(2)]
+    assert [program.train_step(batch) for _ in range(2)] == expected
+    # The comma list, as the command line spells it: both offloads in one program.
+    both = memopt.compile(zoo.BUNDLED_PATH, memory_budget=int(base.arena_bytes * 0.8),
+                          train=memopt.Training(**settings, offload="activations,optimizer"),
+                          workdir=tmp_path / "both")
+    assert both.report["offload"]["values"] > 0 and both.report["host_state_bytes"] > 0
+    assert [both.train_step(batch) for _ in range(2)] == expected
     with pytest.raises(memopt.Error, match="offload activations needs a memory-budget"):
         memopt.compile(zoo.BUNDLED_PATH, train=memopt.Training(**settings, offload="activations"))
     with pytest.raises(memopt.Error, match="offload 'activation' is not none, activations or "
