@@ -16,10 +16,13 @@
 
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from conftest import _tool
 
 # One generator for this suite and the lit tests (test/Conversion/fit.test).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
@@ -250,8 +253,6 @@ def test_fit_offload_choices_printed_and_checked(memopt, roomy, tmp_path):
     model, _ = roomy
     with pytest.raises(memopt.InputError, match="offload 'cpu'"):
         memopt.fit(model, "1GiB", global_batch=8, offload=["cpu"], train=training(memopt))
-    from conftest import _tool
-    import subprocess
     proc = subprocess.run([str(_tool("memopt-compile")), model, "--train", "--optimizer",
                            "adamw", "--fit", "1GiB", "--global-batch", "8", "--fit-offload",
                            "none,optimizer", "--emit", "plan", "-o", str(tmp_path / "p.mlir")],
