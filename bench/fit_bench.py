@@ -260,8 +260,8 @@ def cmd_prepare(args):
                 continue
             out = os.path.join(work, "programs", key)
             os.makedirs(os.path.dirname(out), exist_ok=True)
-            # Plain --fit first: with offload as a --fit lever (branch offload-lever) it picks
-            # offload itself; --offload optimizer where it finds nothing without.
+            # Plain --fit first: offload is one of its levers, so it picks offload itself;
+            # the explicit --offload optimizer is a fallback kept for older compilers.
             entry = compile_one(compile_command(args.compile, graph, name, spec, budget, out,
                                                 False), out, args.timeout_s)
             if "error" in entry and spec.get("offload"):
