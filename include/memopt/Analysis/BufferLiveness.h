@@ -37,6 +37,11 @@ inline constexpr llvm::StringLiteral kRecomputedAttrName = "memopt.recomputed";
 /// `initial_peak` and `peak` (bytes in the solver's model), `recomputations`;
 /// memopt-compile adds `memory_budget` and `unconstrained_arena` (bytes).
 inline constexpr llvm::StringLiteral kRematAttrName = "memopt.remat";
+/// Set by memopt-rematerialize when a memory budget is met only without
+/// gradient buckets: memopt-bucket-collectives leaves the function's
+/// collectives synchronous.
+inline constexpr llvm::StringLiteral kSynchronousCollectivesAttrName =
+    "memopt.synchronous_collectives";
 
 /// Where a storage's bytes live.
 enum class StorageKind {

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
@@ -232,7 +233,8 @@ void BucketCollectivesPass::placeBucket(SmallVectorImpl<Operation *> &order,
 
 void BucketCollectivesPass::runOnOperation() {
   func::FuncOp function = getOperation();
-  if (function.isExternal() || !function->hasAttr("memopt.data_parallel"))
+  if (function.isExternal() || !function->hasAttr("memopt.data_parallel") ||
+      function->hasAttr(kSynchronousCollectivesAttrName))
     return;
   if (bucketMib < 0 || firstBucketMib < 0) {
     function.emitError("bucket sizes must be at least 0 MiB, got ")

@@ -320,6 +320,8 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.offload = options.offloads("activations");
     remat.offloadBandwidth = options.offloadBandwidth;
     remat.outputsInArena = options.outputsInArena;
+    if (options.enabled && options.dataParallel > 0)
+      remat.bucketMib = options.bucketMib;
     pm.addPass(createMemOptRematerialize(remat));
     pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
   }

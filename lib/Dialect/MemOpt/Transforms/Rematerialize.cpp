@@ -589,9 +589,20 @@ struct MemOptRematerializePass
     search.arenaBudget = arenaBudget;
     search.remat = options;
     search.maxProbes = maxProbes;
+    double buckets = bucketMib;
     auto plan = [&](ModuleOp candidate, bool thorough) {
       PassManager pm(&getContext());
       pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
+      // Data parallel: a bucket keeps its gradients and reduced values
+      // alive until its wait, so a candidate is planned with the buckets
+      // the compile pipeline will add (or a met budget would break there).
+      if (buckets > 0) {
+        MemOptBucketCollectivesOptions bucketOptions;
+        bucketOptions.bucketMib = buckets;
+        bucketOptions.firstBucketMib = std::min<double>(1.0, buckets);
+        pm.addNestedPass<func::FuncOp>(
+            createMemOptBucketCollectives(bucketOptions));
+      }
       pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
       MemOptPlanMemoryOptions planOptions;
       planOptions.outputsInArena = outputsInArena;
@@ -606,6 +617,28 @@ struct MemOptRematerializePass
         rematerializeToArenaBudget(module, search, plan);
     if (failed(result))
       return failure();
+    // The budget is a limit, overlap a preference: when the buckets' in-
+    // flight gradients keep the arena above the budget, the collectives run
+    // synchronously (each frees its buffers at once, as --bucket-mib 0), and
+    // memopt-bucket-collectives leaves the function alone.
+    bool synchronous = false;
+    if (!result->fits && buckets > 0) {
+      std::string bucketed = result->message;
+      buckets = 0;
+      FailureOr<ArenaBudgetResult> unbucketed =
+          rematerializeToArenaBudget(module, search, plan);
+      if (failed(unbucketed))
+        return failure();
+      if (unbucketed->fits) {
+        result = std::move(unbucketed);
+        synchronous = true;
+        result->log.push_back(
+            llvm::formatv("the budget is met with synchronous collectives: "
+                          "with {0} MiB gradient buckets {1}",
+                          llvm::format("%g", double(bucketMib)), bucketed)
+                .str());
+      }
+    }
     if (report)
       for (const std::string &line : result->log)
         llvm::outs() << "memopt-rematerialize: " << line << "\n";
@@ -620,6 +653,9 @@ struct MemOptRematerializePass
     for (auto function : module.getOps<func::FuncOp>()) {
       if (function.isExternal())
         continue;
+      if (synchronous)
+        function->setAttr(kSynchronousCollectivesAttrName,
+                          builder.getUnitAttr());
       NamedAttrList entries(
           function->getAttrOfType<DictionaryAttr>(kRematAttrName));
       entries.set("memory_budget", builder.getI64IntegerAttr(arenaBudget));

@@ -320,6 +320,10 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
            "Copy bandwidth per direction, GB/s (PCIe 5, pinned)">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "JSON file of measured kernel times {\"NODE\": seconds}">,
+    Option<"bucketMib", "bucket-mib", "double", /*default=*/"0",
+           "arena-budget: plan each candidate with the data-parallel "
+           "gradient buckets of this size (memopt-bucket-collectives), as "
+           "memopt-compile's pipeline plans the chosen one; 0: none">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the ops recomputed, the FLOPs and time added and the peaks">,
   ];
