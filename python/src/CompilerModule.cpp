@@ -78,7 +78,6 @@ NB_MODULE(_compiler, m) {
   nb::class_<CompileOptions> compile(
       m, "CompileOptions", "memopt-compile's options (CompileOptions.def).");
   compile.def(nb::init<>())
-      .def_rw("report_svg_path", &CompileOptions::reportSvgPath)
       .def_rw("runtime_dir", &CompileOptions::runtimeDir)
       .def_rw("training", &CompileOptions::training);
 #define MEMOPT_OPTION(STRUCT, FIELD, TYPE, DEFAULT, KIND, FLAG, PIPELINE,      \

@@ -24,8 +24,9 @@ sys.path.insert(0, os.path.join(REPO, "python", "tools"))
 import gen_cli_doc  # noqa: E402
 
 # Options memopt.compile sets itself: where the program goes (workdir), what it is (a library
-# it loads), the report it reads back and --quiet (verbose=False).
-SET_BY_COMPILE = {"o", "emit", "report", "quiet"}
+# it loads), the report and its timeline it writes next to the program (PREFIX.timeline.svg)
+# and --quiet (verbose=False).
+SET_BY_COMPILE = {"o", "emit", "report", "report-svg", "quiet"}
 # memopt.fit's arguments (docs/fit.md): memory, global_batch, precisions and offload set them.
 SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions", "fit-offload"}
 

@@ -86,8 +86,6 @@ struct CompileOptions {
   TrainingOptions training;
 
   // Set by the callers, not options of the table.
-  /// The memory report's timeline (SVG), written next to the JSON one.
-  std::string reportSvgPath;
   /// Where the runtime the program links lives: a folder with include/
   /// (memopt/Runtime/*.h) and lib/ (libmemopt_runtime_*.a), as the Python
   /// package installs it. Empty: the source and build trees this driver was
