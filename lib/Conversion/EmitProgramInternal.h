@@ -1,4 +1,4 @@
-//===- EmitProgramInternal.h - the program emitter's shared state ---------===//
+//===- EmitProgramInternal.h - the emitter's shared state -------*- C++ -*-===//
 //
 // Internal to lib/Conversion: the `ProgramEmitter` class (the emitter's
 // state: TensorRef names, pointers, tables, the output stream) and the small
