@@ -269,7 +269,7 @@ def nccl_library():
     return None
 
 
-def build_programs(carry, work, keys, summary, say):
+def build_programs(carry, work, keys, summary, say, deadline=None):
     """Every program: nvcc -c on the device, linked with the carry's runtime libraries (built
     on the development machine, which has cuDNN's and cudnn-frontend's headers) against
     cuBLASLt and cuDNN from PyTorch's wheels. Returns ({key: executable}, {key: error})."""
@@ -314,7 +314,8 @@ def build_programs(carry, work, keys, summary, say):
             say(f"build {key}: FAILED\n{(text or '')[-1500:]}")
 
     begin = time.time()
-    gpu_bench.run_parallel(jobs, os.cpu_count() or 8, time.time() + 900, done, say)
+    gpu_bench.run_parallel(jobs, os.cpu_count() or 8,
+                           deadline if deadline else time.time() + 900, done, say)
     say(f"{len(jobs)} programs built in {time.time() - begin:.0f} s, {len(failed)} failed")
     return {k: v for k, v in exes.items() if os.path.exists(v)}, failed
 

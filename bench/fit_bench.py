@@ -432,7 +432,8 @@ def cmd_device(args):
             results["memopt"][key] = {"no_fit": entry["error"][-600:]}
     if not args.skip_memopt:
         try:
-            exes, failed = data_parallel_bench.build_programs(carry, work, keys, summary, say)
+            exes, failed = data_parallel_bench.build_programs(carry, work, keys, summary, say,
+                                                                 deadline - 90)
         except Exception as error:  # noqa: BLE001 - recorded; PyTorch still runs
             exes, failed = {}, {k: f"build: {error}" for k in keys}
         for key, text in failed.items():

@@ -513,29 +513,36 @@ def run_parallel(jobs, limit, deadline, on_done, say, env=None):
     """Runs (key, command) pairs, `limit` at a time, until `deadline` (time.time()); calls
     on_done(key, returncode, output, seconds), with returncode None for a job killed at the
     deadline or never started. `env`: the children's environment (default: ours)."""
+    # Each child writes to its own temporary file, read when it ends: a pipe read only at the
+    # end blocks a child whose output passes the pipe's 64 KiB (nvcc's warnings on a large
+    # generated program did, and the fit suite's first device builds never finished).
     pending, running = list(jobs), []
     while pending or running:
         while pending and len(running) < limit and time.time() < deadline:
             key, command = pending.pop(0)
-            running.append((key, subprocess.Popen(command, stdout=subprocess.PIPE,
-                                                  stderr=subprocess.STDOUT, text=True,
-                                                  env=env),
-                            time.time()))
+            log = tempfile.TemporaryFile(mode="w+")
+            running.append((key, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                  text=True, env=env),
+                            time.time(), log))
         if not running:
             break
         time.sleep(0.2)
         for item in list(running):
-            key, proc, started = item
+            key, proc, started, log = item
             if proc.poll() is None and time.time() < deadline:
                 continue
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
                 running.remove(item)
+                log.close()
                 on_done(key, None, "killed at the deadline", time.time() - started)
                 continue
             running.remove(item)
-            on_done(key, proc.returncode, proc.stdout.read(), time.time() - started)
+            log.seek(0)
+            output = log.read()
+            log.close()
+            on_done(key, proc.returncode, output, time.time() - started)
     for key, _ in pending:
         on_done(key, None, "not started before the deadline", 0.0)
 
