@@ -313,7 +313,7 @@ def cmd_prepare(args):
 # device (GPU machine)
 
 
-def run_program(key, exe, spec, work, env, timeout):
+def run_program(key, exe, spec, work, env, timeout, profile_dir=None):
     from train_bench.device import parse_bench, run_streamed
     import numpy as np
 
@@ -335,6 +335,14 @@ def run_program(key, exe, spec, work, env, timeout):
         entry["samples_per_s"] = spec["global_batch"] / (entry["median_ms"] / 1000)
     if code != 0:
         entry["error"] = text[-2500:]
+    elif profile_dir:
+        # A second run, every op timed (CUDA runs eagerly then): the top of the table and the
+        # times JSON (with "<copy 1 GiB>" / "<host update 1 GiB>" when the program offloads),
+        # which --remat-kernel-times reads.
+        times = os.path.join(profile_dir, key + ".times.json")
+        code, text, _ = run_streamed(command[:-4] + ["--steps", "2", "--profile",
+                                                     "--profile-times", times], timeout, env)
+        entry["profile"] = {"exit": code, "table": text[-6000:]}
     return entry
 
 
@@ -430,12 +438,29 @@ def cmd_device(args):
         entry = summary["programs"].get(key, {"error": "not prepared"})
         if "error" in entry:
             results["memopt"][key] = {"no_fit": entry["error"][-600:]}
+    if args.programs:
+        keys = [k for k in keys if k in args.programs]
     if not args.skip_memopt:
+        # Executables built here carried as carry/exe/KEY.xz (nvcc on a 1.7 MB generated
+        # program can take minutes on the device) are used as they are; the rest are built.
+        prebuilt = {}
+        for key in keys:
+            base = summary["programs"].get(key, {}).get("same_program_as") or key
+            packed = os.path.join(carry, "exe", base + ".xz")
+            if os.path.exists(packed):
+                exe = os.path.join(work, "bin", base)
+                os.makedirs(os.path.dirname(exe), exist_ok=True)
+                with lzma.open(packed) as source, open(exe, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                os.chmod(exe, 0o755)
+                prebuilt[key] = exe
+        say(f"carried executables: {sorted(prebuilt) or 'none'}")
         try:
-            exes, failed = data_parallel_bench.build_programs(carry, work, keys, summary, say,
-                                                                 deadline - 90)
+            exes, failed = data_parallel_bench.build_programs(
+                carry, work, [k for k in keys if k not in prebuilt], summary, say, deadline - 90)
         except Exception as error:  # noqa: BLE001 - recorded; PyTorch still runs
-            exes, failed = {}, {k: f"build: {error}" for k in keys}
+            exes, failed = {}, {k: f"build: {error}" for k in keys if k not in prebuilt}
+        exes.update(prebuilt)
         for key, text in failed.items():
             results["memopt"][key] = {"build_error": text[-1500:]}
         save()
@@ -453,7 +478,8 @@ def cmd_device(args):
                 continue
             try:
                 entry = run_program(key, exes[key], MODELS[model], work, env,
-                                    min(args.run_timeout_s, deadline - time.time() - 30))
+                                    min(args.run_timeout_s, deadline - time.time() - 30),
+                                    out if args.profile else None)
             except Exception as error:  # noqa: BLE001
                 entry = {"error": f"{type(error).__name__}: {error}"}
             results["memopt"][key] = entry
@@ -750,6 +776,9 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=90)
     p.add_argument("--skip-memopt", action="store_true")
     p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--programs", nargs="*", help="only these memopt programs (KEY: model.NGiB)")
+    p.add_argument("--profile", action="store_true", help="after each memopt run, one more "
+                   "with --profile (its table in device.json) and --profile-times OUT/KEY.times.json")
     p = sub.add_parser("torch-search")
     p.add_argument("--model", required=True, choices=list(MODELS))
     p.add_argument("--out", required=True)

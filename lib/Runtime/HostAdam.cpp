@@ -14,6 +14,7 @@
 #include "Internal.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -174,13 +175,37 @@ void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
   updateRange(update, plan, begin, end);
 }
 
-std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool) {
+int64_t getHostUpdateStreamedBytes(const HostUpdate &update,
+                                   const HostUpdatePlan &plan) {
+  if (!plan.accumulate && !plan.apply)
+    return 0;
+  int64_t gradBytes = update.gradType == DType::F32 ? 4 : 2;
+  int64_t perElement = gradBytes;
+  if (update.accumulator)
+    perElement += 4;
+  if (plan.apply)
+    for (const float *operand :
+         {static_cast<const float *>(update.master),
+          static_cast<const float *>(update.momentumBuffer),
+          static_cast<const float *>(update.expAvg),
+          static_cast<const float *>(update.expAvgSq)})
+      if (operand)
+        perElement += 4;
+  return perElement * update.elements;
+}
+
+std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool,
+                          int64_t *streamedBytes) {
+  if (streamedBytes)
+    *streamedBytes = 0;
   HostUpdatePlan plan;
   std::string error = planHostUpdate(update, plan);
   if (!error.empty())
     return error;
   if (!plan.accumulate && !plan.apply)
     return "";
+  if (streamedBytes)
+    *streamedBytes = getHostUpdateStreamedBytes(update, plan);
   // 16 Ki elements a chunk: 64 KiB of each f32 stream, enough to hide the
   // hand-out and small enough to balance a few-MiB tensor over the cores.
   pool.parallelFor(update.elements, int64_t(1) << 14,
@@ -319,6 +344,27 @@ std::string OffloadEngine::takeError(std::string &node) {
   return error;
 }
 
+double OffloadEngine::measuredSecondsPerGiB() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (updateBytes_ <= 0)
+    return 0;
+  return updateSeconds_ * double(int64_t(1) << 30) / double(updateBytes_);
+}
+
+void appendHostUpdateTime(OffloadEngine *engine, OpTimes &times) {
+  if (!engine)
+    return;
+  double seconds = engine->measuredSecondsPerGiB();
+  if (seconds <= 0)
+    return;
+  OpTimes::Entry entry;
+  entry.node = "<host update 1 GiB>";
+  entry.kind = "host update";
+  entry.calls = 1;
+  entry.ms = seconds * 1000.0 * double(std::max<int64_t>(1, times.runs));
+  times.ops.push_back(entry);
+}
+
 void OffloadEngine::dispatch() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -328,8 +374,16 @@ void OffloadEngine::dispatch() {
     auto [ticket, update] = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    std::string error = runHostUpdate(update, pool_);
+    int64_t streamed = 0;
+    auto begin = std::chrono::steady_clock::now();
+    std::string error = runHostUpdate(update, pool_, &streamed);
+    std::chrono::duration<double> seconds =
+        std::chrono::steady_clock::now() - begin;
     lock.lock();
+    if (streamed > 0) {
+      updateSeconds_ += seconds.count();
+      updateBytes_ += streamed;
+    }
     if (!error.empty() && error_.empty()) {
       error_ = error;
       errorNode_ = update.node ? update.node : "";

@@ -113,12 +113,25 @@ private:
   bool stop_ = false;
 };
 
+/// Bytes the CPU streams for one update under `plan`, in the unit of the
+/// fit search's host-update rate (include/memopt/Conversion/Fit.h,
+/// hostUpdateEvent): the gradient and every host-placed f32 operand
+/// (master, moments or momentum, accumulator) once when it applies; the
+/// gradient and the accumulator on a micro-step that only accumulates.
+int64_t getHostUpdateStreamedBytes(const HostUpdate &update,
+                                   const HostUpdatePlan &plan);
+
 /// Runs one update on the pool (plan, then the element loops in parallel).
-std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool);
+/// `streamedBytes`, when given, receives getHostUpdateStreamedBytes (0 when
+/// the update did nothing this micro-step).
+std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool,
+                          int64_t *streamedBytes = nullptr);
 
 /// The updates of a step, run one after another on a dispatcher thread
 /// (each over the whole pool) in the order they were submitted, so the CPU
 /// update of one bucket runs while the device computes the next gradients.
+struct OpTimes;
+
 class OffloadEngine {
 public:
   OffloadEngine();
@@ -133,6 +146,10 @@ public:
   void waitAll();
   /// The first error of an update and its node (cleared), or "".
   std::string takeError(std::string &node);
+  /// Seconds the CPU took per GiB streamed, over every update run so far
+  /// (0: none streamed). --profile-times writes it as "<host update 1 GiB>",
+  /// the entry the fit search reads instead of its constant.
+  double measuredSecondsPerGiB();
 
   uint8_t *hostState = nullptr;
   size_t hostStateBytes = 0;
@@ -147,6 +164,8 @@ private:
   std::condition_variable wake_, done_;
   std::deque<std::pair<uint64_t, HostUpdate>> queue_;
   uint64_t submitted_ = 0, completed_ = 0;
+  double updateSeconds_ = 0;
+  int64_t updateBytes_ = 0;
   std::string error_, errorNode_;
   bool stop_ = false;
   /// Last: it starts in the constructor, after every member it uses.
@@ -174,6 +193,11 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
 OffloadEngine &offloadEngine(Context &ctx);
 /// Deletes an engine (waits for its updates first); null does nothing.
 void destroyOffloadEngine(OffloadEngine *engine);
+
+/// Adds the engine's measured "<host update 1 GiB>" entry to `times`
+/// (nothing when `engine` is null or streamed nothing); the entry's
+/// milliseconds are per run times the runs, like the ops'.
+void appendHostUpdateTime(OffloadEngine *engine, OpTimes &times);
 
 } // namespace memopt::rt
 

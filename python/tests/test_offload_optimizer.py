@@ -130,3 +130,25 @@ def test_bad_offload_flags(tmp_path, args, message):
                  check=False)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_profile_times_measure_the_host_update(tmp_path):
+    """--profile-times of an offloading program writes "<host update 1 GiB>": the CPU's
+    seconds per GiB of state and gradient streamed, the entry --fit reads instead of its
+    8 GB/s constant (include/memopt/Conversion/Fit.h). A plain program writes none."""
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=256, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", "adamw", "--lr", "0.01"]
+    entries = {}
+    for tag, extra in (("plain", []), ("offload", ["--offload", "optimizer"])):
+        out = compile_train(model, tmp_path / tag, *common, *extra)
+        times = tmp_path / f"{tag}.times.json"
+        run([out, "--input", f"x={x}", "--input", f"labels={y}", "--steps", "3",
+             "--profile-times", times])
+        entries[tag] = json.loads(times.read_text())
+    assert "<host update 1 GiB>" not in entries["plain"]
+    seconds = entries["offload"]["<host update 1 GiB>"]
+    # Any CPU streams 1 GiB in more than 1 ms and (unless badly overloaded) under a minute;
+    # the op entries are seconds per run too.
+    assert 1e-3 < seconds < 60, seconds
+    assert "<copy 1 GiB>" not in entries["offload"]  # no device copies on the host backend

@@ -231,6 +231,38 @@ TEST(HostAdamTest, EngineRunsInOrderAndReportsErrors) {
   EXPECT_EQ(engine.takeError(node), "");
 }
 
+TEST(HostAdamTest, EngineMeasuresStreamedBytes) {
+  // AdamW in place (master = param): gradient, master and two moments, 4
+  // bytes each, per element; a bf16 gradient streams 2 bytes.
+  const size_t n = 1024;
+  std::vector<float> p(n, 1.0f), m(n, 0.0f), v(n, 0.0f), g(n, 0.5f);
+  float scalars[16] = {};
+  scalars[kStagingLr] = 0.1f;
+  scalars[kStagingStep] = 1.0f;
+  HostUpdate update = adamwUpdateOf(p, m, v, g.data(), DType::F32, scalars);
+  HostUpdatePlan plan;
+  ASSERT_EQ(planHostUpdate(update, plan), "");
+  EXPECT_EQ(getHostUpdateStreamedBytes(update, plan), int64_t(16 * n));
+  update.gradType = DType::BF16;
+  EXPECT_EQ(getHostUpdateStreamedBytes(update, plan), int64_t(14 * n));
+  update.gradType = DType::F32;
+
+  OffloadEngine engine;
+  EXPECT_EQ(engine.measuredSecondsPerGiB(), 0.0); // nothing streamed yet
+  OpTimes empty;
+  appendHostUpdateTime(&engine, empty);
+  EXPECT_TRUE(empty.ops.empty());
+  engine.waitFor(engine.submit(update));
+  double seconds = engine.measuredSecondsPerGiB();
+  EXPECT_GT(seconds, 0.0);
+  OpTimes times;
+  times.runs = 3;
+  appendHostUpdateTime(&engine, times);
+  ASSERT_EQ(times.ops.size(), 1u);
+  EXPECT_EQ(times.ops[0].node, "<host update 1 GiB>");
+  EXPECT_DOUBLE_EQ(times.ops[0].ms, seconds * 1000.0 * 3);
+}
+
 TEST(HostAdamTest, HostBackendOffloadedCallWritesTheParameter) {
   Context *ctx = createContext();
   const size_t n = 3000;

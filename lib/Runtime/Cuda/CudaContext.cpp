@@ -338,6 +338,8 @@ void writeProfileTimes(Context &ctx, FILE *out) {
     copy.ms = seconds * 1000.0 * double(std::max<int64_t>(1, times.runs));
     times.ops.push_back(copy);
   }
+  // --offload optimizer measures its CPU updates (the fit's host rate).
+  appendHostUpdateTime(ctx.optimizerOffload, times);
   writeOpTimes(times, out);
 }
 

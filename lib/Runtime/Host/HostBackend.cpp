@@ -136,7 +136,10 @@ void printProfile(Context &ctx, FILE *out, int top) {
 // One engine (the reference loops): nothing to report.
 const char *attentionEngineReport(Context &) { return ""; }
 void writeProfileTimes(Context &ctx, FILE *out) {
-  writeOpTimes(ctx.opTimes, out);
+  // --offload optimizer measures its updates (the fit's host rate).
+  OpTimes times = ctx.opTimes;
+  appendHostUpdateTime(ctx.offload, times);
+  writeOpTimes(times, out);
 }
 void timerStart(Context &ctx) {
   ctx.timerStart = std::chrono::steady_clock::now();
