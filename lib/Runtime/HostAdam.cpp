@@ -447,6 +447,46 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
   return true;
 }
 
+bool describeOffloadedSgd(Context &ctx, const char *node, void *staging,
+                          float momentum, float weightDecay,
+                          const TensorRef &param, const TensorRef &grad,
+                          const TensorRef &master,
+                          const TensorRef *momentumBuffer, const TensorRef &lr,
+                          const GradientAccumulation *accumulation,
+                          const LossScaling *scaling, HostUpdate &update) {
+  if (!describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging, param,
+                               grad, master, momentumBuffer, nullptr, nullptr,
+                               lr, nullptr, accumulation, scaling, update))
+    return false;
+  if (momentum != 0.0f && !update.momentumBuffer) {
+    failf(ctx, node, "SGD momentum %g needs a momentum buffer",
+          double(momentum));
+    return false;
+  }
+  update.momentum = momentum;
+  update.weightDecay = weightDecay;
+  return true;
+}
+
+bool describeOffloadedAdamw(Context &ctx, const char *node, void *staging,
+                            float beta1, float beta2, float eps,
+                            float weightDecay, const TensorRef &param,
+                            const TensorRef &grad, const TensorRef &master,
+                            const TensorRef &m, const TensorRef &v,
+                            const TensorRef &lr, const TensorRef &step,
+                            const GradientAccumulation *accumulation,
+                            const LossScaling *scaling, HostUpdate &update) {
+  if (!describeOffloadedUpdate(ctx, HostUpdate::Kind::AdamW, node, staging,
+                               param, grad, master, nullptr, &m, &v, lr, &step,
+                               accumulation, scaling, update))
+    return false;
+  update.beta1 = beta1;
+  update.beta2 = beta2;
+  update.eps = eps;
+  update.weightDecay = weightDecay;
+  return true;
+}
+
 void destroyOffloadEngine(OffloadEngine *engine) {
   if (!engine)
     return;

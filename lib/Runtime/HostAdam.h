@@ -187,6 +187,24 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
                              const TensorRef &lr, const TensorRef *step,
                              const GradientAccumulation *accumulation,
                              const LossScaling *scaling, HostUpdate &update);
+/// describeOffloadedUpdate for SGD (a momentum needs its buffer) and AdamW,
+/// with the update's hyperparameters set: both backends' offload entry
+/// points start here, so they report the same errors.
+bool describeOffloadedSgd(Context &ctx, const char *node, void *staging,
+                          float momentum, float weightDecay,
+                          const TensorRef &param, const TensorRef &grad,
+                          const TensorRef &master,
+                          const TensorRef *momentumBuffer, const TensorRef &lr,
+                          const GradientAccumulation *accumulation,
+                          const LossScaling *scaling, HostUpdate &update);
+bool describeOffloadedAdamw(Context &ctx, const char *node, void *staging,
+                            float beta1, float beta2, float eps,
+                            float weightDecay, const TensorRef &param,
+                            const TensorRef &grad, const TensorRef &master,
+                            const TensorRef &m, const TensorRef &v,
+                            const TensorRef &lr, const TensorRef &step,
+                            const GradientAccumulation *accumulation,
+                            const LossScaling *scaling, HostUpdate &update);
 
 /// The context's engine (created on first use; each backend keeps the
 /// pointer in its Context and deletes it in destroyContext).

@@ -152,8 +152,10 @@ void storeFromDouble(void *data, DType dtype, int64_t i, double v);
 } // namespace memopt::rt
 
 //===----------------------------------------------------------------------===//
-// Per-op validation shared by both backends (Validate.cpp). Each returns false
-// after recording an error, and fills in the geometry the kernels need.
+// Per-op validation shared by both backends (Validate.cpp: inference
+// families; ValidateTraining.cpp: training, collectives, offload). Each
+// returns false after recording an error, and fills in the geometry the
+// kernels need. A backend's entry point calls one of these before any work.
 //===----------------------------------------------------------------------===//
 
 namespace memopt::rt {
@@ -174,6 +176,16 @@ bool validateIsNaN(Context &ctx, const char *node, const TensorRef &x,
                    const TensorRef &y);
 bool validateRange(Context &ctx, const char *node, const TensorRef &start,
                    const TensorRef &delta, const TensorRef &y);
+
+/// Cast: any dtypes, one element count.
+bool validateCast(Context &ctx, const char *node, const TensorRef &x,
+                  const TensorRef &y);
+/// Copy: any tensors of one byte size.
+bool validateCopy(Context &ctx, const char *node, const TensorRef &x,
+                  const TensorRef &y);
+/// Expand: one dtype, x broadcasting to y.
+bool validateExpand(Context &ctx, const char *node, const TensorRef &x,
+                    const TensorRef &y);
 
 struct MatmulGeometry {
   int64_t m = 0, n = 0, k = 0;
@@ -249,6 +261,17 @@ struct AxisSplit {
 };
 AxisSplit splitAt(const TensorRef &t, int axis);
 
+/// Softmax / LogSoftmax: float x and y of one type and shape, axis in range.
+bool validateSoftmax(Context &ctx, const char *node, int axis,
+                     const TensorRef &x, const TensorRef &y);
+/// GlobalAveragePool: float x [N, C, ...] (or [N, ..., C]) and y of one
+/// type holding N x C elements; gives C.
+bool validateGlobalAvgPool(Context &ctx, const char *node, const TensorRef &x,
+                           const TensorRef &y, bool channelsLast,
+                           int64_t &channels);
+/// ArgMax / ArgMin: float x, an I64 y of the reduced element count.
+bool validateArgReduce(Context &ctx, const char *node, int axis,
+                       const TensorRef &x, const TensorRef &y);
 bool validateLayerNorm(Context &ctx, const char *node, int axis,
                        const TensorRef &x, const TensorRef &scale,
                        const TensorRef *bias, const TensorRef &y);
@@ -354,9 +377,57 @@ bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
                              const TensorRef &foundInf,
                              const TensorRef *microStep, int64_t steps);
 
+/// Training-mode normalization: x [N, C, ...] gives C channels and the
+/// product of the other axes.
+struct ChannelLayout {
+  int64_t channels = 0, spatial = 1;
+};
+/// Activations (X, Y) of one float type and shape, f32 scale, B, mean and
+/// inv_std of C elements; relu the one fused activation.
+bool validateBatchNormTraining(Context &ctx, const char *node,
+                               Activation activation, const TensorRef &x,
+                               const TensorRef &scale, const TensorRef &bias,
+                               const TensorRef &y, const TensorRef &mean,
+                               const TensorRef &invStd, ChannelLayout &layout);
+bool validateBatchNormTrainingGrad(
+    Context &ctx, const char *node, const TensorRef &x, const TensorRef &dy,
+    const TensorRef &scale, const TensorRef &mean, const TensorRef &invStd,
+    const TensorRef &dx, const TensorRef &dscale, const TensorRef &dbias,
+    ChannelLayout &layout);
+/// f32 statistics and running statistics of one channel count.
+bool validateBatchNormRunningUpdate(Context &ctx, const char *node,
+                                    const TensorRef &mean,
+                                    const TensorRef &invStd,
+                                    const TensorRef &runningMean,
+                                    const TensorRef &runningVar);
+/// X, dY, dX of one float type and shape; f32 Scale, dScale, dB of the
+/// normalized columns (x is rows of them).
+bool validateLayerNormGrad(Context &ctx, const char *node, const TensorRef &x,
+                           const TensorRef &dy, const TensorRef &scale,
+                           const TensorRef &dx, const TensorRef &dscale,
+                           const TensorRef &dbias);
+
 /// Data-parallel collectives: F32 x and y, y holding `yElements` elements.
 bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
                         const TensorRef &y, int64_t yElements);
+/// A collective's gradient accumulation: validateAccumulation, and an f32
+/// input where an accumulator sums it.
+bool validateCollectiveAccumulation(Context &ctx, const char *node,
+                                    const TensorRef &x,
+                                    const GradientAccumulation &accumulation);
+/// The sharded collectives: `ranks` >= 1, y (the shard) holding x's equal
+/// chunk and the tail; all_gather in place over `param`; gather_parameter of
+/// an f32 parameter.
+bool validateReduceScatter(Context &ctx, const char *node, int64_t ranks,
+                           const TensorRef &x, const TensorRef &y);
+bool validateAllGather(Context &ctx, const char *node, int64_t ranks,
+                       const TensorRef &param);
+bool validateGatherParameter(Context &ctx, const char *node, int64_t ranks,
+                             const TensorRef &shard, const TensorRef &whole);
+/// Activation offload: [hostOffset, hostOffset + bytes) inside a reserved
+/// host pool of `poolBytes`.
+bool validateHostPoolRange(Context &ctx, const char *node, int64_t hostOffset,
+                           int64_t bytes, bool poolReserved, size_t poolBytes);
 /// The context's communicator, checked against the `ranks` the program was
 /// compiled for (`ranks` < 1: any); nullptr with `ok` for a one-rank program
 /// run alone. Both backends' collectives start here.

@@ -967,301 +967,73 @@ bool validateResize(Context &ctx, const char *node, const ResizeParams &params,
 }
 
 //===----------------------------------------------------------------------===//
-// Training
+// Copies, casts, softmax, global pooling, arg reductions
 //===----------------------------------------------------------------------===//
 
-static bool checkScalarF32(Context &ctx, const char *node, const TensorRef &t,
-                           const char *what) {
-  if (!checkTensor(ctx, node, t, what))
-    return false;
-  if (t.dtype != DType::F32 || t.numElements() != 1) {
-    failf(ctx, node, "%s must be one f32 element, got %s %s", what,
-          dtypeName(t.dtype), shapeString(t).c_str());
-    return false;
-  }
-  return true;
+bool validateCast(Context &ctx, const char *node, const TensorRef &x,
+                  const TensorRef &y) {
+  return checkTensor(ctx, node, x, "input") &&
+         checkTensor(ctx, node, y, "output") &&
+         checkSameCount(ctx, node, x, y, "input/output");
 }
 
-/// A gradient: F32, F16 or BF16 with the parameter's element count.
-static bool checkGradient(Context &ctx, const char *node, const TensorRef &t,
-                          const TensorRef &param) {
-  if (!checkTensor(ctx, node, t, "grad"))
-    return false;
-  if (t.dtype != DType::F32 && t.dtype != DType::F16 &&
-      t.dtype != DType::BF16) {
-    failf(ctx, node, "grad has dtype %s; expected f32, f16 or bf16",
-          dtypeName(t.dtype));
-    return false;
-  }
-  if (t.numElements() != param.numElements()) {
-    failf(ctx, node, "grad %s does not match param %s", shapeString(t).c_str(),
-          shapeString(param).c_str());
-    return false;
-  }
-  return true;
-}
-
-static bool checkF32Like(Context &ctx, const char *node, const TensorRef &t,
-                         const TensorRef &param, const char *what) {
-  if (!checkTensor(ctx, node, t, what))
-    return false;
-  if (t.dtype != DType::F32) {
-    failf(ctx, node, "%s has dtype %s; optimizer state is f32", what,
-          dtypeName(t.dtype));
-    return false;
-  }
-  if (t.numElements() != param.numElements()) {
-    failf(ctx, node, "%s %s does not match param %s", what,
-          shapeString(t).c_str(), shapeString(param).c_str());
-    return false;
-  }
-  return true;
-}
-
-bool validateSoftmaxCrossEntropy(Context &ctx, const char *node,
-                                 const TensorRef &logits,
-                                 const TensorRef &labels,
-                                 const TensorRef &scalar, const char *what,
-                                 int64_t &rows, int64_t &classes) {
-  if (!checkFloat(ctx, node, logits, "logits") ||
-      !checkTensor(ctx, node, labels, "labels") ||
-      !checkScalarF32(ctx, node, scalar, what))
-    return false;
-  if (logits.rank < 1) {
-    failf(ctx, node, "logits must have a class axis, got a scalar");
-    return false;
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
-    failf(ctx, node, "labels have dtype %s; expected i64 or i32",
-          dtypeName(labels.dtype));
-    return false;
-  }
-  classes = logits.shape[logits.rank - 1];
-  rows = classes ? logits.numElements() / classes : 0;
-  if (labels.numElements() != rows) {
-    failf(ctx, node, "labels %s do not match the %lld rows of logits %s",
-          shapeString(labels).c_str(), (long long)rows,
-          shapeString(logits).c_str());
-    return false;
-  }
-  return true;
-}
-
-bool validateLinearCrossEntropy(Context &ctx, const char *node,
-                                const TensorRef &x, const TensorRef &w,
-                                const TensorRef &labels,
-                                const TensorRef &scalar, const char *what,
-                                const TensorRef &lse, int64_t &rows,
-                                int64_t &classes, int64_t &features) {
-  if (!checkFloat(ctx, node, x, "x") || !checkFloat(ctx, node, w, "w") ||
-      !checkSameDType(ctx, node, x, w, "x/w") ||
-      !checkTensor(ctx, node, labels, "labels") ||
-      !checkScalarF32(ctx, node, scalar, what) ||
-      !checkTensor(ctx, node, lse, "lse"))
-    return false;
-  if (x.rank < 1 || w.rank != 2 || x.shape[x.rank - 1] != w.shape[1]) {
-    failf(ctx, node,
-          "x %s and w %s must be [..., K] and [C, K] (the classes' rows)",
-          shapeString(x).c_str(), shapeString(w).c_str());
-    return false;
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
-    failf(ctx, node, "labels have dtype %s; expected i64 or i32",
-          dtypeName(labels.dtype));
-    return false;
-  }
-  features = w.shape[1];
-  classes = w.shape[0];
-  rows = features ? x.numElements() / features : 0;
-  if (labels.numElements() != rows) {
-    failf(ctx, node, "labels %s do not match the %lld rows of x %s",
-          shapeString(labels).c_str(), (long long)rows, shapeString(x).c_str());
-    return false;
-  }
-  if (lse.dtype != DType::F32 || lse.numElements() != rows) {
-    failf(ctx, node, "lse must be f32 with %lld elements, got %s %s",
-          (long long)rows, dtypeName(lse.dtype), shapeString(lse).c_str());
-    return false;
-  }
-  return true;
-}
-
-bool validateLinearCrossEntropyGrad(Context &ctx, const char *node,
-                                    const TensorRef &x, const TensorRef &w,
-                                    const TensorRef &dx, const TensorRef &dw) {
-  return checkTensor(ctx, node, dx, "dx") && checkTensor(ctx, node, dw, "dw") &&
-         checkSameDType(ctx, node, x, dx, "x/dx") &&
-         checkSameCount(ctx, node, x, dx, "x/dx") &&
-         checkSameDType(ctx, node, w, dw, "w/dw") &&
-         checkSameCount(ctx, node, w, dw, "w/dw");
-}
-
-size_t linearCrossEntropyWorkspaceBytes(int64_t rows, int64_t chunkClasses,
-                                        DType dtype) {
-  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  return rounded(size_t(rows) * 3 * sizeof(float)) +
-         rounded(size_t(rows) * size_t(chunkClasses) * dtypeSize(dtype));
-}
-
-bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
-                       const TensorRef &param, const TensorRef &grad,
-                       const TensorRef *momentumBuffer, const TensorRef &lr) {
-  if (!checkF32Like(ctx, node, param, param, "param") ||
-      !checkGradient(ctx, node, grad, param) ||
-      !checkScalarF32(ctx, node, lr, "lr"))
-    return false;
-  if (momentum != 0.0f && !momentumBuffer) {
-    failf(ctx, node, "SGD with momentum %g needs a momentum buffer",
-          double(momentum));
-    return false;
-  }
-  return !momentumBuffer ||
-         checkF32Like(ctx, node, *momentumBuffer, param, "momentum buffer");
-}
-
-bool validateDropout(Context &ctx, const char *node, float ratio,
-                     const TensorRef &x, const TensorRef &key,
-                     const TensorRef &y) {
-  if (!(ratio >= 0.0f && ratio < 1.0f)) {
-    failf(ctx, node, "dropout ratio %g is not in [0, 1)", double(ratio));
-    return false;
-  }
-  if (!checkTensor(ctx, node, x, "x") || !checkTensor(ctx, node, y, "y") ||
-      !checkTensor(ctx, node, key, "key"))
-    return false;
-  if (!isFloatType(x.dtype) || y.dtype != x.dtype ||
-      x.numElements() != y.numElements()) {
-    failf(ctx, node,
-          "dropout needs float x and y of one type and shape, got %s %s and %s "
-          "%s",
-          dtypeName(x.dtype), shapeString(x).c_str(), dtypeName(y.dtype),
-          shapeString(y).c_str());
-    return false;
-  }
-  if (key.dtype != DType::I64 || key.numElements() != 2) {
-    failf(ctx, node, "dropout key must be i64 [seed, micro-batch], got %s %s",
-          dtypeName(key.dtype), shapeString(key).c_str());
-    return false;
-  }
-  return true;
-}
-
-bool validateAccumulation(Context &ctx, const char *node,
-                          const TensorRef &param,
-                          const GradientAccumulation &accumulation) {
-  if (accumulation.steps < 2) {
-    failf(ctx, node, "gradient accumulation needs at least 2 steps, got %lld",
-          (long long)accumulation.steps);
-    return false;
-  }
-  // Null accumulator data: the micro-step gate alone.
-  return (!accumulation.accumulator.data ||
-          checkF32Like(ctx, node, accumulation.accumulator, param,
-                       "gradient accumulator")) &&
-         checkScalarF32(ctx, node, accumulation.microStep, "micro_step");
-}
-
-bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
-                        const TensorRef &y, int64_t yElements) {
+bool validateCopy(Context &ctx, const char *node, const TensorRef &x,
+                  const TensorRef &y) {
   if (!checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "result"))
+      !checkTensor(ctx, node, y, "output"))
     return false;
-  bool reducible =
-      x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16;
-  if (!reducible || y.dtype != x.dtype) {
-    failf(ctx, node,
-          "collectives run on f32, f16 or bf16 tensors of one type, got %s "
-          "and %s",
-          dtypeName(x.dtype), dtypeName(y.dtype));
-    return false;
-  }
-  if (y.numElements() != yElements) {
-    failf(ctx, node, "result %s must hold %lld elements for input %s",
-          shapeString(y).c_str(), (long long)yElements, shapeString(x).c_str());
+  if (x.bytes() != y.bytes()) {
+    failf(ctx, node, "copy of %zu bytes into %zu bytes", x.bytes(), y.bytes());
     return false;
   }
   return true;
 }
 
-bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
-                         const TensorRef &grad, const TensorRef &m,
-                         const TensorRef &v, const TensorRef &lr,
-                         const TensorRef &step) {
-  return checkF32Like(ctx, node, param, param, "param") &&
-         checkGradient(ctx, node, grad, param) &&
-         checkF32Like(ctx, node, m, param, "exp_avg") &&
-         checkF32Like(ctx, node, v, param, "exp_avg_sq") &&
-         checkScalarF32(ctx, node, lr, "lr") &&
-         checkScalarF32(ctx, node, step, "step");
+bool validateExpand(Context &ctx, const char *node, const TensorRef &x,
+                    const TensorRef &y) {
+  return checkTensor(ctx, node, x, "input") &&
+         checkTensor(ctx, node, y, "output") &&
+         checkSameDType(ctx, node, x, y, "input/output") &&
+         checkBroadcast(ctx, node, &x, 1, y, /*exact=*/false);
 }
 
-bool validateLossScaling(Context &ctx, const char *node,
-                         const LossScaling &scaling, bool needsState) {
-  if (!checkScalarF32(ctx, node, scaling.scale, "loss scale") ||
-      !checkScalarF32(ctx, node, scaling.foundInf, "found_inf"))
+bool validateSoftmax(Context &ctx, const char *node, int axis,
+                     const TensorRef &x, const TensorRef &y) {
+  return checkFloat(ctx, node, x, "input") &&
+         checkFloat(ctx, node, y, "output") &&
+         checkSameDType(ctx, node, x, y, "input/output") &&
+         checkSameShape(ctx, node, x, y, "input/output") &&
+         checkAxis(ctx, node, axis, x.rank);
+}
+
+bool validateGlobalAvgPool(Context &ctx, const char *node, const TensorRef &x,
+                           const TensorRef &y, bool channelsLast,
+                           int64_t &channels) {
+  if (!checkFloat(ctx, node, x, "X") || !checkFloat(ctx, node, y, "output") ||
+      !checkSameDType(ctx, node, x, y, "X/output"))
     return false;
-  if (!needsState)
-    return true;
-  if (!checkTensor(ctx, node, scaling.state, "loss scale state"))
-    return false;
-  if (scaling.state.dtype != DType::F32 || scaling.state.numElements() != 2) {
-    failf(ctx, node, "loss scale state must be two f32 elements, got %s %s",
-          dtypeName(scaling.state.dtype), shapeString(scaling.state).c_str());
+  channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
+  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
+    failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
+          shapeString(y).c_str(), shapeString(x).c_str());
     return false;
   }
   return true;
 }
 
-bool validateFoundInf(Context &ctx, const char *node,
-                      const TensorRef *gradients, int count,
-                      const TensorRef *accumulators, int accumulatorCount,
-                      const TensorRef *microStep, const TensorRef &found) {
-  if (!checkScalarF32(ctx, node, found, "found_inf"))
+bool validateArgReduce(Context &ctx, const char *node, int axis,
+                       const TensorRef &x, const TensorRef &y) {
+  if (!checkFloat(ctx, node, x, "input") ||
+      !checkTensor(ctx, node, y, "output") ||
+      !checkAxis(ctx, node, axis, x.rank))
     return false;
-  if (count < 0 || accumulatorCount < 0 ||
-      (accumulatorCount > 0) != (microStep != nullptr)) {
-    failf(ctx, node, "found_inf: accumulators and micro_step come together");
-    return false;
-  }
-  for (int i = 0; i < count; ++i) {
-    if (!checkTensor(ctx, node, gradients[i], "gradient"))
-      return false;
-    if (!isFloatType(gradients[i].dtype)) {
-      failf(ctx, node, "gradient %d has dtype %s; expected a float type", i,
-            dtypeName(gradients[i].dtype));
-      return false;
-    }
-  }
-  for (int i = 0; i < accumulatorCount; ++i)
-    if (!checkF32Like(ctx, node, accumulators[i], accumulators[i],
-                      "gradient accumulator"))
-      return false;
-  return !microStep || checkScalarF32(ctx, node, *microStep, "micro_step");
-}
-
-bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
-                             float backoff, int64_t interval,
-                             const TensorRef &scale, const TensorRef &state,
-                             const TensorRef &foundInf,
-                             const TensorRef *microStep, int64_t steps) {
-  if (!(growth >= 1.0f) || !(backoff > 0.0f && backoff <= 1.0f) ||
-      interval < 1) {
-    failf(ctx, node,
-          "loss scale update needs growth >= 1, backoff in (0, 1] and an "
-          "interval of at least 1, got %g, %g, %lld",
-          double(growth), double(backoff), (long long)interval);
+  AxisSplit s = splitAt(x, axis);
+  if (y.dtype != DType::I64 || y.numElements() != s.outer * s.inner) {
+    failf(ctx, node, "ArgMax/ArgMin output must be i64 with %lld elements",
+          (long long)(s.outer * s.inner));
     return false;
   }
-  if ((steps > 1) != (microStep != nullptr)) {
-    failf(ctx, node,
-          "loss scale update: a micro-step comes with %lld > 1 "
-          "accumulation steps",
-          (long long)steps);
-    return false;
-  }
-  LossScaling scaling{scale, foundInf, state};
-  return validateLossScaling(ctx, node, scaling, /*needsState=*/true) &&
-         (!microStep || checkScalarF32(ctx, node, *microStep, "micro_step"));
+  return true;
 }
 
 } // namespace memopt::rt

@@ -89,15 +89,8 @@ bool gate(Context &ctx, const char *node, const TensorRef &x,
   source = x.data;
   if (!accumulation)
     return true;
-  if (!validateAccumulation(ctx, node, x, *accumulation))
+  if (!validateCollectiveAccumulation(ctx, node, x, *accumulation))
     return false;
-  if (accumulation->accumulator.data && x.dtype != DType::F32) {
-    failf(ctx, node,
-          "an f32 accumulator sums f32 gradients, got %s (reduce the "
-          "accumulated gradients in f32)",
-          dtypeName(x.dtype));
-    return false;
-  }
   int64_t micro = ctx.microStep;
   if (micro < 0 || micro >= accumulation->steps) {
     failf(ctx, node,
@@ -247,18 +240,12 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
 void reduceScatter(Context &ctx, const char *node,
                    CollectiveReduction reduction, int64_t ranks, TensorRef x,
                    TensorRef y, const GradientAccumulation *accumulation) {
-  if (hasError(ctx))
+  if (hasError(ctx) || !validateReduceScatter(ctx, node, ranks, x, y))
     return;
-  if (ranks < 1) {
-    failf(ctx, node, "reduce_scatter over %lld ranks", (long long)ranks);
-    return;
-  }
   int64_t elements = x.numElements();
   int64_t chunk = elements / ranks, tail = elements % ranks;
   const void *source = nullptr;
   bool ok = false;
-  if (!validateCollective(ctx, node, x, y, chunk + tail))
-    return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, x, accumulation, source))
@@ -283,16 +270,10 @@ void reduceScatter(Context &ctx, const char *node,
 
 void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
                const GradientAccumulation *accumulation) {
-  if (hasError(ctx))
+  if (hasError(ctx) || !validateAllGather(ctx, node, ranks, param))
     return;
-  if (ranks < 1) {
-    failf(ctx, node, "all_gather over %lld ranks", (long long)ranks);
-    return;
-  }
   const void *source = nullptr;
   bool ok = false;
-  if (!validateCollective(ctx, node, param, param, param.numElements()))
-    return;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   OnCommStream onCommStream(ctx, node);
   if (!ok || !gate(ctx, node, param, accumulation, source) || !comm)
@@ -397,21 +378,10 @@ void destroyCollectives(Context &ctx) {
 // (one rank) the shard is the whole parameter.
 void gatherParameter(Context &ctx, const char *node, int64_t ranks,
                      TensorRef shard, TensorRef whole) {
-  if (hasError(ctx))
+  if (hasError(ctx) || !validateGatherParameter(ctx, node, ranks, shard, whole))
     return;
-  if (ranks < 1) {
-    failf(ctx, node, "gather_parameter over %lld ranks", (long long)ranks);
-    return;
-  }
   int64_t elements = whole.numElements();
   int64_t chunk = elements / ranks, tail = elements % ranks;
-  if (!validateCollective(ctx, node, whole, shard, chunk + tail))
-    return;
-  if (whole.dtype != DType::F32) {
-    failf(ctx, node, "gather_parameter gathers f32 parameters, got %s",
-          dtypeName(whole.dtype));
-    return;
-  }
   bool ok = false;
   Communicator *comm = collectiveCommunicator(ctx, node, ranks, ok);
   if (!ok)

@@ -453,13 +453,8 @@ MemoryInfo memoryInfo(Context &ctx) {
 }
 
 void copy(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output"))
+  if (hasError(ctx) || !validateCopy(ctx, node, x, y))
     return;
-  if (x.bytes() != y.bytes()) {
-    failf(ctx, node, "copy of %zu bytes into %zu bytes", x.bytes(), y.bytes());
-    return;
-  }
   if (x.data != y.data && x.bytes())
     checkCuda(ctx, node,
               cudaMemcpyAsync(y.data, x.data, x.bytes(),

@@ -769,9 +769,7 @@ void range(Context &ctx, const char *node, TensorRef start, TensorRef delta,
 }
 
 void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkSameCount(ctx, node, x, y, "input/output"))
+  if (hasError(ctx) || !validateCast(ctx, node, x, y))
     return;
   int64_t n = x.numElements();
   if (n == 0)
@@ -822,10 +820,7 @@ void fill(Context &ctx, const char *node, double value, TensorRef y) {
 }
 
 void expand(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "input/output") ||
-      !checkBroadcast(ctx, node, &x, 1, y, /*exact=*/false))
+  if (hasError(ctx) || !validateExpand(ctx, node, x, y))
     return;
   int64_t n = y.numElements();
   if (n == 0)

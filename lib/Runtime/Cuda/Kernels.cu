@@ -1132,16 +1132,10 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
 
 void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
                    bool channelsLast) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
-      !checkFloat(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "X/output"))
+  int64_t channels = 0;
+  if (hasError(ctx) ||
+      !validateGlobalAvgPool(ctx, node, x, y, channelsLast, channels))
     return;
-  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
-  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
-    failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
-          shapeString(y).c_str(), shapeString(x).c_str());
-    return;
-  }
   int64_t planes = x.shape[0] * channels;
   if (planes == 0)
     return;
@@ -1200,11 +1194,7 @@ void layerNorm(Context &ctx, const char *node, int axis, float epsilon,
 
 void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
              TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
-      !checkFloat(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "input/output") ||
-      !checkSameShape(ctx, node, x, y, "input/output") ||
-      !checkAxis(ctx, node, axis, x.rank))
+  if (hasError(ctx) || !validateSoftmax(ctx, node, axis, x, y))
     return;
   AxisSplit s = splitAt(x, axis);
   if (x.numElements() == 0)
@@ -1334,16 +1324,9 @@ void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
 
 void argReduce(Context &ctx, const char *node, bool isMax, int axis,
                TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkAxis(ctx, node, axis, x.rank))
+  if (hasError(ctx) || !validateArgReduce(ctx, node, axis, x, y))
     return;
   AxisSplit s = splitAt(x, axis);
-  if (y.dtype != DType::I64 || y.numElements() != s.outer * s.inner) {
-    failf(ctx, node, "ArgMax/ArgMin output must be i64 with %lld elements",
-          (long long)(s.outer * s.inner));
-    return;
-  }
   if (s.outer * s.inner == 0 || s.axis == 0)
     return;
   MEMOPT_DISPATCH_FLOAT(

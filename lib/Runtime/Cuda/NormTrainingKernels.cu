@@ -311,40 +311,6 @@ int channelSplits(const Context &ctx, int64_t channels, int64_t units,
   return int(std::max<int64_t>(1, split));
 }
 
-bool checkF32(
-    Context &ctx, const char *node,
-    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
-  for (auto [tensor, what] : tensors)
-    if (!checkTensor(ctx, node, *tensor, what))
-      return false;
-  for (auto [tensor, what] : tensors)
-    if (tensor->dtype != DType::F32) {
-      failf(ctx, node, "%s must be f32 (statistics and parameters stay f32)",
-            what);
-      return false;
-    }
-  return true;
-}
-
-/// The activations: one float dtype.
-bool checkActivations(
-    Context &ctx, const char *node,
-    std::initializer_list<std::pair<const TensorRef *, const char *>> tensors) {
-  const TensorRef *first = nullptr;
-  for (auto [tensor, what] : tensors) {
-    if (!checkTensor(ctx, node, *tensor, what) ||
-        !checkFloat(ctx, node, *tensor, what))
-      return false;
-    if (first && tensor->dtype != first->dtype) {
-      failf(ctx, node, "%s has dtype %s, not the input's %s", what,
-            dtypeName(tensor->dtype), dtypeName(first->dtype));
-      return false;
-    }
-    first = first ? first : tensor;
-  }
-  return true;
-}
-
 /// Statistics, then y, for activations of type T, Vec elements per load.
 template <typename T, int Vec>
 void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
@@ -395,28 +361,6 @@ void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
       inverseCount, pscale, pm, ps, pdscale, pdbias);
 }
 
-/// x [N, C, ...] and per-channel tensors of C elements.
-bool channelShapes(Context &ctx, const char *node, const TensorRef &x,
-                   std::initializer_list<const TensorRef *> perChannel,
-                   int64_t &channels, int64_t &spatial) {
-  if (x.rank < 2) {
-    failf(ctx, node, "batch normalization needs [N, C, ...], got %s",
-          shapeString(x).c_str());
-    return false;
-  }
-  channels = x.shape[1];
-  spatial = 1;
-  for (int d = 2; d < x.rank; ++d)
-    spatial *= x.shape[d];
-  for (const TensorRef *t : perChannel)
-    if (t->numElements() != channels) {
-      failf(ctx, node, "per-channel tensor %s does not hold %lld channels",
-            shapeString(*t).c_str(), (long long)channels);
-      return false;
-    }
-  return true;
-}
-
 /// Elements per load: 16 or 8 bytes where the spatial size is a multiple
 /// of them and every pointer is aligned to them, else one element.
 int packWidth(size_t elementSize, int64_t spatial,
@@ -451,22 +395,12 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace,
                        size_t workspaceBytes) {
-  if (hasError(ctx) || !checkActivations(ctx, node, {{&x, "X"}, {&y, "Y"}}) ||
-      !checkF32(ctx, node,
-                {{&scale, "scale"},
-                 {&bias, "B"},
-                 {&mean, "mean"},
-                 {&invStd, "inv_std"}}) ||
-      !checkSameShape(ctx, node, x, y, "X/Y"))
+  ChannelLayout layout;
+  if (hasError(ctx) ||
+      !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
+                                 invStd, layout))
     return;
-  int64_t channels, spatial;
-  if (!channelShapes(ctx, node, x, {&scale, &bias, &mean, &invStd}, channels,
-                     spatial))
-    return;
-  if (activation != Activation::None && activation != Activation::Relu) {
-    failf(ctx, node, "batch normalization fuses relu only");
-    return;
-  }
+  int64_t channels = layout.channels, spatial = layout.spatial;
   int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
@@ -494,21 +428,12 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,
                            TensorRef dbias, void *workspace,
                            size_t workspaceBytes) {
+  ChannelLayout layout;
   if (hasError(ctx) ||
-      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
-      !checkF32(ctx, node,
-                {{&scale, "scale"},
-                 {&mean, "mean"},
-                 {&invStd, "inv_std"},
-                 {&dscale, "dscale"},
-                 {&dbias, "dB"}}) ||
-      !checkSameShape(ctx, node, x, dy, "X/dY") ||
-      !checkSameShape(ctx, node, x, dx, "X/dX"))
+      !validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
+                                     dscale, dbias, layout))
     return;
-  int64_t channels, spatial;
-  if (!channelShapes(ctx, node, x, {&scale, &mean, &invStd, &dscale, &dbias},
-                     channels, spatial))
-    return;
+  int64_t channels = layout.channels, spatial = layout.spatial;
   int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
@@ -534,20 +459,10 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
 void batchNormRunningUpdate(Context &ctx, const char *node, float momentum,
                             float epsilon, TensorRef mean, TensorRef invStd,
                             TensorRef runningMean, TensorRef runningVar) {
-  if (hasError(ctx) || !checkF32(ctx, node,
-                                 {{&mean, "mean"},
-                                  {&invStd, "inv_std"},
-                                  {&runningMean, "running mean"},
-                                  {&runningVar, "running var"}}))
+  if (hasError(ctx) || !validateBatchNormRunningUpdate(ctx, node, mean, invStd,
+                                                       runningMean, runningVar))
     return;
   int64_t channels = mean.numElements();
-  if (invStd.numElements() != channels ||
-      runningMean.numElements() != channels ||
-      runningVar.numElements() != channels) {
-    failf(ctx, node, "running statistics of %lld channels expected",
-          (long long)channels);
-    return;
-  }
   if (!channels)
     return;
   bnRunningUpdateKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
@@ -662,21 +577,9 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
                    TensorRef dscale, TensorRef dbias, void *workspace,
                    size_t workspaceBytes) {
   if (hasError(ctx) ||
-      !checkActivations(ctx, node, {{&x, "X"}, {&dy, "dY"}, {&dx, "dX"}}) ||
-      !checkF32(ctx, node,
-                {{&scale, "Scale"}, {&dscale, "dScale"}, {&dbias, "dB"}}) ||
-      !checkSameShape(ctx, node, x, dy, "X/dY") ||
-      !checkSameShape(ctx, node, x, dx, "X/dX"))
+      !validateLayerNormGrad(ctx, node, x, dy, scale, dx, dscale, dbias))
     return;
   int64_t cols = scale.numElements();
-  if (cols == 0 || x.numElements() % cols != 0 ||
-      dscale.numElements() != cols || dbias.numElements() != cols) {
-    failf(ctx, node,
-          "layer normalization gradient: %s is not rows of the "
-          "%lld scale elements",
-          shapeString(x).c_str(), (long long)cols);
-    return;
-  }
   int64_t rows = x.numElements() / cols;
   if (!rows)
     return;

@@ -51,15 +51,9 @@ bool ensureEvent(Context &ctx, const char *node,
 OffloadState *stateFor(Context &ctx, const char *node, int64_t hostOffset,
                        int64_t bytes) {
   OffloadState *state = ctx.offload;
-  if (!state || hostOffset < 0 || bytes < 0 ||
-      uint64_t(hostOffset) + uint64_t(bytes) > state->poolBytes) {
-    failf(ctx, node,
-          "offload of %lld bytes at host offset %lld is outside the host "
-          "pool of %zu bytes (was the pool reserved?)",
-          (long long)bytes, (long long)hostOffset,
-          state ? state->poolBytes : size_t(0));
+  if (!validateHostPoolRange(ctx, node, hostOffset, bytes, state != nullptr,
+                             state ? state->poolBytes : size_t(0)))
     return nullptr;
-  }
   return state;
 }
 

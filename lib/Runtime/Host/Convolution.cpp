@@ -467,16 +467,10 @@ void pool(Context &ctx, const char *node, const PoolParams &params, TensorRef x,
 
 void globalAvgPool(Context &ctx, const char *node, TensorRef x, TensorRef y,
                    bool channelsLast) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "X") ||
-      !checkFloat(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "X/output"))
+  int64_t channels = 0;
+  if (hasError(ctx) ||
+      !validateGlobalAvgPool(ctx, node, x, y, channelsLast, channels))
     return;
-  int64_t channels = x.rank < 2 ? 0 : x.shape[channelsLast ? x.rank - 1 : 1];
-  if (x.rank < 2 || y.numElements() != x.shape[0] * channels) {
-    failf(ctx, node, "GlobalAveragePool output %s does not match input %s",
-          shapeString(y).c_str(), shapeString(x).c_str());
-    return;
-  }
   std::vector<double> vx = toDouble(x);
   int64_t planes = x.shape[0] * channels;
   int64_t spatial = planes ? x.numElements() / planes : 0;

@@ -292,9 +292,7 @@ void range(Context &ctx, const char *node, TensorRef start, TensorRef delta,
 }
 
 void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkSameCount(ctx, node, x, y, "input/output"))
+  if (hasError(ctx) || !validateCast(ctx, node, x, y))
     return;
   int64_t n = x.numElements();
   if (isIntType(x.dtype) && isIntType(y.dtype)) {
@@ -311,13 +309,8 @@ void cast(Context &ctx, const char *node, TensorRef x, TensorRef y) {
 }
 
 void copy(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output"))
+  if (hasError(ctx) || !validateCopy(ctx, node, x, y))
     return;
-  if (x.bytes() != y.bytes()) {
-    failf(ctx, node, "copy of %zu bytes into %zu bytes", x.bytes(), y.bytes());
-    return;
-  }
   if (x.data != y.data && x.bytes())
     std::memmove(y.data, x.data, x.bytes());
 }
@@ -331,10 +324,7 @@ void fill(Context &ctx, const char *node, double value, TensorRef y) {
 }
 
 void expand(Context &ctx, const char *node, TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkTensor(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "input/output") ||
-      !checkBroadcast(ctx, node, &x, 1, y, /*exact=*/false))
+  if (hasError(ctx) || !validateExpand(ctx, node, x, y))
     return;
   size_t elem = dtypeSize(y.dtype);
   BroadcastStrides sx = broadcastStrides(x, y);

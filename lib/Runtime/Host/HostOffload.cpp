@@ -75,17 +75,10 @@ void offloadSgdUpdate(Context &ctx, const char *node, int site, void *staging,
                       const LossScaling *scaling) {
   HostUpdate update;
   if (hasError(ctx) ||
-      !describeOffloadedUpdate(ctx, HostUpdate::Kind::Sgd, node, staging, param,
-                               grad, master, momentumBuffer, nullptr, nullptr,
-                               lr, nullptr, accumulation, scaling, update))
+      !describeOffloadedSgd(ctx, node, staging, momentum, weightDecay, param,
+                            grad, master, momentumBuffer, lr, accumulation,
+                            scaling, update))
     return;
-  if (momentum != 0.0f && !update.momentumBuffer) {
-    failf(ctx, node, "SGD momentum %g needs a momentum buffer",
-          double(momentum));
-    return;
-  }
-  update.momentum = momentum;
-  update.weightDecay = weightDecay;
   stageAndSubmit(ctx, update, staging, param, grad, lr, nullptr, accumulation,
                  scaling);
 }
@@ -98,14 +91,10 @@ void offloadAdamwUpdate(Context &ctx, const char *node, int site, void *staging,
                         const LossScaling *scaling) {
   HostUpdate update;
   if (hasError(ctx) ||
-      !describeOffloadedUpdate(ctx, HostUpdate::Kind::AdamW, node, staging,
-                               param, grad, master, nullptr, &m, &v, lr, &step,
-                               accumulation, scaling, update))
+      !describeOffloadedAdamw(ctx, node, staging, beta1, beta2, eps,
+                              weightDecay, param, grad, master, m, v, lr, step,
+                              accumulation, scaling, update))
     return;
-  update.beta1 = beta1;
-  update.beta2 = beta2;
-  update.eps = eps;
-  update.weightDecay = weightDecay;
   stageAndSubmit(ctx, update, staging, param, grad, lr, &step, accumulation,
                  scaling);
 }

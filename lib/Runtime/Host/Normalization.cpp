@@ -70,11 +70,7 @@ void layerNorm(Context &ctx, const char *node, int axis, float epsilon,
 
 void softmax(Context &ctx, const char *node, int axis, bool logSoftmax,
              TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
-      !checkFloat(ctx, node, y, "output") ||
-      !checkSameDType(ctx, node, x, y, "input/output") ||
-      !checkSameShape(ctx, node, x, y, "input/output") ||
-      !checkAxis(ctx, node, axis, x.rank))
+  if (hasError(ctx) || !validateSoftmax(ctx, node, axis, x, y))
     return;
   std::vector<double> v = toDouble(ctx, x);
   AxisSplit s = splitAt(x, axis);

@@ -22,14 +22,9 @@ namespace {
 uint8_t *poolRange(Context &ctx, const char *node, int64_t hostOffset,
                    int64_t bytes) {
   std::vector<uint8_t> &pool = host::hostPoolOf(ctx);
-  if (hostOffset < 0 || bytes < 0 ||
-      uint64_t(hostOffset) + uint64_t(bytes) > pool.size()) {
-    failf(ctx, node,
-          "offload of %lld bytes at host offset %lld is outside the host "
-          "pool of %zu bytes (was the pool reserved?)",
-          (long long)bytes, (long long)hostOffset, pool.size());
+  if (!validateHostPoolRange(ctx, node, hostOffset, bytes,
+                             /*poolReserved=*/true, pool.size()))
     return nullptr;
-  }
   return pool.data() + hostOffset;
 }
 

@@ -80,16 +80,9 @@ void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
 
 void argReduce(Context &ctx, const char *node, bool isMax, int axis,
                TensorRef x, TensorRef y) {
-  if (hasError(ctx) || !checkFloat(ctx, node, x, "input") ||
-      !checkTensor(ctx, node, y, "output") ||
-      !checkAxis(ctx, node, axis, x.rank))
+  if (hasError(ctx) || !validateArgReduce(ctx, node, axis, x, y))
     return;
   AxisSplit s = splitAt(x, axis);
-  if (y.dtype != DType::I64 || y.numElements() != s.outer * s.inner) {
-    failf(ctx, node, "ArgMax/ArgMin output must be i64 with %lld elements",
-          (long long)(s.outer * s.inner));
-    return;
-  }
   std::vector<double> v = toDouble(x);
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < s.inner; ++i) {
