@@ -9,6 +9,7 @@
 #include "memopt/Runtime/Communicator.h"
 #include "memopt/Runtime/Npy.h"
 #include "memopt/Runtime/Program.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 #include <cmath>
@@ -279,10 +280,8 @@ BroadcastStrides broadcastStrides(const TensorRef &in, const TensorRef &out) {
 size_t convWorkspaceBound(const ConvParams &params, const TensorRef &x,
                           const TensorRef &w, const TensorRef &y) {
   (void)params;
-  constexpr size_t kMin = size_t(1) << 20, kMax = size_t(64) << 20;
   size_t largest = std::max({x.bytes(), y.bytes(), w.bytes()});
-  size_t bound = std::min(std::max(largest, kMin), kMax);
-  return (bound + 255) / 256 * 256;
+  return size_t(workspace::convSuiteBytes(int64_t(largest)));
 }
 
 double loadAsDouble(const void *data, DType dtype, int64_t i) {

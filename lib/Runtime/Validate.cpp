@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 #include <utility>
@@ -418,11 +419,8 @@ bool validateAttentionBackward(Context &ctx, const char *node,
 
 size_t attentionBackwardChunkBytes(int64_t items, int64_t queries, int64_t keys,
                                    DType dtype) {
-  size_t scores = size_t(items) * size_t(queries) * size_t(keys);
-  size_t bytes = 2 * ((scores * sizeof(float) + 255) / 256 * 256);
-  if (dtype != DType::F32)
-    bytes += 2 * ((scores * dtypeSize(dtype) + 255) / 256 * 256);
-  return bytes;
+  return size_t(workspace::attentionBackwardBytes(items, queries, keys,
+                                                  int64_t(dtypeSize(dtype))));
 }
 
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
@@ -441,9 +439,8 @@ static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
 
 size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
                            DType dtype) {
-  size_t scores = size_t(items) * size_t(queries) * size_t(keys);
-  size_t f32 = (scores * sizeof(float) + 255) / 256 * 256;
-  return f32 + (dtype == DType::F32 ? 0 : scores * dtypeSize(dtype));
+  return size_t(workspace::attentionBytes(items, queries, keys,
+                                          int64_t(dtypeSize(dtype))));
 }
 
 TensorRef channelsFirstView(const TensorRef &t) {

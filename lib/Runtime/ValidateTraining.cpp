@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 #include <cmath>
@@ -151,9 +152,8 @@ bool validateLinearCrossEntropyGrad(Context &ctx, const char *node,
 
 size_t linearCrossEntropyWorkspaceBytes(int64_t rows, int64_t chunkClasses,
                                         DType dtype) {
-  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  return rounded(size_t(rows) * 3 * sizeof(float)) +
-         rounded(size_t(rows) * size_t(chunkClasses) * dtypeSize(dtype));
+  return size_t(workspace::linearCrossEntropyBytes(rows, chunkClasses,
+                                                   int64_t(dtypeSize(dtype))));
 }
 
 bool validateSgdUpdate(Context &ctx, const char *node, float momentum,

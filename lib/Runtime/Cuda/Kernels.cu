@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
+#include "memopt/Runtime/Workspace.h"
 
 #include <type_traits>
 
@@ -1303,8 +1304,9 @@ void reduce(Context &ctx, const char *node, ReduceOp op, const int *axes,
     int64_t room =
         workspace ? int64_t(workspaceBytes / sizeof(float)) / outCount : 0;
     int64_t perSplit = innerReduced ? 2048 : 256;
-    int64_t splits = std::min(std::min(want, room),
-                              std::min(reducedCount / perSplit, int64_t(64)));
+    int64_t splits = std::min(
+        std::min(want, room),
+        std::min(reducedCount / perSplit, workspace::kReductionMaxSplits));
     plan.splits = int(std::max<int64_t>(1, splits));
     float *partials = static_cast<float *>(workspace);
     dim3 grid(static_cast<unsigned>(blocks),

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -306,7 +307,8 @@ __global__ void bnRunningUpdateKernel(int64_t channels, float momentum,
 int channelSplits(const Context &ctx, int64_t channels, int64_t units,
                   size_t workspaceBytes) {
   int64_t want = (int64_t(ctx.smCount) * 4 + channels - 1) / channels;
-  int64_t room = int64_t(workspaceBytes / (2 * sizeof(float))) / channels;
+  int64_t room =
+      int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
   int64_t split = std::min({want, room, units / 1024, int64_t(1024)});
   return int(std::max<int64_t>(1, split));
 }
@@ -584,8 +586,8 @@ void layerNormGrad(Context &ctx, const char *node, float epsilon, TensorRef x,
   if (!rows)
     return;
   // Workspace: the row statistics, then per split two columns of partials.
-  size_t statBytes = (size_t(rows) * 2 * sizeof(float) + 255) / 256 * 256;
-  size_t splitBytes = size_t(cols) * 2 * sizeof(float);
+  size_t statBytes = size_t(workspace::layerNormGradStatisticsBytes(rows));
+  size_t splitBytes = size_t(workspace::normalizationSplitBytes(cols));
   if (!workspace || workspaceBytes < statBytes + splitBytes) {
     failf(ctx, node,
           "layer normalization gradient needs a workspace of %zu "

@@ -1,6 +1,7 @@
 //===- MemOptInterfaces.cpp - what memory passes ask of ops ---------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
+#include "memopt/Runtime/Workspace.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -46,24 +47,24 @@ int64_t mlir::memopt::detail::defaultBytesMoved(Operation *op) {
   return bytes;
 }
 
-int64_t mlir::memopt::detail::libraryWorkspaceBytes(Operation *op) {
-  constexpr int64_t kMaxWorkspaceBytes = int64_t(32) << 20;
+/// The largest operand or result of `op`, in bytes.
+static int64_t largestTensorBytes(Operation *op) {
+  using mlir::memopt::getTensorBytes;
   int64_t largest = 0;
   for (Type type : op->getOperandTypes())
     largest = std::max(largest, getTensorBytes(type));
   for (Type type : op->getResultTypes())
     largest = std::max(largest, getTensorBytes(type));
-  return std::min(largest, kMaxWorkspaceBytes);
+  return largest;
+}
+
+int64_t mlir::memopt::detail::libraryWorkspaceBytes(Operation *op) {
+  return ::memopt::workspace::libraryBytes(largestTensorBytes(op));
 }
 
 int64_t mlir::memopt::detail::convWorkspaceBytes(Operation *op) {
-  constexpr int64_t kFloorBytes = int64_t(1) << 20;
-  constexpr int64_t kMaxConvWorkspaceBytes = int64_t(1) << 30;
-  int64_t bytes = libraryWorkspaceBytes(op);
-  if (bytes < kFloorBytes)
-    return bytes;
-  return std::max(bytes,
-                  std::min(2 * defaultBytesMoved(op), kMaxConvWorkspaceBytes));
+  return ::memopt::workspace::convBytes(largestTensorBytes(op),
+                                        defaultBytesMoved(op));
 }
 
 int64_t mlir::memopt::detail::convWorkspaceFloor(Operation *op,

@@ -9,6 +9,7 @@
 
 #include "OpUtils.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Runtime/Workspace.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include <algorithm>
@@ -875,9 +876,10 @@ int64_t AttentionOp::getFlops() {
 }
 
 /// Room for every score in f32 (plus the probabilities in the element type
-/// when it is narrower), laid out as the runtime's attentionChunkBytes does;
-/// nothing when an operand broadcasts over the batch (the runtime then always
-/// runs the fused kernel).
+/// when it is narrower): workspace::attentionBytes of the whole
+/// batch, the formula the runtime carves the workspace with; nothing when an
+/// operand broadcasts over the batch (the runtime then always runs the fused
+/// kernel).
 int64_t AttentionOp::getWorkspaceBytes() {
   auto shape = getY().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
@@ -888,13 +890,10 @@ int64_t AttentionOp::getWorkspaceBytes() {
       return 0;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
-  int64_t scores = batch * shape[shape.size() - 2] * keys;
   int64_t elementBytes =
       getTensorBytes(getY().getType()) / getY().getType().getNumElements();
-  int64_t bytes = (scores * 4 + 255) / 256 * 256;
-  if (elementBytes < 4)
-    bytes += scores * elementBytes;
-  return bytes;
+  return ::memopt::workspace::attentionBytes(batch, shape[shape.size() - 2],
+                                             keys, elementBytes);
 }
 
 /// The fused kernel needs no workspace: the scores never raise the arena.
@@ -969,8 +968,8 @@ int64_t AttentionGradOp::getFlops() {
 }
 
 /// Two f32 score buffers of the whole batch, plus P and dS in the element
-/// type when it is narrower (the runtime's attentionBackwardChunkBytes),
-/// nothing when an operand broadcasts.
+/// type when it is narrower (workspace::attentionBackwardBytes, as
+/// the runtime), nothing when an operand broadcasts.
 int64_t AttentionGradOp::getWorkspaceBytes() {
   auto shape = getO().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
@@ -981,13 +980,10 @@ int64_t AttentionGradOp::getWorkspaceBytes() {
       return 0;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
-  int64_t scores = batch * shape[shape.size() - 2] * keys;
   int64_t elementBytes =
       getTensorBytes(getO().getType()) / getO().getType().getNumElements();
-  int64_t bytes = 2 * ((scores * 4 + 255) / 256 * 256);
-  if (elementBytes < 4)
-    bytes += 2 * ((scores * elementBytes + 255) / 256 * 256);
-  return bytes;
+  return ::memopt::workspace::attentionBackwardBytes(
+      batch, shape[shape.size() - 2], keys, elementBytes);
 }
 
 /// The fused backward kernels need no workspace.
@@ -1028,20 +1024,11 @@ static LogicalResult inferReduceType(std::optional<Location> loc,
   return success();
 }
 
-/// Room for partial results when few outputs each reduce many elements (a
-/// bias gradient: [tokens, features] -> [features]): the CUDA kernel then
-/// splits each output's reduction over up to 64 blocks, so that the whole
-/// GPU works on it. (Fewer than 32 outputs, a loss mean say, run one block
-/// per output without one.)
+/// Room for partial results when few outputs each reduce many elements
+/// (workspace::reductionBytes).
 static int64_t reductionWorkspaceBytes(ShapedType input, ShapedType output) {
-  int64_t outputs = output.getNumElements();
-  if (outputs == 0)
-    return 0;
-  int64_t reduced = input.getNumElements() / outputs;
-  if (reduced < 4096 || outputs < 32 || outputs > 65536)
-    return 0;
-  return outputs * std::min<int64_t>(64, reduced / 256) *
-         int64_t(sizeof(float));
+  return ::memopt::workspace::reductionBytes(output.getNumElements(),
+                                             input.getNumElements());
 }
 
 #define MEMOPT_REDUCTION(OpClass)                                              \

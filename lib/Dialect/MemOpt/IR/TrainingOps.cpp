@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include "OpUtils.h"
 
@@ -194,14 +195,14 @@ int64_t cappedProduct(const HeadShape &s, int64_t classes, double per) {
   double value = double(s.rows) * double(classes) * per;
   return value >= double(kMaxTensorBytes) ? kMaxTensorBytes : int64_t(value);
 }
-/// The runtime's linearCrossEntropyWorkspaceBytes: three f32 statistics a row
-/// and the logits of a chunk of `classes` classes, each rounded up to 256
-/// (capped at kMaxTensorBytes, as a tensor would be).
+/// workspace::linearCrossEntropyBytes, the runtime's layout: three
+/// f32 statistics a row and the logits of a chunk of `classes` classes (capped
+/// at kMaxTensorBytes, as a tensor would be; the logits alone may overflow).
 int64_t headWorkspace(const HeadShape &s, int64_t classes) {
-  auto rounded = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  return std::min(kMaxTensorBytes,
-                  rounded(s.rows * 3 * 4) +
-                      rounded(cappedProduct(s, classes, double(s.element))));
+  if (cappedProduct(s, classes, double(s.element)) >= kMaxTensorBytes)
+    return kMaxTensorBytes;
+  return std::min(kMaxTensorBytes, ::memopt::workspace::linearCrossEntropyBytes(
+                                       s.rows, classes, s.element));
 }
 /// Every class in one chunk (less an odd tail of fewer than 8, its own
 /// chunk), the runtime's fastest; at least chunks of 2048 classes, whose
@@ -778,10 +779,6 @@ int64_t UpdateLossScaleOp::getBytesMoved() { return 24; }
 // Training-mode normalization
 //===----------------------------------------------------------------------===//
 
-/// Partial sums per channel (or column) that the CUDA kernels may split a
-/// long reduction into; the runtime takes as many as fit.
-static constexpr int64_t kNormalizationSplits = 32;
-
 static bool isF32Tensor(Value value) {
   return getElementTypeOrSelf(value.getType()).isF32();
 }
@@ -824,9 +821,11 @@ int64_t BatchNormTrainingOp::getFlops() {
   return 6 * getX().getType().getNumElements();
 }
 
+/// workspace::kNormalizationSplits splits of per-channel partial
+/// sums.
 int64_t BatchNormTrainingOp::getWorkspaceBytes() {
-  return getX().getType().getDimSize(1) * kNormalizationSplits * 2 *
-         int64_t(sizeof(float));
+  return ::memopt::workspace::batchNormTrainingBytes(
+      getX().getType().getDimSize(1));
 }
 
 bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
@@ -850,8 +849,8 @@ int64_t BatchNormTrainingGradOp::getFlops() {
 }
 
 int64_t BatchNormTrainingGradOp::getWorkspaceBytes() {
-  return getX().getType().getDimSize(1) * kNormalizationSplits * 2 *
-         int64_t(sizeof(float));
+  return ::memopt::workspace::batchNormTrainingBytes(
+      getX().getType().getDimSize(1));
 }
 
 bool BatchNormTrainingGradOp::canWriteInPlace(unsigned operandIndex) {
@@ -910,10 +909,9 @@ int64_t LayerNormalizationGradOp::getFlops() {
 
 int64_t LayerNormalizationGradOp::getWorkspaceBytes() {
   auto [rows, cols] = layerNormRowsAndColumns(getX().getType(), getAxis());
-  // The row statistics (rounded to 256 bytes), then two columns of partial
-  // sums per split (the runtime's layout).
-  int64_t stats = (rows * 2 * int64_t(sizeof(float)) + 255) / 256 * 256;
-  return stats + kNormalizationSplits * 2 * cols * int64_t(sizeof(float));
+  // The row statistics, then two columns of partial sums per split (the
+  // runtime's layout).
+  return ::memopt::workspace::layerNormGradBytes(rows, cols);
 }
 
 bool SoftmaxCrossEntropyGradOp::canWriteInPlace(unsigned operandIndex) {

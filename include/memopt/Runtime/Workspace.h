@@ -1,0 +1,157 @@
+//===- Workspace.h - workspace sizes the compiler plans, the runtime reads ===//
+//
+// Every workspace-size formula in one header, included by the compiler (the
+// ops' getWorkspaceBytes, which the planner reserves in the arena) and by the
+// runtime (the kernels that carve the planned workspace up). A kernel that
+// lays out its scratch differently from what was planned would read past it,
+// so the two sides must not hold copies (issue 28, "workspace formulas in one
+// header the compiler includes too"). XLA and IREE keep the sizes on the
+// compiler side only (the runtime is handed a buffer and trusts it); here the
+// runtime also checks a workspace it is given against the same formula.
+//
+// No dependencies: plain constexpr functions of element counts and element
+// byte sizes (4 for f32, 2 for f16 / bf16), in int64_t.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_WORKSPACE_H
+#define MEMOPT_RUNTIME_WORKSPACE_H
+
+#include <cstdint>
+
+namespace memopt::workspace {
+
+/// Scratch buffers start on 256-byte boundaries (cuBLASLt's and the vector
+/// loads' alignment).
+constexpr int64_t roundUp256(int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+//===----------------------------------------------------------------------===//
+// Library calls: cuBLASLt, cuDNN convolutions
+//===----------------------------------------------------------------------===//
+
+/// The library-call policy (cuBLASLt GEMMs, cuDNN convolutions): the largest
+/// operand or result, at most 32 MiB (cuBLASLt's recommendation on Hopper).
+/// A maximum the planner grows into; the reasons are with
+/// mlir::memopt::detail::libraryWorkspaceBytes (MemOptInterfaces.h).
+constexpr int64_t libraryBytes(int64_t largestTensorBytes) {
+  constexpr int64_t kMax = int64_t(32) << 20;
+  return largestTensorBytes < kMax ? largestTensorBytes : kMax;
+}
+
+/// A convolution (forward, transposed, filter gradient): the library policy,
+/// and from 1 MiB on at least twice the bytes it moves (at most 1 GiB), what
+/// cuDNN's fastest algorithms asked on ResNet-50's training convolutions
+/// (mlir::memopt::detail::convWorkspaceBytes says more).
+constexpr int64_t convBytes(int64_t largestTensorBytes, int64_t bytesMoved) {
+  constexpr int64_t kFloor = int64_t(1) << 20, kMax = int64_t(1) << 30;
+  int64_t bytes = libraryBytes(largestTensorBytes);
+  if (bytes < kFloor)
+    return bytes;
+  int64_t wish = 2 * bytesMoved < kMax ? 2 * bytesMoved : kMax;
+  return bytes > wish ? bytes : wish;
+}
+
+/// The bound the runtime's kernel suite gives a convolution's workspace:
+/// the largest tensor, between 1 MiB and 64 MiB, rounded up to 256 bytes.
+constexpr int64_t convSuiteBytes(int64_t largestTensorBytes) {
+  constexpr int64_t kMin = int64_t(1) << 20, kMax = int64_t(64) << 20;
+  int64_t bound = largestTensorBytes > kMin ? largestTensorBytes : kMin;
+  return roundUp256(bound < kMax ? bound : kMax);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention (docs/attention.md)
+//===----------------------------------------------------------------------===//
+
+/// The scores of `items` attention problems of `queries` x `keys` in f32,
+/// then (for a narrower element type) the probabilities in the element type:
+/// the chunked cuBLASLt path's workspace for a chunk of `items`.
+constexpr int64_t attentionBytes(int64_t items, int64_t queries, int64_t keys,
+                                 int64_t elementBytes) {
+  int64_t scores = items * queries * keys;
+  return roundUp256(scores * 4) +
+         (elementBytes < 4 ? scores * elementBytes : 0);
+}
+
+/// The backward's two f32 score buffers (S, then dP), plus P and dS in the
+/// element type when it is narrower, for a chunk of `items`.
+constexpr int64_t attentionBackwardBytes(int64_t items, int64_t queries,
+                                         int64_t keys, int64_t elementBytes) {
+  int64_t scores = items * queries * keys;
+  return 2 * roundUp256(scores * 4) +
+         (elementBytes < 4 ? 2 * roundUp256(scores * elementBytes) : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Fused linear cross-entropy (docs/training.md)
+//===----------------------------------------------------------------------===//
+
+/// Three f32 statistics a row, then the logits of a chunk of `chunkClasses`
+/// classes in the element type.
+constexpr int64_t linearCrossEntropyBytes(int64_t rows, int64_t chunkClasses,
+                                          int64_t elementBytes) {
+  return roundUp256(rows * 3 * 4) +
+         roundUp256(rows * chunkClasses * elementBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Training-mode normalization
+//===----------------------------------------------------------------------===//
+
+/// Partial sums per channel (or column) that the CUDA kernels may split a
+/// long reduction into; the compiler plans this many, the runtime takes as
+/// many as fit.
+constexpr int64_t kNormalizationSplits = 32;
+
+/// One split's partial sums: two f32 per channel (or column).
+constexpr int64_t normalizationSplitBytes(int64_t columns) {
+  return columns * 2 * 4;
+}
+
+/// Batch normalization in training mode and its gradient: the partial sums
+/// of every split.
+constexpr int64_t batchNormTrainingBytes(int64_t channels) {
+  return kNormalizationSplits * normalizationSplitBytes(channels);
+}
+
+/// Layer normalization's gradient: the row statistics (mean, 1/std) first.
+constexpr int64_t layerNormGradStatisticsBytes(int64_t rows) {
+  return roundUp256(rows * 2 * 4);
+}
+
+/// The row statistics, then `splits` splits of column partial sums (the
+/// runtime needs at least one).
+constexpr int64_t layerNormGradBytes(int64_t rows, int64_t columns,
+                                     int64_t splits = kNormalizationSplits) {
+  return layerNormGradStatisticsBytes(rows) +
+         splits * normalizationSplitBytes(columns);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Blocks at most that one output's reduction is split over.
+constexpr int64_t kReductionMaxSplits = 64;
+
+/// Partial results when few outputs each reduce many elements (a bias
+/// gradient: [tokens, features] -> [features]): the CUDA kernel then splits
+/// each output's reduction over up to kReductionMaxSplits blocks of at least
+/// 256 elements, so that the whole GPU works on it. Fewer than 32 outputs (a
+/// loss mean) run one block per output without one.
+constexpr int64_t reductionBytes(int64_t outputs, int64_t inputElements) {
+  if (outputs == 0)
+    return 0;
+  int64_t reduced = inputElements / outputs;
+  if (reduced < 4096 || outputs < 32 || outputs > 65536)
+    return 0;
+  int64_t splits =
+      reduced / 256 < kReductionMaxSplits ? reduced / 256 : kReductionMaxSplits;
+  return outputs * splits * 4;
+}
+
+} // namespace memopt::workspace
+
+#endif // MEMOPT_RUNTIME_WORKSPACE_H
