@@ -202,13 +202,17 @@ private:
   /// The rule for `opType` at this model's opset, if any.
   const ImportRule *findRule(StringRef opType) const;
   LogicalResult importNode(const onnx::NodeProto &proto, size_t index);
-  FailureOr<SmallVector<Value>> importGeneric(const Node &node);
+  /// The op named after the ONNX type, `numResults` results (0: one per
+  /// ONNX output, at least one).
+  FailureOr<SmallVector<Value>> importGeneric(const Node &node,
+                                              unsigned numResults = 0);
   FailureOr<SmallVector<Value>> importConstant(const Node &node);
   FailureOr<SmallVector<Value>> importReshape(const Node &node);
   FailureOr<SmallVector<Value>> importExpand(const Node &node);
   FailureOr<SmallVector<Value>> importCast(const Node &node);
   FailureOr<SmallVector<Value>> importConstantOfShape(const Node &node);
   FailureOr<SmallVector<Value>> importRange(const Node &node);
+  FailureOr<SmallVector<Value>> importBatchNormalization(const Node &node);
   FailureOr<SmallVector<Value>> importSqueeze(const Node &node, bool squeeze);
   FailureOr<SmallVector<Value>> importSqueezeOp(const Node &node) {
     return importSqueeze(node, /*squeeze=*/true);

@@ -359,7 +359,8 @@ FailureOr<SmallVector<Value>> GraphImporter::importLpPool(const Node &node) {
 
 FailureOr<SmallVector<Value>>
 GraphImporter::importLayerNormalization(const Node &node) {
-  auto normalized = importGeneric(node);
+  // The normalized output; Mean and InvStdDev below when they are read.
+  auto normalized = importGeneric(node, /*numResults=*/1);
   if (failed(normalized))
     return failure();
   bool wantsStatistics = false;

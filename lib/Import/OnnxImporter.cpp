@@ -697,6 +697,8 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"ReduceSum", kMinOpset, kMaxOpset, &G::importReduce},
       {"ReduceMax", kMinOpset, kMaxOpset, &G::importReduce},
       {"ReduceMin", kMinOpset, kMaxOpset, &G::importReduce},
+      {"BatchNormalization", kMinOpset, kMaxOpset,
+       &G::importBatchNormalization},
       // Composed of memopt ops (OnnxComposedOps.cpp).
       {"CastLike", kMinOpset, kMaxOpset, &G::importCastLike},
       {"LessOrEqual", kMinOpset, kMaxOpset, &G::importOrEqual},
@@ -840,7 +842,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &proto,
   return success();
 }
 
-FailureOr<SmallVector<Value>> GraphImporter::importGeneric(const Node &node) {
+FailureOr<SmallVector<Value>>
+GraphImporter::importGeneric(const Node &node, unsigned numResults) {
   SmallVector<Value> operands;
   for (int i = 0; i < node.proto.input_size(); ++i) {
     auto value = lookup(node, i);
@@ -851,21 +854,10 @@ FailureOr<SmallVector<Value>> GraphImporter::importGeneric(const Node &node) {
   auto attrs = nodeAttributes(node);
   if (failed(attrs))
     return failure();
-  StringRef type = node.type();
-  // Extra outputs of the normalizations exist for training only. A
-  // BatchNormalization exported in training mode keeps training_mode = 1:
-  // memopt-make-trainable turns it into batch statistics with running
-  // statistic updates (its running mean / var outputs must be unused).
-  // (LayerNormalization's statistics: importLayerNormalization.)
-  if (type == "BatchNormalization") {
-    if (failed(checkUnusedOutputs(node, 1, memoptOpName(type))))
-      return failure();
-  }
-  unsigned numResults =
-      type == "LayerNormalization" || type == "BatchNormalization"
-          ? 1
-          : std::max(node.proto.output_size(), 1);
-  return createOp(node, memoptOpName(type), operands, *attrs, numResults);
+  if (numResults == 0)
+    numResults = unsigned(std::max(node.proto.output_size(), 1));
+  return createOp(node, memoptOpName(node.type()), operands, *attrs,
+                  numResults);
 }
 
 FailureOr<SmallVector<Value>> GraphImporter::importConstant(const Node &node) {

@@ -152,6 +152,17 @@ GraphImporter::importConstantOfShape(const Node &node) {
       node.loc, DenseElementsAttr::get(type, fill.getValues<Attribute>()[0]))};
 }
 
+/// The normalized output only: the running mean / var outputs exist for
+/// training and must be unused. A BatchNormalization exported in training
+/// mode keeps training_mode = 1: memopt-make-trainable turns it into batch
+/// statistics with running statistic updates (docs/training.md).
+FailureOr<SmallVector<Value>>
+GraphImporter::importBatchNormalization(const Node &node) {
+  if (failed(checkUnusedOutputs(node, 1, memoptOpName(node.type()))))
+    return failure();
+  return importGeneric(node, /*numResults=*/1);
+}
+
 FailureOr<SmallVector<Value>> GraphImporter::importRange(const Node &node) {
   SmallVector<Value> operands;
   SmallVector<double> bounds;
