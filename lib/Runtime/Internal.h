@@ -251,6 +251,9 @@ bool validateConv(Context &ctx, const char *node, const ConvParams &params,
                   bool transposed, const TensorRef &x, const TensorRef &w,
                   const TensorRef *bias, const TensorRef &y,
                   ConvGeometry &geometry);
+/// convResidual's residual: y's shape and dtype (y may be the residual).
+bool validateConvResidual(Context &ctx, const char *node,
+                          const TensorRef &residual, const TensorRef &y);
 bool validatePool(Context &ctx, const char *node, const PoolParams &params,
                   const TensorRef &x, const TensorRef &y,
                   ConvGeometry &geometry);

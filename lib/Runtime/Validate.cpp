@@ -538,6 +538,12 @@ bool validateConv(Context &ctx, const char *node, const ConvParams &params,
   return true;
 }
 
+bool validateConvResidual(Context &ctx, const char *node,
+                          const TensorRef &residual, const TensorRef &y) {
+  return checkSameShape(ctx, node, residual, y, "residual") &&
+         checkSameDType(ctx, node, residual, y, "residual/output");
+}
+
 bool validatePool(Context &ctx, const char *node, const PoolParams &params,
                   const TensorRef &xGiven, const TensorRef &yGiven,
                   ConvGeometry &g) {

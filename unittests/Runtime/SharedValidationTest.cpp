@@ -157,6 +157,17 @@ TEST(SharedValidation, OffloadOutsideThePool) {
             "the host pool of 8 bytes (was the pool reserved?)");
 }
 
+TEST(SharedValidation, ConvResidualHasTheOutputsType) {
+  Buffer x(DType::F32, {1, 2, 4, 4}), w(DType::F32, {2, 2, 1, 1});
+  Buffer y(DType::F32, {1, 2, 4, 4}), residual(DType::F16, {1, 2, 4, 4});
+  ConvParams params;
+  EXPECT_EQ(errorOf([&](Context &ctx) {
+              convResidual(ctx, "/conv_add", params, x.ref(), w.ref(), nullptr,
+                           residual.ref(), y.ref(), nullptr, 0);
+            }),
+            "node '/conv_add': residual/output: dtypes differ (f16 vs f32)");
+}
+
 TEST(SharedValidation, CopiesCastsAndExpand) {
   Buffer x(DType::F32, {4}), y(DType::F32, {5}), z(DType::I64, {3});
   EXPECT_EQ(errorOf([&](Context &ctx) { copy(ctx, "/id", x.ref(), y.ref()); }),

@@ -1075,8 +1075,7 @@ void convForward(Context &ctx, const char *node, const ConvParams &params,
   if (hasError(ctx) ||
       !validateConv(ctx, node, params, false, x, w, bias, y, g))
     return;
-  if (residual && (!checkSameShape(ctx, node, *residual, y, "residual") ||
-                   !checkSameDType(ctx, node, *residual, y, "residual/output")))
+  if (residual && !validateConvResidual(ctx, node, *residual, y))
     return;
   if (y.numElements() == 0)
     return;

@@ -390,8 +390,7 @@ void convResidual(Context &ctx, const char *node, const ConvParams &params,
                   TensorRef x, TensorRef w, const TensorRef *bias,
                   TensorRef residual, TensorRef y, void *workspace,
                   size_t workspaceBytes) {
-  if (hasError(ctx) || !checkSameShape(ctx, node, residual, y, "residual") ||
-      !checkSameDType(ctx, node, residual, y, "residual/output"))
+  if (hasError(ctx) || !validateConvResidual(ctx, node, residual, y))
     return;
   // y may be the residual: read it before the convolution overwrites it.
   std::vector<double> vr = toDouble(ctx, residual);
