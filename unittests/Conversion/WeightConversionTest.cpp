@@ -19,6 +19,7 @@
 #include "memopt/Runtime/WeightsFile.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
@@ -226,12 +227,12 @@ TEST(WeightConversion, CastAndPermutationCompose) {
 }
 
 /// A context with the dialect and a module of constants to hang entries on.
-struct Fixture : ::testing::Test {
-  Fixture() {
+struct ConvertedWeightTest : ::testing::Test {
+  ConvertedWeightTest() {
     context.loadDialect<MemOptDialect>();
     module = ModuleOp::create(UnknownLoc::get(&context));
   }
-  ~Fixture() override { module->erase(); }
+  ~ConvertedWeightTest() override { module->erase(); }
 
   DenseResourceElementsAttr resource(StringRef key, ArrayRef<int64_t> shape,
                                      const std::vector<float> &values) {
@@ -246,8 +247,7 @@ struct Fixture : ::testing::Test {
         type, key, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 8));
   }
   Operation *constant(ElementsAttr value) {
-    OpBuilder builder(module->getBodyRegion());
-    builder.setInsertionPointToEnd(module->getBody());
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     return ConstantOp::create(builder, UnknownLoc::get(&context), value);
   }
   std::string readFile(StringRef path) {
@@ -260,7 +260,7 @@ struct Fixture : ::testing::Test {
   ModuleOp module;
 };
 
-TEST_F(Fixture, ConvertedWeightReadsThroughTheAccessor) {
+TEST_F(ConvertedWeightTest, ConvertedWeightReadsThroughTheAccessor) {
   std::vector<int64_t> shape = {6, 3, 2, 2};
   std::vector<float> values = randomValues(72, 3);
   DenseResourceElementsAttr source = resource("w", shape, values);
@@ -300,7 +300,7 @@ TEST_F(Fixture, ConvertedWeightReadsThroughTheAccessor) {
   EXPECT_EQ(window, std::vector<float>(4, 2.5f));
 }
 
-TEST_F(Fixture, VerifierNamesTheMismatch) {
+TEST_F(ConvertedWeightTest, VerifierNamesTheMismatch) {
   DenseResourceElementsAttr source =
       resource("v", {2, 3}, std::vector<float>(6, 1.0f));
   auto emit = [&] { return mlir::emitError(UnknownLoc::get(&context)); };
@@ -330,7 +330,7 @@ TEST_F(Fixture, VerifierNamesTheMismatch) {
 /// converted copies (a heap blob each, as mixed precision and the layout
 /// pass made before), byte for byte, also where a weight spans several of
 /// the writer's 16 MiB windows.
-TEST_F(Fixture, WeightFileEqualsTheEagerlyConvertedOne) {
+TEST_F(ConvertedWeightTest, WeightFileEqualsTheEagerlyConvertedOne) {
   auto f32 = Float32Type::get(&context);
   auto bf16 = BFloat16Type::get(&context);
   auto f16 = Float16Type::get(&context);
@@ -408,7 +408,7 @@ TEST_F(Fixture, WeightFileEqualsTheEagerlyConvertedOne) {
   llvm::sys::fs::remove_directories(folder);
 }
 
-TEST_F(Fixture, ElidedSourceIsAnError) {
+TEST_F(ConvertedWeightTest, ElidedSourceIsAnError) {
   auto type = RankedTensorType::get({2048}, Float32Type::get(&context));
   auto &blobs = DenseResourceElementsHandle::getManagerInterface(&context);
   auto elided = DenseResourceElementsAttr::get(type, blobs.insert("w_elided"));
