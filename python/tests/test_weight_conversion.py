@@ -138,3 +138,31 @@ def test_tiny_llama_weights_converted_while_written(precision, tmp_path):
         matrices += converted and values.ndim == 2
     assert matrices >= 2 * 7, "each layer's seven projections are converted"
     assert "#memopt.converted<dense_resource<" in ir
+
+
+def test_bf16_conversion_holds_no_copy_of_the_weights(tmp_path):
+    """A generated Llama of 86 M parameters (344 MB of fp32 external data): the bf16 inference
+    compile (--emit source, the weights file written) peaks within a quarter of the bf16 weights
+    above the fp32 compile of the same model. A converted copy held anywhere in the compiler (the
+    172 MB the passes used to allocate) fails it."""
+    from test_scale import _run_measured
+
+    config = llama_graph.LlamaConfig(layers=2, hidden=1024, intermediate=2816, heads=16,
+                                     kv_heads=4, vocab=32000)
+    graph = llama_graph.generate(config, str(tmp_path), 1, 16, "llama86m")
+    low_bytes = 2 * llama_graph.parameter_count(config)
+    assert low_bytes > 160e6
+    peaks = {}
+    for precision in ("fp32", "bf16"):
+        out = str(tmp_path / precision / "program")
+        os.makedirs(os.path.dirname(out))
+        argv = [e2e._tool("memopt-compile"), graph, "-o", out, "--target", "cuda", "--emit",
+                "source", "--precision", precision, "--quiet"]
+        status, log, seconds, peaks[precision] = _run_measured(
+            argv, str(tmp_path / f"{precision}.log"), timeout=600)
+        assert status == 0, f"exit {status} after {seconds:.0f} s:\n{log[-4000:]}"
+        assert peaks[precision] > 0
+    assert os.path.getsize(str(tmp_path / "bf16" / "program.weights")) > 0.99 * low_bytes
+    assert peaks["bf16"] < peaks["fp32"] + low_bytes / 4, (
+        f"bf16 compile peaked at {peaks['bf16'] / 2**20:.0f} MiB, the fp32 one at "
+        f"{peaks['fp32'] / 2**20:.0f} MiB: {low_bytes / 2**20:.0f} MiB of bf16 weights held?")

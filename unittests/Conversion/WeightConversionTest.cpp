@@ -408,6 +408,42 @@ TEST_F(ConvertedWeightTest, WeightFileEqualsTheEagerlyConvertedOne) {
   llvm::sys::fs::remove_directories(folder);
 }
 
+/// ZeRO-3: rank r's shard of a converted weight (its chunk, then the tail)
+/// is the same shard of the eagerly converted one.
+TEST_F(ConvertedWeightTest, ShardOfAConvertedWeight) {
+  auto bf16 = BFloat16Type::get(&context);
+  std::vector<float> values = randomValues(1000, 6);
+  auto wholeType = RankedTensorType::get({1000}, bf16);
+  std::vector<uint16_t> bits(1000);
+  ConversionCounts counts;
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = convertF32ToBFloat16Bits(bitsOf(values[i]), counts);
+  ElementsAttr lazy = ConvertedWeightAttr::get(
+      &context, wholeType, resource("whole", {1000}, values), {});
+  ElementsAttr eager = resource(
+      "whole_bf16", wholeType,
+      ArrayRef<char>(reinterpret_cast<const char *>(bits.data()), 2000));
+  auto shardType = RankedTensorType::get({333 + 1}, bf16);
+  SmallString<128> folder;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("weight-conversion", folder));
+  std::string files[2];
+  for (int variant = 0; variant < 2; ++variant) {
+    ElementsAttr value = variant ? lazy : eager;
+    WeightImage image;
+    image.size = 1024;
+    image.entries.push_back({0, shardType, value, constant(value), 3, 1});
+    std::string path = (folder + "/" + std::to_string(variant)).str();
+    ASSERT_TRUE(succeeded(writeWeightImage(image, path)));
+    files[variant] = readFile(path);
+  }
+  EXPECT_TRUE(files[0] == files[1]);
+  std::string expected(reinterpret_cast<const char *>(bits.data() + 333), 666);
+  expected.append(reinterpret_cast<const char *>(bits.data() + 999), 2);
+  EXPECT_EQ(files[1].substr(0, 668), expected);
+  llvm::sys::fs::remove_directories(folder);
+}
+
 TEST_F(ConvertedWeightTest, ElidedSourceIsAnError) {
   auto type = RankedTensorType::get({2048}, Float32Type::get(&context));
   auto &blobs = DenseResourceElementsHandle::getManagerInterface(&context);
