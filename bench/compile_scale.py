@@ -23,6 +23,8 @@ Modes of a run:
   source      the same step, --emit source (the program's source and its weights file)
   exe         the same step, --emit exe (nvcc builds the executable)
   host-infer  the inference program for the host backend (--emit exe), then run on one batch
+  infer-bf16  the inference program at 1 x INFER_TOKENS in bf16 for CUDA, --emit source (the
+              weights file written converted from the mapped fp32 weights, no nvcc)
 
 Memory guard: this machine (24 GB, shared) must never swap or OOM. A run is skipped, saying
 so, when its predicted peak (RSS_PER_WEIGHT_BYTE[mode] x the fp32 weights + RSS_BASE_BYTES:
@@ -71,7 +73,8 @@ TRAIN_FLAGS = ["--train", "--loss", "cross-entropy", "--loss-output", "logits",
 # of weights: 4.9; GPT-2 medium with nvcc 16.2 GB for 1.4 GB: 11.4), rounded up. With the
 # streamed weight flow the compiler's peak is a small fraction of the weights (docs/scale.md);
 # lower these (or pass --rss-factor) once it is on main.
-RSS_PER_WEIGHT_BYTE = {"plan": 5.0, "source": 12.0, "exe": 12.0, "host-infer": 12.0}
+RSS_PER_WEIGHT_BYTE = {"plan": 5.0, "source": 12.0, "exe": 12.0, "host-infer": 12.0,
+                       "infer-bf16": 1.0}
 # The host program of a host-infer run reads its whole weights file into memory today (2.0 x
 # the fp32 weights measured on synthetic-1g): a 7B model's cannot run here until the runtime
 # maps or streams its weights (--run-rss-factor then).
@@ -100,7 +103,8 @@ SHAPES = {"tiny": (2, 32), "synthetic-1g": (1, 128), "llama-124m": (1, 512),
           "llama-355m": (4, 1024), "tinyllama": (4, 1024), "llama2-7b": (1, 2048)}
 DEFAULT_RUNS = ["tiny:plan", "synthetic-1g:plan", "tinyllama:plan", "tinyllama:exe",
                 "llama2-7b:plan", "llama2-7b:host-infer"]
-MODES = ("plan", "source", "exe", "host-infer")
+MODES = ("plan", "source", "exe", "host-infer", "infer-bf16")
+INFERENCE_MODES = ("host-infer", "infer-bf16")
 
 
 def parse_run(text):
@@ -111,7 +115,7 @@ def parse_run(text):
                                          f"(one of {', '.join(SHAPES)})")
     if mode not in MODES:
         raise argparse.ArgumentTypeError(f"unknown mode '{mode}' (one of {', '.join(MODES)})")
-    batch, seq = (1, INFER_TOKENS) if mode == "host-infer" else SHAPES[config]
+    batch, seq = (1, INFER_TOKENS) if mode in INFERENCE_MODES else SHAPES[config]
     return Run(config, batch, seq, mode)
 
 
@@ -311,6 +315,8 @@ def compile_argv(args, run, graph, out_prefix, report_path):
             "--report", report_path]
     if run.mode == "host-infer":
         return argv + ["--target", "host", "--emit", "exe"]
+    if run.mode == "infer-bf16":
+        return argv + ["--precision", "bf16", "--target", "cuda", "--emit", "source"]
     return argv + TRAIN_FLAGS + ["--target", "cuda", "--emit", run.mode]
 
 
@@ -499,7 +505,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", type=parse_run,
                         default=[parse_run(text) for text in DEFAULT_RUNS],
-                        help="CONFIG[:MODE] (modes: plan, source, exe, host-infer)")
+                        help="CONFIG[:MODE] (modes: " + ", ".join(MODES) + ")")
     parser.add_argument("--build", default=os.path.join(REPO, "build", "bin"),
                         help="folder of memopt-compile")
     parser.add_argument("--cache", default="/tmp/memopt-scale",

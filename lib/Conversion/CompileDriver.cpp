@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
@@ -400,21 +401,22 @@ std::string printModule(ModuleOp module,
   int64_t elided = 0, elidedBytes = 0;
   auto &blobs =
       DenseResourceElementsHandle::getManagerInterface(module.getContext());
-  module.walk([&](Operation *op) {
-    for (NamedAttribute attribute : op->getAttrs()) {
-      auto resource = dyn_cast<DenseResourceElementsAttr>(attribute.getValue());
-      AsmResourceBlob *blob =
-          resource ? resource.getRawHandle().getBlob() : nullptr;
-      if (!blob || int64_t(blob->getData().size()) <= kPrintedBlobLimitBytes)
-        continue;
-      ++elided;
-      elidedBytes += int64_t(blob->getData().size());
-      DenseResourceElementsHandle handle =
-          blobs.insert((resource.getRawHandle().getKey() + "_elided").str());
-      op->setAttr(attribute.getName(),
-                  DenseResourceElementsAttr::get(resource.getType(), handle));
-    }
-  });
+  // Also where a handle is nested (the source of a #memopt.converted weight).
+  AttrTypeReplacer replacer;
+  replacer.addReplacement(
+      [&](DenseResourceElementsAttr resource) -> std::optional<Attribute> {
+        AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+        if (!blob || int64_t(blob->getData().size()) <= kPrintedBlobLimitBytes)
+          return std::nullopt;
+        ++elided;
+        elidedBytes += int64_t(blob->getData().size());
+        DenseResourceElementsHandle handle =
+            blobs.insert((resource.getRawHandle().getKey() + "_elided").str());
+        return DenseResourceElementsAttr::get(resource.getType(), handle);
+      });
+  replacer.recursivelyReplaceElementsIn(module, /*replaceAttrs=*/true,
+                                        /*replaceLocs=*/false,
+                                        /*replaceTypes=*/false);
   std::string text;
   llvm::raw_string_ostream os(text);
   module.print(os);

@@ -1,13 +1,15 @@
 //===- WeightImage.cpp - the weight region, written tensor by tensor ------===//
 //
 // include/memopt/Conversion/WeightImage.h says what and why. The writer
-// keeps at most one bounded buffer (for splats and bools); every other value
-// is written straight from its attribute's storage.
+// keeps at most one bounded buffer (for splats, bools and converted
+// weights); every other value is written straight from its attribute's
+// storage.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Conversion/WeightImage.h"
 
+#include "memopt/Dialect/MemOpt/IR/MemOptAttributes.h"
 #include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Runtime/WeightsFile.h"
 
@@ -44,6 +46,12 @@ mlir::memopt::getConstantBytes(Attribute value, RankedTensorType type) {
   std::vector<char> data(bytes);
   if (!value) // a variable without an initial value starts at zero
     return data;
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(value)) {
+    ConversionCounts counts;
+    if (failed(converted.readElements(0, type.getNumElements(), data, counts)))
+      return failure();
+    return data;
+  }
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
     ArrayRef<char> raw = getWeightData(resource);
     if (int64_t(raw.size()) != bytes)
@@ -106,6 +114,11 @@ private:
   LogicalResult writeShard(const WeightImageEntry &entry);
   /// Writes `count` copies of the `element` bytes (a splat).
   void writeRepeated(ArrayRef<char> element, int64_t count);
+  /// Writes elements [first, first + count) of a converted weight, converted
+  /// window by window in the bounded buffer; gives back the source's pages
+  /// as they are read. Fails when its source cannot be read.
+  LogicalResult writeConverted(ConvertedWeightAttr value, int64_t first,
+                               int64_t count);
   LogicalResult unreadable(const WeightImageEntry &entry, int64_t bytes) {
     return emitError(entry.op->getLoc())
            << "'" << entry.op->getName() << "' of type " << entry.type
@@ -136,6 +149,31 @@ void ImageWriter::writeRepeated(ArrayRef<char> element, int64_t count) {
   }
 }
 
+LogicalResult ImageWriter::writeConverted(ConvertedWeightAttr value,
+                                          int64_t first, int64_t count) {
+  WeightConversion conversion = value.getConversion();
+  ArrayRef<char> source = value.getSourceData();
+  size_t elementBytes = conversion.getResultElementBytes();
+  int64_t perWindow = int64_t(kWriteChunkBytes / elementBytes);
+  buffer.resize(size_t(std::min(perWindow, count)) * elementBytes);
+  ConversionCounts counts;
+  for (int64_t done = 0; done < count;) {
+    int64_t now = std::min(perWindow, count - done);
+    if (failed(value.readElements(first + done, now, buffer, counts)))
+      return failure();
+    out.write(buffer.data(), size_t(now) * elementBytes);
+    position += now * int64_t(elementBytes);
+    if (!conversion.isPermuted())
+      releaseWeightPages(
+          conversion.getSourceBytesRead(source, first + done, now));
+    done += now;
+  }
+  // A permuted window reads across the whole source: give it back at the end.
+  if (conversion.isPermuted())
+    releaseWeightPages(source);
+  return success();
+}
+
 LogicalResult ImageWriter::write(const WeightImageEntry &entry) {
   int64_t bytes = getRuntimeBytes(entry.type);
   if (!entry.value || bytes == 0)
@@ -144,6 +182,12 @@ LogicalResult ImageWriter::write(const WeightImageEntry &entry) {
   Type elementType = entry.type.getElementType();
   if (entry.shardRanks > 0)
     return writeShard(entry);
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(entry.value)) {
+    if (converted.getType() != entry.type ||
+        failed(writeConverted(converted, 0, entry.type.getNumElements())))
+      return unreadable(entry, bytes);
+    return success();
+  }
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(entry.value)) {
     ArrayRef<char> raw = getWeightData(resource);
     if (int64_t(raw.size()) != bytes || elementType.isInteger(1))
@@ -198,6 +242,12 @@ LogicalResult ImageWriter::writeShard(const WeightImageEntry &entry) {
   int64_t chunk = elements / ranks, tail = elements % ranks;
   if ((chunk + tail) * elementBytes != bytes)
     return unreadable(entry, bytes);
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(entry.value)) {
+    if (failed(writeConverted(converted, entry.shardRank * chunk, chunk)) ||
+        failed(writeConverted(converted, ranks * chunk, tail)))
+      return unreadable(entry, bytes);
+    return success();
+  }
   ArrayRef<char> raw;
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(entry.value)) {
     raw = getWeightData(resource);

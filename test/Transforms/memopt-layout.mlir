@@ -215,3 +215,37 @@ func.func @tf32_depthwise(%x: tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> attrib
   %e = memopt.conv %c, %d {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x5x5xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x5x5xf32>
   return %e : tensor<1x4x5x5xf32>
 }
+
+// -----
+
+// A weight's transpose is recorded over its blob, not applied
+// (#memopt.converted, written permuted into the weights file): the filter
+// keeps its f32 resource, the permutation composes with the bf16 cast mixed
+// precision recorded, and no permuted copy is printed.
+// Under `auto` the bf16 convolution alone goes channels-last.
+// CHECK-LABEL: func.func @resource_filters
+// CHECK-DAG: memopt.constant #memopt.converted<dense_resource<filter> : tensor<2x2x1x2xf32>, permutation = [0, 2, 3, 1]> : tensor<2x1x2x2xbf16>
+// CHECK-DAG: memopt.constant dense_resource<filter> : tensor<2x2x1x2xf32>
+// HOST-LABEL: func.func @resource_filters
+// HOST-NOT: permutation
+// HOST: return
+// NHWC-LABEL: func.func @resource_filters
+// NHWC-DAG: memopt.constant #memopt.converted<dense_resource<filter> : tensor<2x2x1x2xf32>, permutation = [0, 2, 3, 1]> : tensor<2x1x2x2xf32>
+// NHWC-DAG: memopt.constant #memopt.converted<dense_resource<filter> : tensor<2x2x1x2xf32>, permutation = [0, 2, 3, 1]> : tensor<2x1x2x2xbf16>
+// NHWC-NOT: filter_nhwc
+// NHWC: filter: "0x040000000000803F0000004000004040000080400000A0400000C0400000E04000000041"
+func.func @resource_filters(%x: tensor<1x2x5x5xf32>, %y: tensor<1x2x5x5xbf16>) -> (tensor<1x2x5x4xf32>, tensor<1x2x5x4xbf16>) {
+  %w = memopt.constant dense_resource<filter> : tensor<2x2x1x2xf32>
+  %v = memopt.constant #memopt.converted<dense_resource<filter> : tensor<2x2x1x2xf32>> : tensor<2x2x1x2xbf16>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 1, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<2x2x1x2xf32>) -> tensor<1x2x5x4xf32>
+  %d = memopt.conv %y, %v {kernel_shape = array<i64: 1, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xbf16>, tensor<2x2x1x2xbf16>) -> tensor<1x2x5x4xbf16>
+  return %c, %d : tensor<1x2x5x4xf32>, tensor<1x2x5x4xbf16>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      filter: "0x040000000000803F0000004000004040000080400000A0400000C0400000E04000000041"
+    }
+  }
+#-}

@@ -4,9 +4,12 @@
 // weight region followed by a trailer. The lowering does not build the region
 // in memory: it lists where each constant and variable goes, and
 // `writeWeightImage` streams them into the file from where their values live
-// (a blob mapped from the ONNX external-data file, a heap blob a pass
-// converted, an inline dense attribute), in a bounded buffer, dropping each
-// mapped weight's pages once written. Variables that start at zero (optimizer
+// (a blob mapped from the ONNX external-data file, an inline dense
+// attribute), in a bounded buffer, dropping each mapped weight's pages once
+// written. A weight a pass converted (`#memopt.converted`: an f16 / bf16
+// cast, an NHWC transpose, MemOptAttributes.h) is converted here, 16 MiB of
+// output at a time, from its mapped source: the compiler never holds a
+// converted copy. Variables that start at zero (optimizer
 // state, gradient accumulators) and the gaps between tensors are left as
 // holes: the file is sparse and reads back as zeros.
 //
@@ -30,8 +33,8 @@ namespace mlir::memopt {
 struct WeightImageEntry {
   int64_t offset = 0;
   RankedTensorType type;
-  /// The initial value (a dense or dense_resource attribute); null for a
-  /// variable that starts at zero.
+  /// The initial value (a dense, dense_resource or #memopt.converted
+  /// attribute); null for a variable that starts at zero.
   Attribute value;
   /// The constant or variable op, for diagnostics.
   Operation *op = nullptr;

@@ -1117,3 +1117,28 @@ func.func @all_gather_not_a_variable(%p: tensor<10xf32>) {
   memopt.all_gather %p {ranks = 2 : i64} : tensor<10xf32>
   return
 }
+
+// -----
+
+// A converted weight's type is its source's, permuted and (f32 only) cast.
+func.func @converted_weight_shape() {
+  // expected-error @+1 {{has type 'tensor<2x3xf16>', but its source 'tensor<2x3xf32>' permuted has shape [3, 2]}}
+  %0 = memopt.constant #memopt.converted<dense_resource<w> : tensor<2x3xf32>, permutation = [1, 0]> : tensor<2x3xf16>
+  return
+}
+
+// -----
+
+func.func @converted_weight_permutation() {
+  // expected-error @+1 {{has a permutation that is not one of the 2 source axes}}
+  %0 = memopt.constant #memopt.converted<dense_resource<w> : tensor<2x3xf32>, permutation = [0, 0]> : tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @converted_weight_cast() {
+  // expected-error @+1 {{casts 'i32' to 'f16' (only f32 to f16 or bf16)}}
+  %0 = memopt.constant #memopt.converted<dense_resource<w> : tensor<4xi32>> : tensor<4xf16>
+  return
+}

@@ -223,6 +223,13 @@ func.func @explicit_result_types(%x: tensor<1x3x4x4xf32>, %s: tensor<3xi64>,
   %3 = memopt.constant dense<[1, 2]> : tensor<2xi64>
   // CHECK: memopt.constant dense_resource<blob> : tensor<2xf32>
   %4 = memopt.constant dense_resource<blob> : tensor<2xf32>
+  // A weight converted when it is written (MemOptAttributes.td).
+  // CHECK: memopt.constant #memopt.converted<dense_resource<blob> : tensor<2xf32>> : tensor<2xbf16>
+  %5 = memopt.constant #memopt.converted<dense_resource<blob> : tensor<2xf32>> : tensor<2xbf16>
+  // CHECK: memopt.constant #memopt.converted<dense_resource<filter> : tensor<4x3x2x2xf32>, permutation = [0, 2, 3, 1]> : tensor<4x2x2x3xf16>
+  %6 = memopt.constant #memopt.converted<dense_resource<filter> : tensor<4x3x2x2xf32>, permutation = [0, 2, 3, 1]> : tensor<4x2x2x3xf16>
+  // CHECK: memopt.constant #memopt.converted<dense_resource<index> : tensor<2x3xi64>, permutation = [1, 0]> : tensor<3x2xi64>
+  %7 = memopt.constant #memopt.converted<dense_resource<index> : tensor<2x3xi64>, permutation = [1, 0]> : tensor<3x2xi64>
   return
 }
 

@@ -18,6 +18,7 @@ void MemOptDialect::initialize() {
 #define GET_OP_LIST
 #include "memopt/Dialect/MemOpt/IR/OffloadOps.cpp.inc"
       >();
+  registerAttributes();
   attachGradientModels(*getContext());
 }
 

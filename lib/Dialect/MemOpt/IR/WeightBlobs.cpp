@@ -9,6 +9,8 @@
 
 #include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 
+#include "memopt/Dialect/MemOpt/IR/MemOptAttributes.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/SmallString.h"
@@ -16,6 +18,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -184,4 +187,41 @@ ArrayRef<char> mlir::memopt::getWeightData(ElementsAttr value) {
   if (auto dense = dyn_cast<DenseElementsAttr>(value))
     return dense.getRawData();
   return {};
+}
+
+ArrayRef<char> mlir::memopt::getWeightSourceData(ElementsAttr value) {
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(value))
+    return converted.getSourceData();
+  return getWeightData(value);
+}
+
+LogicalResult mlir::memopt::readWeightElements(ElementsAttr value,
+                                               int64_t first, int64_t count,
+                                               MutableArrayRef<char> out,
+                                               ConversionCounts &counts) {
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(value))
+    return converted.readElements(first, count, out, counts);
+  Type elementType = value.getElementType();
+  int64_t elements = value.getNumElements();
+  if (!elementType.isIntOrFloat() || elementType.isInteger(1) ||
+      elementType.getIntOrFloatBitWidth() % 8 != 0 || first < 0 || count < 0 ||
+      first + count > elements)
+    return failure();
+  size_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  if (out.size() < size_t(count) * elementBytes)
+    return failure();
+  ArrayRef<char> raw = getWeightData(value);
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (dense && dense.isSplat()) {
+    if (raw.size() < elementBytes)
+      return failure();
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(out.data() + i * elementBytes, raw.data(), elementBytes);
+    return success();
+  }
+  if (int64_t(raw.size()) != elements * int64_t(elementBytes))
+    return failure();
+  std::memcpy(out.data(), raw.data() + first * elementBytes,
+              size_t(count) * elementBytes);
+  return success();
 }

@@ -36,16 +36,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Dialect/MemOpt/IR/MemOptAttributes.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
-#include <cstring>
+#include <vector>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTLAYOUT
@@ -133,33 +133,6 @@ Value channelsFirstSource(Value value) {
 // Constants transposed at compile time
 //===----------------------------------------------------------------------===//
 
-/// `raw` (row-major elements of `elementBytes` each, of `shape`) permuted by
-/// `perm`.
-std::vector<char> permuteBytes(ArrayRef<char> raw, ArrayRef<int64_t> shape,
-                               ArrayRef<int64_t> perm, size_t elementBytes) {
-  int64_t rank = shape.size();
-  SmallVector<int64_t> strides(rank, 1);
-  for (int64_t i = rank - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  SmallVector<int64_t> outShape = permuteShape(shape, perm);
-  int64_t count = ShapedType::getNumElements(shape);
-  std::vector<char> out(size_t(count) * elementBytes);
-  SmallVector<int64_t> index(rank, 0);
-  for (int64_t linear = 0; linear < count; ++linear) {
-    int64_t source = 0;
-    for (int64_t i = 0; i < rank; ++i)
-      source += index[i] * strides[perm[i]];
-    std::memcpy(out.data() + linear * elementBytes,
-                raw.data() + source * elementBytes, elementBytes);
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      if (++index[i] < outShape[i])
-        break;
-      index[i] = 0;
-    }
-  }
-  return out;
-}
-
 /// `value` permuted, or null when its bytes cannot be read (bool elements,
 /// an elided resource).
 ElementsAttr permuteConstant(ElementsAttr value, ArrayRef<int64_t> perm) {
@@ -175,27 +148,33 @@ ElementsAttr permuteConstant(ElementsAttr value, ArrayRef<int64_t> perm) {
     ArrayRef<char> raw = dense.getRawData();
     if (raw.size() != size_t(type.getNumElements()) * elementBytes)
       return {};
-    std::vector<char> permuted =
-        permuteBytes(raw, type.getShape(), perm, elementBytes);
+    std::vector<char> permuted(raw.size());
+    ConversionCounts unchanged;
+    WeightConversion(type.getShape(), perm, elementBytes, ElementCast::None)
+        .convert(raw, 0, type.getNumElements(), permuted.data(), unchanged);
     return DenseElementsAttr::getFromRawBuffer(resultType, permuted);
   }
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    DenseResourceElementsHandle handle = resource.getRawHandle();
-    AsmResourceBlob *blob = handle.getBlob();
-    if (!blob ||
-        blob->getData().size() != size_t(type.getNumElements()) * elementBytes)
-      return {};
-    std::vector<char> permuted =
-        permuteBytes(blob->getData(), type.getShape(), perm, elementBytes);
-    releaseWeightPages(blob->getData());
-    AsmResourceBlob result =
-        HeapAsmResourceBlob::allocate(permuted.size(), alignof(uint64_t));
-    std::memcpy(result.getMutableData().data(), permuted.data(),
-                permuted.size());
-    std::string key = (handle.getKey() + "_nhwc").str();
-    return DenseResourceElementsAttr::get(resultType, key, std::move(result));
+  // A weight is transposed when it is read (#memopt.converted,
+  // MemOptAttributes.h): the permutation is recorded over its resource (and
+  // composed with one already recorded), no copy is made.
+  DenseResourceElementsAttr source = dyn_cast<DenseResourceElementsAttr>(value);
+  SmallVector<int64_t> composed(perm);
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(value)) {
+    source = converted.getSource();
+    if (!converted.getPermutation().empty())
+      composed = permuteShape(converted.getPermutation(), perm);
   }
-  return {};
+  if (!source || getWeightData(source).size() !=
+                     size_t(type.getNumElements()) *
+                         (source.getType().getElementTypeBitWidth() / 8))
+    return {};
+  if (isIdentity(composed)) {
+    if (source.getType() == resultType)
+      return source;
+    composed.clear();
+  }
+  return ConvertedWeightAttr::get(value.getContext(), resultType, source,
+                                  composed);
 }
 
 /// transpose(constant) -> the transposed constant (weights included: the

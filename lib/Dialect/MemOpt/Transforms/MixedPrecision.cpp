@@ -14,6 +14,10 @@
 //   graph inputs and outputs keep f32 (`keep_io_types`), initializers are
 //   converted once at compile time, values beyond the f16 range are clamped
 //   and tiny non-zero values are kept non-zero; a block list of ops stays f32.
+//   Here a weight's conversion is recorded, not applied (#memopt.converted,
+//   MemOptAttributes.h, as IREE's lazily materialized constants): the
+//   weight-file writer converts it window by window, so the compiler never
+//   holds a converted copy of the model.
 // - TensorRT's precision constraints: a per-layer precision with reformat
 //   (cast) layers only where two precisions meet.
 // Further than those:
@@ -47,13 +51,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Dialect/MemOpt/IR/MemOptAttributes.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
-#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -74,81 +77,14 @@ namespace {
 // f32 -> f16 / bf16 conversion of constants
 //===----------------------------------------------------------------------===//
 
-/// What converting a constant changed, beyond rounding.
-struct ConversionCounts {
-  /// Finite values beyond the target's range, set to its largest finite value.
-  int64_t clamped = 0;
-  /// Non-zero values that would round to zero, set to its smallest subnormal.
-  int64_t raised = 0;
-};
-
-/// f32 bits -> f16 bits, round to nearest even; NaN and infinities kept.
-uint16_t toHalfBits(uint32_t bits, ConversionCounts &counts) {
-  uint16_t sign = uint16_t((bits >> 16) & 0x8000);
-  uint32_t magnitude = bits & 0x7fffffff;
-  if (magnitude > 0x7f800000) // NaN: keep it quiet
-    return sign | 0x7e00;
-  if (magnitude == 0x7f800000)
-    return sign | 0x7c00;
-  if (magnitude >= 0x477ff000) { // rounds to 65520 or more: infinity in f16
-    ++counts.clamped;
-    return sign | 0x7bff; // 65504
-  }
-  if (magnitude == 0)
-    return sign;
-  if (magnitude >= 0x38800000) { // a normal f16 (2^-14 and above)
-    uint32_t value = (magnitude >> 13) - (112u << 10);
-    uint32_t rest = magnitude & 0x1fff;
-    if (rest > 0x1000 || (rest == 0x1000 && (value & 1)))
-      ++value;
-    return uint16_t(sign | value);
-  }
-  // Subnormal f16: units of 2^-24. Below 2^-25 everything rounds to zero.
-  uint32_t exponent = magnitude >> 23;
-  uint32_t value = 0;
-  if (exponent >= 102) {
-    uint32_t mantissa = (magnitude & 0x7fffff) | 0x800000;
-    uint32_t shift = 126 - exponent; // 14..24
-    value = mantissa >> shift;
-    uint32_t rest = mantissa & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (value & 1)))
-      ++value;
-  }
-  if (value == 0) {
-    ++counts.raised;
-    value = 1;
-  }
-  return uint16_t(sign | value);
-}
-
-/// f32 bits -> bf16 bits, round to nearest even; NaN and infinities kept.
-uint16_t toBFloat16Bits(uint32_t bits, ConversionCounts &counts) {
-  uint16_t sign = uint16_t((bits >> 16) & 0x8000);
-  uint32_t magnitude = bits & 0x7fffffff;
-  if (magnitude > 0x7f800000)
-    return uint16_t((bits >> 16) | 0x40);
-  if (magnitude == 0x7f800000 || magnitude == 0)
-    return uint16_t(bits >> 16);
-  uint32_t rounded = (magnitude + 0x7fff + ((magnitude >> 16) & 1)) >> 16;
-  if (rounded >= 0x7f80) {
-    ++counts.clamped;
-    rounded = 0x7f7f;
-  } else if (rounded == 0) {
-    ++counts.raised;
-    rounded = 1;
-  }
-  return uint16_t(sign | rounded);
-}
-
 /// Converts `count` f32 values at `source` (any alignment) into `target`.
 void convertFloats(const char *source, int64_t count, bool toHalf,
                    uint16_t *target, ConversionCounts &counts) {
   for (int64_t i = 0; i < count; ++i) {
     uint32_t bits;
     std::memcpy(&bits, source + i * 4, 4);
-    target[i] =
-        toHalf ? toHalfBits(bits, counts) : toBFloat16Bits(bits, counts);
+    target[i] = toHalf ? convertF32ToHalfBits(bits, counts)
+                       : convertF32ToBFloat16Bits(bits, counts);
   }
 }
 
@@ -179,24 +115,36 @@ ElementsAttr convertConstant(ElementsAttr value, RankedTensorType type,
         type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
                              bits.size() * sizeof(uint16_t)));
   }
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    DenseResourceElementsHandle handle = resource.getRawHandle();
-    AsmResourceBlob *blob = handle.getBlob();
-    if (!blob || int64_t(blob->getData().size()) != count * 4)
+  // A weight (a resource, or one a pass already permuted) is converted when
+  // it is read (#memopt.converted, MemOptAttributes.h): no copy is made
+  // here. Its values are scanned once, through a bounded window, for what
+  // the conversion will clamp or raise; the pages read are given back.
+  DenseResourceElementsAttr source = dyn_cast<DenseResourceElementsAttr>(value);
+  ArrayRef<int64_t> permutation;
+  if (auto converted = dyn_cast<ConvertedWeightAttr>(value)) {
+    if (!converted.getType().getElementType().isF32())
       return {};
-    AsmResourceBlob converted = HeapAsmResourceBlob::allocate(
-        count * sizeof(uint16_t), alignof(uint64_t));
-    convertFloats(
-        blob->getData().data(), count, toHalf,
-        reinterpret_cast<uint16_t *>(converted.getMutableData().data()),
-        counts);
-    releaseWeightPages(blob->getData());
-    std::string key = (handle.getKey() + "_" +
-                       (toHalf ? StringRef("f16") : StringRef("bf16")))
-                          .str();
-    return DenseResourceElementsAttr::get(type, key, std::move(converted));
+    source = converted.getSource();
+    permutation = converted.getPermutation();
   }
-  return {};
+  if (!source ||
+      int64_t(getWeightData(source).size()) != count * int64_t(sizeof(float)))
+    return {};
+  auto result =
+      ConvertedWeightAttr::get(type.getContext(), type, source, permutation);
+  // The counts do not depend on the order: the source is read as stored.
+  ArrayRef<char> raw = getWeightData(source);
+  WeightConversion cast({count}, {}, sizeof(float),
+                        toHalf ? ElementCast::F32ToF16
+                               : ElementCast::F32ToBF16);
+  constexpr int64_t kWindowElements = int64_t(1) << 20;
+  SmallVector<char> window(kWindowElements * sizeof(uint16_t));
+  for (int64_t first = 0; first < count; first += kWindowElements) {
+    int64_t now = std::min(kWindowElements, count - first);
+    cast.convert(raw, first, now, window.data(), counts);
+    releaseWeightPages(raw.slice(first * sizeof(float), now * sizeof(float)));
+  }
+  return result;
 }
 
 //===----------------------------------------------------------------------===//

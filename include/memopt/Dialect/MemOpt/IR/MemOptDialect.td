@@ -22,10 +22,15 @@ def MemOpt_Dialect : Dialect {
     axes of reductions, ...) are compile-time attributes here: the importer
     folds the sub-graph that produces them. Weights are `memopt.constant`
     operations holding `dense_resource` blobs, so large tensors never appear
-    as text.
+    as text; a weight converted by a pass (a cast, a transpose) is a
+    `#memopt.converted` attribute over its blob (MemOptAttributes.td).
   }];
   let cppNamespace = "::mlir::memopt";
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// Adds MemOptAttributes.td's attributes (MemOptAttributes.cpp).
+    void registerAttributes();
+  }];
   let hasConstantMaterializer = 1;
 }
 

@@ -12,11 +12,16 @@
 // IREE keeps parameters out of the IR in the same spirit (parameter archives
 // named by `#stream.parameter.named`); memopt keeps MLIR's builtin resource
 // handles, so every pass that reads values through the blob works unchanged.
+// A weight a pass converts (a cast, a transpose) stays a handle too: a
+// `#memopt.converted` attribute over the blob, whose bytes
+// `readWeightElements` produces window by window.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MEMOPT_DIALECT_MEMOPT_IR_WEIGHTBLOBS_H
 #define MEMOPT_DIALECT_MEMOPT_IR_WEIGHTBLOBS_H
+
+#include "memopt/Dialect/MemOpt/IR/WeightConversion.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
@@ -50,8 +55,25 @@ void releaseWeightPages(ArrayRef<char> bytes);
 
 /// The stored bytes of a weight: a dense attribute's raw data (a splat holds
 /// one element; i1 is bit-packed) or a resource blob's data; empty when the
-/// attribute has neither (an elided resource).
+/// attribute has neither (an elided resource, a converted weight: its bytes
+/// are never stored, see readWeightElements).
 ArrayRef<char> getWeightData(ElementsAttr value);
+
+/// The stored bytes a weight's elements are read from: getWeightData's, or
+/// a converted weight's source's (`#memopt.converted`, MemOptAttributes.h).
+/// A reader gives their pages back (releaseWeightPages) once done.
+ArrayRef<char> getWeightSourceData(ElementsAttr value);
+
+/// The one accessor for a weight's values in a bounded window: writes
+/// elements [first, first + count) as the runtime stores them (row-major,
+/// little-endian) into `out` (count x the element size): a dense
+/// attribute's (a splat repeated), a resource blob's, or a converted
+/// weight's, converted on the way (what a cast clamped or raised is added to
+/// `counts`). Fails when the value has no readable bytes (an elided
+/// resource, i1 elements, another attribute kind) or the window is outside.
+LogicalResult readWeightElements(ElementsAttr value, int64_t first,
+                                 int64_t count, MutableArrayRef<char> out,
+                                 ConversionCounts &counts);
 
 } // namespace mlir::memopt
 
