@@ -717,9 +717,9 @@ static void printRematReport(const MemoryReport &report,
                          ? 100.0 * remat.addedSeconds / remat.stepSeconds
                          : 0.0)
      << formatSeconds(remat.stepSeconds) << " step on "
-     << (remat.costModel == "roofline" ? remat.roofline
-                                       : remat.costModel + " (" +
-                                             remat.roofline + ")")
+     << (remat.costModel == "roofline"
+             ? remat.roofline
+             : remat.costModel + " (" + remat.roofline + ")")
      << ")\n";
   if (remat.unconstrainedArenaBytes > 0)
     os << "    arena " << formatBytes(remat.unconstrainedArenaBytes) << " -> "

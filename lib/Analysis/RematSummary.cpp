@@ -1,7 +1,8 @@
 //===- RematSummary.cpp - what memopt-rematerialize decided ---------------===//
 //
-// The `memopt.remat` dictionary's one reader and one writer (RematSummary.h
-// says why it lives on the IR).
+// The one reader and writer of `memopt.remat` and
+// `memopt.remat_kernel_seconds` (RematSummary.h says why they live on the
+// IR).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +38,8 @@ mlir::memopt::readRematSummary(func::FuncOp function) {
   summary.solverRuns = get("solver_runs").value_or(0);
   if (auto fraction = attributes.getAs<FloatAttr>("added_time_fraction"))
     summary.addedTimeFraction = fraction.getValueAsDouble();
-  if (auto times = attributes.getAs<DictionaryAttr>("kernel_seconds"))
+  if (auto times =
+          function->getAttrOfType<DictionaryAttr>(kRematKernelSecondsAttrName))
     for (NamedAttribute entry : times)
       if (auto seconds = dyn_cast<FloatAttr>(entry.getValue()))
         summary.kernelSeconds[entry.getName().getValue()] =
@@ -66,14 +68,17 @@ void mlir::memopt::writeRematSummary(func::FuncOp function,
     entries.set("added_time_fraction",
                 builder.getF64FloatAttr(summary.addedTimeFraction));
   }
-  if (!summary.kernelSeconds.empty()) {
-    NamedAttrList times;
-    for (const auto &entry : summary.kernelSeconds)
-      times.set(entry.getKey(), builder.getF64FloatAttr(entry.getValue()));
-    entries.set("kernel_seconds", times.getDictionary(function.getContext()));
-  }
   function->setAttr(kRematAttrName,
                     entries.getDictionary(function.getContext()));
+  if (summary.kernelSeconds.empty()) {
+    function->removeAttr(kRematKernelSecondsAttrName);
+    return;
+  }
+  NamedAttrList times;
+  for (const auto &entry : summary.kernelSeconds)
+    times.set(entry.getKey(), builder.getF64FloatAttr(entry.getValue()));
+  function->setAttr(kRematKernelSecondsAttrName,
+                    times.getDictionary(function.getContext()));
 }
 
 KernelTimes mlir::memopt::selectKernelTimes(func::FuncOp function,

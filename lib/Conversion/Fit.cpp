@@ -261,10 +261,11 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
       if (!bound.planned || bound.samplesPerSecond <= best)
         return std::nullopt;
       int64_t memoryBudget = limitBytes - (bound.weightBytes + bound.ioBytes +
-                                          bound.overheadBytes);
+                                           bound.overheadBytes);
       if (memoryBudget <= 0)
         return false;
-      return result.points[run(choices, microBatches[index], memoryBudget)].fits;
+      return result.points[run(choices, microBatches[index], memoryBudget)]
+          .fits;
     };
     // The whole batch in one micro-batch (no accumulation) holds no
     // gradient accumulators, so it can need less than smaller micro-batches

@@ -320,7 +320,7 @@ def test_report_prices_with_the_solvers_costs(compiler, tmp_path):
         sum(op["seconds"] for op in remat["recomputed"]))
     assert "step on measured kernel times (" in proc.stdout
     # The summary the pass leaves on the function carries the times it used.
-    assert "kernel_seconds = {" in open(out).read()
+    assert "memopt.remat_kernel_seconds = {" in open(out).read()
     # Without the times the roofline prices them, and the report says that.
     out = str(tmp_path / "roofline.mlir")
     compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--report",

@@ -97,7 +97,7 @@ TEST_F(RematSummaryTest, SearchWithoutSolverKeepsOnlyItsKeys) {
   ASSERT_TRUE(attributes);
   EXPECT_FALSE(attributes.contains("budget"));
   EXPECT_FALSE(attributes.contains("peak"));
-  EXPECT_FALSE(attributes.contains("kernel_seconds"));
+  EXPECT_FALSE(function->hasAttr(kRematKernelSecondsAttrName));
   EXPECT_TRUE(attributes.contains("memory_budget"));
   std::optional<RematSummary> read = readRematSummary(function);
   ASSERT_TRUE(read.has_value());

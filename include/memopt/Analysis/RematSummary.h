@@ -1,8 +1,9 @@
 //===- RematSummary.h - what memopt-rematerialize decided -------*- C++ -*-===//
 //
 // The one typed record of a rematerialization that outlives its pass:
-// memopt-rematerialize writes it on the function (`memopt.remat`), and the
-// memory report and memopt-compile's "[remat]" line read it, all through
+// memopt-rematerialize writes it on the function (`memopt.remat`, and
+// `memopt.remat_kernel_seconds` for the measured times), and the memory
+// report and memopt-compile's "[remat]" line read it, all through
 // readRematSummary / writeRematSummary (no other code spells its keys).
 // It carries the costs the choice was made with, so that the report prices
 // the chosen recomputations as the solver did: measured kernel times where
@@ -23,6 +24,11 @@
 #include <optional>
 
 namespace mlir::memopt {
+
+/// Dictionary attribute beside `memopt.remat` (kRematAttrName): the
+/// measured seconds that priced the function's ops, by ONNX node name.
+inline constexpr llvm::StringLiteral kRematKernelSecondsAttrName =
+    "memopt.remat_kernel_seconds";
 
 struct RematSummary {
   /// The solver ran (budget, initialPeak and peak are known): bytes in its

@@ -11,8 +11,8 @@
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
-#include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
+#include "memopt/Dialect/MemOpt/Transforms/Offload.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Planner/Elastic.h"
 #include "memopt/Planner/Planner.h"
@@ -82,9 +82,8 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
   // check the grown plan again. Optional workspaces (floor 0) join here.
   for (const Storage &storage : liveness.getStorages())
     if (storage.workspaceOf && storage.size == 0 && storage.maxSize > 0) {
-      problem.buffers.push_back(
-          {storage.id, storage.first, storage.last + 1, 0,
-         planOptions.alignment});
+      problem.buffers.push_back({storage.id, storage.first, storage.last + 1, 0,
+                                 planOptions.alignment});
       result.plan.offsets.push_back(0);
     }
   std::vector<int64_t> maxSizes;
@@ -114,8 +113,7 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
   // input, a weight or a second use of another output's storage).
   SmallVector<int64_t> outputOffsets(function.getNumResults(), -1);
   for (const Storage &storage : liveness.getStorages())
-    if (storage.kind == StorageKind::Output &&
-        storageOffsets[storage.id] >= 0)
+    if (storage.kind == StorageKind::Output && storageOffsets[storage.id] >= 0)
       outputOffsets[storage.ioIndex] = storageOffsets[storage.id];
   function->setAttr("memopt.output_offsets",
                     builder.getDenseI64ArrayAttr(outputOffsets));
@@ -149,9 +147,9 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
     stagingSize += bytes;
   }
   if (hostSize > 0) {
-    function->setAttr(
-        "memopt.host_size",
-        builder.getI64IntegerAttr(planner::alignUp(hostSize, planOptions.alignment)));
+    function->setAttr("memopt.host_size",
+                      builder.getI64IntegerAttr(
+                          planner::alignUp(hostSize, planOptions.alignment)));
     function->setAttr("memopt.host_staging_size",
                       builder.getI64IntegerAttr(stagingSize));
   }
@@ -168,9 +166,8 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
     SmallVector<int64_t> offsets;
     for (Value result : op.getResults()) {
       const Storage &storage = liveness.getStorage(result);
-      offsets.push_back(storage.kind == StorageKind::Arena
-                            ? storageOffsets[storage.id]
-                            : -1);
+      offsets.push_back(
+          storage.kind == StorageKind::Arena ? storageOffsets[storage.id] : -1);
     }
     op.setAttr("memopt.offsets", builder.getDenseI64ArrayAttr(offsets));
     if (const Storage *workspace = liveness.getWorkspace(&op)) {
@@ -190,9 +187,9 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
   function->setAttr("memopt.max_live", builder.getI64IntegerAttr(
                                            liveness.getStats().maxLiveBytes));
 
-  MemoryReport report = buildMemoryReport(function, liveness, storageOffsets,
-                                          result.plan.arenaSize,
-                                        planOptions.capacity);
+  MemoryReport report =
+      buildMemoryReport(function, liveness, storageOffsets,
+                        result.plan.arenaSize, planOptions.capacity);
   report.algorithm = planner::algorithmName(result.producedBy);
   report.planSeconds = result.seconds;
   report.provedOptimal = result.provedOptimal;
@@ -227,7 +224,8 @@ struct MemOptPlanMemoryPass
       planOptions.alignment = alignment;
       planOptions.capacity = capacity;
       planOptions.outputsInArena = outputsInArena;
-      FailureOr<MemoryReport> report = planFunctionMemory(function, planOptions);
+      FailureOr<MemoryReport> report =
+          planFunctionMemory(function, planOptions);
       if (failed(report))
         return signalPassFailure();
       if (printReport)

@@ -623,7 +623,8 @@ struct MemOptRematerializePass
               ? result->remat.addedSeconds / result->remat.baseSeconds
               : 0.0;
       if (options.kernelTimes)
-        summary.kernelSeconds = selectKernelTimes(function, *options.kernelTimes);
+        summary.kernelSeconds =
+            selectKernelTimes(function, *options.kernelTimes);
       writeRematSummary(function, summary);
     }
     return success();

@@ -74,9 +74,8 @@ planCandidate(ModuleOp module, const MemoryBudgetOptions &options,
     return failure();
   OwningOpRef<ModuleOp> copy = module.clone();
   func::FuncOp function = getBodyFunction(*copy);
-  if (bucketMib > 0 &&
-      failed(bucketCollectives(function, bucketMib,
-                                getFirstBucketMib(bucketMib))))
+  if (bucketMib > 0 && failed(bucketCollectives(function, bucketMib,
+                                                getFirstBucketMib(bucketMib))))
     return failure();
   if (failed(bufferizeFunction(function)))
     return failure();

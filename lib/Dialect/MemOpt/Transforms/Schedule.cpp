@@ -263,7 +263,8 @@ int64_t scoreOrder(func::FuncOp function, ArrayRef<Operation *> order) {
 
 } // namespace
 
-FailureOr<ScheduleResult> mlir::memopt::scheduleFunction(func::FuncOp function) {
+FailureOr<ScheduleResult>
+mlir::memopt::scheduleFunction(func::FuncOp function) {
   if (!function.getBody().hasOneBlock())
     return function.emitError(
         "memopt-schedule expects a single-block function");

@@ -59,9 +59,9 @@ inline double getFirstBucketMib(double bucketMib) {
 /// buckets of at most `bucketMib` MiB (the first `firstBucketMib`) that
 /// overlap the backward. Leaves alone a function that is not data-parallel,
 /// is marked `memopt.synchronous_collectives`, or with `bucketMib` 0.
-FailureOr<BucketCollectivesResult>
-bucketCollectives(func::FuncOp function, double bucketMib,
-                  double firstBucketMib);
+FailureOr<BucketCollectivesResult> bucketCollectives(func::FuncOp function,
+                                                     double bucketMib,
+                                                     double firstBucketMib);
 
 /// memopt-bufferize: marks the ops that write their result over a dying
 /// operand (BufferLiveness::decideInPlace); returns how many.
