@@ -55,7 +55,7 @@ def remat_suffix(fraction):
 
 def remat_budget(report, fraction):
     """--memory-budget for `fraction` of memopt's own unconstrained activation arena.
-    --memory-budget bounds the packed arena alone (docs/remat.md, "budget= vs arena-budget="):
+    --memory-budget bounds the packed arena alone (docs/remat.md, "budget= vs memory-budget="):
     the weight region (parameters, optimizer state, BN statistics, constants) is outside it
     and not counted. What the arena holds at its peak besides activations (saved for backward,
     temporaries, workspaces) are the gradients still alive there (fused updates free the

@@ -185,7 +185,7 @@ memopt `--precision @PRECISION@`; PyTorch fp32 with TF32 switches @TORCH_TF32@.
 ## What the budgets are
 
 `memopt-compile --memory-budget BYTES` bounds memopt's packed arena alone (docs/remat.md,
-"budget= vs arena-budget="): the weight region (parameters, optimizer state, BatchNorm
+"budget= vs memory-budget="): the weight region (parameters, optimizer state, BatchNorm
 statistics, constants) is outside it. Besides activations (saved for backward, temporaries,
 workspaces) the arena holds the gradients still alive at its peak (fused updates free the
 others at once: the report's `training.gradient_bytes_at_peak`). So the unconstrained

@@ -2,6 +2,7 @@
 
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Analysis/CostModel.h"
+#include "memopt/Analysis/RematSummary.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -368,19 +369,20 @@ static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
 }
 
 /// Fills report.remat from the clones memopt-rematerialize left
-/// (`memopt.recomputed`) and its `memopt.remat` attribute.
+/// (`memopt.recomputed`) and its summary (RematSummary.h), pricing every op
+/// with the costs the solver chose with.
 static void addRematReport(func::FuncOp function,
                            const BufferLiveness &liveness,
                            MemoryReport &report) {
   RematReport &remat = report.remat;
-  auto attributes = function->getAttrOfType<DictionaryAttr>(kRematAttrName);
-  Roofline roofline = Roofline::h100();
+  std::optional<RematSummary> summary = readRematSummary(function);
+  RematSummary costs = summary ? *summary : RematSummary();
   for (Operation &op : function.getBody().front().without_terminator()) {
     std::optional<int64_t> index = liveness.getOpIndex(&op);
     if (!index)
       continue;
     int64_t flops = getOpFlops(&op);
-    double seconds = estimateOpSeconds(&op, roofline);
+    double seconds = estimateRematSeconds(&op, costs);
     if (!op.hasAttr(kRecomputedAttrName)) {
       remat.stepFlops += flops;
       remat.stepSeconds += seconds;
@@ -392,20 +394,17 @@ static void addRematReport(func::FuncOp function,
     remat.addedFlops += flops;
     remat.addedSeconds += seconds;
   }
-  remat.present = attributes || !remat.recomputed.empty();
+  remat.present = summary || !remat.recomputed.empty();
   if (!remat.present)
     return;
-  remat.roofline = roofline.name;
-  if (!attributes)
+  remat.roofline = Roofline::h100().name;
+  remat.costModel = describeRematCosts(costs);
+  if (!summary)
     return;
-  auto get = [&](StringRef name) -> int64_t {
-    auto value = attributes.getAs<IntegerAttr>(name);
-    return value ? value.getInt() : 0;
-  };
-  remat.solverBudgetBytes = get("budget");
-  remat.solverInitialPeakBytes = get("initial_peak");
-  remat.solverPeakBytes = get("peak");
-  remat.unconstrainedArenaBytes = get("unconstrained_arena");
+  remat.solverBudgetBytes = summary->budget;
+  remat.solverInitialPeakBytes = summary->initialPeak;
+  remat.solverPeakBytes = summary->peak;
+  remat.unconstrainedArenaBytes = summary->unconstrainedArena;
 }
 
 MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
@@ -569,6 +568,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"added_time_fraction",
          remat.stepSeconds > 0 ? remat.addedSeconds / remat.stepSeconds : 0.0},
         {"roofline", remat.roofline},
+        {"cost_model", remat.costModel},
         {"solver_budget_bytes", remat.solverBudgetBytes},
         {"solver_initial_peak_bytes", remat.solverInitialPeakBytes},
         {"solver_peak_bytes", remat.solverPeakBytes},
@@ -716,7 +716,10 @@ static void printRematReport(const MemoryReport &report,
                      remat.stepSeconds > 0
                          ? 100.0 * remat.addedSeconds / remat.stepSeconds
                          : 0.0)
-     << formatSeconds(remat.stepSeconds) << " step on " << remat.roofline
+     << formatSeconds(remat.stepSeconds) << " step on "
+     << (remat.costModel == "roofline"
+             ? remat.roofline
+             : remat.costModel + " (" + remat.roofline + ")")
      << ")\n";
   if (remat.unconstrainedArenaBytes > 0)
     os << "    arena " << formatBytes(remat.unconstrainedArenaBytes) << " -> "

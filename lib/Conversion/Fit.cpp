@@ -121,8 +121,8 @@ std::string FitPoint::describe() const {
   std::string text = llvm::join(labels.empty() ? choices : labels, ", ");
   text += (text.empty() ? "" : ", ") + std::string("micro-batch ") +
           std::to_string(microBatch) + " x " + std::to_string(accumulate);
-  if (arenaBudget > 0)
-    text += ", recomputation to an arena of " + formatBytes(arenaBudget);
+  if (memoryBudget > 0)
+    text += ", recomputation to an arena of " + formatBytes(memoryBudget);
   return text;
 }
 
@@ -133,7 +133,7 @@ llvm::json::Value FitPoint::toJson(ArrayRef<FitLever> levers) const {
   llvm::json::Object object{{"choices", std::move(chosenValues)},
                             {"micro_batch", microBatch},
                             {"accumulate", accumulate},
-                            {"arena_budget_bytes", arenaBudget},
+                            {"arena_budget_bytes", memoryBudget},
                             {"planned", planned},
                             {"fits", fits},
                             {"pareto", pareto}};
@@ -211,12 +211,12 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
   std::vector<int64_t> microBatches = divisorsOf(localBatch);
   double best = 0;
   auto run = [&](const std::vector<std::string> &choices, int64_t microBatch,
-                 int64_t arenaBudget) {
+                 int64_t memoryBudget) {
     FitPoint candidate;
     candidate.choices = choices;
     candidate.microBatch = microBatch;
     candidate.accumulate = localBatch / microBatch;
-    candidate.arenaBudget = arenaBudget;
+    candidate.memoryBudget = memoryBudget;
     FitPoint point = plan(candidate);
     point.choices = choices;
     point.labels.clear();
@@ -224,7 +224,7 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
       point.labels.push_back(lever.prefix + value);
     point.microBatch = microBatch;
     point.accumulate = candidate.accumulate;
-    point.arenaBudget = arenaBudget;
+    point.memoryBudget = memoryBudget;
     if (point.planned) {
       // K micro-batches, of which K - 1 only accumulate the gradients.
       double others = point.microStepSeconds - point.updateSeconds;
@@ -260,11 +260,12 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
       const FitPoint &bound = plainPoint(index);
       if (!bound.planned || bound.samplesPerSecond <= best)
         return std::nullopt;
-      int64_t arenaBudget = limitBytes - (bound.weightBytes + bound.ioBytes +
-                                          bound.overheadBytes);
-      if (arenaBudget <= 0)
+      int64_t memoryBudget = limitBytes - (bound.weightBytes + bound.ioBytes +
+                                           bound.overheadBytes);
+      if (memoryBudget <= 0)
         return false;
-      return result.points[run(choices, microBatches[index], arenaBudget)].fits;
+      return result.points[run(choices, microBatches[index], memoryBudget)]
+          .fits;
     };
     // The whole batch in one micro-batch (no accumulation) holds no
     // gradient accumulators, so it can need less than smaller micro-batches
@@ -823,7 +824,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       lever.apply(compile, value);
     // Activation copies are the recomputation budget's third choice: with
     // no budget they change nothing (and the pipeline refuses them).
-    if (candidate.arenaBudget == 0)
+    if (candidate.memoryBudget == 0)
       llvm::erase(compile.training.offload, "activations");
     compile.inputShapes = inputs.fixedSpecs;
     for (const auto &[name, dims] : inputs.batched) {
@@ -834,7 +835,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     compile.replaceFixedInputDims = true;
     if (training.enabled)
       compile.training.accumulate = candidate.accumulate;
-    compile.memoryBudget = candidate.arenaBudget;
+    compile.memoryBudget = candidate.memoryBudget;
     return compile;
   };
   auto planOne = [&](const FitPoint &candidate, const CompileOptions &compile) {
@@ -873,7 +874,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     std::string key = precisionName(compile.precision).str() + "/" +
                       llvm::join(compile.training.offload, "+") + "/" +
                       std::to_string(candidate.microBatch) + "/" +
-                      std::to_string(candidate.arenaBudget);
+                      std::to_string(candidate.memoryBudget);
     if (auto it = planned.find(key); it != planned.end())
       return it->second;
     FitPoint point = planOne(candidate, compile);
@@ -919,7 +920,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     }
     // Why recomputation could not go lower: the last attempt's message.
     for (auto it = result.points.rbegin(); it != result.points.rend(); ++it)
-      if (!it->planned && it->arenaBudget > 0) {
+      if (!it->planned && it->memoryBudget > 0) {
         message += "; recomputation at micro-batch " +
                    std::to_string(it->microBatch) + ": " + it->failure;
         break;

@@ -293,6 +293,43 @@ def test_report_gives_what_was_recomputed_and_what_it_cost(compiler, tmp_path):
     assert f"{remat['recomputed_ops']} ops recomputed" in svg and ">budget " in svg
 
 
+def test_report_prices_with_the_solvers_costs(compiler, tmp_path):
+    """With --remat-kernel-times the solver chose by measured times; the report prices the
+    chosen recomputations with the same times (not the roofline) and says so: each recomputed
+    op's seconds are its node's measured time, the added seconds their sum, and the text
+    report names the measured times."""
+    plan = str(tmp_path / "base.mlir")
+    compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--report",
+                plan + ".json", "--quiet", *TRAIN])
+    budget = int(json.load(open(plan + ".json"))["arena_bytes"] * 0.6)
+    # Every node measured at 7 us (its gradient ops share its name), roofline elsewhere.
+    times = {node.name: 7e-6 for node in onnx.load(zoo.BUNDLED_PATH).graph.node}
+    times_path = tmp_path / "times.json"
+    json.dump(times, open(times_path, "w"))
+    out = str(tmp_path / "measured.mlir")
+    proc = compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--report",
+                       out + ".json", "--memory-budget", str(budget),
+                       "--remat-kernel-times", times_path, *TRAIN])
+    remat = json.load(open(out + ".json"))["remat"]
+    assert remat["recomputed_ops"] > 0
+    assert remat["cost_model"].startswith("measured kernel times (")
+    measured = [op for op in remat["recomputed"] if op["name"] in times]
+    assert measured, remat["recomputed"]
+    assert all(op["seconds"] == times[op["name"]] for op in measured), measured
+    assert remat["added_seconds"] == pytest.approx(
+        sum(op["seconds"] for op in remat["recomputed"]))
+    assert "step on measured kernel times (" in proc.stdout
+    # The summary the pass leaves on the function carries the times it used.
+    assert "memopt.remat_kernel_seconds = {" in open(out).read()
+    # Without the times the roofline prices them, and the report says that.
+    out = str(tmp_path / "roofline.mlir")
+    compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", out, "--report",
+                out + ".json", "--quiet", "--memory-budget", str(budget), *TRAIN])
+    remat = json.load(open(out + ".json"))["remat"]
+    assert remat["cost_model"] == "roofline"
+    assert all(op["seconds"] != 7e-6 for op in remat["recomputed"]), remat["recomputed"]
+
+
 def test_remat_allow_limits_the_kinds(compiler, tmp_path):
     plan = str(tmp_path / "base.mlir")
     compile_ok([compiler, zoo.BUNDLED_PATH, "--emit", "plan", "-o", plan, "--report",

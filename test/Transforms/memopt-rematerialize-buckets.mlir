@@ -1,6 +1,6 @@
-// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="arena-budget=32768 bucket-mib=0.03125 report=true" | FileCheck %s --check-prefix=SYNC
-// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="arena-budget=65536 bucket-mib=0.03125" | FileCheck %s --check-prefix=KEEP
-// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="arena-budget=32768 bucket-mib=0.03125" --memopt-bucket-collectives="bucket-mib=0.03125" | FileCheck %s --check-prefix=LEFT
+// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="memory-budget=32768 bucket-mib=0.03125 report=true" | FileCheck %s --check-prefix=SYNC
+// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="memory-budget=65536 bucket-mib=0.03125" | FileCheck %s --check-prefix=KEEP
+// RUN: memopt-opt %s --memopt-schedule --memopt-rematerialize="memory-budget=32768 bucket-mib=0.03125" --memopt-bucket-collectives="bucket-mib=0.03125" | FileCheck %s --check-prefix=LEFT
 
 // Under a budget, remat plans each candidate with the gradient buckets the
 // compile pipeline will add (bucket-mib). Four 16 KiB gradients: with 32 KiB

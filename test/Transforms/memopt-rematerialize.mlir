@@ -7,11 +7,12 @@
 // RUN: echo '{"second": 0.001}' > %t.second.json
 // RUN: memopt-opt %s -split-input-file --memopt-rematerialize="budget=40000 kernel-times=%t.first.json" | FileCheck %s --check-prefix=FIRST
 // RUN: memopt-opt %s -split-input-file --memopt-rematerialize="budget=40000 kernel-times=%t.second.json" | FileCheck %s --check-prefix=SECOND
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-rematerialize="budget=40000 kernel-times=%t.first.json" --memopt-bufferize --memopt-plan-memory="print=true" | FileCheck %s --check-prefix=PRICED
 // RUN: echo '{"first": "slow"}' > %t.bad.json
 // RUN: not memopt-opt %s --memopt-rematerialize="budget=40000 kernel-times=%t.bad.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTIMES
-// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=40000" | FileCheck %s --check-prefix=ARENA
-// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-rematerialize="arena-budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=ARENAREPORT
-// RUN: not memopt-opt %s -split-input-file --memopt-rematerialize="arena-budget=20000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ARENAERR
+// RUN: memopt-opt %s -split-input-file --memopt-rematerialize="memory-budget=40000" | FileCheck %s --check-prefix=ARENA
+// RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-rematerialize="memory-budget=40000 report=true" -o /dev/null | FileCheck %s --check-prefix=ARENAREPORT
+// RUN: not memopt-opt %s -split-input-file --memopt-rematerialize="memory-budget=20000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ARENAERR
 // RUN: not memopt-opt %s --memopt-rematerialize -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 
 // `a` (16 KiB) is read right away and again at the end; in between two more
@@ -30,7 +31,7 @@
 // ALLOW: error: memopt-rematerialize: @late_use does not fit in 40000 bytes: infeasible: no schedule with at most 2 computations per node fits in 40000 bytes (proved by the exact method over staged schedules); smallest peak found 49152 bytes
 // TIGHT: error: memopt-rematerialize: @late_use does not fit in 1000 bytes: infeasible: the budget of 1000 bytes is below the 32768 bytes that node 1 ('b') needs for its inputs and output; smallest peak found 32768 bytes
 // KIND: error: memopt-rematerialize: 'frobnicate' in the rematerialization allow list is not a memopt op kind
-// NOBUDGET: error: memopt-rematerialize: give one of budget=BYTES (the solver's model) and arena-budget=BYTES (the planned arena)
+// NOBUDGET: error: memopt-rematerialize: give one of budget=BYTES (the solver's model) and memory-budget=BYTES (the planned arena)
 func.func @late_use(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
   %w = memopt.constant dense<0.5> : tensor<64x4xf32>
   %k = memopt.constant dense<0.125> : tensor<64x64xf32>
@@ -130,6 +131,11 @@ func.func @fits(%x: tensor<16xf32>) -> tensor<16xf32> {
 // SECOND: memopt.exp %arg0 {memopt.recomputed}
 // SECOND-NOT: memopt.recomputed
 // SECOND: return
+// The report prices the step with the time that made the solver keep
+// `first` (1 ms, not its 2 us on the roofline), and the summary on the
+// function carries that time.
+// PRICED: rematerialization: 1 ops recomputed, +{{.*}} GFLOP, +2.0 us (0.20% of the 1.02 ms step on measured kernel times (1 ops), the roofline elsewhere (H100
+// PRICED: func.func @measured({{.*}}memopt.remat = {budget = 40000 : i64, {{.*}}}, memopt.remat_kernel_seconds = {first = 1.000000e-03 : f64}
 // BADTIMES: error: memopt-rematerialize: kernel times '{{.*}}.bad.json': the time of 'first' must be a number of seconds >= 0
 func.func @measured(%x: tensor<48x64xf32>) -> tensor<48x4xf32> {
   %w = memopt.constant dense<0.5> : tensor<64x4xf32>
@@ -163,7 +169,7 @@ func.func @in_place_chain(%x: tensor<64x64xf32>) -> tensor<64x4xf32> {
 
 // -----
 
-// arena-budget: only the planned arena counts. The chain cannot be
+// memory-budget: only the planned arena counts. The chain cannot be
 // reordered, and without recomputation the arena holds a, b and c (48 KiB);
 // recomputing `a` right before the add (which then writes over c) fits
 // 40000 bytes. Below 32 KiB (b and its input) nothing fits: one error gives

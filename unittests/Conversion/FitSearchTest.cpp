@@ -35,14 +35,14 @@ struct ModelPlanner {
     int64_t arena = arenaPerSample * candidate.microBatch / (low ? 2 : 1);
     double seconds = (fixedSeconds + perSampleSeconds * candidate.microBatch) /
                      (low ? 2 : 1);
-    if (candidate.arenaBudget > 0) {
+    if (candidate.memoryBudget > 0) {
       ++rematCalls;
       int64_t floor = arena / 3;
-      if (floor > candidate.arenaBudget) {
+      if (floor > candidate.memoryBudget) {
         point.failure = "the arena does not fit in the memory budget";
         return point;
       }
-      arena = std::min(arena, candidate.arenaBudget);
+      arena = std::min(arena, candidate.memoryBudget);
       seconds *= 1 + rematCost;
       point.recomputations = 3;
     }
@@ -83,7 +83,7 @@ TEST(FitSearch, LargestPlainMicroBatchByBisection) {
   const FitPoint &chosen = result.points[*result.chosen];
   EXPECT_EQ(chosen.microBatch, 16);
   EXPECT_EQ(chosen.accumulate, 4);
-  EXPECT_EQ(chosen.arenaBudget, 0);
+  EXPECT_EQ(chosen.memoryBudget, 0);
   EXPECT_DOUBLE_EQ(chosen.stepSeconds, 4 * (1e-3 + 16e-5));
   EXPECT_DOUBLE_EQ(chosen.samplesPerSecond, 64 / chosen.stepSeconds);
   // Bisection: 3 plain plans for 7 divisors (8, 32, 16), then 64 as the
@@ -102,13 +102,13 @@ TEST(FitSearch, RecomputationWhenItIsFaster) {
   // 32 with recomputation (floor 1067 <= 1700) beats 16 without; 64 needs
   // a floor of 2134: the walk stops there.
   EXPECT_EQ(chosen.microBatch, 32);
-  EXPECT_EQ(chosen.arenaBudget, 1700);
+  EXPECT_EQ(chosen.memoryBudget, 1700);
   EXPECT_EQ(chosen.recomputations, 3);
   EXPECT_EQ(model.rematCalls, 2);
   bool triedSixtyFour = false;
   for (const FitPoint &point : result.points)
     triedSixtyFour |=
-        point.microBatch == 64 && point.arenaBudget > 0 && !point.planned;
+        point.microBatch == 64 && point.memoryBudget > 0 && !point.planned;
   EXPECT_TRUE(triedSixtyFour);
 }
 

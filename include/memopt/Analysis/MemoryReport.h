@@ -134,8 +134,10 @@ struct DataParallelReport {
 };
 
 /// What rematerialization (memopt-rematerialize) recomputed and what that
-/// cost and saved. Times are estimates on the cost model's roofline
-/// (CostModel.h), FLOPs come from CostOpInterface.
+/// cost and saved. Times are priced as the solver priced them
+/// (RematSummary.h): measured kernel times where it had them, the cost
+/// model's roofline (CostModel.h) elsewhere; FLOPs come from
+/// CostOpInterface.
 struct RematReport {
   bool present = false;
   struct Recomputation {
@@ -161,6 +163,9 @@ struct RematReport {
   int64_t solverInitialPeakBytes = 0;
   int64_t solverPeakBytes = 0;
   std::string roofline;
+  /// "roofline", or "measured kernel times (N ops), the roofline
+  /// elsewhere" (describeRematCosts).
+  std::string costModel;
 };
 
 /// What activation offload (docs/offload.md) copied to pinned host memory:

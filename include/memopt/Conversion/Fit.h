@@ -71,8 +71,9 @@ struct FitPoint {
   std::vector<std::string> choices, labels;
   int64_t microBatch = 0;
   int64_t accumulate = 1;
-  /// The arena budget given to recomputation; 0: none.
-  int64_t arenaBudget = 0;
+  /// The --memory-budget given to the candidate's compile (the arena
+  /// recomputation must fit); 0: none.
+  int64_t memoryBudget = 0;
   /// False when planning failed (the message says why, e.g. a budget
   /// recomputation cannot meet or a batch the model cannot take).
   bool planned = false;

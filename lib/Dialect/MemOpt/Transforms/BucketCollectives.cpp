@@ -31,6 +31,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -124,28 +125,10 @@ private:
   DenseSet<Value> produced, used, written;
 };
 
-struct BucketCollectivesPass
-    : public mlir::memopt::impl::MemOptBucketCollectivesBase<
-          BucketCollectivesPass> {
-  using MemOptBucketCollectivesBase::MemOptBucketCollectivesBase;
-
-  void runOnOperation() override;
-
-private:
-  /// The ops after `first` (in `order`) that depend on `seeds`, directly or
-  /// through each other.
-  DependentSet dependents(ArrayRef<Operation *> order, size_t first,
-                          ArrayRef<Operation *> seeds) const;
-  /// Issues bucket `index` where its last collective is and puts its wait
-  /// after `nextIssue` (or right after the bucket); rewrites `order`.
-  void placeBucket(SmallVectorImpl<Operation *> &order,
-                   ArrayRef<Operation *> bucket, ArrayRef<Operation *> next,
-                   int64_t index);
-};
-
-DependentSet
-BucketCollectivesPass::dependents(ArrayRef<Operation *> order, size_t first,
-                                  ArrayRef<Operation *> seeds) const {
+/// The ops after `first` (in `order`) that depend on `seeds`, directly or
+/// through each other.
+DependentSet dependents(ArrayRef<Operation *> order, size_t first,
+                        ArrayRef<Operation *> seeds) {
   DependentSet set;
   for (Operation *seed : seeds)
     set.add(seed);
@@ -156,10 +139,12 @@ BucketCollectivesPass::dependents(ArrayRef<Operation *> order, size_t first,
   return set;
 }
 
-void BucketCollectivesPass::placeBucket(SmallVectorImpl<Operation *> &order,
-                                        ArrayRef<Operation *> bucket,
-                                        ArrayRef<Operation *> next,
-                                        int64_t index) {
+/// Issues bucket `index` where its last collective is and puts its wait
+/// after the next bucket's issue (or right after the bucket); rewrites
+/// `order`.
+void placeBucket(SmallVectorImpl<Operation *> &order,
+                 ArrayRef<Operation *> bucket, ArrayRef<Operation *> next,
+                 int64_t index) {
   auto position = [&](Operation *op) {
     return size_t(llvm::find(order, op) - order.begin());
   };
@@ -231,38 +216,36 @@ void BucketCollectivesPass::placeBucket(SmallVectorImpl<Operation *> &order,
   order.assign(result.begin(), result.end());
 }
 
-void BucketCollectivesPass::runOnOperation() {
-  func::FuncOp function = getOperation();
+} // namespace
+
+FailureOr<BucketCollectivesResult>
+mlir::memopt::bucketCollectives(func::FuncOp function, double bucketMib,
+                                double firstBucketMib) {
+  BucketCollectivesResult result;
   if (function.isExternal() || !function->hasAttr("memopt.data_parallel") ||
       function->hasAttr(kSynchronousCollectivesAttrName))
-    return;
-  if (bucketMib < 0 || firstBucketMib < 0) {
-    function.emitError("bucket sizes must be at least 0 MiB, got ")
-        << llvm::formatv("{0} and {1}",
-                         llvm::format("%g", double(firstBucketMib)),
-                         llvm::format("%g", double(bucketMib)));
-    return signalPassFailure();
-  }
-  if (!function.getBody().hasOneBlock()) {
-    function.emitError("memopt-bucket-collectives expects a single-block "
-                       "function");
-    return signalPassFailure();
-  }
+    return result;
+  if (bucketMib < 0 || firstBucketMib < 0)
+    return function.emitError("bucket sizes must be at least 0 MiB, got ")
+           << llvm::formatv("{0} and {1}", llvm::format("%g", firstBucketMib),
+                            llvm::format("%g", bucketMib));
+  if (!function.getBody().hasOneBlock())
+    return function.emitError("memopt-bucket-collectives expects a "
+                              "single-block function");
   Block &block = function.getBody().front();
   SmallVector<Operation *> order;
   SmallVector<Operation *> collectives;
   for (Operation &op : block.without_terminator()) {
-    if (isa<WaitCollectivesOp>(op) || op.hasAttr("bucket")) {
-      op.emitError("the collectives are bucketed already: run "
-                   "memopt-bucket-collectives once");
-      return signalPassFailure();
-    }
+    if (isa<WaitCollectivesOp>(op) || op.hasAttr("bucket"))
+      return op.emitError("the collectives are bucketed already: run "
+                          "memopt-bucket-collectives once");
     order.push_back(&op);
     if (isGradientCollective(&op))
       collectives.push_back(&op);
   }
+  result.collectives = collectives.size();
   if (bucketMib == 0 || collectives.empty())
-    return;
+    return result;
 
   // Fill buckets in the schedule's order; a bucket closes when it reaches
   // its cap, or before a collective that needs its results.
@@ -290,7 +273,7 @@ void BucketCollectivesPass::runOnOperation() {
     }
   }
 
-  Builder builder(&getContext());
+  Builder builder(function.getContext());
   for (auto [index, bucket] : llvm::enumerate(buckets)) {
     for (Operation *collective : bucket)
       collective->setAttr("bucket", builder.getI64IntegerAttr(index));
@@ -303,15 +286,33 @@ void BucketCollectivesPass::runOnOperation() {
   for (Operation *op : order)
     op->moveBefore(terminator);
 
-  if (report) {
-    llvm::outs() << "memopt-bucket-collectives: " << buckets.size()
-                 << " buckets (" << collectives.size()
-                 << " gradient collectives):";
-    for (auto [index, bucket] : llvm::enumerate(buckets))
-      llvm::outs() << (index ? ", " : " ") << bucket.size() << " x "
-                   << bytes[index] << " bytes";
-    llvm::outs() << "\n";
+  for (auto [bucket, bucketBytes] : llvm::zip_equal(buckets, bytes)) {
+    result.bucketSizes.push_back(bucket.size());
+    result.bucketBytes.push_back(bucketBytes);
   }
+  return result;
 }
 
+namespace {
+struct BucketCollectivesPass
+    : public mlir::memopt::impl::MemOptBucketCollectivesBase<
+          BucketCollectivesPass> {
+  using MemOptBucketCollectivesBase::MemOptBucketCollectivesBase;
+
+  void runOnOperation() override {
+    FailureOr<BucketCollectivesResult> result =
+        bucketCollectives(getOperation(), bucketMib, firstBucketMib);
+    if (failed(result))
+      return signalPassFailure();
+    if (!report || result->bucketSizes.empty())
+      return;
+    llvm::outs() << "memopt-bucket-collectives: " << result->bucketSizes.size()
+                 << " buckets (" << result->collectives
+                 << " gradient collectives):";
+    for (auto [index, size] : llvm::enumerate(result->bucketSizes))
+      llvm::outs() << (index ? ", " : " ") << size << " x "
+                   << result->bucketBytes[index] << " bytes";
+    llvm::outs() << "\n";
+  }
+};
 } // namespace

@@ -2,12 +2,14 @@
 //
 // Marks the ops that write their result over a dying operand. The decision
 // rule lives in BufferLiveness::decideInPlace so that the scheduler scores
-// orders with exactly the decisions taken here.
+// orders with exactly the decisions taken here; bufferizeFunction
+// (MemoryPhase.h) is the pass's body, which the remat budget search calls.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,6 +22,22 @@ namespace mlir::memopt {
 using namespace mlir;
 using namespace mlir::memopt;
 
+FailureOr<size_t> mlir::memopt::bufferizeFunction(func::FuncOp function) {
+  if (!function.getBody().hasOneBlock())
+    return function.emitError(
+        "memopt-bufferize expects a single-block function");
+  SmallVector<Operation *> order = getExecutionOrder(function);
+  for (Operation *op : order)
+    op->removeAttr(kInPlaceAttrName);
+  DenseMap<Operation *, unsigned> decisions =
+      BufferLiveness::decideInPlace(function, order);
+  Builder builder(function.getContext());
+  for (Operation *op : order)
+    if (auto it = decisions.find(op); it != decisions.end())
+      op->setAttr(kInPlaceAttrName, builder.getI64IntegerAttr(it->second));
+  return decisions.size();
+}
+
 namespace {
 struct MemOptBufferizePass
     : public mlir::memopt::impl::MemOptBufferizeBase<MemOptBufferizePass> {
@@ -27,23 +45,13 @@ struct MemOptBufferizePass
 
   void runOnOperation() override {
     func::FuncOp function = getOperation();
-    if (!function.getBody().hasOneBlock()) {
-      function.emitError("memopt-bufferize expects a single-block function");
+    FailureOr<size_t> inPlace = bufferizeFunction(function);
+    if (failed(inPlace))
       return signalPassFailure();
-    }
-    SmallVector<Operation *> order = getExecutionOrder(function);
-    for (Operation *op : order)
-      op->removeAttr(kInPlaceAttrName);
-    DenseMap<Operation *, unsigned> decisions =
-        BufferLiveness::decideInPlace(function, order);
-    Builder builder(&getContext());
-    for (Operation *op : order)
-      if (auto it = decisions.find(op); it != decisions.end())
-        op->setAttr(kInPlaceAttrName, builder.getI64IntegerAttr(it->second));
     if (report) {
       BufferLiveness liveness(function);
       llvm::outs() << "memopt-bufferize @" << function.getSymName() << ": "
-                   << decisions.size() << " ops in place, saved "
+                   << *inPlace << " ops in place, saved "
                    << liveness.getStats().inPlaceSavedBytes << " bytes; views "
                    << "saved " << liveness.getStats().viewSavedBytes
                    << " bytes\n";

@@ -16,8 +16,10 @@
 
 #include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 
+#include "memopt/Analysis/RematSummary.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/AttentionFusion.h"
+#include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -310,9 +312,10 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
   if (options.memoryBudget > 0 && !options.noPlan) {
     // Recompute from the scheduler's order until the planned arena fits;
-    // the pass plans copies, so the function is scheduled again below.
+    // the pass returns the chosen function scheduled as its arena was
+    // measured, so the memory phase goes on from there.
     MemOptRematerializeOptions remat;
-    remat.arenaBudget = options.memoryBudget;
+    remat.memoryBudget = options.memoryBudget;
     remat.allow.assign(options.rematAllow.begin(), options.rematAllow.end());
     remat.timeLimit = options.rematTimeLimit;
     remat.maxComputations = options.rematMaxComputations;
@@ -323,15 +326,15 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     if (options.enabled && options.dataParallel > 0)
       remat.bucketMib = options.bucketMib;
     pm.addPass(createMemOptRematerialize(remat));
-    pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
   }
-  // After the last scheduling (the buckets follow the order gradients
-  // complete in), before bufferization (the planner sees the in-flight
+  // After scheduling (the buckets follow the order gradients complete in;
+  // with a memory budget, the order the remat search measured), before
+  // bufferization (the planner sees the in-flight
   // buffers alive until their wait).
   if (options.enabled && options.dataParallel > 0 && options.bucketMib > 0) {
     MemOptBucketCollectivesOptions buckets;
     buckets.bucketMib = options.bucketMib;
-    buckets.firstBucketMib = std::min<double>(1.0, options.bucketMib);
+    buckets.firstBucketMib = getFirstBucketMib(options.bucketMib);
     buckets.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptBucketCollectives(buckets));
   }
@@ -563,14 +566,9 @@ struct CompilePhaseLog::State {
     } else if (pass == "memopt-rematerialize") {
       lines.after = [](ModuleOp module) -> std::string {
         for (auto function : module.getOps<func::FuncOp>()) {
-          auto remat = function->getAttrOfType<DictionaryAttr>("memopt.remat");
+          std::optional<RematSummary> remat = readRematSummary(function);
           if (!remat)
             continue;
-          auto get = [&](StringRef name) -> int64_t {
-            auto value = remat.getAs<IntegerAttr>(name);
-            return value ? value.getInt() : 0;
-          };
-          auto fraction = remat.getAs<FloatAttr>("added_time_fraction");
           // Activation offload (docs/offload.md): what went to the host.
           std::string copies;
           if (auto offload =
@@ -590,28 +588,31 @@ struct CompilePhaseLog::State {
                                    1e6 * seconds("copy_seconds"))
                          .str();
           }
-          if (get("recomputations") == 0 && copies.empty())
+          if (remat->recomputations == 0 && copies.empty())
             return "[remat] the arena (" +
-                   std::to_string(get("unconstrained_arena")) +
+                   std::to_string(remat->unconstrainedArena) +
                    " bytes) fits memory-budget " +
-                   std::to_string(get("memory_budget")) +
+                   std::to_string(remat->memoryBudget) +
                    " bytes: nothing recomputed";
           return llvm::formatv(
                      "[remat] memory-budget {0} bytes: {1} ops recomputed "
                      "(+{2:F2}% estimated step time), arena {3} -> {4} bytes "
                      "({5} solver runs)",
-                     get("memory_budget"), get("recomputations"),
-                     fraction ? 100.0 * fraction.getValueAsDouble() : 0.0,
-                     get("unconstrained_arena"), get("planned_arena"),
-                     get("solver_runs"))
+                     remat->memoryBudget, remat->recomputations,
+                     100.0 * remat->addedTimeFraction,
+                     remat->unconstrainedArena, remat->plannedArena,
+                     remat->solverRuns)
                      .str() +
                  copies;
         }
         return "";
       };
-    } else if (pass == "memopt-schedule" &&
-               (memoryBudget == 0 || noPlan ||
+    } else if ((pass == "memopt-schedule" && (memoryBudget == 0 || noPlan)) ||
+               ((pass == "memopt-bucket-collectives" ||
+                 pass == "memopt-bufferize") &&
                 previousPass == "memopt-rematerialize")) {
+      // With a memory budget the remat search schedules the function (and
+      // plans its candidates): the line comes before the passes after it.
       lines.before =
           std::string("[memory] schedule") +
           (noPlan ? "" : ", bufferize (in-place)") + ", plan-memory" +

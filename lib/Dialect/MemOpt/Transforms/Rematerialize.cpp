@@ -40,12 +40,12 @@
 #include "memopt/Dialect/MemOpt/Transforms/Rematerialize.h"
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Analysis/RematSummary.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "memopt/Remat/Remat.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -425,18 +425,15 @@ solveRecomputation(func::FuncOp function, const RematerializeOptions &options,
           estimateOpSeconds(clone, options.roofline, options.kernelTimes);
     }
   }
-  Builder builder(function.getContext());
-  function->setAttr(
-      kRematAttrName,
-      builder.getDictionaryAttr({
-          builder.getNamedAttr("budget",
-                               builder.getI64IntegerAttr(options.budget)),
-          builder.getNamedAttr("initial_peak",
-                               builder.getI64IntegerAttr(result.initialPeak)),
-          builder.getNamedAttr("peak", builder.getI64IntegerAttr(result.peak)),
-          builder.getNamedAttr("recomputations", builder.getI64IntegerAttr(
-                                                     result.recomputations)),
-      }));
+  RematSummary summary;
+  summary.solved = true;
+  summary.budget = options.budget;
+  summary.initialPeak = result.initialPeak;
+  summary.peak = result.peak;
+  summary.recomputations = result.recomputations;
+  if (options.kernelTimes)
+    summary.kernelSeconds = selectKernelTimes(function, *options.kernelTimes);
+  writeRematSummary(function, summary);
   return result;
 }
 
@@ -501,14 +498,14 @@ struct MemOptRematerializePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if ((budget > 0) == (arenaBudget > 0)) {
+    if ((budget > 0) == (memoryBudget > 0)) {
       module.emitError("memopt-rematerialize: give one of budget=BYTES (the "
-                       "solver's model) and arena-budget=BYTES (the planned "
+                       "solver's model) and memory-budget=BYTES (the planned "
                        "arena)");
       return signalPassFailure();
     }
     RematerializeOptions options;
-    options.budget = budget > 0 ? int64_t(budget) : int64_t(arenaBudget);
+    options.budget = budget > 0 ? int64_t(budget) : int64_t(memoryBudget);
     options.allow.assign(allow.begin(), allow.end());
     options.maxComputations = maxComputations;
     options.timeLimitSeconds = timeLimit;
@@ -530,8 +527,8 @@ struct MemOptRematerializePass
       times = std::move(*read);
       options.kernelTimes = &times;
     }
-    if (arenaBudget > 0) {
-      if (failed(fitArena(module, options)))
+    if (memoryBudget > 0) {
+      if (failed(fitMemoryBudget(module, options)))
         return signalPassFailure();
       return;
     }
@@ -583,62 +580,20 @@ struct MemOptRematerializePass
     return success();
   }
 
-  /// arena-budget: replan until the packed arena fits.
-  LogicalResult fitArena(ModuleOp module, const RematerializeOptions &options) {
-    ArenaBudgetOptions search;
-    search.arenaBudget = arenaBudget;
+  /// memory-budget: replan until the packed arena fits.
+  LogicalResult fitMemoryBudget(ModuleOp module,
+                                const RematerializeOptions &options) {
+    MemoryBudgetOptions search;
+    search.memoryBudget = memoryBudget;
     search.remat = options;
     search.maxProbes = maxProbes;
-    double buckets = bucketMib;
-    auto plan = [&](ModuleOp candidate, bool thorough) {
-      PassManager pm(&getContext());
-      pm.addNestedPass<func::FuncOp>(createMemOptSchedule());
-      // Data parallel: a bucket keeps its gradients and reduced values
-      // alive until its wait, so a candidate is planned with the buckets
-      // the compile pipeline will add (or a met budget would break there).
-      if (buckets > 0) {
-        MemOptBucketCollectivesOptions bucketOptions;
-        bucketOptions.bucketMib = buckets;
-        bucketOptions.firstBucketMib = std::min<double>(1.0, buckets);
-        pm.addNestedPass<func::FuncOp>(
-            createMemOptBucketCollectives(bucketOptions));
-      }
-      pm.addNestedPass<func::FuncOp>(createMemOptBufferize());
-      MemOptPlanMemoryOptions planOptions;
-      planOptions.outputsInArena = outputsInArena;
-      // Thorough: the plan pass's own search time (what memopt-compile's
-      // final plan searches).
-      if (!thorough)
-        planOptions.timeLimit = planTimeLimit;
-      pm.addPass(createMemOptPlanMemory(planOptions));
-      return pm.run(candidate);
-    };
-    FailureOr<ArenaBudgetResult> result =
-        rematerializeToArenaBudget(module, search, plan);
+    search.bucketMib = bucketMib;
+    search.outputsInArena = outputsInArena;
+    search.probePlanSeconds = planTimeLimit;
+    FailureOr<MemoryBudgetResult> result =
+        rematerializeToMemoryBudget(module, search);
     if (failed(result))
       return failure();
-    // The budget is a limit, overlap a preference: when the buckets' in-
-    // flight gradients keep the arena above the budget, the collectives run
-    // synchronously (each frees its buffers at once, as --bucket-mib 0), and
-    // memopt-bucket-collectives leaves the function alone.
-    bool synchronous = false;
-    if (!result->fits && buckets > 0) {
-      std::string bucketed = result->message;
-      buckets = 0;
-      FailureOr<ArenaBudgetResult> unbucketed =
-          rematerializeToArenaBudget(module, search, plan);
-      if (failed(unbucketed))
-        return failure();
-      if (unbucketed->fits) {
-        result = std::move(unbucketed);
-        synchronous = true;
-        result->log.push_back(
-            llvm::formatv("the budget is met with synchronous collectives: "
-                          "with {0} MiB gradient buckets {1}",
-                          llvm::format("%g", double(bucketMib)), bucketed)
-                .str());
-      }
-    }
     if (report)
       for (const std::string &line : result->log)
         llvm::outs() << "memopt-rematerialize: " << line << "\n";
@@ -649,28 +604,28 @@ struct MemOptRematerializePass
     body.clear();
     body.getOperations().splice(
         body.end(), result->module->getBodyRegion().front().getOperations());
-    Builder builder(&getContext());
     for (auto function : module.getOps<func::FuncOp>()) {
       if (function.isExternal())
         continue;
-      if (synchronous)
+      if (result->synchronousCollectives)
         function->setAttr(kSynchronousCollectivesAttrName,
-                          builder.getUnitAttr());
-      NamedAttrList entries(
-          function->getAttrOfType<DictionaryAttr>(kRematAttrName));
-      entries.set("memory_budget", builder.getI64IntegerAttr(arenaBudget));
-      entries.set("unconstrained_arena",
-                  builder.getI64IntegerAttr(result->unconstrainedArena));
-      entries.set("planned_arena", builder.getI64IntegerAttr(result->arena));
-      entries.set("solver_runs", builder.getI64IntegerAttr(result->probes));
-      entries.set("recomputations",
-                  builder.getI64IntegerAttr(result->remat.recomputations));
-      entries.set("added_time_fraction",
-                  builder.getF64FloatAttr(result->remat.baseSeconds > 0
-                                              ? result->remat.addedSeconds /
-                                                    result->remat.baseSeconds
-                                              : 0.0));
-      function->setAttr(kRematAttrName, entries.getDictionary(&getContext()));
+                          UnitAttr::get(&getContext()));
+      RematSummary summary =
+          readRematSummary(function).value_or(RematSummary());
+      summary.searched = true;
+      summary.memoryBudget = memoryBudget;
+      summary.unconstrainedArena = result->unconstrainedArena;
+      summary.plannedArena = result->arena;
+      summary.solverRuns = result->probes;
+      summary.recomputations = result->remat.recomputations;
+      summary.addedTimeFraction =
+          result->remat.baseSeconds > 0
+              ? result->remat.addedSeconds / result->remat.baseSeconds
+              : 0.0;
+      if (options.kernelTimes)
+        summary.kernelSeconds =
+            selectKernelTimes(function, *options.kernelTimes);
+      writeRematSummary(function, summary);
     }
     return success();
   }

@@ -14,11 +14,19 @@
 // memory with its own heap simulator after each rewrite; here the measure is
 // the planner's actual packing, workspaces included.
 //
+// Each probe calls the memory phase's functions (MemoryPhase.h) directly on
+// a copy, as XLA's rematerialization calls its heap simulator: no nested
+// PassManager, typed results. The chosen candidate comes back in the order
+// its arena was measured in, so the pipeline does not schedule it again.
+// Where we go further than XLA: the data-parallel buckets are part of the
+// measure, and a budget met only without them turns them off.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Rematerialize.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -56,21 +64,29 @@ std::string formatBytes(int64_t bytes) {
   return llvm::formatv("{0:F2} {1}", value, units[unit]).str();
 }
 
-/// Plans a copy of `module`; returns the copy and its arena.
+/// A candidate's memory phase: `module`'s function is scheduled in place;
+/// a copy is bucketed, bufferized and planned. Returns the planned copy and
+/// its arena.
 FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>>
-planCopy(ModuleOp module,
-         llvm::function_ref<LogicalResult(ModuleOp, bool)> plan,
-         bool thorough) {
-  OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(plan(*copy, thorough)))
+planCandidate(ModuleOp module, const MemoryBudgetOptions &options,
+              double bucketMib, bool thorough) {
+  if (failed(scheduleFunction(getBodyFunction(module))))
     return failure();
+  OwningOpRef<ModuleOp> copy = module.clone();
   func::FuncOp function = getBodyFunction(*copy);
-  auto arena = function
-                   ? function->getAttrOfType<IntegerAttr>("memopt.arena_size")
-                   : IntegerAttr();
-  if (!arena)
-    return module.emitError("memory planning left no arena size");
-  return std::make_pair(std::move(copy), arena.getInt());
+  if (bucketMib > 0 && failed(bucketCollectives(function, bucketMib,
+                                                getFirstBucketMib(bucketMib))))
+    return failure();
+  if (failed(bufferizeFunction(function)))
+    return failure();
+  PlanMemoryOptions plan;
+  plan.outputsInArena = options.outputsInArena;
+  if (!thorough)
+    plan.timeLimitSeconds = options.probePlanSeconds;
+  FailureOr<MemoryReport> planned = planFunctionMemory(function, plan);
+  if (failed(planned))
+    return failure();
+  return std::make_pair(std::move(copy), planned->arenaBytes);
 }
 
 /// "the smallest arena reached is A (...): at its peak, op K ('name'), it
@@ -126,18 +142,17 @@ std::string describeArena(ModuleOp planned, int64_t arena) {
 
 } // namespace
 
-FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
-    ModuleOp module, const ArenaBudgetOptions &options,
-    llvm::function_ref<LogicalResult(ModuleOp, bool)> plan) {
+/// One search with `bucketMib` MiB gradient buckets (0: none).
+static FailureOr<MemoryBudgetResult>
+searchMemoryBudget(ModuleOp module, const MemoryBudgetOptions &options,
+                   double bucketMib) {
   func::FuncOp function = getBodyFunction(module);
-  if (!function)
-    return module.emitError(
-        "--memory-budget needs a module with exactly one function");
-  ArenaBudgetResult result;
-  int64_t budget = options.arenaBudget;
+  MemoryBudgetResult result;
+  int64_t budget = options.memoryBudget;
 
+  OwningOpRef<ModuleOp> scheduled = module.clone();
   FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> unconstrained =
-      planCopy(module, plan, /*thorough=*/true);
+      planCandidate(*scheduled, options, bucketMib, /*thorough=*/true);
   if (failed(unconstrained))
     return failure();
   result.unconstrainedArena = unconstrained->second;
@@ -146,7 +161,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
                        " bytes");
   if (result.unconstrainedArena <= budget) {
     result.fits = true;
-    result.module = module.clone();
+    result.module = std::move(scheduled);
     return result;
   }
 
@@ -194,7 +209,7 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
       continue;
     }
     FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> planned =
-        planCopy(*candidate, plan, /*thorough=*/false);
+        planCandidate(*candidate, options, bucketMib, /*thorough=*/false);
     if (failed(planned))
       return failure();
     int64_t arena = planned->second;
@@ -286,4 +301,32 @@ FailureOr<ArenaBudgetResult> mlir::memopt::rematerializeToArenaBudget(
         "; below that, the solver's model of the arena says " + solverMessage;
   result.message = message;
   return result;
+}
+
+FailureOr<MemoryBudgetResult>
+mlir::memopt::rematerializeToMemoryBudget(ModuleOp module,
+                                          const MemoryBudgetOptions &options) {
+  if (!getBodyFunction(module))
+    return module.emitError(
+        "--memory-budget needs a module with exactly one function");
+  FailureOr<MemoryBudgetResult> result =
+      searchMemoryBudget(module, options, options.bucketMib);
+  if (failed(result) || result->fits || options.bucketMib <= 0)
+    return result;
+  // The budget is a limit, overlap a preference: when the buckets' in-
+  // flight gradients keep the arena above the budget, the collectives run
+  // synchronously (each frees its buffers at once, as --bucket-mib 0).
+  FailureOr<MemoryBudgetResult> unbucketed =
+      searchMemoryBudget(module, options, /*bucketMib=*/0);
+  if (failed(unbucketed))
+    return failure();
+  if (!unbucketed->fits)
+    return result;
+  unbucketed->synchronousCollectives = true;
+  unbucketed->log.push_back(
+      llvm::formatv("the budget is met with synchronous collectives: with "
+                    "{0} MiB gradient buckets {1}",
+                    llvm::format("%g", options.bucketMib), result->message)
+          .str());
+  return unbucketed;
 }

@@ -13,6 +13,7 @@
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -260,68 +261,84 @@ int64_t scoreOrder(func::FuncOp function, ArrayRef<Operation *> order) {
   return liveness.getStats().maxLiveBytes;
 }
 
+} // namespace
+
+FailureOr<ScheduleResult>
+mlir::memopt::scheduleFunction(func::FuncOp function) {
+  if (!function.getBody().hasOneBlock())
+    return function.emitError(
+        "memopt-schedule expects a single-block function");
+  ScheduleResult result;
+  SmallVector<Operation *> original = getExecutionOrder(function);
+  // Activation offload placed its copies and waits against this order's
+  // timeline (docs/offload.md): reordering would break that promise.
+  if (llvm::any_of(original, [](Operation *op) {
+        return isa<OffloadOp, OffloadWaitOp, ReloadOp, ReloadWaitOp>(op);
+      })) {
+    result.orderKept = true;
+    return result;
+  }
+  DependenceGraph graph(original);
+
+  struct Candidate {
+    StringRef name;
+    SmallVector<Operation *> order;
+    int64_t maxLive;
+  };
+  SmallVector<Candidate> candidates;
+  candidates.push_back({"original", original, scoreOrder(function, original)});
+  for (auto [name, order] :
+       {std::pair<StringRef, SmallVector<Operation *>>{
+            "greedy", scheduleGreedy(function, graph)},
+        {"depth-first", scheduleDepthFirst(function, graph)}}) {
+    assert(order.size() == original.size() && "scheduler lost ops");
+    int64_t maxLive = scoreOrder(function, order);
+    candidates.push_back({name, std::move(order), maxLive});
+  }
+  const Candidate *best = &candidates.front();
+  for (const Candidate &candidate : candidates)
+    if (candidate.maxLive < best->maxLive)
+      best = &candidate;
+
+  if (best != &candidates.front()) {
+    Block &body = function.getBody().front();
+    Operation *terminator = body.getTerminator();
+    // Constants first (they execute nothing), then the chosen order.
+    SmallVector<Operation *> constants;
+    for (Operation &op : body)
+      if (isWeightRegionOp(&op))
+        constants.push_back(&op);
+    for (Operation *constant : llvm::reverse(constants))
+      constant->moveBefore(&body, body.begin());
+    for (Operation *op : best->order)
+      op->moveBefore(terminator);
+  }
+  result.chosen = best->name.str();
+  result.maxLiveBefore = candidates.front().maxLive;
+  result.maxLiveAfter = best->maxLive;
+  return result;
+}
+
+namespace {
 struct MemOptSchedulePass
     : public mlir::memopt::impl::MemOptScheduleBase<MemOptSchedulePass> {
   using MemOptScheduleBase::MemOptScheduleBase;
 
   void runOnOperation() override {
     func::FuncOp function = getOperation();
-    if (!function.getBody().hasOneBlock()) {
-      function.emitError("memopt-schedule expects a single-block function");
+    FailureOr<ScheduleResult> result = scheduleFunction(function);
+    if (failed(result))
       return signalPassFailure();
-    }
-    SmallVector<Operation *> original = getExecutionOrder(function);
-    // Activation offload placed its copies and waits against this order's
-    // timeline (docs/offload.md): reordering would break that promise.
-    if (llvm::any_of(original, [](Operation *op) {
-          return isa<OffloadOp, OffloadWaitOp, ReloadOp, ReloadWaitOp>(op);
-        })) {
-      if (report)
-        llvm::outs() << "memopt-schedule @" << function.getSymName()
-                     << ": order kept (activation offload placed in it)\n";
+    if (!report)
       return;
-    }
-    DependenceGraph graph(original);
-
-    struct Candidate {
-      StringRef name;
-      SmallVector<Operation *> order;
-      int64_t maxLive;
-    };
-    SmallVector<Candidate> candidates;
-    candidates.push_back(
-        {"original", original, scoreOrder(function, original)});
-    for (auto [name, order] :
-         {std::pair<StringRef, SmallVector<Operation *>>{
-              "greedy", scheduleGreedy(function, graph)},
-          {"depth-first", scheduleDepthFirst(function, graph)}}) {
-      assert(order.size() == original.size() && "scheduler lost ops");
-      int64_t maxLive = scoreOrder(function, order);
-      candidates.push_back({name, std::move(order), maxLive});
-    }
-    const Candidate *best = &candidates.front();
-    for (const Candidate &candidate : candidates)
-      if (candidate.maxLive < best->maxLive)
-        best = &candidate;
-
-    if (best != &candidates.front()) {
-      Block &body = function.getBody().front();
-      Operation *terminator = body.getTerminator();
-      // Constants first (they execute nothing), then the chosen order.
-      SmallVector<Operation *> constants;
-      for (Operation &op : body)
-        if (isWeightRegionOp(&op))
-          constants.push_back(&op);
-      for (Operation *constant : llvm::reverse(constants))
-        constant->moveBefore(&body, body.begin());
-      for (Operation *op : best->order)
-        op->moveBefore(terminator);
-    }
-    if (report)
+    if (result->orderKept)
       llvm::outs() << "memopt-schedule @" << function.getSymName()
-                   << ": max-live before " << candidates.front().maxLive
-                   << ", after " << best->maxLive << " (" << best->name
-                   << ")\n";
+                   << ": order kept (activation offload placed in it)\n";
+    else
+      llvm::outs() << "memopt-schedule @" << function.getSymName()
+                   << ": max-live before " << result->maxLiveBefore
+                   << ", after " << result->maxLiveAfter << " ("
+                   << result->chosen << ")\n";
   }
 };
 } // namespace

@@ -269,40 +269,43 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
     read the newest copy (XLA's HloRematerialization places its clones the
     same way). Clones carry `memopt.recomputed` and keep the original's
     attributes and location, so a dropout's key and the ONNX node name
-    survive. The function gets `memopt.remat` (the budget and the solver's
-    peaks) for the memory report.
+    survive. The function gets `memopt.remat` (RematSummary.h: the budget,
+    the solver's peaks and the measured kernel times that priced its ops)
+    for the memory report.
 
     Two ways to give the budget:
     - `budget`: bytes in the solver's model of memory (views and in-place
       reuse as bufferization sees them, workspaces at the planner's floor),
       for each function. A budget no schedule meets is an error naming the
       smallest peak found.
-    - `arena-budget` (memopt-compile --memory-budget): only the packed arena
-      counts. The module's one function is planned without recomputation
-      (memopt-schedule, memopt-bufferize, memopt-plan-memory on a copy); if
+    - `memory-budget` (memopt-compile --memory-budget, the same name): only
+      the packed arena counts. The module's one function is planned without
+      recomputation (scheduleFunction, bufferizeFunction and
+      planFunctionMemory of MemoryPhase.h, called directly on a copy); if
       the arena is over the budget, the pass solves at a budget in the
       model's bytes, plans a copy, lowers the solver budget by the excess
       until the arena fits, then bisects for the cheapest fit. A budget no
       recomputation meets is one error giving the smallest arena reached and
-      the buffers that hold it there. The function keeps its planned order
-      but not the plan: the pipeline plans it again.
+      the buffers that hold it there. The function comes back in the order
+      its arena was measured in (scheduled, so the pipeline does not
+      schedule it again) but not planned: the pipeline plans it.
     With `report`, prints the decisions (and each attempt).
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "Peak bytes of the solver's model the schedule must stay within">,
-    Option<"arenaBudget", "arena-budget", "int64_t", /*default=*/"0",
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes the planned arena must fit in (solve and replan until it "
            "does)">,
     Option<"outputsInArena", "outputs-in-arena", "bool", /*default=*/"true",
-           "arena-budget: plan the function's outputs inside the arena (as "
+           "memory-budget: plan the function's outputs inside the arena (as "
            "memopt-compile does)">,
     Option<"planTimeLimit", "plan-time-limit", "double", /*default=*/"0.2",
-           "arena-budget: seconds the planner's exact search may take per "
+           "memory-budget: seconds the planner's exact search may take per "
            "probe (the unconstrained plan and the final plan search as long "
            "as memopt-plan-memory does)">,
     Option<"maxProbes", "max-probes", "int", /*default=*/"8",
-           "arena-budget: the most solver runs">,
+           "memory-budget: the most solver runs">,
     ListOption<"allow", "allow", "std::string",
                "Op kinds that may be recomputed, e.g. relu,conv,fused_elementwise "
                "(default: every op with a cost)">,
@@ -321,7 +324,7 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "JSON file of measured kernel times {\"NODE\": seconds}">,
     Option<"bucketMib", "bucket-mib", "double", /*default=*/"0",
-           "arena-budget: plan each candidate with the data-parallel "
+           "memory-budget: plan each candidate with the data-parallel "
            "gradient buckets of this size (memopt-bucket-collectives), as "
            "memopt-compile's pipeline plans the chosen one; 0: none">,
     Option<"report", "report", "bool", /*default=*/"false",

@@ -1,9 +1,10 @@
 //===- Rematerialize.h - recompute to fit a byte budget ---------*- C++ -*-===//
 //
-// The library behind --memopt-rematerialize, for drivers that search over
-// budgets (memopt-compile --memory-budget replans until the packed arena
-// fits): map a function onto the solver's graph (lib/Remat), solve, and clone
-// the recomputed ops next to their late users. See Passes.td for the rules.
+// The library behind --memopt-rematerialize: map a function onto the
+// solver's graph (lib/Remat), solve, and clone the recomputed ops next to
+// their late users; and the memory budget search around it (memopt-compile
+// --memory-budget replans until the packed arena fits, docs/remat.md). See
+// Passes.td for the rules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +24,8 @@
 namespace mlir::memopt {
 
 struct RematerializeOptions {
-  /// Peak bytes in the solver's model.
+  /// Peak bytes in the solver's model (the memory budget search chooses it
+  /// per probe).
   int64_t budget = 0;
   /// Op kinds (mnemonics, with or without "memopt.") that may be recomputed;
   /// empty: every op with a cost.
@@ -89,22 +91,34 @@ rematerializeFunction(func::FuncOp function,
 int64_t getRematModelPeak(func::FuncOp function,
                           const RematerializeOptions &options);
 
-/// Replanning under an arena budget (memopt-compile --memory-budget): only
-/// the packed arena counts. `plan` runs the rest of the memory pipeline
-/// (scheduling, bufferization, planning) on a module and must leave
-/// `memopt.arena_size` (workspaces included) on its function.
-struct ArenaBudgetOptions {
+/// The memory budget search (memopt-compile --memory-budget, the pass's
+/// memory-budget=): only the packed arena counts. Each candidate goes
+/// through the memory phase as the compile pipeline runs it (MemoryPhase.h:
+/// scheduling, the data-parallel buckets, bufferization, planning), called
+/// directly, and the planned arena decides.
+struct MemoryBudgetOptions {
   /// Bytes the planned arena must fit in.
-  int64_t arenaBudget = 0;
-  /// Everything but the budget, which the search chooses.
+  int64_t memoryBudget = 0;
+  /// Everything but the solver's budget, which the search chooses.
   RematerializeOptions remat;
   /// The most solver runs (each followed by a plan).
   int maxProbes = 8;
+  /// Data parallel: a bucket keeps its gradients and reduced values alive
+  /// until its wait, so each candidate is planned with the buckets the
+  /// compile pipeline will add (memopt-bucket-collectives; 0: none).
+  double bucketMib = 0;
+  /// Plan the function's outputs inside the arena (as memopt-compile does).
+  bool outputsInArena = true;
+  /// Seconds the planner's exact search may take per probe; the
+  /// unconstrained plan searches as long as memopt-plan-memory does, so
+  /// that the unconstrained arena is what a compile without a budget gets.
+  double probePlanSeconds = 0.2;
 };
 
-struct ArenaBudgetResult {
-  /// The arena fits: `module` holds the rematerialized function (not yet
-  /// planned; the original when no recomputation was needed).
+struct MemoryBudgetResult {
+  /// The arena fits: `module` holds the chosen function in the order its
+  /// arena was measured in (scheduled: the pipeline does not schedule it
+  /// again), neither bucketed, bufferized nor planned.
   bool fits = false;
   OwningOpRef<ModuleOp> module;
   /// The arena planned without recomputation, and the best one reached.
@@ -114,6 +128,10 @@ struct ArenaBudgetResult {
   RematerializeResult remat;
   int64_t solverBudget = 0;
   int probes = 0;
+  /// The budget was met only without gradient buckets: the function's
+  /// collectives stay synchronous (the budget is a limit, overlap a
+  /// preference).
+  bool synchronousCollectives = false;
   /// When !fits: one message giving the smallest arena reached and the
   /// buffers that hold it there.
   std::string message;
@@ -121,13 +139,9 @@ struct ArenaBudgetResult {
   std::vector<std::string> log;
 };
 
-/// `plan(module, thorough)` runs the memory phase on a copy: `thorough` for
-/// the unconstrained arena (searched as long as the final plan is, so that
-/// the report's unconstrained arena is what a compile without a budget
-/// gets), quick for the probes.
-FailureOr<ArenaBudgetResult> rematerializeToArenaBudget(
-    ModuleOp module, const ArenaBudgetOptions &options,
-    llvm::function_ref<LogicalResult(ModuleOp, bool thorough)> plan);
+FailureOr<MemoryBudgetResult>
+rematerializeToMemoryBudget(ModuleOp module,
+                            const MemoryBudgetOptions &options);
 
 } // namespace mlir::memopt
 
