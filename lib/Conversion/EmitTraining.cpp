@@ -161,6 +161,14 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(drop.getKey()) << ", " << ref(drop.getY()) << ");\n";
         return success();
       })
+      .Case([&](RandomUniformOp random) {
+        os << "  randomUniform(ctx, " << node << ", "
+           << cppFloat(toDouble(random.getLow())) << ", "
+           << cppFloat(toDouble(random.getHigh())) << ", "
+           << uint32_t(random.getStream()) << "u, " << ref(random.getKey())
+           << ", " << ref(random.getOutput()) << ");\n";
+        return success();
+      })
       .Case([&](AssignOp assign) {
         os << "  copy(ctx, " << node << ", " << ref(assign.getValue()) << ", "
            << ref(assign.getTarget()) << ");\n";

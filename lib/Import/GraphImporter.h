@@ -298,6 +298,8 @@ private:
   FailureOr<SmallVector<Value>> importNonZero(const Node &node);
   // OnnxComposedEinsum.cpp
   FailureOr<SmallVector<Value>> importEinsum(const Node &node);
+  // OnnxComposedRandom.cpp
+  FailureOr<SmallVector<Value>> importRandom(const Node &node);
 
   // OnnxComposedResize.cpp
   /// Resize of `input` to `outShape` as products with constant
@@ -374,6 +376,8 @@ private:
   llvm::StringSet<> usedNames;
   /// Node inputs that read each name (a tied weight is read twice or more).
   llvm::StringMap<unsigned> readers;
+  /// memopt.random_uniform ops made so far: each takes the next stream.
+  int64_t randomStreams = 0;
 };
 
 } // namespace mlir::memopt::onnx_import

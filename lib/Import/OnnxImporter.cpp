@@ -725,6 +725,12 @@ ArrayRef<ImportRule> GraphImporter::importRules() {
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset, &G::importLoss},
       // OnnxComposedAttention.cpp.
       {"Attention", 23, kMaxOpset, &G::importAttention},
+      // OnnxComposedRandom.cpp.
+      {"RandomUniform", kMinOpset, kMaxOpset, &G::importRandom},
+      {"RandomUniformLike", kMinOpset, kMaxOpset, &G::importRandom},
+      {"RandomNormal", kMinOpset, kMaxOpset, &G::importRandom},
+      {"RandomNormalLike", kMinOpset, kMaxOpset, &G::importRandom},
+      {"Bernoulli", 15, kMaxOpset, &G::importRandom},
       // OnnxComposedMath.cpp.
       {"Elu", kMinOpset, kMaxOpset, &G::importUnaryMath},
       {"Selu", kMinOpset, kMaxOpset, &G::importUnaryMath},
@@ -813,10 +819,12 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &proto,
   Node node{proto, name, nameLoc(name)};
   StringRef type = proto.op_type();
 
-  // Every operator memopt imports but Constant reads its first input; the
-  // schema check skips operators newer than libonnx (OnnxChecker.cpp), so
-  // this is not left to it.
-  if (type != "Constant" && !node.hasInput(0))
+  // Every operator memopt imports but Constant and the generators with a
+  // `shape` attribute reads its first input; the schema check skips
+  // operators newer than libonnx (OnnxChecker.cpp), so this is not left to
+  // it.
+  if (type != "Constant" && type != "RandomUniform" &&
+      type != "RandomNormal" && !node.hasInput(0))
     return emitError(node.loc) << node.describe() << ": input 0 is missing; "
                                << type << " requires it";
 

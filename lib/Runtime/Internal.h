@@ -354,6 +354,9 @@ bool validateAdamwUpdate(Context &ctx, const char *node, const TensorRef &param,
 
 /// Dropout: float x and y of one type and shape, an I64 key of two
 /// elements, ratio in [0, 1).
+bool validateRandomUniform(Context &ctx, const char *node, float low,
+                           float high, const TensorRef &key,
+                           const TensorRef &y);
 bool validateDropout(Context &ctx, const char *node, float ratio,
                      const TensorRef &x, const TensorRef &key,
                      const TensorRef &y);

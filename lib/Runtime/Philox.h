@@ -87,6 +87,12 @@ MEMOPT_HOST_DEVICE inline Philox4x32 dropoutWords(const DropoutKey &d,
   return philox4x32_10(counter, d.seed0, d.seed1);
 }
 
+/// A random word as a float in [0, 1): its top 24 bits times 2^-24 (every
+/// value exact in f32).
+MEMOPT_HOST_DEVICE inline float philoxUnitFloat(uint32_t word) {
+  return float(word >> 8) * (1.0f / 16777216.0f);
+}
+
 } // namespace memopt::rt
 
 #endif // MEMOPT_RUNTIME_PHILOX_H

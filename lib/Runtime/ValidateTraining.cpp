@@ -172,6 +172,30 @@ bool validateSgdUpdate(Context &ctx, const char *node, float momentum,
          checkF32Like(ctx, node, *momentumBuffer, param, "momentum buffer");
 }
 
+bool validateRandomUniform(Context &ctx, const char *node, float low,
+                           float high, const TensorRef &key,
+                           const TensorRef &y) {
+  if (!(std::isfinite(low) && std::isfinite(high) && low <= high)) {
+    failf(ctx, node, "random_uniform needs finite low <= high, got [%g, %g)",
+          double(low), double(high));
+    return false;
+  }
+  if (!checkTensor(ctx, node, key, "key") || !checkTensor(ctx, node, y, "y"))
+    return false;
+  if (!isFloatType(y.dtype)) {
+    failf(ctx, node, "random_uniform needs a float result, got %s %s",
+          dtypeName(y.dtype), shapeString(y).c_str());
+    return false;
+  }
+  if (key.dtype != DType::I64 || key.numElements() != 2) {
+    failf(ctx, node,
+          "random_uniform key must be i64 [seed, micro-batch], got %s %s",
+          dtypeName(key.dtype), shapeString(key).c_str());
+    return false;
+  }
+  return true;
+}
+
 bool validateDropout(Context &ctx, const char *node, float ratio,
                      const TensorRef &x, const TensorRef &key,
                      const TensorRef &y) {

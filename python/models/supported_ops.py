@@ -81,12 +81,18 @@ DIALECT_TO_ONNX = {
     "pad": "Pad",
     # training mode (keyless until memopt-make-trainable keys it); inference mode: identity
     "dropout": "Dropout",
+    # a constant key [seed, 0]; memopt-make-trainable keys it like a dropout
+    "random_uniform": "RandomUniform",
 }
 
 # ONNX ops with no dialect op of their own, imported as another op (the composed ones:
 # lib/Import/OnnxComposedOps.cpp) -> the op that carries their meaning.
 EXTRA_ONNX_OPS = {
     "Dropout": "identity",
+    "RandomUniformLike": "random_uniform",
+    "RandomNormal": "random_uniform",
+    "RandomNormalLike": "random_uniform",
+    "Bernoulli": "random_uniform",
     "GatherND": "gather",
     "CastLike": "cast",
     "LessOrEqual": "or",

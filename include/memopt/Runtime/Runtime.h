@@ -754,6 +754,14 @@ void layerNormGrad(Context &ctx, const char *nodeName, float epsilon,
 void dropout(Context &ctx, const char *nodeName, float ratio, uint32_t stream,
              TensorRef x, TensorRef key, TensorRef y);
 
+/// Uniform random numbers: element i of y is low + (high - low) * u, u =
+/// (w >> 8) * 2^-24 in [0, 1) and w the Philox word dropout would test for
+/// element i with the same (key, stream) (lib/Runtime/Philox.h), computed in
+/// f32 and rounded once to y's float type. `key` is I64 [2] [seed,
+/// micro-batch] on the device; low <= high, both finite.
+void randomUniform(Context &ctx, const char *nodeName, float low, float high,
+                   uint32_t stream, TensorRef key, TensorRef y);
+
 /// Gradient accumulation of an update (--accumulate K): on micro-step 0 the
 /// accumulator becomes the gradient, on the others the gradient is added to
 /// it; the update itself runs on micro-step K - 1 only, with the

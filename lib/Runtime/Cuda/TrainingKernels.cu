@@ -439,6 +439,22 @@ __global__ void dropoutKernel(const T *x, T *y, const int64_t *key,
   }
 }
 
+/// One thread per group of four elements, the words dropoutKernel draws.
+template <typename T>
+__global__ void randomUniformKernel(T *y, const int64_t *key, uint32_t stream,
+                                    float low, float range, int64_t n) {
+  DropoutKey d = makeDropoutKey(key, stream, 0.0f);
+  int64_t groups = (n + 3) / 4;
+  MEMOPT_GRID_STRIDE(group, groups) {
+    Philox4x32 words = dropoutWords(d, uint64_t(group));
+    for (int k = 0; k < 4; ++k) {
+      int64_t i = group * 4 + k;
+      if (i < n)
+        y[i] = fromFloat<T>(fmaf(range, philoxUnitFloat(words.word[k]), low));
+    }
+  }
+}
+
 /// Gradient accumulation on the device (GradientAccumulation): every
 /// micro-step sums the gradient into the accumulator, only the last one
 /// updates. The micro-step is read from device memory, so one captured graph
@@ -919,6 +935,21 @@ void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
       dropoutKernel<T><<<gridFor(ctx, (n + 3) / 4), 256, 0, ctx.stream>>>(
           static_cast<const T *>(x.data), static_cast<T *>(y.data),
           static_cast<const int64_t *>(key.data), stream, ratio, n));
+  checkLaunch(ctx, node);
+}
+
+void randomUniform(Context &ctx, const char *node, float low, float high,
+                   uint32_t stream, TensorRef key, TensorRef y) {
+  if (hasError(ctx) || !validateRandomUniform(ctx, node, low, high, key, y))
+    return;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(
+      y.dtype, T,
+      randomUniformKernel<T><<<gridFor(ctx, (n + 3) / 4), 256, 0, ctx.stream>>>(
+          static_cast<T *>(y.data), static_cast<const int64_t *>(key.data),
+          stream, low, high - low, n));
   checkLaunch(ctx, node);
 }
 

@@ -489,6 +489,31 @@ void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
   host::store(ctx, values, y);
 }
 
+void randomUniform(Context &ctx, const char *node, float low, float high,
+                   uint32_t stream, TensorRef key, TensorRef y) {
+  if (hasError(ctx) || !validateRandomUniform(ctx, node, low, high, key, y))
+    return;
+  DropoutKey d =
+      makeDropoutKey(static_cast<const int64_t *>(key.data), stream, 0.0f);
+  std::vector<double> values(size_t(y.numElements()));
+  int64_t groups = (int64_t(values.size()) + 3) / 4;
+  // In f32, as the CUDA kernel computes it, then stored (one rounding).
+  float range = high - low;
+  host::parallelFor(
+      ctx, 0, groups, host::kElementGrain / 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t group = lo; group < hi; ++group) {
+          Philox4x32 words = dropoutWords(d, uint64_t(group));
+          for (int64_t k = 0; k < 4; ++k) {
+            size_t i = size_t(group * 4 + k);
+            if (i < values.size())
+              values[i] =
+                  double(std::fmaf(range, philoxUnitFloat(words.word[k]), low));
+          }
+        }
+      });
+  host::store(ctx, values, y);
+}
+
 void sgdUpdate(Context &ctx, const char *node, float momentum,
                float weightDecay, TensorRef param, TensorRef grad,
                const TensorRef *momentumBuffer, TensorRef lr,

@@ -2,7 +2,8 @@
 // loc("op_<name>"): python/tests/test_op_coverage.py compiles it for the host
 // and the CUDA backend and runs one host step (as every-op.mlir does for the
 // other ops). The AdamW update accumulates over two micro-batches; the
-// dropout's backward is not spelled out (memopt-autodiff would build it).
+// dropout's backward is not spelled out (memopt-autodiff would build it);
+// random_uniform scales the dropout's input.
 // The filter gradient reaches its update in f16 under dynamic loss scaling
 // (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
 // The fused language-model head and loss (linear_cross_entropy) trains its
@@ -36,7 +37,9 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.batch_norm_running_update %bm, %bs to %rm, %rv {momentum = 0.9 : f32} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32> loc("op_batch_norm_running_update")
   %p = memopt.max_pool %y {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>) -> tensor<2x2x2x2xf32>
   %pf = memopt.reshape %p : (tensor<2x2x2x2xf32>) -> tensor<2x8xf32>
-  %f = memopt.dropout %pf, key %key {ratio = 0.25 : f32, stream = 1 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<2x8xf32> loc("op_dropout")
+  %noise = memopt.random_uniform %key {low = 0.5 : f32, high = 1.5 : f32, stream = 2 : i64} : (tensor<2xi64>) -> tensor<2x8xf32> loc("op_random_uniform")
+  %pfn = memopt.mul %pf, %noise : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %f = memopt.dropout %pfn, key %key {ratio = 0.25 : f32, stream = 1 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<2x8xf32> loc("op_dropout")
   %logits = memopt.matmul %f, %v : (tensor<2x8xf32>, tensor<8x2xf32>) -> tensor<2x2xf32>
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x2xf32>, tensor<2xi64>) -> tensor<f32> loc("op_softmax_cross_entropy")
   %dl = memopt.softmax_cross_entropy_grad %logits, %labels, %one : (tensor<2x2xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x2xf32> loc("op_softmax_cross_entropy_grad")

@@ -15,6 +15,8 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::memopt;
 
@@ -103,6 +105,24 @@ LogicalResult DropoutOp::canonicalize(DropoutOp op, PatternRewriter &rewriter) {
   if (op.getKey() && !op.getRatio().isZero())
     return failure();
   rewriter.replaceOp(op, op.getX());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RandomUniformOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RandomUniformOp::verify() {
+  if (cast<ShapedType>(getKey().getType()).getNumElements() != 2)
+    return emitOpError("key must hold two i64 elements [seed, micro-batch]");
+  if (getStream() > uint64_t(UINT32_MAX))
+    return emitOpError("stream ") << getStream() << " is not a 32-bit id";
+  float low = getLow().convertToFloat(), high = getHigh().convertToFloat();
+  if (!std::isfinite(low) || !std::isfinite(high) || low > high)
+    return emitOpError("needs finite low <= high, got [")
+           << low << ", " << high << ")";
+  if (!cast<ShapedType>(getOutput().getType()).hasStaticShape())
+    return emitOpError("result must have a static shape");
   return success();
 }
 

@@ -196,14 +196,19 @@ struct MakeTrainablePass
         return signalPassFailure();
   }
 
-  /// Training-mode dropouts (keyless from the importer) get the program's
-  /// random key and a stream of their own, numbered in program order, so
-  /// every dropout draws its own mask and recomputing one redraws it.
+  /// Training-mode dropouts (keyless from the importer) and random number
+  /// generators (a constant key from the importer) get the program's random
+  /// key and a stream of their own, numbered in program order, so every one
+  /// draws its own numbers each micro-batch and recomputing one redraws them.
   void keyDropouts(func::FuncOp function) {
-    SmallVector<DropoutOp> dropouts;
-    function.walk([&](DropoutOp drop) {
-      if (!drop.getKey())
-        dropouts.push_back(drop);
+    SmallVector<Operation *> dropouts;
+    function.walk([&](Operation *op) {
+      if (auto drop = dyn_cast<DropoutOp>(op); drop && !drop.getKey())
+        dropouts.push_back(op);
+      if (auto random = dyn_cast<RandomUniformOp>(op);
+          random &&
+          !isa_and_present<VariableOp>(random.getKey().getDefiningOp()))
+        dropouts.push_back(op);
     });
     if (dropouts.empty())
       return;
@@ -216,9 +221,15 @@ struct MakeTrainablePass
         builder.getStringAttr("random_key"),
         DenseElementsAttr::get(keyType, ArrayRef<int64_t>{0, 0}));
     int64_t stream = 0;
-    for (DropoutOp drop : dropouts) {
-      drop.getKeyMutable().assign(key);
-      drop.setStream(++stream);
+    for (Operation *op : dropouts) {
+      if (auto drop = dyn_cast<DropoutOp>(op)) {
+        drop.getKeyMutable().assign(key);
+        drop.setStream(++stream);
+      } else {
+        auto random = cast<RandomUniformOp>(op);
+        random.getKeyMutable().assign(key);
+        random.setStream(++stream);
+      }
     }
   }
 

@@ -281,6 +281,29 @@ def MemOpt_DropoutOp : MemOpt_Op<"dropout", [
   let hasCanonicalizeMethod = 1;
 }
 
+def MemOpt_RandomUniformOp : MemOpt_Op<"random_uniform"> {
+  let summary = "Uniform random numbers from a counter-based generator";
+  let description = [{
+    Element i is `low + (high - low) * u` with `u = (w >> 8) * 2^-24` in
+    [0, 1), `w` the Philox 4x32-10 word of element i keyed by `key` =
+    `[seed, micro-batch number]` and counted by (i / 4, `stream`, the
+    micro-batch number): dropout's generator (lib/Runtime/Philox.h), so the
+    same (key, stream, shape) gives the same numbers on every backend and a
+    recomputed op (rematerialization) redraws them exactly. ONNX
+    RandomUniform(Like) import as it (Bernoulli as `cast(less(u, p))`) with a
+    constant key `[seed, 0]` and a stream of their own (inference: the same
+    numbers every run, as onnxruntime with a seed); memopt-make-trainable
+    gives them the program's `random_key` variable and streams numbered with
+    the dropouts', so every training step draws new numbers (torchvision's
+    dropout and stochastic depth exported in training mode).
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I64]>:$key, F32Attr:$low,
+                       F32Attr:$high, DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs MemOpt_FloatTensor:$output);
+  let assemblyFormat = "$key attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def MemOpt_ConstantOfShapeOp
     : MemOpt_Op<"constant_of_shape", [MemOpt_Precision]> {
   let summary = "A tensor filled with `value` (explicit result type)";
