@@ -114,6 +114,10 @@ def rule_reason(model):
                     "shape; memopt folds NonZero of constants only)")
         if node.op_type == "Einsum" and element == TensorProto.DOUBLE:
             return "Einsum on f64 (the runtime's matmul and reductions compute f32, f16, bf16)"
+        if node.op_type in ("Bernoulli", "RandomUniform", "RandomUniformLike",
+                            "RandomNormal", "RandomNormalLike"):
+            return ("random numbers (memopt.random_uniform draws from its own Philox "
+                    "generator; the expected outputs are numpy's draws)")
         if node.op_type == "Dropout" and _drops(node, model):
             return ("Dropout in training mode with a ratio above 0 (random: an inference "
                     "compile is the identity, --train draws memopt's own masks)")
