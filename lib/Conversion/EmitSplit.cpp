@@ -100,7 +100,7 @@ bool ProgramEmitter::splitProgram(EmittedProgram &program, StringRef banner,
   int64_t total = 0;
   for (const BodySegment &segment : segments)
     total += segment.lines;
-  if (limit <= 0 || total <= limit)
+  if (limit <= 0 || total <= std::max(limit, options.partLines))
     return false;
 
   // Chunks: segments in order until one reaches the limit, counting the
@@ -204,8 +204,11 @@ bool ProgramEmitter::splitProgram(EmittedProgram &program, StringRef banner,
     std::string source;
     llvm::raw_string_ostream part(source);
     part << banner << "// Part " << partIndex + 1 << " of " << parts.size()
-         << ": chunks " << range.first + 1 << "-" << range.second << " of "
-         << chunks.size() << ".\n"
+         << ": chunk" << (range.second - range.first > 1 ? "s " : " ")
+         << range.first + 1;
+    if (range.second - range.first > 1)
+      part << "-" << range.second;
+    part << " of " << chunks.size() << ".\n"
          << "#include \"" << options.partsHeader << "\"\n\n";
     bool anyKernel = false;
     for (auto [kernel, owner] : llvm::enumerate(kernelPart))

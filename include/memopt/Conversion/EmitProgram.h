@@ -48,8 +48,9 @@ struct EmitProgramOptions {
   /// Split the run function into chunk functions of about this many lines,
   /// at op boundaries, and the chunks into part files of about
   /// `partLines` lines, so that the system compiler sees small functions
-  /// and compiles the parts in parallel. 0, or a body of at most this many
-  /// lines: one function in one file (docs/lowering.md, "Split programs").
+  /// and compiles the parts in parallel. 0, or a body of at most
+  /// max(splitLines, partLines) lines: one function in one file
+  /// (docs/lowering.md, "Split programs").
   int64_t splitLines = 0;
   /// The lines of a part file (at least one chunk each); 0: one chunk each.
   int64_t partLines = 0;
