@@ -58,6 +58,15 @@ namespace {
 /// -O0) on 2 cores, for the same kernels and no measurable step time.
 constexpr const char *kProgramOptLevel = "-O1";
 
+/// The host optimization level of a split program's files (EmitSplit.cpp):
+/// functions of about a thousand calls, whose optimization buys nothing (the
+/// CUDA program replays a graph after its second run; a host kernel call
+/// costs far more than its unoptimized glue), at half the compile: TinyLlama's
+/// step took 16.3 s of nvcc CPU at -O0 and 31.7 s at -O1. nvcc's -O is the
+/// host code's: the PTX is the same byte for byte, and the host program's
+/// numbers too (python/tests/test_split_program.py).
+constexpr const char *kSplitProgramOptLevel = "-O0";
+
 /// --split-lines' default where memopt-compile builds the program: GCC at
 /// -O1 takes a quarter less time over 1,000-line functions than over
 /// 2,000-line ones, and 8% less again over 500-line ones (TinyLlama's
@@ -266,7 +275,7 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
     command.compiler = *compiler;
     command.arguments = {"-std=c++17", kProgramOptLevel, source.str(), include,
                          "-o",         output.str()};
-    command.compileFlags = {"-std=c++17", kProgramOptLevel, include};
+    command.compileFlags = {"-std=c++17", kSplitProgramOptLevel, include};
     for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS)) {
       command.arguments.push_back(flag);
       command.compileFlags.push_back(flag);
@@ -292,7 +301,7 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
         "-std=c++17", kProgramOptLevel, "-arch=" + options.cudaArch,
         source.str(), include,          "-o",
         output.str()};
-    command.compileFlags = {"-std=c++17", kProgramOptLevel,
+    command.compileFlags = {"-std=c++17", kSplitProgramOptLevel,
                             "-arch=" + options.cudaArch, include};
     command.linkFlags = {"-arch=" + options.cudaArch};
     if (shared) {
@@ -365,7 +374,7 @@ std::string getBuildScript(const CompileOptions &options, StringRef stem,
     for (const std::string &file : files)
       os << " '" << file << "'";
     os << " |\n  xargs -P \"${JOBS:-$(nproc)}\" -I{} " << compiler
-       << " -std=c++17 " << kProgramOptLevel;
+       << " -std=c++17 " << kSplitProgramOptLevel;
     if (cuda)
       os << " -arch=" << options.cudaArch;
     os << (cuda ? " -Xcompiler -fPIC" : " -fPIC")

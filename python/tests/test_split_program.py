@@ -1,9 +1,9 @@
 """Split programs (docs/lowering.md, "Split programs"; issue 25 item 3): a large generated
 program's run function in chunk functions across part files, compiled in parallel.
 
-* A host training step compiled split gives, step for step, the same losses and the same
-  trained state, to the bit, as the same step compiled as one function; so does the program its
-  build script (OUT.build.sh, which compiles the parts itself) builds.
+* A host training step compiled split (its files at -O0) gives, step for step, the same losses
+  and the same trained state, to the bit, as the same step compiled as one function (at -O1);
+  so does the program its build script (OUT.build.sh, which compiles the parts itself) builds.
 * A compile error in one part names that part, with the compiler's message, and leaves no
   executable and no temporary objects behind.
 """
