@@ -78,11 +78,18 @@ def test_split_training_step_is_bit_identical(tmp_path):
           "--quiet"])
     assert _parts(whole) == []
     split = str(tmp_path / "split" / "step")
-    log = _run([_tool("memopt-compile"), graph, "-o", split, *TRAIN_FLAGS, *SPLIT_FLAGS,
-                "--jobs", "2"]).stdout
+    proc = _run([_tool("memopt-compile"), graph, "-o", split, *TRAIN_FLAGS, *SPLIT_FLAGS,
+                 "--jobs", "2", "--timing"])
     parts = _parts(split)
     assert "step.parts.h" in parts and len(parts) >= 4, parts
-    assert f"[build] {len(parts)} files, 2 at once: compile" in log, log
+    # --timing: the build's line, one line per file, and the files in MLIR's report.
+    files = len(parts)  # the main file and the parts, not the header
+    assert f"[build] {files} files, 2 at once: compile" in proc.stdout, proc.stdout
+    for name in ["step.cpp"] + [p for p in parts if p.endswith(".cpp")]:
+        assert f"[build]   {name}: " in proc.stdout, proc.stdout
+        assert f"      {name}\n" in proc.stderr, proc.stderr
+    assert "emit (source, weights)" in proc.stderr and \
+        f"compile {files} files, 2 at once" in proc.stderr, proc.stderr
     with open(split + ".cpp") as main:
         text = main.read()
     calls = [line.strip() for line in text.splitlines() if "memopt_generated::runChunk" in line]
