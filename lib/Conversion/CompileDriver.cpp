@@ -806,7 +806,7 @@ int mlir::memopt::runCompile(const CompileOptions &options,
           ? options.splitLines
           : (options.emit == EmitKind::Source ? 0 : kDefaultSplitLines);
   emitOptions.partLines = options.splitPartLines;
-  emitOptions.partsHeader = stem + ".parts.h";
+  emitOptions.partsHeaderName = stem + ".parts.h";
   FailureOr<EmittedProgram> program = emitProgram(function, emitOptions);
   if (failed(program))
     return 1;

@@ -209,7 +209,7 @@ bool ProgramEmitter::splitProgram(EmittedProgram &program, StringRef banner,
     if (range.second - range.first > 1)
       part << "-" << range.second;
     part << " of " << chunks.size() << ".\n"
-         << "#include \"" << options.partsHeader << "\"\n\n";
+         << "#include \"" << options.partsHeaderName << "\"\n\n";
     bool anyKernel = false;
     for (auto [kernel, owner] : llvm::enumerate(kernelPart))
       if (owner == partIndex) {
@@ -239,9 +239,9 @@ bool ProgramEmitter::splitProgram(EmittedProgram &program, StringRef banner,
   // The main file: the tables, run() and ProgramInfo.
   llvm::raw_string_ostream out(program.source);
   out << banner << "// The run function's " << chunks.size()
-      << " chunks are in " << partFiles << " (" << options.partsHeader
+      << " chunks are in " << partFiles << " (" << options.partsHeaderName
       << " declares them).\n"
-      << "#include \"" << options.partsHeader << "\"\n\n"
+      << "#include \"" << options.partsHeaderName << "\"\n\n"
       << "namespace {\n\n"
       << tables << "\n"
       << "void run(Context &ctx, uint8_t *arena, const uint8_t *weights,\n"

@@ -32,7 +32,7 @@ struct EmittedProgram {
   /// function that calls the chunks.
   std::string source;
   /// A split program (EmitProgramOptions::splitLines): the header its files
-  /// share (written as EmitProgramOptions::partsHeader) and the part files,
+  /// share (written as EmitProgramOptions::partsHeaderName) and the part files,
   /// each a few chunks of the run function. Empty when not split.
   std::string partsHeader;
   std::vector<std::string> parts;
@@ -55,7 +55,7 @@ struct EmitProgramOptions {
   /// The lines of a part file (at least one chunk each); 0: one chunk each.
   int64_t partLines = 0;
   /// The file name the parts and the main file include the shared header by.
-  std::string partsHeader = "program.parts.h";
+  std::string partsHeaderName = "program.parts.h";
 };
 
 /// Lowers the planned `function`. Fails with one diagnostic naming the op
