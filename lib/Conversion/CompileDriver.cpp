@@ -13,6 +13,7 @@
 #include "memopt/Conversion/CompileDriver.h"
 
 #include "CompileConfig.h"
+#include "ParallelBuild.h"
 #include "memopt/Conversion/EmitProgram.h"
 #include "memopt/Conversion/Fit.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
@@ -30,6 +31,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -39,6 +41,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <chrono>
 #include <cmath>
 
 using namespace mlir;
@@ -54,6 +57,21 @@ namespace {
 /// training step took 216 s under nvcc -O2 and 23 s under -O1 (6 s with g++
 /// -O0) on 2 cores, for the same kernels and no measurable step time.
 constexpr const char *kProgramOptLevel = "-O1";
+
+/// The host optimization level of a split program's files (EmitSplit.cpp):
+/// functions of about a thousand calls, whose optimization buys nothing (the
+/// CUDA program replays a graph after its second run; a host kernel call
+/// costs far more than its unoptimized glue), at half the compile: TinyLlama's
+/// step took 16.3 s of nvcc CPU at -O0 and 31.7 s at -O1. nvcc's -O is the
+/// host code's: the PTX is the same byte for byte, and the host program's
+/// numbers too (python/tests/test_split_program.py).
+constexpr const char *kSplitProgramOptLevel = "-O0";
+
+/// --split-lines' default where memopt-compile builds the program: GCC at
+/// -O1 takes a quarter less time over 1,000-line functions than over
+/// 2,000-line ones, and 8% less again over 500-line ones (TinyLlama's
+/// training step, docs/scale.md).
+constexpr int64_t kDefaultSplitLines = 1000;
 
 /// Writes `contents` to `path`, creating its folder first (`-o out/model`
 /// needs no mkdir).
@@ -188,10 +206,14 @@ LogicalResult checkCudaArch(StringRef arch, StringRef nvcc,
   return failure();
 }
 
-/// The command that builds the generated source into an executable.
+/// The command that builds the generated source into an executable, and
+/// for a split program the two steps: each file compiled with
+/// `compileFlags -c FILE -o OBJECT`, the objects linked with
+/// `linkFlags OBJECTS -o OUT libraries`.
 struct BuildCommand {
   std::string compiler;
   std::vector<std::string> arguments;
+  std::vector<std::string> compileFlags, linkFlags, libraries;
 };
 
 /// The runtime libraries to link, in order: the executable's main (or, for
@@ -253,13 +275,20 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
     command.compiler = *compiler;
     command.arguments = {"-std=c++17", kProgramOptLevel, source.str(), include,
                          "-o",         output.str()};
-    for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS))
+    command.compileFlags = {"-std=c++17", kSplitProgramOptLevel, include};
+    for (const std::string &flag : splitList(MEMOPT_HOST_SANITIZER_FLAGS)) {
       command.arguments.push_back(flag);
-    if (shared)
+      command.compileFlags.push_back(flag);
+      command.linkFlags.push_back(flag);
+    }
+    if (shared) {
       command.arguments.insert(command.arguments.begin(), {"-shared", "-fPIC"});
+      command.compileFlags.push_back("-fPIC");
+      command.linkFlags.push_back("-shared");
+    }
     for (const std::string &library : runtimeLibraries(options))
-      command.arguments.push_back(library);
-    command.arguments.push_back("-lpthread");
+      command.libraries.push_back(library);
+    command.libraries.push_back("-lpthread");
   } else {
     command.compiler = findNvcc();
     if (command.compiler.empty()) {
@@ -272,20 +301,27 @@ FailureOr<BuildCommand> getBuildCommand(const CompileOptions &options,
         "-std=c++17", kProgramOptLevel, "-arch=" + options.cudaArch,
         source.str(), include,          "-o",
         output.str()};
-    if (shared)
+    command.compileFlags = {"-std=c++17", kSplitProgramOptLevel,
+                            "-arch=" + options.cudaArch, include};
+    command.linkFlags = {"-arch=" + options.cudaArch};
+    if (shared) {
       command.arguments.insert(command.arguments.begin(),
                                {"-shared", "-Xcompiler", "-fPIC"});
+      command.compileFlags.insert(command.compileFlags.end(),
+                                  {"-Xcompiler", "-fPIC"});
+      command.linkFlags.push_back("-shared");
+    }
     SmallVector<std::string> libraries = runtimeLibraries(options);
     if (libraries.empty()) {
       errors << "memopt-compile: error: this build has no CUDA runtime "
                 "backend (memopt_runtime_cuda); use --emit source\n";
       return failure();
     }
-    for (const std::string &library : libraries)
-      command.arguments.push_back(library);
+    command.libraries.assign(libraries.begin(), libraries.end());
     for (StringRef library : {"-lcudart", "-lcublasLt", "-lcudnn"})
-      command.arguments.push_back(library.str());
+      command.libraries.push_back(library.str());
   }
+  llvm::append_range(command.arguments, command.libraries);
   for (const std::string &argument : command.arguments)
     if (StringRef(argument).ends_with(".a") &&
         !StringRef(argument).starts_with("-") &&
@@ -306,13 +342,20 @@ std::string sourceSuffix(const CompileOptions &options) {
 /// A script that builds OUT.cpp / OUT.cu on a machine without MLIR: it builds
 /// the runtime standalone from the source tree and links the program as an
 /// executable (OUT) and as a shared library with the C API (OUT.so).
-std::string getBuildScript(const CompileOptions &options, StringRef stem) {
+/// A split program's files (`files`: the main file, then its parts) are
+/// compiled in parallel (xargs -P, JOBS at once) to objects in a temporary
+/// folder, which both links take.
+std::string getBuildScript(const CompileOptions &options, StringRef stem,
+                           ArrayRef<std::string> files) {
   bool cuda = options.target == CompileTarget::Cuda;
+  bool split = files.size() > 1;
   std::string script;
   llvm::raw_string_ostream os(script);
   os << "#!/bin/sh\n"
-     << "# Builds " << stem << " from " << stem << sourceSuffix(options)
-     << " (generated by memopt-compile).\n"
+     << "# Builds " << stem << " from " << stem << sourceSuffix(options);
+  if (split)
+    os << " and its " << files.size() - 1 << " parts";
+  os << " (generated by memopt-compile).\n"
      << "# Usage: MEMOPT_ROOT=<memopt source tree> sh " << stem << ".build.sh\n"
      << "set -e\n"
      << "HERE=$(cd \"$(dirname \"$0\")\" && pwd)\n"
@@ -325,26 +368,45 @@ std::string getBuildScript(const CompileOptions &options, StringRef stem) {
      << "memopt_runtime_capi "
      << (cuda ? "memopt_runtime_cuda" : "memopt_runtime_host") << "\n";
   StringRef backend = cuda ? "cuda" : "host";
+  StringRef compiler = cuda ? "${NVCC:-nvcc}" : "${CXX:-g++}";
+  if (split) {
+    os << "OBJ=$(mktemp -d)\ntrap 'rm -rf \"$OBJ\"' EXIT\nprintf '%s\\n'";
+    for (const std::string &file : files)
+      os << " '" << file << "'";
+    os << " |\n  xargs -P \"${JOBS:-$(nproc)}\" -I{} " << compiler
+       << " -std=c++17 " << kSplitProgramOptLevel;
+    if (cuda)
+      os << " -arch=" << options.cudaArch;
+    os << (cuda ? " -Xcompiler -fPIC" : " -fPIC")
+       << " -I\"$ROOT/include\" -c \"$HERE/{}\" -o \"$OBJ/{}.o\"\n";
+  }
   for (bool shared : {false, true}) {
     StringRef first = shared ? "capi" : "main";
+    os << compiler;
+    if (!split)
+      os << " -std=c++17 " << kProgramOptLevel;
     if (cuda)
-      os << "${NVCC:-nvcc} -std=c++17 " << kProgramOptLevel
-         << " -arch=" << options.cudaArch
-         << (shared ? " -shared -Xcompiler -fPIC" : "");
+      os << " -arch=" << options.cudaArch
+         << (!shared ? ""
+             : split ? " -shared"
+                     : " -shared -Xcompiler -fPIC");
     else
-      os << "${CXX:-g++} -std=c++17 " << kProgramOptLevel
-         << (shared ? " -shared -fPIC" : "");
+      os << (!shared ? "" : split ? " -shared" : " -shared -fPIC");
     // The C API archive whole (see runtimeLibraries); nvcc keeps the three
     // together only inside one -Xlinker option.
     StringRef wholeArchive =
         cuda ? "-Xlinker=--whole-archive," : "-Wl,--whole-archive ";
     StringRef noWholeArchive =
         cuda ? ",--no-whole-archive" : " -Wl,--no-whole-archive";
-    os << " \"$HERE/" << stem << sourceSuffix(options)
-       << "\" -I\"$ROOT/include\" -o \"$HERE/" << stem << (shared ? ".so" : "")
-       << "\" \\\n  " << (shared ? wholeArchive : "")
-       << "\"$RT/libmemopt_runtime_" << first << ".a\""
-       << (shared ? noWholeArchive : "")
+    if (split)
+      for (const std::string &file : files)
+        os << " \"$OBJ/" << file << ".o\"";
+    else
+      os << " \"$HERE/" << stem << sourceSuffix(options)
+         << "\" -I\"$ROOT/include\"";
+    os << " -o \"$HERE/" << stem << (shared ? ".so" : "") << "\" \\\n  "
+       << (shared ? wholeArchive : "") << "\"$RT/libmemopt_runtime_" << first
+       << ".a\"" << (shared ? noWholeArchive : "")
        << " \"$RT/libmemopt_runtime_driver.a\" "
        << "\"$RT/libmemopt_runtime_" << backend << ".a\" "
        << "\"$RT/libmemopt_runtime_common.a\" \\\n  "
@@ -353,6 +415,105 @@ std::string getBuildScript(const CompileOptions &options, StringRef stem) {
   os << "echo \"built $HERE/" << stem << " and $HERE/" << stem
      << ".so (weights: $HERE/" << stem << ".weights)\"\n";
   return script;
+}
+
+/// Removes OUT.partK files beyond `parts` (and OUT.parts.h when there are
+/// none) that an earlier, larger split of the same OUT left.
+void removeStaleParts(const CompileOptions &options, StringRef headerPath,
+                      size_t parts) {
+  if (parts == 0)
+    llvm::sys::fs::remove(headerPath);
+  for (size_t part = parts + 1;; ++part) {
+    std::string path = options.outputPath + ".part" + std::to_string(part) +
+                       sourceSuffix(options);
+    if (!llvm::sys::fs::exists(path))
+      return;
+    llvm::sys::fs::remove(path);
+  }
+}
+
+/// Builds a split program: its files compiled in parallel (--jobs) to
+/// objects in a temporary folder, then linked; the folder is removed
+/// whatever happens. Prints the compile's wall and summed CPU time (each
+/// file's under --timing, which also times each file in MLIR's report).
+LogicalResult buildSplitProgram(const CompileOptions &options,
+                                const BuildCommand &command,
+                                ArrayRef<std::string> sources,
+                                StringRef binaryPath, TimingScope &buildTimer,
+                                llvm::raw_ostream &log,
+                                llvm::raw_ostream &errors) {
+  SmallString<128> folder;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueDirectory("memopt-objects", folder)) {
+    errors << "memopt-compile: error: cannot create a temporary folder: "
+           << error.message() << "\n";
+    return failure();
+  }
+  std::vector<std::string> objects;
+  llvm::scope_exit removeObjects([&] {
+    for (const std::string &object : objects)
+      llvm::sys::fs::remove(object);
+    llvm::sys::fs::remove(folder);
+  });
+  std::vector<CompileJob> jobs;
+  for (const std::string &source : sources) {
+    SmallString<128> object(folder);
+    llvm::sys::path::append(object, llvm::sys::path::filename(source) + ".o");
+    objects.push_back(object.str().str());
+    CompileJob job;
+    job.file = source;
+    job.arguments = command.compileFlags;
+    job.arguments.insert(job.arguments.end(),
+                         {"-c", source, "-o", objects.back()});
+    jobs.push_back(std::move(job));
+  }
+  unsigned parallel =
+      options.jobs > 0 ? unsigned(options.jobs) : getDefaultCompileJobs();
+  auto seconds = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  auto start = std::chrono::steady_clock::now();
+  TimingScope compileTimer =
+      buildTimer.nest("compile " + std::to_string(jobs.size()) + " files, " +
+                      std::to_string(parallel) + " at once");
+  std::vector<CompileJobTime> times;
+  if (failed(runCompileJobs(command.compiler, jobs, parallel, log,
+                            options.quiet, errors, compileTimer, times)))
+    return failure();
+  compileTimer.stop();
+  double compileWall = seconds(start);
+  std::vector<std::string> link = command.linkFlags;
+  llvm::append_range(link, objects);
+  link.insert(link.end(), {"-o", binaryPath.str()});
+  llvm::append_range(link, command.libraries);
+  start = std::chrono::steady_clock::now();
+  TimingScope linkTimer = buildTimer.nest("link");
+  if (failed(runTool(command.compiler, link, log, options.quiet, errors)))
+    return failure();
+  linkTimer.stop();
+  double linkWall = seconds(start);
+  if (options.quiet)
+    return success();
+  double cpu = 0;
+  uint64_t peak = 0;
+  for (const CompileJobTime &time : times) {
+    cpu += time.cpuSeconds;
+    peak = std::max(peak, time.peakBytes);
+  }
+  log << llvm::formatv("[build] {0} files, {1} at once: compile {2:F1} s wall, "
+                       "{3:F1} s CPU (largest peak RSS {4:F2} GiB); link "
+                       "{5:F1} s\n",
+                       times.size(), parallel, compileWall, cpu,
+                       double(peak) / (1 << 30), linkWall);
+  if (options.timing)
+    for (const CompileJobTime &time : times)
+      log << llvm::formatv("[build]   {0}: {1:F1} s wall, {2:F1} s CPU, peak "
+                           "RSS {3:F2} GiB\n",
+                           time.file, time.wallSeconds, time.cpuSeconds,
+                           double(time.peakBytes) / (1 << 30));
+  return success();
 }
 
 FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
@@ -502,6 +663,9 @@ int mlir::memopt::runCompile(const CompileOptions &options,
                 "instead)");
   if (options.outputPath.empty())
     return fail("no output given (-o OUT)");
+  if (options.splitLines < -1 || options.splitPartLines < 0 || options.jobs < 0)
+    return fail("--split-lines, --split-part-lines and --jobs take a number "
+                "at least 0 (--split-lines -1: the default)");
   if (options.layout != "auto" && options.layout != "nchw" &&
       options.layout != "nhwc")
     return fail("--layout '" + options.layout + "' is not auto, nchw or nhwc");
@@ -632,13 +796,28 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   }
 
   TimingScope emitTimer = rootTimer.nest("emit (source, weights)");
+  std::string stem = llvm::sys::path::filename(options.outputPath).str();
   EmitProgramOptions emitOptions;
   emitOptions.programName = llvm::sys::path::stem(options.inputPath).str();
+  // Split where memopt-compile builds the program itself: --emit source's
+  // users (the GPU benchmarks) take OUT.cu alone unless they ask for parts.
+  emitOptions.splitLines =
+      options.splitLines >= 0
+          ? options.splitLines
+          : (options.emit == EmitKind::Source ? 0 : kDefaultSplitLines);
+  emitOptions.partLines = options.splitPartLines;
+  emitOptions.partsHeaderName = stem + ".parts.h";
   FailureOr<EmittedProgram> program = emitProgram(function, emitOptions);
   if (failed(program))
     return 1;
 
   std::string sourcePath = options.outputPath + sourceSuffix(options);
+  // A split program (EmitSplit.cpp): OUT.parts.h and OUT.part1.cu, ...
+  std::string headerPath = options.outputPath + ".parts.h";
+  std::vector<std::string> partPaths;
+  for (size_t part = 1; part <= program->parts.size(); ++part)
+    partPaths.push_back(options.outputPath + ".part" + std::to_string(part) +
+                        sourceSuffix(options));
   std::string weightsPath = options.outputPath + ".weights";
   StringRef outputFolder = llvm::sys::path::parent_path(options.outputPath);
   if (!outputFolder.empty())
@@ -667,20 +846,51 @@ int mlir::memopt::runCompile(const CompileOptions &options,
   }
 
   // A value that cannot be read fails before the source is written.
+  auto writeSources = [&]() {
+    if (failed(writeFile(sourcePath, program->source, errors)))
+      return failure();
+    if (program->parts.empty())
+      return success();
+    if (failed(writeFile(headerPath, program->partsHeader, errors)))
+      return failure();
+    for (auto [path, part] : llvm::zip_equal(partPaths, program->parts))
+      if (failed(writeFile(path, part, errors)))
+        return failure();
+    return success();
+  };
   if (failed(writeWeightImage(program->weights, weightsPath)) ||
-      failed(writeFile(sourcePath, program->source, errors))) {
+      failed(writeSources())) {
     if (!templatePath.empty())
       llvm::sys::fs::remove(templatePath);
     llvm::sys::fs::remove(weightsPath);
+    llvm::sys::fs::remove(sourcePath);
+    llvm::sys::fs::remove(headerPath);
+    for (const std::string &path : partPaths)
+      llvm::sys::fs::remove(path);
     return 1;
   }
+  removeStaleParts(options, headerPath, partPaths.size());
   emitTimer.stop();
-  say("[lower] " + sourcePath + ", " + weightsPath + " (" +
-      Twine(program->weights.size) + " weight bytes)");
+  if (partPaths.empty())
+    say("[lower] " + sourcePath + ", " + weightsPath + " (" +
+        Twine(program->weights.size) + " weight bytes)");
+  else
+    say("[lower] " + sourcePath + " with " + Twine(partPaths.size()) +
+        (partPaths.size() == 1 ? " part (" : " parts (") + stem + ".part1" +
+        sourceSuffix(options) + (partPaths.size() == 1 ? "" : " ...") +
+        " and " + stem + ".parts.h: --split-lines " +
+        Twine(emitOptions.splitLines) + "), " + weightsPath + " (" +
+        Twine(program->weights.size) + " weight bytes)");
+  // The files the compiler takes: the main file, then the parts.
+  std::vector<std::string> sources = {sourcePath};
+  llvm::append_range(sources, partPaths);
   if (options.emit == EmitKind::Source) {
     std::string scriptPath = options.outputPath + ".build.sh";
-    std::string stem = llvm::sys::path::filename(options.outputPath).str();
-    if (failed(writeFile(scriptPath, getBuildScript(options, stem), errors)))
+    std::vector<std::string> files;
+    for (const std::string &source : sources)
+      files.push_back(llvm::sys::path::filename(source).str());
+    if (failed(writeFile(scriptPath, getBuildScript(options, stem, files),
+                         errors)))
       return 1;
     say("[emit] source: " + sourcePath + " (build with sh " + scriptPath + ")");
     return 0;
@@ -696,8 +906,11 @@ int mlir::memopt::runCompile(const CompileOptions &options,
       (options.target == CompileTarget::Host ? "host" : "cuda") +
       (shared ? " shared library " : " executable ") + binaryPath);
   TimingScope buildTimer = rootTimer.nest("build (C++ / CUDA compiler)");
-  if (failed(runTool(command->compiler, command->arguments, log, options.quiet,
-                     errors)))
+  if (partPaths.empty()
+          ? failed(runTool(command->compiler, command->arguments, log,
+                           options.quiet, errors))
+          : failed(buildSplitProgram(options, *command, sources, binaryPath,
+                                     buildTimer, log, errors)))
     return 1;
   if (shared)
     say("[done] load " + binaryPath + " and call memopt_model_create(\"" +

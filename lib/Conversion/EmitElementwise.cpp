@@ -204,8 +204,14 @@ LogicalResult ProgramEmitter::emitFusedElementwise(FusedElementwiseOp op) {
                           std::to_string(op.getOps().size()) + ", inputs, " +
                           std::to_string(numInputs) + ", " +
                           ref(op.getResult()) + ");\n";
-  os << "};\n#ifdef __CUDACC__\n    fusedElementwiseProgram<" << program << ", "
-     << *inputType << ", " << *type << ">" << arguments
-     << "#else\n    fusedElementwise" << arguments << "#endif\n  }\n";
+  std::string instance = program + ", " + inputType->str() + ", " + type->str();
+  auto [slot, first] =
+      fusedInstanceIndex.try_emplace(instance, fusedInstances.size());
+  if (first)
+    fusedInstances.push_back(instance);
+  segmentKernels.push_back(slot->second);
+  os << "};\n#ifdef __CUDACC__\n    fusedElementwiseProgram<" << instance << ">"
+     << arguments << "#else\n    fusedElementwise" << arguments
+     << "#endif\n  }\n";
   return success();
 }

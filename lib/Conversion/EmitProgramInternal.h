@@ -265,8 +265,13 @@ private:
   std::string nodeLiteral(Operation *op) { return cppString(nodeName(op)); }
   /// An error on `op` that names its node.
   InFlightDiagnostic error(Operation *op);
-  /// The TensorRef local of a value.
-  std::string ref(Value value) { return names.lookup(value); }
+  /// The TensorRef local of a value (noted as used by the current segment:
+  /// a chunk of a split program declares the locals it uses).
+  std::string ref(Value value) {
+    if (auto local = localOf.find(value); local != localOf.end())
+      segmentUses.push_back(local->second);
+    return names.lookup(value);
+  }
   /// `value` ([..., C]) viewed as [rows, C], as the loss kernels take it.
   std::string rowsByClasses(Value value) {
     auto shape = cast<RankedTensorType>(value.getType()).getShape();
@@ -400,9 +405,46 @@ private:
   /// Program type of each distinct step body (ops with the same chain share
   /// one type and so one set of kernels: less for nvcc to compile).
   llvm::StringMap<std::string> fusedPrograms;
+  /// The (program, input type, output type) of each generated kernel
+  /// launch, in the order of first use ("FusedProgram0, float, float").
+  llvm::SmallVector<std::string> fusedInstances;
+  llvm::StringMap<unsigned> fusedInstanceIndex;
   std::string body;
   llvm::raw_string_ostream os{body};
+
+  // The split program (EmitProgramOptions::splitLines; EmitSplit.cpp).
+  /// The text of one op in `body` (or the declarations of the inputs and
+  /// weights, which a split program makes where they are used), with the
+  /// locals it uses.
+  struct BodySegment {
+    size_t begin = 0, end = 0;
+    int64_t lines = 0;
+    bool declarationsOnly = false;
+    std::vector<unsigned> uses;
+    /// The generated kernel launches of the op (fusedInstances indices).
+    std::vector<unsigned> kernels;
+  };
+  std::vector<BodySegment> segments;
+  /// Where the current segment starts in `body`.
+  size_t segmentBegin = 0;
+  std::vector<unsigned> segmentUses, segmentKernels;
+  /// Each local's declaration line and the segment that declares it.
+  std::vector<std::string> declarations;
+  std::vector<size_t> declaredIn;
+  llvm::DenseMap<Value, unsigned> localOf;
+  /// Ends the current segment at the end of `body`.
+  void endSegment(bool declarationsOnly);
+  /// Writes the split program's files into `program` (source, partsHeader,
+  /// parts) from the banner comment, the includes and the ProgramInfo
+  /// definition; false, and `program` untouched, when the body is small
+  /// enough to stay one function (EmitProgramOptions::splitLines).
+  bool splitProgram(EmittedProgram &program, StringRef banner,
+                    StringRef includes, StringRef programInfo);
 };
+
+/// The generated program's `ref(data, dtype, shape)` helper (`inline` in a
+/// split program's shared header).
+std::string refFunction(bool inlined);
 
 } // namespace mlir::memopt::emit_program
 

@@ -195,6 +195,8 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             fuse_elementwise: Optional[bool] = None, no_plan: Optional[bool] = None,
             outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
             timing: Optional[bool] = None,
+            split_lines: Optional[int] = None, split_part_lines: Optional[int] = None,
+            jobs: Optional[int] = None,
             offload_bandwidth: Optional[float] = None,
             options: Optional[Mapping[str, Any]] = None) -> Program:
     """Compiles an ONNX model into a memopt program and loads it.
@@ -230,6 +232,11 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    --no-fuse-elementwise, --no-plan, --separate-outputs
                    (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
                    leaves the compiler's default.
+    split_lines, split_part_lines, jobs
+                   --split-lines, --split-part-lines and --jobs: a large program's run
+                   function in functions of about split_lines lines, in files compiled
+                   `jobs` at a time (docs/lowering.md, "Split programs"); None leaves the
+                   compiler's default.
     offload_bandwidth
                    --offload-bandwidth GBPS: the host copy bandwidth that
                    Training(offload='activations') and the fit's offload choices are priced

@@ -27,8 +27,15 @@ namespace mlir::memopt {
 
 /// What the lowering produces for one planned function.
 struct EmittedProgram {
-  /// The generated C++ source (links against either runtime backend).
+  /// The generated C++ source (links against either runtime backend): the
+  /// whole program, or for a split one the tables, ProgramInfo and the run
+  /// function that calls the chunks.
   std::string source;
+  /// A split program (EmitProgramOptions::splitLines): the header its files
+  /// share (written as EmitProgramOptions::partsHeaderName) and the part files,
+  /// each a few chunks of the run function. Empty when not split.
+  std::string partsHeader;
+  std::vector<std::string> parts;
   /// The weight region: `memopt.weights_size` bytes, the tensors in it and
   /// the table's fingerprint (include/memopt/Runtime/WeightsFile.h), written
   /// to the weight file by writeWeightImage (WeightImage.h).
@@ -38,6 +45,17 @@ struct EmittedProgram {
 struct EmitProgramOptions {
   /// ProgramInfo::name; empty means the function's name.
   std::string programName;
+  /// Split the run function into chunk functions of about this many lines,
+  /// at op boundaries, and the chunks into part files of about
+  /// `partLines` lines, so that the system compiler sees small functions
+  /// and compiles the parts in parallel. 0, or a body of at most
+  /// max(splitLines, partLines) lines: one function in one file
+  /// (docs/lowering.md, "Split programs").
+  int64_t splitLines = 0;
+  /// The lines of a part file (at least one chunk each); 0: one chunk each.
+  int64_t partLines = 0;
+  /// The file name the parts and the main file include the shared header by.
+  std::string partsHeaderName = "program.parts.h";
 };
 
 /// Lowers the planned `function`. Fails with one diagnostic naming the op
