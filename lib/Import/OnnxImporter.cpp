@@ -654,6 +654,19 @@ GraphImporter::createOp(const Node &node, StringRef opName,
     op->erase();
     return folded;
   }
+  // No folder: an op of constants with a host kernel is evaluated by it
+  // (docs/import.md, "Fold what is known at compile time"), unless it reads
+  // an initializer that --train would train: a parameter, or a float
+  // initializer the model does not call a buffer or a constant (evaluated,
+  // GPT-2's position embedding gathered by constant positions would stop
+  // being trained).
+  if (!readsParameter && !readsTrainableInitializer(op)) {
+    FailureOr<SmallVector<Value>> evaluated = evaluator.fold(builder, op);
+    if (succeeded(evaluated)) {
+      op->erase();
+      return *evaluated;
+    }
+  }
   return SmallVector<Value>(op->getResults());
 }
 
