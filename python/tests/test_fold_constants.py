@@ -39,12 +39,12 @@ def shape_model():
     """Every shape below comes from an op without a folder, over constants."""
     nodes = [
         # Reshape's shape: the column maxima of an int64 table.
-        _const("table", [[3, 1], [2, 4]], np.int64),
+        _const("table", [[4, 1], [2, 3]], np.int64),
         helper.make_node("ReduceMax", ["table"], ["s1"], axes=[0], keepdims=0),
         helper.make_node("Reshape", ["x", "s1"], ["r1"]),
         helper.make_node("Relu", ["r1"], ["y1"]),
         # Slice's end: the largest score of TopK, cast to an integer.
-        _const("scores", [0.5, 4.0, 2.0, 1.0]),
+        _const("scores", [0.5, 3.0, 2.0, 1.0]),
         _const("k", [1], np.int64),
         helper.make_node("TopK", ["scores", "k"], ["top", "top_index"]),
         helper.make_node("Cast", ["top"], ["end"], to=TensorProto.INT64),
@@ -52,8 +52,8 @@ def shape_model():
         _const("axis1", [1], np.int64),
         helper.make_node("Slice", ["x", "start", "end", "axis1"], ["y2"]),
         # Expand's shape: a matrix-vector product (Einsum) of constants.
-        _const("m", [[1.0, 0.0], [1.0, 1.0]]),
-        _const("v", [2.0, 1.0]),
+        _const("m", [[1.0, 0.0], [1.0, -1.0]]),
+        _const("v", [2.0, 0.0]),
         helper.make_node("Einsum", ["m", "v"], ["mv"], equation="ij,j->i"),
         helper.make_node("Cast", ["mv"], ["expand_shape"], to=TensorProto.INT64),
         helper.make_node("Expand", ["z", "expand_shape"], ["y3"]),
@@ -72,7 +72,7 @@ def shape_model():
     ]
     w = numpy_helper.from_array(np.array([[0.5, -1.5, 2.0]] * 3, dtype=np.float32), "w")
     return _model(nodes, [_f32("x", [3, 4]), _f32("z", [1, 2])],
-                  [_f32("y1", [4, 3]), _f32("y2", [3, 4]), _f32("y3", [2, 2]),
+                  [_f32("y1", [4, 3]), _f32("y2", [3, 3]), _f32("y3", [2, 2]),
                    _f32("y4", [1, 4]), _f32("y5", [3, 4])], [w])
 
 
