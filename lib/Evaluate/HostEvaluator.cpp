@@ -173,6 +173,68 @@ int normalizeAxis(int64_t axis, int64_t rank) {
   return int(axis < 0 ? axis + rank : axis);
 }
 
+/// conv / convTranspose with the emitter's parameters (emitConv); the host
+/// kernels need no workspace.
+bool convolution(rt::Context &ctx, Operation *op, const char *node,
+                 ArrayRef<Buffer> in, rt::TensorRef y, ArrayRef<int64_t> kernel,
+                 ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                 ArrayRef<int64_t> dilations, int64_t group,
+                 ArrayRef<int64_t> outputPadding, bool channelsLast,
+                 bool transposed) {
+  size_t spatial = kernel.size();
+  if (spatial < 1 || spatial > 3 || strides.size() != spatial ||
+      dilations.size() != spatial || pads.size() != 2 * spatial)
+    return false;
+  rt::ConvParams params;
+  params.spatialRank = int(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    params.padsBegin[i] = pads[i];
+    params.padsEnd[i] = pads[spatial + i];
+    params.strides[i] = strides[i];
+    params.dilations[i] = dilations[i];
+    if (i < outputPadding.size())
+      params.outputPadding[i] = outputPadding[i];
+  }
+  params.group = group;
+  params.channelsLast = channelsLast;
+  // The bias is the third operand when present.
+  rt::TensorRef bias = in.size() > 2 ? in[2].ref : rt::TensorRef();
+  const rt::TensorRef *biasRef = in.size() > 2 ? &bias : nullptr;
+  if (transposed)
+    rt::convTranspose(ctx, node, params, in[0].ref, in[1].ref, biasRef, y,
+                      nullptr, 0);
+  else
+    rt::conv(ctx, node, params, in[0].ref, in[1].ref, biasRef, y, nullptr, 0);
+  return true;
+}
+
+/// pool with the emitter's parameters (emitPool).
+bool pooling(rt::Context &ctx, const char *node, rt::TensorRef x,
+             rt::TensorRef y, rt::PoolKind kind, ArrayRef<int64_t> kernel,
+             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+             ArrayRef<int64_t> dilations, bool ceilMode, bool countIncludePad,
+             bool channelsLast) {
+  size_t spatial = kernel.size();
+  if (spatial < 1 || spatial > 3 || strides.size() != spatial ||
+      pads.size() != 2 * spatial)
+    return false;
+  rt::PoolParams params;
+  params.kind = kind;
+  params.spatialRank = int(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    params.kernel[i] = kernel[i];
+    params.padsBegin[i] = pads[i];
+    params.padsEnd[i] = pads[spatial + i];
+    params.strides[i] = strides[i];
+    params.dilations[i] = i < dilations.size() ? dilations[i] : 1;
+  }
+  params.ceilMode = ceilMode;
+  params.countIncludePad = countIncludePad;
+  params.channelsLast = channelsLast;
+  rt::pool(ctx, node, params, x, y);
+  return true;
+}
+
 /// Calls `op`'s host kernel on `in` (one per operand) writing `out` (one
 /// per result); false when the evaluator has no call for the op.
 bool callKernel(rt::Context &ctx, Operation *op, const char *node,
@@ -365,6 +427,42 @@ bool callKernel(rt::Context &ctx, Operation *op, const char *node,
                       norm.getB() ? &bias : nullptr, y);
         return true;
       })
+      .Case([&](BatchNormalizationOp norm) {
+        rt::batchNorm(ctx, node, float(toDouble(norm.getEpsilon())), x(0), x(1),
+                      x(2), x(3), x(4), y, norm.getChannelsLast());
+        return true;
+      })
+      .Case([&](ConvOp conv) {
+        if (conv.getActivation() != "none")
+          return false;
+        return convolution(ctx, op, node, in, y, conv.getKernelShape(),
+                           conv.getStrides(), conv.getPads(),
+                           conv.getDilations(), conv.getGroup(), {},
+                           conv.getChannelsLast(), /*transposed=*/false);
+      })
+      .Case([&](ConvTransposeOp conv) {
+        return convolution(ctx, op, node, in, y, conv.getKernelShape(),
+                           conv.getStrides(), conv.getPads(),
+                           conv.getDilations(), conv.getGroup(),
+                           conv.getOutputPadding(), false,
+                           /*transposed=*/true);
+      })
+      .Case([&](MaxPoolOp pool) {
+        return pooling(ctx, node, x(0), y, rt::PoolKind::Max,
+                       pool.getKernelShape(), pool.getStrides(), pool.getPads(),
+                       pool.getDilations(), pool.getCeilMode() != 0, false,
+                       pool.getChannelsLast());
+      })
+      .Case([&](AveragePoolOp pool) {
+        return pooling(ctx, node, x(0), y, rt::PoolKind::Avg,
+                       pool.getKernelShape(), pool.getStrides(), pool.getPads(),
+                       pool.getDilations(), pool.getCeilMode() != 0,
+                       pool.getCountIncludePad() != 0, pool.getChannelsLast());
+      })
+      .Case([&](GlobalAveragePoolOp pool) {
+        rt::globalAvgPool(ctx, node, x(0), y, pool.getChannelsLast());
+        return true;
+      })
       // Reductions, layout and indexing (EmitTensorOps.cpp).
       .Case([&](ReduceMeanOp r) {
         return reduce(rt::ReduceOp::Mean, r.getAxes());
@@ -531,9 +629,11 @@ bool HostConstantEvaluator::hasHostKernel(Operation *op) {
              DivOp, PowOp, ModOp, MinOp, MaxOp, EqualOp, LessOp, GreaterOp,
              AndOp, OrOp, IsNaNOp, CastOp, WhereOp, RangeOp, ReshapeOp,
              FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, MatMulOp, GemmOp,
-             SoftmaxOp, LayerNormalizationOp, ReduceMeanOp, ReduceSumOp,
-             ReduceMaxOp, CumSumOp, TransposeOp, ConcatOp, SplitOp, SliceOp,
-             GatherOp, GatherElementsOp, ScatterNDOp, ExpandOp, PadOp>(op);
+             SoftmaxOp, LayerNormalizationOp, BatchNormalizationOp, ConvOp,
+             ConvTransposeOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp,
+             ReduceMeanOp, ReduceSumOp, ReduceMaxOp, CumSumOp, TransposeOp,
+             ConcatOp, SplitOp, SliceOp, GatherOp, GatherElementsOp,
+             ScatterNDOp, ExpandOp, PadOp>(op);
 }
 
 FailureOr<SmallVector<Attribute>>

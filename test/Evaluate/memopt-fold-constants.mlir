@@ -37,6 +37,21 @@ func.func @chain() -> (tensor<1x1xf32>, tensor<i64>) {
 
 // -----
 
+// Convolution and pooling of constants: a 1-D box filter (3, 5, 7), then
+// the mean of each pair.
+// CHECK-LABEL: func.func @conv_pool
+// CHECK: %[[C:.*]] = memopt.constant dense<{{\[\[\[}}4.000000e+00, 6.000000e+00]]]> : tensor<1x1x2xf32>
+// CHECK: return %[[C]]
+func.func @conv_pool() -> tensor<1x1x2xf32> {
+  %x = memopt.constant dense<[[[1.0, 2.0, 3.0, 4.0]]]> : tensor<1x1x4xf32>
+  %w = memopt.constant dense<[[[1.0, 1.0]]]> : tensor<1x1x2xf32>
+  %c = memopt.conv %x, %w {dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, strides = array<i64: 1>} : (tensor<1x1x4xf32>, tensor<1x1x2xf32>) -> tensor<1x1x3xf32>
+  %p = memopt.average_pool %c {dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, strides = array<i64: 1>} : (tensor<1x1x3xf32>) -> tensor<1x1x2xf32>
+  return %p : tensor<1x1x2xf32>
+}
+
+// -----
+
 // Trained initializers never fold (a parameter, or a float initializer with
 // no mark); one the exporter calls a constant does.
 // CHECK-LABEL: func.func @parameters
