@@ -107,3 +107,15 @@ def test_size_limit(tmp_path):
     assert "memopt.sigmoid" in translate(path)
     ir = translate(path, "--fold-limit-elements=2000000")
     assert "memopt.sigmoid" not in ir and "dense_resource<folded_" in ir
+
+
+def test_compile_flag_turns_it_off(tmp_path):
+    """memopt-compile --fold-limit-elements 0: the first shape no longer folds, and the error
+    names the node and its input."""
+    path = str(tmp_path / "shapes.onnx")
+    onnx.save(shape_model(), path)
+    proc = subprocess.run([_tool("memopt-compile"), path, "-o", str(tmp_path / "m"), "--emit",
+                           "mlir", "--fold-limit-elements", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "(Reshape): input 1 ('s1') decides a shape" in proc.stderr, proc.stderr[-2000:]
