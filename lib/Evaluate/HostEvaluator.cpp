@@ -643,6 +643,8 @@ HostConstantEvaluator::evaluate(Operation *op) {
     return failure();
   // Every operand a constant within the limit.
   SmallVector<Buffer> inputs(op->getNumOperands());
+  // Elements the operands store (a splat stores one).
+  int64_t operandElements = 0;
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     Attribute value;
@@ -652,6 +654,8 @@ HostConstantEvaluator::evaluate(Operation *op) {
     value = constant.getValue();
     if (!operandBuffer(value, type, inputs[index]))
       return failure();
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    operandElements += dense && dense.isSplat() ? 1 : type.getNumElements();
   }
   SmallVector<Buffer> outputs(op->getNumResults());
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
@@ -674,12 +678,43 @@ HostConstantEvaluator::evaluate(Operation *op) {
       rt::contextError(context))
     return failure();
 
+  // A result that repeats one value is a splat. Results that would store
+  // more elements than their operands, beyond the inline limit, stay ops: a
+  // broadcast (a [S, S] mask from two ranges, a table from an outer
+  // product) costs little to compute and a whole constant to keep, and the
+  // attention fusion reads such masks row by row (RowEvaluator.h). XLA's
+  // constant folding leaves broadcasts alone for the same reason.
+  SmallVector<bool> splats;
+  int64_t resultElements = 0;
+  for (const Buffer &output : outputs) {
+    size_t width = rt::dtypeSize(output.ref.dtype);
+    size_t bytes = output.ref.bytes();
+    const char *data = reinterpret_cast<const char *>(output.storage.data());
+    bool splat = bytes > 0;
+    for (size_t offset = width; splat && offset < bytes; offset += width)
+      splat = std::memcmp(data, data + offset, width) == 0;
+    splats.push_back(splat);
+    resultElements += splat ? 1 : output.ref.numElements();
+  }
+  if (resultElements > limits.maxInlineElements &&
+      resultElements > operandElements)
+    return failure();
+
   SmallVector<Attribute> results;
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
     auto type = cast<RankedTensorType>(result.getType());
     const char *data =
         reinterpret_cast<const char *>(outputs[index].storage.data());
     size_t bytes = outputs[index].ref.bytes();
+    if (splats[index]) {
+      if (type.getElementType().isInteger(1))
+        results.push_back(DenseElementsAttr::get(type, data[0] != 0));
+      else
+        results.push_back(DenseElementsAttr::getFromRawBuffer(
+            type,
+            ArrayRef<char>(data, rt::dtypeSize(outputs[index].ref.dtype))));
+      continue;
+    }
     if (type.getElementType().isInteger(1)) {
       SmallVector<bool> values;
       for (size_t i = 0; i < bytes; ++i)

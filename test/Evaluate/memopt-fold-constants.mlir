@@ -52,6 +52,25 @@ func.func @conv_pool() -> tensor<1x1x2xf32> {
 
 // -----
 
+// A result that would store more elements than its operands, beyond the
+// inline limit, stays an op (an outer product: 4096 elements from 128, the
+// shape of a mask or rotary table); a result repeating one value is a
+// splat (relu of a splat).
+// CHECK-LABEL: func.func @broadcast
+// CHECK: memopt.matmul
+// CHECK: memopt.constant dense<2.000000e+00> : tensor<64x64xf32>
+// CHECK-NOT: memopt.relu
+func.func @broadcast() -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+  %a = memopt.constant dense<[[0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0], [7.0], [8.0], [9.0], [10.0], [11.0], [12.0], [13.0], [14.0], [15.0], [16.0], [17.0], [18.0], [19.0], [20.0], [21.0], [22.0], [23.0], [24.0], [25.0], [26.0], [27.0], [28.0], [29.0], [30.0], [31.0], [32.0], [33.0], [34.0], [35.0], [36.0], [37.0], [38.0], [39.0], [40.0], [41.0], [42.0], [43.0], [44.0], [45.0], [46.0], [47.0], [48.0], [49.0], [50.0], [51.0], [52.0], [53.0], [54.0], [55.0], [56.0], [57.0], [58.0], [59.0], [60.0], [61.0], [62.0], [63.0]]> : tensor<64x1xf32>
+  %b = memopt.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0]]> : tensor<1x64xf32>
+  %m = memopt.matmul %a, %b : (tensor<64x1xf32>, tensor<1x64xf32>) -> tensor<64x64xf32>
+  %c = memopt.constant dense<2.0> : tensor<64x64xf32>
+  %r = memopt.relu %c : tensor<64x64xf32>
+  return %m, %r : tensor<64x64xf32>, tensor<64x64xf32>
+}
+
+// -----
+
 // Trained initializers never fold (a parameter, or a float initializer with
 // no mark); one the exporter calls a constant does.
 // CHECK-LABEL: func.func @parameters
