@@ -74,13 +74,11 @@ std::optional<rt::DType> runtimeType(Type type) {
   return std::nullopt;
 }
 
-/// A TensorRef of `type` (with `shape` instead of its own when given) over
-/// `data`; false for types or ranks the runtime lacks.
-bool describe(RankedTensorType type, void *data, rt::TensorRef &ref,
-              ArrayRef<int64_t> shape = {}) {
+/// A TensorRef of `type` over `data`; false for types or ranks the runtime
+/// lacks.
+bool describe(RankedTensorType type, void *data, rt::TensorRef &ref) {
   std::optional<rt::DType> dtype = runtimeType(type.getElementType());
-  if (shape.empty() && type.getRank() > 0)
-    shape = type.getShape();
+  ArrayRef<int64_t> shape = type.getShape();
   if (!dtype || int64_t(shape.size()) > rt::kMaxRank)
     return false;
   ref.data = data;
