@@ -528,6 +528,7 @@ FailureOr<OwningOpRef<ModuleOp>> loadModule(const CompileOptions &options,
   }
   ImportOptions importOptions;
   importOptions.replaceFixedDims = options.replaceFixedInputDims;
+  importOptions.foldLimitElements = options.foldLimitElements;
   for (const std::string &spec : options.inputShapes) {
     std::string message;
     if (failed(parseInputShapeSpec(spec, importOptions, message))) {

@@ -670,6 +670,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   ModelInputs inputs;
   {
     ImportOptions importOptions;
+    importOptions.foldLimitElements = options.foldLimitElements;
     for (const std::string &spec : options.inputShapes) {
       std::string message;
       if (failed(parseInputShapeSpec(spec, importOptions, message)))

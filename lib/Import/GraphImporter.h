@@ -37,6 +37,7 @@
 
 #include "OnnxStateKinds.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Evaluate/HostEvaluator.h"
 #include "memopt/Import/OnnxImporter.h"
 
 #include "mlir/IR/Builders.h"
@@ -123,7 +124,8 @@ public:
   GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
                 StringRef path, const ImportOptions &options)
       : context(context), builder(&context), model(model), graph(model.graph()),
-        path(path), options(options) {
+        path(path), options(options),
+        evaluator(HostEvaluationLimits{options.foldLimitElements}) {
     modelFolder = llvm::sys::path::parent_path(path).str();
   }
 
@@ -378,6 +380,8 @@ private:
   llvm::StringMap<unsigned> readers;
   /// memopt.random_uniform ops made so far: each takes the next stream.
   int64_t randomStreams = 0;
+  /// Ops of constants that no folder folds run through the host kernels.
+  HostConstantEvaluator evaluator;
 };
 
 } // namespace mlir::memopt::onnx_import

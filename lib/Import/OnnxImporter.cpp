@@ -13,9 +13,11 @@
 // ONNX input as an operand, inferring shapes later in a pass. Here every
 // value gets a static type at import time: ops are created generically by
 // name (`memopt.<snake_case>`), their result types come from the op's own
-// InferTypeOpInterface, and each op is folded as soon as it is built, so
-// shape sub-graphs (Shape -> Gather -> Concat -> Reshape, Range,
-// ConstantOfShape, Cast, ...) collapse to constants during import.
+// InferTypeOpInterface, and each op is folded as soon as it is built (by
+// its folder, else by the host kernels when its operands are constants:
+// lib/Evaluate/HostEvaluator.cpp), so shape sub-graphs (Shape -> Gather ->
+// Concat -> Reshape, Range, ConstantOfShape, Cast, ReduceMax, TopK, ...)
+// collapse to constants during import.
 // Inputs that decide shapes (Reshape's shape, Slice's starts, reduction
 // axes, ...) must then be constants and become attributes; ONNX attributes
 // that moved to inputs across opsets 13..21 land in the same attribute.
@@ -653,6 +655,19 @@ GraphImporter::createOp(const Node &node, StringRef opName,
       !folded.empty()) {
     op->erase();
     return folded;
+  }
+  // No folder: an op of constants with a host kernel is evaluated by it
+  // (docs/import.md, "Fold what is known at compile time"), unless it reads
+  // an initializer that --train would train: a parameter, or a float
+  // initializer the model does not call a buffer or a constant (evaluated,
+  // GPT-2's position embedding gathered by constant positions would stop
+  // being trained).
+  if (!readsParameter && !readsTrainableInitializer(op)) {
+    FailureOr<SmallVector<Value>> evaluated = evaluator.fold(builder, op);
+    if (succeeded(evaluated)) {
+      op->erase();
+      return *evaluated;
+    }
   }
   return SmallVector<Value>(op->getResults());
 }

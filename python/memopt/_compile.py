@@ -198,6 +198,7 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             split_lines: Optional[int] = None, split_part_lines: Optional[int] = None,
             jobs: Optional[int] = None,
             offload_bandwidth: Optional[float] = None,
+            fold_limit_elements: Optional[int] = None,
             options: Optional[Mapping[str, Any]] = None) -> Program:
     """Compiles an ONNX model into a memopt program and loads it.
 
@@ -241,6 +242,10 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
                    --offload-bandwidth GBPS: the host copy bandwidth that
                    Training(offload='activations') and the fit's offload choices are priced
                    at (docs/offload.md).
+    fold_limit_elements
+                   --fold-limit-elements N: ops of constants with no folder are evaluated at
+                   import by the host kernels up to N elements per operand and result (1 Mi by
+                   default; 0 turns it off; docs/import.md).
     options        any option of docs/cli.md's reference by its flag, pipeline or Python name,
                    e.g. {'remat-time-limit': 10, 'loss-scale': 'dynamic'} (values as the
                    command line spells them, lists as Python lists); applied last.

@@ -9,6 +9,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/Transforms/CompilePipeline.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Evaluate/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -19,6 +20,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::memopt::registerMemOptPasses();
+  mlir::memopt::registerMemOptEvaluatePasses();
   mlir::memopt::registerCompilePipeline();
 
   mlir::DialectRegistry registry;

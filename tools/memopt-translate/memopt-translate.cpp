@@ -48,6 +48,13 @@ static llvm::cl::opt<std::string>
                  llvm::cl::desc("Name of the imported function"),
                  llvm::cl::init("main"), llvm::cl::cat(category));
 
+static llvm::cl::opt<int64_t> foldLimitElements(
+    "fold-limit-elements",
+    llvm::cl::desc("Evaluate ops of constants that no folder folds with the "
+                   "host kernels when no operand or result has more elements "
+                   "than this (0: never)"),
+    llvm::cl::init(int64_t(1) << 20), llvm::cl::cat(category));
+
 static llvm::cl::opt<std::string> outputFile("o", llvm::cl::desc("Output file"),
                                              llvm::cl::value_desc("filename"),
                                              llvm::cl::init("-"),
@@ -96,6 +103,7 @@ int main(int argc, char **argv) {
   }
   memopt::ImportOptions options;
   options.functionName = functionName;
+  options.foldLimitElements = foldLimitElements;
   for (const std::string &spec : inputShapes) {
     std::string message;
     if (failed(memopt::parseInputShapeSpec(spec, options, message))) {

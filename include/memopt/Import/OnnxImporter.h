@@ -15,6 +15,7 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cstdint>
 #include <string>
 
 namespace mlir::memopt {
@@ -31,6 +32,10 @@ struct ImportOptions {
   bool replaceFixedDims = false;
   /// Name of the function; empty means `main`.
   std::string functionName;
+  /// Ops whose operands are all constants but that no folder folds are
+  /// evaluated at import by the host kernels when no operand or result has
+  /// more elements than this (docs/import.md); 0 turns that off.
+  int64_t foldLimitElements = int64_t(1) << 20;
 };
 
 /// Parses `spec` ("NAME=8x3x224x224", several separated by commas; "NAME="
