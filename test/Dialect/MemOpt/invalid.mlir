@@ -974,6 +974,22 @@ func.func @dropout_ratio_one(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @random_uniform_f64(%key: tensor<2xi64>) -> tensor<4xf64> {
+  // expected-error @+1 {{'memopt.random_uniform' op draws f32, f16 or bf16 numbers, not 'f64'}}
+  %0 = memopt.random_uniform %key {low = 0.0 : f32, high = 1.0 : f32} : (tensor<2xi64>) -> tensor<4xf64>
+  return %0 : tensor<4xf64>
+}
+
+// -----
+
+func.func @random_uniform_empty_range(%key: tensor<2xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'memopt.random_uniform' op needs finite low <= high, got [2.000000e+00, 1.000000e+00)}}
+  %0 = memopt.random_uniform %key {low = 2.0 : f32, high = 1.0 : f32} : (tensor<2xi64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 func.func @dropout_short_key(%x: tensor<4xf32>, %key: tensor<1xi64>) -> tensor<4xf32> {
   // expected-error @+1 {{'memopt.dropout' op key must hold two i64 elements [seed, micro-batch]}}
   %0 = memopt.dropout %x, key %key {ratio = 0.5 : f32} : (tensor<4xf32>, tensor<1xi64>) -> tensor<4xf32>

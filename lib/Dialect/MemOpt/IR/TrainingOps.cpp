@@ -121,8 +121,13 @@ LogicalResult RandomUniformOp::verify() {
   if (!std::isfinite(low) || !std::isfinite(high) || low > high)
     return emitOpError("needs finite low <= high, got [")
            << low << ", " << high << ")";
-  if (!cast<ShapedType>(getOutput().getType()).hasStaticShape())
+  auto type = cast<ShapedType>(getOutput().getType());
+  if (!type.hasStaticShape())
     return emitOpError("result must have a static shape");
+  if (!type.getElementType().isF32() && !type.getElementType().isF16() &&
+      !type.getElementType().isBF16())
+    return emitOpError("draws f32, f16 or bf16 numbers, not ")
+           << type.getElementType();
   return success();
 }
 
