@@ -122,6 +122,7 @@ struct Diagnosis {
 /// One op between MatMul(Q, K^T) and the softmax.
 struct ChainStep {
   enum class Kind { Scale, Add, Where, Reshape, Cast };
+  ChainStep(Kind kind, Operation *op) : kind(kind), op(op) {}
   Kind kind;
   Operation *op;
   /// Scale: the factor the scores are multiplied by.
