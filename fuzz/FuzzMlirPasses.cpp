@@ -17,10 +17,12 @@
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static std::unique_ptr<mlir::MLIRContext> context =
-      memopt::fuzz::makeQuietContext();
-  // A fresh context per input would be cleaner but costs ~1 ms; attributes
-  // and types interned by one input are harmless to the next.
+  // A fresh context per input, as memopt-opt and memopt-compile have one per
+  // module. A context shared across inputs kept a #memopt.converted weight
+  // interned by one input over a dense_resource blob that input's module
+  // owned, and a later parse read the freed blob (use-after-poison, found by
+  // this target on 2026-11-28; the input alone does not reproduce it).
+  std::unique_ptr<mlir::MLIRContext> context = memopt::fuzz::makeQuietContext();
   std::string text(reinterpret_cast<const char *>(data), size);
   // MLIR 22's lexer reads out of bounds on a file-metadata section
   // (`{-# ... #-}`, where dense_resource blobs live) cut off inside a string

@@ -21,7 +21,10 @@ std::unique_ptr<MLIRContext> makeQuietContext() {
   DialectRegistry registry;
   mo::registerImportDialects(registry);
   registry.insert<func::FuncDialect, mo::MemOptDialect>();
-  auto context = std::make_unique<MLIRContext>(registry);
+  // No thread pool: one context per fuzz input, and the passes run on one
+  // thread anyway.
+  auto context =
+      std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
   context->loadAllAvailableDialects();
   context->printOpOnDiagnostic(false);
   context->getDiagEngine().registerHandler(

@@ -64,7 +64,8 @@ void transpose(Context &ctx, const char *node, const int *perm, TensorRef x,
         copyElement(x, from + j * step, out.data(), r * inner + j, elem);
     }
   });
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 void concat(Context &ctx, const char *node, int axis, const TensorRef *inputs,
@@ -78,12 +79,13 @@ void concat(Context &ctx, const char *node, int axis, const TensorRef *inputs,
   for (int k = 0; k < numInputs; ++k) {
     int64_t len = inputs[k].shape[axis];
     size_t block = size_t(len * s.inner) * elem;
-    for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t o = 0; block > 0 && o < s.outer; ++o)
       std::memcpy(out.data() + size_t((o * s.axis + offset) * s.inner) * elem,
                   static_cast<uint8_t *>(inputs[k].data) + o * block, block);
     offset += len;
   }
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 void split(Context &ctx, const char *node, int axis, TensorRef x,
@@ -98,7 +100,7 @@ void split(Context &ctx, const char *node, int axis, TensorRef x,
   for (int k = 0; k < numOutputs; ++k) {
     int64_t len = outputs[k].shape[axis];
     size_t block = size_t(len * s.inner) * elem;
-    for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t o = 0; block > 0 && o < s.outer; ++o)
       std::memcpy(static_cast<uint8_t *>(outputs[k].data) + o * block,
                   in.data() + size_t((o * s.axis + offset) * s.inner) * elem,
                   block);
@@ -130,7 +132,8 @@ void slice(Context &ctx, const char *node, const int64_t *starts,
         copyElement(x, from + j * step, out.data(), r * inner + j, elem);
     }
   });
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 void gather(Context &ctx, const char *node, int axis, TensorRef x,
@@ -157,7 +160,8 @@ void gather(Context &ctx, const char *node, int axis, TensorRef x,
                   static_cast<uint8_t *>(x.data) +
                       size_t((o * s.axis + idx[size_t(j)]) * s.inner) * elem,
                   size_t(s.inner) * elem);
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 void gatherElements(Context &ctx, const char *node, int axis, TensorRef x,
@@ -186,7 +190,8 @@ void gatherElements(Context &ctx, const char *node, int axis, TensorRef x,
       from += coords[d] * xStrides[d];
     copyElement(x, from, out.data(), i, elem);
   }
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 namespace {
@@ -337,7 +342,8 @@ void pad(Context &ctx, const char *node, PadMode mode, const int64_t *padsBegin,
     else
       copyElement(x, from, out.data(), i, elem);
   }
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 void resize(Context &ctx, const char *node, const ResizeParams &params,
@@ -415,7 +421,8 @@ void resize(Context &ctx, const char *node, const ResizeParams &params,
     }
     storeFromDouble(out.data(), x.dtype, i, acc);
   }
-  std::memcpy(y.data, out.data(), out.size());
+  if (!out.empty()) // an empty vector's data() may be null
+    std::memcpy(y.data, out.data(), out.size());
 }
 
 } // namespace memopt::rt
