@@ -94,6 +94,12 @@ struct Node {
   }
 };
 
+/// Float attribute `name` of `node`, or `defaultValue` when absent.
+inline float floatAttr(const Node &node, StringRef name, float defaultValue) {
+  const onnx::AttributeProto *attr = node.attribute(name);
+  return attr ? attr->f() : defaultValue;
+}
+
 //===----------------------------------------------------------------------===//
 // GraphImporter
 //===----------------------------------------------------------------------===//

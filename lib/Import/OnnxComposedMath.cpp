@@ -31,15 +31,6 @@ using namespace mlir;
 using namespace mlir::memopt;
 using namespace mlir::memopt::onnx_import;
 
-namespace {
-
-float floatAttr(const Node &node, StringRef name, float defaultValue) {
-  const onnx::AttributeProto *attr = node.attribute(name);
-  return attr ? attr->f() : defaultValue;
-}
-
-} // namespace
-
 FailureOr<SmallVector<Value>> GraphImporter::importUnaryMath(const Node &node) {
   auto input = lookup(node, 0);
   if (failed(input))

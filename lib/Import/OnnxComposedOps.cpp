@@ -125,12 +125,6 @@ FailureOr<Value> GraphImporter::normalizeLastAxis(const Node &node, Value x,
   return createOne(node, "memopt.layer_normalization", {x, ones}, attrs);
 }
 
-/// Reads float attribute `name`, or `defaultValue`.
-static float floatAttr(const Node &node, StringRef name, float defaultValue) {
-  const onnx::AttributeProto *attr = node.attribute(name);
-  return attr ? attr->f() : defaultValue;
-}
-
 //===----------------------------------------------------------------------===//
 // Element types and comparisons
 //===----------------------------------------------------------------------===//

@@ -31,13 +31,6 @@ using namespace mlir;
 using namespace mlir::memopt;
 using namespace mlir::memopt::onnx_import;
 
-namespace {
-float floatAttrOr(const Node &node, StringRef name, float defaultValue) {
-  const onnx::AttributeProto *attr = node.attribute(name);
-  return attr ? attr->f() : defaultValue;
-}
-} // namespace
-
 FailureOr<SmallVector<Value>> GraphImporter::importRandom(const Node &node) {
   StringRef type = node.type();
   bool like = type.ends_with("Like") || type == "Bernoulli";
@@ -85,7 +78,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importRandom(const Node &node) {
            << ": Bernoulli needs float probabilities and a numeric dtype";
 
   // One random_uniform: key [seed, 0] and the next stream.
-  float seed = floatAttrOr(node, "seed", 0.0f);
+  float seed = floatAttr(node, "seed", 0.0f);
   auto keyType = RankedTensorType::get({2}, builder.getI64Type());
   Value key = createConstant(
       node.loc, DenseElementsAttr::get(
@@ -104,8 +97,8 @@ FailureOr<SmallVector<Value>> GraphImporter::importRandom(const Node &node) {
 
   Value result;
   if (type == "RandomUniform" || type == "RandomUniformLike") {
-    result = uniform(elementType, floatAttrOr(node, "low", 0.0f),
-                     floatAttrOr(node, "high", 1.0f));
+    result = uniform(elementType, floatAttr(node, "low", 0.0f),
+                     floatAttr(node, "high", 1.0f));
   } else if (type == "RandomNormal" || type == "RandomNormalLike") {
     // Box-Muller in f32: sqrt(-2 ln(1 - u1)) cos(2 pi u2), u in [0, 1) (1 - u1
     // is in (0, 1], so the log is finite).
@@ -121,9 +114,9 @@ FailureOr<SmallVector<Value>> GraphImporter::importRandom(const Node &node) {
         node, "memopt.cos",
         {build(node, "memopt.mul", {scalar(f32, 6.283185307179586), u2})});
     Value normal = build(node, "memopt.add",
-                         {scalar(f32, floatAttrOr(node, "mean", 0.0f)),
+                         {scalar(f32, floatAttr(node, "mean", 0.0f)),
                           build(node, "memopt.mul",
-                                {scalar(f32, floatAttrOr(node, "scale", 1.0f)),
+                                {scalar(f32, floatAttr(node, "scale", 1.0f)),
                                  build(node, "memopt.mul", {radius, angle})})});
     result = elementType == f32
                  ? normal

@@ -838,8 +838,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &proto,
   // `shape` attribute reads its first input; the schema check skips
   // operators newer than libonnx (OnnxChecker.cpp), so this is not left to
   // it.
-  if (type != "Constant" && type != "RandomUniform" &&
-      type != "RandomNormal" && !node.hasInput(0))
+  if (type != "Constant" && type != "RandomUniform" && type != "RandomNormal" &&
+      !node.hasInput(0))
     return emitError(node.loc) << node.describe() << ": input 0 is missing; "
                                << type << " requires it";
 
