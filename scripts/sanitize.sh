@@ -3,7 +3,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage (every memopt object and
 # every program memopt-compile builds; Debian's libMLIR/libLLVM/libonnx are not instrumented),
 # builds everything, then runs ctest (lit, unit tests, the fuzz regression inputs), a slice of
-# pytest, and each fuzz target for MEMOPT_FUZZ_SECONDS (default 20). Any sanitizer report, test
+# pytest, and each fuzz target for MEMOPT_FUZZ_SECONDS (default 12). Any sanitizer report, test
 # failure or fuzzer crash fails the script. CI (.ci/run) runs it after scripts/test.sh.
 # Warnings are errors in the gcc build (scripts/test.sh), not here: clang 22 with libstdc++ 12
 # warns about deprecated declarations inside the standard library.
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 BUILD=${MEMOPT_SANITIZE_BUILD:-build-san}
-FUZZ_SECONDS=${MEMOPT_FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${MEMOPT_FUZZ_SECONDS:-12}
 JOBS=${MEMOPT_JOBS:-$(nproc)}
 
 echo "== configuring and building memopt with ASan + UBSan + libFuzzer in ./$BUILD"
