@@ -168,6 +168,10 @@ int memopt_model_ranks(const memopt_model *model) {
   return model ? model->group.worldSize() : 0;
 }
 
+int memopt_model_rank(const memopt_model *model) {
+  return model ? model->group.firstRank() : 0;
+}
+
 int64_t memopt_model_accumulation_steps(const memopt_model *model) {
   return model ? model->primary().accumulationSteps() : 0;
 }

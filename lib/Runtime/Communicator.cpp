@@ -21,8 +21,11 @@
 #include "Internal.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -104,10 +107,19 @@ std::string describe(const Call &call) {
   return text;
 }
 
+/// "0.3", "600": seconds as a message writes them.
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
 /// The state the ranks of one group share.
 class Group {
 public:
-  explicit Group(int size) : size_(size), posted_(size_t(size)) {}
+  Group(int size, double timeoutSeconds)
+      : size_(size), timeoutSeconds_(timeoutSeconds), posted_(size_t(size)),
+        here_(size_t(size), false) {}
   int size() const { return size_; }
 
   /// Posts `call` of `rank` (phase 1). Returns false with `error` when the
@@ -144,11 +156,13 @@ public:
           if (scratch_.size() < elements)
             scratch_.resize(elements);
         },
-        error);
+        rank, error);
   }
 
   /// A plain barrier (phase 2's end).
-  bool sync(std::string &error) { return arrive(nullptr, error); }
+  bool sync(int rank, std::string &error) {
+    return arrive(nullptr, rank, error);
+  }
 
   void abort(const std::string &reason) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -159,21 +173,49 @@ public:
   float *scratch() { return scratch_.data(); }
 
 private:
-  bool arrive(const std::function<void()> &completion, std::string &error) {
+  /// Waits until every rank has arrived (the last runs `completion`), the
+  /// group is aborted, or the timeout passes: then the group is aborted
+  /// with a message naming the ranks that did not come (PyTorch's NCCL
+  /// watchdog reports a collective that did not complete in its timeout
+  /// the same way, and tears the group down).
+  bool arrive(const std::function<void()> &completion, int rank,
+              std::string &error) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (aborted_) {
       error = abortReason_;
       return false;
     }
     uint64_t generation = generation_;
+    here_[size_t(rank)] = true;
     if (++arrived_ == size_) {
       if (completion)
         completion();
       arrived_ = 0;
+      std::fill(here_.begin(), here_.end(), false);
       ++generation_;
       cv_.notify_all();
     } else {
-      cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+      auto done = [&] { return generation_ != generation || aborted_; };
+      if (timeoutSeconds_ <= 0) {
+        cv_.wait(lock, done);
+      } else if (!cv_.wait_for(lock,
+                               std::chrono::duration<double>(timeoutSeconds_),
+                               done)) {
+        std::string missing;
+        int count = 0;
+        for (int k = 0; k < size_; ++k)
+          if (!here_[size_t(k)]) {
+            missing += std::string(count ? ", " : "") + std::to_string(k);
+            ++count;
+          }
+        abortLocked("collective timeout: rank " + std::to_string(rank) +
+                    " waited " + secondsText(timeoutSeconds_) + " s in " +
+                    describe(posted_[size_t(rank)]) + " for rank" +
+                    (count > 1 ? "s " : " ") + missing + " of " +
+                    std::to_string(size_) +
+                    " (MEMOPT_NCCL_TIMEOUT_S): a rank that failed without "
+                    "aborting, hangs, or calls other collectives");
+      }
     }
     if (aborted_) {
       error = abortReason_;
@@ -191,6 +233,7 @@ private:
   }
 
   const int size_;
+  const double timeoutSeconds_;
   std::mutex mutex_;
   std::condition_variable cv_;
   int arrived_ = 0;
@@ -201,6 +244,8 @@ private:
   /// snapshot the ranks read in phase 2 (taken when all have arrived, so a
   /// fast rank posting its next call cannot disturb a slow one).
   std::vector<Call> posted_, active_;
+  /// The ranks that have arrived at the current rendezvous.
+  std::vector<bool> here_;
   std::vector<float> scratch_;
 };
 
@@ -348,7 +393,7 @@ private:
     if (!group_->post(rank_, call, error_))
       return false;
     compute(group_->scratch(), group_->active());
-    if (!group_->sync(error_))
+    if (!group_->sync(rank_, error_))
       return false;
     const auto *scratch = reinterpret_cast<const uint8_t *>(group_->scratch());
     size_t offset = 0, count = call.count, bytes = typeBytes(call.dtype);
@@ -369,14 +414,30 @@ private:
 } // namespace
 
 std::vector<std::unique_ptr<Communicator>>
-createInProcessCommunicators(int ranks) {
+createInProcessCommunicators(int ranks, double timeoutSeconds) {
   std::vector<std::unique_ptr<Communicator>> communicators;
   if (ranks < 1)
     return communicators;
-  auto group = std::make_shared<Group>(ranks);
+  auto group = std::make_shared<Group>(ranks, timeoutSeconds);
   for (int r = 0; r < ranks; ++r)
     communicators.push_back(std::make_unique<InProcessCommunicator>(group, r));
   return communicators;
+}
+
+bool collectiveTimeoutFromEnvironment(double &seconds, std::string &error) {
+  seconds = kDefaultCollectiveTimeoutSeconds;
+  const char *text = std::getenv("MEMOPT_NCCL_TIMEOUT_S");
+  if (!text || !*text)
+    return true;
+  char *end = nullptr;
+  double parsed = std::strtod(text, &end);
+  if (!end || *end || !(parsed >= 0) || parsed > 1e9) {
+    error = std::string("MEMOPT_NCCL_TIMEOUT_S='") + text +
+            "' is not a number of seconds (0 turns the timeout off)";
+    return false;
+  }
+  seconds = parsed;
+  return true;
 }
 
 } // namespace memopt::rt

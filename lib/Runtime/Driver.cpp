@@ -663,8 +663,12 @@ bool RankGroup::init(const ProgramInfo *program, int ranks,
             " data-parallel ranks (its collectives and shards assume them)";
     return false;
   }
-  if (program->dataParallelSize >= 1)
-    communicators_ = createInProcessCommunicators(ranks);
+  if (program->dataParallelSize >= 1) {
+    double timeout = 0;
+    if (!collectiveTimeoutFromEnvironment(timeout, error))
+      return false;
+    communicators_ = createInProcessCommunicators(ranks, timeout);
+  }
   if (ranks > 1 && options.hostThreads == 0) {
     // The ranks share the cores (MEMOPT_HOST_THREADS counts all of them).
     long cores = long(std::max(1u, std::thread::hardware_concurrency()));

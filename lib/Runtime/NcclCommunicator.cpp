@@ -34,13 +34,27 @@
 // other processes are stopped by the launcher (torchrun ends the job when one
 // rank exits non-zero).
 //
+// A peer that dies without that (killed, out of memory, a lost node) is
+// noticed by the collective watchdog (watchWait), ProcessGroupNCCL's design:
+// a thread polls ncclCommGetAsyncError and the time the host has waited
+// behind the collectives (MEMOPT_NCCL_TIMEOUT_S, 600 s by default, PyTorch's
+// NCCL timeout), and on an error or the timeout aborts the communicator,
+// which ends the stuck NCCL kernels, so the host's wait returns and the step
+// fails with one message naming the rank and the last collective issued
+// (PyTorch's SeqNum / OpType). Unlike PyTorch's, which watches every
+// collective's end event all the time and tears the process down itself,
+// ours watches only while the host waits (so the abort never races a call
+// of the main thread) and hands the error back to the caller, which exits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Runtime/Communicator.h"
 #include "memopt/Runtime/Rendezvous.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +139,8 @@ bool readLaunchEnvironment(LaunchEnvironment &env, std::string &error) {
     }
     env.idTimeoutSeconds = seconds;
   }
+  if (!collectiveTimeoutFromEnvironment(env.collectiveTimeoutSeconds, error))
+    return false;
   long masterPort = 0, rendezvousPort = 0;
   bool hasMasterPort = false, hasRendezvousPort = false;
   if (!readInteger("MASTER_PORT", 1, masterPort, hasMasterPort, error) ||
@@ -287,7 +303,8 @@ constexpr int kNcclBfloat16 = 9;
 constexpr int kNcclSum = 0;
 constexpr int kNcclMax = 2;
 constexpr int kNcclAvg = 4;
-constexpr int kMinimumVersion = 21000; // 2.10.0: ncclAvg
+constexpr NcclResult kNcclInProgress = 7; // a non-blocking call under way
+constexpr int kMinimumVersion = 21000;    // 2.10.0: ncclAvg
 
 struct NcclLibrary {
   NcclResult (*getVersion)(int *) = nullptr;
@@ -295,6 +312,7 @@ struct NcclLibrary {
   NcclResult (*commInitRank)(void **, int, NcclUniqueId, int) = nullptr;
   NcclResult (*commDestroy)(void *) = nullptr;
   NcclResult (*commAbort)(void *) = nullptr;
+  NcclResult (*commGetAsyncError)(void *, NcclResult *) = nullptr;
   const char *(*getErrorString)(NcclResult) = nullptr;
   const char *(*getLastError)(void *) = nullptr; // optional (2.13)
   NcclResult (*allReduce)(const void *, void *, size_t, int, int, void *,
@@ -358,6 +376,7 @@ const NcclLibrary *loadNccl(std::string &error) {
       resolve(handle, "ncclCommInitRank", l.commInitRank, missing);
       resolve(handle, "ncclCommDestroy", l.commDestroy, missing);
       resolve(handle, "ncclCommAbort", l.commAbort, missing);
+      resolve(handle, "ncclCommGetAsyncError", l.commGetAsyncError, missing);
       resolve(handle, "ncclGetErrorString", l.getErrorString, missing);
       resolve(handle, "ncclGetLastError", l.getLastError, missing, false);
       resolve(handle, "ncclAllReduce", l.allReduce, missing);
@@ -389,14 +408,27 @@ const NcclLibrary *loadNccl(std::string &error) {
   return &entry->library;
 }
 
+const char *typeName(int type) {
+  return type == kNcclFloat32    ? "f32"
+         : type == kNcclFloat16  ? "f16"
+         : type == kNcclBfloat16 ? "bf16"
+                                 : "?";
+}
+
+const char *opName(int op) {
+  return op == kNcclSum ? "sum" : op == kNcclMax ? "max" : "average";
+}
+
 class NcclCommunicator final : public Communicator {
 public:
   NcclCommunicator(const NcclLibrary &nccl, int rank, int size,
-                   float *deviceScratch, std::function<void()> release)
+                   float *deviceScratch, std::function<void()> release,
+                   double timeoutSeconds)
       : nccl_(nccl), rank_(rank), size_(size), scratch_(deviceScratch),
-        release_(std::move(release)) {}
+        release_(std::move(release)), timeoutSeconds_(timeoutSeconds) {}
 
   ~NcclCommunicator() override {
+    stopWatchdog();
     if (comm_)
       nccl_.commDestroy(comm_);
     if (release_)
@@ -419,9 +451,11 @@ public:
                  CollectiveReduction reduction, void *stream) override {
     int type = 0;
     return ready() && datatype(dtype, type) &&
-           (count == 0 || check(nccl_.allReduce(send, recv, count, type,
-                                                op(reduction), comm_, stream),
-                                "ncclAllReduce"));
+           (count == 0 ||
+            (issued("ncclAllReduce", count, type, op(reduction)) &&
+             check(nccl_.allReduce(send, recv, count, type, op(reduction),
+                                   comm_, stream),
+                   "ncclAllReduce")));
   }
 
   bool reduceScatter(const void *send, void *recv, size_t recvCount,
@@ -430,17 +464,19 @@ public:
     int type = 0;
     return ready() && datatype(dtype, type) &&
            (recvCount == 0 ||
-            check(nccl_.reduceScatter(send, recv, recvCount, type,
-                                      op(reduction), comm_, stream),
-                  "ncclReduceScatter"));
+            (issued("ncclReduceScatter", recvCount, type, op(reduction)) &&
+             check(nccl_.reduceScatter(send, recv, recvCount, type,
+                                       op(reduction), comm_, stream),
+                   "ncclReduceScatter")));
   }
 
   bool allGather(const float *send, float *recv, size_t sendCount,
                  void *stream) override {
     return ready() && (sendCount == 0 ||
-                       check(nccl_.allGather(send, recv, sendCount,
-                                             kNcclFloat32, comm_, stream),
-                             "ncclAllGather"));
+                       (issued("ncclAllGather", sendCount, kNcclFloat32, -1) &&
+                        check(nccl_.allGather(send, recv, sendCount,
+                                              kNcclFloat32, comm_, stream),
+                              "ncclAllGather")));
   }
 
   bool broadcast(const float *send, float *recv, size_t count, int root,
@@ -452,9 +488,10 @@ public:
                " in a group of " + std::to_string(size_) + " ranks";
       return false;
     }
-    return count == 0 || check(nccl_.broadcast(send, recv, count, kNcclFloat32,
-                                               root, comm_, stream),
-                               "ncclBroadcast");
+    return count == 0 || (issued("ncclBroadcast", count, kNcclFloat32, -1) &&
+                          check(nccl_.broadcast(send, recv, count, kNcclFloat32,
+                                                root, comm_, stream),
+                                "ncclBroadcast"));
   }
 
   /// Stream-ordered, as everything NCCL does: work queued on `stream` after
@@ -466,6 +503,7 @@ public:
       error_ = "barrier: the NCCL communicator has no device scratch";
       return false;
     }
+    issued("ncclAllReduce (barrier)", 1, kNcclFloat32, kNcclSum);
     return check(nccl_.allReduce(scratch_, scratch_, 1, kNcclFloat32, kNcclSum,
                                  comm_, stream),
                  "ncclAllReduce (barrier)");
@@ -479,6 +517,37 @@ public:
   }
 
   void abort(const std::string &reason) override {
+    std::lock_guard<std::mutex> lock(watch_);
+    abortLocked(reason);
+  }
+
+  const std::string &error() const override { return error_; }
+
+  bool watchWait(const std::function<void()> &wait) override {
+    if (timeoutSeconds_ <= 0 || !ready()) {
+      wait();
+      return ready();
+    }
+    {
+      std::lock_guard<std::mutex> lock(watch_);
+      if (!watchdog_.joinable())
+        watchdog_ = std::thread([this] { watchdogLoop(); });
+      waiting_ = true;
+      since_ = std::chrono::steady_clock::now();
+    }
+    wake_.notify_all();
+    wait();
+    std::lock_guard<std::mutex> lock(watch_);
+    waiting_ = false;
+    if (!aborted_)
+      return true;
+    error_ = fired_.empty() ? abortReason_ : fired_;
+    return false;
+  }
+
+private:
+  /// Under watch_.
+  void abortLocked(const std::string &reason) {
     if (aborted_)
       return;
     aborted_ = true;
@@ -488,9 +557,84 @@ public:
     comm_ = nullptr;
   }
 
-  const std::string &error() const override { return error_; }
+  /// Remembers the call about to be issued, for the watchdog's message.
+  /// Returns true.
+  bool issued(const char *call, size_t count, int type, int op) {
+    std::lock_guard<std::mutex> lock(watch_);
+    ++calls_;
+    std::snprintf(lastCall_, sizeof lastCall_, "%s of %zu %s element%s%s%s%s",
+                  call, count, typeName(type), count == 1 ? "" : "s",
+                  op < 0 ? "" : " (", op < 0 ? "" : opName(op),
+                  op < 0 ? "" : ")");
+    return true;
+  }
 
-private:
+  /// The watchdog thread (started by the first watched wait): while the
+  /// main thread waits, it polls ncclCommGetAsyncError every 100 ms (or a
+  /// tenth of the timeout) and checks the time waited; either failing, it
+  /// aborts the communicator, which releases the NCCL kernels the wait is
+  /// stuck behind. Only while a wait is watched: then the main thread is in
+  /// no NCCL call, so ncclCommAbort does not race one (ncclCommGetAsyncError
+  /// may be called from any thread).
+  void watchdogLoop() {
+    auto poll = std::chrono::duration<double>(
+        std::min(0.1, std::max(0.001, timeoutSeconds_ / 10)));
+    std::unique_lock<std::mutex> lock(watch_);
+    while (!stop_) {
+      if (!waiting_ || aborted_) {
+        wake_.wait(lock);
+        continue;
+      }
+      wake_.wait_for(lock, poll);
+      if (stop_ || !waiting_ || aborted_ || !comm_)
+        continue;
+      NcclResult async = kNcclSuccess;
+      NcclResult queried = nccl_.commGetAsyncError(comm_, &async);
+      std::string why;
+      if (queried != kNcclSuccess) {
+        why = std::string("ncclCommGetAsyncError failed: ") +
+              nccl_.getErrorString(queried);
+      } else if (async != kNcclSuccess && async != kNcclInProgress) {
+        why = std::string("NCCL reported an asynchronous error "
+                          "(ncclCommGetAsyncError): ") +
+              nccl_.getErrorString(async);
+        if (nccl_.getLastError) {
+          const char *last = nccl_.getLastError(comm_);
+          if (last && *last)
+            why += std::string(" (") + last + ")";
+        }
+      } else {
+        double waited = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - since_)
+                            .count();
+        if (waited < timeoutSeconds_)
+          continue;
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds_);
+        why = std::string("the work queued behind the collectives did not "
+                          "complete within ") +
+              seconds +
+              " s (MEMOPT_NCCL_TIMEOUT_S): a peer rank died, hangs, or "
+              "issues other collectives";
+      }
+      fired_ = "collective watchdog: " + why + "; the last collective " +
+               "this rank issued was #" + std::to_string(calls_) + ", " +
+               (calls_ ? lastCall_ : "none") +
+               "; the communicator is aborted (ncclCommAbort)";
+      abortLocked(fired_);
+    }
+  }
+
+  void stopWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(watch_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (watchdog_.joinable())
+      watchdog_.join();
+  }
+
   static int op(CollectiveReduction reduction) {
     switch (reduction) {
     case CollectiveReduction::Average:
@@ -524,6 +668,7 @@ private:
 
   bool ready() {
     error_.clear();
+    std::lock_guard<std::mutex> lock(watch_);
     if (aborted_) {
       error_ = abortReason_;
       return false;
@@ -550,6 +695,17 @@ private:
   void *comm_ = nullptr;
   bool aborted_ = false;
   std::string abortReason_, error_;
+  // The watchdog (watchWait): its thread, what it shares with the main
+  // thread under watch_, and the last call issued.
+  const double timeoutSeconds_;
+  std::mutex watch_;
+  std::condition_variable wake_;
+  std::thread watchdog_;
+  bool waiting_ = false, stop_ = false;
+  std::chrono::steady_clock::time_point since_;
+  std::string fired_;
+  uint64_t calls_ = 0;
+  char lastCall_[96] = "";
 };
 
 } // namespace
@@ -577,7 +733,8 @@ createNcclCommunicator(const LaunchEnvironment &env, float *deviceScratch,
   if (!exchangeUniqueId(env, &id, sizeof id, error))
     return fail(error);
   auto comm = std::make_unique<NcclCommunicator>(
-      *nccl, env.rank, env.worldSize, deviceScratch, std::move(release));
+      *nccl, env.rank, env.worldSize, deviceScratch, std::move(release),
+      env.collectiveTimeoutSeconds);
   bool ok = comm->init(id);
   // ncclCommInitRank returns once every rank has joined, so every rank
   // has read the id: the file has served (and must not serve a later

@@ -224,8 +224,17 @@ bool RendezvousServer::serve(int worldSize, const void *id, size_t bytes,
   std::string problems;
   int arrived = 1; // rank 0 is here
   while (arrived < worldSize) {
-    pollfd entry{fd_, POLLIN, 0};
-    int ready = poll(&entry, 1, millisecondsLeft(deadline));
+    // The listening socket and every rank that has arrived: a rank whose
+    // process dies while the others are still coming closes its connection,
+    // and is then counted missing again (and named) instead of being handed
+    // an id it can no longer use, which would leave the others hanging in
+    // ncclCommInitRank.
+    std::vector<pollfd> entries{{fd_, POLLIN, 0}};
+    for (int fd : connection)
+      if (fd >= 0)
+        entries.push_back({fd, POLLIN, 0});
+    int ready = poll(entries.data(), nfds_t(entries.size()),
+                     millisecondsLeft(deadline));
     if (ready < 0 && errno == EINTR)
       continue;
     if (ready <= 0) {
@@ -246,6 +255,26 @@ bool RendezvousServer::serve(int worldSize, const void *id, size_t bytes,
       closeAll(refused);
       return false;
     }
+    for (size_t k = 1; k < entries.size(); ++k) {
+      if (!(entries[k].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      char byte;
+      ssize_t got = recv(entries[k].fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+                                  errno == EINTR)))
+        continue;
+      for (size_t r = 1; r < connection.size(); ++r)
+        if (connection[r] == entries[k].fd) {
+          close(connection[r]);
+          connection[r] = -1;
+          --arrived;
+          problems += "; rank " + std::to_string(r) +
+                      " connected, then closed its connection (its process "
+                      "died or was stopped?)";
+        }
+    }
+    if (!(entries[0].revents & POLLIN))
+      continue;
     int client = accept(fd_, nullptr, nullptr);
     if (client < 0)
       continue;

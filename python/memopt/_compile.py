@@ -54,10 +54,17 @@ class Training:
                       loss_scale_interval: GradScaler's settings (65536, 2, 0.5, 2000).
     weight_casts      'auto', 'keep' or 'recast': the parameters' low-precision copies.
 
-    Data parallel (docs/data-parallel.md):
-    data_parallel     N: one rank's step of N ranks (the inputs are one rank's micro-batch).
-    shard             'none' (all-reduce), 'optimizer' (ZeRO-1) or 'gradients' (ZeRO-2).
-    reduce_dtype      'f32' or 'low': the type fp16 / bf16 gradients are reduced in.
+    Data parallel (docs/data-parallel.md, docs/python.md):
+    data_parallel     N: one rank's step of N ranks (the model's inputs, and input_shapes,
+                      are one rank's micro-batch; Program.train_step takes the global batch,
+                      N micro-batches along axis 0). 'auto': N is the launcher's WORLD_SIZE
+                      (torchrun), as the executable reads it; an error when it is not set.
+                      A host program runs its N ranks as threads of this process; a CUDA
+                      program is one rank per process, RANK of the launcher's environment.
+    shard             'none' (all-reduce), 'optimizer' (ZeRO-1), 'gradients' (ZeRO-2) or
+                      'parameters' (ZeRO-3, FSDP's full shard).
+    reduce_dtype      'f32' or 'low': the type fp16 / bf16 gradients are reduced in (PyTorch's
+                      FSDP MixedPrecisionPolicy.reduce_dtype; docs/data-parallel.md).
     bucket_mib        the cap in MiB of a bucket of gradient collectives overlapping the
                       backward (25, the first bucket 1, as DDP; 0: no overlap).
 
@@ -94,7 +101,7 @@ class Training:
     loss_scale_backoff: Optional[float] = None
     loss_scale_interval: Optional[int] = None
     weight_casts: Optional[str] = None
-    data_parallel: Optional[int] = None
+    data_parallel: Union[None, int, str] = None
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
     bucket_mib: Optional[float] = None
@@ -126,6 +133,26 @@ class Training:
         if self.fuse_head not in ("on", "off"):
             raise InputError(f"fuse_head {self.fuse_head!r}: expected 'on' or 'off'")
         options.fuse_head = self.fuse_head == "on"
+
+    def _table_values(self) -> Dict[str, Any]:
+        """The fields the option table sets (compile's _set_table_options), data_parallel
+        resolved: 'auto' is the launcher's WORLD_SIZE."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        ranks = self.data_parallel
+        if ranks == "auto":
+            world = os.environ.get("WORLD_SIZE", "")
+            if not world.isdigit() or int(world) < 1:
+                raise InputError(
+                    "data_parallel='auto' takes the number of ranks from the launcher's "
+                    f"WORLD_SIZE, which is {'not set' if not world else repr(world)}: launch "
+                    "with torchrun (or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), or "
+                    "give the number of ranks")
+            values["data_parallel"] = int(world)
+        elif ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int)
+                                    or ranks < 1):
+            raise InputError(f"data_parallel {ranks!r}: expected a number of ranks, at least "
+                             f"1, or 'auto' (the launcher's WORLD_SIZE)")
+        return values
 
 
 # The keywords filled by hand above and in compile(); every other keyword of the option table
@@ -301,8 +328,7 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
         training = _compiler.TrainingOptions()
         train._fill(training)
         options.training = training
-        _set_table_options(_compiler, options, "Training",
-                           {name: getattr(train, name) for name in train.__dataclass_fields__})
+        _set_table_options(_compiler, options, "Training", train._table_values())
     _set_table_options(_compiler, options, "Compile", table_values)
     options.cuda_arch = arch
     options.emit = _compiler.Emit.lib

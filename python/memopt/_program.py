@@ -228,6 +228,20 @@ class Program:
         return self._program.is_training
 
     @property
+    def ranks(self) -> int:
+        """Data-parallel ranks: N for a step compiled with Training(data_parallel=N), else 1.
+        train_step then takes the global batch (every input's axis 0 N times the compiled
+        one)."""
+        return self._program.ranks
+
+    @property
+    def rank(self) -> int:
+        """The global rank of this process's first rank: 0 when the ranks are threads of this
+        process (host programs), RANK of the launcher's environment when each is a process
+        (CUDA programs under torchrun)."""
+        return self._program.rank
+
+    @property
     def report(self) -> Optional[Dict[str, Any]]:
         """The memory report as a dict: the JSON memopt-compile --report writes (precision,
         weights_bytes, io_bytes, arena_bytes, max_live_bytes, naive_bytes, inplace_saved_bytes,
@@ -383,7 +397,13 @@ class Program:
         include `labels` for cross-entropy or `target` for mse) with learning rate `lr` (default:
         the compiled one). The parameters and optimizer state update in place; the step count
         goes on from the weights'. With Training(accumulate=K) each call is one micro-batch and
-        every K-th call updates. Returns the (micro-)batch's loss (NaN or inf included)."""
+        every K-th call updates. Returns the (micro-)batch's loss (NaN or inf included).
+
+        A data-parallel step (Training(data_parallel=N), `ranks` N) takes the global batch:
+        every input N times the compiled batch along axis 0, rank r training on the r-th slice
+        (a host program runs the N ranks as threads; a CUDA program, one rank per process,
+        trains on its RANK-th slice). The loss is the mean over the ranks. Any other batch
+        raises InputError naming the input, the per-rank batch and N."""
         if not self.is_training:
             raise InputError("train_step needs a training program: compile with "
                              "train=memopt.Training(...)")

@@ -69,6 +69,8 @@ struct CApi {
   decltype(&memopt_model_arena_bytes) arenaBytes;
   decltype(&memopt_model_is_training) isTraining;
   decltype(&memopt_model_compiled_learning_rate) compiledLearningRate;
+  decltype(&memopt_model_ranks) ranks;
+  decltype(&memopt_model_rank) rank;
 };
 
 /// Loads `path` once per process; libraries stay loaded (a CUDA program's
@@ -120,6 +122,8 @@ std::shared_ptr<const CApi> loadLibrary(const std::string &path) {
   bind(api->arenaBytes, "memopt_model_arena_bytes");
   bind(api->isTraining, "memopt_model_is_training");
   bind(api->compiledLearningRate, "memopt_model_compiled_learning_rate");
+  bind(api->ranks, "memopt_model_ranks");
+  bind(api->rank, "memopt_model_rank");
   loaded[path] = api;
   return api;
 }
@@ -185,10 +189,12 @@ std::string shapeText(const int64_t *shape, size_t rank) {
 enum class Placement { Host, HostOrDevice };
 
 /// Checks `array` against the program's `info`; raises InputError naming
-/// the tensor. Returns its data pointer.
+/// the tensor. Returns its data pointer. `ranks` > 1: a data-parallel
+/// training step's input, the global batch of `ranks` ranks (the program's
+/// shape with axis 0 `ranks` times as long; rank r reads the r-th slice).
 template <typename Array>
 void *checkTensor(const char *kind, const memopt_tensor_info &info,
-                  const Array &array, Placement placement) {
+                  const Array &array, Placement placement, int ranks = 1) {
   std::string what = std::string(kind) + " '" + info.name + "'";
   nb::dlpack::dtype_code code;
   int bits = 0;
@@ -199,17 +205,33 @@ void *checkTensor(const char *kind, const memopt_tensor_info &info,
     raise("InputError", what + " is " + dtypeText(dtype) +
                             "; the program expects " +
                             runtimeDtypeText(info.dtype));
-  bool shapeOk = array.ndim() == size_t(info.rank);
+  std::vector<int64_t> expected(info.shape, info.shape + info.rank);
+  if (ranks > 1) {
+    if (expected.empty())
+      raise("InputError",
+            what + " is a scalar: a data-parallel step of " +
+                std::to_string(ranks) +
+                " ranks splits every input along axis 0 (compile the model "
+                "with a batch axis on it)");
+    expected[0] *= ranks;
+  }
+  bool shapeOk = array.ndim() == expected.size();
   for (size_t i = 0; shapeOk && i < array.ndim(); ++i)
-    shapeOk = int64_t(array.shape(i)) == info.shape[i];
+    shapeOk = int64_t(array.shape(i)) == expected[i];
   if (!shapeOk) {
     std::vector<int64_t> shape;
     for (size_t i = 0; i < array.ndim(); ++i)
       shape.push_back(int64_t(array.shape(i)));
+    std::string why;
+    if (ranks > 1)
+      why = ": the global batch of " + std::to_string(ranks) +
+            " data-parallel ranks of " + std::to_string(info.shape[0]) +
+            " each (rank r trains on rows [" + std::to_string(info.shape[0]) +
+            "r, " + std::to_string(info.shape[0]) + "(r + 1)) of axis 0)";
     raise("InputError", what + " has shape " +
                             shapeText(shape.data(), shape.size()) +
                             "; the program expects " +
-                            shapeText(info.shape, size_t(info.rank)));
+                            shapeText(expected.data(), expected.size()) + why);
   }
   // Row-major and dense (sizes of 1 may carry any stride).
   int64_t expected = 1;
@@ -319,7 +341,9 @@ public:
   }
 
   float trainStep(const std::vector<InputArray> &inputs, float lr) {
-    std::vector<const void *> in = bindInputs(inputs, Placement::Host);
+    // A data-parallel step takes the global batch (memopt_model_ranks).
+    std::vector<const void *> in =
+        bindInputs(inputs, Placement::Host, api->ranks(model));
     float loss = 0;
     int status;
     {
@@ -371,6 +395,8 @@ public:
   float compiledLearningRate() const {
     return api->compiledLearningRate(model);
   }
+  int ranks() const { return api->ranks(model); }
+  int rank() const { return api->rank(model); }
 
 private:
   memopt_tensor_info getInfo(int kind, int index) const {
@@ -382,7 +408,8 @@ private:
   }
 
   std::vector<const void *> bindInputs(const std::vector<InputArray> &arrays,
-                                       Placement placement) const {
+                                       Placement placement,
+                                       int ranks = 1) const {
     int count = api->numInputs(model);
     if (int(arrays.size()) != count)
       raise("InputError", "the program takes " + std::to_string(count) +
@@ -390,7 +417,7 @@ private:
     std::vector<const void *> pointers;
     for (int i = 0; i < count; ++i)
       pointers.push_back(checkTensor("input", getInfo(MEMOPT_TENSOR_INPUT, i),
-                                     arrays[size_t(i)], placement));
+                                     arrays[size_t(i)], placement, ranks));
     return pointers;
   }
 
@@ -470,5 +497,9 @@ NB_MODULE(_runtime, m) {
       .def_prop_ro("arena_bytes", &Program::arenaBytes)
       .def_prop_ro("weight_bytes", &Program::weightBytes)
       .def_prop_ro("is_training", &Program::isTraining)
-      .def_prop_ro("compiled_learning_rate", &Program::compiledLearningRate);
+      .def_prop_ro("compiled_learning_rate", &Program::compiledLearningRate)
+      .def_prop_ro("ranks", &Program::ranks,
+                   "Data-parallel ranks of the program (1 for any other).")
+      .def_prop_ro("rank", &Program::rank,
+                   "The global rank of this process's first rank.");
 }

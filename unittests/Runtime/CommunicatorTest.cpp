@@ -5,7 +5,10 @@
 // added in rank order in double, what the communicator promises, so results
 // compare exactly); every rank gets bit-identical results; back-to-back
 // collectives of changing sizes; a mismatch between ranks and an abort fail
-// every rank with one message instead of hanging.
+// every rank with one message instead of hanging; a rank that never comes
+// to a collective (dead, stuck, or calling something else later) fails the
+// others after the timeout with a message naming it, and itself when it
+// comes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +17,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -25,9 +30,10 @@ using namespace memopt::rt;
 namespace {
 
 /// Runs fn(rank, communicator) on one thread per rank.
-void runRanks(int ranks, const std::function<void(int, Communicator &)> &fn) {
+void runRanks(int ranks, const std::function<void(int, Communicator &)> &fn,
+              double timeoutSeconds = kDefaultCollectiveTimeoutSeconds) {
   std::vector<std::unique_ptr<Communicator>> comms =
-      createInProcessCommunicators(ranks);
+      createInProcessCommunicators(ranks, timeoutSeconds);
   ASSERT_EQ(int(comms.size()), ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
@@ -303,6 +309,86 @@ TEST(Communicator, AbortUnblocksWaitingRanks) {
   });
   for (const std::string &error : errors)
     EXPECT_EQ(error, "rank 2: kernel failed");
+}
+
+TEST(Communicator, MissingRankTimesOut) {
+  // Rank 1 never comes to the all-reduce within the timeout: ranks 0 and 2
+  // fail after it (not a hang) naming rank 1 and the collective; when rank
+  // 1 finally calls, it fails with the same message at once.
+  std::vector<std::string> errors(3);
+  std::vector<double> waited(3, 0);
+  runRanks(
+      3,
+      [&](int rank, Communicator &comm) {
+        std::vector<float> buffer(7, 1.0f);
+        if (rank == 1)
+          std::this_thread::sleep_for(std::chrono::milliseconds(800));
+        auto start = std::chrono::steady_clock::now();
+        EXPECT_FALSE(comm.allReduce(buffer.data(), buffer.data(), 7,
+                                    CollectiveReduction::Sum, nullptr));
+        waited[size_t(rank)] = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+        errors[size_t(rank)] = comm.error();
+      },
+      /*timeoutSeconds=*/0.2);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[size_t(r)].find(
+                  "waited 0.2 s in all_reduce of 7 elements (sum) for rank 1 "
+                  "of 3 (MEMOPT_NCCL_TIMEOUT_S)"),
+              std::string::npos)
+        << errors[size_t(r)];
+    EXPECT_EQ(errors[size_t(r)].rfind("collective timeout: rank ", 0), 0u)
+        << errors[size_t(r)];
+  }
+  EXPECT_GE(waited[0], 0.15);
+  EXPECT_LT(waited[0], 0.7); // before rank 1 came
+  EXPECT_LT(waited[1], 0.1); // the group was aborted already
+}
+
+TEST(Communicator, RankThatStopsCallingTimesOutInTheSecondPhase) {
+  // Two collectives go through; then rank 3 of 4 stops (a rank thread
+  // stuck or gone): the others' next barrier fails naming rank 3 only.
+  std::vector<std::string> errors(4);
+  runRanks(
+      4,
+      [&](int rank, Communicator &comm) {
+        std::vector<float> buffer(8, float(rank));
+        EXPECT_TRUE(comm.allReduce(buffer.data(), buffer.data(), 8,
+                                   CollectiveReduction::Sum, nullptr));
+        EXPECT_TRUE(comm.allGather(buffer.data() + 2 * rank, buffer.data(), 2,
+                                   nullptr));
+        if (rank == 3)
+          return;
+        EXPECT_FALSE(comm.barrier(nullptr));
+        errors[size_t(rank)] = comm.error();
+      },
+      /*timeoutSeconds=*/0.2);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(errors[size_t(r)].find("in barrier for rank 3 of 4"),
+              std::string::npos)
+        << errors[size_t(r)];
+}
+
+TEST(Communicator, TimeoutFromTheEnvironment) {
+  const char *old = std::getenv("MEMOPT_NCCL_TIMEOUT_S");
+  std::string saved = old ? old : "";
+  double seconds = -1;
+  std::string error;
+  unsetenv("MEMOPT_NCCL_TIMEOUT_S");
+  EXPECT_TRUE(collectiveTimeoutFromEnvironment(seconds, error));
+  EXPECT_EQ(seconds, kDefaultCollectiveTimeoutSeconds);
+  setenv("MEMOPT_NCCL_TIMEOUT_S", "0.25", 1);
+  EXPECT_TRUE(collectiveTimeoutFromEnvironment(seconds, error));
+  EXPECT_EQ(seconds, 0.25);
+  setenv("MEMOPT_NCCL_TIMEOUT_S", "soon", 1);
+  EXPECT_FALSE(collectiveTimeoutFromEnvironment(seconds, error));
+  EXPECT_EQ(error, "MEMOPT_NCCL_TIMEOUT_S='soon' is not a number of seconds "
+                   "(0 turns the timeout off)");
+  if (old)
+    setenv("MEMOPT_NCCL_TIMEOUT_S", saved.c_str(), 1);
+  else
+    unsetenv("MEMOPT_NCCL_TIMEOUT_S");
 }
 
 TEST(Communicator, BadBroadcastRootFails) {

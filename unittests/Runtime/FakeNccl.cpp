@@ -11,10 +11,20 @@
 // rank too. ncclCommInitRank fails for a world size other than 1 (no
 // transport here) with ncclInvalidUsage = 5.
 //
+// The collective watchdog's tests drive two more things: the asynchronous
+// error ncclCommGetAsyncError reports (fakeNcclSetAsyncError, e.g.
+// ncclRemoteError = 6, what NCCL reports when a peer process dies), and a
+// wait that completes only when the communicator is aborted
+// (fakeNcclWaitForAbort), as a stream stuck behind a collective whose peer
+// is gone is released by ncclCommAbort.
+//
 //===----------------------------------------------------------------------===//
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 extern "C" {
@@ -34,6 +44,26 @@ struct FakeCall {
 
 static FakeCall lastCall;
 static int comms = 0;
+static int asyncError = 0;
+static std::mutex abortMutex;
+static std::condition_variable abortSignal;
+static int aborts = 0;
+
+__attribute__((visibility("default"))) void fakeNcclSetAsyncError(int result) {
+  std::lock_guard<std::mutex> lock(abortMutex);
+  asyncError = result;
+}
+/// Blocks until ncclCommAbort is called or `seconds` pass; returns 1 when an
+/// abort released it.
+__attribute__((visibility("default"))) int
+fakeNcclWaitForAbort(double seconds) {
+  std::unique_lock<std::mutex> lock(abortMutex);
+  int before = aborts;
+  return abortSignal.wait_for(lock, std::chrono::duration<double>(seconds),
+                              [&] { return aborts != before; })
+             ? 1
+             : 0;
+}
 
 __attribute__((visibility("default"))) const FakeCall *fakeNcclLastCall() {
   return &lastCall;
@@ -82,11 +112,27 @@ __attribute__((visibility("default"))) int ncclCommDestroy(void *comm) {
 __attribute__((visibility("default"))) int ncclCommAbort(void *comm) {
   record("ncclCommAbort", nullptr, nullptr, 0, -1, -1, -1, comm, nullptr);
   --comms;
+  {
+    std::lock_guard<std::mutex> lock(abortMutex);
+    ++aborts;
+  }
+  abortSignal.notify_all();
+  return 0;
+}
+__attribute__((visibility("default"))) int ncclCommGetAsyncError(void *comm,
+                                                                 int *result) {
+  if (comm != &fakeComm)
+    return 4;
+  std::lock_guard<std::mutex> lock(abortMutex);
+  *result = asyncError;
   return 0;
 }
 __attribute__((visibility("default"))) const char *
 ncclGetErrorString(int result) {
-  return result == 5 ? "invalid usage (fake)" : "fake error";
+  return result == 5   ? "invalid usage (fake)"
+         : result == 6 ? "remote process exited or there was a network error "
+                         "(fake)"
+                       : "fake error";
 }
 __attribute__((visibility("default"))) int
 ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int op,

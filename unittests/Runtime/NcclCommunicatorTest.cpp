@@ -56,7 +56,7 @@ public:
     for (const char *name :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MEMOPT_NCCL_ID_FILE",
           "MEMOPT_NCCL_ID_TIMEOUT", "MEMOPT_NCCL_LIBRARY", "MASTER_ADDR",
-          "MASTER_PORT", "MEMOPT_RDZV_PORT"})
+          "MASTER_PORT", "MEMOPT_RDZV_PORT", "MEMOPT_NCCL_TIMEOUT_S"})
       set(name, nullptr);
   }
 
@@ -86,6 +86,27 @@ TEST(LaunchEnvironment, NothingSetIsOneRank) {
   EXPECT_EQ(launch.worldSize, 1);
   EXPECT_EQ(launch.localRank, 0);
   EXPECT_EQ(launch.idTimeoutSeconds, 300);
+  EXPECT_EQ(launch.collectiveTimeoutSeconds, 600);
+}
+
+TEST(LaunchEnvironment, CollectiveTimeout) {
+  Environment env;
+  env.clear();
+  LaunchEnvironment launch;
+  std::string error;
+  env.set("MEMOPT_NCCL_TIMEOUT_S", "2.5");
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.collectiveTimeoutSeconds, 2.5);
+  env.set("MEMOPT_NCCL_TIMEOUT_S", "0"); // the watchdog off
+  ASSERT_TRUE(readLaunchEnvironment(launch, error)) << error;
+  EXPECT_EQ(launch.collectiveTimeoutSeconds, 0);
+  for (const char *bad : {"-1", "ten", "5s"}) {
+    env.set("MEMOPT_NCCL_TIMEOUT_S", bad);
+    EXPECT_FALSE(readLaunchEnvironment(launch, error)) << bad;
+    EXPECT_TRUE(contains(error, std::string("MEMOPT_NCCL_TIMEOUT_S='") + bad +
+                                    "' is not a number of seconds"))
+        << error;
+  }
 }
 
 TEST(LaunchEnvironment, TorchrunVariables) {
@@ -411,6 +432,158 @@ TEST(NcclCommunicator, InitFailureNamesTheRank) {
   EXPECT_TRUE(contains(error, "rank 0: ncclCommInitRank: invalid usage"))
       << error;
   EXPECT_NE(access(launch.idFile.c_str(), F_OK), 0);
+}
+
+/// The stand-in's controls of the watchdog's tests (FakeNccl.cpp).
+struct FakeControls {
+  const FakeCall *(*lastCall)() = nullptr;
+  void (*setAsyncError)(int) = nullptr;
+  int (*waitForAbort)(double) = nullptr;
+};
+
+FakeControls fakeControls() {
+  void *fake = dlopen(MEMOPT_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  FakeControls controls;
+  if (!fake)
+    return controls;
+  controls.lastCall =
+      reinterpret_cast<const FakeCall *(*)()>(dlsym(fake, "fakeNcclLastCall"));
+  controls.setAsyncError =
+      reinterpret_cast<void (*)(int)>(dlsym(fake, "fakeNcclSetAsyncError"));
+  controls.waitForAbort =
+      reinterpret_cast<int (*)(double)>(dlsym(fake, "fakeNcclWaitForAbort"));
+  return controls;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+TEST(NcclWatchdog, WaitThatCompletesIsNotDisturbed) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  FakeControls fake = fakeControls();
+  ASSERT_TRUE(fake.lastCall && fake.setAsyncError && fake.waitForAbort);
+  fake.setAsyncError(0);
+  LaunchEnvironment launch;
+  launch.collectiveTimeoutSeconds = 0.5;
+  std::string error;
+  auto comm = createNcclCommunicator(launch, nullptr, {}, error);
+  ASSERT_TRUE(comm) << error;
+  float a[3] = {1, 2, 3};
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(comm->allReduce(a, a, 3, CollectiveReduction::Sum, nullptr));
+    bool waited = false;
+    EXPECT_TRUE(comm->watchWait([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      waited = true;
+    })) << comm->error();
+    EXPECT_TRUE(waited);
+  }
+  // Between waits (host work, however long) nothing is watched.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_TRUE(comm->allReduce(a, a, 3, CollectiveReduction::Sum, nullptr))
+      << comm->error();
+  EXPECT_STREQ(fake.lastCall()->name, "ncclAllReduce");
+}
+
+TEST(NcclWatchdog, StuckWaitIsAbortedAfterTheTimeout) {
+  // A peer that died: the stream never drains until ncclCommAbort releases
+  // it. The watchdog aborts after the timeout and the wait returns with a
+  // message naming the timeout and the last collective.
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  FakeControls fake = fakeControls();
+  ASSERT_TRUE(fake.lastCall && fake.setAsyncError && fake.waitForAbort);
+  fake.setAsyncError(0);
+  LaunchEnvironment launch;
+  launch.collectiveTimeoutSeconds = 0.3;
+  std::string error;
+  auto comm = createNcclCommunicator(launch, nullptr, {}, error);
+  ASSERT_TRUE(comm) << error;
+  float a[5] = {};
+  ASSERT_TRUE(comm->allReduce(a, a, 5, CollectiveReduction::Average, nullptr));
+  ASSERT_TRUE(comm->allGather(a, a, 5, nullptr));
+  ASSERT_TRUE(comm->reduceScatter(a, a, 4, CollectiveReduction::Sum, nullptr));
+  int released = 0;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(comm->watchWait([&] { released = fake.waitForAbort(30); }));
+  double waited = secondsSince(start);
+  EXPECT_EQ(released, 1); // ncclCommAbort released the stuck wait
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_STREQ(fake.lastCall()->name, "ncclCommAbort");
+  const std::string &message = comm->error();
+  EXPECT_TRUE(contains(message, "collective watchdog: the work queued behind "
+                                "the collectives did not complete within 0.3 s "
+                                "(MEMOPT_NCCL_TIMEOUT_S): a peer rank died"))
+      << message;
+  EXPECT_TRUE(contains(message, "the last collective this rank issued was #3, "
+                                "ncclReduceScatter of 4 f32 elements (sum)"))
+      << message;
+  EXPECT_TRUE(contains(message, "the communicator is aborted (ncclCommAbort)"))
+      << message;
+  // Every later call fails with the reason, naming the rank.
+  EXPECT_FALSE(comm->allReduce(a, a, 5, CollectiveReduction::Sum, nullptr));
+  EXPECT_TRUE(contains(comm->error(), "rank 0: collective watchdog: "))
+      << comm->error();
+  EXPECT_FALSE(comm->watchWait([] {}));
+}
+
+TEST(NcclWatchdog, AsyncErrorAbortsBeforeTheTimeout) {
+  // NCCL noticed the peer's death itself (ncclRemoteError): the watchdog
+  // aborts at its next poll, long before the 60 s timeout.
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  FakeControls fake = fakeControls();
+  ASSERT_TRUE(fake.lastCall && fake.setAsyncError && fake.waitForAbort);
+  fake.setAsyncError(0);
+  LaunchEnvironment launch;
+  launch.collectiveTimeoutSeconds = 60;
+  std::string error;
+  auto comm = createNcclCommunicator(launch, nullptr, {}, error);
+  ASSERT_TRUE(comm) << error;
+  uint16_t h[2] = {};
+  ASSERT_TRUE(
+      comm->allReduce(h, h, 2, DType::BF16, CollectiveReduction::Max, nullptr));
+  int released = 0;
+  auto start = std::chrono::steady_clock::now();
+  std::thread peerDies([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    fake.setAsyncError(6); // ncclRemoteError
+  });
+  EXPECT_FALSE(comm->watchWait([&] { released = fake.waitForAbort(30); }));
+  peerDies.join();
+  fake.setAsyncError(0);
+  EXPECT_EQ(released, 1);
+  EXPECT_LT(secondsSince(start), 10.0);
+  EXPECT_TRUE(contains(comm->error(),
+                       "collective watchdog: NCCL reported an asynchronous "
+                       "error (ncclCommGetAsyncError): remote process exited "
+                       "or there was a network error (fake); the last "
+                       "collective this rank issued was #1, ncclAllReduce of "
+                       "2 bf16 elements (max)"))
+      << comm->error();
+}
+
+TEST(NcclWatchdog, TimeoutZeroTurnsItOff) {
+  Environment env;
+  env.clear();
+  env.set("MEMOPT_NCCL_LIBRARY", MEMOPT_FAKE_NCCL);
+  FakeControls fake = fakeControls();
+  ASSERT_TRUE(fake.waitForAbort);
+  LaunchEnvironment launch;
+  launch.collectiveTimeoutSeconds = 0;
+  std::string error;
+  auto comm = createNcclCommunicator(launch, nullptr, {}, error);
+  ASSERT_TRUE(comm) << error;
+  int released = -1;
+  EXPECT_TRUE(comm->watchWait([&] { released = fake.waitForAbort(0.3); }));
+  EXPECT_EQ(released, 0); // waited the whole 0.3 s, nothing aborted
 }
 
 } // namespace

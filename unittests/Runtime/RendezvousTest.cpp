@@ -5,7 +5,8 @@
 // 0's id (also when it connects before rank 0 listens, and through the
 // launch environment's exchangeUniqueId as a torchrun-launched rank calls
 // it); a rank that never arrives is named on rank 0 and on the ranks that
-// did come; another world size and a duplicate rank are refused with their
+// did come, and so is one that arrived and died before the others came;
+// another world size and a duplicate rank are refused with their
 // reason; an unreachable rank 0 times out with one message. Every wait is
 // bounded (at most a few seconds).
 //
@@ -16,9 +17,13 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstring>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace memopt::rt;
@@ -127,6 +132,58 @@ TEST(Rendezvous, MissingRankIsNamed) {
   ASSERT_TRUE(alone.listen(0, error)) << error;
   EXPECT_FALSE(alone.serve(4, id.data(), id.size(), 0.2, error));
   EXPECT_TRUE(contains(error, "ranks 1, 2, 3 of 4 did not arrive")) << error;
+}
+
+/// A process that says hello as rank `rank` of `world` on 127.0.0.1:`port`,
+/// then dies (closes its socket) without waiting for the id.
+void helloThenDie(int port, int rank, int world) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address),
+            0);
+  unsigned char hello[16] = {'M', 'E', 'M', 'O', 'R', 'D', 'V', '1'};
+  for (int i = 0; i < 4; ++i) {
+    hello[8 + i] = (unsigned char)((rank >> (8 * i)) & 0xff);
+    hello[12 + i] = (unsigned char)((world >> (8 * i)) & 0xff);
+  }
+  ASSERT_EQ(send(fd, hello, sizeof hello, MSG_NOSIGNAL), ssize_t(sizeof hello));
+  close(fd);
+}
+
+TEST(Rendezvous, RankThatDiesAfterArrivingIsNamed) {
+  // Rank 2 of 3 arrives and dies before rank 1 comes: rank 0 does not hand
+  // the id to a dead process (the others would hang in ncclCommInitRank);
+  // it counts rank 2 missing again and names it when the wait times out.
+  RendezvousServer server;
+  std::string error;
+  ASSERT_TRUE(server.listen(0, error)) << error;
+  std::vector<unsigned char> id = makeId(4);
+  bool served = true;
+  std::thread rank0(
+      [&] { served = server.serve(3, id.data(), id.size(), 0.8, error); });
+  helloThenDie(server.port(), 2, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  JoinResult rank1;
+  std::thread t1 = joinOnThread(server.port(), 1, 3, 5.0, rank1);
+  auto start = std::chrono::steady_clock::now();
+  t1.join();
+  rank0.join();
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      3.0);
+  EXPECT_FALSE(served);
+  EXPECT_TRUE(contains(error, "rank 2 of 3 did not arrive")) << error;
+  EXPECT_TRUE(contains(error, "rank 2 connected, then closed its connection"))
+      << error;
+  EXPECT_FALSE(rank1.ok);
+  EXPECT_TRUE(contains(rank1.error, "rank 2 of 3 did not arrive"))
+      << rank1.error;
+  EXPECT_EQ(rank1.id, std::vector<unsigned char>(kIdBytes, 0));
 }
 
 TEST(Rendezvous, ForeignWorldSizeAndDuplicateRankAreRefused) {

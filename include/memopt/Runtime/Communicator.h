@@ -98,15 +98,42 @@ public:
   /// Fails the collectives every rank is blocked in, and all later ones,
   /// with "rank R: reason" (the first abort's reason wins).
   virtual void abort(const std::string &reason) = 0;
+  /// Runs `wait`, a blocking wait for the work this rank queued (the CUDA
+  /// backend's cudaStreamSynchronize), under the communicator's watchdog
+  /// (PyTorch's ProcessGroupNCCL watchdog): when the wait outlasts the
+  /// collective timeout, or the transport reports an asynchronous error
+  /// meanwhile (ncclCommGetAsyncError: a peer died, the network failed),
+  /// the watchdog aborts the communicator (ncclCommAbort, which releases
+  /// the collectives the wait is stuck behind) and this returns false with
+  /// error() saying why and naming the last collective issued. The
+  /// default, for a transport whose calls complete before they return (the
+  /// in-process one, which times out inside its calls), just waits.
+  virtual bool watchWait(const std::function<void()> &wait) {
+    wait();
+    return true;
+  }
   /// Why the last call failed ("" when none has).
   virtual const std::string &error() const = 0;
 };
 
+/// How long a rank waits for the others in one collective before the
+/// group is torn down with a message naming the ranks that did not come
+/// (PyTorch's default NCCL timeout is 10 minutes too).
+constexpr double kDefaultCollectiveTimeoutSeconds = 600;
+
+/// The collective timeout: MEMOPT_NCCL_TIMEOUT_S (seconds; 0 turns the
+/// watchdog off), else kDefaultCollectiveTimeoutSeconds. False with a
+/// message for a value that is not a number >= 0.
+bool collectiveTimeoutFromEnvironment(double &seconds, std::string &error);
+
 /// `ranks` communicators of one in-process group, rank i at index i, each
 /// to be used by one thread. The group lives until the last one is
-/// destroyed. Returns an empty vector for ranks < 1.
-std::vector<std::unique_ptr<Communicator>>
-createInProcessCommunicators(int ranks);
+/// destroyed. Returns an empty vector for ranks < 1. A rank that waits in
+/// a collective longer than `timeoutSeconds` (0: forever) for the others
+/// aborts the group with "collective timeout: rank R waited T s in CALL
+/// for ranks ... of N": a rank that died or hangs never hangs the others.
+std::vector<std::unique_ptr<Communicator>> createInProcessCommunicators(
+    int ranks, double timeoutSeconds = kDefaultCollectiveTimeoutSeconds);
 
 //===----------------------------------------------------------------------===//
 // One process per rank (the CUDA backend, over NCCL)
@@ -129,6 +156,9 @@ struct LaunchEnvironment {
   std::string masterAddress;
   int rendezvousPort = 0;
   double idTimeoutSeconds = 300;
+  /// MEMOPT_NCCL_TIMEOUT_S: the collective watchdog's timeout
+  /// (Communicator::watchWait; 0: no watchdog).
+  double collectiveTimeoutSeconds = kDefaultCollectiveTimeoutSeconds;
 };
 
 /// Reads the launch environment. None of the variables set: one rank

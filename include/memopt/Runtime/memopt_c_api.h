@@ -54,6 +54,13 @@ int memopt_model_train_step(memopt_model *model, const void *const *inputs,
  * and are refused when the ranks hold different optimizer-state shards).
  * Returns the number of ranks (1 for any other program). */
 int memopt_model_ranks(const memopt_model *model);
+/* The global rank of this process's first rank: 0 when the ranks are
+ * threads of this process (the host backend); RANK of the launcher's
+ * environment when each rank is a process (the CUDA backend, launched
+ * torchrun-style: RANK, WORLD_SIZE, LOCAL_RANK), whose
+ * memopt_model_train_step then trains on the RANK-th slice of the global
+ * batch. */
+int memopt_model_rank(const memopt_model *model);
 /* Micro-batches per optimizer step (1 unless compiled with --accumulate). */
 int64_t memopt_model_accumulation_steps(const memopt_model *model);
 /* Copies the weight region (the weight file's format, memopt_model_weight_bytes

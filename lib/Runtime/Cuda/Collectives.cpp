@@ -372,6 +372,23 @@ void destroyCollectives(Context &ctx) {
     cudaStreamDestroy(state.stream);
 }
 
+/// A peer's failure noticed inside the process: the host's waits on a
+/// data-parallel step (the loss read, the driver's all-reduces, the
+/// checkpoints' gathers: every synchronize) run under the communicator's
+/// watchdog, which aborts the communicator when the wait outlasts
+/// MEMOPT_NCCL_TIMEOUT_S or NCCL reports an asynchronous error (PyTorch's
+/// ProcessGroupNCCL watchdog; NcclCommunicator.cpp). The abort releases the
+/// NCCL kernels the stream is stuck behind, so the synchronize returns and
+/// the step fails with the watchdog's message instead of hanging.
+void watchedSynchronize(Context &ctx, Communicator &comm) {
+  cudaError_t status = cudaSuccess;
+  if (!comm.watchWait([&] { status = cudaStreamSynchronize(ctx.stream); })) {
+    contextFail(ctx, "<synchronize>", comm.error().c_str());
+    return;
+  }
+  checkCuda(ctx, "<synchronize>", status, "cudaStreamSynchronize");
+}
+
 // ZeRO-3: the rank's chunk and the tail into place in the whole buffer, then
 // the chunks all-gathered in place (NCCL's in-place all-gather: the send
 // buffer is the rank's chunk of the receive buffer). Without a communicator

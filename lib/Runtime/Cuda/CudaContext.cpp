@@ -222,8 +222,16 @@ void copyAnywhere(Context &ctx, void *dst, const void *src, size_t bytes) {
               "cudaMemcpyAsync");
 }
 
+/// Data parallel: cudaStreamSynchronize under the communicator's watchdog
+/// (Cuda/Collectives.cpp).
+void watchedSynchronize(Context &ctx, Communicator &comm);
+
 void synchronize(Context &ctx) {
-  if (ctx.stream && !hasError(ctx))
+  if (!ctx.stream || hasError(ctx))
+    return;
+  if (ctx.options.communicator)
+    watchedSynchronize(ctx, *ctx.options.communicator);
+  else
     checkCuda(ctx, "<synchronize>", cudaStreamSynchronize(ctx.stream),
               "cudaStreamSynchronize");
 }
