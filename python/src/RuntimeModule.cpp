@@ -205,19 +205,19 @@ void *checkTensor(const char *kind, const memopt_tensor_info &info,
     raise("InputError", what + " is " + dtypeText(dtype) +
                             "; the program expects " +
                             runtimeDtypeText(info.dtype));
-  std::vector<int64_t> expected(info.shape, info.shape + info.rank);
+  std::vector<int64_t> wanted(info.shape, info.shape + info.rank);
   if (ranks > 1) {
-    if (expected.empty())
+    if (wanted.empty())
       raise("InputError",
             what + " is a scalar: a data-parallel step of " +
                 std::to_string(ranks) +
                 " ranks splits every input along axis 0 (compile the model "
                 "with a batch axis on it)");
-    expected[0] *= ranks;
+    wanted[0] *= ranks;
   }
-  bool shapeOk = array.ndim() == expected.size();
+  bool shapeOk = array.ndim() == wanted.size();
   for (size_t i = 0; shapeOk && i < array.ndim(); ++i)
-    shapeOk = int64_t(array.shape(i)) == expected[i];
+    shapeOk = int64_t(array.shape(i)) == wanted[i];
   if (!shapeOk) {
     std::vector<int64_t> shape;
     for (size_t i = 0; i < array.ndim(); ++i)
@@ -231,7 +231,7 @@ void *checkTensor(const char *kind, const memopt_tensor_info &info,
     raise("InputError", what + " has shape " +
                             shapeText(shape.data(), shape.size()) +
                             "; the program expects " +
-                            shapeText(expected.data(), expected.size()) + why);
+                            shapeText(wanted.data(), wanted.size()) + why);
   }
   // Row-major and dense (sizes of 1 may carry any stride).
   int64_t expected = 1;

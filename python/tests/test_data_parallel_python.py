@@ -140,10 +140,10 @@ def test_train_step_wants_the_global_batch(three_ranks):
     with pytest.raises(memopt.InputError) as error:
         three_ranks.train_step({"x": x, "labels": y})
     assert str(error.value) == (
-        "input 'x' has shape [2, 8]; the program expects [6, 8]: the global batch of 3 "
+        "input 'x' has shape (2, 8); the program expects (6, 8): the global batch of 3 "
         "data-parallel ranks of 2 each (rank r trains on rows [2r, 2(r + 1)) of axis 0)")
-    with pytest.raises(memopt.InputError, match=r"input 'labels' has shape \[5\]; the program "
-                       r"expects \[6\]: the global batch of 3 data-parallel ranks"):
+    with pytest.raises(memopt.InputError, match=r"input 'labels' has shape \(5,\); the program "
+                       r"expects \(6,\): the global batch of 3 data-parallel ranks"):
         three_ranks.train_step({"x": np.zeros((6, 8), np.float32),
                                 "labels": np.zeros(5, np.int64)})
     after = three_ranks.get_weights("parameter")
@@ -174,3 +174,18 @@ def test_data_parallel_auto_takes_the_launchers_world_size(tmp_path, monkeypatch
     for bad in (0, 1.5, True, "3"):
         with pytest.raises(memopt.InputError, match="expected a number of ranks"):
             memopt.compile(path, train=memopt.Training(data_parallel=bad))
+
+
+def test_bad_collective_timeout_is_one_message(tmp_path, monkeypatch):
+    """MEMOPT_NCCL_TIMEOUT_S bounds a rank's wait in a collective (docs/data-parallel.md, "A
+    peer's failure"); a value that is not a number of seconds stops the load with one
+    message."""
+    path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    workdir = tmp_path / "program"
+    memopt.compile(path, train=memopt.Training(**SGD, data_parallel=2), workdir=workdir)
+    monkeypatch.setenv("MEMOPT_NCCL_TIMEOUT_S", "soon")
+    with pytest.raises(memopt.LoadError, match="MEMOPT_NCCL_TIMEOUT_S='soon' is not a number "
+                       r"of seconds \(0 turns the timeout off\)"):
+        memopt.load(workdir / "model")
+    monkeypatch.setenv("MEMOPT_NCCL_TIMEOUT_S", "30")
+    assert memopt.load(workdir / "model").ranks == 2
