@@ -148,10 +148,12 @@ class Training:
                     "with torchrun (or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), or "
                     "give the number of ranks")
             values["data_parallel"] = int(world)
-        elif ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int)
-                                    or ranks < 1):
-            raise InputError(f"data_parallel {ranks!r}: expected a number of ranks, at least "
-                             f"1, or 'auto' (the launcher's WORLD_SIZE)")
+        elif ranks is not None and (isinstance(ranks, (bool, float))
+                                    or not isinstance(ranks, (int, str))):
+            raise InputError(f"data_parallel {ranks!r}: expected a number of ranks or 'auto' "
+                             f"(the launcher's WORLD_SIZE)")
+        # Other values go through the option table, which parses them as --data-parallel
+        # does (0 or "x" get its message).
         return values
 
 
