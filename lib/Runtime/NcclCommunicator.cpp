@@ -562,13 +562,24 @@ private:
   bool issued(const char *call, size_t count, int type, int op) {
     std::lock_guard<std::mutex> lock(watch_);
     ++calls_;
-    std::snprintf(lastCall_, sizeof lastCall_, "%s of %zu %s element%s%s%s%s",
-                  call, count, typeName(type), count == 1 ? "" : "s",
-                  op < 0 ? "" : " (", op < 0 ? "" : opName(op),
-                  op < 0 ? "" : ")");
+    int n = std::snprintf(
+        lastCall_, sizeof lastCall_, "%s of %zu %s element%s%s%s%s", call,
+        count, typeName(type), count == 1 ? "" : "s", op < 0 ? "" : " (",
+        op < 0 ? "" : opName(op), op < 0 ? "" : ")");
+    if (!node_.empty() && n > 0 && size_t(n) < sizeof lastCall_)
+      std::snprintf(lastCall_ + n, sizeof lastCall_ - size_t(n),
+                    " for node '%s'", node_.c_str());
+    node_.clear();
     return true;
   }
 
+public:
+  void label(const char *node) override {
+    std::lock_guard<std::mutex> lock(watch_);
+    node_ = node ? node : "";
+  }
+
+private:
   /// The watchdog thread (started by the first watched wait): while the
   /// main thread waits, it polls ncclCommGetAsyncError every 100 ms (or a
   /// tenth of the timeout) and checks the time waited; either failing, it
@@ -705,7 +716,8 @@ private:
   std::chrono::steady_clock::time_point since_;
   std::string fired_;
   uint64_t calls_ = 0;
-  char lastCall_[96] = "";
+  char lastCall_[192] = "";
+  std::string node_;
 };
 
 } // namespace

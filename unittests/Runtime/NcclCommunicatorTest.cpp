@@ -507,6 +507,7 @@ TEST(NcclWatchdog, StuckWaitIsAbortedAfterTheTimeout) {
   float a[5] = {};
   ASSERT_TRUE(comm->allReduce(a, a, 5, CollectiveReduction::Average, nullptr));
   ASSERT_TRUE(comm->allGather(a, a, 5, nullptr));
+  comm->label("fc1.weight_grad"); // the program's node (Cuda/Collectives.cpp)
   ASSERT_TRUE(comm->reduceScatter(a, a, 4, CollectiveReduction::Sum, nullptr));
   int released = 0;
   auto start = std::chrono::steady_clock::now();
@@ -522,7 +523,8 @@ TEST(NcclWatchdog, StuckWaitIsAbortedAfterTheTimeout) {
                                 "(MEMOPT_NCCL_TIMEOUT_S): a peer rank died"))
       << message;
   EXPECT_TRUE(contains(message, "the last collective this rank issued was #3, "
-                                "ncclReduceScatter of 4 f32 elements (sum)"))
+                                "ncclReduceScatter of 4 f32 elements (sum) for "
+                                "node 'fc1.weight_grad'; the communicator"))
       << message;
   EXPECT_TRUE(contains(message, "the communicator is aborted (ncclCommAbort)"))
       << message;
@@ -548,6 +550,10 @@ TEST(NcclWatchdog, AsyncErrorAbortsBeforeTheTimeout) {
   auto comm = createNcclCommunicator(launch, nullptr, {}, error);
   ASSERT_TRUE(comm) << error;
   uint16_t h[2] = {};
+  // A label names the next call only: the last one here has none.
+  comm->label("loss_scale_flag");
+  ASSERT_TRUE(
+      comm->allReduce(h, h, 2, DType::BF16, CollectiveReduction::Sum, nullptr));
   ASSERT_TRUE(
       comm->allReduce(h, h, 2, DType::BF16, CollectiveReduction::Max, nullptr));
   int released = 0;
@@ -565,8 +571,8 @@ TEST(NcclWatchdog, AsyncErrorAbortsBeforeTheTimeout) {
                        "collective watchdog: NCCL reported an asynchronous "
                        "error (ncclCommGetAsyncError): remote process exited "
                        "or there was a network error (fake); the last "
-                       "collective this rank issued was #1, ncclAllReduce of "
-                       "2 bf16 elements (max)"))
+                       "collective this rank issued was #2, ncclAllReduce of "
+                       "2 bf16 elements (max); the communicator"))
       << comm->error();
 }
 

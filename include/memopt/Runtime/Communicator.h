@@ -112,6 +112,9 @@ public:
     wait();
     return true;
   }
+  /// The program's node whose collective the next call issues, for the
+  /// watchdog's message (the next call consumes it). Ignored by default.
+  virtual void label(const char *node) { (void)node; }
   /// Why the last call failed ("" when none has).
   virtual const std::string &error() const = 0;
 };

@@ -233,6 +233,7 @@ void allReduce(Context &ctx, const char *node, CollectiveReduction reduction,
     copyBytes(ctx, node, y.data, source, count * dtypeSize(x.dtype));
     return;
   }
+  comm->label(node);
   if (!comm->allReduce(source, y.data, count, x.dtype, reduction, ctx.stream))
     failCollective(ctx, node, "all_reduce", *comm);
 }
@@ -257,11 +258,13 @@ void reduceScatter(Context &ctx, const char *node,
     copyBytes(ctx, node, out, in, size_t(elements) * bytes);
     return;
   }
+  comm->label(node);
   if (chunk > 0 && !comm->reduceScatter(in, out, size_t(chunk), x.dtype,
                                         reduction, ctx.stream)) {
     failCollective(ctx, node, "reduce_scatter", *comm);
     return;
   }
+  comm->label(node);
   if (tail > 0 && !comm->allReduce(in + size_t(ranks * chunk) * bytes,
                                    out + size_t(chunk) * bytes, size_t(tail),
                                    x.dtype, reduction, ctx.stream))
@@ -280,6 +283,7 @@ void allGather(Context &ctx, const char *node, int64_t ranks, TensorRef param,
     return;
   int64_t chunk = param.numElements() / ranks;
   auto *p = static_cast<float *>(param.data);
+  comm->label(node);
   if (chunk > 0 && !comm->allGather(p + int64_t(comm->rank()) * chunk, p,
                                     size_t(chunk), ctx.stream))
     failCollective(ctx, node, "all_gather", *comm);
