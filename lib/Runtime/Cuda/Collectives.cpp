@@ -39,6 +39,7 @@
 #include "CudaInternal.h"
 #include "memopt/Runtime/Communicator.h"
 
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -378,19 +379,23 @@ void destroyCollectives(Context &ctx) {
 
 /// A peer's failure noticed inside the process: the host's waits on a
 /// data-parallel step (the loss read, the driver's all-reduces, the
-/// checkpoints' gathers: every synchronize) run under the communicator's
-/// watchdog, which aborts the communicator when the wait outlasts
-/// MEMOPT_NCCL_TIMEOUT_S or NCCL reports an asynchronous error (PyTorch's
-/// ProcessGroupNCCL watchdog; NcclCommunicator.cpp). The abort releases the
-/// NCCL kernels the stream is stuck behind, so the synchronize returns and
-/// the step fails with the watchdog's message instead of hanging.
-void watchedSynchronize(Context &ctx, Communicator &comm) {
+/// checkpoints' gathers: every synchronize, and the --bench timer) run under
+/// the communicator's watchdog, which aborts the communicator when the wait
+/// outlasts MEMOPT_NCCL_TIMEOUT_S or NCCL reports an asynchronous error
+/// (PyTorch's ProcessGroupNCCL watchdog; NcclCommunicator.cpp). The abort
+/// releases the NCCL kernels the stream is stuck behind, so the wait returns
+/// and the step fails with the watchdog's message instead of hanging.
+bool watchedWait(Context &ctx, const char *node,
+                 const std::function<cudaError_t()> &wait, const char *call) {
   cudaError_t status = cudaSuccess;
-  if (!comm.watchWait([&] { status = cudaStreamSynchronize(ctx.stream); })) {
-    contextFail(ctx, "<synchronize>", comm.error().c_str());
-    return;
+  Communicator *comm = ctx.options.communicator;
+  if (!comm) {
+    status = wait();
+  } else if (!comm->watchWait([&] { status = wait(); })) {
+    contextFail(ctx, node, comm->error().c_str());
+    return false;
   }
-  checkCuda(ctx, "<synchronize>", status, "cudaStreamSynchronize");
+  return checkCuda(ctx, node, status, call);
 }
 
 // ZeRO-3: the rank's chunk and the tail into place in the whole buffer, then

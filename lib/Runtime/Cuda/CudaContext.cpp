@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_profiler_api.h>
+#include <functional>
 #include <string>
 
 namespace memopt::rt {
@@ -222,18 +223,16 @@ void copyAnywhere(Context &ctx, void *dst, const void *src, size_t bytes) {
               "cudaMemcpyAsync");
 }
 
-/// Data parallel: cudaStreamSynchronize under the communicator's watchdog
-/// (Cuda/Collectives.cpp).
-void watchedSynchronize(Context &ctx, Communicator &comm);
+/// A blocking CUDA wait, under the communicator's watchdog when the context
+/// has one (Cuda/Collectives.cpp); false with the context failed.
+bool watchedWait(Context &ctx, const char *node,
+                 const std::function<cudaError_t()> &wait, const char *call);
 
 void synchronize(Context &ctx) {
-  if (!ctx.stream || hasError(ctx))
-    return;
-  if (ctx.options.communicator)
-    watchedSynchronize(ctx, *ctx.options.communicator);
-  else
-    checkCuda(ctx, "<synchronize>", cudaStreamSynchronize(ctx.stream),
-              "cudaStreamSynchronize");
+  if (ctx.stream && !hasError(ctx))
+    watchedWait(
+        ctx, "<synchronize>", [&] { return cudaStreamSynchronize(ctx.stream); },
+        "cudaStreamSynchronize");
 }
 
 namespace {
@@ -439,8 +438,9 @@ void timerStart(Context &ctx) { cudaEventRecord(ctx.timerBegin, ctx.stream); }
 double timerStopMs(Context &ctx) {
   cudaEventRecord(ctx.timerEnd, ctx.stream);
   float ms = 0;
-  if (checkCuda(ctx, "<timer>", cudaEventSynchronize(ctx.timerEnd),
-                "cudaEventSynchronize"))
+  if (watchedWait(
+          ctx, "<timer>", [&] { return cudaEventSynchronize(ctx.timerEnd); },
+          "cudaEventSynchronize"))
     cudaEventElapsedTime(&ms, ctx.timerBegin, ctx.timerEnd);
   return ms;
 }
