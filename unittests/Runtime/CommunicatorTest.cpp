@@ -312,7 +312,7 @@ TEST(Communicator, AbortUnblocksWaitingRanks) {
 }
 
 TEST(Communicator, MissingRankTimesOut) {
-  // Rank 1 never comes to the all-reduce within the timeout: ranks 0 and 2
+  // Rank 1 comes to the all-reduce only after the timeout: ranks 0 and 2
   // fail after it (not a hang) naming rank 1 and the collective; when rank
   // 1 finally calls, it fails with the same message at once.
   std::vector<std::string> errors(3);
@@ -322,7 +322,7 @@ TEST(Communicator, MissingRankTimesOut) {
       [&](int rank, Communicator &comm) {
         std::vector<float> buffer(7, 1.0f);
         if (rank == 1)
-          std::this_thread::sleep_for(std::chrono::milliseconds(800));
+          std::this_thread::sleep_for(std::chrono::milliseconds(2000));
         auto start = std::chrono::steady_clock::now();
         EXPECT_FALSE(comm.allReduce(buffer.data(), buffer.data(), 7,
                                     CollectiveReduction::Sum, nullptr));
@@ -342,8 +342,8 @@ TEST(Communicator, MissingRankTimesOut) {
         << errors[size_t(r)];
   }
   EXPECT_GE(waited[0], 0.15);
-  EXPECT_LT(waited[0], 0.7); // before rank 1 came
-  EXPECT_LT(waited[1], 0.1); // the group was aborted already
+  EXPECT_LT(waited[0], 1.8); // before rank 1 came
+  EXPECT_LT(waited[1], 0.5); // the group was aborted already
 }
 
 TEST(Communicator, RankThatStopsCallingTimesOutInTheSecondPhase) {

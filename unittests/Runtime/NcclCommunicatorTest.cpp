@@ -468,7 +468,7 @@ TEST(NcclWatchdog, WaitThatCompletesIsNotDisturbed) {
   ASSERT_TRUE(fake.lastCall && fake.setAsyncError && fake.waitForAbort);
   fake.setAsyncError(0);
   LaunchEnvironment launch;
-  launch.collectiveTimeoutSeconds = 0.5;
+  launch.collectiveTimeoutSeconds = 1.0;
   std::string error;
   auto comm = createNcclCommunicator(launch, nullptr, {}, error);
   ASSERT_TRUE(comm) << error;
@@ -483,7 +483,7 @@ TEST(NcclWatchdog, WaitThatCompletesIsNotDisturbed) {
     EXPECT_TRUE(waited);
   }
   // Between waits (host work, however long) nothing is watched.
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
   EXPECT_TRUE(comm->allReduce(a, a, 3, CollectiveReduction::Sum, nullptr))
       << comm->error();
   EXPECT_STREQ(fake.lastCall()->name, "ncclAllReduce");
