@@ -18,7 +18,7 @@ import pytest
 from onnx import numpy_helper
 
 from conftest import PYTHON_PACKAGES  # noqa: F401 - puts the build's memopt on sys.path
-from test_data_parallel import make_convnet, make_mlp, relative_error
+from test_data_parallel import COMPILE, make_convnet, make_mlp, relative_error, run
 
 import memopt
 
@@ -189,3 +189,35 @@ def test_bad_collective_timeout_is_one_message(tmp_path, monkeypatch):
         memopt.load(workdir / "model")
     monkeypatch.setenv("MEMOPT_NCCL_TIMEOUT_S", "30")
     assert memopt.load(workdir / "model").ranks == 2
+
+
+def test_a_rank_that_does_not_come_times_out_instead_of_hanging(tmp_path, monkeypatch):
+    """The host's ranks are threads meeting in every collective: with a timeout shorter than
+    a rank's usual lead over the others (1 ns; a rendezvous still succeeds when the ranks
+    arrive together, so within a few steps), a rank that waits times out, the group is
+    aborted, and the step fails with one message naming the collective and the ranks that had
+    not come, through the package and through the executable, instead of hanging."""
+    path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    workdir = tmp_path / "program"
+    memopt.compile(path, train=memopt.Training(**SGD, data_parallel=3), workdir=workdir)
+    x = np.ones((6, 8), np.float32)
+    y = np.zeros(6, np.int64)
+    monkeypatch.setenv("MEMOPT_NCCL_TIMEOUT_S", "1e-9")
+    program = memopt.load(workdir / "model")
+    with pytest.raises(memopt.ExecutionError, match=r"^rank \d: node '[^']+': \w+ failed: "
+                       r"collective timeout: rank \d waited 1e-09 s in \w+ of \d+ elements.* "
+                       r"for ranks? [\d, ]+ of 3 \(MEMOPT_NCCL_TIMEOUT_S\)"):
+        for _ in range(50):
+            program.train_step({"x": x, "labels": y})
+
+    executable = tmp_path / "step"
+    run([COMPILE, path, "--train", "-o", executable, "--quiet", "--data-parallel", 3,
+         "--optimizer", "sgd", "--lr", "0.1"])
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    result = run([executable, "--input", f"x={tmp_path / 'x.npy'}", "--input",
+                  f"labels={tmp_path / 'y.npy'}", "--steps", 50], check=False, timeout=120)
+    assert result.returncode != 0
+    assert result.stderr.count("error:") == 1, result.stderr
+    assert "collective timeout: rank " in result.stderr, result.stderr
+    assert "(MEMOPT_NCCL_TIMEOUT_S)" in result.stderr, result.stderr
