@@ -15,6 +15,12 @@
 // scratch buffer is resized only in phase 1's completion, when no rank is in
 // phase 3 of the previous collective.
 //
+// A rank that waits at a rendezvous longer than the group's timeout
+// (MEMOPT_NCCL_TIMEOUT_S) aborts the group, naming the ranks that have not
+// arrived and the call it waited in: PyTorch's NCCL watchdog (a collective
+// not complete within the process group's timeout tears the group down) for
+// threads, where the rendezvous itself knows who is missing.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Runtime/Communicator.h"

@@ -15,7 +15,10 @@
 // ncclComm_t per rank. What we took from PyTorch's ProcessGroup (c10d): one
 // object per rank with rank() / size() and the collectives as methods, and
 // an abort that unblocks every rank when one of them fails (ncclCommAbort),
-// so a failing rank never leaves the others hanging in a collective.
+// so a failing rank never leaves the others hanging in a collective; and
+// ProcessGroupNCCL's watchdog with its timeout (watchWait,
+// MEMOPT_NCCL_TIMEOUT_S), so a rank that dies without failing does not
+// either.
 //
 // Implementations: the in-process one (createInProcessCommunicators), N
 // ranks as N threads of one process over host memory, for the host backend
