@@ -618,7 +618,9 @@ bool RankGroup::averageOverProcesses(float &value, std::string &error) {
     synchronize(ctx);
   }
   if (const char *message = contextError(ctx)) {
-    error = message;
+    // The watchdog fires here as often as in the step (the loss average
+    // waits behind the step's collectives): name the rank either way.
+    error = "rank " + std::to_string(firstRank_) + ": " + message;
     return false;
   }
   return true;
