@@ -44,6 +44,39 @@ Run behind docs/gpu-benchmark.md (carry folder /work/main/.dev-layout):
     # device: cd .dev-layout && python3 src/bench/gpu_bench_precision.py call2 --out $OUT
     python3 bench/gpu_bench_precision.py report --raw RAW
     # RAW: the run behind docs/ was bench/results/precision_gpu_raw at commit d9a817f
+
+Issue 26 (`--issue 26`; bench/run.py's suite `issue26`, docs/gpu-benchmark.md "Issue 26
+benchmarks"): fp16 and bf16 (`--layout auto`, plus ConvNeXt-T and EfficientNetV2-S forced
+channels-last in fp16) against torch.compile + autocast of the same precision, timed in the
+same call as memopt's programs: GPT-2, BERT-base, llama_small and qwen2_small (transformers'
+Qwen2: 12 layers, 768, 12 heads, 2 key/value heads, q/k/v bias, MLP 2048, vocabulary 32000) at
+8 x 512 (issue 12's cases) and 8 x 2048 (`MODEL_s2048`, GPT-2 and BERT with 2048 positions),
+and vit_b_16, swin_t, convnext_tiny, efficientnet_v2_s (300 x 300) at batch 32; no host checks
+unless `call2 --host` (the kernel suite runs with attention_sdpa instead). The training half is
+bench/train_bench.py's (ViT-B/16 b32, GPT-2 8 x 512, GPT-2 medium 4 x 1024, ResNet-50 b64; SGD
+with momentum, AMP fp16 / bf16, PyTorch's ResNet-50 channels-last). Three device calls, each
+under the run tool's 10 minutes (the 24 cold torch.compile compiles of the inference half and
+the 8 of the training half do not fit one call together); the third right after the second,
+on the machine it leaves warm. Carry folder .dev-bench (the suite's folder .dev-bench/issue26):
+
+    python3 bench/run.py prepare --suite issue26 --step sources
+    # device call 1 (exports on the CPU, benchmark 3 and the kernel suite on the GPU):
+    #   python3 bench/run.py device --suite issue26 --step export &
+    #   python3 bench/run.py device --suite attention_sdpa; wait
+    python3 bench/run.py unpack --suite issue26 FILES && \
+        python3 bench/run.py unpack --suite attention_sdpa FILES
+    python3 bench/run.py prepare --suite issue26 --step compile --build /work/main/build
+    # device call 2: python3 bench/run.py device --suite issue26 --step infer
+    # device call 3, at once: python3 bench/run.py device --suite issue26 --step train
+    python3 bench/run.py unpack --suite issue26 FILES        # after each of calls 2 and 3
+    python3 bench/run.py prepare --suite issue26 --step tool-report
+    python3 bench/run.py report --suite issue26 --raw .dev-bench/issue26/raw
+    python3 bench/run.py report --suite attention_sdpa --raw .dev-bench/attention_sdpa/raw
+
+(FILES: the folder the run tool's reply names.) `report --issue 26` writes issue26.json and
+the tables (gpu_bench_issue26.py); it merges several `--raw` folders, so cases a call left at
+its deadline can be measured by another call (`call2 --issue 26 --only CONFIG... --skip-warm`
+on the machine the call left warm) and reported together.
 """
 
 import argparse
@@ -70,8 +103,9 @@ MODELS = VISION + TEXT
 BATCH = {"vision": 32, "text": 8}
 SEQ = 512
 SEED = 1
-OUTPUT = {"gpt2": "logits", "bert_base": "last_hidden_state", "llama_small": "logits"}
-VOCAB = {"gpt2": 50257, "bert_base": 30522, "llama_small": 32000}
+OUTPUT = {"gpt2": "logits", "bert_base": "last_hidden_state", "llama_small": "logits",
+          "qwen2_small": "logits"}
+VOCAB = {"gpt2": 50257, "bert_base": 30522, "llama_small": 32000, "qwen2_small": 32000}
 # memopt variants: (precision, layout). auto is the default; the forced ones show its effect.
 VARIANTS = [("fp32", "auto"), ("tf32", "auto"), ("fp16", "auto")]
 LAYOUT_AB = {m: [("tf32", "nhwc")] for m in VISION}
@@ -79,19 +113,76 @@ for _model in ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b
                "convnext_tiny"):
     LAYOUT_AB[_model].append(("fp16", "nchw"))
 
+# Issue 26's inference benchmark: fp16 and bf16 against torch.compile + autocast of the same
+# precision, transformers at 8 x 512 and 8 x 2048 tokens, vision nets at batch 32. Its 512-token
+# cases are issue 12's (same names, graphs and inputs); the 2048-token ones are `MODEL_s2048`
+# (GPT-2 and BERT get 2048 positions, the minimum for that length). qwen2_small: transformers'
+# Qwen2 (q/k/v projections with bias) at llama_small's size with 2 key/value heads.
+VISION26 = ["vit_b_16", "swin_t", "convnext_tiny", "efficientnet_v2_s"]
+TEXT26 = ["gpt2", "bert_base", "llama_small", "qwen2_small"]
+SEQS26 = (512, 2048)
+IMAGE_SIZE = {"efficientnet_v2_s": 300}  # 224 otherwise
+VARIANTS26 = [("fp16", "auto"), ("bf16", "auto")]
+# The grouped-convolution nets, forced channels-last too (issue 26, item 4: today's `auto`
+# keeps them NCHW).
+LAYOUT_AB26 = {"convnext_tiny": [("fp16", "nhwc")], "efficientnet_v2_s": [("fp16", "nhwc")]}
+
+
+def text_case(model, seq):
+    """A text case's key: the model at 512 tokens (issue 12's name), MODEL_sSEQ otherwise."""
+    return model if seq == SEQ else f"{model}_s{seq}"
+
+
+# case -> the model it runs, its family, batch and size (image side or sequence length).
+CASES = {}
+for _model in VISION + VISION26:
+    CASES[_model] = {"model": _model, "family": "vision", "batch": BATCH["vision"],
+                     "size": IMAGE_SIZE.get(_model, 224)}
+for _model in TEXT + TEXT26:
+    for _seq in SEQS26:
+        CASES[text_case(_model, _seq)] = {"model": _model, "family": "text",
+                                          "batch": BATCH["text"], "size": _seq}
+# A profile: the cases a run covers, memopt's program variants and the PyTorch modes timed.
+PROFILES = {
+    "issue12": {"cases": MODELS, "variants": lambda case: VARIANTS + LAYOUT_AB.get(case, []),
+                "torch_modes": ["eager_fp32", "eager_fp16", "compile_fp16"]},
+    "issue26": {"cases": VISION26 + [text_case(m, s) for s in SEQS26 for m in TEXT26],
+                "variants": lambda case: VARIANTS26 + LAYOUT_AB26.get(case, []),
+                "torch_modes": ["compile_fp16", "compile_bf16"]},
+}
+# The modes torch-one knows: eager or torch.compile, under autocast of the named precision
+# (fp32: none; conv nets channels-last under autocast, eager fp32 in both formats).
+TORCH_MODES = [f"{kind}_{p}" for kind in ("eager", "compile") for p in ("fp32", "fp16", "bf16")]
+
+
+def profile_cases(profile):
+    return list(PROFILES[profile]["cases"])
+
+
+def base_model(case):
+    return CASES[case]["model"]
+
 
 def family(model):
-    return "vision" if model in VISION else "text"
+    return CASES[model]["family"]
 
 
 def config_name(model):
-    return f"{model}_b{BATCH[family(model)]}"
+    case = CASES[model]
+    name = f"{case['model']}_b{case['batch']}"
+    return name if case["family"] == "vision" or case["size"] == SEQ else \
+        f"{name}_s{case['size']}"
 
 
 def input_spec(model):
-    if family(model) == "vision":
-        return "input", (BATCH["vision"], 3, 224, 224), "float32"
-    return "input_ids", (BATCH["text"], SEQ), "int64"
+    case = CASES[model]
+    if case["family"] == "vision":
+        return "input", (case["batch"], 3, case["size"], case["size"]), "float32"
+    return "input_ids", (case["batch"], case["size"]), "int64"
+
+
+def output_name(model):
+    return OUTPUT.get(base_model(model), "logits")
 
 
 def make_input(model):
@@ -101,11 +192,11 @@ def make_input(model):
     rng = np.random.default_rng(SEED)
     if dtype == "float32":
         return name, rng.standard_normal(shape).astype(np.float32)
-    return name, rng.integers(0, VOCAB[model], size=shape, dtype=np.int64)
+    return name, rng.integers(0, VOCAB[base_model(model)], size=shape, dtype=np.int64)
 
 
-def variants(model):
-    return VARIANTS + LAYOUT_AB.get(model, [])
+def variants(model, profile="issue12"):
+    return PROFILES[profile]["variants"](model)
 
 
 def program_name(model, precision, layout):
@@ -116,25 +207,32 @@ def program_name(model, precision, layout):
 # PyTorch side (device)
 
 
-def build_torch_model(model):
+def build_torch_model(case):
     import torch
 
     torch.manual_seed(0)
-    if model in VISION:
+    model, seq = base_model(case), CASES[case]["size"]
+    if family(case) == "vision":
         import torchvision
 
         return getattr(torchvision.models, model)(weights=None).eval()
     import transformers
 
-    if model == "gpt2":
-        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    if model == "gpt2":  # 1024 positions by default; 2048 tokens need as many
+        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_positions=max(1024, seq)))
     elif model == "bert_base":
-        inner = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False)
+        inner = transformers.BertModel(transformers.BertConfig(
+            max_position_embeddings=max(512, seq)), add_pooling_layer=False)
+    elif model == "qwen2_small":  # Qwen2's attention has q/k/v biases
+        inner = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+            hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+            num_attention_heads=12, num_key_value_heads=2, vocab_size=VOCAB[model],
+            max_position_embeddings=seq))
     else:
         inner = transformers.LlamaForCausalLM(transformers.LlamaConfig(
             hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
             num_attention_heads=12, num_key_value_heads=4, vocab_size=32000,
-            max_position_embeddings=SEQ))
+            max_position_embeddings=seq))
     field = OUTPUT[model]
 
     class Wrapped(torch.nn.Module):
@@ -165,7 +263,7 @@ def export_one(model, work):
     name = config_name(model)
     scratch = tempfile.mkdtemp(prefix=f"export_{name}_")
     tmp = os.path.join(scratch, f"{name}.onnx")
-    output = OUTPUT.get(model, "logits")
+    output = output_name(model)
     with torch.no_grad():
         torch.onnx.export(module, (torch.from_numpy(array),), tmp, dynamo=True,
                           external_data=True, input_names=[input_name], output_names=[output])
@@ -211,11 +309,11 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
                        for t in list(module.parameters()) + list(module.buffers()))
     _, array = make_input(model)
     x = torch.from_numpy(array).cuda()
-    result = {"model": model, "weight_bytes": weight_bytes, "modes": {},
-              "environment": gpu_bench.torch_environment()}
-    if model in TEXT:
+    result = {"model": model, "config": config_name(model), "weight_bytes": weight_bytes,
+              "modes": {}, "environment": gpu_bench.torch_environment()}
+    if family(model) == "text":
         result["attn_implementation"] = module.attn_implementation
-    conv = model in VISION
+    conv = family(model) == "vision"
 
     def measure(fn, xin):
         gc.collect()
@@ -229,15 +327,15 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
         entry["peak_beyond_weights_bytes"] = peak - weight_bytes
         return entry
 
+    # (key, compiled, autocast dtype or None, channels_last), in the order `modes` names them.
+    low = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
     plans = []
-    if "eager_fp32" in modes:
-        plans.append(("eager_fp32", False, False, False))
-        if conv:
-            plans.append(("eager_fp32_channels_last", False, False, True))
-    if "eager_fp16" in modes:
-        plans.append(("eager_fp16", False, True, conv))
-    if "compile_fp16" in modes:
-        plans.append(("compile_fp16", True, True, conv))
+    for mode in modes:
+        kind, precision = mode.split("_", 1)
+        plans.append((mode, kind == "compile", low[precision],
+                      conv and precision != "fp32"))
+        if mode == "eager_fp32" and conv:
+            plans.append(("eager_fp32_channels_last", False, None, True))
     for key, compiled, autocast, channels_last in plans:
         try:
             begin = time.time()
@@ -247,8 +345,8 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
             fn = torch.compile(mod, dynamic=False) if compiled else mod
 
             def call(inp, fn=fn, autocast=autocast):
-                with torch.inference_mode(), torch.autocast("cuda", torch.float16,
-                                                            enabled=autocast):
+                with torch.inference_mode(), torch.autocast(
+                        "cuda", autocast or torch.float16, enabled=autocast is not None):
                     return fn(inp)
 
             call(xin)
@@ -309,83 +407,128 @@ def conv_microbench(out_path, runs=15):
 
 
 def cmd_call1(args):
-    """Exports, kernel suite, conv micro-benchmark, PyTorch baselines (see the docstring)."""
+    """Exports, kernel suite, conv micro-benchmark, PyTorch baselines (see the docstring).
+    Issue 26 (`--profile issue26 --no-torch --skip-gpu-check --no-conv-micro --train-configs
+    ...`): the exports alone, the inference graphs and train_bench's training graphs (PyTorch
+    is timed in the calls that time memopt; the kernel suite runs with attention_sdpa)."""
     begin = time.time()
     root = os.getcwd()
     src = os.path.join(root, "src")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     say = gpu_bench.log_to(os.path.join(out, "call1_log.txt"))
-    say(f"start: {time.strftime('%H:%M:%S')}")
+    say(f"start: {time.strftime('%H:%M:%S')} profile {args.profile}")
+    models = args.models or profile_cases(args.profile)
     work = tempfile.mkdtemp(prefix="exports_")
+    train_work = os.path.join(work, "train")
+    os.makedirs(train_work)
     # A. In the background: exports (CPU) and the runtime build + kernel suite.
-    env = dict(os.environ, JOBS="12", CUDA_ARCH="90", SKIP_PERF="1", SKIP_EXAMPLE="1")
-    check_log = open(os.path.join(out, "gpu_check_log.txt"), "w")
-    check = subprocess.Popen(["bash", os.path.join(src, "scripts", "gpu_check.sh"),
-                              "/tmp/rt-check"], stdout=check_log, stderr=subprocess.STDOUT,
-                             env=env)
+    check = None
+    if not args.skip_gpu_check:
+        env = dict(os.environ, JOBS="12", CUDA_ARCH="90", SKIP_PERF="1", SKIP_EXAMPLE="1")
+        check_log = open(os.path.join(out, "gpu_check_log.txt"), "w")
+        check = subprocess.Popen(["bash", os.path.join(src, "scripts", "gpu_check.sh"),
+                                  "/tmp/rt-check"], stdout=check_log, stderr=subprocess.STDOUT,
+                                 env=env)
     exports = {}
     export_jobs = [(m, [sys.executable, os.path.abspath(__file__), "export-one", m, work])
-                   for m in args.models]
-    exported = []
+                   for m in models]
+    # train_bench's graphs (bench/train_bench/configs.py BENCH), exported as its `export` does.
+    train_script = os.path.join(HERE, "train_bench.py")
+    sys.path.insert(0, HERE)
+    from train_bench.configs import BENCH as TRAIN_BENCH
+
+    for name in args.train_configs:
+        model, batch, size, classes = TRAIN_BENCH[name]
+        export_jobs.append((f"train:{name}", [sys.executable, train_script, "export-one", name,
+                                              model, str(batch), str(size), str(classes),
+                                              train_work]))
+    exported, train_exported = [], []
 
     def export_done(model, code, text, seconds):
         if code == 0:
             info = json.loads(text.strip().splitlines()[-1])
             exports[model] = dict(info, seconds=round(seconds, 1))
-            exported.append(info["name"])
+            (train_exported if model.startswith("train:") else exported).append(info["name"])
             say(f"export {model}: {info['nodes']} nodes in {seconds:.0f} s, ops "
                 f"{','.join(info['ops'])}")
         else:
             exports[model] = {"error": (text or "")[-3000:]}
             say(f"export {model} FAILED ({code}): {(text or '')[-1500:]}")
 
-    export_thread = None
     import threading
 
     export_thread = threading.Thread(target=gpu_bench.run_parallel, args=(
-        export_jobs, 5, begin + args.export_cap_s, export_done, say))
+        export_jobs, args.export_jobs, begin + args.export_cap_s, export_done, say))
     export_thread.start()
     # torch.compile's cold compiles, 4 at a time, fill Inductor's caches for phase C.
-    warm_jobs = [(m, [sys.executable, os.path.abspath(__file__), "torch-one", m, "--out",
-                      os.devnull, "--modes", "compile_fp16", "--warm-only"])
-                 for m in args.models]
+    warm_thread = None
+    if not args.no_torch:
+        warm_jobs = [(m, [sys.executable, os.path.abspath(__file__), "torch-one", m, "--out",
+                          os.devnull, "--modes", "compile_fp16", "--warm-only"])
+                     for m in models]
 
-    def warm_done(model, code, text, seconds):
-        say(f"torch.compile warm-up {model}: exit {code} in {seconds:.0f} s "
-            f"{(text or '').strip().splitlines()[-1][:200] if text else ''}")
+        def warm_done(model, code, text, seconds):
+            say(f"torch.compile warm-up {model}: exit {code} in {seconds:.0f} s "
+                f"{(text or '').strip().splitlines()[-1][:200] if text else ''}")
 
-    warm_thread = threading.Thread(target=gpu_bench.run_parallel, args=(
-        warm_jobs, 4, begin + args.warm_cap_s, warm_done, say))
-    warm_thread.start()
+        warm_thread = threading.Thread(target=gpu_bench.run_parallel, args=(
+            warm_jobs, 4, begin + args.warm_cap_s, warm_done, say))
+        warm_thread.start()
     # B. Kernel suite result, then the conv micro-benchmark (GPU otherwise idle).
-    check.wait()
-    check_log.close()
-    text = open(os.path.join(out, "gpu_check_log.txt")).read()
-    say(f"gpu_check: exit {check.returncode}, {text.count('FAIL ')} failing cases "
-        f"({time.time() - begin:.0f} s)")
-    for line in text.splitlines():
-        if line.startswith("FAIL"):
-            say("  " + line[:300])
-    micro = conv_microbench(os.path.join(out, "conv_layouts.json"))
-    say(f"conv micro-benchmark done ({time.time() - begin:.0f} s)")
+    if check is not None:
+        check.wait()
+        check_log.close()
+        text = open(os.path.join(out, "gpu_check_log.txt")).read()
+        say(f"gpu_check: exit {check.returncode}, {text.count('FAIL ')} failing cases "
+            f"({time.time() - begin:.0f} s)")
+        for line in text.splitlines():
+            if line.startswith("FAIL"):
+                say("  " + line[:300])
+    if not args.no_conv_micro:
+        conv_microbench(os.path.join(out, "conv_layouts.json"))
+        say(f"conv micro-benchmark done ({time.time() - begin:.0f} s)")
     export_thread.join()
-    warm_thread.join()
+    if warm_thread is not None:
+        warm_thread.join()
     with tarfile.open(os.path.join(out, "graphs.tar.gz"), "w:gz") as tar:
         for name in exported:
             tar.add(os.path.join(work, f"{name}.onnx"), arcname=f"{name}.onnx")
-    say(f"exported {len(exported)} graphs ({time.time() - begin:.0f} s)")
+    if args.train_configs:  # graphs only: `prepare` fills the weights here
+        with tarfile.open(os.path.join(out, "train_graphs.tar.gz"), "w:gz") as tar:
+            for name in train_exported:
+                tar.add(os.path.join(train_work, f"{name}.onnx"), arcname=f"{name}.onnx")
+    with open(os.path.join(out, "exports.json"), "w") as handle:
+        json.dump({"profile": args.profile, "exports": exports}, handle, indent=1)
+    say(f"exported {len(exported)} + {len(train_exported)} graphs "
+        f"({time.time() - begin:.0f} s)")
+    if args.no_torch:
+        say(f"call1 done in {time.time() - begin:.0f} s")
+        return 0 if len(exported) + len(train_exported) == len(export_jobs) else 1
     # C. PyTorch, one child process per model, until the deadline.
+    results_path = os.path.join(out, "torch.json")
+    run_torch(models, args.runs, None, args.deadline_s - (time.time() - begin), work,
+              results_path, say, extra={"exports": exports,
+                                        "gpu_check_exit": check.returncode if check else None})
+    say(f"call1 done in {time.time() - begin:.0f} s")
+    return 0
+
+
+def run_torch(models, runs, modes, seconds, work, results_path, say, extra=None):
+    """PyTorch's timings, one child process per model (torch-one), into `results_path`
+    ({"configs": {model: torch-one's result}} + `extra`) until `seconds` have passed."""
+    stop = time.time() + seconds
     torch_results = {}
-    for model in args.models:
-        left = args.deadline_s - (time.time() - begin)
+    for model in models:
+        left = stop - time.time()
         if left < 20:
             torch_results[model] = {"error": "deadline"}
             continue
         part = os.path.join(work, f"torch_{model}.json")
+        command = [sys.executable, os.path.abspath(__file__), "torch-one", model, "--out", part,
+                   "--runs", str(runs)] + (["--modes", *modes] if modes else [])
         try:
-            subprocess.run([sys.executable, os.path.abspath(__file__), "torch-one", model,
-                            "--out", part, "--runs", str(args.runs)], timeout=left)
+            subprocess.run(command, timeout=left)
         except subprocess.TimeoutExpired:
             say(f"torch {model}: killed at the deadline")
         if os.path.exists(part):
@@ -394,11 +537,9 @@ def cmd_call1(args):
                 say(f"torch {model} {key}: " + (f"{entry['median_ms']:.3f} ms, "
                     f"{entry['peak_beyond_weights_bytes'] / 2**20:.1f} MiB"
                     if "median_ms" in entry else entry.get("error", "?")[:200]))
-        with open(os.path.join(out, "torch.json"), "w") as handle:
-            json.dump({"configs": torch_results, "exports": exports,
-                       "gpu_check_exit": check.returncode}, handle, indent=1)
-    say(f"call1 done in {time.time() - begin:.0f} s")
-    return 0
+        with open(results_path, "w") as handle:
+            json.dump(dict({"configs": torch_results}, **(extra or {})), handle, indent=1)
+    return torch_results
 
 
 # ----------------------------------------------------------------------------------------------
@@ -416,14 +557,18 @@ def cmd_prepare(args):
     import fill_weights
 
     programs = os.path.join(dest, "programs")
-    shutil.rmtree(programs, ignore_errors=True)
-    os.makedirs(programs)
+    summary_path = os.path.join(dest, "prepare.json")
+    summary = {}
+    if args.only and os.path.exists(summary_path):  # adds to an earlier prepare's programs
+        summary = json.load(open(summary_path))
+    else:
+        shutil.rmtree(programs, ignore_errors=True)
+    os.makedirs(programs, exist_ok=True)
     compile_bin = os.path.join(os.path.abspath(args.build), "bin", "memopt-compile")
     scratch = tempfile.mkdtemp(prefix="precision_prepare_")
     with tarfile.open(args.graphs) as tar:
-        tar.extractall(os.path.join(scratch, "graphs"))
-    summary = {}
-    for model in MODELS:
+        tar.extractall(os.path.join(scratch, "graphs"), filter="data")
+    for model in args.only or profile_cases(args.profile):
         graph = os.path.join(scratch, "graphs", f"{config_name(model)}.onnx")
         if not os.path.exists(graph):
             summary[config_name(model)] = {"error": "graph not exported"}
@@ -431,7 +576,7 @@ def cmd_prepare(args):
         filled = os.path.join(scratch, "filled", model)
         os.makedirs(filled, exist_ok=True)
         fill_weights.fill(graph, filled, log=open(os.devnull, "w"))
-        for precision, layout in variants(model):
+        for precision, layout in variants(model, args.profile):
             name = program_name(model, precision, layout)
             out = os.path.join(scratch, "out", name)
             os.makedirs(out, exist_ok=True)
@@ -449,7 +594,7 @@ def cmd_prepare(args):
             shutil.copy(os.path.join(out, f"{name}.cu"), programs)
             layout_line = next((line for line in proc.stdout.splitlines()
                                 if line.startswith("[layout]")), "")
-            summary[name] = {"compile_s": round(seconds, 1),
+            summary[name] = {"case": model, "compile_s": round(seconds, 1),
                              "report": json.load(open(os.path.join(out, "report.json"))),
                              "layout_line": layout_line,
                              "command": "memopt-compile GRAPH.onnx " + " ".join(command[3:])}
@@ -457,9 +602,12 @@ def cmd_prepare(args):
             shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(filled, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    with open(os.path.join(dest, "prepare.json"), "w") as handle:
+    with open(summary_path, "w") as handle:
         json.dump(summary, handle, indent=1)
-    return 0
+    failed = sorted(n for n, e in summary.items() if "error" in e)
+    if failed:
+        print(f"not compiled: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -467,11 +615,12 @@ def cmd_prepare(args):
 
 
 def target_ms(torch_entry, program):
-    """The PyTorch latency a program is held to: torch.compile + autocast for fp16, the
+    """The PyTorch latency a program is held to: torch.compile + autocast for fp16 / bf16, the
     faster default-fp32 eager run (NCHW or channels_last) for TF32; None for strict fp32."""
     modes = torch_entry.get("modes", {})
-    if "_fp16_" in program:
-        return modes.get("compile_fp16", {}).get("median_ms")
+    for low in ("fp16", "bf16"):
+        if f"_{low}_" in program:
+            return modes.get(f"compile_{low}", {}).get("median_ms")
     if "_tf32_" in program:
         times = [modes.get(k, {}).get("median_ms")
                  for k in ("eager_fp32", "eager_fp32_channels_last")]
@@ -501,15 +650,42 @@ def cmd_call2(args):
             json.dump(results, handle, indent=1)
 
     # The default programs first (fp16, TF32), then the layout comparisons and strict fp32.
-    order = ["_fp16_auto", "_tf32_auto", "_tf32_nhwc", "_fp32_auto", "_fp16_nchw"]
+    order = ["_fp16_auto", "_bf16_auto", "_tf32_auto", "_tf32_nhwc", "_fp32_auto", "_fp16_nchw",
+             "_fp16_nhwc"]
     names = sorted((f[:-3] for f in os.listdir(os.path.join(root, "programs"))
                     if f.endswith(".cu")),
                    key=lambda n: (next((i for i, o in enumerate(order) if n.endswith(o)),
                                        len(order)), n))
     if args.only:
         names = [n for n in names if any(n.startswith(o) for o in args.only)]
-    model_of = {program_name(m, p, l): m for m in MODELS for p, l in variants(m)}
-    host_wanted = [] if args.no_host else [n for n in names if "_fp32_" not in n]
+    cases = profile_cases(args.profile)
+    model_of = {program_name(m, p, l): m for m in cases for p, l in variants(m, args.profile)}
+    names = [n for n in names if n in model_of]
+    # Host checks: issue 12's default; issue 26's on request (its 2048-token programs take the
+    # host minutes, and its CPU time goes to torch.compile in the same call).
+    host_on = not args.no_host and (args.profile == "issue12" or args.host)
+    host_wanted = [n for n in names if "_fp32_" not in n] if host_on else []
+    # PyTorch in the same call (issue 26): torch.compile's cold compiles start now, beside the
+    # builds; the timings follow memopt's runs.
+    torch_modes = args.torch_modes or PROFILES[args.profile]["torch_modes"]
+    torch_here = args.torch if args.torch is not None else args.profile == "issue26"
+    torch_cases = [m for m in cases if any(model_of.get(n) == m for n in names)]
+    warm_thread = None
+    if torch_here and not args.skip_warm:
+        import threading
+
+        compile_modes = [m for m in torch_modes if m.startswith("compile")]
+        warm_jobs = [(m, [sys.executable, os.path.abspath(__file__), "torch-one", m, "--out",
+                          os.devnull, "--modes", *compile_modes, "--warm-only"])
+                     for m in torch_cases] if compile_modes else []
+
+        def warm_done(model, code, text, seconds):
+            say(f"torch.compile warm-up {model}: exit {code} in {seconds:.0f} s "
+                f"{(text or '').strip().splitlines()[-1][:200] if text else ''}")
+
+        warm_thread = threading.Thread(target=gpu_bench.run_parallel, args=(
+            warm_jobs, args.warm_jobs, begin + args.warm_cap_s, warm_done, say))
+        warm_thread.start()
     for n in names:
         results["programs"][n] = {"model": model_of.get(n)}
     # Runtime libraries: CUDA (cuDNN from the PyTorch wheel) and host.
@@ -533,7 +709,7 @@ def cmd_call2(args):
         ("rt-host", f"cmake -S {src}/lib/Runtime -B {rt_host} -G Ninja "
                     "-DCMAKE_BUILD_TYPE=Release -DMEMOPT_ENABLE_CUDA=OFF >/dev/null && "
                     f"cmake --build {rt_host} -j 4 --target memopt_runtime_main "
-                    "memopt_runtime_host")]
+                    "memopt_runtime_host")][:2 if host_wanted else 1]
     source = lambda n: os.path.join(root, "programs", f"{n}.cu")  # noqa: E731
     jobs = [((b, "build"), ["bash", "-c", c]) for b, c in builds]
     jobs += [((n, "cuda.o"), ["nvcc", "-std=c++17", "-O1", "-arch=sm_90", "-c", source(n),
@@ -566,8 +742,11 @@ def cmd_call2(args):
     gpu_bench.run_parallel(links, 16, begin + 360, build_done, say)
     results["phases"]["linked_s"] = round(time.time() - begin, 1)
     save()
+    if warm_thread is not None:  # their GPU calls would disturb the timings
+        warm_thread.join()
+        results["phases"]["torch_warm_s"] = round(time.time() - begin, 1)
     inputs = {}
-    for model in MODELS:
+    for model in torch_cases or cases:
         input_file = os.path.join(work, f"{config_name(model)}.input.npy")
         np.save(input_file, make_input(model)[1])
         inputs[model] = f"{input_spec(model)[0]}={input_file}"
@@ -627,10 +806,17 @@ def cmd_call2(args):
             f"{m.get('arena_bytes', 0) / 2**20:.1f} MiB) [{time.time() - begin:.0f} s]")
         save()
     results["phases"]["cuda_runs_s"] = round(time.time() - begin, 1)
+    torch_path = os.path.join(root, "torch.json")
+    if torch_here:  # PyTorch on the same GPU, after memopt (Inductor's caches are warm)
+        torch_path = os.path.join(out, "torch.json")
+        left = args.deadline_s - (time.time() - begin) - args.profile_reserve_s
+        run_torch(torch_cases, args.runs, torch_modes, left, work, torch_path, say,
+                  extra={"profile": args.profile})
+        results["phases"]["torch_s"] = round(time.time() - begin, 1)
+        save()
     # Kernel profiles of the programs that miss their target by the most (fp16 against
     # torch.compile + autocast, TF32 against eager fp32), one graph replay each under Nsight
     # Compute (MEMOPT_PROFILE_REPLAY: the profiler sees that replay alone).
-    torch_path = os.path.join(root, "torch.json")
     if os.path.exists(torch_path) and args.profiles > 0:
         baselines = json.load(open(torch_path))["configs"]
         misses = []
@@ -671,7 +857,7 @@ def cmd_call2(args):
     for name in host_wanted:
         entry = results["programs"][name]
         model = model_of[name]
-        file = OUTPUT.get(model, "logits") + ".npy"
+        file = output_name(model) + ".npy"
         if name not in host_done:
             entry["host_check"] = {"error": "host run unfinished at the deadline"}
             continue
@@ -868,13 +1054,27 @@ def write_section(path, section):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def issue(p):
+        p.add_argument("--issue", default="12", choices=["12", "26"],
+                       help="the cases, memopt variants and PyTorch modes of issue 12's suite "
+                            "or of issue 26's benchmark (see the docstring)")
+
     p = sub.add_parser("call1")
+    issue(p)
     p.add_argument("--out", required=True)
-    p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--models", nargs="*", help="cases (default: the issue's)")
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--export-cap-s", type=float, default=300)
+    p.add_argument("--export-jobs", type=int, default=5)
     p.add_argument("--warm-cap-s", type=float, default=330)
     p.add_argument("--deadline-s", type=float, default=540)
+    p.add_argument("--no-torch", action="store_true", help="exports only: no PyTorch timings")
+    p.add_argument("--skip-gpu-check", action="store_true")
+    p.add_argument("--no-conv-micro", action="store_true")
+    p.add_argument("--train-configs", nargs="*", default=[],
+                   help="also export these train_bench configurations (their graphs come "
+                        "back as train_graphs.tar.gz)")
     p = sub.add_parser("export-one")
     p.add_argument("model")
     p.add_argument("work")
@@ -882,14 +1082,18 @@ def main(argv=None):
     p.add_argument("model")
     p.add_argument("--out", required=True)
     p.add_argument("--runs", type=int, default=30)
-    p.add_argument("--modes", nargs="*", default=["eager_fp32", "eager_fp16", "compile_fp16"])
+    p.add_argument("--modes", nargs="*", default=["eager_fp32", "eager_fp16", "compile_fp16"],
+                   choices=TORCH_MODES)
     p.add_argument("--warm-only", action="store_true")
     p = sub.add_parser("prepare")
+    issue(p)
     p.add_argument("--graphs")
     p.add_argument("--dest", required=True)
     p.add_argument("--build", default=os.path.join(REPO, "build"))
     p.add_argument("--src-only", action="store_true")
+    p.add_argument("--only", nargs="*", help="these cases only, added to DEST's programs")
     p = sub.add_parser("call2")
+    issue(p)
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/precision_bench")
     p.add_argument("--only", nargs="*")
@@ -900,19 +1104,49 @@ def main(argv=None):
     p.add_argument("--profile-names", nargs="*",
                    help="profile these programs (when they miss their target) instead")
     p.add_argument("--no-host", action="store_true", help="no host runs and checks")
+    p.add_argument("--host", action="store_true",
+                   help="issue 26: host runs and checks too (issue 12 has them by default)")
     p.add_argument("--profile-timeout-s", type=float, default=60)
+    p.add_argument("--torch", dest="torch", action="store_true", default=None,
+                   help="time PyTorch in this call after memopt (issue 26's default)")
+    p.add_argument("--skip-torch", dest="torch", action="store_false")
+    p.add_argument("--torch-modes", nargs="*", choices=TORCH_MODES,
+                   help="default: the issue's (issue 26: compile_fp16 compile_bf16)")
+    p.add_argument("--skip-warm", action="store_true",
+                   help="no torch.compile warm-ups (their caches are on this machine already)")
+    p.add_argument("--warm-jobs", type=int, default=5)
+    p.add_argument("--warm-cap-s", type=float, default=300)
+    p.add_argument("--profile-reserve-s", type=float, default=30,
+                   help="seconds left for Nsight Compute profiles after PyTorch's timings")
     p = sub.add_parser("report")
-    p.add_argument("--raw", default=os.path.join(REPO, ".dev-bench", "gpu_precision", "raw"))
-    p.add_argument("--json-out",
-                   default=os.path.join(REPO, ".dev-bench", "gpu_precision", "raw",
-                                        "precision_gpu.json"))
+    issue(p)
+    p.add_argument("--raw", nargs="+",
+                   default=[os.path.join(REPO, ".dev-bench", "gpu_precision", "raw")],
+                   help="issue 12: one folder; issue 26: the folders of the inference call(s)")
+    p.add_argument("--train-json", nargs="*", default=[],
+                   help="issue 26: train_bench's device.json of each training precision")
+    p.add_argument("--train-prepare-json", help="issue 26: train_bench's prepare.json")
+    p.add_argument("--json-out")
+    p.add_argument("--md-out", help="issue 26: the tables as Markdown (default: printed only)")
     p.add_argument("--template", help="a Markdown file with the @...12@ placeholders")
     p.add_argument("--doc-out")
     args = parser.parse_args(argv)
+    args.profile = "issue" + getattr(args, "issue", "12")
     if args.command == "export-one":
         return export_one(args.model, args.work) or 0
     if args.command == "torch-one":
         return torch_one(args.model, args.runs, args.out, args.modes, args.warm_only) or 0
+    if args.command == "report":
+        if args.profile == "issue26":
+            import gpu_bench_issue26
+
+            import types
+
+            return gpu_bench_issue26.report(args, types.SimpleNamespace(
+                profile_cases=profile_cases, config_name=config_name,
+                program_name=program_name, LAYOUT_AB26=LAYOUT_AB26))
+        args.raw = args.raw[0]
+        args.json_out = args.json_out or os.path.join(args.raw, "precision_gpu.json")
     return {"call1": cmd_call1, "prepare": cmd_prepare, "call2": cmd_call2,
             "report": cmd_report}[args.command](args)
 

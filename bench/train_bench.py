@@ -153,7 +153,9 @@ def main(argv=None):
         p.add_argument(a, type=int)
     p.add_argument("work")
     p = sub.add_parser("prepare")
-    p.add_argument("--graphs", required=True)
+    p.add_argument("--graphs", required=True,
+                   help="the folder of NAME.onnx graphs, or a .tar.gz of them; graphs without "
+                        "their .data file get filled weights (python/models/fill_weights.py)")
     p.add_argument("--dest", required=True)
     p.add_argument("--work", default=os.path.join(REPO, "build-train", "work"))
     p.add_argument("--compile", default=os.path.join(REPO, "build", "bin", "memopt-compile"))
@@ -163,6 +165,10 @@ def main(argv=None):
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="memopt-compile --precision (mixed-precision training for fp16/bf16; "
                         "tf32: f32 tensors, TF32 math in convolutions and matrix products)")
+    p.add_argument("--layout", choices=("auto", "nchw", "nhwc"),
+                   help="memopt-compile --layout (default: memopt's, auto); prepare.json "
+                        "records the layout each program got (training programs keep NCHW "
+                        "until the layout pass lays them out, docs/layout.md)")
     p.add_argument("--budget-fractions", nargs="*", type=float, default=[],
                    help="also compile each configuration with --memory-budget = gradients "
                         "alive at the unconstrained peak + F x the unconstrained activation "
@@ -227,6 +233,10 @@ def main(argv=None):
     p.add_argument("--no-warm", action="store_true")
     p.add_argument("--tf32-compile", action="store_true",
                    help="torch.compile with TF32 on too (its own cold compile)")
+    p.add_argument("--warm-precisions", nargs="*", choices=PRECISIONS,
+                   help="torch.compile warm-ups for these precisions (default: --precision's), "
+                        "so that a later call for another precision on this machine can run "
+                        "with --no-warm")
     p = sub.add_parser("torch-one")
     p.add_argument("name")
     p.add_argument("--out", required=True)

@@ -333,16 +333,21 @@ def cmd_device(args):
                      PYTHONUNBUFFERED="1")
     warm = []
     if not args.skip_torch and not args.no_warm:
+        # One warm-up process per configuration and precision: --warm-precisions also
+        # compiles those of a later call of this command on this machine (Inductor's cache
+        # is in /tmp), so that call can run with --no-warm.
         for name in args.configs:
-            log = open(os.path.join(work, f"warm_{name}.log"), "w")
-            warm.append((name, subprocess.Popen(
-                [sys.executable, SCRIPT, "torch-one", name, "--modes",
-                 *[m for m in args.modes if m.startswith("compile")], "--warm-only",
-                 "--tf32", args.tf32[0], "--optimizers", "sgd",
-                 "--precision", args.precision,
-                 "--out",
-                 os.path.join(work, f"warm_{name}.json")],
-                stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
+            for precision in args.warm_precisions or [args.precision]:
+                tag = name if precision == args.precision else f"{name}.{precision}"
+                log = open(os.path.join(work, f"warm_{tag}.log"), "w")
+                warm.append((tag, subprocess.Popen(
+                    [sys.executable, SCRIPT, "torch-one", name, "--modes",
+                     *[m for m in args.modes if m.startswith("compile")], "--warm-only",
+                     "--tf32", args.tf32[0], "--optimizers", "sgd",
+                     "--precision", precision,
+                     "--out",
+                     os.path.join(work, f"warm_{tag}.json")],
+                    stdout=log, stderr=subprocess.STDOUT, env=torch_env), log))
     suffix = precision_suffix(args.precision)
     results["precision"] = args.precision
     variants = [""] + [remat_suffix(f) for f in args.budget_fractions]

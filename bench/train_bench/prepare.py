@@ -72,6 +72,42 @@ def frozen_constants(graph):
     return names
 
 
+def graphs_folder(graphs, work):
+    """The folder of NAME.onnx graphs: `graphs` itself, or a .tar.gz of them (an export call's
+    train_graphs.tar.gz) unpacked under WORK/graphs."""
+    if not graphs.endswith(".tar.gz"):
+        return os.path.abspath(graphs)
+    import tarfile
+
+    folder = os.path.join(work, "graphs")
+    shutil.rmtree(folder, ignore_errors=True)
+    with tarfile.open(graphs) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def with_weights(graph, work):
+    """`graph` if its external data is there, else a copy with weights filled in under
+    WORK/filled (python/models/fill_weights.py; exports come back from the device without
+    their .data files, and the executables run with --random-weights anyway)."""
+    import onnx
+
+    proto = onnx.load(graph, load_external_data=False)
+    folder = os.path.dirname(graph)
+    missing = False
+    for tensor in proto.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location" and not os.path.exists(os.path.join(folder, entry.value)):
+                missing = True
+    if not missing:
+        return graph
+    import fill_weights  # python/models (configs.py put it on the path)
+
+    filled = os.path.join(work, "filled")
+    fill_weights.fill(graph, filled, log=open(os.devnull, "w"))
+    return os.path.join(filled, os.path.basename(graph))
+
+
 def compile_one(command, out, key, programs, summary, precision, extra=None, timeout=None):
     """Runs one memopt-compile; records its report (or its error) in summary["configs"][key].
     Returns the report, or None when it failed. An infeasible --memory-budget is recorded
@@ -95,8 +131,13 @@ def compile_one(command, out, key, programs, summary, precision, extra=None, tim
     report = json.load(open(out + ".report.json"))
     report.pop("buffers", None)
     report.pop("live_bytes_per_op", None)
+    # memopt-layout's line ("[layout] auto: 0 of 53 convolutions channels-last, ..."), which
+    # says what --layout gave the program (training programs keep NCHW today).
+    layout_line = next((line for line in proc.stdout.splitlines()
+                        if line.startswith("[layout]")), None)
     summary["configs"][key] = {"compile_s": round(seconds, 1), "command": shown,
                                "report": report, "precision": precision,
+                               "layout_line": layout_line,
                                "source_bytes": os.path.getsize(out + ".cu"), **(extra or {})}
     remat = report.get("remat") or {}
     print(f"{key}: compiled in {seconds:.1f} s, arena "
@@ -155,23 +196,30 @@ def cmd_prepare(args):
     if os.path.exists(summary_path):
         summary["configs"] = json.load(open(summary_path)).get("configs", {})
     jobs = []  # (key, command) builds, run after the compiles
+    graphs = graphs_folder(args.graphs, work)
+    filled = {}  # configuration -> its graph with weights
     table = [(n, c, opt) for n, c in BENCH.items() for opt in OPTIMIZERS] + \
         [(n, c, "sgd") for n, c in CHECKS.items()]
     for name, (model, batch, size, classes), opt in table:
         key = f"{name}.{opt}"
         if args.only and name not in args.only and key not in args.only:
             continue
-        graph = os.path.join(os.path.abspath(args.graphs), f"{name}.onnx")
+        graph = os.path.join(graphs, f"{name}.onnx")
         if not os.path.exists(graph):
             summary["configs"][key] = {"error": "graph not exported"}
             print(f"{key}: no graph")
             continue
+        if name not in filled:
+            filled[name] = with_weights(graph, work)
+        graph = filled[name]
         suffix = precision_suffix(args.precision)
         out = os.path.join(programs, key + suffix)
         command = [compile_bin, graph, "--train", "--loss", "cross-entropy", "--loss-output",
                    "logits" if model != "tiny_convnet" else "output", *OPTIMIZERS[opt],
                    "--target", "cuda", "--arch", "sm_90", "--emit", "source", "-o", out,
                    "--report", out + ".report.json", "--precision", args.precision]
+        if args.layout:
+            command += ["--layout", args.layout]
         if model in ("resnet50", "tiny_convnet"):
             command.append("--bn-batch-stats")
         frozen = frozen_constants(graph)
