@@ -75,8 +75,8 @@ on the machine it leaves warm. Carry folder .dev-bench (the suite's folder .dev-
 
 (FILES: the folder the run tool's reply names.) `report --issue 26` writes issue26.json and
 the tables (gpu_bench_issue26.py); it merges several `--raw` folders, so cases a call left at
-its deadline can be measured by another call (`call2 --issue 26 --only CONFIG... --skip-warm`
-on the machine the call left warm) and reported together.
+its deadline can be measured by another call (`call2 --issue 26 --only CONFIG...`, on the
+machine the call left warm: Inductor's cache is in /tmp there) and reported together.
 """
 
 import argparse
@@ -292,9 +292,11 @@ def time_call(fn, x, runs):
     return {"median_ms": statistics.median(times), "min_ms": min(times), "runs": runs}
 
 
-def torch_one(model, runs, out_path, modes, warm_only=False):
+def torch_one(model, runs, out_path, modes, warm_only=False, hold=None):
     """One model, every PyTorch mode, in this process (a child of call1). `warm_only`:
-    compile and call once (fills Inductor's on-disk caches for the measured run)."""
+    compile and call once (fills Inductor's on-disk caches for the measured run). `hold`
+    (a path prefix): compile and call every mode once, create HOLD.ready, wait for HOLD.go,
+    then measure them all (HeldTorch, issue 26's call2)."""
     import gc
 
     import torch
@@ -336,6 +338,7 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
                       conv and precision != "fp32"))
         if mode == "eager_fp32" and conv:
             plans.append(("eager_fp32_channels_last", False, None, True))
+    held = []  # hold: (key, call, input, channels_last, first call seconds), measured later
     for key, compiled, autocast, channels_last in plans:
         try:
             begin = time.time()
@@ -355,6 +358,10 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
             if warm_only:
                 print(f"torch {model} {key}: compiled in {first:.1f} s", flush=True)
                 continue
+            if hold:
+                held.append((key, call, xin, channels_last, first))
+                print(f"torch {model} {key}: compiled in {first:.1f} s, held", flush=True)
+                continue  # no dynamo reset: the compiled code is measured later
             result["modes"][key] = entry = measure(call, xin)
             entry["first_call_s"] = round(first, 1)
             print(f"torch {model} {key}: {entry['median_ms']:.3f} ms, beyond weights "
@@ -367,6 +374,117 @@ def torch_one(model, runs, out_path, modes, warm_only=False):
         torch.cuda.empty_cache()
         with open(out_path, "w") as handle:
             json.dump(result, handle, indent=1)
+    if not hold:
+        return
+    # Compiled and idle (the allocator's cache given back) until the parent says go: the GPU
+    # is memopt's meanwhile. Then every held mode is measured, one after the other.
+    torch.cuda.empty_cache()
+    with open(out_path, "w") as handle:
+        json.dump(result, handle, indent=1)
+    open(hold + ".ready", "w").close()
+    while not os.path.exists(hold + ".go"):
+        time.sleep(0.2)
+    for key, call, xin, channels_last, first in held:
+        try:
+            module.to(memory_format=torch.channels_last if channels_last else
+                      torch.contiguous_format)
+            result["modes"][key] = entry = measure(call, xin)
+            entry["first_call_s"] = round(first, 1)
+            print(f"torch {model} {key}: {entry['median_ms']:.3f} ms, beyond weights "
+                  f"{entry['peak_beyond_weights_bytes'] / 2**20:.1f} MiB", flush=True)
+        except Exception as error:  # noqa: BLE001 - recorded per mode
+            result["modes"][key] = {"error": f"{type(error).__name__}: {str(error)[:1500]}"}
+            print(f"torch {model} {key}: FAILED {str(error)[:300]}", flush=True)
+        with open(out_path, "w") as handle:
+            json.dump(result, handle, indent=1)
+
+
+class HeldTorch:
+    """PyTorch's side of a call that times memopt too (issue 26): one `torch-one --hold`
+    process per case compiles its modes (`limit` compiling at a time, beside the memopt
+    builds), says it is ready and waits; `join_compiles` waits until every process is ready
+    (killing those still compiling at the cap), so that memopt's runs have the GPU alone; then
+    `measure` lets each process time its compiled modes in turn. torch.compile's code is timed
+    in the process that compiled it, with no second (cached) compile."""
+
+    def __init__(self, cases, modes, runs, work, say, limit, cap, command=None):
+        """command(case, out, hold): a process's command line (default: torch-one)."""
+        import threading
+
+        self.cases, self.say, self.work = cases, say, os.path.join(work, "torch_held")
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self.procs, self.logs = {}, {}
+        command = command or (lambda c, out, hold: [
+            sys.executable, os.path.abspath(__file__), "torch-one", c, "--out", out,
+            "--runs", str(runs), "--modes", *modes, "--hold", hold])
+        self.commands = {c: command(c, self.path(c, ".json"), self.path(c, "")) for c in cases}
+        self.thread = threading.Thread(target=self._launch, args=(limit, cap))
+        self.thread.start()
+
+    def path(self, case, suffix):
+        return os.path.join(self.work, case + suffix)
+
+    def ready(self, case):
+        return os.path.exists(self.path(case, ".ready"))
+
+    def _launch(self, limit, cap):
+        pending, compiling, begin = list(self.cases), [], time.time()
+        while pending or compiling:
+            for case in list(compiling):
+                if self.ready(case) or self.procs[case].poll() is not None:
+                    compiling.remove(case)
+                    self.say(f"torch {case}: " + ("compiled" if self.ready(case) else
+                             f"exited {self.procs[case].returncode}") +
+                             f" ({time.time() - begin:.0f} s)")
+            if time.time() > begin + cap:
+                for case in compiling:
+                    self.procs[case].kill()
+                    self.say(f"torch {case}: still compiling at the cap ({cap:.0f} s), killed")
+                break
+            while pending and len(compiling) < limit:
+                case = pending.pop(0)
+                self.logs[case] = open(self.path(case, ".log"), "w")
+                self.procs[case] = subprocess.Popen(
+                    self.commands[case], stdout=self.logs[case], stderr=subprocess.STDOUT)
+                compiling.append(case)
+            time.sleep(0.5)
+
+    def join_compiles(self):
+        self.thread.join()
+
+    def measure(self, seconds, results_path, extra=None):
+        """Each ready process times its modes, one at a time, until `seconds` have passed;
+        writes {"configs": {case: torch-one's result}} + `extra` to `results_path`."""
+        stop, results = time.time() + seconds, {}
+        for case in self.cases:
+            proc = self.procs.get(case)
+            if proc is not None and proc.poll() is None and time.time() > stop:
+                proc.kill()
+                self.say(f"torch {case}: not measured before the deadline")
+            elif proc is not None and self.ready(case) and proc.poll() is None:
+                open(self.path(case, ".go"), "w").close()
+                try:
+                    proc.wait(timeout=max(1.0, stop - time.time()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    self.say(f"torch {case}: killed at the deadline")
+            elif proc is not None and proc.poll() is None:
+                proc.kill()
+            if os.path.exists(self.path(case, ".json")):
+                results[case] = json.load(open(self.path(case, ".json")))
+            else:
+                results[case] = {"error": "no result", "modes": {}}
+            for key, entry in results[case].get("modes", {}).items():
+                self.say(f"torch {case} {key}: " + (
+                    f"{entry['median_ms']:.3f} ms, "
+                    f"{entry['peak_beyond_weights_bytes'] / 2**20:.1f} MiB"
+                    if "median_ms" in entry else entry.get("error", "?")[:200]))
+            if case in self.logs:
+                self.logs[case].close()
+            with open(results_path, "w") as handle:
+                json.dump(dict({"configs": results}, **(extra or {})), handle, indent=1)
+        return results
 
 
 def conv_microbench(out_path, runs=15):
@@ -666,26 +784,12 @@ def cmd_call2(args):
     host_on = not args.no_host and (args.profile == "issue12" or args.host)
     host_wanted = [n for n in names if "_fp32_" not in n] if host_on else []
     # PyTorch in the same call (issue 26): torch.compile's cold compiles start now, beside the
-    # builds; the timings follow memopt's runs.
+    # builds, in processes that hold their compiled modes; they are timed after memopt's runs.
     torch_modes = args.torch_modes or PROFILES[args.profile]["torch_modes"]
     torch_here = args.torch if args.torch is not None else args.profile == "issue26"
     torch_cases = [m for m in cases if any(model_of.get(n) == m for n in names)]
-    warm_thread = None
-    if torch_here and not args.skip_warm:
-        import threading
-
-        compile_modes = [m for m in torch_modes if m.startswith("compile")]
-        warm_jobs = [(m, [sys.executable, os.path.abspath(__file__), "torch-one", m, "--out",
-                          os.devnull, "--modes", *compile_modes, "--warm-only"])
-                     for m in torch_cases] if compile_modes else []
-
-        def warm_done(model, code, text, seconds):
-            say(f"torch.compile warm-up {model}: exit {code} in {seconds:.0f} s "
-                f"{(text or '').strip().splitlines()[-1][:200] if text else ''}")
-
-        warm_thread = threading.Thread(target=gpu_bench.run_parallel, args=(
-            warm_jobs, args.warm_jobs, begin + args.warm_cap_s, warm_done, say))
-        warm_thread.start()
+    held = HeldTorch(torch_cases, torch_modes, args.runs, work, say, args.compile_jobs,
+                     args.compile_cap_s) if torch_here else None
     for n in names:
         results["programs"][n] = {"model": model_of.get(n)}
     # Runtime libraries: CUDA (cuDNN from the PyTorch wheel) and host.
@@ -742,9 +846,9 @@ def cmd_call2(args):
     gpu_bench.run_parallel(links, 16, begin + 360, build_done, say)
     results["phases"]["linked_s"] = round(time.time() - begin, 1)
     save()
-    if warm_thread is not None:  # their GPU calls would disturb the timings
-        warm_thread.join()
-        results["phases"]["torch_warm_s"] = round(time.time() - begin, 1)
+    if held is not None:  # their first calls would disturb the timings
+        held.join_compiles()
+        results["phases"]["torch_compiled_s"] = round(time.time() - begin, 1)
     inputs = {}
     for model in torch_cases or cases:
         input_file = os.path.join(work, f"{config_name(model)}.input.npy")
@@ -807,11 +911,10 @@ def cmd_call2(args):
         save()
     results["phases"]["cuda_runs_s"] = round(time.time() - begin, 1)
     torch_path = os.path.join(root, "torch.json")
-    if torch_here:  # PyTorch on the same GPU, after memopt (Inductor's caches are warm)
+    if held is not None:  # PyTorch on the same GPU, after memopt
         torch_path = os.path.join(out, "torch.json")
         left = args.deadline_s - (time.time() - begin) - args.profile_reserve_s
-        run_torch(torch_cases, args.runs, torch_modes, left, work, torch_path, say,
-                  extra={"profile": args.profile})
+        held.measure(left, torch_path, extra={"profile": args.profile, "modes": torch_modes})
         results["phases"]["torch_s"] = round(time.time() - begin, 1)
         save()
     # Kernel profiles of the programs that miss their target by the most (fp16 against
@@ -1085,6 +1188,8 @@ def main(argv=None):
     p.add_argument("--modes", nargs="*", default=["eager_fp32", "eager_fp16", "compile_fp16"],
                    choices=TORCH_MODES)
     p.add_argument("--warm-only", action="store_true")
+    p.add_argument("--hold", metavar="PREFIX",
+                   help="compile, then wait for PREFIX.go before measuring (see HeldTorch)")
     p = sub.add_parser("prepare")
     issue(p)
     p.add_argument("--graphs")
@@ -1112,10 +1217,11 @@ def main(argv=None):
     p.add_argument("--skip-torch", dest="torch", action="store_false")
     p.add_argument("--torch-modes", nargs="*", choices=TORCH_MODES,
                    help="default: the issue's (issue 26: compile_fp16 compile_bf16)")
-    p.add_argument("--skip-warm", action="store_true",
-                   help="no torch.compile warm-ups (their caches are on this machine already)")
-    p.add_argument("--warm-jobs", type=int, default=5)
-    p.add_argument("--warm-cap-s", type=float, default=300)
+    p.add_argument("--compile-jobs", type=int, default=5,
+                   help="PyTorch processes compiling at a time (beside the memopt builds)")
+    p.add_argument("--compile-cap-s", type=float, default=300,
+                   help="PyTorch processes still compiling then are stopped (their cases "
+                        "unmeasured); memopt's runs start after that at the latest")
     p.add_argument("--profile-reserve-s", type=float, default=30,
                    help="seconds left for Nsight Compute profiles after PyTorch's timings")
     p = sub.add_parser("report")
@@ -1135,7 +1241,8 @@ def main(argv=None):
     if args.command == "export-one":
         return export_one(args.model, args.work) or 0
     if args.command == "torch-one":
-        return torch_one(args.model, args.runs, args.out, args.modes, args.warm_only) or 0
+        return torch_one(args.model, args.runs, args.out, args.modes, args.warm_only,
+                         args.hold) or 0
     if args.command == "report":
         if args.profile == "issue26":
             import gpu_bench_issue26

@@ -151,3 +151,45 @@ def test_report_without_memopt_figures_fails(tmp_path):
     (tmp_path / "empty").mkdir()
     assert bench.main(["report", "--issue", "26", "--raw", str(tmp_path / "empty"),
                        "--json-out", str(tmp_path / "x.json")]) == 1
+
+
+FAKE_TORCH_ONE = r'''
+import json, os, sys, time
+case, out, hold, compile_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+time.sleep(compile_s)  # "compiling"
+if case == "broken":
+    sys.exit(3)
+result = {"model": case, "modes": {}}
+json.dump(result, open(out, "w"))
+open(hold + ".ready", "w").close()
+while not os.path.exists(hold + ".go"):
+    time.sleep(0.05)
+result["modes"]["compile_fp16"] = {"median_ms": 1.0, "peak_beyond_weights_bytes": 0,
+                                   "measured_at": time.time()}
+json.dump(result, open(out, "w"))
+'''
+
+
+def test_held_torch_processes(tmp_path):
+    """call2's PyTorch side without PyTorch: a stand-in for `torch-one --hold` speaks the same
+    protocol. At most `limit` compile at once, one still compiling at the cap is stopped, a
+    failing one is recorded, and the ready ones measure one after the other only when told."""
+    script = tmp_path / "fake_torch_one.py"
+    script.write_text(FAKE_TORCH_ONE)
+    delays = {"a": 0.2, "b": 0.2, "broken": 0.1, "slow": 30.0}
+    said = []
+    held = bench.HeldTorch(list(delays), ["compile_fp16"], 5, str(tmp_path), said.append,
+                           limit=2, cap=4.0,
+                           command=lambda c, out, hold: [sys.executable, str(script), c, out,
+                                                         hold, str(delays[c])])
+    held.join_compiles()
+    assert held.ready("a") and held.ready("b") and not held.ready("slow")
+    assert not any(os.path.exists(held.path(c, ".go")) for c in delays)
+    assert any("slow: still compiling at the cap" in line for line in said)
+    out = tmp_path / "torch.json"
+    results = held.measure(30, str(out), extra={"profile": "issue26"})
+    assert results["a"]["modes"]["compile_fp16"]["median_ms"] == 1.0
+    assert results["a"]["modes"]["compile_fp16"]["measured_at"] <= \
+        results["b"]["modes"]["compile_fp16"]["measured_at"]
+    assert results["broken"]["modes"] == {} and results["slow"]["error"] == "no result"
+    assert json.loads(out.read_text())["profile"] == "issue26"
