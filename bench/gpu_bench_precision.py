@@ -887,7 +887,8 @@ def cmd_call2(args):
         entry = results["programs"][name]
         exe = os.path.join(work, f"{name}.cuda")
         pump_host()
-        if not os.path.exists(exe) or time.time() - begin > args.deadline_s - 60:
+        if not os.path.exists(exe) or time.time() - begin > args.deadline_s - 60 - (
+                args.torch_reserve_s if held is not None else 0):
             entry.setdefault("cuda_error", "not built" if not os.path.exists(exe) else
                              "deadline")
             continue
@@ -1222,6 +1223,9 @@ def main(argv=None):
     p.add_argument("--compile-cap-s", type=float, default=300,
                    help="PyTorch processes still compiling then are stopped (their cases "
                         "unmeasured); memopt's runs start after that at the latest")
+    p.add_argument("--torch-reserve-s", type=float, default=90,
+                   help="memopt's runs stop this long before the deadline's last minute when "
+                        "PyTorch is timed after them")
     p.add_argument("--profile-reserve-s", type=float, default=30,
                    help="seconds left for Nsight Compute profiles after PyTorch's timings")
     p = sub.add_parser("report")

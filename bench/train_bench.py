@@ -103,6 +103,14 @@ bench/remat_gpu/call3.sh and call4.sh, notes in bench/remat_gpu/notes.md, at com
     python3 bench/train_bench.py report --remat --device-json OUT1/device.json OUT2/device.json \
         --prepare-json build-train/carry/prepare.json
 
+Issue 26's training benchmark (bench/run.py's suite `issue26`, docs/gpu-benchmark.md "Issue 26
+benchmarks"): ViT-B/16 b32, GPT-2 8 x 512, GPT-2 medium 4 x 1024 and ResNet-50 b64 in fp16 and
+bf16 against torch.compile AMP in the same call. `prepare --graphs` takes the export call's
+train_graphs.tar.gz (graphs without .data files get filled weights) and `--layout` (recorded
+per program in prepare.json with memopt-layout's line); `device --warm-precisions fp16 bf16`
+compiles PyTorch for both precisions up front, so that the bf16 pass that follows on the same
+machine runs with `--no-warm`.
+
 The run behind docs/training-benchmark.md (device calls 3 and 4 of the raw folder
 bench/results/train_raw, removed from the tree after commit d9a817f):
 
