@@ -547,6 +547,82 @@ def run_parallel(jobs, limit, deadline, on_done, say, env=None):
         on_done(key, None, "not started before the deadline", 0.0)
 
 
+class HeldProcesses:
+    """Processes that prepare (compile) beside other work, say so and wait, and do their
+    measured part only when released one at a time: the GPU is someone else's meanwhile.
+    One process per key: `command(key, out, hold)` is its command line, with `out` its result
+    file (WORK/KEY.json) and `hold` the prefix of its two signal files (it creates HOLD.ready
+    when prepared, then waits for HOLD.go). At most `limit` prepare at a time; those still
+    preparing `cap` seconds after the start are stopped. (PyTorch's `torch-one --hold` of
+    gpu_bench_precision.py and train_bench.py speak this protocol.)"""
+
+    def __init__(self, keys, command, work, say, limit, cap, env=None):
+        import threading
+
+        self.keys, self.say, self.work, self.env = list(keys), say, work, env
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self.procs, self.logs = {}, {}
+        self.commands = {k: command(k, self.path(k, ".json"), self.path(k, "")) for k in keys}
+        self.thread = threading.Thread(target=self._launch, args=(limit, cap))
+        self.thread.start()
+
+    def path(self, key, suffix):
+        return os.path.join(self.work, key + suffix)
+
+    def ready(self, key):
+        return os.path.exists(self.path(key, ".ready"))
+
+    def _launch(self, limit, cap):
+        pending, preparing, begin = list(self.keys), [], time.time()
+        while pending or preparing:
+            for key in list(preparing):
+                if self.ready(key) or self.procs[key].poll() is not None:
+                    preparing.remove(key)
+                    self.say(f"{key}: " + ("ready" if self.ready(key) else
+                             f"exited {self.procs[key].returncode}") +
+                             f" ({time.time() - begin:.0f} s)")
+            if time.time() > begin + cap:
+                for key in preparing:
+                    self.procs[key].kill()
+                    self.say(f"{key}: still compiling at the cap ({cap:.0f} s), stopped")
+                for key in pending:
+                    self.say(f"{key}: not started before the cap ({cap:.0f} s)")
+                break
+            while pending and len(preparing) < limit:
+                key = pending.pop(0)
+                self.logs[key] = open(self.path(key, ".log"), "w")
+                self.procs[key] = subprocess.Popen(
+                    self.commands[key], stdout=self.logs[key], stderr=subprocess.STDOUT,
+                    env=self.env)
+                preparing.append(key)
+            time.sleep(0.5)
+
+    def join_compiles(self):
+        self.thread.join()
+
+    def release(self, key, stop):
+        """Lets `key`'s process do its measured part and waits for it until `stop`
+        (time.time()); stops it if it is not ready or time is up."""
+        proc = self.procs.get(key)
+        if proc is not None and proc.poll() is None and time.time() > stop:
+            proc.kill()
+            self.say(f"{key}: not measured before the deadline")
+        elif proc is not None and self.ready(key) and proc.poll() is None:
+            open(self.path(key, ".go"), "w").close()
+            try:
+                proc.wait(timeout=max(1.0, stop - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                self.say(f"{key}: killed at the deadline")
+        elif proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            proc.wait()
+        if key in self.logs:
+            self.logs[key].close()
+
+
 def cmd_device(args):
     """Runs from the carry folder (cwd): src/, programs/, optionally inductor.tar.gz.
 

@@ -399,78 +399,27 @@ def torch_one(model, runs, out_path, modes, warm_only=False, hold=None):
             json.dump(result, handle, indent=1)
 
 
-class HeldTorch:
+class HeldTorch(gpu_bench.HeldProcesses):
     """PyTorch's side of a call that times memopt too (issue 26): one `torch-one --hold`
     process per case compiles its modes (`limit` compiling at a time, beside the memopt
     builds), says it is ready and waits; `join_compiles` waits until every process is ready
-    (killing those still compiling at the cap), so that memopt's runs have the GPU alone; then
+    (stopping those still compiling at the cap), so that memopt's runs have the GPU alone; then
     `measure` lets each process time its compiled modes in turn. torch.compile's code is timed
     in the process that compiled it, with no second (cached) compile."""
 
     def __init__(self, cases, modes, runs, work, say, limit, cap, command=None):
         """command(case, out, hold): a process's command line (default: torch-one)."""
-        import threading
-
-        self.cases, self.say, self.work = cases, say, os.path.join(work, "torch_held")
-        shutil.rmtree(self.work, ignore_errors=True)
-        os.makedirs(self.work)
-        self.procs, self.logs = {}, {}
         command = command or (lambda c, out, hold: [
             sys.executable, os.path.abspath(__file__), "torch-one", c, "--out", out,
             "--runs", str(runs), "--modes", *modes, "--hold", hold])
-        self.commands = {c: command(c, self.path(c, ".json"), self.path(c, "")) for c in cases}
-        self.thread = threading.Thread(target=self._launch, args=(limit, cap))
-        self.thread.start()
-
-    def path(self, case, suffix):
-        return os.path.join(self.work, case + suffix)
-
-    def ready(self, case):
-        return os.path.exists(self.path(case, ".ready"))
-
-    def _launch(self, limit, cap):
-        pending, compiling, begin = list(self.cases), [], time.time()
-        while pending or compiling:
-            for case in list(compiling):
-                if self.ready(case) or self.procs[case].poll() is not None:
-                    compiling.remove(case)
-                    self.say(f"torch {case}: " + ("compiled" if self.ready(case) else
-                             f"exited {self.procs[case].returncode}") +
-                             f" ({time.time() - begin:.0f} s)")
-            if time.time() > begin + cap:
-                for case in compiling:
-                    self.procs[case].kill()
-                    self.say(f"torch {case}: still compiling at the cap ({cap:.0f} s), killed")
-                break
-            while pending and len(compiling) < limit:
-                case = pending.pop(0)
-                self.logs[case] = open(self.path(case, ".log"), "w")
-                self.procs[case] = subprocess.Popen(
-                    self.commands[case], stdout=self.logs[case], stderr=subprocess.STDOUT)
-                compiling.append(case)
-            time.sleep(0.5)
-
-    def join_compiles(self):
-        self.thread.join()
+        super().__init__(cases, command, os.path.join(work, "torch_held"), say, limit, cap)
 
     def measure(self, seconds, results_path, extra=None):
         """Each ready process times its modes, one at a time, until `seconds` have passed;
         writes {"configs": {case: torch-one's result}} + `extra` to `results_path`."""
         stop, results = time.time() + seconds, {}
-        for case in self.cases:
-            proc = self.procs.get(case)
-            if proc is not None and proc.poll() is None and time.time() > stop:
-                proc.kill()
-                self.say(f"torch {case}: not measured before the deadline")
-            elif proc is not None and self.ready(case) and proc.poll() is None:
-                open(self.path(case, ".go"), "w").close()
-                try:
-                    proc.wait(timeout=max(1.0, stop - time.time()))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    self.say(f"torch {case}: killed at the deadline")
-            elif proc is not None and proc.poll() is None:
-                proc.kill()
+        for case in self.keys:
+            self.release(case, stop)
             if os.path.exists(self.path(case, ".json")):
                 results[case] = json.load(open(self.path(case, ".json")))
             else:
@@ -480,8 +429,6 @@ class HeldTorch:
                     f"{entry['median_ms']:.3f} ms, "
                     f"{entry['peak_beyond_weights_bytes'] / 2**20:.1f} MiB"
                     if "median_ms" in entry else entry.get("error", "?")[:200]))
-            if case in self.logs:
-                self.logs[case].close()
             with open(results_path, "w") as handle:
                 json.dump(dict({"configs": results}, **(extra or {})), handle, indent=1)
         return results

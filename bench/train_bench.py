@@ -107,9 +107,11 @@ Issue 26's training benchmark (bench/run.py's suite `issue26`, docs/gpu-benchmar
 benchmarks"): ViT-B/16 b32, GPT-2 8 x 512, GPT-2 medium 4 x 1024 and ResNet-50 b64 in fp16 and
 bf16 against torch.compile AMP in the same call. `prepare --graphs` takes the export call's
 train_graphs.tar.gz (graphs without .data files get filled weights) and `--layout` (recorded
-per program in prepare.json with memopt-layout's line); `device --warm-precisions fp16 bf16`
-compiles PyTorch for both precisions up front, so that the bf16 pass that follows on the same
-machine runs with `--no-warm`.
+per program in prepare.json with memopt-layout's line); `device --hold-torch` starts one
+PyTorch process per configuration, mode and optimizer that compiles beside the checks, holds
+its compiled step while memopt's runs have the GPU, and is measured after them without a second
+compile; `--warm-precisions fp16 bf16` fills Inductor's cache for the other precision too, so
+that the bf16 pass that follows on the same machine compiles from it (`--no-warm`).
 
 The run behind docs/training-benchmark.md (device calls 3 and 4 of the raw folder
 bench/results/train_raw, removed from the tree after commit d9a817f):
@@ -241,6 +243,13 @@ def main(argv=None):
     p.add_argument("--no-warm", action="store_true")
     p.add_argument("--tf32-compile", action="store_true",
                    help="torch.compile with TF32 on too (its own cold compile)")
+    p.add_argument("--hold-torch", action="store_true",
+                   help="PyTorch in processes that compile beside the checks (one per "
+                        "configuration, mode and optimizer; --compile-jobs at a time, stopped "
+                        "at --warm-cap-s) and are measured after memopt's runs without a "
+                        "second compile; the first --tf32 setting only")
+    p.add_argument("--compile-jobs", type=int, default=4,
+                   help="with --hold-torch: processes compiling at a time")
     p.add_argument("--warm-precisions", nargs="*", choices=PRECISIONS,
                    help="torch.compile warm-ups for these precisions (default: --precision's), "
                         "so that a later call for another precision on this machine can run "
@@ -259,6 +268,10 @@ def main(argv=None):
                    help="torch._functorch.config.activation_memory_budget of compile-budget")
     p.add_argument("--compile-optimizer", action="store_true",
                    help="also torch.compile optimizer.step (slow to compile)")
+    p.add_argument("--hold", metavar="PREFIX",
+                   help="after the first (compiling) step, create PREFIX.ready and wait for "
+                        "PREFIX.go before measuring (device --hold-torch); one mode and one "
+                        "optimizer")
     p = sub.add_parser("curves")
     p.add_argument("--carry", required=True)
     p.add_argument("--out", required=True)

@@ -331,13 +331,34 @@ def cmd_device(args):
             env=dict(os.environ, JOBS="16", CUDA_ARCH="90", SKIP_PERF="1"))
     torch_env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR="/tmp/inductor-cache",
                      PYTHONUNBUFFERED="1")
-    warm = []
+    warm, held = [], None
+    if not args.skip_torch and args.hold_torch:
+        # One process per configuration, mode and optimizer compiles now (beside the checks)
+        # and is measured after memopt's runs, with no second compile (issue 26's call).
+        held_keys = [f"{n}.{m}.{o}" for n in args.configs for m in args.modes
+                     for o in args.optimizers]
+
+        def held_command(key, out_path, hold):
+            name, rest = key.split(".", 1)
+            mode, opt = rest.rsplit(".", 1)
+            return [sys.executable, SCRIPT, "torch-one", name, "--out", out_path, "--runs",
+                    str(args.runs), "--tf32", args.tf32[0], "--precision", args.precision,
+                    "--deadline", str(deadline - 10), "--optimizers", opt, "--modes", mode,
+                    "--hold", hold]
+
+        import gpu_bench
+
+        held = gpu_bench.HeldProcesses(held_keys, held_command,
+                                       os.path.join(work, "torch_held"), say,
+                                       args.compile_jobs, args.warm_cap_s, env=torch_env)
     if not args.skip_torch and not args.no_warm:
         # One warm-up process per configuration and precision: --warm-precisions also
         # compiles those of a later call of this command on this machine (Inductor's cache
         # is in /tmp), so that call can run with --no-warm.
         for name in args.configs:
             for precision in args.warm_precisions or [args.precision]:
+                if held is not None and precision == args.precision:
+                    continue  # its held process compiles it
                 tag = name if precision == args.precision else f"{name}.{precision}"
                 log = open(os.path.join(work, f"warm_{tag}.log"), "w")
                 warm.append((tag, subprocess.Popen(
@@ -382,6 +403,8 @@ def cmd_device(args):
         say(f"gpu_check.sh: exit {check_proc.returncode}, {results['gpu_check']['summary']}")
         phase("gpu_check_done_s")
 
+    if held is not None:  # their first steps would disturb memopt's timings
+        held.join_compiles()
     # The torch.compile warm-ups run GPU steps too: wait for them before anything is
     # timed (in the third device call memopt's runs beside them took up to 2x as long).
     for name, proc, log in warm:
@@ -478,7 +501,23 @@ def cmd_device(args):
     # Phase B2: PyTorch, one child process per model and TF32 setting.
     # One child process for the eager modes and torch.compile without a budget, one per
     # activation budget (each a fresh torch.compile with its own functorch config).
-    if not args.skip_torch:
+    for key in (held.keys if held is not None else []):
+        name, rest = key.split(".", 1)
+        run_key = ".".join(rest.rsplit(".", 1))  # MODE.OPT, as torch-one names its runs
+        held.release(key, deadline - 5)
+        part = held.path(key, ".json")
+        part_result = json.load(open(part)) if os.path.exists(part) else {}
+        merged = results["torch"].setdefault(f"{name}.tf32={args.tf32[0]}", {"runs": {}})
+        for field, value in part_result.items():
+            if field != "runs":
+                merged.setdefault(field, value)
+        merged["runs"][run_key] = entry = part_result.get("runs", {}).get(
+            run_key, {"error": "not measured (its log: torch_held/" + key + ".log)"})
+        say(f"torch {name} {run_key}: " + (
+            f"{entry['median_ms']:.2f} ms, peak {entry['peak_allocated_bytes'] / 2**20:.0f} "
+            f"MiB" if "median_ms" in entry else str(entry.get("error"))[:300]))
+        save()
+    if not args.skip_torch and held is None:
         for tf32 in args.tf32:
             modes = (args.modes if tf32 == args.tf32[0] or args.tf32_compile
                      else [m for m in args.modes if not m.startswith("compile")])
@@ -612,6 +651,9 @@ def cmd_torch_one(args):
 
     import gpu_bench
 
+    if args.hold and (len(args.modes) != 1 or len(args.optimizers) != 1):
+        raise SystemExit("torch-one --hold: one mode and one optimizer per process (each "
+                         "step's peak memory is measured with nothing else resident)")
     on = args.tf32 == "on"
     if args.tf32 != "default":  # "default": PyTorch's own (cuDNN TF32 on, matmul TF32 off)
         torch.backends.cuda.matmul.allow_tf32 = on
@@ -716,6 +758,18 @@ def cmd_torch_one(args):
                     gc.collect()
                     torch.cuda.empty_cache()
                     continue
+                if args.hold:
+                    # Compiled: idle until the parent says go (gpu_bench.HeldProcesses), the
+                    # GPU being memopt's meanwhile; then measured as without --hold.
+                    torch.cuda.synchronize()
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                    save()
+                    print(f"{args.name} {key}: first step in {first_s:.1f} s, held",
+                          flush=True)
+                    open(args.hold + ".ready", "w").close()
+                    while not os.path.exists(args.hold + ".go"):
+                        time.sleep(0.2)
                 for _ in range(4):
                     step()
                 torch.cuda.synchronize()
