@@ -193,7 +193,7 @@ def markdown(inference, training, environment):
     lines += ["", "### Training step (AMP): memopt against torch.compile AMP (ms, MiB)", "",
               "| config | optimizer | precision | memopt | compile | memopt / compile | eager | "
               "memopt whole step | compile peak | memory ratio | faster | memory <= 0.8x | "
-              "memopt layout |",
+              "layout |",
               "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | "
               "--- |"]
     for key, r in training.items():
@@ -203,6 +203,7 @@ def markdown(inference, training, environment):
             f"{mib(r['memopt_total_bytes'])} | {mib(r['compile_peak_bytes'])} | "
             f"{fmt(r['memory_over_compile'])} | {verdict(r['time_ok'])} | "
             f"{verdict(r['memory_ok'])} | {r.get('layout') or '—'}"
+            f"{'; PyTorch channels-last' if r.get('channels_last_torch') else ''}"
             f"{' (' + r['error'] + ')' if r.get('error') else ''} |")
     met = [r["meets_target"] for r in training.values()]
     lines += ["", f"Targets met on {met.count(True)} of {len(met)} (missed on {met.count(False)}, "

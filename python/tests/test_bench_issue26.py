@@ -193,3 +193,24 @@ def test_held_torch_processes(tmp_path):
         results["b"]["modes"]["compile_fp16"]["measured_at"]
     assert results["broken"]["modes"] == {} and results["slow"]["error"] == "no result"
     assert json.loads(out.read_text())["profile"] == "issue26"
+
+
+def test_train_prepare_takes_exported_graphs_without_weights(tmp_path):
+    """The export call brings train_bench's graphs back without their .data files, as a
+    .tar.gz: `prepare` unpacks it and fills the weights (fill_weights) before compiling."""
+    pytest.importorskip("onnx")
+    import tarfile
+
+    from train_bench import prepare
+
+    graph = os.path.join(REPO, "models", "today", "gpt2.onnx")
+    archive = tmp_path / "train_graphs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(graph, arcname="gpt2_b8.onnx")
+    folder = prepare.graphs_folder(str(archive), str(tmp_path / "work"))
+    unpacked = os.path.join(folder, "gpt2_b8.onnx")
+    assert os.path.exists(unpacked)
+    filled = prepare.with_weights(unpacked, str(tmp_path / "work"))
+    assert filled != unpacked and os.path.exists(filled)
+    assert prepare.with_weights(filled, str(tmp_path / "work")) == filled  # complete already
+    assert prepare.graphs_folder(str(tmp_path), "unused") == str(tmp_path)
