@@ -299,7 +299,18 @@ static void addDataParallelReport(func::FuncOp function, MemoryReport &report) {
     return passes * bytes * (ranks - 1) / ranks;
   };
   int64_t microSteps = std::max<int64_t>(report.training.accumulationSteps, 1);
+  // Gather groups by bucket number, in issue order.
+  llvm::SmallDenseMap<int64_t, size_t> gatherGroups;
   for (Operation &op : function.getBody().front()) {
+    if (auto bucket = op.getAttrOfType<IntegerAttr>("bucket");
+        bucket && isa<GatherParameterOp>(op)) {
+      auto [it, added] = gatherGroups.try_emplace(
+          bucket.getInt(), dataParallel.gatherGroupBytes.size());
+      if (added)
+        dataParallel.gatherGroupBytes.push_back(0);
+      dataParallel.gatherGroupBytes[it->second] +=
+          getTensorBytes(op.getResult(0).getType());
+    }
     if (auto bucket = op.getAttrOfType<IntegerAttr>("bucket");
         bucket && bucket.getInt() >= 0 &&
         isa<AllReduceOp, ReduceScatterOp>(op)) {
@@ -673,7 +684,8 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
         {"unsharded_gradient_accumulator_bytes",
          dataParallel.unshardedAccumulatorBytes},
         {"sent_bytes_per_step", dataParallel.sentBytesPerStep},
-        {"buckets", llvm::json::Array(dataParallel.bucketBytes)}};
+        {"buckets", llvm::json::Array(dataParallel.bucketBytes)},
+        {"gather_groups", llvm::json::Array(dataParallel.gatherGroupBytes)}};
   }
   return result;
 }
@@ -906,6 +918,15 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
                                 12)
          << "  overlapping the backward:";
       for (auto [index, bytes] : llvm::enumerate(dataParallel.bucketBytes))
+        os << (index ? ", " : " ") << formatBytes(bytes);
+      os << "\n";
+    }
+    if (!dataParallel.gatherGroupBytes.empty()) {
+      os << "    gather groups    "
+         << llvm::right_justify(
+                std::to_string(dataParallel.gatherGroupBytes.size()), 12)
+         << "  prefetched one ahead:";
+      for (auto [index, bytes] : llvm::enumerate(dataParallel.gatherGroupBytes))
         os << (index ? ", " : " ") << formatBytes(bytes);
       os << "\n";
     }

@@ -736,6 +736,10 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return fail(
         "--bucket-mib must be at least 0 (0: no overlap), got " +
         llvm::formatv("{0}", llvm::format("%g", training.bucketMib)).str());
+  if (!(training.gatherMib >= 0))
+    return fail(
+        "--gather-mib must be at least 0 (0: no prefetch), got " +
+        llvm::formatv("{0}", llvm::format("%g", training.gatherMib)).str());
   if (training.reduceDtype == "low" && lowType != "f16" && lowType != "bf16")
     return fail("--reduce-dtype low needs --precision fp16 or bf16 (the "
                 "gradients are f32 otherwise)");

@@ -7,9 +7,11 @@
 // copies and waits on the copy stream (docs/offload.md).
 //
 // Taken from: PyTorch DDP's gradient buckets (one communication group per
-// bucket, waited on before the gradients' first use) and FSDP's parameter
-// all-gather. Different: buckets are fixed at compile time
-// (memopt-bucket-collectives) and checked here to be contiguous.
+// bucket, waited on before the gradients' first use) and FSDP2's parameter
+// all-gather per module, prefetched (a ZeRO-3 gather group is a bucket of
+// gather_parameter calls, waited on before its first reader). Different:
+// buckets and groups are fixed at compile time (memopt-bucket-collectives)
+// and checked here to be contiguous.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,9 +79,9 @@ LogicalResult ProgramEmitter::emitBucketBoundary(Operation *op) {
   std::optional<int64_t> bucket;
   auto attr = op->getAttrOfType<IntegerAttr>("bucket");
   if (attr && !isa<WaitCollectivesOp>(op)) {
-    if (!isa<AllReduceOp, ReduceScatterOp>(op))
-      return error(op) << "has a bucket but is not an all_reduce or "
-                          "reduce_scatter";
+    if (!isa<AllReduceOp, ReduceScatterOp, GatherParameterOp>(op))
+      return error(op) << "has a bucket but is not an all_reduce, "
+                          "reduce_scatter or gather_parameter";
     bucket = attr.getInt();
   }
   if (bucket == openBucket)

@@ -309,6 +309,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
 
+  using Communicator::allGather;
   using Communicator::allReduce;
   using Communicator::reduceScatter;
 
@@ -338,14 +339,18 @@ public:
     });
   }
 
-  bool allGather(const float *send, float *recv, size_t sendCount,
+  bool allGather(const void *send, void *recv, size_t sendCount, DType dtype,
                  void *) override {
-    Call call{CallKind::AllGather,      send, recv,      sendCount,
-              CollectiveReduction::Sum, 0,    DType::F32};
+    if (!checkType(dtype))
+      return false;
+    Call call{CallKind::AllGather,      send, recv, sendCount,
+              CollectiveReduction::Sum, 0,    dtype};
     return run(call, [&](float *scratch, const std::vector<Call> &) {
-      if (sendCount)
-        std::memcpy(scratch + size_t(rank_) * sendCount, send,
-                    sendCount * sizeof(float));
+      size_t bytes = sendCount * typeBytes(dtype);
+      if (bytes)
+        std::memcpy(reinterpret_cast<uint8_t *>(scratch) +
+                        size_t(rank_) * bytes,
+                    send, bytes);
     });
   }
 

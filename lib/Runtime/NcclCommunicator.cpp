@@ -444,6 +444,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  using Communicator::allGather;
   using Communicator::allReduce;
   using Communicator::reduceScatter;
 
@@ -470,13 +471,14 @@ public:
                    "ncclReduceScatter")));
   }
 
-  bool allGather(const float *send, float *recv, size_t sendCount,
+  bool allGather(const void *send, void *recv, size_t sendCount, DType dtype,
                  void *stream) override {
-    return ready() && (sendCount == 0 ||
-                       (issued("ncclAllGather", sendCount, kNcclFloat32, -1) &&
-                        check(nccl_.allGather(send, recv, sendCount,
-                                              kNcclFloat32, comm_, stream),
-                              "ncclAllGather")));
+    int type = 0;
+    return ready() && datatype(dtype, type) &&
+           (sendCount == 0 ||
+            (issued("ncclAllGather", sendCount, type, -1) &&
+             check(nccl_.allGather(send, recv, sendCount, type, comm_, stream),
+                   "ncclAllGather")));
   }
 
   bool broadcast(const float *send, float *recv, size_t count, int root,

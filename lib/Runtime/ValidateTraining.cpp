@@ -541,12 +541,27 @@ bool validateAllGather(Context &ctx, const char *node, int64_t ranks,
 bool validateGatherParameter(Context &ctx, const char *node, int64_t ranks,
                              const TensorRef &shard, const TensorRef &whole) {
   if (!checkRanks(ctx, node, "gather_parameter", ranks) ||
-      !validateCollective(ctx, node, whole, shard,
-                          shardElements(whole.numElements(), ranks)))
+      !checkTensor(ctx, node, shard, "shard") ||
+      !checkTensor(ctx, node, whole, "result"))
     return false;
-  if (whole.dtype != DType::F32) {
-    failf(ctx, node, "gather_parameter gathers f32 parameters, got %s",
-          dtypeName(whole.dtype));
+  // The shard is the f32 master's; the gathered parameter is f32 or its
+  // low-precision copy (cast while it is put into place).
+  bool gatherable = whole.dtype == DType::F32 || whole.dtype == DType::F16 ||
+                    whole.dtype == DType::BF16;
+  if (shard.dtype != DType::F32 || !gatherable) {
+    failf(ctx, node,
+          "gather_parameter gathers an f32 shard into an f32, f16 or bf16 "
+          "parameter, got %s and %s",
+          dtypeName(shard.dtype), dtypeName(whole.dtype));
+    return false;
+  }
+  int64_t expected = shardElements(whole.numElements(), ranks);
+  if (shard.numElements() != expected) {
+    failf(ctx, node,
+          "shard %s must hold %lld elements (this rank's shard of %s over "
+          "%lld ranks)",
+          shapeString(shard).c_str(), (long long)expected,
+          shapeString(whole).c_str(), (long long)ranks);
     return false;
   }
   return true;

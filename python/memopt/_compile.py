@@ -67,6 +67,8 @@ class Training:
                       FSDP MixedPrecisionPolicy.reduce_dtype; docs/data-parallel.md).
     bucket_mib        the cap in MiB of a bucket of gradient collectives overlapping the
                       backward (25, the first bucket 1, as DDP; 0: no overlap).
+    gather_mib        ZeRO-3: the cap in MiB of a group of parameter gathers issued together
+                      one group ahead of its use (25; 0: every gather where it is).
 
     Host memory (docs/offload.md):
     offload           what lives in pinned host memory: 'none', 'activations', 'optimizer',
@@ -105,6 +107,7 @@ class Training:
     shard: Optional[str] = None
     reduce_dtype: Optional[str] = None
     bucket_mib: Optional[float] = None
+    gather_mib: Optional[float] = None
     offload: Union[None, str, Sequence[str]] = None
 
     def _fill(self, options: Any) -> None:

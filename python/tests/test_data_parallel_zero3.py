@@ -9,6 +9,13 @@ the gathered parameter holds the same values as ZeRO-2's all-gathered one, and t
 a shard is the same elementwise arithmetic as ZeRO-2's sharded update of the same elements,
 so every loss and every saved tensor must be identical, in f32, fp16 and bf16, with
 accumulation and with rematerialization under a budget.
+
+The ZeRO-3 programs compare with a gather cap small enough (GATHER_GROUPS) that every
+parameter gather is a group of its own, issued one group ahead of its readers
+(memopt-bucket-collectives' gather groups): the prefetch moves gathers earlier and the
+groups bracket them, neither may change a value. In fp16 / bf16 the gathers of parameters
+that every reader casts gather the low copy (the f32 shard cast into place): the same
+values as a cast after the gather.
 """
 
 import json
@@ -24,6 +31,10 @@ from test_data_parallel import (COMPILE, MICRO_BATCH, MODELS, OPTIMIZERS, PARAME
                                 train)
 
 assert reference  # the one-rank fixture, used by name below
+
+# A 128-byte gather cap: every gather of these models' parameters is a group of its own,
+# prefetched one group ahead.
+GATHER_GROUPS = ["--gather-mib", str(128 / 2**20)]
 
 
 def compile_step(onnx_path, out, ranks, shard, *args):
@@ -49,6 +60,7 @@ def zero3_against_zero2(tmp_path, model, optimizer, x, y, *args, steps=3):
     for shard in ["parameters", "gradients"]:
         out = tmp_path / shard
         compile_step(onnx_path, out, ranks, shard, *OPTIMIZERS[optimizer], *args,
+                     *(GATHER_GROUPS if shard == "parameters" else []),
                      "--report", tmp_path / f"{shard}.json")
         result = run([out, "--steps", steps, "--input", f"x={x}", "--input", f"labels={y}",
                       "--save-state", tmp_path / f"{shard}_state"])
@@ -56,6 +68,8 @@ def zero3_against_zero2(tmp_path, model, optimizer, x, y, *args, steps=3):
     assert results["parameters"][0] == results["gradients"][0], results
     assert_same_state(model, optimizer, tmp_path / "parameters_state",
                       tmp_path / "gradients_state")
+    dp = json.load(open(tmp_path / "parameters.json"))["data_parallel"]
+    assert len(dp["gather_groups"]) == dp["parameter_gathers"] > 1
     return results
 
 
@@ -87,7 +101,7 @@ def test_accumulation(tmp_path, reference):
     out = tmp_path / "step"
     report = tmp_path / "report.json"
     compile_step(onnx_path, out, 2, "parameters", "--accumulate", 2, "--report", report,
-                 *OPTIMIZERS["sgd"])
+                 *GATHER_GROUPS, *OPTIMIZERS["sgd"])
     losses, _ = train(out, x, y, tmp_path / "state")
     assert losses == pytest.approx(expected_losses, rel=1e-5)
     compare_state("mlp", "sgd", tmp_path / "state", expected_state, {})
@@ -122,6 +136,12 @@ def test_mixed_precision_equals_zero2(tmp_path, precision):
                   if line.startswith("step ")]
         assert scales == [line for line in results["gradients"][1].splitlines()
                           if line.startswith("step ")]
+        # The MLP's Gemms read their weights and biases in the low type only: every gather
+        # gathers the 2-byte copy, half the f32 bytes (forward: all four parameters;
+        # backward: fc2.weight).
+        dp = json.load(open(folder / "parameters.json"))["data_parallel"]
+        f32_gathered = 4 * (16 * 8 + 16 + 3 * 16 + 3) + 4 * 3 * 16
+        assert sum(dp["gather_groups"]) == f32_gathered // 2, dp
 
 
 def make_deep_mlp(path, batch, features=16, hidden=48, layers=4, classes=3, seed=1):
@@ -163,7 +183,7 @@ def test_memory_budget_remat(tmp_path):
     # budgeted step keeps the default buckets: the remat search plans each candidate with
     # them (a bucket keeps its gradients alive to its wait), finds the budget unreachable so,
     # and meets it with synchronous collectives (the budget is a limit, overlap a preference).
-    sync = ["--bucket-mib", 0]
+    sync = ["--bucket-mib", 0, "--gather-mib", 0]
     compile_step(onnx_path, tmp_path / "free", ranks, "parameters", "--report",
                  tmp_path / "free.json", *sync, *OPTIMIZERS["adamw"])
     arena = json.load(open(tmp_path / "free.json"))["arena_bytes"]
@@ -173,6 +193,7 @@ def test_memory_budget_remat(tmp_path):
     report = json.load(open(tmp_path / "budget.json"))
     assert report["arena_bytes"] <= budget < arena
     assert report["data_parallel"]["buckets"] == []  # met without buckets
+    assert report["data_parallel"]["gather_groups"] == []  # nor prefetched gathers
     # A budget the bucketed step meets keeps its buckets.
     compile_step(onnx_path, tmp_path / "bucketed", ranks, "parameters", "--report",
                  tmp_path / "bucketed.json", *OPTIMIZERS["adamw"])
@@ -183,6 +204,8 @@ def test_memory_budget_remat(tmp_path):
                  *OPTIMIZERS["adamw"])
     loose = json.load(open(tmp_path / "loose.json"))
     assert loose["data_parallel"]["buckets"] == bucketed["data_parallel"]["buckets"]
+    assert loose["data_parallel"]["gather_groups"] == \
+        bucketed["data_parallel"]["gather_groups"] != []
     assert loose["arena_bytes"] <= bucketed["arena_bytes"]
     kinds = {entry["op"] for entry in report["remat"]["recomputed"]}
     assert "gather_parameter" in kinds, report["remat"]["recomputed"]
@@ -200,6 +223,55 @@ def test_memory_budget_remat(tmp_path):
             assert relative_error(budgeted, whole) <= 1e-5, name + suffix
 
 
+def test_gather_groups_per_layer(tmp_path):
+    """The 4-layer MLP over 2 ranks with a 3 KiB gather cap: one group per layer (l0's 3 KiB
+    and l1-l3's 9 KiB weights each fill one; the head's 576 bytes join the next), prefetched
+    one group ahead in the forward and, in reverse, in the backward. Bit for bit the step with
+    every gather synchronous (--gather-mib 0) and within 1e-5 of one rank on the batch of 64;
+    the prefetched gathers stay alive from their issue, so the plan is no smaller."""
+    ranks, names = 2, [f"l{i}.weight" for i in range(4)] + ["head.weight"]
+    x, y = data(tmp_path, (16,), 4 * 64, seed=11)
+    onnx_path = make_deep_mlp(tmp_path / "deep.onnx", batch=32)
+    whole_path = make_deep_mlp(tmp_path / "whole.onnx", batch=64)
+    run([COMPILE, whole_path, "--train", "-o", tmp_path / "whole", "--quiet",
+         *OPTIMIZERS["adamw"]])
+    reports = {}
+    for name, mib in [("layers", 3 / 1024), ("sync", 0)]:
+        compile_step(onnx_path, tmp_path / name, ranks, "parameters", "--gather-mib", mib,
+                     "--report", tmp_path / f"{name}.json", *OPTIMIZERS["adamw"])
+        reports[name] = json.load(open(tmp_path / f"{name}.json"))
+    layers = reports["layers"]["data_parallel"]
+    weight = 4 * 48 * 16  # l0: 48 x 16; l1-l3: 48 x 48
+    assert layers["gather_groups"][0] == weight
+    assert len(layers["gather_groups"]) >= 5, layers["gather_groups"]
+    assert sum(layers["gather_groups"]) == \
+        reports["sync"]["data_parallel"]["per_rank"]["gathered_parameter_bytes"]
+    assert reports["sync"]["data_parallel"]["gather_groups"] == []
+    assert reports["layers"]["arena_bytes"] >= reports["sync"]["arena_bytes"]
+    losses = {}
+    for name in ["whole", "layers", "sync"]:
+        losses[name], _ = train(tmp_path / name, x, y, tmp_path / f"{name}_state")
+    assert losses["layers"] == losses["sync"]
+    assert losses["layers"] == pytest.approx(losses["whole"], rel=1e-5)
+    for name in names:
+        for suffix in ["", ".exp_avg", ".exp_avg_sq"]:
+            prefetched = np.load(tmp_path / "layers_state" / file_name(name + suffix))
+            sync = np.load(tmp_path / "sync_state" / file_name(name + suffix))
+            whole = np.load(tmp_path / "whole_state" / file_name(name + suffix))
+            assert np.array_equal(prefetched, sync), name + suffix
+            assert relative_error(prefetched, whole) <= 1e-5, name + suffix
+
+
+def test_bad_gather_mib(tmp_path):
+    """A negative --gather-mib: one message, a non-zero exit."""
+    onnx_path = make_mlp(tmp_path / "model.onnx", batch=MICRO_BATCH)
+    result = run([COMPILE, onnx_path, "--train", "-o", tmp_path / "out", "--data-parallel", 2,
+                  "--shard", "parameters", "--gather-mib", -1], check=False)
+    assert result.returncode != 0
+    assert "--gather-mib must be at least 0 (0: no prefetch), got -1" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_per_rank_bytes(tmp_path):
     """The report's per-rank parameter bytes are the shards (chunk + tail of each parameter
     over 3 ranks), the unsharded figure the whole parameters, the gathered parameters are
@@ -213,8 +285,10 @@ def test_report_per_rank_bytes(tmp_path):
     shard = 4 * ((42 + 2) + (5 + 1) + (16 + 0) + (1 + 0))
     full = json.load(open(report))
     dp = full["data_parallel"]
-    # A forward gather of each of the 4 parameters, a backward gather of fc2.weight only.
+    # A forward gather of each of the 4 parameters, a backward gather of fc2.weight only;
+    # under the default 25 MiB cap they are one gather group.
     assert dp["shard"] == "parameters" and dp["parameter_gathers"] == 5
+    assert dp["gather_groups"] == [parameters + 4 * 3 * 16]
     per_rank = dp["per_rank"]
     assert per_rank["parameter_bytes"] == shard
     assert dp["unsharded_parameter_bytes"] == parameters

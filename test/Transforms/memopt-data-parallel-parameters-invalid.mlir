@@ -26,6 +26,15 @@ func.func @gather(%s: tensor<2xf32>) -> tensor<3x3xf32> {
 
 // -----
 
+// The low copy is gathered from the f32 master's shard, never from a low one.
+func.func @low_shard(%s: tensor<3xf16>) -> tensor<3x3xf16> {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float values, but got 'tensor<3xf16>'}}
+  %w = memopt.gather_parameter %s {ranks = 4 : i64} : (tensor<3xf16>) -> tensor<3x3xf16>
+  return %w : tensor<3x3xf16>
+}
+
+// -----
+
 // A parameter read after its update cannot be gathered before it.
 // ERR: error: {{.*}}reads parameter 'w' after its update: shard parameters gathers a parameter before its update only
 func.func @late(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -71,20 +71,22 @@ func.func @accumulate(%x: tensor<10xf32>) -> tensor<10xf32> {
 
 // -----
 
-// Mixed precision: the forward's f16 copy of the f32 master is cast from the
-// forward gather; its backward user reads a cast of the backward gather, so
-// no whole copy is held across the step. The gradient is widened and
-// reduce-scattered in f32 (reduce-dtype f32, the default).
+// Mixed precision: the forward reads only the f16 copy of the f32 master, so
+// the forward gather gathers the f16 copy itself (FSDP's param_dtype: half
+// the bytes; the f32 shard is cast into place); the backward user read the
+// same copy and gets a gather of its own, of f16 too, so no whole copy is
+// held across the step. The gradient is widened and reduce-scattered in f32
+// (reduce-dtype f32, the default).
 // CHECK-LABEL: func.func @mixed
 // CHECK: %[[W:.*]] = memopt.variable "w" {{.*}} : tensor<3xf32>
-// CHECK: %[[F:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<3xf32>) -> tensor<3x3xf32>
-// CHECK-NEXT: %[[L:.*]] = memopt.cast %[[F]] : (tensor<3x3xf32>) -> tensor<3x3xf16>
-// CHECK-NEXT: %[[Y:.*]] = memopt.mul %{{.*}}, %[[L]]
-// CHECK: %[[B:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<3xf32>) -> tensor<3x3xf32>
-// CHECK-NEXT: %[[R:.*]] = memopt.cast %[[B]] : (tensor<3x3xf32>) -> tensor<3x3xf16>
-// CHECK-NEXT: %[[G:.*]] = memopt.mul %{{.*}}, %[[R]]
+// CHECK: %[[F:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<3xf32>) -> tensor<3x3xf16>
+// CHECK-NEXT: %[[Y:.*]] = memopt.mul %{{.*}}, %[[F]]
+// CHECK: %[[B:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<3xf32>) -> tensor<3x3xf16>
+// CHECK-NEXT: %[[G:.*]] = memopt.mul %{{.*}}, %[[B]]
 // CHECK-NEXT: %[[WIDE:.*]] = memopt.cast %[[G]] : (tensor<3x3xf16>) -> tensor<3x3xf32>
 // CHECK-NEXT: memopt.reduce_scatter %[[WIDE]] {ranks = 4 : i64} : (tensor<3x3xf32>) -> tensor<3xf32>
+// CHECK-NOT: memopt.cast %{{.*}} : (tensor<3x3xf32>) -> tensor<3x3xf16>
+// REPORT: memopt-data-parallel: 4 ranks, shard parameters (ZeRO-3): 1 gradient reduce-scatters, 2 parameter gathers (2 of the low copy) of 1 sharded parameters
 func.func @mixed(%x: tensor<3x3xf16>) -> tensor<3x3xf16> {
   %w = memopt.variable "w" {initial_value = dense<0.25> : tensor<3x3xf32>, role = "parameter"} : tensor<3x3xf32>
   %lr = memopt.variable "memopt.learning_rate" {initial_value = dense<0.1> : tensor<f32>, role = "learning_rate"} : tensor<f32>
@@ -96,3 +98,28 @@ func.func @mixed(%x: tensor<3x3xf16>) -> tensor<3x3xf16> {
   return %y : tensor<3x3xf16>
 }
 
+
+// -----
+
+// An f32 reader besides the low copy's (a bias added in f32, say): the
+// forward gathers the f32 master and casts it, as before; the backward reads
+// the low copy only and gathers it in bf16.
+// CHECK-LABEL: func.func @mixed_f32_reader
+// CHECK: %[[W:.*]] = memopt.variable "w" {{.*}} : tensor<2xf32>
+// CHECK: %[[F:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<2xf32>) -> tensor<8xf32>
+// CHECK-DAG: memopt.cast %[[F]] : (tensor<8xf32>) -> tensor<8xbf16>
+// CHECK-DAG: memopt.add %{{.*}}, %[[F]]
+// CHECK: %[[B:.*]] = memopt.gather_parameter %[[W]] {ranks = 4 : i64} : (tensor<2xf32>) -> tensor<8xbf16>
+// CHECK-NEXT: memopt.mul %{{.*}}, %[[B]]
+// REPORT: 2 parameter gathers (1 of the low copy) of 1 sharded parameters
+func.func @mixed_f32_reader(%x: tensor<8xbf16>, %z: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xf32>) {
+  %w = memopt.variable "w" {initial_value = dense<0.25> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %lr = memopt.variable "memopt.learning_rate" {initial_value = dense<0.1> : tensor<f32>, role = "learning_rate"} : tensor<f32>
+  %l = memopt.cast %w : (tensor<8xf32>) -> tensor<8xbf16>
+  %y = memopt.mul %x, %l : (tensor<8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+  %s = memopt.add %z, %w : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %d = memopt.relu %y : tensor<8xbf16>
+  %g = memopt.mul %d, %l : (tensor<8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+  memopt.sgd_update %w, %g, lr %lr : tensor<8xf32>, tensor<8xbf16>, tensor<f32>
+  return %y, %s : tensor<8xbf16>, tensor<8xf32>
+}

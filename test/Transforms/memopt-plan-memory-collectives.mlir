@@ -1,8 +1,9 @@
 // The planner and collectives in flight (memopt-bucket-collectives): a
 // bucket's buffers stay alive until its memopt.wait_collectives, so nothing
-// the backward computes meanwhile reuses their bytes.
-// RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="first-bucket-mib=0.0009765625 bucket-mib=0.0009765625" --memopt-bufferize --memopt-plan-memory | FileCheck %s
-// RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="bucket-mib=0" --memopt-bufferize --memopt-plan-memory | FileCheck %s --check-prefix=SYNC
+// the backward computes meanwhile reuses their bytes; a prefetched ZeRO-3
+// gather's buffer is alive from its group's issue.
+// RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="first-bucket-mib=0.0009765625 bucket-mib=0.0009765625 gather-mib=0.0009765625" --memopt-bufferize --memopt-plan-memory | FileCheck %s
+// RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=0" --memopt-bufferize --memopt-plan-memory | FileCheck %s --check-prefix=SYNC
 
 // ZeRO-1, two 1 KiB gradients, one bucket each (1 KiB caps). Overlapped:
 // the first gradient %g1 and its shard %s1 are read and written by the
@@ -64,4 +65,35 @@ func.func @ddp(%x: tensor<256xf32>) -> tensor<256xf32> attributes {memopt.data_p
   %r0 = memopt.all_reduce %g0 : (tensor<256xf32>) -> tensor<256xf32>
   memopt.sgd_update %w0, %r0, lr %lr : tensor<256xf32>, tensor<256xf32>, tensor<f32>
   return %x : tensor<256xf32>
+}
+
+// -----
+
+// ZeRO-3, 1 KiB gather groups: w1's gather is prefetched (issued before
+// layer 0's ops), so from its issue to its reader it keeps bytes of its own:
+// layer 0's temporary %a0, alive meanwhile, gets others. Synchronous, the
+// gather sits after %a0 died and reuses its bytes.
+// CHECK-LABEL: func.func @zero3
+// CHECK-SAME: memopt.arena_size = 3072 : i64
+// CHECK: memopt.gather_parameter %{{.*}} {bucket = 0 : i64, memopt.offsets = array<i64: [[F0:[0-9]+]]>
+// CHECK-NEXT: memopt.wait_collectives {{.*}}bucket = 0 : i64
+// CHECK-NEXT: memopt.gather_parameter %{{.*}} {bucket = 1 : i64, memopt.offsets = array<i64: [[F1:[0-9]+]]>
+// CHECK-NEXT: memopt.mul %arg0, %{{.*}} {memopt.in_place = 1 : i64, memopt.offsets = array<i64: [[F0]]>}
+// CHECK-NEXT: memopt.exp %arg0 {memopt.offsets = array<i64: [[A0:[0-9]+]]>}
+// CHECK-NOT: array<i64: [[F1]]>
+// CHECK: memopt.wait_collectives {{.*}}bucket = 1 : i64
+// SYNC-LABEL: func.func @zero3
+// SYNC-SAME: memopt.arena_size = 2048 : i64
+// SYNC: memopt.exp %arg0 {memopt.offsets = array<i64: [[A0:[0-9]+]]>}
+// SYNC: memopt.gather_parameter %{{.*}} {memopt.offsets = array<i64: [[A0]]>
+func.func @zero3(%x: tensor<256xf32>) -> tensor<256xf32> attributes {memopt.data_parallel = {ranks = 2 : i64, shard = "parameters"}} {
+  %w0 = memopt.variable "w0" {initial_value = dense<0.5> : tensor<256xf32>, memopt.shards = 2 : i64, role = "parameter"} : tensor<128xf32>
+  %w1 = memopt.variable "w1" {initial_value = dense<0.25> : tensor<256xf32>, memopt.shards = 2 : i64, role = "parameter"} : tensor<128xf32>
+  %f0 = memopt.gather_parameter %w0 {ranks = 2 : i64} : (tensor<128xf32>) -> tensor<256xf32>
+  %y0 = memopt.mul %x, %f0 : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+  %a0 = memopt.exp %x : tensor<256xf32>
+  %b0 = memopt.mul %y0, %a0 : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+  %f1 = memopt.gather_parameter %w1 {ranks = 2 : i64} : (tensor<128xf32>) -> tensor<256xf32>
+  %y1 = memopt.mul %b0, %f1 : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+  return %y1 : tensor<256xf32>
 }

@@ -4,8 +4,9 @@
 // to 4 ranks (threads, each with its own context over the in-process
 // communicator) on sizes with and without a tail, fewer elements than ranks
 // included: every rank's whole parameter is exactly the one the shards were
-// cut from. A shard of the wrong size and a rank count other than the
-// communicator's fail with one message naming the node.
+// cut from, and a low-precision whole (f16 / bf16, ZeRO-3's low copy) is
+// exactly the cast of it. A shard of the wrong size and a rank count other than
+// the communicator's fail with one message naming the node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
@@ -79,6 +81,49 @@ TEST_P(GatherParameterRanks, EveryRankGetsTheWholeParameter) {
       EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
       EXPECT_EQ(results[size_t(r)], whole)
           << ranks << " ranks, " << elements << " elements, rank " << r;
+    }
+  }
+}
+
+// The low copy (an f16 / bf16 whole from the f32 shards): every rank gets
+// exactly the cast of the whole f32 parameter, as a cast after an f32
+// gather would give (the chunk and tail are cast, then half the bytes
+// gathered).
+TEST_P(GatherParameterRanks, LowCopyEqualsTheCastOfTheWhole) {
+  int ranks = GetParam();
+  for (DType low : {DType::F16, DType::BF16}) {
+    for (int64_t elements : {1, 7, 4099}) {
+      std::vector<float> whole(static_cast<size_t>(elements));
+      for (size_t i = 0; i < whole.size(); ++i)
+        whole[i] = float(i) * 0.3317f - 5.1f; // not exact in f16 / bf16
+      std::vector<uint16_t> expected(whole.size());
+      {
+        Context *ctx = createContext();
+        cast(*ctx, "reference",
+             makeTensor(whole.data(), DType::F32, 1, &elements),
+             makeTensor(expected.data(), low, 1, &elements));
+        ASSERT_EQ(contextError(*ctx), nullptr);
+        destroyContext(ctx);
+      }
+      std::vector<std::vector<uint16_t>> results(static_cast<size_t>(ranks));
+      std::vector<std::string> errors(static_cast<size_t>(ranks));
+      runRanks(ranks, [&](int rank, Context &ctx) {
+        std::vector<float> shard = shardOf(whole, rank, ranks);
+        std::vector<uint16_t> out(whole.size(), 0xffff);
+        int64_t shardElements = int64_t(shard.size());
+        gatherParameter(ctx, "w.gathered", ranks,
+                        makeTensor(shard.data(), DType::F32, 1, &shardElements),
+                        makeTensor(out.data(), low, 1, &elements));
+        if (const char *error = contextError(ctx))
+          errors[size_t(rank)] = error;
+        results[size_t(rank)] = out;
+      });
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+        EXPECT_EQ(results[size_t(r)], expected)
+            << ranks << " ranks, " << elements << " elements, rank " << r
+            << (low == DType::F16 ? ", f16" : ", bf16");
+      }
     }
   }
 }

@@ -123,7 +123,14 @@ TEST(SharedValidation, ShardedCollectives) {
   EXPECT_EQ(errorOf([&](Context &ctx) {
               gatherParameter(ctx, "/gp", 3, halfShard.ref(), half.ref());
             }),
-            "node '/gp': gather_parameter gathers f32 parameters, got f16");
+            "node '/gp': gather_parameter gathers an f32 shard into an f32, "
+            "f16 or bf16 parameter, got f16 and f16");
+  // The low copy's gather reads an f32 shard of the right size.
+  EXPECT_EQ(errorOf([&](Context &ctx) {
+              gatherParameter(ctx, "/gp", 3, x.ref(), half.ref());
+            }),
+            "node '/gp': shard [10] must hold 4 elements (this rank's shard "
+            "of [10] over 3 ranks)");
   // 10 elements over 3 ranks: a chunk of 3 and a tail of 1.
   EXPECT_EQ(errorOf([&](Context &ctx) {
               reduceScatter(ctx, "/rs", CollectiveReduction::Sum, 3, x.ref(),

@@ -78,9 +78,10 @@ TEST_F(RematMemoryBudgetTest, MemoryPhaseFunctionsPlanTheChain) {
   EXPECT_FALSE(scheduled->orderKept);
   EXPECT_LE(scheduled->maxLiveAfter, scheduled->maxLiveBefore);
   FailureOr<BucketCollectivesResult> buckets =
-      bucketCollectives(function, 25, getFirstBucketMib(25));
+      bucketCollectives(function, 25, getFirstBucketMib(25), 25);
   ASSERT_TRUE(succeeded(buckets));
   EXPECT_TRUE(buckets->bucketSizes.empty()); // not data parallel
+  EXPECT_TRUE(buckets->gatherGroupSizes.empty());
   ASSERT_TRUE(succeeded(bufferizeFunction(function)));
   PlanMemoryOptions plan;
   plan.outputsInArena = true;

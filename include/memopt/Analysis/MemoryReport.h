@@ -131,6 +131,10 @@ struct DataParallelReport {
   /// memopt-bucket-collectives: the gradient bytes of each bucket, in issue
   /// order (empty: every collective synchronous where it is).
   std::vector<int64_t> bucketBytes;
+  /// ZeRO-3 (memopt-bucket-collectives' gather groups): the gathered bytes
+  /// of each group of parameter gathers issued together one group ahead,
+  /// in issue order (empty: every gather synchronous where it is).
+  std::vector<int64_t> gatherGroupBytes;
 };
 
 /// What rematerialization (memopt-rematerialize) recomputed and what that

@@ -81,9 +81,15 @@ public:
     return reduceScatter(send, recv, recvCount, DType::F32, reduction, stream);
   }
   /// recv[k * sendCount + i] = rank k's send[i]; recv holds size() *
-  /// sendCount elements. In place when send is recv + rank() * sendCount.
-  virtual bool allGather(const float *send, float *recv, size_t sendCount,
-                         void *stream) = 0;
+  /// sendCount elements of `dtype` (F32, F16 or BF16: ZeRO-3 gathers a
+  /// parameter's low-precision copy). In place when send is recv + rank() *
+  /// sendCount.
+  virtual bool allGather(const void *send, void *recv, size_t sendCount,
+                         DType dtype, void *stream) = 0;
+  bool allGather(const float *send, float *recv, size_t sendCount,
+                 void *stream) {
+    return allGather(send, recv, sendCount, DType::F32, stream);
+  }
   /// recv[i] = rank root's send[i] (send is read on the root only); recv
   /// may be send.
   virtual bool broadcast(const float *send, float *recv, size_t count, int root,

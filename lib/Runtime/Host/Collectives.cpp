@@ -153,8 +153,11 @@ void waitCollectives(Context &, const char *, int64_t) {}
 
 // ZeRO-3: the rank's chunk and the tail into place in the whole buffer, then
 // the chunks all-gathered in place (NCCL's in-place all-gather: the send
-// buffer is the rank's chunk of the receive buffer). Without a communicator
-// (one rank) the shard is the whole parameter.
+// buffer is the rank's chunk of the receive buffer). A low-precision whole
+// (memopt-data-parallel gathers the f16 / bf16 copy when every reader casts
+// it: FSDP's param_dtype) gets the shard cast into place, then gathers half
+// the bytes. Without a communicator (one rank) the shard is the whole
+// parameter.
 void gatherParameter(Context &ctx, const char *node, int64_t ranks,
                      TensorRef shard, TensorRef whole) {
   if (hasError(ctx) || !validateGatherParameter(ctx, node, ranks, shard, whole))
@@ -166,17 +169,25 @@ void gatherParameter(Context &ctx, const char *node, int64_t ranks,
   if (!ok)
     return;
   int64_t rank = comm ? comm->rank() : 0;
-  auto *w = static_cast<float *>(whole.data);
+  size_t bytes = dtypeSize(whole.dtype);
+  auto *w = static_cast<uint8_t *>(whole.data);
   const auto *s = static_cast<const float *>(shard.data);
-  auto place = [&](float *to, const float *from, int64_t count) {
-    size_t bytes = size_t(count) * sizeof(float);
-    if (count > 0)
-      std::memmove(to, from, bytes);
+  auto place = [&](int64_t to, int64_t from, int64_t count) {
+    if (count <= 0)
+      return;
+    if (whole.dtype == DType::F32) {
+      std::memmove(w + size_t(to) * bytes, s + from, size_t(count) * bytes);
+      return;
+    }
+    cast(ctx, node,
+         makeTensor(const_cast<float *>(s + from), DType::F32, 1, &count),
+         makeTensor(w + size_t(to) * bytes, whole.dtype, 1, &count));
   };
-  place(w + rank * chunk, s, chunk);
-  place(w + ranks * chunk, s + chunk, tail);
-  if (comm && chunk > 0 &&
-      !comm->allGather(w + rank * chunk, w, size_t(chunk), nullptr))
+  place(rank * chunk, 0, chunk);
+  place(ranks * chunk, chunk, tail);
+  if (comm && chunk > 0 && !hasError(ctx) &&
+      !comm->allGather(w + size_t(rank * chunk) * bytes, w, size_t(chunk),
+                       whole.dtype, nullptr))
     failCollective(ctx, node, "all_gather", *comm);
 }
 

@@ -705,9 +705,10 @@ LogicalResult GatherParameterOp::verify() {
   if (failed(verifyRanks(*this, getRanks())))
     return failure();
   auto whole = cast<RankedTensorType>(getResult().getType());
+  // The shard is the f32 master's, whatever type is gathered.
   Type shard = RankedTensorType::get(
       {getShardElements(whole.getNumElements(), getRanks())},
-      whole.getElementType());
+      Float32Type::get(getContext()));
   if (getShard().getType() != shard)
     return emitOpError("shard must have type ")
            << shard << " (this rank's shard of " << whole << " over "

@@ -5,7 +5,8 @@
 // (docs/data-parallel.md, "Overlap"): each bucket is issued as one group
 // right after its last gradient is produced, and a memopt.wait_collectives
 // after the next bucket's issue ends it; the updates that read the bucket's
-// results move after that wait.
+// results move after that wait. Then the ZeRO-3 parameter gathers are
+// grouped per layer and prefetched one group ahead (GatherGroups.cpp).
 //
 // Taken from PyTorch DDP (torch/csrc/distributed/c10d/reducer.cpp,
 // compute_bucket_assignment_by_size): buckets filled in the order gradients
@@ -28,6 +29,8 @@
 //    overlap, not all of them.
 //
 //===----------------------------------------------------------------------===//
+
+#include "GatherGroups.h"
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -216,36 +219,16 @@ void placeBucket(SmallVectorImpl<Operation *> &order,
   order.assign(result.begin(), result.end());
 }
 
-} // namespace
-
-FailureOr<BucketCollectivesResult>
-mlir::memopt::bucketCollectives(func::FuncOp function, double bucketMib,
-                                double firstBucketMib) {
-  BucketCollectivesResult result;
-  if (function.isExternal() || !function->hasAttr("memopt.data_parallel") ||
-      function->hasAttr(kSynchronousCollectivesAttrName))
-    return result;
-  if (bucketMib < 0 || firstBucketMib < 0)
-    return function.emitError("bucket sizes must be at least 0 MiB, got ")
-           << llvm::formatv("{0} and {1}", llvm::format("%g", firstBucketMib),
-                            llvm::format("%g", bucketMib));
-  if (!function.getBody().hasOneBlock())
-    return function.emitError("memopt-bucket-collectives expects a "
-                              "single-block function");
-  Block &block = function.getBody().front();
-  SmallVector<Operation *> order;
-  SmallVector<Operation *> collectives;
-  for (Operation &op : block.without_terminator()) {
-    if (isa<WaitCollectivesOp>(op) || op.hasAttr("bucket"))
-      return op.emitError("the collectives are bucketed already: run "
-                          "memopt-bucket-collectives once");
-    order.push_back(&op);
-    if (isGradientCollective(&op))
-      collectives.push_back(&op);
-  }
-  result.collectives = collectives.size();
+/// The gradient collectives of `order` (the schedule) in buckets, placed
+/// and waited for; `bucketMib` 0 leaves them synchronous.
+LogicalResult bucketGradients(func::FuncOp function,
+                              SmallVectorImpl<Operation *> &order,
+                              ArrayRef<Operation *> collectives,
+                              double bucketMib, double firstBucketMib,
+                              BucketCollectivesResult &result) {
   if (bucketMib == 0 || collectives.empty())
-    return result;
+    return success();
+  Block &block = function.getBody().front();
 
   // Fill buckets in the schedule's order; a bucket closes when it reaches
   // its cap, or before a collective that needs its results.
@@ -290,6 +273,48 @@ mlir::memopt::bucketCollectives(func::FuncOp function, double bucketMib,
     result.bucketSizes.push_back(bucket.size());
     result.bucketBytes.push_back(bucketBytes);
   }
+  return success();
+}
+
+} // namespace
+
+FailureOr<BucketCollectivesResult>
+mlir::memopt::bucketCollectives(func::FuncOp function, double bucketMib,
+                                double firstBucketMib, double gatherMib) {
+  BucketCollectivesResult result;
+  if (function.isExternal() || !function->hasAttr("memopt.data_parallel") ||
+      function->hasAttr(kSynchronousCollectivesAttrName))
+    return result;
+  if (bucketMib < 0 || firstBucketMib < 0)
+    return function.emitError("bucket sizes must be at least 0 MiB, got ")
+           << llvm::formatv("{0} and {1}", llvm::format("%g", firstBucketMib),
+                            llvm::format("%g", bucketMib));
+  if (!function.getBody().hasOneBlock())
+    return function.emitError("memopt-bucket-collectives expects a "
+                              "single-block function");
+  Block &block = function.getBody().front();
+  SmallVector<Operation *> order;
+  SmallVector<Operation *> collectives;
+  for (Operation &op : block.without_terminator()) {
+    if (isa<WaitCollectivesOp>(op) || op.hasAttr("bucket"))
+      return op.emitError("the collectives are bucketed already: run "
+                          "memopt-bucket-collectives once");
+    order.push_back(&op);
+    if (isGradientCollective(&op))
+      collectives.push_back(&op);
+  }
+  result.collectives = collectives.size();
+  if (failed(bucketGradients(function, order, collectives, bucketMib,
+                             firstBucketMib, result)))
+    return failure();
+  // The gather groups after the gradient buckets (on the final order),
+  // numbered after them.
+  FailureOr<GatherGroupsResult> groups =
+      groupGathers(function, gatherMib, int64_t(result.bucketSizes.size()));
+  if (failed(groups))
+    return failure();
+  result.gatherGroupSizes = std::move(groups->groupSizes);
+  result.gatherGroupBytes = std::move(groups->groupBytes);
   return result;
 }
 
@@ -301,9 +326,18 @@ struct BucketCollectivesPass
 
   void runOnOperation() override {
     FailureOr<BucketCollectivesResult> result =
-        bucketCollectives(getOperation(), bucketMib, firstBucketMib);
+        bucketCollectives(getOperation(), bucketMib, firstBucketMib, gatherMib);
     if (failed(result))
       return signalPassFailure();
+    if (report && !result->gatherGroupSizes.empty()) {
+      llvm::outs() << "memopt-bucket-collectives: "
+                   << result->gatherGroupSizes.size()
+                   << " gather groups prefetched one ahead:";
+      for (auto [index, size] : llvm::enumerate(result->gatherGroupSizes))
+        llvm::outs() << (index ? ", " : " ") << size << " x "
+                     << result->gatherGroupBytes[index] << " bytes";
+      llvm::outs() << "\n";
+    }
     if (!report || result->bucketSizes.empty())
       return;
     llvm::outs() << "memopt-bucket-collectives: " << result->bucketSizes.size()

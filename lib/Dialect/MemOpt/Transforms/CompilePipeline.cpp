@@ -148,6 +148,11 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               llvm::formatv("{0}", llvm::format("%g", double(bucketMib))).str();
     return failure();
   }
+  if (!(gatherMib >= 0)) {
+    message = "gather-mib must be at least 0, got " +
+              llvm::formatv("{0}", llvm::format("%g", double(gatherMib))).str();
+    return failure();
+  }
   if (getShard() != "none" && dataParallel == 0) {
     message = "shard " + shard +
               " needs data-parallel N (the ranks the "
@@ -323,18 +328,22 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     remat.offload = options.offloads("activations");
     remat.offloadBandwidth = options.offloadBandwidth;
     remat.outputsInArena = options.outputsInArena;
-    if (options.enabled && options.dataParallel > 0)
+    if (options.enabled && options.dataParallel > 0) {
       remat.bucketMib = options.bucketMib;
+      remat.gatherMib = options.gatherMib;
+    }
     pm.addPass(createMemOptRematerialize(remat));
   }
   // After scheduling (the buckets follow the order gradients complete in;
   // with a memory budget, the order the remat search measured), before
   // bufferization (the planner sees the in-flight
   // buffers alive until their wait).
-  if (options.enabled && options.dataParallel > 0 && options.bucketMib > 0) {
+  if (options.enabled && options.dataParallel > 0 &&
+      (options.bucketMib > 0 || options.gatherMib > 0)) {
     MemOptBucketCollectivesOptions buckets;
     buckets.bucketMib = options.bucketMib;
     buckets.firstBucketMib = getFirstBucketMib(options.bucketMib);
+    buckets.gatherMib = options.gatherMib;
     buckets.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptBucketCollectives(buckets));
   }

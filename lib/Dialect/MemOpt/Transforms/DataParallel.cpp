@@ -327,7 +327,12 @@ void DataParallelPass::runOnOperation() {
     else if (shard == "parameters")
       llvm::outs() << " (ZeRO-3): " << reduceScatters
                    << " gradient reduce-scatters, " << parameters.gathers
-                   << " parameter gathers of " << parameters.parameters
+                   << " parameter gathers"
+                   << (parameters.lowGathers
+                           ? " (" + std::to_string(parameters.lowGathers) +
+                                 " of the low copy)"
+                           : std::string())
+                   << " of " << parameters.parameters
                    << " sharded parameters; parameters per rank "
                    << parameters.shardBytes << " of " << parameters.wholeBytes
                    << " bytes";

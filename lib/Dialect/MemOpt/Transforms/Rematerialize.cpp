@@ -588,6 +588,7 @@ struct MemOptRematerializePass
     search.remat = options;
     search.maxProbes = maxProbes;
     search.bucketMib = bucketMib;
+    search.gatherMib = gatherMib;
     search.outputsInArena = outputsInArena;
     search.probePlanSeconds = planTimeLimit;
     FailureOr<MemoryBudgetResult> result =

@@ -69,13 +69,14 @@ std::string formatBytes(int64_t bytes) {
 /// its arena.
 FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>>
 planCandidate(ModuleOp module, const MemoryBudgetOptions &options,
-              double bucketMib, bool thorough) {
+              double bucketMib, double gatherMib, bool thorough) {
   if (failed(scheduleFunction(getBodyFunction(module))))
     return failure();
   OwningOpRef<ModuleOp> copy = module.clone();
   func::FuncOp function = getBodyFunction(*copy);
-  if (bucketMib > 0 && failed(bucketCollectives(function, bucketMib,
-                                                getFirstBucketMib(bucketMib))))
+  if ((bucketMib > 0 || gatherMib > 0) &&
+      failed(bucketCollectives(function, bucketMib,
+                               getFirstBucketMib(bucketMib), gatherMib)))
     return failure();
   if (failed(bufferizeFunction(function)))
     return failure();
@@ -142,17 +143,19 @@ std::string describeArena(ModuleOp planned, int64_t arena) {
 
 } // namespace
 
-/// One search with `bucketMib` MiB gradient buckets (0: none).
+/// One search with `bucketMib` MiB gradient buckets and `gatherMib` MiB
+/// prefetched gather groups (0: none).
 static FailureOr<MemoryBudgetResult>
 searchMemoryBudget(ModuleOp module, const MemoryBudgetOptions &options,
-                   double bucketMib) {
+                   double bucketMib, double gatherMib) {
   func::FuncOp function = getBodyFunction(module);
   MemoryBudgetResult result;
   int64_t budget = options.memoryBudget;
 
   OwningOpRef<ModuleOp> scheduled = module.clone();
   FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> unconstrained =
-      planCandidate(*scheduled, options, bucketMib, /*thorough=*/true);
+      planCandidate(*scheduled, options, bucketMib, gatherMib,
+                    /*thorough=*/true);
   if (failed(unconstrained))
     return failure();
   result.unconstrainedArena = unconstrained->second;
@@ -209,7 +212,8 @@ searchMemoryBudget(ModuleOp module, const MemoryBudgetOptions &options,
       continue;
     }
     FailureOr<std::pair<OwningOpRef<ModuleOp>, int64_t>> planned =
-        planCandidate(*candidate, options, bucketMib, /*thorough=*/false);
+        planCandidate(*candidate, options, bucketMib, gatherMib,
+                      /*thorough=*/false);
     if (failed(planned))
       return failure();
     int64_t arena = planned->second;
@@ -310,14 +314,16 @@ mlir::memopt::rematerializeToMemoryBudget(ModuleOp module,
     return module.emitError(
         "--memory-budget needs a module with exactly one function");
   FailureOr<MemoryBudgetResult> result =
-      searchMemoryBudget(module, options, options.bucketMib);
-  if (failed(result) || result->fits || options.bucketMib <= 0)
+      searchMemoryBudget(module, options, options.bucketMib, options.gatherMib);
+  if (failed(result) || result->fits ||
+      (options.bucketMib <= 0 && options.gatherMib <= 0))
     return result;
   // The budget is a limit, overlap a preference: when the buckets' in-
-  // flight gradients keep the arena above the budget, the collectives run
-  // synchronously (each frees its buffers at once, as --bucket-mib 0).
+  // flight gradients or the prefetched gathers keep the arena above the
+  // budget, the collectives run synchronously (each frees its buffers at
+  // once, as --bucket-mib 0 --gather-mib 0).
   FailureOr<MemoryBudgetResult> unbucketed =
-      searchMemoryBudget(module, options, /*bucketMib=*/0);
+      searchMemoryBudget(module, options, /*bucketMib=*/0, /*gatherMib=*/0);
   if (failed(unbucketed))
     return failure();
   if (!unbucketed->fits)
@@ -325,8 +331,9 @@ mlir::memopt::rematerializeToMemoryBudget(ModuleOp module,
   unbucketed->synchronousCollectives = true;
   unbucketed->log.push_back(
       llvm::formatv("the budget is met with synchronous collectives: with "
-                    "{0} MiB gradient buckets {1}",
-                    llvm::format("%g", options.bucketMib), result->message)
+                    "{0} MiB gradient buckets and {1} MiB gather groups {2}",
+                    llvm::format("%g", options.bucketMib),
+                    llvm::format("%g", options.gatherMib), result->message)
           .str());
   return unbucketed;
 }

@@ -29,12 +29,13 @@
 // allocator, outside any plan), and with --memory-budget the remat solver
 // trades it against every other buffer. A mixed-precision low copy (the
 // cast memopt-mixed-precision puts on a parameter) is cast again from the
-// backward gather rather than held across the step.
-// Not yet: gathers grouped per layer into one collective and prefetched one
-// layer ahead on a communication stream (FSDP2's and ZeRO-3's prefetch);
-// each gather is a separate op on the compute stream, placed where its
-// parameter is first needed, so a later scheduler can hoist it one layer
-// earlier onto a second stream without changing this rewrite.
+// backward gather rather than held across the step; where every reader of a
+// gathered parameter casts it to one low type, the low copy itself is
+// gathered (FSDP's MixedPrecisionPolicy.param_dtype: half the bytes sent
+// and held), its f32 shard cast into place by the runtime.
+// Each gather is a separate op placed where its parameter is first needed;
+// memopt-bucket-collectives (GatherGroups.cpp) then groups them per layer
+// and issues each group one layer ahead on the communication stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,33 @@ static Operation *firstInBlock(ArrayRef<Operation *> users) {
     if (!first || user->isBeforeInBlock(first))
       first = user;
   return first;
+}
+
+/// Replaces `gather` and the casts that read it by one gather of the low
+/// type when every reader of the gathered parameter is a cast to one
+/// f16 / bf16 type; says whether it did.
+static bool gatherLowCopy(GatherParameterOp gather) {
+  Type low;
+  for (Operation *user : gather->getUsers()) {
+    auto cast = dyn_cast<CastOp>(user);
+    if (!cast || !isLowFloat(cast.getType()) ||
+        (low && getElementTypeOrSelf(cast.getType()) != low))
+      return false;
+    low = getElementTypeOrSelf(cast.getType());
+  }
+  if (!low)
+    return false;
+  OpBuilder builder(gather);
+  auto whole = cast<RankedTensorType>(gather.getType()).clone(low);
+  auto lowGather =
+      GatherParameterOp::create(builder, gather.getLoc(), whole,
+                                gather.getShard(), gather.getRanksAttr());
+  for (Operation *user : llvm::make_early_inc_range(gather->getUsers())) {
+    user->getResult(0).replaceAllUsesWith(lowGather.getResult());
+    user->erase();
+  }
+  gather.erase();
+  return true;
 }
 
 LogicalResult
@@ -161,6 +189,13 @@ mlir::memopt::shardParameter(Operation *update, Value param, int64_t ranks,
         user->replaceUsesOfWith(cast.getResult(), again.getResult());
     }
   }
+  // Gather the low copy itself where every reader casts the gathered master
+  // to one low type (FSDP's param_dtype): half the bytes sent and no whole
+  // f32 buffer in the arena; the same values, as a cast is elementwise.
+  for (Operation *user : llvm::make_early_inc_range(sharded->getUsers()))
+    if (auto gather = dyn_cast<GatherParameterOp>(user))
+      if (gatherLowCopy(gather))
+        ++stats.lowGathers;
   variable.erase();
   ++stats.parameters;
   stats.shardBytes += getTensorBytes(shardType);

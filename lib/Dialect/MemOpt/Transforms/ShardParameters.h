@@ -22,6 +22,8 @@ namespace mlir::memopt {
 struct ParameterSharding {
   int64_t parameters = 0;
   int64_t gathers = 0;
+  /// Gathers of the f16 / bf16 copy instead of the f32 master.
+  int64_t lowGathers = 0;
   int64_t shardBytes = 0, wholeBytes = 0;
 };
 
@@ -35,7 +37,8 @@ llvm::DenseSet<Operation *> getForwardOps(func::FuncOp function);
 /// initial value), makes the update a plain update of the shard, and gathers
 /// the whole parameter right before its first forward use and again before
 /// its first backward use (for a low-precision copy of it, a cast of the
-/// second gather). Fails with a message naming the parameter.
+/// second gather); a gather whose readers all cast it to one low type
+/// gathers that type instead. Fails with a message naming the parameter.
 LogicalResult shardParameter(Operation *update, Value param, int64_t ranks,
                              const llvm::DenseSet<Operation *> &forward,
                              ParameterSharding &stats);

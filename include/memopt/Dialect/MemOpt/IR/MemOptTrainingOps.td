@@ -609,8 +609,9 @@ def MemOpt_WaitCollectivesOp : MemOpt_CollectiveOp<"wait_collectives"> {
   let description = [{
     The collectives carrying `bucket = B` (a contiguous run of
     `memopt.all_reduce` / `memopt.reduce_scatter` ops, issued together as
-    soon as the last of them can run) complete here: the ops after this one
-    may read their results. The operands are every buffer the bucket's
+    soon as the last of them can run, or of `memopt.gather_parameter` ops,
+    a gather group issued one layer ahead) complete here: the ops after
+    this one may read their results. The operands are every buffer the bucket's
     collectives read or write (their inputs, accumulators and results):
     the collectives may still be running until this op, so the planner keeps
     all of them alive up to here and reuses none of their bytes before it
@@ -640,11 +641,18 @@ def MemOpt_GatherParameterOp : MemOpt_CollectiveOp<"gather_parameter"> {
     forward use of the parameter and another before the first backward
     use, so the whole parameter is alive only while a layer needs it (FSDP's
     reshard_after_forward). The collective writes the communicator: it is
-    never folded, merged or recomputed, and every rank issues the same
-    gathers in the same order.
+    never folded or merged (the remat solver may gather again instead of
+    keeping), and every rank issues the same gathers in the same order.
+    An f16 / bf16 result is the mixed-precision low copy gathered directly
+    (FSDP's `param_dtype`): the f32 shard is cast into place, then half the
+    bytes are gathered; memopt-data-parallel does so when every reader of
+    the gathered parameter casts it to that type. With `bucket = B`
+    (memopt-bucket-collectives' gather groups) the gather is one of a group
+    issued together on the communication stream, one layer ahead, and a
+    `memopt.wait_collectives {bucket = B}` before the first reader ends it.
   }];
   let arguments = (ins StaticShapeTensorOf<[F32]>:$shard, I64Attr:$ranks);
-  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let results = (outs StaticShapeTensorOf<[F32, F16, BF16]>:$result);
   let assemblyFormat = "$shard attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -46,6 +46,10 @@ struct BucketCollectivesResult {
   /// the function was left alone).
   std::vector<size_t> bucketSizes;
   std::vector<int64_t> bucketBytes;
+  /// ZeRO-3: per gather group, in issue order, its parameter gathers and
+  /// gathered bytes (empty: every gather synchronous where it is).
+  std::vector<size_t> gatherGroupSizes;
+  std::vector<int64_t> gatherGroupBytes;
 };
 
 /// The first bucket's cap for buckets of `bucketMib`: DDP's 1 MiB (so that
@@ -57,11 +61,15 @@ inline double getFirstBucketMib(double bucketMib) {
 
 /// Groups the gradient collectives of a data-parallel `function` into
 /// buckets of at most `bucketMib` MiB (the first `firstBucketMib`) that
-/// overlap the backward. Leaves alone a function that is not data-parallel,
-/// is marked `memopt.synchronous_collectives`, or with `bucketMib` 0.
+/// overlap the backward, and its ZeRO-3 parameter gathers into groups of at
+/// most `gatherMib` MiB, each prefetched one group ahead. Leaves alone a
+/// function that is not data-parallel or is marked
+/// `memopt.synchronous_collectives`; `bucketMib` 0 leaves the gradient
+/// collectives synchronous, `gatherMib` 0 the gathers.
 FailureOr<BucketCollectivesResult> bucketCollectives(func::FuncOp function,
                                                      double bucketMib,
-                                                     double firstBucketMib);
+                                                     double firstBucketMib,
+                                                     double gatherMib);
 
 /// memopt-bufferize: marks the ops that write their result over a dying
 /// operand (BufferLiveness::decideInPlace); returns how many.

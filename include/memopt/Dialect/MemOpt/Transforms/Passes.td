@@ -327,6 +327,10 @@ def MemOptRematerialize : Pass<"memopt-rematerialize", "::mlir::ModuleOp"> {
            "memory-budget: plan each candidate with the data-parallel "
            "gradient buckets of this size (memopt-bucket-collectives), as "
            "memopt-compile's pipeline plans the chosen one; 0: none">,
+    Option<"gatherMib", "gather-mib", "double", /*default=*/"0",
+           "memory-budget: plan each candidate with the ZeRO-3 gather groups "
+           "of this size prefetched one ahead (memopt-bucket-collectives); "
+           "0: none">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the ops recomputed, the FLOPs and time added and the peaks">,
   ];
@@ -644,8 +648,21 @@ def MemOptBucketCollectives
     waits on its own bucket only. The gradients of a bucket stay alive until
     its wait: at most two buckets' worth more than without overlap. The
     flag all-reduce of dynamic loss scaling and the all-gathers are not
-    bucketed (they run where they are, synchronously). With `report`,
-    prints the buckets' count and bytes.
+    bucketed (they run where they are, synchronously).
+
+    ZeRO-3's `memopt.gather_parameter` ops (shard=parameters) are grouped
+    in the schedule's order into gather groups of at most `gather-mib` MiB
+    (a group closes at the gather that reaches the cap: about a layer, as
+    FSDP2's per-module all-gather), numbered after the gradient buckets.
+    Group 0 is issued where its first gather was; group k right after group
+    k - 1's wait, before the first op that reads group k - 1 (the next
+    layer's parameters are gathered while this layer computes, in the
+    forward and, in the schedule's reverse order, in the backward); a
+    `memopt.wait_collectives` over the group's shards and gathered buffers
+    goes right before the first op that reads any of them. A gathered
+    buffer is alive from its group's issue, so the planner keeps its bytes
+    from any other buffer while the communication stream writes it.
+    With `report`, prints the buckets' and gather groups' count and bytes.
   }];
   let options = [
     Option<"bucketMib", "bucket-mib", "double", /*default=*/"25",
@@ -653,6 +670,9 @@ def MemOptBucketCollectives
            "collective synchronous where it is)">,
     Option<"firstBucketMib", "first-bucket-mib", "double", /*default=*/"1",
            "Cap of the first bucket in MiB">,
+    Option<"gatherMib", "gather-mib", "double", /*default=*/"25",
+           "Cap of a ZeRO-3 gather group's gathered bytes in MiB (0: every "
+           "gather synchronous where it is)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the buckets">,
   ];

@@ -107,6 +107,9 @@ struct MemoryBudgetOptions {
   /// until its wait, so each candidate is planned with the buckets the
   /// compile pipeline will add (memopt-bucket-collectives; 0: none).
   double bucketMib = 0;
+  /// ZeRO-3: a prefetched gather group's parameters are alive from its
+  /// issue, one group ahead; planned like the buckets (0: none).
+  double gatherMib = 0;
   /// Plan the function's outputs inside the arena (as memopt-compile does).
   bool outputsInArena = true;
   /// Seconds the planner's exact search may take per probe; the
