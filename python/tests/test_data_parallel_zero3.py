@@ -32,9 +32,9 @@ from test_data_parallel import (COMPILE, MICRO_BATCH, MODELS, OPTIMIZERS, PARAME
 
 assert reference  # the one-rank fixture, used by name below
 
-# A 128-byte gather cap: every gather of these models' parameters is a group of its own,
+# A 4-byte gather cap: every gather of these models' parameters is a group of its own,
 # prefetched one group ahead.
-GATHER_GROUPS = ["--gather-mib", str(128 / 2**20)]
+GATHER_GROUPS = ["--gather-mib", str(4 / 2**20)]
 
 
 def compile_step(onnx_path, out, ranks, shard, *args):

@@ -331,9 +331,14 @@ mlir::memopt::rematerializeToMemoryBudget(ModuleOp module,
   unbucketed->synchronousCollectives = true;
   unbucketed->log.push_back(
       llvm::formatv("the budget is met with synchronous collectives: with "
-                    "{0} MiB gradient buckets and {1} MiB gather groups {2}",
+                    "{0} MiB gradient buckets{1} {2}",
                     llvm::format("%g", options.bucketMib),
-                    llvm::format("%g", options.gatherMib), result->message)
+                    options.gatherMib > 0
+                        ? llvm::formatv(" and {0} MiB gather groups",
+                                        llvm::format("%g", options.gatherMib))
+                              .str()
+                        : std::string(),
+                    result->message)
           .str());
   return unbucketed;
 }
