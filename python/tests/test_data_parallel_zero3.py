@@ -111,11 +111,13 @@ def test_accumulation(tmp_path, reference):
     assert dp["per_rank"]["parameter_bytes"] == shards
     assert dp["per_rank"]["gradient_accumulator_bytes"] == shards
     # Over 2 ranks a ring sends half of each tensor: per micro-batch, a reduce-scatter of
-    # every gradient, a forward gather of every parameter and a backward gather of
-    # fc2.weight, the only parameter the backward reads (r's gradient; fc1's input x needs
-    # none, and a bias's gradient does not read the bias).
+    # every gradient and a forward gather of every parameter. fc2.weight is the only
+    # parameter the backward reads (r's gradient; fc1's input x needs none, and a bias's
+    # gradient does not read the bias), and its forward gather is still alive where the
+    # backward one would be issued (fc2 is the last layer), so the backward reads it.
     half = parameters // 2
-    assert dp["sent_bytes_per_step"] == 2 * (half + half + 4 * 3 * 16 // 2)
+    assert dp["parameter_gathers"] == 4
+    assert dp["sent_bytes_per_step"] == 2 * (half + half)
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
@@ -138,9 +140,10 @@ def test_mixed_precision_equals_zero2(tmp_path, precision):
                           if line.startswith("step ")]
         # The MLP's Gemms read their weights and biases in the low type only: every gather
         # gathers the 2-byte copy, half the f32 bytes (forward: all four parameters;
-        # backward: fc2.weight).
+        # backward: fc2.weight, unless it reads the forward gather).
         dp = json.load(open(folder / "parameters.json"))["data_parallel"]
-        f32_gathered = 4 * (16 * 8 + 16 + 3 * 16 + 3) + 4 * 3 * 16
+        f32_gathered = 4 * (16 * 8 + 16 + 3 * 16 + 3) + \
+            4 * 3 * 16 * (dp["parameter_gathers"] - 4)
         assert sum(dp["gather_groups"]) == f32_gathered // 2, dp
 
 
@@ -244,7 +247,10 @@ def test_gather_groups_per_layer(tmp_path):
     weight = 4 * 48 * 16  # l0: 48 x 16; l1-l3: 48 x 48
     assert layers["gather_groups"][0] == weight
     assert len(layers["gather_groups"]) >= 5, layers["gather_groups"]
-    assert sum(layers["gather_groups"]) == \
+    # The head's backward reads its forward gather (alive where the backward one would be
+    # issued): fewer bytes gathered than synchronously.
+    assert layers["parameter_gathers"] < reports["sync"]["data_parallel"]["parameter_gathers"]
+    assert sum(layers["gather_groups"]) <= \
         reports["sync"]["data_parallel"]["per_rank"]["gathered_parameter_bytes"]
     assert reports["sync"]["data_parallel"]["gather_groups"] == []
     assert reports["layers"]["arena_bytes"] >= reports["sync"]["arena_bytes"]
@@ -285,10 +291,11 @@ def test_report_per_rank_bytes(tmp_path):
     shard = 4 * ((42 + 2) + (5 + 1) + (16 + 0) + (1 + 0))
     full = json.load(open(report))
     dp = full["data_parallel"]
-    # A forward gather of each of the 4 parameters, a backward gather of fc2.weight only;
-    # under the default 25 MiB cap they are one gather group.
-    assert dp["shard"] == "parameters" and dp["parameter_gathers"] == 5
-    assert dp["gather_groups"] == [parameters + 4 * 3 * 16]
+    # A forward gather of each of the 4 parameters, one gather group under the default
+    # 25 MiB cap; the backward's read of fc2.weight reads its forward gather, which the
+    # group keeps alive anyway.
+    assert dp["shard"] == "parameters" and dp["parameter_gathers"] == 4
+    assert dp["gather_groups"] == [parameters]
     per_rank = dp["per_rank"]
     assert per_rank["parameter_bytes"] == shard
     assert dp["unsharded_parameter_bytes"] == parameters

@@ -315,6 +315,7 @@ mlir::memopt::bucketCollectives(func::FuncOp function, double bucketMib,
     return failure();
   result.gatherGroupSizes = std::move(groups->groupSizes);
   result.gatherGroupBytes = std::move(groups->groupBytes);
+  result.gathersMerged = groups->merged;
   return result;
 }
 
@@ -336,6 +337,9 @@ struct BucketCollectivesPass
       for (auto [index, size] : llvm::enumerate(result->gatherGroupSizes))
         llvm::outs() << (index ? ", " : " ") << size << " x "
                      << result->gatherGroupBytes[index] << " bytes";
+      if (result->gathersMerged)
+        llvm::outs() << "; " << result->gathersMerged
+                     << " gathers read an earlier gather still alive";
       llvm::outs() << "\n";
     }
     if (!report || result->bucketSizes.empty())

@@ -19,7 +19,9 @@
 // layer; the wait makes the compute stream wait for the group's event. The
 // forward's groups come in forward order and the backward's in backward
 // order (the schedule's), so the backward prefetches in reverse, as FSDP2
-// does. A gathered buffer is defined where its group is issued, so the
+// does. A gather whose group is issued while an earlier gather of the same
+// shard is still alive reads that buffer instead of gathering again. A
+// gathered buffer is defined where its group is issued, so the
 // planner keeps it from the issue to its last reader: nothing else gets its
 // bytes while the communication stream may write them.
 //
@@ -167,6 +169,59 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
       --group.issue;
   }
 
+  // A gather issued while an earlier gather of the same shard and type is
+  // still alive (the tied embedding's forward gather, read by the LM head
+  // at the end of the forward, when its backward gather is prefetched)
+  // reads that one instead: its buffer would hold the same values over the
+  // same span. FSDP2 likewise keeps the root module's parameters unsharded
+  // from the forward into the backward.
+  auto readers = [&](Operation *gather, bool last) {
+    size_t at = last ? 0 : order.size();
+    for (Operation *user : gather->getResult(0).getUsers()) {
+      size_t p = positionInBlock(user, block, position);
+      at = last ? std::max(at, p) : std::min(at, p);
+    }
+    return at;
+  };
+  DenseMap<Operation *, size_t> lastReader, groupOf;
+  DenseMap<std::pair<Value, Type>, Operation *> latest;
+  SmallVector<Operation *> merged;
+  for (auto [index, group] : llvm::enumerate(groups)) {
+    SmallVector<Operation *> kept;
+    for (Operation *gather : group.gathers) {
+      std::pair<Value, Type> key{gather->getOperand(0),
+                                 gather->getResult(0).getType()};
+      lastReader[gather] = readers(gather, /*last=*/true);
+      auto it = latest.find(key);
+      if (it != latest.end() && lastReader[it->second] >= group.issue &&
+          groups[groupOf[it->second]].wait <= readers(gather, false)) {
+        Operation *earlier = it->second;
+        lastReader[earlier] = std::max(lastReader[earlier], lastReader[gather]);
+        gather->getResult(0).replaceAllUsesWith(earlier->getResult(0));
+        group.bytes -= getTensorBytes(gather->getResult(0).getType());
+        merged.push_back(gather);
+        continue;
+      }
+      latest[key] = gather;
+      groupOf[gather] = index;
+      kept.push_back(gather);
+    }
+    group.gathers = kept;
+  }
+  // The groups left, each waited for before the first reader of what it
+  // still gathers.
+  SmallVector<GatherGroup> kept;
+  for (GatherGroup &group : groups) {
+    if (group.gathers.empty())
+      continue;
+    group.wait = order.size();
+    for (Operation *gather : group.gathers)
+      group.wait = std::min(group.wait, readers(gather, /*last=*/false));
+    kept.push_back(group);
+  }
+  groups = std::move(kept);
+  result.merged = merged.size();
+
   // The new order: before the op at each position, the actions placed
   // there in the order they were decided (group k - 1's wait, then group
   // k's issue, then, if it lands there too, group k's wait).
@@ -175,7 +230,7 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
     bool isWait;
   };
   DenseMap<size_t, SmallVector<Action>> actions;
-  DenseSet<Operation *> moved;
+  DenseSet<Operation *> moved(merged.begin(), merged.end());
   for (auto [index, group] : llvm::enumerate(groups)) {
     actions[group.issue].push_back({index, false});
     actions[group.wait].push_back({index, true});
@@ -218,6 +273,8 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
   place(order.size());
   for (Operation *op : newOrder)
     op->moveBefore(terminator);
+  for (Operation *gather : merged)
+    gather->erase();
 
   for (const GatherGroup &group : groups) {
     result.groupSizes.push_back(group.gathers.size());

@@ -19,12 +19,17 @@ namespace mlir::memopt {
 struct GatherGroupsResult {
   std::vector<size_t> groupSizes;
   std::vector<int64_t> groupBytes;
+  /// Gathers dropped because an earlier gather of the same shard was still
+  /// alive where they would be issued.
+  size_t merged = 0;
 };
 
 /// Groups the memopt.gather_parameter ops of the single-block `function`
 /// (scheduled) into groups of at most `gatherMib` MiB in the schedule's
 /// order, numbered `bucket = firstBucket + k`, each issued right after the
-/// previous group's wait and waited for right before its first reader.
+/// previous group's wait and waited for right before its first reader; a
+/// gather issued while an earlier gather of its shard is alive reads that
+/// one instead.
 /// `gatherMib` 0 (or no gather) leaves the function alone.
 FailureOr<GatherGroupsResult>
 groupGathers(func::FuncOp function, double gatherMib, int64_t firstBucket);

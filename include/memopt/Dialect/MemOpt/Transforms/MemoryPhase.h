@@ -50,6 +50,8 @@ struct BucketCollectivesResult {
   /// gathered bytes (empty: every gather synchronous where it is).
   std::vector<size_t> gatherGroupSizes;
   std::vector<int64_t> gatherGroupBytes;
+  /// Gathers that read an earlier, still alive gather of their shard.
+  size_t gathersMerged = 0;
 };
 
 /// The first bucket's cap for buckets of `bucketMib`: DDP's 1 MiB (so that
