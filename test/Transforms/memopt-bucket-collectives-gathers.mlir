@@ -118,3 +118,32 @@ func.func @low(%x: tensor<16x16xbf16>, %z: tensor<16x16xf32>) -> (tensor<16x16xb
   %y1 = memopt.mul %z, %f1 : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
   return %y0, %y1 : tensor<16x16xbf16>, tensor<16x16xf32>
 }
+
+// -----
+
+// A write of the shard between two gathers of it (an update; not what
+// memopt-data-parallel makes, which gathers before the update only): the
+// second gather starts a group of its own, issued after the write, and does
+// not read the first one.
+// CHECK-LABEL: func.func @written
+// CHECK: %[[F:.*]] = memopt.gather_parameter %[[W:.*]] {bucket = 0 : i64
+// CHECK: memopt.sgd_update %[[W]]
+// CHECK-NEXT: %[[G:.*]] = memopt.gather_parameter %[[W]] {bucket = 1 : i64
+// CHECK-NEXT: memopt.wait_collectives %[[W]], %[[G]] {bucket = 1 : i64}
+// CHECK-NEXT: memopt.mul %{{.*}}, %[[G]]
+// With a 2 KiB cap the two would fill one group; the write splits them.
+// PAIRS-LABEL: func.func @written
+// PAIRS: memopt.gather_parameter {{.*}}bucket = 0 : i64
+// PAIRS: memopt.sgd_update
+// PAIRS-NEXT: memopt.gather_parameter {{.*}}bucket = 1 : i64
+func.func @written(%x: tensor<16x16xf32>) -> tensor<16x16xf32> attributes {memopt.data_parallel = {ranks = 2 : i64, shard = "parameters"}} {
+  %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<16x16xf32>, memopt.shards = 2 : i64, role = "parameter"} : tensor<128xf32>
+  %lr = memopt.variable "memopt.learning_rate" {initial_value = dense<0.1> : tensor<f32>, role = "learning_rate"} : tensor<f32>
+  %f = memopt.gather_parameter %w {ranks = 2 : i64} : (tensor<128xf32>) -> tensor<16x16xf32>
+  %y = memopt.mul %x, %f : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %s = memopt.reduce_scatter %y {ranks = 2 : i64} : (tensor<16x16xf32>) -> tensor<128xf32>
+  memopt.sgd_update %w, %s, lr %lr : tensor<128xf32>, tensor<128xf32>, tensor<f32>
+  %g = memopt.gather_parameter %w {ranks = 2 : i64} : (tensor<128xf32>) -> tensor<16x16xf32>
+  %z = memopt.mul %y, %g : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %z : tensor<16x16xf32>
+}

@@ -122,9 +122,26 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
   if (gatherMib == 0 || gathers.empty())
     return result;
 
+  // The earliest position a gather may be issued at: after its shard's
+  // definition and after any earlier write of it.
+  auto lowestOf = [&](Operation *gather) {
+    size_t at = position.lookup(gather), lowest = 0;
+    Value shard = storageRoot(gather->getOperand(0));
+    if (Operation *def = shard.getDefiningOp(); def && position.count(def))
+      lowest = position.lookup(def) + 1;
+    for (size_t write : writes.lookup(shard))
+      if (write < at)
+        lowest = std::max(lowest, write + 1);
+    return lowest;
+  };
   int64_t cap = std::max<int64_t>(1, int64_t(gatherMib * 1024 * 1024));
   SmallVector<GatherGroup> groups(1);
   for (Operation *gather : gathers) {
+    // A group is issued at one place: a gather that may not move up to the
+    // group's first one starts the next group.
+    if (!groups.back().gathers.empty() &&
+        lowestOf(gather) > position.lookup(groups.back().gathers.front()))
+      groups.emplace_back();
     groups.back().gathers.push_back(gather);
     groups.back().bytes += getTensorBytes(gather->getResult(0).getType());
     if (groups.back().bytes >= cap && gather != gathers.back())
@@ -143,13 +160,7 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
         if (!members.contains(user))
           group.wait =
               std::min(group.wait, positionInBlock(user, block, position));
-      size_t at = position.lookup(gather);
-      Value shard = storageRoot(gather->getOperand(0));
-      if (Operation *def = shard.getDefiningOp(); def && position.count(def))
-        lowest = std::max(lowest, position.lookup(def) + 1);
-      for (size_t write : writes.lookup(shard))
-        if (write < at)
-          lowest = std::max(lowest, write + 1);
+      lowest = std::max(lowest, lowestOf(gather));
     }
     size_t first = position.lookup(group.gathers.front());
     group.issue = index == 0 ? first : std::min(groups[index - 1].wait, first);
@@ -193,8 +204,17 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
                                  gather->getResult(0).getType()};
       lastReader[gather] = readers(gather, /*last=*/true);
       auto it = latest.find(key);
+      // Nothing may write the shard between the two gathers (an update
+      // writes it after its last gather: memopt-data-parallel refuses a
+      // read after the update; checked here all the same).
+      auto unwritten = [&](Operation *earlier) {
+        size_t from = position.lookup(earlier), to = position.lookup(gather);
+        return llvm::none_of(writes.lookup(storageRoot(key.first)),
+                             [&](size_t at) { return from < at && at < to; });
+      };
       if (it != latest.end() && lastReader[it->second] >= group.issue &&
-          groups[groupOf[it->second]].wait <= readers(gather, false)) {
+          groups[groupOf[it->second]].wait <= readers(gather, false) &&
+          unwritten(it->second)) {
         Operation *earlier = it->second;
         lastReader[earlier] = std::max(lastReader[earlier], lastReader[gather]);
         gather->getResult(0).replaceAllUsesWith(earlier->getResult(0));
