@@ -1,6 +1,7 @@
 //===- BufferLiveness.cpp - storages, live ranges, max-live ---------------===//
 
 #include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 
 #include <algorithm>
@@ -153,6 +154,20 @@ struct StorageBuilder {
           last = std::max<int64_t>(last, index);
         }
       }
+    // --offload optimizer: the compute stream waits for an offloaded
+    // gradient's copy to the host only at the next offloaded update
+    // (lib/Runtime/Cuda/HostOptimizer.cpp), so the copy overlaps the ops in
+    // between; the gradient's bytes stay allocated until then (to the end of
+    // the step for the last one). HostUpdates.h says which gradients.
+    int64_t nextDeferred = numSteps - 1;
+    for (int64_t index = numSteps - 1; index >= 0; --index) {
+      Value grad = getDeferredOffloadGradient(order[index]);
+      if (!grad)
+        continue;
+      Storage &storage = storages[storageIdOf(grad)];
+      storage.last = std::max<int64_t>(storage.last, nextDeferred);
+      nextDeferred = index;
+    }
     auto returnOp =
         cast<func::ReturnOp>(function.getBody().front().getTerminator());
     for (auto [number, value] : llvm::enumerate(returnOp.getOperands())) {

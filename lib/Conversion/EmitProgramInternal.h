@@ -28,6 +28,7 @@
 #include "memopt/Conversion/WeightImage.h"
 
 #include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/OffloadOps.h"
 #include "memopt/Runtime/WeightsFile.h"
@@ -310,6 +311,17 @@ private:
               ";\n";
     return text + "    accumulation.microStep = " + ref(microStep) +
            ";\n    accumulation.steps = " + std::to_string(steps) + ";\n";
+  }
+  /// --offload-accumulators device: the offloaded update's accumulation
+  /// pass on the device (into its f32 accumulator), after which the
+  /// `accumulation` local only gates the CPU update on the micro-step and
+  /// the update stages the sum (HostUpdates.h). "" for any other update.
+  std::string deviceAccumulation(Operation *op, const std::string &node) {
+    if (!accumulatesOnDevice(op))
+      return "";
+    return "    accumulateGradient(ctx, " + node + ", " +
+           ref(getHostUpdateOperands(op).grad) +
+           ", accumulation);\n    accumulation.accumulator = TensorRef();\n";
   }
   /// The optional trailing arguments of an update call and its end: the
   /// accumulation (needed as nullptr when scaling follows) and the scaling.

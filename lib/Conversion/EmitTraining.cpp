@@ -182,14 +182,15 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
              << ";\n"
              << accumulation(update.getAccumulator(), update.getMicroStep(),
                              update.getAccumulationSteps())
+             << deviceAccumulation(op, node)
              << lossScaling(update.getLossScale(), update.getFoundInf(),
                             Value())
              << "    offloadSgdUpdate(ctx, " << node << ", " << offloadSites++
              << ", " << stagingPointer(op) << ", "
              << cppFloat(toDouble(update.getMomentum())) << ", "
              << cppFloat(toDouble(update.getWeightDecay())) << ", "
-             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
-             << ref(master) << ", "
+             << ref(update.getParam()) << ", " << ref(getStagedValue(op))
+             << ", " << ref(master) << ", "
              << (update.getMomentumBuffer() ? "&buffer" : "nullptr") << ", "
              << ref(update.getLr())
              << updateTail(update.getMicroStep(), update.getLossScale());
@@ -227,6 +228,7 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
           os << "  {\n"
              << accumulation(update.getAccumulator(), update.getMicroStep(),
                              update.getAccumulationSteps())
+             << deviceAccumulation(op, node)
              << lossScaling(update.getLossScale(), update.getFoundInf(),
                             update.getLossScaleState())
              << "    offloadAdamwUpdate(ctx, " << node << ", " << offloadSites++
@@ -235,8 +237,8 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
              << cppFloat(toDouble(update.getBeta2())) << ", "
              << cppFloat(toDouble(update.getEps())) << ", "
              << cppFloat(toDouble(update.getWeightDecay())) << ", "
-             << ref(update.getParam()) << ", " << ref(update.getGrad()) << ", "
-             << ref(master) << ", " << ref(update.getExpAvg()) << ", "
+             << ref(update.getParam()) << ", " << ref(getStagedValue(op))
+             << ", " << ref(master) << ", " << ref(update.getExpAvg()) << ", "
              << ref(update.getExpAvgSq()) << ", " << ref(update.getLr()) << ", "
              << ref(update.getStep())
              << updateTail(update.getMicroStep(), update.getLossScale());

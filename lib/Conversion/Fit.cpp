@@ -15,6 +15,9 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/CostModel.h"
+#include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Analysis/ScaledKernelTimes.h"
+#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptInterfaces.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -27,6 +30,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -338,18 +342,25 @@ FitResult mlir::memopt::searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
 HostTimeline mlir::memopt::simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
                                                double deviceSecondsAfter,
                                                double copyBytesPerSecond,
-                                               double copyLatencySeconds) {
+                                               double copyLatencySeconds,
+                                               bool deferCopyWaits) {
   HostTimeline timeline;
-  double device = 0, cpuFree = 0, copyBackFree = 0;
+  double device = 0, cpuFree = 0, copyOutFree = 0, copyBackFree = 0;
+  double previousCopyOut = 0;
   for (const HostUpdateEvent &event : events) {
     device += event.deviceSecondsBefore;
-    // The compute stream waits for the gradient's copy out: the arena
-    // bytes it leaves may be reused by the next op (docs/offload.md).
+    // The copy out starts when the gradient is ready and the copy-out
+    // stream is free.
     double copyOut =
         copyLatencySeconds + double(event.copyOutBytes) / copyBytesPerSecond;
-    device += copyOut;
+    copyOutFree = std::max(copyOutFree, device) + copyOut;
+    // The compute stream waits for a copy out before the arena bytes it
+    // leaves are reused: at the next update when the plan keeps the
+    // gradient until then, else at once (docs/offload.md).
+    device = std::max(device, deferCopyWaits ? previousCopyOut : copyOutFree);
+    previousCopyOut = copyOutFree;
     // One dispatcher thread runs the updates in order, each on every core.
-    cpuFree = std::max(cpuFree, device) + event.hostSeconds;
+    cpuFree = std::max(cpuFree, copyOutFree) + event.hostSeconds;
     double copyBack =
         copyLatencySeconds + double(event.copyBackBytes) / copyBytesPerSecond;
     copyBackFree = std::max(copyBackFree, cpuFree) + copyBack;
@@ -357,7 +368,8 @@ HostTimeline mlir::memopt::simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
     timeline.copySeconds += copyOut + copyBack;
   }
   device += deviceSecondsAfter;
-  // The next step's forward reads the masters copied back.
+  // The step's end waits for every copy (the last copy out through the
+  // copy-back stream); the next step's forward reads the masters.
   timeline.endSeconds = std::max(device, copyBackFree);
   return timeline;
 }
@@ -452,51 +464,41 @@ struct HostRates {
   double updateBytesPerSecond = kHostUpdateBytesPerSecond;
 };
 
-/// An update that --offload optimizer sent to the host (it has a master).
-bool isHostUpdate(Operation *op) {
-  if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-    return bool(sgd.getMaster());
-  if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-    return bool(adamw.getMaster());
-  return false;
-}
-
-/// An offloaded update as the timeline sees it: the gradient and the
-/// staged scalars go out, the master comes back; the CPU streams the
-/// gradient and every host-placed operand (master, moments or momentum,
-/// accumulator) once, or on a micro-batch that only accumulates, the
-/// gradient and the accumulator.
+/// An offloaded update as the timeline sees it: the staged tensor (the
+/// gradient, or the device accumulator) and the scalars go out, the master
+/// comes back; the CPU streams the staged tensor and every host-placed
+/// operand (master, moments or momentum, accumulator) once, or on a
+/// micro-batch that only accumulates, the gradient and the host accumulator
+/// (nothing with the accumulator on the device: the device summed it, and
+/// the CPU waits for the last micro-batch).
 HostUpdateEvent hostUpdateEvent(Operation *op, bool lastMicroStep,
                                 const HostRates &rates) {
-  Value grad, param, accumulator;
-  if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
-    grad = sgd.getGrad();
-    param = sgd.getParam();
-    accumulator = sgd.getAccumulator();
-  } else {
-    auto adamw = cast<AdamWUpdateOp>(op);
-    grad = adamw.getGrad();
-    param = adamw.getParam();
-    accumulator = adamw.getAccumulator();
-  }
+  HostUpdateOperands operands = getHostUpdateOperands(op);
+  Value staged = getStagedValue(op);
   HostUpdateEvent event;
-  event.copyOutBytes = getTensorBytes(grad.getType()) + kHostStagingScalarBytes;
-  event.copyBackBytes = getTensorBytes(param.getType());
-  int64_t streamed = getTensorBytes(grad.getType());
-  if (lastMicroStep || !accumulator) {
+  event.copyOutBytes =
+      getTensorBytes(staged.getType()) + kHostStagingScalarBytes;
+  event.copyBackBytes = getTensorBytes(operands.param.getType());
+  int64_t streamed = 0;
+  if (lastMicroStep || !operands.accumulator) {
+    streamed = getTensorBytes(staged.getType());
     for (Value operand : op->getOperands())
       if (isHostPlaced(operand))
         streamed += getTensorBytes(operand.getType());
-  } else {
-    streamed += getTensorBytes(accumulator.getType());
+  } else if (!accumulatesOnDevice(op)) {
+    streamed = getTensorBytes(operands.grad.getType()) +
+               getTensorBytes(operands.accumulator.getType());
   }
   event.hostSeconds = double(streamed) / rates.updateBytesPerSecond;
   return event;
 }
 
+/// The predicted seconds of one op of a candidate.
+using OpSeconds = std::function<double(Operation *)>;
+
 /// Measures a planned module: the device bytes and the predicted time of
 /// one run.
-void measurePlanned(func::FuncOp function, const KernelTimes *times,
+void measurePlanned(func::FuncOp function, const OpSeconds &opSeconds,
                     const HostRates &rates, FitPoint &point) {
   point.arenaBytes =
       function->getAttrOfType<IntegerAttr>("memopt.arena_size").getInt();
@@ -522,6 +524,19 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
     if (isa<OffloadOp, OffloadWaitOp, ReloadOp, ReloadWaitOp>(op))
       continue;
     if (isHostUpdate(&op)) {
+      // With the accumulator on the device, the device sums the gradient
+      // into it first (the accumulation pass of docs/training.md: read the
+      // gradient, read and write the f32 sum).
+      if (accumulatesOnDevice(&op)) {
+        Value grad = getHostUpdateOperands(&op).grad;
+        double sum = double(getTensorBytes(grad.getType()) +
+                            8 * cast<ShapedType>(grad.getType())
+                                    .getNumElements()) /
+                         roofline.bytesPerSecond +
+                     roofline.kernelSeconds;
+        point.microStepSeconds += sum;
+        deviceSince += sum;
+      }
       lastEvents.push_back(hostUpdateEvent(&op, true, rates));
       otherEvents.push_back(hostUpdateEvent(&op, false, rates));
       lastEvents.back().deviceSecondsBefore = deviceSince;
@@ -529,7 +544,7 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
       deviceSince = 0;
       continue;
     }
-    double seconds = estimateOpSeconds(&op, roofline, times);
+    double seconds = opSeconds(&op);
     point.microStepSeconds += seconds;
     deviceSince += seconds;
     point.recomputations += op.hasAttr(kRecomputedAttrName);
@@ -560,10 +575,7 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
   // updates start there, and nothing of them hides under the backward.
   bool lossScaled = false;
   for (Operation &op : function.getBody().front().without_terminator())
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      lossScaled |= sgd.getMaster() && sgd.getFoundInf();
-    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-      lossScaled |= adamw.getMaster() && adamw.getFoundInf();
+    lossScaled |= isHostUpdate(&op) && getHostUpdateOperands(&op).foundInf;
   if (lossScaled)
     for (auto *events : {&lastEvents, &otherEvents}) {
       double before = 0;
@@ -579,10 +591,13 @@ void measurePlanned(func::FuncOp function, const KernelTimes *times,
   double device = point.microStepSeconds;
   // A copy's fixed cost is the remat solver's (memopt/Remat/Offload.h).
   double latency = ::memopt::remat::OffloadProblem().latencySeconds;
-  HostTimeline last = simulateHostUpdates(lastEvents, deviceSince,
-                                          rates.copyBytesPerSecond, latency);
-  HostTimeline other = simulateHostUpdates(otherEvents, deviceSince,
-                                           rates.copyBytesPerSecond, latency);
+  // Without loss scaling the compute stream waits for each gradient's copy
+  // out only at the next offloaded update (HostUpdates.h,
+  // getDeferredOffloadGradient).
+  HostTimeline last = simulateHostUpdates(
+      lastEvents, deviceSince, rates.copyBytesPerSecond, latency, !lossScaled);
+  HostTimeline other = simulateHostUpdates(
+      otherEvents, deviceSince, rates.copyBytesPerSecond, latency, !lossScaled);
   point.hostOptimizerSeconds = last.endSeconds - device;
   point.hostUpdateSeconds = last.hostSeconds;
   point.copySeconds = last.copySeconds;
@@ -754,13 +769,20 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       return fail("offload '" + value +
                   "' is not none, activations or optimizer (a comma list, "
                   "e.g. --offload activations,optimizer)");
+  // "+device-accumulators": the optimizer's offload with the gradient
+  // accumulators on the device (--offload-accumulators device).
+  constexpr StringLiteral deviceSums = "+device-accumulators";
   if (!options.fitOffload.empty()) {
     for (const std::string &value : options.fitOffload) {
-      if (value != "none" && value != "activations" && value != "optimizer" &&
-          value != "activations+optimizer")
+      StringRef base = StringRef(value);
+      bool sums = base.consume_back(deviceSums);
+      if ((base != "none" && base != "activations" && base != "optimizer" &&
+           base != "activations+optimizer") ||
+          (sums && !base.ends_with("optimizer")))
         return fail("--fit-offload '" + value +
-                    "' is not none, activations, optimizer or "
-                    "activations+optimizer");
+                    "' is not none, activations, optimizer, "
+                    "activations+optimizer, or optimizer or "
+                    "activations+optimizer with +device-accumulators");
       if (value != "none" && !training.enabled)
         return fail("--fit-offload " + value + " needs --train");
       if (!has(offloadLever.values, value))
@@ -778,40 +800,80 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       offloadLever.values.push_back("optimizer");
     if (activations && optimizer)
       offloadLever.values.push_back("activations+optimizer");
+    // Where the accumulators live is the search's too (an accumulating
+    // micro-batch's choice: the device's memory against the CPU's work on
+    // every micro-batch), unless --offload-accumulators fixed it.
+    if (optimizer && localBatch > 1 && training.offloadAccumulators.empty())
+      for (size_t i = 0, e = offloadLever.values.size(); i < e; ++i)
+        if (StringRef(offloadLever.values[i]).ends_with("optimizer"))
+          offloadLever.values.push_back(offloadLever.values[i] +
+                                        deviceSums.str());
   }
-  offloadLever.apply = [](CompileOptions &compile, const std::string &value) {
+  offloadLever.apply = [deviceSums](CompileOptions &compile,
+                                    const std::string &value) {
     compile.training.offload.clear();
     SmallVector<StringRef> parts;
     StringRef(value).split(parts, '+');
     for (StringRef part : parts)
-      if (part != "none")
+      if (part == deviceSums.drop_front())
+        compile.training.offloadAccumulators = "device";
+      else if (part != "none")
         compile.training.offload.push_back(part.str());
+    if (!llvm::is_contained(compile.training.offload, "optimizer"))
+      compile.training.offloadAccumulators.clear();
   };
   if (!offloadLever.values.empty())
     levers.push_back(offloadLever);
 
-  KernelTimes kernelTimes;
   HostRates rates;
   rates.copyBytesPerSecond = options.offloadBandwidth * 1e9;
-  std::string timeSource = Roofline::h100().name + " roofline";
-  if (!options.rematKernelTimes.empty()) {
+  Roofline roofline = Roofline::h100();
+  std::string timeSource = roofline.name + " roofline";
+  // Measured kernel times (docs/fit.md, "Predicted time"): one file per
+  // measured micro-batch, comma-separated; each --profile-times file says
+  // its micro-batch and the target's per-op overhead.
+  ScaledKernelTimes measuredTimes;
+  measuredTimes.setDefaultOpOverhead(roofline.kernelSeconds);
+  SmallVector<StringRef> timeFiles;
+  StringRef(options.rematKernelTimes)
+      .split(timeFiles, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef file : timeFiles) {
     std::string message;
-    FailureOr<KernelTimes> read =
-        readKernelTimes(options.rematKernelTimes, message);
+    FailureOr<KernelTimes> read = readKernelTimes(file, message);
     if (failed(read))
       return fail(message);
-    kernelTimes = std::move(*read);
+    int64_t measuredBatch = 0;
+    if (auto it = read->find(kMicroBatchTimeKey); it != read->end()) {
+      double value = it->second;
+      if (!(value >= 1) || value != double(int64_t(value)))
+        return fail("kernel times '" + file + "': \"" + kMicroBatchTimeKey +
+                    "\" must be a positive integer (the micro-batch the "
+                    "times were measured at)");
+      measuredBatch = int64_t(value);
+    }
     // Measured host rates win (an offloading CUDA executable's
-    // --profile-times writes "<copy 1 GiB>").
-    if (auto it = kernelTimes.find(kCopyGiBTimeKey);
-        it != kernelTimes.end() && it->second > 0)
+    // --profile-times writes "<copy 1 GiB>" and "<host update 1 GiB>").
+    if (auto it = read->find(kCopyGiBTimeKey);
+        it != read->end() && it->second > 0)
       rates.copyBytesPerSecond = double(int64_t(1) << 30) / it->second;
-    if (auto it = kernelTimes.find(kHostUpdateGiBTimeKey);
-        it != kernelTimes.end() && it->second > 0)
+    if (auto it = read->find(kHostUpdateGiBTimeKey);
+        it != read->end() && it->second > 0)
       rates.updateBytesPerSecond = double(int64_t(1) << 30) / it->second;
-    timeSource = "measured kernel times from " + options.rematKernelTimes +
-                 ", the roofline for the rest";
+    measuredTimes.addMeasurement(*read, measuredBatch);
+    timeSource += (timeSource.find("measured") == std::string::npos
+                       ? "; measured kernel times from "
+                       : ", ") +
+                  file.str() +
+                  (measuredBatch ? " (micro-batch " +
+                                       std::to_string(measuredBatch) + ")"
+                                 : std::string(" (micro-batch unknown: "
+                                               "times used as they are)"));
   }
+  if (!timeFiles.empty())
+    timeSource += llvm::formatv(", scaled by the roofline's work; {0:F2} us "
+                                "per op",
+                                measuredTimes.getOpOverhead() * 1e6)
+                      .str();
 
   int64_t overhead = getRuntimeOverheadBytes(options.target);
   // The compile options of one candidate.
@@ -834,13 +896,18 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       compile.inputShapes.push_back(shapeSpec(name, shape));
     }
     compile.replaceFixedInputDims = true;
+    // The recomputation solver reads one file of kernel times (the first).
+    if (!timeFiles.empty())
+      compile.rematKernelTimes = timeFiles.front().str();
     if (training.enabled)
       compile.training.accumulate = candidate.accumulate;
     compile.memoryBudget = candidate.memoryBudget;
     return compile;
   };
-  auto planOne = [&](const FitPoint &candidate, const CompileOptions &compile) {
-    FitPoint point = candidate;
+  // Plans one configuration; the function, or null and why not.
+  auto planFunction = [&](const CompileOptions &compile,
+                          OwningOpRef<ModuleOp> &module,
+                          std::string &failure) -> func::FuncOp {
     std::string diagnostics;
     llvm::raw_string_ostream errorStream(diagnostics);
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
@@ -848,22 +915,77 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         diagnostics += diagnostic.str() + "\n";
       return success();
     });
-    FailureOr<OwningOpRef<ModuleOp>> module =
+    FailureOr<OwningOpRef<ModuleOp>> planned =
         planModule(compile, context, errorStream);
     func::FuncOp function;
-    if (succeeded(module))
-      for (auto body : module->get().getOps<func::FuncOp>())
+    if (succeeded(planned)) {
+      module = std::move(*planned);
+      for (auto body : module->getOps<func::FuncOp>())
         if (!body.isExternal())
           function = body;
-    if (!function || !function->hasAttr("memopt.arena_size")) {
-      point.failure = firstLines(diagnostics);
-      if (point.failure.empty())
-        point.failure = "planning failed";
-      return point;
     }
+    if (!function || !function->hasAttr("memopt.arena_size")) {
+      failure = firstLines(diagnostics);
+      if (failure.empty())
+        failure = "planning failed";
+      return func::FuncOp();
+    }
+    return function;
+  };
+  // The measured times of each combination of lever values, with the
+  // roofline work of each op name in a reference plan at every measured
+  // micro-batch (ScaledKernelTimes.h): planned once per combination.
+  std::map<std::string, ScaledKernelTimes> timesByChoices;
+  auto scaledTimes = [&](const FitPoint &candidate) -> ScaledKernelTimes & {
+    auto [it, inserted] = timesByChoices.try_emplace(
+        llvm::join(candidate.choices, "/"), measuredTimes);
+    if (!inserted)
+      return it->second;
+    for (int64_t measuredBatch : measuredTimes.getMeasuredMicroBatches()) {
+      FitPoint reference;
+      reference.choices = candidate.choices;
+      reference.microBatch = measuredBatch;
+      OwningOpRef<ModuleOp> module;
+      std::string failure;
+      func::FuncOp function =
+          planFunction(configure(reference), module, failure);
+      if (!function)
+        continue; // that micro-batch's times are used as they are
+      llvm::StringSet<> seen;
+      for (Operation &op : function.getBody().front().without_terminator()) {
+        double seconds = estimateOpSeconds(&op, roofline);
+        if (seconds <= 0)
+          continue;
+        std::string name = getOpName(&op);
+        if (seen.insert(name).second)
+          it->second.setReferenceWork(name, measuredBatch,
+                                      seconds - roofline.kernelSeconds);
+      }
+    }
+    return it->second;
+  };
+  auto planOne = [&](const FitPoint &candidate, const CompileOptions &compile) {
+    FitPoint point = candidate;
+    OwningOpRef<ModuleOp> module;
+    func::FuncOp function = planFunction(compile, module, point.failure);
+    if (!function)
+      return point;
     point.planned = true;
-    measurePlanned(function, kernelTimes.empty() ? nullptr : &kernelTimes,
-                   rates, point);
+    OpSeconds opSeconds = [&](Operation *op) {
+      return estimateOpSeconds(op, roofline);
+    };
+    if (!measuredTimes.empty()) {
+      const ScaledKernelTimes &times = scaledTimes(candidate);
+      opSeconds = [&times, &roofline, &candidate](Operation *op) {
+        double seconds = estimateOpSeconds(op, roofline);
+        if (seconds <= 0)
+          return 0.0;
+        double work = seconds - roofline.kernelSeconds;
+        return times.predict(getOpName(op), candidate.microBatch, work)
+            .value_or(times.getOpOverhead() + work);
+      };
+    }
+    measurePlanned(function, opSeconds, rates, point);
     point.overheadBytes = overhead;
     return point;
   };
@@ -872,8 +994,19 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   std::map<std::string, FitPoint> planned;
   FitPlanner planner = [&](const FitPoint &candidate) {
     CompileOptions compile = configure(candidate);
+    // Without accumulation there are no accumulators to place: the program
+    // of the same choice without +device-accumulators.
+    if (candidate.accumulate == 1 &&
+        compile.training.offloadAccumulators == "device") {
+      FitPoint point = candidate;
+      point.failure = "no accumulation, so no accumulators to keep on the "
+                      "device (the same program as without "
+                      "+device-accumulators)";
+      return point;
+    }
     std::string key = precisionName(compile.precision).str() + "/" +
                       llvm::join(compile.training.offload, "+") + "/" +
+                      compile.training.offloadAccumulators + "/" +
                       std::to_string(candidate.microBatch) + "/" +
                       std::to_string(candidate.memoryBudget);
     if (auto it = planned.find(key); it != planned.end())

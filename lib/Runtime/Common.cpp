@@ -412,6 +412,10 @@ void writeOpTimes(const OpTimes &times, FILE *out) {
     std::fprintf(out, "%s\n  \"%s\": %.9g", written.size() > 1 ? "," : "",
                  name.c_str(), entry.ms / runs / 1000.0);
   }
+  for (const auto &[name, value] : times.values)
+    if (written.insert(name).second)
+      std::fprintf(out, "%s\n  \"%s\": %.9g", written.size() > 1 ? "," : "",
+                   name.c_str(), value);
   std::fprintf(out, "\n}\n");
 }
 

@@ -360,6 +360,11 @@ bool validateRandomUniform(Context &ctx, const char *node, float low,
 bool validateDropout(Context &ctx, const char *node, float ratio,
                      const TensorRef &x, const TensorRef &key,
                      const TensorRef &y);
+/// accumulateGradient's operands: a float gradient, an f32 accumulator of
+/// its elements (required), the micro-step.
+bool validateGradientAccumulation(Context &ctx, const char *node,
+                                  const TensorRef &grad,
+                                  const GradientAccumulation &accumulation);
 /// Gradient accumulation: an F32 accumulator of the parameter's shape, an
 /// F32 scalar micro-step and at least 2 steps.
 bool validateAccumulation(Context &ctx, const char *node,
@@ -476,6 +481,9 @@ struct OpTimes {
   };
   std::vector<Entry> ops; ///< by the op's index in the program
   int64_t runs = 0;       ///< runs added (the first run is not)
+  /// Entries written as they are after the ops ("<micro-batch>", "<op
+  /// overhead>": what memopt-compile --fit scales the times with).
+  std::vector<std::pair<std::string, double>> values;
   void add(int index, const char *node, const char *kind, double ms);
 };
 /// The table printProfile writes.

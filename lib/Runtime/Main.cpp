@@ -89,16 +89,20 @@ void usage(const char *argv0) {
 }
 
 /// --profile-times: the JSON written to PATH.tmp, then renamed, so a failed
-/// run leaves no half-written file.
-bool saveProfileTimes(Context &ctx, const std::string &path,
-                      std::string &error) {
+/// run leaves no half-written file. The micro-batch it states is dimension 0
+/// of the program's first input (memopt-compile --fit's batch dimension).
+bool saveProfileTimes(Context &ctx, const ProgramInfo *program,
+                      const std::string &path, std::string &error) {
   std::string temporary = path + ".tmp";
   FILE *file = std::fopen(temporary.c_str(), "w");
   if (!file) {
     error = "--profile-times: cannot write '" + path + "'";
     return false;
   }
-  writeProfileTimes(ctx, file);
+  int64_t microBatch = program->numInputs > 0 && program->inputs[0].rank > 0
+                           ? program->inputs[0].shape[0]
+                           : 0;
+  writeProfileTimes(ctx, file, microBatch);
   bool written = std::fflush(file) == 0 && !std::ferror(file);
   written = std::fclose(file) == 0 && written;
   if (!written || std::rename(temporary.c_str(), path.c_str()) != 0) {
@@ -797,7 +801,8 @@ int main(int argc, char **argv) {
     if (options.profile)
       printProfile(group.rank(0).context(), stdout, 40);
     if (status == 0 && !profileTimes.empty() &&
-        !saveProfileTimes(group.rank(0).context(), profileTimes, error))
+        !saveProfileTimes(group.rank(0).context(), program, profileTimes,
+                          error))
       return fail(error);
     return status;
   }
@@ -842,7 +847,7 @@ int main(int argc, char **argv) {
   if (options.profile)
     printProfile(model.context(), stdout, 40);
   if (!profileTimes.empty() &&
-      !saveProfileTimes(model.context(), profileTimes, error))
+      !saveProfileTimes(model.context(), program, profileTimes, error))
     return fail(error);
 
   if (outputDir.empty()) {

@@ -238,6 +238,24 @@ bool validateAccumulation(Context &ctx, const char *node,
          checkScalarF32(ctx, node, accumulation.microStep, "micro_step");
 }
 
+bool validateGradientAccumulation(Context &ctx, const char *node,
+                                  const TensorRef &grad,
+                                  const GradientAccumulation &accumulation) {
+  if (!checkTensor(ctx, node, grad, "gradient"))
+    return false;
+  if (grad.dtype != DType::F32 && grad.dtype != DType::F16 &&
+      grad.dtype != DType::BF16) {
+    failf(ctx, node, "gradient has dtype %s; expected f32, f16 or bf16",
+          dtypeName(grad.dtype));
+    return false;
+  }
+  if (!accumulation.accumulator.data) {
+    failf(ctx, node, "the accumulation pass needs its accumulator");
+    return false;
+  }
+  return validateAccumulation(ctx, node, grad, accumulation);
+}
+
 bool validateCollective(Context &ctx, const char *node, const TensorRef &x,
                         const TensorRef &y, int64_t yElements) {
   if (!checkTensor(ctx, node, x, "input") ||

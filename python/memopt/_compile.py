@@ -77,6 +77,9 @@ class Training:
                       and back where that hides under compute or costs less than recomputing
                       them (needs memory_budget, or memopt.fit); optimizer: f32 master weights
                       and optimizer state on the host, the update on the CPU (--offload).
+    offload_accumulators  with offload 'optimizer' and accumulate: 'host' (the CPU sums the
+                      gradients) or 'device' (the GPU sums them in f32, the CPU updates from
+                      the sum on the last micro-batch only).
 
     None leaves the compiler's default (docs/cli.md lists them all).
     """
@@ -109,6 +112,7 @@ class Training:
     bucket_mib: Optional[float] = None
     gather_mib: Optional[float] = None
     offload: Union[None, str, Sequence[str]] = None
+    offload_accumulators: Optional[str] = None
 
     def _fill(self, options: Any) -> None:
         options.enabled = True
@@ -380,7 +384,8 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
 def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: int,
         train: Optional[Training] = None, precisions: Optional[Sequence[str]] = None,
         offload: Optional[Sequence[str]] = None,
-        target: str = "host", kernel_times: Optional[PathLike] = None,
+        target: str = "host",
+        kernel_times: Union[None, PathLike, Sequence[PathLike]] = None,
         remat_allow: Optional[Sequence[str]] = None, remat_max_computations: int = 2,
         layout: str = "auto", input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
         workdir: Optional[PathLike] = None, arch: str = "sm_90", verbose: bool = False,
@@ -396,10 +401,14 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
                    fits an inference batch (run the program global_batch / micro-batch times).
     precisions     the precisions to try, e.g. ['fp32', 'bf16'] (default ['fp32']).
     offload        the offload choices to try, of 'none', 'activations', 'optimizer' and
-                   'activations+optimizer' (--fit-offload; default: every subset of
-                   train.offload, or with none given all four).
-    kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time;
-                   the roofline otherwise.
+                   'activations+optimizer', the last two also with '+device-accumulators'
+                   (the gradient accumulators on the device; --fit-offload; default: every
+                   subset of train.offload, or with none given all four, each optimizer
+                   choice with and without device accumulators).
+    kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time:
+                   a file, or a list of files measured at different micro-batches (each
+                   --profile-times file says its micro-batch; the times are scaled to the
+                   others by the roofline's work); the roofline otherwise.
     The other arguments are compile's.
 
     Returns the Program; program.report['fit'] holds every configuration tried (device bytes,
@@ -431,14 +440,18 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
     if names:
         fit_options["fit-precisions"] = names
     choices = [offload] if isinstance(offload, str) else list(offload or [])
+    known = ("none", "activations", "optimizer", "activations+optimizer",
+             "optimizer+device-accumulators", "activations+optimizer+device-accumulators")
     for choice in choices:
-        if choice not in ("none", "activations", "optimizer", "activations+optimizer"):
-            raise InputError(f"offload '{choice}': expected none, activations, optimizer or "
-                             f"activations+optimizer")
+        if choice not in known:
+            raise InputError(f"offload '{choice}': expected one of {', '.join(known)}")
     if choices:
         fit_options["fit-offload"] = choices
+    times = kernel_times
+    if isinstance(kernel_times, (list, tuple)):
+        times = ",".join(str(path) for path in kernel_times)
     fit_options.update(options or {})
     return compile(model, target=target, remat_allow=remat_allow,
                    remat_max_computations=remat_max_computations, layout=layout,
                    input_shapes=input_shapes, train=train, workdir=workdir, arch=arch,
-                   verbose=verbose, remat_kernel_times=kernel_times, options=fit_options)
+                   verbose=verbose, remat_kernel_times=times, options=fit_options)

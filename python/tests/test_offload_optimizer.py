@@ -9,8 +9,14 @@ in the host state region, the update on the CPU optimizer's threads.
   scalars or the order of the updates.
 - The memory report: the optimizer state leaves the device weight region and is listed as
   host bytes, with the masters.
+- --offload-accumulators device (the GPU sums the micro-batches, the CPU updates from the
+  sum): bit for bit the plain program too, fp16 loss scaling with --accumulate included;
+  the f32 accumulators stay in the device weight region and the staging holds the sums.
+- The overlapped order: with accumulation, the CPU updates run on 1 or 4 threads while the
+  backward goes on, with the accumulators on either side: the plain program's bits.
 - Bad input: --offload without --train, an unknown value, fp16 loss scaling with
-  --accumulate, --data-parallel.
+  --accumulate (host accumulators), --data-parallel, --offload-accumulators without the
+  optimizer's offload or with a value not host or device.
 """
 
 import json
@@ -80,6 +86,75 @@ def test_offloaded_step_equals_the_plain_one(tmp_path, optimizer, precision, acc
     assert len(set(line.split()[3] for line in plain_losses)) > 1, plain_losses
 
 
+DEVICE_SUM_CONFIGS = [
+    ("sgd", "fp32", ["--momentum", "0.9", "--lr", "0.1", "--weight-decay", "1e-3"]),
+    ("adamw", "fp32", ["--lr", "0.01"]),
+    ("adamw", "bf16", ["--lr", "0.01"]),
+    # Host accumulators refuse this one (the overflow check reads the accumulators).
+    ("adamw", "fp16", ["--lr", "0.01"]),
+    ("sgd", "fp16", ["--momentum", "0.9", "--lr", "0.1", "--loss-scale-init", str(2.0 ** 40)]),
+]
+
+
+@pytest.mark.parametrize("optimizer,precision,args", DEVICE_SUM_CONFIGS,
+                         ids=[f"{o}-{p}-{i}" for i, (o, p, _) in enumerate(DEVICE_SUM_CONFIGS)])
+def test_device_accumulators_equal_the_plain_step(tmp_path, optimizer, precision, args):
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", optimizer, "--precision", precision, "--accumulate", "3", *args]
+    steps = 12 if "--loss-scale-init" in args else 4
+    plain_losses, plain = train(tmp_path, "plain", model, x, y, steps, *common)
+    losses, offloaded = train(tmp_path, "offload", model, x, y, steps, *common,
+                              "--offload", "optimizer", "--offload-accumulators", "device")
+    assert losses == plain_losses
+    if "--loss-scale-init" in args:
+        assert any("update skipped" in line for line in plain_losses)
+    assert sorted(offloaded) == sorted(plain)
+    assert any(".grad" in f for f in plain)  # the accumulators are compared too
+    for name in plain:
+        assert np.array_equal(offloaded[name], plain[name]), name
+    assert len(set(line.split()[3] for line in plain_losses)) > 1, plain_losses
+
+
+@pytest.mark.parametrize("threads", ["1", "4"])
+def test_overlapped_updates_with_accumulation(tmp_path, monkeypatch, threads):
+    """The CPU updates run on their own threads while the backward goes on (and, with host
+    accumulators, sum every micro-batch there): whichever finishes first, AdamW over six
+    steps of two micro-batches gives the plain program's bits, with the accumulators on
+    the host or on the device."""
+    monkeypatch.setenv("MEMOPT_OFFLOAD_THREADS", threads)
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=64, classes=3)
+    x, y = data(tmp_path, rows=16)
+    common = ["--optimizer", "adamw", "--lr", "0.01", "--accumulate", "2"]
+    plain_losses, plain = train(tmp_path, "plain", model, x, y, 6, *common)
+    for where in ("host", "device"):
+        losses, offloaded = train(tmp_path, where, model, x, y, 6, *common, "--offload",
+                                  "optimizer", "--offload-accumulators", where)
+        assert losses == plain_losses, where
+        for name in plain:
+            assert np.array_equal(offloaded[name], plain[name]), (where, name)
+
+
+def test_device_accumulators_report(tmp_path):
+    """The accumulators stay in the device weight region; each staging slot holds the f32
+    sum (here the gradients are f32 too) and the scalars."""
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    reports = {}
+    for tag in ("host", "device"):
+        report = tmp_path / f"{tag}.json"
+        run([COMPILE, model, "--train", "--optimizer", "adamw", "--accumulate", "2",
+             "--precision", "bf16", "--offload", "optimizer", "--offload-accumulators", tag,
+             "--emit", "plan", "-o", tmp_path / f"{tag}.mlir", "--quiet", "--report", report])
+        reports[tag] = json.loads(report.read_text())
+    parameters = 4 * (16 * 8 + 16 + 3 * 16 + 3)
+    host, device = reports["host"], reports["device"]
+    assert device["weights_bytes"] - host["weights_bytes"] >= parameters
+    assert host["host_state_bytes"] - device["host_state_bytes"] == parameters
+    # bf16 gradients staged on the host side, f32 sums on the device side.
+    assert device["host_staging_bytes"] == parameters + 4 * 64
+    assert host["host_staging_bytes"] < device["host_staging_bytes"]
+
+
 def test_skipped_fp16_steps_are_skipped_on_the_host_too(tmp_path):
     """An initial scale of 2^40 overflows: the first steps are skipped on both (the CPU reads
     found_inf from the staged scalars) and the scale backs off the same way."""
@@ -123,6 +198,10 @@ def test_report_moves_the_state_to_the_host(tmp_path):
      "dynamic loss scaling and --accumulate is not supported"),
     (["--train", "--offload", "optimizer", "--data-parallel", "2"],
      "offload optimizer with data-parallel is not supported"),
+    (["--train", "--offload-accumulators", "device", "--accumulate", "2"],
+     "offload-accumulators device needs offload optimizer"),
+    (["--train", "--offload", "optimizer", "--offload-accumulators", "gpu"],
+     "offload-accumulators 'gpu' is not host or device"),
 ])
 def test_bad_offload_flags(tmp_path, args, message):
     model = make_mlp(tmp_path / "mlp.onnx")
@@ -152,3 +231,5 @@ def test_profile_times_measure_the_host_update(tmp_path):
     # the op entries are seconds per run too.
     assert 1e-3 < seconds < 60, seconds
     assert "<copy 1 GiB>" not in entries["offload"]  # no device copies on the host backend
+    # The micro-batch the times were measured at (--fit scales them to the others).
+    assert entries["plain"]["<micro-batch>"] == entries["offload"]["<micro-batch>"] == 4

@@ -253,3 +253,30 @@ TEST(FitSearch, HostUpdateTimelineHidesUnderTheBackward) {
   EXPECT_NEAR(latent.endSeconds, 56e-6, 1e-12);
   EXPECT_NEAR(latent.copySeconds, 14e-6, 1e-12);
 }
+
+TEST(FitSearch, DeferredCopyWaitsLetTheCopiesOutOverlapCompute) {
+  // The runtime without loss scaling: the compute stream waits for a
+  // gradient's copy out only at the next update, so the 3 us copies (2 us
+  // latency + 1 us of bytes) cost the device nothing: 20 + 30 = 50 us, not
+  // 56.
+  HostUpdateEvent first{0, 1000, 2000, 10e-6};
+  HostUpdateEvent second{20e-6, 1000, 2000, 10e-6};
+  HostTimeline deferred =
+      simulateHostUpdates({first, second}, 30e-6, 1e9, 2e-6, true);
+  EXPECT_NEAR(deferred.endSeconds, 50e-6, 1e-12);
+  EXPECT_NEAR(deferred.copySeconds, 14e-6, 1e-12);
+  // A copy out longer than the compute to the next update stalls that
+  // update only by the rest: 40 us of bytes from 0, the next update at
+  // 20 us waits to 42 us (2 us latency), then 30 us of compute; the second
+  // copy (42 -> 45) and the CPU (52 -> 62 after the first's 42 -> 52) and
+  // its copy back (62 -> 66) hide under it: 72 us.
+  HostUpdateEvent large{0, 40000, 2000, 10e-6};
+  HostTimeline stalled =
+      simulateHostUpdates({large, second}, 30e-6, 1e9, 2e-6, true);
+  EXPECT_NEAR(stalled.endSeconds, 72e-6, 1e-12);
+  // Waiting at once (loss scaling) stalls the first update itself: 42 us,
+  // then 20 us, the second copy's 3 us and 30 us.
+  HostTimeline atOnce =
+      simulateHostUpdates({large, second}, 30e-6, 1e9, 2e-6, false);
+  EXPECT_NEAR(atOnce.endSeconds, 95e-6, 1e-12);
+}

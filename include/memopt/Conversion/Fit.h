@@ -146,10 +146,13 @@ FitResult searchFit(ArrayRef<FitLever> levers, int64_t localBatch,
 
 /// The optimizer offload's part of a micro-step, on a timeline (Fit.cpp):
 /// the device's work is `deviceSeconds` segments between the offloaded
-/// updates; at each update the compute stream waits for its gradient's
-/// copy out (D2H), the CPU runs the updates one after another, and each
-/// master is copied back (H2D) after its update; the step ends when both
-/// the device and the last copy back are done. A copy takes
+/// updates; each gradient is copied out (D2H) on one copy stream in order,
+/// the CPU runs each update once its gradient is on the host, one after
+/// another, and each master is copied back (H2D) after its update; the step
+/// ends when both the device and the last copy back are done. The compute
+/// stream waits for a gradient's copy out at its own update, or with
+/// `deferCopyWaits` (the runtime without loss scaling: the plan keeps the
+/// gradient until then) at the next update. A copy takes
 /// `copyLatencySeconds` plus its bytes at `copyBytesPerSecond` (the remat
 /// solver's copy model, memopt/Remat/Offload.h).
 struct HostUpdateEvent {
@@ -165,7 +168,8 @@ struct HostTimeline {
 HostTimeline simulateHostUpdates(ArrayRef<HostUpdateEvent> events,
                                  double deviceSecondsAfter,
                                  double copyBytesPerSecond,
-                                 double copyLatencySeconds);
+                                 double copyLatencySeconds,
+                                 bool deferCopyWaits = false);
 
 /// The CPU update's throughput in bytes of host state and gradient a
 /// second: bench/offload/host_adam_throughput.cpp measured the CPU AdamW at

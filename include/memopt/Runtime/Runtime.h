@@ -193,8 +193,11 @@ const char *attentionEngineReport(Context &ctx);
 /// memopt-compile --remat-kernel-times: for each ONNX node name, the time per
 /// run of its first op in program order (the forward computation, which the
 /// rematerialization solver may repeat; gradient ops that share the name come
-/// later and are left out).
-void writeProfileTimes(Context &ctx, FILE *out);
+/// later and are left out). `microBatch` > 0 is written as "<micro-batch>"
+/// (the batch the times were measured at: memopt-compile --fit scales them
+/// to the others, docs/fit.md), and the CUDA backend measures "<op
+/// overhead>", the fixed cost of one kernel replayed from a CUDA graph.
+void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch = 0);
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -814,6 +817,15 @@ void adamwUpdate(Context &ctx, const char *nodeName, float beta1, float beta2,
                  TensorRef m, TensorRef v, TensorRef lr, TensorRef step,
                  const GradientAccumulation *accumulation = nullptr,
                  const LossScaling *scaling = nullptr);
+
+/// The accumulation pass of an update alone (GradientAccumulation, with its
+/// accumulator): on micro-step 0 the accumulator becomes `grad` (F32, F16
+/// or BF16, widened), on the others `grad` is added to it in f32, as the
+/// update kernels do. --offload optimizer with --offload-accumulators
+/// device runs it before the offloaded update, which then stages the sum
+/// (docs/offload.md).
+void accumulateGradient(Context &ctx, const char *nodeName, TensorRef grad,
+                        const GradientAccumulation &accumulation);
 
 /// found (F32 scalar on the device) = 1 if any element of the `count`
 /// gradients (F32, F16 or BF16) is inf or NaN, else 0: the found_inf of

@@ -334,7 +334,7 @@ void printProfile(Context &ctx, FILE *out, int top) {
     std::fprintf(out, "attention engines:\n%s", engines);
 }
 
-void writeProfileTimes(Context &ctx, FILE *out) {
+void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch) {
   // An offloading program also measures its copies (docs/offload.md).
   OpTimes times = ctx.opTimes;
   if (double seconds = measureCopySecondsPerGiB(ctx); seconds > 0) {
@@ -347,6 +347,10 @@ void writeProfileTimes(Context &ctx, FILE *out) {
   }
   // --offload optimizer measures its CPU updates (the fit's host rate).
   appendHostUpdateTime(ctx.optimizerOffload, times);
+  if (microBatch > 0)
+    times.values.push_back({"<micro-batch>", double(microBatch)});
+  if (double seconds = measureOpOverheadSeconds(ctx); seconds > 0)
+    times.values.push_back({"<op overhead>", seconds});
   writeOpTimes(times, out);
 }
 

@@ -131,6 +131,10 @@ void destroyOffloadState(Context &ctx);
 /// the slower direction, measured now (0: no host pool). writeProfileTimes
 /// adds it as "<copy 1 GiB>", the entry --remat-kernel-times reads.
 double measureCopySecondsPerGiB(Context &ctx);
+/// The fixed cost of one op on this GPU: an empty kernel replayed from a
+/// captured CUDA graph (the way a step runs), seconds per kernel, the best
+/// of three replays of 512; 0 after an error (OpOverhead.cu).
+double measureOpOverheadSeconds(Context &ctx);
 bool checkCuda(Context &ctx, const char *node, cudaError_t status,
                const char *what);
 bool checkCublas(Context &ctx, const char *node, cublasStatus_t status,

@@ -8,14 +8,23 @@
 //                      into the update's pinned staging slot; record copied_k;
 //                      host function: queue update k to the CPU optimizer;
 //                      record queued_k
-//   S:                 wait copied_k (the gradient's arena bytes may be
-//                      reused after this; the scalars are a snapshot)
+//   S:                 wait copied_{k-1}, the previous update's copy (the
+//                      planner keeps each offloaded gradient's arena bytes
+//                      until the next offloaded update, HostUpdates.h's
+//                      getDeferredOffloadGradient, so the D2H of k overlaps
+//                      the ops up to update k+1); under dynamic loss scaling
+//                      wait copied_k at once (the scalars are a snapshot that
+//                      update_loss_scale rewrites after the updates)
 //   copy-back stream U: wait queued_k; host function: wait for update k on
 //                      the CPU; H2D master k into the parameter
 //   end of step:       S waits for U's last copy (offloadFinish)
 //
 // So the CPU update of bucket k runs while S computes the gradients of the
-// next buckets; the copies run on their own engines. A host function makes no
+// next buckets, and S never stalls on the copy it just issued; the copies run
+// on their own engines. Further than torchao's CPUOffloadOptimizer, whose
+// backward hook synchronizes on each copy before the gradient is freed: here
+// the live-range extension is planned, so the arena holds one gradient more,
+// known at compile time, instead of a stall per parameter. A host function makes no
 // CUDA call and waits only for CPU work queued by a host function that the
 // stream order runs first (U waits on queued_k), as cudaLaunchHostFunc
 // requires. The loss scale's skip decision is made on the device before the
@@ -38,6 +47,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace memopt::rt {
@@ -59,6 +69,9 @@ struct CudaOffload {
   cudaStream_t copyOut = nullptr, copyBack = nullptr;
   cudaEvent_t finished = nullptr;
   std::vector<std::unique_ptr<OffloadSite>> sites;
+  /// The site whose gradient copy the compute stream has not waited for yet
+  /// (the previous offloaded update of this step), or null.
+  OffloadSite *inFlight = nullptr;
 };
 
 void destroyCudaOffload(void *data) {
@@ -143,6 +156,21 @@ bool copyScalar(Context &ctx, const char *node, cudaStream_t stream,
                    "cudaMemcpyAsync (offload scalar)");
 }
 
+/// The compute stream's wait for the gradient copies out: the previous
+/// offloaded update's (whose gradient's arena bytes the plan frees after
+/// this update), and `site`'s own at once when `now` (loss scaling) or
+/// later (the next update, or offloadFinish through the copy-back stream).
+bool waitForCopiedGradients(Context &ctx, const char *node, CudaOffload &state,
+                            OffloadSite *site, bool now) {
+  OffloadSite *previous = std::exchange(state.inFlight, now ? nullptr : site);
+  for (OffloadSite *copied : {previous, now ? site : nullptr})
+    if (copied && !checkCuda(ctx, node,
+                             cudaStreamWaitEvent(ctx.stream, copied->copied, 0),
+                             "cudaStreamWaitEvent"))
+      return false;
+  return true;
+}
+
 void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
                    const HostUpdate &update, const TensorRef &param,
                    const TensorRef &grad, const TensorRef &lr,
@@ -188,8 +216,7 @@ void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
                  stateScalars ? stateScalars + 1 : nullptr) &&
       checkCuda(ctx, node, cudaEventRecord(site->copied, out),
                 "cudaEventRecord") &&
-      checkCuda(ctx, node, cudaStreamWaitEvent(ctx.stream, site->copied, 0),
-                "cudaStreamWaitEvent") &&
+      waitForCopiedGradients(ctx, node, *state, site, scaling != nullptr) &&
       checkCuda(ctx, node, cudaLaunchHostFunc(out, &queueUpdate, site),
                 "cudaLaunchHostFunc") &&
       checkCuda(ctx, node, cudaEventRecord(site->queued, out),
@@ -261,6 +288,10 @@ void offloadFinish(Context &ctx) {
   CudaOffload *state = cudaOffload(ctx, "<offload>");
   if (!state)
     return;
+  // The copy-back stream's last work follows every copy out (each H2D
+  // waits for its update's queued event, recorded after its D2H), so this
+  // one wait covers the copy still in flight too.
+  state->inFlight = nullptr;
   if (checkCuda(ctx, "<offload>",
                 cudaEventRecord(state->finished, state->copyBack),
                 "cudaEventRecord"))

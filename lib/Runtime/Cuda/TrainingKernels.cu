@@ -489,6 +489,17 @@ __device__ inline float accumulatedGradient(const DeviceAccumulation &a,
   return g;
 }
 
+/// The accumulation pass alone (accumulateGradient: --offload-accumulators
+/// device, whose update runs on the CPU from the sum).
+template <typename T>
+__global__ void accumulateKernel(const T *grad, int64_t n,
+                                 DeviceAccumulation accumulation) {
+  float micro = *accumulation.microStep;
+  MEMOPT_GRID_STRIDE(i, n) {
+    accumulatedGradient(accumulation, micro, grad, i);
+  }
+}
+
 /// Dynamic loss scaling on the device (null pointers: none).
 struct DeviceScaling {
   const float *scale = nullptr;
@@ -1002,6 +1013,22 @@ void adamwUpdate(Context &ctx, const char *node, float beta1, float beta2,
           static_cast<const float *>(lr.data),
           static_cast<const float *>(step.data), beta1, beta2, eps, weightDecay,
           n, deviceAccumulation(accumulation), deviceScaling(scaling)));
+  checkLaunch(ctx, node);
+}
+
+void accumulateGradient(Context &ctx, const char *node, TensorRef grad,
+                        const GradientAccumulation &accumulation) {
+  if (hasError(ctx) ||
+      !validateGradientAccumulation(ctx, node, grad, accumulation))
+    return;
+  int64_t n = grad.numElements();
+  if (n == 0)
+    return;
+  MEMOPT_DISPATCH_FLOAT(
+      grad.dtype, T,
+      accumulateKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+          static_cast<const T *>(grad.data), n,
+          deviceAccumulation(&accumulation)));
   checkLaunch(ctx, node);
 }
 

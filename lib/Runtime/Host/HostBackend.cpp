@@ -135,10 +135,12 @@ void printProfile(Context &ctx, FILE *out, int top) {
 }
 // One engine (the reference loops): nothing to report.
 const char *attentionEngineReport(Context &) { return ""; }
-void writeProfileTimes(Context &ctx, FILE *out) {
+void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch) {
   // --offload optimizer measures its updates (the fit's host rate).
   OpTimes times = ctx.opTimes;
   appendHostUpdateTime(ctx.offload, times);
+  if (microBatch > 0)
+    times.values.push_back({"<micro-batch>", double(microBatch)});
   writeOpTimes(times, out);
 }
 void timerStart(Context &ctx) {

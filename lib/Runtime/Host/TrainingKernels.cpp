@@ -464,6 +464,32 @@ bool prepareGradient(Context &ctx, const char *node, const TensorRef &param,
 
 } // namespace
 
+void accumulateGradient(Context &ctx, const char *node, TensorRef grad,
+                        const GradientAccumulation &accumulation) {
+  if (hasError(ctx) ||
+      !validateGradientAccumulation(ctx, node, grad, accumulation))
+    return;
+  double micro = loadScalar(accumulation.microStep);
+  if (!(micro >= 0 && micro < double(accumulation.steps) &&
+        micro == std::floor(micro))) {
+    failf(ctx, node, "micro_step %g is not an integer in [0, %lld)", micro,
+          (long long)accumulation.steps);
+    return;
+  }
+  // prepareGradient's accumulation, bit for bit: f32 additions of the
+  // widened gradient.
+  std::vector<double> gradient = host::toDouble(ctx, grad);
+  float *sum = static_cast<float *>(accumulation.accumulator.data);
+  bool first = micro == 0;
+  host::parallelFor(ctx, 0, grad.numElements(), host::kElementGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t i = lo; i < hi; ++i) {
+                        float g = float(gradient[size_t(i)]);
+                        sum[i] = first ? g : sum[i] + g;
+                      }
+                    });
+}
+
 void dropout(Context &ctx, const char *node, float ratio, uint32_t stream,
              TensorRef x, TensorRef key, TensorRef y) {
   if (hasError(ctx) || !validateDropout(ctx, node, ratio, x, key, y))

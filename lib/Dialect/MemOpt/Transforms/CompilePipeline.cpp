@@ -190,6 +190,18 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               "(each rank would update the whole parameter on its host)";
     return failure();
   }
+  if (!offloadAccumulators.empty() && offloadAccumulators != "host" &&
+      offloadAccumulators != "device") {
+    message = "offload-accumulators '" + offloadAccumulators +
+              "' is not host or device";
+    return failure();
+  }
+  if (offloadAccumulators == "device" && !offloads("optimizer")) {
+    message = "offload-accumulators device needs offload optimizer (it "
+              "keeps the offloaded update's gradient accumulators on the "
+              "device)";
+    return failure();
+  }
   if (memoryBudget < 0) {
     message = "memory-budget must be at least 0 bytes";
     return failure();
@@ -282,6 +294,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   if (options.enabled && options.offloads("optimizer")) {
     MemOptOffloadOptimizerOptions offload;
     offload.report = options.report;
+    offload.accumulatorsOnDevice = options.offloadAccumulators == "device";
     pm.addNestedPass<func::FuncOp>(createMemOptOffloadOptimizer(offload));
   }
   if (lowTraining) {

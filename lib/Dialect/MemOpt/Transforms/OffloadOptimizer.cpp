@@ -12,7 +12,10 @@
 // parameter from PyTorch hooks. Where memopt differs: the host state is a
 // region planned at compile time (fixed offsets, like the weight region), and
 // the placement is an IR attribute, so the memory report and the planner see
-// exactly which bytes left the device.
+// exactly which bytes left the device. With --offload-accumulators device
+// the gradient accumulators stay on the device (ZeRO-Offload sums on the
+// CPU every micro-batch; here the GPU sums, and the CPU sees one gradient a
+// step), which --fit chooses where the device has the room.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,14 +48,14 @@ struct OffloadOptimizerPass
     Block &entry = function.getBody().front();
     // The overflow check of a loss-scaled step with accumulation reads the
     // accumulators on the device (they carry the earlier micro-batches'
-    // overflow); they would live on the host.
+    // overflow); they would live on the host, unless they stay.
     WalkResult refused = function.walk([&](FoundInfOp check) {
-      if (!check.getAccumulators().empty()) {
+      if (!check.getAccumulators().empty() && !accumulatorsOnDevice) {
         check.emitError("--offload optimizer with dynamic loss scaling and "
                         "--accumulate is not supported: the overflow check "
                         "reads the gradient accumulators, which would live "
-                        "on the host (use --precision bf16, or no "
-                        "accumulation)");
+                        "on the host (use --offload-accumulators device, "
+                        "--precision bf16, or no accumulation)");
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -71,7 +74,8 @@ struct OffloadOptimizerPass
       }
     };
     auto offload = [&](Operation *update, Value param, int64_t shards,
-                       ArrayRef<Value> state) -> LogicalResult {
+                       ArrayRef<Value> state,
+                       Value accumulator) -> LogicalResult {
       if (shards > 1) {
         update->emitError("--offload optimizer cannot offload a sharded "
                           "update (--shard): the host update needs the whole "
@@ -88,6 +92,10 @@ struct OffloadOptimizerPass
       // refused above) would read host memory from the device.
       for (Value value : state) {
         if (!value)
+          continue;
+        // A device accumulator is read by the device (the accumulation
+        // pass, the overflow check).
+        if (accumulatorsOnDevice && value == accumulator)
           continue;
         auto stateVariable = value.getDefiningOp<VariableOp>();
         if (!stateVariable) {
@@ -112,7 +120,8 @@ struct OffloadOptimizerPass
       master->setAttr(kPlacementAttrName, builder.getStringAttr("host"));
       masterBytes += getTensorBytes(variable.getType());
       for (Value value : state)
-        placeOnHost(value);
+        if (!accumulatorsOnDevice || value != accumulator)
+          placeOnHost(value);
       if (auto sgd = dyn_cast<SGDUpdateOp>(update))
         sgd.getMasterMutable().assign(master.getValue());
       else
@@ -126,12 +135,14 @@ struct OffloadOptimizerPass
       if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
         if (!sgd.getMaster())
           result = offload(sgd, sgd.getParam(), sgd.getShards(),
-                           {sgd.getMomentumBuffer(), sgd.getAccumulator()});
+                           {sgd.getMomentumBuffer(), sgd.getAccumulator()},
+                           sgd.getAccumulator());
       } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
         if (!adamw.getMaster())
           result = offload(
               adamw, adamw.getParam(), adamw.getShards(),
-              {adamw.getExpAvg(), adamw.getExpAvgSq(), adamw.getAccumulator()});
+              {adamw.getExpAvg(), adamw.getExpAvgSq(), adamw.getAccumulator()},
+              adamw.getAccumulator());
       }
       if (failed(result))
         return signalPassFailure();

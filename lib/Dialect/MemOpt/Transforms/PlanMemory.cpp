@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -131,14 +132,11 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
       hostSize += getTensorBytes(op.getResult(0).getType());
       continue;
     }
-    Value master, grad;
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      master = sgd.getMaster(), grad = sgd.getGrad();
-    else if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-      master = adamw.getMaster(), grad = adamw.getGrad();
-    if (master)
+    // The staged tensor: the gradient, or the f32 sum of a device
+    // accumulator (HostUpdates.h).
+    if (Value staged = getStagedValue(&op))
       stagingSlots.push_back(
-          {&op, kHostStagingScalarBytes + getTensorBytes(grad.getType())});
+          {&op, kHostStagingScalarBytes + getTensorBytes(staged.getType())});
   }
   for (auto [op, bytes] : stagingSlots) {
     hostSize = planner::alignUp(hostSize, planOptions.alignment);

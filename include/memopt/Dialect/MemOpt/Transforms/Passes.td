@@ -695,13 +695,19 @@ def MemOptOffloadOptimizer
     right after its update point, runs the update on the CPU (overlapped
     with the rest of the backward) and copies the master back into the
     device's working parameter before the step ends (docs/offload.md).
+    With `accumulators-on-device` the gradient accumulators stay in the
+    device weight region: the device sums each micro-batch's gradient and
+    the update stages the sum (--offload-accumulators device).
     Refused: sharded updates (--shard) and dynamic loss scaling with
-    gradient accumulation (the overflow check reads the accumulators, which
-    would live on the host). With `report`, one line with the bytes moved.
+    gradient accumulation on the host (the overflow check reads the
+    accumulators). With `report`, one line with the bytes moved.
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the bytes placed on the host">,
+    Option<"accumulatorsOnDevice", "accumulators-on-device", "bool",
+           /*default=*/"false",
+           "Keep the gradient accumulators on the device">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }

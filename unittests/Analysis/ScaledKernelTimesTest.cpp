@@ -1,0 +1,92 @@
+//===- ScaledKernelTimesTest.cpp - measured op times at other batches -----===//
+//
+// The arithmetic of ScaledKernelTimes (memopt/Analysis/ScaledKernelTimes.h):
+// one measured micro-batch scales by the roofline work, two interpolate the
+// efficiency, the op overhead is a constant per op, unmeasured names fall
+// back to the roofline, and a file without its micro-batch is used as it
+// is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/ScaledKernelTimes.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::memopt;
+
+namespace {
+
+KernelTimes times(std::initializer_list<std::pair<const char *, double>> list) {
+  KernelTimes result;
+  for (auto [name, seconds] : list)
+    result[name] = seconds;
+  return result;
+}
+
+TEST(ScaledKernelTimes, OneMicroBatchScalesByTheRooflineWork) {
+  ScaledKernelTimes model;
+  model.setDefaultOpOverhead(2e-6);
+  // Measured at micro-batch 4: 42 us, of which 2 us fixed; the roofline
+  // said 20 us of work there: efficiency 2 (the kernel runs at half the
+  // peak).
+  model.addMeasurement(times({{"mm", 42e-6}}), 4);
+  EXPECT_EQ(model.getMeasuredMicroBatches(), std::vector<int64_t>{4});
+  model.setReferenceWork("mm", 4, 20e-6);
+  // At micro-batch 8 the roofline work doubles (40 us): 2 + 2 x 40 = 82 us,
+  // not 2 x 42.
+  EXPECT_NEAR(*model.predict("mm", 8, 40e-6), 82e-6, 1e-12);
+  // At the measured batch the measured time comes back.
+  EXPECT_NEAR(*model.predict("mm", 4, 20e-6), 42e-6, 1e-12);
+  // A weight-sized op (the same work at every micro-batch) keeps its time;
+  // a gradient op of the same name with 1.5x the work takes 1.5x the
+  // variable part.
+  EXPECT_NEAR(*model.predict("mm", 1, 20e-6), 42e-6, 1e-12);
+  EXPECT_NEAR(*model.predict("mm", 4, 30e-6), 62e-6, 1e-12);
+  // A name nothing measured: the caller's roofline.
+  EXPECT_FALSE(model.predict("relu", 8, 1e-6).has_value());
+  // An op without work costs its fixed part only.
+  EXPECT_NEAR(*model.predict("mm", 8, 0), 2e-6, 1e-12);
+}
+
+TEST(ScaledKernelTimes, TwoMicroBatchesInterpolateTheEfficiency) {
+  ScaledKernelTimes model;
+  model.setDefaultOpOverhead(1e-6);
+  // Small batches run further from the peak: efficiency 3 at micro-batch 2
+  // (31 us for 10 us of work), 1.5 at 8 (61 us for 40 us).
+  model.addMeasurement(times({{"mm", 31e-6}}), 2);
+  model.addMeasurement(times({{"mm", 61e-6}}), 8);
+  EXPECT_EQ(model.getMeasuredMicroBatches(), (std::vector<int64_t>{2, 8}));
+  model.setReferenceWork("mm", 2, 10e-6);
+  model.setReferenceWork("mm", 8, 40e-6);
+  // Micro-batch 4 (20 us of work): efficiency 3 - 1.5 x 2/6 = 2.5, so
+  // 1 + 2.5 x 20 = 51 us.
+  EXPECT_NEAR(*model.predict("mm", 4, 20e-6), 51e-6, 1e-12);
+  // Outside the measured range the nearest efficiency holds.
+  EXPECT_NEAR(*model.predict("mm", 16, 80e-6), 121e-6, 1e-12);
+  EXPECT_NEAR(*model.predict("mm", 1, 5e-6), 16e-6, 1e-12);
+}
+
+TEST(ScaledKernelTimes, MeasuredOverheadAndUnknownBatch) {
+  ScaledKernelTimes model;
+  model.setDefaultOpOverhead(2e-6);
+  // The file's "<op overhead>" replaces the default; its "<...>" entries
+  // are not ops.
+  model.addMeasurement(
+      times({{"mm", 11e-6}, {"<op overhead>", 1e-6}, {"<copy 1 GiB>", 0.03}}),
+      4);
+  EXPECT_DOUBLE_EQ(model.getOpOverhead(), 1e-6);
+  EXPECT_FALSE(model.predict("<copy 1 GiB>", 4, 1e-6).has_value());
+  model.setReferenceWork("mm", 4, 5e-6);
+  EXPECT_NEAR(*model.predict("mm", 8, 10e-6), 21e-6, 1e-12);
+  // Without a reference plan (or a micro-batch) the time is used as it is.
+  ScaledKernelTimes unknown;
+  unknown.addMeasurement(times({{"mm", 11e-6}}), 0);
+  EXPECT_TRUE(unknown.getMeasuredMicroBatches().empty());
+  EXPECT_NEAR(*unknown.predict("mm", 8, 10e-6), 11e-6, 1e-12);
+  ScaledKernelTimes noReference;
+  noReference.addMeasurement(times({{"mm", 11e-6}}), 4);
+  noReference.addMeasurement(times({{"mm", 19e-6}}), 8);
+  EXPECT_NEAR(*noReference.predict("mm", 7, 10e-6), 19e-6, 1e-12);
+}
+
+} // namespace
