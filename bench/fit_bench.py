@@ -153,7 +153,7 @@ def prepared_graph(name, spec, exported, work):
     return out
 
 
-def compile_command(compile_bin, graph, name, spec, budget, out, offload):
+def compile_command(compile_bin, graph, name, spec, budget, out, offload, kernel_times=None):
     from train_bench.prepare import frozen_constants
 
     command = [compile_bin, graph, "--train", "--loss", "cross-entropy", "--loss-output",
@@ -165,6 +165,10 @@ def compile_command(compile_bin, graph, name, spec, budget, out, offload):
         command.append("--bn-batch-stats")
     if offload:
         command += ["--offload", "optimizer"]
+    if kernel_times:
+        # A device run's --profile-times (device --profile): --fit scales its measured
+        # times to every micro-batch it plans (docs/fit.md, "Predicted time").
+        command += ["--remat-kernel-times", kernel_times]
     frozen = frozen_constants(graph)
     if frozen:
         command += ["--freeze", ",".join(frozen)]
@@ -262,12 +266,16 @@ def cmd_prepare(args):
             os.makedirs(os.path.dirname(out), exist_ok=True)
             # Plain --fit first: offload is one of its levers, so it picks offload itself;
             # the explicit --offload optimizer is a fallback kept for older compilers.
+            times = (os.path.join(args.kernel_times, key + ".times.json")
+                     if args.kernel_times else None)
+            if times and not os.path.exists(times):
+                times = None
             entry = compile_one(compile_command(args.compile, graph, name, spec, budget, out,
-                                                False), out, args.timeout_s)
+                                                False, times), out, args.timeout_s)
             if "error" in entry and spec.get("offload"):
                 plain = entry
                 entry = compile_one(compile_command(args.compile, graph, name, spec, budget,
-                                                    out, True), out, args.timeout_s)
+                                                    out, True, times), out, args.timeout_s)
                 entry["without_offload"] = {k: plain[k] for k in ("compile_s", "error")}
                 entry["offload_flag"] = True
             if "fit" in entry:
@@ -763,6 +771,8 @@ def main():
     p.add_argument("--budgets", nargs="*", type=int, help="GiB (default: each model's)")
     p.add_argument("--timeout-s", type=float, default=1800)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--kernel-times", help="a device --profile output folder: KEY.times.json "
+                   "there is given to that program's --fit as --remat-kernel-times")
     p.add_argument("--wheels", help="a folder of wheels to carry and install on the device "
                    "(torchao: python3 -m pip download --no-deps --only-binary=:all: "
                    "--python-version 3.12 --implementation cp --platform "

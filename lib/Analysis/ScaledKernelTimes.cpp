@@ -89,8 +89,7 @@ std::optional<double> ScaledKernelTimes::predict(StringRef name,
       if (microBatch > m1)
         continue;
       if (microBatch >= m0)
-        efficiency =
-            e0 + (e1 - e0) * double(microBatch - m0) / double(m1 - m0);
+        efficiency = e0 + (e1 - e0) * double(microBatch - m0) / double(m1 - m0);
       break;
     }
   }

@@ -529,11 +529,11 @@ void measurePlanned(func::FuncOp function, const OpSeconds &opSeconds,
       // gradient, read and write the f32 sum).
       if (accumulatesOnDevice(&op)) {
         Value grad = getHostUpdateOperands(&op).grad;
-        double sum = double(getTensorBytes(grad.getType()) +
-                            8 * cast<ShapedType>(grad.getType())
-                                    .getNumElements()) /
-                         roofline.bytesPerSecond +
-                     roofline.kernelSeconds;
+        double sum =
+            double(getTensorBytes(grad.getType()) +
+                   8 * cast<ShapedType>(grad.getType()).getNumElements()) /
+                roofline.bytesPerSecond +
+            roofline.kernelSeconds;
         point.microStepSeconds += sum;
         deviceSince += sum;
       }
@@ -860,14 +860,14 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         it != read->end() && it->second > 0)
       rates.updateBytesPerSecond = double(int64_t(1) << 30) / it->second;
     measuredTimes.addMeasurement(*read, measuredBatch);
-    timeSource += (timeSource.find("measured") == std::string::npos
-                       ? "; measured kernel times from "
-                       : ", ") +
-                  file.str() +
-                  (measuredBatch ? " (micro-batch " +
-                                       std::to_string(measuredBatch) + ")"
-                                 : std::string(" (micro-batch unknown: "
-                                               "times used as they are)"));
+    timeSource +=
+        (timeSource.find("measured") == std::string::npos
+             ? "; measured kernel times from "
+             : ", ") +
+        file.str() +
+        (measuredBatch ? " (micro-batch " + std::to_string(measuredBatch) + ")"
+                       : std::string(" (micro-batch unknown: "
+                                     "times used as they are)"));
   }
   if (!timeFiles.empty())
     timeSource += llvm::formatv(", scaled by the roofline's work; {0:F2} us "

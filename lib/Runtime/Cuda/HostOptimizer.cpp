@@ -24,9 +24,9 @@
 // on their own engines. Further than torchao's CPUOffloadOptimizer, whose
 // backward hook synchronizes on each copy before the gradient is freed: here
 // the live-range extension is planned, so the arena holds one gradient more,
-// known at compile time, instead of a stall per parameter. A host function makes no
-// CUDA call and waits only for CPU work queued by a host function that the
-// stream order runs first (U waits on queued_k), as cudaLaunchHostFunc
+// known at compile time, instead of a stall per parameter. A host function
+// makes no CUDA call and waits only for CPU work queued by a host function that
+// the stream order runs first (U waits on queued_k), as cudaLaunchHostFunc
 // requires. The loss scale's skip decision is made on the device before the
 // copy (found_inf runs before the updates; ZeRO-Offload checks overflow on
 // the GPU too) and travels with the gradient.

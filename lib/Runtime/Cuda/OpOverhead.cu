@@ -42,10 +42,10 @@ double measureOpOverheadSeconds(Context &ctx) {
                 "cudaStreamCreate") &&
       checkCuda(ctx, node, cudaEventCreate(&begin), "cudaEventCreate") &&
       checkCuda(ctx, node, cudaEventCreate(&end), "cudaEventCreate") &&
-      checkCuda(ctx, node,
-                cudaStreamBeginCapture(stream,
-                                       cudaStreamCaptureModeThreadLocal),
-                "cudaStreamBeginCapture");
+      checkCuda(
+          ctx, node,
+          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
   if (ready) {
     for (int i = 0; i < kOverheadKernels; ++i)
       emptyKernel<<<1, 32, 0, stream>>>();
@@ -59,16 +59,16 @@ double measureOpOverheadSeconds(Context &ctx) {
   // The first replay uploads the graph; the best of three after it.
   for (int trial = 0; ready && trial < 4; ++trial) {
     float ms = 0;
-    ready = checkCuda(ctx, node, cudaEventRecord(begin, stream),
-                      "cudaEventRecord") &&
-            checkCuda(ctx, node, cudaGraphLaunch(exec, stream),
-                      "cudaGraphLaunch") &&
-            checkCuda(ctx, node, cudaEventRecord(end, stream),
-                      "cudaEventRecord") &&
-            checkCuda(ctx, node, cudaEventSynchronize(end),
-                      "cudaEventSynchronize") &&
-            checkCuda(ctx, node, cudaEventElapsedTime(&ms, begin, end),
-                      "cudaEventElapsedTime");
+    ready =
+        checkCuda(ctx, node, cudaEventRecord(begin, stream),
+                  "cudaEventRecord") &&
+        checkCuda(ctx, node, cudaGraphLaunch(exec, stream),
+                  "cudaGraphLaunch") &&
+        checkCuda(ctx, node, cudaEventRecord(end, stream), "cudaEventRecord") &&
+        checkCuda(ctx, node, cudaEventSynchronize(end),
+                  "cudaEventSynchronize") &&
+        checkCuda(ctx, node, cudaEventElapsedTime(&ms, begin, end),
+                  "cudaEventElapsedTime");
     if (ready && trial > 0 && (best < 0 || ms < best))
       best = ms;
   }

@@ -1024,11 +1024,11 @@ void accumulateGradient(Context &ctx, const char *node, TensorRef grad,
   int64_t n = grad.numElements();
   if (n == 0)
     return;
-  MEMOPT_DISPATCH_FLOAT(
-      grad.dtype, T,
-      accumulateKernel<T><<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
-          static_cast<const T *>(grad.data), n,
-          deviceAccumulation(&accumulation)));
+  MEMOPT_DISPATCH_FLOAT(grad.dtype, T,
+                        accumulateKernel<T>
+                        <<<gridFor(ctx, n), 256, 0, ctx.stream>>>(
+                            static_cast<const T *>(grad.data), n,
+                            deviceAccumulation(&accumulation)));
   checkLaunch(ctx, node);
 }
 

@@ -528,7 +528,9 @@ LogicalResult AdamWUpdateOp::canonicalize(AdamWUpdateOp op,
 
 /// The host master of an offloaded update (--offload optimizer): an f32
 /// variable of role `master` with the parameter's shape, placed on the host
-/// like the state the update writes; not with a sharded update.
+/// like the optimizer state the update writes (the gradient accumulator may
+/// stay on the device: --offload-accumulators device); not with a sharded
+/// update.
 static LogicalResult verifyMaster(Operation *op, Value master, Value param,
                                   int64_t shards, ArrayRef<Value> state) {
   if (!master)
@@ -576,7 +578,7 @@ LogicalResult SGDUpdateOp::verify() {
            << getMomentum().convertToFloat() << " needs a momentum buffer";
   }
   if (failed(verifyMaster(*this, getMaster(), getParam(), getShards(),
-                          {getMomentumBuffer(), getAccumulator()})))
+                          {getMomentumBuffer()})))
     return failure();
   return verifyAccumulation(*this, stateType, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());
@@ -614,7 +616,7 @@ LogicalResult AdamWUpdateOp::verify() {
       failed(verifyScalar(*this, getStep(), "step")))
     return failure();
   if (failed(verifyMaster(*this, getMaster(), getParam(), getShards(),
-                          {getExpAvg(), getExpAvgSq(), getAccumulator()})))
+                          {getExpAvg(), getExpAvgSq()})))
     return failure();
   return verifyAccumulation(*this, type, getAccumulator(), getMicroStep(),
                             getAccumulationSteps());

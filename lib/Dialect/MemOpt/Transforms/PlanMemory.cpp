@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/MemoryReport.h"
+#include "memopt/Dialect/MemOpt/IR/HostUpdates.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/MemoryPhase.h"
 #include "memopt/Dialect/MemOpt/Transforms/Offload.h"
