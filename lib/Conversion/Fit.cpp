@@ -802,12 +802,11 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
       offloadLever.values.push_back("activations+optimizer");
     // Where the accumulators live is the search's too (an accumulating
     // micro-batch's choice: the device's memory against the CPU's work on
-    // every micro-batch), unless --offload-accumulators fixed it.
+    // every micro-batch), unless --offload-accumulators fixed it; with the
+    // activation copies too only when --fit-offload lists it (each choice
+    // is a search of its own).
     if (optimizer && localBatch > 1 && training.offloadAccumulators.empty())
-      for (size_t i = 0, e = offloadLever.values.size(); i < e; ++i)
-        if (StringRef(offloadLever.values[i]).ends_with("optimizer"))
-          offloadLever.values.push_back(offloadLever.values[i] +
-                                        deviceSums.str());
+      offloadLever.values.push_back("optimizer" + deviceSums.str());
   }
   offloadLever.apply = [deviceSums](CompileOptions &compile,
                                     const std::string &value) {

@@ -403,8 +403,8 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
     offload        the offload choices to try, of 'none', 'activations', 'optimizer' and
                    'activations+optimizer', the last two also with '+device-accumulators'
                    (the gradient accumulators on the device; --fit-offload; default: every
-                   subset of train.offload, or with none given all four, each optimizer
-                   choice with and without device accumulators).
+                   subset of train.offload, or with none given all four, and
+                   'optimizer+device-accumulators' where the optimizer's is one).
     kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time:
                    a file, or a list of files measured at different micro-batches (each
                    --profile-times file says its micro-batch; the times are scaled to the

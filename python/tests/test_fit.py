@@ -71,10 +71,12 @@ def test_roomy_limit_takes_the_whole_batch(roomy):
     assert (chosen["micro_batch"], chosen["accumulate"]) == (GLOBAL_BATCH, 1)
     assert chosen["arena_budget_bytes"] == 0 and chosen["recomputations"] == 0
     # For each offload choice (none, activations, optimizer, both: all that a host training
-    # step supports), the whole batch, then a bisection over the 8 other divisors of 256:
-    # 1 + 4 plans.
+    # step supports; the optimizer's also with the accumulators on the device), the whole
+    # batch, then a bisection over the 8 other divisors of 256: 1 + 4 plans (the whole batch
+    # of the device-accumulators choice is not planned: it has no accumulators).
     assert fit["levers"] == ["precision", "offload"]
-    offloads = ["none", "activations", "optimizer", "activations+optimizer"]
+    offloads = ["none", "activations", "optimizer", "activations+optimizer",
+                "optimizer+device-accumulators"]
     assert [point["choices"]["offload"] for point in fit["points"]] == \
         [value for value in offloads for _ in range(5)]
     assert chosen["choices"]["offload"] == "none"

@@ -5,6 +5,8 @@
 // RUN: not memopt-opt %s --split-input-file --memopt-autodiff="optimizer=sgd loss-scale=dynamic accumulate=2" --memopt-offload-optimizer 2>&1 | FileCheck %s --check-prefix=SCALED-ACCUM
 // RUN: not memopt-opt %s --split-input-file --memopt-offload-optimizer 2>&1 | FileCheck %s --check-prefix=NO-UPDATE
 // RUN: memopt-opt %s --split-input-file --memopt-autodiff="optimizer=sgd loss-scale=dynamic" --memopt-offload-optimizer | FileCheck %s --check-prefix=SCALED
+// RUN: memopt-opt %s --split-input-file --memopt-autodiff="optimizer=adamw accumulate=2" --memopt-offload-optimizer="accumulators-on-device=true" | FileCheck %s --check-prefix=DEVICE
+// RUN: memopt-opt %s --split-input-file --memopt-autodiff="optimizer=sgd loss-scale=dynamic accumulate=2" --memopt-offload-optimizer="accumulators-on-device=true" | FileCheck %s --check-prefix=DEVICE-SCALED
 
 // Each update gets an f32 master on the host whose initial value is the
 // parameter's; the master and the momentum buffer are placed on the host,
@@ -50,6 +52,18 @@
 // SCALED: %[[FOUND:.*]] = memopt.found_inf
 // SCALED: memopt.sgd_update {{.*}} loss_scale %{{.*}}, found_inf %[[FOUND]] master %{{.*}} :
 
+// --offload-accumulators device: the accumulators stay in the weight region
+// (the device sums; the update stages the sum), the moments and master move.
+// DEVICE-LABEL: func.func @mlp
+// DEVICE-DAG: memopt.variable "w1.exp_avg" {memopt.placement = "host", role = "optimizer_state"}
+// DEVICE-DAG: %[[ACC:.*]] = memopt.variable "w1.grad" {role = "gradient_accumulator"}
+// DEVICE-DAG: %[[MASTER:.*]] = memopt.variable "w1.master" {{.*}}memopt.placement = "host"
+// DEVICE: memopt.adamw_update {{.*}} accumulate %[[ACC]], micro_step %{{.*}} master %[[MASTER]] {accumulation_steps = 2 : i64}
+// And the overflow check may read them: loss scaling with accumulation is
+// accepted.
+// DEVICE-SCALED-LABEL: func.func @mlp
+// DEVICE-SCALED: %[[FOUND:.*]] = memopt.found_inf {{.*}}accumulators
+// DEVICE-SCALED: memopt.sgd_update {{.*}} accumulate %{{.*}}, micro_step %{{.*}} loss_scale %{{.*}}, found_inf %[[FOUND]] master %{{.*}} {accumulation_steps = 2 : i64}
 // SCALED-ACCUM: error: {{.*}}--offload optimizer with dynamic loss scaling and --accumulate is not supported
 // NO-UPDATE: error: {{.*}}--offload optimizer: the function has no optimizer update to offload
 func.func @mlp(%x: tensor<2x5xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
