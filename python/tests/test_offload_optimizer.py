@@ -92,7 +92,7 @@ DEVICE_SUM_CONFIGS = [
     ("adamw", "bf16", ["--lr", "0.01"]),
     # Host accumulators refuse this one (the overflow check reads the accumulators).
     ("adamw", "fp16", ["--lr", "0.01"]),
-    ("sgd", "fp16", ["--momentum", "0.9", "--lr", "0.1", "--loss-scale-init", str(2.0 ** 40)]),
+    ("sgd", "fp16", ["--momentum", "0.9", "--lr", "0.1", "--loss-scale-init", str(2.0 ** 20)]),
 ]
 
 
@@ -112,7 +112,8 @@ def test_device_accumulators_equal_the_plain_step(tmp_path, optimizer, precision
     assert sorted(offloaded) == sorted(plain)
     assert any(".grad" in f for f in plain)  # the accumulators are compared too
     for name in plain:
-        assert np.array_equal(offloaded[name], plain[name]), name
+        # An overflowing micro-batch leaves inf / NaN in the accumulators of both.
+        assert np.array_equal(offloaded[name], plain[name], equal_nan=True), name
     assert len(set(line.split()[3] for line in plain_losses)) > 1, plain_losses
 
 
@@ -185,7 +186,9 @@ def test_report_moves_the_state_to_the_host(tmp_path):
     assert plain.get("host_state_bytes", 0) == 0
     assert offload["host_state_bytes"] == 3 * parameters  # masters and two moments
     assert offload["host_staging_bytes"] == parameters + 4 * 64  # f32 gradients + scalars
-    assert offload["arena_bytes"] == plain["arena_bytes"]
+    # The compute stream waits for a gradient's copy out at the next offloaded update, so the
+    # plan keeps the gradient until then: at most one gradient (fc1.weight's 512 B) more.
+    assert plain["arena_bytes"] <= offload["arena_bytes"] <= plain["arena_bytes"] + 4 * 16 * 8
 
 
 @pytest.mark.parametrize("args,message", [
