@@ -361,6 +361,33 @@ void addTrainingCases(std::vector<Case> &cases) {
            return std::vector<TensorRef>{param, m, v};
          }});
   }
+
+  // The accumulation pass alone (--offload-accumulators device): f32, f16
+  // and bf16 gradients summed into an f32 accumulator over 3 micro-steps
+  // and the first of the next step (which restarts the sum).
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    cases.push_back({std::string("accumulate_gradient_") + tag(type), 1e-6,
+                     [type](Suite &s) {
+                       const int64_t n = 5003;
+                       TensorRef sum =
+                           s.random(DType::F32, {n}); // stale: overwritten
+                       TensorRef first;
+                       for (int micro : {0, 1, 2, 0}) {
+                         GradientAccumulation accumulation;
+                         accumulation.accumulator = sum;
+                         accumulation.microStep =
+                             s.upload(DType::F32, {}, {double(micro)});
+                         accumulation.steps = 3;
+                         accumulateGradient(*s.ctx, "accumulate",
+                                            s.random(type, {n}), accumulation);
+                         if (micro == 2) {
+                           first = s.empty(DType::F32, {n});
+                           copy(*s.ctx, "keep", sum, first);
+                         }
+                       }
+                       return std::vector<TensorRef>{first, sum};
+                     }});
+  }
 }
 
 } // namespace memopt::rt::suite
