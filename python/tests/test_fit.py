@@ -14,6 +14,7 @@
   fails at load, saying how much is missing.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -263,3 +264,25 @@ def test_fit_offload_choices_printed_and_checked(memopt, roomy, tmp_path):
     assert "offload none / optimizer" in proc.stdout
     assert re.search(r"fp32, offload none, micro-batch 8 x 1  <- chosen", proc.stdout), \
         proc.stdout
+
+
+def test_measured_kernel_times_at_two_micro_batches(memopt, roomy, tmp_path):
+    """memopt.fit(kernel_times=[a, b]): each file says the micro-batch it was measured at
+    (--profile-times writes "<micro-batch>"), the fit scales the times to every micro-batch it
+    plans (docs/fit.md, "Predicted time"); the report's time source names both. Gemms far
+    slower than their roofline make the predicted micro-step grow with the micro-batch."""
+    model, _ = roomy
+    files = []
+    for batch, seconds in ((32, 1e-3), (128, 3e-3)):
+        path = tmp_path / f"times{batch}.json"
+        path.write_text(json.dumps({"fc0": seconds, "fc1": seconds, "fc2": seconds,
+                                    "<micro-batch>": batch}))
+        files.append(path)
+    program = memopt.fit(model, "1GiB", global_batch=GLOBAL_BATCH, train=training(memopt),
+                         offload=["none"], kernel_times=files, workdir=tmp_path / "fit")
+    fit = program.report["fit"]
+    assert "times32.json (micro-batch 32)" in fit["time_source"]
+    assert "times128.json (micro-batch 128)" in fit["time_source"]
+    steps = {p["micro_batch"]: p["micro_step_seconds"] for p in fit["points"]
+             if p["planned"] and p["arena_budget_bytes"] == 0}
+    assert steps[GLOBAL_BATCH] > 1.5 * steps[128] > 1.5 * 1.5 * min(steps.values())
