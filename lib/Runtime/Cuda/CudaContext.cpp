@@ -335,14 +335,18 @@ void printProfile(Context &ctx, FILE *out, int top) {
 }
 
 void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch) {
-  // An offloading program also measures its copies (docs/offload.md).
+  // An offloading program also measures its copies (docs/offload.md): the
+  // activation pool's, else the optimizer offload's streams.
   OpTimes times = ctx.opTimes;
-  if (double seconds = measureCopySecondsPerGiB(ctx); seconds > 0) {
+  double copySeconds = measureCopySecondsPerGiB(ctx);
+  if (copySeconds <= 0)
+    copySeconds = measureOptimizerCopySecondsPerGiB(ctx);
+  if (copySeconds > 0) {
     OpTimes::Entry copy;
     copy.node = "<copy 1 GiB>";
     copy.kind = "copy";
     copy.calls = 1;
-    copy.ms = seconds * 1000.0 * double(std::max<int64_t>(1, times.runs));
+    copy.ms = copySeconds * 1000.0 * double(std::max<int64_t>(1, times.runs));
     times.ops.push_back(copy);
   }
   // --offload optimizer measures its CPU updates (the fit's host rate).

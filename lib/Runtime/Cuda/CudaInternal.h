@@ -131,6 +131,14 @@ void destroyOffloadState(Context &ctx);
 /// the slower direction, measured now (0: no host pool). writeProfileTimes
 /// adds it as "<copy 1 GiB>", the entry --remat-kernel-times reads.
 double measureCopySecondsPerGiB(Context &ctx);
+/// The same for --offload optimizer without a host pool: a pinned scratch
+/// buffer, on the gradients' copy-out and the masters' copy-back streams
+/// (HostOptimizer.cpp); 0 without an optimizer offload.
+double measureOptimizerCopySecondsPerGiB(Context &ctx);
+/// Both directions' best of three copies of `bytes` between `host` (pinned)
+/// and a device buffer, on `d2h` and `h2d`: the slower's seconds per GiB.
+double timeCopySecondsPerGiB(Context &ctx, void *host, size_t bytes,
+                             cudaStream_t d2h, cudaStream_t h2d);
 /// The fixed cost of one op on this GPU: an empty kernel replayed from a
 /// captured CUDA graph (the way a step runs), seconds per kernel, the best
 /// of three replays of 512; 0 after an error (OpOverhead.cu).

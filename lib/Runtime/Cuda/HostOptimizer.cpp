@@ -282,6 +282,27 @@ void offloadAdamwUpdate(Context &ctx, const char *node, int site, void *staging,
                 accumulation, scaling);
 }
 
+double measureOptimizerCopySecondsPerGiB(Context &ctx) {
+  OffloadEngine *engine = ctx.optimizerOffload;
+  auto *state = engine ? static_cast<CudaOffload *>(engine->backend) : nullptr;
+  if (!state || hasError(ctx))
+    return 0;
+  // A pinned scratch buffer (the host state holds masters and moments: not
+  // to be overwritten) of the host state's size up to 256 MiB, timed on the
+  // copy-out and copy-back streams.
+  size_t bytes = std::clamp<size_t>(engine->hostStateBytes, size_t(1) << 20,
+                                    size_t(256) << 20);
+  void *scratch = nullptr;
+  if (!checkCuda(ctx, "<copy bandwidth>",
+                 cudaHostAlloc(&scratch, bytes, cudaHostAllocPortable),
+                 "cudaHostAlloc (copy bandwidth scratch)"))
+    return 0;
+  double seconds = timeCopySecondsPerGiB(ctx, scratch, bytes, state->copyOut,
+                                         state->copyBack);
+  cudaFreeHost(scratch);
+  return seconds;
+}
+
 void offloadFinish(Context &ctx) {
   if (hasError(ctx))
     return;

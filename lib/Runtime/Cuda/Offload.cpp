@@ -126,13 +126,10 @@ void reserveHostPool(Context &ctx, size_t bytes) {
               "cudaStreamCreate");
 }
 
-double measureCopySecondsPerGiB(Context &ctx) {
-  OffloadState *state = ctx.offload;
-  if (!state || !state->pool || hasError(ctx))
-    return 0;
-  // The pool's size up to 256 MiB, both directions, the best of three each
-  // (the first warms the path), on the D2H / H2D streams the program uses.
-  size_t bytes = std::min<size_t>(state->poolBytes, size_t(256) << 20);
+double timeCopySecondsPerGiB(Context &ctx, void *host, size_t bytes,
+                             cudaStream_t d2h, cudaStream_t h2d) {
+  // Both directions, the best of three each (the first warms the path), on
+  // the streams the program copies on; the slower direction, per GiB.
   const char *node = "<copy bandwidth>";
   void *device = nullptr;
   cudaEvent_t begin = nullptr, end = nullptr;
@@ -141,16 +138,16 @@ double measureCopySecondsPerGiB(Context &ctx) {
       checkCuda(ctx, node, cudaEventCreate(&begin), "cudaEventCreate") &&
       checkCuda(ctx, node, cudaEventCreate(&end), "cudaEventCreate")) {
     for (bool toHost : {true, false}) {
-      cudaStream_t stream = toHost ? state->d2h : state->h2d;
+      cudaStream_t stream = toHost ? d2h : h2d;
       float best = -1;
       for (int trial = 0; trial < 3; ++trial) {
         float ms = 0;
         if (!checkCuda(ctx, node, cudaEventRecord(begin, stream),
                        "cudaEventRecord") ||
             !checkCuda(ctx, node,
-                       toHost ? cudaMemcpyAsync(state->pool, device, bytes,
+                       toHost ? cudaMemcpyAsync(host, device, bytes,
                                                 cudaMemcpyDeviceToHost, stream)
-                              : cudaMemcpyAsync(device, state->pool, bytes,
+                              : cudaMemcpyAsync(device, host, bytes,
                                                 cudaMemcpyHostToDevice, stream),
                        "cudaMemcpyAsync") ||
             !checkCuda(ctx, node, cudaEventRecord(end, stream),
@@ -175,6 +172,16 @@ double measureCopySecondsPerGiB(Context &ctx) {
   if (device)
     cudaFree(device);
   return hasError(ctx) ? 0 : worst;
+}
+
+double measureCopySecondsPerGiB(Context &ctx) {
+  OffloadState *state = ctx.offload;
+  if (!state || !state->pool || hasError(ctx))
+    return 0;
+  // The pool's size up to 256 MiB, between the pool and the device.
+  return timeCopySecondsPerGiB(
+      ctx, state->pool, std::min<size_t>(state->poolBytes, size_t(256) << 20),
+      state->d2h, state->h2d);
 }
 
 uint8_t *hostPool(Context &ctx) {
