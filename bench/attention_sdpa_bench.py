@@ -48,7 +48,7 @@ class Problem(ctypes.Structure):
                 ("v", ctypes.c_int64 * MAX_RANK), ("bias", ctypes.c_int64 * MAX_RANK),
                 ("biasRank", ctypes.c_int32), ("scale", ctypes.c_float),
                 ("causal", ctypes.c_int32), ("keyTransposed", ctypes.c_int32),
-                ("safeSoftmax", ctypes.c_int32)] + \
+                ("safeSoftmax", ctypes.c_int32), ("groupedGradients", ctypes.c_int32)] + \
         [(name, ctypes.c_void_p) for name in
          ("qData", "kData", "vData", "biasData", "yData", "lseData", "dyData", "dqData",
           "dkData", "dvData", "workspace")] + [("workspaceBytes", ctypes.c_int64)]
@@ -67,6 +67,8 @@ class Shim:
                                       ctypes.c_int, ctypes.c_int,
                                       ctypes.POINTER(ctypes.c_double), ctypes.c_char_p,
                                       ctypes.c_char_p, ctypes.c_int]
+        self.lib.mab_cudnn_bytes.restype = ctypes.c_int64
+        self.lib.mab_cudnn_bytes.argtypes = [ctypes.POINTER(Problem), ctypes.c_int]
         self.lib.mab_chunk_bytes.restype = ctypes.c_int64
         self.lib.mab_chunk_bytes.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
                                              ctypes.c_int64, ctypes.c_int32]
@@ -133,6 +135,9 @@ class Case:
             p.biasData = bias.data_ptr()
         p.scale, p.causal = self.scale, int(self.causal)
         p.keyTransposed, p.safeSoftmax = int(self.key_transposed), int(self.safe)
+        # Grouped-query K / V: dK and dV in K's and V's own shapes (summed over
+        # each group by the engine), as memopt-autodiff emits them.
+        p.groupedGradients = int(self.g > 1)
         p.qData, p.kData, p.vData = q.data_ptr(), k.data_ptr(), v.data_ptr()
         p.dyData = self.dy.data_ptr()
         for name, tensor in outputs.items():
@@ -144,13 +149,13 @@ class Case:
 
     def new_outputs(self):
         like = dict(device="cuda", dtype=self.torch_dtype)
-        dk_shape = (self.b, self.h) + ((self.d, self.sk) if self.key_transposed
-                                       else (self.sk, self.d))
+        dk_shape = (self.b, self.hk) + ((self.d, self.sk) if self.key_transposed
+                                        else (self.sk, self.d))
         return {"yData": torch.zeros(self.b, self.h, self.s, self.d, **like),
                 "lseData": torch.zeros(self.b, self.h, self.s, 2, device="cuda"),
                 "dqData": torch.zeros(self.b, self.h, self.s, self.d, **like),
                 "dkData": torch.zeros(dk_shape, **like),
-                "dvData": torch.zeros(self.b, self.h, self.sk, self.d, **like)}
+                "dvData": torch.zeros(self.b, self.hk, self.sk, self.d, **like)}
 
     def reference(self):
         """Float64 forward and gradients; a row whose scores are all -inf gives zeros
@@ -173,10 +178,18 @@ class Case:
         dq, dk, dv = torch.autograd.grad(o, (q, k, v), self.dy.double())
         return {"o": o.detach(), "lse": lse.detach(), "dq": dq, "dk": dk, "dv": dv}
 
+    def cudnn_workspace(self, shim, outputs):
+        """The arena room a program for target cuda plans for cuDNN's SDPA (forward
+        with statistics or backward, whichever is larger), or None where it plans none."""
+        p = self.problem(outputs)
+        nbytes = max(shim.lib.mab_cudnn_bytes(ctypes.byref(p), b) for b in (0, 1))
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda") if nbytes else None
+
     def memopt(self, shim, cudnn):
-        """Forward with statistics, then backward, on a fresh context."""
+        """Forward with statistics, then backward, on a fresh context (a cuDNN context
+        gets the workspace a compiled program plans for it)."""
         out = self.new_outputs()
-        p = self.problem(out)
+        p = self.problem(out, self.cudnn_workspace(shim, out) if cudnn else None)
         ctx = shim.lib.mab_create(cudnn)
         error = ctypes.create_string_buffer(4096)
         torch.cuda.synchronize()
@@ -191,11 +204,7 @@ class Case:
         dk = out["dkData"]
         if self.key_transposed:
             dk = dk.transpose(-1, -2)
-        if self.g > 1:  # memopt's dK, dV are per query head; sum the groups
-            dk = dk.reshape(self.b, self.hk, self.g, self.sk, self.d).double().sum(2)
-            dv = out["dvData"].reshape(self.b, self.hk, self.g, self.sk, self.d).double().sum(2)
-        else:
-            dv = out["dvData"]
+        dv = out["dvData"]  # K's and V's own shapes (grouped gradients)
         return {"o": out["yData"], "lse": lse, "dq": out["dqData"], "dk": dk,
                 "dv": dv}, "", report.value.decode()
 
@@ -352,6 +361,8 @@ def memopt_time(shim, case, cudnn, backward, chunked, calls, replays):
         items = case.b * case.h
         nbytes = shim.lib.mab_chunk_bytes(int(backward), items, case.s, case.sk, case.code)
         workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    elif cudnn:
+        workspace = case.cudnn_workspace(shim, out)
     p = case.problem(out, workspace)
     if not backward:
         p.lseData = None

@@ -56,6 +56,8 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << (grad.getKeyTransposed() ? "true" : "false")
            << ";\n    params.safeSoftmax = "
            << (grad.getSafeSoftmax() ? "true" : "false") << ";\n";
+        if (grad.getGroupedGradients())
+          os << "    params.groupedGradients = true;\n";
         emitTf32(op);
         if (grad.getDbias())
           os << "    TensorRef dbias = " << ref(grad.getDbias()) << ";\n";

@@ -212,6 +212,10 @@ struct AttentionGeometry {
           vStride[kMaxRank] = {}, biasStride[kMaxRank] = {};
   int64_t biasRowStride = 0, biasColStride = 0;
   bool hasBias = false;
+  /// attentionBackward with groupedGradients: the consecutive batch entries
+  /// that share one K / V entry (entry e holds batch entries e * group to
+  /// e * group + group - 1); 1 otherwise.
+  int64_t group = 1;
 };
 bool validateAttention(Context &ctx, const char *node,
                        const AttentionParams &params, const TensorRef &q,

@@ -366,7 +366,31 @@ bool validateAttentionBackward(Context &ctx, const char *node,
       !checkSameShape(ctx, node, dy, y, "dY/output") ||
       !validateAttentionStatistics(ctx, node, lse, y, {}))
     return false;
-  // dq, dk, dv: the operand's last two dims after y's batch dims.
+  if (params.groupedGradients) {
+    // K and V: y's batch dims up to a trailing run of 1s they broadcast
+    // along (at least two entries to a group).
+    bool ok = k.rank == y.rank && v.rank == y.rank;
+    int start = g.batchRank;
+    while (ok && start > 0 && k.shape[start - 1] == 1)
+      --start;
+    g.group = 1;
+    for (int i = 0; ok && i < g.batchRank; ++i) {
+      ok = k.shape[i] == v.shape[i] && (i >= start || k.shape[i] == y.shape[i]);
+      if (i >= start)
+        g.group *= y.shape[i];
+    }
+    if (!ok || g.group < 2) {
+      failf(ctx, node,
+            "grouped attention gradients need K %s and V %s with the same "
+            "batch dims, those of the output %s up to a trailing run they "
+            "broadcast along",
+            shapeString(k).c_str(), shapeString(v).c_str(),
+            shapeString(y).c_str());
+      return false;
+    }
+  }
+  // dq, dk, dv: the operand's last two dims after y's batch dims (K's and
+  // V's own shapes with grouped gradients).
   struct Gradient {
     const TensorRef *grad, *operand;
     const char *name;
@@ -374,19 +398,21 @@ bool validateAttentionBackward(Context &ctx, const char *node,
   for (Gradient gradient : {Gradient{&dq, &q, "dQ"}, Gradient{&dk, &k, "dK"},
                             Gradient{&dv, &v, "dV"}}) {
     const TensorRef &t = *gradient.grad, &operand = *gradient.operand;
+    bool own = params.groupedGradients && gradient.operand != &q;
+    const TensorRef &batchOf = own ? operand : y;
     bool ok = checkTensor(ctx, node, t, gradient.name) &&
               t.dtype == operand.dtype && t.rank == y.rank;
     for (int i = 0; ok && i < y.rank; ++i)
       ok = t.shape[i] == (i < g.batchRank
-                              ? y.shape[i]
+                              ? batchOf.shape[i]
                               : operand.shape[operand.rank - y.rank + i]);
     if (!ok) {
       failf(ctx, node,
             "attention gradient %s must be %s (its operand's dtype) with the "
             "batch dims of %s and the last two of %s, got %s %s",
-            gradient.name, dtypeName(operand.dtype), shapeString(y).c_str(),
-            shapeString(operand).c_str(), dtypeName(t.dtype),
-            shapeString(t).c_str());
+            gradient.name, dtypeName(operand.dtype),
+            shapeString(batchOf).c_str(), shapeString(operand).c_str(),
+            dtypeName(t.dtype), shapeString(t).c_str());
       return false;
     }
   }
@@ -421,6 +447,50 @@ size_t attentionBackwardChunkBytes(int64_t items, int64_t queries, int64_t keys,
                                    DType dtype) {
   return size_t(workspace::attentionBackwardBytes(items, queries, keys,
                                                   int64_t(dtypeSize(dtype))));
+}
+
+size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
+                                    const TensorRef &q, const TensorRef &k,
+                                    const TensorRef &v, const TensorRef *bias,
+                                    bool statistics, bool backward) {
+  if (q.rank < 2 || k.rank < 2 || v.rank < 2)
+    return 0;
+  // The output's batch: the broadcast of the operands' batch dims.
+  int rank = std::max({q.rank, k.rank, v.rank});
+  int64_t batch = 1, keyBatch = 1;
+  for (int i = 0; i < rank - 2; ++i) {
+    int64_t dim = 1;
+    for (const TensorRef *t : {&q, &k, &v}) {
+      int at = i - (rank - t->rank);
+      if (at >= 0 && t->shape[at] != 1)
+        dim = t->shape[at];
+    }
+    batch *= dim;
+    int at = i - (rank - k.rank);
+    keyBatch *= at >= 0 ? k.shape[at] : 1;
+  }
+  int64_t queries = q.shape[q.rank - 2], headSize = q.shape[q.rank - 1];
+  int64_t keys = k.shape[k.rank - (params.keyTransposed ? 1 : 2)];
+  if (queries == 0 || headSize == 0)
+    return 0;
+  int64_t queryBatch = q.numElements() / (queries * headSize);
+  bool lowFloat = q.dtype == DType::F16 || q.dtype == DType::BF16;
+  if (!workspace::cudnnAttentionPlanned(lowFloat, headSize, v.shape[v.rank - 1],
+                                        queryBatch == batch, bias, keys))
+    return 0;
+  int64_t rows = batch * queries;
+  int64_t transposedKeyBytes = params.keyTransposed ? int64_t(k.bytes()) : 0;
+  if (!backward)
+    return size_t(
+        workspace::cudnnAttentionBytes(rows, statistics, transposedKeyBytes));
+  // cuDNN's backward takes no K stored [D, Sk] with grouped heads (as
+  // --memopt-attention-engine, which reserves nothing there).
+  if (params.keyTransposed && keyBatch < batch)
+    return 0;
+  int64_t fullHeadKeyRows = keyBatch < batch ? batch * keys : 0;
+  return size_t(workspace::cudnnAttentionBackwardBytes(
+      rows, headSize, v.shape[v.rank - 1], fullHeadKeyRows,
+      int64_t(dtypeSize(q.dtype)), transposedKeyBytes));
 }
 
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,

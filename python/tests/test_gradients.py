@@ -470,7 +470,7 @@ def attention_cases():
     r = _rng("attention")
     cases = []
 
-    def probs_to_output(scores, nodes, safe=False):
+    def probs_to_output(scores, nodes, safe=False, value="v"):
         nodes.append(node("Softmax", [scores], ["p"], axis=-1))
         probs = "p"
         if safe:  # PyTorch's safe softmax: fully masked rows give zeros
@@ -478,7 +478,7 @@ def attention_cases():
                       node("IsNaN", ["p"], ["p_nan"]),
                       node("Where", ["p_nan", "nan_fill", "p"], ["p_safe"])]
             probs = "p_safe"
-        nodes.append(node("MatMul", [probs, "v"], ["y"]))
+        nodes.append(node("MatMul", [probs, value], ["y"]))
         return nodes
 
     # Scaled (Mul by a constant), K transposed by a Transpose of its last two axes.
@@ -533,6 +533,33 @@ def attention_cases():
     cases.append(Case("attention_broadcast_key_value", probs_to_output("scaled", nodes),
                       {"q": r.normal(size=(3, 2, 4, 4)), "k": r.normal(size=(2, 7, 4)),
                        "v": r.normal(size=(2, 7, 3))}, ["y"]))
+    # GPT-2 / BERT exporters: K^T = Transpose(K [B, S, H, D], perm [0, 2, 3, 1]), causal;
+    # the fusion takes K as [Sk, D] (the transpose's last two axes swapped).
+    nodes = [node("Transpose", ["k_bshd"], ["kt"], perm=[0, 2, 3, 1]),
+             node("MatMul", ["q", "kt"], ["s"]), constant("sqrt_d", 2.0),
+             node("Div", ["s", "sqrt_d"], ["scaled"]),
+             node("Where", ["tril", "scaled", "neg_inf"], ["masked"])]
+    cases.append(Case("attention_key_bshd", probs_to_output("masked", nodes),
+                      {"q": r.normal(size=(2, 2, 6, 4)), "k_bshd": r.normal(size=(2, 6, 2, 4)),
+                       "v": r.normal(size=(2, 2, 6, 3))}, ["y"],
+                      consts={"tril": tril, "neg_inf": np.array(-np.inf, np.float32)}))
+    # Grouped-query attention (Llama's repeat_kv: Unsqueeze -> Expand -> Reshape of K and
+    # V's 2 heads for 4 query heads): the op reads K and V before the repeat and its
+    # gradient gives dK and dV summed over each group (grouped_gradients).
+    nodes = []
+    for name, width in (("k", 4), ("v", 3)):
+        nodes += [node("Unsqueeze", [name, "kv_axes"], [name + "_1"]),
+                  node("Expand", [name + "_1", name + "_expand"], [name + "_x"]),
+                  node("Reshape", [name + "_x", name + "_heads"], [name + "_r"])]
+    nodes += [node("Transpose", ["k_r"], ["kt"], perm=[0, 1, 3, 2]),
+              node("MatMul", ["q", "kt"], ["s"]), constant("scale", 0.5),
+              node("Mul", ["s", "scale"], ["scaled"])]
+    cases.append(Case("attention_grouped_query", probs_to_output("scaled", nodes, value="v_r"),
+                      {"q": r.normal(size=(2, 4, 5, 4)), "k": r.normal(size=(2, 2, 5, 4)),
+                       "v": r.normal(size=(2, 2, 5, 3))}, ["y"],
+                      consts={"kv_axes": i64([2]), "k_expand": i64([2, 2, 2, 5, 4]),
+                              "v_expand": i64([2, 2, 2, 5, 3]),
+                              "k_heads": i64([2, 4, 5, 4]), "v_heads": i64([2, 4, 5, 3])}))
     return cases
 
 

@@ -284,6 +284,27 @@ func.func @attention_broadcast_key(%q: tensor<2x3x5x4xf32>, %v: tensor<2x3x6x4xf
 
 // -----
 
+// Grouped-query K and V (parameters here), broadcast over the trailing
+// query-head axis as the fusion's [B, Hkv, n] view gives them:
+// attention_grad returns dK and dV in their own shapes, summed over each
+// group by the kernels (grouped_gradients), so no reduce_sum follows.
+// CHECK-LABEL: func.func @attention_grouped_key_value
+// CHECK: %[[KEY:.*]] = memopt.variable "k"
+// CHECK: %[[VALUE:.*]] = memopt.variable "v"
+// CHECK: %{{.*}}, %[[DK:.*]], %[[DV:.*]] = memopt.attention_grad {{.*}} {grouped_gradients = true, scale = 1.250000e-01 : f32} : {{.*}} -> (tensor<2x2x3x5x8xf32>, tensor<2x2x1x6x8xf32>, tensor<2x2x1x6x8xf32>)
+// CHECK-NOT: memopt.reduce_sum
+// CHECK-DAG: memopt.sgd_update %[[KEY]], %[[DK]]
+// CHECK-DAG: memopt.sgd_update %[[VALUE]], %[[DV]]
+func.func @attention_grouped_key_value(%q: tensor<2x2x3x5x8xf32>) -> tensor<f32> {
+  %k = memopt.variable "k" {initial_value = dense<0.5> : tensor<2x2x1x6x8xf32>, role = "parameter"} : tensor<2x2x1x6x8xf32>
+  %v = memopt.variable "v" {initial_value = dense<0.25> : tensor<2x2x1x6x8xf32>, role = "parameter"} : tensor<2x2x1x6x8xf32>
+  %y = memopt.attention %q, %k, %v {scale = 0.125 : f32} : (tensor<2x2x3x5x8xf32>, tensor<2x2x1x6x8xf32>, tensor<2x2x1x6x8xf32>) -> tensor<2x2x3x5x8xf32>
+  %loss = memopt.reduce_mean %y {axes = array<i64: 0, 1, 2, 3, 4>, keepdims = 0 : i64} : (tensor<2x2x3x5x8xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // f16 attention (mixed-precision training): attention_grad in f16 with the
 // f32 row statistics; a trained bias of an f16 attention has no gradient
 // kernel (a training compilation runs that attention in f32): the error names

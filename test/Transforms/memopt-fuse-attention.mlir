@@ -2,12 +2,14 @@
 // RUN: memopt-opt %s -split-input-file --mlir-disable-threading --memopt-fuse-attention=report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: memopt-opt %s -split-input-file --memopt-fuse-attention=max-head-size=256 | FileCheck %s --check-prefix=WIDE
 
-// torchscript BERT: K^T by Transpose(perm [0, 2, 3, 1]) stays the K operand
-// (key_transposed), Div by sqrt(d) becomes the scale.
+// torchscript BERT: K^T by Transpose(perm [0, 2, 3, 1]) of K [B, S, H, D]
+// becomes the same transpose with its last two axes swapped (perm
+// [0, 2, 1, 3]: K as [Sk, D], what cuDNN's SDPA reads, for the same bytes
+// moved), Div by sqrt(d) becomes the scale.
 // CHECK-LABEL: func.func @bert_torchscript
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x4x8x16xf32>, %[[K:.*]]: tensor<1x8x4x16xf32>, %[[V:.*]]: tensor<1x4x8x16xf32>)
-// CHECK: %[[KT:.*]] = memopt.transpose %[[K]]
-// CHECK-NEXT: %[[Y:.*]] = memopt.attention %[[Q]], %[[KT]], %[[V]] {key_transposed = true, scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+// CHECK: %[[KEY:.*]] = memopt.transpose %[[K]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = memopt.attention %[[Q]], %[[KEY]], %[[V]] {scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
 // CHECK-NEXT: return %[[Y]]
 // REPORT: memopt-fuse-attention @bert_torchscript: 1 attentions fused (0 causal, 0 safe softmax), 2048 bytes of scores and probabilities removed
 func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
@@ -18,6 +20,42 @@ func.func @bert_torchscript(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, 
   %p = memopt.softmax %d : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   %y = memopt.matmul %p, %v : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
   return %y : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// GPT-2 (torchscript): the same K^T under a causal Where; K as [Sk, D].
+// CHECK-LABEL: func.func @gpt2_key_before_transpose
+// CHECK: %[[KEY:.*]] = memopt.transpose %arg1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x3x16xf16>) -> tensor<2x3x8x16xf16>
+// CHECK-NEXT: memopt.attention %arg0, %[[KEY]], %arg2 {causal = true, scale = 2.500000e-01 : f32} : (tensor<2x3x8x16xf16>, tensor<2x3x8x16xf16>, tensor<2x3x8x16xf16>) -> tensor<2x3x8x16xf16>
+func.func @gpt2_key_before_transpose(%q: tensor<2x3x8x16xf16>, %k: tensor<2x8x3x16xf16>, %v: tensor<2x3x8x16xf16>) -> tensor<2x3x8x16xf16> {
+  %c = memopt.constant dense<4.0> : tensor<f16>
+  %mask = memopt.constant dense<[[true, false, false, false, false, false, false, false], [true, true, false, false, false, false, false, false], [true, true, true, false, false, false, false, false], [true, true, true, true, false, false, false, false], [true, true, true, true, true, false, false, false], [true, true, true, true, true, true, false, false], [true, true, true, true, true, true, true, false], [true, true, true, true, true, true, true, true]]> : tensor<8x8xi1>
+  %fill = memopt.constant dense<0xFC00> : tensor<f16>
+  %kt = memopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x8x3x16xf16>) -> tensor<2x3x16x8xf16>
+  %s = memopt.matmul %q, %kt : (tensor<2x3x8x16xf16>, tensor<2x3x16x8xf16>) -> tensor<2x3x8x8xf16>
+  %d = memopt.div %s, %c : (tensor<2x3x8x8xf16>, tensor<f16>) -> tensor<2x3x8x8xf16>
+  %m = memopt.where %mask, %d, %fill : (tensor<8x8xi1>, tensor<2x3x8x8xf16>, tensor<f16>) -> tensor<2x3x8x8xf16>
+  %p = memopt.softmax %m : (tensor<2x3x8x8xf16>) -> tensor<2x3x8x8xf16>
+  %y = memopt.matmul %p, %v : (tensor<2x3x8x8xf16>, tensor<2x3x8x16xf16>) -> tensor<2x3x8x16xf16>
+  return %y : tensor<2x3x8x16xf16>
+}
+
+// -----
+
+// K^T used elsewhere too (returned): the transpose is needed anyway, so the
+// attention reads it as it is (key_transposed).
+// CHECK-LABEL: func.func @key_transpose_kept
+// CHECK: %[[KT:.*]] = memopt.transpose %arg1 {perm = array<i64: 0, 2, 3, 1>}
+// CHECK: memopt.attention %arg0, %[[KT]], %arg2 {key_transposed = true, scale = 2.500000e-01 : f32}
+func.func @key_transpose_kept(%q: tensor<1x4x8x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) {
+  %c = memopt.constant dense<4.0> : tensor<f32>
+  %kt = memopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x16x8xf32>
+  %s = memopt.matmul %q, %kt : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %d = memopt.div %s, %c : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %p = memopt.softmax %d : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %y = memopt.matmul %p, %v : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %y, %kt : tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>
 }
 
 // -----

@@ -127,6 +127,33 @@ func.func @attention_workspace_optional(%q: tensor<2x64x16xf32>, %k: tensor<2x64
 
 // -----
 
+// With `memopt.cudnn_workspace` (--memopt-attention-engine on target cuda)
+// the bytes cuDNN's SDPA needs are promised, not optional: the arena holds
+// them at the attention even though nothing else is live there.
+// CHECK-LABEL: func.func @attention_cudnn_workspace_promised
+// CHECK-SAME: memopt.arena_size = 65536 : i64
+// CHECK: memopt.attention {{.*}}memopt.workspace_offset = 0 : i64, memopt.workspace_size = 65536 : i64
+func.func @attention_cudnn_workspace_promised(%q: tensor<2x64x16xf16>, %k: tensor<2x64x16xf16>, %v: tensor<2x64x16xf16>) -> tensor<2x64x16xf16> {
+  %y = memopt.attention %q, %k, %v {scale = 0.25 : f32, memopt.cudnn_workspace = 65536 : i64} : (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>) -> tensor<2x64x16xf16>
+  return %y : tensor<2x64x16xf16>
+}
+
+// -----
+
+// The backward's promised bytes (cuDNN's f32 dQ accumulator and more) are
+// live at the gradient only: its 16 KiB dQ, dK, dV results (in the arena,
+// returned) follow, and the arena is the larger of the two moments.
+// CHECK-LABEL: func.func @attention_grad_cudnn_workspace_promised
+// CHECK: memopt.attention_grad {{.*}}memopt.workspace_size = 100000 : i64
+func.func @attention_grad_cudnn_workspace_promised(%q: tensor<2x64x16xf16>, %k: tensor<2x64x16xf16>, %v: tensor<2x64x16xf16>, %o: tensor<2x64x16xf16>, %do: tensor<2x64x16xf16>, %lse: tensor<2x64x2xf32>) -> tensor<2x64x16xf16> {
+  %dq, %dk, %dv = memopt.attention_grad %q, %k, %v, %o, %do, %lse {scale = 0.25 : f32, memopt.cudnn_workspace = 100000 : i64} : (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x2xf32>) -> (tensor<2x64x16xf16>, tensor<2x64x16xf16>, tensor<2x64x16xf16>)
+  %s = memopt.add %dq, %dk : (tensor<2x64x16xf16>, tensor<2x64x16xf16>) -> tensor<2x64x16xf16>
+  %t = memopt.add %s, %dv : (tensor<2x64x16xf16>, tensor<2x64x16xf16>) -> tensor<2x64x16xf16>
+  return %t : tensor<2x64x16xf16>
+}
+
+// -----
+
 // After a 64 KiB tensor set the arena (64 KiB + the 4-byte sum), the
 // attention's workspace grows into the bytes free while it runs, up to all
 // 32 KiB of scores (the chunked library path then runs in one chunk), after

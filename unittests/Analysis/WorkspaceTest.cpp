@@ -91,6 +91,95 @@ TEST_F(WorkspaceTest, AttentionGradPlansTheRuntimesWholeBatchChunk) {
             2 * ws::roundUp256(5760 * 4) + 2 * ws::roundUp256(5760 * 2));
 }
 
+/// A TensorRef of `shape` (no data: the bound reads shapes only).
+rt::TensorRef shaped(rt::DType dtype, std::vector<int64_t> shape) {
+  return rt::makeTensor(nullptr, dtype, int(shape.size()), shape.data());
+}
+
+TEST_F(WorkspaceTest, CudnnAttentionBoundCoversWhatCudnnStated) {
+  // What cuDNN 9.19 stated for its own SDPA backward workspace on an H200
+  // (docs/attention.md): the bound holds it, within its 64 KiB of slack.
+  struct Stated {
+    int64_t batch, heads, kvHeads, tokens, bytes;
+  };
+  for (Stated c : {Stated{8, 12, 12, 512, 12779520},    // GPT-2, 12.2 MiB
+                   Stated{64, 12, 12, 197, 39336960},   // ViT, 37.5 MiB
+                   Stated{4, 32, 8, 1024, 67633152}}) { // Llama, 64.5 MiB
+    int64_t rows = c.batch * c.heads * c.tokens;
+    int64_t fullHead = c.kvHeads < c.heads ? c.batch * c.heads * c.tokens : 0;
+    int64_t own = ws::cudnnAttentionBackwardOwnBytes(rows, 64, 64, fullHead, 2);
+    EXPECT_GE(own, c.bytes);
+    EXPECT_LE(own, c.bytes + ws::kCudnnAttentionSlackBytes);
+  }
+  // The runtime's bound of a call is the compiler's (the lit test
+  // memopt-attention-engine.mlir checks the same numbers on the ops).
+  rt::AttentionParams params;
+  rt::TensorRef gpt2 = shaped(rt::DType::F16, {8, 12, 512, 64});
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, gpt2, gpt2, gpt2, nullptr,
+                                             false, false),
+            65536u);
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, gpt2, gpt2, gpt2, nullptr,
+                                             false, true),
+            13041664u);
+  rt::TensorRef q = shaped(rt::DType::F16, {4, 8, 4, 1024, 64}),
+                kv = shaped(rt::DType::F16, {4, 8, 1, 1024, 64});
+  EXPECT_EQ(
+      rt::cudnnAttentionWorkspaceBound(params, q, kv, kv, nullptr, false, true),
+      68222976u);
+  params.keyTransposed = true;
+  rt::TensorRef bf16 = shaped(rt::DType::BF16, {8, 12, 512, 64}),
+                keys = shaped(rt::DType::BF16, {8, 12, 64, 512});
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, bf16, keys, bf16, nullptr,
+                                             true, false),
+            6553600u);
+  // None where the compiler plans none: f32, a head size not a multiple of
+  // 8, a bias over 197 keys.
+  params.keyTransposed = false;
+  rt::TensorRef f32 = shaped(rt::DType::F32, {8, 12, 512, 64}),
+                d40 = shaped(rt::DType::F16, {2, 3, 16, 40}),
+                vit = shaped(rt::DType::F16, {2, 3, 197, 64}),
+                vitBias = shaped(rt::DType::F16, {2, 1, 197, 197});
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, f32, f32, f32, nullptr,
+                                             false, true),
+            0u);
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, d40, d40, d40, nullptr,
+                                             false, false),
+            0u);
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, vit, vit, vit, &vitBias,
+                                             false, false),
+            0u);
+}
+
+TEST_F(WorkspaceTest, CudnnWorkspaceIsTheAttentionsFloor) {
+  // memopt.cudnn_workspace (set by --memopt-attention-engine) is promised:
+  // the workspace floor, and at least what the op asks for.
+  constexpr const char *kReserved = R"mlir(
+func.func @g(%q: tensor<6x40x16xf16>, %k: tensor<6x24x16xf16>,
+             %o: tensor<6x40x16xf16>, %lse: tensor<6x40x2xf32>) {
+  %a = memopt.attention %q, %k, %k {scale = 0.25 : f32, memopt.cudnn_workspace = 65536 : i64} : (tensor<6x40x16xf16>, tensor<6x24x16xf16>, tensor<6x24x16xf16>) -> tensor<6x40x16xf16>
+  %dq, %dk, %dv = memopt.attention_grad %q, %k, %k, %o, %o, %lse {scale = 0.25 : f32, memopt.cudnn_workspace = 12 : i64} : (tensor<6x40x16xf16>, tensor<6x24x16xf16>, tensor<6x24x16xf16>, tensor<6x40x16xf16>, tensor<6x40x16xf16>, tensor<6x40x2xf32>) -> (tensor<6x40x16xf16>, tensor<6x24x16xf16>, tensor<6x24x16xf16>)
+  return
+}
+)mlir";
+  OwningOpRef<ModuleOp> reserved =
+      parseSourceString<ModuleOp>(kReserved, &context);
+  ASSERT_TRUE(reserved);
+  std::vector<::mlir::memopt::CostOpInterface> costs;
+  for (Operation &op : (*reserved->getOps<func::FuncOp>().begin())
+                           .getBody()
+                           .front()
+                           .without_terminator())
+    costs.push_back(dyn_cast<::mlir::memopt::CostOpInterface>(&op));
+  ASSERT_EQ(costs.size(), 2u);
+  EXPECT_EQ(costs[0].getWorkspaceFloor(), 65536);
+  EXPECT_EQ(costs[0].getWorkspaceBytes(), 65536); // > the 34560 of scores
+  EXPECT_EQ(costs[1].getWorkspaceFloor(), 12);
+  EXPECT_EQ(costs[1].getWorkspaceBytes(), planned(2)); // the chunk is larger
+  // Without it, the planner's rule: none promised (optional).
+  auto plain = dyn_cast<::mlir::memopt::CostOpInterface>(ops[1]);
+  EXPECT_EQ(plain.getWorkspaceFloor(), -1);
+}
+
 TEST_F(WorkspaceTest, LinearCrossEntropyPlansEveryClassInOneChunk) {
   // 1000 classes: all in one chunk (a multiple of 8), bf16 logits.
   EXPECT_EQ(planned(3), int64_t(rt::linearCrossEntropyWorkspaceBytes(

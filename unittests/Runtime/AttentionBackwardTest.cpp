@@ -326,6 +326,82 @@ TEST_F(AttentionBackward, LowPrecisionMatchesF32OnTheSameValues) {
   }
 }
 
+/// Grouped-query K and V ([B, Hkv, 1, ...] against [B, Hkv, n, ...], the
+/// fusion's view of repeat_kv): with groupedGradients, dK and dV come in K's
+/// and V's own shapes, each the sum over its group of the per-query-head
+/// gradients the ungrouped call gives (K as [Sk, D] and as [D, Sk], causal,
+/// with a bias).
+TEST_F(AttentionBackward, GroupedGradientsAreTheGroupSums) {
+  for (bool keyTransposed : {false, true}) {
+    const int64_t batch = 2, kvHeads = 2, group = 3, rows = 21, keys = 37,
+                  d = 8, dvSize = 5;
+    Buffer q = random({batch, kvHeads, group, rows, d}, 30);
+    Buffer k =
+        random(keyTransposed ? std::vector<int64_t>{batch, kvHeads, 1, d, keys}
+                             : std::vector<int64_t>{batch, kvHeads, 1, keys, d},
+               31);
+    Buffer v = random({batch, kvHeads, 1, keys, dvSize}, 32);
+    Buffer bias = random({batch, 1, 1, 1, keys}, 33);
+    Buffer dy = random({batch, kvHeads, group, rows, dvSize}, 34);
+    AttentionParams params;
+    params.scale = 0.3f;
+    params.causal = true;
+    params.keyTransposed = keyTransposed;
+    std::vector<int64_t> yShape = dy.shape;
+    std::vector<int64_t> statShape(yShape.begin(), yShape.end() - 1);
+    statShape.push_back(2);
+    Buffer y(DType::F32, yShape), lse(DType::F32, statShape);
+    TensorRef biasRef = bias.ref(), lseRef = lse.ref();
+    attention(*ctx, "attention", params, q.ref(), k.ref(), v.ref(), &biasRef,
+              y.ref(), nullptr, 0, &lseRef);
+    Buffer dq(DType::F32, q.shape),
+        dk(DType::F32, gradientShape(yShape, k.shape)),
+        dv(DType::F32, gradientShape(yShape, v.shape));
+    attentionBackward(*ctx, "attention_grad", params, q.ref(), k.ref(), v.ref(),
+                      &biasRef, y.ref(), dy.ref(), lse.ref(), dq.ref(),
+                      dk.ref(), dv.ref(), nullptr);
+    params.groupedGradients = true;
+    Buffer dqGrouped(DType::F32, q.shape), dkGrouped(DType::F32, k.shape),
+        dvGrouped(DType::F32, v.shape);
+    attentionBackward(*ctx, "attention_grad", params, q.ref(), k.ref(), v.ref(),
+                      &biasRef, y.ref(), dy.ref(), lse.ref(), dqGrouped.ref(),
+                      dkGrouped.ref(), dvGrouped.ref(), nullptr);
+    ASSERT_EQ(contextError(*ctx), nullptr) << contextError(*ctx);
+    auto groupSums = [&](const Buffer &perHead) {
+      int64_t entry = perHead.count() / (batch * kvHeads * group);
+      std::vector<double> sums(size_t(batch * kvHeads * entry), 0.0);
+      for (int64_t i = 0; i < perHead.count(); ++i) {
+        int64_t head = i / entry, within = i % entry;
+        sums[size_t(head / group * entry + within)] += perHead.at(i);
+      }
+      return sums;
+    };
+    // Both round to f32 on store: the grouped sum once, the per-head
+    // gradients each before the sum here.
+    expectClose(dqGrouped, dq.values(), 0.0, "dq");
+    expectClose(dkGrouped, groupSums(dk), 1e-6, "dk");
+    expectClose(dvGrouped, groupSums(dv), 1e-6, "dv");
+  }
+}
+
+TEST_F(AttentionBackward, RejectsGroupedGradientsOverALeadingAxis) {
+  // K broadcast over the sequences (a leading axis), not a trailing group.
+  Buffer q = random({2, 3, 4, 8}, 40), k = random({1, 3, 6, 8}, 41),
+         v = random({1, 3, 6, 8}, 42), y = random({2, 3, 4, 8}, 43);
+  Buffer lse(DType::F32, {2, 3, 4, 2}), dq(DType::F32, {2, 3, 4, 8}),
+      dk(DType::F32, {1, 3, 6, 8}), dv(DType::F32, {1, 3, 6, 8});
+  AttentionParams params;
+  params.groupedGradients = true;
+  attentionBackward(*ctx, "/attn/grad", params, q.ref(), k.ref(), v.ref(),
+                    nullptr, y.ref(), y.ref(), lse.ref(), dq.ref(), dk.ref(),
+                    dv.ref(), nullptr);
+  ASSERT_NE(contextError(*ctx), nullptr);
+  EXPECT_NE(std::string(contextError(*ctx))
+                .find("grouped attention gradients need K [1, 3, 6, 8]"),
+            std::string::npos)
+      << contextError(*ctx);
+}
+
 TEST_F(AttentionBackward, RejectsLowPrecisionBiasGradientsAndAliases) {
   AttentionParams params;
   Buffer q(DType::F16, {2, 4}), o(DType::F16, {2, 4}), lse(DType::F32, {2, 2}),

@@ -28,6 +28,9 @@ struct MabProblem {
   int32_t biasRank; ///< 0: no bias
   float scale;
   int32_t causal, keyTransposed, safeSoftmax;
+  /// dK / dV in K's and V's own shapes (grouped-query K / V, broadcast over
+  /// a trailing batch dim): AttentionParams::groupedGradients.
+  int32_t groupedGradients;
   void *qData, *kData, *vData, *biasData, *yData, *lseData, *dyData, *dqData,
       *dkData, *dvData, *workspace;
   int64_t workspaceBytes;
@@ -58,10 +61,10 @@ Tensors tensorsOf(const MabProblem &p) {
   t.dq = makeTensor(p.dqData, dtype, r, p.q);
   shape[r - 2] = p.k[r - 2];
   shape[r - 1] = p.k[r - 1];
-  t.dk = makeTensor(p.dkData, dtype, r, shape);
+  t.dk = makeTensor(p.dkData, dtype, r, p.groupedGradients ? p.k : shape);
   shape[r - 2] = p.v[r - 2];
   shape[r - 1] = p.v[r - 1];
-  t.dv = makeTensor(p.dvData, dtype, r, shape);
+  t.dv = makeTensor(p.dvData, dtype, r, p.groupedGradients ? p.v : shape);
   return t;
 }
 
@@ -71,6 +74,7 @@ AttentionParams paramsOf(const MabProblem &p) {
   params.causal = p.causal != 0;
   params.keyTransposed = p.keyTransposed != 0;
   params.safeSoftmax = p.safeSoftmax != 0;
+  params.groupedGradients = p.groupedGradients != 0;
   return params;
 }
 
@@ -158,6 +162,16 @@ int mab_time(int cudnn, const MabProblem *p, int backward, int calls,
   copyText(attentionEngineReport(*ctx), report, capacity);
   destroyContext(ctx);
   return status;
+}
+
+/// The workspace a program for target cuda plans for cuDNN's SDPA on this
+/// problem, forward (with statistics when lseData is set) or backward
+/// (cudnnAttentionWorkspaceBound): the bytes a cuDNN context's call needs.
+int64_t mab_cudnn_bytes(const MabProblem *p, int backward) {
+  Tensors t = tensorsOf(*p);
+  return int64_t(cudnnAttentionWorkspaceBound(
+      paramsOf(*p), t.q, t.k, t.v, p->biasRank ? &t.bias : nullptr,
+      p->lseData != nullptr, backward != 0));
 }
 
 /// Workspace bytes memopt's chunked path needs for the whole batch.

@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -112,6 +113,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error);
       return 1;
     }
+  const char *engine = std::getenv("MEMOPT_ATTENTION_ENGINE");
+  bool cudnnAttention = !std::strcmp(backendName(), "cuda") &&
+                        !(engine && !std::strcmp(engine, "memopt"));
   std::vector<Case> cases = buildCases();
   cases.push_back({"graph_replay", 1e-5, nullptr});
   int failures = 0, passed = 0;
@@ -123,6 +127,7 @@ int main(int argc, char **argv) {
       Suite suite;
       suite.ctx = ctx;
       suite.kernels = kernels;
+      suite.cudnnAttention = cudnnAttention;
       suite.name = c.name;
       if (c.run) {
         std::vector<TensorRef> outputs = c.run(suite);

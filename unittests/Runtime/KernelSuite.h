@@ -53,6 +53,26 @@ struct Suite {
     allocations.push_back(t.data);
     return t;
   }
+  /// Whether `ctx` runs attention on cuDNN's fused SDPA where cuDNN
+  /// accepts it (the CUDA backend, MEMOPT_ATTENTION_ENGINE not `memopt`).
+  bool cudnnAttention = false;
+
+  /// Where a case gives an attention call no workspace (`workspace` null)
+  /// and `ctx` runs cuDNN, the room a program compiled for target cuda
+  /// plans for cuDNN's SDPA (cudnnAttentionWorkspaceBound; none where the
+  /// compiler plans none, so those calls stay on the fused kernels).
+  void cudnnAttentionWorkspace(const AttentionParams &params,
+                               const TensorRef &q, const TensorRef &k,
+                               const TensorRef &v, const TensorRef *bias,
+                               bool statistics, bool backward, void *&workspace,
+                               size_t &workspaceBytes) {
+    if (workspace || !cudnnAttention)
+      return;
+    workspaceBytes = cudnnAttentionWorkspaceBound(params, q, k, v, bias,
+                                                  statistics, backward);
+    if (workspaceBytes)
+      workspace = empty(DType::F32, {int64_t(workspaceBytes + 3) / 4}).data;
+  }
   TensorRef upload(DType dtype, std::vector<int64_t> shape,
                    const std::vector<double> &values) {
     TensorRef t = empty(dtype, shape);

@@ -187,9 +187,11 @@ void addAttentionCases(std::vector<Case> &cases) {
                  workspace =
                      s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
                }
-               attention(*s.ctx, s.name.c_str(), params, q, k, v,
-                         a.bias.empty() ? nullptr : &bias, y, workspace,
-                         workspaceBytes);
+               const TensorRef *biasRef = a.bias.empty() ? nullptr : &bias;
+               s.cudnnAttentionWorkspace(params, q, k, v, biasRef, false, false,
+                                         workspace, workspaceBytes);
+               attention(*s.ctx, s.name.c_str(), params, q, k, v, biasRef, y,
+                         workspace, workspaceBytes);
                return std::vector<TensorRef>{y};
              }});
   }
@@ -282,6 +284,8 @@ void addAttentionCases(std::vector<Case> &cases) {
                  workspace =
                      s.empty(DType::F32, {int64_t(workspaceBytes / 4)}).data;
                }
+               s.cudnnAttentionWorkspace(params, q, k, v, &bias, false, false,
+                                         workspace, workspaceBytes);
                attention(*s.ctx, s.name.c_str(), params, q, k, v, &bias, y,
                          workspace, workspaceBytes);
                return std::vector<TensorRef>{y};
@@ -299,6 +303,9 @@ void addAttentionCases(std::vector<Case> &cases) {
     /// 0: random bias; 1: -inf left padding (fully masked rows, safe
     /// softmax); 2: finfo.min fill with fully masked rows (safe softmax).
     int mask;
+    /// dK and dV in K's and V's own shapes, summed over each group of query
+    /// heads (AttentionParams::groupedGradients).
+    bool grouped = false;
   };
   for (G a : {G{"bert",
                 {2, 3, 77, 64},
@@ -384,6 +391,28 @@ void addAttentionCases(std::vector<Case> &cases) {
                 false,
                 0.125f,
                 0},
+              G{"gqa_causal_grouped",
+                {2, 2, 3, 96, 64},
+                {2, 2, 1, 96, 64},
+                {2, 2, 1, 96, 64},
+                {},
+                true,
+                false,
+                false,
+                0.125f,
+                0,
+                true},
+              G{"gqa_kt_grouped",
+                {2, 2, 3, 40, 32},
+                {2, 2, 1, 32, 40},
+                {2, 2, 1, 40, 32},
+                {2, 1, 1, 1, 40},
+                false,
+                true,
+                false,
+                0.2f,
+                0,
+                true},
               G{"key_padding_bias",
                 {2, 4, 128, 64},
                 {2, 4, 128, 64},
@@ -461,6 +490,7 @@ void addAttentionCases(std::vector<Case> &cases) {
                params.causal = a.causal;
                params.keyTransposed = a.keyTransposed;
                params.safeSoftmax = a.mask != 0;
+               params.groupedGradients = a.grouped;
                std::vector<int64_t> statShape(out.begin(), out.end() - 1);
                statShape.push_back(2);
                TensorRef y = s.empty(dt, out),
@@ -479,8 +509,16 @@ void addAttentionCases(std::vector<Case> &cases) {
                                                       4)})
                              .data
                        : nullptr;
+               void *forwardWorkspace = workspace,
+                    *backwardWorkspace = workspace;
+               s.cudnnAttentionWorkspace(params, q, k, v, biasRef, true, false,
+                                         forwardWorkspace, forwardBytes);
+               if (!a.biasGradient)
+                 s.cudnnAttentionWorkspace(params, q, k, v, biasRef, false,
+                                           true, backwardWorkspace,
+                                           backwardBytes);
                attention(*s.ctx, s.name.c_str(), params, q, k, v, biasRef, y,
-                         workspace, forwardBytes, &lse);
+                         forwardWorkspace, forwardBytes, &lse);
                TensorRef dy = s.random(dt, out, 0.1, 1.0);
                auto gradShape = [&](const std::vector<int64_t> &operand) {
                  std::vector<int64_t> shape(out.begin(), out.end() - 2);
@@ -488,21 +526,25 @@ void addAttentionCases(std::vector<Case> &cases) {
                  shape.push_back(operand.back());
                  return shape;
                };
+               // Grouped: dK and dV in K's and V's own shapes.
+               auto ownOrGradShape = [&](const std::vector<int64_t> &operand) {
+                 return a.grouped ? operand : gradShape(operand);
+               };
                TensorRef dq = s.empty(dt, gradShape(a.q)),
-                         dk = s.empty(dt, gradShape(a.k)),
-                         dv = s.empty(dt, gradShape(a.v));
+                         dk = s.empty(dt, ownOrGradShape(a.k)),
+                         dv = s.empty(dt, ownOrGradShape(a.v));
                TensorRef dbias;
                if (a.biasGradient)
                  dbias = s.empty(dt, a.bias);
                attentionBackward(*s.ctx, s.name.c_str(), params, q, k, v,
                                  biasRef, y, dy, lse, dq, dk, dv,
-                                 a.biasGradient ? &dbias : nullptr, workspace,
-                                 backwardBytes);
+                                 a.biasGradient ? &dbias : nullptr,
+                                 backwardWorkspace, backwardBytes);
                // dK and dV summed to K's and V's own shapes.
                auto summed = [&](const TensorRef &grad,
                                  const std::vector<int64_t> &operand) {
                  std::vector<double> sums =
-                     sumToShape(s.read(grad), gradShape(operand), operand);
+                     sumToShape(s.read(grad), ownOrGradShape(operand), operand);
                  return s.upload(DType::F32, {int64_t(sums.size())}, sums);
                };
                std::vector<TensorRef> results = {y, dq, summed(dk, a.k),

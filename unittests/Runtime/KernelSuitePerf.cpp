@@ -9,11 +9,37 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace memopt::rt::suite {
 
 /// Times a few large kernels (median of 20 runs after warm-up) and prints
 /// effective bandwidth / throughput, for the performance notes.
+namespace {
+
+/// MEMOPT_ATTENTION_ENGINE=cudnn on the CUDA backend: the perf context runs
+/// attention on cuDNN's SDPA (memopt's kernels otherwise).
+bool perfRunsCudnn() {
+  const char *engine = std::getenv("MEMOPT_ATTENTION_ENGINE");
+  return engine && !std::strcmp(engine, "cudnn") &&
+         !std::strcmp(backendName(), "cuda");
+}
+
+/// The workspace a program for target cuda plans for cuDNN's SDPA forward
+/// of Q, K, V = t[0..2] (cudnnAttentionWorkspaceBound); an empty tensor
+/// when the perf runs memopt's kernels, which then run fused.
+TensorRef cudnnWorkspace(Suite &s, const AttentionParams &params,
+                         const std::vector<TensorRef> &t) {
+  size_t bytes = perfRunsCudnn()
+                     ? cudnnAttentionWorkspaceBound(params, t[0], t[1], t[2],
+                                                    nullptr, false, false)
+                     : 0;
+  return s.empty(DType::U8, {int64_t(bytes)});
+}
+
+} // namespace
+
 int runPerf(Context *ctx, const std::string &filter) {
   struct Perf {
     std::string name;
@@ -70,13 +96,17 @@ int runPerf(Context *ctx, const std::string &filter) {
               s.random(DType::BF16, {8, 12, 64, 512}),
               s.random(DType::BF16, {8, 12, 512, 64}),
               s.empty(DType::BF16, {8, 12, 512, 64})};
+         AttentionParams p;
+         p.keyTransposed = true;
+         t.push_back(cudnnWorkspace(s, p, t));
        },
        [](Context &c, std::vector<TensorRef> &t) {
          AttentionParams p;
          p.scale = 0.125f;
          p.causal = true;
          p.keyTransposed = true;
-         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                   t[4].bytes() ? t[4].data : nullptr, t[4].bytes());
        }},
       {"attention_f16_8x12x512x128", 0, 4.0 * 96 * 512 * 512 * 128,
        [&](Suite &s, std::vector<TensorRef> &t) {
@@ -84,11 +114,13 @@ int runPerf(Context *ctx, const std::string &filter) {
               s.random(DType::F16, {8, 12, 512, 128}),
               s.random(DType::F16, {8, 12, 512, 128}),
               s.empty(DType::F16, {8, 12, 512, 128})};
+         t.push_back(cudnnWorkspace(s, AttentionParams(), t));
        },
        [](Context &c, std::vector<TensorRef> &t) {
          AttentionParams p;
          p.scale = 0.088f;
-         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3]);
+         attention(c, "attn", p, t[0], t[1], t[2], nullptr, t[3],
+                   t[4].bytes() ? t[4].data : nullptr, t[4].bytes());
        }},
       // The same attention unfused (cuBLASLt, softmax, cuBLASLt) with its
       // [8, 12, 512, 512] scores: the fused kernel's speed reference.
@@ -328,6 +360,16 @@ int runPerf(Context *ctx, const std::string &filter) {
             chunks ? attentionChunkBytes(items, tokens, tokens, dt) : 0;
         size_t backwardBytes =
             chunks ? attentionBackwardChunkBytes(items, tokens, tokens, dt) : 0;
+        if (!chunks && perfRunsCudnn()) {
+          // The room cuDNN's SDPA is planned (none for f32: the fused
+          // kernels).
+          TensorRef operand = makeTensor(nullptr, dt, 4, shape.data());
+          AttentionParams p;
+          forwardBytes = cudnnAttentionWorkspaceBound(
+              p, operand, operand, operand, nullptr, true, false);
+          backwardBytes = cudnnAttentionWorkspaceBound(
+              p, operand, operand, operand, nullptr, false, true);
+        }
         double scores = a.causal ? double(tokens) * (tokens + 1) / 2
                                  : double(tokens) * tokens;
         std::string suffix = std::string("_b") + std::to_string(a.batch) +

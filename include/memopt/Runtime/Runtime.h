@@ -456,6 +456,11 @@ struct AttentionParams {
   /// f32 attention run as library calls (the chunked path) may multiply in
   /// TF32 (see MatmulParams); the fused kernel is unaffected.
   bool allowTf32 = false;
+  /// attentionBackward: dK and dV in K's and V's own shapes, summed over the
+  /// query heads that share each K / V entry (grouped-query attention: K
+  /// and V have the same batch dims, y's up to a trailing run they
+  /// broadcast along; memopt.attention_grad's `grouped_gradients`).
+  bool groupedGradients = false;
 };
 
 /// Scaled dot-product attention (ONNX Attention, 4-D form):
@@ -539,6 +544,18 @@ size_t attentionBackwardChunkBytes(int64_t items, int64_t queries, int64_t keys,
 /// bytes), plus the probabilities in `dtype` when it is not F32.
 size_t attentionChunkBytes(int64_t items, int64_t queries, int64_t keys,
                            DType dtype);
+
+/// The workspace an attention forward (`backward` false; `statistics` when
+/// it returns them) or backward on cuDNN's fused SDPA is planned: the bound
+/// of workspace::cudnnAttentionBytes / cudnnAttentionBackwardBytes for these
+/// shapes, what the compiler reserves in the arena for a call on target cuda
+/// (`memopt.cudnn_workspace`); 0 where the compiler plans none
+/// (workspace::cudnnAttentionPlanned; a backward with K stored [D, Sk] and
+/// grouped heads). A call given less runs memopt's kernels.
+size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
+                                    const TensorRef &q, const TensorRef &k,
+                                    const TensorRef &v, const TensorRef *bias,
+                                    bool statistics, bool backward);
 
 enum class ReduceOp : int32_t { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 /// Reduces x over `axes` (sorted, unique, non-negative). y holds the result

@@ -84,6 +84,70 @@ constexpr int64_t attentionBackwardBytes(int64_t items, int64_t queries,
          (elementBytes < 4 ? 2 * roundUp256(scores * elementBytes) : 0);
 }
 
+/// cuDNN's own SDPA workspace beyond the tensors below: what the forward
+/// states (256 bytes with cuDNN 9.19) and the alignment of the backward's
+/// parts, with room to spare. A plan that states more than the bound runs
+/// memopt's kernels (the engine report says so).
+constexpr int64_t kCudnnAttentionSlackBytes = int64_t(64) << 10;
+
+/// Whether a program for the CUDA target plans cuDNN's fused SDPA workspace
+/// for an attention (forward or backward): f16 / bf16 (`lowFloat`), head
+/// sizes multiples of 8 up to 256, Q holding the whole batch, and with a
+/// bias (`hasBias`) keys a multiple of 8 (cuDNN moves bias tiles with
+/// 16-byte vectors). What the runtime checks beyond (how K and V broadcast,
+/// alignment, the GPU, cuDNN's own support check) costs at most the
+/// workspace where it refuses: memopt's kernels then run, and the chunked
+/// path grows into that room.
+constexpr bool cudnnAttentionPlanned(bool lowFloat, int64_t headSize,
+                                     int64_t valueSize, bool queryHoldsBatch,
+                                     bool hasBias, int64_t keys) {
+  return lowFloat && headSize > 0 && valueSize > 0 && headSize % 8 == 0 &&
+         valueSize % 8 == 0 && headSize <= 256 && valueSize <= 256 &&
+         queryHoldsBatch && (!hasBias || keys % 8 == 0);
+}
+
+/// The bound of what cuDNN's fused SDPA backward states for itself
+/// (cudnn-frontend 1.18's SDPA backward node, measured with cuDNN 9.19):
+/// the f32 dQ accumulator and the f32 softmax sum of its `rows` query rows
+/// (batch x heads x queries), and for grouped K / V heads the full-head dK
+/// and dV in the element type before their sum over the group
+/// (`fullHeadKeyRows`: batch x query heads x keys, 0 without groups). 12.2
+/// MiB at GPT-2's 8 x 12 x 512 x 64, 64.5 MiB at 4 x 32 (8 K / V) x 1024 x
+/// 64, as cuDNN stated them on an H200.
+constexpr int64_t cudnnAttentionBackwardOwnBytes(int64_t rows, int64_t headSize,
+                                                 int64_t valueSize,
+                                                 int64_t fullHeadKeyRows,
+                                                 int64_t elementBytes) {
+  return rows * headSize * 4 + rows * 4 +
+         fullHeadKeyRows * (headSize + valueSize) * elementBytes +
+         kCudnnAttentionSlackBytes;
+}
+
+/// The workspace an attention forward on cuDNN's SDPA is planned (the
+/// runtime's layout, lib/Runtime/Cuda/CudnnAttention.cpp): cuDNN's own
+/// first, then the f32 log-sum-exp of every row when the op returns its
+/// statistics (converted into memopt's pairs), then K transposed to
+/// [Sk, D] when it is stored [D, Sk] (`transposedKeyBytes`, else 0).
+constexpr int64_t cudnnAttentionBytes(int64_t rows, bool statistics,
+                                      int64_t transposedKeyBytes) {
+  return roundUp256(kCudnnAttentionSlackBytes) +
+         (statistics ? roundUp256(rows * 4) : 0) +
+         roundUp256(transposedKeyBytes);
+}
+
+/// The same for the backward: cuDNN's own (cudnnAttentionBackwardOwnBytes),
+/// the f32 log-sum-exp of every row (from memopt's pairs), then for K
+/// stored [D, Sk] K transposed and dK before its transpose back.
+constexpr int64_t cudnnAttentionBackwardBytes(int64_t rows, int64_t headSize,
+                                              int64_t valueSize,
+                                              int64_t fullHeadKeyRows,
+                                              int64_t elementBytes,
+                                              int64_t transposedKeyBytes) {
+  return roundUp256(cudnnAttentionBackwardOwnBytes(
+             rows, headSize, valueSize, fullHeadKeyRows, elementBytes)) +
+         roundUp256(rows * 4) + 2 * roundUp256(transposedKeyBytes);
+}
+
 //===----------------------------------------------------------------------===//
 // Fused linear cross-entropy (docs/training.md)
 //===----------------------------------------------------------------------===//

@@ -13,9 +13,11 @@
 //    instead of CUDA-core loops: on an H100 the fastest f32 backward where
 //    the workspace fits (docs/attention.md has the timings).
 //  * Fused (no workspace), FlashAttention-2's backward on CUDA cores in two
-//    kernels without atomics: one owns 32 keys of one batch entry, keeps
-//    their dK and dV in registers and walks the query rows in tiles of 32
-//    (recomputing S and dP there); the other owns 32 query rows, keeps their
+//    kernels without atomics: one owns 32 keys of one batch entry (with
+//    grouped gradients, of one K / V entry: it walks the batch entries of
+//    its group in turn), keeps their dK and dV in registers and walks the
+//    query rows in tiles of 32 (recomputing S and dP there); the other owns
+//    32 query rows, keeps their
 //    dQ and walks the keys (and adds dS into the bias gradient). Each
 //    recomputes D from dO and O while it loads the rows. Tiles as in the
 //    forward's CUDA-core kernel: K and V transposed in shared memory with a
@@ -79,6 +81,9 @@ struct BackwardArgs {
   bool causal, keyTransposed, hasBias, safeSoftmax;
   /// Key tiles (dK/dV kernel) or row tiles (dQ kernel) per batch entry.
   int64_t tiles;
+  /// Consecutive batch entries whose dK / dV the dK/dV kernel sums into one
+  /// entry (grouped gradients; 1 otherwise).
+  int64_t group;
 };
 
 struct Offsets {
@@ -249,7 +254,8 @@ size_t fusedSharedFloats(int headSize, int valueSize) {
          2 * kRows * kTilePitch;
 }
 
-/// dK and dV of kKeys keys of one batch entry.
+/// dK and dV of kKeys keys of one batch entry, or with grouped gradients
+/// of one K / V entry, summed over the `group` batch entries sharing it.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardKeysKernel(BackwardArgs a) {
@@ -262,79 +268,88 @@ __global__ void __launch_bounds__(kThreads)
   float *pTile = dyTile + kRows * dvPad; // [kRows][kTilePitch]
   float *dsTile = pTile + kRows * kTilePitch;
 
-  const int64_t b = blockIdx.x / a.tiles;
+  const int64_t entry = blockIdx.x / a.tiles;
   const int64_t key0 = blockIdx.x % a.tiles * kKeys;
-  const Offsets o = offsetsOf(a, b);
-  const T *q = static_cast<const T *>(a.q) + o.q;
-  const T *k = static_cast<const T *>(a.k) + o.k;
-  const T *v = static_cast<const T *>(a.v) + o.v;
-  const T *bias = a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  loadKeyTiles(a, k, v, key0, dPad, dvPad, kT, vT);
 
   float dK[kRowsPerWarp][kMaxHeadSize / 32] = {};
   float dV[kRowsPerWarp][kMaxHeadSize / 32] = {};
   // Causal: rows before key0 see none of these keys.
   const int64_t firstRow = a.causal ? key0 / kRows * kRows : 0;
-  for (int64_t row0 = firstRow; row0 < a.queries; row0 += kRows) {
-    __syncthreads(); // the previous tiles are consumed
-    RowStatistics rows[kRowsPerWarp];
-    loadRowTiles(a, b, q, row0, dPad, dvPad, qTile, dyTile, rows);
-    __syncthreads();
-    float s[kRowsPerWarp], dp[kRowsPerWarp];
-    scoreTile(qTile + warp * kRowsPerWarp * dPad,
-              dyTile + warp * kRowsPerWarp * dvPad, kT, vT, dPad, dvPad, s, dp);
-    const int64_t key = key0 + lane;
+  // The group's batch entries read the same K and V entry.
+  {
+    const Offsets o = offsetsOf(a, entry * a.group);
+    loadKeyTiles(a, static_cast<const T *>(a.k) + o.k,
+                 static_cast<const T *>(a.v) + o.v, key0, dPad, dvPad, kT, vT);
+  }
+  for (int64_t b = entry * a.group; b < (entry + 1) * a.group; ++b) {
+    const Offsets o = offsetsOf(a, b);
+    const T *q = static_cast<const T *>(a.q) + o.q;
+    const T *bias =
+        a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
+    for (int64_t row0 = firstRow; row0 < a.queries; row0 += kRows) {
+      __syncthreads(); // the previous tiles are consumed
+      RowStatistics rows[kRowsPerWarp];
+      loadRowTiles(a, b, q, row0, dPad, dvPad, qTile, dyTile, rows);
+      __syncthreads();
+      float s[kRowsPerWarp], dp[kRowsPerWarp];
+      scoreTile(qTile + warp * kRowsPerWarp * dPad,
+                dyTile + warp * kRowsPerWarp * dvPad, kT, vT, dPad, dvPad, s,
+                dp);
+      const int64_t key = key0 + lane;
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      int local = warp * kRowsPerWarp + r;
-      int64_t row = row0 + local;
-      float p = 0.0f, ds = 0.0f;
-      if (row < a.queries) {
-        float biasValue =
-            a.hasBias && key < a.keys
-                ? toFloat(bias[row * a.biasRowStride + key * a.biasColStride])
-                : 0.0f;
-        p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale, biasValue,
-                        s[r], row, key, a.keys, rows[r]);
-        ds = p * (dp[r] - rows[r].dot);
-      }
-      pTile[local * kTilePitch + lane] = p;
-      dsTile[local * kTilePitch + lane] = a.scale * ds;
-    }
-    __syncthreads();
-    // dV += P^T dO, dK += scale dS^T Q: the warp's 8 keys, lane's dims.
-    const int rowCount =
-        a.queries - row0 < kRows ? int(a.queries - row0) : kRows;
-    for (int i = 0; i < rowCount; ++i) {
-      const float *pRow = pTile + i * kTilePitch + warp * kRowsPerWarp;
-      const float *dsRow = dsTile + i * kTilePitch + warp * kRowsPerWarp;
-      float4 p0 = *reinterpret_cast<const float4 *>(pRow);
-      float4 p1 = *reinterpret_cast<const float4 *>(pRow + 4);
-      float4 s0 = *reinterpret_cast<const float4 *>(dsRow);
-      float4 s1 = *reinterpret_cast<const float4 *>(dsRow + 4);
-      float pj[kRowsPerWarp] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-      float sj[kRowsPerWarp] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-#pragma unroll
-      for (int t = 0; t < kMaxHeadSize / 32; ++t) {
-        int e = lane + 32 * t;
-        if (e < a.valueSize) {
-          float g = dyTile[i * dvPad + e];
-#pragma unroll
-          for (int c = 0; c < kRowsPerWarp; ++c)
-            dV[c][t] = fmaf(pj[c], g, dV[c][t]);
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        int local = warp * kRowsPerWarp + r;
+        int64_t row = row0 + local;
+        float p = 0.0f, ds = 0.0f;
+        if (row < a.queries) {
+          float biasValue =
+              a.hasBias && key < a.keys
+                  ? toFloat(bias[row * a.biasRowStride + key * a.biasColStride])
+                  : 0.0f;
+          p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale,
+                          biasValue, s[r], row, key, a.keys, rows[r]);
+          ds = p * (dp[r] - rows[r].dot);
         }
-        if (e < a.headSize) {
-          float x = qTile[i * dPad + e];
+        pTile[local * kTilePitch + lane] = p;
+        dsTile[local * kTilePitch + lane] = a.scale * ds;
+      }
+      __syncthreads();
+      // dV += P^T dO, dK += scale dS^T Q: the warp's 8 keys, lane's dims.
+      const int rowCount =
+          a.queries - row0 < kRows ? int(a.queries - row0) : kRows;
+      for (int i = 0; i < rowCount; ++i) {
+        const float *pRow = pTile + i * kTilePitch + warp * kRowsPerWarp;
+        const float *dsRow = dsTile + i * kTilePitch + warp * kRowsPerWarp;
+        float4 p0 = *reinterpret_cast<const float4 *>(pRow);
+        float4 p1 = *reinterpret_cast<const float4 *>(pRow + 4);
+        float4 s0 = *reinterpret_cast<const float4 *>(dsRow);
+        float4 s1 = *reinterpret_cast<const float4 *>(dsRow + 4);
+        float pj[kRowsPerWarp] = {p0.x, p0.y, p0.z, p0.w,
+                                  p1.x, p1.y, p1.z, p1.w};
+        float sj[kRowsPerWarp] = {s0.x, s0.y, s0.z, s0.w,
+                                  s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
-          for (int c = 0; c < kRowsPerWarp; ++c)
-            dK[c][t] = fmaf(sj[c], x, dK[c][t]);
+        for (int t = 0; t < kMaxHeadSize / 32; ++t) {
+          int e = lane + 32 * t;
+          if (e < a.valueSize) {
+            float g = dyTile[i * dvPad + e];
+#pragma unroll
+            for (int c = 0; c < kRowsPerWarp; ++c)
+              dV[c][t] = fmaf(pj[c], g, dV[c][t]);
+          }
+          if (e < a.headSize) {
+            float x = qTile[i * dPad + e];
+#pragma unroll
+            for (int c = 0; c < kRowsPerWarp; ++c)
+              dK[c][t] = fmaf(sj[c], x, dK[c][t]);
+          }
         }
       }
     }
   }
-  T *dk = static_cast<T *>(a.dk) + b * a.keys * a.headSize;
-  T *dv = static_cast<T *>(a.dv) + b * a.keys * a.valueSize;
+  T *dk = static_cast<T *>(a.dk) + entry * a.keys * a.headSize;
+  T *dv = static_cast<T *>(a.dv) + entry * a.keys * a.valueSize;
 #pragma unroll
   for (int c = 0; c < kRowsPerWarp; ++c) {
     int64_t key = key0 + warp * kRowsPerWarp + c;
@@ -671,8 +686,8 @@ void launchFusedBackward(Context &ctx, const char *node, BackwardArgs args,
     return;
   if (keyTiles * batch > 0) {
     args.tiles = keyTiles;
-    attentionBackwardKeysKernel<T>
-        <<<unsigned(keyTiles * batch), kThreads, bytes, ctx.stream>>>(args);
+    attentionBackwardKeysKernel<T><<<unsigned(keyTiles * (batch / args.group)),
+                                     kThreads, bytes, ctx.stream>>>(args);
     if (!checkLaunch(ctx, node))
       return;
   }
@@ -699,7 +714,7 @@ void attentionBackward(Context &ctx, const char *node,
                                  dq, dk, dv, dbias, g))
     return;
   if (cudnnAttentionBackward(ctx, node, params, g, q, k, v, bias, y, dy, lse,
-                             dq, dk, dv, dbias))
+                             dq, dk, dv, dbias, workspace, workspaceBytes))
     return;
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
@@ -747,6 +762,7 @@ void attentionBackward(Context &ctx, const char *node,
   args.keyTransposed = params.keyTransposed;
   args.hasBias = g.hasBias;
   args.safeSoftmax = params.safeSoftmax;
+  args.group = params.groupedGradients ? g.group : 1;
   int64_t keyTiles = (g.keys + kKeys - 1) / kKeys;
   int64_t rowTiles = (g.queries + kRows - 1) / kRows;
   if (keyTiles * g.batch > int64_t(0x7fffffff) ||

@@ -733,7 +733,8 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
     return;
   if (y.numElements() == 0)
     return;
-  if (cudnnAttentionForward(ctx, node, params, g, q, k, v, bias, y, lse))
+  if (cudnnAttentionForward(ctx, node, params, g, q, k, v, bias, y, lse,
+                            workspace, workspaceBytes))
     return;
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,

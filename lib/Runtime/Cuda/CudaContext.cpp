@@ -463,8 +463,7 @@ MemoryInfo memoryInfo(Context &ctx) {
   }
   info.peakUsedBytes = ctx.peakUsedBytes;
   info.workspaceBytes =
-      (ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0) +
-      cudnnAttentionWorkspaceBytes(ctx);
+      ctx.matmulWorkspace ? ctx.options.matmulWorkspaceBytes : 0;
   return info;
 }
 

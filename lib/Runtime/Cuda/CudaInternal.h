@@ -58,8 +58,8 @@ struct ConvPlan {
   float separateMs = 0, fusedMs = 0; ///< the timings behind the choice
 };
 
-/// cuDNN fused attention: the plans built so far, the context's workspace
-/// for them and the engine report (Cuda/CudnnAttention.cpp).
+/// cuDNN fused attention: the plans built so far and the engine report
+/// (Cuda/CudnnAttention.cpp).
 struct CudnnAttentionState;
 struct OffloadState; // Cuda/Offload.cpp
 
@@ -186,23 +186,25 @@ void matmulAccumulate(Context &ctx, const char *node,
 /// when the context allows it and cuDNN accepts the call, building the plan
 /// of its shape on first use; returns false, having done nothing, when
 /// memopt's kernels must run (the reason goes to the engine report).
-/// Arguments as attention() / attentionBackward(), already validated.
+/// Arguments as attention() / attentionBackward(), already validated; the
+/// workspace is the one the program planned for the call (cuDNN's own, then
+/// the statistics and a transposed K: workspace::cudnnAttentionBytes).
 bool cudnnAttentionForward(Context &ctx, const char *node,
                            const AttentionParams &params,
                            const AttentionGeometry &geometry,
                            const TensorRef &q, const TensorRef &k,
                            const TensorRef &v, const TensorRef *bias,
-                           const TensorRef &y, const TensorRef *lse);
+                           const TensorRef &y, const TensorRef *lse,
+                           void *workspace, size_t workspaceBytes);
 bool cudnnAttentionBackward(
     Context &ctx, const char *node, const AttentionParams &params,
     const AttentionGeometry &geometry, const TensorRef &q, const TensorRef &k,
     const TensorRef &v, const TensorRef *bias, const TensorRef &y,
     const TensorRef &dy, const TensorRef &lse, const TensorRef &dq,
-    const TensorRef &dk, const TensorRef &dv, const TensorRef *dbias);
-/// Frees the plans and the workspace (destroyContext).
+    const TensorRef &dk, const TensorRef &dv, const TensorRef *dbias,
+    void *workspace, size_t workspaceBytes);
+/// Frees the plans (destroyContext).
 void destroyCudnnAttention(Context &ctx);
-/// Bytes of the context's cuDNN attention workspace (memoryInfo).
-size_t cudnnAttentionWorkspaceBytes(Context &ctx);
 /// In CudnnAttentionKernels.cu. cuDNN's row statistics (one log-sum-exp per
 /// row) to memopt's pairs (log-sum-exp, 0), and pairs back to sums.
 bool launchStatisticsToPairs(Context &ctx, const char *node,

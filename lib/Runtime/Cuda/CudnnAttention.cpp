@@ -25,8 +25,10 @@
 // sum is it (CudnnAttentionKernels.cu converts); K stored [D, Sk] is
 // transposed into the workspace first (cuDNN reads the head dimension
 // innermost). The workspace (cuDNN's own, the statistics, a transposed K and
-// dK) is one context-owned allocation, grown to the largest plan's need while
-// the first run builds the plans: outside the arena for now.
+// dK) is the call's planned one, in the arena: the compiler reserves a bound
+// of it (workspace::cudnnAttentionBytes, the `memopt.cudnn_workspace` of
+// --memopt-attention-engine) and a plan that states more than the call was
+// given runs memopt's kernels, with the bytes in the engine report.
 //
 // Taken from: cudnn-frontend's SDPA samples (samples/cpp/sdpa: a graph per
 // problem, tensor uids, variant packs, the workspace the plan states) and
@@ -38,6 +40,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaInternal.h"
+#include "memopt/Runtime/Workspace.h"
 
 #if MEMOPT_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
@@ -95,8 +98,6 @@ struct CudnnAttentionState {
   bool printSites = false;
   int backendVersion = 0;
   std::unordered_map<std::string, SdpaPlan> plans;
-  void *workspace = nullptr;
-  size_t workspaceBytes = 0;
   std::vector<EngineSite> sites;
   std::string report;
 };
@@ -137,8 +138,9 @@ void noteSite(Context &ctx, const char *node, bool backward,
                  backward ? "backward" : "forward", engine.c_str());
 }
 
-constexpr size_t kAlign = 256;
-size_t alignUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+size_t alignUp(size_t bytes) {
+  return size_t(workspace::roundUp256(int64_t(bytes)));
+}
 
 bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
@@ -171,6 +173,9 @@ struct SdpaProblem {
   DType dtype = DType::F16;
   bool backward = false, causal = false, keyTransposed = false,
        statistics = false;
+  /// dK / dV in K's and V's own shapes (AttentionParams::groupedGradients)
+  /// instead of one slot per query head.
+  bool groupedGradients = false;
   float scale = 1.0f;
   int64_t b = 1, hq = 1, hk = 1, s = 0, sk = 0, d = 0, dv = 0;
   /// K and V broadcast over `groups` trailing heads (hq = hk * groups).
@@ -183,17 +188,17 @@ struct SdpaProblem {
     char text[512];
     std::snprintf(
         text, sizeof(text),
-        "%s %d b%lld hq%lld hk%lld s%lld sk%lld d%lld dv%lld c%d st%d "
+        "%s %d b%lld hq%lld hk%lld s%lld sk%lld d%lld dv%lld c%d st%d g%d "
         "sc%a k%lld,%lld v%lld,%lld bias%d %lld,%lld,%lld,%lld/"
         "%lld,%lld,%lld,%lld",
         backward ? "bwd" : "fwd", int(dtype), (long long)b, (long long)hq,
         (long long)hk, (long long)s, (long long)sk, (long long)d, (long long)dv,
-        int(causal), int(statistics), double(scale), (long long)kStride[0],
-        (long long)kStride[1], (long long)vStride[0], (long long)vStride[1],
-        int(hasBias), (long long)biasDim[0], (long long)biasDim[1],
-        (long long)biasDim[2], (long long)biasDim[3], (long long)biasStride[0],
-        (long long)biasStride[1], (long long)biasStride[2],
-        (long long)biasStride[3]);
+        int(causal), int(statistics), int(groupedGradients), double(scale),
+        (long long)kStride[0], (long long)kStride[1], (long long)vStride[0],
+        (long long)vStride[1], int(hasBias), (long long)biasDim[0],
+        (long long)biasDim[1], (long long)biasDim[2], (long long)biasDim[3],
+        (long long)biasStride[0], (long long)biasStride[1],
+        (long long)biasStride[2], (long long)biasStride[3]);
     return text;
   }
 };
@@ -402,17 +407,21 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
         .set_uid(kDQ)
         .set_dim({p.b, p.hq, p.s, p.d})
         .set_stride(packed(p.hq, p.s, p.d));
-    // memopt's dK / dV hold one slot per query head; cuDNN writes the
-    // group's first (a transposed K's dK goes to packed scratch).
-    int64_t slots = p.keyTransposed ? 1 : p.groups;
+    // With grouped gradients dK / dV have K's and V's own shapes (cuDNN's
+    // group sums, packed); else memopt's dK / dV hold one slot per query
+    // head and cuDNN writes the group's first (a transposed K's dK goes to
+    // packed scratch).
+    int64_t slots = p.groupedGradients ? 1 : p.groups;
+    int64_t keySlots = p.keyTransposed ? 1 : slots;
     dK->set_output(true)
         .set_uid(kDK)
         .set_dim({p.b, p.hk, p.sk, p.d})
-        .set_stride({p.hk * slots * p.sk * p.d, slots * p.sk * p.d, p.d, 1});
+        .set_stride(
+            {p.hk * keySlots * p.sk * p.d, keySlots * p.sk * p.d, p.d, 1});
     dV->set_output(true)
         .set_uid(kDV)
         .set_dim({p.b, p.hk, p.sk, p.dv})
-        .set_stride({p.hq * p.sk * p.dv, p.groups * p.sk * p.dv, p.dv, 1});
+        .set_stride({p.hk * slots * p.sk * p.dv, slots * p.sk * p.dv, p.dv, 1});
   }
   auto start = std::chrono::steady_clock::now();
   try {
@@ -433,7 +442,7 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
   char text[256];
   std::snprintf(text, sizeof(text),
                 "cudnn (b %lld, heads %lld / %lld kv, %lld x %lld keys, d %lld"
-                "%s%s%s; plan built in %.1f ms, cuDNN workspace %zu bytes)",
+                "%s%s%s; plan built in %.1f ms, cuDNN workspace %zu bytes",
                 (long long)p.b, (long long)p.hq, (long long)p.hk,
                 (long long)p.s, (long long)p.sk, (long long)p.d,
                 p.causal ? ", causal" : "", p.hasBias ? ", bias" : "",
@@ -481,31 +490,9 @@ const SdpaPlan *planFor(Context &ctx, CudnnAttentionState &state,
   return &found->second;
 }
 
-/// The workspace holds `bytes`, grown (outside a capture) if it must.
-bool ensureWorkspace(Context &ctx, CudnnAttentionState &state, size_t bytes,
-                     const char *node, std::string &why) {
-  if (bytes <= state.workspaceBytes)
-    return true;
-  if (ctx.capturing) {
-    why = "workspace would grow inside a CUDA graph capture";
-    return false;
-  }
-  // The old buffer may still be in use by queued work.
-  if (!checkCuda(ctx, node, cudaStreamSynchronize(ctx.stream),
-                 "cudaStreamSynchronize"))
-    return false;
-  if (state.workspace)
-    cudaFree(state.workspace);
-  state.workspace = nullptr;
-  state.workspaceBytes = 0;
-  if (!checkCuda(ctx, node, cudaMalloc(&state.workspace, bytes),
-                 "cudaMalloc(cuDNN attention workspace)"))
-    return false;
-  state.workspaceBytes = bytes;
-  return true;
-}
-
-/// The workspace's parts for one call, in bytes from its start.
+/// The workspace's parts for one call, in bytes from its start: the order of
+/// workspace::cudnnAttentionBytes / cudnnAttentionBackwardBytes, with
+/// cuDNN's own part as its plan states it.
 struct WorkspaceLayout {
   size_t statistics = 0, keys = 0, keyGradient = 0, total = 0;
 };
@@ -532,6 +519,37 @@ WorkspaceLayout layoutFor(const SdpaProblem &p, const SdpaPlan &plan,
 
 uint8_t *at(void *base, size_t offset) {
   return static_cast<uint8_t *>(base) + offset;
+}
+
+/// Whether the call's planned workspace holds the plan's layout; else why
+/// not (the engine report's text).
+bool fitsWorkspace(const WorkspaceLayout &w, const SdpaPlan &plan,
+                   const void *workspace, size_t workspaceBytes,
+                   std::string &why) {
+  if (w.total <= workspaceBytes && (workspace || !w.total) &&
+      (reinterpret_cast<uintptr_t>(workspace) & 15) == 0)
+    return true;
+  if (!workspaceBytes) {
+    why = "no workspace planned for cuDNN (" + std::to_string(w.total) +
+          " bytes needed; compile for target cuda: memopt.cudnn_workspace)";
+    return false;
+  }
+  if (w.total > workspaceBytes) {
+    why = "cuDNN's plan states " + std::to_string(plan.cudnnWorkspaceBytes) +
+          " bytes of workspace, " + std::to_string(w.total) +
+          " with the statistics and K, more than the " +
+          std::to_string(workspaceBytes) + " planned";
+    return false;
+  }
+  why = "the planned workspace is not 16-byte aligned";
+  return false;
+}
+
+/// The engine report's text of a call that runs on cuDNN.
+std::string engineText(const SdpaPlan &plan, const WorkspaceLayout &w,
+                       size_t workspaceBytes) {
+  return plan.engine + "; " + std::to_string(w.total) + " of " +
+         std::to_string(workspaceBytes) + " planned workspace bytes)";
 }
 
 bool execute(Context &ctx, const char *node, const SdpaPlan &plan,
@@ -565,7 +583,8 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
                            const AttentionGeometry &g, const TensorRef &q,
                            const TensorRef &k, const TensorRef &v,
                            const TensorRef *bias, const TensorRef &y,
-                           const TensorRef *lse) {
+                           const TensorRef *lse, void *workspace,
+                           size_t workspaceBytes) {
   CudnnAttentionState &state = stateOf(ctx);
   SdpaProblem p;
   p.statistics = lse != nullptr;
@@ -576,7 +595,7 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
   WorkspaceLayout w;
   if (plan) {
     w = layoutFor(p, *plan, k);
-    if (!ensureWorkspace(ctx, state, w.total, node, why))
+    if (!fitsWorkspace(w, *plan, workspace, workspaceBytes, why))
       plan = nullptr;
   }
   if (hasError(ctx))
@@ -585,25 +604,24 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
     noteSite(ctx, node, false, "memopt kernel (" + why + ")");
     return false;
   }
-  noteSite(ctx, node, false, plan->engine);
+  noteSite(ctx, node, false, engineText(*plan, w, workspaceBytes));
   void *keys = k.data;
   if (p.keyTransposed) {
-    keys = at(state.workspace, w.keys);
+    keys = at(workspace, w.keys);
     if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
                                    p.d, p.sk))
       return true;
   }
   float *statistics =
-      p.statistics
-          ? reinterpret_cast<float *>(at(state.workspace, w.statistics))
-          : nullptr;
+      p.statistics ? reinterpret_cast<float *>(at(workspace, w.statistics))
+                   : nullptr;
   std::unordered_map<int64_t, void *> pack = {
       {kQ, q.data}, {kK, keys}, {kV, v.data}, {kO, y.data}};
   if (bias)
     pack[kBias] = bias->data;
   if (statistics)
     pack[kStats] = statistics;
-  if (!execute(ctx, node, *plan, pack, state.workspace))
+  if (!execute(ctx, node, *plan, pack, workspace))
     return true;
   if (statistics)
     launchStatisticsToPairs(ctx, node, statistics,
@@ -618,7 +636,8 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
                             const TensorRef *bias, const TensorRef &y,
                             const TensorRef &dy, const TensorRef &lse,
                             const TensorRef &dq, const TensorRef &dk,
-                            const TensorRef &dv, const TensorRef *dbias) {
+                            const TensorRef &dv, const TensorRef *dbias,
+                            void *workspace, size_t workspaceBytes) {
   CudnnAttentionState &state = stateOf(ctx);
   SdpaProblem p;
   p.backward = true;
@@ -630,6 +649,12 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
                       p);
   if (why.empty() && p.keyTransposed && p.groups > 1)
     why = "K as [D, Sk] with grouped K / V heads";
+  p.groupedGradients = params.groupedGradients;
+  // Grouped gradients are summed over the op's group (y's trailing batch
+  // entries that share K / V), which must be cuDNN's.
+  if (why.empty() && p.groupedGradients && p.groups != g.group)
+    why = "grouped gradients over " + std::to_string(g.group) +
+          " query heads where cuDNN's groups are " + std::to_string(p.groups);
   // cudnn-frontend stages sequence lengths from host memory for this case
   // (a workaround for older backends), which a CUDA graph cannot capture.
   if (why.empty() && state.backendVersion <= 91500 && p.sk % 128)
@@ -638,7 +663,7 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
   WorkspaceLayout w;
   if (plan) {
     w = layoutFor(p, *plan, k);
-    if (!ensureWorkspace(ctx, state, w.total, node, why))
+    if (!fitsWorkspace(w, *plan, workspace, workspaceBytes, why))
       plan = nullptr;
   }
   if (hasError(ctx))
@@ -647,16 +672,15 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
     noteSite(ctx, node, true, "memopt kernel (" + why + ")");
     return false;
   }
-  noteSite(ctx, node, true, plan->engine);
-  float *statistics =
-      reinterpret_cast<float *>(at(state.workspace, w.statistics));
+  noteSite(ctx, node, true, engineText(*plan, w, workspaceBytes));
+  float *statistics = reinterpret_cast<float *>(at(workspace, w.statistics));
   if (!launchPairsToStatistics(ctx, node, static_cast<const float *>(lse.data),
                                statistics, p.b * p.hq * p.s))
     return true;
   void *keys = k.data, *keyGradient = dk.data;
   if (p.keyTransposed) {
-    keys = at(state.workspace, w.keys);
-    keyGradient = at(state.workspace, w.keyGradient);
+    keys = at(workspace, w.keys);
+    keyGradient = at(workspace, w.keyGradient);
     if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
                                    p.d, p.sk))
       return true;
@@ -667,14 +691,14 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
       {kDQ, dq.data}, {kDK, keyGradient}, {kDV, dv.data}};
   if (bias)
     pack[kBias] = bias->data;
-  if (!execute(ctx, node, *plan, pack, state.workspace))
+  if (!execute(ctx, node, *plan, pack, workspace))
     return true;
   if (p.keyTransposed) {
     launchTransposeMatrices16(ctx, node, keyGradient, dk.data, p.b * p.hk, p.sk,
                               p.d);
     return true;
   }
-  if (p.groups > 1) {
+  if (p.groups > 1 && !p.groupedGradients) {
     // The group's other slots: the caller sums dK and dV over the group.
     size_t elem = dtypeSize(p.dtype);
     struct Slots {
@@ -697,14 +721,8 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
 void destroyCudnnAttention(Context &ctx) {
   if (!ctx.cudnnAttention)
     return;
-  if (ctx.cudnnAttention->workspace)
-    cudaFree(ctx.cudnnAttention->workspace);
   delete ctx.cudnnAttention;
   ctx.cudnnAttention = nullptr;
-}
-
-size_t cudnnAttentionWorkspaceBytes(Context &ctx) {
-  return ctx.cudnnAttention ? ctx.cudnnAttention->workspaceBytes : 0;
 }
 
 const char *attentionEngineReport(Context &ctx) {
@@ -713,10 +731,6 @@ const char *attentionEngineReport(Context &ctx) {
   for (const EngineSite &site : state.sites)
     state.report += site.node + (site.backward ? " backward: " : " forward: ") +
                     site.engine + "\n";
-  if (state.workspaceBytes)
-    state.report +=
-        "cuDNN attention workspace: " + std::to_string(state.workspaceBytes) +
-        " bytes (the context's, outside the arena)\n";
   return state.report.c_str();
 }
 

@@ -9,7 +9,10 @@
 // one item in one order, so results do not depend on the thread count):
 //
 //   1. dK, dV: an item is a block of keys of one batch entry; it visits every
-//      query row (causal: from the block's first key on) in order.
+//      query row (causal: from the block's first key on) in order. With
+//      grouped gradients (grouped-query K / V), of one K / V entry: it visits
+//      the batch entries of its group in order, so dK and dV come summed
+//      over the group in K's and V's own shapes.
 //   2. dQ: an item is a block of query rows of one batch entry; it visits
 //      every key in order.
 //   3. dbias (when asked): an item is one row of the bias (the score rows
@@ -167,13 +170,16 @@ void attentionBackward(Context &ctx, const char *node,
       }
     });
   }
-  // Pass 1: dK and dV, a block of keys per item.
+  // Pass 1: dK and dV, a block of keys of one dK / dV entry per item: the
+  // batch entry's, or with grouped gradients the sum over the `g.group`
+  // batch entries that share the K / V entry, in batch order.
   std::vector<double> dkOut(size_t(dk.numElements())),
       dvOut(size_t(dv.numElements()));
   const int64_t keyBlocks = (g.keys + kKeyBlock - 1) / kKeyBlock;
+  const int64_t group = params.groupedGradients ? g.group : 1;
   parallelFor(
-      ctx, 0, g.batch * keyBlocks,
-      grainFor(g.queries * kKeyBlock * 2 * (d + dvSize)),
+      ctx, 0, g.batch / group * keyBlocks,
+      grainFor(group * g.queries * kKeyBlock * 2 * (d + dvSize)),
       [&](int64_t lo, int64_t hi) {
         std::vector<double> kT(size_t(d * kKeyBlock)),
             vT(size_t(dvSize * kKeyBlock));
@@ -181,27 +187,30 @@ void attentionBackward(Context &ctx, const char *node,
             dvAcc(size_t(kKeyBlock * dvSize));
         double ds[kKeyBlock], p[kKeyBlock];
         for (int64_t item = lo; item < hi; ++item) {
-          int64_t b = item / keyBlocks, j0 = item % keyBlocks * kKeyBlock;
+          int64_t entry = item / keyBlocks, j0 = item % keyBlocks * kKeyBlock;
           int64_t count = std::min(kKeyBlock, g.keys - j0);
-          EntryOffsets o = entryOffsets(g, b);
-          pb.keyPanels(o.k, o.v, j0, count, kT, vT);
           std::fill(dkAcc.begin(), dkAcc.end(), 0.0);
           std::fill(dvAcc.begin(), dvAcc.end(), 0.0);
-          for (int64_t i = params.causal ? std::min(j0, g.queries) : 0;
-               i < g.queries; ++i) {
-            pb.scoreGradients(b, o, i, j0, count, kT, vT, ds, p);
-            const double *qRow = pb.q.data() + o.q + i * d;
-            const double *dyRow = pb.dy.data() + (b * g.queries + i) * dvSize;
-            for (int64_t c = 0; c < count; ++c) {
-              double *dvRow = dvAcc.data() + c * dvSize;
-              for (int64_t e = 0; e < dvSize; ++e)
-                dvRow[e] += p[c] * dyRow[e];
-              double *dkRow = dkAcc.data() + c * d;
-              double scaled = params.scale * ds[c];
-              for (int64_t x = 0; x < d; ++x)
-                dkRow[x] += scaled * qRow[x];
+          for (int64_t b = entry * group; b < (entry + 1) * group; ++b) {
+            EntryOffsets o = entryOffsets(g, b);
+            pb.keyPanels(o.k, o.v, j0, count, kT, vT);
+            for (int64_t i = params.causal ? std::min(j0, g.queries) : 0;
+                 i < g.queries; ++i) {
+              pb.scoreGradients(b, o, i, j0, count, kT, vT, ds, p);
+              const double *qRow = pb.q.data() + o.q + i * d;
+              const double *dyRow = pb.dy.data() + (b * g.queries + i) * dvSize;
+              for (int64_t c = 0; c < count; ++c) {
+                double *dvRow = dvAcc.data() + c * dvSize;
+                for (int64_t e = 0; e < dvSize; ++e)
+                  dvRow[e] += p[c] * dyRow[e];
+                double *dkRow = dkAcc.data() + c * d;
+                double scaled = params.scale * ds[c];
+                for (int64_t x = 0; x < d; ++x)
+                  dkRow[x] += scaled * qRow[x];
+              }
             }
           }
+          const int64_t b = entry;
           for (int64_t c = 0; c < count; ++c) {
             int64_t j = j0 + c;
             for (int64_t x = 0; x < d; ++x)

@@ -303,3 +303,23 @@ func.func @attention_grad_bias_gradient(%q: tensor<2x5x8xf32>, %y: tensor<2x5x8x
   %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %y, %y, %lse {scale = 1.0 : f32, bias_gradient = true} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x2xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
   return
 }
+
+// -----
+
+// grouped_gradients (grouped-query K / V, broadcast over a trailing run of
+// the batch dims): dK and dV have K's and V's own shapes.
+// CHECK-LABEL: func.func @attention_grad_grouped
+func.func @attention_grad_grouped(%q: tensor<2x2x3x5x8xf16>, %k: tensor<2x2x1x6x8xf16>, %v: tensor<2x2x1x6x4xf16>, %y: tensor<2x2x3x5x4xf16>, %lse: tensor<2x2x3x5x2xf32>) {
+  %dq, %dk, %dv = memopt.attention_grad %q, %k, %v, %y, %y, %lse {scale = 1.0 : f32, grouped_gradients = true} : (tensor<2x2x3x5x8xf16>, tensor<2x2x1x6x8xf16>, tensor<2x2x1x6x4xf16>, tensor<2x2x3x5x4xf16>, tensor<2x2x3x5x4xf16>, tensor<2x2x3x5x2xf32>) -> (tensor<2x2x3x5x8xf16>, tensor<2x2x1x6x8xf16>, tensor<2x2x1x6x4xf16>)
+  return
+}
+
+// -----
+
+// A broadcast over a leading axis (the sequences) is no group.
+func.func @attention_grad_grouped_leading(%q: tensor<2x2x5x8xf32>, %k: tensor<1x2x6x8xf32>, %y: tensor<2x2x5x8xf32>, %lse: tensor<2x2x5x2xf32>) {
+  // expected-error @+2 {{grouped_gradients needs K 'tensor<1x2x6x8xf32>' and V 'tensor<1x2x6x8xf32>' with the same batch dims, those of the output 'tensor<2x2x5x8xf32>' up to a trailing run they broadcast along}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dq, %dk, %dv = memopt.attention_grad %q, %k, %k, %y, %y, %lse {scale = 1.0 : f32, grouped_gradients = true} : (tensor<2x2x5x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x2xf32>) -> (tensor<2x2x5x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return
+}

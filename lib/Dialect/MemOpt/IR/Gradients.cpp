@@ -729,11 +729,17 @@ LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
     return gradientError(op)
            << "the gradient of a trained bias of a " << element
            << " attention is not supported (f32 only)";
+  // Grouped-query K and V (the fusion's [B, Hkv, n] view): the kernels sum
+  // dK and dV over each group, so they come in K's and V's own shapes and
+  // the sums below are nothing.
+  bool grouped = AttentionGradOp::getGradientGroup(op.getY().getType(),
+                                                   op.getK().getType(),
+                                                   op.getV().getType()) > 0;
   auto grad = AttentionGradOp::create(
       g.b, g.loc, op.getQ(), op.getK(), op.getV(), op.getY(), dy[0],
       op.getLse(), bias, op.getScaleAttr(), op.getCausalAttr(),
       op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(),
-      g.b.getBoolAttr(biasGradient));
+      g.b.getBoolAttr(biasGradient), g.b.getBoolAttr(grouped));
   dx[0] = g.sumToShape(grad.getDQ(), op.getQ().getType());
   dx[1] = g.sumToShape(grad.getDK(), op.getK().getType());
   dx[2] = g.sumToShape(grad.getDV(), op.getV().getType());

@@ -875,29 +875,41 @@ int64_t AttentionOp::getFlops() {
   return batch * getUnmaskedScoreCount() * (2 * headSize + 2 * valueSize + 6);
 }
 
+/// The bytes --memopt-attention-engine reserved for cuDNN's SDPA, or -1.
+static int64_t cudnnWorkspace(Operation *op) {
+  if (auto bytes = op->getAttrOfType<IntegerAttr>(kCudnnWorkspaceAttrName))
+    return bytes.getInt();
+  return -1;
+}
+
 /// Room for every score in f32 (plus the probabilities in the element type
 /// when it is narrower): workspace::attentionBytes of the whole
 /// batch, the formula the runtime carves the workspace with; nothing when an
 /// operand broadcasts over the batch (the runtime then always runs the fused
-/// kernel).
+/// kernel). At least the bytes reserved for cuDNN's SDPA.
 int64_t AttentionOp::getWorkspaceBytes() {
+  int64_t cudnn = std::max<int64_t>(cudnnWorkspace(*this), 0);
   auto shape = getY().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
   for (Value operand : {getQ(), getK(), getV()})
     if (product(cast<RankedTensorType>(operand.getType())
                     .getShape()
                     .drop_back(2)) != batch)
-      return 0;
+      return cudnn;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
   int64_t elementBytes =
       getTensorBytes(getY().getType()) / getY().getType().getNumElements();
-  return ::memopt::workspace::attentionBytes(batch, shape[shape.size() - 2],
-                                             keys, elementBytes);
+  return std::max(
+      cudnn, ::memopt::workspace::attentionBytes(batch, shape[shape.size() - 2],
+                                                 keys, elementBytes));
 }
 
 /// The fused kernel needs no workspace: the scores never raise the arena.
 bool AttentionOp::isWorkspaceOptional() { return true; }
+
+/// cuDNN's SDPA needs its bytes where the CUDA target runs it.
+int64_t AttentionOp::getWorkspaceFloor() { return cudnnWorkspace(*this); }
 
 //===----------------------------------------------------------------------===//
 // AttentionGradOp
@@ -936,10 +948,24 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
     return inferError(loc, name,
                       "bias_gradient needs f32 operands (the bias "
                       "gradient kernels are f32 only)");
-  // dQ, dK, dV: the operands' last two axes with the broadcast batch axes.
+  bool grouped = isSet(adaptor.getGroupedGradientsAttr());
+  if (grouped &&
+      !AttentionGradOp::getGradientGroup(output, adaptor.getK().getType(),
+                                         adaptor.getV().getType()))
+    return inferError(loc, name, "grouped_gradients needs K ",
+                      adaptor.getK().getType(), " and V ",
+                      adaptor.getV().getType(),
+                      " with the same batch dims, those of the output ", output,
+                      " up to a trailing run they broadcast along");
+  // dQ, dK, dV: the operands' last two axes with the broadcast batch axes
+  // (K's and V's own shapes with grouped_gradients).
   ArrayRef<int64_t> batch = output.getShape().drop_back(2);
   for (Value operand : {adaptor.getQ(), adaptor.getK(), adaptor.getV()}) {
     auto type = cast<RankedTensorType>(operand.getType());
+    if (grouped && operand != adaptor.getQ()) {
+      results.push_back(type);
+      continue;
+    }
     SmallVector<int64_t> shape(batch);
     shape.append(type.getShape().take_back(2).begin(),
                  type.getShape().take_back(2).end());
@@ -948,6 +974,32 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   if (biasGradient)
     results.push_back(adaptor.getBias().getType());
   return success();
+}
+
+int64_t AttentionGradOp::getGradientGroup(Type output, Type k, Type v) {
+  auto outputType = dyn_cast<RankedTensorType>(output);
+  auto keyType = dyn_cast<RankedTensorType>(k);
+  auto valueType = dyn_cast<RankedTensorType>(v);
+  if (!outputType || !keyType || !valueType ||
+      keyType.getRank() != outputType.getRank() ||
+      valueType.getRank() != outputType.getRank())
+    return 0;
+  ArrayRef<int64_t> out = outputType.getShape().drop_back(2);
+  ArrayRef<int64_t> key = keyType.getShape().drop_back(2);
+  if (key != valueType.getShape().drop_back(2))
+    return 0;
+  // Equal dims, then a trailing run of 1s against the output's.
+  size_t start = out.size();
+  while (start > 0 && key[start - 1] == 1)
+    --start;
+  int64_t group = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i < start && key[i] != out[i])
+      return 0;
+    if (i >= start)
+      group *= out[i];
+  }
+  return group > 1 ? group : 0;
 }
 
 int64_t AttentionGradOp::getUnmaskedScoreCount() {
@@ -971,23 +1023,28 @@ int64_t AttentionGradOp::getFlops() {
 /// type when it is narrower (workspace::attentionBackwardBytes, as
 /// the runtime), nothing when an operand broadcasts.
 int64_t AttentionGradOp::getWorkspaceBytes() {
+  int64_t cudnn = std::max<int64_t>(cudnnWorkspace(*this), 0);
   auto shape = getO().getType().getShape();
   int64_t batch = product(shape.drop_back(2));
   for (Value operand : {getQ(), getK(), getV()})
     if (product(cast<RankedTensorType>(operand.getType())
                     .getShape()
                     .drop_back(2)) != batch)
-      return 0;
+      return cudnn;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
   int64_t elementBytes =
       getTensorBytes(getO().getType()) / getO().getType().getNumElements();
-  return ::memopt::workspace::attentionBackwardBytes(
-      batch, shape[shape.size() - 2], keys, elementBytes);
+  return std::max(cudnn,
+                  ::memopt::workspace::attentionBackwardBytes(
+                      batch, shape[shape.size() - 2], keys, elementBytes));
 }
 
 /// The fused backward kernels need no workspace.
 bool AttentionGradOp::isWorkspaceOptional() { return true; }
+
+/// cuDNN's SDPA backward needs its bytes where the CUDA target runs it.
+int64_t AttentionGradOp::getWorkspaceFloor() { return cudnnWorkspace(*this); }
 
 //===----------------------------------------------------------------------===//
 // Reductions

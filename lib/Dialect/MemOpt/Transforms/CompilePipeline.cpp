@@ -320,6 +320,12 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   layout.layout = options.layout;
   layout.target = options.target;
   pm.addNestedPass<func::FuncOp>(createMemOptLayout(layout));
+  // After mixed precision (cuDNN's SDPA runs f16 / bf16) and autodiff (the
+  // gradients exist), before scheduling, remat and planning, which must see
+  // the bytes it reserves.
+  MemOptAttentionEngineOptions engine;
+  engine.target = options.target;
+  pm.addNestedPass<func::FuncOp>(createMemOptAttentionEngine(engine));
   // Last of the graph rewrites: the chains it fuses are what epilogue
   // fusion and mixed precision left.
   if (options.fuseElementwise)
@@ -574,6 +580,28 @@ struct CompilePhaseLog::State {
                " transposes in the program";
       };
       lines.failure = "layout assignment failed";
+    } else if (pass == "memopt-attention-engine") {
+      lines.after = [](ModuleOp module) {
+        int64_t calls = 0, reserved = 0, largest = 0;
+        module.walk([&](Operation *op) {
+          if (!isa<AttentionOp, AttentionGradOp>(op))
+            return;
+          ++calls;
+          if (auto bytes =
+                  op->getAttrOfType<IntegerAttr>(kCudnnWorkspaceAttrName)) {
+            ++reserved;
+            largest = std::max(largest, bytes.getInt());
+          }
+        });
+        if (!reserved)
+          return std::string();
+        return "[attention-engine] " + std::to_string(reserved) + " of " +
+               std::to_string(calls) +
+               " attention calls on cuDNN's SDPA: its workspace planned in "
+               "the arena (largest " +
+               std::to_string(largest) + " bytes)";
+      };
+      lines.failure = "attention engine choice failed";
     } else if (pass == "memopt-fuse-elementwise") {
       lines.after = [](ModuleOp module) {
         size_t groups = 0, steps = 0;

@@ -19,7 +19,10 @@
 // After the softmax: PyTorch's safe softmax `Where(IsNaN(P), 0, P)`, float
 // Casts back to the operands' type and batch views, then MatMul(P, V).
 // K^T may be a transpose of K (its operand becomes K), the dynamo SDPA's
-// Reshape-Transpose-Reshape, or anything else (`key_transposed`). K and V
+// Reshape-Transpose-Reshape, or anything else (`key_transposed`); an
+// exporter's K^T = Transpose(K_bshd, perm [0, 2, 3, 1]) becomes the same
+// transpose with its last two axes swapped (K as [Sk, D], what cuDNN's SDPA
+// reads: no per-call transpose of K and dK at run time). K and V
 // repeated for grouped-query attention (Expand of a size-1 axis, then a
 // Reshape merging it into the heads) are taken before the repeat, broadcast
 // in the [B, Hkv, n] view of the heads.
@@ -71,6 +74,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/Sequence.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -1051,6 +1055,47 @@ std::string describeFused(AttentionOp attention, MaskClassifier &classifier) {
   return text;
 }
 
+/// K stored [D, Sk] that an exporter's transpose produced
+/// (`Transpose(K_bshd, perm [0, 2, 3, 1])`, BERT and GPT-2): the same
+/// transpose with its last two axes swapped gives K as [Sk, D] (`perm
+/// [0, 2, 1, 3]`), for the same bytes moved, and the attention then takes
+/// `key_transposed = false`, the layout cuDNN's SDPA reads (it would
+/// otherwise transpose K into its workspace first, and dK back, on every
+/// call). A permutation that becomes the identity leaves K itself. Returns
+/// the attentions changed.
+int64_t takeKeysBeforeTranspose(func::FuncOp function) {
+  int64_t changed = 0;
+  function.walk([&](AttentionOp attention) {
+    Value key = attention.getK();
+    auto transpose = key.getDefiningOp<TransposeOp>();
+    if (!attention.getKeyTransposed() || !transpose || !key.hasOneUse())
+      return;
+    SmallVector<int64_t> perm(transpose.getPermutation());
+    size_t rank = perm.size();
+    if (rank < 2)
+      return;
+    std::swap(perm[rank - 2], perm[rank - 1]);
+    Value source = transpose.getData();
+    Value plain = source;
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, int64_t(rank)))) {
+      auto sourceType = cast<RankedTensorType>(source.getType());
+      SmallVector<int64_t> shape;
+      for (int64_t axis : perm)
+        shape.push_back(sourceType.getDimSize(axis));
+      OpBuilder builder(transpose);
+      plain = TransposeOp::create(
+          builder, transpose.getLoc(),
+          RankedTensorType::get(shape, sourceType.getElementType()), source,
+          builder.getDenseI64ArrayAttr(perm));
+    }
+    attention.getKMutable().assign(plain);
+    attention.setKeyTransposed(false);
+    transpose.erase();
+    ++changed;
+  });
+  return changed;
+}
+
 struct MemOptFuseAttentionPass
     : public mlir::memopt::impl::MemOptFuseAttentionBase<
           MemOptFuseAttentionPass> {
@@ -1069,6 +1114,7 @@ struct MemOptFuseAttentionPass
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
+    takeKeysBeforeTranspose(getOperation());
     if (!report)
       return;
     llvm::outs() << "memopt-fuse-attention @" << getOperation().getSymName()

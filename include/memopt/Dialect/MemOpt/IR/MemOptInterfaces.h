@@ -84,6 +84,13 @@ int64_t getTensorBytes(Type type);
 /// sums of sizes (arena, report, cost) cannot overflow.
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
 
+/// On memopt.attention / memopt.attention_grad (an i64, set by
+/// --memopt-attention-engine for the CUDA target): the workspace bytes
+/// cuDNN's fused SDPA needs there, which the planner promises
+/// (CostOpInterface::getWorkspaceFloor).
+constexpr llvm::StringLiteral kCudnnWorkspaceAttrName =
+    "memopt.cudnn_workspace";
+
 /// Whether `type` is a statically shaped tensor of at most kMaxTensorBytes
 /// (its element count computed without overflow). Every memopt operand and
 /// result satisfies it (the ODS type constraints).

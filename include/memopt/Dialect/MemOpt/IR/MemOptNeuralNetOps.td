@@ -278,7 +278,8 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
     DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
                               ["hasLowPrecisionGradient"]>,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
-    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
+    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional",
+     "getWorkspaceFloor"]> {
   let summary = "softmax(scale * Q K^T + bias, masked) V without the scores";
   let description = [{
     Scaled dot-product attention as one op, so the `[..., S, Sk]` scores and
@@ -321,6 +322,9 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
     into bytes that are free anyway while the op runs; the CUDA runtime
     computes the attention chunk by chunk through library GEMMs when that
     space holds enough of the batch, and with a fused kernel otherwise.
+    With `memopt.cudnn_workspace = N` (set by `--memopt-attention-engine`
+    for the CUDA target) the first N bytes are promised: cuDNN's fused SDPA
+    needs them (its own workspace, the statistics, a transposed K).
   }];
   let arguments = (ins MemOpt_FloatTensor:$Q, MemOpt_FloatTensor:$K,
                        MemOpt_FloatTensor:$V,
@@ -340,7 +344,8 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
 }
 
 def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
-    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional"]> {
+    ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional",
+     "getWorkspaceFloor"]> {
   let summary = "dQ, dK, dV (and dbias) of memopt.attention, no S x Sk tensor";
   let description = [{
     The vector-Jacobian product of `memopt.attention` (FlashAttention-2's
@@ -355,7 +360,12 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
     The attributes are the forward's. `dQ`, `dK` and `dV` have the shapes of
     `Q`, `K` (in its layout: `[..., D, Sk]` with `key_transposed`) and `V`
     with the broadcast batch dimensions of the output (the gradient rule sums
-    broadcast axes back). With `bias_gradient`, `dbias` has the bias's own
+    broadcast axes back). With `grouped_gradients` (grouped-query attention:
+    `K` and `V` have the same batch dimensions, the output's up to a
+    trailing run that they broadcast along, as the fusion's `[B, Hkv, n]`
+    view gives them) `dK` and `dV` have `K`'s and `V`'s own shapes: each is
+    the sum over the query heads of its group, computed by the kernels (no
+    per-query-head copy, no sum after). With `bias_gradient`, `dbias` has the bias's own
     shape: the kernels sum `dS` over the axes the bias broadcasts along, so
     `[..., S, Sk]` never exists. Fully masked rows get zero gradients with
     `safe_softmax` (PyTorch's safe softmax backward), NaN otherwise (as the
@@ -367,7 +377,9 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
     score buffers of the whole batch, optional like the forward's: the CUDA
     runtime then runs the backward chunk by chunk through library GEMMs, and
     a fused kernel (the scores only in shared memory) otherwise; f16 / bf16
-    always run the fused kernels.
+    always run the fused kernels. With `memopt.cudnn_workspace = N` (as
+    for the forward) the first N bytes are promised: cuDNN's SDPA backward
+    needs them (its f32 dQ accumulator and more).
   }];
   let arguments = (ins MemOpt_TensorOf<[F32, F16, BF16]>:$Q,
                        MemOpt_TensorOf<[F32, F16, BF16]>:$K,
@@ -380,7 +392,8 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
-                       DefaultValuedAttr<BoolAttr, "false">:$bias_gradient);
+                       DefaultValuedAttr<BoolAttr, "false">:$bias_gradient,
+                       DefaultValuedAttr<BoolAttr, "false">:$grouped_gradients);
   let results = (outs MemOpt_TensorOf<[F32, F16, BF16]>:$dQ,
                       MemOpt_TensorOf<[F32, F16, BF16]>:$dK,
                       MemOpt_TensorOf<[F32, F16, BF16]>:$dV,
@@ -391,6 +404,12 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
   let extraClassDeclaration = [{
     /// Score elements that are not masked by `causal`, per batch entry.
     int64_t getUnmaskedScoreCount();
+    /// The query heads that share one K / V entry when `k` and `v` can take
+    /// `grouped_gradients` against an output of type `output` (the same
+    /// batch dims, the output's up to a trailing run of 1s where the
+    /// output's are not all 1), else 0.
+    static int64_t getGradientGroup(::mlir::Type output, ::mlir::Type k,
+                                    ::mlir::Type v);
   }];
 }
 

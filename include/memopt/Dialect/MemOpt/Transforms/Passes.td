@@ -175,6 +175,33 @@ def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptAttentionEngine
+    : Pass<"memopt-attention-engine", "::mlir::func::FuncOp"> {
+  let summary = "Reserve cuDNN's fused SDPA workspace at each attention the "
+                "CUDA target runs on it";
+  let description = [{
+    On `target=cuda`, each `memopt.attention` and `memopt.attention_grad`
+    that cuDNN's fused SDPA can run (f16 / bf16, head sizes multiples of 8
+    up to 256, Q holding the whole batch, a bias only over keys a multiple
+    of 8, no trained bias) gets `memopt.cudnn_workspace = N`: a bound of
+    the workspace the runtime needs there (workspace::cudnnAttentionBytes /
+    cudnnAttentionBackwardBytes of include/memopt/Runtime/Workspace.h:
+    cuDNN's own, f32 row statistics, K transposed when it is stored
+    `[D, Sk]`; the backward's f32 dQ accumulator). The planner promises
+    those bytes (getWorkspaceFloor), so the arena, the memory report and
+    `--fit` count them; the runtime runs memopt's kernels where cuDNN's
+    plan states more (docs/attention.md, "Engines"). On `target=host`
+    nothing changes. With `report`, prints one line per function.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "The backend: cuda (reserve) or host (nothing)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the attentions reserved for and their bytes">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
   let summary = "Decide which results are written in place over a dying operand";
   let description = [{

@@ -1,0 +1,147 @@
+//===- AttentionEngine.cpp - cuDNN SDPA workspaces planned in the arena ---===//
+//
+// --memopt-attention-engine: on the CUDA target, each attention and attention
+// gradient that cuDNN's fused SDPA can run gets `memopt.cudnn_workspace`, a
+// bound of the scratch the runtime needs for it there (include/memopt/
+// Runtime/Workspace.h: cuDNN's own workspace, the f32 row statistics, K
+// transposed when it is stored [D, Sk]; the backward's f32 dQ accumulator).
+// The op's getWorkspaceFloor returns it, so the planner promises those bytes
+// like any other workspace: the arena, the memory report and --fit's
+// whole-step figure count them, and the runtime's cuDNN path uses the
+// planned bytes instead of a buffer of its own.
+//
+// Taken from XLA's cuDNN fused-MHA path (the custom call's scratch is an
+// operand that buffer assignment places like any other buffer) and
+// TensorRT's tactic workspaces. Different: cuDNN states its workspace only
+// when the plan is built on the GPU, so the compiler plans a bound from the
+// shapes (what cudnn-frontend's SDPA nodes allocate, checked against what
+// cuDNN 9.19 stated on an H200), and a plan that states more runs memopt's
+// kernels at run time, the engine report saying so, instead of allocating.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h"
+#include "memopt/Runtime/Workspace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+namespace mlir::memopt {
+#define GEN_PASS_DEF_MEMOPTATTENTIONENGINE
+#include "memopt/Dialect/MemOpt/Transforms/Passes.h.inc"
+} // namespace mlir::memopt
+
+using namespace mlir;
+using namespace mlir::memopt;
+
+namespace {
+
+int64_t batchOf(Value value) {
+  int64_t batch = 1;
+  for (int64_t dim :
+       cast<RankedTensorType>(value.getType()).getShape().drop_back(2))
+    batch *= dim;
+  return batch;
+}
+
+int64_t lastDim(Value value, int fromEnd = 1) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getDimSize(type.getRank() - fromEnd);
+}
+
+/// The shapes both ops share, and whether cuDNN's SDPA may run them.
+struct SdpaShape {
+  int64_t batch = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+  int64_t keyBatch = 0, elementBytes = 0, keyBytes = 0;
+  bool planned = false;
+};
+
+SdpaShape shapeOf(Value q, Value k, Value v, Value output, Value bias,
+                  bool keyTransposed) {
+  SdpaShape s;
+  s.batch = batchOf(output);
+  s.queries = lastDim(q, 2);
+  s.headSize = lastDim(q);
+  s.valueSize = lastDim(v);
+  s.keys = lastDim(k, keyTransposed ? 1 : 2);
+  s.keyBatch = batchOf(k);
+  auto type = cast<RankedTensorType>(output.getType());
+  Type element = type.getElementType();
+  s.elementBytes =
+      getTensorBytes(type) / std::max<int64_t>(1, type.getNumElements());
+  s.keyBytes = keyTransposed ? getTensorBytes(k.getType()) : 0;
+  s.planned = ::memopt::workspace::cudnnAttentionPlanned(
+      element.isF16() || element.isBF16(), s.headSize, s.valueSize,
+      batchOf(q) == s.batch, bool(bias), s.keys);
+  return s;
+}
+
+/// The bytes to reserve at `op`, or nothing where cuDNN will not run it.
+std::optional<int64_t> cudnnBytes(Operation *op) {
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    SdpaShape s = shapeOf(attention.getQ(), attention.getK(), attention.getV(),
+                          attention.getY(), attention.getBias(),
+                          attention.getKeyTransposed());
+    if (!s.planned)
+      return std::nullopt;
+    return ::memopt::workspace::cudnnAttentionBytes(
+        s.batch * s.queries, bool(attention.getLse()), s.keyBytes);
+  }
+  auto grad = dyn_cast<AttentionGradOp>(op);
+  if (!grad)
+    return std::nullopt;
+  SdpaShape s = shapeOf(grad.getQ(), grad.getK(), grad.getV(), grad.getO(),
+                        grad.getBias(), grad.getKeyTransposed());
+  bool grouped = s.keyBatch < s.batch;
+  // A trained bias's gradient runs on memopt's f32 kernels; a K stored
+  // [D, Sk] with grouped heads is refused by the runtime's cuDNN path.
+  if (!s.planned || grad.getBiasGradient() ||
+      (grad.getKeyTransposed() && grouped))
+    return std::nullopt;
+  return ::memopt::workspace::cudnnAttentionBackwardBytes(
+      s.batch * s.queries, s.headSize, s.valueSize,
+      grouped ? s.batch * s.keys : 0, s.elementBytes, s.keyBytes);
+}
+
+struct MemOptAttentionEnginePass
+    : public mlir::memopt::impl::MemOptAttentionEngineBase<
+          MemOptAttentionEnginePass> {
+  using MemOptAttentionEngineBase::MemOptAttentionEngineBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (target != "cuda" && target != "host") {
+      function.emitError("memopt-attention-engine: target '")
+          << target << "' is not cuda or host";
+      return signalPassFailure();
+    }
+    if (target != "cuda")
+      return;
+    int64_t calls = 0, reserved = 0, largest = 0;
+    function.walk([&](Operation *op) {
+      if (!isa<AttentionOp, AttentionGradOp>(op))
+        return;
+      ++calls;
+      std::optional<int64_t> bytes = cudnnBytes(op);
+      if (!bytes) {
+        op->removeAttr(kCudnnWorkspaceAttrName);
+        return;
+      }
+      ++reserved;
+      largest = std::max(largest, *bytes);
+      op->setAttr(
+          kCudnnWorkspaceAttrName,
+          IntegerAttr::get(IntegerType::get(op->getContext(), 64), *bytes));
+    });
+    if (report && calls)
+      llvm::outs() << "memopt-attention-engine @" << function.getSymName()
+                   << ": " << reserved << " of " << calls
+                   << " attention calls reserve cuDNN's SDPA workspace"
+                   << " (largest " << largest << " bytes)\n";
+  }
+};
+
+} // namespace
