@@ -136,13 +136,13 @@ TEST_F(WorkspaceTest, CudnnAttentionBoundCoversWhatCudnnStated) {
   // 8, a bias over 197 keys.
   params.keyTransposed = false;
   rt::TensorRef f32 = shaped(rt::DType::F32, {8, 12, 512, 64}),
-                d40 = shaped(rt::DType::F16, {2, 3, 16, 40}),
+                d36 = shaped(rt::DType::F16, {2, 3, 16, 36}),
                 vit = shaped(rt::DType::F16, {2, 3, 197, 64}),
                 vitBias = shaped(rt::DType::F16, {2, 1, 197, 197});
   EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, f32, f32, f32, nullptr,
                                              false, true),
             0u);
-  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, d40, d40, d40, nullptr,
+  EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, d36, d36, d36, nullptr,
                                              false, false),
             0u);
   EXPECT_EQ(rt::cudnnAttentionWorkspaceBound(params, vit, vit, vit, &vitBias,
