@@ -60,7 +60,7 @@ ProgramEmitter::emitNeuralNetOp(Operation *op, const std::string &node) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
                         conv.getOutputPadding(), conv.getB(), "convTranspose",
-                        "none");
+                        "none", conv.getChannelsLast());
       })
       .Case([&](MaxPoolOp pool) {
         return emitPool(op, "Max", pool.getKernelShape(), pool.getStrides(),

@@ -99,13 +99,15 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
       .Case([&](ConvBackwardFilterOp grad) {
         return emitConv(op, grad.getKernelShape(), grad.getStrides(),
                         grad.getPads(), grad.getDilations(), grad.getGroup(),
-                        {}, Value(), "convBackwardFilter", "none");
+                        {}, Value(), "convBackwardFilter", "none",
+                        grad.getChannelsLast());
       })
       .Case([&](PoolGradOp grad) {
         return emitPool(
             op, grad.getKind() == "max" ? "Max" : "Avg", grad.getKernelShape(),
             grad.getStrides(), grad.getPads(), grad.getDilations(),
-            grad.getCeilMode() != 0, grad.getCountIncludePad() != 0);
+            grad.getCeilMode() != 0, grad.getCountIncludePad() != 0,
+            grad.getChannelsLast());
       })
       .Case([&](BatchNormTrainingOp norm) -> LogicalResult {
         FailureOr<std::string> workspace = workspaceArguments(op);
@@ -117,7 +119,8 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(norm.getX()) << ", " << ref(norm.getScale()) << ", "
            << ref(norm.getB()) << ", " << ref(norm.getY()) << ", "
            << ref(norm.getMean()) << ", " << ref(norm.getInvStd()) << ", "
-           << *workspace << ");\n";
+           << *workspace << (norm.getChannelsLast() ? ", true" : "")
+           << ");\n";
         return success();
       })
       .Case([&](BatchNormTrainingGradOp grad) -> LogicalResult {
@@ -129,7 +132,8 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(grad.getScale()) << ", " << ref(grad.getMean()) << ", "
            << ref(grad.getInvStd()) << ", " << ref(grad.getDX()) << ", "
            << ref(grad.getDscale()) << ", " << ref(grad.getDB()) << ", "
-           << *workspace << ");\n";
+           << *workspace << (grad.getChannelsLast() ? ", true" : "")
+           << ");\n";
         return success();
       })
       .Case([&](LayerNormalizationGradOp grad) -> LogicalResult {

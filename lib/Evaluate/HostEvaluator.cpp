@@ -442,7 +442,7 @@ bool callKernel(rt::Context &ctx, Operation *op, const char *node,
         return convolution(ctx, op, node, in, y, conv.getKernelShape(),
                            conv.getStrides(), conv.getPads(),
                            conv.getDilations(), conv.getGroup(),
-                           conv.getOutputPadding(), false,
+                           conv.getOutputPadding(), conv.getChannelsLast(),
                            /*transposed=*/true);
       })
       .Case([&](MaxPoolOp pool) {

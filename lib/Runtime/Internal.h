@@ -396,6 +396,8 @@ bool validateUpdateLossScale(Context &ctx, const char *node, float growth,
 /// product of the other axes.
 struct ChannelLayout {
   int64_t channels = 0, spatial = 1;
+  /// x is [N, spatial..., C] (the channel innermost).
+  bool channelsLast = false;
 };
 /// Activations (X, Y) of one float type and shape, f32 scale, B, mean and
 /// inv_std of C elements; relu the one fused activation.

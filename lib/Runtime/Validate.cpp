@@ -527,10 +527,6 @@ bool validateConv(Context &ctx, const char *node, const ConvParams &params,
                   bool transposed, const TensorRef &xGiven,
                   const TensorRef &wGiven, const TensorRef *bias,
                   const TensorRef &yGiven, ConvGeometry &g) {
-  if (params.channelsLast && transposed) {
-    failf(ctx, node, "ConvTranspose has no channels-last form");
-    return false;
-  }
   // Channels-last tensors are checked through their channels-first views.
   g.channelsLast = params.channelsLast;
   const TensorRef x = g.channelsLast ? channelsFirstView(xGiven) : xGiven;

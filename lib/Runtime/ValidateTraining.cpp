@@ -410,10 +410,13 @@ bool checkChannels(Context &ctx, const char *node, const TensorRef &x,
           shapeString(x).c_str());
     return false;
   }
-  layout.channels = x.shape[1];
+  // Channels-last: [N, spatial..., C]; the spatial axes are 1 .. rank-2.
+  int channelAxis = layout.channelsLast ? x.rank - 1 : 1;
+  layout.channels = x.shape[channelAxis];
   layout.spatial = 1;
-  for (int d = 2; d < x.rank; ++d)
-    layout.spatial *= x.shape[d];
+  for (int d = 1; d < x.rank; ++d)
+    if (d != channelAxis)
+      layout.spatial *= x.shape[d];
   for (const TensorRef *t : perChannel)
     if (t->numElements() != layout.channels) {
       failf(ctx, node, "per-channel tensor %s does not hold %lld channels",

@@ -171,13 +171,19 @@ func.func @convnext_permutes(%x: tensor<1x4x5x5xf16>) -> tensor<1x4x5x5xf16> {
 
 // -----
 
-// A training program keeps NCHW, even with layout=nhwc (its gradient
-// convolutions have no channels-last form).
+// A training program follows the same policy (f32: NCHW under auto). With
+// layout=nhwc its filter, a variable, is transposed in the program (its value
+// changes every step), not at compile time; memopt-layout-training.mlir has
+// the gradients.
 // CHECK-LABEL: func.func @training
 // CHECK-SAME: memopt.layout = "nchw"
 // CHECK-NOT: channels_last
 // NHWC-LABEL: func.func @training
-// NHWC-NOT: channels_last
+// NHWC-SAME: memopt.layout = "nhwc"
+// NHWC-DAG: %[[X:.*]] = memopt.transpose %arg0 {perm = array<i64: 0, 2, 3, 1>}
+// NHWC-DAG: %[[W:.*]] = memopt.variable "w"
+// NHWC-DAG: %[[WT:.*]] = memopt.transpose %[[W]] {perm = array<i64: 0, 2, 3, 1>} : (tensor<4x2x3x3xf32>) -> tensor<4x3x3x2xf32>
+// NHWC: memopt.conv %[[X]], %[[WT]] {{.*}}channels_last
 func.func @training(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> {
   %w = memopt.variable "w" {role = "parameter"} : tensor<4x2x3x3xf32>
   %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x5x5xf32>

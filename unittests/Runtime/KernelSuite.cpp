@@ -40,6 +40,7 @@ std::vector<Case> buildCases() {
   addConvCases(cases);
   addPoolCases(cases);
   addTrainingCases(cases);
+  addChannelsLastTrainingCases(cases);
   addAttentionCases(cases);
   addNormCases(cases);
   addDataMovementCases(cases);

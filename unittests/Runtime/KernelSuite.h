@@ -140,6 +140,7 @@ void addMatmulCases(std::vector<Case> &cases);
 void addConvCases(std::vector<Case> &cases);
 void addPoolCases(std::vector<Case> &cases);
 void addTrainingCases(std::vector<Case> &cases);
+void addChannelsLastTrainingCases(std::vector<Case> &cases);
 void addAttentionCases(std::vector<Case> &cases);
 void addNormCases(std::vector<Case> &cases);
 void addDataMovementCases(std::vector<Case> &cases);

@@ -368,8 +368,10 @@ struct ConvParams {
   Activation activation = Activation::None; ///< applied after the bias
   /// f32 convolutions may use TF32 tensor cores (see MatmulParams).
   bool allowTf32 = false;
-  /// Channels-last tensors (conv only; memopt-layout): x [N, spatial..., C],
-  /// w [M, k..., C/group], y [N, out..., M] (cuDNN's NHWC and KRSC).
+  /// Channels-last tensors (memopt-layout): x [N, spatial..., C], w [M, k...,
+  /// C/group], y [N, out..., M] (cuDNN's NHWC and KRSC); convTranspose: x
+  /// [N, in..., C], w [C, k..., M/group], y [N, out..., M];
+  /// convBackwardFilter: x, dy and dw as conv's x, y and w.
   bool channelsLast = false;
 };
 
@@ -414,7 +416,8 @@ struct PoolParams {
   /// ceil_mode only shapes y (already reflected in y's shape): windows that
   /// start inside the padded input are kept and clipped.
   bool ceilMode = false;
-  /// x [N, spatial..., C] and y [N, out..., C] (`pool` only).
+  /// x [N, spatial..., C] and y [N, out..., C] (`pool`; `poolGrad`: x, dy
+  /// and dx).
   bool channelsLast = false;
 };
 
@@ -730,21 +733,23 @@ void poolGrad(Context &ctx, const char *nodeName, const PoolParams &params,
 /// alias x. `workspace`: room for per-channel partial statistics
 /// (batchNormWorkspaceBytes), so that few channels of many elements fill the
 /// GPU; the CUDA backend uses what fits (none: one block per channel).
+/// `channelsLast`: x and y are [N, ..., C] (memopt-layout).
 void batchNormTraining(Context &ctx, const char *nodeName, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace = nullptr,
-                       size_t workspaceBytes = 0);
+                       size_t workspaceBytes = 0, bool channelsLast = false);
 /// Its gradient: with xhat = (x - mean) * invStd and M = N * spatial,
 /// dbias = sum dy, dscale = sum dy * xhat, dx = scale * invStd * (dy -
 /// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). x, dy and
 /// dx share one float dtype; scale, mean, invStd, dscale, dbias are F32. dx
-/// may alias dy. Workspace as for batchNormTraining.
+/// may alias dy. Workspace and `channelsLast` as for batchNormTraining.
 void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
                            TensorRef dy, TensorRef scale, TensorRef mean,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,
                            TensorRef dbias, void *workspace = nullptr,
-                           size_t workspaceBytes = 0);
+                           size_t workspaceBytes = 0,
+                           bool channelsLast = false);
 /// Running statistics of a training-mode BatchNormalization, in place (ONNX
 /// convention): running = momentum * running + (1 - momentum) * batch, with
 /// the batch variance recovered as 1 / invStd^2 - epsilon. All [C] F32.

@@ -666,8 +666,9 @@ bool buildConvPlan(Context &ctx, const char *node, const ConvParams &params,
   filter[0] = int(g.outChannels);
   filter[1] = int(g.inChannels / g.group);
   if (direction == ConvDirection::BackwardData) {
+    // [C, M/g, k...], or its KRSC form [C, k..., M/g] channels-last.
     filter[0] = int(w.shape[0]);
-    filter[1] = int(w.shape[1]);
+    filter[1] = int(g.channelsLast ? w.shape[w.rank - 1] : w.shape[1]);
   }
   for (int i = 2; i < dims; ++i)
     filter[i] = 1;
@@ -1162,7 +1163,8 @@ void convTranspose(Context &ctx, const char *node, const ConvParams &params,
     return;
   if (bias || params.activation != Activation::None)
     launchBiasActivation(ctx, node, y, bias, g.outChannels,
-                         g.out[0] * g.out[1] * g.out[2], params.activation);
+                         g.channelsLast ? 1 : g.out[0] * g.out[1] * g.out[2],
+                         params.activation);
 }
 
 void convBackwardFilter(Context &ctx, const char *node,

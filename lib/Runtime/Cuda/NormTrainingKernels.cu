@@ -21,6 +21,14 @@
 // the spatial size allows, like PyTorch's vectorized elementwise loads, and
 // index arithmetic divides in 32 bits where the sizes fit.
 //
+// Channels-last activations ([N, spatial..., C], memopt-layout's training
+// programs) are rows of C channels: a block reduces 32 neighbouring channels
+// (one warp reads 32 consecutive elements) over a share of the rows, 8 rows
+// at a time, as PyTorch's batch_norm_collect_statistics_channels_last_kernel
+// does; the partials go to the same workspace and the same finishing
+// kernels. The elementwise passes take the channel of an element from its
+// position within the row.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
@@ -196,19 +204,23 @@ bnStatisticsFinishKernel(const T *x, int64_t channels, int64_t spatialElements,
 
 /// y = (x - mean) * invStd * scale + bias (then relu), elementwise, V
 /// elements per unit.
-template <typename T, int V>
+/// With `Last` (channels-last, C a multiple of V) the V elements of a unit
+/// are V neighbouring channels.
+template <typename T, int V, bool Last>
 __global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
                               int64_t spatialUnits, const float *scale,
                               const float *bias, const float *mean,
                               const float *invStd, bool relu) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c = channelOf(i, spatialUnits, channels);
-    float a = invStd[c] * scale[c];
-    float b = bias[c] - mean[c] * a;
+    int64_t c0 = Last ? i * V - quotient(i * V, channels) * channels
+                      : channelOf(i, spatialUnits, channels);
     float v[V];
     loadPack<T, V>(x, i, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
+      int64_t c = Last ? c0 + k : c0;
+      float a = invStd[c] * scale[c];
+      float b = bias[c] - mean[c] * a;
       v[k] = v[k] * a + b;
       if (relu)
         v[k] = fmaxf(v[k], 0.0f);
@@ -268,26 +280,118 @@ __global__ void bnGradFinishKernel(int64_t channels, int splits,
 }
 
 /// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M).
-template <typename T, int V>
+template <typename T, int V, bool Last>
 __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
                                   int64_t channels, int64_t spatialUnits,
                                   float inverseCount, const float *scale,
                                   const float *mean, const float *invStd,
                                   const float *dscale, const float *dbias) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c = channelOf(i, spatialUnits, channels);
-    float k = scale[c] * invStd[c];
-    float m = mean[c];
-    float b = dbias[c] * inverseCount;
-    float w = invStd[c] * dscale[c] * inverseCount;
+    int64_t c0 = Last ? i * V - quotient(i * V, channels) * channels
+                      : channelOf(i, spatialUnits, channels);
     float g[V], v[V];
     loadPack<T, V>(dy, i, g);
     loadPack<T, V>(x, i, v);
 #pragma unroll
-    for (int e = 0; e < V; ++e)
-      g[e] = k * (g[e] - b - (v[e] - m) * w);
+    for (int e = 0; e < V; ++e) {
+      int64_t c = Last ? c0 + e : c0;
+      float k = scale[c] * invStd[c];
+      float b = dbias[c] * inverseCount;
+      float w = invStd[c] * dscale[c] * inverseCount;
+      g[e] = k * (g[e] - b - (v[e] - mean[c]) * w);
+    }
     storePack<T, V>(dx, i, g);
   }
+}
+
+constexpr int kLastChannels = 32;                   // channels per block
+constexpr int kLastRows = kThreads / kLastChannels; // rows read at a time
+
+/// The channel-last reduction of a block: thread (row lane, channel lane)
+/// sums (a, b) over its rows; lane 0 of each channel gets the block's sums.
+__device__ __forceinline__ void lastBlockSum2(float &a, float &b) {
+  __shared__ float scratch[2][kLastRows][kLastChannels];
+  int lane = threadIdx.x % kLastChannels, row = threadIdx.x / kLastChannels;
+  scratch[0][row][lane] = a;
+  scratch[1][row][lane] = b;
+  __syncthreads();
+  if (row != 0)
+    return;
+  for (int r = 1; r < kLastRows; ++r) {
+    a += scratch[0][r][lane];
+    b += scratch[1][r][lane];
+  }
+}
+
+/// Channels-last statistics: block (channel tile, split) sums its share of
+/// the rows of x [R, C] for 32 channels, shifted by each channel's first
+/// element; partials and finishing as bnStatisticsKernel's.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    bnStatisticsLastKernel(const T *x, int64_t rows, int64_t channels,
+                           int splits, float epsilon, float *partials,
+                           float *mean, float *invStd) {
+  int64_t c = int64_t(blockIdx.x) * kLastChannels + threadIdx.x % kLastChannels;
+  int lane = int(threadIdx.x / kLastChannels);
+  int split = blockIdx.y;
+  int64_t begin, end;
+  splitRange(rows, splits, split, begin, end);
+  bool valid = c < channels;
+  float shift = valid ? toFloat(x[c]) : 0.0f;
+  float s1 = 0, s2 = 0;
+  if (valid)
+    for (int64_t r = begin + lane; r < end; r += kLastRows) {
+      float a = toFloat(x[r * channels + c]) - shift;
+      s1 += a;
+      s2 += a * a;
+    }
+  lastBlockSum2(s1, s2);
+  if (lane != 0 || !valid)
+    return;
+  if (splits > 1) {
+    partials[(c * splits + split) * 2] = s1;
+    partials[(c * splits + split) * 2 + 1] = s2;
+    return;
+  }
+  double count = double(rows);
+  double m = double(s1) / count;
+  double var = fmax(double(s2) / count - m * m, 0.0);
+  mean[c] = float(m + shift);
+  invStd[c] = float(1.0 / sqrt(var + double(epsilon)));
+}
+
+/// Channels-last gradient reduction (sum dy, sum dy * (x - mean)) by channel
+/// tiles as bnStatisticsLastKernel; partials as bnGradReduceKernel's.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    bnGradReduceLastKernel(const T *x, const T *dy, int64_t rows,
+                           int64_t channels, int splits, const float *mean,
+                           const float *invStd, float *partials, float *dscale,
+                           float *dbias) {
+  int64_t c = int64_t(blockIdx.x) * kLastChannels + threadIdx.x % kLastChannels;
+  int lane = int(threadIdx.x / kLastChannels);
+  int split = blockIdx.y;
+  int64_t begin, end;
+  splitRange(rows, splits, split, begin, end);
+  bool valid = c < channels;
+  float m = valid ? mean[c] : 0.0f;
+  float sumDy = 0, sumDyX = 0;
+  if (valid)
+    for (int64_t r = begin + lane; r < end; r += kLastRows) {
+      float g = toFloat(dy[r * channels + c]);
+      sumDy += g;
+      sumDyX += g * (toFloat(x[r * channels + c]) - m);
+    }
+  lastBlockSum2(sumDy, sumDyX);
+  if (lane != 0 || !valid)
+    return;
+  if (splits > 1) {
+    partials[(c * splits + split) * 2] = sumDy;
+    partials[(c * splits + split) * 2 + 1] = sumDyX;
+    return;
+  }
+  dbias[c] = sumDy;
+  dscale[c] = sumDyX * invStd[c];
 }
 
 __global__ void bnRunningUpdateKernel(int64_t channels, float momentum,
@@ -313,15 +417,46 @@ int channelSplits(const Context &ctx, int64_t channels, int64_t units,
   return int(std::max<int64_t>(1, split));
 }
 
-/// Statistics, then y, for activations of type T, Vec elements per load.
+/// Splits of the rows of a channels-last [R, C] reduction: about four
+/// blocks per multiprocessor over the ceil(C / 32) channel tiles, at least
+/// 64 rows each, as many as `workspace` holds.
+int rowSplits(const Context &ctx, int64_t channels, int64_t rows,
+              size_t workspaceBytes) {
+  int64_t tiles = (channels + kLastChannels - 1) / kLastChannels;
+  int64_t want = (int64_t(ctx.smCount) * 4 + tiles - 1) / tiles;
+  int64_t room =
+      int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
+  int64_t split = std::min({want, room, rows / 64, int64_t(1024)});
+  return int(std::max<int64_t>(1, split));
+}
+
+/// Statistics, then y, for activations of type T, Vec elements per load;
+/// `last`: x is channels-last (rows of `channels`, spatial = rows / N).
 template <typename T, int Vec>
 void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
-                             int64_t channels, int64_t spatial, int splits,
-                             float epsilon, float *partials, float *pm,
-                             float *ps, const float *pscale, const float *pbias,
-                             bool relu) {
+                             int64_t channels, int64_t spatial, bool last,
+                             int splits, float epsilon, float *partials,
+                             float *pm, float *ps, const float *pscale,
+                             const float *pbias, bool relu) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
+  int64_t total = x.numElements() / Vec;
+  if (last) {
+    int64_t rows = batch * spatial;
+    dim3 grid(unsigned((channels + kLastChannels - 1) / kLastChannels),
+              unsigned(splits));
+    bnStatisticsLastKernel<T><<<grid, kThreads, 0, ctx.stream>>>(
+        px, rows, channels, splits, epsilon, partials, pm, ps);
+    if (splits > 1)
+      bnStatisticsFinishKernel<T>
+          <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
+              px, channels, 1, double(rows), splits, epsilon, partials, pm, ps);
+    bnApplyKernel<T, Vec, true>
+        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+            px, static_cast<T *>(y.data), total, channels, 1, pscale, pbias,
+            pm, ps, relu);
+    return;
+  }
   int64_t units = batch * spatial / Vec;
   dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   bnStatisticsKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
@@ -331,36 +466,51 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
         <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
             px, channels, spatial, double(batch * spatial), splits, epsilon,
             partials, pm, ps);
-  int64_t total = x.numElements() / Vec;
-  bnApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-      px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
-      pbias, pm, ps, relu);
+  bnApplyKernel<T, Vec, false>
+      <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+          px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
+          pbias, pm, ps, relu);
 }
 
 /// The reduction, then dx, for activations of type T.
 template <typename T, int Vec>
 void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
                                  const TensorRef &dy, TensorRef &dx,
-                                 int64_t channels, int64_t spatial, int splits,
-                                 float *partials, const float *pm,
+                                 int64_t channels, int64_t spatial, bool last,
+                                 int splits, float *partials, const float *pm,
                                  const float *ps, const float *pscale,
                                  float *pdscale, float *pdbias) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
-  int64_t units = batch * spatial / Vec;
-  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-  bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
-      {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
-      pdscale, pdbias);
+  if (last) {
+    dim3 grid(unsigned((channels + kLastChannels - 1) / kLastChannels),
+              unsigned(splits));
+    bnGradReduceLastKernel<T><<<grid, kThreads, 0, ctx.stream>>>(
+        px, pdy, batch * spatial, channels, splits, pm, ps, partials, pdscale,
+        pdbias);
+  } else {
+    int64_t units = batch * spatial / Vec;
+    dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+    bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
+        {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
+        pdscale, pdbias);
+  }
   if (splits > 1)
     bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
         channels, splits, partials, ps, pdscale, pdbias);
   int64_t total = x.numElements() / Vec;
   float inverseCount = 1.0f / float(batch * spatial);
-  bnGradApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-      px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
-      inverseCount, pscale, pm, ps, pdscale, pdbias);
+  if (last)
+    bnGradApplyKernel<T, Vec, true>
+        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+            px, pdy, static_cast<T *>(dx.data), total, channels, 1,
+            inverseCount, pscale, pm, ps, pdscale, pdbias);
+  else
+    bnGradApplyKernel<T, Vec, false>
+        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+            px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
+            inverseCount, pscale, pm, ps, pdscale, pdbias);
 }
 
 /// Elements per load: 16 or 8 bytes where the spatial size is a multiple
@@ -396,8 +546,9 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace,
-                       size_t workspaceBytes) {
+                       size_t workspaceBytes, bool channelsLast) {
   ChannelLayout layout;
+  layout.channelsLast = channelsLast;
   if (hasError(ctx) ||
       !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
                                  invStd, layout))
@@ -413,13 +564,19 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   auto *pbias = static_cast<const float *>(bias.data);
   bool relu = activation == Activation::Relu;
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    int width = packWidth(sizeof(T), spatial, {x.data, y.data});
-    int splits =
-        channelSplits(ctx, channels, batch * spatial / width, workspaceBytes);
+    // Packs: of one channel's spatial run, or channels-last of neighbouring
+    // channels of one row.
+    int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
+                          {x.data, y.data});
+    int splits = channelsLast ? rowSplits(ctx, channels, batch * spatial,
+                                          workspaceBytes)
+                              : channelSplits(ctx, channels,
+                                              batch * spatial / width,
+                                              workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTraining<T, decltype(vec)::value>(
-          ctx, x, y, channels, spatial, splits, epsilon, partials, pm, ps,
-          pscale, pbias, relu);
+          ctx, x, y, channels, spatial, channelsLast, splits, epsilon,
+          partials, pm, ps, pscale, pbias, relu);
     });
   });
   checkLaunch(ctx, node);
@@ -429,8 +586,9 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                            TensorRef dy, TensorRef scale, TensorRef mean,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,
                            TensorRef dbias, void *workspace,
-                           size_t workspaceBytes) {
+                           size_t workspaceBytes, bool channelsLast) {
   ChannelLayout layout;
+  layout.channelsLast = channelsLast;
   if (hasError(ctx) ||
       !validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
                                      dscale, dbias, layout))
@@ -446,13 +604,17 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   auto *partials = static_cast<float *>(workspace);
   auto *pscale = static_cast<const float *>(scale.data);
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    int width = packWidth(sizeof(T), spatial, {x.data, dy.data, dx.data});
-    int splits =
-        channelSplits(ctx, channels, batch * spatial / width, workspaceBytes);
+    int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
+                          {x.data, dy.data, dx.data});
+    int splits = channelsLast ? rowSplits(ctx, channels, batch * spatial,
+                                          workspaceBytes)
+                              : channelSplits(ctx, channels,
+                                              batch * spatial / width,
+                                              workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTrainingGrad<T, decltype(vec)::value>(
-          ctx, x, dy, dx, channels, spatial, splits, partials, pm, ps, pscale,
-          pdscale, pdbias);
+          ctx, x, dy, dx, channels, spatial, channelsLast, splits, partials,
+          pm, ps, pscale, pdscale, pdbias);
     });
   });
   checkLaunch(ctx, node);

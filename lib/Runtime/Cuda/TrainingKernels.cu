@@ -244,8 +244,13 @@ __global__ void directConvBackwardFilterKernel(const T *x, const T *dy, T *dw,
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
   int64_t inPerGroup = g.inChannels / g.group;
   int64_t outPerGroup = g.outChannels / g.group;
+  // Channels-last: x [N, in..., C], dy [N, out..., M], dw [M, k..., C/g].
+  bool last = g.channelsLast;
+  int64_t xStride = last ? g.inChannels : 1;
+  int64_t dyStride = last ? g.outChannels : 1;
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t k = i % kSpatial, cl = i / kSpatial % inPerGroup;
+    int64_t k = last ? i / inPerGroup % kSpatial : i % kSpatial;
+    int64_t cl = last ? i % inPerGroup : i / kSpatial % inPerGroup;
     int64_t co = i / (kSpatial * inPerGroup);
     int64_t ci = co / outPerGroup * inPerGroup + cl;
     int64_t kk[3] = {k / (g.kernel[1] * g.kernel[2]),
@@ -255,8 +260,10 @@ __global__ void directConvBackwardFilterKernel(const T *x, const T *dy, T *dw,
       offset[d] = kk[d] * g.dilations[d] - g.padsBegin[d];
     float acc = 0.0f;
     for (int64_t b = 0; b < g.batch; ++b) {
-      const T *xp = x + (b * g.inChannels + ci) * inSpatial;
-      const T *dyp = dy + (b * g.outChannels + co) * outSpatial;
+      const T *xp = last ? x + b * inSpatial * g.inChannels + ci
+                         : x + (b * g.inChannels + ci) * inSpatial;
+      const T *dyp = last ? dy + b * outSpatial * g.outChannels + co
+                          : dy + (b * g.outChannels + co) * outSpatial;
       for (int64_t p0 = 0; p0 < g.out[0]; ++p0) {
         int64_t q0 = p0 * g.strides[0] + offset[0];
         if (q0 < 0 || q0 >= g.in[0])
@@ -269,8 +276,9 @@ __global__ void directConvBackwardFilterKernel(const T *x, const T *dy, T *dw,
             int64_t q2 = p2 * g.strides[2] + offset[2];
             if (q2 < 0 || q2 >= g.in[2])
               continue;
-            acc += toFloat(dyp[(p0 * g.out[1] + p1) * g.out[2] + p2]) *
-                   toFloat(xp[(q0 * g.in[1] + q1) * g.in[2] + q2]);
+            acc += toFloat(dyp[((p0 * g.out[1] + p1) * g.out[2] + p2) *
+                               dyStride]) *
+                   toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * xStride]);
           }
         }
       }
@@ -285,12 +293,27 @@ __global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  // Channels-last: one (image, channel) plane is every C-th element, and
+  // neighbouring threads take neighbouring channels (coalesced).
+  int64_t stride = g.channelsLast ? g.inChannels : 1;
   MEMOPT_GRID_STRIDE(i, n) {
-    int64_t plane = i / inSpatial, q = i % inSpatial;
+    int64_t q, xBase, dyBase;
+    if (g.channelsLast) {
+      int64_t c = i % g.inChannels, rest = i / g.inChannels;
+      int64_t image = rest / inSpatial;
+      q = rest % inSpatial;
+      xBase = image * inSpatial * g.inChannels + c;
+      dyBase = image * outSpatial * g.inChannels + c;
+    } else {
+      int64_t plane = i / inSpatial;
+      q = i % inSpatial;
+      xBase = plane * inSpatial;
+      dyBase = plane * outSpatial;
+    }
     int64_t qc[3] = {q / (g.in[1] * g.in[2]), q / g.in[2] % g.in[1],
                      q % g.in[2]};
-    const T *xp = x + plane * inSpatial;
-    const T *dyp = dy + plane * outSpatial;
+    const T *xp = x + xBase;
+    const T *dyp = dy + dyBase;
     float acc = 0.0f;
     // Each kernel tap puts this element in at most one window per axis.
     for (int64_t k = 0; k < kSpatial; ++k) {
@@ -305,7 +328,8 @@ __global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
       }
       if (!hit)
         continue;
-      float grad = toFloat(dyp[(oc[0] * g.out[1] + oc[1]) * g.out[2] + oc[2]]);
+      float grad = toFloat(
+          dyp[((oc[0] * g.out[1] + oc[1]) * g.out[2] + oc[2]) * stride]);
       int64_t valid = 0, padded = 1, best = -1;
       float bestValue = 0.0f;
       for (int d = 0; d < 3; ++d) {
@@ -329,7 +353,7 @@ __global__ void poolGradKernel(const T *x, const T *dy, T *dx, ConvGeometry g,
           continue;
         ++valid;
         int64_t at = (p[0] * g.in[1] + p[1]) * g.in[2] + p[2];
-        float v = toFloat(xp[at]);
+        float v = toFloat(xp[at * stride]);
         if (kind == PoolKind::Max && (best < 0 || v > bestValue)) {
           best = at;
           bestValue = v;
@@ -909,7 +933,7 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
   int64_t planes = n / std::max<int64_t>(1, g.in[1] * g.in[2]);
   int64_t tilesH = (g.in[1] + kPoolTile - 1) / kPoolTile,
           tilesW = (g.in[2] + kPoolTile - 1) / kPoolTile;
-  if (params.kind == PoolKind::Max && planar &&
+  if (params.kind == PoolKind::Max && planar && !g.channelsLast &&
       g.in[1] * g.in[2] < (int64_t(1) << 31) &&
       g.out[1] * g.out[2] < (int64_t(1) << 31) && shared <= 32 * 1024 &&
       planes * tilesH * tilesW < (int64_t(1) << 31)) {

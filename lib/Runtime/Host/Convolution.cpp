@@ -24,7 +24,7 @@ namespace memopt::rt {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-namespace {
+namespace host {
 
 /// [outer][inner][channels] -> [outer][channels][inner]: a channels-last
 /// tensor (or a KRSC filter) in channels-first order. The host computes
@@ -63,6 +63,13 @@ std::vector<double> channelsToBack(Context &ctx, const std::vector<double> &v,
               });
   return out;
 }
+
+} // namespace host
+
+using host::channelsToBack;
+using host::channelsToFront;
+
+namespace {
 
 /// floor(a / b) and ceil(a / b) for b > 0.
 int64_t floorDiv(int64_t a, int64_t b) {
@@ -358,8 +365,11 @@ void convImpl(Context &ctx, const char *node, const ConvParams &params,
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
   vx = channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
-  vw =
-      channelsToFront(ctx, vw, g.outChannels, kSpatial, g.inChannels / g.group);
+  // Filters: conv's [M, k..., C/g]; ConvTranspose's [C, k..., M/g].
+  vw = transposed ? channelsToFront(ctx, vw, g.inChannels, kSpatial,
+                                    g.outChannels / g.group)
+                  : channelsToFront(ctx, vw, g.outChannels, kSpatial,
+                                    g.inChannels / g.group);
   std::vector<double> vy(size_t(y.numElements()));
   TensorRef first = channelsFirstView(y);
   first.data = vy.data();

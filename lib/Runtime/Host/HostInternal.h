@@ -111,6 +111,16 @@ void store(Context &ctx, const std::vector<double> &values, const TensorRef &t);
 std::vector<uint8_t> &hostPoolOf(Context &ctx);
 /// Fills a planned workspace with NaN (see HostKernels.h).
 void poisonWorkspace(void *workspace, size_t bytes);
+/// [outer][inner][channels] -> [outer][channels][inner]: a channels-last
+/// tensor (or a KRSC filter) in channels-first order (Convolution.cpp). The
+/// host computes channels-last ops through these copies.
+std::vector<double> channelsToFront(Context &ctx, const std::vector<double> &v,
+                                    int64_t outer, int64_t inner,
+                                    int64_t channels);
+/// [outer][channels][inner] -> [outer][inner][channels].
+std::vector<double> channelsToBack(Context &ctx, const std::vector<double> &v,
+                                   int64_t outer, int64_t inner,
+                                   int64_t channels);
 
 } // namespace host
 

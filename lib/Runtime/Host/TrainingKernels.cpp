@@ -274,6 +274,12 @@ void convBackwardFilter(Context &ctx, const char *node,
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  // Channels-last operands go through channels-first copies (as the
+  // forward's), and the KRSC filter gradient is stored back from one.
+  if (g.channelsLast) {
+    vx = host::channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
+    vdy = host::channelsToFront(ctx, vdy, g.batch, outSpatial, g.outChannels);
+  }
   std::vector<double> vdw(size_t(g.outChannels * inPerGroup * kSpatial), 0.0);
   // Items: (output channel, input channel of its group); each owns the
   // kSpatial filter taps dw[co][cl][:], summed over images, then output
@@ -322,6 +328,8 @@ void convBackwardFilter(Context &ctx, const char *node,
           }
         }
       });
+  if (g.channelsLast)
+    vdw = host::channelsToBack(ctx, vdw, g.outChannels, kSpatial, inPerGroup);
   host::store(ctx, vdw, dw);
   host::poisonWorkspace(workspace, workspaceBytes);
 }
@@ -335,6 +343,10 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
                       vdy = host::toDouble(ctx, dy);
   int64_t inSpatial = g.in[0] * g.in[1] * g.in[2];
   int64_t outSpatial = g.out[0] * g.out[1] * g.out[2];
+  if (g.channelsLast) {
+    vx = host::channelsToFront(ctx, vx, g.batch, inSpatial, g.inChannels);
+    vdy = host::channelsToFront(ctx, vdy, g.batch, outSpatial, g.inChannels);
+  }
   std::vector<double> vdx(vx.size(), 0.0);
   int64_t kSpatial = g.kernel[0] * g.kernel[1] * g.kernel[2];
   // Items: (image, channel) planes; each output element scatters into its
@@ -406,6 +418,8 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
           }
         }
       });
+  if (g.channelsLast)
+    vdx = host::channelsToBack(ctx, vdx, g.batch, inSpatial, g.inChannels);
   host::store(ctx, vdx, dx);
 }
 
@@ -673,8 +687,9 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace,
-                       size_t workspaceBytes) {
+                       size_t workspaceBytes, bool channelsLast) {
   ChannelLayout layout;
+  layout.channelsLast = channelsLast;
   if (hasError(ctx) ||
       !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
                                  invStd, layout))
@@ -682,6 +697,12 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   int64_t channels = layout.channels, spatial = layout.spatial;
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
+  // Element (n, c, s): [N, C, S], or [N, S, C] channels-last. Each channel
+  // is summed in the same (n, s) order in both layouts.
+  auto at = [&](int64_t n, int64_t c, int64_t s) {
+    return channelsLast ? (n * spatial + s) * channels + c
+                        : (n * channels + c) * spatial + s;
+  };
   std::vector<double> px = host::toDouble(ctx, x);
   std::vector<double> py(px.size());
   auto *pm = static_cast<float *>(mean.data);
@@ -696,12 +717,12 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                         double sum = 0;
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s)
-                            sum += px[(n * channels + c) * spatial + s];
+                            sum += px[at(n, c, s)];
                         double m = count > 0 ? sum / count : 0;
                         double sq = 0;
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s) {
-                            double d = px[(n * channels + c) * spatial + s] - m;
+                            double d = px[at(n, c, s)] - m;
                             sq += d * d;
                           }
                         double inv =
@@ -710,7 +731,7 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                         double a = inv * pscale[c], b = pbias[c] - m * a;
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = (n * channels + c) * spatial + s;
+                            int64_t i = at(n, c, s);
                             double v = px[i] * a + b;
                             py[i] = relu ? std::max(v, 0.0) : v;
                           }
@@ -725,8 +746,9 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                            TensorRef dy, TensorRef scale, TensorRef mean,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,
                            TensorRef dbias, void *workspace,
-                           size_t workspaceBytes) {
+                           size_t workspaceBytes, bool channelsLast) {
   ChannelLayout layout;
+  layout.channelsLast = channelsLast;
   if (hasError(ctx) ||
       !validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
                                      dscale, dbias, layout))
@@ -734,6 +756,12 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   int64_t channels = layout.channels, spatial = layout.spatial;
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
+  // Element (n, c, s): [N, C, S], or [N, S, C] channels-last. Each channel
+  // is summed in the same (n, s) order in both layouts.
+  auto at = [&](int64_t n, int64_t c, int64_t s) {
+    return channelsLast ? (n * spatial + s) * channels + c
+                        : (n * channels + c) * spatial + s;
+  };
   std::vector<double> px = host::toDouble(ctx, x);
   std::vector<double> pdy = host::toDouble(ctx, dy);
   std::vector<double> pdx(px.size());
@@ -750,7 +778,7 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                         double sumDy = 0, sumDyX = 0;
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = (n * channels + c) * spatial + s;
+                            int64_t i = at(n, c, s);
                             sumDy += pdy[i];
                             sumDyX += pdy[i] * (px[i] - m);
                           }
@@ -759,7 +787,7 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                         double w = count > 0 ? inv * inv * sumDyX / count : 0;
                         for (int64_t n = 0; n < batch; ++n)
                           for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = (n * channels + c) * spatial + s;
+                            int64_t i = at(n, c, s);
                             pdx[i] = k * (pdy[i] - b - (px[i] - m) * w);
                           }
                         pdbias[c] = float(sumDy);

@@ -322,23 +322,6 @@ static int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
   return size;
 }
 
-/// `type` with its last axis moved to position 1: the channels-first view
-/// of a channels-last tensor ([N, spatial..., C] -> [N, C, spatial...]).
-static RankedTensorType channelsFirstView(RankedTensorType type) {
-  SmallVector<int64_t> shape(type.getShape());
-  if (shape.size() >= 3)
-    std::rotate(shape.begin() + 1, shape.end() - 1, shape.end());
-  return RankedTensorType::get(shape, type.getElementType());
-}
-
-/// The inverse of channelsFirstView: [N, C, spatial...] -> [N, spatial..., C].
-static RankedTensorType channelsLastView(RankedTensorType type) {
-  SmallVector<int64_t> shape(type.getShape());
-  if (shape.size() >= 3)
-    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
-  return RankedTensorType::get(shape, type.getElementType());
-}
-
 //===----------------------------------------------------------------------===//
 // ConvOp
 //===----------------------------------------------------------------------===//
@@ -484,6 +467,12 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   if (x.getRank() < 3 || w.getRank() != x.getRank())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " must have the same rank, at least 3");
+  // Channels-last: check and infer on the channels-first views.
+  bool channelsLast = adaptor.getChannelsLast();
+  if (channelsLast) {
+    x = channelsFirstView(x);
+    w = channelsFirstView(w);
+  }
   if (x.getElementType() != w.getElementType())
     return inferError(loc, name, "X ", x, " and W ", w,
                       " have different element types");
@@ -532,7 +521,8 @@ ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
       return inferError(loc, name, "pads leave no output on spatial axis ", i);
     shape.push_back(size);
   }
-  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  auto result = RankedTensorType::get(shape, x.getElementType());
+  results.push_back(channelsLast ? channelsLastView(result) : result);
   return success();
 }
 
@@ -541,7 +531,7 @@ int64_t ConvTransposeOp::getWorkspaceBytes() {
 }
 
 int64_t ConvTransposeOp::getWorkspaceFloor() {
-  return detail::convWorkspaceFloor(*this, /*channelsLast=*/false);
+  return detail::convWorkspaceFloor(*this, getChannelsLast());
 }
 
 int64_t ConvTransposeOp::getFlops() {

@@ -18,6 +18,7 @@
 #include "llvm/ADT/APSInt.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -35,6 +36,23 @@ DenseElementsAttr getSmallDense(Attribute attr);
 /// True if `value` is computed from a trainable parameter (a `parameter`
 /// memopt.variable).
 bool dependsOnParameter(Value value);
+
+/// `type` with its last axis moved to position 1: the channels-first view
+/// of a channels-last tensor ([N, spatial..., C] -> [N, C, spatial...]).
+inline RankedTensorType channelsFirstView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.end() - 1, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The inverse of channelsFirstView: [N, C, spatial...] -> [N, spatial..., C].
+inline RankedTensorType channelsLastView(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.begin() + 2, shape.end());
+  return RankedTensorType::get(shape, type.getElementType());
+}
 
 /// Row-major strides of `shape`.
 SmallVector<int64_t> computeStrides(ArrayRef<int64_t> shape);

@@ -290,7 +290,15 @@ int64_t LinearCrossEntropyGradOp::getWorkspaceFloor() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConvBackwardFilterOp::verify() {
-  ShapedType x = getX().getType(), dy = getDY().getType(), dw = getType();
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto dy = cast<RankedTensorType>(getDY().getType());
+  auto dw = cast<RankedTensorType>(getType());
+  // Channels-last: checked on the channels-first views.
+  if (getChannelsLast()) {
+    x = impl::channelsFirstView(x);
+    dy = impl::channelsFirstView(dy);
+    dw = impl::channelsFirstView(dw);
+  }
   int64_t spatialRank = x.getRank() - 2;
   if (spatialRank < 1 || spatialRank > 3 || dy.getRank() != x.getRank() ||
       dw.getRank() != x.getRank())
@@ -329,7 +337,7 @@ int64_t ConvBackwardFilterOp::getWorkspaceBytes() {
 }
 
 int64_t ConvBackwardFilterOp::getWorkspaceFloor() {
-  return detail::convWorkspaceFloor(*this, /*channelsLast=*/false);
+  return detail::convWorkspaceFloor(*this, getChannelsLast());
 }
 
 //===----------------------------------------------------------------------===//
@@ -822,18 +830,25 @@ static LogicalResult verifyPerChannel(Operation *op, ArrayRef<Value> values,
   return success();
 }
 
-/// The channel count of `x` ([N, C, ...] of f32, f16 or bf16), or failure.
-static FailureOr<int64_t> channelsOf(Operation *op, Value x) {
+/// The channel axis of `x`: 1, or the last with `channels_last`.
+static int64_t channelAxis(Value x, bool channelsLast) {
+  return channelsLast ? cast<ShapedType>(x.getType()).getRank() - 1 : 1;
+}
+
+/// The channel count of `x` ([N, C, ...] of f32, f16 or bf16, or [N, ...,
+/// C] with `channels_last`), or failure.
+static FailureOr<int64_t> channelsOf(Operation *op, Value x,
+                                     bool channelsLast) {
   auto type = cast<ShapedType>(x.getType());
   Type element = type.getElementType();
   if (type.getRank() < 2 ||
       !(element.isF32() || element.isF16() || element.isBF16()))
     return op->emitOpError("X must be an f32, f16 or bf16 tensor [N, C, ...]");
-  return type.getDimSize(1);
+  return type.getDimSize(channelAxis(x, channelsLast));
 }
 
 LogicalResult BatchNormTrainingOp::verify() {
-  FailureOr<int64_t> channels = channelsOf(*this, getX());
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
   if (failed(channels))
     return failure();
   if (getY().getType() != getX().getType())
@@ -853,7 +868,7 @@ int64_t BatchNormTrainingOp::getFlops() {
 /// sums.
 int64_t BatchNormTrainingOp::getWorkspaceBytes() {
   return ::memopt::workspace::batchNormTrainingBytes(
-      getX().getType().getDimSize(1));
+      getX().getType().getDimSize(channelAxis(getX(), getChannelsLast())));
 }
 
 bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
@@ -861,7 +876,7 @@ bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
 }
 
 LogicalResult BatchNormTrainingGradOp::verify() {
-  FailureOr<int64_t> channels = channelsOf(*this, getX());
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
   if (failed(channels))
     return failure();
   if (getDY().getType() != getX().getType() ||
@@ -878,7 +893,7 @@ int64_t BatchNormTrainingGradOp::getFlops() {
 
 int64_t BatchNormTrainingGradOp::getWorkspaceBytes() {
   return ::memopt::workspace::batchNormTrainingBytes(
-      getX().getType().getDimSize(1));
+      getX().getType().getDimSize(channelAxis(getX(), getChannelsLast())));
 }
 
 bool BatchNormTrainingGradOp::canWriteInPlace(unsigned operandIndex) {

@@ -21,6 +21,20 @@
 // backends implement every channels-last op, so the host runs the same
 // program (docs/lowering.md).
 //
+// Training programs (after autodiff) are laid out the same way: the data
+// and filter gradients of a convolution (`conv_transpose`,
+// `conv_backward_filter`) are converted like the forward one, and the
+// transposes are pushed through the backward's ops too (batch-normalization
+// training and its gradient, pooling gradients, relu_grad and the other
+// elementwise ops, the broadcast of a global average pool's gradient). The
+// filters are variables and keep their ONNX layout [M, C/g, k...]: each step
+// transposes a filter once to KRSC (shared by the forward convolution and its
+// data gradient) and the KRSC filter gradient once back before the update,
+// so saving, loading, optimizer state and sharding see the ONNX layout.
+// PyTorch's channels_last training instead keeps the parameters themselves
+// channels-last (strided, logical shape unchanged); docs/layout.md weighs
+// the two.
+//
 // Taken from: onnxruntime's transpose optimizer (push transposes through
 // layout-agnostic ops and cancel inverse pairs, count the transposes a
 // rewrite would add before making it), TensorFlow Grappler's layout
@@ -251,6 +265,11 @@ bool isFreeInChannelsLast(Value value, int64_t rank) {
     return true;
   if (type.getRank() > rank)
     return false;
+  // A broadcast of a free operand is broadcast in the channels-last order
+  // (a global average pool's gradient: [N, C, 1, 1] -> [N, C, H, W]).
+  if (auto expand = value.getDefiningOp<ExpandOp>();
+      expand && type.getRank() == rank)
+    return isFreeInChannelsLast(expand.getInput(), rank);
   SmallVector<int64_t> shape(rank - type.getRank(), 1);
   llvm::append_range(shape, type.getShape());
   return matchPattern(value, m_Constant()) ||
@@ -272,6 +291,13 @@ Value channelsLastOperand(PatternRewriter &rewriter, Location loc, Value value,
       return source;
   if (type.getRank() > rank)
     return {};
+  if (auto expand = value.getDefiningOp<ExpandOp>();
+      expand && type.getRank() == rank) {
+    Value input = channelsLastOperand(rewriter, loc, expand.getInput(), rank);
+    if (!input)
+      return {};
+    return ExpandOp::create(rewriter, loc, permuteType(type, perm), input);
+  }
   SmallVector<int64_t> shape(rank - type.getRank(), 1);
   llvm::append_range(shape, type.getShape());
   bool constant = matchPattern(value, m_Constant());
@@ -290,11 +316,17 @@ Value channelsLastOperand(PatternRewriter &rewriter, Location loc, Value value,
       padded);
 }
 
-/// True when `op` declares a `channels_last` attribute (conv, pools, global
-/// average pooling, batch normalization, conv_residual).
+/// True when `op` declares a `channels_last` attribute (the convolutions and
+/// their gradients, pools and their gradients, global average pooling,
+/// batch normalization in both modes and its gradient).
 bool hasChannelsLastForm(Operation *op) {
   return llvm::is_contained(op->getName().getAttributeNames(),
                             StringAttr::get(op->getContext(), "channels_last"));
+}
+
+/// The convolutions: converted by the pass itself, never pushed through.
+bool isConvolution(Operation *op) {
+  return isa<ConvOp, ConvResidualOp, ConvTransposeOp, ConvBackwardFilterOp>(op);
 }
 
 /// op(transpose(a), ...) -> transpose(op'(a, ...)) for the ops that can
@@ -305,7 +337,7 @@ struct SinkChannelsFirstTranspose : RewritePattern {
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+    if (op->getNumResults() < 1 || op->getNumRegions() != 0 ||
         isa<TransposeOp, ConstantOp, ReshapeOp>(op) ||
         !isa<MemOptDialect>(op->getDialect()))
       return failure();
@@ -316,6 +348,11 @@ struct SinkChannelsFirstTranspose : RewritePattern {
     if (trigger == op->getOperands().end() || !resultType)
       return failure();
     int64_t rank = cast<RankedTensorType>((*trigger).getType()).getRank();
+    if (hasChannelsLastForm(op) && !isConvolution(op) &&
+        !op->hasAttr("channels_last"))
+      return sinkChannelsLastForm(op, rank, rewriter);
+    if (op->getNumResults() != 1)
+      return failure();
     if (isa<ReduceMeanOp, ReduceSumOp, ReduceMaxOp>(op))
       return sinkReduce(op, rewriter);
     if (resultType.getRank() != rank)
@@ -323,9 +360,6 @@ struct SinkChannelsFirstTranspose : RewritePattern {
     auto buffer = dyn_cast<BufferBehaviorOpInterface>(op);
     if (buffer && buffer.isElementwise())
       return sinkElementwise(op, rank, rewriter);
-    if (hasChannelsLastForm(op) && !isa<ConvOp, ConvResidualOp>(op) &&
-        !op->hasAttr("channels_last"))
-      return sinkWindowOp(op, rewriter);
     if (auto concat = dyn_cast<ConcatOp>(op))
       return sinkConcat(concat, rewriter);
     if (auto resize = dyn_cast<ResizeOp>(op))
@@ -335,18 +369,24 @@ struct SinkChannelsFirstTranspose : RewritePattern {
   }
 
 private:
-  /// The same op on channels-last operands; `resultType` given.
-  Value recreate(Operation *op, ValueRange operands, Type resultType,
-                 PatternRewriter &rewriter,
-                 ArrayRef<NamedAttribute> extra = {}) const {
+  /// The same op on channels-last operands; `resultTypes` given.
+  Operation *recreateOp(Operation *op, ValueRange operands,
+                        TypeRange resultTypes, PatternRewriter &rewriter,
+                        ArrayRef<NamedAttribute> extra = {}) const {
     NamedAttrList attributes(op->getAttrs());
     for (NamedAttribute attribute : extra)
       attributes.set(attribute.getName(), attribute.getValue());
     OperationState state(op->getLoc(), op->getName());
     state.addOperands(operands);
-    state.addTypes(resultType);
+    state.addTypes(resultTypes);
     state.addAttributes(attributes);
-    return rewriter.create(state)->getResult(0);
+    return rewriter.create(state);
+  }
+  Value recreate(Operation *op, ValueRange operands, Type resultType,
+                 PatternRewriter &rewriter,
+                 ArrayRef<NamedAttribute> extra = {}) const {
+    return recreateOp(op, operands, TypeRange{resultType}, rewriter, extra)
+        ->getResult(0);
   }
 
   void replaceThroughTranspose(Operation *op, Value channelsLast,
@@ -376,21 +416,47 @@ private:
     return success();
   }
 
-  LogicalResult sinkWindowOp(Operation *op, PatternRewriter &rewriter) const {
-    Value source = channelsFirstSource(op->getOperand(0));
-    if (!source)
-      return failure();
-    for (Value operand : op->getOperands().drop_front())
-      if (cast<RankedTensorType>(operand.getType()).getRank() != 1)
+  /// An op with a `channels_last` form (pools, global average pooling,
+  /// batch normalization, the pooling and batch-normalization gradients):
+  /// every operand of the layout's rank must be the source of an NHWC ->
+  /// NCHW transpose (X, and dY for a gradient), the others are per-channel
+  /// vectors. Results of that rank are transposed back, the per-channel
+  /// ones (statistics, parameter gradients) are used as they are.
+  LogicalResult sinkChannelsLastForm(Operation *op, int64_t rank,
+                                     PatternRewriter &rewriter) const {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      int64_t operandRank = cast<RankedTensorType>(operand.getType()).getRank();
+      if (operandRank == rank) {
+        Value source = channelsFirstSource(operand);
+        if (!source)
+          return failure();
+        operands.push_back(source);
+      } else if (operandRank == 1) {
+        operands.push_back(operand);
+      } else {
         return failure();
-    SmallVector<Value> operands = {source};
-    llvm::append_range(operands, op->getOperands().drop_front());
-    int64_t rank = cast<RankedTensorType>(source.getType()).getRank();
-    Value result = recreate(
-        op, operands,
-        permuteType(op->getResult(0).getType(), toChannelsLast(rank)), rewriter,
+      }
+    }
+    SmallVector<Type> resultTypes;
+    for (Type type : op->getResultTypes()) {
+      int64_t resultRank = cast<RankedTensorType>(type).getRank();
+      if (resultRank != rank && resultRank != 1)
+        return failure();
+      resultTypes.push_back(
+          resultRank == rank ? permuteType(type, toChannelsLast(rank)) : type);
+    }
+    Operation *converted = recreateOp(
+        op, operands, resultTypes, rewriter,
         {rewriter.getNamedAttr("channels_last", rewriter.getUnitAttr())});
-    replaceThroughTranspose(op, result, rewriter);
+    SmallVector<Value> replacements;
+    for (Value result : converted->getResults())
+      replacements.push_back(
+          cast<RankedTensorType>(result.getType()).getRank() == rank
+              ? createTranspose(rewriter, op->getLoc(), result,
+                                toChannelsFirst(rank))
+              : result);
+    rewriter.replaceOp(op, replacements);
     return success();
   }
 
@@ -512,24 +578,39 @@ struct MemOptLayoutPass
   }
 
   /// conv -> transpose(conv {channels_last}(transpose(x), W^T [, B,
-  /// transpose(Z)])).
-  void convert(Operation *conv, IRRewriter &rewriter) {
+  /// transpose(Z)])); the same for a convolution's gradients: every operand
+  /// of the convolution's rank (activations, filters, filter gradients: one
+  /// permutation for all) goes channels-last and the result comes back.
+  /// `toLast` keeps one NCHW -> NHWC transpose per value, so a filter shared
+  /// by a convolution and its data gradient, or an input read by a
+  /// convolution and its filter gradient, is transposed once.
+  void convert(Operation *conv, IRRewriter &rewriter,
+               DenseMap<Value, Value> &toLast) {
     int64_t rank =
         cast<RankedTensorType>(conv->getOperand(0).getType()).getRank();
     SmallVector<int64_t> last = toChannelsLast(rank);
-    rewriter.setInsertionPoint(conv);
     Location loc = conv->getLoc();
     auto transpose = [&](Value value) {
-      return TransposeOp::create(rewriter, loc,
-                                 permuteType(value.getType(), last), value,
-                                 rewriter.getDenseI64ArrayAttr(last))
-          .getResult();
+      auto [it, inserted] = toLast.try_emplace(value);
+      if (!inserted)
+        return it->second;
+      OpBuilder::InsertionGuard guard(rewriter);
+      if (Operation *def = value.getDefiningOp())
+        rewriter.setInsertionPointAfter(def);
+      else
+        rewriter.setInsertionPointToStart(
+            cast<BlockArgument>(value).getOwner());
+      it->second = TransposeOp::create(rewriter, loc,
+                                       permuteType(value.getType(), last),
+                                       value, rewriter.getDenseI64ArrayAttr(last))
+                       .getResult();
+      return it->second;
     };
     SmallVector<Value> operands(conv->getOperands());
-    operands[0] = transpose(operands[0]);
-    operands[1] = transpose(operands[1]); // folded for a constant filter
-    if (isa<ConvResidualOp>(conv))
-      operands[3] = transpose(operands[3]);
+    for (Value &operand : operands)
+      if (cast<RankedTensorType>(operand.getType()).getRank() == rank)
+        operand = transpose(operand); // folded for a constant filter
+    rewriter.setInsertionPoint(conv);
     OperationState state(loc, conv->getName());
     state.addOperands(operands);
     state.addTypes(permuteType(conv->getResult(0).getType(), last));
@@ -554,33 +635,30 @@ struct MemOptLayoutPass
           << target << "' is not cuda or host";
       return signalPassFailure();
     }
-    // Training programs keep NCHW: their gradient convolutions
-    // (conv_backward_filter, conv_transpose) have no channels-last form.
-    bool training = false;
-    function.walk([&](VariableOp) { training = true; });
     StringRef precision;
     if (auto attr = function->getAttrOfType<StringAttr>("memopt.precision"))
       precision = attr.getValue();
     bool grouped = false;
-    function.walk([&](ConvOp op) { grouped |= op.getGroup() > 1; });
-    function.walk([&](ConvResidualOp op) { grouped |= op.getGroup() > 1; });
+    function.walk([&](Operation *op) {
+      if (!isConvolution(op))
+        return;
+      auto group = op->getAttrOfType<IntegerAttr>("group");
+      grouped |= group && group.getInt() > 1;
+    });
     SmallVector<Operation *> chosen;
     int64_t convs = 0;
     function.walk([&](Operation *op) {
-      if (!isa<ConvOp, ConvResidualOp>(op) || op->hasAttr("channels_last"))
+      if (!isConvolution(op) || op->hasAttr("channels_last"))
         return;
       ++convs;
-      if (!training && chooseChannelsLast(op, precision, grouped))
+      if (chooseChannelsLast(op, precision, grouped))
         chosen.push_back(op);
     });
-    if (training && layout == "nhwc" && convs > 0)
-      function.emitWarning("memopt-layout: a training program keeps NCHW "
-                           "(its gradient convolutions have no channels-last "
-                           "form)");
     if (!chosen.empty()) {
       IRRewriter rewriter(&getContext());
+      DenseMap<Value, Value> toLast;
       for (Operation *conv : chosen)
-        convert(conv, rewriter);
+        convert(conv, rewriter, toLast);
       RewritePatternSet patterns(&getContext());
       patterns.add<FoldTransposeOfConstant, ComposeTransposes,
                    UnitAxesTransposeToReshape, SinkChannelsFirstTranspose>(

@@ -138,6 +138,10 @@ def MemOpt_ConvTransposeOp
     by the importer. Output size per axis:
     `stride * (in - 1) + output_padding + dilation * (kernel - 1) + 1
      - pad_begin - pad_end`. An empty `output_padding` means zeros.
+    With `channels_last` (set by `--memopt-layout` on a convolution's data
+    gradient), X is [N, spatial..., C], W [C, k..., M/group] (the forward
+    convolution's KRSC filter) and Y [N, out..., M]: cuDNN's backward data
+    with NHWC tensors and filter.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
                        Optional<MemOpt_FloatTensor>:$B,
@@ -145,7 +149,8 @@ def MemOpt_ConvTransposeOp
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$output_padding,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
   let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` "
                        "functional-type(operands, results)";

@@ -140,13 +140,16 @@ def MemOpt_ConvBackwardFilterOp
     `X` and `dY` are the forward input and the output gradient; the result
     has the filter's type `[M, C/group, k...]`. The attributes are the
     forward convolution's. (The data gradient is a `conv_transpose` of `dY`
-    with the same filter and attributes.)
+    with the same filter and attributes.) With `channels_last` (set by
+    `--memopt-layout`), X is [N, spatial..., C], dY [N, out..., M] and dW
+    [M, k..., C/group] (cuDNN's NHWC tensors and KRSC filter).
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$dW);
   let assemblyFormat = "$X `,` $dY attr-dict `:` "
                        "functional-type(operands, results)";
@@ -159,14 +162,16 @@ def MemOpt_PoolGradOp : MemOpt_Op<"pool_grad", [], ["getFlops"]> {
     `kind` is `max` (each output's gradient goes to the first maximum of
     its window, found again in `X`) or `average` (spread over the window as
     the forward divided). The other attributes are the forward pool's; the
-    result has `X`'s type.
+    result has `X`'s type. With `channels_last`, X, dY and dX are
+    [N, spatial..., C].
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
                        StrAttr:$kind, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$dX);
   let assemblyFormat = "$X `,` $dY attr-dict `:` "
                        "functional-type(operands, results)";
@@ -191,12 +196,14 @@ def MemOpt_BatchNormTrainingOp : MemOpt_Op<"batch_norm_training", [
     f32 elements. Produced by `--memopt-make-trainable` with `bn-batch-stats`;
     the running statistics are updated by `batch_norm_running_update`.
     Workspace: per-channel partial sums, so that few channels of many
-    elements fill the GPU.
+    elements fill the GPU. With `channels_last` (set by `--memopt-layout`)
+    X and Y are [N, ..., C]: the channel axis is the last one.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
                        MemOpt_FloatTensor:$B,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
-                       MemOpt_ActivationAttr:$activation);
+                       MemOpt_ActivationAttr:$activation,
+                       UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y, MemOpt_FloatTensor:$mean,
                       MemOpt_FloatTensor:$inv_std);
   let assemblyFormat = "$X `,` $scale `,` $B attr-dict `:` "
@@ -218,11 +225,12 @@ def MemOpt_BatchNormTrainingGradOp
     `inv_std`. `X`, `dY` and `dX` share one float type; `scale`, `mean`,
     `inv_std`, `dscale` and `dB` are f32 (mixed-precision training keeps
     the statistics and the parameters' gradients in f32). `dX` may take
-    `dY`'s storage.
+    `dY`'s storage. With `channels_last` the channel axis of X, dY and dX
+    is the last one.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
                        MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$mean,
-                       MemOpt_FloatTensor:$inv_std);
+                       MemOpt_FloatTensor:$inv_std, UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dscale,
                       MemOpt_FloatTensor:$dB);
   let assemblyFormat = "$X `,` $dY `,` $scale `,` $mean `,` $inv_std "

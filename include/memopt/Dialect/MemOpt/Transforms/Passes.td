@@ -142,21 +142,26 @@ def MemOptMixedPrecision
 def MemOptLayout : Pass<"memopt-layout", "::mlir::func::FuncOp"> {
   let summary = "Channels-last (NHWC) regions around the convolutions that are faster in it";
   let description = [{
-    Chooses the layout of each convolution (`conv`, `conv_residual`):
+    Chooses the layout of each convolution (`conv`, `conv_residual`, and in
+    a training program the gradients `conv_transpose` and
+    `conv_backward_filter`):
     `layout=nhwc` makes every one channels-last, `nchw` none, and `auto`
     (memopt-compile's default) those the target runs faster channels-last,
     from whole-model measurements (docs/layout.md): on `target=cuda`, the
     convolutions of an f16, bf16 or TF32 (`memopt.precision = "tf32"`)
     function that has no grouped convolution (cuDNN's channels-last grouped
     kernels are slow); f32 functions stay NCHW; on `target=host` none (its
-    kernels are channels-first). Training programs keep NCHW.
+    kernels are channels-first). Training programs follow the same policy:
+    their filters (variables) keep the ONNX layout and are transposed in the
+    step (docs/layout.md, "Training").
 
     A chosen convolution gets `channels_last`, its filter is transposed to
     KRSC at compile time, and transposes are placed around it; the NHWC ->
     NCHW transposes are then pushed down through the ops that can follow
     the layout (elementwise ops, with broadcast operands permuted for free;
-    max / average / global average pooling and batch normalization, which
-    get `channels_last`; reductions and concatenations, whose axes are
+    max / average / global average pooling, batch normalization (inference
+    and training), pooling and batch-normalization gradients, which get
+    `channels_last`; broadcasts of an operand that moves only 1s; reductions and concatenations, whose axes are
     renumbered; nearest resizes) until they cancel against the next
     convolution's NCHW -> NHWC transpose. Transposes that only move axes of
     size 1 become reshapes (free views). The few left sit at region borders
