@@ -103,11 +103,11 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
                         grad.getChannelsLast());
       })
       .Case([&](PoolGradOp grad) {
-        return emitPool(
-            op, grad.getKind() == "max" ? "Max" : "Avg", grad.getKernelShape(),
-            grad.getStrides(), grad.getPads(), grad.getDilations(),
-            grad.getCeilMode() != 0, grad.getCountIncludePad() != 0,
-            grad.getChannelsLast());
+        return emitPool(op, grad.getKind() == "max" ? "Max" : "Avg",
+                        grad.getKernelShape(), grad.getStrides(),
+                        grad.getPads(), grad.getDilations(),
+                        grad.getCeilMode() != 0, grad.getCountIncludePad() != 0,
+                        grad.getChannelsLast());
       })
       .Case([&](BatchNormTrainingOp norm) -> LogicalResult {
         FailureOr<std::string> workspace = workspaceArguments(op);
@@ -119,8 +119,7 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(norm.getX()) << ", " << ref(norm.getScale()) << ", "
            << ref(norm.getB()) << ", " << ref(norm.getY()) << ", "
            << ref(norm.getMean()) << ", " << ref(norm.getInvStd()) << ", "
-           << *workspace << (norm.getChannelsLast() ? ", true" : "")
-           << ");\n";
+           << *workspace << (norm.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](BatchNormTrainingGradOp grad) -> LogicalResult {
@@ -132,8 +131,7 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(grad.getScale()) << ", " << ref(grad.getMean()) << ", "
            << ref(grad.getInvStd()) << ", " << ref(grad.getDX()) << ", "
            << ref(grad.getDscale()) << ", " << ref(grad.getDB()) << ", "
-           << *workspace << (grad.getChannelsLast() ? ", true" : "")
-           << ");\n";
+           << *workspace << (grad.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](LayerNormalizationGradOp grad) -> LogicalResult {

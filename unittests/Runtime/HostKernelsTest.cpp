@@ -469,6 +469,90 @@ TEST_F(HostKernels, ChannelsLastMatchesChannelsFirst) {
   }
 }
 
+// The channels-last training gradients (memopt-layout on a training program)
+// compute exactly what the NCHW ones do, element for element: a
+// convolution's data gradient (conv_transpose with the forward's KRSC
+// filter, strided with output_padding, grouped) and filter gradient (KRSC
+// dW), the max / average pool gradient, batch normalization's training
+// forward (statistics, relu) and backward.
+TEST_F(HostKernels, TrainingChannelsLastMatchesChannelsFirst) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    for (int64_t group : {int64_t(1), int64_t(3)}) {
+      SCOPED_TRACE("group " + std::to_string(group));
+      ConvParams p;
+      p.group = group;
+      p.strides[0] = p.strides[1] = 2;
+      p.padsBegin[0] = p.padsEnd[0] = p.padsBegin[1] = p.padsEnd[1] = 1;
+      p.outputPadding[0] = 1;
+      Buffer x = random(dtype, {2, 6, 8, 7}, 50);
+      Buffer w = random(dtype, {9, 6 / group, 3, 3}, 51);
+      Buffer dy = random(dtype, {2, 9, 4, 4}, 52);
+      Buffer dx(dtype, x.shape), dw(dtype, w.shape);
+      convTranspose(*ctx, "conv_dx", p, dy.ref(), w.ref(), nullptr, dx.ref(),
+                    nullptr, 0);
+      convBackwardFilter(*ctx, "conv_dw", p, x.ref(), dy.ref(), dw.ref(),
+                         nullptr, 0);
+      ConvParams pl = p;
+      pl.channelsLast = true;
+      Buffer xl = permuteChannels(x), wl = permuteChannels(w),
+             dyl = permuteChannels(dy);
+      Buffer dxl(dtype, permuteChannels(dx).shape),
+          dwl(dtype, permuteChannels(dw).shape);
+      convTranspose(*ctx, "conv_dx_nhwc", pl, dyl.ref(), wl.ref(), nullptr,
+                    dxl.ref(), nullptr, 0);
+      convBackwardFilter(*ctx, "conv_dw_nhwc", pl, xl.ref(), dyl.ref(),
+                         dwl.ref(), nullptr, 0);
+      expectSameValues(permuteChannels(dxl, true), dx);
+      expectSameValues(permuteChannels(dwl, true), dw);
+    }
+    Buffer x = random(dtype, {2, 5, 9, 8}, 53), xl = permuteChannels(x);
+    Buffer dy = random(dtype, {2, 5, 5, 4}, 54), dyl = permuteChannels(dy);
+    for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+      PoolParams p;
+      p.kind = kind;
+      p.countIncludePad = kind == PoolKind::Avg;
+      for (int i = 0; i < 2; ++i) {
+        p.kernel[i] = 3;
+        p.strides[i] = 2;
+        p.padsBegin[i] = p.padsEnd[i] = 1;
+      }
+      Buffer dx(dtype, x.shape), dxl(dtype, xl.shape);
+      poolGrad(*ctx, "pool_grad", p, x.ref(), dy.ref(), dx.ref());
+      p.channelsLast = true;
+      poolGrad(*ctx, "pool_grad_nhwc", p, xl.ref(), dyl.ref(), dxl.ref());
+      expectSameValues(permuteChannels(dxl, true), dx);
+    }
+    Buffer scale = random(DType::F32, {5}, 55),
+           shift = random(DType::F32, {5}, 56);
+    Buffer y(dtype, x.shape), yl(dtype, xl.shape);
+    Buffer mean(DType::F32, {5}), inv(DType::F32, {5}), meanl(DType::F32, {5}),
+        invl(DType::F32, {5});
+    batchNormTraining(*ctx, "bn", 1e-5f, Activation::Relu, x.ref(), scale.ref(),
+                      shift.ref(), y.ref(), mean.ref(), inv.ref());
+    batchNormTraining(*ctx, "bn_nhwc", 1e-5f, Activation::Relu, xl.ref(),
+                      scale.ref(), shift.ref(), yl.ref(), meanl.ref(),
+                      invl.ref(), nullptr, 0, /*channelsLast=*/true);
+    expectSameValues(permuteChannels(yl, true), y);
+    expectSameValues(meanl, mean);
+    expectSameValues(invl, inv);
+    Buffer g = random(dtype, x.shape, 57), gl = permuteChannels(g);
+    Buffer dx(dtype, x.shape), dxl(dtype, xl.shape);
+    Buffer dscale(DType::F32, {5}), dbias(DType::F32, {5}),
+        dscalel(DType::F32, {5}), dbiasl(DType::F32, {5});
+    batchNormTrainingGrad(*ctx, "bn_grad", x.ref(), g.ref(), scale.ref(),
+                          mean.ref(), inv.ref(), dx.ref(), dscale.ref(),
+                          dbias.ref());
+    batchNormTrainingGrad(*ctx, "bn_grad_nhwc", xl.ref(), gl.ref(), scale.ref(),
+                          mean.ref(), inv.ref(), dxl.ref(), dscalel.ref(),
+                          dbiasl.ref(), nullptr, 0,
+                          /*channelsLast=*/true);
+    expectSameValues(permuteChannels(dxl, true), dx);
+    expectSameValues(dscalel, dscale);
+    expectSameValues(dbiasl, dbias);
+  }
+}
+
 TEST_F(HostKernels, Conv1d) {
   ConvParams p;
   p.spatialRank = 1;

@@ -52,19 +52,19 @@ void addChannelsLastTrainingCases(std::vector<Case> &cases) {
         continue;
       if (v.transposed) {
         // ONNX ConvTranspose channels-last: w [C, k..., M/g].
-        cases.push_back(
-            {std::string("conv_transpose_nhwc_") + v.name, tol(dt, 1e-3),
-             [=](Suite &s) {
-               TensorRef x = s.random(dt, last(v.x)),
-                         w = s.random(dt, last(v.w), 0.05, 0.5);
-               TensorRef y = s.empty(dt, last(v.y));
-               ConvParams p = paramsOf(v);
-               size_t ws = convWorkspaceBound(p, x, w, y);
-               TensorRef workspace = s.empty(DType::U8, {int64_t(ws)});
-               convTranspose(*s.ctx, "convT_nhwc", p, x, w, nullptr, y,
-                             workspace.data, ws);
-               return std::vector<TensorRef>{y};
-             }});
+        cases.push_back({std::string("conv_transpose_nhwc_") + v.name,
+                         tol(dt, 1e-3), [=](Suite &s) {
+                           TensorRef x = s.random(dt, last(v.x)),
+                                     w = s.random(dt, last(v.w), 0.05, 0.5);
+                           TensorRef y = s.empty(dt, last(v.y));
+                           ConvParams p = paramsOf(v);
+                           size_t ws = convWorkspaceBound(p, x, w, y);
+                           TensorRef workspace =
+                               s.empty(DType::U8, {int64_t(ws)});
+                           convTranspose(*s.ctx, "convT_nhwc", p, x, w, nullptr,
+                                         y, workspace.data, ws);
+                           return std::vector<TensorRef>{y};
+                         }});
         continue;
       }
       cases.push_back(
@@ -91,14 +91,29 @@ void addChannelsLastTrainingCases(std::vector<Case> &cases) {
       int64_t kernel, stride, pad;
     };
     for (DType dt : floats)
-      for (G g : {G{"stem_7x7_s2", {2, 3, 32, 32}, {64, 3, 7, 7},
-                    {2, 64, 16, 16}, 7, 2, 3},
-                  G{"3x3_s2", {2, 64, 8, 8}, {64, 64, 3, 3}, {2, 64, 4, 4}, 3,
-                    2, 1},
-                  G{"1x1_expand", {2, 64, 8, 8}, {256, 64, 1, 1},
-                    {2, 256, 8, 8}, 1, 1, 0},
-                  G{"1x1_s2", {2, 96, 4, 4}, {160, 96, 1, 1}, {2, 160, 2, 2},
-                    1, 2, 0}})
+      for (G g :
+           {G{"stem_7x7_s2",
+              {2, 3, 32, 32},
+              {64, 3, 7, 7},
+              {2, 64, 16, 16},
+              7,
+              2,
+              3},
+            G{"3x3_s2", {2, 64, 8, 8}, {64, 64, 3, 3}, {2, 64, 4, 4}, 3, 2, 1},
+            G{"1x1_expand",
+              {2, 64, 8, 8},
+              {256, 64, 1, 1},
+              {2, 256, 8, 8},
+              1,
+              1,
+              0},
+            G{"1x1_s2",
+              {2, 96, 4, 4},
+              {160, 96, 1, 1},
+              {2, 160, 2, 2},
+              1,
+              2,
+              0}})
         cases.push_back(
             {std::string("conv_gradients_nhwc_") + g.name + "_" + tag(dt),
              tol(dt, 1e-4), [=](Suite &s) {
@@ -139,32 +154,31 @@ void addChannelsLastTrainingCases(std::vector<Case> &cases) {
     for (P p : {P{"max", PoolKind::Max, false, false},
                 P{"max_ties", PoolKind::Max, true, false},
                 P{"avg_pad", PoolKind::Avg, false, true}})
-      cases.push_back(
-          {std::string("pool_grad_nhwc_") + p.name + "_" + tag(dt), tol(dt),
-           [=](Suite &s) {
-             std::vector<int64_t> shape = {2, 21, 20, 37};
-             int64_t n = 2 * 21 * 20 * 37;
-             std::vector<double> values(static_cast<size_t>(n));
-             for (int64_t i = 0; i < n; ++i)
-               values[size_t(i)] =
-                   p.ties ? double((i * 7919) % 97) / 8.0 - 6.0
-                          : double((i * 7919) % n) / 1024.0 - 7.0;
-             TensorRef x = s.upload(dt, shape, values);
-             TensorRef dy = s.random(dt, {2, 11, 10, 37});
-             TensorRef dx = s.empty(dt, shape);
-             PoolParams pp;
-             pp.kind = p.kind;
-             pp.countIncludePad = p.includePad;
-             pp.channelsLast = true;
-             for (int i = 0; i < 2; ++i) {
-               pp.kernel[i] = 3;
-               pp.strides[i] = 2;
-               pp.dilations[i] = 1;
-               pp.padsBegin[i] = pp.padsEnd[i] = 1;
-             }
-             poolGrad(*s.ctx, "pool_grad_nhwc", pp, x, dy, dx);
-             return std::vector<TensorRef>{dx};
-           }});
+      cases.push_back({std::string("pool_grad_nhwc_") + p.name + "_" + tag(dt),
+                       tol(dt), [=](Suite &s) {
+                         std::vector<int64_t> shape = {2, 21, 20, 37};
+                         int64_t n = 2 * 21 * 20 * 37;
+                         std::vector<double> values(static_cast<size_t>(n));
+                         for (int64_t i = 0; i < n; ++i)
+                           values[size_t(i)] =
+                               p.ties ? double((i * 7919) % 97) / 8.0 - 6.0
+                                      : double((i * 7919) % n) / 1024.0 - 7.0;
+                         TensorRef x = s.upload(dt, shape, values);
+                         TensorRef dy = s.random(dt, {2, 11, 10, 37});
+                         TensorRef dx = s.empty(dt, shape);
+                         PoolParams pp;
+                         pp.kind = p.kind;
+                         pp.countIncludePad = p.includePad;
+                         pp.channelsLast = true;
+                         for (int i = 0; i < 2; ++i) {
+                           pp.kernel[i] = 3;
+                           pp.strides[i] = 2;
+                           pp.dilations[i] = 1;
+                           pp.padsBegin[i] = pp.padsEnd[i] = 1;
+                         }
+                         poolGrad(*s.ctx, "pool_grad_nhwc", pp, x, dy, dx);
+                         return std::vector<TensorRef>{dx};
+                       }});
   }
   // Batch normalization in training mode, channel innermost: 12 channels
   // (one partial tile), 64 (two full tiles) and 83 (odd: one-element

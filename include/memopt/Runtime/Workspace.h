@@ -180,6 +180,27 @@ constexpr int64_t batchNormTrainingBytes(int64_t channels) {
   return kNormalizationSplits * normalizationSplitBytes(channels);
 }
 
+/// Channels-last batch normalization on CUDA reduces tiles of at most 256
+/// channels over splits of the rows: the compiler plans partial sums for
+/// about this many blocks (eight per multiprocessor of a 160-SM GPU), with
+/// at least 128 rows per split (16 per row of threads) and at most 1024
+/// splits, never fewer than the channels-first kNormalizationSplits.
+constexpr int64_t kChannelsLastNormalizationBlocks = 1280;
+
+constexpr int64_t batchNormTrainingLastSplits(int64_t channels, int64_t rows) {
+  int64_t tiles = (channels + 255) / 256;
+  int64_t want = (kChannelsLastNormalizationBlocks + tiles - 1) / tiles;
+  int64_t splits = want < rows / 128 ? want : rows / 128;
+  splits = splits < 1024 ? splits : 1024;
+  return splits > kNormalizationSplits ? splits : kNormalizationSplits;
+}
+
+/// The same with `channels_last`: x is `rows` rows of `channels`.
+constexpr int64_t batchNormTrainingLastBytes(int64_t channels, int64_t rows) {
+  return batchNormTrainingLastSplits(channels, rows) *
+         normalizationSplitBytes(channels);
+}
+
 /// Layer normalization's gradient: the row statistics (mean, 1/std) first.
 constexpr int64_t layerNormGradStatisticsBytes(int64_t rows) {
   return roundUp256(rows * 2 * 4);

@@ -22,12 +22,12 @@
 // index arithmetic divides in 32 bits where the sizes fit.
 //
 // Channels-last activations ([N, spatial..., C], memopt-layout's training
-// programs) are rows of C channels: a block reduces 32 neighbouring channels
-// (one warp reads 32 consecutive elements) over a share of the rows, 8 rows
-// at a time, as PyTorch's batch_norm_collect_statistics_channels_last_kernel
-// does; the partials go to the same workspace and the same finishing
-// kernels. The elementwise passes take the channel of an element from its
-// position within the row.
+// programs) are rows of C channels: a block reduces up to 32 packs of
+// neighbouring channels (16-byte loads) over a share of the rows, the other
+// threads taking the next rows, as PyTorch's
+// batch_norm_collect_statistics_channels_last_kernel splits; the partials go
+// to the same workspace layout and the same finishing kernels. The elementwise
+// passes take the channel of an element from its position within the row.
 //
 //===----------------------------------------------------------------------===//
 
@@ -304,129 +304,128 @@ __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
   }
 }
 
-constexpr int kLastChannels = 32;                   // channels per block
-constexpr int kLastRows = kThreads / kLastChannels; // rows read at a time
+/// The shape of a channels-last reduction block: `lanes` threads side by
+/// side each take a pack of V neighbouring channels (one 16-byte load per
+/// row where the channels allow), kThreads / lanes rows are read at a time.
+/// lanes is a power of two covering the channel packs, at most 32.
+int lastLanes(int64_t packs) {
+  int lanes = 1;
+  while (lanes < 32 && lanes < packs)
+    lanes *= 2;
+  return lanes;
+}
 
-/// The channel-last reduction of a block: thread (row lane, channel lane)
-/// sums (a, b) over its rows; lane 0 of each channel gets the block's sums.
-__device__ __forceinline__ void lastBlockSum2(float &a, float &b) {
-  __shared__ float scratch[2][kLastRows][kLastChannels];
-  int lane = threadIdx.x % kLastChannels, row = threadIdx.x / kLastChannels;
-  scratch[0][row][lane] = a;
-  scratch[1][row][lane] = b;
+/// The channels-last reductions of batch normalization over the rows of x
+/// [R, C] (C a multiple of V): block (tile, split) sums, for the
+/// lanes * V channels of its tile, over its share of the rows
+/// - statistics (!Grad): sum (x - shift) and sum (x - shift)^2, shifted by
+///   each channel's first element (as bnStatisticsKernel);
+/// - the gradient (Grad): sum dy and sum dy * (x - mean).
+/// With one split it finishes the channels (mean / invStd, or dbias /
+/// dscale); otherwise it stores partials[(c * splits + split) * 2] for the
+/// finishing kernels. PyTorch's batch_norm_collect_statistics_channels_last
+/// splits the same way (channels across a warp, rows across warps and
+/// blocks); the packs of V channels per thread are the vectorized loads of
+/// the channels-first kernels.
+template <typename T, int V, bool Grad>
+__global__ void __launch_bounds__(kThreads)
+    bnReduceLastKernel(const T *x, const T *dy, int64_t rows, int64_t channels,
+                       int lanes, int splits, float epsilon, float *partials,
+                       const float *mean, const float *invStd, float *out1,
+                       float *out2) {
+  __shared__ float scratch[2][kThreads][V];
+  int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
+  int rowLanes = kThreads / lanes;
+  int64_t packs = channels / V;
+  int64_t pack = int64_t(blockIdx.x) * lanes + lane;
+  int64_t c0 = pack * V;
+  int split = blockIdx.y;
+  int64_t begin, end;
+  splitRange(rows, splits, split, begin, end);
+  bool valid = pack < packs;
+  float center[V], a[V], b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    a[k] = b[k] = 0.0f;
+    center[k] = 0.0f;
+  }
+  if (valid) {
+    if (Grad) {
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        center[k] = mean[c0 + k];
+    } else {
+      loadPack<T, V>(x, pack, center);
+    }
+    for (int64_t r = begin + row; r < end; r += rowLanes) {
+      float v[V];
+      loadPack<T, V>(x, r * packs + pack, v);
+      if (Grad) {
+        float g[V];
+        loadPack<T, V>(dy, r * packs + pack, g);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          a[k] += g[k];
+          b[k] += g[k] * (v[k] - center[k]);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          float d = v[k] - center[k];
+          a[k] += d;
+          b[k] += d * d;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    scratch[0][threadIdx.x][k] = a[k];
+    scratch[1][threadIdx.x][k] = b[k];
+  }
   __syncthreads();
-  if (row != 0)
+  if (row != 0 || !valid)
     return;
-  for (int r = 1; r < kLastRows; ++r) {
-    a += scratch[0][r][lane];
-    b += scratch[1][r][lane];
-  }
-}
-
-/// Channels-last statistics: block (channel tile, split) sums its share of
-/// the rows of x [R, C] for 32 channels, shifted by each channel's first
-/// element; partials and finishing as bnStatisticsKernel's.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    bnStatisticsLastKernel(const T *x, int64_t rows, int64_t channels,
-                           int splits, float epsilon, float *partials,
-                           float *mean, float *invStd) {
-  int64_t c = int64_t(blockIdx.x) * kLastChannels + threadIdx.x % kLastChannels;
-  int lane = int(threadIdx.x / kLastChannels);
-  int split = blockIdx.y;
-  int64_t begin, end;
-  splitRange(rows, splits, split, begin, end);
-  bool valid = c < channels;
-  float shift = valid ? toFloat(x[c]) : 0.0f;
-  float s1 = 0, s2 = 0;
-  if (valid)
-    for (int64_t r = begin + lane; r < end; r += kLastRows) {
-      float a = toFloat(x[r * channels + c]) - shift;
-      s1 += a;
-      s2 += a * a;
+  for (int r = 1; r < rowLanes; ++r)
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      a[k] += scratch[0][r * lanes + lane][k];
+      b[k] += scratch[1][r * lanes + lane][k];
     }
-  lastBlockSum2(s1, s2);
-  if (lane != 0 || !valid)
-    return;
-  if (splits > 1) {
-    partials[(c * splits + split) * 2] = s1;
-    partials[(c * splits + split) * 2 + 1] = s2;
-    return;
-  }
-  double count = double(rows);
-  double m = double(s1) / count;
-  double var = fmax(double(s2) / count - m * m, 0.0);
-  mean[c] = float(m + shift);
-  invStd[c] = float(1.0 / sqrt(var + double(epsilon)));
-}
-
-/// Channels-last gradient reduction (sum dy, sum dy * (x - mean)) by channel
-/// tiles as bnStatisticsLastKernel; partials as bnGradReduceKernel's.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    bnGradReduceLastKernel(const T *x, const T *dy, int64_t rows,
-                           int64_t channels, int splits, const float *mean,
-                           const float *invStd, float *partials, float *dscale,
-                           float *dbias) {
-  int64_t c = int64_t(blockIdx.x) * kLastChannels + threadIdx.x % kLastChannels;
-  int lane = int(threadIdx.x / kLastChannels);
-  int split = blockIdx.y;
-  int64_t begin, end;
-  splitRange(rows, splits, split, begin, end);
-  bool valid = c < channels;
-  float m = valid ? mean[c] : 0.0f;
-  float sumDy = 0, sumDyX = 0;
-  if (valid)
-    for (int64_t r = begin + lane; r < end; r += kLastRows) {
-      float g = toFloat(dy[r * channels + c]);
-      sumDy += g;
-      sumDyX += g * (toFloat(x[r * channels + c]) - m);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    int64_t c = c0 + k;
+    if (splits > 1) {
+      partials[(c * splits + split) * 2] = a[k];
+      partials[(c * splits + split) * 2 + 1] = b[k];
+    } else if (Grad) {
+      out1[c] = a[k];             // dbias
+      out2[c] = b[k] * invStd[c]; // dscale
+    } else {
+      double count = double(rows);
+      double m = double(a[k]) / count;
+      double var = fmax(double(b[k]) / count - m * m, 0.0);
+      out1[c] = float(m + center[k]);                     // mean
+      out2[c] = float(1.0 / sqrt(var + double(epsilon))); // invStd
     }
-  lastBlockSum2(sumDy, sumDyX);
-  if (lane != 0 || !valid)
-    return;
-  if (splits > 1) {
-    partials[(c * splits + split) * 2] = sumDy;
-    partials[(c * splits + split) * 2 + 1] = sumDyX;
-    return;
-  }
-  dbias[c] = sumDy;
-  dscale[c] = sumDyX * invStd[c];
-}
-
-__global__ void bnRunningUpdateKernel(int64_t channels, float momentum,
-                                      float epsilon, const float *mean,
-                                      const float *invStd, float *runningMean,
-                                      float *runningVar) {
-  MEMOPT_GRID_STRIDE(c, channels) {
-    float s = invStd[c];
-    float var = fmaxf(1.0f / (s * s) - epsilon, 0.0f);
-    runningMean[c] = momentum * runningMean[c] + (1.0f - momentum) * mean[c];
-    runningVar[c] = momentum * runningVar[c] + (1.0f - momentum) * var;
   }
 }
 
-/// Splits per channel so that about four blocks run per multiprocessor, at
-/// least `perSplit` units each, as many as `workspace` holds (2 floats each).
-int channelSplits(const Context &ctx, int64_t channels, int64_t units,
-                  size_t workspaceBytes) {
-  int64_t want = (int64_t(ctx.smCount) * 4 + channels - 1) / channels;
-  int64_t room =
-      int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
-  int64_t split = std::min({want, room, units / 1024, int64_t(1024)});
-  return int(std::max<int64_t>(1, split));
-}
-
-/// Splits of the rows of a channels-last [R, C] reduction: about four
-/// blocks per multiprocessor over the ceil(C / 32) channel tiles, at least
-/// 64 rows each, as many as `workspace` holds.
-int rowSplits(const Context &ctx, int64_t channels, int64_t rows,
+/// Splits of the rows of a channels-last [R, C] reduction with packs of V
+/// channels: about eight blocks per multiprocessor over the channel tiles
+/// (a full one of kThreads), at least 16 rows per row lane, as many as
+/// `workspace` holds (the compiler plans batchNormTrainingBytes with
+/// channels-last, workspace::kChannelsLastNormalizationBlocks blocks).
+int rowSplits(const Context &ctx, int64_t channels, int64_t rows, int vec,
               size_t workspaceBytes) {
-  int64_t tiles = (channels + kLastChannels - 1) / kLastChannels;
-  int64_t want = (int64_t(ctx.smCount) * 4 + tiles - 1) / tiles;
+  int64_t packs = channels / vec;
+  int lanes = lastLanes(packs);
+  int64_t tiles = (packs + lanes - 1) / lanes;
+  int64_t want = (int64_t(ctx.smCount) * 8 + tiles - 1) / tiles;
   int64_t room =
       int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
-  int64_t split = std::min({want, room, rows / 64, int64_t(1024)});
+  int64_t split =
+      std::min({want, room, rows / (16 * (kThreads / lanes)), int64_t(1024)});
   return int(std::max<int64_t>(1, split));
 }
 
@@ -443,18 +442,19 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
   int64_t total = x.numElements() / Vec;
   if (last) {
     int64_t rows = batch * spatial;
-    dim3 grid(unsigned((channels + kLastChannels - 1) / kLastChannels),
-              unsigned(splits));
-    bnStatisticsLastKernel<T><<<grid, kThreads, 0, ctx.stream>>>(
-        px, rows, channels, splits, epsilon, partials, pm, ps);
+    int lanes = lastLanes(channels / Vec);
+    dim3 grid(unsigned((channels / Vec + lanes - 1) / lanes), unsigned(splits));
+    bnReduceLastKernel<T, Vec, false><<<grid, kThreads, 0, ctx.stream>>>(
+        px, nullptr, rows, channels, lanes, splits, epsilon, partials, nullptr,
+        nullptr, pm, ps);
     if (splits > 1)
       bnStatisticsFinishKernel<T>
           <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
               px, channels, 1, double(rows), splits, epsilon, partials, pm, ps);
     bnApplyKernel<T, Vec, true>
         <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-            px, static_cast<T *>(y.data), total, channels, 1, pscale, pbias,
-            pm, ps, relu);
+            px, static_cast<T *>(y.data), total, channels, 1, pscale, pbias, pm,
+            ps, relu);
     return;
   }
   int64_t units = batch * spatial / Vec;
@@ -484,11 +484,11 @@ void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
   if (last) {
-    dim3 grid(unsigned((channels + kLastChannels - 1) / kLastChannels),
-              unsigned(splits));
-    bnGradReduceLastKernel<T><<<grid, kThreads, 0, ctx.stream>>>(
-        px, pdy, batch * spatial, channels, splits, pm, ps, partials, pdscale,
-        pdbias);
+    int lanes = lastLanes(channels / Vec);
+    dim3 grid(unsigned((channels / Vec + lanes - 1) / lanes), unsigned(splits));
+    bnReduceLastKernel<T, Vec, true><<<grid, kThreads, 0, ctx.stream>>>(
+        px, pdy, batch * spatial, channels, lanes, splits, 0.0f, partials, pm,
+        ps, pdbias, pdscale);
   } else {
     int64_t units = batch * spatial / Vec;
     dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
@@ -545,8 +545,8 @@ template <typename T, typename F> void withPackWidth(int width, F &&f) {
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
-                       TensorRef invStd, void *workspace,
-                       size_t workspaceBytes, bool channelsLast) {
+                       TensorRef invStd, void *workspace, size_t workspaceBytes,
+                       bool channelsLast) {
   ChannelLayout layout;
   layout.channelsLast = channelsLast;
   if (hasError(ctx) ||
@@ -568,15 +568,15 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
     // channels of one row.
     int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
                           {x.data, y.data});
-    int splits = channelsLast ? rowSplits(ctx, channels, batch * spatial,
-                                          workspaceBytes)
-                              : channelSplits(ctx, channels,
-                                              batch * spatial / width,
-                                              workspaceBytes);
+    int splits =
+        channelsLast
+            ? rowSplits(ctx, channels, batch * spatial, width, workspaceBytes)
+            : channelSplits(ctx, channels, batch * spatial / width,
+                            workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTraining<T, decltype(vec)::value>(
-          ctx, x, y, channels, spatial, channelsLast, splits, epsilon,
-          partials, pm, ps, pscale, pbias, relu);
+          ctx, x, y, channels, spatial, channelsLast, splits, epsilon, partials,
+          pm, ps, pscale, pbias, relu);
     });
   });
   checkLaunch(ctx, node);
@@ -606,15 +606,15 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
     int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
                           {x.data, dy.data, dx.data});
-    int splits = channelsLast ? rowSplits(ctx, channels, batch * spatial,
-                                          workspaceBytes)
-                              : channelSplits(ctx, channels,
-                                              batch * spatial / width,
-                                              workspaceBytes);
+    int splits =
+        channelsLast
+            ? rowSplits(ctx, channels, batch * spatial, width, workspaceBytes)
+            : channelSplits(ctx, channels, batch * spatial / width,
+                            workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTrainingGrad<T, decltype(vec)::value>(
-          ctx, x, dy, dx, channels, spatial, channelsLast, splits, partials,
-          pm, ps, pscale, pdscale, pdbias);
+          ctx, x, dy, dx, channels, spatial, channelsLast, splits, partials, pm,
+          ps, pscale, pdscale, pdbias);
     });
   });
   checkLaunch(ctx, node);

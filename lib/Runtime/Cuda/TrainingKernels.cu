@@ -276,8 +276,8 @@ __global__ void directConvBackwardFilterKernel(const T *x, const T *dy, T *dw,
             int64_t q2 = p2 * g.strides[2] + offset[2];
             if (q2 < 0 || q2 >= g.in[2])
               continue;
-            acc += toFloat(dyp[((p0 * g.out[1] + p1) * g.out[2] + p2) *
-                               dyStride]) *
+            acc += toFloat(
+                       dyp[((p0 * g.out[1] + p1) * g.out[2] + p2) * dyStride]) *
                    toFloat(xp[((q0 * g.in[1] + q1) * g.in[2] + q2) * xStride]);
           }
         }

@@ -686,8 +686,8 @@ void updateLossScale(Context &ctx, const char *node, float growthFactor,
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
-                       TensorRef invStd, void *workspace,
-                       size_t workspaceBytes, bool channelsLast) {
+                       TensorRef invStd, void *workspace, size_t workspaceBytes,
+                       bool channelsLast) {
   ChannelLayout layout;
   layout.channelsLast = channelsLast;
   if (hasError(ctx) ||

@@ -866,9 +866,18 @@ int64_t BatchNormTrainingOp::getFlops() {
 
 /// workspace::kNormalizationSplits splits of per-channel partial
 /// sums.
+/// Channels-last: more splits, over rows of C (Workspace.h).
+static int64_t batchNormWorkspace(Value x, bool channelsLast) {
+  auto type = cast<ShapedType>(x.getType());
+  int64_t channels = type.getDimSize(channelAxis(x, channelsLast));
+  if (!channelsLast)
+    return ::memopt::workspace::batchNormTrainingBytes(channels);
+  return ::memopt::workspace::batchNormTrainingLastBytes(
+      channels, channels ? type.getNumElements() / channels : 0);
+}
+
 int64_t BatchNormTrainingOp::getWorkspaceBytes() {
-  return ::memopt::workspace::batchNormTrainingBytes(
-      getX().getType().getDimSize(channelAxis(getX(), getChannelsLast())));
+  return batchNormWorkspace(getX(), getChannelsLast());
 }
 
 bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
@@ -892,8 +901,7 @@ int64_t BatchNormTrainingGradOp::getFlops() {
 }
 
 int64_t BatchNormTrainingGradOp::getWorkspaceBytes() {
-  return ::memopt::workspace::batchNormTrainingBytes(
-      getX().getType().getDimSize(channelAxis(getX(), getChannelsLast())));
+  return batchNormWorkspace(getX(), getChannelsLast());
 }
 
 bool BatchNormTrainingGradOp::canWriteInPlace(unsigned operandIndex) {

@@ -600,10 +600,10 @@ struct MemOptLayoutPass
       else
         rewriter.setInsertionPointToStart(
             cast<BlockArgument>(value).getOwner());
-      it->second = TransposeOp::create(rewriter, loc,
-                                       permuteType(value.getType(), last),
-                                       value, rewriter.getDenseI64ArrayAttr(last))
-                       .getResult();
+      it->second =
+          TransposeOp::create(rewriter, loc, permuteType(value.getType(), last),
+                              value, rewriter.getDenseI64ArrayAttr(last))
+              .getResult();
       return it->second;
     };
     SmallVector<Value> operands(conv->getOperands());
