@@ -9,6 +9,8 @@
 // The fused language-model head and loss (linear_cross_entropy) trains its
 // own weight. The data-parallel collectives run over one rank (no communicator: copies;
 // the CUDA backend runs them over NCCL when a communicator exists).
+// The *_nhwc ops are the channels-last forms memopt-layout gives a training
+// step (docs/layout.md "Training").
 func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi64> {memopt.name = "labels"}) -> (tensor<f32> {memopt.name = "loss"}) {
   %w = memopt.variable "w" {initial_value = dense<0.5> : tensor<2x1x3x3xf32>, role = "parameter"} : tensor<2x1x3x3xf32> loc("op_variable")
   %m = memopt.variable "w.momentum_buffer" {role = "optimizer_state"} : tensor<2x1x3x3xf32>
@@ -78,5 +80,21 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.sgd_update %hw, %hdw, momentum %hm, lr %lr {momentum = 0.9 : f32} : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<f32>
   %mean = memopt.reduce_mean %c {axes = array<i64: 0, 2, 3>, keepdims = 0 : i64} : (tensor<2x2x3x3xf32>) -> tensor<2xf32>
   memopt.assign %mean to %stat : tensor<2xf32>, tensor<2xf32> loc("op_assign")
+  %probe = memopt.variable "nhwc_probe" {initial_value = dense<0.0> : tensor<2xf32>, role = "statistic"} : tensor<2xf32>
+  %xl = memopt.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x1x5x5xf32>) -> tensor<2x5x5x1xf32>
+  %wl = memopt.transpose %w {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x1x3x3xf32>) -> tensor<2x3x3x1xf32>
+  %cl = memopt.conv %xl, %wl {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x5x5x1xf32>, tensor<2x3x3x1xf32>) -> tensor<2x3x3x2xf32>
+  %yl, %bml, %bsl = memopt.batch_norm_training %cl, %g, %gb {activation = "relu", channels_last} : (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_nhwc")
+  %pl = memopt.max_pool %yl {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x3x3x2xf32>) -> tensor<2x2x2x2xf32>
+  %dyl = memopt.pool_grad %yl, %pl {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x3x3x2xf32>, tensor<2x2x2x2xf32>) -> tensor<2x3x3x2xf32> loc("op_pool_grad_nhwc")
+  %dcl, %dgl, %dgbl = memopt.batch_norm_training_grad %cl, %dyl, %g, %bml, %bsl {channels_last} : (tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_training_grad_nhwc")
+  %dxl = memopt.conv_transpose %dcl, %wl {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x3x3x2xf32>, tensor<2x3x3x1xf32>) -> tensor<2x5x5x1xf32> loc("op_conv_transpose_nhwc")
+  %dwl = memopt.conv_backward_filter %xl, %dcl {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x5x5x1xf32>, tensor<2x3x3x2xf32>) -> tensor<2x3x3x1xf32> loc("op_conv_backward_filter_nhwc")
+  %sw = memopt.reduce_sum %dwl {axes = array<i64: 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x3x3x1xf32>) -> tensor<2xf32>
+  %sx = memopt.reduce_sum %dxl {axes = array<i64: 0, 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x5x5x1xf32>) -> tensor<f32>
+  %s1 = memopt.add %sw, %sx : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %s2 = memopt.add %s1, %dgl : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %s3 = memopt.add %s2, %dgbl : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  memopt.assign %s3 to %probe : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }
