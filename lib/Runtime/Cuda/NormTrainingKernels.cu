@@ -304,6 +304,29 @@ __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
   }
 }
 
+__global__ void bnRunningUpdateKernel(int64_t channels, float momentum,
+                                      float epsilon, const float *mean,
+                                      const float *invStd, float *runningMean,
+                                      float *runningVar) {
+  MEMOPT_GRID_STRIDE(c, channels) {
+    float s = invStd[c];
+    float var = fmaxf(1.0f / (s * s) - epsilon, 0.0f);
+    runningMean[c] = momentum * runningMean[c] + (1.0f - momentum) * mean[c];
+    runningVar[c] = momentum * runningVar[c] + (1.0f - momentum) * var;
+  }
+}
+
+/// Splits per channel so that about four blocks run per multiprocessor, at
+/// least `perSplit` units each, as many as `workspace` holds (2 floats each).
+int channelSplits(const Context &ctx, int64_t channels, int64_t units,
+                  size_t workspaceBytes) {
+  int64_t want = (int64_t(ctx.smCount) * 4 + channels - 1) / channels;
+  int64_t room =
+      int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
+  int64_t split = std::min({want, room, units / 1024, int64_t(1024)});
+  return int(std::max<int64_t>(1, split));
+}
+
 /// The shape of a channels-last reduction block: `lanes` threads side by
 /// side each take a pack of V neighbouring channels (one 16-byte load per
 /// row where the channels allow), kThreads / lanes rows are read at a time.
