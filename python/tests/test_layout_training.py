@@ -130,6 +130,39 @@ def test_channels_last_step_matches_nchw(tmp_path, optimizer_args):
         assert float(np.abs(actual - expected).max()) <= 1e-5 * scale, name
 
 
+def test_bundled_convnet_channels_last_step_matches_nchw(tmp_path):
+    """The bundled convnet (six conv + BatchNormalization + ReLU, a max pool, two residual
+    adds, global average pooling; its softmax head), batch statistics (--bn-batch-stats):
+    three SGD steps NHWC and NCHW, losses and state (running statistics included) within
+    1e-5."""
+    model = os.path.join(REPO, "models", "tiny_convnet.onnx")
+    rng = np.random.default_rng(31)
+    x, y = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(x, rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    np.save(y, np.array([4], np.int64))
+    args = ["--bn-batch-stats", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    input_name = onnx.load(model, load_external_data=False).graph.input[0].name
+    losses, states = {}, {}
+    for layout in ("nchw", "nhwc"):
+        folder = tmp_path / layout
+        folder.mkdir()
+        out = folder / "step"
+        run([COMPILE, model, "--train", "--target", "host", "--layout", layout, "-o", out,
+             "--quiet", *args])
+        state = folder / "state"
+        result = run([out, "--steps", "3", "--save-state", state, "--input",
+                      f"{input_name}={x}", "--input", f"labels={y}"])
+        losses[layout] = [float(line.split()[-1]) for line in result.stdout.splitlines()
+                          if line.startswith("step ")]
+        states[layout] = {name: np.load(state / name) for name in os.listdir(state)}
+    assert len(losses["nhwc"]) == 3
+    np.testing.assert_allclose(losses["nhwc"], losses["nchw"], rtol=1e-5)
+    assert sorted(states["nhwc"]) == sorted(states["nchw"])
+    for name, expected in states["nchw"].items():
+        scale = max(float(np.abs(expected).max()), 1e-30)
+        assert float(np.abs(states["nhwc"][name] - expected).max()) <= 1e-5 * scale, name
+
+
 def test_training_program_is_channels_last(tmp_path):
     """The training program after the layout pass: every convolution and its gradients
     channels-last, batch normalization (forward and backward), max pooling (forward and
