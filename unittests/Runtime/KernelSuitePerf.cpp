@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelSuite.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -48,6 +49,81 @@ int runPerf(Context *ctx, const std::string &filter) {
     std::function<void(Context &, std::vector<TensorRef> &)> run;
   };
   const int64_t big = int64_t(1) << 26;
+  // [N, C, H, W] or, channels-last, [N, H, W, C].
+  auto layoutShape = [](int64_t n, int64_t c, int64_t h, int64_t w, bool last) {
+    return last ? std::vector<int64_t>{n, h, w, c}
+                : std::vector<int64_t>{n, c, h, w};
+  };
+  auto bnTrainingPerf = [&](const char *name, bool last) {
+    std::vector<int64_t> shape = layoutShape(64, 64, 56, 56, last);
+    double elements = 64.0 * 64 * 56 * 56;
+    return Perf{
+        name, 8.0 * 2 * elements, 0,
+        [=](Suite &s, std::vector<TensorRef> &t) {
+          t = {s.random(DType::BF16, shape),
+               s.random(DType::F32, {64}),
+               s.random(DType::F32, {64}),
+               s.empty(DType::BF16, shape),
+               s.empty(DType::F32, {64}),
+               s.empty(DType::F32, {64}),
+               s.random(DType::BF16, shape),
+               s.empty(DType::F32, {64}),
+               s.empty(DType::F32, {64}),
+               s.empty(DType::U8, {workspace::batchNormTrainingLastBytes(
+                                      64, 64 * 56 * 56)}),
+               s.empty(DType::BF16, shape)};
+        },
+        [=](Context &c, std::vector<TensorRef> &t) {
+          batchNormTraining(c, "bn", 1e-5f, Activation::Relu, t[0], t[1], t[2],
+                            t[3], t[4], t[5], t[9].data, t[9].bytes(), last);
+          batchNormTrainingGrad(c, "bn_grad", t[0], t[6], t[1], t[4], t[5],
+                                t[10], t[7], t[8], t[9].data, t[9].bytes(),
+                                last);
+        }};
+  };
+  auto convGradientsPerf = [&](const char *name, bool last) {
+    std::vector<int64_t> act = layoutShape(64, 64, 56, 56, last);
+    std::vector<int64_t> filter = layoutShape(64, 64, 3, 3, last);
+    return Perf{name, 0, 2 * 2.0 * 64 * 56 * 56 * 64 * 64 * 9,
+                [=](Suite &s, std::vector<TensorRef> &t) {
+                  t = {s.random(DType::BF16, act),
+                       s.random(DType::BF16, filter),
+                       s.random(DType::BF16, act),
+                       s.empty(DType::BF16, act),
+                       s.empty(DType::BF16, filter),
+                       s.empty(DType::U8, {int64_t(64) << 20})};
+                },
+                [=](Context &c, std::vector<TensorRef> &t) {
+                  ConvParams p;
+                  p.channelsLast = last;
+                  for (int i = 0; i < 2; ++i)
+                    p.padsBegin[i] = p.padsEnd[i] = 1;
+                  convTranspose(c, "conv_dx", p, t[2], t[1], nullptr, t[3],
+                                t[5].data, t[5].bytes());
+                  convBackwardFilter(c, "conv_dw", p, t[0], t[2], t[4],
+                                     t[5].data, t[5].bytes());
+                }};
+  };
+  auto maxPoolGradPerf = [&](const char *name, bool last) {
+    std::vector<int64_t> in = layoutShape(64, 64, 112, 112, last);
+    std::vector<int64_t> out = layoutShape(64, 64, 56, 56, last);
+    double elements = 64.0 * 64 * 112 * 112;
+    return Perf{name, 2.0 * (2 * elements + elements / 4), 0,
+                [=](Suite &s, std::vector<TensorRef> &t) {
+                  t = {s.random(DType::BF16, in), s.random(DType::BF16, out),
+                       s.empty(DType::BF16, in)};
+                },
+                [=](Context &c, std::vector<TensorRef> &t) {
+                  PoolParams p;
+                  p.channelsLast = last;
+                  for (int i = 0; i < 2; ++i) {
+                    p.kernel[i] = 3;
+                    p.strides[i] = 2;
+                    p.padsBegin[i] = p.padsEnd[i] = 1;
+                  }
+                  poolGrad(c, "pool_grad", p, t[0], t[1], t[2]);
+                }};
+  };
   std::vector<Perf> perfs = {
       {"add_f16_64M", 3.0 * 2 * big, 0,
        [&](Suite &s, std::vector<TensorRef> &t) {
@@ -80,6 +156,17 @@ int runPerf(Context *ctx, const std::string &filter) {
        [](Context &c, std::vector<TensorRef> &t) {
          layerNorm(c, "ln", 1, 1e-5f, t[0], t[1], nullptr, t[2]);
        }},
+      // ResNet-50's first stage at batch 64 (bf16 training): batch
+      // normalization forward + backward (x read twice and y written, then x
+      // and dy read twice and dx written), the 3x3 convolution's data and
+      // filter gradients, the stem's max-pool gradient, channels-first and
+      // channels-last (memopt-layout on a training step).
+      bnTrainingPerf("bn_training_fwd_bwd_bf16_64x64x56x56", false),
+      bnTrainingPerf("bn_training_fwd_bwd_bf16_64x56x56x64_nhwc", true),
+      convGradientsPerf("conv3x3_gradients_bf16_64x64x56x56", false),
+      convGradientsPerf("conv3x3_gradients_bf16_64x56x56x64_nhwc", true),
+      maxPoolGradPerf("max_pool_grad_bf16_64x64x112x112", false),
+      maxPoolGradPerf("max_pool_grad_bf16_64x112x112x64_nhwc", true),
       {"softmax_f16_16384x1000", 2.0 * 2 * 16384 * 1000, 0,
        [&](Suite &s, std::vector<TensorRef> &t) {
          t = {s.random(DType::F16, {16384, 1000}),
