@@ -177,8 +177,8 @@ def main(argv=None):
                         "tf32: f32 tensors, TF32 math in convolutions and matrix products)")
     p.add_argument("--layout", choices=("auto", "nchw", "nhwc"),
                    help="memopt-compile --layout (default: memopt's, auto); prepare.json "
-                        "records the layout each program got (training programs keep NCHW "
-                        "until the layout pass lays them out, docs/layout.md)")
+                        "records the layout each program got (training programs follow "
+                        "the same policy as inference, docs/layout.md \"Training\")")
     p.add_argument("--budget-fractions", nargs="*", type=float, default=[],
                    help="also compile each configuration with --memory-budget = gradients "
                         "alive at the unconstrained peak + F x the unconstrained activation "

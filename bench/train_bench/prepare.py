@@ -132,7 +132,7 @@ def compile_one(command, out, key, programs, summary, precision, extra=None, tim
     report.pop("buffers", None)
     report.pop("live_bytes_per_op", None)
     # memopt-layout's line ("[layout] auto: 0 of 53 convolutions channels-last, ..."), which
-    # says what --layout gave the program (training programs keep NCHW today).
+    # says what --layout gave the program (training steps too: docs/layout.md, "Training").
     layout_line = next((line for line in proc.stdout.splitlines()
                         if line.startswith("[layout]")), None)
     summary["configs"][key] = {"compile_s": round(seconds, 1), "command": shown,
