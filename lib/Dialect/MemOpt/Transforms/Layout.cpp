@@ -560,11 +560,18 @@ struct MemOptLayoutPass
 
   /// Whether `conv` runs channels-last; `grouped`: the function has a
   /// grouped convolution.
-  bool chooseChannelsLast(Operation *conv, StringRef precision,
-                          bool grouped) const {
+  bool chooseChannelsLast(Operation *conv, StringRef precision, bool grouped,
+                          bool training) const {
     if (layout == "nhwc")
       return true;
     if (layout != "auto" || target != "cuda")
+      return false;
+    // Training steps stay channels-first under `auto` until their
+    // channels-last kernels win: measured on an H200 (2026-11-29, ResNet-50
+    // b64 bf16 SGD, --bn-batch-stats, CUDA graphs), NCHW 28.2 / 31.3 ms and
+    // NHWC 48.5 / 48.0 ms a step (docs/layout.md, "Training"). `--layout
+    // nhwc` lays them out channels-last.
+    if (training)
       return false;
     Type element =
         cast<RankedTensorType>(conv->getOperand(0).getType()).getElementType();
@@ -638,6 +645,8 @@ struct MemOptLayoutPass
     StringRef precision;
     if (auto attr = function->getAttrOfType<StringAttr>("memopt.precision"))
       precision = attr.getValue();
+    bool training = false;
+    function.walk([&](VariableOp) { training = true; });
     bool grouped = false;
     function.walk([&](Operation *op) {
       if (!isConvolution(op))
@@ -651,7 +660,7 @@ struct MemOptLayoutPass
       if (!isConvolution(op) || op->hasAttr("channels_last"))
         return;
       ++convs;
-      if (chooseChannelsLast(op, precision, grouped))
+      if (chooseChannelsLast(op, precision, grouped, training))
         chosen.push_back(op);
     });
     if (!chosen.empty()) {
