@@ -440,6 +440,10 @@ def test_profile_times_feed_the_solver(compiler, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "profile-kind:" in proc.stdout
     times = json.load(open(times_path))
+    # Entries in angle brackets are the run's own figures (docs/fit.md): the micro-batch the
+    # times were measured at (the scaled prediction reads it), copy and launch costs.
+    constants = {key: times.pop(key) for key in list(times) if key.startswith("<")}
+    assert constants.get("<micro-batch>") == 1, constants  # the batch of 1 above
     # Ops carry their ONNX node's name; optimizer updates the parameter's, the loss "loss".
     graph = onnx.load(zoo.BUNDLED_PATH).graph
     nodes = {node.name for node in graph.node}
