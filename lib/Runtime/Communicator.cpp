@@ -20,6 +20,8 @@
 // arrived and the call it waited in: PyTorch's NCCL watchdog (a collective
 // not complete within the process group's timeout tears the group down) for
 // threads, where the rendezvous itself knows who is missing.
+// MEMOPT_FAULT_LATE_RANK=R:SECONDS makes rank R sleep before each call, so
+// tests reach that path deterministically instead of racing the threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +37,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 namespace memopt::rt {
 
@@ -123,14 +126,16 @@ std::string secondsText(double seconds) {
 /// The state the ranks of one group share.
 class Group {
 public:
-  Group(int size, double timeoutSeconds)
-      : size_(size), timeoutSeconds_(timeoutSeconds), posted_(size_t(size)),
-        here_(size_t(size), false) {}
+  Group(int size, double timeoutSeconds, LateRank late)
+      : size_(size), timeoutSeconds_(timeoutSeconds), late_(late),
+        posted_(size_t(size)), here_(size_t(size), false) {}
   int size() const { return size_; }
 
   /// Posts `call` of `rank` (phase 1). Returns false with `error` when the
   /// group is aborted or the ranks' calls differ.
   bool post(int rank, const Call &call, std::string &error) {
+    if (rank == late_.rank)
+      std::this_thread::sleep_for(std::chrono::duration<double>(late_.seconds));
     posted_[size_t(rank)] = call;
     return arrive(
         [&] {
@@ -240,6 +245,7 @@ private:
 
   const int size_;
   const double timeoutSeconds_;
+  const LateRank late_;
   std::mutex mutex_;
   std::condition_variable cv_;
   int arrived_ = 0;
@@ -426,10 +432,15 @@ private:
 
 std::vector<std::unique_ptr<Communicator>>
 createInProcessCommunicators(int ranks, double timeoutSeconds) {
+  return createInProcessCommunicators(ranks, timeoutSeconds, LateRank());
+}
+
+std::vector<std::unique_ptr<Communicator>>
+createInProcessCommunicators(int ranks, double timeoutSeconds, LateRank late) {
   std::vector<std::unique_ptr<Communicator>> communicators;
   if (ranks < 1)
     return communicators;
-  auto group = std::make_shared<Group>(ranks, timeoutSeconds);
+  auto group = std::make_shared<Group>(ranks, timeoutSeconds, late);
   for (int r = 0; r < ranks; ++r)
     communicators.push_back(std::make_unique<InProcessCommunicator>(group, r));
   return communicators;
@@ -448,6 +459,31 @@ bool collectiveTimeoutFromEnvironment(double &seconds, std::string &error) {
     return false;
   }
   seconds = parsed;
+  return true;
+}
+
+bool lateRankFromEnvironment(int ranks, LateRank &late, std::string &error) {
+  late = LateRank();
+  const char *text = std::getenv("MEMOPT_FAULT_LATE_RANK");
+  if (!text || !*text)
+    return true;
+  char *end = nullptr;
+  long rank = std::strtol(text, &end, 10);
+  double seconds = -1;
+  if (end && *end == ':') {
+    const char *rest = end + 1;
+    seconds = std::strtod(rest, &end);
+    if (end == rest)
+      seconds = -1;
+  }
+  if (!end || *end || rank < 0 || rank >= ranks || !(seconds >= 0) ||
+      seconds > 1e6) {
+    error = std::string("MEMOPT_FAULT_LATE_RANK='") + text +
+            "' is not RANK:SECONDS with a rank below " + std::to_string(ranks);
+    return false;
+  }
+  late.rank = int(rank);
+  late.seconds = seconds;
   return true;
 }
 

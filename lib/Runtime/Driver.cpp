@@ -667,9 +667,11 @@ bool RankGroup::init(const ProgramInfo *program, int ranks,
   }
   if (program->dataParallelSize >= 1) {
     double timeout = 0;
-    if (!collectiveTimeoutFromEnvironment(timeout, error))
+    LateRank late;
+    if (!collectiveTimeoutFromEnvironment(timeout, error) ||
+        !lateRankFromEnvironment(ranks, late, error))
       return false;
-    communicators_ = createInProcessCommunicators(ranks, timeout);
+    communicators_ = createInProcessCommunicators(ranks, timeout, late);
   }
   if (ranks > 1 && options.hostThreads == 0) {
     // The ranks share the cores (MEMOPT_HOST_THREADS counts all of them).

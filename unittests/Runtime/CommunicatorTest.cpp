@@ -391,6 +391,51 @@ TEST(Communicator, TimeoutFromTheEnvironment) {
     unsetenv("MEMOPT_NCCL_TIMEOUT_S");
 }
 
+TEST(Communicator, InjectedLateRankTimesOut) {
+  // MEMOPT_FAULT_LATE_RANK's rank sleeps before each call: the others wait
+  // for it past the timeout, however the threads are scheduled.
+  std::vector<std::unique_ptr<Communicator>> comms =
+      createInProcessCommunicators(3, 0.05, LateRank{2, 1.0});
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      float x = 1;
+      if (!comms[size_t(r)]->allReduce(&x, &x, 1, DType::F32,
+                                       CollectiveReduction::Sum, nullptr))
+        errors[size_t(r)] = comms[size_t(r)]->error();
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(errors[size_t(r)].find("for rank 2 of 3"), std::string::npos)
+        << errors[size_t(r)];
+}
+
+TEST(Communicator, LateRankFromTheEnvironment) {
+  const char *old = std::getenv("MEMOPT_FAULT_LATE_RANK");
+  std::string saved = old ? old : "";
+  LateRank late;
+  std::string error;
+  unsetenv("MEMOPT_FAULT_LATE_RANK");
+  EXPECT_TRUE(lateRankFromEnvironment(2, late, error));
+  EXPECT_EQ(late.rank, -1);
+  setenv("MEMOPT_FAULT_LATE_RANK", "1:0.5", 1);
+  EXPECT_TRUE(lateRankFromEnvironment(2, late, error));
+  EXPECT_EQ(late.rank, 1);
+  EXPECT_EQ(late.seconds, 0.5);
+  for (const char *bad : {"2:1", "1", "1:", "x:1", "1:-1", "-1:1"}) {
+    setenv("MEMOPT_FAULT_LATE_RANK", bad, 1);
+    EXPECT_FALSE(lateRankFromEnvironment(2, late, error)) << bad;
+    EXPECT_EQ(error, std::string("MEMOPT_FAULT_LATE_RANK='") + bad +
+                         "' is not RANK:SECONDS with a rank below 2");
+  }
+  if (old)
+    setenv("MEMOPT_FAULT_LATE_RANK", saved.c_str(), 1);
+  else
+    unsetenv("MEMOPT_FAULT_LATE_RANK");
+}
+
 TEST(Communicator, BadBroadcastRootFails) {
   runRanks(2, [&](int, Communicator &comm) {
     float x = 1;

@@ -147,6 +147,22 @@ bool collectiveTimeoutFromEnvironment(double &seconds, std::string &error);
 std::vector<std::unique_ptr<Communicator>> createInProcessCommunicators(
     int ranks, double timeoutSeconds = kDefaultCollectiveTimeoutSeconds);
 
+/// Fault injection for the in-process group (tests of the timeout path):
+/// one rank that comes late to every collective.
+struct LateRank {
+  int rank = -1;        ///< -1: none.
+  double seconds = 0.0; ///< How long it sleeps before posting each call.
+};
+
+/// MEMOPT_FAULT_LATE_RANK=R:SECONDS (unset: no late rank). False with a
+/// message for a value that is not "rank:seconds" with rank in [0, ranks)
+/// and seconds >= 0.
+bool lateRankFromEnvironment(int ranks, LateRank &late, std::string &error);
+
+/// The same group with `late` injected.
+std::vector<std::unique_ptr<Communicator>>
+createInProcessCommunicators(int ranks, double timeoutSeconds, LateRank late);
+
 //===----------------------------------------------------------------------===//
 // One process per rank (the CUDA backend, over NCCL)
 //===----------------------------------------------------------------------===//
