@@ -5,6 +5,7 @@
 #include "memopt/Planner/ExactSolver.h"
 #include "memopt/Planner/Validator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -60,6 +61,7 @@ private:
   PlanResult runDecision(int64_t capacity);
   PlanResult runDecisionWithHeuristics(int64_t capacity);
   PlanResult runMinimize();
+  int64_t nextArena(int64_t bytes) const;
   std::string bytes(int64_t value) { return std::to_string(value) + " bytes"; }
 
   const Problem &problem;
@@ -102,6 +104,26 @@ PlanResult PlanBuilder::runHeuristic(BestFitOrder order, Algorithm algorithm) {
                       bytes(result.plan.arenaSize) + ", over the capacity of " +
                       bytes(*options.capacity));
   return finish(PlanStatus::Ok);
+}
+
+/// The smallest arena of at least `bytes` that a packing can have. An arena
+/// is the end of its topmost buffer, an offset that is a multiple of the
+/// buffer's alignment plus its size, so between two such ends no capacity
+/// can be met that the lower one does not meet: a probe there would repeat
+/// one the search has answered.
+int64_t PlanBuilder::nextArena(int64_t bytes) const {
+  int64_t best = -1;
+  for (const Buffer &buffer : problem.buffers) {
+    if (buffer.size <= 0)
+      continue;
+    int64_t end = buffer.size;
+    if (end < bytes)
+      end += (bytes - end + buffer.alignment - 1) / buffer.alignment *
+             buffer.alignment;
+    if (best < 0 || end < best)
+      best = end;
+  }
+  return best < 0 ? bytes : best;
 }
 
 PlanResult PlanBuilder::runDecision(int64_t capacity) {
@@ -156,7 +178,7 @@ PlanResult PlanBuilder::runMinimize() {
                            : Algorithm::BestFitSize))
     return finish(PlanStatus::InvalidPlan, result.message);
 
-  int64_t low = lowerBound;
+  int64_t low = nextArena(lowerBound);
   int64_t high = result.plan.arenaSize; // Known feasible.
   if (options.capacity && high > *options.capacity) {
     Plan heuristic = result.plan;
@@ -170,18 +192,26 @@ PlanResult PlanBuilder::runMinimize() {
     high = result.plan.arenaSize;
   }
 
-  // Look for smaller arenas: max-live first (often feasible, and then
-  // optimal), then bisection. A probe that times out counts as failed, so the
-  // result is then not proved optimal.
-  bool allProbesAnswered = true;
+  // Look for smaller arenas, in granules (a capacity of k granules is met by
+  // any arena that rounds up to k): the lower bound's granule first (often
+  // feasible, and then optimal), then bisection. Only arenas a packing can
+  // have are probed (nextArena). A probe that times out counts as failed but
+  // proves nothing, so `proved` stays where the answered probes left it.
+  int64_t granule = std::max<int64_t>(1, options.granule);
+  auto granules = [&](int64_t value) {
+    return (value + granule - 1) / granule;
+  };
+  int64_t proved = low;
   bool first = true;
-  while (low < high) {
+  while (granules(low) < granules(high)) {
     Clock::time_point now = Clock::now();
     if (now >= deadline)
       break;
-    int64_t target = first ? low : low + (high - low) / 2;
+    int64_t lowUnits = granules(low), highUnits = granules(high);
+    int64_t target =
+        (first ? lowUnits : lowUnits + (highUnits - lowUnits) / 2) * granule;
     first = false;
-    // Each probe gets half of what is left: max-live first, since a packing
+    // Each probe gets half of what is left: the bound first, since a packing
     // there is optimal and is usually found fast when one exists.
     Clock::time_point probeDeadline = now + (deadline - now) / 2;
     ExactSearchResult search = searchPacking(problem, target, probeDeadline);
@@ -192,11 +222,13 @@ PlanResult PlanBuilder::runMinimize() {
       high = result.plan.arenaSize;
       continue;
     }
-    if (search.outcome == SearchOutcome::TimedOut)
-      allProbesAnswered = false;
-    low = target + 1;
+    // Nothing fits in `target`: no arena below the next one a packing can
+    // have (proved only when the search was exhaustive).
+    low = nextArena(target + 1);
+    if (search.outcome == SearchOutcome::Infeasible)
+      proved = std::max(proved, low);
   }
-  result.provedOptimal = low >= high && allProbesAnswered;
+  result.provedOptimal = granules(proved) >= granules(high);
   return finish(PlanStatus::Ok);
 }
 

@@ -54,6 +54,14 @@ struct PlanOptions {
   /// Wall-clock budget for the exact search (the heuristics always run to
   /// completion; they take milliseconds).
   double timeLimitSeconds = 10.0;
+  /// Arenas that round up to the same multiple of `granule` bytes cost the
+  /// same: the allocator the plan is for rounds every allocation up to at
+  /// least this (memopt's runtime allocates the arena with cudaMalloc, whose
+  /// sizes go up in 512-byte steps at least, and the pass plans at 256-byte
+  /// offsets). The minimizer then stops as soon as the incumbent rounds to
+  /// the lower bound's granule, and counts that as optimal. 1: bytes, as
+  /// MiniMalloc's benchmark counts them.
+  int64_t granule = 1;
 };
 
 enum class PlanStatus {
@@ -84,7 +92,8 @@ struct PlanResult {
   /// The lower bound the arena is measured against.
   int64_t maxLive = 0;
   /// True when the arena is proved minimal (it equals max-live, or the exact
-  /// search showed every smaller arena infeasible).
+  /// search showed every smaller arena infeasible), counted in
+  /// `PlanOptions::granule`s.
   bool provedOptimal = false;
   double seconds = 0;
   /// Exact-search nodes visited (0 for the heuristics).

@@ -72,6 +72,10 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
   planner::PlanOptions options;
   options.algorithm = planOptions.algorithm;
   options.timeLimitSeconds = planOptions.timeLimitSeconds;
+  // The arena is one allocation whose size the allocator rounds up anyway
+  // (cudaMalloc: 512-byte steps at least): arenas within one alignment
+  // granule cost the same, and the exact search stops there.
+  options.granule = planOptions.alignment;
   if (planOptions.capacity > 0)
     options.capacity = planOptions.capacity;
   planner::PlanResult result = planner::plan(problem, options);
