@@ -135,15 +135,18 @@ def test_generated_model_follows_the_layout(precision, tolerance, compiler, tmp_
 
 
 def test_auto_layout_follows_the_target_and_precision(compiler, tmp_path):
-    """auto: channels-last for f16 / bf16 / TF32 on CUDA when no convolution is grouped; the
-    CUDA source says so in its conv params."""
+    """auto: channels-last for f16 / bf16 / TF32 on CUDA unless a convolution is grouped but
+    not depthwise (group 2 of 8 channels; group 8 is depthwise: memopt's channels-last kernel
+    or cuDNN's, the runtime measures); the CUDA source says so in its conv params."""
     paths = {}
-    for group in (1, 2):
+    for group in (1, 2, 8):
         paths[group] = str(tmp_path / f"layout_g{group}.onnx")
         e2e.onnx.save(_layout_model(np.random.default_rng(7), group), paths[group])
     cases = {("cuda", "fp16", 1): True, ("cuda", "bf16", 1): True, ("cuda", "tf32", 1): True,
              ("cuda", "fp32", 1): False, ("host", "fp16", 1): False,
-             ("cuda", "fp16", 2): False, ("cuda", "tf32", 2): False}
+             ("cuda", "fp16", 2): False, ("cuda", "tf32", 2): False,
+             ("cuda", "fp16", 8): True, ("cuda", "bf16", 8): True, ("cuda", "tf32", 8): True,
+             ("cuda", "fp32", 8): False, ("host", "fp16", 8): False}
     for (target, precision, group), channels_last in cases.items():
         out = str(tmp_path / f"{target}_{precision}_{group}")
         proc = e2e._run([compiler, paths[group], "-o", out, "--target", target, "--emit",

@@ -146,11 +146,20 @@ func.func @reduce_no_keepdims(%x: tensor<2x2x5x5xf16>) -> tensor<2x4xf16> {
 // -----
 
 // ConvNeXt: the exporter's own permutes to NHWC for LayerNorm and back
-// cancel against the convolution's channels-last result (layout=nhwc). Under
-// auto a depthwise convolution keeps the function NCHW, in f16 too (cuDNN's
-// channels-last grouped kernels were slower on the whole model).
+// cancel against the convolution's channels-last result. A depthwise
+// convolution (group == C_in == C_out) goes channels-last under auto too:
+// the CUDA runtime runs it on memopt's depthwise kernel or cuDNN's,
+// whichever it measures faster.
 // CHECK-LABEL: func.func @convnext_permutes
-// CHECK-SAME: memopt.layout = "nchw"
+// CHECK-SAME: memopt.layout = "nhwc"
+// CHECK-COUNT-1: memopt.transpose %arg0
+// CHECK: memopt.conv {{.*}}channels_last{{.*}}group = 4
+// CHECK-NEXT: memopt.layer_normalization
+// CHECK: memopt.add
+// CHECK: memopt.transpose %{{.*}} {perm = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT: return
+// HOST-LABEL: func.func @convnext_permutes
+// HOST-SAME: memopt.layout = "nchw"
 // NHWC-LABEL: func.func @convnext_permutes
 // NHWC-COUNT-1: memopt.transpose %arg0
 // NHWC: memopt.conv {{.*}}channels_last
@@ -209,9 +218,11 @@ func.func @tf32_dense(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> attributes
 
 // -----
 
+// TF32 with a depthwise convolution: channels-last under auto, the 1x1
+// and the depthwise convolution alike (the whole function, as dense nets).
 // CHECK-LABEL: func.func @tf32_depthwise
-// CHECK-SAME: memopt.layout = "nchw"
-// CHECK-NOT: channels_last
+// CHECK-SAME: memopt.layout = "nhwc"
+// CHECK-COUNT-2: channels_last
 // NHWC-LABEL: func.func @tf32_depthwise
 // NHWC-COUNT-2: channels_last
 func.func @tf32_depthwise(%x: tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> attributes {memopt.precision = "tf32"} {
@@ -220,6 +231,67 @@ func.func @tf32_depthwise(%x: tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> attrib
   %c = memopt.conv %x, %w {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x5x5xf32>
   %e = memopt.conv %c, %d {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x5x5xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x5x5xf32>
   return %e : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+// Grouped convolutions that are not depthwise keep the function NCHW under
+// auto: cuDNN's channels-last grouped kernels alone run them (slower on the
+// whole model), memopt's depthwise kernel does not. A group of 2 channels
+// (ResNeXt-like), a channel multiplier of 2 (group == C_in, C_out = 2 C_in)
+// and a 3-D depthwise convolution; layout=nhwc converts them anyway.
+// CHECK-LABEL: func.func @grouped_not_depthwise
+// CHECK-SAME: memopt.layout = "nchw"
+// CHECK-NOT: channels_last
+// CHECK: return
+// NHWC-LABEL: func.func @grouped_not_depthwise
+// NHWC-COUNT-2: channels_last
+func.func @grouped_not_depthwise(%x: tensor<1x4x5x5xf16>) -> tensor<1x8x5x5xf16> {
+  %w = memopt.constant dense<0.5> : tensor<4x2x3x3xf16>
+  %m = memopt.constant dense<0.5> : tensor<8x1x3x3xf16>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x5x5xf16>, tensor<4x2x3x3xf16>) -> tensor<1x4x5x5xf16>
+  %d = memopt.conv %c, %m {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x5x5xf16>, tensor<8x1x3x3xf16>) -> tensor<1x8x5x5xf16>
+  return %d : tensor<1x8x5x5xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @multiplier_two
+// CHECK-SAME: memopt.layout = "nchw"
+// CHECK-NOT: channels_last
+// CHECK: return
+func.func @multiplier_two(%x: tensor<1x4x5x5xbf16>) -> tensor<1x8x5x5xbf16> {
+  %m = memopt.constant dense<0.5> : tensor<8x1x3x3xbf16>
+  %d = memopt.conv %x, %m {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x5x5xbf16>, tensor<8x1x3x3xbf16>) -> tensor<1x8x5x5xbf16>
+  return %d : tensor<1x8x5x5xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @depthwise_3d
+// CHECK-SAME: memopt.layout = "nchw"
+// CHECK-NOT: channels_last
+// CHECK: return
+func.func @depthwise_3d(%x: tensor<1x4x3x5x5xf16>) -> tensor<1x4x3x5x5xf16> {
+  %m = memopt.constant dense<0.5> : tensor<4x1x3x3x3xf16>
+  %d = memopt.conv %x, %m {kernel_shape = array<i64: 3, 3, 3>, strides = array<i64: 1, 1, 1>, pads = array<i64: 1, 1, 1, 1, 1, 1>, dilations = array<i64: 1, 1, 1>, group = 4 : i64} : (tensor<1x4x3x5x5xf16>, tensor<4x1x3x3x3xf16>) -> tensor<1x4x3x5x5xf16>
+  return %d : tensor<1x4x3x5x5xf16>
+}
+
+// -----
+
+// A depthwise residual convolution (bf16, stride 2, 5x5, as EfficientNet's)
+// goes channels-last with its shortcut.
+// CHECK-LABEL: func.func @depthwise_residual
+// CHECK-SAME: memopt.layout = "nhwc"
+// CHECK: memopt.conv_residual {{.*}}channels_last{{.*}}group = 6
+// HOST-LABEL: func.func @depthwise_residual
+// HOST-SAME: memopt.layout = "nchw"
+func.func @depthwise_residual(%x: tensor<2x6x9x9xbf16>, %z: tensor<2x6x5x5xbf16>) -> tensor<2x6x5x5xbf16> {
+  %w = memopt.constant dense<0.5> : tensor<6x1x5x5xbf16>
+  %b = memopt.constant dense<0.1> : tensor<6xbf16>
+  %s = memopt.conv_residual %x, %w, %b, %z {kernel_shape = array<i64: 5, 5>, strides = array<i64: 2, 2>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, activation = "relu", group = 6 : i64} : (tensor<2x6x9x9xbf16>, tensor<6x1x5x5xbf16>, tensor<6xbf16>, tensor<2x6x5x5xbf16>) -> tensor<2x6x5x5xbf16>
+  return %s : tensor<2x6x5x5xbf16>
 }
 
 // -----

@@ -475,6 +475,59 @@ TEST_F(HostKernels, ChannelsLastMatchesChannelsFirst) {
 // filter, strided with output_padding, grouped) and filter gradient (KRSC
 // dW), the max / average pool gradient, batch normalization's training
 // forward (statistics, relu) and backward.
+// Depthwise convolutions channels-last (group == C_in == C_out, the
+// convolutions memopt's CUDA depthwise kernel runs and the kernel suite
+// compares it with): the ONNX definition, at the kernel sizes and strides of
+// its fast paths, with a channel count that is no multiple of 8, odd sizes,
+// bias and ReLU, and in place over a residual.
+TEST_F(HostKernels, ChannelsLastDepthwiseMatchesReference) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    for (int64_t k : {int64_t(3), int64_t(5), int64_t(7)})
+      for (int64_t stride : {int64_t(1), int64_t(2)}) {
+        SCOPED_TRACE("k " + std::to_string(k) + " stride " +
+                     std::to_string(stride));
+        ConvParams p;
+        p.group = 13;
+        p.activation = Activation::Relu;
+        for (int a = 0; a < 2; ++a) {
+          p.strides[a] = stride;
+          p.padsBegin[a] = p.padsEnd[a] = k / 2;
+        }
+        Buffer x = random(dtype, {2, 13, 9, 11}, 60);
+        Buffer w = random(dtype, {13, 1, k, k}, 61);
+        Buffer bias = random(dtype, {13}, 62);
+        TensorRef biasRef = bias.ref();
+        std::vector<int64_t> yShape = {2, 13, (9 - 1) / stride + 1,
+                                       (11 - 1) / stride + 1};
+        std::vector<double> expected = referenceConv2d(x, w, &bias, p, yShape);
+        Buffer xl = permuteChannels(x), wl = permuteChannels(w);
+        Buffer yl(dtype, {yShape[0], yShape[2], yShape[3], yShape[1]});
+        ConvParams pl = p;
+        pl.channelsLast = true;
+        conv(*ctx, "conv_dw_nhwc", pl, xl.ref(), wl.ref(), &biasRef, yl.ref(),
+             nullptr, 0);
+        ASSERT_EQ(contextError(*ctx), nullptr);
+        expectClose(permuteChannels(yl, true), expected, tolerance(dtype) * 4);
+
+        // In place over the residual: relu(conv + bias + z).
+        ConvParams linear = p;
+        linear.activation = Activation::None;
+        Buffer z = random(dtype, {2, 13, yShape[2], yShape[3]}, 63);
+        std::vector<double> withResidual =
+            referenceConv2d(x, w, &bias, linear, yShape);
+        for (size_t i = 0; i < withResidual.size(); ++i)
+          withResidual[i] = std::max(0.0, withResidual[i] + z.at(int64_t(i)));
+        Buffer zl = permuteChannels(z);
+        convResidual(*ctx, "conv_dw_residual_nhwc", pl, xl.ref(), wl.ref(),
+                     &biasRef, zl.ref(), zl.ref(), nullptr, 0);
+        ASSERT_EQ(contextError(*ctx), nullptr);
+        expectClose(permuteChannels(zl, true), withResidual,
+                    tolerance(dtype) * 4);
+      }
+  }
+}
+
 TEST_F(HostKernels, TrainingChannelsLastMatchesChannelsFirst) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(dtypeName(dtype));

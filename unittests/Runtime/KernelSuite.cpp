@@ -38,6 +38,7 @@ std::vector<Case> buildCases() {
   addElementwiseCases(cases);
   addMatmulCases(cases);
   addConvCases(cases);
+  addDepthwiseCases(cases);
   addPoolCases(cases);
   addTrainingCases(cases);
   addChannelsLastTrainingCases(cases);
@@ -109,7 +110,13 @@ int main(int argc, char **argv) {
   Context *ctx = createContext(options);
   options.cudnnAttention = false;
   Context *kernels = createContext(options);
-  for (Context *c : {ctx, kernels})
+  options.cudnnAttention = true;
+  options.convEngine = ConvEngine::Cudnn;
+  Context *cudnnConv = createContext(options);
+  options.convEngine = ConvEngine::Memopt;
+  Context *memoptConv = createContext(options);
+  const std::vector<Context *> contexts = {ctx, kernels, cudnnConv, memoptConv};
+  for (Context *c : contexts)
     if (const char *error = contextError(*c)) {
       std::fprintf(stderr, "error: %s\n", error);
       return 1;
@@ -128,6 +135,8 @@ int main(int argc, char **argv) {
       Suite suite;
       suite.ctx = ctx;
       suite.kernels = kernels;
+      suite.cudnnConv = cudnnConv;
+      suite.memoptConv = memoptConv;
       suite.cudnnAttention = cudnnAttention;
       suite.name = c.name;
       if (c.run) {
@@ -141,7 +150,7 @@ int main(int argc, char **argv) {
       }
       synchronize(*ctx);
     }
-    for (Context *context : {ctx, kernels})
+    for (Context *context : contexts)
       if (const char *error = contextError(*context)) {
         std::printf("FAIL %s: runtime error: %s\n", c.name.c_str(), error);
         return 1;
@@ -205,6 +214,11 @@ int main(int argc, char **argv) {
   }
   if (mode == "--out" && *attentionEngineReport(*ctx))
     std::printf("attention engines:\n%s", attentionEngineReport(*ctx));
+  for (Context *c : {ctx, cudnnConv, memoptConv})
+    if (mode == "--out" && *convolutionEngineReport(*c))
+      std::printf("convolution engines:\n%s", convolutionEngineReport(*c));
+  destroyContext(memoptConv);
+  destroyContext(cudnnConv);
   destroyContext(kernels);
   destroyContext(ctx);
   std::printf("%s: %d passed, %d failed\n", failures ? "FAILED" : "ALL PASSED",

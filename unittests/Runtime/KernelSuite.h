@@ -6,6 +6,8 @@
 //
 //   KernelSuiteElementwise.cpp  unary, binary, fused elementwise, compare, cast
 //   KernelSuiteMatmulConv.cpp   matrix products, convolutions, pooling
+//   KernelSuiteDepthwise.cpp    channels-last depthwise convolutions on each
+//                               CUDA engine
 //   KernelSuiteTraining.cpp     cross-entropy, conv / pool gradients, dropout,
 //                               gradient accumulation, optimizers
 //   KernelSuiteAttention.cpp    attention forward and gradients
@@ -39,6 +41,10 @@ struct Suite {
   /// kernels (ContextOptions::cudnnAttention off), for cases that check
   /// what those kernels do and cuDNN's engine does not (docs/attention.md).
   Context *kernels = nullptr;
+  /// Contexts of the same backend whose channels-last depthwise
+  /// convolutions run cuDNN (cudnnConv) or memopt's depthwise kernel
+  /// (memoptConv): ContextOptions::convEngine forced (the host ignores it).
+  Context *cudnnConv = nullptr, *memoptConv = nullptr;
   std::vector<void *> allocations;
   unsigned seed = 1;
 
@@ -138,6 +144,7 @@ const std::vector<ConvCase> &convCases();
 void addElementwiseCases(std::vector<Case> &cases);
 void addMatmulCases(std::vector<Case> &cases);
 void addConvCases(std::vector<Case> &cases);
+void addDepthwiseCases(std::vector<Case> &cases);
 void addPoolCases(std::vector<Case> &cases);
 void addTrainingCases(std::vector<Case> &cases);
 void addChannelsLastTrainingCases(std::vector<Case> &cases);

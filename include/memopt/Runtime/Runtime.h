@@ -80,6 +80,11 @@ class Communicator; // memopt/Runtime/Communicator.h
 /// (the loss scale's overflow flag, agreed over the ranks).
 enum class CollectiveReduction : int32_t { Sum = 0, Average = 1, Max = 2 };
 
+/// Which engine runs a convolution that both cuDNN and memopt's own kernels
+/// can run (CUDA: channels-last depthwise, docs/layout.md): the faster when
+/// the call site's first eager run times both, or the one forced.
+enum class ConvEngine : int32_t { Measured = 0, Cudnn = 1, Memopt = 2 };
+
 struct ContextOptions {
   int device = 0;
   /// cuBLASLt workspace owned by the context (allocated once at creation),
@@ -108,6 +113,10 @@ struct ContextOptions {
   /// the environment variable MEMOPT_ATTENTION_ENGINE (`memopt` or `cudnn`)
   /// overrides this (read at the context's first attention call).
   bool cudnnAttention = true;
+  /// CUDA: the engine of the convolutions memopt's depthwise kernel can run
+  /// (ConvEngine); the environment variable MEMOPT_CONV_ENGINE (`measured`,
+  /// `cudnn` or `memopt`) overrides this. The host ignores it.
+  ConvEngine convEngine = ConvEngine::Measured;
   /// Per-op timing (the executable's --profile): generated programs call
   /// opDone after every op; with this set, the CUDA backend runs every step
   /// eagerly (no CUDA graph) and times each op with events, the host backend
@@ -189,6 +198,12 @@ void printProfile(Context &ctx, FILE *out, int top);
 /// appends it, and MEMOPT_ATTENTION_REPORT=1 prints each line to stderr when
 /// the site first runs. The text stays valid until the next attention call.
 const char *attentionEngineReport(Context &ctx);
+/// Which engine ran each channels-last grouped convolution call site, one
+/// line per site in first-call order: `NODE: memopt depthwise kernel (...)`
+/// or `NODE: cudnn (...)` with the timings or the reason. CUDA only (the
+/// host returns ""); printProfile appends it, and MEMOPT_CONV_LOG=1 prints
+/// each line to stderr when the choice is made. Valid until the next call.
+const char *convolutionEngineReport(Context &ctx);
 /// Writes the profile as `{"NODE": seconds, ...}`, the format of
 /// memopt-compile --remat-kernel-times: for each ONNX node name, the time per
 /// run of its first op in program order (the forward computation, which the

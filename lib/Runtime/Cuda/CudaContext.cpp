@@ -332,6 +332,9 @@ void printProfile(Context &ctx, FILE *out, int top) {
   const char *engines = attentionEngineReport(ctx);
   if (*engines)
     std::fprintf(out, "attention engines:\n%s", engines);
+  const char *convolutions = convolutionEngineReport(ctx);
+  if (*convolutions)
+    std::fprintf(out, "convolution engines:\n%s", convolutions);
 }
 
 void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch) {

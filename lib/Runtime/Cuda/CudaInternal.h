@@ -56,6 +56,13 @@ struct ConvPlan {
   cudnnTensorDescriptor_t bias = nullptr;
   cudnnActivationDescriptor_t activation = nullptr;
   float separateMs = 0, fusedMs = 0; ///< the timings behind the choice
+  /// A channels-last grouped forward convolution's engine: cuDNN (this
+  /// plan) or memopt's depthwise kernel (`depthwise`, DepthwiseKernels.cu),
+  /// the faster when the first eager run timed both, or the one
+  /// ContextOptions::convEngine / MEMOPT_CONV_ENGINE forces.
+  bool engineChosen = false;
+  bool depthwise = false;
+  float cudnnMs = -1, depthwiseMs = -1; ///< the timings behind the choice
 };
 
 /// cuDNN fused attention: the plans built so far and the engine report
@@ -116,6 +123,10 @@ struct Context {
   OpTimes opTimes;
   std::unordered_map<std::string, MatmulPlan> matmulPlans;
   std::unordered_map<std::string, ConvPlan> convPlans;
+  /// The engine of each channels-last grouped convolution call site, in
+  /// first-call order (convolutionEngineReport), and the report's text.
+  std::vector<std::pair<std::string, std::string>> convEngineSites;
+  std::string convEngineReportText;
   CudnnAttentionState *cudnnAttention = nullptr;
   /// Activation offload: the host pool, copy streams and events.
   OffloadState *offload = nullptr;
@@ -236,6 +247,17 @@ bool launchBiasActivation(Context &ctx, const char *node, TensorRef y,
 bool launchDirectConv(Context &ctx, const char *node,
                       const ConvGeometry &geometry, TensorRef x, TensorRef w,
                       TensorRef y, bool accumulate = false);
+/// In DepthwiseKernels.cu: memopt's channels-last depthwise convolution
+/// (group == C == M), y = act(conv(x, w) + bias + residual) in one kernel
+/// (bias and residual may be null; the residual may be y itself). The
+/// refusal says why the kernel cannot run a convolution ("" when it can).
+std::string depthwiseConvRefusal(const ConvGeometry &geometry,
+                                 const TensorRef &x);
+bool launchDepthwiseConv(Context &ctx, const char *node,
+                         const ConvGeometry &geometry, const TensorRef &x,
+                         const TensorRef &w, const TensorRef *bias,
+                         const TensorRef *residual, Activation activation,
+                         const TensorRef &y);
 /// In TrainingKernels.cu: the conv filter gradient for asymmetric pads.
 bool launchDirectConvBackwardFilter(Context &ctx, const char *node,
                                     const ConvGeometry &geometry, TensorRef x,

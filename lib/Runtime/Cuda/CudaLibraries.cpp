@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -1068,6 +1069,107 @@ struct SavedResidual {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// The engine of a channels-last depthwise convolution
+//===----------------------------------------------------------------------===//
+
+/// ContextOptions::convEngine, or MEMOPT_CONV_ENGINE where it is set; false
+/// (the call failed) for a value that names no engine.
+bool convEngineOf(Context &ctx, const char *node, ConvEngine &engine) {
+  engine = ctx.options.convEngine;
+  const char *env = std::getenv("MEMOPT_CONV_ENGINE");
+  if (!env || !*env)
+    return true;
+  if (!std::strcmp(env, "measured"))
+    engine = ConvEngine::Measured;
+  else if (!std::strcmp(env, "cudnn"))
+    engine = ConvEngine::Cudnn;
+  else if (!std::strcmp(env, "memopt"))
+    engine = ConvEngine::Memopt;
+  else {
+    failf(ctx, node, "MEMOPT_CONV_ENGINE='%s' is not measured, cudnn or memopt",
+          env);
+    return false;
+  }
+  return true;
+}
+
+/// Records the engine of a call site (the report keeps the latest line of
+/// each node).
+void noteConvEngine(Context &ctx, const char *node, const std::string &text) {
+  std::string name = node ? node : "?";
+  if (convLogEnabled())
+    std::fprintf(stderr, "memopt conv: %s engine: %s\n", name.c_str(),
+                 text.c_str());
+  for (auto &site : ctx.convEngineSites)
+    if (site.first == name) {
+      site.second = text;
+      return;
+    }
+  ctx.convEngineSites.emplace_back(name, text);
+}
+
+/// The cuDNN path of a forward convolution as convForward runs it:
+/// cudnnConvolutionBiasActivationForward where chooseEpilogue kept it, else
+/// the convolution and the separate epilogue.
+bool runCudnnForward(Context &ctx, const char *node, ConvPlan &plan,
+                     const ConvGeometry &g, const TensorRef &x,
+                     const TensorRef &w, const TensorRef &y, void *workspace,
+                     const ConvEpilogue &epilogue) {
+  if (plan.fusedAlgo >= 0)
+    return callFused(ctx, plan, plan.fusedAlgo, plan.fusedBytes, x, w, y,
+                     workspace, epilogue) == CUDNN_STATUS_SUCCESS;
+  return runSeparateEpilogue(ctx, node, plan, g, x, w, y, workspace, epilogue);
+}
+
+/// Times the call site's cuDNN path (its algorithm and epilogue already
+/// chosen) against memopt's depthwise kernel with the epilogue fused, one
+/// warm-up and three runs each between CUDA events (timeCalls, as the
+/// algorithm search's candidates are timed), and keeps the faster in the
+/// plan. The runs write y: the caller saved a residual that y aliases.
+void chooseConvEngine(Context &ctx, const char *node, ConvPlan &plan,
+                      const ConvGeometry &g, const TensorRef &x,
+                      const TensorRef &w, const TensorRef &y, void *workspace,
+                      const ConvEpilogue &epilogue) {
+  plan.engineChosen = true;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  if (cudaEventCreate(&begin) != cudaSuccess ||
+      cudaEventCreate(&end) != cudaSuccess) {
+    cudaGetLastError();
+    if (begin)
+      cudaEventDestroy(begin);
+    noteConvEngine(ctx, node, "cudnn (the timing could not start)");
+    return;
+  }
+  // Timing must not fail the call: the real run reports its own errors.
+  auto time = [&](auto &&launch) {
+    float ms = timeCalls(ctx, begin, end, 3, launch);
+    if (!ctx.error.empty()) {
+      ctx.error.clear();
+      ms = -1.0f;
+    }
+    cudaGetLastError();
+    return ms;
+  };
+  plan.cudnnMs = plan.algo < 0 && !plan.useFallback ? -1.0f : time([&] {
+    return runCudnnForward(ctx, node, plan, g, x, w, y, workspace, epilogue);
+  });
+  plan.depthwiseMs = time([&] {
+    return launchDepthwiseConv(ctx, node, g, x, w, epilogue.bias,
+                               epilogue.residual, epilogue.activation, y);
+  });
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  plan.depthwise = plan.depthwiseMs >= 0 &&
+                   (plan.cudnnMs < 0 || plan.depthwiseMs < plan.cudnnMs);
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "%s (measured: memopt %.4f ms, cudnn %.4f ms)",
+                plan.depthwise ? "memopt depthwise kernel" : "cudnn",
+                double(plan.depthwiseMs), double(plan.cudnnMs));
+  noteConvEngine(ctx, node, text);
+}
+
 void convForward(Context &ctx, const char *node, const ConvParams &params,
                  TensorRef x, TensorRef w, const TensorRef *bias,
                  const TensorRef *residual, TensorRef y, void *workspace,
@@ -1084,11 +1186,40 @@ void convForward(Context &ctx, const char *node, const ConvParams &params,
   epilogue.bias = bias;
   epilogue.residual = residual;
   epilogue.activation = params.activation;
+  auto runDepthwise = [&] {
+    launchDepthwiseConv(ctx, node, g, x, w, bias, residual, params.activation,
+                        y);
+  };
   // The first (eager) run of a call site searches algorithms and times the
   // epilogues, writing y: a residual that y aliases is saved first.
   std::string key = convPlanKey(node, params, g, ConvDirection::Forward, x, w,
                                 y, workspace, workspaceBytes, epilogue.any());
   auto found = ctx.convPlans.find(key);
+  if (found != ctx.convPlans.end() && found->second.depthwise) {
+    runDepthwise();
+    return;
+  }
+  // A channels-last grouped convolution whose engine is not chosen yet:
+  // memopt's depthwise kernel may run it (forced, or timed against cuDNN).
+  bool chooseEngine =
+      g.channelsLast && g.group > 1 && !ctx.capturing &&
+      (found == ctx.convPlans.end() || !found->second.engineChosen);
+  ConvEngine engine = ConvEngine::Measured;
+  std::string refusal;
+  if (chooseEngine) {
+    if (!convEngineOf(ctx, node, engine))
+      return;
+    refusal = depthwiseConvRefusal(g, x);
+    if (refusal.empty() && engine == ConvEngine::Memopt) {
+      ConvPlan &plan = ctx.convPlans[key];
+      plan.engineChosen = plan.depthwise = true;
+      noteConvEngine(ctx, node,
+                     "memopt depthwise kernel (forced: MEMOPT_CONV_ENGINE or "
+                     "ContextOptions::convEngine)");
+      runDepthwise();
+      return;
+    }
+  }
   bool search = !ctx.capturing &&
                 (found == ctx.convPlans.end() || !found->second.epilogueChosen);
   bool inPlace = residual && residual->data == y.data;
@@ -1098,16 +1229,46 @@ void convForward(Context &ctx, const char *node, const ConvParams &params,
   ConvPlan *plan =
       getConvPlan(ctx, node, key, params, g, ConvDirection::Forward, x, w, y,
                   workspace, workspaceBytes);
-  if (!plan)
-    return;
-  if (!plan->useFallback && plan->algo < 0) {
-    failf(ctx, node, "no cuDNN algorithm for this convolution");
+  bool depthwiseCandidate = chooseEngine && refusal.empty();
+  if (!plan || (!plan->useFallback && plan->algo < 0)) {
+    if (depthwiseCandidate) {
+      // cuDNN cannot run it (no algorithm within the planned workspace):
+      // memopt's kernel, which needs none, does.
+      std::string why = ctx.error;
+      ctx.error.clear();
+      ConvPlan &chosen = ctx.convPlans[key];
+      chosen.engineChosen = chosen.depthwise = true;
+      noteConvEngine(ctx, node, "memopt depthwise kernel (cuDNN: " + why + ")");
+      if (search && inPlace && !saved.restore(ctx, node, *residual))
+        return;
+      runDepthwise();
+      return;
+    }
+    if (plan)
+      failf(ctx, node, "no cuDNN algorithm for this convolution");
     return;
   }
   if (search && !plan->epilogueChosen && epilogue.any())
     chooseEpilogue(ctx, node, *plan, g, x, w, y, workspace, epilogue);
+  if (chooseEngine) {
+    if (depthwiseCandidate && engine == ConvEngine::Measured) {
+      chooseConvEngine(ctx, node, *plan, g, x, w, y, workspace, epilogue);
+    } else {
+      plan->engineChosen = true;
+      noteConvEngine(ctx, node,
+                     depthwiseCandidate
+                         ? std::string("cudnn (forced: MEMOPT_CONV_ENGINE or "
+                                       "ContextOptions::convEngine)")
+                         : "cudnn (memopt's depthwise kernel: " + refusal +
+                               ")");
+    }
+  }
   if (search && inPlace && !saved.restore(ctx, node, *residual))
     return;
+  if (plan->depthwise) {
+    runDepthwise();
+    return;
+  }
   if (plan->fusedAlgo >= 0) {
     cudnnStatus_t status =
         callFused(ctx, *plan, plan->fusedAlgo, plan->fusedBytes, x, w, y,
@@ -1199,6 +1360,13 @@ void convBackwardFilter(Context &ctx, const char *node,
   }
   runConv(ctx, node, *plan, ConvDirection::BackwardFilter, x, dw, dy, workspace,
           0.0f);
+}
+
+const char *convolutionEngineReport(Context &ctx) {
+  ctx.convEngineReportText.clear();
+  for (const auto &site : ctx.convEngineSites)
+    ctx.convEngineReportText += site.first + ": " + site.second + "\n";
+  return ctx.convEngineReportText.c_str();
 }
 
 } // namespace memopt::rt

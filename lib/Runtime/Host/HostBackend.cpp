@@ -135,6 +135,7 @@ void printProfile(Context &ctx, FILE *out, int top) {
 }
 // One engine (the reference loops): nothing to report.
 const char *attentionEngineReport(Context &) { return ""; }
+const char *convolutionEngineReport(Context &) { return ""; }
 void writeProfileTimes(Context &ctx, FILE *out, int64_t microBatch) {
   // --offload optimizer measures its updates (the fit's host rate).
   OpTimes times = ctx.opTimes;

@@ -43,7 +43,9 @@
 // memory format and TensorRT's reformat-free I/O (the convolution kernels
 // that want NHWC get it). Where this goes further: the decision is made from
 // the element type the mixed-precision pass chose, the kinds of convolution
-// in the function and the target's measured kernels (`auto`, docs/layout.md),
+// in the function (depthwise ones run memopt's own channels-last kernel or
+// cuDNN's, whichever the runtime measures faster) and the target's measured
+// kernels (`auto`, docs/layout.md),
 // and it runs
 // before scheduling and planning, so the arena holds the transposes that are
 // left, at their real sizes.
@@ -536,32 +538,55 @@ private:
 /// The `auto` policy for the CUDA target, from whole-model measurements on an
 /// H100 with cuDNN 9 at batch 32 (bench/gpu_bench_precision.py, tables in
 /// docs/layout.md):
-/// - f16, bf16 and TF32 (tensor cores): channels-last when the function has
-///   no grouped (depthwise) convolution. Dense nets gain: ResNet-50 f16
-///   14.6 -> 6.9 ms, TF32 14.0 -> 3.0; ResNet-18 TF32 6.3 -> 2.0. Depthwise
-///   nets lose, in both precisions (cuDNN's channels-last grouped kernels):
-///   f16 ConvNeXt-T 5.8 -> 12.9 ms, EfficientNet-B0 6.7 -> 7.2, MobileNetV3
-///   3.5 -> 3.7, MobileNetV2 3.2 -> 3.3; TF32 MobileNetV2 2.7 -> 6.1,
-///   EfficientNet-B0 5.1 -> 11.1, ConvNeXt-T 7.0 -> 16.5.
+/// - f16, bf16 and TF32 (tensor cores): channels-last, unless the function
+///   has a grouped convolution that is not depthwise (group == C_in ==
+///   C_out, 1-D or 2-D). Dense nets gain: ResNet-50 f16 14.6 -> 6.9 ms, TF32
+///   14.0 -> 3.0; ResNet-18 TF32 6.3 -> 2.0. Depthwise nets lost when
+///   cuDNN's channels-last grouped kernels ran their depthwise convolutions,
+///   in both precisions: f16 ConvNeXt-T 5.8 -> 12.9 ms, EfficientNet-B0 6.7
+///   -> 7.2, MobileNetV3 3.5 -> 3.7, MobileNetV2 3.2 -> 3.3; TF32
+///   MobileNetV2 2.7 -> 6.1, EfficientNet-B0 5.1 -> 11.1, ConvNeXt-T 7.0 ->
+///   16.5. The CUDA runtime now has its own channels-last depthwise kernel
+///   (lib/Runtime/Cuda/DepthwiseKernels.cu) and times it against cuDNN at
+///   each call site's first run, keeping the faster, so depthwise nets go
+///   channels-last too; their whole-model times with it are not measured
+///   yet (docs/layout.md). Other grouped convolutions (ResNeXt's, a channel
+///   multiplier above 1, 3-D) still have only cuDNN's channels-last grouped
+///   kernels and keep their function NCHW.
 /// - f32 (FMA): NCHW (cuDNN's NCHW f32 kernels were as fast or faster in the
 ///   layer micro-benchmark).
-enum class Preference { ChannelsFirst, DenseOnly };
+enum class Preference { ChannelsFirst, UnlessSlowGrouped };
 
 Preference preferenceFor(Type element, StringRef precision) {
   if (element.isF16() || element.isBF16() ||
       (element.isF32() && precision == "tf32"))
-    return Preference::DenseOnly;
+    return Preference::UnlessSlowGrouped;
   return Preference::ChannelsFirst;
+}
+
+/// A grouped convolution that only cuDNN's channels-last grouped kernels
+/// would run: anything grouped but a forward depthwise convolution (group ==
+/// C_in == C_out) of rank 3 or 4, which memopt's depthwise kernel runs.
+bool isSlowGroupedChannelsLast(Operation *op) {
+  auto group = op->getAttrOfType<IntegerAttr>("group");
+  if (!group || group.getInt() <= 1)
+    return false;
+  if (!isa<ConvOp, ConvResidualOp>(op))
+    return true;
+  auto input = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto output = cast<RankedTensorType>(op->getResult(0).getType());
+  return input.getRank() > 4 || input.getDimSize(1) != group.getInt() ||
+         output.getDimSize(1) != group.getInt();
 }
 
 struct MemOptLayoutPass
     : public mlir::memopt::impl::MemOptLayoutBase<MemOptLayoutPass> {
   using MemOptLayoutBase::MemOptLayoutBase;
 
-  /// Whether `conv` runs channels-last; `grouped`: the function has a
-  /// grouped convolution.
-  bool chooseChannelsLast(Operation *conv, StringRef precision, bool grouped,
-                          bool training) const {
+  /// Whether `conv` runs channels-last; `slowGrouped`: the function has a
+  /// grouped convolution that is not depthwise (isSlowGroupedChannelsLast).
+  bool chooseChannelsLast(Operation *conv, StringRef precision,
+                          bool slowGrouped, bool training) const {
     if (layout == "nhwc")
       return true;
     if (layout != "auto" || target != "cuda")
@@ -576,8 +601,8 @@ struct MemOptLayoutPass
     Type element =
         cast<RankedTensorType>(conv->getOperand(0).getType()).getElementType();
     switch (preferenceFor(element, precision)) {
-    case Preference::DenseOnly:
-      return !grouped;
+    case Preference::UnlessSlowGrouped:
+      return !slowGrouped;
     case Preference::ChannelsFirst:
       return false;
     }
@@ -647,12 +672,10 @@ struct MemOptLayoutPass
       precision = attr.getValue();
     bool training = false;
     function.walk([&](VariableOp) { training = true; });
-    bool grouped = false;
+    bool slowGrouped = false;
     function.walk([&](Operation *op) {
-      if (!isConvolution(op))
-        return;
-      auto group = op->getAttrOfType<IntegerAttr>("group");
-      grouped |= group && group.getInt() > 1;
+      if (isConvolution(op) && !op->hasAttr("channels_last"))
+        slowGrouped |= isSlowGroupedChannelsLast(op);
     });
     SmallVector<Operation *> chosen;
     int64_t convs = 0;
@@ -660,7 +683,7 @@ struct MemOptLayoutPass
       if (!isConvolution(op) || op->hasAttr("channels_last"))
         return;
       ++convs;
-      if (chooseChannelsLast(op, precision, grouped, training))
+      if (chooseChannelsLast(op, precision, slowGrouped, training))
         chosen.push_back(op);
     });
     if (!chosen.empty()) {
