@@ -1122,6 +1122,12 @@ bool runCudnnForward(Context &ctx, const char *node, ConvPlan &plan,
   return runSeparateEpilogue(ctx, node, plan, g, x, w, y, workspace, epilogue);
 }
 
+/// The report's name of the plan's own engine: cuDNN, or the direct kernel
+/// that runs what cuDNN cannot express (asymmetric pads).
+std::string planEngineName(const ConvPlan &plan) {
+  return plan.useFallback ? "direct kernel (asymmetric pads)" : "cudnn";
+}
+
 /// Times the call site's cuDNN path (its algorithm and epilogue already
 /// chosen) against memopt's depthwise kernel with the epilogue fused, one
 /// warm-up and three runs each between CUDA events (timeCalls, as the
@@ -1162,11 +1168,11 @@ void chooseConvEngine(Context &ctx, const char *node, ConvPlan &plan,
   cudaEventDestroy(end);
   plan.depthwise = plan.depthwiseMs >= 0 &&
                    (plan.cudnnMs < 0 || plan.depthwiseMs < plan.cudnnMs);
-  char text[160];
-  std::snprintf(text, sizeof(text),
-                "%s (measured: memopt %.4f ms, cudnn %.4f ms)",
-                plan.depthwise ? "memopt depthwise kernel" : "cudnn",
-                double(plan.depthwiseMs), double(plan.cudnnMs));
+  std::string other = planEngineName(plan);
+  char text[200];
+  std::snprintf(text, sizeof(text), "%s (measured: memopt %.4f ms, %s %.4f ms)",
+                plan.depthwise ? "memopt depthwise kernel" : other.c_str(),
+                double(plan.depthwiseMs), other.c_str(), double(plan.cudnnMs));
   noteConvEngine(ctx, node, text);
 }
 
@@ -1255,12 +1261,13 @@ void convForward(Context &ctx, const char *node, const ConvParams &params,
       chooseConvEngine(ctx, node, *plan, g, x, w, y, workspace, epilogue);
     } else {
       plan->engineChosen = true;
-      noteConvEngine(ctx, node,
-                     depthwiseCandidate
-                         ? std::string("cudnn (forced: MEMOPT_CONV_ENGINE or "
-                                       "ContextOptions::convEngine)")
-                         : "cudnn (memopt's depthwise kernel: " + refusal +
-                               ")");
+      noteConvEngine(
+          ctx, node,
+          planEngineName(*plan) +
+              (depthwiseCandidate
+                   ? std::string(" (forced: MEMOPT_CONV_ENGINE or "
+                                 "ContextOptions::convEngine)")
+                   : " (memopt's depthwise kernel: " + refusal + ")"));
     }
   }
   if (search && inPlace && !saved.restore(ctx, node, *residual))
