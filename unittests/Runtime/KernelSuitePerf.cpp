@@ -54,6 +54,41 @@ int runPerf(Context *ctx, const std::string &filter) {
     return last ? std::vector<int64_t>{n, h, w, c}
                 : std::vector<int64_t>{n, c, h, w};
   };
+  // A depthwise convolution channels-last, f16, batch 32, padding k / 2,
+  // bias + ReLU: its bytes are x, y and the filter.
+  auto depthwisePerf = [&](int64_t channels, int64_t size, int64_t kernel,
+                           int64_t stride) {
+    int64_t out = (size - 1) / stride + 1;
+    std::string name =
+        "depthwise" + std::to_string(kernel) + "x" + std::to_string(kernel) +
+        "s" + std::to_string(stride) + "_f16_32x" + std::to_string(size) + "x" +
+        std::to_string(size) + "x" + std::to_string(channels) + "_nhwc";
+    ConvParams p;
+    p.group = channels;
+    p.channelsLast = true;
+    p.activation = Activation::Relu;
+    for (int i = 0; i < 2; ++i) {
+      p.strides[i] = stride;
+      p.padsBegin[i] = p.padsEnd[i] = kernel / 2;
+    }
+    return Perf{
+        name,
+        2.0 * (32.0 * channels * (size * size + out * out) +
+               double(channels) * kernel * kernel),
+        2.0 * 32 * channels * out * out * kernel * kernel,
+        [=](Suite &s, std::vector<TensorRef> &t) {
+          t = {s.random(DType::F16, {32, size, size, channels}),
+               s.random(DType::F16, {channels, kernel, kernel, 1}, 0.01, 0.1),
+               s.random(DType::F16, {channels}),
+               s.empty(DType::F16, {32, out, out, channels})};
+          t.push_back(s.empty(
+              DType::U8, {int64_t(convWorkspaceBound(p, t[0], t[1], t[3]))}));
+        },
+        [=](Context &c, std::vector<TensorRef> &t) {
+          conv(c, "depthwise", p, t[0], t[1], &t[2], t[3], t[4].data,
+               t[4].bytes());
+        }};
+  };
   auto bnTrainingPerf = [&](const char *name, bool last) {
     std::vector<int64_t> shape = layoutShape(64, 64, 56, 56, last);
     double elements = 64.0 * 64 * 56 * 56;
@@ -353,6 +388,13 @@ int runPerf(Context *ctx, const std::string &filter) {
          conv(c, "conv", p, t[0], t[1], nullptr, t[2], t[3].data,
               convWorkspaceBound(p, t[0], t[1], t[2]));
        }},
+      // Channels-last depthwise convolutions (ConvNeXt-T's first stage,
+      // MobileNetV2's and EfficientNet-B0's): the engine the context
+      // measures faster, or the one MEMOPT_CONV_ENGINE=memopt|cudnn forces
+      // (bench/depthwise_conv_bench.py compares them against PyTorch).
+      depthwisePerf(96, 56, 7, 1),
+      depthwisePerf(144, 56, 3, 2),
+      depthwisePerf(240, 28, 5, 1),
       {"maxpool3x3s2_f16_32x64x112x112", 2.0 * 32 * 64 * (112 * 112 + 56 * 56),
        0,
        [&](Suite &s, std::vector<TensorRef> &t) {
