@@ -7,9 +7,12 @@
 // the one store. f32, f16 and bf16 storage, f32 accumulation. 1-D
 // convolutions run as H = 1; 3-D ones are left to cuDNN.
 //
-// Tiling. A thread owns V neighbouring channels (V x 16-bit or 4 x f32: one
-// 16-byte load or store along C, the contiguous dimension) of P = 4
-// neighbouring output pixels of one output row. A block is a tile of up to
+// Tiling. A thread owns V neighbouring channels (8 x 16-bit or 4 x f32: one
+// 16-byte load or store along C, the contiguous dimension; 4 x 16-bit on the
+// 7x7 paths) of P = 4 neighbouring output pixels of one output row (2 where
+// the registers would not hold 4: every path fits the 128 registers that
+// let two 256-thread blocks share an SM without spilling, ptxas -v for
+// sm_90). A block is a tile of up to
 // 32 channel vectors (one warp's loads cover up to 512 contiguous bytes of a
 // pixel) times as many pixel groups as fit in 256 threads; blocks stride over
 // the pixel groups, so the filter tile each block stages in shared memory
@@ -19,7 +22,8 @@
 // register: each input vector is loaded once and feeds every output pixel
 // whose window covers it (the compiler resolves which at compile time on the
 // 3x3, 5x5 and 7x7 paths, strides 1 and 2). Other kernel sizes, strides and
-// dilations run a generic path (one pixel per thread, runtime loops). The
+// dilations run a generic path (one pixel per thread, runtime loops), as do
+// channel counts that are not a multiple of 4 (vectors of 2 or 1). The
 // input halo comes straight from L1 / L2: neighbouring pixel groups of a
 // block read overlapping strips, which the caches serve.
 //
@@ -53,7 +57,7 @@ constexpr int64_t kFilterTileBytes = 48 * 1024;
 /// Threads per block, and at most 32 channel vectors per block.
 constexpr int kBlockThreads = 256;
 constexpr int kMaxTileVectors = 32;
-/// Output pixels per thread on the fast paths.
+/// Output pixels per thread on the fast paths (pixelsPerThread).
 constexpr int kPixels = 4;
 
 /// The problem as the kernel sees it (a 1-D convolution has H = 1).
@@ -106,7 +110,7 @@ __device__ __forceinline__ void loadTaps(const float *p, float (&out)[V]) {
 /// K, S: the square kernel size and stride of a fast path (dilation 1), 0
 /// for the generic path (runtime sizes, strides and dilations, P = 1).
 template <typename T, int V, int K, int S, int P>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, 2)
     depthwiseChannelsLastKernel(const T *__restrict__ x,
                                 const T *__restrict__ w,
                                 const T *__restrict__ bias, const T *residual,
@@ -242,13 +246,15 @@ bool aligned(const void *p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-/// The vector width: the widest (16 bytes at most) that divides the channel
-/// count and every vector operand's alignment.
+/// The vector width: the widest that divides the channel count and every
+/// vector operand's alignment, of at most 16 bytes, or 4 elements where
+/// `narrow` (the 7x7 fast paths: 8 channels' rows of 7 taps would not fit
+/// the registers next to the sums).
 int vectorWidth(const ConvGeometry &g, const TensorRef &x,
                 const TensorRef *bias, const TensorRef *residual,
-                const TensorRef &y) {
+                const TensorRef &y, bool narrow) {
   size_t element = dtypeSize(x.dtype);
-  for (int width = int(16 / element); width > 1; width /= 2) {
+  for (int width = narrow ? 4 : int(16 / element); width > 1; width /= 2) {
     size_t bytes = element * size_t(width);
     if (g.inChannels % width == 0 && aligned(x.data, bytes) &&
         aligned(y.data, bytes) && (!bias || aligned(bias->data, bytes)) &&
@@ -272,64 +278,72 @@ int tileChannelsFor(int64_t channels, int64_t kernelArea, int width) {
   return int((vectors + tiles - 1) / tiles) * width;
 }
 
-template <typename T, int V, int K, int S, int P>
-void launchShape(Context &ctx, const DepthwiseDims &d, dim3 grid, dim3 block,
-                 size_t shared, const TensorRef &x, const TensorRef &w,
-                 const TensorRef *bias, const TensorRef *residual,
-                 const TensorRef &y) {
-  depthwiseChannelsLastKernel<T, V, K, S, P>
-      <<<grid, block, shared, ctx.stream>>>(
-          static_cast<const T *>(x.data), static_cast<const T *>(w.data),
-          bias ? static_cast<const T *>(bias->data) : nullptr,
-          residual ? static_cast<const T *>(residual->data) : nullptr,
-          static_cast<T *>(y.data), d);
+/// Output pixels per thread: 4, or 2 where a row's taps (K x V f32
+/// registers), 4 pixels' sums and the strip's loads would pass the 128
+/// registers that let two 256-thread blocks share an SM (ptxas -v, sm_90:
+/// 4-wide 7x7, 8-wide 5x5 and 8-wide stride-2 3x3 spilled at 4 pixels); 1 on
+/// the generic path.
+template <int V, int K, int S> constexpr int pixelsPerThread() {
+  return K == 0 ? 1 : (V * K >= 28 || (V >= 8 && S == 2)) ? 2 : kPixels;
 }
 
-/// The fast path of d's square kernel and stride, else the generic one.
-template <typename T, int V>
-void launchWidth(Context &ctx, const DepthwiseDims &d, bool fast,
-                 const TensorRef &x, const TensorRef &w, const TensorRef *bias,
+/// Launches the kernel of one shape: P pixels per thread, the pixel groups
+/// over a grid of enough blocks for every SM several times over, each
+/// staging its filter tile once and striding over pixel groups.
+template <typename T, int V, int K, int S>
+void launchShape(Context &ctx, const DepthwiseDims &d, const TensorRef &x,
+                 const TensorRef &w, const TensorRef *bias,
                  const TensorRef *residual, const TensorRef &y) {
-  int pixels = fast ? kPixels : 1;
+  constexpr int P = pixelsPerThread<V, K, S>();
   DepthwiseDims dims = d;
-  dims.widthGroups = (d.outWidth + pixels - 1) / pixels;
+  dims.widthGroups = (d.outWidth + P - 1) / P;
   dims.groups = int64_t(d.batch) * d.outHeight * dims.widthGroups;
   dim3 block(unsigned(dims.tileVectors * dims.groupsPerBlock));
   int64_t blocks =
       (dims.groups + dims.groupsPerBlock - 1) / dims.groupsPerBlock;
   int64_t tiles = (d.channels + d.tileChannels - 1) / d.tileChannels;
-  // Enough blocks for every SM several times over, each staging its filter
-  // tile once and striding over pixel groups.
   int64_t cap = std::max<int64_t>(1, int64_t(ctx.smCount) * 16 / tiles);
   dim3 grid(unsigned(std::min(blocks, cap)), unsigned(tiles));
   size_t shared =
       size_t(d.kernelHeight) * d.kernelWidth * d.tileChannels * sizeof(float);
-  if (!fast) {
-    launchShape<T, V, 0, 0, 1>(ctx, dims, grid, block, shared, x, w, bias,
-                               residual, y);
-    return;
+  depthwiseChannelsLastKernel<T, V, K, S, P>
+      <<<grid, block, shared, ctx.stream>>>(
+          static_cast<const T *>(x.data), static_cast<const T *>(w.data),
+          bias ? static_cast<const T *>(bias->data) : nullptr,
+          residual ? static_cast<const T *>(residual->data) : nullptr,
+          static_cast<T *>(y.data), dims);
+}
+
+/// The fast path of d's square kernel and stride, else the generic one.
+/// Vectors of fewer than 4 channels (channel counts that are not a multiple
+/// of 4, rare in real networks) always take the generic path, which halves
+/// the kernel's instantiations (build time).
+template <typename T, int V>
+void launchWidth(Context &ctx, const DepthwiseDims &d, bool fast,
+                 const TensorRef &x, const TensorRef &w, const TensorRef *bias,
+                 const TensorRef *residual, const TensorRef &y) {
+  if constexpr (V >= 4) {
+    if (fast) {
+      switch (d.kernelHeight * 10 + d.strideHeight) {
+      case 31:
+        return launchShape<T, V, 3, 1>(ctx, d, x, w, bias, residual, y);
+      case 32:
+        return launchShape<T, V, 3, 2>(ctx, d, x, w, bias, residual, y);
+      case 51:
+        return launchShape<T, V, 5, 1>(ctx, d, x, w, bias, residual, y);
+      case 52:
+        return launchShape<T, V, 5, 2>(ctx, d, x, w, bias, residual, y);
+      default:
+        // 7x7 runs 4-wide vectors (vectorWidth).
+        if constexpr (V == 4) {
+          if (d.strideHeight == 1)
+            return launchShape<T, V, 7, 1>(ctx, d, x, w, bias, residual, y);
+          return launchShape<T, V, 7, 2>(ctx, d, x, w, bias, residual, y);
+        }
+      }
+    }
   }
-  int key = d.kernelHeight * 10 + d.strideHeight;
-  switch (key) {
-  case 31:
-    return launchShape<T, V, 3, 1, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  case 32:
-    return launchShape<T, V, 3, 2, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  case 51:
-    return launchShape<T, V, 5, 1, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  case 52:
-    return launchShape<T, V, 5, 2, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  case 71:
-    return launchShape<T, V, 7, 1, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  default:
-    return launchShape<T, V, 7, 2, kPixels>(ctx, dims, grid, block, shared, x,
-                                            w, bias, residual, y);
-  }
+  launchShape<T, V, 0, 0>(ctx, d, x, w, bias, residual, y);
 }
 
 } // namespace
@@ -360,7 +374,12 @@ bool launchDepthwiseConv(Context &ctx, const char *node, const ConvGeometry &g,
                          const TensorRef &x, const TensorRef &w,
                          const TensorRef *bias, const TensorRef *residual,
                          Activation activation, const TensorRef &y) {
-  int width = vectorWidth(g, x, bias, residual, y);
+  bool square = g.kernel[1] == g.kernel[2] && g.strides[1] == g.strides[2] &&
+                g.dilations[1] == 1 && g.dilations[2] == 1;
+  bool fast = square &&
+              (g.kernel[1] == 3 || g.kernel[1] == 5 || g.kernel[1] == 7) &&
+              (g.strides[1] == 1 || g.strides[1] == 2);
+  int width = vectorWidth(g, x, bias, residual, y, fast && g.kernel[1] == 7);
   int64_t kernelArea = g.kernel[1] * g.kernel[2];
   int tile = tileChannelsFor(g.inChannels, kernelArea, width);
   while (tile == 0 && width > 1) // very large filters: narrower tiles
@@ -391,13 +410,6 @@ bool launchDepthwiseConv(Context &ctx, const char *node, const ConvGeometry &g,
   d.widthGroups = 0;
   d.groups = 0;
   d.activation = activation;
-  bool square = d.kernelHeight == d.kernelWidth &&
-                d.strideHeight == d.strideWidth && d.dilationHeight == 1 &&
-                d.dilationWidth == 1;
-  bool fast =
-      square &&
-      (d.kernelHeight == 3 || d.kernelHeight == 5 || d.kernelHeight == 7) &&
-      (d.strideHeight == 1 || d.strideHeight == 2);
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
     if constexpr (sizeof(T) == 2) {
       switch (width) {
