@@ -43,31 +43,39 @@ std::vector<int64_t> ScaledKernelTimes::getMeasuredMicroBatches() const {
 }
 
 void ScaledKernelTimes::setReferenceWork(StringRef name, int64_t microBatch,
-                                         double workSeconds) {
-  reference[name][microBatch] = workSeconds;
+                                         double workSeconds, StringRef kind) {
+  reference[name][microBatch] = {workSeconds, kind.str()};
 }
 
 std::optional<double> ScaledKernelTimes::predict(StringRef name,
                                                  int64_t microBatch,
-                                                 double workSeconds) const {
-  auto it = measured.find(name);
-  if (it == measured.end() || it->getValue().empty())
-    return std::nullopt;
+                                                 double workSeconds,
+                                                 StringRef kind) const {
   double overhead = getOpOverhead();
+  auto it = measured.find(name);
   // Efficiencies (seconds per roofline second) at the micro-batches whose
-  // reference work is known, sorted by micro-batch.
+  // reference work is known and of this op's kind.
   std::vector<std::pair<int64_t, double>> efficiencies;
   auto works = reference.find(name);
-  for (const Sample &sample : it->getValue()) {
-    if (sample.microBatch <= 0 || works == reference.end())
-      continue;
-    auto work = works->getValue().find(sample.microBatch);
-    if (work == works->getValue().end() || !(work->second > 0))
-      continue;
-    efficiencies.push_back(
-        {sample.microBatch,
-         std::max(0.0, sample.seconds - overhead) / work->second});
-  }
+  bool mismatched = false;
+  if (it != measured.end())
+    for (const Sample &sample : it->getValue()) {
+      if (sample.microBatch <= 0 || works == reference.end())
+        continue;
+      auto work = works->getValue().find(sample.microBatch);
+      if (work == works->getValue().end() || !(work->second.work > 0))
+        continue;
+      if (!kind.empty() && !work->second.kind.empty() &&
+          work->second.kind != kind) {
+        mismatched = true;
+        continue;
+      }
+      efficiencies.push_back(
+          {sample.microBatch,
+           std::max(0.0, sample.seconds - overhead) / work->second.work});
+    }
+  if (it == measured.end() || it->getValue().empty() || mismatched)
+    return std::nullopt;
   if (efficiencies.empty()) {
     // Nothing to scale by: the time as measured (the closest micro-batch's,
     // or the only one), as estimateOpSeconds takes it.

@@ -952,13 +952,18 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         continue; // that micro-batch's times are used as they are
       llvm::StringSet<> seen;
       for (Operation &op : function.getBody().front().without_terminator()) {
+        // The runtime never runs a constant (its bytes are in the weight
+        // region), so --profile-times timed the name's next op.
+        if (isa<ConstantOp>(op))
+          continue;
         double seconds = estimateOpSeconds(&op, roofline);
         if (seconds <= 0)
           continue;
         std::string name = getOpName(&op);
         if (seen.insert(name).second)
           it->second.setReferenceWork(name, measuredBatch,
-                                      seconds - roofline.kernelSeconds);
+                                      seconds - roofline.kernelSeconds,
+                                      op.getName().getStringRef());
       }
     }
     return it->second;
@@ -980,7 +985,9 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         if (seconds <= 0)
           return 0.0;
         double work = seconds - roofline.kernelSeconds;
-        return times.predict(getOpName(op), candidate.microBatch, work)
+        return times
+            .predict(getOpName(op), candidate.microBatch, work,
+                     op->getName().getStringRef())
             .value_or(times.getOpOverhead() + work);
       };
     }

@@ -17,10 +17,15 @@
 // measured micro-batch m_i, e_i = (t_i - c) / w_ref(name, m_i), with w_ref
 // the work of the name's first op (the one --profile-times times) in a
 // reference plan at m_i. Between measured micro-batches e is interpolated
-// linearly in m, outside them held at the nearest. An op without a
-// measurement takes the roofline, c + w(op, m). Gradient ops share their
+// linearly in m, outside them held at the nearest. Gradient ops share their
 // forward op's name: they take its efficiency times their own work, not its
-// time.
+// time, when they are the same kind of op (a matmul's gradients are
+// matmuls). An op of another kind under the name (the embedding Gather's
+// scatter gradient), like a name nothing measured, takes the roofline,
+// c + w(op, m): one op's ratio says nothing of another kind's. Constants are
+// never the reference (Fit.cpp): the runtime does not run them, and a
+// 4-byte one under the Gather's name once made the Gather's efficiency
+// 10^7 and TinyLlama's predicted step 194,000 s.
 //
 // Where this comes from: XLA's and TVM's analytical cost models (the
 // roofline), and the per-op efficiency correction of profile-guided cost
@@ -40,6 +45,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mlir::memopt {
@@ -68,14 +74,17 @@ public:
   /// The known micro-batches measured at (each needs a reference plan).
   std::vector<int64_t> getMeasuredMicroBatches() const;
   /// The reference: the roofline work of the first op named `name` in a
-  /// plan at `microBatch`.
+  /// plan at `microBatch` (the op --profile-times timed), and its kind (the
+  /// op's name, "memopt.gemm"; empty: any).
   void setReferenceWork(llvm::StringRef name, int64_t microBatch,
-                        double workSeconds);
-  /// The predicted time of an op named `name` whose roofline work at
-  /// `microBatch` is `workSeconds`, or nullopt when nothing measured the
-  /// name (the caller takes the roofline: getOpOverhead() + work).
+                        double workSeconds, llvm::StringRef kind = "");
+  /// The predicted time of an op named `name` of `kind` whose roofline work
+  /// at `microBatch` is `workSeconds`, by the name's efficiency; nullopt
+  /// when nothing measured the name, or measured it on another kind of op
+  /// (the caller takes the roofline: getOpOverhead() + work).
   std::optional<double> predict(llvm::StringRef name, int64_t microBatch,
-                                double workSeconds) const;
+                                double workSeconds,
+                                llvm::StringRef kind = "") const;
 
 private:
   struct Sample {
@@ -83,8 +92,12 @@ private:
     double seconds = 0;
   };
   llvm::StringMap<std::vector<Sample>> measured;
+  struct Reference {
+    double work = 0;
+    std::string kind;
+  };
   /// name -> micro-batch -> reference work.
-  llvm::StringMap<std::map<int64_t, double>> reference;
+  llvm::StringMap<std::map<int64_t, Reference>> reference;
   std::optional<double> measuredOverhead;
   double defaultOverhead = 0;
 };
