@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelSuite.h"
+#include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
 
@@ -39,6 +40,110 @@ ConvParams paramsOf(const ConvCase &v) {
     p.padsEnd[i] = v.padEnd;
   }
   return p;
+}
+
+} // namespace
+
+namespace {
+
+/// The channels-last kernels of a ResNet-50 training step (issue 26): the
+/// stem's max-pool gradient (16 x 16 position tiles, slabs of up to 8 packs
+/// of neighbouring channels) and batch normalization at the network's
+/// channel counts, each with the tails the CUDA kernels handle apart.
+void addChannelsLastResNetCases(std::vector<Case> &cases) {
+  const DType floats[3] = {DType::F32, DType::F16, DType::BF16};
+  // Max-pool gradient: 3x3 / 2 padded 1 over odd sizes spanning several
+  // tiles, 2x2 / 2 unpadded over odd sizes (the last row and column in no
+  // window); 3 channels (one per thread), 64 (whole 16-byte packs, one
+  // slab) and 200 (25 packs: a partly filled last slab; f32 and f16 in 8-
+  // or 16-byte packs); distinct values, or ties every 13 elements (the
+  // first tap in scan order wins).
+  struct P {
+    const char *name;
+    int64_t h, w, k, s, p;
+  };
+  for (DType dt : floats)
+    for (P p : {P{"3x3_s2_p1", 35, 33, 3, 2, 1}, P{"2x2_s2", 19, 21, 2, 2, 0}})
+      for (int64_t c : {3, 64, 200})
+        for (bool ties : {false, true}) {
+          std::string name = std::string("max_pool_grad_nhwc_") + p.name +
+                             "_c" + std::to_string(c) +
+                             (ties ? "_ties_" : "_") + tag(dt);
+          cases.push_back(
+              {name, tol(dt), [=](Suite &s) {
+                 int64_t oh = (p.h + 2 * p.p - p.k) / p.s + 1;
+                 int64_t ow = (p.w + 2 * p.p - p.k) / p.s + 1;
+                 std::vector<int64_t> shape = {2, p.h, p.w, c};
+                 int64_t n = 2 * p.h * p.w * c;
+                 std::vector<double> values(size_t(n), 0.0);
+                 for (int64_t i = 0; i < n; ++i)
+                   values[size_t(i)] =
+                       ties ? double((i * 7919) % 13) / 4.0 - 1.0
+                            : double((i * 7919) % n) / double(n) * 16.0 - 8.0;
+                 TensorRef x = s.upload(dt, shape, values);
+                 TensorRef dy = s.random(dt, {2, oh, ow, c});
+                 TensorRef dx = s.empty(dt, shape);
+                 PoolParams pp;
+                 pp.kind = PoolKind::Max;
+                 pp.channelsLast = true;
+                 for (int i = 0; i < 2; ++i) {
+                   pp.kernel[i] = p.k;
+                   pp.strides[i] = p.s;
+                   pp.dilations[i] = 1;
+                   pp.padsBegin[i] = pp.padsEnd[i] = p.p;
+                 }
+                 poolGrad(*s.ctx, "max_pool_grad_nhwc", pp, x, dy, dx);
+                 return std::vector<TensorRef>{dx};
+               }});
+        }
+  // Batch normalization forward and backward with the workspace a program
+  // plans (workspace::batchNormTrainingLastBytes: several splits of the
+  // rows, merged by the finishing kernel): ResNet-50's channel counts at
+  // small spatial sizes and batches (the same tiles, packs and split
+  // merging as at batch 64), then channel counts that are not a multiple of
+  // 8 (8-byte packs, one element per thread).
+  struct B {
+    const char *name;
+    std::vector<int64_t> shape;
+    DType dt;
+    bool relu;
+  };
+  for (B b : {B{"c64_28", {8, 28, 28, 64}, DType::BF16, true},
+              B{"c256_14", {4, 14, 14, 256}, DType::BF16, false},
+              B{"c128_14_f16", {4, 14, 14, 128}, DType::F16, true},
+              B{"c512_14_f32", {4, 14, 14, 512}, DType::F32, false},
+              B{"c1024_14_f16", {8, 14, 14, 1024}, DType::F16, false},
+              B{"c2048_7", {16, 7, 7, 2048}, DType::BF16, true},
+              B{"c200_10", {4, 10, 10, 200}, DType::BF16, true},
+              B{"c100_9", {4, 9, 9, 100}, DType::BF16, false},
+              B{"c70_9_f16", {4, 9, 9, 70}, DType::F16, true},
+              B{"c3_16_f32", {4, 16, 16, 3}, DType::F32, false}})
+    cases.push_back(
+        {std::string("batch_norm_training_nhwc_resnet_") + b.name,
+         b.dt == DType::F32 ? 5e-5 : tol(b.dt), [=](Suite &s) {
+           int64_t c = b.shape.back();
+           int64_t rows = b.shape[0] * b.shape[1] * b.shape[2];
+           TensorRef x = s.random(b.dt, b.shape, 0.1, 3.0);
+           TensorRef scale = s.random(DType::F32, {c}, 0.5, 1.5);
+           TensorRef bias = s.random(DType::F32, {c});
+           TensorRef y = s.empty(b.dt, b.shape);
+           TensorRef mean = s.empty(DType::F32, {c});
+           TensorRef inv = s.empty(DType::F32, {c});
+           TensorRef ws = s.empty(
+               DType::U8, {workspace::batchNormTrainingLastBytes(c, rows)});
+           batchNormTraining(*s.ctx, "bn_nhwc", 1e-5f,
+                             b.relu ? Activation::Relu : Activation::None, x,
+                             scale, bias, y, mean, inv, ws.data, ws.bytes(),
+                             /*channelsLast=*/true);
+           TensorRef dy = s.random(b.dt, b.shape);
+           TensorRef dscale = s.empty(DType::F32, {c});
+           TensorRef dbias = s.empty(DType::F32, {c});
+           TensorRef dx = s.empty(b.dt, b.shape);
+           batchNormTrainingGrad(*s.ctx, "bn_grad_nhwc", x, dy, scale, mean,
+                                 inv, dx, dscale, dbias, ws.data, ws.bytes(),
+                                 /*channelsLast=*/true);
+           return std::vector<TensorRef>{y, mean, inv, dx, dscale, dbias};
+         }});
 }
 
 } // namespace
@@ -224,6 +329,7 @@ void addChannelsLastTrainingCases(std::vector<Case> &cases) {
                                  /*channelsLast=*/true);
            return std::vector<TensorRef>{y, mean, inv, dx, dscale, dbias};
          }});
+  addChannelsLastResNetCases(cases);
 }
 
 } // namespace memopt::rt::suite

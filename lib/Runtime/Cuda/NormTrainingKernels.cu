@@ -25,13 +25,22 @@
 // programs) are rows of C channels: a block reduces up to 32 packs of
 // neighbouring channels (16-byte loads) over a share of the rows, the other
 // threads taking the next rows, as PyTorch's
-// batch_norm_collect_statistics_channels_last_kernel splits; the partials go
-// to the same workspace layout and the same finishing kernels. The elementwise
-// passes take the channel of an element from its position within the row.
+// batch_norm_collect_statistics_channels_last_kernel splits. The partials
+// (same workspace bytes) are laid out channel-major per split and merged by
+// a finishing kernel in which a warp reads 32 neighbouring channels and 32
+// groups of threads share the splits, in a fixed order; the channels-first
+// finishing kernels, one thread per channel walking its splits, were the
+// bulk of the channels-last time (issue 26: a few channels times 1024
+// strided splits on one multiprocessor). The elementwise passes keep one
+// pack of channels per thread with its constants in registers and walk the
+// rows (PyTorch's transform_input / backward_elemt channels-last kernels do
+// the same, reading the parameters per element): one read of x (and dy) and
+// one 16-byte store per pack, no division or parameter load per element.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
+#include "VectorPack.cuh"
 #include "memopt/Runtime/Workspace.h"
 
 #include <algorithm>
@@ -49,45 +58,6 @@ __device__ __forceinline__ int64_t quotient(int64_t a, int64_t b) {
   if (((uint64_t(a) | uint64_t(b)) >> 32) == 0)
     return int64_t(uint32_t(a) / uint32_t(b));
   return a / b;
-}
-
-/// V consecutive elements of T (V * sizeof(T) of 1, 2, 4, 8 or 16 bytes,
-/// aligned to that size) as one load or store.
-template <typename T, int V>
-__device__ __forceinline__ void loadPack(const T *p, int64_t unit,
-                                         float (&out)[V]) {
-  constexpr int kBytes = V * int(sizeof(T));
-  alignas(16) T v[V];
-  if constexpr (kBytes == 16)
-    *reinterpret_cast<uint4 *>(v) = reinterpret_cast<const uint4 *>(p)[unit];
-  else if constexpr (kBytes == 8)
-    *reinterpret_cast<uint2 *>(v) = reinterpret_cast<const uint2 *>(p)[unit];
-  else if constexpr (kBytes == 4 && V > 1)
-    *reinterpret_cast<uint32_t *>(v) =
-        reinterpret_cast<const uint32_t *>(p)[unit];
-  else
-    v[0] = p[unit];
-#pragma unroll
-  for (int k = 0; k < V; ++k)
-    out[k] = toFloat(v[k]);
-}
-template <typename T, int V>
-__device__ __forceinline__ void storePack(T *p, int64_t unit,
-                                          const float (&in)[V]) {
-  constexpr int kBytes = V * int(sizeof(T));
-  alignas(16) T v[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k)
-    v[k] = fromFloat<T>(in[k]);
-  if constexpr (kBytes == 16)
-    reinterpret_cast<uint4 *>(p)[unit] = *reinterpret_cast<const uint4 *>(v);
-  else if constexpr (kBytes == 8)
-    reinterpret_cast<uint2 *>(p)[unit] = *reinterpret_cast<const uint2 *>(v);
-  else if constexpr (kBytes == 4 && V > 1)
-    reinterpret_cast<uint32_t *>(p)[unit] =
-        *reinterpret_cast<const uint32_t *>(v);
-  else
-    p[unit] = v[0];
 }
 
 /// Channel c's elements of x [N, C, S] in units of V elements (S a multiple
@@ -203,22 +173,18 @@ bnStatisticsFinishKernel(const T *x, int64_t channels, int64_t spatialElements,
 }
 
 /// y = (x - mean) * invStd * scale + bias (then relu), elementwise, V
-/// elements per unit.
-/// With `Last` (channels-last, C a multiple of V) the V elements of a unit
-/// are V neighbouring channels.
-template <typename T, int V, bool Last>
+/// elements of one channel per unit (bnApplyLastKernel for channels-last).
+template <typename T, int V>
 __global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
                               int64_t spatialUnits, const float *scale,
                               const float *bias, const float *mean,
                               const float *invStd, bool relu) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c0 = Last ? i * V - quotient(i * V, channels) * channels
-                      : channelOf(i, spatialUnits, channels);
+    int64_t c = channelOf(i, spatialUnits, channels);
     float v[V];
     loadPack<T, V>(x, i, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      int64_t c = Last ? c0 + k : c0;
       float a = invStd[c] * scale[c];
       float b = bias[c] - mean[c] * a;
       v[k] = v[k] * a + b;
@@ -279,22 +245,21 @@ __global__ void bnGradFinishKernel(int64_t channels, int splits,
   }
 }
 
-/// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M).
-template <typename T, int V, bool Last>
+/// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M),
+/// channels-first (bnGradApplyLastKernel for channels-last).
+template <typename T, int V>
 __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
                                   int64_t channels, int64_t spatialUnits,
                                   float inverseCount, const float *scale,
                                   const float *mean, const float *invStd,
                                   const float *dscale, const float *dbias) {
   MEMOPT_GRID_STRIDE(i, units) {
-    int64_t c0 = Last ? i * V - quotient(i * V, channels) * channels
-                      : channelOf(i, spatialUnits, channels);
+    int64_t c = channelOf(i, spatialUnits, channels);
     float g[V], v[V];
     loadPack<T, V>(dy, i, g);
     loadPack<T, V>(x, i, v);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      int64_t c = Last ? c0 + e : c0;
       float k = scale[c] * invStd[c];
       float b = dbias[c] * inverseCount;
       float w = invStd[c] * dscale[c] * inverseCount;
@@ -345,11 +310,15 @@ int lastLanes(int64_t packs) {
 ///   each channel's first element (as bnStatisticsKernel);
 /// - the gradient (Grad): sum dy and sum dy * (x - mean).
 /// With one split it finishes the channels (mean / invStd, or dbias /
-/// dscale); otherwise it stores partials[(c * splits + split) * 2] for the
-/// finishing kernels. PyTorch's batch_norm_collect_statistics_channels_last
-/// splits the same way (channels across a warp, rows across warps and
-/// blocks); the packs of V channels per thread are the vectorized loads of
-/// the channels-first kernels.
+/// dscale); otherwise it stores the pair of channel c of split s at
+/// partials[(s * C + c) * 2]: channel-major within a split, so that the
+/// finishing kernel's neighbouring threads read neighbouring channels
+/// (bnFinishLastKernel). PyTorch's
+/// batch_norm_collect_statistics_channels_last splits the same way
+/// (channels across a warp, rows across warps and blocks); the packs of V
+/// channels per thread are the vectorized loads of the channels-first
+/// kernels, and the row loop is unrolled so that several loads are in
+/// flight per thread.
 template <typename T, int V, bool Grad>
 __global__ void __launch_bounds__(kThreads)
     bnReduceLastKernel(const T *x, const T *dy, int64_t rows, int64_t channels,
@@ -380,6 +349,7 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       loadPack<T, V>(x, pack, center);
     }
+#pragma unroll 4
     for (int64_t r = begin + row; r < end; r += rowLanes) {
       float v[V];
       loadPack<T, V>(x, r * packs + pack, v);
@@ -419,8 +389,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < V; ++k) {
     int64_t c = c0 + k;
     if (splits > 1) {
-      partials[(c * splits + split) * 2] = a[k];
-      partials[(c * splits + split) * 2 + 1] = b[k];
+      partials[(split * channels + c) * 2] = a[k];
+      partials[(split * channels + c) * 2 + 1] = b[k];
     } else if (Grad) {
       out1[c] = a[k];             // dbias
       out2[c] = b[k] * invStd[c]; // dscale
@@ -431,6 +401,140 @@ __global__ void __launch_bounds__(kThreads)
       out1[c] = float(m + center[k]);                     // mean
       out2[c] = float(1.0 / sqrt(var + double(epsilon))); // invStd
     }
+  }
+}
+
+/// Threads of a channels-last finishing block: 32 channels side by side,
+/// kFinishGroups groups of splits.
+constexpr int kFinishGroups = 32;
+
+/// Merges bnReduceLastKernel's partials: block b takes channels
+/// [32 b, 32 b + 32), thread (lane, group) sums splits group, group +
+/// kFinishGroups, ... in split order (in double), then the groups' sums are
+/// added in group order: the same order on every run, and each warp reads
+/// 32 neighbouring channels' pairs (256 contiguous bytes) per split. The
+/// channels-first bnStatisticsFinishKernel walks one channel's splits per
+/// thread, which here (1024 splits, one block of C threads) was a long
+/// chain of strided loads on one multiprocessor.
+/// Statistics (!Grad): mean / invStd, shifted by x's first row; gradient
+/// (Grad): dbias / dscale.
+template <typename T, bool Grad>
+__global__ void __launch_bounds__(32 * kFinishGroups)
+    bnFinishLastKernel(const T *x, int64_t channels, int splits, double count,
+                       float epsilon, const float *partials,
+                       const float *invStd, float *out1, float *out2) {
+  __shared__ double sums[2][kFinishGroups][32];
+  int lane = int(threadIdx.x) & 31, group = int(threadIdx.x) >> 5;
+  int64_t c = int64_t(blockIdx.x) * 32 + lane;
+  double a = 0, b = 0;
+  if (c < channels) {
+    const auto *pairs = reinterpret_cast<const float2 *>(partials);
+#pragma unroll 4
+    for (int k = group; k < splits; k += kFinishGroups) {
+      float2 p = pairs[int64_t(k) * channels + c];
+      a += p.x;
+      b += p.y;
+    }
+  }
+  sums[0][group][lane] = a;
+  sums[1][group][lane] = b;
+  __syncthreads();
+  if (group != 0 || c >= channels)
+    return;
+  for (int g = 1; g < kFinishGroups; ++g) {
+    a += sums[0][g][lane];
+    b += sums[1][g][lane];
+  }
+  if (Grad) {
+    out1[c] = float(a);             // dbias
+    out2[c] = float(b) * invStd[c]; // dscale
+    return;
+  }
+  double m = a / count;
+  double var = fmax(b / count - m * m, 0.0);
+  out1[c] = float(m + toFloat(x[c]));                 // mean
+  out2[c] = float(1.0 / sqrt(var + double(epsilon))); // invStd
+}
+
+/// The channels-last elementwise passes: thread (lane, row) of block
+/// (rowBlock, tile) keeps the pack of V channels tile * lanes + lane and
+/// walks the rows rowBlock * rowLanes + row, + gridDim.x * rowLanes, ...:
+/// the channel constants are computed once per thread (no division and no
+/// parameter loads per element), every load and store is a 16-byte pack of
+/// neighbouring channels, and a warp covers contiguous bytes. PyTorch's
+/// batch_norm_transform_input_channels_last_kernel and
+/// batch_norm_backward_elemt_channels_last_kernel fix the channel per
+/// thread the same way; they read the parameters per element, here they
+/// are folded into two (forward) or four (backward) per-channel constants.
+///
+/// Forward: y = x * a + b (then relu), a = invStd * scale,
+/// b = bias - mean * a (the channels-first bnApplyKernel's arithmetic).
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bnApplyLastKernel(const T *x, T *y, int64_t rows, int64_t packs, int lanes,
+                      const float *scale, const float *bias, const float *mean,
+                      const float *invStd, bool relu) {
+  int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
+  int rowLanes = kThreads / lanes;
+  int64_t pack = int64_t(blockIdx.y) * lanes + lane;
+  if (pack >= packs)
+    return;
+  float a[V], b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    int64_t c = pack * V + k;
+    a[k] = invStd[c] * scale[c];
+    b[k] = bias[c] - mean[c] * a[k];
+  }
+  int64_t step = int64_t(gridDim.x) * rowLanes;
+#pragma unroll 4
+  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows; r += step) {
+    float v[V];
+    loadPack<T, V>(x, r * packs + pack, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      v[k] = v[k] * a[k] + b[k];
+      if (relu)
+        v[k] = fmaxf(v[k], 0.0f);
+    }
+    storePack<T, V>(y, r * packs + pack, v);
+  }
+}
+
+/// Backward: dx = k * (dy - dbias / M - (x - mean) * invStd * dscale / M),
+/// k = scale * invStd (bnGradApplyKernel's arithmetic); one read of x and
+/// dy per element, dx may be dy (in place).
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bnGradApplyLastKernel(const T *x, const T *dy, T *dx, int64_t rows,
+                          int64_t packs, int lanes, float inverseCount,
+                          const float *scale, const float *mean,
+                          const float *invStd, const float *dscale,
+                          const float *dbias) {
+  int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
+  int rowLanes = kThreads / lanes;
+  int64_t pack = int64_t(blockIdx.y) * lanes + lane;
+  if (pack >= packs)
+    return;
+  float k[V], b[V], w[V], m[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    int64_t c = pack * V + e;
+    k[e] = scale[c] * invStd[c];
+    b[e] = dbias[c] * inverseCount;
+    w[e] = invStd[c] * dscale[c] * inverseCount;
+    m[e] = mean[c];
+  }
+  int64_t step = int64_t(gridDim.x) * rowLanes;
+#pragma unroll 4
+  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows; r += step) {
+    float g[V], v[V];
+    loadPack<T, V>(dy, r * packs + pack, g);
+    loadPack<T, V>(x, r * packs + pack, v);
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      g[e] = k[e] * (g[e] - b[e] - (v[e] - m[e]) * w[e]);
+    storePack<T, V>(dx, r * packs + pack, g);
   }
 }
 
@@ -452,6 +556,32 @@ int rowSplits(const Context &ctx, int64_t channels, int64_t rows, int vec,
   return int(std::max<int64_t>(1, split));
 }
 
+/// The channels-last shape of a launch: packs of Vec channels, `lanes`
+/// packs side by side (lastLanes), `tiles` of them across the channels.
+struct LastShape {
+  int64_t rows, packs;
+  int lanes;
+  unsigned tiles;
+};
+LastShape lastShape(int64_t rows, int64_t channels, int vec) {
+  LastShape s;
+  s.rows = rows;
+  s.packs = channels / vec;
+  s.lanes = lastLanes(s.packs);
+  s.tiles = unsigned((s.packs + s.lanes - 1) / s.lanes);
+  return s;
+}
+
+/// Row blocks of the elementwise passes: about 16 blocks of kThreads per
+/// multiprocessor over all tiles (each thread then walks several rows, with
+/// its channel constants in registers), fewer for small tensors.
+unsigned applyRowBlocks(const Context &ctx, const LastShape &s) {
+  int64_t rowLanes = kThreads / s.lanes;
+  int64_t needed = (s.rows + rowLanes - 1) / rowLanes;
+  int64_t want = (int64_t(ctx.smCount) * 16 + s.tiles - 1) / s.tiles;
+  return unsigned(std::max<int64_t>(1, std::min(needed, want)));
+}
+
 /// Statistics, then y, for activations of type T, Vec elements per load;
 /// `last`: x is channels-last (rows of `channels`, spatial = rows / N).
 template <typename T, int Vec>
@@ -464,20 +594,20 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
   auto *px = static_cast<const T *>(x.data);
   int64_t total = x.numElements() / Vec;
   if (last) {
-    int64_t rows = batch * spatial;
-    int lanes = lastLanes(channels / Vec);
-    dim3 grid(unsigned((channels / Vec + lanes - 1) / lanes), unsigned(splits));
-    bnReduceLastKernel<T, Vec, false><<<grid, kThreads, 0, ctx.stream>>>(
-        px, nullptr, rows, channels, lanes, splits, epsilon, partials, nullptr,
-        nullptr, pm, ps);
+    LastShape s = lastShape(batch * spatial, channels, Vec);
+    bnReduceLastKernel<T, Vec, false>
+        <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
+            px, nullptr, s.rows, channels, s.lanes, splits, epsilon, partials,
+            nullptr, nullptr, pm, ps);
     if (splits > 1)
-      bnStatisticsFinishKernel<T>
-          <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
-              px, channels, 1, double(rows), splits, epsilon, partials, pm, ps);
-    bnApplyKernel<T, Vec, true>
-        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-            px, static_cast<T *>(y.data), total, channels, 1, pscale, pbias, pm,
-            ps, relu);
+      bnFinishLastKernel<T, false>
+          <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
+             ctx.stream>>>(px, channels, splits, double(s.rows), epsilon,
+                           partials, nullptr, pm, ps);
+    bnApplyLastKernel<T, Vec>
+        <<<dim3(applyRowBlocks(ctx, s), s.tiles), kThreads, 0, ctx.stream>>>(
+            px, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
+            pbias, pm, ps, relu);
     return;
   }
   int64_t units = batch * spatial / Vec;
@@ -489,10 +619,9 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
         <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
             px, channels, spatial, double(batch * spatial), splits, epsilon,
             partials, pm, ps);
-  bnApplyKernel<T, Vec, false>
-      <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-          px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
-          pbias, pm, ps, relu);
+  bnApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+      px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
+      pbias, pm, ps, relu);
 }
 
 /// The reduction, then dx, for activations of type T.
@@ -506,34 +635,36 @@ void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
+  float inverseCount = 1.0f / float(batch * spatial);
   if (last) {
-    int lanes = lastLanes(channels / Vec);
-    dim3 grid(unsigned((channels / Vec + lanes - 1) / lanes), unsigned(splits));
-    bnReduceLastKernel<T, Vec, true><<<grid, kThreads, 0, ctx.stream>>>(
-        px, pdy, batch * spatial, channels, lanes, splits, 0.0f, partials, pm,
-        ps, pdbias, pdscale);
-  } else {
-    int64_t units = batch * spatial / Vec;
-    dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-    bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
-        {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
-        pdscale, pdbias);
+    LastShape s = lastShape(batch * spatial, channels, Vec);
+    bnReduceLastKernel<T, Vec, true>
+        <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
+            px, pdy, s.rows, channels, s.lanes, splits, 0.0f, partials, pm, ps,
+            pdbias, pdscale);
+    if (splits > 1)
+      bnFinishLastKernel<T, true>
+          <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
+             ctx.stream>>>(px, channels, splits, double(s.rows), 0.0f, partials,
+                           ps, pdbias, pdscale);
+    bnGradApplyLastKernel<T, Vec>
+        <<<dim3(applyRowBlocks(ctx, s), s.tiles), kThreads, 0, ctx.stream>>>(
+            px, pdy, static_cast<T *>(dx.data), s.rows, s.packs, s.lanes,
+            inverseCount, pscale, pm, ps, pdscale, pdbias);
+    return;
   }
+  int64_t units = batch * spatial / Vec;
+  dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
+  bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
+      {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
+      pdscale, pdbias);
   if (splits > 1)
     bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
         channels, splits, partials, ps, pdscale, pdbias);
   int64_t total = x.numElements() / Vec;
-  float inverseCount = 1.0f / float(batch * spatial);
-  if (last)
-    bnGradApplyKernel<T, Vec, true>
-        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-            px, pdy, static_cast<T *>(dx.data), total, channels, 1,
-            inverseCount, pscale, pm, ps, pdscale, pdbias);
-  else
-    bnGradApplyKernel<T, Vec, false>
-        <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-            px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
-            inverseCount, pscale, pm, ps, pdscale, pdbias);
+  bnGradApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+      px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
+      inverseCount, pscale, pm, ps, pdscale, pdbias);
 }
 
 /// Elements per load: 16 or 8 bytes where the spatial size is a multiple

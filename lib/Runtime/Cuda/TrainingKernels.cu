@@ -14,7 +14,10 @@
 // * Pooling gradient: one thread per input element gathers from the windows
 //   that contain it (one per kernel tap at most) instead of scattering with
 //   atomics, so f16 / bf16 gradients are summed in f32 and stored once; max
-//   pooling recomputes each window's first maximum.
+//   pooling recomputes each window's first maximum. 2-D max pooling runs
+//   by tiles instead: the window maxima of a tile once into shared memory,
+//   then a gather per element (channels-first planes, or channels-last
+//   with 16-byte packs of neighbouring channels per thread).
 // * SGD / AdamW: one grid-stride pass; the learning rate and the step are
 //   read from device scalars, so a captured CUDA graph stays valid when the
 //   driver changes them. With gradient accumulation the same pass first sums
@@ -39,6 +42,7 @@
 
 #include "../Philox.h"
 #include "CudaDevice.cuh"
+#include "VectorPack.cuh"
 
 #include <algorithm>
 
@@ -441,6 +445,175 @@ __global__ void __launch_bounds__(256)
       }
     dx[plane * inH * inW + q] = fromFloat<T>(acc);
   }
+}
+
+/// Channels-last max pooling's gradient tile: kPoolLastTile x kPoolLastTile
+/// positions of one image, and a slab of up to kPoolLastLanes packs of
+/// neighbouring channels.
+constexpr int kPoolLastTile = 16, kPoolLastLanes = 8;
+
+/// Windows along one axis that touch a kPoolLastTile-wide tile.
+inline int64_t poolLastTileWindows(int64_t k, int64_t s) {
+  return (kPoolLastTile + k - 2) / s + 2;
+}
+
+/// Max pooling's gradient on channels-last 2-D images without dilation (a
+/// ResNet stem's 3x3 / 2 over 64 x 112 x 112 x 64, memopt-layout's training
+/// programs): maxPoolGrad2dTiledKernel with the channel innermost. Block
+/// (image x tile, slab) takes a 16 x 16 tile of positions and `lanes` packs
+/// of V neighbouring channels (16-byte loads along the contiguous axis, as
+/// PyTorch's max_pool_backward_nhwc vectorizes along C); first every window
+/// that touches the tile finds each channel's first maximum, with the same
+/// scan order, tie and NaN rule as the forward, the host and the
+/// channels-first kernel (the first tap in range starts, a later one wins
+/// only when greater), and keeps it as a tap index with its dy in shared
+/// memory; then each element sums, in window order, the dy of the windows
+/// whose maximum it is and stores its pack once. PyTorch reads the
+/// forward's saved indices; here nothing is saved, each window's taps are
+/// read once per tile (about 3 loads per element, through L1) and the
+/// index math is 32-bit without a division per tap. Taps are bytes (at most
+/// 254 per window; 255: a window wholly in the padding).
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    maxPoolGradLastKernel(const T *x, const T *dy, T *dx, int inH, int inW,
+                          int outH, int outW, int kH, int kW, int sH, int sW,
+                          int pH, int pW, int tilesH, int tilesW, int packs,
+                          int lanes) {
+  extern __shared__ unsigned char poolShared[];
+  int tiles = tilesH * tilesW;
+  int image = int(blockIdx.x) / tiles;
+  int tile = int(blockIdx.x) - image * tiles;
+  int h0 = (tile / tilesW) * kPoolLastTile,
+      w0 = (tile % tilesW) * kPoolLastTile;
+  int h1 = min(h0 + kPoolLastTile, inH) - 1,
+      w1 = min(w0 + kPoolLastTile, inW) - 1;
+  int ohLo = firstWindow(h0, kH, sH, pH), ohHi = min(outH - 1, (h1 + pH) / sH);
+  int owLo = firstWindow(w0, kW, sW, pW), owHi = min(outW - 1, (w1 + pW) / sW);
+  int winH = max(0, ohHi - ohLo + 1), winW = max(0, owHi - owLo + 1);
+  int slab = lanes * V;
+  // grad[window][slab channel] as float, then tap[window][slab channel].
+  float *grad = reinterpret_cast<float *>(poolShared);
+  unsigned char *tap =
+      reinterpret_cast<unsigned char *>(grad + winH * winW * slab);
+  int lane = int(threadIdx.x) % lanes, pos = int(threadIdx.x) / lanes;
+  int posLanes = int(blockDim.x) / lanes;
+  int pack = int(blockIdx.y) * lanes + lane;
+  bool valid = pack < packs;
+  const T *xi = x + int64_t(image) * inH * inW * packs * V;
+  const T *dyi = dy + int64_t(image) * outH * outW * packs * V;
+  if (valid)
+    for (int k = pos; k < winH * winW; k += posLanes) {
+      int oh = ohLo + k / winW, ow = owLo + k % winW;
+      int r0 = oh * sH - pH, c0 = ow * sW - pW;
+      float best[V];
+      int at[V];
+      bool none = true;
+      for (int r = max(r0, 0); r < min(r0 + kH, inH); ++r)
+        for (int c = max(c0, 0); c < min(c0 + kW, inW); ++c) {
+          float v[V];
+          loadPack<T, V>(xi, int64_t(r * inW + c) * packs + pack, v);
+          int t = (r - r0) * kW + (c - c0);
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            if (none || v[e] > best[e]) {
+              best[e] = v[e];
+              at[e] = t;
+            }
+          none = false;
+        }
+      float g[V];
+      loadPack<T, V>(dyi, int64_t(oh * outW + ow) * packs + pack, g);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        grad[k * slab + lane * V + e] = g[e];
+        tap[k * slab + lane * V + e] = (unsigned char)(none ? 255 : at[e]);
+      }
+    }
+  __syncthreads();
+  if (!valid)
+    return;
+  T *dxi = dx + int64_t(image) * inH * inW * packs * V;
+  for (int e = pos; e < kPoolLastTile * kPoolLastTile; e += posLanes) {
+    int h = h0 + e / kPoolLastTile, w = w0 + e % kPoolLastTile;
+    if (h > h1 || w > w1)
+      continue;
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      acc[j] = 0.0f;
+    int ohEnd = min(ohHi, (h + pH) / sH), owEnd = min(owHi, (w + pW) / sW);
+    for (int oh = max(ohLo, firstWindow(h, kH, sH, pH)); oh <= ohEnd; ++oh)
+      for (int ow = max(owLo, firstWindow(w, kW, sW, pW)); ow <= owEnd; ++ow) {
+        int k = (oh - ohLo) * winW + (ow - owLo);
+        int t = (h - (oh * sH - pH)) * kW + (w - (ow * sW - pW));
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (tap[k * slab + lane * V + j] == t)
+            acc[j] += grad[k * slab + lane * V + j];
+      }
+    storePack<T, V>(dxi, int64_t(h * inW + w) * packs + pack, acc);
+  }
+}
+
+/// Launches maxPoolGradLastKernel when it applies (2-D windows without
+/// dilation, at most 254 taps, 32-bit positions, the tile's windows in
+/// 48 KiB of shared memory); false leaves the gradient to poolGradKernel.
+bool launchMaxPoolGradLast(Context &ctx, const ConvGeometry &g, TensorRef x,
+                           TensorRef dy, TensorRef dx) {
+  if (g.in[0] != 1 || g.out[0] != 1 || g.kernel[0] != 1 ||
+      g.dilations[1] != 1 || g.dilations[2] != 1 ||
+      g.kernel[1] * g.kernel[2] > 254 ||
+      g.in[1] * g.in[2] * g.inChannels >= (int64_t(1) << 31) ||
+      g.out[1] * g.out[2] * g.inChannels >= (int64_t(1) << 31))
+    return false;
+  int64_t tilesH = (g.in[1] + kPoolLastTile - 1) / kPoolLastTile,
+          tilesW = (g.in[2] + kPoolLastTile - 1) / kPoolLastTile;
+  int64_t blocks = g.batch * tilesH * tilesW;
+  int64_t windows = poolLastTileWindows(g.kernel[1], g.strides[1]) *
+                    poolLastTileWindows(g.kernel[2], g.strides[2]);
+  if (blocks >= (int64_t(1) << 31))
+    return false;
+  bool launched = false;
+  MEMOPT_DISPATCH_FLOAT(dx.dtype, T, {
+    // 16-byte packs of neighbouring channels where the channel count and
+    // the pointers allow, else 8 bytes, else one channel per thread.
+    int vec = 1;
+    for (int bytes : {16, 8}) {
+      int width = bytes / int(sizeof(T));
+      bool aligned = true;
+      for (const void *p :
+           std::initializer_list<const void *>{x.data, dy.data, dx.data})
+        aligned = aligned && reinterpret_cast<uintptr_t>(p) % bytes == 0;
+      if (vec == 1 && width > 1 && g.inChannels % width == 0 && aligned)
+        vec = width;
+    }
+    int64_t packs = g.inChannels / vec;
+    int lanes = 1;
+    while (lanes < kPoolLastLanes && lanes < packs)
+      lanes *= 2;
+    size_t shared = size_t(windows * lanes * vec) * (sizeof(float) + 1);
+    int64_t slabs = (packs + lanes - 1) / lanes;
+    if (shared <= 48 * 1024 && slabs < 65536) {
+      dim3 grid{unsigned(blocks), unsigned(slabs)};
+      auto launch = [&](auto kernel) {
+        kernel<<<grid, 256, shared, ctx.stream>>>(
+            static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
+            static_cast<T *>(dx.data), int(g.in[1]), int(g.in[2]),
+            int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
+            int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
+            int(g.padsBegin[2]), int(tilesH), int(tilesW), int(packs), lanes);
+      };
+      constexpr int kWide = 16 / int(sizeof(T)), kNarrow = 8 / int(sizeof(T));
+      if (vec == kWide)
+        launch(maxPoolGradLastKernel<T, kWide>);
+      else if (vec == kNarrow)
+        launch(maxPoolGradLastKernel<T, kNarrow>);
+      else
+        launch(maxPoolGradLastKernel<T, 1>);
+      launched = true;
+    }
+  });
+  return launched;
 }
 
 /// One thread per group of four elements: one Philox call gives the four
@@ -946,6 +1119,11 @@ void poolGrad(Context &ctx, const char *node, const PoolParams &params,
             int(g.out[1]), int(g.out[2]), int(g.kernel[1]), int(g.kernel[2]),
             int(g.strides[1]), int(g.strides[2]), int(g.padsBegin[1]),
             int(g.padsBegin[2]), int(tilesH), int(tilesW)));
+    checkLaunch(ctx, node);
+    return;
+  }
+  if (params.kind == PoolKind::Max && g.channelsLast &&
+      launchMaxPoolGradLast(ctx, g, x, dy, dx)) {
     checkLaunch(ctx, node);
     return;
   }
