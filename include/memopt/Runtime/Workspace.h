@@ -182,15 +182,17 @@ constexpr int64_t batchNormTrainingBytes(int64_t channels) {
 
 /// Channels-last batch normalization on CUDA reduces tiles of at most 256
 /// channels over splits of the rows: the compiler plans partial sums for
-/// about this many blocks (eight per multiprocessor of a 160-SM GPU), with
-/// at least 128 rows per split (16 per row of threads) and at most 1024
-/// splits, never fewer than the channels-first kNormalizationSplits.
+/// about this many blocks (eight per multiprocessor of a 160-SM GPU; the
+/// runtime takes one wave of resident blocks, fewer), with at least 32 rows
+/// per split (4 per row of threads: ResNet-50's 14 x 14 and 7 x 7 stages
+/// then still fill the GPU) and at most 1024 splits, never fewer than the
+/// channels-first kNormalizationSplits.
 constexpr int64_t kChannelsLastNormalizationBlocks = 1280;
 
 constexpr int64_t batchNormTrainingLastSplits(int64_t channels, int64_t rows) {
   int64_t tiles = (channels + 255) / 256;
   int64_t want = (kChannelsLastNormalizationBlocks + tiles - 1) / tiles;
-  int64_t splits = want < rows / 128 ? want : rows / 128;
+  int64_t splits = want < rows / 32 ? want : rows / 32;
   splits = splits < 1024 ? splits : 1024;
   return splits > kNormalizationSplits ? splits : kNormalizationSplits;
 }

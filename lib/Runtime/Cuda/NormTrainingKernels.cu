@@ -456,12 +456,18 @@ __global__ void __launch_bounds__(32 * kFinishGroups)
   out2[c] = float(1.0 / sqrt(var + double(epsilon))); // invStd
 }
 
+/// Rows an elementwise thread loads before it stores any: y (dx) may alias
+/// x (dy), so the compiler cannot move a later row's load above a store;
+/// loading kApplyBatch rows first keeps that many 16-byte loads in flight.
+constexpr int kApplyBatch = 4;
+
 /// The channels-last elementwise passes: thread (lane, row) of block
 /// (rowBlock, tile) keeps the pack of V channels tile * lanes + lane and
-/// walks the rows rowBlock * rowLanes + row, + gridDim.x * rowLanes, ...:
-/// the channel constants are computed once per thread (no division and no
-/// parameter loads per element), every load and store is a 16-byte pack of
-/// neighbouring channels, and a warp covers contiguous bytes. PyTorch's
+/// walks the rows rowBlock * rowLanes + row, + gridDim.x * rowLanes, ...
+/// (kApplyBatch of them loaded at a time): the channel constants are
+/// computed once per thread (no division and no parameter loads per
+/// element), every load and store is a 16-byte pack of neighbouring
+/// channels, and a warp covers contiguous bytes. PyTorch's
 /// batch_norm_transform_input_channels_last_kernel and
 /// batch_norm_backward_elemt_channels_last_kernel fix the channel per
 /// thread the same way; they read the parameters per element, here they
@@ -487,17 +493,25 @@ __global__ void __launch_bounds__(kThreads)
     b[k] = bias[c] - mean[c] * a[k];
   }
   int64_t step = int64_t(gridDim.x) * rowLanes;
-#pragma unroll 4
-  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows; r += step) {
-    float v[V];
-    loadPack<T, V>(x, r * packs + pack, v);
+  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows;
+       r += kApplyBatch * step) {
+    float v[kApplyBatch][V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      v[k] = v[k] * a[k] + b[k];
-      if (relu)
-        v[k] = fmaxf(v[k], 0.0f);
+    for (int u = 0; u < kApplyBatch; ++u)
+      if (r + u * step < rows)
+        loadPack<T, V>(x, (r + u * step) * packs + pack, v[u]);
+#pragma unroll
+    for (int u = 0; u < kApplyBatch; ++u) {
+      if (r + u * step >= rows)
+        continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        v[u][k] = v[u][k] * a[k] + b[k];
+        if (relu)
+          v[u][k] = fmaxf(v[u][k], 0.0f);
+      }
+      storePack<T, V>(y, (r + u * step) * packs + pack, v[u]);
     }
-    storePack<T, V>(y, r * packs + pack, v);
   }
 }
 
@@ -526,33 +540,54 @@ __global__ void __launch_bounds__(kThreads)
     m[e] = mean[c];
   }
   int64_t step = int64_t(gridDim.x) * rowLanes;
-#pragma unroll 4
-  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows; r += step) {
-    float g[V], v[V];
-    loadPack<T, V>(dy, r * packs + pack, g);
-    loadPack<T, V>(x, r * packs + pack, v);
+  for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows;
+       r += kApplyBatch * step) {
+    float g[kApplyBatch][V], v[kApplyBatch][V];
 #pragma unroll
-    for (int e = 0; e < V; ++e)
-      g[e] = k[e] * (g[e] - b[e] - (v[e] - m[e]) * w[e]);
-    storePack<T, V>(dx, r * packs + pack, g);
+    for (int u = 0; u < kApplyBatch; ++u)
+      if (r + u * step < rows) {
+        loadPack<T, V>(dy, (r + u * step) * packs + pack, g[u]);
+        loadPack<T, V>(x, (r + u * step) * packs + pack, v[u]);
+      }
+#pragma unroll
+    for (int u = 0; u < kApplyBatch; ++u) {
+      if (r + u * step >= rows)
+        continue;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        g[u][e] = k[e] * (g[u][e] - b[e] - (v[u][e] - m[e]) * w[e]);
+      storePack<T, V>(dx, (r + u * step) * packs + pack, g[u]);
+    }
   }
 }
 
+/// Blocks of kThreads of `kernel` that the GPU holds at once (one wave).
+template <typename Kernel>
+int64_t residentBlocks(const Context &ctx, Kernel kernel) {
+  int perMultiprocessor = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &perMultiprocessor, kernel, kThreads, 0) != cudaSuccess ||
+      perMultiprocessor < 1)
+    perMultiprocessor = 1;
+  return int64_t(perMultiprocessor) * ctx.smCount;
+}
+
 /// Splits of the rows of a channels-last [R, C] reduction with packs of V
-/// channels: about eight blocks per multiprocessor over the channel tiles
-/// (a full one of kThreads), at least 16 rows per row lane, as many as
-/// `workspace` holds (the compiler plans batchNormTrainingBytes with
-/// channels-last, workspace::kChannelsLastNormalizationBlocks blocks).
-int rowSplits(const Context &ctx, int64_t channels, int64_t rows, int vec,
+/// channels: one wave of `resident` blocks over the channel tiles (long
+/// blocks with several loads in flight per thread and no tail wave), at
+/// least 4 rows per row lane, as many as `workspace` holds (the compiler
+/// plans batchNormTrainingBytes with channels-last,
+/// workspace::kChannelsLastNormalizationBlocks blocks at most).
+int rowSplits(int64_t resident, int64_t channels, int64_t rows, int vec,
               size_t workspaceBytes) {
   int64_t packs = channels / vec;
   int lanes = lastLanes(packs);
   int64_t tiles = (packs + lanes - 1) / lanes;
-  int64_t want = (int64_t(ctx.smCount) * 8 + tiles - 1) / tiles;
+  int64_t want = (resident + tiles - 1) / tiles;
   int64_t room =
       int64_t(workspaceBytes) / workspace::normalizationSplitBytes(channels);
   int64_t split =
-      std::min({want, room, rows / (16 * (kThreads / lanes)), int64_t(1024)});
+      std::min({want, room, rows / (4 * (kThreads / lanes)), int64_t(1024)});
   return int(std::max<int64_t>(1, split));
 }
 
@@ -572,13 +607,13 @@ LastShape lastShape(int64_t rows, int64_t channels, int vec) {
   return s;
 }
 
-/// Row blocks of the elementwise passes: about 16 blocks of kThreads per
-/// multiprocessor over all tiles (each thread then walks several rows, with
-/// its channel constants in registers), fewer for small tensors.
-unsigned applyRowBlocks(const Context &ctx, const LastShape &s) {
+/// Row blocks of the elementwise passes: one wave of `resident` blocks over
+/// all tiles (each thread then walks several rows, with its channel
+/// constants in registers), fewer for small tensors.
+unsigned applyRowBlocks(int64_t resident, const LastShape &s) {
   int64_t rowLanes = kThreads / s.lanes;
   int64_t needed = (s.rows + rowLanes - 1) / rowLanes;
-  int64_t want = (int64_t(ctx.smCount) * 16 + s.tiles - 1) / s.tiles;
+  int64_t want = (resident + s.tiles - 1) / s.tiles;
   return unsigned(std::max<int64_t>(1, std::min(needed, want)));
 }
 
@@ -587,14 +622,18 @@ unsigned applyRowBlocks(const Context &ctx, const LastShape &s) {
 template <typename T, int Vec>
 void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
                              int64_t channels, int64_t spatial, bool last,
-                             int splits, float epsilon, float *partials,
-                             float *pm, float *ps, const float *pscale,
-                             const float *pbias, bool relu) {
+                             size_t workspaceBytes, float epsilon,
+                             float *partials, float *pm, float *ps,
+                             const float *pscale, const float *pbias,
+                             bool relu) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   int64_t total = x.numElements() / Vec;
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
+    int splits =
+        rowSplits(residentBlocks(ctx, bnReduceLastKernel<T, Vec, false>),
+                  channels, s.rows, Vec, workspaceBytes);
     bnReduceLastKernel<T, Vec, false>
         <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
             px, nullptr, s.rows, channels, s.lanes, splits, epsilon, partials,
@@ -604,13 +643,16 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
           <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
              ctx.stream>>>(px, channels, splits, double(s.rows), epsilon,
                            partials, nullptr, pm, ps);
+    unsigned rowBlocks =
+        applyRowBlocks(residentBlocks(ctx, bnApplyLastKernel<T, Vec>), s);
     bnApplyLastKernel<T, Vec>
-        <<<dim3(applyRowBlocks(ctx, s), s.tiles), kThreads, 0, ctx.stream>>>(
+        <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
             px, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
             pbias, pm, ps, relu);
     return;
   }
   int64_t units = batch * spatial / Vec;
+  int splits = channelSplits(ctx, channels, units, workspaceBytes);
   dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   bnStatisticsKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
       {px, channels, spatial / Vec}, units, splits, epsilon, partials, pm, ps);
@@ -629,15 +671,19 @@ template <typename T, int Vec>
 void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
                                  const TensorRef &dy, TensorRef &dx,
                                  int64_t channels, int64_t spatial, bool last,
-                                 int splits, float *partials, const float *pm,
-                                 const float *ps, const float *pscale,
-                                 float *pdscale, float *pdbias) {
+                                 size_t workspaceBytes, float *partials,
+                                 const float *pm, const float *ps,
+                                 const float *pscale, float *pdscale,
+                                 float *pdbias) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
   float inverseCount = 1.0f / float(batch * spatial);
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
+    int splits =
+        rowSplits(residentBlocks(ctx, bnReduceLastKernel<T, Vec, true>),
+                  channels, s.rows, Vec, workspaceBytes);
     bnReduceLastKernel<T, Vec, true>
         <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
             px, pdy, s.rows, channels, s.lanes, splits, 0.0f, partials, pm, ps,
@@ -647,13 +693,16 @@ void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
           <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
              ctx.stream>>>(px, channels, splits, double(s.rows), 0.0f, partials,
                            ps, pdbias, pdscale);
+    unsigned rowBlocks =
+        applyRowBlocks(residentBlocks(ctx, bnGradApplyLastKernel<T, Vec>), s);
     bnGradApplyLastKernel<T, Vec>
-        <<<dim3(applyRowBlocks(ctx, s), s.tiles), kThreads, 0, ctx.stream>>>(
+        <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
             px, pdy, static_cast<T *>(dx.data), s.rows, s.packs, s.lanes,
             inverseCount, pscale, pm, ps, pdscale, pdbias);
     return;
   }
   int64_t units = batch * spatial / Vec;
+  int splits = channelSplits(ctx, channels, units, workspaceBytes);
   dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
       {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
@@ -708,7 +757,6 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                                  invStd, layout))
     return;
   int64_t channels = layout.channels, spatial = layout.spatial;
-  int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
   auto *pm = static_cast<float *>(mean.data);
@@ -722,15 +770,10 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
     // channels of one row.
     int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
                           {x.data, y.data});
-    int splits =
-        channelsLast
-            ? rowSplits(ctx, channels, batch * spatial, width, workspaceBytes)
-            : channelSplits(ctx, channels, batch * spatial / width,
-                            workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTraining<T, decltype(vec)::value>(
-          ctx, x, y, channels, spatial, channelsLast, splits, epsilon, partials,
-          pm, ps, pscale, pbias, relu);
+          ctx, x, y, channels, spatial, channelsLast, workspaceBytes, epsilon,
+          partials, pm, ps, pscale, pbias, relu);
     });
   });
   checkLaunch(ctx, node);
@@ -748,7 +791,6 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
                                      dscale, dbias, layout))
     return;
   int64_t channels = layout.channels, spatial = layout.spatial;
-  int64_t batch = x.shape[0];
   if (x.numElements() == 0)
     return;
   auto *pm = static_cast<const float *>(mean.data);
@@ -760,15 +802,10 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
     int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
                           {x.data, dy.data, dx.data});
-    int splits =
-        channelsLast
-            ? rowSplits(ctx, channels, batch * spatial, width, workspaceBytes)
-            : channelSplits(ctx, channels, batch * spatial / width,
-                            workspaceBytes);
     withPackWidth<T>(width, [&](auto vec) {
       launchBatchNormTrainingGrad<T, decltype(vec)::value>(
-          ctx, x, dy, dx, channels, spatial, channelsLast, splits, partials, pm,
-          ps, pscale, pdscale, pdbias);
+          ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
+          partials, pm, ps, pscale, pdscale, pdbias);
     });
   });
   checkLaunch(ctx, node);
