@@ -135,10 +135,14 @@ class BatchNorm:
         self.running = (torch.zeros(c, device="cuda"), torch.ones(c, device="cuda"))
 
     def problem(self, shim, op):
+        """The forward (op 0) or the gradient (op 1); both share one workspace,
+        as the planner's arena gives them, which lives as long as the case (a
+        problem must not outlive the tensors its pointers name)."""
         p = Problem(op=op, dtype=self.code, n=self.n, h=self.s, w=self.s, c=self.c,
                     epsilon=1e-5)
         nbytes = shim.lib.mnb_bn_workspace_bytes(self.c, self.n * self.s * self.s)
-        self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        if getattr(self, "workspace", None) is None:
+            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
         for name in ("x", "y", "dy", "dx", "scale", "bias", "mean", "dscale", "dbias",
                      "workspace"):
             setattr(p, name, ptr(getattr(self, name)))

@@ -199,6 +199,39 @@ TEST_F(WorkspaceTest, NormalizationPlansEverySplit) {
   EXPECT_GE(planned(5), ws::layerNormGradBytes(300, 96, /*splits=*/1));
 }
 
+TEST_F(WorkspaceTest, ChannelsLastBatchNormPlansRowSplits) {
+  // ResNet-50's 14 x 14 x 256 stage at batch 64, channels-last: 12544 rows
+  // of one 256-channel tile, at least 32 rows per split (the CUDA kernels'
+  // 4 rows per row of threads): 392 splits of 256 channels' (sum, sum of
+  // squares). The 56 x 56 x 64 stage's 200704 rows reach the 1024-split
+  // cap; at 7 x 7 x 2048 the 8 tiles would share 1280 blocks (160 splits)
+  // but 3136 rows allow 98.
+  constexpr const char *kLast = R"mlir(
+func.func @g(%a: tensor<64x14x14x256xbf16>, %b: tensor<64x56x56x64xbf16>,
+             %c: tensor<64x7x7x2048xbf16>, %s: tensor<256xf32>,
+             %t: tensor<64xf32>, %u: tensor<2048xf32>) {
+  %y, %m, %i = memopt.batch_norm_training %a, %s, %s {channels_last} : (tensor<64x14x14x256xbf16>, tensor<256xf32>, tensor<256xf32>) -> (tensor<64x14x14x256xbf16>, tensor<256xf32>, tensor<256xf32>)
+  %y2, %m2, %i2 = memopt.batch_norm_training %b, %t, %t {channels_last} : (tensor<64x56x56x64xbf16>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64x56x56x64xbf16>, tensor<64xf32>, tensor<64xf32>)
+  %y3, %m3, %i3 = memopt.batch_norm_training %c, %u, %u {channels_last} : (tensor<64x7x7x2048xbf16>, tensor<2048xf32>, tensor<2048xf32>) -> (tensor<64x7x7x2048xbf16>, tensor<2048xf32>, tensor<2048xf32>)
+  return
+}
+)mlir";
+  OwningOpRef<ModuleOp> last = parseSourceString<ModuleOp>(kLast, &context);
+  ASSERT_TRUE(last);
+  std::vector<int64_t> bytes;
+  for (Operation &op : (*last->getOps<func::FuncOp>().begin())
+                           .getBody()
+                           .front()
+                           .without_terminator())
+    bytes.push_back(
+        dyn_cast<::mlir::memopt::CostOpInterface>(&op).getWorkspaceBytes());
+  ASSERT_EQ(bytes.size(), 3u);
+  EXPECT_EQ(bytes[0], ws::batchNormTrainingLastBytes(256, 12544));
+  EXPECT_EQ(bytes[0], 392 * 256 * 2 * 4);
+  EXPECT_EQ(bytes[1], 1024 * 64 * 2 * 4);
+  EXPECT_EQ(bytes[2], 98 * 2048 * 2 * 4); // 3136 rows / 32
+}
+
 TEST_F(WorkspaceTest, ReductionPlansTheRuntimesLargestSplit) {
   // 256 outputs of 8192 elements: min(64, 8192 / 256) = 32 partials each.
   EXPECT_EQ(planned(6), ws::reductionBytes(256, 8192 * 256));

@@ -452,9 +452,6 @@ __global__ void __launch_bounds__(256)
 /// neighbouring channels.
 constexpr int kPoolLastTile = 16, kPoolLastLanes = 8;
 
-/// Taps of a window whose loads a thread issues together (a 3x3 window's).
-constexpr int kPoolTapBatch = 9;
-
 /// Windows along one axis that touch a kPoolLastTile-wide tile.
 inline int64_t poolLastTileWindows(int64_t k, int64_t s) {
   return (kPoolLastTile + k - 2) / s + 2;
@@ -477,7 +474,7 @@ inline int64_t poolLastTileWindows(int64_t k, int64_t s) {
 /// index math is 32-bit without a division per tap. Taps are bytes (at most
 /// 254 per window; 255: a window wholly in the padding).
 template <typename T, int V>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(256)
     maxPoolGradLastKernel(const T *x, const T *dy, T *dx, int inH, int inW,
                           int outH, int outW, int kH, int kW, int sH, int sW,
                           int pH, int pW, int tilesH, int tilesW, int packs,
@@ -508,55 +505,27 @@ __global__ void __launch_bounds__(256, 2)
     for (int k = pos; k < winH * winW; k += posLanes) {
       int oh = ohLo + k / winW, ow = owLo + k % winW;
       int r0 = oh * sH - pH, c0 = ow * sW - pW;
-      RawPack<T, V> gradRaw =
-          loadRawPack<T, V>(dyi, int64_t(oh * outW + ow) * packs + pack);
-      int rBegin = max(r0, 0), cBegin = max(c0, 0), cEnd = min(c0 + kW, inW);
-      int taps = max(0, min(r0 + kH, inH) - rBegin) * max(0, cEnd - cBegin);
       float best[V];
       int at[V];
+      bool none = true;
+      for (int r = max(r0, 0); r < min(r0 + kH, inH); ++r)
+        for (int c = max(c0, 0); c < min(c0 + kW, inW); ++c) {
+          float v[V];
+          loadPack<T, V>(xi, int64_t(r * inW + c) * packs + pack, v);
+          int t = (r - r0) * kW + (c - c0);
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            if (none || v[e] > best[e]) {
+              best[e] = v[e];
+              at[e] = t;
+            }
+          none = false;
+        }
+      float g[V];
+      loadPack<T, V>(dyi, int64_t(oh * outW + ow) * packs + pack, g);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        best[e] = 0.0f;
-        at[e] = 0;
-      }
-      // kPoolTapBatch taps loaded before any is compared (the loads are in
-      // flight together), in scan order: rows, then columns.
-      int r = rBegin, c = cBegin;
-      for (int base = 0; base < taps; base += kPoolTapBatch) {
-        RawPack<T, V> raw[kPoolTapBatch];
-        int rl = r, cl = c;
-#pragma unroll
-        for (int j = 0; j < kPoolTapBatch; ++j)
-          if (base + j < taps) {
-            raw[j] =
-                loadRawPack<T, V>(xi, int64_t(rl * inW + cl) * packs + pack);
-            if (++cl == cEnd) {
-              cl = cBegin;
-              ++rl;
-            }
-          }
-#pragma unroll
-        for (int j = 0; j < kPoolTapBatch; ++j)
-          if (base + j < taps) {
-            int t = (r - r0) * kW + (c - c0);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-              float v = toFloat(raw[j].v[e]);
-              if (base + j == 0 || v > best[e]) {
-                best[e] = v;
-                at[e] = t;
-              }
-            }
-            if (++c == cEnd) {
-              c = cBegin;
-              ++r;
-            }
-          }
-      }
-      bool none = taps == 0;
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        grad[k * slab + lane * V + e] = toFloat(gradRaw.v[e]);
+        grad[k * slab + lane * V + e] = g[e];
         tap[k * slab + lane * V + e] = (unsigned char)(none ? 255 : at[e]);
       }
     }
