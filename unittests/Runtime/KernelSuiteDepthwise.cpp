@@ -5,9 +5,12 @@
 // (DepthwiseKernels.cu) and the measured choice (the suite's own context,
 // which times both at a call site's first call and runs the faster from the
 // second). The host backend computes every case with its reference kernel,
-// whatever the engine. The shapes cover the kernel's fast paths (3x3, 5x5
-// and 7x7 at strides 1 and 2, with 4 and 2 pixels per thread, 8- and 4-wide
-// vectors), its generic path (dilation, a non-square filter, asymmetric
+// whatever the engine. The shapes cover the kernel's fast paths (3x3 at
+// strides 1 and 2, with 4 and 2 pixels per thread, 8- and 4-wide vectors;
+// the shared-memory tiled 5x5 and 7x7 at strides 1 and 2 over several
+// spatial tiles, partial ones at the right and bottom edges among them, 16-
+// and 8-byte staging copies, channel tiles that are not full: 40, 136), its
+// generic path (dilation, a non-square filter, asymmetric
 // pads, 9x9, 1-D), odd spatial sizes and output widths that are no multiple
 // of the pixels per thread, channel counts that are not a multiple of the
 // vector width (83: scalar lanes; 36 and 20: 4-wide half vectors), every
@@ -44,6 +47,8 @@ const std::vector<DepthwiseCase> &depthwiseCases() {
       {"k5s2_c40", 2, 40, {21, 21}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, false, Activation::None},
       {"k7s1_c96", 2, 96, {14, 14}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, true, Activation::None},
       {"k7s2_c20", 1, 20, {15, 17}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, true, Activation::Relu},
+      {"k7s1_tiles_c40", 2, 40, {29, 37}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, true, Activation::Gelu},
+      {"k5s2_tiles_c136", 1, 136, {33, 27}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {1, 1}, true, Activation::None},
       {"k3d2_c16", 2, 16, {11, 13}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, true, Activation::None},
       {"k3x5_c32", 1, 32, {9, 12}, {3, 5}, {1, 2}, {1, 1}, {1, 2}, {1, 2}, false, Activation::GeluTanh},
       {"asym_c48", 2, 48, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {0, 1}, {2, 1}, true, Activation::None},

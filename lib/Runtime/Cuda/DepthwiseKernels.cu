@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace memopt::rt {
 
@@ -242,6 +243,205 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   }
 }
 
+/// The shared-memory tiling of the 5x5 and 7x7 paths (launchTiled): a block
+/// computes a tile of tileRows x tileCols output pixels of one image for
+/// tileVectors x 4 channels; its threads split the tile into groups of R
+/// rows x P pixels x 4 channels.
+struct TiledShape {
+  int tileVectors, widthGroups, rowGroups;
+  int tileRows, tileCols, inRows, inCols;
+  int tilesHigh, tilesWide;
+  /// Elements from one staged pixel to the next (the channels plus a pad
+  /// that spreads a warp's reads over the banks), and the bytes of one
+  /// global-to-shared copy (16, or the vector's 8 where 16 would straddle).
+  int pixelStride, copyBytes;
+};
+
+/// One global-to-shared copy of B bytes, zero-filled where !valid (the
+/// halo outside the image): cp.async from sm_80 on, so that a thread's
+/// copies are all in flight at once without holding registers.
+template <int B>
+__device__ __forceinline__ void copyToShared(void *dst, const void *src,
+                                             bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d),
+               "l"(src), "n"(B), "r"(valid ? B : 0));
+#else
+  using Word = std::conditional_t<B == 16, uint4, uint2>;
+  Word v = {};
+  if (valid)
+    v = *reinterpret_cast<const Word *>(src);
+  *reinterpret_cast<Word *>(dst) = v;
+#endif
+}
+
+__device__ __forceinline__ void waitCopies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::);
+#endif
+}
+
+/// Stages the block's input tile (inRows x inCols pixels x the channel
+/// tile, zero outside the image and past the last channel) in shared memory.
+/// Each thread keeps one chunk of the channels and walks the pixels with a
+/// fixed step, so the loop carries no divisions.
+template <typename T, int B>
+__device__ __forceinline__ void
+stageTile(const T *__restrict__ x, T *tile, const DepthwiseDims &d,
+          const TiledShape &t, int64_t n, int ih0, int iw0, int c0) {
+  constexpr int kChunk = B / int(sizeof(T));
+  const int chunks = d.tileChannels / kChunk; // <= blockDim.x (host)
+  const int step = int(blockDim.x) / chunks;
+  int pixel = int(threadIdx.x) / chunks;
+  if (pixel >= step)
+    return;
+  const int chunk = int(threadIdx.x) % chunks;
+  const int stepRows = step / t.inCols, stepCols = step % t.inCols;
+  int row = pixel / t.inCols, col = pixel % t.inCols;
+  const int c = c0 + chunk * kChunk;
+  const bool channelValid = c < d.channels;
+  const T *image = x + n * d.height * d.width * d.channels + c;
+  T *dst = tile + chunk * kChunk;
+  const int pixels = t.inRows * t.inCols;
+#pragma unroll 4
+  for (; pixel < pixels; pixel += step) {
+    const int ih = ih0 + row, iw = iw0 + col;
+    const bool valid = channelValid && unsigned(ih) < unsigned(d.height) &&
+                       unsigned(iw) < unsigned(d.width);
+    const T *src = valid ? image + (ih * d.width + iw) * d.channels : x;
+    copyToShared<B>(dst + pixel * t.pixelStride, src, valid);
+    col += stepCols;
+    row += stepRows;
+    if (col >= t.inCols) {
+      col -= t.inCols;
+      ++row;
+    }
+  }
+}
+
+/// The 5x5 and 7x7 paths (K, S: square kernel and stride, dilation 1; 4
+/// channels a thread, P output pixels along W times R output rows). The
+/// block stages its input tile once (every input pixel read from L2 / HBM
+/// once per block, with 16-byte copies that are all in flight together),
+/// then each thread runs the register tiling of the kernel above over it:
+/// per filter row, the row's taps in registers and the (P - 1) x S + K input
+/// strip of each of its R rows streamed through one vector.
+template <typename T, int K, int S, int P, int R>
+__global__ void __launch_bounds__(kBlockThreads, 2)
+    depthwiseTiledKernel(const T *__restrict__ x, const T *__restrict__ w,
+                         const T *__restrict__ bias, const T *residual, T *y,
+                         DepthwiseDims d, TiledShape t) {
+  constexpr int V = 4;
+  constexpr int kArea = K * K;
+  extern __shared__ __align__(16) unsigned char shared[];
+  float *taps = reinterpret_cast<float *>(shared); // [K * K][tileChannels]
+  T *tile = reinterpret_cast<T *>(shared + sizeof(float) * kArea *
+                                               size_t(d.tileChannels));
+  const int c0 = int(blockIdx.y) * d.tileChannels;
+  const int tileChannels = min(d.tileChannels, d.channels - c0);
+  int64_t block = blockIdx.x;
+  const int tileCol = int(block % t.tilesWide);
+  block /= t.tilesWide;
+  const int tileRow = int(block % t.tilesHigh);
+  const int64_t n = block / t.tilesHigh;
+  const int oh0 = tileRow * t.tileRows, ow0 = tileCol * t.tileCols;
+  if (t.copyBytes == 16)
+    stageTile<T, 16>(x, tile, d, t, n, oh0 * S - d.padTop, ow0 * S - d.padLeft,
+                     c0);
+  else
+    stageTile<T, 8>(x, tile, d, t, n, oh0 * S - d.padTop, ow0 * S - d.padLeft,
+                    c0);
+  for (int i = threadIdx.x; i < tileChannels * kArea; i += blockDim.x) {
+    int c = i / kArea, tap = i - c * kArea;
+    taps[tap * d.tileChannels + c] = toFloat(w[int64_t(c0) * kArea + i]);
+  }
+  waitCopies();
+  __syncthreads();
+
+  const int lane = threadIdx.x % t.tileVectors;
+  const int rest = threadIdx.x / t.tileVectors;
+  const int widthGroup = rest % t.widthGroups, rowGroup = rest / t.widthGroups;
+  const int channelInTile = lane * V;
+  if (rowGroup >= t.rowGroups || channelInTile >= tileChannels)
+    return;
+  float acc[R][P][V];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        acc[r][p][k] = 0.0f;
+  const T *origin = tile +
+                    int64_t(rowGroup * R * S * t.inCols + widthGroup * P * S) *
+                        t.pixelStride +
+                    channelInTile;
+  const int rowPitch = t.inCols * t.pixelStride;
+#pragma unroll 1
+  for (int i = 0; i < K; ++i) {
+    float rowTaps[K][V];
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      loadTaps<V>(taps + (i * K + j) * d.tileChannels + channelInTile,
+                  rowTaps[j]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const T *row = origin + (r * S + i) * rowPitch;
+      constexpr int kStrip = (P - 1) * S + K;
+#pragma unroll
+      for (int col = 0; col < kStrip; ++col) {
+        float in[V];
+        loadVector<T, V>(row + col * t.pixelStride, in);
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          const int j = col - p * S;
+          if (j >= 0 && j < K) {
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              acc[r][p][k] = fmaf(in[k], rowTaps[j][k], acc[r][p][k]);
+          }
+        }
+      }
+    }
+  }
+  const int c = c0 + channelInTile;
+  float biasValues[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    biasValues[k] = 0.0f;
+  if (bias)
+    loadVector<T, V>(bias + c, biasValues);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int oh = oh0 + rowGroup * R + r;
+    if (oh >= d.outHeight)
+      break;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int ow = ow0 + widthGroup * P + p;
+      if (ow >= d.outWidth)
+        break;
+      const int64_t at =
+          ((n * d.outHeight + oh) * d.outWidth + ow) * d.channels + c;
+      float add[V];
+      if (residual) {
+        loadVector<T, V>(residual + at, add);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          add[k] = 0.0f;
+      }
+      Vector<T, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out.value[k] = fromFloat<T>(applyActivationDevice(
+            d.activation, acc[r][p][k] + biasValues[k] + add[k]));
+      *reinterpret_cast<Vector<T, V> *>(y + at) = out;
+    }
+  }
+}
+
 bool aligned(const void *p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
@@ -314,6 +514,145 @@ void launchShape(Context &ctx, const DepthwiseDims &d, const TensorRef &x,
           static_cast<T *>(y.data), dims);
 }
 
+/// Shared-memory bank wavefronts of the first strip read of every warp of
+/// a block shaped `t` (vectors of `vectorBytes`, pixels `strideBytes`
+/// apart): the hardware serves 128 bytes a wavefront, one per phase of
+/// 128 / vectorBytes lanes when their words fall in distinct banks.
+int64_t bankWavefronts(const TiledShape &t, int threads, int vectorBytes,
+                       int strideBytes, int rowStep, int colStep) {
+  const int phaseLanes = 128 / vectorBytes;
+  int64_t wavefronts = 0;
+  for (int phase = 0; phase < threads; phase += phaseLanes) {
+    int counts[32] = {}, worst = 1;
+    int64_t seen[32][32]; // per bank: the distinct words read
+    for (int l = phase; l < std::min(threads, phase + phaseLanes); ++l) {
+      int lane = l % t.tileVectors, rest = l / t.tileVectors;
+      int widthGroup = rest % t.widthGroups, rowGroup = rest / t.widthGroups;
+      int64_t byte = (int64_t(rowGroup) * rowStep * t.inCols +
+                      int64_t(widthGroup) * colStep) *
+                         strideBytes +
+                     int64_t(lane) * vectorBytes;
+      for (int wd = 0; wd < vectorBytes / 4; ++wd) {
+        int64_t word = byte / 4 + wd;
+        int bank = int(word % 32);
+        bool known = false;
+        for (int k = 0; k < counts[bank]; ++k)
+          known |= seen[bank][k] == word;
+        if (!known && counts[bank] < 32) {
+          seen[bank][counts[bank]++] = word;
+          worst = std::max(worst, counts[bank]);
+        }
+      }
+    }
+    wavefronts += worst;
+  }
+  return wavefronts;
+}
+
+/// The tile of a 5x5 / 7x7 launch: over channel tiles of 8, 16 or 32
+/// vectors (split evenly) and thread groups of up to 16 x 16, the shape of
+/// the least estimated work: the padded output tile's taps plus its staged
+/// input (a copied element weighs 8 taps: the halo is what larger tiles
+/// save), scaled up where the grid would not fill every SM four times and
+/// for threads past the last full warp. Shared memory stays within the
+/// default 48 KiB, so no launch needs an opt-in.
+TiledShape chooseTiledShape(DepthwiseDims &d, int K, int S, int P, int R,
+                            int elementBytes, int smCount) {
+  const int V = 4, vectorBytes = V * elementBytes;
+  const int64_t vectors = d.channels / V;
+  const int64_t maxWidthGroups = std::min(16, (d.outWidth + P - 1) / P);
+  const int64_t maxRowGroups = std::min(16, (d.outHeight + R - 1) / R);
+  const int64_t maxPad = 16; // bytes, at most, per staged pixel
+  double best = -1;
+  TiledShape shape{};
+  int bestTileChannels = 0;
+  for (int maxVectors : {32, 16, 8}) {
+    int64_t channelTiles = (vectors + maxVectors - 1) / maxVectors;
+    int tileVectors = int((vectors + channelTiles - 1) / channelTiles);
+    int tileChannels = tileVectors * V;
+    for (int widthGroups = 1; widthGroups <= maxWidthGroups; ++widthGroups)
+      for (int rowGroups = 1; rowGroups <= maxRowGroups; ++rowGroups) {
+        int threads = tileVectors * widthGroups * rowGroups;
+        if (threads > kBlockThreads)
+          break;
+        int tileRows = rowGroups * R, tileCols = widthGroups * P;
+        int inRows = (tileRows - 1) * S + K, inCols = (tileCols - 1) * S + K;
+        int64_t smem =
+            int64_t(K) * K * tileChannels * 4 +
+            int64_t(inRows) * inCols * (tileChannels * elementBytes + maxPad);
+        if (smem > kFilterTileBytes)
+          continue;
+        int64_t blocks =
+            int64_t(d.batch) * ((d.outHeight + tileRows - 1) / tileRows) *
+            ((d.outWidth + tileCols - 1) / tileCols) * channelTiles;
+        double perBlock = double(tileRows) * tileCols * tileChannels * K * K +
+                          8.0 * inRows * inCols * tileChannels;
+        double work = perBlock * double(blocks);
+        if (blocks < 4 * int64_t(smCount))
+          work *= double(4 * int64_t(smCount)) / double(blocks);
+        work *= double((threads + 31) / 32 * 32) / threads;
+        if (best < 0 || work < best) {
+          best = work;
+          bestTileChannels = tileChannels;
+          shape.tileVectors = tileVectors;
+          shape.widthGroups = widthGroups;
+          shape.rowGroups = rowGroups;
+          shape.tileRows = tileRows;
+          shape.tileCols = tileCols;
+          shape.inRows = inRows;
+          shape.inCols = inCols;
+        }
+      }
+  }
+  d.tileChannels = bestTileChannels;
+  d.tileVectors = shape.tileVectors;
+  shape.tilesHigh = (d.outHeight + shape.tileRows - 1) / shape.tileRows;
+  shape.tilesWide = (d.outWidth + shape.tileCols - 1) / shape.tileCols;
+  // The pad of fewest bank wavefronts, then the widest copies it allows.
+  int threads = shape.tileVectors * shape.widthGroups * shape.rowGroups;
+  int rowBytes = bestTileChannels * elementBytes, bestPad = 0;
+  int64_t fewest = -1;
+  // 16-byte copies where the channels allow them: the pads keep them.
+  bool wide =
+      rowBytes % 16 == 0 && (int64_t(d.channels) * elementBytes) % 16 == 0;
+  for (int pad = 0; pad <= maxPad; pad += wide ? 16 : vectorBytes) {
+    int64_t wavefronts = bankWavefronts(shape, threads, vectorBytes,
+                                        rowBytes + pad, R * S, P * S);
+    if (fewest < 0 || wavefronts < fewest) {
+      fewest = wavefronts;
+      bestPad = pad;
+    }
+  }
+  shape.pixelStride = (rowBytes + bestPad) / elementBytes;
+  shape.copyBytes = wide ? 16 : 8;
+  return shape;
+}
+
+/// Launches the shared-memory tiled 5x5 / 7x7 kernel: one block per output
+/// tile and channel tile.
+template <typename T, int K, int S>
+void launchTiled(Context &ctx, const DepthwiseDims &d, const TensorRef &x,
+                 const TensorRef &w, const TensorRef *bias,
+                 const TensorRef *residual, const TensorRef &y) {
+  constexpr int P = 4, R = 2;
+  DepthwiseDims dims = d;
+  TiledShape t =
+      chooseTiledShape(dims, K, S, P, R, int(sizeof(T)), ctx.smCount);
+  if (t.copyBytes == 16 && !aligned(x.data, 16))
+    t.copyBytes = 8;
+  int64_t tiles = (d.channels + dims.tileChannels - 1) / dims.tileChannels;
+  dim3 grid(unsigned(int64_t(d.batch) * t.tilesHigh * t.tilesWide),
+            unsigned(tiles));
+  dim3 block(unsigned(t.tileVectors * t.widthGroups * t.rowGroups));
+  size_t shared = size_t(K) * K * dims.tileChannels * sizeof(float) +
+                  size_t(t.inRows) * t.inCols * t.pixelStride * sizeof(T);
+  depthwiseTiledKernel<T, K, S, P, R><<<grid, block, shared, ctx.stream>>>(
+      static_cast<const T *>(x.data), static_cast<const T *>(w.data),
+      bias ? static_cast<const T *>(bias->data) : nullptr,
+      residual ? static_cast<const T *>(residual->data) : nullptr,
+      static_cast<T *>(y.data), dims, t);
+}
+
 /// The fast path of d's square kernel and stride, else the generic one.
 /// Vectors of fewer than 4 channels (channel counts that are not a multiple
 /// of 4, rare in real networks) always take the generic path, which halves
@@ -330,16 +669,13 @@ void launchWidth(Context &ctx, const DepthwiseDims &d, bool fast,
       case 32:
         return launchShape<T, V, 3, 2>(ctx, d, x, w, bias, residual, y);
       case 51:
-        return launchShape<T, V, 5, 1>(ctx, d, x, w, bias, residual, y);
+        return launchTiled<T, 5, 1>(ctx, d, x, w, bias, residual, y);
       case 52:
-        return launchShape<T, V, 5, 2>(ctx, d, x, w, bias, residual, y);
-      default:
-        // 7x7 runs 4-wide vectors (vectorWidth).
-        if constexpr (V == 4) {
-          if (d.strideHeight == 1)
-            return launchShape<T, V, 7, 1>(ctx, d, x, w, bias, residual, y);
-          return launchShape<T, V, 7, 2>(ctx, d, x, w, bias, residual, y);
-        }
+        return launchTiled<T, 5, 2>(ctx, d, x, w, bias, residual, y);
+      case 71:
+        return launchTiled<T, 7, 1>(ctx, d, x, w, bias, residual, y);
+      case 72:
+        return launchTiled<T, 7, 2>(ctx, d, x, w, bias, residual, y);
       }
     }
   }
