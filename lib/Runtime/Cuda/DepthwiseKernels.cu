@@ -60,6 +60,8 @@ constexpr int kBlockThreads = 256;
 constexpr int kMaxTileVectors = 32;
 /// Output pixels per thread on the fast paths (pixelsPerThread).
 constexpr int kPixels = 4;
+/// Shared memory an SM holds (sm_90: 228 KiB; each block also takes 1 KiB).
+constexpr int64_t kSharedPerSm = 228 * 1024;
 
 /// The problem as the kernel sees it (a 1-D convolution has H = 1).
 struct DepthwiseDims {
@@ -590,7 +592,17 @@ TiledShape chooseTiledShape(DepthwiseDims &d, int K, int S, int P, int R,
         double work = perBlock * double(blocks);
         if (blocks < 4 * int64_t(smCount))
           work *= double(4 * int64_t(smCount)) / double(blocks);
-        work *= double((threads + 31) / 32 * 32) / threads;
+        // Threads past the last full warp, and SMs holding fewer than 32
+        // warps of such blocks (by shared memory, threads, or registers at
+        // about 96 a thread: ptxas -v gives 82-114 on sm_90) wait on the
+        // staging copies with too little else to run.
+        int64_t warps = (threads + 31) / 32;
+        work *= double(warps * 32) / threads;
+        int64_t blocksPerSm =
+            std::min<int64_t>({32, 64 / warps, 65536 / (warps * 32 * 96),
+                               kSharedPerSm / (smem + 1024)});
+        if (blocksPerSm * warps < 32)
+          work *= 32.0 / double(std::max<int64_t>(1, blocksPerSm * warps));
         if (best < 0 || work < best) {
           best = work;
           bestTileChannels = tileChannels;
