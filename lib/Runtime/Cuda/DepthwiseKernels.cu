@@ -7,25 +7,40 @@
 // the one store. f32, f16 and bf16 storage, f32 accumulation. 1-D
 // convolutions run as H = 1; 3-D ones are left to cuDNN.
 //
-// Tiling. A thread owns V neighbouring channels (8 x 16-bit or 4 x f32: one
-// 16-byte load or store along C, the contiguous dimension; 4 x 16-bit on the
-// 7x7 paths) of P = 4 neighbouring output pixels of one output row (2 where
-// the registers would not hold 4: every path fits the 128 registers that
-// let two 256-thread blocks share an SM without spilling, ptxas -v for
-// sm_90). A block is a tile of up to
-// 32 channel vectors (one warp's loads cover up to 512 contiguous bytes of a
-// pixel) times as many pixel groups as fit in 256 threads; blocks stride over
-// the pixel groups, so the filter tile each block stages in shared memory
+// Tiling, 3x3. A thread owns V neighbouring channels (8 x 16-bit or 4 x
+// f32: one 16-byte load or store along C, the contiguous dimension) of P = 4
+// neighbouring output pixels of one output row (2 for 8-wide stride 2, where
+// 4 would spill: ptxas -v for sm_90). A block is a tile of up to 32 channel
+// vectors (one warp's loads cover up to 512 contiguous bytes of a pixel)
+// times as many pixel groups as fit in 256 threads; blocks stride over the
+// pixel groups, so the filter tile each block stages in shared memory
 // (transposed to [tap][channel], f32) is loaded once per block. For each
 // filter row the thread keeps the row's taps in registers and streams the
 // input strip of that row ((P - 1) x stride + kw pixels) through one vector
 // register: each input vector is loaded once and feeds every output pixel
-// whose window covers it (the compiler resolves which at compile time on the
-// 3x3, 5x5 and 7x7 paths, strides 1 and 2). Other kernel sizes, strides and
-// dilations run a generic path (one pixel per thread, runtime loops), as do
-// channel counts that are not a multiple of 4 (vectors of 2 or 1). The
+// whose window covers it (the compiler resolves which at compile time). The
 // input halo comes straight from L1 / L2: neighbouring pixel groups of a
 // block read overlapping strips, which the caches serve.
+//
+// Tiling, 5x5 and 7x7 (strides 1 and 2). Streamed from L1 / L2 as above,
+// these ran at 120-140 GB/s on an H200 (7x7): each thread re-read every
+// input vector once per filter row with 8-byte loads, at two 256-thread
+// blocks an SM, and waited on each. Here a block instead stages a whole
+// input tile in shared memory with cp.async (16-byte copies, all in flight
+// at once, zero-filled outside the image): the (TH - 1) x S + K rows by
+// (TW - 1) x S + K pixels by up to 32 channel vectors that a TH x TW output
+// tile needs, so each input pixel leaves L2 once per block rather than K
+// times per output row. Its threads then run the register tiling above over
+// the tile, R = 2 output rows by P = 4 pixels by 4 channels each: per filter
+// row the taps in registers and each row's strip streamed through one
+// vector. The host picks the tile per layer (chooseTiledShape: the least
+// estimated work over the channel tile and the thread grid, halo, partial
+// tiles, SM fill and occupancy counted) and pads the staged pixel so that a
+// warp's reads spread over the shared-memory banks (bankWavefronts).
+//
+// Other kernel sizes, strides and dilations run a generic path (one pixel
+// per thread, runtime loops), as do channel counts that are not a multiple
+// of 4 (vectors of 2 or 1).
 //
 // Taken from: PyTorch's channels-last depthwise design as Inductor and TVM
 // schedule it (`depthwise_conv2d_nhwc`: channels vectorized across threads,
@@ -35,9 +50,11 @@
 // accumulated in registers, the epilogue fused). Where this goes further:
 // the tile widths adapt to the channel count (a channel count that is not a
 // multiple of the vector width runs narrower vectors rather than a separate
-// tail kernel), the residual add of memopt's conv_residual is part of the
-// epilogue, and the runtime times this kernel against cuDNN per call site
-// and keeps the faster (CudaLibraries.cpp, docs/layout.md).
+// tail kernel), the 5x5 / 7x7 tiles are shaped per layer by a cost model
+// rather than fixed (in f16, ConvNeXt's 56 px stage takes tiles of 28 rows
+// x 8 pixels, its 7 px stage 8 x 8), the residual add of memopt's conv_residual
+// is part of the epilogue, and the runtime times this kernel against cuDNN per
+// call site and keeps the faster (CudaLibraries.cpp, docs/layout.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -449,14 +466,13 @@ bool aligned(const void *p, size_t bytes) {
 }
 
 /// The vector width: the widest that divides the channel count and every
-/// vector operand's alignment, of at most 16 bytes, or 4 elements where
-/// `narrow` (the 7x7 fast paths: 8 channels' rows of 7 taps would not fit
-/// the registers next to the sums).
+/// vector operand's alignment, of at most 16 bytes (the 5x5 / 7x7 tiled
+/// kernel runs 4-wide vectors whenever this is at least 4).
 int vectorWidth(const ConvGeometry &g, const TensorRef &x,
                 const TensorRef *bias, const TensorRef *residual,
-                const TensorRef &y, bool narrow) {
+                const TensorRef &y) {
   size_t element = dtypeSize(x.dtype);
-  for (int width = narrow ? 4 : int(16 / element); width > 1; width /= 2) {
+  for (int width = int(16 / element); width > 1; width /= 2) {
     size_t bytes = element * size_t(width);
     if (g.inChannels % width == 0 && aligned(x.data, bytes) &&
         aligned(y.data, bytes) && (!bias || aligned(bias->data, bytes)) &&
@@ -480,13 +496,12 @@ int tileChannelsFor(int64_t channels, int64_t kernelArea, int width) {
   return int((vectors + tiles - 1) / tiles) * width;
 }
 
-/// Output pixels per thread: 4, or 2 where a row's taps (K x V f32
-/// registers), 4 pixels' sums and the strip's loads would pass the 128
-/// registers that let two 256-thread blocks share an SM (ptxas -v, sm_90:
-/// 4-wide 7x7, 8-wide 5x5 and 8-wide stride-2 3x3 spilled at 4 pixels); 1 on
-/// the generic path.
+/// Output pixels per thread of the 3x3 paths: 4, or 2 where 4 pixels' sums,
+/// the row's taps and the strip's loads would pass the 128 registers that
+/// let two 256-thread blocks share an SM (ptxas -v, sm_90: 8-wide stride 2
+/// spilled at 4 pixels); 1 on the generic path.
 template <int V, int K, int S> constexpr int pixelsPerThread() {
-  return K == 0 ? 1 : (V * K >= 28 || (V >= 8 && S == 2)) ? 2 : kPixels;
+  return K == 0 ? 1 : (V >= 8 && S == 2) ? 2 : kPixels;
 }
 
 /// Launches the kernel of one shape: P pixels per thread, the pixel groups
@@ -727,7 +742,7 @@ bool launchDepthwiseConv(Context &ctx, const char *node, const ConvGeometry &g,
   bool fast = square &&
               (g.kernel[1] == 3 || g.kernel[1] == 5 || g.kernel[1] == 7) &&
               (g.strides[1] == 1 || g.strides[1] == 2);
-  int width = vectorWidth(g, x, bias, residual, y, fast && g.kernel[1] == 7);
+  int width = vectorWidth(g, x, bias, residual, y);
   int64_t kernelArea = g.kernel[1] * g.kernel[2];
   int tile = tileChannelsFor(g.inChannels, kernelArea, width);
   while (tile == 0 && width > 1) // very large filters: narrower tiles
