@@ -119,6 +119,11 @@ LogicalResult ProgramEmitter::collectWeights() {
   llvm::raw_string_ostream entry(entries), wholeEntry(wholeEntries);
   bool anySharded = false;
   unsigned count = 0;
+  // The low working parameters of offloaded updates (HostUpdates.h).
+  function.walk([&](Operation *op) {
+    if (hasLowWorkingParameter(op))
+      lowParameters.insert(getHostUpdateOperands(op).param.getDefiningOp());
+  });
   for (Operation &op : function.getBody().front().without_terminator()) {
     if (!isWeightRegionOp(&op) || isHostPlaced(op.getResult(0)))
       continue;
@@ -198,11 +203,15 @@ LogicalResult ProgramEmitter::collectWeights() {
     if (whole.getRank() > kMaxRank)
       return error(&op) << "shards a parameter of type " << whole
                         << ", which the runtime does not support";
-    wholeEntry << "    {" << cppString(name) << ", " << *dtype << ", "
+    // A low working parameter (--offload optimizer) is saved as its f32
+    // master (Program.h, wholeWeights).
+    bool low = lowParameters.contains(&op);
+    wholeEntry << "    {" << cppString(name) << ", "
+               << (low ? StringRef("DType::F32") : *dtype) << ", "
                << whole.getRank() << ", " << shapeList(whole.getShape()) << ", "
-               << (shards ? -1 : offset) << ", " << initPointer
+               << (shards || low ? -1 : offset) << ", " << initPointer
                << ", WeightRole::" << role << "},\n";
-    anySharded |= bool(shards);
+    anySharded |= bool(shards) || low;
     ++count;
   }
   table << initData;
@@ -260,7 +269,21 @@ LogicalResult ProgramEmitter::collectHostWeights() {
           << ", nullptr, WeightRole::" << role << "},\n";
     masters << (hostWeightCount ? ", " : "") << param;
     ++hostWeightCount;
+    // A low working parameter's master starts in the weight file, after
+    // the region (WeightsFile.h): the runtime rounds it into the device
+    // parameter at load.
+    Operation *owner = paramOfMaster.lookup(&op);
+    if (owner && lowParameters.contains(owner)) {
+      int64_t fileOffset = weightsSize + lowMasterBytes;
+      weights.entries.push_back(
+          {fileOffset, type, variable.getInitialValueAttr(), &op});
+      weightsFingerprint.addWeight(variable.getName().str().c_str(),
+                                   type.getRank(), type.getShape().data(),
+                                   fileOffset, getBytes(type));
+      lowMasterBytes += getBytes(type);
+    }
   }
+  weights.size = weightsSize + lowMasterBytes;
   if (hostWeightCount)
     tables += "const TensorInfo kHostWeights[] = {\n" + entries +
               "};\nconst int32_t kMasterOf[] = {" + masterOf + "};\n";
@@ -645,7 +668,7 @@ FailureOr<EmittedProgram> ProgramEmitter::run() {
         << "extern \"C\" const ProgramInfo *memopt_program(void) {\n"
         << "  return &kProgram;\n}\n";
   }
-  weights.fingerprint = weightsFingerprint.finish(weightsSize);
+  weights.fingerprint = weightsFingerprint.finish(weightsSize + lowMasterBytes);
   program.weights = std::move(weights);
   return program;
 }

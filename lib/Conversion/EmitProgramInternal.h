@@ -378,6 +378,11 @@ private:
                             .getInt());
   }
   int64_t hostStateSize = 0, hostWeightCount = 0, offloadSites = 0;
+  /// --offload optimizer's low working parameters (f16 / bf16 variables an
+  /// offloaded update writes) and the bytes of their masters, which the
+  /// weight file holds after the region.
+  llvm::DenseSet<Operation *> lowParameters;
+  int64_t lowMasterBytes = 0;
   /// kWholeWeights (Program.h), when a parameter is sharded (ZeRO-3).
   std::string wholeWeightsTable;
   /// A TensorRef expression over `value`'s bytes with another shape.

@@ -485,6 +485,9 @@ HostUpdateEvent hostUpdateEvent(Operation *op, bool lastMicroStep,
     for (Value operand : op->getOperands())
       if (isHostPlaced(operand))
         streamed += getTensorBytes(operand.getType());
+    // The CPU writes a low working parameter's rounded copy too.
+    if (hasLowWorkingParameter(op))
+      streamed += getTensorBytes(operands.param.getType());
   } else if (!accumulatesOnDevice(op)) {
     streamed = getTensorBytes(operands.grad.getType()) +
                getTensorBytes(operands.accumulator.getType());

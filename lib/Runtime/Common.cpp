@@ -119,6 +119,27 @@ int64_t numElements(const TensorInfo &info) {
   return n;
 }
 
+int32_t lowParameterOf(const ProgramInfo &program, int h) {
+  if (!program.hostWeights || !program.masterOf || h < 0 ||
+      h >= program.numHostWeights)
+    return -1;
+  int32_t param = program.masterOf[h];
+  if (param < 0 || param >= program.numWeights ||
+      program.hostWeights[h].dtype != DType::F32 ||
+      program.weights[param].dtype == DType::F32)
+    return -1;
+  return param;
+}
+
+int64_t lowMasterBytes(const ProgramInfo &program) {
+  int64_t bytes = 0;
+  for (int h = 0; h < program.numHostWeights; ++h)
+    if (lowParameterOf(program, h) >= 0)
+      bytes += numElements(program.hostWeights[h]) *
+               int64_t(dtypeSize(program.hostWeights[h].dtype));
+  return bytes;
+}
+
 void failf(Context &ctx, const char *nodeName, const char *format, ...) {
   char buffer[1024];
   va_list args;

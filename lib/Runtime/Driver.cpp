@@ -1,6 +1,7 @@
 //===- Driver.cpp - loads and runs a generated program --------------------===//
 
 #include "Driver.h"
+#include "HostAdam.h"
 #include "Internal.h"
 #include "WeightStream.h"
 #include "memopt/Runtime/WeightsFile.h"
@@ -279,7 +280,7 @@ bool Model::init(const ProgramInfo *program, const std::string &weightsPath,
     if (!check(error))
       return false;
     setHostState(*ctx_, hostState_, size_t(program->hostStateBytes));
-    if (!initMasters(error))
+    if (!initMasters(file.isOpen() ? &file : nullptr, error))
       return false;
   }
   loadReport_.bytes = program->weightBytes;
@@ -447,19 +448,23 @@ bool Model::writeRegion(const void *region, std::string &error) {
   copyToDevice(*ctx_, weights_, region, size_t(program_->weightBytes));
   synchronize(*ctx_);
   return check(error) && readRegionScalars(/*initial=*/false, error) &&
-         initMasters(error);
+         initMasters(nullptr, error);
 }
 
 bool Model::loadWeights(const WeightsFile &file, std::string &error) {
   return loadRegion(*ctx_, file, program_->weightBytes, weights_, error,
                     fileOffset_) &&
          check(error) && readRegionScalars(/*initial=*/false, error) &&
-         initMasters(error);
+         initMasters(&file, error);
 }
 
-bool Model::initMasters(std::string &error) {
+bool Model::initMasters(const WeightsFile *file, std::string &error) {
   if (!hostState_)
     return true;
+  // The CPU optimizer's persistent copies of low working parameters are
+  // rounded again from the new masters on their next run.
+  offloadEngine(*ctx_).invalidateParams();
+  int64_t fileMaster = program_->weightBytes;
   for (int h = 0; h < program_->numHostWeights; ++h) {
     const TensorInfo &info = program_->hostWeights[h];
     int32_t param = program_->masterOf ? program_->masterOf[h] : -1;
@@ -471,6 +476,33 @@ bool Model::initMasters(std::string &error) {
     }
     if (param < 0)
       continue;
+    if (lowParameterOf(*program_, h) >= 0) {
+      // A low working parameter: the master is the file's (or the
+      // parameter widened), the parameter its rounding.
+      const TensorInfo &weight = program_->weights[param];
+      int64_t elements = numElements(info);
+      if (numElements(weight) != elements) {
+        error = std::string("master '") + info.name +
+                "' does not match its parameter";
+        return false;
+      }
+      auto *master = reinterpret_cast<float *>(hostState_ + info.offset);
+      std::vector<uint8_t> low(tensorBytes(weight));
+      if (file) {
+        if (!readWeightFile(*file, fileOffset_ + fileMaster, master,
+                            tensorBytes(info), error))
+          return false;
+      } else {
+        copyToHost(*ctx_, low.data(), weights_ + weight.offset, low.size());
+        synchronize(*ctx_);
+        widenParameterRange(low.data(), weight.dtype, master, 0, elements);
+      }
+      fileMaster += int64_t(tensorBytes(info));
+      roundMasterRange(master, low.data(), weight.dtype, 0, elements);
+      copyToDevice(*ctx_, weights_ + weight.offset, low.data(), low.size());
+      synchronize(*ctx_);
+      continue;
+    }
     if (param >= program_->numWeights ||
         tensorBytes(program_->weights[param]) != tensorBytes(info)) {
       error = std::string("master '") + info.name +
@@ -486,11 +518,16 @@ bool Model::initMasters(std::string &error) {
 
 bool Model::saveWeights(const std::string &path, bool withTrailer,
                         std::string &error) {
-  return check(error) &&
-         saveRegion(*ctx_, *program_, weights_, path, withTrailer, error);
+  synchronize(*ctx_); // the host masters are the step's
+  return check(error) && saveRegion(*ctx_, *program_, weights_, path,
+                                    withTrailer, error, hostState_);
 }
 
 bool Model::readTensor(int w, void *dst, std::string &error) {
+  // A low working parameter reads as its f32 master (Program.h).
+  for (int h = 0; hostState_ && h < program_->numHostWeights; ++h)
+    if (lowParameterOf(*program_, h) == w)
+      return readHostTensor(h, dst, error);
   const TensorInfo &info = program_->weights[w];
   copyToHost(*ctx_, dst, weights_ + info.offset, tensorBytes(info));
   synchronize(*ctx_);
@@ -815,7 +852,7 @@ const TensorInfo &RankGroup::savedShape(int w) const {
   const ProgramInfo &info = program();
   int32_t param = info.shardOf ? info.shardOf[w] : -1;
   return param >= 0 && param < info.numWeights ? wholeWeight(info, param)
-                                               : info.weights[w];
+                                               : wholeWeight(info, w);
 }
 
 bool RankGroup::ranksHoldOwnState() const {
@@ -840,7 +877,7 @@ bool RankGroup::readTensor(int w, std::vector<uint8_t> &bytes,
   int ranks = size(), world = worldSize_;
   int32_t param = info.shardOf ? info.shardOf[w] : -1;
   if (param < 0 || param >= info.numWeights) {
-    bytes.resize(tensorBytes(weight));
+    bytes.resize(tensorBytes(savedShape(w))); // a low parameter's master
     return models_[0]->readTensor(w, bytes.data(), error);
   }
   // Rank r's shard: its chunk of the parameter's elements, then the tail

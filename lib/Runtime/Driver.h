@@ -65,8 +65,14 @@ bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
 /// Writes the device region `device` (program.weightBytes) to `path`, chunk
 /// by chunk, with the weight file's trailer when `withTrailer`; through
 /// PATH.tmp renamed at the end.
+/// A program with low working parameters (Program.h, lowParameterOf) also
+/// writes their f32 masters after the region, from `hostState`.
 bool saveRegion(Context &ctx, const ProgramInfo &program, const void *device,
-                const std::string &path, bool withTrailer, std::string &error);
+                const std::string &path, bool withTrailer, std::string &error,
+                const uint8_t *hostState = nullptr);
+/// Reads `bytes` of an open weight file at `offset` into host memory.
+bool readWeightFile(const WeightsFile &file, int64_t offset, void *dst,
+                    size_t bytes, std::string &error);
 
 /// Fills the device weight region `device` deterministically, on the device
 /// (WeightStream.h's generator, the same on every backend): every weight
@@ -188,8 +194,11 @@ private:
   /// init, the loaded learning rate) read back from the device.
   bool readRegionScalars(bool initial, std::string &error);
   /// --offload optimizer: copies each parameter into its host master
-  /// (after the weight region was loaded or replaced).
-  bool initMasters(std::string &error);
+  /// (after the weight region was loaded or replaced). A low working
+  /// parameter's master comes from `file` (after the region) when given,
+  /// else is the parameter widened; the parameter is then the master
+  /// rounded (what the CPU update writes).
+  bool initMasters(const WeightsFile *file, std::string &error);
   static void body(Context &ctx, void *self);
 
   const ProgramInfo *program_ = nullptr;

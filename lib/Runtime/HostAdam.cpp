@@ -23,6 +23,40 @@ namespace memopt::rt {
 
 namespace {
 
+/// Round-to-nearest-even of an f32 into bf16 bits, branch-free (a NaN
+/// keeps its sign and top mantissa bits, made quiet).
+inline uint16_t roundToBf16(uint32_t bits) {
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t quiet = (bits >> 16) | 0x40u;
+  return uint16_t((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+/// Round-to-nearest-even of an f32 into f16 bits, branch-free (F. Giesen's
+/// float_to_half_fast3_rtne): normal results by integer rounding of the
+/// mantissa, subnormal ones by one f32 addition of a magic number (the FPU
+/// rounds to nearest even), overflow to infinity, NaN to the quiet 0x7e00.
+inline uint16_t roundToHalf(uint32_t bits) {
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t x = bits & 0x7fffffffu;
+  // Normal: rebias, add half an ulp less one plus the odd bit, truncate.
+  uint32_t normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+  // Subnormal or zero: 0.5 with the exponent of 2^-14 * 2^10 added and
+  // subtracted back in bits; the sum's low bits are the f16 mantissa.
+  float magic, value;
+  uint32_t magicBits = (127u - 15u + 23u - 10u + 1u) << 23;
+  std::memcpy(&magic, &magicBits, 4);
+  std::memcpy(&value, &x, 4);
+  float sum = value + magic;
+  uint32_t sumBits;
+  std::memcpy(&sumBits, &sum, 4);
+  uint32_t subnormal = sumBits - magicBits;
+  uint32_t infinite = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  uint32_t result = x >= 0x47800000u  ? infinite
+                    : x < 0x38800000u ? subnormal
+                                      : normal;
+  return uint16_t(result | sign);
+}
+
 /// The update's element loops over [begin, end) with the gradient as f32
 /// values `g[i - offset]` (the staged f32 gradient, a widened chunk of an
 /// f16 / bf16 one, or the accumulator). Instantiated per (scaled) so that
@@ -71,7 +105,7 @@ void applyRange(const HostUpdate &u, const HostUpdatePlan &plan,
     }
   }
   if (u.param)
-    std::memcpy(u.param + begin, p + begin, size_t(end - begin) * 4);
+    roundMasterRange(p, u.param, u.paramType, begin, end);
 }
 
 void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
@@ -170,9 +204,48 @@ std::string planHostUpdate(const HostUpdate &u, HostUpdatePlan &plan) {
   return "";
 }
 
+void roundMasterRange(const float *src, void *dst, DType type, int64_t begin,
+                      int64_t end) {
+  const float *__restrict in = src;
+  if (type == DType::F32) {
+    std::memcpy(static_cast<float *>(dst) + begin, in + begin,
+                size_t(end - begin) * 4);
+    return;
+  }
+  uint16_t *__restrict out = static_cast<uint16_t *>(dst);
+  bool half = type == DType::F16;
+  if (half)
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, in + i, 4);
+      out[i] = roundToHalf(bits);
+    }
+  else
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, in + i, 4);
+      out[i] = roundToBf16(bits);
+    }
+}
+
+void widenParameterRange(const void *src, DType type, float *dst, int64_t begin,
+                         int64_t end) {
+  if (type == DType::F32) {
+    std::memcpy(dst + begin, static_cast<const float *>(src) + begin,
+                size_t(end - begin) * 4);
+    return;
+  }
+  const uint16_t *bits = static_cast<const uint16_t *>(src);
+  for (int64_t i = begin; i < end; ++i)
+    dst[i] = type == DType::F16 ? halfToFloat(bits[i]) : bf16ToFloat(bits[i]);
+}
+
 void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
                         int64_t begin, int64_t end) {
   updateRange(update, plan, begin, end);
+  // A persistent copy that this run does not write: the master's rounding.
+  if (!plan.apply && update.refreshParam && update.param)
+    roundMasterRange(update.master, update.param, update.paramType, begin, end);
 }
 
 int64_t getHostUpdateStreamedBytes(const HostUpdate &update,
@@ -191,6 +264,8 @@ int64_t getHostUpdateStreamedBytes(const HostUpdate &update,
           static_cast<const float *>(update.expAvgSq)})
       if (operand)
         perElement += 4;
+  if (plan.apply && update.param && update.paramType != DType::F32)
+    perElement += 2; // a low working parameter's rounded copy
   return perElement * update.elements;
 }
 
@@ -202,7 +277,7 @@ std::string runHostUpdate(const HostUpdate &update, HostUpdatePool &pool,
   std::string error = planHostUpdate(update, plan);
   if (!error.empty())
     return error;
-  if (!plan.accumulate && !plan.apply)
+  if (!plan.accumulate && !plan.apply && !update.refreshParam)
     return "";
   if (streamedBytes)
     *streamedBytes = getHostUpdateStreamedBytes(update, plan);
@@ -330,6 +405,12 @@ void OffloadEngine::waitFor(uint64_t ticket) {
   done_.wait(lock, [&] { return completed_ >= ticket; });
 }
 
+void OffloadEngine::invalidateParams() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return completed_ >= submitted_; });
+  freshParams_.clear();
+}
+
 void OffloadEngine::waitAll() {
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return completed_ >= submitted_; });
@@ -373,6 +454,9 @@ void OffloadEngine::dispatch() {
       return; // stopping, nothing left
     auto [ticket, update] = queue_.front();
     queue_.pop_front();
+    // Guarded by the lock with the queue: invalidateParams clears it.
+    if (update.paramPersists && update.param)
+      update.refreshParam = freshParams_.insert(update.param).second;
     lock.unlock();
     int64_t streamed = 0;
     auto begin = std::chrono::steady_clock::now();
@@ -411,7 +495,8 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
     return false;
   if (scaling && !validateLossScaling(ctx, node, *scaling, adamw))
     return false;
-  if (param.dtype != DType::F32 ||
+  if ((param.dtype != DType::F32 && param.dtype != DType::F16 &&
+       param.dtype != DType::BF16) ||
       param.numElements() != master.numElements()) {
     failf(ctx, node,
           "the device parameter %s %s does not match its f32 master %s",
@@ -442,6 +527,7 @@ bool describeOffloadedUpdate(Context &ctx, HostUpdate::Kind kind,
   update.scaled = scaling != nullptr;
   update.grad = static_cast<uint8_t *>(staging) + kHostStagingScalarBytes;
   update.gradType = grad.dtype;
+  update.paramType = param.dtype;
   update.elements = grad.numElements();
   update.scalars = static_cast<const float *>(staging);
   return true;

@@ -31,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 namespace memopt::rt {
@@ -49,7 +50,14 @@ enum HostStagingScalar : int {
 /// One offloaded update: what the CPU reads and writes. `grad` is the
 /// staged gradient (F32, F16 or BF16, `elements` of it); `scalars` the
 /// staging slot's head. `param` (may be null): where the new master is also
-/// written (the host backend's device parameter; CUDA copies it instead).
+/// written, as `paramType` (F32; F16 / BF16 rounded to nearest even, a low
+/// working parameter): the host backend's device parameter, or on CUDA a
+/// low parameter's copy in the staging slot (an f32 master is copied back
+/// from the master itself).
+/// `paramPersists`: `param` is copied to the device on every run, written
+/// or not (CUDA's low copy), so the engine has the CPU round the master
+/// into it on an update's first run after setHostState / a reload
+/// (`refreshParam`, set by the engine), even when the update does not apply.
 struct HostUpdate {
   enum class Kind { Sgd, AdamW } kind = Kind::Sgd;
   const char *node = "";
@@ -67,8 +75,23 @@ struct HostUpdate {
   int64_t accumulationSteps = 0;
   bool scaled = false; ///< dynamic loss scaling: scale, found_inf, skipped
   const float *scalars = nullptr;
-  float *param = nullptr;
+  void *param = nullptr;
+  DType paramType = DType::F32;
+  bool paramPersists = false;
+  bool refreshParam = false;
 };
+
+/// The working parameter of a master: `dst[i]` = `src[i]` for F32, rounded
+/// to nearest even for F16 / BF16 exactly as the backends' cast does
+/// (Internal.h's floatToHalf / floatToBf16, CUDA's __float2half_rn /
+/// __float2bfloat16_rn: overflow to infinity, NaN kept a quiet NaN of its
+/// sign, subnormals rounded), over [begin, end), in branch-free loops that
+/// gcc vectorizes. Exposed for the unit tests.
+void roundMasterRange(const float *src, void *dst, DType type, int64_t begin,
+                      int64_t end);
+/// The inverse where it exists: widens F16 / BF16 (exact).
+void widenParameterRange(const void *src, DType type, float *dst, int64_t begin,
+                         int64_t end);
 
 /// What one update does this step, from its scalars: whether it
 /// accumulates (first micro-step or not), whether it applies, and the
@@ -151,6 +174,10 @@ public:
   /// the entry the fit search reads instead of its constant.
   double measuredSecondsPerGiB();
 
+  /// The masters changed outside the updates (a load): every persistent
+  /// parameter copy is rounded again on its update's next run.
+  void invalidateParams();
+
   uint8_t *hostState = nullptr;
   size_t hostStateBytes = 0;
   /// Backend data (CUDA: streams, events and sites; HostOptimizer.cpp).
@@ -167,6 +194,8 @@ private:
   double updateSeconds_ = 0;
   int64_t updateBytes_ = 0;
   std::string error_, errorNode_;
+  /// Persistent parameter copies written since the last invalidateParams.
+  std::unordered_set<const void *> freshParams_;
   bool stop_ = false;
   /// Last: it starts in the constructor, after every member it uses.
   std::thread dispatcher_;

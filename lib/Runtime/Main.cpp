@@ -330,7 +330,7 @@ bool saveState(RankGroup &group, const std::string &dir, PendingFiles &pending,
     if (!writer || !failure.empty())
       continue;
     const TensorInfo &shape = group.savedShape(w);
-    array.dtype = info.dtype;
+    array.dtype = shape.dtype; // a low working parameter's master: F32
     array.shape.assign(shape.shape, shape.shape + shape.rank);
     std::string path = dir + "/" + fileNameFor(info.name);
     pending.add(path + ".partial", path);

@@ -97,7 +97,17 @@ uint64_t programFingerprint(const ProgramInfo &program) {
     table.addWeight(info.name, info.rank, info.shape, info.offset,
                     int64_t(tensorBytes(info)));
   }
-  return table.finish(program.weightBytes);
+  // The low working parameters' masters after the region (EmitProgram's
+  // collectHostWeights adds them alike).
+  int64_t offset = program.weightBytes;
+  for (int h = 0; h < program.numHostWeights; ++h)
+    if (lowParameterOf(program, h) >= 0) {
+      const TensorInfo &info = program.hostWeights[h];
+      table.addWeight(info.name, info.rank, info.shape, offset,
+                      int64_t(tensorBytes(info)));
+      offset += int64_t(tensorBytes(info));
+    }
+  return table.finish(offset);
 }
 
 } // namespace
@@ -117,11 +127,13 @@ bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
                          std::string &error) {
   // ZeRO-3: one region per rank (Program.h, weightFileRegions), or one
   // rank's own region (--save-weights' PATH.rankR-of-N).
-  int64_t all = program.weightBytes * weightFileRegions(program);
+  // (Low working parameters' masters follow the region: never with ranks.)
+  int64_t masters = lowMasterBytes(program);
+  int64_t all = weightFileBytes(program);
   int64_t expected =
       fileBytes == all || fileBytes == all + int64_t(kWeightsTrailerBytes)
           ? all
-          : program.weightBytes;
+          : program.weightBytes + masters;
   std::string file = "weight file '" + path + "'";
   if (fileBytes == expected)
     return true;
@@ -130,6 +142,7 @@ bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
         file + " has " + std::to_string(fileBytes) +
         " bytes; the program's weight region has " + std::to_string(expected) +
         (weightFileRegions(program) > 1 ? " in all the ranks' regions" : "") +
+        (masters ? " with the masters of its f16 / bf16 parameters" : "") +
         " (+" + std::to_string(kWeightsTrailerBytes) +
         " bytes of trailer): it is truncated or belongs to another model";
     return false;
@@ -159,9 +172,9 @@ bool checkWeightsTrailer(const ProgramInfo &program, const std::string &path,
 bool checkWeightsFile(const ProgramInfo &program, const std::string &path,
                       std::vector<uint8_t> &region, std::string &error) {
   int64_t size = int64_t(region.size());
-  int64_t regions = program.weightBytes * weightFileRegions(program);
+  int64_t regions = weightFileBytes(program);
   if (size != regions + int64_t(kWeightsTrailerBytes))
-    regions = program.weightBytes;
+    regions = program.weightBytes + lowMasterBytes(program);
   const uint8_t *trailer = size == regions + int64_t(kWeightsTrailerBytes)
                                ? region.data() + regions
                                : nullptr;
@@ -201,9 +214,9 @@ bool WeightsFile::open(const ProgramInfo &program, const std::string &path,
   }
   int64_t size = int64_t(info.st_size);
   uint8_t trailer[kWeightsTrailerBytes];
-  int64_t regions = program.weightBytes * weightFileRegions(program);
+  int64_t regions = weightFileBytes(program);
   if (size != regions + int64_t(sizeof trailer))
-    regions = program.weightBytes;
+    regions = program.weightBytes + lowMasterBytes(program);
   bool hasTrailer = size == regions + int64_t(sizeof trailer);
   if ((hasTrailer &&
        !readAt(fd, trailer, sizeof trailer, regions, path, error)) ||
@@ -253,8 +266,15 @@ bool loadRegion(Context &ctx, const WeightsFile &file, int64_t regionBytes,
   return ok && contextOk(ctx, error);
 }
 
+bool readWeightFile(const WeightsFile &file, int64_t offset, void *dst,
+                    size_t bytes, std::string &error) {
+  return readAt(file.fd(), static_cast<uint8_t *>(dst), bytes, offset,
+                file.path(), error);
+}
+
 bool saveRegion(Context &ctx, const ProgramInfo &program, const void *device,
-                const std::string &path, bool withTrailer, std::string &error) {
+                const std::string &path, bool withTrailer, std::string &error,
+                const uint8_t *hostState) {
   std::string temporary = path + ".tmp";
   int fd =
       ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -299,9 +319,25 @@ bool saveRegion(Context &ctx, const ProgramInfo &program, const void *device,
   } else {
     ok = contextOk(ctx, error);
   }
+  // The low working parameters' f32 masters (the host's; the device holds
+  // their rounding).
+  int64_t fileBytes = program.weightBytes;
+  for (int h = 0; ok && h < program.numHostWeights; ++h)
+    if (lowParameterOf(program, h) >= 0) {
+      const TensorInfo &info = program.hostWeights[h];
+      if (!hostState) {
+        error = std::string("cannot save the master of '") + info.name +
+                "': no host state region";
+        ok = false;
+        break;
+      }
+      ok = writeAll(fd, hostState + info.offset, tensorBytes(info), temporary,
+                    error);
+      fileBytes += int64_t(tensorBytes(info));
+    }
   if (ok && withTrailer) {
     std::string trailer =
-        weightsTrailer(programFingerprint(program), program.weightBytes);
+        weightsTrailer(programFingerprint(program), fileBytes);
     ok = writeAll(fd, reinterpret_cast<const uint8_t *>(trailer.data()),
                   trailer.size(), temporary, error);
   }

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -293,6 +294,157 @@ TEST(HostAdamTest, HostBackendOffloadedCallWritesTheParameter) {
   ASSERT_NE(contextError(*ctx), nullptr);
   EXPECT_NE(std::string(contextError(*ctx)).find("w2"), std::string::npos);
   destroyContext(ctx);
+}
+
+/// f32 values at the edges of f16's and bf16's rounding.
+std::vector<float> roundingEdgeCases() {
+  auto fromBits = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  std::vector<float> values = {
+      0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f,
+      1e30f, 3.4e38f, -3.4e38f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -25),
+      // Ties at f16's smallest subnormal: 2^-25 rounds to 0, 3 * 2^-25 to
+      // 2^-23 (even), just above 2^-25 to 2^-24.
+      std::ldexp(3.0f, -25), std::nextafter(std::ldexp(1.0f, -25), 1.0f),
+      std::ldexp(1.0f, -14), std::ldexp(1023.0f, -24), std::ldexp(2047.0f, -25),
+      // Ties between normal f16 values (1 + 2^-11 and 1 + 3 * 2^-11) and
+      // bf16 ones (1 + 2^-8, 1 + 3 * 2^-8).
+      1.0f + std::ldexp(1.0f, -11), 1.0f + std::ldexp(3.0f, -11),
+      1.0f + std::ldexp(1.0f, -8), 1.0f + std::ldexp(3.0f, -8),
+      -(1.0f + std::ldexp(3.0f, -8)), std::numeric_limits<float>::infinity(),
+      -std::numeric_limits<float>::infinity(),
+      std::numeric_limits<float>::quiet_NaN(), fromBits(0xffc00001u),
+      fromBits(0x7f800001u), // a signalling NaN: made quiet
+      fromBits(0x7f7fffffu), fromBits(0x7f7f8000u), fromBits(0x00000001u),
+      fromBits(0x80400000u), fromBits(0x00800000u), fromBits(0x007fffffu)};
+  // And a sweep over the bit patterns (every 65,521st, both signs).
+  for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 65521)
+    values.push_back(fromBits(uint32_t(bits)));
+  return values;
+}
+
+TEST(HostAdamTest, RoundingEqualsTheBackendsCast) {
+  // What the CPU writes into a low working parameter must be what the
+  // device's cast of the master computes: the host backend's cast kernel
+  // (the reference the CUDA kernel suite checks __float2half_rn /
+  // __float2bfloat16_rn against).
+  Context *ctx = createContext();
+  std::vector<float> values = roundingEdgeCases();
+  const size_t n = values.size();
+  for (DType type : {DType::F16, DType::BF16}) {
+    std::vector<uint16_t> rounded(n), cast16(n);
+    roundMasterRange(values.data(), rounded.data(), type, 0, int64_t(n));
+    memopt::rt::cast(*ctx, "cast", tensor(values), tensor16(cast16, type));
+    ASSERT_EQ(contextError(*ctx), nullptr);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(rounded[i], cast16[i])
+          << dtypeName(type) << " of " << values[i] << " (element " << i << ")";
+    // Widening the rounding and rounding again changes nothing (what a
+    // load from a parameter, not a master, relies on).
+    std::vector<float> widened(n);
+    std::vector<uint16_t> again(n);
+    widenParameterRange(rounded.data(), type, widened.data(), 0, int64_t(n));
+    roundMasterRange(widened.data(), again.data(), type, 0, int64_t(n));
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isnan(widened[i])) {
+        ASSERT_EQ(again[i], rounded[i]) << dtypeName(type) << " " << i;
+      }
+    }
+  }
+  // Spot checks by value: ties to even, overflow, subnormals, NaN.
+  auto half = [](float value) {
+    uint16_t out;
+    roundMasterRange(&value, &out, DType::F16, 0, 1);
+    return out;
+  };
+  auto bf16 = [](float value) {
+    uint16_t out;
+    roundMasterRange(&value, &out, DType::BF16, 0, 1);
+    return out;
+  };
+  EXPECT_EQ(half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(half(1.0f + std::ldexp(3.0f, -11)), 0x3c02);
+  EXPECT_EQ(half(65520.0f), 0x7c00);
+  EXPECT_EQ(half(65519.996f), 0x7bff);
+  EXPECT_EQ(half(std::ldexp(1.0f, -25)), 0x0000);
+  EXPECT_EQ(half(std::ldexp(3.0f, -25)), 0x0002);
+  EXPECT_EQ(half(-std::numeric_limits<float>::infinity()), 0xfc00);
+  EXPECT_EQ(half(std::numeric_limits<float>::quiet_NaN()) & 0x7e00, 0x7e00);
+  EXPECT_EQ(bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(bf16(1.0f + std::ldexp(3.0f, -8)), 0x3f82);
+  EXPECT_EQ(bf16(3.4e38f), 0x7f80);
+  EXPECT_EQ(bf16(-std::numeric_limits<float>::quiet_NaN()) & 0xffc0, 0xffc0);
+  destroyContext(ctx);
+}
+
+TEST(HostAdamTest, LowWorkingParameterIsTheMastersRounding) {
+  // The host backend's offloaded AdamW with a bf16 / f16 device parameter:
+  // the master is the plain f32 step's, the parameter its rounding.
+  Context *ctx = createContext();
+  const size_t n = 5000;
+  for (DType type : {DType::BF16, DType::F16}) {
+    std::vector<float> master = randomVector(n, 21, 1.0f), m(n, 0.0f),
+                       v(n, 0.0f), plain = master, pm = m, pv = v;
+    std::vector<uint16_t> param(n, 0), expected(n);
+    std::vector<float> grad = randomVector(n, 22, 0.1f);
+    std::vector<uint8_t> region(size_t(kHostStagingScalarBytes) + n * 4 + 256);
+    setHostState(*ctx, region.data(), region.size());
+    float lr = 1e-2f, step = 1.0f;
+    offloadAdamwUpdate(*ctx, "w", 0, region.data(), 0.9f, 0.999f, 1e-8f, 0.01f,
+                       tensor16(param, type), tensor(grad), tensor(master),
+                       tensor(m), tensor(v), scalar(lr), scalar(step));
+    offloadFinish(*ctx);
+    ASSERT_EQ(contextError(*ctx), nullptr);
+    adamwUpdate(*ctx, "plain", 0.9f, 0.999f, 1e-8f, 0.01f, tensor(plain),
+                tensor(grad), tensor(pm), tensor(pv), scalar(lr), scalar(step));
+    EXPECT_EQ(std::memcmp(master.data(), plain.data(), n * 4), 0);
+    memopt::rt::cast(*ctx, "cast", tensor(plain), tensor16(expected, type));
+    EXPECT_EQ(param, expected) << dtypeName(type);
+  }
+  destroyContext(ctx);
+}
+
+TEST(HostAdamTest, PersistentLowCopyIsRoundedOnItsFirstRun) {
+  // CUDA's copy back reads a low parameter's copy on every run, also on a
+  // micro-step that only accumulates: the engine has the CPU round the
+  // master into it on the first run after invalidateParams, and not again
+  // until the update applies.
+  const size_t n = 100;
+  std::vector<float> master = randomVector(n, 31, 1.0f), acc(n, 0.0f),
+                     grad = randomVector(n, 32, 0.1f), m(n, 0.0f), v(n, 0.0f);
+  std::vector<uint16_t> copy(n, 0), expected(n);
+  roundMasterRange(master.data(), expected.data(), DType::BF16, 0, int64_t(n));
+  float scalars[16] = {};
+  scalars[kStagingLr] = 0.01f;
+  scalars[kStagingStep] = 1.0f;
+  scalars[kStagingMicroStep] = 0.0f; // accumulates only (of 2)
+  HostUpdate update;
+  update.kind = HostUpdate::Kind::AdamW;
+  update.master = master.data();
+  update.expAvg = m.data();
+  update.expAvgSq = v.data();
+  update.accumulator = acc.data();
+  update.accumulationSteps = 2;
+  update.grad = grad.data();
+  update.elements = int64_t(n);
+  update.scalars = scalars;
+  update.param = copy.data();
+  update.paramType = DType::BF16;
+  update.paramPersists = true;
+  OffloadEngine engine;
+  engine.waitFor(engine.submit(update));
+  EXPECT_EQ(copy, expected);
+  std::fill(copy.begin(), copy.end(), uint16_t(0));
+  engine.waitFor(engine.submit(update)); // fresh: not written again
+  EXPECT_EQ(copy, std::vector<uint16_t>(n, 0));
+  engine.invalidateParams();
+  engine.waitFor(engine.submit(update));
+  EXPECT_EQ(copy, expected);
+  std::string node;
+  EXPECT_EQ(engine.takeError(node), "");
 }
 
 } // namespace

@@ -116,9 +116,11 @@ struct ProgramInfo {
   int32_t numHostWeights;
   const TensorInfo *hostWeights;
   const int32_t *masterOf;
-  /// shardMode 3: for each weight, the whole tensor it is this rank's shard
-  /// of (name, dtype and shape of the parameter; `offset` -1), the weight's
-  /// own entry otherwise; nullptr when no parameter is sharded.
+  /// For each weight, the tensor as saved (--save, --save-state): with
+  /// shardMode 3 the whole tensor a shard belongs to (name, dtype and shape
+  /// of the parameter; `offset` -1), for a low working parameter its F32
+  /// master's (`offset` -1), the weight's own entry otherwise; nullptr when
+  /// no weight is either.
   const TensorInfo *wholeWeights;
 };
 
@@ -138,6 +140,21 @@ inline int64_t weightFileRegions(const ProgramInfo &program) {
 
 /// Element count of a TensorInfo.
 int64_t numElements(const TensorInfo &info);
+
+/// --offload optimizer's low working parameters (docs/offload.md): for host
+/// weight `h`, the index in `weights` of the f16 / bf16 parameter it is the
+/// f32 master of, else -1. Such a parameter is saved as its master
+/// (`wholeWeights` gives it F32), and the weight file holds the masters
+/// after the region, in host-weight order (WeightsFile.h).
+int32_t lowParameterOf(const ProgramInfo &program, int h);
+/// The bytes of those masters (0 without low working parameters).
+int64_t lowMasterBytes(const ProgramInfo &program);
+/// The weight file's size without its trailer: every rank's region, then
+/// the low working parameters' masters.
+inline int64_t weightFileBytes(const ProgramInfo &program) {
+  return program.weightBytes * weightFileRegions(program) +
+         lowMasterBytes(program);
+}
 
 } // namespace memopt::rt
 

@@ -898,6 +898,18 @@ void updateLossScale(Context &ctx, const char *nodeName, float growthFactor,
 /// use the same size.
 constexpr int64_t kHostStagingScalarBytes = 64;
 
+/// Where a low working parameter's rounded copy lies in its update's
+/// staging slot (f16 / bf16 `param` of offloadSgdUpdate / offloadAdamwUpdate):
+/// after the scalars and the staged tensor of `stagedBytes`, rounded up to
+/// kHostStagingScalarBytes (the compiler's getStagingSlotBytes). The CPU
+/// writes it, the copy back reads it.
+inline int64_t getHostLowCopyOffset(size_t stagedBytes) {
+  int64_t staged = int64_t(stagedBytes);
+  return kHostStagingScalarBytes + (staged + kHostStagingScalarBytes - 1) /
+                                       kHostStagingScalarBytes *
+                                       kHostStagingScalarBytes;
+}
+
 /// The host state region (ProgramInfo::hostStateBytes): zeroed host memory,
 /// pinned on CUDA (cudaHostAlloc) so that the copies are asynchronous and
 /// can be captured in a CUDA graph; 256-byte aligned heap on the host.
@@ -914,7 +926,10 @@ uint8_t *hostState(Context &ctx);
 /// `grad`, `lr`, `step` and the accumulation's micro-step and the scaling's
 /// tensors are device memory. `site` numbers the update within the program
 /// (0, 1, ...) and `staging` is its slot in the host state region
-/// (kHostStagingScalarBytes of scalars, then the gradient's bytes). The
+/// (kHostStagingScalarBytes of scalars, then the gradient's bytes, then for
+/// an f16 / bf16 `param` its copy: getHostLowCopyOffset). A low `param` (a
+/// low working parameter, MemOpt_MasterArg) receives the master rounded to
+/// nearest even, as a cast would round it. The
 /// gradient and the scalars are copied to `staging` after the work queued
 /// so far, the update runs on a pool of CPU threads while the device goes
 /// on, and the master is copied into `param` before the step ends

@@ -16,7 +16,9 @@
 //                      wait copied_k at once (the scalars are a snapshot that
 //                      update_loss_scale rewrites after the updates)
 //   copy-back stream U: wait queued_k; host function: wait for update k on
-//                      the CPU; H2D master k into the parameter
+//                      the CPU; H2D master k into the parameter (a low
+//                      working parameter: the CPU's rounded copy of it, from
+//                      the staging slot, 2 bytes a parameter)
 //   end of step:       S waits for U's last copy (offloadFinish)
 //
 // So the CPU update of bucket k runs while S computes the gradients of the
@@ -184,7 +186,15 @@ void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
   if (!site)
     return;
   site->update = update;
-  site->update.param = nullptr; // copied back by the copy-back stream
+  // An f32 parameter is copied back from the master; a low working
+  // parameter from its rounded copy, which the CPU keeps in the staging
+  // slot after the staged tensor (getHostLowCopyOffset): half the bytes.
+  bool low = param.dtype != DType::F32;
+  site->update.param =
+      low ? static_cast<uint8_t *>(staging) + getHostLowCopyOffset(grad.bytes())
+          : nullptr;
+  site->update.paramPersists = low;
+  const void *copyBackSource = low ? site->update.param : update.master;
   site->engine = &offloadEngine(ctx);
   cudaStream_t out = state->copyOut, back = state->copyBack;
   const float *stateScalars =
@@ -226,7 +236,7 @@ void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
       checkCuda(ctx, node, cudaLaunchHostFunc(back, &waitForUpdate, site),
                 "cudaLaunchHostFunc") &&
       checkCuda(ctx, node,
-                cudaMemcpyAsync(param.data, update.master, param.bytes(),
+                cudaMemcpyAsync(param.data, copyBackSource, param.bytes(),
                                 cudaMemcpyHostToDevice, back),
                 "cudaMemcpyAsync (offload master)");
   (void)queued;

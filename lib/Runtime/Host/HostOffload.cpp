@@ -60,8 +60,9 @@ void stageAndSubmit(Context &ctx, HostUpdate &update, void *staging,
   }
   std::memcpy(static_cast<uint8_t *>(staging) + kHostStagingScalarBytes,
               grad.data, grad.bytes());
-  // The "copy back" to the device is the CPU update writing the parameter.
-  update.param = static_cast<float *>(param.data);
+  // The "copy back" to the device is the CPU update writing the parameter
+  // (a low working parameter rounded, as CUDA's copy from the staging slot).
+  update.param = param.data;
   offloadEngine(ctx).submit(update);
 }
 

@@ -393,7 +393,10 @@ static LogicalResult verifyScalar(Operation *op, Value value, StringRef what) {
 /// parameter's, or with `shards` > 1 this rank's 1-D shard of it
 /// (getShardElements).
 static Type getStateType(Value param, int64_t shards) {
-  auto type = cast<RankedTensorType>(param.getType());
+  // f32 also for a low working parameter (MemOpt_MasterArg): the state and
+  // the master are the optimizer's.
+  auto type = cast<RankedTensorType>(param.getType())
+                  .clone(Float32Type::get(param.getContext()));
   if (shards <= 1)
     return type;
   return RankedTensorType::get(
@@ -535,20 +538,28 @@ LogicalResult AdamWUpdateOp::canonicalize(AdamWUpdateOp op,
 }
 
 /// The host master of an offloaded update (--offload optimizer): an f32
-/// variable of role `master` with the parameter's shape, placed on the host
+/// variable of role `master` with the parameter's shape (the parameter
+/// itself f32, or f16 / bf16: a low working copy), placed on the host
 /// like the optimizer state the update writes (the gradient accumulator may
 /// stay on the device: --offload-accumulators device); not with a sharded
 /// update.
 static LogicalResult verifyMaster(Operation *op, Value master, Value param,
                                   int64_t shards, ArrayRef<Value> state) {
-  if (!master)
+  auto paramType = cast<RankedTensorType>(param.getType());
+  if (!master) {
+    if (!paramType.getElementType().isF32())
+      return op->emitOpError("a parameter of type ")
+             << paramType << " needs a host master (only an offloaded update "
+             << "writes a low-precision working parameter)";
     return success();
+  }
   if (shards > 1)
     return op->emitOpError("a sharded update (shards = ")
            << shards << ") cannot have a host master";
-  if (master.getType() != param.getType())
-    return op->emitOpError("master must have the parameter's type ")
-           << param.getType();
+  Type masterType = paramType.clone(Float32Type::get(op->getContext()));
+  if (master.getType() != masterType)
+    return op->emitOpError("master must have type ")
+           << masterType << " (the parameter's shape in f32)";
   auto variable = master.getDefiningOp<VariableOp>();
   if (!variable || variable.getRole() != "master")
     return op->emitOpError("master must be a variable of role 'master'");

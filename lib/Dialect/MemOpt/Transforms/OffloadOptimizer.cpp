@@ -17,12 +17,21 @@
 // CPU every micro-batch; here the GPU sums, and the CPU sees one gradient a
 // step), which --fit chooses where the device has the room.
 //
+// Low working parameters (`low-parameters`): ZeRO-Offload keeps fp16
+// parameters on the GPU and copies the CPU's fp16 result back; here a
+// parameter becomes f16 / bf16 only where that changes no number: every
+// device reader already cast it to that one type (mixed precision's
+// policy), so the casts go, and the CPU writes round-to-nearest-even of the
+// new f32 master, which is what the cast computed. Parameters read in f32
+// (normalization scales, an f32 embedding) stay f32.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,6 +44,51 @@ using namespace mlir;
 using namespace mlir::memopt;
 
 namespace {
+
+/// The f16 / bf16 element type that every reader of `variable` but `update`
+/// casts it to, or null: a reader in f32 or in another type, no reader, or
+/// a single element (nothing to save, and its initial value is embedded in
+/// the program).
+Type getLowReadType(VariableOp variable, Operation *update) {
+  if (cast<RankedTensorType>(variable.getType()).getNumElements() < 2)
+    return {};
+  Type low;
+  for (OpOperand &use : variable.getResult().getUses()) {
+    Operation *user = use.getOwner();
+    if (user == update) {
+      if (use.getOperandNumber() != 0) // read as something but the param
+        return {};
+      continue;
+    }
+    auto castOp = dyn_cast<CastOp>(user);
+    Type element = castOp ? getElementTypeOrSelf(castOp.getType()) : Type();
+    if (!element || !(element.isF16() || element.isBF16()) ||
+        (low && low != element))
+      return {};
+    low = element;
+  }
+  return low;
+}
+
+/// Makes `variable` its low read type: the casts go, their readers read
+/// the variable. Its initial value is the master's (the runtime rounds it
+/// at load). Returns the device bytes saved (0 when it stays f32).
+int64_t makeLowParameter(VariableOp variable, Operation *update) {
+  Type low = getLowReadType(variable, update);
+  if (!low)
+    return 0;
+  int64_t before = getTensorBytes(variable.getType());
+  variable.getResult().setType(
+      cast<RankedTensorType>(variable.getType()).clone(low));
+  variable.removeInitialValueAttr();
+  for (Operation *user :
+       llvm::make_early_inc_range(variable.getResult().getUsers()))
+    if (auto castOp = dyn_cast<CastOp>(user)) {
+      castOp.getResult().replaceAllUsesWith(variable.getResult());
+      castOp.erase();
+    }
+  return before - getTensorBytes(variable.getType());
+}
 
 struct OffloadOptimizerPass
     : public mlir::memopt::impl::MemOptOffloadOptimizerBase<
@@ -65,6 +119,7 @@ struct OffloadOptimizerPass
 
     OpBuilder builder(function.getContext());
     int64_t masterBytes = 0, stateBytes = 0, updates = 0;
+    int64_t lowParameterCount = 0, savedBytes = 0;
     llvm::DenseSet<Operation *> placed;
     auto placeOnHost = [&](Value value) {
       auto variable = value ? value.getDefiningOp<VariableOp>() : VariableOp();
@@ -127,6 +182,11 @@ struct OffloadOptimizerPass
       else
         cast<AdamWUpdateOp>(update).getMasterMutable().assign(
             master.getValue());
+      if (lowParameters) {
+        int64_t saved = makeLowParameter(variable, update);
+        lowParameterCount += saved > 0;
+        savedBytes += saved;
+      }
       ++updates;
       return success();
     };
@@ -156,7 +216,9 @@ struct OffloadOptimizerPass
       llvm::outs() << "[offload] " << updates
                    << " optimizer updates on the host: masters " << masterBytes
                    << " bytes, optimizer state " << stateBytes
-                   << " bytes in pinned host memory\n";
+                   << " bytes in pinned host memory; " << lowParameterCount
+                   << " working parameters in f16 / bf16 on the device ("
+                   << savedBytes << " bytes fewer)\n";
   }
 };
 

@@ -137,10 +137,9 @@ mlir::memopt::planFunctionMemory(func::FuncOp function,
       continue;
     }
     // The staged tensor: the gradient, or the f32 sum of a device
-    // accumulator (HostUpdates.h).
-    if (Value staged = getStagedValue(&op))
-      stagingSlots.push_back(
-          {&op, kHostStagingScalarBytes + getTensorBytes(staged.getType())});
+    // accumulator, and a low working parameter's copy (HostUpdates.h).
+    if (int64_t bytes = getStagingSlotBytes(&op))
+      stagingSlots.push_back({&op, bytes});
   }
   for (auto [op, bytes] : stagingSlots) {
     hostSize = planner::alignUp(hostSize, planOptions.alignment);

@@ -15,6 +15,8 @@
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 namespace mlir::memopt {
 
 /// The parts of an SGD or AdamW update that offloading reads; all null for
@@ -54,6 +56,34 @@ inline Value getStagedValue(Operation *op) {
   if (!operands.master)
     return Value();
   return accumulatesOnDevice(op) ? operands.accumulator : operands.grad;
+}
+
+/// True when the offloaded update's device parameter is a low working copy
+/// (f16 / bf16, MemOpt_MasterArg): the CPU rounds the master into the
+/// staging slot and that is what the copy back carries.
+inline bool hasLowWorkingParameter(Operation *op) {
+  HostUpdateOperands operands = getHostUpdateOperands(op);
+  return operands.master && operands.param &&
+         !getElementTypeOrSelf(operands.param.getType()).isF32();
+}
+
+/// The bytes of an offloaded update's staging slot: kHostStagingScalarBytes
+/// of scalars, the staged value, and for a low working parameter its
+/// rounded copy at kHostStagingScalarBytes + the staged bytes rounded up to
+/// kHostStagingScalarBytes (the runtime's getHostLowCopyOffset). The
+/// staged part is rewritten every run; the low copy only by the CPU, so it
+/// holds the master's rounding from one step to the next. 0 for other ops.
+inline int64_t getStagingSlotBytes(Operation *op) {
+  Value staged = getStagedValue(op);
+  if (!staged)
+    return 0;
+  int64_t stagedBytes = getTensorBytes(staged.getType());
+  if (!hasLowWorkingParameter(op))
+    return kHostStagingScalarBytes + stagedBytes;
+  int64_t rounded = (stagedBytes + kHostStagingScalarBytes - 1) /
+                    kHostStagingScalarBytes * kHostStagingScalarBytes;
+  return kHostStagingScalarBytes + rounded +
+         getTensorBytes(getHostUpdateOperands(op).param.getType());
 }
 
 /// The arena gradient whose copy out the compute stream waits for only at

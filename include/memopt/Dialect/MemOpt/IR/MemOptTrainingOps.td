@@ -291,9 +291,21 @@ class MemOpt_UpdateOp<string mnemonic, list<Trait> traits = []>
 // (--offload optimizer, memopt-offload-optimizer; ZeRO-Offload's split): the
 // update computes on the master and its state, all `memopt.variable`s placed
 // on the host (`memopt.placement = "host"`), and then copies the master into
-// `param`, the device's working copy.
+// `param`, the device's working copy. The working copy may then be f16 /
+// bf16 of the master's shape (memopt-offload-optimizer's low parameters,
+// when every device reader cast the parameter to that type): the update
+// writes the master rounded to nearest even into it (what `memopt.cast`
+// computes), so the device holds 2 bytes a parameter and the copy back is
+// half the bytes. Only with a master: a device update needs its f32
+// parameter.
 defvar MemOpt_MasterArg =
     Arg<Optional<StaticShapeTensorOf<[F32]>>, "host master written in place",
+        [MemRead, MemWrite]>;
+
+// The parameter an update writes: f32, or f16 / bf16 with a `master`
+// (see MemOpt_MasterArg).
+defvar MemOpt_UpdatedParam =
+    Arg<StaticShapeTensorOf<[F32, F16, BF16]>, "parameter written in place",
         [MemRead, MemWrite]>;
 
 defvar MemOpt_AccumulatorArg =
@@ -363,9 +375,10 @@ def MemOpt_SGDUpdateOp
     parameter elements the rank owns (see MemOpt_ShardedUpdate). With
     `master %w32` (--offload optimizer) the update runs on the host: on the
     f32 master and the host-placed state, and `param` receives the master's
-    new value (see MemOpt_MasterArg).
+    new value, rounded to f16 / bf16 when `param` has that type (see
+    MemOpt_MasterArg).
   }];
-  let arguments = (ins MemOpt_WrittenState:$param,
+  let arguments = (ins MemOpt_UpdatedParam:$param,
                        MemOpt_GradientTensor:$grad,
                        Arg<Optional<StaticShapeTensorOf<[F32]>>,
                            "state written in place", [MemRead, MemWrite]>:
@@ -411,7 +424,7 @@ def MemOpt_AdamWUpdateOp
     `sgd_update`). With `master %w32` the update runs on the host, as for
     `sgd_update`.
   }];
-  let arguments = (ins MemOpt_WrittenState:$param,
+  let arguments = (ins MemOpt_UpdatedParam:$param,
                        MemOpt_GradientTensor:$grad,
                        MemOpt_WrittenState:$exp_avg,
                        MemOpt_WrittenState:$exp_avg_sq,

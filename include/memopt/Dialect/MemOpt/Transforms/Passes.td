@@ -730,6 +730,13 @@ def MemOptOffloadOptimizer
     With `accumulators-on-device` the gradient accumulators stay in the
     device weight region: the device sums each micro-batch's gradient and
     the update stages the sum (--offload-accumulators device).
+    With `low-parameters` (the default), a parameter whose every device
+    reader but its update reads it through a `memopt.cast` to one f16 /
+    bf16 type becomes that type: the casts go, the readers read the
+    variable, and the update writes the rounded master into it (see
+    MemOpt_MasterArg), so the device holds 2 bytes a parameter instead of
+    4 plus a low copy per step; its initial value is the master's.
+    Parameters read in f32 anywhere stay f32.
     Refused: sharded updates (--shard) and dynamic loss scaling with
     gradient accumulation on the host (the overflow check reads the
     accumulators). With `report`, one line with the bytes moved.
@@ -740,6 +747,9 @@ def MemOptOffloadOptimizer
     Option<"accumulatorsOnDevice", "accumulators-on-device", "bool",
            /*default=*/"false",
            "Keep the gradient accumulators on the device">,
+    Option<"lowParameters", "low-parameters", "bool", /*default=*/"true",
+           "Make a parameter that every device reader casts to f16 / bf16 "
+           "that type (the host master stays f32)">,
   ];
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }

@@ -1,0 +1,125 @@
+"""--offload optimizer's low working parameters (docs/offload.md, "Low working parameters") on
+the host backend: with --precision fp16 / bf16 a parameter that every device reader casts is
+held on the device in that type, and the CPU update writes the rounding of its new f32 master.
+
+- Bit for bit the plain mixed-precision program over several steps (losses as printed, every
+  tensor of --save-state, the --save ONNX model): bf16 and fp16, with and without dynamic loss
+  scaling, with and without --accumulate, both --offload-accumulators values.
+- The weight file keeps the f32 masters after the region (--save-weights): a run resumed from
+  it continues as the plain program does from its own.
+- The memory report: the device weight region holds 2 bytes a parameter.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_offload_optimizer import data, train  # noqa: E402
+from test_training import COMPILE, compile_train, make_mlp, run  # noqa: E402
+
+PARAMETERS = 16 * 8 + 16 + 3 * 16 + 3
+
+CONFIGS = [
+    # (optimizer, precision, accumulate, accumulators, extra)
+    ("adamw", "bf16", 1, "host", ["--lr", "0.01"]),
+    ("sgd", "bf16", 3, "host", ["--momentum", "0.9", "--lr", "0.1"]),
+    ("adamw", "bf16", 3, "device", ["--lr", "0.01"]),
+    ("adamw", "fp16", 1, "host", ["--lr", "0.01"]),
+    ("adamw", "fp16", 1, "host", ["--lr", "0.01", "--loss-scale", "none"]),
+    ("sgd", "fp16", 3, "host", ["--momentum", "0.9", "--lr", "0.1", "--loss-scale", "none"]),
+    ("adamw", "fp16", 3, "device", ["--lr", "0.01"]),
+    # An initial scale that overflows: the first steps are skipped alike.
+    ("sgd", "fp16", 3, "device", ["--momentum", "0.9", "--lr", "0.1",
+                                  "--loss-scale-init", str(2.0 ** 20)]),
+]
+
+
+@pytest.mark.parametrize(
+    "optimizer,precision,accumulate,accumulators,args", CONFIGS,
+    ids=[f"{o}-{p}-acc{a}-{w}-{i}" for i, (o, p, a, w, _) in enumerate(CONFIGS)])
+def test_low_parameters_equal_the_plain_program(tmp_path, optimizer, precision, accumulate,
+                                                accumulators, args):
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", optimizer, "--precision", precision, "--accumulate",
+              str(accumulate), *args]
+    steps = 12 if "--loss-scale-init" in args else 5
+    offload = ["--offload", "optimizer"]
+    if accumulate > 1:
+        offload += ["--offload-accumulators", accumulators]
+    plain_losses, plain = train(tmp_path, "plain", model, x, y, steps, *common)
+    losses, offloaded = train(tmp_path, "offload", model, x, y, steps, *common, *offload)
+    assert losses == plain_losses
+    if "--loss-scale-init" in args:
+        assert any("update skipped" in line for line in plain_losses)
+    assert sorted(offloaded) == sorted(plain)
+    for name in plain:
+        # Parameters are saved as their f32 masters, as the plain program's f32 parameters.
+        assert offloaded[name].dtype == plain[name].dtype, name
+        assert np.array_equal(offloaded[name], plain[name], equal_nan=True), name
+    assert len(set(line.split()[3] for line in plain_losses)) > 1, plain_losses
+    # The device really held the parameters low: the report's weight region.
+    report = tmp_path / "offload.json"
+    run([COMPILE, model, "--train", *common, *offload, "--emit", "plan", "-o",
+         tmp_path / "offload.mlir", "--quiet", "--report", report])
+    planned = (tmp_path / "offload.mlir").read_text()
+    assert f"tensor<16x8x{'bf16' if precision == 'bf16' else 'f16'}>" in planned
+
+
+def test_save_onnx_and_resume_from_the_weight_file(tmp_path):
+    """--save writes the f32 masters (the plain program's ONNX model, bit for bit);
+    --save-weights keeps them after the region, so a run resumed with --weights continues
+    as the plain program resumed from its own file (plain SGD: no optimizer state, which an
+    offloaded weight file does not carry). Were the masters lost, the resumed run would start
+    from their bf16 rounding and drift."""
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    x, y = data(tmp_path)
+    common = ["--optimizer", "sgd", "--lr", "0.1", "--precision", "bf16"]
+    inputs = ["--input", f"x={x}", "--input", f"labels={y}"]
+    saved = {}
+    for tag, extra in (("plain", []), ("offload", ["--offload", "optimizer"])):
+        out = compile_train(model, tmp_path / tag, *common, *extra)
+        run([out, *inputs, "--steps", "3", "--save", tmp_path / f"{tag}.onnx",
+             "--save-weights", tmp_path / f"{tag}.weights"])
+        resumed = run([out, *inputs, "--steps", "3", "--weights", tmp_path / f"{tag}.weights",
+                       "--save", tmp_path / f"{tag}-resumed.onnx"])
+        saved[tag] = [{t.name: numpy_helper.to_array(t)
+                       for t in onnx.load(tmp_path / f"{tag}{suffix}.onnx").graph.initializer}
+                      for suffix in ("", "-resumed")]
+        saved[tag].append([line for line in resumed.stdout.splitlines()
+                           if line.startswith("step ")])
+    plain, low = saved["plain"], saved["offload"]
+    assert low[2] == plain[2] and len(plain[2]) == 3
+    for trained in (0, 1):
+        assert sorted(low[trained]) == sorted(plain[trained])
+        for name, value in plain[trained].items():
+            assert low[trained][name].dtype == np.float32, name
+            assert np.array_equal(low[trained][name], value), name
+    # Training went on from the saved masters.
+    assert not np.array_equal(low[1]["fc1.weight"], low[0]["fc1.weight"])
+    # The file: the region, the masters (f32) after it, the trailer.
+    low_file = (tmp_path / "offload.weights").stat().st_size
+    assert low_file >= 4 * PARAMETERS + 2 * PARAMETERS
+
+
+def test_report_halves_the_working_parameters(tmp_path):
+    model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
+    reports = {}
+    for tag, extra in (("f32", ["--precision", "fp32"]), ("bf16", ["--precision", "bf16"])):
+        report = tmp_path / f"{tag}.json"
+        run([COMPILE, model, "--train", "--optimizer", "adamw", "--offload", "optimizer",
+             "--emit", "plan", "-o", tmp_path / f"{tag}.mlir", "--quiet", "--report", report,
+             *extra])
+        reports[tag] = json.loads(report.read_text())
+    f32, bf16 = reports["f32"], reports["bf16"]
+    # Each parameter's 4 bytes become 2 (the regions are 256-byte aligned per tensor).
+    assert f32["weights_bytes"] - bf16["weights_bytes"] >= 2 * PARAMETERS - 4 * 256
+    assert bf16["weights_bytes"] < f32["weights_bytes"]
+    # The host keeps the f32 masters and moments either way.
+    assert bf16["host_state_bytes"] == f32["host_state_bytes"] == 3 * 4 * PARAMETERS
