@@ -220,10 +220,12 @@ def test_only_optimizer_offload_fits(memopt, roomy, tmp_path):
     assert chosen["fits"] and loaded_bytes(program) <= limit
     assert not [point for point in fit["points"]
                 if point["fits"] and "optimizer" not in point["choices"]["offload"]]
-    # The device keeps the working parameters only (masters and moments on the host).
+    # The device keeps the working parameters only (masters and moments on the host), in
+    # bf16 where the precision is bf16 (every reader casts them: docs/offload.md).
     parameters = sum(4 * (rows * cols + rows) for rows, cols in
                      ((256, FEATURES), (256, 256), (CLASSES, 256)))
-    assert parameters <= chosen["weight_bytes"] < 2 * parameters
+    working = parameters // 2 if chosen["choices"]["precision"] == "bf16" else parameters
+    assert working <= chosen["weight_bytes"] < 2 * working
     assert program.report["host_state_bytes"] >= 3 * parameters
     # Priced: the CPU update streams gradient, master and two moments (16 bytes a parameter).
     assert chosen["host_update_seconds"] > 0 and chosen["optimizer_copy_seconds"] > 0
