@@ -28,7 +28,8 @@ namespace {
 inline uint16_t roundToBf16(uint32_t bits) {
   uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
   uint32_t quiet = (bits >> 16) | 0x40u;
-  return uint16_t((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  uint32_t isNan = 0u - uint32_t((bits & 0x7fffffffu) > 0x7f800000u);
+  return uint16_t((quiet & isNan) | (rounded & ~isNan));
 }
 
 /// Round-to-nearest-even of an f32 into f16 bits, branch-free (F. Giesen's
@@ -50,10 +51,13 @@ inline uint16_t roundToHalf(uint32_t bits) {
   uint32_t sumBits;
   std::memcpy(&sumBits, &sum, 4);
   uint32_t subnormal = sumBits - magicBits;
-  uint32_t infinite = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  uint32_t result = x >= 0x47800000u  ? infinite
-                    : x < 0x38800000u ? subnormal
-                                      : normal;
+  uint32_t infinite = 0x7c00u | uint32_t(x > 0x7f800000u) << 9;
+  // Masks, not branches, so that the loop over elements vectorizes.
+  uint32_t isInfinite = 0u - uint32_t(x >= 0x47800000u);
+  uint32_t isSubnormal = ~isInfinite & (0u - uint32_t(x < 0x38800000u));
+  uint32_t isNormal = ~(isInfinite | isSubnormal);
+  uint32_t result =
+      (infinite & isInfinite) | (subnormal & isSubnormal) | (normal & isNormal);
   return uint16_t(result | sign);
 }
 
