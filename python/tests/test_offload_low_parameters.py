@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_offload_optimizer import data, train  # noqa: E402
@@ -123,3 +123,70 @@ def test_report_halves_the_working_parameters(tmp_path):
     assert bf16["weights_bytes"] < f32["weights_bytes"]
     # The host keeps the f32 masters and moments either way.
     assert bf16["host_state_bytes"] == f32["host_state_bytes"] == 3 * 4 * PARAMETERS
+
+
+def make_embedding_lm(path, batch=2, seq=6, vocab=50, width=16, seed=5):
+    """An embedding table, a layer norm (its scale and bias stay f32 under mixed precision),
+    a tanh block and an untied head."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((vocab, width)) * 0.5)
+                                .astype(np.float32), "wte"),
+        numpy_helper.from_array((1 + 0.1 * rng.standard_normal(width)).astype(np.float32),
+                                "ln.weight"),
+        numpy_helper.from_array((0.1 * rng.standard_normal(width)).astype(np.float32),
+                                "ln.bias"),
+        numpy_helper.from_array((rng.standard_normal((width, width)) * 0.4)
+                                .astype(np.float32), "block.weight"),
+        numpy_helper.from_array((rng.standard_normal((width, vocab)) * 0.4)
+                                .astype(np.float32), "head.weight"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["wte", "ids"], ["e"], name="embed"),
+        helper.make_node("LayerNormalization", ["e", "ln.weight", "ln.bias"], ["n"],
+                         axis=-1, name="ln"),
+        helper.make_node("MatMul", ["n", "block.weight"], ["m"], name="block"),
+        helper.make_node("Tanh", ["m"], ["h"], name="act"),
+        helper.make_node("MatMul", ["h", "head.weight"], ["logits"], name="head"),
+    ]
+    graph = helper.make_graph(
+        nodes, "embedding_lm", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                              [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_embedding_table_is_low_and_trains_alike(tmp_path, precision):
+    """The gathered rows of the table are all cast: the table is held low (the gather of the
+    rounded table gives the cast's bits), the layer norm's scale and bias stay f32; the
+    program trains as the plain one, bit for bit."""
+    model = make_embedding_lm(tmp_path / "lm.onnx")
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, 50, (6, 6)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "labels.npy", rng.integers(0, 50, (6, 6)).astype(np.int64))
+    inputs = ["--input", f"ids={tmp_path / 'ids.npy'}", "--input",
+              f"labels={tmp_path / 'labels.npy'}"]
+    common = ["--optimizer", "adamw", "--lr", "0.01", "--precision", precision]
+    results = {}
+    for tag, extra in (("plain", []), ("offload", ["--offload", "optimizer"])):
+        out = compile_train(model, tmp_path / tag, *common, *extra)
+        state = tmp_path / f"{tag}_state"
+        stdout = run([out, *inputs, "--steps", "4", "--save-state", state]).stdout
+        results[tag] = ([line for line in stdout.splitlines() if line.startswith("step ")],
+                        {f: np.load(state / f) for f in os.listdir(state)})
+    assert results["offload"][0] == results["plain"][0]
+    for name, value in results["plain"][1].items():
+        assert np.array_equal(results["offload"][1][name], value), name
+    low = "bf16" if precision == "bf16" else "f16"
+    run([COMPILE, model, "--train", *common, "--offload", "optimizer", "--emit", "plan", "-o",
+         tmp_path / "plan.mlir", "--quiet"])
+    planned = (tmp_path / "plan.mlir").read_text()
+    assert f'"wte" {{memopt.weight_offset' in planned
+    assert f"tensor<50x16x{low}>" in planned and f"tensor<16x50x{low}>" in planned
+    assert '"ln.weight" {initial_value' in planned

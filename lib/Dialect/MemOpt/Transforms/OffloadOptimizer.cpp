@@ -23,7 +23,8 @@
 // device reader already cast it to that one type (mixed precision's
 // policy), so the casts go, and the CPU writes round-to-nearest-even of the
 // new f32 master, which is what the cast computed. Parameters read in f32
-// (normalization scales, an f32 embedding) stay f32.
+// (normalization scales) stay f32. An embedding table counts as cast when
+// every row its gather takes is cast (casting commutes with the gather).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,10 +46,26 @@ using namespace mlir::memopt;
 
 namespace {
 
+/// The one f16 / bf16 element type that every user of `value` casts it to,
+/// merged into `low`; false when a user is not such a cast or disagrees.
+bool mergeCastType(Value value, Type &low) {
+  for (Operation *user : value.getUsers()) {
+    auto castOp = dyn_cast<CastOp>(user);
+    Type element = castOp ? getElementTypeOrSelf(castOp.getType()) : Type();
+    if (!element || !(element.isF16() || element.isBF16()) ||
+        (low && low != element))
+      return false;
+    low = element;
+  }
+  return true;
+}
+
 /// The f16 / bf16 element type that every reader of `variable` but `update`
 /// casts it to, or null: a reader in f32 or in another type, no reader, or
 /// a single element (nothing to save, and its initial value is embedded in
-/// the program).
+/// the program). A gather of the table whose every user casts its rows
+/// counts as a cast too (an embedding): casting commutes with taking rows,
+/// so gathering rows of the rounded table gives the same bits.
 Type getLowReadType(VariableOp variable, Operation *update) {
   if (cast<RankedTensorType>(variable.getType()).getNumElements() < 2)
     return {};
@@ -57,6 +74,14 @@ Type getLowReadType(VariableOp variable, Operation *update) {
     Operation *user = use.getOwner();
     if (user == update) {
       if (use.getOperandNumber() != 0) // read as something but the param
+        return {};
+      continue;
+    }
+    if (auto gather = dyn_cast<GatherOp>(user)) {
+      if (gather.getData() != variable.getResult() ||
+          gather.getIndices() == variable.getResult() ||
+          gather.getOutput().use_empty() ||
+          !mergeCastType(gather.getOutput(), low))
         return {};
       continue;
     }
@@ -70,9 +95,19 @@ Type getLowReadType(VariableOp variable, Operation *update) {
   return low;
 }
 
+/// Replaces every cast among the users of `value` by `value` itself.
+void dropCasts(Value value) {
+  for (Operation *user : llvm::make_early_inc_range(value.getUsers()))
+    if (auto castOp = dyn_cast<CastOp>(user)) {
+      castOp.getResult().replaceAllUsesWith(value);
+      castOp.erase();
+    }
+}
+
 /// Makes `variable` its low read type: the casts go, their readers read
-/// the variable. Its initial value is the master's (the runtime rounds it
-/// at load). Returns the device bytes saved (0 when it stays f32).
+/// the variable (a gather reads it and gives low rows). Its initial value
+/// is the master's (the runtime rounds it at load). Returns the device
+/// bytes saved (0 when it stays f32).
 int64_t makeLowParameter(VariableOp variable, Operation *update) {
   Type low = getLowReadType(variable, update);
   if (!low)
@@ -81,12 +116,13 @@ int64_t makeLowParameter(VariableOp variable, Operation *update) {
   variable.getResult().setType(
       cast<RankedTensorType>(variable.getType()).clone(low));
   variable.removeInitialValueAttr();
-  for (Operation *user :
-       llvm::make_early_inc_range(variable.getResult().getUsers()))
-    if (auto castOp = dyn_cast<CastOp>(user)) {
-      castOp.getResult().replaceAllUsesWith(variable.getResult());
-      castOp.erase();
+  for (Operation *user : variable.getResult().getUsers())
+    if (auto gather = dyn_cast<GatherOp>(user)) {
+      gather.getOutput().setType(
+          cast<RankedTensorType>(gather.getOutput().getType()).clone(low));
+      dropCasts(gather.getOutput());
     }
+  dropCasts(variable.getResult());
   return before - getTensorBytes(variable.getType());
 }
 
