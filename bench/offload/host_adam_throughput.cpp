@@ -13,16 +13,25 @@
 //     build/lib/Runtime/libmemopt_runtime_host.a
 //     build/lib/Runtime/libmemopt_runtime_common.a -lpthread -o /tmp/host_adam
 //   /tmp/host_adam     # MEMOPT_OFFLOAD_THREADS=N to choose the threads
+//   /tmp/host_adam bf16   # (or f16) with a low working parameter: the CPU
+//                         # also writes the master's rounding
+//                         (docs/offload.md), # and the rounding alone
+//                         (roundMasterRange, one thread)
 //
 //===----------------------------------------------------------------------===//
 #include "HostAdam.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 using namespace memopt::rt;
-int main() {
+int main(int argc, char **argv) {
   const int64_t n = int64_t(1) << 24;
+  DType paramType = argc > 1 && std::strcmp(argv[1], "bf16") == 0  ? DType::BF16
+                    : argc > 1 && std::strcmp(argv[1], "f16") == 0 ? DType::F16
+                                                                   : DType::F32;
+  std::vector<uint16_t> low(paramType == DType::F32 ? 0 : size_t(n));
   std::vector<float> master(n, 0.5f), m(n, 0.f), v(n, 0.f), grad(n, 0.01f);
   float scalars[16] = {};
   scalars[kStagingLr] = 1e-3f;
@@ -36,6 +45,10 @@ int main() {
   update.elements = n;
   update.weightDecay = 0.01f;
   update.scalars = scalars;
+  if (paramType != DType::F32) {
+    update.param = low.data();
+    update.paramType = paramType;
+  }
   HostUpdatePool pool;
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {
@@ -50,6 +63,20 @@ int main() {
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
   }
   std::printf("threads %d: %.3f G parameters/s, %.2f GB/s of gradient, master "
-              "and moments\n",
-              pool.threads(), n / best / 1e9, 16.0 * n / best / 1e9);
+              "and moments%s\n",
+              pool.threads(), n / best / 1e9, 16.0 * n / best / 1e9,
+              paramType == DType::F32 ? "" : " (and the low parameter)");
+  if (paramType == DType::F32)
+    return 0;
+  double rounding = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    roundMasterRange(master.data(), low.data(), paramType, 0, n);
+    auto t1 = std::chrono::steady_clock::now();
+    rounding =
+        std::min(rounding, std::chrono::duration<double>(t1 - t0).count());
+  }
+  std::printf("rounding alone, one thread: %.3f G parameters/s (%.2f GB/s read "
+              "and written)\n",
+              n / rounding / 1e9, 6.0 * n / rounding / 1e9);
 }
