@@ -1,8 +1,10 @@
 //===- WeightsFile.h - the weight file's trailer and fingerprint -*- C++-*-===//
 //
 // A weight file is the raw weight-region image (ProgramInfo::weightBytes
-// bytes) followed by a 24-byte trailer: the magic "MEMOPTWT", the program's
-// fingerprint and the region size, both little-endian uint64. The
+// bytes; with --offload optimizer's f16 / bf16 working parameters, their f32
+// masters after it: Program.h's weightFileBytes) followed by a 24-byte
+// trailer: the magic "MEMOPTWT", the program's fingerprint and that size,
+// both little-endian uint64. The
 // fingerprint hashes (FNV-1a, 64 bit) the weight table: every weight's name,
 // rank, shape, byte offset and byte size, and the region size. The compiler
 // computes it while it lays the weights out (EmitProgram.cpp) and the runtime
