@@ -72,12 +72,18 @@ def test_low_parameters_equal_the_plain_program(tmp_path, optimizer, precision, 
     assert f"tensor<16x8x{'bf16' if precision == 'bf16' else 'f16'}>" in planned
 
 
-def test_save_onnx_and_resume_from_the_weight_file(tmp_path):
+@pytest.mark.parametrize("loading", ["mapped", "read", "staged"])
+def test_save_onnx_and_resume_from_the_weight_file(tmp_path, monkeypatch, loading):
     """--save writes the f32 masters (the plain program's ONNX model, bit for bit);
     --save-weights keeps them after the region, so a run resumed with --weights continues
     as the plain program resumed from its own file (plain SGD: no optimizer state, which an
     offloaded weight file does not carry). Were the masters lost, the resumed run would start
-    from their bf16 rounding and drift."""
+    from their bf16 rounding and drift. The host backend's three ways of loading and saving
+    the region: mapped, read, and through the CUDA backend's staging slots."""
+    if loading == "read":
+        monkeypatch.setenv("MEMOPT_WEIGHT_MAP", "0")
+    elif loading == "staged":
+        monkeypatch.setenv("MEMOPT_WEIGHT_STAGING", "1")
     model = make_mlp(tmp_path / "mlp.onnx", batch=4, features=8, hidden=16, classes=3)
     x, y = data(tmp_path)
     common = ["--optimizer", "sgd", "--lr", "0.1", "--precision", "bf16"]
