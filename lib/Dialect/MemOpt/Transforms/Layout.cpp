@@ -584,22 +584,28 @@ struct MemOptLayoutPass
   using MemOptLayoutBase::MemOptLayoutBase;
 
   /// Whether `conv` runs channels-last; `slowGrouped`: the function has a
-  /// grouped convolution that is not depthwise (isSlowGroupedChannelsLast).
+  /// grouped convolution that is not depthwise (isSlowGroupedChannelsLast);
+  /// `grouped`: it has any grouped convolution.
   bool chooseChannelsLast(Operation *conv, StringRef precision,
-                          bool slowGrouped, bool training) const {
+                          bool slowGrouped, bool grouped,
+                          bool training) const {
     if (layout == "nhwc")
       return true;
     if (layout != "auto" || target != "cuda")
       return false;
-    // Training steps stay channels-first under `auto` until their
-    // channels-last kernels win: measured on an H200 (2026-11-29, ResNet-50
-    // b64 bf16 SGD, --bn-batch-stats, CUDA graphs), NCHW 28.2 / 31.3 ms and
-    // NHWC 48.5 / 48.0 ms a step (docs/layout.md, "Training"). `--layout
-    // nhwc` lays them out channels-last.
-    if (training)
-      return false;
     Type element =
         cast<RankedTensorType>(conv->getOperand(0).getType()).getElementType();
+    // Training steps: channels-last in f16 / bf16 for dense nets, where the
+    // channels-last kernels were measured to win on an H200 (2026-11-29,
+    // ResNet-50 b64 bf16 SGD, --bn-batch-stats, CUDA graphs): NHWC 22.6 /
+    // 26.2 ms a step against NCHW 29.1 / 31.2, once the channels-last batch
+    // norm and max-pool gradient ran at bandwidth (48.5 ms before; docs/
+    // layout.md, "Training"). Channels-first where it is not measured: f32
+    // and TF32 steps, and steps with grouped convolutions (their backward
+    // would run cuDNN's grouped NHWC kernels; memopt has only a forward
+    // depthwise kernel). `--layout nhwc` lays any step out channels-last.
+    if (training)
+      return !grouped && (element.isF16() || element.isBF16());
     switch (preferenceFor(element, precision)) {
     case Preference::UnlessSlowGrouped:
       return !slowGrouped;
@@ -672,10 +678,13 @@ struct MemOptLayoutPass
       precision = attr.getValue();
     bool training = false;
     function.walk([&](VariableOp) { training = true; });
-    bool slowGrouped = false;
+    bool slowGrouped = false, grouped = false;
     function.walk([&](Operation *op) {
-      if (isConvolution(op) && !op->hasAttr("channels_last"))
-        slowGrouped |= isSlowGroupedChannelsLast(op);
+      if (!isConvolution(op) || op->hasAttr("channels_last"))
+        return;
+      slowGrouped |= isSlowGroupedChannelsLast(op);
+      auto group = op->getAttrOfType<IntegerAttr>("group");
+      grouped |= group && group.getInt() > 1;
     });
     SmallVector<Operation *> chosen;
     int64_t convs = 0;
@@ -683,7 +692,7 @@ struct MemOptLayoutPass
       if (!isConvolution(op) || op->hasAttr("channels_last"))
         return;
       ++convs;
-      if (chooseChannelsLast(op, precision, slowGrouped, training))
+      if (chooseChannelsLast(op, precision, slowGrouped, grouped, training))
         chosen.push_back(op);
     });
     if (!chosen.empty()) {
