@@ -32,9 +32,11 @@
 // DeepSpeed ZeRO-3's prefetch (PartitionedParameterCoordinator: the fetch
 // order traced from the first step, `stage3_prefetch_bucket_size`). Where we
 // differ:
-//  - FSDP2 groups by the module the user wrapped; DeepSpeed traces the first
-//    step. Here the compiler groups from the schedule it made, by bytes
-//    (DDP-style caps), so no wrapping and no trace.
+//  - FSDP2 groups by the module the user wrapped (in practice one transformer
+//    block each); DeepSpeed traces the first step. Here the compiler groups
+//    from the schedule it made, by layer as the parameters' names give it
+//    and by bytes (DDP-style caps) within a layer, so no wrapping and no
+//    trace.
 //  - FSDP2 copies a group's shards into one flat buffer, all-gathers it and
 //    copies the parameters out (its all-gather input/output copies); here
 //    each parameter is gathered in place in its own planned arena buffer
@@ -81,6 +83,33 @@ Value storageRoot(Value value) {
     value = def->getOperand(0);
   }
   return value;
+}
+
+/// The layer of a parameter named `name`: the name up to and including its
+/// first dotted part that is a number ("model.layers.3" of
+/// "model.layers.3.self_attn.q_proj.weight", "h.11" of "h.11.attn.c_attn.
+/// weight"); empty when no part is (embeddings, the final norm, the head).
+StringRef layerOf(StringRef name) {
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('.', start);
+    if (end == StringRef::npos)
+      end = name.size();
+    StringRef part = name.slice(start, end);
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
+      return name.take_front(end);
+    start = end + 1;
+  }
+  return "";
+}
+
+/// The layer of the parameter `gather` gathers (layerOf its variable's
+/// name).
+StringRef gatherLayer(Operation *gather) {
+  Value shard = storageRoot(gather->getOperand(0));
+  if (auto variable = shard.getDefiningOp<VariableOp>())
+    return layerOf(variable.getName());
+  return "";
 }
 
 /// One group of gathers and where it goes (positions in the original
@@ -139,8 +168,10 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
   for (Operation *gather : gathers) {
     // A group is issued at one place: a gather that may not move up to the
     // group's first one starts the next group.
+    // A group is one layer's: a gather of another layer starts the next.
     if (!groups.back().gathers.empty() &&
-        lowestOf(gather) > position.lookup(groups.back().gathers.front()))
+        (lowestOf(gather) > position.lookup(groups.back().gathers.front()) ||
+         gatherLayer(gather) != gatherLayer(groups.back().gathers.front())))
       groups.emplace_back();
     groups.back().gathers.push_back(gather);
     groups.back().bytes += getTensorBytes(gather->getResult(0).getType());
