@@ -165,18 +165,29 @@ FailureOr<GatherGroupsResult> mlir::memopt::groupGathers(func::FuncOp function,
   };
   int64_t cap = std::max<int64_t>(1, int64_t(gatherMib * 1024 * 1024));
   SmallVector<GatherGroup> groups(1);
+  // The layer of the current group: its first named one. A parameter whose
+  // name has no layer (an exporter's `val_8` for a transposed weight, the
+  // embeddings) joins the group it comes in, so only two named layers part.
+  StringRef groupLayer;
   for (Operation *gather : gathers) {
     // A group is issued at one place: a gather that may not move up to the
-    // group's first one starts the next group.
-    // A group is one layer's: a gather of another layer starts the next.
+    // group's first one starts the next group. A group is one layer's: a
+    // gather of another layer starts the next.
+    StringRef layer = gatherLayer(gather);
     if (!groups.back().gathers.empty() &&
         (lowestOf(gather) > position.lookup(groups.back().gathers.front()) ||
-         gatherLayer(gather) != gatherLayer(groups.back().gathers.front())))
+         (!layer.empty() && !groupLayer.empty() && layer != groupLayer))) {
       groups.emplace_back();
+      groupLayer = "";
+    }
+    if (groupLayer.empty())
+      groupLayer = layer;
     groups.back().gathers.push_back(gather);
     groups.back().bytes += getTensorBytes(gather->getResult(0).getType());
-    if (groups.back().bytes >= cap && gather != gathers.back())
+    if (groups.back().bytes >= cap && gather != gathers.back()) {
       groups.emplace_back();
+      groupLayer = "";
+    }
   }
 
   // Where each group is waited for (its first reader) and issued (one
