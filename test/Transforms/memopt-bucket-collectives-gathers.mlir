@@ -8,7 +8,7 @@
 // RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=0" | FileCheck %s --check-prefix=OFF
 // RUN: sed -e 's/"w0"/"h.0.a"/' -e 's/"w1"/"h.0.b"/' -e 's/"w2"/"h.1.a"/' %s | memopt-opt --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=1" | FileCheck %s --check-prefix=PAIRS
 // RUN: memopt-opt %s --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=1" | FileCheck %s --check-prefix=ONE
-// RUN: sed -e 's/"w0"/"h.0.a"/' -e 's/"w1"/"val_8"/' -e 's/"w2"/"h.1.a"/' %s | memopt-opt --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=1" | FileCheck %s --check-prefix=PAIRS
+// RUN: sed -e 's/"w0"/"h.0.a"/' -e 's/"w1"/"val_8"/' -e 's/"w2"/"h.1.a"/' %s | memopt-opt --split-input-file --memopt-bucket-collectives="bucket-mib=0 gather-mib=1" | FileCheck %s --check-prefix=UNNAMED
 
 // Three layers of 1 KiB parameters: the forward gathers w0, w1, w2, the
 // backward w2 and w1 again (w0's gradient does not read w0). With a 1 KiB cap
@@ -53,7 +53,16 @@
 // Named by layer (h.0.a, h.0.b, h.1.a), the same 1 MiB cap gives one group
 // per layer, as FSDP2 wrapping each block does: the same groups as the
 // 2 KiB cap below (PAIRS). A name without a layer (a dynamo export's val_8
-// for a transposed weight) joins the group it comes in: h.0.a, val_8 | h.1.a.
+// for a transposed weight) joins the group it comes in: h.0.a, val_8 | h.1.a
+// and, in the backward, val_8's gather with h.1.a's group, where it reads
+// the forward's still alive gather instead.
+// UNNAMED-LABEL: func.func @layers
+// UNNAMED: memopt.gather_parameter %{{.*}} {bucket = 0 : i64, ranks = 2 : i64}
+// UNNAMED-NEXT: memopt.gather_parameter %{{.*}} {bucket = 0 : i64, ranks = 2 : i64}
+// UNNAMED-NEXT: memopt.wait_collectives
+// UNNAMED-NEXT: memopt.gather_parameter %{{.*}} {bucket = 1 : i64, ranks = 2 : i64}
+// UNNAMED-NOT: memopt.gather_parameter
+// UNNAMED: return
 // A 2 KiB cap: groups {w0, w1}, {w2} (w2's backward gather, in the same
 // group, reads the forward one), {w1's backward gather}; a group's gathers
 // are contiguous (one NCCL group) and its wait comes before the first op
