@@ -165,8 +165,10 @@ static void addTrainingReport(func::FuncOp function,
         training.optimizerStateBytes += bytes;
       else if (variable.getRole() == "statistic")
         training.statisticBytes += bytes;
-      else if (variable.getRole() == "gradient_accumulator")
+      else if (variable.getRole() == "gradient_accumulator") {
         training.gradientAccumulatorBytes += bytes;
+        training.gradientAccumulatorsOnHost |= isHostPlaced(variable);
+      }
     } else if (isa<ConstantOp>(op)) {
       training.constantBytes += getTensorBytes(op.getResult(0).getType());
     }
@@ -842,8 +844,10 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
       os << "    accumulators     "
          << llvm::right_justify(formatBytes(training.gradientAccumulatorBytes),
                                 12)
-         << "  (weight region: gradients summed over "
-         << training.accumulationSteps << " micro-batches)\n";
+         << (training.gradientAccumulatorsOnHost ? "  (host memory"
+                                                 : "  (weight region")
+         << ": gradients summed over " << training.accumulationSteps
+         << " micro-batches)\n";
     const MixedPrecisionReport &mixed = training.mixedPrecision;
     if (mixed.present) {
       os << "    mixed precision (" << mixed.precision

@@ -95,6 +95,9 @@ struct TrainingReport {
   /// --accumulate K: the persistent gradient accumulators (weight region,
   /// PyTorch's .grad) and the micro-batches per optimizer step.
   int64_t gradientAccumulatorBytes = 0;
+  /// Whether those accumulators are on the host (`--offload optimizer`
+  /// with host accumulators): then not in the device's weight region.
+  bool gradientAccumulatorsOnHost = false;
   int64_t accumulationSteps = 1;
   MixedPrecisionReport mixedPrecision;
 };

@@ -199,10 +199,12 @@ Value mlir::memopt::createFlattenedGemm(OpBuilder &builder, Location loc,
   auto aType = cast<RankedTensorType>(a.getType());
   int64_t k = aType.getShape().back();
   if (aType.getRank() != 2)
-    a = ReshapeOp::create(builder, loc,
-                          RankedTensorType::get({aType.getNumElements() / k, k},
-                                                aType.getElementType()),
-                          a);
+    a = ReshapeOp::create(
+        builder, loc,
+        RankedTensorType::get(
+            {aType.getNumElements() / std::max<int64_t>(k, 1), k},
+            aType.getElementType()),
+        a);
   Value product = GemmOp::create(
       builder, loc, a, b, /*C=*/Value(), builder.getF32FloatAttr(1),
       builder.getF32FloatAttr(1), builder.getI64IntegerAttr(0),
@@ -886,10 +888,14 @@ int64_t AttentionOp::getWorkspaceBytes() {
                     .getShape()
                     .drop_back(2)) != batch)
       return cudnn;
+  // An empty attention (a zero-size dimension, as fuzzing gives) has no
+  // scores to hold.
+  int64_t elements = getY().getType().getNumElements();
+  if (elements == 0)
+    return cudnn;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
-  int64_t elementBytes =
-      getTensorBytes(getY().getType()) / getY().getType().getNumElements();
+  int64_t elementBytes = getTensorBytes(getY().getType()) / elements;
   return std::max(
       cudnn, ::memopt::workspace::attentionBytes(batch, shape[shape.size() - 2],
                                                  keys, elementBytes));
@@ -1021,10 +1027,12 @@ int64_t AttentionGradOp::getWorkspaceBytes() {
                     .getShape()
                     .drop_back(2)) != batch)
       return cudnn;
+  int64_t elements = getO().getType().getNumElements();
+  if (elements == 0)
+    return cudnn;
   auto k = getK().getType();
   int64_t keys = k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2));
-  int64_t elementBytes =
-      getTensorBytes(getO().getType()) / getO().getType().getNumElements();
+  int64_t elementBytes = getTensorBytes(getO().getType()) / elements;
   return std::max(cudnn,
                   ::memopt::workspace::attentionBackwardBytes(
                       batch, shape[shape.size() - 2], keys, elementBytes));
