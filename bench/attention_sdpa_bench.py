@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import graph_time
+
 MAX_RANK = 8
 F16, BF16 = 1, 2  # memopt::rt::DType
 DTYPES = {"f16": (torch.float16, F16), "bf16": (torch.bfloat16, BF16)}
@@ -327,31 +329,6 @@ def check(shim, results):
             for line in row["memopt_cudnn_engine"]:
                 print(f"{'':24s} engine: {line}", flush=True)
     return failures
-
-
-def graph_time(fn, calls, replays):
-    """Median ms per call of `calls` calls of fn captured in one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
 
 
 def memopt_time(shim, case, cudnn, backward, chunked, calls, replays):

@@ -32,6 +32,8 @@ import zlib
 import torch
 import torch.nn.functional as F
 
+from cuda_timing import graph_time
+
 DTYPES = {"f32": (torch.float32, 0), "f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
 ENGINES = {"measured": 0, "cudnn": 1, "memopt": 2}
 RELU = 1  # memopt::rt::Activation
@@ -124,31 +126,6 @@ class Case:
     def bytes_moved(self):
         element = self.x.element_size()
         return element * (self.x.numel() + self.y.numel() + self.w.numel())
-
-
-def graph_time(fn, calls, replays):
-    """Median ms per call of `calls` calls of fn captured in one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
 
 
 def check(shim, case, engine, reference):

@@ -33,6 +33,8 @@ import sys
 
 import torch
 
+from cuda_timing import graph_time
+
 F32, F16, BF16 = 0, 1, 2  # memopt::rt::DType
 DTYPES = {"f32": (torch.float32, F32), "f16": (torch.float16, F16),
           "bf16": (torch.bfloat16, BF16)}
@@ -94,31 +96,6 @@ def nhwc(n, c, h, w, dtype, gen, low=-1.0, high=1.0):
 def rel(got, ref):
     ref = ref.float()
     return ((got.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
-
-
-def graph_time(fn, calls, replays):
-    """Median ms per call of `calls` calls captured in one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
 
 
 class BatchNorm:
@@ -259,9 +236,10 @@ def run(args):
             fb, bb = case.bytes()
             t = {"memopt_fwd": shim.time(fwd, args.calls, args.replays),
                  "memopt_bwd": shim.time(bwd, args.calls, args.replays),
-                 "torch_fwd": graph_time(case.torch_forward, args.calls, args.replays),
+                 "torch_fwd": graph_time(case.torch_forward, args.calls, args.replays,
+                                         warmup=2),
                  "torch_bwd": graph_time(lambda: case.torch_backward(saved), args.calls,
-                                         args.replays)}
+                                         args.replays, warmup=2)}
             row["ms"] = t
             row["memopt_gbs"] = [fb / t["memopt_fwd"] / 1e6, bb / t["memopt_bwd"] / 1e6]
             for k in totals:
@@ -292,7 +270,7 @@ def run(args):
             failures += 1
         if not args.skip_time and s == 112:
             t = {"memopt": shim.time(p, args.calls, args.replays),
-                 "torch": graph_time(case.torch_backward, args.calls, args.replays)}
+                 "torch": graph_time(case.torch_backward, args.calls, args.replays, warmup=2)}
             row["ms"] = t
             row["memopt_gbs"] = case.bytes() / t["memopt"] / 1e6
         results["max_pool_grad"].append(row)

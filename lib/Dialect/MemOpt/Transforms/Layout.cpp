@@ -587,8 +587,7 @@ struct MemOptLayoutPass
   /// grouped convolution that is not depthwise (isSlowGroupedChannelsLast);
   /// `grouped`: it has any grouped convolution.
   bool chooseChannelsLast(Operation *conv, StringRef precision,
-                          bool slowGrouped, bool grouped,
-                          bool training) const {
+                          bool slowGrouped, bool grouped, bool training) const {
     if (layout == "nhwc")
       return true;
     if (layout != "auto" || target != "cuda")
@@ -600,7 +599,8 @@ struct MemOptLayoutPass
     // ResNet-50 b64 bf16 SGD, --bn-batch-stats, CUDA graphs): NHWC 22.6 /
     // 26.2 ms a step against NCHW 29.1 / 31.2, once the channels-last batch
     // norm and max-pool gradient ran at bandwidth (48.5 ms before; docs/
-    // layout.md, "Training"). Channels-first where it is not measured: f32
+    // layout.md, "Training"; f16 runs the same kernels, not measured on its
+    // own). Channels-first where it is not measured: f32
     // and TF32 steps, and steps with grouped convolutions (their backward
     // would run cuDNN's grouped NHWC kernels; memopt has only a forward
     // depthwise kernel). `--layout nhwc` lays any step out channels-last.
