@@ -67,8 +67,9 @@ int64_t mlir::memopt::getOpFlops(Operation *op) {
 
 bool mlir::memopt::isTensorCoreContraction(Operation *op) {
   return isa<MatMulOp, GemmOp, ConvOp, ConvTransposeOp, ConvBackwardFilterOp,
-             AttentionOp, AttentionGradOp, LinearCrossEntropyOp,
-             LinearCrossEntropyGradOp>(op);
+             NormReluConvOp, NormReluConvBackwardFilterOp, AttentionOp,
+             AttentionGradOp, LinearCrossEntropyOp, LinearCrossEntropyGradOp>(
+      op);
 }
 
 /// True for an f32 contraction of a function compiled with TF32.

@@ -134,6 +134,44 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << *workspace << (grad.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
+      .Case([&](BatchNormStatsOp stats) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormStats(ctx, " << node << ", "
+           << cppFloat(toDouble(stats.getEpsilon())) << ", "
+           << ref(stats.getX()) << ", " << ref(stats.getScale()) << ", "
+           << ref(stats.getB()) << ", " << ref(stats.getMean()) << ", "
+           << ref(stats.getInvStd()) << ", " << ref(stats.getAppliedScale())
+           << ", " << ref(stats.getAppliedBias()) << ", " << *workspace
+           << (stats.getChannelsLast() ? ", true" : "") << ");\n";
+        return success();
+      })
+      .Case([&](NormReluConvOp conv) {
+        return emitConv(op, conv.getKernelShape(), conv.getStrides(),
+                        conv.getPads(), conv.getDilations(), conv.getGroup(),
+                        {}, Value(), "normReluConv", "none",
+                        conv.getChannelsLast());
+      })
+      .Case([&](NormReluConvBackwardFilterOp grad) {
+        return emitConv(op, grad.getKernelShape(), grad.getStrides(),
+                        grad.getPads(), grad.getDilations(), grad.getGroup(),
+                        {}, Value(), "normReluConvBackwardFilter", "none",
+                        grad.getChannelsLast());
+      })
+      .Case([&](BatchNormReluGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormReluGrad(ctx, " << node << ", " << ref(grad.getX())
+           << ", " << ref(grad.getDY()) << ", " << ref(grad.getScale()) << ", "
+           << ref(grad.getMean()) << ", " << ref(grad.getInvStd()) << ", "
+           << ref(grad.getAppliedScale()) << ", " << ref(grad.getAppliedBias())
+           << ", " << ref(grad.getDX()) << ", " << ref(grad.getDscale()) << ", "
+           << ref(grad.getDB()) << ", " << *workspace
+           << (grad.getChannelsLast() ? ", true" : "") << ");\n";
+        return success();
+      })
       .Case([&](LayerNormalizationGradOp grad) -> LogicalResult {
         FailureOr<std::string> workspace = workspaceArguments(op);
         if (failed(workspace))

@@ -228,7 +228,8 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             remat_time_limit: Optional[float] = None,
             remat_kernel_times: Optional[PathLike] = None,
             fuse_attention: Optional[bool] = None, fuse_epilogues: Optional[bool] = None,
-            fuse_elementwise: Optional[bool] = None, no_plan: Optional[bool] = None,
+            fuse_elementwise: Optional[bool] = None, fuse_norm_conv: Optional[str] = None,
+            no_plan: Optional[bool] = None,
             outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
             timing: Optional[bool] = None,
             split_lines: Optional[int] = None, split_part_lines: Optional[int] = None,
@@ -263,10 +264,11 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     arch           the GPU architecture for target='cuda' (nvcc's sm_NN).
     verbose        print the compiler's phase lines and reports.
     remat_time_limit, remat_kernel_times, fuse_attention, fuse_epilogues, fuse_elementwise,
-    no_plan, outputs_in_arena, lower_only, timing
+    fuse_norm_conv, no_plan, outputs_in_arena, lower_only, timing
                    memopt-compile's --remat-time-limit, --remat-kernel-times,
                    --no-fuse-attention (fuse_attention=False), --no-fuse-epilogues,
-                   --no-fuse-elementwise, --no-plan, --separate-outputs
+                   --no-fuse-elementwise, --fuse-norm-conv ('auto', 'on' or 'off'), --no-plan,
+                   --separate-outputs
                    (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
                    leaves the compiler's default.
     split_lines, split_part_lines, jobs

@@ -61,6 +61,13 @@ constexpr int64_t convSuiteBytes(int64_t largestTensorBytes) {
   return roundUp256(bound < kMax ? bound : kMax);
 }
 
+/// norm_relu_conv and its filter gradient: the room for the normalized input
+/// R = relu(x * scale + bias) that the fallback writes before the plain
+/// convolution (the rest of the workspace goes to that convolution).
+constexpr int64_t normReluConvTempBytes(int64_t xBytes) {
+  return roundUp256(xBytes);
+}
+
 //===----------------------------------------------------------------------===//
 // Attention (docs/attention.md)
 //===----------------------------------------------------------------------===//

@@ -1158,3 +1158,35 @@ func.func @converted_weight_cast() {
   %0 = memopt.constant #memopt.converted<dense_resource<w> : tensor<4xi32>> : tensor<4xf16>
   return
 }
+
+// -----
+
+func.func @batch_norm_stats_low_scale(%x: tensor<2x3x4x4xf16>, %s: tensor<3xf16>, %c: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'memopt.batch_norm_stats' op scale, B, mean, inv_std, applied_scale and applied_bias must be f32 tensors of 3 elements}}
+  %m, %i, %a, %b = memopt.batch_norm_stats %x, %s, %c : (tensor<2x3x4x4xf16>, tensor<3xf16>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %m : tensor<3xf32>
+}
+
+// -----
+
+func.func @norm_relu_conv_wrong_output(%x: tensor<2x3x4x4xf16>, %w: tensor<5x3x3x3xf16>, %c: tensor<3xf32>) -> tensor<2x5x4x4xf16> {
+  // expected-error @+1 {{'memopt.norm_relu_conv' op shapes X [2, 3, 4, 4], W [5, 3, 3, 3], Y [2, 5, 4, 4] (channels-first) do not form a convolution}}
+  %y = memopt.norm_relu_conv %x, %w, %c, %c {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x3x4x4xf16>, tensor<5x3x3x3xf16>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x5x4x4xf16>
+  return %y : tensor<2x5x4x4xf16>
+}
+
+// -----
+
+func.func @norm_relu_conv_scale_of_output_channels(%x: tensor<2x3x4x4xf16>, %w: tensor<5x3x1x1xf16>, %c: tensor<5xf32>) -> tensor<2x5x4x4xf16> {
+  // expected-error @+1 {{'memopt.norm_relu_conv' op scale and bias must be f32 tensors of 3 elements}}
+  %y = memopt.norm_relu_conv %x, %w, %c, %c {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x3x4x4xf16>, tensor<5x3x1x1xf16>, tensor<5xf32>, tensor<5xf32>) -> tensor<2x5x4x4xf16>
+  return %y : tensor<2x5x4x4xf16>
+}
+
+// -----
+
+func.func @batch_norm_relu_grad_mixed_types(%x: tensor<2x3x4x4xf16>, %dy: tensor<2x3x4x4xbf16>, %c: tensor<3xf32>) -> tensor<2x3x4x4xf16> {
+  // expected-error @+1 {{'memopt.batch_norm_relu_grad' op dY and dX must have X's type}}
+  %dx, %ds, %db = memopt.batch_norm_relu_grad %x, %dy, %c, %c, %c, %c, %c : (tensor<2x3x4x4xf16>, tensor<2x3x4x4xbf16>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
+  return %dx : tensor<2x3x4x4xf16>
+}

@@ -919,6 +919,185 @@ bool BatchNormTrainingGradOp::canWriteInPlace(unsigned operandIndex) {
   return operandIndex == 1;
 }
 
+//===----------------------------------------------------------------------===//
+// The fused normalization -> ReLU -> convolution (memopt-fuse-norm-conv)
+//===----------------------------------------------------------------------===//
+
+LogicalResult BatchNormStatsOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
+  if (failed(channels))
+    return failure();
+  return verifyPerChannel(*this,
+                          {getScale(), getB(), getMean(), getInvStd(),
+                           getAppliedScale(), getAppliedBias()},
+                          *channels,
+                          "scale, B, mean, inv_std, applied_scale and "
+                          "applied_bias");
+}
+
+int64_t BatchNormStatsOp::getFlops() {
+  return 3 * getX().getType().getNumElements();
+}
+
+int64_t BatchNormStatsOp::getWorkspaceBytes() {
+  return batchNormWorkspace(getX(), getChannelsLast());
+}
+
+/// Checks a norm_relu_conv (`filterGradient` false: X, W -> Y) or its filter
+/// gradient (true: X, dY -> dW): the convolution's shapes on channels-first
+/// views, one element type, and per-channel `scale` / `bias` over X's
+/// channels.
+static LogicalResult
+verifyNormReluConv(Operation *op, Value x, Value second, Value result,
+                   Value scale, Value bias, ArrayRef<int64_t> kernel,
+                   ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                   ArrayRef<int64_t> dilations, int64_t group,
+                   bool channelsLast, bool filterGradient) {
+  FailureOr<int64_t> channels = channelsOf(op, x, channelsLast);
+  if (failed(channels))
+    return failure();
+  if (failed(verifyPerChannel(op, {scale, bias}, *channels, "scale and bias")))
+    return failure();
+  auto xType = cast<RankedTensorType>(x.getType());
+  auto wType =
+      cast<RankedTensorType>((filterGradient ? result : second).getType());
+  auto yType =
+      cast<RankedTensorType>((filterGradient ? second : result).getType());
+  if (xType.getElementType() != wType.getElementType() ||
+      xType.getElementType() != yType.getElementType())
+    return op->emitOpError("X, the filter and the output must share one "
+                           "element type");
+  if (channelsLast) {
+    xType = mlir::memopt::impl::channelsFirstView(xType);
+    wType = mlir::memopt::impl::channelsFirstView(wType);
+    yType = mlir::memopt::impl::channelsFirstView(yType);
+  }
+  int64_t spatialRank = xType.getRank() - 2;
+  if (spatialRank < 1 || spatialRank > 3 ||
+      wType.getRank() != xType.getRank() || yType.getRank() != xType.getRank())
+    return op->emitOpError("X, the filter and the output must have the same "
+                           "rank, 3 to 5");
+  if (int64_t(kernel.size()) != spatialRank ||
+      int64_t(strides.size()) != spatialRank ||
+      int64_t(dilations.size()) != spatialRank ||
+      int64_t(pads.size()) != 2 * spatialRank)
+    return op->emitOpError("kernel_shape, strides, dilations need one value "
+                           "and pads two values per spatial axis");
+  if (group < 1 || xType.getDimSize(1) % group != 0 ||
+      wType.getDimSize(0) % group != 0)
+    return op->emitOpError("group ")
+           << group << " does not divide the " << xType.getDimSize(1)
+           << " input channels";
+  bool formsConv = yType.getDimSize(0) == xType.getDimSize(0) &&
+                   yType.getDimSize(1) == wType.getDimSize(0) &&
+                   wType.getDimSize(1) == xType.getDimSize(1) / group &&
+                   wType.getShape().drop_front(2) == kernel;
+  for (int64_t axis = 0; formsConv && axis < spatialRank; ++axis) {
+    if (strides[axis] < 1 || dilations[axis] < 1)
+      return op->emitOpError("strides and dilations must be positive");
+    int64_t span = xType.getDimSize(2 + axis) + pads[axis] +
+                   pads[spatialRank + axis] -
+                   dilations[axis] * (kernel[axis] - 1) - 1;
+    formsConv =
+        span >= 0 && yType.getDimSize(2 + axis) == span / strides[axis] + 1;
+  }
+  if (!formsConv)
+    return op->emitOpError("shapes X [")
+           << xType.getShape() << "], W [" << wType.getShape() << "], Y ["
+           << yType.getShape()
+           << "] (channels-first) do not form a convolution";
+  return success();
+}
+
+/// The workspace of a norm_relu_conv or its filter gradient: the normalized
+/// input R (the fallback's: the runtime writes R there and runs the plain
+/// convolution) and a convolution's.
+static int64_t normReluConvWorkspace(Operation *op) {
+  return ::memopt::workspace::normReluConvTempBytes(
+             getTensorBytes(op->getOperand(0).getType())) +
+         mlir::memopt::detail::convWorkspaceBytes(op);
+}
+
+/// Promised: R and up to the planner's usual floor for the convolution.
+static int64_t normReluConvWorkspaceFloor(Operation *op) {
+  int64_t conv = mlir::memopt::detail::convWorkspaceBytes(op);
+  return ::memopt::workspace::normReluConvTempBytes(
+             getTensorBytes(op->getOperand(0).getType())) +
+         std::min<int64_t>(conv, int64_t(1) << 20);
+}
+
+LogicalResult NormReluConvOp::verify() {
+  return verifyNormReluConv(*this, getX(), getW(), getY(), getScale(),
+                            getBias(), getKernelShape(), getStrides(),
+                            getPads(), getDilations(), getGroup(),
+                            getChannelsLast(), /*filterGradient=*/false);
+}
+
+int64_t NormReluConvOp::getFlops() {
+  ShapedType y = getType(), w = getW().getType();
+  return 2 * y.getNumElements() *
+             ShapedType::getNumElements(w.getShape().drop_front(1)) +
+         2 * getX().getType().getNumElements();
+}
+
+int64_t NormReluConvOp::getWorkspaceBytes() {
+  return normReluConvWorkspace(*this);
+}
+
+int64_t NormReluConvOp::getWorkspaceFloor() {
+  return normReluConvWorkspaceFloor(*this);
+}
+
+LogicalResult NormReluConvBackwardFilterOp::verify() {
+  return verifyNormReluConv(*this, getX(), getDY(), getDW(), getScale(),
+                            getBias(), getKernelShape(), getStrides(),
+                            getPads(), getDilations(), getGroup(),
+                            getChannelsLast(), /*filterGradient=*/true);
+}
+
+int64_t NormReluConvBackwardFilterOp::getFlops() {
+  ShapedType dy = getDY().getType(), dw = getType();
+  return 2 * dy.getNumElements() *
+             ShapedType::getNumElements(dw.getShape().drop_front(1)) +
+         2 * getX().getType().getNumElements();
+}
+
+int64_t NormReluConvBackwardFilterOp::getWorkspaceBytes() {
+  return normReluConvWorkspace(*this);
+}
+
+int64_t NormReluConvBackwardFilterOp::getWorkspaceFloor() {
+  return normReluConvWorkspaceFloor(*this);
+}
+
+LogicalResult BatchNormReluGradOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
+  if (failed(channels))
+    return failure();
+  if (getDY().getType() != getX().getType() ||
+      getDX().getType() != getX().getType())
+    return emitOpError("dY and dX must have X's type");
+  return verifyPerChannel(*this,
+                          {getScale(), getMean(), getInvStd(),
+                           getAppliedScale(), getAppliedBias(), getDscale(),
+                           getDB()},
+                          *channels,
+                          "scale, mean, inv_std, applied_scale, "
+                          "applied_bias, dscale and dB");
+}
+
+int64_t BatchNormReluGradOp::getFlops() {
+  return 10 * getX().getType().getNumElements();
+}
+
+int64_t BatchNormReluGradOp::getWorkspaceBytes() {
+  return batchNormWorkspace(getX(), getChannelsLast());
+}
+
+bool BatchNormReluGradOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 1;
+}
+
 LogicalResult BatchNormRunningUpdateOp::verify() {
   int64_t channels = getMean().getType().getNumElements();
   if (getInvStd().getType() != getMean().getType() ||

@@ -320,6 +320,14 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   layout.layout = options.layout;
   layout.target = options.target;
   pm.addNestedPass<func::FuncOp>(createMemOptLayout(layout));
+  // After the layout (cuDNN's fused engines are channels-last) and mixed
+  // precision (they take f16 / bf16), before elementwise fusion (which would
+  // take the relu gradient into a group) and scheduling.
+  MemOptFuseNormConvOptions normConv;
+  normConv.mode = options.fuseNormConv;
+  normConv.target = options.target;
+  normConv.report = options.report;
+  pm.addNestedPass<func::FuncOp>(createMemOptFuseNormConv(normConv));
   // After mixed precision (cuDNN's SDPA runs f16 / bf16) and autodiff (the
   // gradients exist), before scheduling, remat and planning, which must see
   // the bytes it reserves.

@@ -238,6 +238,113 @@ def MemOpt_BatchNormTrainingGradOp
   let hasVerifier = 1;
 }
 
+// The batch normalization -> ReLU -> convolution of a training step, fused
+// (memopt-fuse-norm-conv, docs/layout.md "Normalization fused into the
+// convolutions"): the normalized activation R = relu(bn(X)) is never
+// stored; its convolutions apply the normalization as they load X (cuDNN's
+// ConvBNfprop / ConvBNwgrad fusions) and the normalization's gradient
+// recomputes the ReLU's mask from X.
+def MemOpt_BatchNormStatsOp : MemOpt_Op<"batch_norm_stats", [],
+    ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The statistics of batch_norm_training, and the per-channel "
+                "scale and shift that apply it";
+  let description = [{
+    `mean` and `inv_std` as `batch_norm_training` computes them (the same
+    kernels: a fused and an unfused step agree on them bit for bit), and
+    `applied_scale = scale * inv_std`, `applied_bias = B - mean *
+    applied_scale` (one f32 fma): the normalization as one multiply-add per
+    element, which `norm_relu_conv`, `norm_relu_conv_backward_filter` and
+    `batch_norm_relu_grad` apply to X (cuDNN's BN finalize). All results
+    are `[C]` f32. Workspace and `channels_last` as `batch_norm_training`.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$B,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$mean, MemOpt_FloatTensor:$inv_std,
+                      MemOpt_FloatTensor:$applied_scale,
+                      MemOpt_FloatTensor:$applied_bias);
+  let assemblyFormat = "$X `,` $scale `,` $B attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_NormReluConvOp : MemOpt_Op<"norm_relu_conv", [],
+    ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
+  let summary = "conv(relu(X * scale + bias), W): a convolution that "
+                "normalizes its input as it loads it";
+  let description = [{
+    `Y = conv(R, W)` with `R = relu(fma(X, scale[c], bias[c]))` rounded to
+    X's type, `scale` and `bias` the `applied_scale` / `applied_bias` of a
+    `batch_norm_stats` (`[C]` f32). The attributes are `memopt.conv`'s
+    (no bias, no activation). The CUDA runtime runs cuDNN's scale-bias-relu
+    convolution fusion where cuDNN offers it and it is faster, else it
+    writes R into the workspace and runs the plain convolution: the
+    workspace holds at least R (its floor), so R is a transient, never a
+    saved activation.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
+                       MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$bias,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$Y);
+  let assemblyFormat = "$X `,` $W `,` $scale `,` $bias attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_NormReluConvBackwardFilterOp
+    : MemOpt_Op<"norm_relu_conv_backward_filter", [],
+                ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
+  let summary = "The filter gradient of norm_relu_conv";
+  let description = [{
+    `conv_backward_filter(R, dY)` with R as `norm_relu_conv` forms it from
+    X, `scale` and `bias` (cuDNN's ConvBNwgrad). Attributes, layouts and
+    workspace as `norm_relu_conv`.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$bias,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$dW);
+  let assemblyFormat = "$X `,` $dY `,` $scale `,` $bias attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MemOpt_BatchNormReluGradOp
+    : MemOpt_Op<"batch_norm_relu_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of relu(batch_norm_training) from X alone";
+  let description = [{
+    `batch_norm_training_grad(X, G, scale, mean, inv_std)` with `G = dY`
+    where `fma(X, applied_scale[c], applied_bias[c]) > 0` and 0 elsewhere:
+    the ReLU's mask recomputed from X (as cuDNN's DReluForkDNorm does)
+    instead of read from a stored ReLU output. Types, workspace,
+    `channels_last` and the in-place `dX` as `batch_norm_training_grad`.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$mean,
+                       MemOpt_FloatTensor:$inv_std,
+                       MemOpt_FloatTensor:$applied_scale,
+                       MemOpt_FloatTensor:$applied_bias,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dscale,
+                      MemOpt_FloatTensor:$dB);
+  let assemblyFormat = "$X `,` $dY `,` $scale `,` $mean `,` $inv_std `,` "
+                       "$applied_scale `,` $applied_bias attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def MemOpt_LayerNormalizationGradOp
     : MemOpt_Op<"layer_normalization_grad", [],
                 ["getFlops", "getWorkspaceBytes"]> {

@@ -207,6 +207,38 @@ def MemOptAttentionEngine
   let dependentDialects = ["::mlir::memopt::MemOptDialect"];
 }
 
+def MemOptFuseNormConv : Pass<"memopt-fuse-norm-conv", "::mlir::func::FuncOp"> {
+  let summary = "Fold a training step's batch norm + ReLU into the "
+                "convolutions that read it";
+  let description = [{
+    For each `batch_norm_training {activation = relu}` whose output R is
+    read only by forward convolutions (`memopt.conv` without bias or
+    activation, as X), their filter gradients (`conv_backward_filter`, as
+    X) and the ReLU's gradient (`relu_grad(dR, R)` feeding the
+    normalization's own `batch_norm_training_grad`): the normalization
+    becomes `batch_norm_stats` (mean, 1/std and the per-channel scale and
+    shift that apply it), each convolution a `norm_relu_conv` and each
+    filter gradient a `norm_relu_conv_backward_filter` that normalize X as
+    they load it, and the gradient pair one `batch_norm_relu_grad` that
+    recomputes the ReLU's mask from X. R is never stored: one activation
+    per fused normalization leaves the saved set (cuDNN's ConvBNfprop,
+    ConvBNwgrad and DReluForkDNorm fusions; docs/layout.md, "Batch norm
+    folded into the convolutions").
+    `mode=auto` fuses on `target=cuda` where the normalization is
+    channels-last f16 / bf16 (cuDNN's fused engines); `on` wherever the
+    pattern is (the host runs the same ops: its tests); `off` nowhere.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto, on or off">,
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "The backend auto decides for: cuda or host">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print how many normalizations were fused">,
+  ];
+  let dependentDialects = ["::mlir::memopt::MemOptDialect"];
+}
+
 def MemOptBufferize : Pass<"memopt-bufferize", "::mlir::func::FuncOp"> {
   let summary = "Decide which results are written in place over a dying operand";
   let description = [{

@@ -1,0 +1,99 @@
+// RUN: memopt-opt %s --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-layout=layout=nhwc --memopt-fuse-norm-conv=mode=on | FileCheck %s
+// RUN: memopt-opt %s --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-fuse-norm-conv=mode=on | FileCheck %s --check-prefix=NCHW
+// RUN: memopt-opt %s --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-layout=layout=nhwc --memopt-fuse-norm-conv | FileCheck %s --check-prefix=F32
+// RUN: memopt-opt %s --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-layout=layout=nhwc --memopt-fuse-norm-conv="mode=off" | FileCheck %s --check-prefix=F32
+// RUN: sed -e '/softmax_cross_entropy/d' -e 's/return %%loss : tensor<f32>/return %%logits : tensor<2x4xf32>/' -e 's/, %%labels: tensor<2xi64>) -> tensor<f32> {/) -> tensor<2x4xf32> {/' %s | memopt-opt --memopt-mixed-precision="training=true precision=bf16" --canonicalize --memopt-append-loss=kind=cross-entropy --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-layout --memopt-fuse-norm-conv="report=true" | FileCheck %s --check-prefix=BF16
+// RUN: sed -e '/softmax_cross_entropy/d' -e 's/return %%loss : tensor<f32>/return %%logits : tensor<2x4xf32>/' -e 's/, %%labels: tensor<2xi64>) -> tensor<f32> {/) -> tensor<2x4xf32> {/' %s | memopt-opt --memopt-mixed-precision="training=true precision=bf16" --canonicalize --memopt-append-loss=kind=cross-entropy --memopt-autodiff="optimizer=sgd momentum=0.9" --canonicalize --memopt-fuse-epilogues --memopt-layout=layout=nhwc --memopt-fuse-norm-conv="target=host" | FileCheck %s --check-prefix=F32
+// RUN: not memopt-opt %s --memopt-fuse-norm-conv=mode=sometimes 2>&1 | FileCheck %s --check-prefix=MODE
+
+// A ResNet-style step: conv1 -> bn1 -> relu -> conv2 -> bn2 -> relu ->
+// global average pool -> linear. bn1's output R1 is read only by conv2,
+// conv2's filter gradient and the relu's gradient: with the fusion it is
+// never formed. bn2's relu output feeds the pool: it stays. @shared_output's
+// normalization also feeds a residual add: it stays.
+// CHECK-LABEL: func.func @resnet_step
+// CHECK: %[[C1:.*]] = memopt.conv %{{.*}} {channels_last
+// The running statistics read the new op's mean and 1/std.
+// CHECK-NEXT: %[[M1:.*]], %[[I1:.*]], %[[A1:.*]], %[[B1:.*]] = memopt.batch_norm_stats %[[C1]], %{{.*}}, %{{.*}} {channels_last} : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: memopt.batch_norm_running_update %[[M1]], %[[I1]] to
+// CHECK: %[[C2:.*]] = memopt.norm_relu_conv %[[C1]], %{{.*}}, %[[A1]], %[[B1]] {channels_last, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x3x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+// CHECK-NEXT: memopt.batch_norm_training %[[C2]], {{.*}} {activation = "relu", channels_last}
+// The backward: conv2's data gradient as before, its filter gradient from
+// C1 (R1 formed on the fly), bn1's gradient with the relu's mask from C1.
+// CHECK-DAG: %[[DR1:.*]] = memopt.conv_transpose %[[DY2:[^ ,]*]]
+// CHECK-DAG: memopt.norm_relu_conv_backward_filter %[[C1]], %[[DY2]], %[[A1]], %[[B1]] {channels_last
+// CHECK: memopt.batch_norm_relu_grad %[[C1]], %[[DR1]], %{{.*}}, %[[M1]], %[[I1]], %[[A1]], %[[B1]] {channels_last}
+// Nothing reads a normalized bn1 any more: bn2 keeps its relu gradient.
+// CHECK-NOT: memopt.norm_relu_conv
+// CHECK-LABEL: func.func @shared_output
+// CHECK-NOT: memopt.batch_norm_stats
+// CHECK: return
+
+// Channels-first fuses too under mode=on (the runtime's fallback and cuDNN's
+// channels-first engines).
+// NCHW-LABEL: func.func @resnet_step
+// NCHW: memopt.batch_norm_stats
+// NCHW-NOT: channels_last
+// NCHW: memopt.norm_relu_conv {{.*}} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+// NCHW: memopt.norm_relu_conv_backward_filter
+// NCHW: memopt.batch_norm_relu_grad
+
+// auto fuses only on CUDA channels-last f16 / bf16: an f32 step, the host
+// target and mode=off keep the plain ops.
+// F32-LABEL: func.func @resnet_step
+// F32-NOT: memopt.batch_norm_stats
+// F32-NOT: memopt.norm_relu_conv
+// F32: return
+
+// bf16 on CUDA under auto (channels-last, as layout auto lays bf16 training
+// out): fused, in bf16.
+// BF16: memopt-fuse-norm-conv @resnet_step: 1 of 2 batch norm + relu folded into their convolutions (2048 bytes of activations not formed)
+// BF16-LABEL: func.func @resnet_step
+// BF16: memopt.batch_norm_stats %{{.*}} {channels_last} : (tensor<2x8x8x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// BF16: memopt.norm_relu_conv {{.*}} : (tensor<2x8x8x8xbf16>, tensor<8x3x3x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xbf16>
+// BF16: memopt.norm_relu_conv_backward_filter
+// BF16: memopt.batch_norm_relu_grad
+
+// MODE: memopt-fuse-norm-conv: mode 'sometimes' is not auto, on or off
+
+func.func @resnet_step(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w1 = memopt.variable "conv1.weight" {initial_value = dense<0.1> : tensor<8x3x3x3xf32>, role = "parameter"} : tensor<8x3x3x3xf32>
+  %s1 = memopt.variable "bn1.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "bn1.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %rm1 = memopt.variable "bn1.running_mean" {initial_value = dense<0.0> : tensor<8xf32>, role = "statistic"} : tensor<8xf32>
+  %rv1 = memopt.variable "bn1.running_var" {initial_value = dense<1.0> : tensor<8xf32>, role = "statistic"} : tensor<8xf32>
+  %w2 = memopt.variable "conv2.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %s2 = memopt.variable "bn2.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b2 = memopt.variable "bn2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %fc = memopt.variable "fc.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %c1 = memopt.conv %x, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  memopt.batch_norm_running_update %m1, %i1 to %rm1, %rv1 {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  %r1 = memopt.relu %n1 : tensor<2x8x8x8xf32>
+  %c2 = memopt.conv %r1, %w2 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n2, %m2, %i2 = memopt.batch_norm_training %c2, %s2, %b2 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r2 = memopt.relu %n2 : tensor<2x8x8x8xf32>
+  %g = memopt.global_average_pool %r2 : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// bn's relu output feeds a convolution and a residual add: it must exist, so
+// nothing is fused.
+func.func @shared_output(%x: tensor<2x8x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %s = memopt.variable "bn.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b = memopt.variable "bn.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %w = memopt.variable "conv.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %fc = memopt.variable "fc2.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %n, %m, %i = memopt.batch_norm_training %x, %s, %b : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r = memopt.relu %n : tensor<2x8x8x8xf32>
+  %c = memopt.conv %r, %w {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %sum = memopt.add %c, %r : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %g = memopt.global_average_pool %sum : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
