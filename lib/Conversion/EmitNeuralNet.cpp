@@ -202,20 +202,21 @@ LogicalResult ProgramEmitter::emitConv(
   FailureOr<std::string> workspace = workspaceArguments(op);
   if (failed(workspace))
     return failure();
-  // The filter gradient takes (x, dy, dw): no bias operand; the residual
+  // The filter gradients take (x, dy, dw): no bias operand; the residual
   // conv takes (x, w, bias, residual, y); the normalizing ones (x, w or dy,
-  // scale, bias, y or dw).
+  // scale, shift, then bias and y, or dw).
   bool normalizing =
       callee == "normReluConv" || callee == "normReluConvBackwardFilter";
-  bool hasBiasArgument = callee != "convBackwardFilter" && !normalizing;
+  bool hasBiasArgument =
+      callee != "convBackwardFilter" && callee != "normReluConvBackwardFilter";
   os << "    " << callee << "(ctx, " << nodeLiteral(op) << ", params, "
      << ref(op->getOperand(0)) << ", " << ref(op->getOperand(1)) << ", "
-     << (!hasBiasArgument ? std::string()
-         : bias           ? "&" + ref(bias) + ", "
-                          : std::string("nullptr, "))
      << (normalizing
              ? ref(op->getOperand(2)) + ", " + ref(op->getOperand(3)) + ", "
              : std::string())
+     << (!hasBiasArgument ? std::string()
+         : bias           ? "&" + ref(bias) + ", "
+                          : std::string("nullptr, "))
      << (callee == "convResidual" ? ref(op->getOperand(3)) + ", " : "")
      << ref(op->getResult(0)) << ", " << *workspace << ");\n  }\n";
   return success();

@@ -150,7 +150,7 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
       .Case([&](NormReluConvOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),
-                        {}, Value(), "normReluConv", "none",
+                        {}, conv.getB(), "normReluConv", "none",
                         conv.getChannelsLast());
       })
       .Case([&](NormReluConvBackwardFilterOp grad) {

@@ -1027,10 +1027,20 @@ static int64_t normReluConvWorkspaceFloor(Operation *op) {
 }
 
 LogicalResult NormReluConvOp::verify() {
-  return verifyNormReluConv(*this, getX(), getW(), getY(), getScale(),
-                            getBias(), getKernelShape(), getStrides(),
-                            getPads(), getDilations(), getGroup(),
-                            getChannelsLast(), /*filterGradient=*/false);
+  if (failed(verifyNormReluConv(*this, getX(), getW(), getY(), getScale(),
+                                getBias(), getKernelShape(), getStrides(),
+                                getPads(), getDilations(), getGroup(),
+                                getChannelsLast(), /*filterGradient=*/false)))
+    return failure();
+  if (Value b = getB()) {
+    auto type = cast<ShapedType>(b.getType());
+    int64_t outChannels = cast<ShapedType>(getW().getType()).getDimSize(0);
+    if (type.getRank() != 1 || type.getDimSize(0) != outChannels ||
+        type.getElementType() != getX().getType().getElementType())
+      return emitOpError("B must be a [")
+             << outChannels << "] tensor of X's element type";
+  }
+  return success();
 }
 
 int64_t NormReluConvOp::getFlops() {

@@ -56,7 +56,7 @@ std::optional<NormReaders> fusibleReaders(BatchNormTrainingOp norm) {
   for (OpOperand &use : r.getUses()) {
     Operation *user = use.getOwner();
     if (auto conv = dyn_cast<ConvOp>(user)) {
-      if (use.getOperandNumber() != 0 || conv.getW() == r || conv.getB() ||
+      if (use.getOperandNumber() != 0 || conv.getW() == r || conv.getB() == r ||
           conv.getActivation() != "none" ||
           conv.getChannelsLast() != channelsLast)
         return std::nullopt;
@@ -121,8 +121,8 @@ int64_t fuse(BatchNormTrainingOp norm, const NormReaders &readers) {
     builder.setInsertionPoint(conv);
     auto fused = NormReluConvOp::create(
         builder, conv.getLoc(), conv.getType(), x, conv.getW(), scale, bias,
-        conv.getKernelShapeAttr(), conv.getStridesAttr(), conv.getPadsAttr(),
-        conv.getDilationsAttr(), conv.getGroupAttr(),
+        conv.getB(), conv.getKernelShapeAttr(), conv.getStridesAttr(),
+        conv.getPadsAttr(), conv.getDilationsAttr(), conv.getGroupAttr(),
         conv.getChannelsLastAttr());
     copyAnnotations(conv, fused);
     conv.replaceAllUsesWith(fused.getY());

@@ -353,6 +353,8 @@ struct SinkChannelsFirstTranspose : RewritePattern {
     if (hasChannelsLastForm(op) && !isConvolution(op) &&
         !op->hasAttr("channels_last"))
       return sinkChannelsLastForm(op, rank, rewriter);
+    if (auto split = dyn_cast<SplitOp>(op))
+      return sinkSplit(split, rewriter);
     if (op->getNumResults() != 1)
       return failure();
     if (isa<ReduceMeanOp, ReduceSumOp, ReduceMaxOp>(op))
@@ -506,6 +508,32 @@ private:
     if (!isIdentity(perm))
       result = createTranspose(rewriter, op->getLoc(), result, perm);
     rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  /// A split of a channels-last value (a channel concat's gradient: DenseNet's
+  /// backward) splits it in place along the permuted axis; each piece goes
+  /// back through a transpose that the next op sinks in turn.
+  LogicalResult sinkSplit(SplitOp op, PatternRewriter &rewriter) const {
+    Value source = channelsFirstSource(op.getInput());
+    if (!source)
+      return failure();
+    int64_t rank = cast<RankedTensorType>(source.getType()).getRank();
+    int64_t axis = op.getAxis();
+    if (axis < 0)
+      axis += rank;
+    int64_t newAxis = toChannelsFirst(rank)[axis];
+    SmallVector<Type> resultTypes;
+    for (Type type : op.getResultTypes())
+      resultTypes.push_back(permuteType(type, toChannelsLast(rank)));
+    Operation *split = recreateOp(
+        op, source, resultTypes, rewriter,
+        {rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(newAxis))});
+    SmallVector<Value> results;
+    for (Value piece : split->getResults())
+      results.push_back(createTranspose(rewriter, op.getLoc(), piece,
+                                        toChannelsFirst(rank)));
+    rewriter.replaceOp(op, results);
     return success();
   }
 

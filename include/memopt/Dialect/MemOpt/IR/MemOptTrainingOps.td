@@ -274,10 +274,12 @@ def MemOpt_NormReluConvOp : MemOpt_Op<"norm_relu_conv", [],
   let summary = "conv(relu(X * scale + bias), W): a convolution that "
                 "normalizes its input as it loads it";
   let description = [{
-    `Y = conv(R, W)` with `R = relu(fma(X, scale[c], bias[c]))` rounded to
-    X's type, `scale` and `bias` the `applied_scale` / `applied_bias` of a
-    `batch_norm_stats` (`[C]` f32). The attributes are `memopt.conv`'s
-    (no bias, no activation). The CUDA runtime runs cuDNN's scale-bias-relu
+    `Y = conv(R, W) + B` with `R = relu(fma(X, scale[c], bias[c]))` rounded
+    to X's type, `scale` and `bias` the `applied_scale` / `applied_bias` of
+    a `batch_norm_stats` (`[C]` f32), and `B` (optional, `[M]` of X's type)
+    the convolution's own bias, as `memopt.conv`'s (an exporter's zero
+    bias before the next normalization, when it is trained). The attributes
+    are `memopt.conv`'s (no activation). The CUDA runtime runs cuDNN's scale-bias-relu
     convolution fusion where cuDNN offers it and it is faster, else it
     writes R into the workspace and runs the plain convolution: the
     workspace holds at least R (its floor), so R is a transient, never a
@@ -285,14 +287,15 @@ def MemOpt_NormReluConvOp : MemOpt_Op<"norm_relu_conv", [],
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$W,
                        MemOpt_FloatTensor:$scale, MemOpt_FloatTensor:$bias,
+                       Optional<MemOpt_FloatTensor>:$B,
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$group,
                        UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y);
-  let assemblyFormat = "$X `,` $W `,` $scale `,` $bias attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$X `,` $W `,` $scale `,` $bias (`,` $B^)? attr-dict "
+                       "`:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

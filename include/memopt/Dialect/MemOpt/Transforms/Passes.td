@@ -212,8 +212,8 @@ def MemOptFuseNormConv : Pass<"memopt-fuse-norm-conv", "::mlir::func::FuncOp"> {
                 "convolutions that read it";
   let description = [{
     For each `batch_norm_training {activation = relu}` whose output R is
-    read only by forward convolutions (`memopt.conv` without bias or
-    activation, as X), their filter gradients (`conv_backward_filter`, as
+    read only by forward convolutions (`memopt.conv` without an
+    activation, as X; a bias goes along), their filter gradients (`conv_backward_filter`, as
     X) and the ReLU's gradient (`relu_grad(dR, R)` feeding the
     normalization's own `batch_norm_training_grad`): the normalization
     becomes `batch_norm_stats` (mean, 1/std and the per-channel scale and
