@@ -411,6 +411,35 @@ bool validateBatchNormTrainingGrad(
     const TensorRef &scale, const TensorRef &mean, const TensorRef &invStd,
     const TensorRef &dx, const TensorRef &dscale, const TensorRef &dbias,
     ChannelLayout &layout);
+/// batchNormStats: validateBatchNormTraining's X and per-channel checks
+/// (no Y) with the f32 appliedScale / appliedBias of C elements.
+bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,
+                            const TensorRef &gamma, const TensorRef &beta,
+                            const TensorRef &mean, const TensorRef &invStd,
+                            const TensorRef &appliedScale,
+                            const TensorRef &appliedBias,
+                            ChannelLayout &layout);
+/// batchNormReluGrad: validateBatchNormTrainingGrad, and the f32
+/// appliedScale / appliedBias of C elements.
+bool validateBatchNormReluGrad(Context &ctx, const char *node,
+                               const TensorRef &x, const TensorRef &dy,
+                               const TensorRef &gamma, const TensorRef &mean,
+                               const TensorRef &invStd,
+                               const TensorRef &appliedScale,
+                               const TensorRef &appliedBias,
+                               const TensorRef &dx, const TensorRef &dgamma,
+                               const TensorRef &dbeta, ChannelLayout &layout);
+/// normReluConv (`backwardFilter` false: `other` is W, `out` Y, as
+/// validateConv) and normReluConvBackwardFilter (true: `other` dY, `out`
+/// dW, as validateConvBackwardFilter): no activation, f32 scale / bias of
+/// x's C channels, and a workspace of at least
+/// workspace::normReluConvTempBytes(x.bytes()).
+bool validateNormReluConv(Context &ctx, const char *node,
+                          const ConvParams &params, bool backwardFilter,
+                          const TensorRef &x, const TensorRef &other,
+                          const TensorRef &scale, const TensorRef &bias,
+                          const TensorRef &out, const void *workspace,
+                          size_t workspaceBytes, ConvGeometry &geometry);
 /// f32 statistics and running statistics of one channel count.
 bool validateBatchNormRunningUpdate(Context &ctx, const char *node,
                                     const TensorRef &mean,

@@ -467,6 +467,79 @@ bool validateBatchNormTrainingGrad(
                        layout);
 }
 
+bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,
+                            const TensorRef &gamma, const TensorRef &beta,
+                            const TensorRef &mean, const TensorRef &invStd,
+                            const TensorRef &appliedScale,
+                            const TensorRef &appliedBias,
+                            ChannelLayout &layout) {
+  return checkActivations(ctx, node, {{&x, "X"}}) &&
+         checkStatisticsF32(ctx, node,
+                            {{&gamma, "scale"},
+                             {&beta, "B"},
+                             {&mean, "mean"},
+                             {&invStd, "inv_std"},
+                             {&appliedScale, "applied scale"},
+                             {&appliedBias, "applied bias"}}) &&
+         checkChannels(
+             ctx, node, x,
+             {&gamma, &beta, &mean, &invStd, &appliedScale, &appliedBias},
+             layout);
+}
+
+bool validateBatchNormReluGrad(Context &ctx, const char *node,
+                               const TensorRef &x, const TensorRef &dy,
+                               const TensorRef &gamma, const TensorRef &mean,
+                               const TensorRef &invStd,
+                               const TensorRef &appliedScale,
+                               const TensorRef &appliedBias,
+                               const TensorRef &dx, const TensorRef &dgamma,
+                               const TensorRef &dbeta, ChannelLayout &layout) {
+  return validateBatchNormTrainingGrad(ctx, node, x, dy, gamma, mean, invStd,
+                                       dx, dgamma, dbeta, layout) &&
+         checkStatisticsF32(ctx, node,
+                            {{&appliedScale, "applied scale"},
+                             {&appliedBias, "applied bias"}}) &&
+         checkChannels(ctx, node, x, {&appliedScale, &appliedBias}, layout);
+}
+
+bool validateNormReluConv(Context &ctx, const char *node,
+                          const ConvParams &params, bool backwardFilter,
+                          const TensorRef &x, const TensorRef &other,
+                          const TensorRef &scale, const TensorRef &bias,
+                          const TensorRef &out, const void *workspace,
+                          size_t workspaceBytes, ConvGeometry &geometry) {
+  if (backwardFilter ? !validateConvBackwardFilter(ctx, node, params, x, other,
+                                                   out, geometry)
+                     : !validateConv(ctx, node, params, false, x, other,
+                                     nullptr, out, geometry))
+    return false;
+  if (params.activation != Activation::None) {
+    failf(ctx, node,
+          "a normalized convolution takes no activation (the ReLU is applied "
+          "to its input)");
+    return false;
+  }
+  if (!checkStatisticsF32(ctx, node,
+                          {{&scale, "applied scale"}, {&bias, "applied bias"}}))
+    return false;
+  for (const TensorRef *t : {&scale, &bias})
+    if (t->numElements() != geometry.inChannels) {
+      failf(ctx, node, "per-channel tensor %s does not hold X's %lld channels",
+            shapeString(*t).c_str(), (long long)geometry.inChannels);
+      return false;
+    }
+  size_t need = size_t(workspace::normReluConvTempBytes(int64_t(x.bytes())));
+  if ((!workspace && need) || workspaceBytes < need) {
+    failf(ctx, node,
+          "a normalized convolution needs a workspace of at least %zu bytes "
+          "(its normalized input), got %zu",
+          need, workspaceBytes);
+    return false;
+  }
+  return true;
+}
+
 bool validateBatchNormRunningUpdate(Context &ctx, const char *node,
                                     const TensorRef &mean,
                                     const TensorRef &invStd,

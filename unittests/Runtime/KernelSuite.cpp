@@ -42,6 +42,7 @@ std::vector<Case> buildCases() {
   addPoolCases(cases);
   addTrainingCases(cases);
   addChannelsLastTrainingCases(cases);
+  addNormConvCases(cases);
   addAttentionCases(cases);
   addNormCases(cases);
   addDataMovementCases(cases);

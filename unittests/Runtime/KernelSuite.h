@@ -10,6 +10,9 @@
 //                               CUDA engine
 //   KernelSuiteTraining.cpp     cross-entropy, conv / pool gradients, dropout,
 //                               gradient accumulation, optimizers
+//   KernelSuiteNormConv.cpp     batch norm -> ReLU -> convolution fused
+//                               (statistics, normalized convolutions, the
+//                               masked gradient)
 //   KernelSuiteAttention.cpp    attention forward and gradients
 //   KernelSuiteNorm.cpp         normalization, softmax, reductions, scans
 //   KernelSuiteDataMovement.cpp transpose, slice, gather, scatter, pad, ...
@@ -148,6 +151,7 @@ void addDepthwiseCases(std::vector<Case> &cases);
 void addPoolCases(std::vector<Case> &cases);
 void addTrainingCases(std::vector<Case> &cases);
 void addChannelsLastTrainingCases(std::vector<Case> &cases);
+void addNormConvCases(std::vector<Case> &cases);
 void addAttentionCases(std::vector<Case> &cases);
 void addNormCases(std::vector<Case> &cases);
 void addDataMovementCases(std::vector<Case> &cases);

@@ -765,6 +765,48 @@ void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
                            TensorRef dbias, void *workspace = nullptr,
                            size_t workspaceBytes = 0,
                            bool channelsLast = false);
+/// The fused batch-norm -> ReLU -> convolution of a channels-last training
+/// step (docs/runtime.md, "Normalization fused into convolutions"): R =
+/// relu(batch_norm_training(X)) is never stored; the convolutions that read
+/// it apply the normalization and the ReLU to X as they load it, and the
+/// gradient recomputes the ReLU mask from X. With appliedScale[c] = gamma[c]
+/// * invStd[c] (f32) and appliedBias[c] = fmaf(-mean[c], appliedScale[c],
+/// beta[c]), the prologue is r = max(fmaf(float(x), appliedScale[c],
+/// appliedBias[c]), 0) rounded to x's dtype and the mask fmaf(...) > 0.
+///
+/// batch_norm_stats: mean and invStd exactly as batchNormTraining computes
+/// them for x, then appliedScale and appliedBias; all [C] F32. Workspace and
+/// `channelsLast` as for batchNormTraining (the same bound).
+void batchNormStats(Context &ctx, const char *nodeName, float epsilon,
+                    TensorRef x, TensorRef gamma, TensorRef beta,
+                    TensorRef mean, TensorRef invStd, TensorRef appliedScale,
+                    TensorRef appliedBias, void *workspace = nullptr,
+                    size_t workspaceBytes = 0, bool channelsLast = false);
+/// norm_relu_conv: y = conv(r, w) with r the prologue of x (params as for
+/// `conv`; params.activation must be None, no bias). scale / bias are
+/// appliedScale / appliedBias [C] F32, C = x's channels. The workspace holds
+/// at least workspace::normReluConvTempBytes(x.bytes()): a backend that
+/// cannot fuse writes r there and gives the rest to the convolution.
+void normReluConv(Context &ctx, const char *nodeName, const ConvParams &params,
+                  TensorRef x, TensorRef w, TensorRef scale, TensorRef bias,
+                  TensorRef y, void *workspace, size_t workspaceBytes);
+/// norm_relu_conv_backward_filter: dw = convBackwardFilter(r, dy) (params
+/// as there). Workspace as for normReluConv.
+void normReluConvBackwardFilter(Context &ctx, const char *nodeName,
+                                const ConvParams &params, TensorRef x,
+                                TensorRef dy, TensorRef scale, TensorRef bias,
+                                TensorRef dw, void *workspace,
+                                size_t workspaceBytes);
+/// batch_norm_relu_grad: g = mask ? dy : 0 (the mask recomputed from x,
+/// appliedScale and appliedBias), then exactly batchNormTrainingGrad(x, g,
+/// gamma, mean, invStd) -> dx, dgamma, dbeta. dy is not modified unless dx
+/// aliases it. Workspace and `channelsLast` as for batchNormTrainingGrad.
+void batchNormReluGrad(Context &ctx, const char *nodeName, TensorRef x,
+                       TensorRef dy, TensorRef gamma, TensorRef mean,
+                       TensorRef invStd, TensorRef appliedScale,
+                       TensorRef appliedBias, TensorRef dx, TensorRef dgamma,
+                       TensorRef dbeta, void *workspace = nullptr,
+                       size_t workspaceBytes = 0, bool channelsLast = false);
 /// Running statistics of a training-mode BatchNormalization, in place (ONNX
 /// convention): running = momentum * running + (1 - momentum) * batch, with
 /// the batch variance recovered as 1 / invStd^2 - epsilon. All [C] F32.

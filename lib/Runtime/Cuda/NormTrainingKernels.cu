@@ -37,9 +37,17 @@
 // the same, reading the parameters per element): one read of x (and dy) and
 // one 16-byte store per pack, no division or parameter load per element.
 //
+// The statistics and gradient launches are shared (NormTraining.h) with the
+// fused batch-norm -> ReLU -> convolution (NormConvKernels.cu):
+// batchNormStats runs the statistics alone, batchNormReluGrad the gradient
+// kernels with a template flag that masks dy by the recomputed ReLU mask as
+// it is loaded, in the same split order, so fused and unfused programs
+// agree bit for bit.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.cuh"
+#include "NormTraining.h"
 #include "VectorPack.cuh"
 #include "memopt/Runtime/Workspace.h"
 
@@ -195,18 +203,32 @@ __global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
   }
 }
 
+/// batchNormReluGrad's mask (Mask): dy counts only where the recomputed
+/// ReLU input fmaf(x, maskScale, maskBias) is positive, as if the ReLU's
+/// gradient had been materialized (batch_norm_relu_grad, NormConv.h).
+template <bool Mask>
+__device__ __forceinline__ float maskedDy(float g, float x, float maskScale,
+                                          float maskBias) {
+  if (!Mask)
+    return g;
+  return __fmaf_rn(x, maskScale, maskBias) > 0.0f ? g : 0.0f;
+}
+
 /// Gradient reduction: block (c, split) sums dy and dy * (x - mean) over its
-/// share of channel c; one split finishes (dbias, dscale) directly.
-template <typename T, int V>
+/// share of channel c; one split finishes (dbias, dscale) directly. Mask:
+/// dy is masked as it is read (maskedDy).
+template <typename T, int V, bool Mask>
 __global__ void __launch_bounds__(kThreads)
     bnGradReduceKernel(ChannelView<T, V> view, const T *dy, int64_t units,
                        int splits, const float *mean, const float *invStd,
-                       float *partials, float *dscale, float *dbias) {
+                       float *partials, float *dscale, float *dbias,
+                       const float *maskScale, const float *maskBias) {
   int64_t c = blockIdx.x;
   int split = blockIdx.y;
   int64_t begin, end;
   splitRange(units, splits, split, begin, end);
   float m = mean[c];
+  float ms = Mask ? maskScale[c] : 0.0f, mb = Mask ? maskBias[c] : 0.0f;
   float sumDy = 0, sumDyX = 0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     int64_t unit = view.offset(c, j);
@@ -215,6 +237,7 @@ __global__ void __launch_bounds__(kThreads)
     loadPack<T, V>(view.x, unit, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
+      g[k] = maskedDy<Mask>(g[k], v[k], ms, mb);
       sumDy += g[k];
       sumDyX += g[k] * (v[k] - m);
     }
@@ -246,13 +269,15 @@ __global__ void bnGradFinishKernel(int64_t channels, int splits,
 }
 
 /// dx = scale * invStd * (dy - dbias / M - (x - mean) * invStd * dscale / M),
-/// channels-first (bnGradApplyLastKernel for channels-last).
-template <typename T, int V>
-__global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
-                                  int64_t channels, int64_t spatialUnits,
-                                  float inverseCount, const float *scale,
-                                  const float *mean, const float *invStd,
-                                  const float *dscale, const float *dbias) {
+/// channels-first (bnGradApplyLastKernel for channels-last); Mask: dy
+/// masked as it is read.
+template <typename T, int V, bool Mask>
+__global__ void
+bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
+                  int64_t channels, int64_t spatialUnits, float inverseCount,
+                  const float *scale, const float *mean, const float *invStd,
+                  const float *dscale, const float *dbias,
+                  const float *maskScale, const float *maskBias) {
   MEMOPT_GRID_STRIDE(i, units) {
     int64_t c = channelOf(i, spatialUnits, channels);
     float g[V], v[V];
@@ -260,6 +285,8 @@ __global__ void bnGradApplyKernel(const T *x, const T *dy, T *dx, int64_t units,
     loadPack<T, V>(x, i, v);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
+      if (Mask)
+        g[e] = maskedDy<Mask>(g[e], v[e], maskScale[c], maskBias[c]);
       float k = scale[c] * invStd[c];
       float b = dbias[c] * inverseCount;
       float w = invStd[c] * dscale[c] * inverseCount;
@@ -308,7 +335,8 @@ int lastLanes(int64_t packs) {
 /// lanes * V channels of its tile, over its share of the rows
 /// - statistics (!Grad): sum (x - shift) and sum (x - shift)^2, shifted by
 ///   each channel's first element (as bnStatisticsKernel);
-/// - the gradient (Grad): sum dy and sum dy * (x - mean).
+/// - the gradient (Grad): sum dy and sum dy * (x - mean), with Mask dy
+///   masked as it is read (maskedDy).
 /// With one split it finishes the channels (mean / invStd, or dbias /
 /// dscale); otherwise it stores the pair of channel c of split s at
 /// partials[(s * C + c) * 2]: channel-major within a split, so that the
@@ -319,12 +347,13 @@ int lastLanes(int64_t packs) {
 /// channels per thread are the vectorized loads of the channels-first
 /// kernels, and the row loop is unrolled so that several loads are in
 /// flight per thread.
-template <typename T, int V, bool Grad>
+template <typename T, int V, bool Grad, bool Mask = false>
 __global__ void __launch_bounds__(kThreads)
     bnReduceLastKernel(const T *x, const T *dy, int64_t rows, int64_t channels,
                        int lanes, int splits, float epsilon, float *partials,
                        const float *mean, const float *invStd, float *out1,
-                       float *out2) {
+                       float *out2, const float *maskScale = nullptr,
+                       const float *maskBias = nullptr) {
   __shared__ float scratch[2][kThreads][V];
   int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
   int rowLanes = kThreads / lanes;
@@ -335,17 +364,22 @@ __global__ void __launch_bounds__(kThreads)
   int64_t begin, end;
   splitRange(rows, splits, split, begin, end);
   bool valid = pack < packs;
-  float center[V], a[V], b[V];
+  float center[V], a[V], b[V], ms[V], mb[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     a[k] = b[k] = 0.0f;
-    center[k] = 0.0f;
+    center[k] = ms[k] = mb[k] = 0.0f;
   }
   if (valid) {
     if (Grad) {
 #pragma unroll
-      for (int k = 0; k < V; ++k)
+      for (int k = 0; k < V; ++k) {
         center[k] = mean[c0 + k];
+        if (Mask) {
+          ms[k] = maskScale[c0 + k];
+          mb[k] = maskBias[c0 + k];
+        }
+      }
     } else {
       loadPack<T, V>(x, pack, center);
     }
@@ -358,6 +392,7 @@ __global__ void __launch_bounds__(kThreads)
         loadPack<T, V>(dy, r * packs + pack, g);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
+          g[k] = maskedDy<Mask>(g[k], v[k], ms[k], mb[k]);
           a[k] += g[k];
           b[k] += g[k] * (v[k] - center[k]);
         }
@@ -517,20 +552,21 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Backward: dx = k * (dy - dbias / M - (x - mean) * invStd * dscale / M),
 /// k = scale * invStd (bnGradApplyKernel's arithmetic); one read of x and
-/// dy per element, dx may be dy (in place).
-template <typename T, int V>
+/// dy per element, dx may be dy (in place). Mask: dy masked as it is read.
+template <typename T, int V, bool Mask>
 __global__ void __launch_bounds__(kThreads)
     bnGradApplyLastKernel(const T *x, const T *dy, T *dx, int64_t rows,
                           int64_t packs, int lanes, float inverseCount,
                           const float *scale, const float *mean,
                           const float *invStd, const float *dscale,
-                          const float *dbias) {
+                          const float *dbias, const float *maskScale,
+                          const float *maskBias) {
   int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
   int rowLanes = kThreads / lanes;
   int64_t pack = int64_t(blockIdx.y) * lanes + lane;
   if (pack >= packs)
     return;
-  float k[V], b[V], w[V], m[V];
+  float k[V], b[V], w[V], m[V], ms[V], mb[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) {
     int64_t c = pack * V + e;
@@ -538,6 +574,8 @@ __global__ void __launch_bounds__(kThreads)
     b[e] = dbias[c] * inverseCount;
     w[e] = invStd[c] * dscale[c] * inverseCount;
     m[e] = mean[c];
+    ms[e] = Mask ? maskScale[c] : 0.0f;
+    mb[e] = Mask ? maskBias[c] : 0.0f;
   }
   int64_t step = int64_t(gridDim.x) * rowLanes;
   for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows;
@@ -554,8 +592,10 @@ __global__ void __launch_bounds__(kThreads)
       if (r + u * step >= rows)
         continue;
 #pragma unroll
-      for (int e = 0; e < V; ++e)
-        g[u][e] = k[e] * (g[u][e] - b[e] - (v[u][e] - m[e]) * w[e]);
+      for (int e = 0; e < V; ++e) {
+        float dy = maskedDy<Mask>(g[u][e], v[u][e], ms[e], mb[e]);
+        g[u][e] = k[e] * (dy - b[e] - (v[u][e] - m[e]) * w[e]);
+      }
       storePack<T, V>(dx, (r + u * step) * packs + pack, g[u]);
     }
   }
@@ -617,18 +657,15 @@ unsigned applyRowBlocks(int64_t resident, const LastShape &s) {
   return unsigned(std::max<int64_t>(1, std::min(needed, want)));
 }
 
-/// Statistics, then y, for activations of type T, Vec elements per load;
-/// `last`: x is channels-last (rows of `channels`, spatial = rows / N).
+/// The statistics (mean, invStd) of activations of type T, Vec elements per
+/// load; `last`: x is channels-last (rows of `channels`, spatial = rows /
+/// N).
 template <typename T, int Vec>
-void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
-                             int64_t channels, int64_t spatial, bool last,
-                             size_t workspaceBytes, float epsilon,
-                             float *partials, float *pm, float *ps,
-                             const float *pscale, const float *pbias,
-                             bool relu) {
+void launchStatistics(Context &ctx, const TensorRef &x, int64_t channels,
+                      int64_t spatial, bool last, size_t workspaceBytes,
+                      float epsilon, float *partials, float *pm, float *ps) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
-  int64_t total = x.numElements() / Vec;
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
     int splits =
@@ -643,12 +680,6 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
           <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
              ctx.stream>>>(px, channels, splits, double(s.rows), epsilon,
                            partials, nullptr, pm, ps);
-    unsigned rowBlocks =
-        applyRowBlocks(residentBlocks(ctx, bnApplyLastKernel<T, Vec>), s);
-    bnApplyLastKernel<T, Vec>
-        <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
-            px, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
-            pbias, pm, ps, relu);
     return;
   }
   int64_t units = batch * spatial / Vec;
@@ -661,68 +692,92 @@ void launchBatchNormTraining(Context &ctx, const TensorRef &x, TensorRef &y,
         <<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
             px, channels, spatial, double(batch * spatial), splits, epsilon,
             partials, pm, ps);
+}
+
+/// y from the statistics, for activations of type T, Vec elements per load.
+template <typename T, int Vec>
+void launchApply(Context &ctx, const TensorRef &x, TensorRef &y,
+                 int64_t channels, int64_t spatial, bool last, const float *pm,
+                 const float *ps, const float *pscale, const float *pbias,
+                 bool relu) {
+  int64_t batch = x.shape[0];
+  auto *px = static_cast<const T *>(x.data);
+  if (last) {
+    LastShape s = lastShape(batch * spatial, channels, Vec);
+    unsigned rowBlocks =
+        applyRowBlocks(residentBlocks(ctx, bnApplyLastKernel<T, Vec>), s);
+    bnApplyLastKernel<T, Vec>
+        <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
+            px, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
+            pbias, pm, ps, relu);
+    return;
+  }
+  int64_t total = x.numElements() / Vec;
   bnApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
       px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
       pbias, pm, ps, relu);
 }
 
-/// The reduction, then dx, for activations of type T.
-template <typename T, int Vec>
-void launchBatchNormTrainingGrad(Context &ctx, const TensorRef &x,
-                                 const TensorRef &dy, TensorRef &dx,
-                                 int64_t channels, int64_t spatial, bool last,
-                                 size_t workspaceBytes, float *partials,
-                                 const float *pm, const float *ps,
-                                 const float *pscale, float *pdscale,
-                                 float *pdbias) {
+/// The reduction, then dx, for activations of type T; Mask: dy masked by
+/// the recomputed ReLU mask as it is read (batchNormReluGrad).
+template <typename T, int Vec, bool Mask>
+void launchGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
+                const TensorRef &dx, int64_t channels, int64_t spatial,
+                bool last, size_t workspaceBytes, float *partials,
+                const float *pm, const float *ps, const float *pscale,
+                float *pdscale, float *pdbias, const float *maskScale,
+                const float *maskBias) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
   float inverseCount = 1.0f / float(batch * spatial);
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
+    // The unmasked kernel's occupancy decides the splits in both cases: the
+    // masked reduction then sums in batchNormTrainingGrad's order.
     int splits =
-        rowSplits(residentBlocks(ctx, bnReduceLastKernel<T, Vec, true>),
+        rowSplits(residentBlocks(ctx, bnReduceLastKernel<T, Vec, true, false>),
                   channels, s.rows, Vec, workspaceBytes);
-    bnReduceLastKernel<T, Vec, true>
+    bnReduceLastKernel<T, Vec, true, Mask>
         <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
             px, pdy, s.rows, channels, s.lanes, splits, 0.0f, partials, pm, ps,
-            pdbias, pdscale);
+            pdbias, pdscale, maskScale, maskBias);
     if (splits > 1)
       bnFinishLastKernel<T, true>
           <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
              ctx.stream>>>(px, channels, splits, double(s.rows), 0.0f, partials,
                            ps, pdbias, pdscale);
-    unsigned rowBlocks =
-        applyRowBlocks(residentBlocks(ctx, bnGradApplyLastKernel<T, Vec>), s);
-    bnGradApplyLastKernel<T, Vec>
+    unsigned rowBlocks = applyRowBlocks(
+        residentBlocks(ctx, bnGradApplyLastKernel<T, Vec, Mask>), s);
+    bnGradApplyLastKernel<T, Vec, Mask>
         <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
             px, pdy, static_cast<T *>(dx.data), s.rows, s.packs, s.lanes,
-            inverseCount, pscale, pm, ps, pdscale, pdbias);
+            inverseCount, pscale, pm, ps, pdscale, pdbias, maskScale, maskBias);
     return;
   }
   int64_t units = batch * spatial / Vec;
   int splits = channelSplits(ctx, channels, units, workspaceBytes);
   dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-  bnGradReduceKernel<T, Vec><<<grid, kThreads, 0, ctx.stream>>>(
+  bnGradReduceKernel<T, Vec, Mask><<<grid, kThreads, 0, ctx.stream>>>(
       {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
-      pdscale, pdbias);
+      pdscale, pdbias, maskScale, maskBias);
   if (splits > 1)
     bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
         channels, splits, partials, ps, pdscale, pdbias);
   int64_t total = x.numElements() / Vec;
-  bnGradApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-      px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
-      inverseCount, pscale, pm, ps, pdscale, pdbias);
+  bnGradApplyKernel<T, Vec, Mask>
+      <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+          px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
+          inverseCount, pscale, pm, ps, pdscale, pdbias, maskScale, maskBias);
 }
 
-/// Elements per load: 16 or 8 bytes where the spatial size is a multiple
-/// of them and every pointer is aligned to them, else one element.
-int packWidth(size_t elementSize, int64_t spatial,
-              std::initializer_list<const void *> pointers) {
+} // namespace
+
+int normPackWidth(size_t elementSize, int64_t inner,
+                  std::initializer_list<const void *> pointers) {
   for (int bytes : {16, 8}) {
     int64_t width = bytes / int64_t(elementSize);
-    if (width < 2 || spatial % width != 0)
+    if (width < 2 || inner % width != 0)
       continue;
     if (std::all_of(pointers.begin(), pointers.end(), [&](const void *p) {
           return reinterpret_cast<uintptr_t>(p) % unsigned(bytes) == 0;
@@ -732,18 +787,50 @@ int packWidth(size_t elementSize, int64_t spatial,
   return 1;
 }
 
-/// Calls f(std::integral_constant<int, V>) for the pack width of T.
-template <typename T, typename F> void withPackWidth(int width, F &&f) {
-  constexpr int kWide = 16 / int(sizeof(T)), kNarrow = 8 / int(sizeof(T));
-  if (width == kWide)
-    f(std::integral_constant<int, kWide>());
-  else if (width == kNarrow)
-    f(std::integral_constant<int, kNarrow>());
-  else
-    f(std::integral_constant<int, 1>());
+void launchBatchNormStatistics(Context &ctx, const TensorRef &x,
+                               int64_t channels, int64_t spatial,
+                               bool channelsLast, float epsilon,
+                               void *workspace, size_t workspaceBytes,
+                               float *mean, float *invStd) {
+  auto *partials = static_cast<float *>(workspace);
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    // Packs of one channel's spatial run, or channels-last of neighbouring
+    // channels of one row; x alone decides, so batchNormStats reduces in
+    // batchNormTraining's order whatever y is.
+    int width =
+        normPackWidth(sizeof(T), channelsLast ? channels : spatial, {x.data});
+    withNormPackWidth<T>(width, [&](auto vec) {
+      launchStatistics<T, decltype(vec)::value>(
+          ctx, x, channels, spatial, channelsLast, workspaceBytes, epsilon,
+          partials, mean, invStd);
+    });
+  });
 }
 
-} // namespace
+void launchBatchNormGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
+                         const TensorRef &dx, int64_t channels, int64_t spatial,
+                         bool channelsLast, void *workspace,
+                         size_t workspaceBytes, const float *mean,
+                         const float *invStd, const float *scale, float *dscale,
+                         float *dbias, const float *maskScale,
+                         const float *maskBias) {
+  auto *partials = static_cast<float *>(workspace);
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    int width = normPackWidth(sizeof(T), channelsLast ? channels : spatial,
+                              {x.data, dy.data, dx.data});
+    withNormPackWidth<T>(width, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      if (maskScale)
+        launchGrad<T, kVec, true>(
+            ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
+            partials, mean, invStd, scale, dscale, dbias, maskScale, maskBias);
+      else
+        launchGrad<T, kVec, false>(
+            ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
+            partials, mean, invStd, scale, dscale, dbias, nullptr, nullptr);
+    });
+  });
+}
 
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
@@ -761,19 +848,18 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
     return;
   auto *pm = static_cast<float *>(mean.data);
   auto *ps = static_cast<float *>(invStd.data);
-  auto *partials = static_cast<float *>(workspace);
+  launchBatchNormStatistics(ctx, x, channels, spatial, channelsLast, epsilon,
+                            workspace, workspaceBytes, pm, ps);
   auto *pscale = static_cast<const float *>(scale.data);
   auto *pbias = static_cast<const float *>(bias.data);
   bool relu = activation == Activation::Relu;
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    // Packs: of one channel's spatial run, or channels-last of neighbouring
-    // channels of one row.
-    int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
-                          {x.data, y.data});
-    withPackWidth<T>(width, [&](auto vec) {
-      launchBatchNormTraining<T, decltype(vec)::value>(
-          ctx, x, y, channels, spatial, channelsLast, workspaceBytes, epsilon,
-          partials, pm, ps, pscale, pbias, relu);
+    int width = normPackWidth(sizeof(T), channelsLast ? channels : spatial,
+                              {x.data, y.data});
+    withNormPackWidth<T>(width, [&](auto vec) {
+      launchApply<T, decltype(vec)::value>(ctx, x, y, channels, spatial,
+                                           channelsLast, pm, ps, pscale, pbias,
+                                           relu);
     });
   });
   checkLaunch(ctx, node);
@@ -790,24 +876,14 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
       !validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
                                      dscale, dbias, layout))
     return;
-  int64_t channels = layout.channels, spatial = layout.spatial;
   if (x.numElements() == 0)
     return;
-  auto *pm = static_cast<const float *>(mean.data);
-  auto *ps = static_cast<const float *>(invStd.data);
-  auto *pdscale = static_cast<float *>(dscale.data);
-  auto *pdbias = static_cast<float *>(dbias.data);
-  auto *partials = static_cast<float *>(workspace);
-  auto *pscale = static_cast<const float *>(scale.data);
-  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    int width = packWidth(sizeof(T), channelsLast ? channels : spatial,
-                          {x.data, dy.data, dx.data});
-    withPackWidth<T>(width, [&](auto vec) {
-      launchBatchNormTrainingGrad<T, decltype(vec)::value>(
-          ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
-          partials, pm, ps, pscale, pdscale, pdbias);
-    });
-  });
+  launchBatchNormGrad(
+      ctx, x, dy, dx, layout.channels, layout.spatial, channelsLast, workspace,
+      workspaceBytes, static_cast<const float *>(mean.data),
+      static_cast<const float *>(invStd.data),
+      static_cast<const float *>(scale.data), static_cast<float *>(dscale.data),
+      static_cast<float *>(dbias.data), nullptr, nullptr);
   checkLaunch(ctx, node);
 }
 

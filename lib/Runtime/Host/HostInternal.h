@@ -122,6 +122,24 @@ std::vector<double> channelsToBack(Context &ctx, const std::vector<double> &v,
                                    int64_t outer, int64_t inner,
                                    int64_t channels);
 
+/// Training batch normalization (TrainingKernels.cpp), shared with the
+/// fused normalized convolutions (NormConv.cpp). x in double, [N, C, S] or
+/// channels-last [N, S, C]: each channel's mean and 1 / sqrt(var + epsilon)
+/// (biased variance), summed in (n, s) order, in double.
+void batchNormStatistics(Context &ctx, const std::vector<double> &x,
+                         int64_t batch, int64_t channels, int64_t spatial,
+                         bool channelsLast, float epsilon,
+                         std::vector<double> &mean,
+                         std::vector<double> &invStd);
+/// batchNormTrainingGrad's arithmetic: dx (x's size), dscale and dbias [C]
+/// from x and dy in double and the f32 statistics and scale.
+void batchNormGradient(Context &ctx, const std::vector<double> &x,
+                       const std::vector<double> &dy, int64_t batch,
+                       int64_t channels, int64_t spatial, bool channelsLast,
+                       const float *mean, const float *invStd,
+                       const float *scale, float *dscale, float *dbias,
+                       std::vector<double> &dx);
+
 } // namespace host
 
 } // namespace memopt::rt

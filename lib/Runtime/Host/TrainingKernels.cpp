@@ -683,6 +683,90 @@ void updateLossScale(Context &ctx, const char *node, float growthFactor,
 // sums run serially in element order.
 //===----------------------------------------------------------------------===//
 
+namespace host {
+
+namespace {
+
+/// Element (n, c, s) of x [N, C, S], or [N, S, C] channels-last. Each
+/// channel is summed in the same (n, s) order in both layouts.
+struct ChannelIndex {
+  int64_t channels, spatial;
+  bool channelsLast;
+  int64_t operator()(int64_t n, int64_t c, int64_t s) const {
+    return channelsLast ? (n * spatial + s) * channels + c
+                        : (n * channels + c) * spatial + s;
+  }
+};
+
+} // namespace
+
+void batchNormStatistics(Context &ctx, const std::vector<double> &x,
+                         int64_t batch, int64_t channels, int64_t spatial,
+                         bool channelsLast, float epsilon,
+                         std::vector<double> &mean,
+                         std::vector<double> &invStd) {
+  ChannelIndex at{channels, spatial, channelsLast};
+  mean.assign(size_t(channels), 0.0);
+  invStd.assign(size_t(channels), 0.0);
+  double count = double(batch * spatial);
+  parallelFor(ctx, 0, channels, grainFor(2 * batch * spatial),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t c = lo; c < hi; ++c) {
+                  double sum = 0;
+                  for (int64_t n = 0; n < batch; ++n)
+                    for (int64_t s = 0; s < spatial; ++s)
+                      sum += x[size_t(at(n, c, s))];
+                  double m = count > 0 ? sum / count : 0;
+                  double sq = 0;
+                  for (int64_t n = 0; n < batch; ++n)
+                    for (int64_t s = 0; s < spatial; ++s) {
+                      double d = x[size_t(at(n, c, s))] - m;
+                      sq += d * d;
+                    }
+                  mean[size_t(c)] = m;
+                  invStd[size_t(c)] =
+                      1.0 /
+                      std::sqrt((count > 0 ? sq / count : 0) + double(epsilon));
+                }
+              });
+}
+
+void batchNormGradient(Context &ctx, const std::vector<double> &x,
+                       const std::vector<double> &dy, int64_t batch,
+                       int64_t channels, int64_t spatial, bool channelsLast,
+                       const float *mean, const float *invStd,
+                       const float *scale, float *dscale, float *dbias,
+                       std::vector<double> &dx) {
+  ChannelIndex at{channels, spatial, channelsLast};
+  dx.assign(x.size(), 0.0);
+  double count = double(batch * spatial);
+  parallelFor(ctx, 0, channels, grainFor(4 * batch * spatial),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t c = lo; c < hi; ++c) {
+                  double m = mean[c], inv = invStd[c];
+                  double sumDy = 0, sumDyX = 0;
+                  for (int64_t n = 0; n < batch; ++n)
+                    for (int64_t s = 0; s < spatial; ++s) {
+                      size_t i = size_t(at(n, c, s));
+                      sumDy += dy[i];
+                      sumDyX += dy[i] * (x[i] - m);
+                    }
+                  double k = scale[c] * inv;
+                  double b = count > 0 ? sumDy / count : 0;
+                  double w = count > 0 ? inv * inv * sumDyX / count : 0;
+                  for (int64_t n = 0; n < batch; ++n)
+                    for (int64_t s = 0; s < spatial; ++s) {
+                      size_t i = size_t(at(n, c, s));
+                      dx[i] = k * (dy[i] - b - (x[i] - m) * w);
+                    }
+                  dbias[c] = float(sumDy);
+                  dscale[c] = float(sumDyX * inv);
+                }
+              });
+}
+
+} // namespace host
+
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
                        TensorRef bias, TensorRef y, TensorRef mean,
@@ -697,48 +781,40 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
   int64_t channels = layout.channels, spatial = layout.spatial;
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
-  // Element (n, c, s): [N, C, S], or [N, S, C] channels-last. Each channel
-  // is summed in the same (n, s) order in both layouts.
-  auto at = [&](int64_t n, int64_t c, int64_t s) {
-    return channelsLast ? (n * spatial + s) * channels + c
-                        : (n * channels + c) * spatial + s;
-  };
   std::vector<double> px = host::toDouble(ctx, x);
+  std::vector<double> m, inv;
+  host::batchNormStatistics(ctx, px, batch, channels, spatial, channelsLast,
+                            epsilon, m, inv);
   std::vector<double> py(px.size());
   auto *pm = static_cast<float *>(mean.data);
   auto *ps = static_cast<float *>(invStd.data);
   auto *pscale = static_cast<const float *>(scale.data);
   auto *pbias = static_cast<const float *>(bias.data);
   bool relu = activation == Activation::Relu;
-  double count = double(batch * spatial);
-  host::parallelFor(ctx, 0, channels, host::grainFor(4 * batch * spatial),
+  // y elementwise by runs of one channel ([N, C, S]: planes of S) or of
+  // all channels ([N, S, C]: rows of C); the per-channel constants in double.
+  std::vector<double> a(static_cast<size_t>(channels)),
+      b(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    a[size_t(c)] = inv[size_t(c)] * pscale[c];
+    b[size_t(c)] = pbias[c] - m[size_t(c)] * a[size_t(c)];
+  }
+  int64_t runs = channelsLast ? batch * spatial : batch * channels;
+  int64_t runLength = channelsLast ? channels : spatial;
+  host::parallelFor(ctx, 0, runs, host::grainFor(runLength),
                     [&](int64_t lo, int64_t hi) {
-                      for (int64_t c = lo; c < hi; ++c) {
-                        double sum = 0;
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t s = 0; s < spatial; ++s)
-                            sum += px[at(n, c, s)];
-                        double m = count > 0 ? sum / count : 0;
-                        double sq = 0;
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t s = 0; s < spatial; ++s) {
-                            double d = px[at(n, c, s)] - m;
-                            sq += d * d;
-                          }
-                        double inv =
-                            1.0 / std::sqrt((count > 0 ? sq / count : 0) +
-                                            double(epsilon));
-                        double a = inv * pscale[c], b = pbias[c] - m * a;
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = at(n, c, s);
-                            double v = px[i] * a + b;
-                            py[i] = relu ? std::max(v, 0.0) : v;
-                          }
-                        pm[c] = float(m);
-                        ps[c] = float(inv);
-                      }
+                      for (int64_t run = lo; run < hi; ++run)
+                        for (int64_t j = 0; j < runLength; ++j) {
+                          size_t c = size_t(channelsLast ? j : run % channels);
+                          size_t i = size_t(run * runLength + j);
+                          double v = px[i] * a[c] + b[c];
+                          py[i] = relu ? std::max(v, 0.0) : v;
+                        }
                     });
+  for (int64_t c = 0; c < channels; ++c) {
+    pm[c] = float(m[size_t(c)]);
+    ps[c] = float(inv[size_t(c)]);
+  }
   host::store(ctx, py, y);
 }
 
@@ -753,47 +829,16 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
       !validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
                                      dscale, dbias, layout))
     return;
-  int64_t channels = layout.channels, spatial = layout.spatial;
   host::poisonWorkspace(workspace, workspaceBytes);
-  int64_t batch = x.shape[0];
-  // Element (n, c, s): [N, C, S], or [N, S, C] channels-last. Each channel
-  // is summed in the same (n, s) order in both layouts.
-  auto at = [&](int64_t n, int64_t c, int64_t s) {
-    return channelsLast ? (n * spatial + s) * channels + c
-                        : (n * channels + c) * spatial + s;
-  };
   std::vector<double> px = host::toDouble(ctx, x);
   std::vector<double> pdy = host::toDouble(ctx, dy);
-  std::vector<double> pdx(px.size());
-  auto *pm = static_cast<const float *>(mean.data);
-  auto *ps = static_cast<const float *>(invStd.data);
-  auto *pscale = static_cast<const float *>(scale.data);
-  auto *pdscale = static_cast<float *>(dscale.data);
-  auto *pdbias = static_cast<float *>(dbias.data);
-  double count = double(batch * spatial);
-  host::parallelFor(ctx, 0, channels, host::grainFor(4 * batch * spatial),
-                    [&](int64_t lo, int64_t hi) {
-                      for (int64_t c = lo; c < hi; ++c) {
-                        double m = pm[c], inv = ps[c];
-                        double sumDy = 0, sumDyX = 0;
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = at(n, c, s);
-                            sumDy += pdy[i];
-                            sumDyX += pdy[i] * (px[i] - m);
-                          }
-                        double k = pscale[c] * inv;
-                        double b = count > 0 ? sumDy / count : 0;
-                        double w = count > 0 ? inv * inv * sumDyX / count : 0;
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t s = 0; s < spatial; ++s) {
-                            int64_t i = at(n, c, s);
-                            pdx[i] = k * (pdy[i] - b - (px[i] - m) * w);
-                          }
-                        pdbias[c] = float(sumDy);
-                        pdscale[c] = float(sumDyX * inv);
-                      }
-                    });
+  std::vector<double> pdx;
+  host::batchNormGradient(
+      ctx, px, pdy, x.shape[0], layout.channels, layout.spatial, channelsLast,
+      static_cast<const float *>(mean.data),
+      static_cast<const float *>(invStd.data),
+      static_cast<const float *>(scale.data), static_cast<float *>(dscale.data),
+      static_cast<float *>(dbias.data), pdx);
   host::store(ctx, pdx, dx);
 }
 
