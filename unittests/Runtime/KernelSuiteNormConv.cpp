@@ -124,8 +124,10 @@ void addNormConvCases(std::vector<Case> &cases) {
                std::max(convWorkspaceBound(p, x, w, y),
                         convWorkspaceBound(p, x, dw, dy));
            TensorRef ws = s.empty(DType::U8, {int64_t(bytes)});
-           normReluConv(*s.ctx, "norm_relu_conv", p, x, w, scale, bias, y,
-                        ws.data, bytes);
+           // The 1x1 cases carry the convolution's own bias.
+           TensorRef convBias = s.random(v.dt, {v.m}, 0.1, 0.5);
+           normReluConv(*s.ctx, "norm_relu_conv", p, x, w, scale, bias,
+                        v.kernel == 1 ? &convBias : nullptr, y, ws.data, bytes);
            normReluConvBackwardFilter(*s.ctx, "norm_relu_conv_dw", p, x, dy,
                                       scale, bias, dw, ws.data, bytes);
            return std::vector<TensorRef>{y, dw};

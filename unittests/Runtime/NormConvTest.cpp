@@ -137,10 +137,14 @@ TEST_F(NormConv, ConvolutionsOfTheMaterializedInput) {
         int64_t oh = (kH + 2 * pad - kernel) / stride + 1;
         int64_t ow = (kW + 2 * pad - kernel) / stride + 1;
         Buffer w = random(dtype, k.shape(kM, kC, kernel, kernel), 22);
+        // The 1x1 case carries the convolution's own bias.
+        Buffer convBias = random(dtype, {kM}, 24);
+        TensorRef biasRef = convBias.ref();
+        const TensorRef *withBias = kernel == 1 ? &biasRef : nullptr;
         Buffer r = materialize(k);
         Buffer expected(dtype, k.shape(kN, kM, oh, ow)),
             y(dtype, k.shape(kN, kM, oh, ow));
-        conv(*ctx, "conv", p, r.ref(), w.ref(), nullptr, expected.ref(),
+        conv(*ctx, "conv", p, r.ref(), w.ref(), withBias, expected.ref(),
              nullptr, 0);
         Buffer before = k.x;
         // The temporary and 4 KiB more for the convolution.
@@ -148,8 +152,8 @@ TEST_F(NormConv, ConvolutionsOfTheMaterializedInput) {
             workspace::normReluConvTempBytes(int64_t(k.x.ref().bytes())) + 4096;
         Buffer ws(DType::U8, {bytes});
         normReluConv(*ctx, "norm_relu_conv", p, k.x.ref(), w.ref(),
-                     k.scale.ref(), k.bias.ref(), y.ref(), ws.storage.data(),
-                     size_t(bytes));
+                     k.scale.ref(), k.bias.ref(), withBias, y.ref(),
+                     ws.storage.data(), size_t(bytes));
         expectSameBits(y, expected);
         expectSameBits(k.x, before);
 
@@ -218,16 +222,19 @@ TEST_F(NormConv, RejectsBadArgumentsNamingTheNode) {
   ConvParams relu = p;
   relu.activation = Activation::Relu;
   normReluConv(*ctx, "/nrc/act", relu, k.x.ref(), w.ref(), k.scale.ref(),
-               k.bias.ref(), y.ref(), ws.storage.data(), size_t(bytes));
+               k.bias.ref(), nullptr, y.ref(), ws.storage.data(),
+               size_t(bytes));
   expectError("/nrc/act", "activation");
   // Too small a workspace for r.
   normReluConv(*ctx, "/nrc/ws", p, k.x.ref(), w.ref(), k.scale.ref(),
-               k.bias.ref(), y.ref(), ws.storage.data(), size_t(bytes) - 256);
+               k.bias.ref(), nullptr, y.ref(), ws.storage.data(),
+               size_t(bytes) - 256);
   expectError("/nrc/ws", "workspace");
   // Per-channel constants of another channel count, or not f32.
   Buffer shortScale(DType::F32, {kC - 1}), halfBias(DType::BF16, {kC});
   normReluConv(*ctx, "/nrc/channels", p, k.x.ref(), w.ref(), shortScale.ref(),
-               k.bias.ref(), y.ref(), ws.storage.data(), size_t(bytes));
+               k.bias.ref(), nullptr, y.ref(), ws.storage.data(),
+               size_t(bytes));
   expectError("/nrc/channels", "13 channels");
   Buffer dy = random(DType::BF16, {kN, kH, kW, kM}, 43);
   normReluConvBackwardFilter(*ctx, "/nrc/dw", p, k.x.ref(), dy.ref(),
@@ -237,7 +244,8 @@ TEST_F(NormConv, RejectsBadArgumentsNamingTheNode) {
   // A filter that does not fit x.
   Buffer wrong = random(DType::BF16, {kM, 1, 1, kC + 1}, 44);
   normReluConv(*ctx, "/nrc/w", p, k.x.ref(), wrong.ref(), k.scale.ref(),
-               k.bias.ref(), y.ref(), ws.storage.data(), size_t(bytes));
+               k.bias.ref(), nullptr, y.ref(), ws.storage.data(),
+               size_t(bytes));
   expectError("/nrc/w", "weight");
   // batchNormStats: an applied scale that is not f32, of C elements.
   k = make(DType::BF16, true, 45);

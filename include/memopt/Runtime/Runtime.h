@@ -782,14 +782,16 @@ void batchNormStats(Context &ctx, const char *nodeName, float epsilon,
                     TensorRef mean, TensorRef invStd, TensorRef appliedScale,
                     TensorRef appliedBias, void *workspace = nullptr,
                     size_t workspaceBytes = 0, bool channelsLast = false);
-/// norm_relu_conv: y = conv(r, w) with r the prologue of x (params as for
-/// `conv`; params.activation must be None, no bias). scale / bias are
+/// norm_relu_conv: y = conv(r, w) + convBias with r the prologue of x (params
+/// as for `conv`; params.activation must be None; convBias [M] of x's dtype
+/// or null, as `conv`'s bias). scale / bias are
 /// appliedScale / appliedBias [C] F32, C = x's channels. The workspace holds
 /// at least workspace::normReluConvTempBytes(x.bytes()): a backend that
 /// cannot fuse writes r there and gives the rest to the convolution.
 void normReluConv(Context &ctx, const char *nodeName, const ConvParams &params,
                   TensorRef x, TensorRef w, TensorRef scale, TensorRef bias,
-                  TensorRef y, void *workspace, size_t workspaceBytes);
+                  const TensorRef *convBias, TensorRef y, void *workspace,
+                  size_t workspaceBytes);
 /// norm_relu_conv_backward_filter: dw = convBackwardFilter(r, dy) (params
 /// as there). Workspace as for normReluConv.
 void normReluConvBackwardFilter(Context &ctx, const char *nodeName,

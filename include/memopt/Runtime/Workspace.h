@@ -210,14 +210,6 @@ constexpr int64_t batchNormTrainingLastBytes(int64_t channels, int64_t rows) {
          normalizationSplitBytes(channels);
 }
 
-/// normReluConv / normReluConvBackwardFilter (Runtime.h): the normalized
-/// and rectified input r (x's bytes) that a backend which cannot fuse the
-/// prologue into the convolution writes at the workspace's head; the
-/// convolution's own workspace follows.
-constexpr int64_t normReluConvTempBytes(int64_t xBytes) {
-  return roundUp256(xBytes);
-}
-
 /// Layer normalization's gradient: the row statistics (mean, 1/std) first.
 constexpr int64_t layerNormGradStatisticsBytes(int64_t rows) {
   return roundUp256(rows * 2 * 4);

@@ -37,7 +37,8 @@ TensorRef normalizedInput(Context &ctx, const char *node,
 
 void normReluConv(Context &ctx, const char *node, const ConvParams &params,
                   TensorRef x, TensorRef w, TensorRef scale, TensorRef bias,
-                  TensorRef y, void *workspace, size_t workspaceBytes) {
+                  const TensorRef *convBias, TensorRef y, void *workspace,
+                  size_t workspaceBytes) {
   ConvGeometry g;
   if (hasError(ctx) ||
       !validateNormReluConv(ctx, node, params, false, x, w, scale, bias, y,
@@ -47,7 +48,7 @@ void normReluConv(Context &ctx, const char *node, const ConvParams &params,
   size_t restBytes = 0;
   TensorRef r = normalizedInput(ctx, node, params, x, scale, bias, workspace,
                                 workspaceBytes, rest, restBytes);
-  conv(ctx, node, params, r, w, nullptr, y, rest, restBytes);
+  conv(ctx, node, params, r, w, convBias, y, rest, restBytes);
 }
 
 void normReluConvBackwardFilter(Context &ctx, const char *node,
