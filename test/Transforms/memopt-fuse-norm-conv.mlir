@@ -97,3 +97,33 @@ func.func @shared_output(%x: tensor<2x8x8x8xf32>, %labels: tensor<2xi64>) -> ten
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// A convolution with its own trained bias (an exporter's zero bias before the
+// next normalization, not frozen) fuses with it: the bias rides along as the
+// fused op's B, and its gradient stays the reduction of dY it was.
+// CHECK-LABEL: func.func @conv_bias
+// CHECK: %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = memopt.batch_norm_stats
+// CHECK: memopt.norm_relu_conv %{{.*}}, %{{.*}}, %[[A]], %[[B]], %{{.*}} {{.*}} : (tensor<2x8x8x8xf32>, tensor<8x3x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+// CHECK: memopt.norm_relu_conv_backward_filter
+// CHECK: memopt.batch_norm_relu_grad
+func.func @conv_bias(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w1 = memopt.variable "c1.weight" {initial_value = dense<0.1> : tensor<8x3x3x3xf32>, role = "parameter"} : tensor<8x3x3x3xf32>
+  %s1 = memopt.variable "n1.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "n1.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %w2 = memopt.variable "c2.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %cb2 = memopt.variable "c2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %s2 = memopt.variable "n2.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b2 = memopt.variable "n2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %fc = memopt.variable "head.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %c1 = memopt.conv %x, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r1 = memopt.relu %n1 : tensor<2x8x8x8xf32>
+  %c2 = memopt.conv %r1, %w2, %cb2 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+  %n2, %m2, %i2 = memopt.batch_norm_training %c2, %s2, %b2 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r2 = memopt.relu %n2 : tensor<2x8x8x8xf32>
+  %g = memopt.global_average_pool %r2 : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

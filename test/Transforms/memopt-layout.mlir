@@ -327,3 +327,24 @@ func.func @resource_filters(%x: tensor<1x2x5x5xf32>, %y: tensor<1x2x5x5xbf16>) -
     }
   }
 #-}
+
+// -----
+
+// A split along the channels of a channels-last value (a channel concat's
+// gradient: DenseNet's backward) splits it in place on axis 3; each piece
+// feeds its convolution channels-last, and no transpose is left between.
+// CHECK-LABEL: func.func @channel_split
+// CHECK: %[[C:.*]] = memopt.conv {{.*}}channels_last
+// CHECK-NEXT: %[[S:.*]]:2 = memopt.split %[[C]] {axis = 3 : i64, split = array<i64: 4, 4>} : (tensor<1x5x5x8xf16>) -> (tensor<1x5x5x4xf16>, tensor<1x5x5x4xf16>)
+// CHECK-NOT: memopt.transpose %[[S]]
+// CHECK: memopt.conv %[[S]]#0, {{.*}}channels_last
+// CHECK: memopt.conv %[[S]]#1, {{.*}}channels_last
+func.func @channel_split(%x: tensor<1x2x5x5xf16>) -> (tensor<1x4x5x5xf16>, tensor<1x4x5x5xf16>) {
+  %w = memopt.constant dense<0.5> : tensor<8x2x1x1xf16>
+  %v = memopt.constant dense<0.25> : tensor<4x4x1x1xf16>
+  %c = memopt.conv %x, %w {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf16>, tensor<8x2x1x1xf16>) -> tensor<1x8x5x5xf16>
+  %a, %b = memopt.split %c {axis = 1 : i64, split = array<i64: 4, 4>} : (tensor<1x8x5x5xf16>) -> (tensor<1x4x5x5xf16>, tensor<1x4x5x5xf16>)
+  %ya = memopt.conv %a, %v {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf16>, tensor<4x4x1x1xf16>) -> tensor<1x4x5x5xf16>
+  %yb = memopt.conv %b, %v {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf16>, tensor<4x4x1x1xf16>) -> tensor<1x4x5x5xf16>
+  return %ya, %yb : tensor<1x4x5x5xf16>, tensor<1x4x5x5xf16>
+}

@@ -1,0 +1,184 @@
+"""Batch norm + ReLU folded into the convolutions that read it (--fuse-norm-conv, memopt-fuse-norm-conv;
+docs/layout.md, "Batch norm folded into the convolutions").
+
+A training step where `relu(batch_norm(x))` feeds only a convolution never forms that tensor:
+the convolution and its filter gradient normalize x as they load it and the normalization's
+gradient recomputes the ReLU's mask from x. On the host the fused ops run the same arithmetic
+through the plain kernels (the normalized input is written into the op's workspace), so a fused
+step must train like the unfused one: losses and every state tensor within 1e-5 over several
+SGD and AdamW steps, channels-first and channels-last, and the saved activations shrink by the
+tensors no longer formed.
+"""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_DIR = os.environ.get("MEMOPT_BUILD_DIR", os.path.join(REPO, "build"))
+COMPILE = os.path.join(BUILD_DIR, "bin", "memopt-compile")
+
+BATCH, SIZE, WIDTH = 4, 16, 16
+
+
+def run(argv):
+    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                            timeout=600)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, argv))} failed ({result.returncode}):\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+def make_bottleneck_net(path, seed=0):
+    """conv(3 -> W, 3x3) -> BN -> ReLU -> conv(W -> W, 3x3, bias) -> BN -> ReLU -> conv(W -> W, 1x1,
+    stride 2) -> BN -> ReLU -> global average pool -> Gemm(W -> 5): the first two
+    normalizations feed only a convolution (fused), the third the pool (kept)."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name, shape, scale):
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [weight("conv1.weight", (WIDTH, 3, 3, 3), 0.3),
+             weight("conv2.weight", (WIDTH, WIDTH, 3, 3), 0.1),
+             # An exporter-style bias before the next normalization, trained: it rides
+             # along in the fused convolution.
+             weight("conv2.bias", (WIDTH,), 0.1),
+             weight("conv3.weight", (WIDTH, WIDTH, 1, 1), 0.3),
+             weight("fc.weight", (5, WIDTH), 0.4), weight("fc.bias", (5,), 0.1)]
+    nodes = []
+    for i in (1, 2, 3):
+        inits += [numpy_helper.from_array((1 + 0.1 * rng.standard_normal(WIDTH)).astype(
+                      np.float32), f"bn{i}.weight"),
+                  weight(f"bn{i}.bias", (WIDTH,), 0.1),
+                  numpy_helper.from_array(np.zeros(WIDTH, np.float32), f"bn{i}.running_mean"),
+                  numpy_helper.from_array(np.ones(WIDTH, np.float32), f"bn{i}.running_var")]
+    convs = {1: dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             2: dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             3: dict(kernel_shape=[1, 1], strides=[2, 2])}
+    source = "x"
+    for i in (1, 2, 3):
+        inputs = [source, f"conv{i}.weight"] + (["conv2.bias"] if i == 2 else [])
+        nodes += [helper.make_node("Conv", inputs, [f"c{i}"],
+                                   name=f"conv{i}", **convs[i]),
+                  helper.make_node("BatchNormalization",
+                                   [f"c{i}", f"bn{i}.weight", f"bn{i}.bias",
+                                    f"bn{i}.running_mean", f"bn{i}.running_var"],
+                                   [f"n{i}"], name=f"bn{i}", training_mode=1),
+                  helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}")]
+        source = f"r{i}"
+    nodes += [helper.make_node("GlobalAveragePool", ["r3"], ["g"], name="gap"),
+              helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+              helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="fc",
+                               transB=1)]
+    graph = helper.make_graph(
+        nodes, "bottleneck_net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return str(path)
+
+
+def train(model, folder, fuse, layout, extra, x, y, steps=4):
+    """Losses of `steps` steps, the state after them and the memory report."""
+    folder.mkdir()
+    out = folder / "step"
+    run([COMPILE, model, "--train", "--target", "host", "--layout", layout,
+         "--fuse-norm-conv", fuse, "--report", folder / "report.json", "-o", out, "--quiet",
+         *extra])
+    state = folder / "state"
+    result = run([out, "--steps", str(steps), "--save-state", state, "--input", f"x={x}",
+                  "--input", f"labels={y}"])
+    losses = [float(line.split()[-1]) for line in result.stdout.splitlines()
+              if line.startswith("step ")]
+    assert len(losses) == steps, result.stdout
+    with open(folder / "report.json") as stream:
+        report = json.load(stream)
+    source = open(str(out) + ".cpp").read()
+    return losses, {name: np.load(state / name) for name in sorted(os.listdir(state))}, \
+        report, source
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(7)
+    x, y = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(x, rng.standard_normal((BATCH, 3, SIZE, SIZE)).astype(np.float32))
+    np.save(y, np.array([3, 1, 0, 4], np.int64))
+    return x, y
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("optimizer_args", [
+    pytest.param(["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9", "--weight-decay",
+                  "0.01"], id="sgd"),
+    # AdamW's update reads the gradients the same way: the full tier only.
+    pytest.param(["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.05"],
+                 id="adamw", marks=pytest.mark.sweep),
+])
+def test_fused_step_trains_like_the_plain_one(tmp_path, data, layout, optimizer_args):
+    x, y = data
+    model = make_bottleneck_net(tmp_path / "net.onnx", seed=3)
+    plain = train(model, tmp_path / "plain", "off", layout, optimizer_args, x, y)
+    fused = train(model, tmp_path / "fused", "on", layout, optimizer_args, x, y)
+    plain_losses, plain_state, plain_report, plain_source = plain
+    fused_losses, fused_state, fused_report, fused_source = fused
+    # The fused ops reach the program: two normalizations, each with its convolution, the
+    # filter gradient and the normalization's gradient; the third (before the pool) stays.
+    for call, count in (("batchNormStats(", 2), ("normReluConv(", 2),
+                        ("normReluConvBackwardFilter(", 2), ("batchNormReluGrad(", 2),
+                        ("batchNormTraining(", 1)):
+        assert fused_source.count(call) == count, (call, fused_source.count(call))
+    assert "normReluConv(" not in plain_source
+    # The step trains, and the fused one like the plain one.
+    assert plain_losses[-1] < plain_losses[0]
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=1e-5, atol=1e-6)
+    assert fused_state.keys() == plain_state.keys()
+    for name in plain_state:
+        np.testing.assert_allclose(fused_state[name], plain_state[name], rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+    # Two activations of BATCH x WIDTH x SIZE x SIZE f32 are no longer formed: the bytes
+    # the step keeps from its forward for its backward shrink by at least one of them (the
+    # fused ops' workspaces hold the normalized input for the length of one op).
+    saved = BATCH * WIDTH * SIZE * SIZE * 4
+    assert fused_report["max_live_bytes"] <= plain_report["max_live_bytes"] - saved, (
+        fused_report["max_live_bytes"], plain_report["max_live_bytes"])
+
+
+def test_bf16_fused_step_follows_the_plain_one(tmp_path, data):
+    """In bf16 the fused ops round the normalized input once (x * a + b in f32, then bf16)
+    where the plain step rounds the normalization's output: the same training within bf16's
+    precision."""
+    x, y = data
+    model = make_bottleneck_net(tmp_path / "net.onnx", seed=5)
+    args = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--precision",
+            "bf16"]
+    plain_losses, _, _, _ = train(model, tmp_path / "plain", "off", "nhwc", args, x, y)
+    fused_losses, _, _, source = train(model, tmp_path / "fused", "on", "nhwc", args, x, y)
+    assert source.count("normReluConv(") == 2
+    assert fused_losses[-1] < fused_losses[0]
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=2e-2)
+
+
+def test_auto_leaves_host_programs_alone(tmp_path, data):
+    x, y = data
+    model = make_bottleneck_net(tmp_path / "net.onnx")
+    _, _, _, source = train(model, tmp_path / "auto", "auto", "nhwc", [], x, y, steps=1)
+    assert "normReluConv(" not in source and "batchNormStats(" not in source
+
+
+def test_bad_mode_is_refused(tmp_path):
+    model = make_bottleneck_net(tmp_path / "net.onnx")
+    result = subprocess.run([COMPILE, model, "--train", "--target", "host",
+                             "--fuse-norm-conv", "sometimes", "-o", str(tmp_path / "out"),
+                             "--quiet"], capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0
+    assert "sometimes" in result.stderr and "auto, on or off" in result.stderr, result.stderr
