@@ -35,7 +35,7 @@ def run(argv):
     return result
 
 
-def make_bottleneck_net(path, seed=0):
+def make_bottleneck_net(path, seed=0, conv_bias=True):
     """conv(3 -> W, 3x3) -> BN -> ReLU -> conv(W -> W, 3x3, bias) -> BN -> ReLU -> conv(W -> W, 1x1,
     stride 2) -> BN -> ReLU -> global average pool -> Gemm(W -> 5): the first two
     normalizations feed only a convolution (fused), the third the pool (kept)."""
@@ -49,7 +49,7 @@ def make_bottleneck_net(path, seed=0):
              weight("conv2.weight", (WIDTH, WIDTH, 3, 3), 0.1),
              # An exporter-style bias before the next normalization, trained: it rides
              # along in the fused convolution.
-             weight("conv2.bias", (WIDTH,), 0.1),
+             *([weight("conv2.bias", (WIDTH,), 0.1)] if conv_bias else []),
              weight("conv3.weight", (WIDTH, WIDTH, 1, 1), 0.3),
              weight("fc.weight", (5, WIDTH), 0.4), weight("fc.bias", (5,), 0.1)]
     nodes = []
@@ -64,7 +64,7 @@ def make_bottleneck_net(path, seed=0):
              3: dict(kernel_shape=[1, 1], strides=[2, 2])}
     source = "x"
     for i in (1, 2, 3):
-        inputs = [source, f"conv{i}.weight"] + (["conv2.bias"] if i == 2 else [])
+        inputs = [source, f"conv{i}.weight"] + (["conv2.bias"] if i == 2 and conv_bias else [])
         nodes += [helper.make_node("Conv", inputs, [f"c{i}"],
                                    name=f"conv{i}", **convs[i]),
                   helper.make_node("BatchNormalization",
@@ -126,7 +126,11 @@ def data(tmp_path):
 ])
 def test_fused_step_trains_like_the_plain_one(tmp_path, data, layout, optimizer_args):
     x, y = data
-    model = make_bottleneck_net(tmp_path / "net.onnx", seed=3)
+    # A bias before a batch norm has a gradient of zero up to rounding; AdamW scales that
+    # noise to steps of the learning rate, which the fused and the plain step round
+    # differently. So the bias is only in the SGD model.
+    model = make_bottleneck_net(tmp_path / "net.onnx", seed=3,
+                                conv_bias=optimizer_args[1] == "sgd")
     plain = train(model, tmp_path / "plain", "off", layout, optimizer_args, x, y)
     fused = train(model, tmp_path / "fused", "on", layout, optimizer_args, x, y)
     plain_losses, plain_state, plain_report, plain_source = plain
