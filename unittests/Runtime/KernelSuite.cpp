@@ -39,6 +39,7 @@ std::vector<Case> buildCases() {
   addMatmulCases(cases);
   addConvCases(cases);
   addDepthwiseCases(cases);
+  addNormConvFusionCases(cases);
   addPoolCases(cases);
   addTrainingCases(cases);
   addChannelsLastTrainingCases(cases);

@@ -8,6 +8,9 @@
 //   KernelSuiteMatmulConv.cpp   matrix products, convolutions, pooling
 //   KernelSuiteDepthwise.cpp    channels-last depthwise convolutions on each
 //                               CUDA engine
+//   KernelSuiteNormConvFusion.cpp
+//                               batch-norm -> ReLU -> convolution (and its
+//                               filter gradient) on each CUDA engine
 //   KernelSuiteTraining.cpp     cross-entropy, conv / pool gradients, dropout,
 //                               gradient accumulation, optimizers
 //   KernelSuiteNormConv.cpp     batch norm -> ReLU -> convolution fused
@@ -46,7 +49,9 @@ struct Suite {
   Context *kernels = nullptr;
   /// Contexts of the same backend whose channels-last depthwise
   /// convolutions run cuDNN (cudnnConv) or memopt's depthwise kernel
-  /// (memoptConv): ContextOptions::convEngine forced (the host ignores it).
+  /// (memoptConv), and whose fused normalization-ReLU convolutions run
+  /// cuDNN's fusion or apply + conv: ContextOptions::convEngine forced (the
+  /// host ignores it).
   Context *cudnnConv = nullptr, *memoptConv = nullptr;
   std::vector<void *> allocations;
   unsigned seed = 1;
@@ -148,6 +153,7 @@ void addElementwiseCases(std::vector<Case> &cases);
 void addMatmulCases(std::vector<Case> &cases);
 void addConvCases(std::vector<Case> &cases);
 void addDepthwiseCases(std::vector<Case> &cases);
+void addNormConvFusionCases(std::vector<Case> &cases);
 void addPoolCases(std::vector<Case> &cases);
 void addTrainingCases(std::vector<Case> &cases);
 void addChannelsLastTrainingCases(std::vector<Case> &cases);

@@ -81,8 +81,10 @@ class Communicator; // memopt/Runtime/Communicator.h
 enum class CollectiveReduction : int32_t { Sum = 0, Average = 1, Max = 2 };
 
 /// Which engine runs a convolution that both cuDNN and memopt's own kernels
-/// can run (CUDA: channels-last depthwise, docs/layout.md): the faster when
-/// the call site's first eager run times both, or the one forced.
+/// can run (CUDA: channels-last depthwise, docs/layout.md; normReluConv and
+/// its filter gradient: cuDNN's fusion or memopt's apply + conv,
+/// docs/runtime.md): the faster when the call site's first eager run times
+/// both, or the one forced.
 enum class ConvEngine : int32_t { Measured = 0, Cudnn = 1, Memopt = 2 };
 
 struct ContextOptions {
@@ -114,8 +116,9 @@ struct ContextOptions {
   /// overrides this (read at the context's first attention call).
   bool cudnnAttention = true;
   /// CUDA: the engine of the convolutions memopt's depthwise kernel can run
-  /// (ConvEngine); the environment variable MEMOPT_CONV_ENGINE (`measured`,
-  /// `cudnn` or `memopt`) overrides this. The host ignores it.
+  /// and of the fused normalization-ReLU convolutions (ConvEngine); the
+  /// environment variable MEMOPT_CONV_ENGINE (`measured`, `cudnn` or
+  /// `memopt`) overrides this. The host ignores it.
   ConvEngine convEngine = ConvEngine::Measured;
   /// Per-op timing (the executable's --profile): generated programs call
   /// opDone after every op; with this set, the CUDA backend runs every step
@@ -198,9 +201,11 @@ void printProfile(Context &ctx, FILE *out, int top);
 /// appends it, and MEMOPT_ATTENTION_REPORT=1 prints each line to stderr when
 /// the site first runs. The text stays valid until the next attention call.
 const char *attentionEngineReport(Context &ctx);
-/// Which engine ran each channels-last grouped convolution call site, one
-/// line per site in first-call order: `NODE: memopt depthwise kernel (...)`
-/// or `NODE: cudnn (...)` with the timings or the reason. CUDA only (the
+/// Which engine ran each channels-last grouped convolution call site and
+/// each normReluConv / normReluConvBackwardFilter site, one line per site in
+/// first-call order: `NODE: memopt depthwise kernel (...)`, `NODE: cudnn
+/// (...)`, `NODE: cuDNN scale-bias-relu-conv fusion ...` or `NODE: apply +
+/// conv (...)` with the timings or the reason. CUDA only (the
 /// host returns ""); printProfile appends it, and MEMOPT_CONV_LOG=1 prints
 /// each line to stderr when the choice is made. Valid until the next call.
 const char *convolutionEngineReport(Context &ctx);

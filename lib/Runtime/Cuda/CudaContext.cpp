@@ -142,6 +142,7 @@ void destroyContext(Context *ctx) {
       cudnnDestroyActivationDescriptor(p.activation);
   }
   destroyCudnnAttention(*ctx);
+  destroyNormConvFusion(*ctx);
   destroyCollectives(*ctx);
   // Waits for the CPU updates and destroys the copy streams (the context's
   // stream was synchronized above).

@@ -68,6 +68,9 @@ struct ConvPlan {
 /// cuDNN fused attention: the plans built so far and the engine report
 /// (Cuda/CudnnAttention.cpp).
 struct CudnnAttentionState;
+/// The fused normalization-ReLU convolutions' plans and engine choices
+/// (Cuda/CudnnConvFusion.cpp).
+struct NormConvFusionState;
 struct OffloadState; // Cuda/Offload.cpp
 
 struct Context {
@@ -128,6 +131,7 @@ struct Context {
   std::vector<std::pair<std::string, std::string>> convEngineSites;
   std::string convEngineReportText;
   CudnnAttentionState *cudnnAttention = nullptr;
+  NormConvFusionState *normConvFusion = nullptr;
   /// Activation offload: the host pool, copy streams and events.
   OffloadState *offload = nullptr;
   /// --offload optimizer: the CPU optimizer and its copy streams
@@ -216,6 +220,9 @@ bool cudnnAttentionBackward(
     void *workspace, size_t workspaceBytes);
 /// Frees the plans (destroyContext).
 void destroyCudnnAttention(Context &ctx);
+/// Frees normReluConv's and normReluConvBackwardFilter's cuDNN graphs
+/// (destroyContext; CudnnConvFusion.cpp).
+void destroyNormConvFusion(Context &ctx);
 /// In CudnnAttentionKernels.cu. cuDNN's row statistics (one log-sum-exp per
 /// row) to memopt's pairs (log-sum-exp, 0), and pairs back to sums.
 bool launchStatisticsToPairs(Context &ctx, const char *node,
@@ -262,6 +269,65 @@ bool launchDepthwiseConv(Context &ctx, const char *node,
 bool launchDirectConvBackwardFilter(Context &ctx, const char *node,
                                     const ConvGeometry &geometry, TensorRef x,
                                     TensorRef dy, TensorRef dw);
+
+//===----------------------------------------------------------------------===//
+// Timing and engine choices shared by the convolution files
+// (CudaLibraries.cpp, CudnnConvFusion.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Milliseconds per call of `runs` calls of `launch` between CUDA events
+/// after one warm-up call, or a negative value when a call or an event fails.
+/// The stream is held while the host enqueues the timed calls: cuDNN 9's
+/// legacy convolution calls cost 0.1-0.2 ms of host time each, more than the
+/// GPU time of a channels-last f16 convolution at batch 32, so timing them
+/// back to back from the host measured the host (IMPLICIT_GEMM then won
+/// over IMPLICIT_PRECOMP_GEMM's tensor cores by its cheaper setup, on an
+/// H100). Graph replays, where the program spends its time, have no host
+/// cost.
+template <typename Launch>
+float timeCalls(Context &ctx, cudaEvent_t begin, cudaEvent_t end, int runs,
+                Launch &&launch) {
+  if (!launch() || cudaStreamSynchronize(ctx.stream) != cudaSuccess ||
+      !launchStreamHold(ctx, 300.0f * float(runs) + 200.0f))
+    return -1.0f;
+  cudaEventRecord(begin, ctx.stream);
+  for (int run = 0; run < runs; ++run)
+    if (!launch())
+      return -1.0f;
+  cudaEventRecord(end, ctx.stream);
+  float ms = 0;
+  if (cudaEventSynchronize(end) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
+    return -1.0f;
+  return ms / float(runs);
+}
+
+/// timeCalls of an engine that competes for a call site (three runs): a
+/// failing run does not fail the op (the real run reports its own errors),
+/// its error is cleared and the time is negative.
+template <typename Launch>
+float timeEngineCalls(Context &ctx, cudaEvent_t begin, cudaEvent_t end,
+                      Launch &&launch) {
+  float ms = timeCalls(ctx, begin, end, 3, launch);
+  if (!ctx.error.empty()) {
+    ctx.error.clear();
+    ms = -1.0f;
+  }
+  cudaGetLastError();
+  return ms;
+}
+
+/// MEMOPT_CONV_LOG=1: every call site's algorithm search and epilogue timing
+/// on stderr, one line each (what cuDNN offered, within the planned
+/// workspace or not, and what the plan kept), to tell a slow kernel choice
+/// from a slow kernel; and each engine choice as it is made.
+bool convLogEnabled();
+/// ContextOptions::convEngine, or MEMOPT_CONV_ENGINE where it is set; false
+/// (the call failed) for a value that names no engine.
+bool convEngineOf(Context &ctx, const char *node, ConvEngine &engine);
+/// Records the engine of a call site for convolutionEngineReport (the report
+/// keeps the latest line of each node; MEMOPT_CONV_LOG prints it).
+void noteConvEngine(Context &ctx, const char *node, const std::string &text);
 
 } // namespace memopt::rt
 

@@ -461,10 +461,8 @@ bool setTensorDesc(Context &ctx, const char *node,
                     "cudnnSetTensorNdDescriptor");
 }
 
-/// MEMOPT_CONV_LOG=1: every call site's algorithm search and epilogue timing
-/// on stderr, one line each (what cuDNN offered, within the planned
-/// workspace or not, and what the plan kept), to tell a slow kernel choice
-/// from a slow kernel.
+} // namespace
+
 bool convLogEnabled() {
   static const bool enabled = [] {
     const char *env = std::getenv("MEMOPT_CONV_LOG");
@@ -472,6 +470,8 @@ bool convLogEnabled() {
   }();
   return enabled;
 }
+
+namespace {
 
 /// The search's results as "algo:ms:bytes:math[:status]" entries.
 template <typename Perf>
@@ -532,33 +532,6 @@ bool setConvCandidates(Context &ctx, const char *node, ConvPlan &plan,
     }
   }
   return true;
-}
-
-/// Milliseconds per call of `runs` calls of `launch` between CUDA events
-/// after one warm-up call, or a negative value when a call or an event fails.
-/// The stream is held while the host enqueues the timed calls: cuDNN 9's
-/// legacy convolution calls cost 0.1-0.2 ms of host time each, more than the
-/// GPU time of a channels-last f16 convolution at batch 32, so timing them
-/// back to back from the host measured the host (IMPLICIT_GEMM then won
-/// over IMPLICIT_PRECOMP_GEMM's tensor cores by its cheaper setup, on an
-/// H100). Graph replays, where the program spends its time, have no host
-/// cost.
-template <typename Launch>
-float timeCalls(Context &ctx, cudaEvent_t begin, cudaEvent_t end, int runs,
-                Launch &&launch) {
-  if (!launch() || cudaStreamSynchronize(ctx.stream) != cudaSuccess ||
-      !launchStreamHold(ctx, 300.0f * float(runs) + 200.0f))
-    return -1.0f;
-  cudaEventRecord(begin, ctx.stream);
-  for (int run = 0; run < runs; ++run)
-    if (!launch())
-      return -1.0f;
-  cudaEventRecord(end, ctx.stream);
-  float ms = 0;
-  if (cudaEventSynchronize(end) != cudaSuccess ||
-      cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
-    return -1.0f;
-  return ms / float(runs);
 }
 
 /// Which cuDNN convolution a plan runs: conv, ConvTranspose (the backward
@@ -1073,8 +1046,8 @@ struct SavedResidual {
 // The engine of a channels-last depthwise convolution
 //===----------------------------------------------------------------------===//
 
-/// ContextOptions::convEngine, or MEMOPT_CONV_ENGINE where it is set; false
-/// (the call failed) for a value that names no engine.
+} // namespace
+
 bool convEngineOf(Context &ctx, const char *node, ConvEngine &engine) {
   engine = ctx.options.convEngine;
   const char *env = std::getenv("MEMOPT_CONV_ENGINE");
@@ -1094,8 +1067,6 @@ bool convEngineOf(Context &ctx, const char *node, ConvEngine &engine) {
   return true;
 }
 
-/// Records the engine of a call site (the report keeps the latest line of
-/// each node).
 void noteConvEngine(Context &ctx, const char *node, const std::string &text) {
   std::string name = node ? node : "?";
   if (convLogEnabled())
@@ -1108,6 +1079,8 @@ void noteConvEngine(Context &ctx, const char *node, const std::string &text) {
     }
   ctx.convEngineSites.emplace_back(name, text);
 }
+
+namespace {
 
 /// The cuDNN path of a forward convolution as convForward runs it:
 /// cudnnConvolutionBiasActivationForward where chooseEpilogue kept it, else
@@ -1147,15 +1120,8 @@ void chooseConvEngine(Context &ctx, const char *node, ConvPlan &plan,
     noteConvEngine(ctx, node, "cudnn (the timing could not start)");
     return;
   }
-  // Timing must not fail the call: the real run reports its own errors.
   auto time = [&](auto &&launch) {
-    float ms = timeCalls(ctx, begin, end, 3, launch);
-    if (!ctx.error.empty()) {
-      ctx.error.clear();
-      ms = -1.0f;
-    }
-    cudaGetLastError();
-    return ms;
+    return timeEngineCalls(ctx, begin, end, launch);
   };
   plan.cudnnMs = plan.algo < 0 && !plan.useFallback ? -1.0f : time([&] {
     return runCudnnForward(ctx, node, plan, g, x, w, y, workspace, epilogue);

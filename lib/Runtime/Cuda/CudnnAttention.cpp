@@ -39,12 +39,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaInternal.h"
+#include "CudnnFrontend.h"
 #include "memopt/Runtime/Workspace.h"
-
-#if MEMOPT_HAVE_CUDNN_FRONTEND
-#include <cudnn_frontend.h>
-#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -56,12 +52,7 @@ namespace memopt::rt {
 
 namespace {
 
-#if MEMOPT_HAVE_CUDNN_FRONTEND
-namespace fe = cudnn_frontend;
-using SdpaGraph = fe::graph::Graph;
-#else
-struct SdpaGraph {};
-#endif
+using SdpaGraph = FrontendGraph;
 
 enum Uid : int64_t {
   kQ = 1,
@@ -327,19 +318,12 @@ std::string refusal(Context &ctx, const CudnnAttentionState &state,
 }
 
 #if MEMOPT_HAVE_CUDNN_FRONTEND
-fe::DataType_t feType(DType dtype) {
-  return dtype == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
-}
+using TensorPtr = FrontendTensor;
 
-using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
-
-TensorPtr addTensor(fe::graph::Graph &graph, const char *name, Uid uid,
+TensorPtr addTensor(FrontendGraph &graph, const char *name, Uid uid,
                     std::vector<int64_t> dims, std::vector<int64_t> strides) {
-  return graph.tensor(fe::graph::Tensor_attributes()
-                          .set_name(name)
-                          .set_uid(uid)
-                          .set_dim(std::move(dims))
-                          .set_stride(std::move(strides)));
+  return addFrontendTensor(graph, name, uid, std::move(dims),
+                           std::move(strides));
 }
 
 /// Packed [b, h, s, d] strides.
@@ -350,7 +334,7 @@ std::vector<int64_t> packed(int64_t h, int64_t s, int64_t d) {
 /// Builds the SDPA (or SDPA backward) graph of `p`; an error message or "".
 std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
   auto graph = std::make_shared<fe::graph::Graph>();
-  graph->set_io_data_type(feType(p.dtype))
+  graph->set_io_data_type(frontendType(p.dtype))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   TensorPtr q =
@@ -424,18 +408,10 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
         .set_stride({p.hk * slots * p.sk * p.dv, slots * p.sk * p.dv, p.dv, 1});
   }
   auto start = std::chrono::steady_clock::now();
-  try {
-    fe::error_t status = graph->build(ctx.dnn, {fe::HeurMode_t::A});
-    if (status.is_bad())
-      return status.get_message();
-    int64_t bytes = 0;
-    status = graph->get_workspace_size(bytes);
-    if (status.is_bad())
-      return status.get_message();
-    plan.cudnnWorkspaceBytes = size_t(bytes);
-  } catch (const std::exception &error) {
-    return error.what();
-  }
+  std::string why = buildFrontendPlan(ctx, *graph, {fe::HeurMode_t::A},
+                                      plan.cudnnWorkspaceBytes);
+  if (!why.empty())
+    return why;
   double buildMs = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - start)
                        .count();
@@ -474,10 +450,7 @@ const SdpaPlan *planFor(Context &ctx, CudnnAttentionState &state,
     SdpaPlan plan;
     plan.refusal = buildGraph(ctx, p, plan);
     if (!plan.refusal.empty()) {
-      // Keep the first line of cuDNN's message.
-      size_t end = plan.refusal.find('\n');
-      if (end != std::string::npos)
-        plan.refusal.resize(end);
+      // The first line of cuDNN's message (buildFrontendPlan).
       plan.refusal = "cuDNN: " + plan.refusal;
       plan.graph.reset();
     }
@@ -558,16 +531,8 @@ bool execute(Context &ctx, const char *node, const SdpaPlan &plan,
   failf(ctx, node, "cuDNN SDPA: built without cudnn-frontend");
   return false;
 #else
-  try {
-    fe::error_t status = plan.graph->execute(ctx.dnn, pack, workspace);
-    if (status.is_good())
-      return true;
-    failf(ctx, node, "cuDNN SDPA execution failed: %s",
-          status.get_message().c_str());
-  } catch (const std::exception &error) {
-    failf(ctx, node, "cuDNN SDPA execution failed: %s", error.what());
-  }
-  return false;
+  return executeFrontendPlan(ctx, node, "cuDNN SDPA", *plan.graph, pack,
+                             workspace);
 #endif
 }
 
