@@ -98,10 +98,16 @@ void addNormConvCases(std::vector<Case> &cases) {
                           scale, bias, ws.data, ws.bytes(), v.last);
            return std::vector<TensorRef>{mean, inv, scale, bias};
          }});
-    // The forward and filter-gradient convolutions of r.
+    // The forward and filter-gradient convolutions of r. The filter
+    // gradient of the 56x56 cases sums 12,544 products of r (up to ~3.5)
+    // and dy per weight: on an H200 cuDNN's f16 filter gradient (the same
+    // algorithms the unfused step runs on a stored r) was 0.019-0.024 off
+    // the host's f32 sum on 12-18 near-zero weights of the 36,864, every
+    // engine alike (2026-11-29); bf16's own tolerance already covers it.
+    double tolerance =
+        v.dt == DType::F16 && v.h * v.w * v.n > 10000 ? 3e-2 : tol(v.dt, 1e-3);
     cases.push_back(
-        {std::string("norm_relu_conv_") + v.name, tol(v.dt, 1e-3),
-         [=](Suite &s) {
+        {std::string("norm_relu_conv_") + v.name, tolerance, [=](Suite &s) {
            int64_t pad = v.kernel / 2;
            int64_t oh = (v.h + 2 * pad - v.kernel) / v.stride + 1;
            int64_t ow = (v.w + 2 * pad - v.kernel) / v.stride + 1;
