@@ -147,6 +147,13 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << (stats.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
+      .Case([&](NormReluApplyOp apply) {
+        os << "  normReluApply(ctx, " << node << ", " << ref(apply.getX())
+           << ", " << ref(apply.getScale()) << ", " << ref(apply.getBias())
+           << ", " << ref(apply.getR())
+           << (apply.getChannelsLast() ? ", true" : "") << ");\n";
+        return success();
+      })
       .Case([&](NormReluConvOp conv) {
         return emitConv(op, conv.getKernelShape(), conv.getStrides(),
                         conv.getPads(), conv.getDilations(), conv.getGroup(),

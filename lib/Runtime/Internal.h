@@ -419,6 +419,11 @@ bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,
                             const TensorRef &appliedScale,
                             const TensorRef &appliedBias,
                             ChannelLayout &layout);
+/// normReluApply: X and R of one shape and float dtype, f32 scale / bias of
+/// C elements.
+bool validateNormReluApply(Context &ctx, const char *node, const TensorRef &x,
+                           const TensorRef &scale, const TensorRef &bias,
+                           const TensorRef &r, ChannelLayout &layout);
 /// batchNormReluGrad: validateBatchNormTrainingGrad, and the f32
 /// appliedScale / appliedBias of C elements.
 bool validateBatchNormReluGrad(Context &ctx, const char *node,

@@ -487,6 +487,16 @@ bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,
              layout);
 }
 
+bool validateNormReluApply(Context &ctx, const char *node, const TensorRef &x,
+                           const TensorRef &scale, const TensorRef &bias,
+                           const TensorRef &r, ChannelLayout &layout) {
+  return checkActivations(ctx, node, {{&x, "X"}}) &&
+         checkSameDType(ctx, node, x, r, "X/R") &&
+         checkSameShape(ctx, node, x, r, "X/R") &&
+         checkStatisticsF32(ctx, node, {{&scale, "scale"}, {&bias, "bias"}}) &&
+         checkChannels(ctx, node, x, {&scale, &bias}, layout);
+}
+
 bool validateBatchNormReluGrad(Context &ctx, const char *node,
                                const TensorRef &x, const TensorRef &dy,
                                const TensorRef &gamma, const TensorRef &mean,

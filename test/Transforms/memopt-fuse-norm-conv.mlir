@@ -47,7 +47,7 @@
 
 // bf16 on CUDA under auto (channels-last, as layout auto lays bf16 training
 // out): fused, in bf16.
-// BF16: memopt-fuse-norm-conv @resnet_step: 1 of 2 batch norm + relu folded into their convolutions (2048 bytes of activations not formed)
+// BF16: memopt-fuse-norm-conv @resnet_step: 1 of 2 batch norm + relu folded into the ops that read them (2048 bytes of activations not formed)
 // BF16-LABEL: func.func @resnet_step
 // BF16: memopt.batch_norm_stats %{{.*}} {channels_last} : (tensor<2x8x8x8xbf16>, tensor<8xf32>, tensor<8xf32>)
 // BF16: memopt.norm_relu_conv {{.*}} : (tensor<2x8x8x8xbf16>, tensor<8x3x3x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xbf16>
@@ -122,6 +122,37 @@ func.func @conv_bias(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<
   %n2, %m2, %i2 = memopt.batch_norm_training %c2, %s2, %b2 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %r2 = memopt.relu %n2 : tensor<2x8x8x8xf32>
   %g = memopt.global_average_pool %r2 : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// ResNet's stem: conv -> batch norm -> relu -> max pool. The pool and its
+// gradient read R as it is: each gets R formed again right before it
+// (norm_relu_apply), so R lives for one op in the forward and one in the
+// backward instead of from the forward to the backward.
+// CHECK-LABEL: func.func @stem_pool
+// CHECK: %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = memopt.batch_norm_stats %[[C:[^,]*]],
+// CHECK: %[[R1:.*]] = memopt.norm_relu_apply %[[C]], %[[A]], %[[B]] {channels_last}
+// CHECK-NEXT: memopt.max_pool %[[R1]]
+// CHECK: %[[R2:.*]] = memopt.norm_relu_apply %[[C]], %[[A]], %[[B]] {channels_last}
+// CHECK-NEXT: %[[DR:.*]] = memopt.pool_grad %[[R2]],
+// CHECK: memopt.batch_norm_relu_grad %[[C]], %[[DR]],
+// CHECK-NOT: memopt.relu_grad
+// CHECK: return
+func.func @stem_pool(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w1 = memopt.variable "s.weight" {initial_value = dense<0.1> : tensor<8x3x3x3xf32>, role = "parameter"} : tensor<8x3x3x3xf32>
+  %s1 = memopt.variable "sn.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "sn.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %fc = memopt.variable "sfc.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %w2 = memopt.variable "s2.weight" {initial_value = dense<0.1> : tensor<8x8x1x1xf32>, role = "parameter"} : tensor<8x8x1x1xf32>
+  %c1 = memopt.conv %x, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r1 = memopt.relu %n1 : tensor<2x8x8x8xf32>
+  %p = memopt.max_pool %r1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x4x4xf32>
+  %c2 = memopt.conv %p, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %g = memopt.global_average_pool %c2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
   %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
   %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>

@@ -117,6 +117,29 @@ TEST_F(NormConv, StatsAreBatchNormTrainingStatistics) {
     }
 }
 
+// normReluApply forms r itself (the pool readers' form), in place too.
+TEST_F(NormConv, ApplyFormsTheMaterializedInput) {
+  for (DType dtype : kFloats)
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (last ? " nhwc" : " nchw"));
+      NormCase k = make(dtype, last, 41);
+      Buffer r(dtype, k.x.shape);
+      normReluApply(*ctx, "apply", k.x.ref(), k.scale.ref(), k.bias.ref(),
+                    r.ref(), last);
+      ASSERT_EQ(contextError(*ctx), nullptr);
+      expectSameBits(r, materialize(k));
+      Buffer inPlace = k.x;
+      normReluApply(*ctx, "apply", inPlace.ref(), k.scale.ref(), k.bias.ref(),
+                    inPlace.ref(), last);
+      expectSameBits(inPlace, r);
+    }
+  NormCase k = make(DType::F32, false, 42);
+  Buffer wrong(DType::F16, k.x.shape);
+  normReluApply(*ctx, "/nrc/apply", k.x.ref(), k.scale.ref(), k.bias.ref(),
+                wrong.ref());
+  expectError("/nrc/apply", "X/R");
+}
+
 // normReluConv and normReluConvBackwardFilter are conv / convBackwardFilter
 // of the materialized r (3x3 padded, and 1x1 with stride 2).
 TEST_F(NormConv, ConvolutionsOfTheMaterializedInput) {

@@ -787,6 +787,12 @@ void batchNormStats(Context &ctx, const char *nodeName, float epsilon,
                     TensorRef mean, TensorRef invStd, TensorRef appliedScale,
                     TensorRef appliedBias, void *workspace = nullptr,
                     size_t workspaceBytes = 0, bool channelsLast = false);
+/// norm_relu_apply: r = max(fmaf(x, scale[c], bias[c]), 0) in x's dtype
+/// (x, r [N, C, ...] or channels-last [N, ..., C]; scale / bias the
+/// appliedScale / appliedBias [C] F32 of batchNormStats). r may be x.
+void normReluApply(Context &ctx, const char *nodeName, TensorRef x,
+                   TensorRef scale, TensorRef bias, TensorRef r,
+                   bool channelsLast = false);
 /// norm_relu_conv: y = conv(r, w) + convBias with r the prologue of x (params
 /// as for `conv`; params.activation must be None; convBias [M] of x's dtype
 /// or null, as `conv`'s bias). scale / bias are

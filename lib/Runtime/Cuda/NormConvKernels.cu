@@ -125,6 +125,16 @@ void launchNormReluApply(Context &ctx, const char *node, const TensorRef &x,
   checkLaunch(ctx, node);
 }
 
+void normReluApply(Context &ctx, const char *node, TensorRef x, TensorRef scale,
+                   TensorRef bias, TensorRef r, bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateNormReluApply(ctx, node, x, scale, bias, r, layout))
+    return;
+  launchNormReluApply(ctx, node, x, scale, bias, r, channelsLast);
+}
+
 void batchNormStats(Context &ctx, const char *node, float epsilon, TensorRef x,
                     TensorRef gamma, TensorRef beta, TensorRef mean,
                     TensorRef invStd, TensorRef appliedScale,

@@ -147,6 +147,22 @@ void normReluConvBackwardFilter(Context &ctx, const char *node,
   convBackwardFilter(ctx, node, params, r, dy, dw, rest, restBytes);
 }
 
+void normReluApply(Context &ctx, const char *node, TensorRef x, TensorRef scale,
+                   TensorRef bias, TensorRef r, bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateNormReluApply(ctx, node, x, scale, bias, r, layout))
+    return;
+  std::vector<double> v = normalized(
+      ctx, host::toDouble(ctx, x), static_cast<const float *>(scale.data),
+      static_cast<const float *>(bias.data), layout.channels, layout.spatial,
+      channelsLast);
+  for (double &e : v)
+    e = e > 0 ? e : 0.0;
+  host::store(ctx, v, r);
+}
+
 void batchNormReluGrad(Context &ctx, const char *node, TensorRef x,
                        TensorRef dy, TensorRef gamma, TensorRef mean,
                        TensorRef invStd, TensorRef appliedScale,

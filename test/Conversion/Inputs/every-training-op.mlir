@@ -100,12 +100,15 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %yf = memopt.norm_relu_conv %cl, %wf, %fa, %fb {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x3x3x2xf32>, tensor<2x1x1x2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2x3x3x2xf32> loc("op_norm_relu_conv")
   %dwf = memopt.norm_relu_conv_backward_filter %cl, %yf, %fa, %fb {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2x1x1x2xf32> loc("op_norm_relu_conv_backward_filter")
   %dcf, %dgf, %dbf = memopt.batch_norm_relu_grad %cl, %yf, %g, %fm, %fi, %fa, %fb {channels_last} : (tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) loc("op_batch_norm_relu_grad")
+  %rf = memopt.norm_relu_apply %cl, %fa, %fb {channels_last} : (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2x3x3x2xf32> loc("op_norm_relu_apply")
+  %srf = memopt.reduce_sum %rf {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x3x2xf32>) -> tensor<2xf32>
   %swf = memopt.reduce_sum %dwf {axes = array<i64: 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x1x1x2xf32>) -> tensor<2xf32>
   %sdc = memopt.reduce_sum %dcf {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x3x2xf32>) -> tensor<2xf32>
   %s4 = memopt.add %s3, %swf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %s5 = memopt.add %s4, %sdc : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %s6 = memopt.add %s5, %dgf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %s7 = memopt.add %s6, %dbf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  memopt.assign %s7 to %probe : tensor<2xf32>, tensor<2xf32>
+  %s8 = memopt.add %s7, %srf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  memopt.assign %s8 to %probe : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }

@@ -943,6 +943,20 @@ int64_t BatchNormStatsOp::getWorkspaceBytes() {
   return batchNormWorkspace(getX(), getChannelsLast());
 }
 
+LogicalResult NormReluApplyOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
+  if (failed(channels))
+    return failure();
+  if (getR().getType() != getX().getType())
+    return emitOpError("R must have X's type");
+  return verifyPerChannel(*this, {getScale(), getBias()}, *channels,
+                          "scale and bias");
+}
+
+int64_t NormReluApplyOp::getFlops() {
+  return 2 * getX().getType().getNumElements();
+}
+
 /// Checks a norm_relu_conv (`filterGradient` false: X, W -> Y) or its filter
 /// gradient (true: X, dY -> dW): the convolution's shapes on channels-first
 /// views, one element type, and per-channel `scale` / `bias` over X's

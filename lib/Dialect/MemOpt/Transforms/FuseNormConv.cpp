@@ -43,6 +43,9 @@ namespace {
 struct NormReaders {
   SmallVector<ConvOp> convs;
   SmallVector<ConvBackwardFilterOp> filterGradients;
+  /// Other readers that take R as it is (a max pool, its gradient): each
+  /// gets R formed again right before it (norm_relu_apply).
+  SmallVector<OpOperand *> reformed;
   /// relu_grad(dR, R) and the batch_norm_training_grad that reads it.
   SmallVector<std::pair<ReluGradOp, BatchNormTrainingGradOp>> gradients;
 };
@@ -70,6 +73,14 @@ std::optional<NormReaders> fusibleReaders(BatchNormTrainingOp norm) {
       readers.filterGradients.push_back(grad);
       continue;
     }
+    if (isa<MaxPoolOp, AveragePoolOp, PoolGradOp>(user)) {
+      // The pooled input (a pool gradient's X); never the gradient dY.
+      if (use.getOperandNumber() != 0 ||
+          (isa<PoolGradOp>(user) && user->getOperand(1) == r))
+        return std::nullopt;
+      readers.reformed.push_back(&use);
+      continue;
+    }
     auto relu = dyn_cast<ReluGradOp>(user);
     if (!relu || use.getOperandNumber() != 1 || relu.getA() == r ||
         relu.getA().getType() != r.getType() || !relu->hasOneUse())
@@ -84,9 +95,9 @@ std::optional<NormReaders> fusibleReaders(BatchNormTrainingOp norm) {
       return std::nullopt;
     readers.gradients.push_back({relu, normGrad});
   }
-  // Only a convolution's read makes the fusion worth it: without one R would
-  // still be formed for the forward.
-  if (readers.convs.empty())
+  // A convolution or a pool must read R: with the ReLU's gradient alone R
+  // would not be kept anyway.
+  if (readers.convs.empty() && readers.reformed.empty())
     return std::nullopt;
   return readers;
 }
@@ -138,6 +149,14 @@ int64_t fuse(BatchNormTrainingOp norm, const NormReaders &readers) {
     copyAnnotations(grad, fused);
     grad.replaceAllUsesWith(fused.getDW());
     grad.erase();
+  }
+  for (OpOperand *use : readers.reformed) {
+    Operation *user = use->getOwner();
+    builder.setInsertionPoint(user);
+    auto apply =
+        NormReluApplyOp::create(builder, norm.getLoc(), norm.getY().getType(),
+                                x, scale, bias, norm.getChannelsLastAttr());
+    use->set(apply.getR());
   }
   for (auto [relu, normGrad] : readers.gradients) {
     builder.setInsertionPoint(normGrad);
@@ -194,7 +213,7 @@ struct MemOptFuseNormConvPass
     if (report && !norms.empty())
       llvm::outs() << "memopt-fuse-norm-conv @" << function.getSymName() << ": "
                    << fused << " of " << withRelu
-                   << " batch norm + relu folded into their convolutions ("
+                   << " batch norm + relu folded into the ops that read them ("
                    << bytes << " bytes of activations not formed)\n";
   }
 };

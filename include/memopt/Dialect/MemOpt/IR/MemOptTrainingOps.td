@@ -269,6 +269,27 @@ def MemOpt_BatchNormStatsOp : MemOpt_Op<"batch_norm_stats", [],
   let hasVerifier = 1;
 }
 
+def MemOpt_NormReluApplyOp : MemOpt_Op<"norm_relu_apply", [],
+    ["getFlops"]> {
+  let summary = "relu(X * scale + bias) per channel: a normalized activation "
+                "formed where it is read";
+  let description = [{
+    `R = relu(fma(X, scale[c], bias[c]))` rounded to X's type, with `scale`
+    and `bias` the `applied_scale` / `applied_bias` of a `batch_norm_stats`
+    (`[C]` f32): the arithmetic `norm_relu_conv` applies on load. Made by
+    memopt-fuse-norm-conv for a fused normalization's readers that are not
+    convolutions (a max pool and its gradient: ResNet's stem), one right
+    before each, so that R lives for one op in the forward and is formed
+    again for the backward instead of being kept between them.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$bias, UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$R);
+  let assemblyFormat = "$X `,` $scale `,` $bias attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def MemOpt_NormReluConvOp : MemOpt_Op<"norm_relu_conv", [],
     ["getFlops", "getWorkspaceBytes", "getWorkspaceFloor"]> {
   let summary = "conv(relu(X * scale + bias), W): a convolution that "
