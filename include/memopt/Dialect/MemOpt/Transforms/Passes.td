@@ -213,14 +213,18 @@ def MemOptFuseNormConv : Pass<"memopt-fuse-norm-conv", "::mlir::func::FuncOp"> {
   let description = [{
     For each `batch_norm_training {activation = relu}` whose output R is
     read only by forward convolutions (`memopt.conv` without an
-    activation, as X; a bias goes along), their filter gradients (`conv_backward_filter`, as
-    X) and the ReLU's gradient (`relu_grad(dR, R)` feeding the
-    normalization's own `batch_norm_training_grad`): the normalization
-    becomes `batch_norm_stats` (mean, 1/std and the per-channel scale and
-    shift that apply it), each convolution a `norm_relu_conv` and each
-    filter gradient a `norm_relu_conv_backward_filter` that normalize X as
-    they load it, and the gradient pair one `batch_norm_relu_grad` that
-    recomputes the ReLU's mask from X. R is never stored: one activation
+    activation, as X; a bias goes along), their filter gradients
+    (`conv_backward_filter`, as X), pools (a max or average pool of R and
+    its gradient: ResNet's stem) and the ReLU's gradient (`relu_grad(dR,
+    R)` feeding the normalization's own `batch_norm_training_grad`): the
+    normalization becomes `batch_norm_stats` (mean, 1/std and the
+    per-channel scale and shift that apply it), each convolution a
+    `norm_relu_conv` and each filter gradient a
+    `norm_relu_conv_backward_filter` that normalize X as they load it, each
+    pool reads R formed right before it (`norm_relu_apply`), and the
+    gradient pair becomes one `batch_norm_relu_grad` that recomputes the
+    ReLU's mask from X. R is never kept from the forward to the backward:
+    one activation
     per fused normalization leaves the saved set (cuDNN's ConvBNfprop,
     ConvBNwgrad and DReluForkDNorm fusions; docs/layout.md, "Batch norm
     folded into the convolutions").
