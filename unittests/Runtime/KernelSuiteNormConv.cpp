@@ -98,6 +98,18 @@ void addNormConvCases(std::vector<Case> &cases) {
                           scale, bias, ws.data, ws.bytes(), v.last);
            return std::vector<TensorRef>{mean, inv, scale, bias};
          }});
+    // r formed on its own (norm_relu_apply: a pool's reader).
+    cases.push_back(
+        {std::string("norm_relu_apply_") + v.name,
+         v.dt == DType::F32 ? 1e-6 : tol(v.dt), [=](Suite &s) {
+           TensorRef x = s.random(v.dt, dims(v, v.n, v.c, v.h, v.w), 0.1, 3.0);
+           TensorRef scale, bias;
+           appliedConstants(s, v, scale, bias);
+           std::vector<int64_t> shape(x.shape, x.shape + x.rank);
+           TensorRef r = s.empty(v.dt, shape);
+           normReluApply(*s.ctx, "norm_relu_apply", x, scale, bias, r, v.last);
+           return std::vector<TensorRef>{r};
+         }});
     // The forward and filter-gradient convolutions of r. The filter
     // gradient of the 56x56 cases sums 12,544 products of r (up to ~3.5)
     // and dy per weight: on an H200 cuDNN's f16 filter gradient (the same
