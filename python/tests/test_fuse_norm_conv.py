@@ -35,6 +35,24 @@ def run(argv):
     return result
 
 
+def save_classifier(nodes, inits, last, name, path):
+    """Appends the head (global average pool, flatten, Gemm to 5 logits over `last`) and saves
+    the model; fc.weight and fc.bias are among `inits`."""
+    nodes = nodes + [
+        helper.make_node("GlobalAveragePool", [last], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="fc",
+                         transB=1)]
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return str(path)
+
+
 def make_bottleneck_net(path, seed=0, conv_bias=True):
     """conv(3 -> W, 3x3) -> BN -> ReLU -> conv(W -> W, 3x3, bias) -> BN -> ReLU -> conv(W -> W, 1x1,
     stride 2) -> BN -> ReLU -> global average pool -> Gemm(W -> 5): the first two
@@ -73,18 +91,7 @@ def make_bottleneck_net(path, seed=0, conv_bias=True):
                                    [f"n{i}"], name=f"bn{i}", training_mode=1),
                   helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}")]
         source = f"r{i}"
-    nodes += [helper.make_node("GlobalAveragePool", ["r3"], ["g"], name="gap"),
-              helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
-              helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="fc",
-                               transB=1)]
-    graph = helper.make_graph(
-        nodes, "bottleneck_net",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, SIZE, SIZE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 5])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return str(path)
+    return save_classifier(nodes, inits, "r3", "bottleneck_net", path)
 
 
 def train(model, folder, fuse, layout, extra, x, y, steps=4):
@@ -217,18 +224,7 @@ def make_stem_net(path, seed=0):
                                        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
                       helper.make_node("Conv", ["p", "next.weight"], ["c2"], name="next",
                                        kernel_shape=[1, 1])]
-    nodes += [helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
-              helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
-              helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="fc",
-                               transB=1)]
-    graph = helper.make_graph(
-        nodes, "stem_net",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, SIZE, SIZE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 5])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return str(path)
+    return save_classifier(nodes, inits, "r2", "stem_net", path)
 
 
 def test_a_pooled_normalization_is_formed_again_for_the_backward(tmp_path, data):

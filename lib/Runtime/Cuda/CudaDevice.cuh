@@ -94,6 +94,14 @@ __device__ __forceinline__ int64_t offsetOf(int64_t i, const KernelDims &d) {
   }                                                                            \
   }
 
+/// a / b for non-negative a, b; 32-bit division where both fit (a 64-bit
+/// division is a long software sequence on the GPU).
+__device__ __forceinline__ int64_t quotient(int64_t a, int64_t b) {
+  if (((uint64_t(a) | uint64_t(b)) >> 32) == 0)
+    return int64_t(uint32_t(a) / uint32_t(b));
+  return a / b;
+}
+
 /// Warp-wide sum / max.
 __device__ __forceinline__ float warpSum(float v) {
   for (int o = 16; o > 0; o >>= 1)

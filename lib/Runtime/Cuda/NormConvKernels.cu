@@ -39,13 +39,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/// a / b for non-negative a, b; 32-bit division where both fit.
-__device__ __forceinline__ int64_t divide(int64_t a, int64_t b) {
-  if (((uint64_t(a) | uint64_t(b)) >> 32) == 0)
-    return int64_t(uint32_t(a) / uint32_t(b));
-  return a / b;
-}
-
 /// appliedScale = gamma * invStd, appliedBias = fmaf(-mean, appliedScale,
 /// beta), in f32.
 __global__ void foldStatisticsKernel(int64_t channels, const float *gamma,
@@ -71,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
     loadPack<T, V>(x, i, v);
     if (Last) {
       // inner: packs of V channels per row.
-      int64_t c0 = (i - divide(i, inner) * inner) * V;
+      int64_t c0 = (i - quotient(i, inner) * inner) * V;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         float a = __fmaf_rn(v[k], __ldg(scale + c0 + k), __ldg(bias + c0 + k));
@@ -79,8 +72,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     } else {
       // inner: spatial units per channel.
-      int64_t plane = divide(i, inner);
-      int64_t c = plane - divide(plane, channels) * channels;
+      int64_t plane = quotient(i, inner);
+      int64_t c = plane - quotient(plane, channels) * channels;
       float s = __ldg(scale + c), b = __ldg(bias + c);
 #pragma unroll
       for (int k = 0; k < V; ++k) {

@@ -60,14 +60,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/// a / b for non-negative a, b; 32-bit division where both fit (a 64-bit
-/// division is a long software sequence on the GPU).
-__device__ __forceinline__ int64_t quotient(int64_t a, int64_t b) {
-  if (((uint64_t(a) | uint64_t(b)) >> 32) == 0)
-    return int64_t(uint32_t(a) / uint32_t(b));
-  return a / b;
-}
-
 /// Channel c's elements of x [N, C, S] in units of V elements (S a multiple
 /// of V): unit j of the channel (j in [0, N*S/V)) is unit
 /// (j / S') * C * S' + c * S' + j % S' of x, S' = S / V.

@@ -53,24 +53,29 @@ std::vector<double> normalized(Context &ctx, const std::vector<double> &x,
   return v;
 }
 
-/// The fallback of both normalized convolutions: r = max(fmaf(x, scale[c],
-/// bias[c]), 0) in x's dtype at the workspace's head; returns r, and the
-/// rest of the workspace in (rest, restBytes).
+/// r = max(fmaf(x, scale[c], bias[c]), 0) in r's dtype (x's).
+void formNormRelu(Context &ctx, const TensorRef &x, const TensorRef &scale,
+                  const TensorRef &bias, int64_t channels, int64_t spatial,
+                  bool channelsLast, const TensorRef &r) {
+  std::vector<double> v = normalized(
+      ctx, host::toDouble(ctx, x), static_cast<const float *>(scale.data),
+      static_cast<const float *>(bias.data), channels, spatial, channelsLast);
+  for (double &e : v)
+    e = e > 0 ? e : 0.0;
+  host::store(ctx, v, r);
+}
+
+/// The fallback of both normalized convolutions: r at the workspace's head;
+/// returns r, and the rest of the workspace in (rest, restBytes).
 TensorRef applyNormRelu(Context &ctx, const ConvParams &params,
                         const ConvGeometry &g, const TensorRef &x,
                         const TensorRef &scale, const TensorRef &bias,
                         void *workspace, size_t workspaceBytes, void *&rest,
                         size_t &restBytes) {
-  int64_t spatial = g.in[0] * g.in[1] * g.in[2];
-  std::vector<double> v = normalized(
-      ctx, host::toDouble(ctx, x), static_cast<const float *>(scale.data),
-      static_cast<const float *>(bias.data), g.inChannels, spatial,
-      params.channelsLast);
-  for (double &e : v)
-    e = e > 0 ? e : 0.0;
   TensorRef r = x;
   r.data = workspace;
-  host::store(ctx, v, r);
+  formNormRelu(ctx, x, scale, bias, g.inChannels, g.in[0] * g.in[1] * g.in[2],
+               params.channelsLast, r);
   size_t head = size_t(workspace::normReluConvTempBytes(int64_t(x.bytes())));
   rest =
       workspaceBytes > head ? static_cast<char *>(workspace) + head : nullptr;
@@ -154,13 +159,8 @@ void normReluApply(Context &ctx, const char *node, TensorRef x, TensorRef scale,
   if (hasError(ctx) ||
       !validateNormReluApply(ctx, node, x, scale, bias, r, layout))
     return;
-  std::vector<double> v = normalized(
-      ctx, host::toDouble(ctx, x), static_cast<const float *>(scale.data),
-      static_cast<const float *>(bias.data), layout.channels, layout.spatial,
-      channelsLast);
-  for (double &e : v)
-    e = e > 0 ? e : 0.0;
-  host::store(ctx, v, r);
+  formNormRelu(ctx, x, scale, bias, layout.channels, layout.spatial,
+               channelsLast, r);
 }
 
 void batchNormReluGrad(Context &ctx, const char *node, TensorRef x,

@@ -1057,11 +1057,18 @@ LogicalResult NormReluConvOp::verify() {
   return success();
 }
 
-int64_t NormReluConvOp::getFlops() {
-  ShapedType y = getType(), w = getW().getType();
-  return 2 * y.getNumElements() *
+/// A convolution's multiply-adds (the output's elements times a filter
+/// row's) and the prologue's two per input element.
+static int64_t normReluConvFlops(Value x, Value out, Value filter) {
+  ShapedType o = cast<ShapedType>(out.getType()),
+             w = cast<ShapedType>(filter.getType());
+  return 2 * o.getNumElements() *
              ShapedType::getNumElements(w.getShape().drop_front(1)) +
-         2 * getX().getType().getNumElements();
+         2 * cast<ShapedType>(x.getType()).getNumElements();
+}
+
+int64_t NormReluConvOp::getFlops() {
+  return normReluConvFlops(getX(), getY(), getW());
 }
 
 int64_t NormReluConvOp::getWorkspaceBytes() {
@@ -1080,10 +1087,7 @@ LogicalResult NormReluConvBackwardFilterOp::verify() {
 }
 
 int64_t NormReluConvBackwardFilterOp::getFlops() {
-  ShapedType dy = getDY().getType(), dw = getType();
-  return 2 * dy.getNumElements() *
-             ShapedType::getNumElements(dw.getShape().drop_front(1)) +
-         2 * getX().getType().getNumElements();
+  return normReluConvFlops(getX(), getDY(), getDW());
 }
 
 int64_t NormReluConvBackwardFilterOp::getWorkspaceBytes() {

@@ -531,8 +531,8 @@ private:
         {rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(newAxis))});
     SmallVector<Value> results;
     for (Value piece : split->getResults())
-      results.push_back(createTranspose(rewriter, op.getLoc(), piece,
-                                        toChannelsFirst(rank)));
+      results.push_back(
+          createTranspose(rewriter, op.getLoc(), piece, toChannelsFirst(rank)));
     rewriter.replaceOp(op, results);
     return success();
   }
