@@ -634,11 +634,73 @@ bool HostConstantEvaluator::hasHostKernel(Operation *op) {
              ScatterNDOp, ExpandOp, PadOp>(op);
 }
 
+/// The splat results of an elementwise `op` whose operands are all splats,
+/// whatever their sizes: the kernel runs on one element of each. A mask
+/// built from constant positions (transformers' packed-sequence mask, all
+/// true when nothing is packed) folds this way to one value instead of
+/// staying a [B, 1, S, S] op because it is larger than the limits. Failure
+/// when `op` is not elementwise or an operand is not a splat.
+FailureOr<SmallVector<Attribute>>
+HostConstantEvaluator::evaluateSplats(Operation *op) {
+  auto behavior = dyn_cast<BufferBehaviorOpInterface>(op);
+  if (!behavior || !behavior.isElementwise() || op->getNumOperands() == 0)
+    return failure();
+  auto single = [](Type type) -> RankedTensorType {
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.hasStaticShape())
+      return {};
+    return RankedTensorType::get(SmallVector<int64_t>(ranked.getRank(), 1),
+                                 ranked.getElementType());
+  };
+  SmallVector<Buffer> inputs(op->getNumOperands());
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+    auto constant = operand.getDefiningOp<ConstantOp>();
+    auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                          : DenseElementsAttr();
+    RankedTensorType one = single(operand.getType());
+    if (!dense || !dense.isSplat() || !one ||
+        !operandBuffer(dense.resizeSplat(one), one, inputs[index]))
+      return failure();
+  }
+  SmallVector<Buffer> outputs(op->getNumResults());
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    RankedTensorType one = single(result.getType());
+    std::optional<rt::DType> dtype =
+        one ? runtimeType(one.getElementType()) : std::nullopt;
+    if (!dtype)
+      return failure();
+    outputs[index].storage.assign(2, 0);
+    if (!describe(one, outputs[index].storage.data(), outputs[index].ref))
+      return failure();
+  }
+  rt::Context &context = runtime->fresh();
+  std::string node = nodeName(op->getLoc());
+  if (!callKernel(context, op, node.c_str(), inputs, outputs) ||
+      rt::contextError(context))
+    return failure();
+  SmallVector<Attribute> results;
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    auto type = cast<RankedTensorType>(result.getType());
+    const char *data =
+        reinterpret_cast<const char *>(outputs[index].storage.data());
+    if (type.getElementType().isInteger(1))
+      results.push_back(DenseElementsAttr::get(type, data[0] != 0));
+    else
+      results.push_back(DenseElementsAttr::getFromRawBuffer(
+          type, ArrayRef<char>(data, rt::dtypeSize(outputs[index].ref.dtype))));
+  }
+  ++evaluated;
+  return results;
+}
+
 FailureOr<SmallVector<Attribute>>
 HostConstantEvaluator::evaluate(Operation *op) {
   if (limits.maxElements <= 0 || op->getNumResults() == 0 ||
       op->getNumRegions() != 0 || !hasHostKernel(op))
     return failure();
+  if (FailureOr<SmallVector<Attribute>> splats = evaluateSplats(op);
+      succeeded(splats))
+    return splats;
   // Every operand a constant within the limit.
   SmallVector<Buffer> inputs(op->getNumOperands());
   // Elements the operands store (a splat stores one).
@@ -681,7 +743,10 @@ HostConstantEvaluator::evaluate(Operation *op) {
   // broadcast (a [S, S] mask from two ranges, a table from an outer
   // product) costs little to compute and a whole constant to keep, and the
   // attention fusion reads such masks row by row (RowEvaluator.h). XLA's
-  // constant folding leaves broadcasts alone for the same reason.
+  // constant folding leaves broadcasts alone for the same reason. Growth of
+  // at most the inline limit is no broadcast: a splat column concatenated to
+  // a table (transformers' position differences, [B, 1] of -1 before [B, S]
+  // positions) folds.
   SmallVector<bool> splats;
   int64_t resultElements = 0;
   for (const Buffer &output : outputs) {
@@ -695,7 +760,7 @@ HostConstantEvaluator::evaluate(Operation *op) {
     resultElements += splat ? 1 : output.ref.numElements();
   }
   if (resultElements > limits.maxInlineElements &&
-      resultElements > operandElements)
+      resultElements > operandElements + limits.maxInlineElements)
     return failure();
 
   SmallVector<Attribute> results;

@@ -34,6 +34,7 @@
 #include "memopt/Dialect/MemOpt/IR/MemOptDialect.h"
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
 #include "memopt/Dialect/MemOpt/IR/ShapeUtils.h"
+#include "memopt/Dialect/MemOpt/IR/WeightBlobs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -371,12 +372,27 @@ LogicalResult GraphImporter::notConstantError(const Node &node,
             "does not fold to one";
 }
 
-/// The constant elements behind `value`, if it folded to a dense constant.
-static DenseElementsAttr denseConstant(Value value) {
+/// The constant elements behind `value`, if it folded to a constant: an
+/// inline dense attribute as it is, or a blob (a large initializer, or a
+/// large folded result such as the index tuples transformers' packed-sequence
+/// mask gathers at 2048 tokens) read into one, up to `limit` elements. Only
+/// the operands that decide a shape or an attribute come here, never weights.
+static DenseElementsAttr denseConstant(Value value, int64_t limit) {
   Attribute attr;
   if (!value || !matchPattern(value, m_Constant(&attr)))
     return {};
-  return dyn_cast<DenseElementsAttr>(attr);
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
+    return dense;
+  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
+  if (!resource || resource.getType().getElementType().isInteger(1) ||
+      resource.getType().getNumElements() > limit)
+    return {};
+  ArrayRef<char> raw = getWeightData(cast<ElementsAttr>(attr));
+  bool valid = false;
+  if (raw.empty() ||
+      !DenseElementsAttr::isValidRawBuffer(resource.getType(), raw, valid))
+    return {};
+  return DenseElementsAttr::getFromRawBuffer(resource.getType(), raw);
 }
 
 FailureOr<SmallVector<int64_t>> GraphImporter::constantInts(const Node &node,
@@ -384,7 +400,7 @@ FailureOr<SmallVector<int64_t>> GraphImporter::constantInts(const Node &node,
   auto value = lookup(node, inputIndex);
   if (failed(value))
     return failure();
-  DenseElementsAttr dense = denseConstant(*value);
+  DenseElementsAttr dense = denseConstant(*value, options.foldLimitElements);
   if (!dense || !isa<IntegerType>(dense.getElementType()))
     return notConstantError(node, inputIndex);
   SmallVector<int64_t> result;
@@ -398,7 +414,7 @@ FailureOr<SmallVector<double>> GraphImporter::constantFloats(const Node &node,
   auto value = lookup(node, inputIndex);
   if (failed(value))
     return failure();
-  DenseElementsAttr dense = denseConstant(*value);
+  DenseElementsAttr dense = denseConstant(*value, options.foldLimitElements);
   if (!dense)
     return notConstantError(node, inputIndex);
   SmallVector<double> result;

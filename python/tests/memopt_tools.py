@@ -72,8 +72,11 @@ _BLOB = re.compile(r'^\s*("?[^"\s:]+"?|"[^"]*")\s*:\s*"0x([0-9A-Fa-f]*)"')
 
 def scan_ir(mlir_path):
     """Streams the printed IR: bytes of constants, of dense_resource constants, of resource
-    blobs (payload after the 4-byte alignment prefix), and the number of blobs."""
+    blobs (payload after the 4-byte alignment prefix), and the number of blobs. Blobs the
+    constant evaluator made (keys `folded_*`: a large folded result, not an initializer) are
+    counted apart, in `folded_constant_bytes` and `folded_blob_bytes`."""
     constants = resource_constants = blob_bytes = blobs = 0
+    folded_constants = folded_blob_bytes = 0
     in_resources = False
     with open(mlir_path, "r") as stream:
         for line in stream:
@@ -87,15 +90,22 @@ def scan_ir(mlir_path):
                         raise AssertionError(f"cannot read constant: {line[:300]}")
                     size = tensor_type_bytes(match.group(2))
                     constants += size
-                    if match.group(1).startswith("dense_resource<"):
+                    if match.group(1).startswith("dense_resource<folded_"):
+                        folded_constants += size
+                    elif match.group(1).startswith("dense_resource<"):
                         resource_constants += size
             else:
                 match = _BLOB.match(line)
                 if match:
                     blobs += 1
-                    blob_bytes += len(match.group(2)) // 2 - 4
+                    size = len(match.group(2)) // 2 - 4
+                    if match.group(1).strip('"').startswith("folded_"):
+                        folded_blob_bytes += size
+                    else:
+                        blob_bytes += size
     return {"constant_bytes": constants, "resource_constant_bytes": resource_constants,
-            "blob_bytes": blob_bytes, "blobs": blobs}
+            "blob_bytes": blob_bytes, "blobs": blobs,
+            "folded_constant_bytes": folded_constants, "folded_blob_bytes": folded_blob_bytes}
 
 
 def initializer_bytes(model):

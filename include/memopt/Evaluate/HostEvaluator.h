@@ -80,6 +80,8 @@ public:
   int64_t getEvaluatedCount() const { return evaluated; }
 
 private:
+  FailureOr<SmallVector<Attribute>> evaluateSplats(Operation *op);
+
   struct Runtime;
   HostEvaluationLimits limits;
   std::unique_ptr<Runtime> runtime;

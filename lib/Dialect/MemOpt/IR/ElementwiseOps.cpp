@@ -356,6 +356,14 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
   // X == Y: the condition does not matter.
   if (getX() == getY() && getX().getType() == getType())
     return getX();
+  // A condition that is one value everywhere (any size: a splat stores
+  // one) picks one operand, when that operand is already the result.
+  if (auto splat =
+          dyn_cast_or_null<SplatElementsAttr>(adaptor.getCondition())) {
+    Value taken = splat.getSplatValue<bool>() ? getX() : getY();
+    if (taken.getType() == getType())
+      return taken;
+  }
   DenseElementsAttr condition = broadcastDense(
       getSmallDense(adaptor.getCondition()), getType().getShape());
   DenseElementsAttr x =
