@@ -427,6 +427,20 @@ void addAttentionCases(std::vector<Case> &cases) {
                 0.2f,
                 0,
                 true},
+              // A tiny causal call with K as [D, Sk]: cuDNN's path is
+              // several small kernels (K's transpose, the statistics'
+              // conversions, its own), where memopt's kernels time faster
+              // (the measured choice's memopt side).
+              G{"tiny_causal_kt",
+                {1, 1, 16, 8},
+                {1, 1, 8, 16},
+                {1, 1, 16, 8},
+                {},
+                true,
+                true,
+                false,
+                0.35f,
+                0},
               G{"key_padding_bias",
                 {2, 4, 128, 64},
                 {2, 4, 128, 64},
