@@ -205,8 +205,10 @@ void opDone(Context &ctx, int index, const char *nodeName, const char *kind,
 /// algorithm selection): time per op kind and the `top` slowest ops.
 void printProfile(Context &ctx, FILE *out, int top);
 /// Which engine ran each attention and attention gradient call site, one
-/// line per site in first-call order: `NODE forward|backward: cudnn (...)` or
-/// `... memopt kernel (reason)`. CUDA only (the host returns ""); printProfile
+/// line per site in first-call order: `NODE forward|backward: cuDNN SDPA
+/// (measured 0.020 ms against memopt's 0.128 ms; ...)`, `... memopt kernel
+/// (measured ...)`, `... cuDNN SDPA (forced: ...)` or `... memopt kernel
+/// (reason)`. CUDA only (the host returns ""); printProfile
 /// appends it, and MEMOPT_ATTENTION_REPORT=1 prints each line to stderr when
 /// the site first runs. The text stays valid until the next attention call.
 const char *attentionEngineReport(Context &ctx);
