@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -150,6 +151,21 @@ void failf(Context &ctx, const char *nodeName, const char *format, ...) {
 }
 
 bool hasError(Context &ctx) { return contextError(ctx) != nullptr; }
+
+bool engineFromEnvironment(int32_t option, const char *environment,
+                           int32_t &engine) {
+  if (!environment || !*environment) {
+    engine = option;
+    return true;
+  }
+  const char *names[3] = {"measured", "cudnn", "memopt"};
+  for (int32_t i = 0; i < 3; ++i)
+    if (!std::strcmp(environment, names[i])) {
+      engine = i;
+      return true;
+    }
+  return false;
+}
 
 std::string shapeString(const TensorRef &t) {
   std::string s = "[";

@@ -32,6 +32,14 @@ void failf(Context &ctx, const char *nodeName, const char *format, ...)
 /// Returns true when the context already holds an error: ops then do nothing.
 bool hasError(Context &ctx);
 
+/// The engine an environment variable such as MEMOPT_CONV_ENGINE or
+/// MEMOPT_ATTENTION_ENGINE picks: `option` (a ConvEngine's or
+/// AttentionEngine's value) where `environment` is null or empty, else the
+/// engine it names, `measured` (0), `cudnn` (1) or `memopt` (2); false
+/// (`engine` unchanged) for any other text.
+bool engineFromEnvironment(int32_t option, const char *environment,
+                           int32_t &engine);
+
 /// "[2, 3, 4]"
 std::string shapeString(const TensorRef &t);
 

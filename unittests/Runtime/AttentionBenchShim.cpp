@@ -116,10 +116,15 @@ void copyText(const char *text, char *out, int capacity) {
 
 extern "C" {
 
-/// A context whose attention uses cuDNN (`cudnn` != 0) or memopt's kernels.
+/// A context whose attention uses memopt's kernels (`cudnn` 0), cuDNN
+/// wherever it accepts the call (1) or the faster of the two as the call
+/// site's first run measures them (2: ContextOptions::attentionEngine
+/// Measured, a program's default).
 void *mab_create(int cudnn) {
   ContextOptions options;
-  options.cudnnAttention = cudnn != 0;
+  options.attentionEngine = cudnn == 2   ? AttentionEngine::Measured
+                            : cudnn != 0 ? AttentionEngine::Cudnn
+                                         : AttentionEngine::Memopt;
   return createContext(options);
 }
 
@@ -141,7 +146,7 @@ void mab_report(void *ctx, char *out, int capacity) {
 }
 
 /// Times `calls` back-to-back calls as a program runs them: a fresh context
-/// (cuDNN or memopt's kernels), one eager run, one CUDA graph capture, then
+/// (mab_create's engines), one eager run, one CUDA graph capture, then
 /// `replays` timed replays; samples[i] = ms per call of replay i. Returns 0,
 /// or 1 with the error in `error`; `report` gets the engine report.
 int mab_time(int cudnn, const MabProblem *p, int backward, int calls,

@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     ContextOptions options;
     options.attentionMaxChunks = 1 << 20;
     options.attentionMinChunkScores = 0;
-    options.cudnnAttention = false;
+    options.attentionEngine = AttentionEngine::Memopt;
     Context *ctx = createContext(options);
     int status = contextError(*ctx) ? 1 : runPerf(ctx, argc > 2 ? argv[2] : "");
     destroyContext(ctx);
@@ -106,18 +106,24 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::string dir = argv[2], filter = argc > 3 ? argv[3] : "";
-  // Chunked attention on the suite's small shapes too.
+  // Chunked attention on the suite's small shapes too. The attention cases
+  // run cuDNN's SDPA wherever it accepts the call (ctx), memopt's kernels
+  // (kernels) or the measured choice (measuredAttention, `_measured`).
   ContextOptions options;
   options.attentionMinChunkScores = 0;
+  options.attentionEngine = AttentionEngine::Cudnn;
   Context *ctx = createContext(options);
-  options.cudnnAttention = false;
+  options.attentionEngine = AttentionEngine::Memopt;
   Context *kernels = createContext(options);
-  options.cudnnAttention = true;
+  options.attentionEngine = AttentionEngine::Measured;
+  Context *measuredAttention = createContext(options);
+  options.attentionEngine = AttentionEngine::Cudnn;
   options.convEngine = ConvEngine::Cudnn;
   Context *cudnnConv = createContext(options);
   options.convEngine = ConvEngine::Memopt;
   Context *memoptConv = createContext(options);
-  const std::vector<Context *> contexts = {ctx, kernels, cudnnConv, memoptConv};
+  const std::vector<Context *> contexts = {ctx, kernels, measuredAttention,
+                                           cudnnConv, memoptConv};
   for (Context *c : contexts)
     if (const char *error = contextError(*c)) {
       std::fprintf(stderr, "error: %s\n", error);
@@ -137,6 +143,7 @@ int main(int argc, char **argv) {
       Suite suite;
       suite.ctx = ctx;
       suite.kernels = kernels;
+      suite.measuredAttention = measuredAttention;
       suite.cudnnConv = cudnnConv;
       suite.memoptConv = memoptConv;
       suite.cudnnAttention = cudnnAttention;
@@ -214,13 +221,17 @@ int main(int argc, char **argv) {
       ++passed;
     }
   }
-  if (mode == "--out" && *attentionEngineReport(*ctx))
-    std::printf("attention engines:\n%s", attentionEngineReport(*ctx));
+  for (Context *c : {ctx, measuredAttention})
+    if (mode == "--out" && *attentionEngineReport(*c))
+      std::printf("attention engines%s:\n%s",
+                  c == measuredAttention ? " (measured)" : "",
+                  attentionEngineReport(*c));
   for (Context *c : {ctx, cudnnConv, memoptConv})
     if (mode == "--out" && *convolutionEngineReport(*c))
       std::printf("convolution engines:\n%s", convolutionEngineReport(*c));
   destroyContext(memoptConv);
   destroyContext(cudnnConv);
+  destroyContext(measuredAttention);
   destroyContext(kernels);
   destroyContext(ctx);
   std::printf("%s: %d passed, %d failed\n", failures ? "FAILED" : "ALL PASSED",

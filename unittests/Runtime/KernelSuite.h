@@ -44,9 +44,14 @@ struct Suite {
   /// engine report (attentionEngineReport) lists the engine of each case.
   std::string name;
   /// A context of the same backend whose attention always runs memopt's
-  /// kernels (ContextOptions::cudnnAttention off), for cases that check
+  /// kernels (ContextOptions::attentionEngine Memopt), for cases that check
   /// what those kernels do and cuDNN's engine does not (docs/attention.md).
+  /// `ctx` forces cuDNN's SDPA wherever cuDNN accepts the call.
   Context *kernels = nullptr;
+  /// A context of the same backend whose attention runs the engine its
+  /// first call measures faster (ContextOptions::attentionEngine Measured,
+  /// a program's default): the suite's `_measured` attention cases.
+  Context *measuredAttention = nullptr;
   /// Contexts of the same backend whose channels-last depthwise
   /// convolutions run cuDNN (cudnnConv) or memopt's depthwise kernel
   /// (memoptConv), and whose fused normalization-ReLU convolutions run
@@ -67,8 +72,9 @@ struct Suite {
     allocations.push_back(t.data);
     return t;
   }
-  /// Whether `ctx` runs attention on cuDNN's fused SDPA where cuDNN
-  /// accepts it (the CUDA backend, MEMOPT_ATTENTION_ENGINE not `memopt`).
+  /// Whether `ctx` (and `measuredAttention`) may run attention on cuDNN's
+  /// fused SDPA where cuDNN accepts it (the CUDA backend,
+  /// MEMOPT_ATTENTION_ENGINE not `memopt`).
   bool cudnnAttention = false;
 
   /// Where a case gives an attention call no workspace (`workspace` null)

@@ -53,7 +53,7 @@ namespace memopt::rt {
 
 namespace {
 
-constexpr int kMaxHeadSize = 128;
+constexpr int kMaxHeadSize = kAttentionKernelsMaxHeadSize;
 constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = 8;
 constexpr int kRows = kWarps * kRowsPerWarp; // query rows per tile
@@ -716,6 +716,19 @@ void attentionBackward(Context &ctx, const char *node,
   if (cudnnAttentionBackward(ctx, node, params, g, q, k, v, bias, y, dy, lse,
                              dq, dk, dv, dbias, workspace, workspaceBytes))
     return;
+  attentionBackwardKernels(ctx, node, params, g, q, k, v, bias, y, dy, lse, dq,
+                           dk, dv, dbias, workspace, workspaceBytes);
+}
+
+void attentionBackwardKernels(Context &ctx, const char *node,
+                              const AttentionParams &params,
+                              const AttentionGeometry &g, const TensorRef &q,
+                              const TensorRef &k, const TensorRef &v,
+                              const TensorRef *bias, const TensorRef &y,
+                              const TensorRef &dy, const TensorRef &lse,
+                              const TensorRef &dq, const TensorRef &dk,
+                              const TensorRef &dv, const TensorRef *dbias,
+                              void *workspace, size_t workspaceBytes) {
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
           "attention head sizes %lld (Q, K) and %lld (V) must be at most %d "

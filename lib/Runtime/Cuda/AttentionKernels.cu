@@ -43,7 +43,7 @@ namespace memopt::rt {
 
 namespace {
 
-constexpr int kMaxHeadSize = 128;
+constexpr int kMaxHeadSize = kAttentionKernelsMaxHeadSize;
 
 /// Everything a kernel needs, by value.
 struct AttentionArgs {
@@ -736,6 +736,16 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
   if (cudnnAttentionForward(ctx, node, params, g, q, k, v, bias, y, lse,
                             workspace, workspaceBytes))
     return;
+  attentionKernels(ctx, node, params, g, q, k, v, bias, y, workspace,
+                   workspaceBytes, lse);
+}
+
+void attentionKernels(Context &ctx, const char *node,
+                      const AttentionParams &params, const AttentionGeometry &g,
+                      const TensorRef &q, const TensorRef &k,
+                      const TensorRef &v, const TensorRef *bias,
+                      const TensorRef &y, void *workspace,
+                      size_t workspaceBytes, const TensorRef *lse) {
   if (g.headSize > kMaxHeadSize || g.valueSize > kMaxHeadSize) {
     failf(ctx, node,
           "attention head sizes %lld (Q, K) and %lld (V) must be at most %d "

@@ -218,6 +218,27 @@ bool cudnnAttentionBackward(
     const TensorRef &dy, const TensorRef &lse, const TensorRef &dq,
     const TensorRef &dk, const TensorRef &dv, const TensorRef *dbias,
     void *workspace, size_t workspaceBytes);
+/// memopt's own attention kernels (AttentionKernels.cu): the chunked
+/// cuBLASLt path where the workspace holds it, the fused kernel otherwise;
+/// what attention() runs where cuDNN does not. Arguments validated.
+void attentionKernels(Context &ctx, const char *node,
+                      const AttentionParams &params,
+                      const AttentionGeometry &geometry, const TensorRef &q,
+                      const TensorRef &k, const TensorRef &v,
+                      const TensorRef *bias, const TensorRef &y,
+                      void *workspace, size_t workspaceBytes,
+                      const TensorRef *lse);
+/// The same for the gradient (AttentionBackwardKernels.cu).
+void attentionBackwardKernels(
+    Context &ctx, const char *node, const AttentionParams &params,
+    const AttentionGeometry &geometry, const TensorRef &q, const TensorRef &k,
+    const TensorRef &v, const TensorRef *bias, const TensorRef &y,
+    const TensorRef &dy, const TensorRef &lse, const TensorRef &dq,
+    const TensorRef &dk, const TensorRef &dv, const TensorRef *dbias,
+    void *workspace, size_t workspaceBytes);
+/// The largest head size (Q / K and V alike) memopt's attention kernels run,
+/// forward and backward; larger heads run on cuDNN or fail.
+constexpr int kAttentionKernelsMaxHeadSize = 128;
 /// Frees the plans (destroyContext).
 void destroyCudnnAttention(Context &ctx);
 /// Frees normReluConv's and normReluConvBackwardFilter's cuDNN graphs

@@ -1049,21 +1049,14 @@ struct SavedResidual {
 } // namespace
 
 bool convEngineOf(Context &ctx, const char *node, ConvEngine &engine) {
-  engine = ctx.options.convEngine;
   const char *env = std::getenv("MEMOPT_CONV_ENGINE");
-  if (!env || !*env)
-    return true;
-  if (!std::strcmp(env, "measured"))
-    engine = ConvEngine::Measured;
-  else if (!std::strcmp(env, "cudnn"))
-    engine = ConvEngine::Cudnn;
-  else if (!std::strcmp(env, "memopt"))
-    engine = ConvEngine::Memopt;
-  else {
+  int32_t value = 0;
+  if (!engineFromEnvironment(int32_t(ctx.options.convEngine), env, value)) {
     failf(ctx, node, "MEMOPT_CONV_ENGINE='%s' is not measured, cudnn or memopt",
           env);
     return false;
   }
+  engine = ConvEngine(value);
   return true;
 }
 

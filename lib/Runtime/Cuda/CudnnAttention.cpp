@@ -8,8 +8,11 @@
 // captured) and kept for the context's life; later calls only fill a variant
 // pack and execute. Whatever cuDNN refuses (f32, head sizes that are not
 // multiples of 8, batch broadcasts it cannot express, misaligned operands, or
-// anything its support check rejects) runs on memopt's kernels, and the
-// engine report says which engine ran each call site and why.
+// anything its support check rejects) runs on memopt's kernels. Where both
+// engines can run a call, ContextOptions::attentionEngine picks: by default
+// the faster when the call site's first eager run times both
+// (AttentionEngineChoice.cpp), cached per call site. The engine report says
+// which engine ran each call site and why.
 //
 // memopt's op broadcasts arbitrary batch dims. cuDNN's tensors are
 // [b, h, s, d]: the call's batch dims are split into a leading group (b) and
@@ -39,6 +42,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionEngineChoice.h"
 #include "CudnnFrontend.h"
 #include "memopt/Runtime/Workspace.h"
 
@@ -46,6 +50,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 
 namespace memopt::rt {
@@ -71,7 +76,8 @@ enum Uid : int64_t {
 struct SdpaPlan {
   std::shared_ptr<SdpaGraph> graph;
   std::string refusal; ///< empty when the plan built
-  std::string engine;  ///< the report's text for the call sites it runs
+  /// The report's account of the plan for the call sites it runs.
+  std::string engine;
   size_t cudnnWorkspaceBytes = 0;
 };
 
@@ -85,10 +91,15 @@ struct EngineSite {
 } // namespace
 
 struct CudnnAttentionState {
-  bool enabled = true;
+  AttentionEngine engine = AttentionEngine::Measured;
+  /// A MEMOPT_ATTENTION_ENGINE that names no engine: every call fails.
+  std::string engineError;
   bool printSites = false;
   int backendVersion = 0;
   std::unordered_map<std::string, SdpaPlan> plans;
+  /// Measured: whether cuDNN runs each call site (keyed by siteKey), as
+  /// its first eager call timed it.
+  std::unordered_map<std::string, bool> choices;
   std::vector<EngineSite> sites;
   std::string report;
 };
@@ -98,13 +109,7 @@ namespace {
 CudnnAttentionState &stateOf(Context &ctx) {
   if (!ctx.cudnnAttention) {
     auto *state = new CudnnAttentionState();
-    state->enabled = ctx.options.cudnnAttention;
-    if (const char *engine = std::getenv("MEMOPT_ATTENTION_ENGINE")) {
-      if (!std::strcmp(engine, "memopt"))
-        state->enabled = false;
-      else if (!std::strcmp(engine, "cudnn"))
-        state->enabled = true;
-    }
+    attentionEngineOf(ctx.options, state->engine, state->engineError);
     const char *print = std::getenv("MEMOPT_ATTENTION_REPORT");
     state->printSites = print && *print && std::strcmp(print, "0");
     state->backendVersion = int(cudnnGetVersion());
@@ -266,14 +271,19 @@ std::string mapBatch(const AttentionGeometry &g, const TensorRef &q,
 
 /// Every reason to leave the call to memopt's kernels that is known before
 /// cuDNN is asked; fills the problem otherwise.
-std::string refusal(Context &ctx, const CudnnAttentionState &state,
+std::string refusal(Context &ctx, const char *node,
+                    const CudnnAttentionState &state,
                     const AttentionParams &params, const AttentionGeometry &g,
                     const TensorRef &q, const TensorRef *bias,
                     std::initializer_list<const void *> pointers,
                     SdpaProblem &p) {
-  if (!state.enabled)
-    return "cuDNN attention off (MEMOPT_ATTENTION_ENGINE=memopt or "
-           "ContextOptions::cudnnAttention)";
+  if (!state.engineError.empty()) {
+    failf(ctx, node, "%s", state.engineError.c_str());
+    return state.engineError;
+  }
+  if (state.engine == AttentionEngine::Memopt)
+    return "forced: MEMOPT_ATTENTION_ENGINE=memopt or "
+           "ContextOptions::attentionEngine";
   if (q.dtype != DType::F16 && q.dtype != DType::BF16)
     return std::string(dtypeName(q.dtype)) +
            " (cuDNN's SDPA runs f16 / bf16 here)";
@@ -417,7 +427,7 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
                        .count();
   char text[256];
   std::snprintf(text, sizeof(text),
-                "cudnn (b %lld, heads %lld / %lld kv, %lld x %lld keys, d %lld"
+                "b %lld, heads %lld / %lld kv, %lld x %lld keys, d %lld"
                 "%s%s%s; plan built in %.1f ms, cuDNN workspace %zu bytes",
                 (long long)p.b, (long long)p.hq, (long long)p.hk,
                 (long long)p.s, (long long)p.sk, (long long)p.d,
@@ -518,11 +528,52 @@ bool fitsWorkspace(const WorkspaceLayout &w, const SdpaPlan &plan,
   return false;
 }
 
-/// The engine report's text of a call that runs on cuDNN.
+/// The engine report's account of a call that cuDNN can run (after the
+/// reason it runs there or not).
 std::string engineText(const SdpaPlan &plan, const WorkspaceLayout &w,
                        size_t workspaceBytes) {
   return plan.engine + "; " + std::to_string(w.total) + " of " +
-         std::to_string(workspaceBytes) + " planned workspace bytes)";
+         std::to_string(workspaceBytes) + " planned workspace bytes";
+}
+
+/// Whether cuDNN runs a call it accepts (its plan built and fits the
+/// workspace), memopt's kernels (`runMemopt`) being able to run it too: the
+/// engine forced, the call site's cached choice, or the faster of the two
+/// timed now (AttentionEngineChoice.cpp). Notes the site's engine.
+bool cudnnRuns(Context &ctx, CudnnAttentionState &state, const char *node,
+               bool backward, const SdpaProblem &p, size_t workspaceBytes,
+               const AttentionGeometry &g, const std::string &account,
+               const std::function<bool()> &runCudnn,
+               const std::function<bool()> &runMemopt) {
+  if (state.engine == AttentionEngine::Cudnn) {
+    noteSite(ctx, node, backward,
+             "cuDNN SDPA (forced: MEMOPT_ATTENTION_ENGINE=cudnn or "
+             "ContextOptions::attentionEngine; " +
+                 account + ")");
+    return true;
+  }
+  // One choice per call site and problem (a node runs one shape in a
+  // program; the suite's and benchmarks' contexts may reuse names).
+  std::string siteKey = std::string(node ? node : "?") + " " + p.key() + " ws" +
+                        std::to_string(workspaceBytes);
+  auto found = state.choices.find(siteKey);
+  if (found != state.choices.end())
+    return found->second;
+  bool permanent = false;
+  std::string why = attentionTimingRefusal(ctx, g, permanent);
+  if (!why.empty()) {
+    if (permanent)
+      state.choices[siteKey] = true;
+    noteSite(ctx, node, backward,
+             "cuDNN SDPA (not measured: " + why + "; " + account + ")");
+    return true;
+  }
+  AttentionChoice choice = measureAttentionEngines(ctx, runCudnn, runMemopt);
+  state.choices[siteKey] = choice.cudnn;
+  noteSite(ctx, node, backward,
+           choice.cudnn ? "cuDNN SDPA (" + choice.text + "; " + account + ")"
+                        : "memopt kernel (" + choice.text + ")");
+  return choice.cudnn;
 }
 
 bool execute(Context &ctx, const char *node, const SdpaPlan &plan,
@@ -541,6 +592,89 @@ int64_t keyMatrices(const TensorRef &k, const SdpaProblem &p) {
   return k.numElements() / (p.d * p.sk);
 }
 
+/// The forward on cuDNN's plan: K transposed first where it is stored
+/// [D, Sk], the statistics converted to memopt's pairs after. False when a
+/// launch failed (the error is on the context).
+bool runForward(Context &ctx, const char *node, const SdpaProblem &p,
+                const SdpaPlan &plan, const WorkspaceLayout &w,
+                const TensorRef &q, const TensorRef &k, const TensorRef &v,
+                const TensorRef *bias, const TensorRef &y, const TensorRef *lse,
+                void *workspace) {
+  void *keys = k.data;
+  if (p.keyTransposed) {
+    keys = at(workspace, w.keys);
+    if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
+                                   p.d, p.sk))
+      return false;
+  }
+  float *statistics =
+      p.statistics ? reinterpret_cast<float *>(at(workspace, w.statistics))
+                   : nullptr;
+  std::unordered_map<int64_t, void *> pack = {
+      {kQ, q.data}, {kK, keys}, {kV, v.data}, {kO, y.data}};
+  if (bias)
+    pack[kBias] = bias->data;
+  if (statistics)
+    pack[kStats] = statistics;
+  if (!execute(ctx, node, plan, pack, workspace))
+    return false;
+  return !statistics || launchStatisticsToPairs(ctx, node, statistics,
+                                                static_cast<float *>(lse->data),
+                                                p.b * p.hq * p.s);
+}
+
+/// The backward on cuDNN's plan: memopt's pairs summed into cuDNN's
+/// statistics and K transposed first, dK transposed back or the K / V head
+/// groups' other slots zeroed after. False when a launch failed.
+bool runBackward(Context &ctx, const char *node, const SdpaProblem &p,
+                 const SdpaPlan &plan, const WorkspaceLayout &w,
+                 const TensorRef &q, const TensorRef &k, const TensorRef &v,
+                 const TensorRef *bias, const TensorRef &y, const TensorRef &dy,
+                 const TensorRef &lse, const TensorRef &dq, const TensorRef &dk,
+                 const TensorRef &dv, void *workspace) {
+  float *statistics = reinterpret_cast<float *>(at(workspace, w.statistics));
+  if (!launchPairsToStatistics(ctx, node, static_cast<const float *>(lse.data),
+                               statistics, p.b * p.hq * p.s))
+    return false;
+  void *keys = k.data, *keyGradient = dk.data;
+  if (p.keyTransposed) {
+    keys = at(workspace, w.keys);
+    keyGradient = at(workspace, w.keyGradient);
+    if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
+                                   p.d, p.sk))
+      return false;
+  }
+  std::unordered_map<int64_t, void *> pack = {
+      {kQ, q.data},   {kK, keys},         {kV, v.data},
+      {kO, y.data},   {kDO, dy.data},     {kStats, statistics},
+      {kDQ, dq.data}, {kDK, keyGradient}, {kDV, dv.data}};
+  if (bias)
+    pack[kBias] = bias->data;
+  if (!execute(ctx, node, plan, pack, workspace))
+    return false;
+  if (p.keyTransposed)
+    return launchTransposeMatrices16(ctx, node, keyGradient, dk.data,
+                                     p.b * p.hk, p.sk, p.d);
+  if (p.groups > 1 && !p.groupedGradients) {
+    // The group's other slots: the caller sums dK and dV over the group.
+    size_t elem = dtypeSize(p.dtype);
+    struct Slots {
+      void *data;
+      int64_t width;
+    };
+    for (Slots slots : {Slots{dk.data, p.d}, Slots{dv.data, p.dv}}) {
+      size_t slot = size_t(p.sk * slots.width) * elem;
+      if (!checkCuda(ctx, node,
+                     cudaMemset2DAsync(at(slots.data, slot), p.groups * slot, 0,
+                                       (p.groups - 1) * slot,
+                                       size_t(p.b * p.hk), ctx.stream),
+                     "cudaMemset2DAsync(dK / dV group slots)"))
+        return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 bool cudnnAttentionForward(Context &ctx, const char *node,
@@ -554,7 +688,7 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
   SdpaProblem p;
   p.statistics = lse != nullptr;
   std::string why =
-      refusal(ctx, state, params, g, q, bias,
+      refusal(ctx, node, state, params, g, q, bias,
               {q.data, k.data, v.data, y.data, bias ? bias->data : nullptr}, p);
   const SdpaPlan *plan = why.empty() ? planFor(ctx, state, p, why) : nullptr;
   WorkspaceLayout w;
@@ -569,28 +703,18 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
     noteSite(ctx, node, false, "memopt kernel (" + why + ")");
     return false;
   }
-  noteSite(ctx, node, false, engineText(*plan, w, workspaceBytes));
-  void *keys = k.data;
-  if (p.keyTransposed) {
-    keys = at(workspace, w.keys);
-    if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
-                                   p.d, p.sk))
-      return true;
-  }
-  float *statistics =
-      p.statistics ? reinterpret_cast<float *>(at(workspace, w.statistics))
-                   : nullptr;
-  std::unordered_map<int64_t, void *> pack = {
-      {kQ, q.data}, {kK, keys}, {kV, v.data}, {kO, y.data}};
-  if (bias)
-    pack[kBias] = bias->data;
-  if (statistics)
-    pack[kStats] = statistics;
-  if (!execute(ctx, node, *plan, pack, workspace))
-    return true;
-  if (statistics)
-    launchStatisticsToPairs(ctx, node, statistics,
-                            static_cast<float *>(lse->data), p.b * p.hq * p.s);
+  auto runCudnn = [&] {
+    return runForward(ctx, node, p, *plan, w, q, k, v, bias, y, lse, workspace);
+  };
+  auto runMemopt = [&] {
+    attentionKernels(ctx, node, params, g, q, k, v, bias, y, workspace,
+                     workspaceBytes, lse);
+    return !hasError(ctx);
+  };
+  if (!cudnnRuns(ctx, state, node, false, p, workspaceBytes, g,
+                 engineText(*plan, w, workspaceBytes), runCudnn, runMemopt))
+    return false;
+  runCudnn();
   return true;
 }
 
@@ -608,7 +732,7 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
   p.backward = true;
   std::string why =
       dbias ? "bias gradient (memopt's f32 kernels)"
-            : refusal(ctx, state, params, g, q, bias,
+            : refusal(ctx, node, state, params, g, q, bias,
                       {q.data, k.data, v.data, y.data, dy.data, dq.data,
                        dk.data, dv.data, bias ? bias->data : nullptr},
                       p);
@@ -637,49 +761,19 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
     noteSite(ctx, node, true, "memopt kernel (" + why + ")");
     return false;
   }
-  noteSite(ctx, node, true, engineText(*plan, w, workspaceBytes));
-  float *statistics = reinterpret_cast<float *>(at(workspace, w.statistics));
-  if (!launchPairsToStatistics(ctx, node, static_cast<const float *>(lse.data),
-                               statistics, p.b * p.hq * p.s))
-    return true;
-  void *keys = k.data, *keyGradient = dk.data;
-  if (p.keyTransposed) {
-    keys = at(workspace, w.keys);
-    keyGradient = at(workspace, w.keyGradient);
-    if (!launchTransposeMatrices16(ctx, node, k.data, keys, keyMatrices(k, p),
-                                   p.d, p.sk))
-      return true;
-  }
-  std::unordered_map<int64_t, void *> pack = {
-      {kQ, q.data},   {kK, keys},         {kV, v.data},
-      {kO, y.data},   {kDO, dy.data},     {kStats, statistics},
-      {kDQ, dq.data}, {kDK, keyGradient}, {kDV, dv.data}};
-  if (bias)
-    pack[kBias] = bias->data;
-  if (!execute(ctx, node, *plan, pack, workspace))
-    return true;
-  if (p.keyTransposed) {
-    launchTransposeMatrices16(ctx, node, keyGradient, dk.data, p.b * p.hk, p.sk,
-                              p.d);
-    return true;
-  }
-  if (p.groups > 1 && !p.groupedGradients) {
-    // The group's other slots: the caller sums dK and dV over the group.
-    size_t elem = dtypeSize(p.dtype);
-    struct Slots {
-      void *data;
-      int64_t width;
-    };
-    for (Slots slots : {Slots{dk.data, p.d}, Slots{dv.data, p.dv}}) {
-      size_t slot = size_t(p.sk * slots.width) * elem;
-      if (!checkCuda(ctx, node,
-                     cudaMemset2DAsync(at(slots.data, slot), p.groups * slot, 0,
-                                       (p.groups - 1) * slot,
-                                       size_t(p.b * p.hk), ctx.stream),
-                     "cudaMemset2DAsync(dK / dV group slots)"))
-        return true;
-    }
-  }
+  auto runCudnn = [&] {
+    return runBackward(ctx, node, p, *plan, w, q, k, v, bias, y, dy, lse, dq,
+                       dk, dv, workspace);
+  };
+  auto runMemopt = [&] {
+    attentionBackwardKernels(ctx, node, params, g, q, k, v, bias, y, dy, lse,
+                             dq, dk, dv, dbias, workspace, workspaceBytes);
+    return !hasError(ctx);
+  };
+  if (!cudnnRuns(ctx, state, node, true, p, workspaceBytes, g,
+                 engineText(*plan, w, workspaceBytes), runCudnn, runMemopt))
+    return false;
+  runCudnn();
   return true;
 }
 
