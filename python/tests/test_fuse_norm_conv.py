@@ -331,3 +331,17 @@ def test_residual_normalization_fuses_the_add_and_relu(tmp_path, data, layout):
     for name in plain_state:
         np.testing.assert_allclose(fused_state[name], plain_state[name], rtol=1e-5,
                                    atol=1e-5, err_msg=name)
+
+
+def test_bf16_residual_step_follows_the_plain_one(tmp_path, data):
+    """In bf16 the fused normalization rounds relu(BN(x) + z) once where the plain step rounds
+    BN(x), the sum and the relu: the same training within bf16's precision."""
+    x, y = data
+    model = make_residual_net(tmp_path / "resnet.onnx", seed=13)
+    args = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--precision", "bf16"]
+    plain_losses, _, _, _ = train(model, tmp_path / "plain", "off", "nhwc", args, x, y)
+    fused_losses, _, _, source = train(model, tmp_path / "fused", "on", "nhwc", args, x, y)
+    assert source.count("batchNormTrainingAdd(") == 2
+    assert source.count("batchNormAddReluGrad(") == 2
+    assert fused_losses[-1] < fused_losses[0]
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=2e-2)
