@@ -113,13 +113,16 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
         FailureOr<std::string> workspace = workspaceArguments(op);
         if (failed(workspace))
           return failure();
-        os << "  batchNormTraining(ctx, " << node << ", "
-           << cppFloat(toDouble(norm.getEpsilon())) << ", "
+        // With a residual: batchNormTrainingAdd, Z after the bias.
+        os << "  batchNormTraining" << (norm.getZ() ? "Add" : "") << "(ctx, "
+           << node << ", " << cppFloat(toDouble(norm.getEpsilon())) << ", "
            << runtimeActivation(norm.getActivation()) << ", "
            << ref(norm.getX()) << ", " << ref(norm.getScale()) << ", "
-           << ref(norm.getB()) << ", " << ref(norm.getY()) << ", "
-           << ref(norm.getMean()) << ", " << ref(norm.getInvStd()) << ", "
-           << *workspace << (norm.getChannelsLast() ? ", true" : "") << ");\n";
+           << ref(norm.getB()) << ", "
+           << (norm.getZ() ? ref(norm.getZ()) + ", " : std::string())
+           << ref(norm.getY()) << ", " << ref(norm.getMean()) << ", "
+           << ref(norm.getInvStd()) << ", " << *workspace
+           << (norm.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })
       .Case([&](BatchNormTrainingGradOp grad) -> LogicalResult {
@@ -176,6 +179,19 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << ref(grad.getAppliedScale()) << ", " << ref(grad.getAppliedBias())
            << ", " << ref(grad.getDX()) << ", " << ref(grad.getDscale()) << ", "
            << ref(grad.getDB()) << ", " << *workspace
+           << (grad.getChannelsLast() ? ", true" : "") << ");\n";
+        return success();
+      })
+      .Case([&](BatchNormAddReluGradOp grad) -> LogicalResult {
+        FailureOr<std::string> workspace = workspaceArguments(op);
+        if (failed(workspace))
+          return failure();
+        os << "  batchNormAddReluGrad(ctx, " << node << ", " << ref(grad.getX())
+           << ", " << ref(grad.getDY()) << ", " << ref(grad.getY()) << ", "
+           << ref(grad.getScale()) << ", " << ref(grad.getMean()) << ", "
+           << ref(grad.getInvStd()) << ", " << ref(grad.getDX()) << ", "
+           << ref(grad.getDscale()) << ", " << ref(grad.getDB()) << ", "
+           << ref(grad.getDZ()) << ", " << *workspace
            << (grad.getChannelsLast() ? ", true" : "") << ");\n";
         return success();
       })

@@ -419,6 +419,22 @@ bool validateBatchNormTrainingGrad(
     const TensorRef &scale, const TensorRef &mean, const TensorRef &invStd,
     const TensorRef &dx, const TensorRef &dscale, const TensorRef &dbias,
     ChannelLayout &layout);
+/// batchNormTrainingAdd: validateBatchNormTraining, and Z of X's shape and
+/// dtype.
+bool validateBatchNormTrainingAdd(Context &ctx, const char *node,
+                                  Activation activation, const TensorRef &x,
+                                  const TensorRef &scale, const TensorRef &bias,
+                                  const TensorRef &z, const TensorRef &y,
+                                  const TensorRef &mean,
+                                  const TensorRef &invStd,
+                                  ChannelLayout &layout);
+/// batchNormAddReluGrad: validateBatchNormTrainingGrad, Y and dZ of X's
+/// shape and dtype, dZ not dX's storage.
+bool validateBatchNormAddReluGrad(
+    Context &ctx, const char *node, const TensorRef &x, const TensorRef &dy,
+    const TensorRef &y, const TensorRef &scale, const TensorRef &mean,
+    const TensorRef &invStd, const TensorRef &dx, const TensorRef &dscale,
+    const TensorRef &dbias, const TensorRef &dz, ChannelLayout &layout);
 /// batchNormStats: validateBatchNormTraining's X and per-channel checks
 /// (no Y) with the f32 appliedScale / appliedBias of C elements.
 bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,

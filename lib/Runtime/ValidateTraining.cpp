@@ -467,6 +467,37 @@ bool validateBatchNormTrainingGrad(
                        layout);
 }
 
+bool validateBatchNormTrainingAdd(Context &ctx, const char *node,
+                                  Activation activation, const TensorRef &x,
+                                  const TensorRef &scale, const TensorRef &bias,
+                                  const TensorRef &z, const TensorRef &y,
+                                  const TensorRef &mean,
+                                  const TensorRef &invStd,
+                                  ChannelLayout &layout) {
+  return validateBatchNormTraining(ctx, node, activation, x, scale, bias, y,
+                                   mean, invStd, layout) &&
+         checkActivations(ctx, node, {{&x, "X"}, {&z, "Z"}}) &&
+         checkSameShape(ctx, node, x, z, "X/Z");
+}
+
+bool validateBatchNormAddReluGrad(
+    Context &ctx, const char *node, const TensorRef &x, const TensorRef &dy,
+    const TensorRef &y, const TensorRef &scale, const TensorRef &mean,
+    const TensorRef &invStd, const TensorRef &dx, const TensorRef &dscale,
+    const TensorRef &dbias, const TensorRef &dz, ChannelLayout &layout) {
+  if (!validateBatchNormTrainingGrad(ctx, node, x, dy, scale, mean, invStd, dx,
+                                     dscale, dbias, layout) ||
+      !checkActivations(ctx, node, {{&x, "X"}, {&y, "Y"}, {&dz, "dZ"}}) ||
+      !checkSameShape(ctx, node, x, y, "X/Y") ||
+      !checkSameShape(ctx, node, x, dz, "X/dZ"))
+    return false;
+  if (dz.data == dx.data && x.numElements() > 0) {
+    failf(ctx, node, "dZ and dX must not share storage");
+    return false;
+  }
+  return true;
+}
+
 bool validateBatchNormStats(Context &ctx, const char *node, const TensorRef &x,
                             const TensorRef &gamma, const TensorRef &beta,
                             const TensorRef &mean, const TensorRef &invStd,

@@ -251,3 +251,97 @@ def test_a_pooled_normalization_is_formed_again_for_the_backward(tmp_path, data)
             plain_report["training"]["saved_for_backward_bytes"] - saved), (
         fused_report["training"]["saved_for_backward_bytes"],
         plain_report["training"]["saved_for_backward_bytes"])
+
+
+def make_residual_net(path, seed=0):
+    """A ResNet-18-like step: a stem conv(3 -> W) -> BN -> ReLU, an identity basic block (conv ->
+    BN -> ReLU -> conv -> BN, + the block's input, ReLU) and a downsampling one (conv stride 2
+    -> BN -> ReLU -> conv -> BN, + conv 1x1 stride 2 -> BN of the block's input, ReLU), then the
+    head. Each block's last normalization is `relu(BN(x) + z)`: NormAddRelu."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def weight(name, shape, scale):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+
+    def conv_bn(name, source, cin, kernel, stride=1, relu=True):
+        weight(f"{name}.weight", (WIDTH, cin, kernel, kernel), 0.6 / kernel)
+        inits.extend([
+            numpy_helper.from_array((1 + 0.1 * rng.standard_normal(WIDTH)).astype(np.float32),
+                                    f"{name}.bn.weight"),
+            numpy_helper.from_array((0.1 * rng.standard_normal(WIDTH)).astype(np.float32),
+                                    f"{name}.bn.bias"),
+            numpy_helper.from_array(np.zeros(WIDTH, np.float32), f"{name}.bn.running_mean"),
+            numpy_helper.from_array(np.ones(WIDTH, np.float32), f"{name}.bn.running_var")])
+        pad = kernel // 2
+        nodes.extend([
+            helper.make_node("Conv", [source, f"{name}.weight"], [f"{name}.c"], name=name,
+                             kernel_shape=[kernel, kernel], strides=[stride, stride],
+                             pads=[pad] * 4),
+            helper.make_node("BatchNormalization",
+                             [f"{name}.c", f"{name}.bn.weight", f"{name}.bn.bias",
+                              f"{name}.bn.running_mean", f"{name}.bn.running_var"],
+                             [f"{name}.n"], name=f"{name}.bn", training_mode=1)])
+        if not relu:
+            return f"{name}.n"
+        nodes.append(helper.make_node("Relu", [f"{name}.n"], [f"{name}.r"],
+                                      name=f"{name}.relu"))
+        return f"{name}.r"
+
+    def add_relu(name, a, b):
+        nodes.extend([helper.make_node("Add", [a, b], [f"{name}.sum"], name=f"{name}.add"),
+                      helper.make_node("Relu", [f"{name}.sum"], [f"{name}.out"],
+                                       name=f"{name}.relu")])
+        return f"{name}.out"
+
+    stem = conv_bn("stem", "x", 3, 3)
+    a = conv_bn("b1.conv1", stem, WIDTH, 3)
+    a = conv_bn("b1.conv2", a, WIDTH, 3, relu=False)
+    block1 = add_relu("b1", a, stem)
+    a = conv_bn("b2.conv1", block1, WIDTH, 3, stride=2)
+    a = conv_bn("b2.conv2", a, WIDTH, 3, relu=False)
+    down = conv_bn("b2.down", block1, WIDTH, 1, stride=2, relu=False)
+    block2 = add_relu("b2", a, down)
+    weight("fc.weight", (5, WIDTH), 0.4)
+    weight("fc.bias", (5,), 0.1)
+    return save_classifier(nodes, inits, block2, "residual_net", path)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_residual_normalization_fuses_the_add_and_relu(tmp_path, data, layout):
+    """Each block's `relu(BN(x) + z)` becomes batchNormTrainingAdd (BN(x) never stored) and its
+    gradient batchNormAddReluGrad (relu_grad's mask from the block's output, dz written as the
+    gradient is reduced); the step trains like the plain one within 1e-5."""
+    x, y = data
+    model = make_residual_net(tmp_path / "resnet.onnx", seed=11)
+    args = ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
+    plain_losses, plain_state, _, plain_source = train(model, tmp_path / "plain", "off",
+                                                       layout, args, x, y)
+    fused_losses, fused_state, _, source = train(model, tmp_path / "fused", "on", layout,
+                                                 args, x, y)
+    # Two residual normalizations (the downsampling block's add reads two normalizations:
+    # the later one, whose residual exists before it, fuses), and their gradients.
+    assert source.count("batchNormTrainingAdd(") == 2, source.count("batchNormTrainingAdd(")
+    assert source.count("batchNormAddReluGrad(") == 2
+    assert "batchNormTrainingAdd(" not in plain_source
+    assert plain_losses[-1] < plain_losses[0]
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=1e-5, atol=1e-6)
+    assert fused_state.keys() == plain_state.keys()
+    for name in plain_state:
+        np.testing.assert_allclose(fused_state[name], plain_state[name], rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+
+
+def test_bf16_residual_step_follows_the_plain_one(tmp_path, data):
+    """In bf16 the fused normalization rounds relu(BN(x) + z) once where the plain step rounds
+    BN(x), the sum and the relu: the same training within bf16's precision."""
+    x, y = data
+    model = make_residual_net(tmp_path / "resnet.onnx", seed=13)
+    args = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--precision", "bf16"]
+    plain_losses, _, _, _ = train(model, tmp_path / "plain", "off", "nhwc", args, x, y)
+    fused_losses, _, _, source = train(model, tmp_path / "fused", "on", "nhwc", args, x, y)
+    assert source.count("batchNormTrainingAdd(") == 2
+    assert source.count("batchNormAddReluGrad(") == 2
+    assert fused_losses[-1] < fused_losses[0]
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=2e-2)

@@ -50,7 +50,7 @@ NOT_IMPORTED = {"attention", "fused_elementwise", "conv_residual",
                 # built by memopt-fuse-norm-conv (docs/layout.md)
                 "batch_norm_stats", "norm_relu_apply", "norm_relu_conv",
                 "norm_relu_conv_backward_filter",
-                "batch_norm_relu_grad",
+                "batch_norm_relu_grad", "batch_norm_add_relu_grad",
                 # built by memopt-data-parallel (docs/data-parallel.md)
                 "all_reduce", "reduce_scatter", "all_gather",
                 # built by memopt-bucket-collectives (docs/data-parallel.md, "Overlap")

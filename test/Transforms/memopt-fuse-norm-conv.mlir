@@ -47,7 +47,10 @@
 
 // bf16 on CUDA under auto (channels-last, as layout auto lays bf16 training
 // out): fused, in bf16.
-// BF16: memopt-fuse-norm-conv @resnet_step: 1 of 2 batch norm + relu folded into the ops that read them (2048 bytes of activations not formed)
+// The reports (one per function, in any order: functions run in parallel).
+// BF16-DAG: memopt-fuse-norm-conv @resnet_step: 1 of 2 batch norm + relu folded into the ops that read them (2048 bytes of activations not formed); 0 of 0 batch norm + add + relu fused
+// BF16-DAG: memopt-fuse-norm-conv @residual_block: 0 of 1 batch norm + relu folded into the ops that read them (0 bytes of activations not formed); 1 of 1 batch norm + add + relu fused (1 gradients, 2048 bytes of normalized outputs not formed)
+// BF16-DAG: memopt-fuse-norm-conv @downsample_block: 0 of 0 batch norm + relu folded into the ops that read them (0 bytes of activations not formed); 1 of 1 batch norm + add + relu fused (1 gradients, 512 bytes of normalized outputs not formed)
 // BF16-LABEL: func.func @resnet_step
 // BF16: memopt.batch_norm_stats %{{.*}} {channels_last} : (tensor<2x8x8x8xbf16>, tensor<8xf32>, tensor<8xf32>)
 // BF16: memopt.norm_relu_conv {{.*}} : (tensor<2x8x8x8xbf16>, tensor<8x3x3x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xbf16>
@@ -153,6 +156,123 @@ func.func @stem_pool(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<
   %p = memopt.max_pool %r1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x4x4xf32>
   %c2 = memopt.conv %p, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x4x4xf32>
   %g = memopt.global_average_pool %c2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// A residual block (ResNet's identity block): bn2's output feeds only
+// `relu(add(n2, r1))`. It becomes one batch_norm_training with the residual
+// r1 (NormAddRelu: n2 is never stored), and the relu gradient with bn2's
+// gradient one batch_norm_add_relu_grad (DReluForkDNorm) whose dZ the
+// residual branch (r1's gradient) reads too. bn1's output r1 (its relu
+// fused by fuse-epilogues) feeds the add: it stays, with its relu gradient.
+// CHECK-LABEL: func.func @residual_block
+// CHECK: %[[R1:[^,]*]], %{{.*}}, %{{.*}} = memopt.batch_norm_training %{{.*}} {activation = "relu", channels_last}
+// CHECK: %[[C2:.*]] = memopt.conv %[[R1]]
+// CHECK-NEXT: %[[Y:.*]], %[[M:.*]], %[[I:.*]] = memopt.batch_norm_training %[[C2]], %{{.*}}, %{{.*}} residual %[[R1]] {activation = "relu", channels_last} : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x8x8x8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: memopt.batch_norm_running_update %[[M]], %[[I]] to
+// CHECK-NOT: memopt.add %{{.*}} : (tensor<2x8x8x8xf32>
+// CHECK: memopt.global_average_pool %[[Y]]
+// CHECK: %[[DX:.*]], %{{.*}}, %{{.*}}, %[[DZ:.*]] = memopt.batch_norm_add_relu_grad %[[C2]], %{{.*}}, %[[Y]], %{{.*}}, %[[M]], %[[I]] {channels_last} : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x8x8x8xf32>)
+// CHECK-DAG: memopt.conv_transpose %[[DX]]
+// CHECK-DAG: memopt.add {{.*}}%[[DZ]]
+// CHECK: memopt.relu_grad %{{.*}}, %[[R1]]
+// CHECK-NOT: memopt.batch_norm_add_relu_grad
+// CHECK: return
+// NCHW-LABEL: func.func @residual_block
+// NCHW: memopt.batch_norm_training %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {activation = "relu"} :
+// NCHW: memopt.batch_norm_add_relu_grad
+// F32-LABEL: func.func @residual_block
+// F32-NOT: residual
+// F32-NOT: memopt.batch_norm_add_relu_grad
+// F32: return
+// BF16-LABEL: func.func @residual_block
+// BF16: memopt.batch_norm_training {{.*}} residual {{.*}} : (tensor<2x8x8x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<2x8x8x8xbf16>)
+// BF16: memopt.batch_norm_add_relu_grad
+func.func @residual_block(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w0 = memopt.variable "rb.conv0.weight" {initial_value = dense<0.1> : tensor<8x3x3x3xf32>, role = "parameter"} : tensor<8x3x3x3xf32>
+  %w1 = memopt.variable "rb.conv1.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %s1 = memopt.variable "rb.bn1.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "rb.bn1.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %w2 = memopt.variable "rb.conv2.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %s2 = memopt.variable "rb.bn2.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b2 = memopt.variable "rb.bn2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %rm2 = memopt.variable "rb.bn2.running_mean" {initial_value = dense<0.0> : tensor<8xf32>, role = "statistic"} : tensor<8xf32>
+  %rv2 = memopt.variable "rb.bn2.running_var" {initial_value = dense<1.0> : tensor<8xf32>, role = "statistic"} : tensor<8xf32>
+  %fc = memopt.variable "rb.fc.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %c0 = memopt.conv %x, %w0 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %c1 = memopt.conv %c0, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r1 = memopt.relu %n1 : tensor<2x8x8x8xf32>
+  %c2 = memopt.conv %r1, %w2 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n2, %m2, %i2 = memopt.batch_norm_training %c2, %s2, %b2 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  memopt.batch_norm_running_update %m2, %i2 to %rm2, %rv2 {momentum = 0.9 : f32} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  %sum = memopt.add %n2, %r1 : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %out = memopt.relu %sum : tensor<2x8x8x8xf32>
+  %g = memopt.global_average_pool %out : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// A downsampling block: the add reads two normalizations (the main branch's
+// and the shortcut's). The one whose residual exists before it fuses (the
+// shortcut's, written after); the other is the fused op's residual.
+// CHECK-LABEL: func.func @downsample_block
+// CHECK: %[[MAIN:[^,]*]], %{{.*}}, %{{.*}} = memopt.batch_norm_training %{{.*}} {channels_last}
+// CHECK: memopt.batch_norm_training %{{.*}}, %{{.*}}, %{{.*}} residual %[[MAIN]] {activation = "relu", channels_last}
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %[[DZ:.*]] = memopt.batch_norm_add_relu_grad
+// The main branch's normalization reads the same dZ.
+// CHECK: memopt.batch_norm_training_grad %{{.*}}, %[[DZ]],
+// CHECK: return
+func.func @downsample_block(%x: tensor<2x8x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w1 = memopt.variable "ds.conv1.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %s1 = memopt.variable "ds.bn1.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "ds.bn1.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %w2 = memopt.variable "ds.down.weight" {initial_value = dense<0.1> : tensor<8x8x1x1xf32>, role = "parameter"} : tensor<8x8x1x1xf32>
+  %s2 = memopt.variable "ds.bn2.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b2 = memopt.variable "ds.bn2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %fc = memopt.variable "ds.fc.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %c1 = memopt.conv %x, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x4x4xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %c2 = memopt.conv %x, %w2 {kernel_shape = array<i64: 1, 1>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %n2, %m2, %i2 = memopt.batch_norm_training %c2, %s2, %b2 : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %sum = memopt.add %n1, %n2 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %out = memopt.relu %sum : tensor<2x8x4x4xf32>
+  %g = memopt.global_average_pool %out : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// Not exact: the sum is read by the relu and by the pool, or the
+// normalization's output by the add and the pool. Nothing fuses.
+// CHECK-LABEL: func.func @residual_sum_shared
+// CHECK-NOT: residual
+// CHECK-NOT: memopt.batch_norm_add_relu_grad
+// CHECK: return
+func.func @residual_sum_shared(%x: tensor<2x8x8x8xf32>, %labels: tensor<2xi64>) -> tensor<f32> {
+  %w1 = memopt.variable "sh.conv.weight" {initial_value = dense<0.1> : tensor<8x8x3x3xf32>, role = "parameter"} : tensor<8x8x3x3xf32>
+  %s1 = memopt.variable "sh.bn.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b1 = memopt.variable "sh.bn.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %s2 = memopt.variable "sh.bn2.weight" {initial_value = dense<1.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %b2 = memopt.variable "sh.bn2.bias" {initial_value = dense<0.0> : tensor<8xf32>, role = "parameter"} : tensor<8xf32>
+  %fc = memopt.variable "sh.fc.weight" {initial_value = dense<0.1> : tensor<4x8xf32>, role = "parameter"} : tensor<4x8xf32>
+  %c1 = memopt.conv %x, %w1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x8x8x8xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x8x8xf32>
+  %n1, %m1, %i1 = memopt.batch_norm_training %c1, %s1, %b1 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %sum = memopt.add %n1, %x : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %out = memopt.relu %sum : tensor<2x8x8x8xf32>
+  %n2, %m2, %i2 = memopt.batch_norm_training %c1, %s2, %b2 : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %sum2 = memopt.add %n2, %x : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %out2 = memopt.relu %sum2 : tensor<2x8x8x8xf32>
+  %both = memopt.add %out, %sum : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %all = memopt.add %both, %n2 : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %all2 = memopt.add %all, %out2 : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %g = memopt.global_average_pool %all2 : (tensor<2x8x8x8xf32>) -> tensor<2x8x1x1xf32>
   %flat = memopt.reshape %g : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
   %logits = memopt.gemm %flat, %fc {transB = 1 : i64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   %loss = memopt.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>

@@ -13,7 +13,9 @@
 // matches_unfused` cases check on the backend itself, with tolerance 0, that
 // batchNormStats gives batchNormTraining's statistics and batchNormReluGrad
 // batchNormTrainingGrad's results on the materialized masked dy: the bit-
-// for-bit agreement of a fused and an unfused program.
+// for-bit agreement of a fused and an unfused program. The residual
+// fusion's functions (batchNormTrainingAdd, batchNormAddReluGrad) have the
+// same three kinds of case (addNormAddCases).
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +70,100 @@ TensorRef difference(Suite &s, const TensorRef &a, const TensorRef &b) {
   TensorRef d = s.empty(a.dtype, shape);
   binary(*s.ctx, "difference", BinaryOp::Sub, a, b, d);
   return d;
+}
+
+/// The residual fusion (batchNormTrainingAdd, batchNormAddReluGrad: cuDNN's
+/// NormAddRelu and DReluForkDNorm) on the shapes of the others: the forward
+/// with z, in place over z too; the gradient with an uploaded y (the mask
+/// the same bits on both backends), in place over dy too; and on the
+/// backend itself, with tolerance 0, the statistics against
+/// batchNormTraining's and the gradient against batchNormTrainingGrad of
+/// the materialized masked dy (what relu_grad writes).
+void addNormAddCases(std::vector<Case> &cases, const Shape &v) {
+  cases.push_back(
+      {std::string("batch_norm_training_add_") + v.name,
+       v.dt == DType::F32 ? 5e-5 : tol(v.dt), [=](Suite &s) {
+         std::vector<int64_t> shape = dims(v, v.n, v.c, v.h, v.w);
+         TensorRef x = s.random(v.dt, shape, 0.1, 3.0);
+         TensorRef z = s.random(v.dt, shape);
+         TensorRef gamma = s.random(DType::F32, {v.c}, 0.5, 1.5);
+         TensorRef beta = s.random(DType::F32, {v.c});
+         TensorRef y = s.empty(v.dt, shape), mean = s.empty(DType::F32, {v.c}),
+                   inv = s.empty(DType::F32, {v.c});
+         TensorRef ws = statsWorkspace(s, v);
+         batchNormTrainingAdd(*s.ctx, "bn_add", 1e-5f, Activation::Relu, x,
+                              gamma, beta, z, y, mean, inv, ws.data, ws.bytes(),
+                              v.last);
+         batchNormTrainingAdd(*s.ctx, "bn_add_in_place", 1e-5f,
+                              Activation::Relu, x, gamma, beta, z, z, mean, inv,
+                              ws.data, ws.bytes(), v.last);
+         return std::vector<TensorRef>{y, mean, inv, z};
+       }});
+  cases.push_back(
+      {std::string("batch_norm_add_relu_grad_") + v.name,
+       v.dt == DType::F32 ? 5e-5 : tol(v.dt), [=](Suite &s) {
+         std::vector<int64_t> shape = dims(v, v.n, v.c, v.h, v.w);
+         TensorRef x = s.random(v.dt, shape, 0.1, 3.0);
+         TensorRef dy = s.random(v.dt, shape);
+         TensorRef y = s.random(v.dt, shape);
+         TensorRef gamma = s.random(DType::F32, {v.c}, 0.5, 1.5);
+         TensorRef mean = s.random(DType::F32, {v.c}, 0.01, 0.3);
+         TensorRef inv =
+             s.random(DType::F32, {v.c}, 0.4, 0.8, /*positive=*/true);
+         TensorRef dx = s.empty(v.dt, shape), dz = s.empty(v.dt, shape);
+         TensorRef dgamma = s.empty(DType::F32, {v.c}),
+                   dbeta = s.empty(DType::F32, {v.c});
+         TensorRef ws = statsWorkspace(s, v);
+         batchNormAddReluGrad(*s.ctx, "bn_add_relu_grad", x, dy, y, gamma, mean,
+                              inv, dx, dgamma, dbeta, dz, ws.data, ws.bytes(),
+                              v.last);
+         TensorRef dz2 = s.empty(v.dt, shape);
+         batchNormAddReluGrad(*s.ctx, "bn_add_relu_grad_in_place", x, dy, y,
+                              gamma, mean, inv, dy, dgamma, dbeta, dz2, ws.data,
+                              ws.bytes(), v.last);
+         return std::vector<TensorRef>{dx, dgamma, dbeta, dz, dy, dz2};
+       }});
+  cases.push_back(
+      {std::string("norm_add_fused_matches_unfused_") + v.name, 0.0,
+       [=](Suite &s) {
+         std::vector<int64_t> shape = dims(v, v.n, v.c, v.h, v.w);
+         TensorRef x = s.random(v.dt, shape, 0.1, 3.0);
+         TensorRef z = s.random(v.dt, shape);
+         TensorRef gamma = s.random(DType::F32, {v.c}, 0.5, 1.5);
+         TensorRef beta = s.random(DType::F32, {v.c});
+         TensorRef ws = statsWorkspace(s, v);
+         TensorRef y = s.empty(v.dt, shape), mean = s.empty(DType::F32, {v.c}),
+                   inv = s.empty(DType::F32, {v.c});
+         batchNormTrainingAdd(*s.ctx, "bn_add", 1e-5f, Activation::Relu, x,
+                              gamma, beta, z, y, mean, inv, ws.data, ws.bytes(),
+                              v.last);
+         TensorRef y0 = s.empty(v.dt, shape),
+                   mean0 = s.empty(DType::F32, {v.c}),
+                   inv0 = s.empty(DType::F32, {v.c});
+         batchNormTraining(*s.ctx, "bn", 1e-5f, Activation::None, x, gamma,
+                           beta, y0, mean0, inv0, ws.data, ws.bytes(), v.last);
+         // relu_grad(dy, y), materialized.
+         TensorRef dy = s.random(v.dt, shape);
+         std::vector<double> ys = s.read(y), dys = s.read(dy);
+         for (size_t i = 0; i < dys.size(); ++i)
+           if (!(ys[i] > 0.0))
+             dys[i] = 0.0;
+         TensorRef masked = s.upload(v.dt, shape, dys);
+         TensorRef dx = s.empty(v.dt, shape), dx0 = s.empty(v.dt, shape),
+                   dz = s.empty(v.dt, shape);
+         TensorRef dg = s.empty(DType::F32, {v.c}),
+                   db = s.empty(DType::F32, {v.c}),
+                   dg0 = s.empty(DType::F32, {v.c}),
+                   db0 = s.empty(DType::F32, {v.c});
+         batchNormAddReluGrad(*s.ctx, "bn_add_relu_grad", x, dy, y, gamma, mean,
+                              inv, dx, dg, db, dz, ws.data, ws.bytes(), v.last);
+         batchNormTrainingGrad(*s.ctx, "bn_grad", x, masked, gamma, mean, inv,
+                               dx0, dg0, db0, ws.data, ws.bytes(), v.last);
+         return std::vector<TensorRef>{
+             difference(s, mean, mean0), difference(s, inv, inv0),
+             difference(s, dz, masked),  difference(s, dx, dx0),
+             difference(s, dg, dg0),     difference(s, db, db0)};
+       }});
 }
 
 } // namespace
@@ -225,6 +321,7 @@ void addNormConvCases(std::vector<Case> &cases) {
                difference(s, dx, dx0), difference(s, dg, dg0),
                difference(s, db, db0)};
          }});
+    addNormAddCases(cases, v);
   }
 }
 

@@ -2,7 +2,8 @@
 //
 // The runtime functions of the fused batch-norm -> ReLU -> convolution
 // (Runtime.h: batchNormStats, normReluConv, normReluConvBackwardFilter,
-// batchNormReluGrad) against the composition of the existing host functions
+// batchNormReluGrad; batchNormTrainingAdd and batchNormAddReluGrad, the
+// residual fusion) against the composition of the existing host functions
 // they replace, bit for bit: the statistics against batchNormTraining's, the
 // convolutions against conv / convBackwardFilter of a materialized r =
 // max(fmaf(x, appliedScale, appliedBias), 0), the gradient against
@@ -15,6 +16,8 @@
 #include "HostKernelsTest.h"
 #include "memopt/Runtime/Workspace.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -233,6 +236,112 @@ TEST_F(NormConv, GradientOfTheMaskedDy) {
     }
 }
 
+// batchNormTrainingAdd (NormAddRelu) is batchNormTraining's normalization
+// plus z, then the ReLU, rounded once: the statistics bit for bit, y within
+// the rounding of the unfused composition's stored BN(x) (one unit of the
+// dtype's epsilon at |BN(x)| and |y|); in place over z and over x too.
+TEST_F(NormConv, ResidualAddIsTheUnfusedComposition) {
+  for (DType dtype : kFloats)
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (last ? " nhwc" : " nchw"));
+      NormCase k = make(dtype, last, 51);
+      Buffer z = random(dtype, k.x.shape, 52);
+      Buffer y0(dtype, k.x.shape), m0(DType::F32, {kC}), i0(DType::F32, {kC});
+      batchNormTraining(*ctx, "bn", 1e-5f, Activation::None, k.x.ref(),
+                        k.gamma.ref(), k.beta.ref(), y0.ref(), m0.ref(),
+                        i0.ref(), nullptr, 0, last);
+      Buffer y(dtype, k.x.shape), mean(DType::F32, {kC}), inv(DType::F32, {kC});
+      batchNormTrainingAdd(*ctx, "bn_add", 1e-5f, Activation::Relu, k.x.ref(),
+                           k.gamma.ref(), k.beta.ref(), z.ref(), y.ref(),
+                           mean.ref(), inv.ref(), nullptr, 0, last);
+      ASSERT_EQ(contextError(*ctx), nullptr) << contextError(*ctx);
+      expectSameBits(mean, m0);
+      expectSameBits(inv, i0);
+      double eps = dtype == DType::F32   ? 0x1p-23
+                   : dtype == DType::F16 ? 0x1p-10
+                                         : 0x1p-7;
+      int64_t zeros = 0;
+      for (int64_t i = 0; i < y.count(); ++i) {
+        double expected = std::max(y0.at(i) + z.at(i), 0.0);
+        zeros += expected == 0.0;
+        ASSERT_NEAR(y.at(i), expected,
+                    eps * (std::fabs(y0.at(i)) + std::fabs(expected)))
+            << "element " << i;
+      }
+      ASSERT_GT(zeros, 0);
+      ASSERT_LT(zeros, y.count());
+      // Without the activation: BN(x) + z.
+      Buffer sum(dtype, k.x.shape);
+      batchNormTrainingAdd(*ctx, "bn_add", 1e-5f, Activation::None, k.x.ref(),
+                           k.gamma.ref(), k.beta.ref(), z.ref(), sum.ref(),
+                           mean.ref(), inv.ref(), nullptr, 0, last);
+      for (int64_t i = 0; i < y.count(); ++i)
+        ASSERT_EQ(y.at(i), std::max(sum.at(i), 0.0)) << "element " << i;
+      // In place over z, then over x.
+      Buffer inZ = z;
+      batchNormTrainingAdd(*ctx, "bn_add", 1e-5f, Activation::Relu, k.x.ref(),
+                           k.gamma.ref(), k.beta.ref(), inZ.ref(), inZ.ref(),
+                           mean.ref(), inv.ref(), nullptr, 0, last);
+      expectSameBits(inZ, y);
+      Buffer inX = k.x;
+      batchNormTrainingAdd(*ctx, "bn_add", 1e-5f, Activation::Relu, inX.ref(),
+                           k.gamma.ref(), k.beta.ref(), z.ref(), inX.ref(),
+                           mean.ref(), inv.ref(), nullptr, 0, last);
+      expectSameBits(inX, y);
+    }
+}
+
+// batchNormAddReluGrad (DReluForkDNorm) is reluGrad(dy, y) -> dz, then
+// batchNormTrainingGrad(x, dz), bit for bit; dx in place over dy too.
+TEST_F(NormConv, ResidualGradientForksTheMaskedDy) {
+  for (DType dtype : kFloats)
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (last ? " nhwc" : " nchw"));
+      NormCase k = make(dtype, last, 61);
+      Buffer z = random(dtype, k.x.shape, 62);
+      Buffer y(dtype, k.x.shape), mean(DType::F32, {kC}), inv(DType::F32, {kC});
+      batchNormTrainingAdd(*ctx, "bn_add", 1e-5f, Activation::Relu, k.x.ref(),
+                           k.gamma.ref(), k.beta.ref(), z.ref(), y.ref(),
+                           mean.ref(), inv.ref(), nullptr, 0, last);
+      Buffer dy = random(dtype, k.x.shape, 63);
+      Buffer masked = dy;
+      size_t size = dtypeSize(dtype);
+      int64_t zeros = 0;
+      for (int64_t i = 0; i < dy.count(); ++i)
+        if (!(y.at(i) > 0)) {
+          std::memset(masked.storage.data() + size_t(i) * size, 0, size);
+          ++zeros;
+        }
+      ASSERT_GT(zeros, dy.count() / 5);
+      ASSERT_LT(zeros, dy.count() * 4 / 5);
+      Buffer dx0(dtype, k.x.shape), dg0(DType::F32, {kC}),
+          db0(DType::F32, {kC});
+      batchNormTrainingGrad(*ctx, "bn_grad", k.x.ref(), masked.ref(),
+                            k.gamma.ref(), mean.ref(), inv.ref(), dx0.ref(),
+                            dg0.ref(), db0.ref(), nullptr, 0, last);
+      Buffer before = dy;
+      Buffer dx(dtype, k.x.shape), dg(DType::F32, {kC}), db(DType::F32, {kC}),
+          dz(dtype, k.x.shape);
+      batchNormAddReluGrad(*ctx, "bn_add_relu_grad", k.x.ref(), dy.ref(),
+                           y.ref(), k.gamma.ref(), mean.ref(), inv.ref(),
+                           dx.ref(), dg.ref(), db.ref(), dz.ref(), nullptr, 0,
+                           last);
+      ASSERT_EQ(contextError(*ctx), nullptr) << contextError(*ctx);
+      expectSameBits(dz, masked);
+      expectSameBits(dx, dx0);
+      expectSameBits(dg, dg0);
+      expectSameBits(db, db0);
+      expectSameBits(dy, before);
+      // dx in place over dy.
+      batchNormAddReluGrad(*ctx, "bn_add_relu_grad", k.x.ref(), dy.ref(),
+                           y.ref(), k.gamma.ref(), mean.ref(), inv.ref(),
+                           dy.ref(), dg.ref(), db.ref(), dz.ref(), nullptr, 0,
+                           last);
+      expectSameBits(dy, dx0);
+      expectSameBits(dz, masked);
+    }
+}
+
 TEST_F(NormConv, RejectsBadArgumentsNamingTheNode) {
   NormCase k = make(DType::BF16, true, 41);
   ConvParams p;
@@ -297,6 +406,28 @@ TEST_F(NormConv, RejectsBadArgumentsNamingTheNode) {
                     shortScale.ref(), dx.ref(), dg.ref(), db.ref(), nullptr, 0,
                     true);
   expectError("/bn_relu_grad/c", "13 channels");
+  // batchNormTrainingAdd: Z of another shape or dtype.
+  Buffer yn(DType::BF16, k.x.shape), zF32(DType::F32, k.x.shape);
+  batchNormTrainingAdd(*ctx, "/bn_add/shape", 1e-5f, Activation::Relu,
+                       k.x.ref(), k.gamma.ref(), k.beta.ref(), otherDy.ref(),
+                       yn.ref(), mean.ref(), inv.ref(), nullptr, 0, true);
+  expectError("/bn_add/shape", "X/Z");
+  batchNormTrainingAdd(*ctx, "/bn_add/dtype", 1e-5f, Activation::Relu,
+                       k.x.ref(), k.gamma.ref(), k.beta.ref(), zF32.ref(),
+                       yn.ref(), mean.ref(), inv.ref(), nullptr, 0, true);
+  expectError("/bn_add/dtype", "Z has dtype");
+  // batchNormAddReluGrad: Y of another shape; dZ in dX's storage.
+  Buffer dz(DType::BF16, k.x.shape);
+  batchNormAddReluGrad(*ctx, "/bn_add_grad/y", k.x.ref(), dyOk.ref(),
+                       otherDy.ref(), k.gamma.ref(), k.mean.ref(), k.inv.ref(),
+                       dx.ref(), dg.ref(), db.ref(), dz.ref(), nullptr, 0,
+                       true);
+  expectError("/bn_add_grad/y", "X/Y");
+  batchNormAddReluGrad(*ctx, "/bn_add_grad/alias", k.x.ref(), dyOk.ref(),
+                       yn.ref(), k.gamma.ref(), k.mean.ref(), k.inv.ref(),
+                       dx.ref(), dg.ref(), db.ref(), dx.ref(), nullptr, 0,
+                       true);
+  expectError("/bn_add_grad/alias", "must not share storage");
 }
 
 } // namespace memopt::rt::test

@@ -771,11 +771,34 @@ void batchNormTraining(Context &ctx, const char *nodeName, float epsilon,
                        TensorRef bias, TensorRef y, TensorRef mean,
                        TensorRef invStd, void *workspace = nullptr,
                        size_t workspaceBytes = 0, bool channelsLast = false);
-/// Its gradient: with xhat = (x - mean) * invStd and M = N * spatial,
-/// dbias = sum dy, dscale = sum dy * xhat, dx = scale * invStd * (dy -
-/// dbias / M - xhat * dscale / M) (PyTorch's batch_norm_backward). x, dy and
-/// dx share one float dtype; scale, mean, invStd, dscale, dbias are F32. dx
-/// may alias dy. Workspace and `channelsLast` as for batchNormTraining.
+/// batch_norm_training with a residual (NormAddRelu: ResNet's normalization
+/// before the block's add): y = activation(batchNormTraining's y before its
+/// activation + z), rounded once (z of x's shape and dtype; y may alias x or
+/// z). Statistics, workspace and `channelsLast` as batchNormTraining (the
+/// same launches: mean and invStd agree bit for bit).
+void batchNormTrainingAdd(Context &ctx, const char *nodeName, float epsilon,
+                          Activation activation, TensorRef x, TensorRef scale,
+                          TensorRef bias, TensorRef z, TensorRef y,
+                          TensorRef mean, TensorRef invStd,
+                          void *workspace = nullptr, size_t workspaceBytes = 0,
+                          bool channelsLast = false);
+/// Its gradient with the ReLU (DReluForkDNorm): dz = y > 0 ? dy : 0 (y the
+/// forward's output, as reluGrad), then exactly batchNormTrainingGrad(x, dz,
+/// ...) -> dx, dscale, dbias. dz (x's shape and dtype) is the gradient the
+/// residual branch reads. dx may alias dy; dz may alias dy but not dx.
+/// Workspace and `channelsLast` as batchNormTrainingGrad.
+void batchNormAddReluGrad(Context &ctx, const char *nodeName, TensorRef x,
+                          TensorRef dy, TensorRef y, TensorRef scale,
+                          TensorRef mean, TensorRef invStd, TensorRef dx,
+                          TensorRef dscale, TensorRef dbias, TensorRef dz,
+                          void *workspace = nullptr, size_t workspaceBytes = 0,
+                          bool channelsLast = false);
+/// batchNormTraining's gradient: with xhat = (x - mean) * invStd and
+/// M = N * spatial, dbias = sum dy, dscale = sum dy * xhat, dx = scale *
+/// invStd * (dy - dbias / M - xhat * dscale / M) (PyTorch's
+/// batch_norm_backward). x, dy and dx share one float dtype; scale, mean,
+/// invStd, dscale, dbias are F32. dx may alias dy. Workspace and `channelsLast`
+/// as for batchNormTraining.
 void batchNormTrainingGrad(Context &ctx, const char *nodeName, TensorRef x,
                            TensorRef dy, TensorRef scale, TensorRef mean,
                            TensorRef invStd, TensorRef dx, TensorRef dscale,

@@ -50,14 +50,19 @@ void launchBatchNormStatistics(Context &ctx, const TensorRef &x,
 
 /// batchNormTrainingGrad's launches: dscale, dbias, then dx (may be dy).
 /// With maskScale / maskBias (f32 [C]) dy is read as
-/// fmaf(x, maskScale[c], maskBias[c]) > 0 ? dy : 0 (batchNormReluGrad).
+/// fmaf(x, maskScale[c], maskBias[c]) > 0 ? dy : 0 (batchNormReluGrad);
+/// with forkY / forkDz (x's shape and dtype) as forkY > 0 ? dy : 0, which
+/// the reduction stores to forkDz and dx is computed from
+/// (batchNormAddReluGrad; dx may then be dy, not forkDz).
 void launchBatchNormGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
                          const TensorRef &dx, int64_t channels, int64_t spatial,
                          bool channelsLast, void *workspace,
                          size_t workspaceBytes, const float *mean,
                          const float *invStd, const float *scale, float *dscale,
                          float *dbias, const float *maskScale,
-                         const float *maskBias);
+                         const float *maskBias,
+                         const TensorRef *forkY = nullptr,
+                         const TensorRef *forkDz = nullptr);
 
 } // namespace memopt::rt
 

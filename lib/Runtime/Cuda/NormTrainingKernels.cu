@@ -42,7 +42,13 @@
 // batchNormStats runs the statistics alone, batchNormReluGrad the gradient
 // kernels with a template flag that masks dy by the recomputed ReLU mask as
 // it is loaded, in the same split order, so fused and unfused programs
-// agree bit for bit.
+// agree bit for bit. The normalization fused with a residual add and its
+// ReLU (cuDNN's NormAddRelu / DReluForkDNorm, memopt-fuse-norm-conv) is the
+// same launches again: the apply kernels add z before the activation
+// (Residual), and the gradient's reduction (Fork) masks dy by the forward's
+// output y > 0 as relu_grad does, writes that dz for the residual branch as
+// it reduces, and the dx pass reads dz: one pass over dz fewer than
+// relu_grad + batchNormTrainingGrad, with the same sums in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -172,22 +178,27 @@ bnStatisticsFinishKernel(const T *x, int64_t channels, int64_t spatialElements,
   }
 }
 
-/// y = (x - mean) * invStd * scale + bias (then relu), elementwise, V
-/// elements of one channel per unit (bnApplyLastKernel for channels-last).
-template <typename T, int V>
-__global__ void bnApplyKernel(const T *x, T *y, int64_t units, int64_t channels,
-                              int64_t spatialUnits, const float *scale,
-                              const float *bias, const float *mean,
-                              const float *invStd, bool relu) {
+/// y = (x - mean) * invStd * scale + bias (Residual: + z) (then relu),
+/// elementwise, V elements of one channel per unit (bnApplyLastKernel for
+/// channels-last). y may be x or z.
+template <typename T, int V, bool Residual>
+__global__ void
+bnApplyKernel(const T *x, const T *z, T *y, int64_t units, int64_t channels,
+              int64_t spatialUnits, const float *scale, const float *bias,
+              const float *mean, const float *invStd, bool relu) {
   MEMOPT_GRID_STRIDE(i, units) {
     int64_t c = channelOf(i, spatialUnits, channels);
-    float v[V];
+    float v[V], r[V];
     loadPack<T, V>(x, i, v);
+    if (Residual)
+      loadPack<T, V>(z, i, r);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       float a = invStd[c] * scale[c];
       float b = bias[c] - mean[c] * a;
       v[k] = v[k] * a + b;
+      if (Residual)
+        v[k] += r[k];
       if (relu)
         v[k] = fmaxf(v[k], 0.0f);
     }
@@ -206,15 +217,33 @@ __device__ __forceinline__ float maskedDy(float g, float x, float maskScale,
   return __fmaf_rn(x, maskScale, maskBias) > 0.0f ? g : 0.0f;
 }
 
+/// batchNormAddReluGrad's fork (Fork): the V values of dy at `unit` masked
+/// by the forward's output y > 0 (relu_grad's comparison: a NaN y gives
+/// 0), stored as dz (which may be dy) and left in g for the reduction.
+template <typename T, int V, bool Fork>
+__device__ __forceinline__ void forkDy(float (&g)[V], const T *y, T *dz,
+                                       int64_t unit) {
+  if (!Fork)
+    return;
+  float out[V];
+  loadPack<T, V>(y, unit, out);
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    g[k] = out[k] > 0.0f ? g[k] : 0.0f;
+  storePack<T, V>(dz, unit, g);
+}
+
 /// Gradient reduction: block (c, split) sums dy and dy * (x - mean) over its
 /// share of channel c; one split finishes (dbias, dscale) directly. Mask:
-/// dy is masked as it is read (maskedDy).
-template <typename T, int V, bool Mask>
+/// dy is masked as it is read (maskedDy); Fork: masked by y and stored to
+/// dz (forkDy).
+template <typename T, int V, bool Mask, bool Fork = false>
 __global__ void __launch_bounds__(kThreads)
     bnGradReduceKernel(ChannelView<T, V> view, const T *dy, int64_t units,
                        int splits, const float *mean, const float *invStd,
                        float *partials, float *dscale, float *dbias,
-                       const float *maskScale, const float *maskBias) {
+                       const float *maskScale, const float *maskBias,
+                       const T *forkY = nullptr, T *forkDz = nullptr) {
   int64_t c = blockIdx.x;
   int split = blockIdx.y;
   int64_t begin, end;
@@ -226,6 +255,7 @@ __global__ void __launch_bounds__(kThreads)
     int64_t unit = view.offset(c, j);
     float g[V], v[V];
     loadPack<T, V>(dy, unit, g);
+    forkDy<T, V, Fork>(g, forkY, forkDz, unit);
     loadPack<T, V>(view.x, unit, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -328,7 +358,8 @@ int lastLanes(int64_t packs) {
 /// - statistics (!Grad): sum (x - shift) and sum (x - shift)^2, shifted by
 ///   each channel's first element (as bnStatisticsKernel);
 /// - the gradient (Grad): sum dy and sum dy * (x - mean), with Mask dy
-///   masked as it is read (maskedDy).
+///   masked as it is read (maskedDy), with Fork masked by y and stored to
+///   dz (forkDy).
 /// With one split it finishes the channels (mean / invStd, or dbias /
 /// dscale); otherwise it stores the pair of channel c of split s at
 /// partials[(s * C + c) * 2]: channel-major within a split, so that the
@@ -339,13 +370,14 @@ int lastLanes(int64_t packs) {
 /// channels per thread are the vectorized loads of the channels-first
 /// kernels, and the row loop is unrolled so that several loads are in
 /// flight per thread.
-template <typename T, int V, bool Grad, bool Mask = false>
+template <typename T, int V, bool Grad, bool Mask = false, bool Fork = false>
 __global__ void __launch_bounds__(kThreads)
     bnReduceLastKernel(const T *x, const T *dy, int64_t rows, int64_t channels,
                        int lanes, int splits, float epsilon, float *partials,
                        const float *mean, const float *invStd, float *out1,
                        float *out2, const float *maskScale = nullptr,
-                       const float *maskBias = nullptr) {
+                       const float *maskBias = nullptr,
+                       const T *forkY = nullptr, T *forkDz = nullptr) {
   __shared__ float scratch[2][kThreads][V];
   int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
   int rowLanes = kThreads / lanes;
@@ -382,6 +414,7 @@ __global__ void __launch_bounds__(kThreads)
       if (Grad) {
         float g[V];
         loadPack<T, V>(dy, r * packs + pack, g);
+        forkDy<T, V, Fork>(g, forkY, forkDz, r * packs + pack);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           g[k] = maskedDy<Mask>(g[k], v[k], ms[k], mb[k]);
@@ -500,13 +533,13 @@ constexpr int kApplyBatch = 4;
 /// thread the same way; they read the parameters per element, here they
 /// are folded into two (forward) or four (backward) per-channel constants.
 ///
-/// Forward: y = x * a + b (then relu), a = invStd * scale,
+/// Forward: y = x * a + b (Residual: + z) (then relu), a = invStd * scale,
 /// b = bias - mean * a (the channels-first bnApplyKernel's arithmetic).
-template <typename T, int V>
+template <typename T, int V, bool Residual>
 __global__ void __launch_bounds__(kThreads)
-    bnApplyLastKernel(const T *x, T *y, int64_t rows, int64_t packs, int lanes,
-                      const float *scale, const float *bias, const float *mean,
-                      const float *invStd, bool relu) {
+    bnApplyLastKernel(const T *x, const T *z, T *y, int64_t rows, int64_t packs,
+                      int lanes, const float *scale, const float *bias,
+                      const float *mean, const float *invStd, bool relu) {
   int lane = int(threadIdx.x) % lanes, row = int(threadIdx.x) / lanes;
   int rowLanes = kThreads / lanes;
   int64_t pack = int64_t(blockIdx.y) * lanes + lane;
@@ -522,11 +555,14 @@ __global__ void __launch_bounds__(kThreads)
   int64_t step = int64_t(gridDim.x) * rowLanes;
   for (int64_t r = int64_t(blockIdx.x) * rowLanes + row; r < rows;
        r += kApplyBatch * step) {
-    float v[kApplyBatch][V];
+    float v[kApplyBatch][V], w[kApplyBatch][V];
 #pragma unroll
     for (int u = 0; u < kApplyBatch; ++u)
-      if (r + u * step < rows)
+      if (r + u * step < rows) {
         loadPack<T, V>(x, (r + u * step) * packs + pack, v[u]);
+        if (Residual)
+          loadPack<T, V>(z, (r + u * step) * packs + pack, w[u]);
+      }
 #pragma unroll
     for (int u = 0; u < kApplyBatch; ++u) {
       if (r + u * step >= rows)
@@ -534,6 +570,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         v[u][k] = v[u][k] * a[k] + b[k];
+        if (Residual)
+          v[u][k] += w[u][k];
         if (relu)
           v[u][k] = fmaxf(v[u][k], 0.0f);
       }
@@ -686,42 +724,52 @@ void launchStatistics(Context &ctx, const TensorRef &x, int64_t channels,
             partials, pm, ps);
 }
 
-/// y from the statistics, for activations of type T, Vec elements per load.
-template <typename T, int Vec>
-void launchApply(Context &ctx, const TensorRef &x, TensorRef &y,
+/// y from the statistics, for activations of type T, Vec elements per load;
+/// Residual: z (of y's shape) added before the activation.
+template <typename T, int Vec, bool Residual>
+void launchApply(Context &ctx, const TensorRef &x, const void *z, TensorRef &y,
                  int64_t channels, int64_t spatial, bool last, const float *pm,
                  const float *ps, const float *pscale, const float *pbias,
                  bool relu) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
+  auto *pz = static_cast<const T *>(z);
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
-    unsigned rowBlocks =
-        applyRowBlocks(residentBlocks(ctx, bnApplyLastKernel<T, Vec>), s);
-    bnApplyLastKernel<T, Vec>
+    unsigned rowBlocks = applyRowBlocks(
+        residentBlocks(ctx, bnApplyLastKernel<T, Vec, Residual>), s);
+    bnApplyLastKernel<T, Vec, Residual>
         <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
-            px, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
+            px, pz, static_cast<T *>(y.data), s.rows, s.packs, s.lanes, pscale,
             pbias, pm, ps, relu);
     return;
   }
   int64_t total = x.numElements() / Vec;
-  bnApplyKernel<T, Vec><<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-      px, static_cast<T *>(y.data), total, channels, spatial / Vec, pscale,
-      pbias, pm, ps, relu);
+  bnApplyKernel<T, Vec, Residual>
+      <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
+          px, pz, static_cast<T *>(y.data), total, channels, spatial / Vec,
+          pscale, pbias, pm, ps, relu);
 }
 
 /// The reduction, then dx, for activations of type T; Mask: dy masked by
-/// the recomputed ReLU mask as it is read (batchNormReluGrad).
-template <typename T, int Vec, bool Mask>
+/// the recomputed ReLU mask as it is read (batchNormReluGrad); Fork: dy
+/// masked by y > 0 and stored to dz by the reduction, which the dx pass
+/// reads (batchNormAddReluGrad).
+template <typename T, int Vec, bool Mask, bool Fork = false>
 void launchGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
                 const TensorRef &dx, int64_t channels, int64_t spatial,
                 bool last, size_t workspaceBytes, float *partials,
                 const float *pm, const float *ps, const float *pscale,
                 float *pdscale, float *pdbias, const float *maskScale,
-                const float *maskBias) {
+                const float *maskBias, const void *forkY = nullptr,
+                void *forkDz = nullptr) {
   int64_t batch = x.shape[0];
   auto *px = static_cast<const T *>(x.data);
   auto *pdy = static_cast<const T *>(dy.data);
+  auto *py = static_cast<const T *>(forkY);
+  auto *pdz = static_cast<T *>(forkDz);
+  // The dx pass reads the masked gradient: dz with Fork.
+  const T *applied = Fork ? pdz : pdy;
   float inverseCount = 1.0f / float(batch * spatial);
   if (last) {
     LastShape s = lastShape(batch * spatial, channels, Vec);
@@ -730,10 +778,10 @@ void launchGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
     int splits =
         rowSplits(residentBlocks(ctx, bnReduceLastKernel<T, Vec, true, false>),
                   channels, s.rows, Vec, workspaceBytes);
-    bnReduceLastKernel<T, Vec, true, Mask>
+    bnReduceLastKernel<T, Vec, true, Mask, Fork>
         <<<dim3(s.tiles, unsigned(splits)), kThreads, 0, ctx.stream>>>(
             px, pdy, s.rows, channels, s.lanes, splits, 0.0f, partials, pm, ps,
-            pdbias, pdscale, maskScale, maskBias);
+            pdbias, pdscale, maskScale, maskBias, py, pdz);
     if (splits > 1)
       bnFinishLastKernel<T, true>
           <<<unsigned((channels + 31) / 32), 32 * kFinishGroups, 0,
@@ -743,24 +791,25 @@ void launchGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
         residentBlocks(ctx, bnGradApplyLastKernel<T, Vec, Mask>), s);
     bnGradApplyLastKernel<T, Vec, Mask>
         <<<dim3(rowBlocks, s.tiles), kThreads, 0, ctx.stream>>>(
-            px, pdy, static_cast<T *>(dx.data), s.rows, s.packs, s.lanes,
+            px, applied, static_cast<T *>(dx.data), s.rows, s.packs, s.lanes,
             inverseCount, pscale, pm, ps, pdscale, pdbias, maskScale, maskBias);
     return;
   }
   int64_t units = batch * spatial / Vec;
   int splits = channelSplits(ctx, channels, units, workspaceBytes);
   dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-  bnGradReduceKernel<T, Vec, Mask><<<grid, kThreads, 0, ctx.stream>>>(
+  bnGradReduceKernel<T, Vec, Mask, Fork><<<grid, kThreads, 0, ctx.stream>>>(
       {px, channels, spatial / Vec}, pdy, units, splits, pm, ps, partials,
-      pdscale, pdbias, maskScale, maskBias);
+      pdscale, pdbias, maskScale, maskBias, py, pdz);
   if (splits > 1)
     bnGradFinishKernel<<<gridFor(ctx, channels), kThreads, 0, ctx.stream>>>(
         channels, splits, partials, ps, pdscale, pdbias);
   int64_t total = x.numElements() / Vec;
   bnGradApplyKernel<T, Vec, Mask>
       <<<gridFor(ctx, total), kThreads, 0, ctx.stream>>>(
-          px, pdy, static_cast<T *>(dx.data), total, channels, spatial / Vec,
-          inverseCount, pscale, pm, ps, pdscale, pdbias, maskScale, maskBias);
+          px, applied, static_cast<T *>(dx.data), total, channels,
+          spatial / Vec, inverseCount, pscale, pm, ps, pdscale, pdbias,
+          maskScale, maskBias);
 }
 
 } // namespace
@@ -805,14 +854,22 @@ void launchBatchNormGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
                          size_t workspaceBytes, const float *mean,
                          const float *invStd, const float *scale, float *dscale,
                          float *dbias, const float *maskScale,
-                         const float *maskBias) {
+                         const float *maskBias, const TensorRef *forkY,
+                         const TensorRef *forkDz) {
   auto *partials = static_cast<float *>(workspace);
   MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    int width = normPackWidth(sizeof(T), channelsLast ? channels : spatial,
-                              {x.data, dy.data, dx.data});
+    int width =
+        normPackWidth(sizeof(T), channelsLast ? channels : spatial,
+                      {x.data, dy.data, dx.data, forkY ? forkY->data : x.data,
+                       forkDz ? forkDz->data : x.data});
     withNormPackWidth<T>(width, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      if (maskScale)
+      if (forkY)
+        launchGrad<T, kVec, false, true>(
+            ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
+            partials, mean, invStd, scale, dscale, dbias, nullptr, nullptr,
+            forkY->data, forkDz->data);
+      else if (maskScale)
         launchGrad<T, kVec, true>(
             ctx, x, dy, dx, channels, spatial, channelsLast, workspaceBytes,
             partials, mean, invStd, scale, dscale, dbias, maskScale, maskBias);
@@ -823,6 +880,46 @@ void launchBatchNormGrad(Context &ctx, const TensorRef &x, const TensorRef &dy,
     });
   });
 }
+
+namespace {
+
+/// batchNormTraining, and with `residual` batchNormTrainingAdd, after their
+/// checks: the statistics, then the apply pass (Residual with z).
+void batchNormForward(Context &ctx, const char *node, float epsilon,
+                      Activation activation, const TensorRef &x,
+                      const TensorRef &scale, const TensorRef &bias,
+                      const TensorRef *residual, TensorRef &y,
+                      const TensorRef &mean, const TensorRef &invStd,
+                      void *workspace, size_t workspaceBytes, bool channelsLast,
+                      const ChannelLayout &layout) {
+  int64_t channels = layout.channels, spatial = layout.spatial;
+  if (x.numElements() == 0)
+    return;
+  auto *pm = static_cast<float *>(mean.data);
+  auto *ps = static_cast<float *>(invStd.data);
+  launchBatchNormStatistics(ctx, x, channels, spatial, channelsLast, epsilon,
+                            workspace, workspaceBytes, pm, ps);
+  auto *pscale = static_cast<const float *>(scale.data);
+  auto *pbias = static_cast<const float *>(bias.data);
+  bool relu = activation == Activation::Relu;
+  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
+    int width =
+        normPackWidth(sizeof(T), channelsLast ? channels : spatial,
+                      {x.data, y.data, residual ? residual->data : x.data});
+    withNormPackWidth<T>(width, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      if (residual)
+        launchApply<T, kVec, true>(ctx, x, residual->data, y, channels, spatial,
+                                   channelsLast, pm, ps, pscale, pbias, relu);
+      else
+        launchApply<T, kVec, false>(ctx, x, nullptr, y, channels, spatial,
+                                    channelsLast, pm, ps, pscale, pbias, relu);
+    });
+  });
+  checkLaunch(ctx, node);
+}
+
+} // namespace
 
 void batchNormTraining(Context &ctx, const char *node, float epsilon,
                        Activation activation, TensorRef x, TensorRef scale,
@@ -835,26 +932,24 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
       !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
                                  invStd, layout))
     return;
-  int64_t channels = layout.channels, spatial = layout.spatial;
-  if (x.numElements() == 0)
+  batchNormForward(ctx, node, epsilon, activation, x, scale, bias, nullptr, y,
+                   mean, invStd, workspace, workspaceBytes, channelsLast,
+                   layout);
+}
+
+void batchNormTrainingAdd(Context &ctx, const char *node, float epsilon,
+                          Activation activation, TensorRef x, TensorRef scale,
+                          TensorRef bias, TensorRef z, TensorRef y,
+                          TensorRef mean, TensorRef invStd, void *workspace,
+                          size_t workspaceBytes, bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateBatchNormTrainingAdd(ctx, node, activation, x, scale, bias, z, y,
+                                    mean, invStd, layout))
     return;
-  auto *pm = static_cast<float *>(mean.data);
-  auto *ps = static_cast<float *>(invStd.data);
-  launchBatchNormStatistics(ctx, x, channels, spatial, channelsLast, epsilon,
-                            workspace, workspaceBytes, pm, ps);
-  auto *pscale = static_cast<const float *>(scale.data);
-  auto *pbias = static_cast<const float *>(bias.data);
-  bool relu = activation == Activation::Relu;
-  MEMOPT_DISPATCH_FLOAT(x.dtype, T, {
-    int width = normPackWidth(sizeof(T), channelsLast ? channels : spatial,
-                              {x.data, y.data});
-    withNormPackWidth<T>(width, [&](auto vec) {
-      launchApply<T, decltype(vec)::value>(ctx, x, y, channels, spatial,
-                                           channelsLast, pm, ps, pscale, pbias,
-                                           relu);
-    });
-  });
-  checkLaunch(ctx, node);
+  batchNormForward(ctx, node, epsilon, activation, x, scale, bias, &z, y, mean,
+                   invStd, workspace, workspaceBytes, channelsLast, layout);
 }
 
 void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
@@ -875,7 +970,30 @@ void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,
       workspaceBytes, static_cast<const float *>(mean.data),
       static_cast<const float *>(invStd.data),
       static_cast<const float *>(scale.data), static_cast<float *>(dscale.data),
-      static_cast<float *>(dbias.data), nullptr, nullptr);
+      static_cast<float *>(dbias.data), nullptr, nullptr, nullptr, nullptr);
+  checkLaunch(ctx, node);
+}
+
+void batchNormAddReluGrad(Context &ctx, const char *node, TensorRef x,
+                          TensorRef dy, TensorRef y, TensorRef scale,
+                          TensorRef mean, TensorRef invStd, TensorRef dx,
+                          TensorRef dscale, TensorRef dbias, TensorRef dz,
+                          void *workspace, size_t workspaceBytes,
+                          bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateBatchNormAddReluGrad(ctx, node, x, dy, y, scale, mean, invStd,
+                                    dx, dscale, dbias, dz, layout))
+    return;
+  if (x.numElements() == 0)
+    return;
+  launchBatchNormGrad(
+      ctx, x, dy, dx, layout.channels, layout.spatial, channelsLast, workspace,
+      workspaceBytes, static_cast<const float *>(mean.data),
+      static_cast<const float *>(invStd.data),
+      static_cast<const float *>(scale.data), static_cast<float *>(dscale.data),
+      static_cast<float *>(dbias.data), nullptr, nullptr, &y, &dz);
   checkLaunch(ctx, node);
 }
 

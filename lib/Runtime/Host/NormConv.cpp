@@ -10,7 +10,10 @@
 // convBackwardFilter on it with the rest of the workspace: the composition
 // a backend without the fusion runs), and batchNormReluGrad (dy masked by
 // the recomputed ReLU mask as it is read, then batchNormTrainingGrad's
-// arithmetic, host::batchNormGradient).
+// arithmetic, host::batchNormGradient). batchNormAddReluGrad (the
+// gradient of a normalization fused with the residual add and the ReLU,
+// cuDNN's DReluForkDNorm) masks dy by its output y > 0 as reluGrad does,
+// stores that as dz and runs the same host::batchNormGradient on it.
 //
 // The fusion is cuDNN's (cudnn-frontend samples/cpp/convolution/fprop.cpp
 // "SBRCS": scale-bias-relu before a convolution, and wgrads.cpp
@@ -194,6 +197,38 @@ void batchNormReluGrad(Context &ctx, const char *node, TensorRef x,
       static_cast<const float *>(invStd.data),
       static_cast<const float *>(gamma.data), static_cast<float *>(dgamma.data),
       static_cast<float *>(dbeta.data), pdx);
+  host::store(ctx, pdx, dx);
+}
+
+void batchNormAddReluGrad(Context &ctx, const char *node, TensorRef x,
+                          TensorRef dy, TensorRef y, TensorRef scale,
+                          TensorRef mean, TensorRef invStd, TensorRef dx,
+                          TensorRef dscale, TensorRef dbias, TensorRef dz,
+                          void *workspace, size_t workspaceBytes,
+                          bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateBatchNormAddReluGrad(ctx, node, x, dy, y, scale, mean, invStd,
+                                    dx, dscale, dbias, dz, layout))
+    return;
+  host::poisonWorkspace(workspace, workspaceBytes);
+  std::vector<double> px = host::toDouble(ctx, x);
+  std::vector<double> g = host::toDouble(ctx, dy);
+  std::vector<double> py = host::toDouble(ctx, y);
+  // reluGrad's mask: dy where y > 0 (a NaN y gives 0). g is exact in dz's
+  // dtype (dy's or 0), so dz and the gradient below read the same values.
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(py[i] > 0))
+      g[i] = 0.0;
+  host::store(ctx, g, dz);
+  std::vector<double> pdx;
+  host::batchNormGradient(
+      ctx, px, g, x.shape[0], layout.channels, layout.spatial, channelsLast,
+      static_cast<const float *>(mean.data),
+      static_cast<const float *>(invStd.data),
+      static_cast<const float *>(scale.data), static_cast<float *>(dscale.data),
+      static_cast<float *>(dbias.data), pdx);
   host::store(ctx, pdx, dx);
 }
 

@@ -767,21 +767,24 @@ void batchNormGradient(Context &ctx, const std::vector<double> &x,
 
 } // namespace host
 
-void batchNormTraining(Context &ctx, const char *node, float epsilon,
-                       Activation activation, TensorRef x, TensorRef scale,
-                       TensorRef bias, TensorRef y, TensorRef mean,
-                       TensorRef invStd, void *workspace, size_t workspaceBytes,
-                       bool channelsLast) {
-  ChannelLayout layout;
-  layout.channelsLast = channelsLast;
-  if (hasError(ctx) ||
-      !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
-                                 invStd, layout))
-    return;
+namespace {
+
+/// batchNormTraining, and with `residual` batchNormTrainingAdd (the
+/// residual added before the activation, in double: one rounding), after
+/// their checks.
+void batchNormForward(Context &ctx, float epsilon, Activation activation,
+                      TensorRef x, TensorRef scale, TensorRef bias,
+                      const TensorRef *residual, TensorRef y, TensorRef mean,
+                      TensorRef invStd, void *workspace, size_t workspaceBytes,
+                      bool channelsLast, const ChannelLayout &layout) {
   int64_t channels = layout.channels, spatial = layout.spatial;
   host::poisonWorkspace(workspace, workspaceBytes);
   int64_t batch = x.shape[0];
   std::vector<double> px = host::toDouble(ctx, x);
+  // Read before y is stored: y may be z's storage.
+  std::vector<double> pz;
+  if (residual)
+    pz = host::toDouble(ctx, *residual);
   std::vector<double> m, inv;
   host::batchNormStatistics(ctx, px, batch, channels, spatial, channelsLast,
                             epsilon, m, inv);
@@ -808,6 +811,8 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
                           size_t c = size_t(channelsLast ? j : run % channels);
                           size_t i = size_t(run * runLength + j);
                           double v = px[i] * a[c] + b[c];
+                          if (residual)
+                            v += pz[i];
                           py[i] = relu ? std::max(v, 0.0) : v;
                         }
                     });
@@ -816,6 +821,38 @@ void batchNormTraining(Context &ctx, const char *node, float epsilon,
     ps[c] = float(inv[size_t(c)]);
   }
   host::store(ctx, py, y);
+}
+
+} // namespace
+
+void batchNormTraining(Context &ctx, const char *node, float epsilon,
+                       Activation activation, TensorRef x, TensorRef scale,
+                       TensorRef bias, TensorRef y, TensorRef mean,
+                       TensorRef invStd, void *workspace, size_t workspaceBytes,
+                       bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateBatchNormTraining(ctx, node, activation, x, scale, bias, y, mean,
+                                 invStd, layout))
+    return;
+  batchNormForward(ctx, epsilon, activation, x, scale, bias, nullptr, y, mean,
+                   invStd, workspace, workspaceBytes, channelsLast, layout);
+}
+
+void batchNormTrainingAdd(Context &ctx, const char *node, float epsilon,
+                          Activation activation, TensorRef x, TensorRef scale,
+                          TensorRef bias, TensorRef z, TensorRef y,
+                          TensorRef mean, TensorRef invStd, void *workspace,
+                          size_t workspaceBytes, bool channelsLast) {
+  ChannelLayout layout;
+  layout.channelsLast = channelsLast;
+  if (hasError(ctx) ||
+      !validateBatchNormTrainingAdd(ctx, node, activation, x, scale, bias, z, y,
+                                    mean, invStd, layout))
+    return;
+  batchNormForward(ctx, epsilon, activation, x, scale, bias, &z, y, mean,
+                   invStd, workspace, workspaceBytes, channelsLast, layout);
 }
 
 void batchNormTrainingGrad(Context &ctx, const char *node, TensorRef x,

@@ -109,6 +109,14 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   %s6 = memopt.add %s5, %dgf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %s7 = memopt.add %s6, %dbf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %s8 = memopt.add %s7, %srf : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  memopt.assign %s8 to %probe : tensor<2xf32>, tensor<2xf32>
+  %ya, %ma, %ia = memopt.batch_norm_training %cl, %g, %gb residual %rf {activation = "relu", channels_last} : (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x3x3x2xf32>) -> (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>) loc("residual_batch_norm_training")
+  %dca, %dga, %dba, %dza = memopt.batch_norm_add_relu_grad %cl, %yf, %ya, %g, %ma, %ia {channels_last} : (tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x3x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x3x3x2xf32>) loc("op_batch_norm_add_relu_grad")
+  %sda = memopt.reduce_sum %dca {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x3x2xf32>) -> tensor<2xf32>
+  %sza = memopt.reduce_sum %dza {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : (tensor<2x3x3x2xf32>) -> tensor<2xf32>
+  %s9 = memopt.add %s8, %sda : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %s10 = memopt.add %s9, %sza : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %s11 = memopt.add %s10, %dga : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %s12 = memopt.add %s11, %dba : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  memopt.assign %s12 to %probe : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }

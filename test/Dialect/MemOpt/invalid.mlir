@@ -1185,6 +1185,30 @@ func.func @norm_relu_conv_scale_of_output_channels(%x: tensor<2x3x4x4xf16>, %w: 
 
 // -----
 
+func.func @batch_norm_training_residual_type(%x: tensor<2x3x4x4xf16>, %z: tensor<2x3x4x4xbf16>, %c: tensor<3xf32>) -> tensor<2x3x4x4xf16> {
+  // expected-error @+1 {{'memopt.batch_norm_training' op residual Z must have Y's type}}
+  %y, %m, %i = memopt.batch_norm_training %x, %c, %c residual %z {activation = "relu"} : (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x4x4xbf16>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<2x3x4x4xf16>
+}
+
+// -----
+
+func.func @batch_norm_add_relu_grad_output_type(%x: tensor<2x3x4x4xf16>, %y: tensor<2x3x4x4xf32>, %c: tensor<3xf32>) -> tensor<2x3x4x4xf16> {
+  // expected-error @+1 {{'memopt.batch_norm_add_relu_grad' op dY, Y, dX and dZ must have X's type}}
+  %dx, %ds, %db, %dz = memopt.batch_norm_add_relu_grad %x, %x, %y, %c, %c, %c : (tensor<2x3x4x4xf16>, tensor<2x3x4x4xf16>, tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x4x4xf16>)
+  return %dx : tensor<2x3x4x4xf16>
+}
+
+// -----
+
+func.func @batch_norm_add_relu_grad_channels(%x: tensor<2x3x4x4xf16>, %c: tensor<3xf32>, %d: tensor<4xf32>) -> tensor<2x3x4x4xf16> {
+  // expected-error @+1 {{'memopt.batch_norm_add_relu_grad' op scale, mean, inv_std, dscale and dB must be f32 tensors of 3 elements}}
+  %dx, %ds, %db, %dz = memopt.batch_norm_add_relu_grad %x, %x, %x, %c, %d, %c : (tensor<2x3x4x4xf16>, tensor<2x3x4x4xf16>, tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x4x4xf16>)
+  return %dx : tensor<2x3x4x4xf16>
+}
+
+// -----
+
 func.func @batch_norm_relu_grad_mixed_types(%x: tensor<2x3x4x4xf16>, %dy: tensor<2x3x4x4xbf16>, %c: tensor<3xf32>) -> tensor<2x3x4x4xf16> {
   // expected-error @+1 {{'memopt.batch_norm_relu_grad' op dY and dX must have X's type}}
   %dx, %ds, %db = memopt.batch_norm_relu_grad %x, %dy, %c, %c, %c, %c, %c : (tensor<2x3x4x4xf16>, tensor<2x3x4x4xbf16>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf16>, tensor<3xf32>, tensor<3xf32>)

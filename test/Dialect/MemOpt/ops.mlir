@@ -356,12 +356,16 @@ func.func @mixed_precision_training_ops(%g: tensor<2x4xf16>, %h: tensor<4xbf16>,
 // CHECK: memopt.norm_relu_conv_backward_filter {{.*}} -> tensor<16x3x3x8xf16>
 // CHECK: memopt.norm_relu_apply %{{.*}} {channels_last} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf16>
 // CHECK: memopt.batch_norm_relu_grad {{.*}} -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: memopt.batch_norm_training %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {activation = "relu", channels_last} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x4x8xf16>)
+// CHECK: memopt.batch_norm_add_relu_grad {{.*}} -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x4x8xf16>)
 func.func @norm_relu_conv_ops(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>, %dy: tensor<2x2x2x16xf16>, %c: tensor<8xf32>) -> (tensor<2x2x2x16xf16>, tensor<16x3x3x8xf16>, tensor<2x4x4x8xf16>) {
   %m, %i, %a, %b = memopt.batch_norm_stats %x, %c, %c {channels_last} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   %y = memopt.norm_relu_conv %x, %w, %a, %b {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x2x2x16xf16>
   %dw = memopt.norm_relu_conv_backward_filter %x, %dy, %a, %b {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, channels_last} : (tensor<2x4x4x8xf16>, tensor<2x2x2x16xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
   %r = memopt.norm_relu_apply %x, %a, %b {channels_last} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf16>
   %dx, %ds, %db = memopt.batch_norm_relu_grad %r, %x, %c, %m, %i, %a, %b {channels_last} : (tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>)
+  %ya, %ma, %ia = memopt.batch_norm_training %x, %c, %c residual %r {activation = "relu", channels_last} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x4x8xf16>) -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>)
+  %dxa, %dsa, %dba, %dza = memopt.batch_norm_add_relu_grad %x, %r, %ya, %c, %ma, %ia {channels_last} : (tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x4x8xf16>)
   return %y, %dw, %dx : tensor<2x2x2x16xf16>, tensor<16x3x3x8xf16>, tensor<2x4x4x8xf16>
 }
 

@@ -611,6 +611,9 @@ LogicalResult vjp(BatchNormTrainingOp op, GradientBuilder &g,
     return gradientError(op)
            << "has a fused '" << op.getActivation()
            << "' epilogue; differentiate before --memopt-fuse-epilogues";
+  if (op.getZ())
+    return gradientError(op) << "has a fused residual; differentiate before "
+                                "--memopt-fuse-norm-conv";
   // PyTorch's batch_norm_backward: reads x and the saved mean and 1/std, so
   // the forward's output need not live until the backward.
   auto grad = BatchNormTrainingGradOp::create(

@@ -867,12 +867,15 @@ LogicalResult BatchNormTrainingOp::verify() {
   if (getActivation() != "none" && getActivation() != "relu")
     return emitOpError("activation '")
            << getActivation() << "' is not none or relu";
+  if (getZ() && getZ().getType() != getY().getType())
+    return emitOpError("residual Z must have Y's type");
   return verifyPerChannel(*this, {getScale(), getB(), getMean(), getInvStd()},
                           *channels, "scale, B, mean and inv_std");
 }
 
 int64_t BatchNormTrainingOp::getFlops() {
-  return 6 * getX().getType().getNumElements();
+  // The residual: one add per element.
+  return (getZ() ? 7 : 6) * getX().getType().getNumElements();
 }
 
 /// workspace::kNormalizationSplits splits of per-channel partial
@@ -892,7 +895,8 @@ int64_t BatchNormTrainingOp::getWorkspaceBytes() {
 }
 
 bool BatchNormTrainingOp::canWriteInPlace(unsigned operandIndex) {
-  return operandIndex == 0;
+  // X, or the residual Z (operand 3): both are read elementwise at Y's index.
+  return operandIndex == 0 || (getZ() && operandIndex == 3);
 }
 
 LogicalResult BatchNormTrainingGradOp::verify() {
@@ -1123,6 +1127,33 @@ int64_t BatchNormReluGradOp::getWorkspaceBytes() {
 }
 
 bool BatchNormReluGradOp::canWriteInPlace(unsigned operandIndex) {
+  return operandIndex == 1;
+}
+
+LogicalResult BatchNormAddReluGradOp::verify() {
+  FailureOr<int64_t> channels = channelsOf(*this, getX(), getChannelsLast());
+  if (failed(channels))
+    return failure();
+  Type type = getX().getType();
+  if (getDY().getType() != type || getY().getType() != type ||
+      getDX().getType() != type || getDZ().getType() != type)
+    return emitOpError("dY, Y, dX and dZ must have X's type");
+  return verifyPerChannel(
+      *this, {getScale(), getMean(), getInvStd(), getDscale(), getDB()},
+      *channels, "scale, mean, inv_std, dscale and dB");
+}
+
+int64_t BatchNormAddReluGradOp::getFlops() {
+  // batch_norm_training_grad's, and the mask.
+  return 9 * getX().getType().getNumElements();
+}
+
+int64_t BatchNormAddReluGradOp::getWorkspaceBytes() {
+  return batchNormWorkspace(getX(), getChannelsLast());
+}
+
+bool BatchNormAddReluGradOp::canWriteInPlace(unsigned operandIndex) {
+  // dX after dY's last read (the first pass); never dZ's storage.
   return operandIndex == 1;
 }
 

@@ -255,7 +255,7 @@ struct FuseActivation : RewritePattern {
     }
     if (auto norm = input.getDefiningOp<BatchNormTrainingOp>();
         norm && activation == "relu" && input.hasOneUse() &&
-        norm.getActivation() == "none") {
+        norm.getActivation() == "none" && !norm.getZ()) {
       // Its gradient reads X, mean and 1/std, never Y: Y may be the relu's.
       rewriter.modifyOpInPlace(
           norm, [&] { norm.setActivation(rewriter.getStringAttr("relu")); });

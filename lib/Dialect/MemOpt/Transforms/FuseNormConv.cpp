@@ -20,6 +20,16 @@
 // choice with memopt's own fallback, so the rewrite is legal on every
 // target and layout, and `mode=on` makes the host tests run it.
 //
+//
+// The normalizations before a residual add (ResNet's last of each block):
+// `R = relu(add(batch_norm_training(X), Z))` becomes one
+// `batch_norm_training X, scale, B residual Z {relu}` (cuDNN's NormAddRelu)
+// that never stores BN(X), and `relu_grad(dR, R)` with the
+// `batch_norm_training_grad` that reads it one `batch_norm_add_relu_grad`
+// (cuDNN's DReluForkDNorm), which writes the sum's gradient dZ for the
+// residual branch as it reduces. R stays (the next block reads it); the
+// forward saves BN(X)'s write and read, the backward a read of dZ.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -27,6 +37,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::memopt {
@@ -176,6 +187,98 @@ int64_t fuse(BatchNormTrainingOp norm, const NormReaders &readers) {
   return bytes;
 }
 
+/// A normalization whose output only feeds `relu(add(Y, Z))`, with the
+/// gradients of that relu that feed this normalization's gradient.
+struct ResidualReaders {
+  AddOp add;
+  ReluOp relu;
+  Value residual;
+  /// relu_grad(dR, R) and the batch_norm_training_grad of `norm` that reads
+  /// it (at most one per relu gradient).
+  SmallVector<std::pair<ReluGradOp, BatchNormTrainingGradOp>> gradients;
+};
+
+/// `norm`'s residual pattern when it is exact, or nothing: Y read only by
+/// one add, the add only by one relu, Z of Y's type defined before `norm`
+/// (the fused op takes its place), and each relu_grad(dR, R) that feeds this
+/// normalization's gradient.
+std::optional<ResidualReaders> residualReaders(BatchNormTrainingOp norm,
+                                               DominanceInfo &dominance) {
+  Value y = norm.getY();
+  if (norm.getActivation() != "none" || norm.getZ() || !y.hasOneUse())
+    return std::nullopt;
+  auto add = dyn_cast<AddOp>(*y.user_begin());
+  if (!add || add.getA() == add.getB() || add.getType() != y.getType() ||
+      !add->hasOneUse())
+    return std::nullopt;
+  auto relu = dyn_cast<ReluOp>(*add->user_begin());
+  if (!relu || relu.getType() != y.getType())
+    return std::nullopt;
+  ResidualReaders readers{
+      add, relu, add.getA() == y ? add.getB() : add.getA(), {}};
+  if (readers.residual.getType() != y.getType() ||
+      !dominance.properlyDominates(readers.residual, norm))
+    return std::nullopt;
+  for (Operation *user : relu.getY().getUsers()) {
+    auto grad = dyn_cast<ReluGradOp>(user);
+    if (!grad || grad.getB() != relu.getY() || grad.getA() == relu.getY() ||
+        grad.getA().getType() != y.getType())
+      continue;
+    for (Operation *gradUser : grad.getC().getUsers()) {
+      auto normGrad = dyn_cast<BatchNormTrainingGradOp>(gradUser);
+      if (normGrad && normGrad.getDY() == grad.getC() &&
+          normGrad.getX() == norm.getX() &&
+          normGrad.getScale() == norm.getScale() &&
+          normGrad.getMean() == norm.getMean() &&
+          normGrad.getInvStd() == norm.getInvStd() &&
+          normGrad.getChannelsLast() == norm.getChannelsLast()) {
+        readers.gradients.push_back({grad, normGrad});
+        break;
+      }
+    }
+  }
+  return readers;
+}
+
+/// Rewrites `norm` with its add and relu into one normalization with the
+/// residual, and its gradients; returns the bytes of BN(X) no longer formed.
+int64_t fuseResidual(BatchNormTrainingOp norm, ResidualReaders &readers) {
+  OpBuilder builder(norm);
+  auto fused = BatchNormTrainingOp::create(
+      builder, norm.getLoc(), norm.getResultTypes(), norm.getX(),
+      norm.getScale(), norm.getB(), readers.residual, norm.getEpsilonAttr(),
+      builder.getStringAttr("relu"), norm.getChannelsLastAttr());
+  copyAnnotations(norm, fused);
+  readers.relu.getY().replaceAllUsesWith(fused.getY());
+  norm.getMean().replaceAllUsesWith(fused.getMean());
+  norm.getInvStd().replaceAllUsesWith(fused.getInvStd());
+  for (auto [relu, normGrad] : readers.gradients) {
+    // At the relu gradient: its operands are there, and dZ replaces its
+    // result, which other readers (the residual branch) may read before the
+    // normalization's gradient.
+    builder.setInsertionPoint(relu);
+    auto grad = BatchNormAddReluGradOp::create(
+        builder, normGrad.getLoc(),
+        TypeRange{normGrad.getDX().getType(), normGrad.getDscale().getType(),
+                  normGrad.getDB().getType(), relu.getC().getType()},
+        normGrad.getX(), relu.getA(), fused.getY(), normGrad.getScale(),
+        normGrad.getMean(), normGrad.getInvStd(),
+        normGrad.getChannelsLastAttr());
+    copyAnnotations(normGrad, grad);
+    normGrad.getDX().replaceAllUsesWith(grad.getDX());
+    normGrad.getDscale().replaceAllUsesWith(grad.getDscale());
+    normGrad.getDB().replaceAllUsesWith(grad.getDB());
+    relu.getC().replaceAllUsesWith(grad.getDZ());
+    normGrad.erase();
+    relu.erase();
+  }
+  int64_t bytes = getTensorBytes(norm.getY().getType());
+  readers.relu.erase();
+  readers.add.erase();
+  norm.erase();
+  return bytes;
+}
+
 struct MemOptFuseNormConvPass
     : public mlir::memopt::impl::MemOptFuseNormConvBase<
           MemOptFuseNormConvPass> {
@@ -198,7 +301,23 @@ struct MemOptFuseNormConvPass
     SmallVector<BatchNormTrainingOp> norms;
     function.walk([&](BatchNormTrainingOp norm) { norms.push_back(norm); });
     int64_t withRelu = 0, fused = 0, bytes = 0;
+    int64_t withResidual = 0, residualFused = 0, residualGradients = 0,
+            residualBytes = 0;
+    DominanceInfo dominance(function);
     for (BatchNormTrainingOp norm : norms) {
+      if (norm.getActivation() == "none") {
+        std::optional<ResidualReaders> readers =
+            residualReaders(norm, dominance);
+        if (!readers)
+          continue;
+        ++withResidual;
+        if (mode == "auto" && !autoFuses(norm, target))
+          continue;
+        residualGradients += int64_t(readers->gradients.size());
+        residualBytes += fuseResidual(norm, *readers);
+        ++residualFused;
+        continue;
+      }
       if (norm.getActivation() != "relu")
         continue;
       ++withRelu;
@@ -214,7 +333,11 @@ struct MemOptFuseNormConvPass
       llvm::outs() << "memopt-fuse-norm-conv @" << function.getSymName() << ": "
                    << fused << " of " << withRelu
                    << " batch norm + relu folded into the ops that read them ("
-                   << bytes << " bytes of activations not formed)\n";
+                   << bytes << " bytes of activations not formed); "
+                   << residualFused << " of " << withResidual
+                   << " batch norm + add + relu fused (" << residualGradients
+                   << " gradients, " << residualBytes
+                   << " bytes of normalized outputs not formed)\n";
   }
 };
 

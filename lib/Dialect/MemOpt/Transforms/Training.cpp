@@ -281,7 +281,7 @@ struct MakeTrainablePass
     auto channelType = RankedTensorType::get({channels}, builder.getF32Type());
     auto training = BatchNormTrainingOp::create(
         builder, loc, TypeRange{xType, channelType, channelType}, x,
-        norm.getScale(), norm.getB(), norm.getEpsilonAttr(),
+        norm.getScale(), norm.getB(), /*Z=*/Value(), norm.getEpsilonAttr(),
         builder.getStringAttr("none"));
     norm.getY().replaceAllUsesWith(training.getY());
     BatchNormRunningUpdateOp::create(

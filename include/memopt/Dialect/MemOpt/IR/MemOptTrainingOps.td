@@ -198,16 +198,24 @@ def MemOpt_BatchNormTrainingOp : MemOpt_Op<"batch_norm_training", [
     Workspace: per-channel partial sums, so that few channels of many
     elements fill the GPU. With `channels_last` (set by `--memopt-layout`)
     X and Y are [N, ..., C]: the channel axis is the last one.
+
+    With the optional `residual` Z (Y's type), set by memopt-fuse-norm-conv
+    for a training step's `relu(batch_norm_training(X) + Z)` (a ResNet
+    block's last normalization; cuDNN's NormAddRelu):
+    `Y = activation(BN(X) + Z)`, rounded once, so that BN(X) is never
+    stored. Its gradient is then `batch_norm_add_relu_grad`; autodiff does
+    not differentiate it. Y may take X's or Z's storage.
   }];
   let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$scale,
                        MemOpt_FloatTensor:$B,
+                       Optional<MemOpt_FloatTensor>:$Z,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
                        MemOpt_ActivationAttr:$activation,
                        UnitAttr:$channels_last);
   let results = (outs MemOpt_FloatTensor:$Y, MemOpt_FloatTensor:$mean,
                       MemOpt_FloatTensor:$inv_std);
-  let assemblyFormat = "$X `,` $scale `,` $B attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$X `,` $scale `,` $B (`residual` $Z^)? attr-dict "
+                       "`:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -366,6 +374,40 @@ def MemOpt_BatchNormReluGradOp
   let assemblyFormat = "$X `,` $dY `,` $scale `,` $mean `,` $inv_std `,` "
                        "$applied_scale `,` $applied_bias attr-dict `:` "
                        "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+// The gradient of a fused `relu(batch_norm_training(X) + Z)` (cuDNN's
+// DReluForkDNorm: the ReLU's gradient, the fork to the residual branch, and
+// the normalization's gradient in one op).
+def MemOpt_BatchNormAddReluGradOp
+    : MemOpt_Op<"batch_norm_add_relu_grad", [
+        DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface,
+                                  ["canWriteInPlace"]>],
+        ["getFlops", "getWorkspaceBytes"]> {
+  let summary = "The gradients of relu(batch_norm_training(X) + Z) from its "
+                "output Y";
+  let description = [{
+    `dZ = dY` where `Y > 0` and 0 elsewhere (the ReLU's gradient, mask from
+    the saved output Y as `relu_grad(dY, Y)` takes it), then
+    `dX, dscale, dB = batch_norm_training_grad(X, dZ, scale, mean, inv_std)`.
+    `dZ` is the gradient of the sum, which the residual branch reads as
+    well. One pass reads dY, Y and X and writes dZ while it reduces; the
+    second reads dZ and X and writes dX: one read of dZ and one kernel fewer
+    than relu_grad + batch_norm_training_grad, with the same sums in the
+    same order. X, dY, Y, dX and dZ share one float type; scale, mean,
+    inv_std, dscale and dB are `[C]` f32. `dX` may take `dY`'s storage.
+    Workspace and `channels_last` as `batch_norm_training_grad`. Made by
+    memopt-fuse-norm-conv.
+  }];
+  let arguments = (ins MemOpt_FloatTensor:$X, MemOpt_FloatTensor:$dY,
+                       MemOpt_FloatTensor:$Y, MemOpt_FloatTensor:$scale,
+                       MemOpt_FloatTensor:$mean, MemOpt_FloatTensor:$inv_std,
+                       UnitAttr:$channels_last);
+  let results = (outs MemOpt_FloatTensor:$dX, MemOpt_FloatTensor:$dscale,
+                      MemOpt_FloatTensor:$dB, MemOpt_FloatTensor:$dZ);
+  let assemblyFormat = "$X `,` $dY `,` $Y `,` $scale `,` $mean `,` $inv_std "
+                       "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -228,6 +228,13 @@ def MemOptFuseNormConv : Pass<"memopt-fuse-norm-conv", "::mlir::func::FuncOp"> {
     per fused normalization leaves the saved set (cuDNN's ConvBNfprop,
     ConvBNwgrad and DReluForkDNorm fusions; docs/layout.md, "Batch norm
     folded into the convolutions").
+    A `batch_norm_training` (no activation) whose output is read only by
+    `relu(add(Y, Z))` (a residual block's last normalization), with Z
+    defined before it, becomes one `batch_norm_training ... residual Z
+    {activation = relu}` (cuDNN's NormAddRelu: BN(X) is never stored), and
+    each `relu_grad(dR, R)` of that relu that feeds its
+    `batch_norm_training_grad` one `batch_norm_add_relu_grad` whose `dZ`
+    also replaces the relu gradient's other uses (DReluForkDNorm).
     `mode=auto` fuses on `target=cuda` where the normalization is
     channels-last f16 / bf16 (cuDNN's fused engines); `on` wherever the
     pattern is (the host runs the same ops: its tests); `off` nowhere.
