@@ -409,6 +409,31 @@ def copy_source_tree(dest):
             target = os.path.join(src, path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copy2(os.path.join(REPO, path), target)
+    # cudnn-frontend's headers (the pinned wheel scripts/setup.sh installs here): the GPU
+    # machine has cuDNN but not this wheel, and lib/Runtime/CMakeLists.txt looks for a copy in
+    # src/third_party/ before building WITHOUT cuDNN's fused attention (memopt's kernels only:
+    # an issue 26 inference run measured every attention on them that way).
+    frontend = cudnn_frontend_include()
+    if frontend is None:
+        raise RuntimeError("cudnn-frontend's headers are not installed here "
+                           "(scripts/setup.sh installs nvidia-cudnn-frontend)")
+    shutil.copytree(frontend, os.path.join(src, "third_party", "cudnn-frontend", "include"))
+
+
+def cudnn_frontend_include():
+    """The include/ folder of the installed nvidia-cudnn-frontend wheel (as CMake finds it),
+    or None."""
+    import importlib.metadata
+    import pathlib
+
+    try:
+        dist = importlib.metadata.distribution("nvidia-cudnn-frontend")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or []:
+        if str(f).endswith("include/cudnn_frontend.h"):
+            return str(pathlib.Path(dist.locate_file(f)).parent)
+    return None
 
 
 def cmd_prepare(args):

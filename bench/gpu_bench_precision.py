@@ -780,6 +780,16 @@ def cmd_call2(args):
 
     gpu_bench.run_parallel(jobs, 16, begin + 330, build_done, say)
     results["phases"]["objects_s"] = round(time.time() - begin, 1)
+    # Whether the runtime has cuDNN's fused attention (cudnn-frontend's headers carried in
+    # src/third_party/): without them every attention runs memopt's kernels.
+    cache = os.path.join(rt, "CMakeCache.txt")
+    frontend = ""
+    if os.path.exists(cache):
+        for line in open(cache):
+            if line.startswith("MEMOPT_CUDNN_FRONTEND_INCLUDE:"):
+                frontend = line.split("=", 1)[1].strip()
+    results["runtime_cudnn_frontend"] = frontend or None
+    say(f"runtime cudnn-frontend: {frontend or 'NONE (memopt attention kernels only)'}")
     lib = lambda d, n: os.path.join(d, f"libmemopt_runtime_{n}.a")  # noqa: E731
     links = [((n, "cuda"), ["nvcc", "-arch=sm_90", f"-L{link_dir}",
                             os.path.join(work, f"{n}.cuda.o"), lib(rt, "main"),
