@@ -107,7 +107,7 @@ def training_rows(device_jsons, prepare):
     """{NAME.OPT.PREC: row} from train_bench's device.json of each precision."""
     rows, environment = {}, {}
     for path in device_jsons:
-        device = json.load(open(path))
+        device = path if isinstance(path, dict) else json.load(open(path))
         precision = device.get("precision", "fp32")
         for key, m in device.get("memopt", {}).items():
             name, opt = key.split(".")[:2]
@@ -146,6 +146,34 @@ def training_rows(device_jsons, prepare):
                     else "failed"
             rows[f"{key}.{precision}"] = row
     return rows, environment
+
+
+def device_from_log(precision, path):
+    """A device.json's figures (as training_rows reads them) from train_bench device's printed
+    summary table, for a call whose device.json the run tool did not bring back (it returns a
+    limited number of files). The table gives milliseconds to 0.1 and MiB: memopt's whole step
+    and PyTorch's peak allocated bytes, and both beyond the training state."""
+    mib = 1 << 20
+    device = {"precision": precision, "memopt": {}, "torch": {}, "from_log": path}
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 11 or not cells[0] or cells[0] in ("config", "---"):
+            continue
+        try:
+            values = [float(c) for c in cells[2:]]
+        except ValueError:
+            continue
+        name, opt = cells[0], cells[1]
+        ms, eager, compiled, total, eager_peak, compile_peak, beyond, eager_b, compile_b = values
+        device["memopt"][f"{name}.{opt}"] = {
+            "median_ms": ms, "total_bytes": int(total * mib),
+            "beyond_state_bytes": int(beyond * mib)}
+        device["torch"][f"{name}.tf32=default"] = {"runs": {
+            f"compile.{opt}": {"median_ms": compiled, "peak_allocated_bytes": int(compile_peak * mib),
+                               "beyond_state_bytes": int(compile_b * mib)},
+            f"eager.{opt}": {"median_ms": eager, "peak_allocated_bytes": int(eager_peak * mib),
+                             "beyond_state_bytes": int(eager_b * mib)}}}
+    return device
 
 
 def fmt(value, digits=2):
@@ -216,7 +244,8 @@ def report(args, bench):
     programs, torch_configs, prepare, environment = merge_inference(args.raw)
     inference = inference_rows(bench, programs, torch_configs, prepare)
     train_prepare = json.load(open(args.train_prepare_json)) if args.train_prepare_json else {}
-    training, train_environment = training_rows(args.train_json, train_prepare)
+    logs = [device_from_log(*spec.split("=", 1)) for spec in getattr(args, "train_log", [])]
+    training, train_environment = training_rows(list(args.train_json) + logs, train_prepare)
     environment = environment or train_environment
     result = {"environment": environment, "inference": inference, "training": training}
     json_out = args.json_out or os.path.join(args.raw[0], "issue26.json")

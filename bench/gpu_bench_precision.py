@@ -1192,6 +1192,9 @@ def main(argv=None):
                    help="issue 12: one folder; issue 26: the folders of the inference call(s)")
     p.add_argument("--train-json", nargs="*", default=[],
                    help="issue 26: train_bench's device.json of each training precision")
+    p.add_argument("--train-log", nargs="*", default=[], metavar="PRECISION=FILE",
+                   help="issue 26: train_bench device's printed output of a precision whose "
+                        "device.json did not come back (its summary table, MiB figures)")
     p.add_argument("--train-prepare-json", help="issue 26: train_bench's prepare.json")
     p.add_argument("--json-out")
     p.add_argument("--md-out", help="issue 26: the tables as Markdown (default: printed only)")
