@@ -572,6 +572,24 @@ bool callKernel(rt::Context &ctx, Operation *op, const char *node,
       .Default([](Operation *) { return false; });
 }
 
+/// `op`'s host kernel on `in` into `out`; false when it refuses (the context
+/// then holds its error, and the op stays).
+bool runHostKernel(rt::Context &context, Operation *op, ArrayRef<Buffer> in,
+                   MutableArrayRef<Buffer> out) {
+  std::string node = nodeName(op->getLoc());
+  return callKernel(context, op, node.c_str(), in, out) &&
+         !rt::contextError(context);
+}
+
+/// The splat of `type` whose one element is `output`'s first.
+Attribute splatAttribute(RankedTensorType type, const Buffer &output) {
+  const char *data = reinterpret_cast<const char *>(output.storage.data());
+  if (type.getElementType().isInteger(1))
+    return DenseElementsAttr::get(type, data[0] != 0);
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(data, rt::dtypeSize(output.ref.dtype)));
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -673,22 +691,12 @@ HostConstantEvaluator::evaluateSplats(Operation *op) {
     if (!describe(one, outputs[index].storage.data(), outputs[index].ref))
       return failure();
   }
-  rt::Context &context = runtime->fresh();
-  std::string node = nodeName(op->getLoc());
-  if (!callKernel(context, op, node.c_str(), inputs, outputs) ||
-      rt::contextError(context))
+  if (!runHostKernel(runtime->fresh(), op, inputs, outputs))
     return failure();
   SmallVector<Attribute> results;
-  for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    auto type = cast<RankedTensorType>(result.getType());
-    const char *data =
-        reinterpret_cast<const char *>(outputs[index].storage.data());
-    if (type.getElementType().isInteger(1))
-      results.push_back(DenseElementsAttr::get(type, data[0] != 0));
-    else
-      results.push_back(DenseElementsAttr::getFromRawBuffer(
-          type, ArrayRef<char>(data, rt::dtypeSize(outputs[index].ref.dtype))));
-  }
+  for (auto [index, result] : llvm::enumerate(op->getResults()))
+    results.push_back(splatAttribute(cast<RankedTensorType>(result.getType()),
+                                     outputs[index]));
   ++evaluated;
   return results;
 }
@@ -732,10 +740,7 @@ HostConstantEvaluator::evaluate(Operation *op) {
       return failure();
   }
 
-  rt::Context &context = runtime->fresh();
-  std::string node = nodeName(op->getLoc());
-  if (!callKernel(context, op, node.c_str(), inputs, outputs) ||
-      rt::contextError(context))
+  if (!runHostKernel(runtime->fresh(), op, inputs, outputs))
     return failure();
 
   // A result that repeats one value is a splat. Results that would store
@@ -770,12 +775,7 @@ HostConstantEvaluator::evaluate(Operation *op) {
         reinterpret_cast<const char *>(outputs[index].storage.data());
     size_t bytes = outputs[index].ref.bytes();
     if (splats[index]) {
-      if (type.getElementType().isInteger(1))
-        results.push_back(DenseElementsAttr::get(type, data[0] != 0));
-      else
-        results.push_back(DenseElementsAttr::getFromRawBuffer(
-            type,
-            ArrayRef<char>(data, rt::dtypeSize(outputs[index].ref.dtype))));
+      results.push_back(splatAttribute(type, outputs[index]));
       continue;
     }
     if (type.getElementType().isInteger(1)) {
@@ -791,7 +791,7 @@ HostConstantEvaluator::evaluate(Operation *op) {
       continue;
     }
     // The blob's key: the node's name (the manager makes it unique).
-    std::string key = "folded_" + node;
+    std::string key = "folded_" + nodeName(op->getLoc());
     for (char &c : key)
       if (!llvm::isAlnum(c) && c != '_')
         c = '_';
