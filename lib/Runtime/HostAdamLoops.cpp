@@ -11,13 +11,13 @@
 // gradient as it loads it (branch-free, no buffer), and a low (f16 / bf16)
 // working copy is written right behind the update, 2048 elements (8 KiB of
 // new masters) at a time, so the copy reads the master from L1 instead of
-// re-streaming it from memory in a second pass over the chunk (which cost
-// 15-35% of the update). The copy is its own loop on the tile rather than a
-// store in the update loop: one loop mixing double, f32 and 16-bit lanes
-// vectorized worse (measured: up to 1.5x slower on SSE2 and AVX2, about the
-// same on AVX-512; bench/host_update_bench.cpp). One instantiation per (rule,
-// gradient type, loss scaling) keeps every loop free of branches for gcc's
-// vectorizer.
+// re-streaming it from memory in a second pass over the chunk (that pass
+// cost 13-32% of an AdamW update here, up to 76% of an SGD one). The copy is
+// its own loop on the tile rather than a store in the update loop: one loop
+// mixing double, f32 and 16-bit lanes vectorized worse (measured: up to 1.5x
+// slower, SSE2 with an f16 copy, never faster; bench/host_update_bench.cpp).
+// One instantiation per (rule, gradient type, loss scaling) keeps every loop
+// free of branches for gcc's vectorizer.
 //
 // Like DeepSpeed's CPU Adam (csrc/includes/cpu_adam.h: AVX512 / AVX2 code
 // paths chosen at build time), the loops are compiled for several ISAs and
@@ -27,8 +27,9 @@
 // differs: the arithmetic is the same correctly rounded IEEE operations in
 // every lane width, and the file is compiled with -ffp-contract=off (AVX-512
 // brings FMA, which would fuse the reference's separate roundings), so
-// every ISA gives the host backend's bits (HostAdamTest runs the widest the
-// machine has). MEMOPT_OFFLOAD_ISA=avx2|sse2 caps the choice (benchmarks).
+// every ISA gives the host backend's bits (HostAdamTest runs with the widest
+// the machine has, and again capped: ctest RuntimeHostAdamTests.isa_*).
+// MEMOPT_OFFLOAD_ISA=avx2|sse2 caps the choice (tests, benchmarks).
 //
 //===----------------------------------------------------------------------===//
 
