@@ -11,8 +11,9 @@
 //
 //   RT=build/lib/Runtime
 //   g++ -std=c++17 -O2 bench/host_update_bench.cpp -Iinclude -Ilib/Runtime
-//     $RT/libmemopt_runtime_host.a $RT/libmemopt_runtime_common.a
-//     -lpthread -o /tmp/hub            (one command line)
+//     -Wl,--start-group $RT/libmemopt_runtime_host.a
+//     $RT/libmemopt_runtime_common.a -Wl,--end-group -lpthread -ldl
+//     -o /tmp/hub                      (one command line)
 //   /tmp/hub [MIB_OF_MASTER] [REPEATS] [THREADS...]
 //
 // MEMOPT_OFFLOAD_ISA=avx2|sse2 caps the loops' instruction set
