@@ -6,8 +6,9 @@
 // and per parameter: AdamW and SGD with momentum over f32 masters, with an
 // f32 or bf16 staged gradient, without a working copy (an f32 parameter is
 // copied back from the master itself) and with a low (bf16 / f16) one
-// rounded by the CPU, on 1 and 2 threads (or the counts given). Needs only
-// the runtime libraries (no MLIR), like host_kernel_bench.cpp:
+// rounded by the CPU (and once the last micro-step of a host accumulation
+// over 2: accumulate, then update), on 1 and 2 threads (or the counts given).
+// Needs only the runtime libraries (no MLIR), like host_kernel_bench.cpp:
 //
 //   RT=build/lib/Runtime
 //   g++ -std=c++17 -O2 bench/host_update_bench.cpp -Iinclude -Ilib/Runtime
@@ -50,6 +51,7 @@ struct Config {
   HostUpdate::Kind kind;
   DType gradType;
   DType paramType; ///< F32: no working copy written (CUDA's f32 master)
+  bool accumulated = false; ///< the last of 2 micro-steps, host accumulator
 };
 
 const char *typeName(DType type) {
@@ -71,6 +73,7 @@ int main(int argc, char **argv) {
   const size_t count = static_cast<size_t>(n);
   std::vector<float> master(count), m(count), v(count), gradF32(count);
   std::vector<uint16_t> gradLow(count), low(count);
+  std::vector<float> accumulator(count, 0.0f);
   fill(master, 1, 1.0f);
   fill(m, 2, 1e-3f);
   fill(v, 3, 1e-6f);
@@ -90,6 +93,7 @@ int main(int argc, char **argv) {
       {HostUpdate::Kind::AdamW, DType::F32, DType::BF16},
       {HostUpdate::Kind::AdamW, DType::F32, DType::F16},
       {HostUpdate::Kind::AdamW, DType::BF16, DType::BF16},
+      {HostUpdate::Kind::AdamW, DType::BF16, DType::BF16, true},
       {HostUpdate::Kind::Sgd, DType::F32, DType::F32},
       {HostUpdate::Kind::Sgd, DType::F32, DType::BF16},
       {HostUpdate::Kind::Sgd, DType::F32, DType::F16},
@@ -98,8 +102,8 @@ int main(int argc, char **argv) {
   std::printf("%lld parameters (%lld MiB of f32 master), median of %d, "
               "loops for %s\n",
               (long long)n, (long long)mib, repeats, getHostUpdateIsa());
-  std::printf("%-6s %-4s %-5s %7s %10s %9s %12s\n", "update", "grad", "param",
-              "threads", "ms/update", "ms/GiB", "Gparams/s");
+  std::printf("%-6s %-4s %-5s %-5s %7s %10s %9s %12s\n", "update", "grad",
+              "param", "accum", "threads", "ms/update", "ms/GiB", "Gparams/s");
   for (int threads : threadCounts) {
     HostUpdatePool pool(threads);
     for (const Config &config : configs) {
@@ -121,6 +125,10 @@ int main(int argc, char **argv) {
                    : static_cast<const void *>(gradLow.data());
       u.elements = n;
       u.scalars = scalars;
+      if (config.accumulated) {
+        u.accumulator = accumulator.data();
+        u.accumulationSteps = 2;
+      }
       // An f32 parameter is the master itself on CUDA (copied back from
       // it): nothing more to write.
       if (config.paramType != DType::F32) {
@@ -131,6 +139,7 @@ int main(int argc, char **argv) {
       int64_t streamed = 0;
       for (int r = 0; r <= repeats; ++r) {
         scalars[1] += 1;
+        scalars[2] = config.accumulated ? 1.0f : 0.0f; // the applying one
         auto begin = std::chrono::steady_clock::now();
         std::string error = runHostUpdate(u, pool, &streamed);
         std::chrono::duration<double, std::milli> elapsed =
@@ -145,10 +154,11 @@ int main(int argc, char **argv) {
       std::sort(ms.begin(), ms.end());
       double median = ms[ms.size() / 2];
       double perGiB = median * double(int64_t(1) << 30) / double(streamed);
-      std::printf("%-6s %-4s %-5s %7d %10.2f %9.1f %12.3f\n",
+      std::printf("%-6s %-4s %-5s %-5s %7d %10.2f %9.1f %12.3f\n",
                   config.kind == HostUpdate::Kind::AdamW ? "adamw" : "sgd",
                   typeName(config.gradType), typeName(config.paramType),
-                  threads, median, perGiB, double(n) / median / 1e6);
+                  config.accumulated ? "2" : "-", threads, median, perGiB,
+                  double(n) / median / 1e6);
       std::fflush(stdout);
     }
   }

@@ -12,10 +12,12 @@
 // working copy is written right behind the update, 2048 elements (8 KiB of
 // new masters) at a time, so the copy reads the master from L1 instead of
 // re-streaming it from memory in a second pass over the chunk (that pass
-// cost 13-32% of an AdamW update here, up to 76% of an SGD one). The copy is
+// cost 12-24% of an AdamW update here, up to 75% of an SGD one). The copy is
 // its own loop on the tile rather than a store in the update loop: one loop
 // mixing double, f32 and 16-bit lanes vectorized worse (measured: up to 1.5x
 // slower, SSE2 with an f16 copy, never faster; bench/host_update_bench.cpp).
+// The last micro-step of an accumulation is tiled the same way: the tile's
+// sums are added and then read by the update from L1.
 // One instantiation per (rule, gradient type, loss scaling) keeps every loop
 // free of branches for gcc's vectorizer.
 //
@@ -127,7 +129,8 @@ enum class Isa { Base, Avx2, Avx512 };
 
 /// Everything one loop reads, hoisted out of the HostUpdate and the plan.
 struct Loop {
-  const void *grad;
+  const void *grad;   ///< what the update reads (the accumulator if any)
+  const void *staged; ///< what the accumulation adds (the staged gradient)
   float *master, *buffer, *m, *v, *sum;
   const float *source; ///< what the copy rounds (the new masters)
   void *param;
@@ -210,7 +213,7 @@ applyLoop(const Loop &l, int64_t begin, int64_t end) {
 template <Grad G, bool First>
 __attribute__((always_inline)) inline void
 accumulateLoop(const Loop &l, int64_t begin, int64_t end) {
-  const void *__restrict g = l.grad;
+  const void *__restrict g = l.staged;
   float *__restrict sum = l.sum;
   for (int64_t i = begin; i < end; ++i) {
     float value = loadGradient<G>(g, i);
@@ -230,8 +233,8 @@ copyLoop(const Loop &l, int64_t begin, int64_t end) {
 
 using LoopFn = void (*)(const Loop &, int64_t, int64_t);
 
-/// Elements per tile of an update with a copy.
-constexpr int64_t kCopyTile = 2048;
+/// Elements per tile of an update with a copy or an accumulation.
+constexpr int64_t kTile = 2048;
 
 // One copy of every loop per ISA: the target attribute compiles the inlined
 // body (and gcc's vectorization of it) for that instruction set.
@@ -414,14 +417,18 @@ void runHostUpdateRange(const HostUpdate &u, const HostUpdatePlan &plan,
   Loop l{};
   l.grad = u.grad;
   Grad grad = gradOf(u.gradType);
+  LoopFn accumulate = nullptr;
   if (plan.accumulate) {
+    l.staged = u.grad;
     l.sum = u.accumulator;
-    pickAccumulate(grad, plan.first)(l, begin, end);
+    accumulate = pickAccumulate(grad, plan.first);
     // The update then reads the accumulator.
     l.grad = u.accumulator;
     grad = Grad::F32;
   }
   if (!plan.apply) {
+    if (accumulate)
+      accumulate(l, begin, end);
     // A persistent copy that this run does not write: the master's
     // rounding.
     if (u.refreshParam && u.param)
@@ -449,17 +456,21 @@ void runHostUpdateRange(const HostUpdate &u, const HostUpdatePlan &plan,
                                                 : Rule::Sgd;
   LoopFn apply = pickApply(rule, grad, plan.scaled);
   Copy copy = copyOf(u);
-  if (copy == Copy::None) {
+  LoopFn copyTile = copy == Copy::None ? nullptr : pickCopy(copy);
+  if (!accumulate && !copyTile) {
     apply(l, begin, end);
     return;
   }
-  // The copy right behind the update, a tile at a time: the tile's new
-  // masters (8 KiB) are still in L1 when the copy reads them.
-  LoopFn copyTile = pickCopy(copy);
-  for (int64_t lo = begin; lo < end; lo += kCopyTile) {
-    int64_t hi = std::min(end, lo + kCopyTile);
+  // The last micro-step's accumulation, the update and the copy a tile at a
+  // time: the tile's sums and new masters (8 KiB each) are still in L1 when
+  // the next loop reads them.
+  for (int64_t lo = begin; lo < end; lo += kTile) {
+    int64_t hi = std::min(end, lo + kTile);
+    if (accumulate)
+      accumulate(l, lo, hi);
     apply(l, lo, hi);
-    copyTile(l, lo, hi);
+    if (copyTile)
+      copyTile(l, lo, hi);
   }
 }
 
