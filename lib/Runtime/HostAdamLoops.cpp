@@ -136,7 +136,6 @@ struct Loop {
   void *param;
   double inverse, rate, momentum, weightDecay, decay, beta1, beta2, eps,
       stepSize, correction2;
-  bool scaled;
 };
 
 template <Grad G> inline float loadGradient(const void *grad, int64_t i) {
