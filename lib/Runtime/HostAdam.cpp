@@ -1,12 +1,9 @@
 //===- HostAdam.cpp - the CPU optimizer of --offload optimizer ------------===//
 //
-// See HostAdam.h. The element loops are the host backend's sgdUpdate /
-// adamwUpdate (Host/TrainingKernels.cpp) fused into one pass per chunk,
-// with the gradient widened on load, the accumulation in f32 and the
-// update in double, so that every stored value is rounded exactly where the
-// reference rounds it. The step's decisions (micro-step gate, skipped step,
-// bias correction) are made once per update, outside the loops, which keeps
-// the loops free of branches for gcc's vectorizer.
+// See HostAdam.h. The step's plan (micro-step gate, skipped step, bias
+// correction, made once per update so that the loops have no branch), the
+// thread pool, the engine and the operands' checks; the element loops are in
+// HostAdamLoops.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,140 +14,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 namespace memopt::rt {
 
 namespace {
-
-/// Round-to-nearest-even of an f32 into bf16 bits, branch-free (a NaN
-/// keeps its sign and top mantissa bits, made quiet).
-inline uint16_t roundToBf16(uint32_t bits) {
-  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  uint32_t quiet = (bits >> 16) | 0x40u;
-  uint32_t isNan = 0u - uint32_t((bits & 0x7fffffffu) > 0x7f800000u);
-  return uint16_t((quiet & isNan) | (rounded & ~isNan));
-}
-
-/// Round-to-nearest-even of an f32 into f16 bits, branch-free (F. Giesen's
-/// float_to_half_fast3_rtne): normal results by integer rounding of the
-/// mantissa, subnormal ones by one f32 addition of a magic number (the FPU
-/// rounds to nearest even), overflow to infinity, NaN to the quiet 0x7e00.
-inline uint16_t roundToHalf(uint32_t bits) {
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  uint32_t x = bits & 0x7fffffffu;
-  // Normal: rebias, add half an ulp less one plus the odd bit, truncate.
-  uint32_t normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
-  // Subnormal or zero: 0.5 with the exponent of 2^-14 * 2^10 added and
-  // subtracted back in bits; the sum's low bits are the f16 mantissa.
-  float magic, value;
-  uint32_t magicBits = (127u - 15u + 23u - 10u + 1u) << 23;
-  std::memcpy(&magic, &magicBits, 4);
-  std::memcpy(&value, &x, 4);
-  float sum = value + magic;
-  uint32_t sumBits;
-  std::memcpy(&sumBits, &sum, 4);
-  uint32_t subnormal = sumBits - magicBits;
-  uint32_t infinite = 0x7c00u | uint32_t(x > 0x7f800000u) << 9;
-  // Masks, not branches, so that the loop over elements vectorizes.
-  uint32_t isInfinite = 0u - uint32_t(x >= 0x47800000u);
-  uint32_t isSubnormal = ~isInfinite & (0u - uint32_t(x < 0x38800000u));
-  uint32_t isNormal = ~(isInfinite | isSubnormal);
-  uint32_t result =
-      (infinite & isInfinite) | (subnormal & isSubnormal) | (normal & isNormal);
-  return uint16_t(result | sign);
-}
-
-/// The update's element loops over [begin, end) with the gradient as f32
-/// values `g[i - offset]` (the staged f32 gradient, a widened chunk of an
-/// f16 / bf16 one, or the accumulator). Instantiated per (scaled) so that
-/// the loops have no branch and gcc vectorizes them.
-template <bool Scaled>
-void applyRange(const HostUpdate &u, const HostUpdatePlan &plan,
-                const float *__restrict g, int64_t offset, int64_t begin,
-                int64_t end) {
-  const double inverse = plan.inverseScale;
-  // PyTorch's inv_scale (the reciprocal in double, rounded to f32), the
-  // product rounded to f32 as the reference stores it.
-  auto gradientAt = [&](int64_t i) {
-    double value = double(g[i - offset]);
-    return Scaled ? double(float(value * inverse)) : value;
-  };
-  float *__restrict p = u.master;
-  const double rate = plan.rate;
-  if (u.kind == HostUpdate::Kind::Sgd) {
-    float *__restrict buf = u.momentumBuffer;
-    const float momentum = u.momentum, weightDecay = u.weightDecay;
-    if (momentum != 0.0f) {
-      for (int64_t i = begin; i < end; ++i) {
-        double d = gradientAt(i) + weightDecay * double(p[i]);
-        buf[i] = float(momentum * double(buf[i]) + d);
-        p[i] = float(double(p[i]) - rate * double(buf[i]));
-      }
-    } else {
-      for (int64_t i = begin; i < end; ++i) {
-        double d = gradientAt(i) + weightDecay * double(p[i]);
-        p[i] = float(double(p[i]) - rate * d);
-      }
-    }
-  } else {
-    float *__restrict m = u.expAvg;
-    float *__restrict v = u.expAvgSq;
-    const double decay = 1 - rate * u.weightDecay;
-    const double beta1 = u.beta1, beta2 = u.beta2, eps = u.eps;
-    const double stepSize = plan.stepSize, correction2 = plan.correction2;
-    for (int64_t i = begin; i < end; ++i) {
-      double gi = gradientAt(i);
-      double pi = double(p[i]) * decay;
-      m[i] = float(beta1 * double(m[i]) + (1 - beta1) * gi);
-      v[i] = float(beta2 * double(v[i]) + (1 - beta2) * gi * gi);
-      double denom = std::sqrt(double(v[i])) / correction2 + eps;
-      p[i] = float(pi - stepSize * double(m[i]) / denom);
-    }
-  }
-  if (u.param)
-    roundMasterRange(p, u.param, u.paramType, begin, end);
-}
-
-void updateRange(const HostUpdate &u, const HostUpdatePlan &plan, int64_t begin,
-                 int64_t end) {
-  // An f16 / bf16 gradient is widened a chunk at a time (a scalar loop:
-  // the conversions branch on subnormals), exactly, so every later loop
-  // reads f32.
-  const float *g = static_cast<const float *>(u.grad);
-  int64_t offset = 0;
-  thread_local std::vector<float> widened;
-  if (u.gradType != DType::F32) {
-    widened.resize(size_t(end - begin));
-    const uint16_t *bits = static_cast<const uint16_t *>(u.grad);
-    bool half = u.gradType == DType::F16;
-    for (int64_t i = begin; i < end; ++i)
-      widened[size_t(i - begin)] =
-          half ? halfToFloat(bits[i]) : bf16ToFloat(bits[i]);
-    g = widened.data();
-    offset = begin;
-  }
-  if (plan.accumulate) {
-    // f32 additions, as both backends' update kernels do them; the update
-    // then reads the accumulator.
-    float *__restrict sum = u.accumulator;
-    const float *__restrict add = g;
-    if (plan.first)
-      for (int64_t i = begin; i < end; ++i)
-        sum[i] = add[i - offset];
-    else
-      for (int64_t i = begin; i < end; ++i)
-        sum[i] = sum[i] + add[i - offset];
-    g = sum;
-    offset = 0;
-  }
-  if (!plan.apply)
-    return;
-  if (plan.scaled)
-    applyRange<true>(u, plan, g, offset, begin, end);
-  else
-    applyRange<false>(u, plan, g, offset, begin, end);
-}
 
 /// The message of an update's error (the engine names the node).
 std::string nodeError(const HostUpdate &, const std::string &message) {
@@ -206,50 +73,6 @@ std::string planHostUpdate(const HostUpdate &u, HostUpdatePlan &plan) {
       (!u.expAvg || !u.expAvgSq))
     return nodeError(u, "AdamW needs its moments");
   return "";
-}
-
-void roundMasterRange(const float *src, void *dst, DType type, int64_t begin,
-                      int64_t end) {
-  const float *__restrict in = src;
-  if (type == DType::F32) {
-    std::memcpy(static_cast<float *>(dst) + begin, in + begin,
-                size_t(end - begin) * 4);
-    return;
-  }
-  uint16_t *__restrict out = static_cast<uint16_t *>(dst);
-  bool half = type == DType::F16;
-  if (half)
-    for (int64_t i = begin; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, in + i, 4);
-      out[i] = roundToHalf(bits);
-    }
-  else
-    for (int64_t i = begin; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, in + i, 4);
-      out[i] = roundToBf16(bits);
-    }
-}
-
-void widenParameterRange(const void *src, DType type, float *dst, int64_t begin,
-                         int64_t end) {
-  if (type == DType::F32) {
-    std::memcpy(dst + begin, static_cast<const float *>(src) + begin,
-                size_t(end - begin) * 4);
-    return;
-  }
-  const uint16_t *bits = static_cast<const uint16_t *>(src);
-  for (int64_t i = begin; i < end; ++i)
-    dst[i] = type == DType::F16 ? halfToFloat(bits[i]) : bf16ToFloat(bits[i]);
-}
-
-void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
-                        int64_t begin, int64_t end) {
-  updateRange(update, plan, begin, end);
-  // A persistent copy that this run does not write: the master's rounding.
-  if (!plan.apply && update.refreshParam && update.param)
-    roundMasterRange(update.master, update.param, update.paramType, begin, end);
 }
 
 int64_t getHostUpdateStreamedBytes(const HostUpdate &update,

@@ -15,7 +15,9 @@
 // Where memopt differs: the arithmetic is the host backend's (double, one
 // rounding to f32 per stored value), so the offloaded step is bit-identical
 // to the plain one on the host; the loops are written for gcc's
-// auto-vectorizer (no intrinsics to keep in step with a scalar fallback).
+// auto-vectorizer (no intrinsics to keep in step with a scalar fallback),
+// compiled for AVX-512, AVX2 and the baseline and picked at run time, and
+// write a low working copy in the same pass as the master.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,12 +105,17 @@ struct HostUpdatePlan {
 };
 std::string planHostUpdate(const HostUpdate &update, HostUpdatePlan &plan);
 
-/// The element loops over [begin, end): accumulation, then (when the plan
-/// applies) SGD or AdamW on the master, then the copy into `param`.
-/// Errors are messages without the node (the engine adds it).
-/// Exposed for the unit tests (unittests/Runtime/HostAdamTest.cpp).
+/// The element loops over [begin, end) (HostAdamLoops.cpp): accumulation,
+/// then (when the plan applies) SGD or AdamW on the master with the copy
+/// into `param` written in the same pass; a refreshed persistent copy when
+/// it does not apply. Exposed for the unit tests
+/// (unittests/Runtime/HostAdamTest.cpp).
 void runHostUpdateRange(const HostUpdate &update, const HostUpdatePlan &plan,
                         int64_t begin, int64_t end);
+
+/// The instruction set the loops run with on this CPU: "avx512", "avx2" or
+/// "baseline" (MEMOPT_OFFLOAD_ISA=avx2|sse2 caps it; read once).
+const char *getHostUpdateIsa();
 
 /// A fixed pool of worker threads that splits loops into chunks; the
 /// calling thread takes a share.

@@ -196,6 +196,37 @@ TEST(HostAdamTest, ScaledAccumulatedSgdEqualsHostBackend) {
   EXPECT_NE(std::memcmp(p.data(), randomVector(n, 3, 1.0f).data(), n * 4), 0);
 }
 
+TEST(HostAdamTest, WidenedGradientIsTheBackendsWidening) {
+  // Every f16 and bf16 bit pattern, staged as a gradient and accumulated on
+  // a first micro-step (the accumulator receives the widened gradient):
+  // the loops' branch-free widening must be Internal.h's halfToFloat /
+  // bf16ToFloat bit for bit, NaN payloads and subnormals included.
+  const size_t n = 65536;
+  std::vector<uint16_t> grad(n);
+  for (size_t i = 0; i < n; ++i)
+    grad[i] = uint16_t(i);
+  for (DType type : {DType::F16, DType::BF16}) {
+    std::vector<float> master(n, 0.0f), m(n, 0.0f), v(n, 0.0f), sum(n, -1.0f);
+    float scalars[16] = {};
+    scalars[kStagingLr] = 0.1f;
+    scalars[kStagingStep] = 1.0f;
+    HostUpdate u = adamwUpdateOf(master, m, v, grad.data(), type, scalars);
+    u.accumulator = sum.data();
+    u.accumulationSteps = 2; // micro-step 0 of 2: accumulate only
+    HostUpdatePool pool(2);
+    ASSERT_EQ(runHostUpdate(u, pool), "");
+    for (size_t i = 0; i < n; ++i) {
+      float expected =
+          type == DType::F16 ? halfToFloat(grad[i]) : bf16ToFloat(grad[i]);
+      uint32_t got, want;
+      std::memcpy(&got, &sum[i], 4);
+      std::memcpy(&want, &expected, 4);
+      ASSERT_EQ(got, want) << dtypeName(type) << " bits 0x" << std::hex << i;
+    }
+    EXPECT_EQ(master, std::vector<float>(n, 0.0f)); // not applied
+  }
+}
+
 TEST(HostAdamTest, PoolCoversEveryElementOnce) {
   HostUpdatePool pool(5);
   for (int64_t n : {int64_t(1), int64_t(1000), int64_t(1 << 20) + 17}) {
