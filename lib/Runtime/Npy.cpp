@@ -202,6 +202,15 @@ bool parseNpy(const std::vector<uint8_t> &bytes, NpyArray &out,
             std::to_string(kMaxRank);
     return false;
   }
+  // The element count must fit int64 (NpyArray::numElements), in every
+  // prefix too: a zero dimension after two large ones makes no bytes, but
+  // their product still overflows before the zero.
+  int64_t elements = 1;
+  for (int64_t d : out.shape)
+    if (__builtin_mul_overflow(elements, d, &elements)) {
+      error = "'shape' is too large (its element count overflows)";
+      return false;
+    }
   // Count in unsigned arithmetic with overflow checks: dimensions up to
   // 2^48 multiply past int64.
   uint64_t dataBytes = dtypeSize(out.dtype);

@@ -111,6 +111,14 @@ TEST(Npy, RejectsWhatItCannotRead) {
                                  15),
                         array, error));
   EXPECT_NE(error.find("truncated"), std::string::npos);
+  // Two dimensions whose product overflows int64 before a zero one (no
+  // bytes at all): found by fuzz-runtime-files, numElements() overflowed.
+  EXPECT_FALSE(parseNpy(handMade(1,
+                                 "{'descr': '|i1', 'fortran_order': False, "
+                                 "'shape': (1136639886336, 8888888, 0), }\n",
+                                 0),
+                        array, error));
+  EXPECT_NE(error.find("element count overflows"), std::string::npos);
 }
 
 TensorInfo weightInfo(const char *name, DType dtype, std::vector<int64_t> shape,
