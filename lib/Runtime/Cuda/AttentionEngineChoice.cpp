@@ -86,22 +86,17 @@ AttentionChoice
 measureAttentionEngines(Context &ctx, const std::function<bool()> &runCudnn,
                         const std::function<bool()> &runMemopt) {
   AttentionChoice choice;
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok()) {
     choice.text = "not measured: the timing could not start";
     return choice;
   }
+  cudaEvent_t begin = events.begin, end = events.end;
   auto checked = [&](const std::function<bool()> &run) {
     return [&] { return run() && !hasError(ctx); };
   };
   choice.cudnnMs = timeEngineCalls(ctx, begin, end, checked(runCudnn));
   choice.memoptMs = timeEngineCalls(ctx, begin, end, checked(runMemopt));
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
   choice.cudnn = choice.memoptMs < 0 ||
                  (choice.cudnnMs >= 0 && choice.cudnnMs <= choice.memoptMs);
   char text[160];

@@ -323,6 +323,34 @@ float timeCalls(Context &ctx, cudaEvent_t begin, cudaEvent_t end, int runs,
   return ms / float(runs);
 }
 
+/// The pair of events that times a call site's candidates (timeCalls,
+/// timeEngineCalls), destroyed with it. ok() is false when the driver could
+/// not create them; the error is cleared and the caller keeps its untimed
+/// choice.
+struct TimingEvents {
+  cudaEvent_t begin = nullptr, end = nullptr;
+  TimingEvents() {
+    if (cudaEventCreate(&begin) != cudaSuccess ||
+        cudaEventCreate(&end) != cudaSuccess) {
+      cudaGetLastError();
+      release();
+    }
+  }
+  ~TimingEvents() { release(); }
+  TimingEvents(const TimingEvents &) = delete;
+  TimingEvents &operator=(const TimingEvents &) = delete;
+  bool ok() const { return begin && end; }
+
+private:
+  void release() {
+    if (begin)
+      cudaEventDestroy(begin);
+    if (end)
+      cudaEventDestroy(end);
+    begin = end = nullptr;
+  }
+};
+
 /// timeCalls of an engine that competes for a call site (three runs): a
 /// failing run does not fail the op (the real run reports its own errors),
 /// its error is cleared and the time is negative.

@@ -92,14 +92,10 @@ fastestMatmulAlgo(Context &ctx, const MatmulPlan &plan,
                   const cublasLtMatmulHeuristicResult_t *results, int found,
                   const void *aPtr, const void *bPtr, const void *cPtr) {
   cublasLtMatmulAlgo_t best = results[0].algo;
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok())
     return best;
-  }
+  cudaEvent_t begin = events.begin, end = events.end;
   float alpha = 1.0f, beta = 0.0f, bestMs = 0;
   bool haveBest = false;
   void *out = const_cast<void *>(cPtr);
@@ -131,8 +127,6 @@ fastestMatmulAlgo(Context &ctx, const MatmulPlan &plan,
     }
   }
   cudaGetLastError(); // a skipped candidate's launch error is not the call's
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
   return best;
 }
 
@@ -577,14 +571,10 @@ void timeConvCandidates(Context &ctx, const char *node, ConvPlan &plan,
   size_t timed = std::min(candidates.size(), kTimedCandidates);
   if (timed < 2)
     return;
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok())
     return;
-  }
+  cudaEvent_t begin = events.begin, end = events.end;
   for (size_t i = 0; i < timed; ++i) {
     ConvCandidate &c = candidates[i];
     plan.algo = c.algo;
@@ -599,8 +589,6 @@ void timeConvCandidates(Context &ctx, const char *node, ConvPlan &plan,
     c.ms = ms >= 0 ? ms : std::numeric_limits<float>::max();
   }
   cudaGetLastError(); // a failed candidate's launch error is not the call's
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
   plan.algo = -1;
   plan.workspaceBytes = 0;
   std::stable_sort(candidates.begin(), candidates.begin() + timed,
@@ -958,14 +946,10 @@ void chooseEpilogue(Context &ctx, const char *node, ConvPlan &plan,
           relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
           CUDNN_NOT_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS)
     return;
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok())
     return;
-  }
+  cudaEvent_t begin = events.begin, end = events.end;
   auto time = [&](auto &&launch) -> float {
     return timeCalls(ctx, begin, end, 3, launch);
   };
@@ -1014,8 +998,6 @@ void chooseEpilogue(Context &ctx, const char *node, ConvPlan &plan,
                  node ? node : "?", double(plan.separateMs), plan.algo,
                  double(plan.fusedMs), plan.fusedAlgo, tried,
                  plan.fusedAlgo >= 0 ? "fused" : "separate");
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
 }
 
 /// A residual that y aliases, kept on the host while the first run searches
@@ -1104,15 +1086,12 @@ void chooseConvEngine(Context &ctx, const char *node, ConvPlan &plan,
                       const TensorRef &w, const TensorRef &y, void *workspace,
                       const ConvEpilogue &epilogue) {
   plan.engineChosen = true;
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok()) {
     noteConvEngine(ctx, node, "cudnn (the timing could not start)");
     return;
   }
+  cudaEvent_t begin = events.begin, end = events.end;
   auto time = [&](auto &&launch) {
     return timeEngineCalls(ctx, begin, end, launch);
   };
@@ -1123,8 +1102,6 @@ void chooseConvEngine(Context &ctx, const char *node, ConvPlan &plan,
     return launchDepthwiseConv(ctx, node, g, x, w, epilogue.bias,
                                epilogue.residual, epilogue.activation, y);
   });
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
   plan.depthwise = plan.depthwiseMs >= 0 &&
                    (plan.cudnnMs < 0 || plan.depthwiseMs < plan.cudnnMs);
   std::string other = planEngineName(plan);

@@ -397,26 +397,21 @@ void chooseEngine(Context &ctx, const char *node, const FusionCall &c,
                    std::string(c.fusionName()) + forced + "; " + site.plan);
     return;
   }
-  cudaEvent_t begin = nullptr, end = nullptr;
-  if (cudaEventCreate(&begin) != cudaSuccess ||
-      cudaEventCreate(&end) != cudaSuccess) {
-    cudaGetLastError();
-    if (begin)
-      cudaEventDestroy(begin);
+  TimingEvents events;
+  if (!events.ok()) {
     site.fused = true;
     noteConvEngine(ctx, node,
                    std::string(c.fusionName()) +
                        " (the timing could not start); " + site.plan);
     return;
   }
+  cudaEvent_t begin = events.begin, end = events.end;
   // The fallback first: its first call searches the convolution's
   // algorithms (in the timing's warm-up call).
   float fallbackMs = timeEngineCalls(ctx, begin, end,
                                      [&] { return runFallback(ctx, node, c); });
   float fusedMs = timeEngineCalls(
       ctx, begin, end, [&] { return runFusion(ctx, node, c, site); });
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
   site.fused = fusedMs >= 0 && (fallbackMs < 0 || fusedMs < fallbackMs);
   std::string fusion = c.fusionName();
   std::string text;
