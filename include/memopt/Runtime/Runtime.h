@@ -495,6 +495,28 @@ struct AttentionParams {
   /// and V have the same batch dims, y's up to a trailing run they
   /// broadcast along; memopt.attention_grad's `grouped_gradients`).
   bool groupedGradients = false;
+  /// Training dropout of the probabilities (memopt.attention's
+  /// `dropout_ratio`, in [0, 1); 0: none): y = (P * keep / (1 - ratio)) v,
+  /// P[..., i, j] kept unless the Philox word of its index in the row-major
+  /// [y's batch dims..., S, Sk] probabilities, keyed by `dropoutKey` and
+  /// counted with `dropoutStream`, is below ratio * 2^32: exactly the mask
+  /// dropout(ratio, dropoutStream) draws on the unfused graph's
+  /// probabilities (lib/Runtime/Philox.h). The backward (same params)
+  /// regenerates the mask; nothing is saved.
+  float dropoutRatio = 0.0f;
+  uint32_t dropoutStream = 0;
+  /// I64 [2] [seed, micro-batch] in the backend's memory (the program's
+  /// random_key; on CUDA a device pointer, written before each run so a
+  /// captured graph stays valid). Required when dropoutRatio > 0.
+  const int64_t *dropoutKey = nullptr;
+  /// CUDA: draw the mask with cuDNN's own generator (seeded from
+  /// dropoutKey and dropoutStream) instead of memopt's Philox mask, so
+  /// cuDNN's fused SDPA may run the call. The compiler sets it on a forward
+  /// and its gradient together, only where cuDNN runs both (the mask of the
+  /// forward must be the backward's); such a call then runs cuDNN or fails
+  /// with an error naming the node, never memopt's kernels with another
+  /// mask. The host ignores it (its masks are memopt's).
+  bool dropoutCudnnRng = false;
 };
 
 /// Scaled dot-product attention (ONNX Attention, 4-D form):
