@@ -81,7 +81,7 @@ def parse_remat_failure(message):
             "smallest_arena_bytes": int(found.group(2))}
 
 
-TEXT = ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b")
+TEXT = ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b", "llama_7b")
 # Exported as a user would: transformers' default attention implementation (sdpa).
 PLAIN_EXPORT = ("gpt2_medium", "llama_1b")
 
@@ -155,10 +155,16 @@ def build_module(model, size, classes, attn=None):
             num_attention_heads=32, num_key_value_heads=4, vocab_size=classes,
             max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False,
             attention_dropout=0.0, **extra)
+    elif model == "llama_7b":  # Llama-2-7B's shape: 32 layers, 4096, 32 heads, 11008
+        config = transformers.LlamaConfig(
+            hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+            num_attention_heads=32, num_key_value_heads=32, vocab_size=classes,
+            max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+            attention_dropout=0.0, **extra)
     else:
         config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=classes,
                                          n_positions=size, **drop, **extra)
-    inner = (transformers.LlamaForCausalLM(config) if model == "llama_1b"
+    inner = (transformers.LlamaForCausalLM(config) if model.startswith("llama")
              else transformers.GPT2LMHeadModel(config))
 
     class Wrapped(torch.nn.Module):

@@ -616,7 +616,7 @@ def checkpoint_blocks(module, model):
         def forward(self, *args, **kwargs):
             return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
 
-    if model in ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b"):
+    if model in ("gpt2", "gpt2_tiny", "gpt2_medium", "llama_1b", "llama_7b"):
         inner = module.inner
         blocks = inner.transformer.h if model.startswith("gpt2") else inner.model.layers
         try:
