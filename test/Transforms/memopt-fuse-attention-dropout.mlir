@@ -67,6 +67,25 @@ func.func @safe_softmax_view_dropout(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x
 
 // -----
 
+// The dropout before the safe softmax's Where (a dropped NaN is 0, a kept one
+// NaN: the Where zeroes the row either way, as the op's safe softmax does).
+// CHECK-LABEL: func.func @dropout_before_safe_softmax
+// CHECK-NOT: memopt.dropout
+// CHECK-NOT: memopt.is_nan
+// CHECK: memopt.attention %arg0, %arg1, %arg2 dropout_key %arg3 {dropout_ratio = 5.000000e-01 : f32, dropout_stream = 2 : i64, key_transposed = true, safe_softmax = true, scale = 1.000000e+00 : f32}
+func.func @dropout_before_safe_softmax(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>, %key: tensor<2xi64>) -> tensor<2x3x4x8xf32> {
+  %zero = memopt.constant dense<0.0> : tensor<f32>
+  %s = memopt.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = memopt.softmax %s : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %pd = memopt.dropout %p, key %key {ratio = 0.5 : f32, stream = 2 : i64} : (tensor<2x3x4x4xf32>, tensor<2xi64>) -> tensor<2x3x4x4xf32>
+  %nan = memopt.is_nan %pd : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xi1>
+  %safe = memopt.where %nan, %zero, %pd : (tensor<2x3x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = memopt.matmul %safe, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %y : tensor<2x3x4x8xf32>
+}
+
+// -----
+
 // Mixed precision (autocast's spelling): the softmax in f32 over f16
 // scores, the dropout in f32 before the cast back, or in f16 after it.
 // CHECK-LABEL: func.func @mixed_precision_dropout
