@@ -118,6 +118,10 @@ ProgramEmitter::emitNeuralNetOp(Operation *op, const std::string &node) {
            << (attention.getKeyTransposed() ? "true" : "false") << ";\n";
         if (attention.getSafeSoftmax())
           os << "    params.safeSoftmax = true;\n";
+        emitAttentionDropout(attention.getDropoutRatio().convertToFloat(),
+                             attention.getDropoutStream(),
+                             attention.getDropoutKey(),
+                             attention.getDropoutCudnnRng());
         emitTf32(op);
         if (attention.getLse())
           os << "    TensorRef lse = " << ref(attention.getLse()) << ";\n";
@@ -131,6 +135,21 @@ ProgramEmitter::emitNeuralNetOp(Operation *op, const std::string &node) {
         return success();
       })
       .Default([](Operation *) { return std::nullopt; });
+}
+
+void ProgramEmitter::emitAttentionDropout(float ratio, uint64_t stream,
+                                          Value key, bool cudnnRng) {
+  if (ratio == 0.0f || !key)
+    return;
+  // The key is the program's random_key tensor ([seed, micro-batch]), read
+  // by the kernels where they run (a device pointer on CUDA), as dropout()
+  // reads it.
+  os << "    params.dropoutRatio = " << cppFloat(ratio)
+     << ";\n    params.dropoutStream = " << uint32_t(stream)
+     << "u;\n    params.dropoutKey = static_cast<const int64_t *>(" << ref(key)
+     << ".data);\n";
+  if (cudnnRng)
+    os << "    params.dropoutCudnnRng = true;\n";
 }
 
 LogicalResult ProgramEmitter::emitMatmulWorkspace(Operation *op) {

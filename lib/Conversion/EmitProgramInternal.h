@@ -392,6 +392,10 @@ private:
   /// Emits `params.allowTf32 = true;` for an f32 contraction of a
   /// `memopt.precision = "tf32"` function.
   void emitTf32(Operation *op);
+  /// `params.dropout*` of an attention or its gradient (nothing without a
+  /// dropout): ratio, stream, the key tensor's data and cuDNN's generator.
+  void emitAttentionDropout(float ratio, uint64_t stream, Value key,
+                            bool cudnnRng);
 
   func::FuncOp function;
   const EmitProgramOptions &options;

@@ -58,6 +58,9 @@ ProgramEmitter::emitTrainingOp(Operation *op, const std::string &node) {
            << (grad.getSafeSoftmax() ? "true" : "false") << ";\n";
         if (grad.getGroupedGradients())
           os << "    params.groupedGradients = true;\n";
+        emitAttentionDropout(grad.getDropoutRatio().convertToFloat(),
+                             grad.getDropoutStream(), grad.getDropoutKey(),
+                             grad.getDropoutCudnnRng());
         emitTf32(op);
         if (grad.getDbias())
           os << "    TensorRef dbias = " << ref(grad.getDbias()) << ";\n";

@@ -229,6 +229,7 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
             remat_kernel_times: Optional[PathLike] = None,
             fuse_attention: Optional[bool] = None, fuse_epilogues: Optional[bool] = None,
             fuse_elementwise: Optional[bool] = None, fuse_norm_conv: Optional[str] = None,
+            attention_dropout_rng: Optional[str] = None,
             no_plan: Optional[bool] = None,
             outputs_in_arena: Optional[bool] = None, lower_only: Optional[bool] = None,
             timing: Optional[bool] = None,
@@ -264,10 +265,11 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     arch           the GPU architecture for target='cuda' (nvcc's sm_NN).
     verbose        print the compiler's phase lines and reports.
     remat_time_limit, remat_kernel_times, fuse_attention, fuse_epilogues, fuse_elementwise,
-    fuse_norm_conv, no_plan, outputs_in_arena, lower_only, timing
+    fuse_norm_conv, attention_dropout_rng, no_plan, outputs_in_arena, lower_only, timing
                    memopt-compile's --remat-time-limit, --remat-kernel-times,
                    --no-fuse-attention (fuse_attention=False), --no-fuse-epilogues,
-                   --no-fuse-elementwise, --fuse-norm-conv ('auto', 'on' or 'off'), --no-plan,
+                   --no-fuse-elementwise, --fuse-norm-conv ('auto', 'on' or 'off'),
+                   --attention-dropout-rng ('auto' or 'memopt'), --no-plan,
                    --separate-outputs
                    (outputs_in_arena=False), --lower-only and --timing (docs/cli.md); None
                    leaves the compiler's default.

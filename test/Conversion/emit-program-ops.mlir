@@ -119,6 +119,24 @@ func.func @main(%v: tensor<6xf32>) -> tensor<4xf32>
 // workspace by pointer and size (nullptr and 0 without).
 // RUN: memopt-compile %t/attention.mlir --lower-only --emit source -o %t/attention --quiet
 // RUN: FileCheck %s --check-prefix=ATTENTION < %t/attention.cpp
+// Attention dropout: ratio, stream, the key tensor's data (the program's
+// random_key, a device pointer on CUDA) and cuDNN's generator, forward and
+// backward alike.
+// RUN: memopt-compile %t/attention_dropout.mlir --lower-only --emit source -o %t/attention_dropout --quiet
+// RUN: FileCheck %s --check-prefix=DROPOUT < %t/attention_dropout.cpp
+// DROPOUT: TensorRef [[KEY:t[0-9]+]] = ref(static_cast<uint8_t *>(inputs[3]), DType::I64, {2});
+// DROPOUT: params.safeSoftmax = true;
+// DROPOUT-NEXT: params.dropoutRatio = 0.100000001f;
+// DROPOUT-NEXT: params.dropoutStream = 3u;
+// DROPOUT-NEXT: params.dropoutKey = static_cast<const int64_t *>([[KEY]].data);
+// DROPOUT-NEXT: params.dropoutCudnnRng = true;
+// DROPOUT-NEXT: attention(ctx, "attn_dropout", params,
+// DROPOUT: params.safeSoftmax = false;
+// DROPOUT-NEXT: params.dropoutRatio = 0.100000001f;
+// DROPOUT-NEXT: params.dropoutStream = 3u;
+// DROPOUT-NEXT: params.dropoutKey = static_cast<const int64_t *>([[KEY]].data);
+// DROPOUT-NEXT: params.dropoutCudnnRng = true;
+// DROPOUT-NEXT: attentionBackward(ctx, "attn_grad_dropout", params,
 // RUN: memopt-compile %t/fused.mlir --lower-only --emit source -o %t/fused --quiet
 // RUN: FileCheck %s --check-prefix=FUSED < %t/fused.cpp
 // RUN: memopt-compile %t/fused_cast.mlir --lower-only --emit source -o %t/fused_cast --quiet
@@ -198,6 +216,14 @@ func.func @main(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<
   %y = memopt.attention %q, %kt, %v, %b {scale = 0.125 : f32, causal = true, key_transposed = true, memopt.offsets = array<i64: 0>, memopt.workspace_offset = 8192 : i64, memopt.workspace_size = 2048 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x32xf32> loc("attn")
   %z = memopt.attention %y, %k2, %v2 {scale = 0.25 : f32, memopt.offsets = array<i64: -1>} : (tensor<2x4x8x32xf32>, tensor<8x32xf32>, tensor<8x4xf32>) -> tensor<2x4x8x4xf32> loc("attn_plain")
   return %z : tensor<2x4x8x4xf32>
+}
+
+//--- attention_dropout.mlir
+func.func @main(%q: tensor<2x4x8xf32>, %o: tensor<2x4x8xf32>, %lse: tensor<2x4x2xf32>, %key: tensor<2xi64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+    attributes {memopt.arena_size = 256 : i64, memopt.weights_size = 0 : i64} {
+  %y = memopt.attention %q, %q, %q dropout_key %key {scale = 0.5 : f32, safe_softmax = true, dropout_ratio = 0.1 : f32, dropout_stream = 3 : i64, dropout_cudnn_rng, memopt.offsets = array<i64: -1>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<2x4x8xf32> loc("attn_dropout")
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %o, %o, %lse dropout_key %key {scale = 0.5 : f32, dropout_ratio = 0.1 : f32, dropout_stream = 3 : i64, dropout_cudnn_rng, memopt.offsets = array<i64: -1, -1, -1>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2xi64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) loc("attn_grad_dropout")
+  return %y, %dq, %dk, %dv : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
 }
 
 // Weights from a dense_resource blob land at their weight offset; an i64

@@ -208,6 +208,30 @@ func.func @attention(%x: tensor<2x3x12x4xf32>) -> tensor<f32> {
 
 // -----
 
+// Fused attention with dropout of the probabilities: the forward with its
+// statistics and the gradient carry the same ratio, stream and key (the
+// backward regenerates the mask; no mask and no S x S tensor is saved).
+// CHECK-LABEL: func.func @attention_dropout
+// CHECK: %[[KEY:.*]] = memopt.variable "memopt.random_key"
+// CHECK: %[[Y:.*]], %[[LSE:.*]] = memopt.attention %[[Q:.*]], %[[K:.*]], %[[V:.*]] dropout_key %[[KEY]] {causal = true, dropout_ratio = 1.000000e-01 : f32, dropout_stream = 4 : i64, return_lse = true, scale = 5.000000e-01 : f32} : (tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2xi64>) -> (tensor<2x3x12x4xf32>, tensor<2x3x12x2xf32>)
+// CHECK: memopt.attention_grad %[[Q]], %[[K]], %[[V]], %[[Y]], %{{.*}}, %[[LSE]] dropout_key %[[KEY]] {causal = true, dropout_ratio = 1.000000e-01 : f32, dropout_stream = 4 : i64, scale = 5.000000e-01 : f32} : (tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x2xf32>, tensor<2xi64>)
+// SAVED-LABEL: func.func @attention_dropout
+// SAVED-NOT: x12x12xf32
+func.func @attention_dropout(%x: tensor<2x3x12x4xf32>) -> tensor<f32> {
+  %key = memopt.variable "memopt.random_key" {initial_value = dense<0> : tensor<2xi64>, role = "random_key"} : tensor<2xi64>
+  %wq = memopt.variable "wq" {initial_value = dense<0.5> : tensor<4xf32>, role = "parameter"} : tensor<4xf32>
+  %wk = memopt.variable "wk" {initial_value = dense<0.25> : tensor<4xf32>, role = "parameter"} : tensor<4xf32>
+  %wv = memopt.variable "wv" {initial_value = dense<2.0> : tensor<4xf32>, role = "parameter"} : tensor<4xf32>
+  %q = memopt.mul %x, %wq : (tensor<2x3x12x4xf32>, tensor<4xf32>) -> tensor<2x3x12x4xf32>
+  %k = memopt.mul %x, %wk : (tensor<2x3x12x4xf32>, tensor<4xf32>) -> tensor<2x3x12x4xf32>
+  %v = memopt.mul %x, %wv : (tensor<2x3x12x4xf32>, tensor<4xf32>) -> tensor<2x3x12x4xf32>
+  %y = memopt.attention %q, %k, %v dropout_key %key {scale = 0.5 : f32, causal = true, dropout_ratio = 0.1 : f32, dropout_stream = 4 : i64} : (tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2x3x12x4xf32>, tensor<2xi64>) -> tensor<2x3x12x4xf32>
+  %loss = memopt.reduce_mean %y {axes = array<i64: 0, 1, 2, 3>, keepdims = 0 : i64} : (tensor<2x3x12x4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Layer normalization over the last axis with a scale and bias of its width:
 // one gradient op (dX, dScale, dB), no reductions of its own.
 // CHECK-LABEL: func.func @layer_norm

@@ -4,10 +4,14 @@
 // on the host, as Cuda/AttentionKernels.cu on the GPU: a block of query rows
 // of one head per work item, both products through Gemm.h's 4 x 4 tile. The
 // gradient is in AttentionBackward.cpp. Moved out of HostBackend.cpp
-// unchanged.
+// unchanged. A dropout of the probabilities (params.dropoutRatio) multiplies
+// each normalized probability by memopt.dropout's keep factor of its
+// row-major index (AttentionDropout.h) before P V; the row statistics stay
+// those of the undropped probabilities.
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionDropout.h"
 #include "Gemm.h"
 #include "HostKernels.h"
 
@@ -67,6 +71,7 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
         std::vector<double> scores(size_t(kRows * keysPadded));
         std::vector<double> acc(size_t(kRows * valuesPadded));
         std::vector<double> rowSum(static_cast<size_t>(kRows));
+        host::AttentionDropoutMask dropout(params);
         for (int64_t item = lo; item < hi; ++item) {
           int64_t b = item / rowBlocks, i0 = item % rowBlocks * kRows;
           int64_t rows = std::min(kRows, g.queries - i0);
@@ -137,10 +142,18 @@ void attention(Context &ctx, const char *node, const AttentionParams &params,
             bool zeroRow = params.safeSoftmax && rowMax == -INFINITY;
             double sum = 0;
             int64_t finite = 0;
+            // The dropout's factor (0 or 1 / (1 - ratio)) scales P after
+            // the sum: y = (P * keep / (1 - ratio)) V with P undropped.
+            uint64_t rowIndex = uint64_t((b * g.queries + i) * g.keys);
             for (int64_t j = 0; j < g.keys; ++j) {
               double p = zeroRow ? 0.0 : std::exp(row[j] - rowMax);
               sum += p;
               finite += row[j] != -INFINITY;
+              if (dropout.enabled()) {
+                // A dropped element is 0 even when NaN, as dropout() has it.
+                double keep = dropout.factor(rowIndex + uint64_t(j));
+                p = keep == 0.0 ? 0.0 : p * keep;
+              }
               pPanels[size_t((r / kMR * g.keys + j) * kMR + r % kMR)] = p;
             }
             rowSum[size_t(r)] = zeroRow ? 1.0 : sum;

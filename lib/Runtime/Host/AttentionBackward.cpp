@@ -23,6 +23,14 @@
 // transposed K / V panel, or the head dimension), so they vectorize.
 // Everything is computed in double and rounded once on store.
 //
+// Dropout (params.dropoutRatio > 0): the forward's keep mask M is drawn
+// again per score (AttentionDropout.h, the forward's and memopt.dropout's
+// mask) and, with s = 1 / (1 - ratio), dV = (s M * P)^T dO and
+// dP = s M * (dO V^T); D = rowsum(dO * O) is unchanged (it equals
+// sum_j P_ij dP_ij with the dropped dP), so dS = P * (dP - D) as before.
+// FlashAttention-2's backward regenerates its mask from the Philox state the
+// same way instead of saving it.
+//
 // Taken from: FlashAttention-2 (Dao, 2023), Algorithm 2 (recomputation from
 // the log-sum-exp, D = rowsum(dO * O)); Triton's fused-attention tutorial
 // (separate dK/dV and dQ loops instead of atomics). Different: the row
@@ -31,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionDropout.h"
 #include "HostInternal.h"
 
 #include <algorithm>
@@ -87,11 +96,12 @@ struct Problem {
   }
 
   /// dS of row i of entry b against keys [j0, j0 + count) (panels from
-  /// keyPanels); also P into `p` when given. Keys masked by causal get 0.
+  /// keyPanels); also P into `p` when given (dropped out as the forward
+  /// applied it: what dV reads). Keys masked by causal get 0.
   void scoreGradients(int64_t b, const EntryOffsets &o, int64_t i, int64_t j0,
                       int64_t count, const std::vector<double> &kT,
-                      const std::vector<double> &vT, double *ds,
-                      double *p) const {
+                      const std::vector<double> &vT, double *ds, double *p,
+                      AttentionDropoutMask &dropout) const {
     double s[kKeyBlock] = {}, dp[kKeyBlock] = {};
     const double *qRow = q.data() + o.q + i * g.headSize;
     const double *dyRow = dy.data() + (b * g.queries + i) * g.valueSize;
@@ -125,6 +135,16 @@ struct Problem {
         if (score != -INFINITY && score < kAttentionSaturation)
           score = kAttentionLowestMax;
         prob = score == -INFINITY ? 0.0 : std::exp((score - max) - logSum);
+      }
+      if (dropout.enabled()) {
+        // The forward's mask: dP = s M * dPd, and dV reads s M * P (a
+        // dropped element is 0 even when P is NaN, as dropout() has it).
+        double keep =
+            dropout.factor(uint64_t((b * g.queries + i) * g.keys + j));
+        ds[c] = prob * (keep * dp[c] - dot);
+        if (p)
+          p[c] = keep == 0.0 ? 0.0 : prob * keep;
+        continue;
       }
       ds[c] = prob * (dp[c] - dot);
       if (p)
@@ -186,6 +206,7 @@ void attentionBackward(Context &ctx, const char *node,
         std::vector<double> dkAcc(size_t(kKeyBlock * d)),
             dvAcc(size_t(kKeyBlock * dvSize));
         double ds[kKeyBlock], p[kKeyBlock];
+        AttentionDropoutMask dropout(params);
         for (int64_t item = lo; item < hi; ++item) {
           int64_t entry = item / keyBlocks, j0 = item % keyBlocks * kKeyBlock;
           int64_t count = std::min(kKeyBlock, g.keys - j0);
@@ -196,7 +217,7 @@ void attentionBackward(Context &ctx, const char *node,
             pb.keyPanels(o.k, o.v, j0, count, kT, vT);
             for (int64_t i = params.causal ? std::min(j0, g.queries) : 0;
                  i < g.queries; ++i) {
-              pb.scoreGradients(b, o, i, j0, count, kT, vT, ds, p);
+              pb.scoreGradients(b, o, i, j0, count, kT, vT, ds, p, dropout);
               const double *qRow = pb.q.data() + o.q + i * d;
               const double *dyRow = pb.dy.data() + (b * g.queries + i) * dvSize;
               for (int64_t c = 0; c < count; ++c) {
@@ -226,35 +247,37 @@ void attentionBackward(Context &ctx, const char *node,
   // Pass 2: dQ, a block of query rows per item.
   std::vector<double> dqOut(size_t(dq.numElements()));
   const int64_t rowBlocks = (g.queries + kRowBlock - 1) / kRowBlock;
-  parallelFor(
-      ctx, 0, g.batch * rowBlocks,
-      grainFor(kRowBlock * g.keys * (2 * d + dvSize)),
-      [&](int64_t lo, int64_t hi) {
-        std::vector<double> kT(size_t(d * kKeyBlock)),
-            vT(size_t(dvSize * kKeyBlock));
-        double ds[kKeyBlock];
-        for (int64_t item = lo; item < hi; ++item) {
-          int64_t b = item / rowBlocks, i0 = item % rowBlocks * kRowBlock;
-          int64_t count = std::min(kRowBlock, g.queries - i0);
-          EntryOffsets o = entryOffsets(g, b);
-          double *dqBlock = dqOut.data() + (b * g.queries + i0) * d;
-          int64_t keyEnd =
-              params.causal ? std::min(g.keys, i0 + count) : g.keys;
-          for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyBlock) {
-            int64_t keys = std::min(kKeyBlock, g.keys - j0);
-            pb.keyPanels(o.k, o.v, j0, keys, kT, vT);
-            for (int64_t r = 0; r < count; ++r) {
-              pb.scoreGradients(b, o, i0 + r, j0, keys, kT, vT, ds, nullptr);
-              double *dqRow = dqBlock + r * d;
-              for (int64_t c = 0; c < keys; ++c) {
-                double scaled = params.scale * ds[c];
-                for (int64_t x = 0; x < d; ++x)
-                  dqRow[x] += scaled * kT[size_t(x * kKeyBlock + c)];
-              }
-            }
-          }
-        }
-      });
+  parallelFor(ctx, 0, g.batch * rowBlocks,
+              grainFor(kRowBlock * g.keys * (2 * d + dvSize)),
+              [&](int64_t lo, int64_t hi) {
+                std::vector<double> kT(size_t(d * kKeyBlock)),
+                    vT(size_t(dvSize * kKeyBlock));
+                double ds[kKeyBlock];
+                AttentionDropoutMask dropout(params);
+                for (int64_t item = lo; item < hi; ++item) {
+                  int64_t b = item / rowBlocks,
+                          i0 = item % rowBlocks * kRowBlock;
+                  int64_t count = std::min(kRowBlock, g.queries - i0);
+                  EntryOffsets o = entryOffsets(g, b);
+                  double *dqBlock = dqOut.data() + (b * g.queries + i0) * d;
+                  int64_t keyEnd =
+                      params.causal ? std::min(g.keys, i0 + count) : g.keys;
+                  for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyBlock) {
+                    int64_t keys = std::min(kKeyBlock, g.keys - j0);
+                    pb.keyPanels(o.k, o.v, j0, keys, kT, vT);
+                    for (int64_t r = 0; r < count; ++r) {
+                      pb.scoreGradients(b, o, i0 + r, j0, keys, kT, vT, ds,
+                                        nullptr, dropout);
+                      double *dqRow = dqBlock + r * d;
+                      for (int64_t c = 0; c < keys; ++c) {
+                        double scaled = params.scale * ds[c];
+                        for (int64_t x = 0; x < d; ++x)
+                          dqRow[x] += scaled * kT[size_t(x * kKeyBlock + c)];
+                      }
+                    }
+                  }
+                }
+              });
   // Pass 3: dbias, one bias row per item (its score rows in batch order).
   std::vector<double> dbiasOut;
   if (dbias) {
@@ -270,27 +293,29 @@ void attentionBackward(Context &ctx, const char *node,
       items.push_back({group.first, &group.second});
     int64_t perRow = int64_t(items.empty() ? 0 : items.front().second->size()) *
                      g.keys * (d + dvSize);
-    parallelFor(
-        ctx, 0, int64_t(items.size()), grainFor(perRow),
-        [&](int64_t lo, int64_t hi) {
-          std::vector<double> kT(size_t(d * kKeyBlock)),
-              vT(size_t(dvSize * kKeyBlock));
-          double ds[kKeyBlock];
-          for (int64_t item = lo; item < hi; ++item) {
-            int64_t base = items[size_t(item)].first;
-            for (int64_t row : *items[size_t(item)].second) {
-              int64_t b = row / g.queries, i = row % g.queries;
-              EntryOffsets o = entryOffsets(g, b);
-              for (int64_t j0 = 0; j0 < g.keys; j0 += kKeyBlock) {
-                int64_t keys = std::min(kKeyBlock, g.keys - j0);
-                pb.keyPanels(o.k, o.v, j0, keys, kT, vT);
-                pb.scoreGradients(b, o, i, j0, keys, kT, vT, ds, nullptr);
-                for (int64_t c = 0; c < keys; ++c)
-                  dbiasOut[size_t(base + (j0 + c) * g.biasColStride)] += ds[c];
-              }
-            }
-          }
-        });
+    parallelFor(ctx, 0, int64_t(items.size()), grainFor(perRow),
+                [&](int64_t lo, int64_t hi) {
+                  std::vector<double> kT(size_t(d * kKeyBlock)),
+                      vT(size_t(dvSize * kKeyBlock));
+                  double ds[kKeyBlock];
+                  AttentionDropoutMask dropout(params);
+                  for (int64_t item = lo; item < hi; ++item) {
+                    int64_t base = items[size_t(item)].first;
+                    for (int64_t row : *items[size_t(item)].second) {
+                      int64_t b = row / g.queries, i = row % g.queries;
+                      EntryOffsets o = entryOffsets(g, b);
+                      for (int64_t j0 = 0; j0 < g.keys; j0 += kKeyBlock) {
+                        int64_t keys = std::min(kKeyBlock, g.keys - j0);
+                        pb.keyPanels(o.k, o.v, j0, keys, kT, vT);
+                        pb.scoreGradients(b, o, i, j0, keys, kT, vT, ds,
+                                          nullptr, dropout);
+                        for (int64_t c = 0; c < keys; ++c)
+                          dbiasOut[size_t(base + (j0 + c) * g.biasColStride)] +=
+                              ds[c];
+                      }
+                    }
+                  }
+                });
   }
   store(ctx, dqOut, dq);
   store(ctx, dkOut, dk);

@@ -3,7 +3,8 @@
 // and the CUDA backend and runs one host step (as every-op.mlir does for the
 // other ops). The AdamW update accumulates over two micro-batches; the
 // dropout's backward is not spelled out (memopt-autodiff would build it);
-// random_uniform scales the dropout's input.
+// random_uniform scales the dropout's input. The attention and its gradient
+// drop out their probabilities (dropout_key, memopt's mask on the host).
 // The filter gradient reaches its update in f16 under dynamic loss scaling
 // (found_inf, update_loss_scale), as an f16 mixed-precision step has it.
 // The fused language-model head and loss (linear_cross_entropy) trains its
@@ -68,8 +69,8 @@ func.func @main(%x: tensor<2x1x5x5xf32> {memopt.name = "x"}, %labels: tensor<2xi
   memopt.update_loss_scale %scale, %scalestate, found_inf %found : tensor<f32>, tensor<2xf32>, tensor<f32> loc("op_update_loss_scale")
   %aw = memopt.variable "aw" {initial_value = dense<0.5> : tensor<2x3x4xf32>, role = "parameter"} : tensor<2x3x4xf32>
   %am = memopt.variable "aw.momentum_buffer" {role = "optimizer_state"} : tensor<2x3x4xf32>
-  %ay, %alse = memopt.attention %aw, %aw, %aw {scale = 0.5 : f32, causal = true, return_lse = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x2xf32>)
-  %adq, %adk, %adv = memopt.attention_grad %aw, %aw, %aw, %ay, %ay, %alse {scale = 0.5 : f32, causal = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x2xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) loc("op_attention_grad")
+  %ay, %alse = memopt.attention %aw, %aw, %aw dropout_key %key {scale = 0.5 : f32, causal = true, return_lse = true, dropout_ratio = 0.25 : f32, dropout_stream = 7 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2xi64>) -> (tensor<2x3x4xf32>, tensor<2x3x2xf32>)
+  %adq, %adk, %adv = memopt.attention_grad %aw, %aw, %aw, %ay, %ay, %alse dropout_key %key {scale = 0.5 : f32, causal = true, dropout_ratio = 0.25 : f32, dropout_stream = 7 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x2xf32>, tensor<2xi64>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) loc("op_attention_grad")
   %adqk = memopt.add %adq, %adk : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %ag = memopt.add %adqk, %adv : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   memopt.sgd_update %aw, %ag, momentum %am, lr %lr {momentum = 0.9 : f32} : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<f32>

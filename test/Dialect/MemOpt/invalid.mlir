@@ -857,6 +857,46 @@ func.func @attention_transposed_keys(%q: tensor<4x8xf32>, %kt: tensor<8x6xf32>, 
 
 // -----
 
+func.func @attention_dropout_ratio(%q: tensor<4x8xf32>, %key: tensor<2xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dropout_ratio 1.000000e+00 is not in [0, 1)}}
+  %0 = memopt.attention %q, %q, %q dropout_key %key {scale = 1.0 : f32, dropout_ratio = 1.0 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_dropout_without_key(%q: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dropout_ratio 1.000000e-01 needs a dropout_key operand}}
+  %0 = memopt.attention %q, %q, %q {scale = 1.0 : f32, dropout_ratio = 0.1 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_key_without_dropout(%q: tensor<4x8xf32>, %key: tensor<2xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{has a dropout_key but dropout_ratio 0}}
+  %0 = memopt.attention %q, %q, %q dropout_key %key {scale = 1.0 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_dropout_key(%q: tensor<4x8xf32>, %lse: tensor<4x2xf32>, %key: tensor<3xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dropout_key must hold two i64 elements [seed, micro-batch]}}
+  %dq, %dk, %dv = memopt.attention_grad %q, %q, %q, %q, %q, %lse dropout_key %key {scale = 1.0 : f32, dropout_ratio = 0.5 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x2xf32>, tensor<3xi64>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return %dq : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_cudnn_rng_without_dropout(%q: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dropout_cudnn_rng needs a dropout}}
+  %0 = memopt.attention %q, %q, %q {scale = 1.0 : f32, dropout_cudnn_rng} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 func.func @attention_batch(%q: tensor<2x4x8xf32>, %k: tensor<3x6x8xf32>, %v: tensor<6x8xf32>) -> tensor<2x4x8xf32> {
   // expected-error @+2 {{batch dimensions of Q 'tensor<2x4x8xf32>', K 'tensor<3x6x8xf32>' and V 'tensor<6x8xf32>' do not broadcast}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -705,8 +705,10 @@ Operation *prepare(AttentionOp op, GradientBuilder &g) {
   g.b.setInsertionPoint(op);
   auto withLse = AttentionOp::create(
       g.b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getBias(),
-      op.getScaleAttr(), op.getCausalAttr(), op.getKeyTransposedAttr(),
-      op.getSafeSoftmaxAttr(), g.b.getBoolAttr(true));
+      op.getDropoutKey(), op.getScaleAttr(), op.getCausalAttr(),
+      op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(), g.b.getBoolAttr(true),
+      op.getDropoutRatioAttr(), op.getDropoutStreamAttr(),
+      op.getDropoutCudnnRngAttr());
   withLse->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   op.getY().replaceAllUsesWith(withLse.getY());
   op.erase();
@@ -738,11 +740,15 @@ LogicalResult vjp(AttentionOp op, GradientBuilder &g, ArrayRef<Value> dy,
   bool grouped = AttentionGradOp::getGradientGroup(op.getY().getType(),
                                                    op.getK().getType(),
                                                    op.getV().getType()) > 0;
+  // A dropout of the probabilities: the backward regenerates the forward's
+  // mask from the same key, stream and ratio (nothing is saved for it).
   auto grad = AttentionGradOp::create(
       g.b, g.loc, op.getQ(), op.getK(), op.getV(), op.getY(), dy[0],
-      op.getLse(), bias, op.getScaleAttr(), op.getCausalAttr(),
-      op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(),
-      g.b.getBoolAttr(biasGradient), g.b.getBoolAttr(grouped));
+      op.getLse(), bias, op.getDropoutKey(), op.getScaleAttr(),
+      op.getCausalAttr(), op.getKeyTransposedAttr(), op.getSafeSoftmaxAttr(),
+      g.b.getBoolAttr(biasGradient), g.b.getBoolAttr(grouped),
+      op.getDropoutRatioAttr(), op.getDropoutStreamAttr(),
+      op.getDropoutCudnnRngAttr());
   dx[0] = g.sumToShape(grad.getDQ(), op.getQ().getType());
   dx[1] = g.sumToShape(grad.getDK(), op.getK().getType());
   dx[2] = g.sumToShape(grad.getDV(), op.getV().getType());

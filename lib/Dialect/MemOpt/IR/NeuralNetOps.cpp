@@ -841,6 +841,36 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                              isSet(adaptor.getReturnLseAttr()), results);
 }
 
+/// The dropout of an attention or its gradient: a ratio in [0, 1), the key
+/// (I64 [2], [seed, micro-batch]) present exactly when the ratio is above 0,
+/// a 32-bit stream, cuDNN's generator only with a dropout.
+static LogicalResult verifyAttentionDropout(Operation *op, float ratio,
+                                            Value key, uint64_t stream,
+                                            bool cudnnRng) {
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return op->emitOpError("dropout_ratio ") << ratio << " is not in [0, 1)";
+  if (ratio > 0.0f && !key)
+    return op->emitOpError("dropout_ratio ")
+           << ratio << " needs a dropout_key operand";
+  if (ratio == 0.0f && key)
+    return op->emitOpError("has a dropout_key but dropout_ratio 0");
+  if (key && cast<ShapedType>(key.getType()).getNumElements() != 2)
+    return op->emitOpError(
+        "dropout_key must hold two i64 elements [seed, micro-batch]");
+  if (stream > uint64_t(UINT32_MAX))
+    return op->emitOpError("dropout_stream ")
+           << stream << " is not a 32-bit id";
+  if (cudnnRng && ratio == 0.0f)
+    return op->emitOpError("dropout_cudnn_rng needs a dropout");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionDropout(*this, getDropoutRatio().convertToFloat(),
+                                getDropoutKey(), getDropoutStream(),
+                                getDropoutCudnnRng());
+}
+
 /// Row i of `queries` keeps keys 0..min(i, keys - 1) under a causal mask.
 static int64_t unmaskedScores(int64_t queries, int64_t keys, bool causal) {
   if (!causal)
@@ -857,14 +887,22 @@ int64_t AttentionOp::getUnmaskedScoreCount() {
       k.getDimSize(k.getRank() - (getKeyTransposed() ? 1 : 2)), getCausal());
 }
 
+/// Flops per score of a dropout's mask: its share of a Philox 4x32-10 block
+/// (10 rounds of two multiplies and four xors for four elements), the
+/// compare and the scale.
+static constexpr int64_t kDropoutFlopsPerScore = 17;
+
 /// Two contractions (Q K^T and P V, 2 flops per multiply-add), plus scale,
 /// bias, max, exp, sum and normalize (about 6 per score): the work of the
-/// unfused graph, with masked-out causal scores not computed.
+/// unfused graph, with masked-out causal scores not computed; a dropout adds
+/// its mask.
 int64_t AttentionOp::getFlops() {
   int64_t headSize = getQ().getType().getShape().back();
   int64_t valueSize = getY().getType().getShape().back();
   int64_t batch = product(getY().getType().getShape().drop_back(2));
-  return batch * getUnmaskedScoreCount() * (2 * headSize + 2 * valueSize + 6);
+  return batch * getUnmaskedScoreCount() *
+         (2 * headSize + 2 * valueSize + 6 +
+          (hasDropout() ? kDropoutFlopsPerScore : 0));
 }
 
 /// The bytes --memopt-attention-engine reserved for cuDNN's SDPA, or -1.
@@ -998,6 +1036,12 @@ int64_t AttentionGradOp::getGradientGroup(Type output, Type k, Type v) {
   return group > 1 ? group : 0;
 }
 
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttentionDropout(*this, getDropoutRatio().convertToFloat(),
+                                getDropoutKey(), getDropoutStream(),
+                                getDropoutCudnnRng());
+}
+
 int64_t AttentionGradOp::getUnmaskedScoreCount() {
   auto q = getQ().getType();
   auto k = getK().getType();
@@ -1012,7 +1056,9 @@ int64_t AttentionGradOp::getFlops() {
   int64_t headSize = getQ().getType().getShape().back();
   int64_t valueSize = getV().getType().getShape().back();
   int64_t batch = product(getO().getType().getShape().drop_back(2));
-  return batch * getUnmaskedScoreCount() * (6 * headSize + 4 * valueSize + 8);
+  return batch * getUnmaskedScoreCount() *
+         (6 * headSize + 4 * valueSize + 8 +
+          (hasDropout() ? kDropoutFlopsPerScore : 0));
 }
 
 /// Two f32 score buffers of the whole batch, plus P and dS in the element

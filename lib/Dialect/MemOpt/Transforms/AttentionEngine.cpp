@@ -18,6 +18,19 @@
 // cuDNN 9.19 stated on an H200), and a plan that states more runs memopt's
 // kernels at run time, the engine report saying so, instead of allocating.
 //
+// Attention dropout: an attention with dropout and its gradients draw one
+// mask, so they choose together. cuDNN's SDPA draws its mask with its own
+// Philox generator (seed and offset tensors, as PyTorch's cuDNN and flash
+// SDPA do), which memopt's kernels do not reproduce; memopt's kernels draw
+// memopt.dropout's mask, which cuDNN cannot take without a [B, H, S, Sk]
+// mask tensor. So the forward and every gradient of one dropout (the same
+// Q, K, V, key and stream: a recomputed or duplicated op joins its group)
+// get `dropout_cudnn_rng` only where all of them can run on cuDNN, and
+// then keep their workspaces; otherwise none gets it and none keeps a
+// cuDNN workspace (it would never be used). `dropout-rng=memopt` takes
+// memopt's mask everywhere (bit-identical to the host and to the unfused
+// graph).
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/MemOpt/IR/MemOptOps.h"
@@ -25,9 +38,11 @@
 #include "memopt/Runtime/Workspace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
+#include <tuple>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTATTENTIONENGINE
@@ -106,6 +121,27 @@ std::optional<int64_t> cudnnBytes(Operation *op) {
       grouped ? s.batch * s.keys : 0, s.elementBytes, s.keyBytes);
 }
 
+/// The ops that draw one attention dropout mask: a forward and its
+/// gradients share Q, K, V, the key and the stream (and the ratio).
+using DropoutGroupKey = std::tuple<Value, Value, Value, Value, int64_t>;
+
+/// The dropout group of `op`, or nothing without a dropout.
+std::optional<DropoutGroupKey> dropoutGroupOf(Operation *op) {
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    if (!attention.hasDropout())
+      return std::nullopt;
+    return DropoutGroupKey{attention.getQ(), attention.getK(), attention.getV(),
+                           attention.getDropoutKey(),
+                           int64_t(attention.getDropoutStream())};
+  }
+  auto grad = cast<AttentionGradOp>(op);
+  if (!grad.hasDropout())
+    return std::nullopt;
+  return DropoutGroupKey{grad.getQ(), grad.getK(), grad.getV(),
+                         grad.getDropoutKey(),
+                         int64_t(grad.getDropoutStream())};
+}
+
 struct MemOptAttentionEnginePass
     : public mlir::memopt::impl::MemOptAttentionEngineBase<
           MemOptAttentionEnginePass> {
@@ -118,29 +154,68 @@ struct MemOptAttentionEnginePass
           << target << "' is not cuda or host";
       return signalPassFailure();
     }
+    if (dropoutRng != "auto" && dropoutRng != "memopt") {
+      function.emitError("memopt-attention-engine: dropout-rng '")
+          << dropoutRng << "' is not auto or memopt";
+      return signalPassFailure();
+    }
     if (target != "cuda")
       return;
-    int64_t calls = 0, reserved = 0, largest = 0;
+    // Each op's own eligibility, then the dropout groups decide together.
+    SmallVector<std::pair<Operation *, std::optional<int64_t>>> calls;
+    llvm::MapVector<DropoutGroupKey, SmallVector<size_t>> groups;
     function.walk([&](Operation *op) {
       if (!isa<AttentionOp, AttentionGradOp>(op))
         return;
-      ++calls;
-      std::optional<int64_t> bytes = cudnnBytes(op);
+      if (std::optional<DropoutGroupKey> group = dropoutGroupOf(op))
+        groups[*group].push_back(calls.size());
+      calls.push_back({op, cudnnBytes(op)});
+    });
+    int64_t cudnnRng = 0;
+    for (auto &[group, members] : groups) {
+      bool together =
+          dropoutRng == "auto" && llvm::all_of(members, [&](size_t index) {
+            return calls[index].second.has_value();
+          });
+      for (size_t index : members) {
+        Operation *op = calls[index].first;
+        if (auto attention = dyn_cast<AttentionOp>(op))
+          attention.setDropoutCudnnRng(together);
+        else
+          cast<AttentionGradOp>(op).setDropoutCudnnRng(together);
+        cudnnRng += together;
+        if (!together)
+          calls[index].second.reset();
+      }
+    }
+    int64_t reserved = 0, largest = 0;
+    for (auto &[op, bytes] : calls) {
       if (!bytes) {
         op->removeAttr(kCudnnWorkspaceAttrName);
-        return;
+        continue;
       }
       ++reserved;
       largest = std::max(largest, *bytes);
       op->setAttr(
           kCudnnWorkspaceAttrName,
           IntegerAttr::get(IntegerType::get(op->getContext(), 64), *bytes));
-    });
-    if (report && calls)
-      llvm::outs() << "memopt-attention-engine @" << function.getSymName()
-                   << ": " << reserved << " of " << calls
-                   << " attention calls reserve cuDNN's SDPA workspace"
-                   << " (largest " << largest << " bytes)\n";
+    }
+    if (report && !calls.empty())
+      llvm::outs()
+          << "memopt-attention-engine @" << function.getSymName() << ": "
+          << reserved << " of " << calls.size()
+          << " attention calls reserve cuDNN's SDPA workspace"
+          << " (largest " << largest << " bytes)"
+          << (groups.empty()
+                  ? std::string()
+                  : "; " + std::to_string(cudnnRng) + " of " +
+                        std::to_string(llvm::count_if(
+                            calls,
+                            [](auto &call) {
+                              return dropoutGroupOf(call.first).has_value();
+                            })) +
+                        " with dropout draw cuDNN's mask")
+          << "\n";
   }
 };
 

@@ -202,6 +202,11 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
               "device)";
     return failure();
   }
+  if (attentionDropoutRng != "auto" && attentionDropoutRng != "memopt") {
+    message = "attention-dropout-rng '" + attentionDropoutRng +
+              "' is not auto or memopt";
+    return failure();
+  }
   if (memoryBudget < 0) {
     message = "memory-budget must be at least 0 bytes";
     return failure();
@@ -333,6 +338,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
   // the bytes it reserves.
   MemOptAttentionEngineOptions engine;
   engine.target = options.target;
+  engine.dropoutRng = options.attentionDropoutRng;
   pm.addNestedPass<func::FuncOp>(createMemOptAttentionEngine(engine));
   // Last of the graph rewrites: the chains it fuses are what epilogue
   // fusion and mixed precision left.
@@ -590,7 +596,8 @@ struct CompilePhaseLog::State {
       lines.failure = "layout assignment failed";
     } else if (pass == "memopt-attention-engine") {
       lines.after = [](ModuleOp module) {
-        int64_t calls = 0, reserved = 0, largest = 0;
+        int64_t calls = 0, reserved = 0, largest = 0, dropouts = 0,
+                cudnnRng = 0;
         module.walk([&](Operation *op) {
           if (!isa<AttentionOp, AttentionGradOp>(op))
             return;
@@ -600,14 +607,24 @@ struct CompilePhaseLog::State {
             ++reserved;
             largest = std::max(largest, bytes.getInt());
           }
+          auto attention = dyn_cast<AttentionOp>(op);
+          auto grad = dyn_cast<AttentionGradOp>(op);
+          dropouts += attention ? attention.hasDropout() : grad.hasDropout();
+          cudnnRng += attention ? attention.getDropoutCudnnRng()
+                                : grad.getDropoutCudnnRng();
         });
         if (!reserved)
           return std::string();
+        std::string dropout;
+        if (dropouts)
+          dropout = "; " + std::to_string(cudnnRng) + " of " +
+                    std::to_string(dropouts) +
+                    " with dropout draw cuDNN's mask";
         return "[attention-engine] " + std::to_string(reserved) + " of " +
                std::to_string(calls) +
                " attention calls on cuDNN's SDPA: its workspace planned in "
                "the arena (largest " +
-               std::to_string(largest) + " bytes)";
+               std::to_string(largest) + " bytes)" + dropout;
       };
       lines.failure = "attention engine choice failed";
     } else if (pass == "memopt-fuse-elementwise") {

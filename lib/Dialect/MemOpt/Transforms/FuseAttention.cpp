@@ -17,7 +17,12 @@
 //   view);
 // - a float Cast (softmax in f32 over f16 / bf16 scores).
 // After the softmax: PyTorch's safe softmax `Where(IsNaN(P), 0, P)`, float
-// Casts back to the operands' type and batch views, then MatMul(P, V).
+// Casts back to the operands' type, batch views and one training dropout of
+// the probabilities (memopt.dropout with its key: its ratio, stream and key
+// become the op's `dropout_*`; the mask is memopt's Philox mask of the
+// probabilities' row-major index, which no view or cast changes, so the
+// fused op draws the unfused graph's mask exactly), then MatMul(P, V). A
+// keyless or ratio-0 dropout (inference) is the identity and goes.
 // K^T may be a transpose of K (its operand becomes K), the dynamo SDPA's
 // Reshape-Transpose-Reshape, or anything else (`key_transposed`); an
 // exporter's K^T = Transpose(K_bshd, perm [0, 2, 3, 1]) becomes the same
@@ -50,7 +55,12 @@
 // pulled into the fused call, the causal mask recognised from its pattern),
 // torch inductor's SDPA pattern matcher (one pattern per spelling of
 // `_sfdp_pattern_N`: scale by mul or div, before or after the MatMul, with
-// or without a mask and dropout), TensorRT's MHA fusion.
+// or without a mask and dropout), TensorRT's MHA fusion. The dropout inside
+// the fused op is FlashAttention's and PyTorch SDPA's (flash and
+// memory-efficient kernels regenerate a Philox mask per element in the
+// backward from (seed, offset) instead of saving it); here the mask is
+// memopt.dropout's own, keyed per op stream, so the fused program equals the
+// unfused one up to rounding.
 // Further: onnxruntime and inductor enumerate spellings (one pattern per
 // exporter form, masks recognised by the ops that built them); here each op
 // is judged by its effect on the scores, so the steps compose in any order
@@ -79,6 +89,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace mlir::memopt {
 #define GEN_PASS_DEF_MEMOPTFUSEATTENTION
@@ -468,9 +479,12 @@ struct AttentionMatch {
   SoftmaxOp softmax;
   MatMulOp scores, output;
   std::optional<SafeSoftmax> safe;
+  /// The training dropout of the probabilities (keyed, ratio > 0), if any;
+  /// it is also in probabilitySteps, as are inference dropouts.
+  DropoutOp dropout;
   /// Scores side, program order.
   SmallVector<ChainStep> steps;
-  /// Casts and views between the softmax (or its safe form) and
+  /// Casts, views and dropouts between the softmax (or its safe form) and
   /// MatMul(P, V), program order.
   SmallVector<Operation *> probabilitySteps;
   /// Batch views: the scores' own, one per view step, one per view after the
@@ -591,6 +605,22 @@ std::optional<AttentionMatch> matchAttention(SoftmaxOp softmax,
     if (isFloatCast(user)) {
       match.probabilitySteps.push_back(user);
       probs = user->getResult(0);
+      continue;
+    }
+    if (auto drop = dyn_cast<DropoutOp>(user)) {
+      // Elementwise on the probabilities (same shape, same row-major order
+      // as every view of them): the op draws the same mask. One keyed
+      // dropout; a keyless or ratio-0 one is the identity.
+      bool keyed = drop.getKey() && !drop.getRatio().isZero();
+      if (keyed && match.dropout) {
+        diagnosis.fail(user, "a second dropout of the probabilities (the "
+                             "fused op applies one mask)");
+        return std::nullopt;
+      }
+      if (keyed)
+        match.dropout = drop;
+      match.probabilitySteps.push_back(user);
+      probs = drop.getY();
       continue;
     }
     break;
@@ -887,13 +917,23 @@ void buildAttention(AttentionMatch &match, PatternRewriter &rewriter) {
       value = regroup(value, term.batch);
     bias = bias ? rewriter.createOrFold<AddOp>(loc, bias, value) : value;
   }
+  // The dropout's key, ratio and stream: the op draws its mask.
+  Value dropoutKey;
+  FloatAttr dropoutRatio = rewriter.getF32FloatAttr(0.0f);
+  IntegerAttr dropoutStream = rewriter.getI64IntegerAttr(0);
+  if (match.dropout) {
+    dropoutKey = match.dropout.getKey();
+    dropoutRatio = match.dropout.getRatioAttr();
+    dropoutStream = match.dropout.getStreamAttr();
+  }
   auto attention = AttentionOp::create(
       rewriter, loc, place(match.query), place(match.key), place(match.value),
-      bias, rewriter.getF32FloatAttr(match.scale),
+      bias, dropoutKey, rewriter.getF32FloatAttr(match.scale),
       rewriter.getBoolAttr(match.causal),
       rewriter.getBoolAttr(match.keyTransposed),
       rewriter.getBoolAttr(match.safe.has_value()),
-      /*return_lse=*/rewriter.getBoolAttr(false));
+      /*return_lse=*/rewriter.getBoolAttr(false), dropoutRatio, dropoutStream,
+      /*dropout_cudnn_rng=*/UnitAttr());
   Value result = reshapeTo(attention.getY(),
                            cast<RankedTensorType>(match.output.getType()));
 
@@ -915,7 +955,7 @@ void buildAttention(AttentionMatch &match, PatternRewriter &rewriter) {
 }
 
 struct FusionStatistics {
-  int64_t fused = 0, causal = 0, safe = 0, scoreBytes = 0;
+  int64_t fused = 0, causal = 0, safe = 0, dropout = 0, scoreBytes = 0;
 };
 
 struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
@@ -934,6 +974,7 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     ++statistics.fused;
     statistics.causal += match->causal;
     statistics.safe += match->safe.has_value();
+    statistics.dropout += bool(match->dropout);
     statistics.scoreBytes += 2 * getTensorBytes(softmax.getType());
     buildAttention(*match, rewriter);
     return success();
@@ -1017,7 +1058,7 @@ bool isScoresSoftmax(SoftmaxOp softmax) {
           matmul && matmul.getA() == value)
         return true;
       if (depth < 4 &&
-          isa<CastOp, ReshapeOp, WhereOp, IsNaNOp, IdentityOp>(user))
+          isa<CastOp, ReshapeOp, WhereOp, IsNaNOp, IdentityOp, DropoutOp>(user))
         worklist.push_back({user->getResult(0), depth + 1});
     }
   }
@@ -1052,6 +1093,13 @@ std::string describeFused(AttentionOp attention, MaskClassifier &classifier) {
   }
   if (attention.getSafeSoftmax())
     text += "; safe softmax";
+  if (attention.hasDropout()) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%g",
+                  double(attention.getDropoutRatio().convertToFloat()));
+    text += "; dropout " + std::string(ratio) + " (stream " +
+            std::to_string(attention.getDropoutStream()) + ")";
+  }
   return text;
 }
 
@@ -1120,7 +1168,11 @@ struct MemOptFuseAttentionPass
     llvm::outs() << "memopt-fuse-attention @" << getOperation().getSymName()
                  << ": " << fusion.fused << " attentions fused ("
                  << fusion.causal << " causal, " << fusion.safe
-                 << " safe softmax), " << fusion.scoreBytes
+                 << " safe softmax"
+                 << (fusion.dropout
+                         ? ", " + std::to_string(fusion.dropout) + " dropout"
+                         : std::string())
+                 << "), " << fusion.scoreBytes
                  << " bytes of scores and probabilities removed\n";
     for (const AttentionSite &site :
          describeAttentionSites(getOperation(), maxHeadSize))

@@ -280,6 +280,7 @@ def MemOpt_SoftmaxOp : MemOpt_InferredOp<"softmax", [MemOpt_Precision,
 //===----------------------------------------------------------------------===//
 
 def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemOpt_PrecisionOpInterface,
                               ["hasLowPrecisionGradient"]>,
     DeclareOpInterfaceMethods<MemOpt_BufferBehaviorOpInterface>],
@@ -319,6 +320,25 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
     statistics and the backward (-FLT_MAX / log2(e), the CUDA kernels'
     saturation); a row whose scores are all `-inf` stores `(-inf, -inf)`.
 
+    With `dropout_ratio` r > 0 (training dropout of the probabilities,
+    folded in by `--memopt-fuse-attention` from `softmax -> memopt.dropout
+    -> matmul`): `result = (P * keep / (1 - r)) V`, where P[..., i, j] is
+    kept unless the Philox 4x32-10 word of its index in the row-major
+    `[result's batch dims..., S, Sk]` probabilities, keyed by the I64 [2]
+    `dropout_key` operand (`[seed, micro-batch]`, the program's random_key)
+    and counted with `dropout_stream`, is below `r * 2^32`: exactly the mask
+    `memopt.dropout {ratio = r, stream = dropout_stream}` draws on the
+    unfused graph's probabilities (lib/Runtime/Philox.h). The row
+    statistics are those of the undropped P. No mask is stored: the
+    gradient (`memopt.attention_grad` with the same dropout attributes and
+    key) and a recomputed attention (rematerialization) regenerate it.
+    `dropout_key` is present exactly when `dropout_ratio` > 0. With
+    `dropout_cudnn_rng` (set by `--memopt-attention-engine` on a forward and
+    its gradients together, only where cuDNN's SDPA runs all of them) the
+    CUDA runtime draws the mask with cuDNN's own generator, seeded from the
+    key and the stream, instead (another mask, the same distribution; the
+    host ignores it).
+
     The results never share storage with an operand.
 
     Workspace: when `Q`, `K` and `V` hold the whole batch, the op asks for
@@ -333,22 +353,32 @@ def MemOpt_AttentionOp : MemOpt_InferredOp<"attention", [
   }];
   let arguments = (ins MemOpt_FloatTensor:$Q, MemOpt_FloatTensor:$K,
                        MemOpt_FloatTensor:$V,
-                       Optional<MemOpt_FloatTensor>:$bias, F32Attr:$scale,
+                       Optional<MemOpt_FloatTensor>:$bias,
+                       Optional<StaticShapeTensorOf<[I64]>>:$dropout_key,
+                       F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
-                       DefaultValuedAttr<BoolAttr, "false">:$return_lse);
+                       DefaultValuedAttr<BoolAttr, "false">:$return_lse,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout_ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_stream,
+                       UnitAttr:$dropout_cudnn_rng);
   let results = (outs MemOpt_FloatTensor:$Y,
                       Optional<MemOpt_TensorOf<[F32]>>:$lse);
-  let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? attr-dict `:` "
+  let assemblyFormat = "$Q `,` $K `,` $V (`,` $bias^)? "
+                       "(`dropout_key` $dropout_key^)? attr-dict `:` "
                        "functional-type(operands, results)";
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Score elements that are not masked by `causal`, per batch entry.
     int64_t getUnmaskedScoreCount();
+    /// Whether the probabilities are dropped out (dropout_ratio > 0).
+    bool hasDropout() { return !getDropoutRatio().isZero(); }
   }];
 }
 
-def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
+def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad",
+    [AttrSizedOperandSegments],
     ["getFlops", "getWorkspaceBytes", "isWorkspaceOptional",
      "getWorkspaceFloor"]> {
   let summary = "dQ, dK, dV (and dbias) of memopt.attention, no S x Sk tensor";
@@ -361,6 +391,13 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
 
         dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),
         dQ = scale * dS K,  dK = scale * dS^T Q,  dbias = dS
+
+    With the forward's dropout (`dropout_ratio` r > 0, `dropout_stream`,
+    the same `dropout_key` operand) the keep mask M of the forward is
+    regenerated (memopt.attention's description says which it is) and, with
+    s = 1 / (1 - r): `dV = (s M * P)^T dO`, `dP = s M * (dO V^T)`, the rest
+    unchanged (D = rowsum(dO * O) is still sum_j P_ij dP_ij).
+    `dropout_cudnn_rng` as for the forward: set on both or on neither.
 
     The attributes are the forward's. `dQ`, `dK` and `dV` have the shapes of
     `Q`, `K` (in its layout: `[..., D, Sk]` with `key_transposed`) and `V`
@@ -393,20 +430,27 @@ def MemOpt_AttentionGradOp : MemOpt_InferredOp<"attention_grad", [],
                        MemOpt_TensorOf<[F32, F16, BF16]>:$dO,
                        MemOpt_TensorOf<[F32]>:$lse,
                        Optional<MemOpt_TensorOf<[F32, F16, BF16]>>:$bias,
+                       Optional<StaticShapeTensorOf<[I64]>>:$dropout_key,
                        F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_gradient,
-                       DefaultValuedAttr<BoolAttr, "false">:$grouped_gradients);
+                       DefaultValuedAttr<BoolAttr, "false">:$grouped_gradients,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout_ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_stream,
+                       UnitAttr:$dropout_cudnn_rng);
   let results = (outs MemOpt_TensorOf<[F32, F16, BF16]>:$dQ,
                       MemOpt_TensorOf<[F32, F16, BF16]>:$dK,
                       MemOpt_TensorOf<[F32, F16, BF16]>:$dV,
                       Optional<MemOpt_TensorOf<[F32]>>:$dbias);
   let assemblyFormat = "$Q `,` $K `,` $V `,` $O `,` $dO `,` $lse "
-                       "(`,` $bias^)? attr-dict `:` "
-                       "functional-type(operands, results)";
+                       "(`,` $bias^)? (`dropout_key` $dropout_key^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
+    /// Whether the forward's probabilities were dropped out.
+    bool hasDropout() { return !getDropoutRatio().isZero(); }
     /// Score elements that are not masked by `causal`, per batch entry.
     int64_t getUnmaskedScoreCount();
     /// The query heads that share one K / V entry when `k` and `v` can take

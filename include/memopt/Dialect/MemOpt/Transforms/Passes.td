@@ -28,7 +28,8 @@ def MemOptFuseAttention
 
       MatMul(Q, K^T) [-> scale | Add(term) | Where(mask, -inf, .) | Reshape
                         | Cast]... -> Softmax(last axis)
-                     [-> Where(IsNaN(P), 0, P)] [-> Cast | Reshape]...
+                     [-> Where(IsNaN(P), 0, P)] [-> Cast | Reshape
+                                                 | Dropout]...
                      -> MatMul(., V)
 
     into one `memopt.attention`, so that the `[..., S, Sk]` scores and
@@ -52,7 +53,11 @@ def MemOptFuseAttention
       merged batch x heads, swin's 5-D window view);
     - a constant mask that is exactly the top-left causal pattern in every
       batch entry becomes `causal = true`; an all-zero additive constant is
-      dropped; other terms are summed into the `bias` operand.
+      dropped; other terms are summed into the `bias` operand;
+    - one training dropout of the probabilities (memopt.dropout with its
+      key) becomes `dropout_ratio`, `dropout_stream` and the `dropout_key`
+      operand (the op draws the dropout's own mask); a keyless or ratio-0
+      dropout (inference) is the identity and goes.
     Heads wider than `max-head-size` are left alone (the CUDA kernels keep
     tiles of Q, K and V with whole rows in shared memory). With `report`,
     prints how many attentions were fused and the bytes of score and
@@ -197,10 +202,23 @@ def MemOptAttentionEngine
     `--fit` count them; the runtime runs memopt's kernels where cuDNN's
     plan states more (docs/attention.md, "Engines"). On `target=host`
     nothing changes. With `report`, prints one line per function.
+
+    An attention with dropout and its gradients (grouped by Q, K, V, the
+    dropout key and stream) run on cuDNN only together: cuDNN draws its own
+    mask, which memopt's kernels cannot reproduce. Where every op of the
+    group can run on cuDNN (each reserved a workspace above; a gradient with
+    a trained bias is not) and `dropout-rng=auto`, each gets
+    `dropout_cudnn_rng` and keeps its workspace; otherwise none does, and
+    none keeps a cuDNN workspace (memopt's mask on memopt's kernels).
+    `dropout-rng=memopt` takes memopt's mask everywhere.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
            "The backend: cuda (reserve) or host (nothing)">,
+    Option<"dropoutRng", "dropout-rng", "std::string", /*default=*/"\"auto\"",
+           "Attention dropout's mask: auto (cuDNN's generator where cuDNN "
+           "runs a forward and its gradients) or memopt (memopt's Philox "
+           "mask, memopt's kernels)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the attentions reserved for and their bytes">,
   ];
