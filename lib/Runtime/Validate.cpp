@@ -277,6 +277,17 @@ bool validateAttention(Context &ctx, const char *node,
           shapeString(y).c_str());
     return false;
   }
+  if (!(params.dropoutRatio >= 0.0f && params.dropoutRatio < 1.0f)) {
+    failf(ctx, node, "attention dropout ratio %g must be in [0, 1)",
+          double(params.dropoutRatio));
+    return false;
+  }
+  if (params.dropoutRatio > 0.0f && !params.dropoutKey) {
+    failf(ctx, node,
+          "attention dropout needs the program's random key "
+          "(AttentionParams::dropoutKey)");
+    return false;
+  }
   g.batchRank = y.rank - 2;
   TensorRef batches[3] = {leadingDims(q, q.rank - 2),
                           leadingDims(k, k.rank - 2),
@@ -480,9 +491,11 @@ size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
     return 0;
   int64_t rows = batch * queries;
   int64_t transposedKeyBytes = params.keyTransposed ? int64_t(k.bytes()) : 0;
+  // cuDNN's generator draws the mask from a seed and offset in the workspace.
+  bool cudnnDropout = params.dropoutRatio > 0.0f && params.dropoutCudnnRng;
   if (!backward)
-    return size_t(
-        workspace::cudnnAttentionBytes(rows, statistics, transposedKeyBytes));
+    return size_t(workspace::cudnnAttentionBytes(
+        rows, statistics, transposedKeyBytes, cudnnDropout));
   // cuDNN's backward takes no K stored [D, Sk] with grouped heads (as
   // --memopt-attention-engine, which reserves nothing there).
   if (params.keyTransposed && keyBatch < batch)
@@ -490,7 +503,7 @@ size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
   int64_t fullHeadKeyRows = keyBatch < batch ? batch * keys : 0;
   return size_t(workspace::cudnnAttentionBackwardBytes(
       rows, headSize, v.shape[v.rank - 1], fullHeadKeyRows,
-      int64_t(dtypeSize(q.dtype)), transposedKeyBytes));
+      int64_t(dtypeSize(q.dtype)), transposedKeyBytes, cudnnDropout));
 }
 
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,
