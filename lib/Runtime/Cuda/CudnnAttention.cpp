@@ -791,8 +791,11 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
   CudnnAttentionState &state = stateOf(ctx);
   SdpaProblem p;
   p.statistics = lse != nullptr;
-  void *rngDump = cudnnDropout(params) ? state.rngDump : nullptr;
-  state.rngDump = nullptr; // one call's
+  void *rngDump = nullptr;
+  if (cudnnDropout(params)) { // the suite's check: this call's only
+    rngDump = state.rngDump;
+    state.rngDump = nullptr;
+  }
   p.rngDump = rngDump != nullptr;
   std::string why =
       refusal(ctx, node, state, params, g, q, bias,
