@@ -266,7 +266,7 @@ size_t fusedSharedFloats(int headSize, int valueSize) {
 
 /// dK and dV of kKeys keys of one batch entry, or with grouped gradients
 /// of one K / V entry, summed over the `group` batch entries sharing it.
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardKeysKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float keysShared[];
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t entry = blockIdx.x / a.tiles;
   const int64_t key0 = blockIdx.x % a.tiles * kKeys;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const bool dropping = a.dropout.ratio > 0.0f;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
 
   float dK[kRowsPerWarp][kMaxHeadSize / 32] = {};
   float dV[kRowsPerWarp][kMaxHeadSize / 32] = {};
@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// dQ of kRows query rows of one batch entry, and their share of dbias.
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardQueriesKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float queriesShared[];
@@ -413,8 +413,8 @@ __global__ void __launch_bounds__(kThreads)
   const T *bias = a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
   float *dbias = a.dbias ? a.dbias + o.bias : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const bool dropping = a.dropout.ratio > 0.0f;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
   RowStatistics rows[kRowsPerWarp];
   loadRowTiles(a, b, q, row0, dPad, dvPad, qTile, dyTile, rows);
   const int64_t warpRow = row0 + warp * kRowsPerWarp;
@@ -534,7 +534,7 @@ struct ChunkRowsArgs {
 
 constexpr int kChunkWarps = 8;
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kChunkWarps * 32)
     chunkScoreGradientKernel(ChunkRowsArgs a) {
   const int lane = threadIdx.x & 31;
@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   const float *s = a.scores + row * a.keys, *dp = a.dp + row * a.keys;
   T *p = static_cast<T *>(a.p) + row * a.keys;
   T *ds = static_cast<T *>(a.ds) + row * a.keys;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
   // Dropout (mask M, scale c): P for dV is c M * P, dP = c M * dO V^T.
   auto element = [&](int64_t j, bool kept) {
     int64_t biasIndex = biasOffset + j * a.biasColStride;
@@ -572,23 +572,23 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
     if (a.dbias && dsj != 0.0f)
       atomicAdd(a.dbias + biasIndex, dsj);
   };
-  if (a.dropout.ratio <= 0.0f) {
+  if constexpr (!Dropout) {
     for (int64_t j = lane; j < a.keys; j += 32)
       element(j, true);
-    return;
-  }
-  // The keep bits 128 columns at a time, one Philox call per lane.
-  const uint64_t rowFirst =
-      (uint64_t(a.firstBatch) * uint64_t(a.queries) + uint64_t(row)) *
-      uint64_t(a.keys);
-  for (int64_t j0 = 0; j0 < a.keys; j0 += 128) {
-    const WarpKeepWindow window(drop, rowFirst + uint64_t(j0));
+  } else {
+    // The keep bits 128 columns at a time, one Philox call per lane.
+    const uint64_t rowFirst =
+        (uint64_t(a.firstBatch) * uint64_t(a.queries) + uint64_t(row)) *
+        uint64_t(a.keys);
+    for (int64_t j0 = 0; j0 < a.keys; j0 += 128) {
+      const WarpKeepWindow window(drop, rowFirst + uint64_t(j0));
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      int64_t j = j0 + lane + 32 * t;
-      bool kept = window.keep(rowFirst + uint64_t(j));
-      if (j < a.keys)
-        element(j, kept);
+      for (int t = 0; t < 4; ++t) {
+        int64_t j = j0 + lane + 32 * t;
+        bool kept = window.keep(rowFirst + uint64_t(j));
+        if (j < a.keys)
+          element(j, kept);
+      }
     }
   }
 }
@@ -713,9 +713,17 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
     rows.dy = dys.data;
     rows.lse = static_cast<const float *>(lse.data) + 2 * first * g.queries;
     unsigned blocks = unsigned((rows.rows + kChunkWarps - 1) / kChunkWarps);
-    MEMOPT_DISPATCH_FLOAT(dt, T,
-                          chunkScoreGradientKernel<T>
-                          <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows));
+    if (rows.dropout.ratio > 0.0f) {
+      MEMOPT_DISPATCH_FLOAT(
+          dt, T,
+          (chunkScoreGradientKernel<T, true>
+           <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows)));
+    } else {
+      MEMOPT_DISPATCH_FLOAT(
+          dt, T,
+          (chunkScoreGradientKernel<T, false>
+           <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows)));
+    }
     if (!checkLaunch(ctx, node))
       return true;
     matmulWithWorkspace(ctx, node, pTdy, p, dys, nullptr, dvs, nullptr, 0);
@@ -728,28 +736,30 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
   return true;
 }
 
-/// The two fused kernels for operands of type T.
-template <typename T>
+/// The two fused kernels for operands of type T (with or without dropout:
+/// separate instantiations, the mask's registers only where it is drawn).
+template <typename T, bool Dropout>
 void launchFusedBackward(Context &ctx, const char *node, BackwardArgs args,
                          int64_t keyTiles, int64_t rowTiles, int64_t batch) {
   size_t bytes =
       fusedSharedFloats(args.headSize, args.valueSize) * sizeof(float);
   static size_t keysAllowed = 0, queriesAllowed = 0;
-  if (!allowShared(ctx, node, attentionBackwardKeysKernel<T>, bytes,
+  if (!allowShared(ctx, node, attentionBackwardKeysKernel<T, Dropout>, bytes,
                    keysAllowed) ||
-      !allowShared(ctx, node, attentionBackwardQueriesKernel<T>, bytes,
+      !allowShared(ctx, node, attentionBackwardQueriesKernel<T, Dropout>, bytes,
                    queriesAllowed))
     return;
   if (keyTiles * batch > 0) {
     args.tiles = keyTiles;
-    attentionBackwardKeysKernel<T><<<unsigned(keyTiles * (batch / args.group)),
-                                     kThreads, bytes, ctx.stream>>>(args);
+    attentionBackwardKeysKernel<T, Dropout>
+        <<<unsigned(keyTiles * (batch / args.group)), kThreads, bytes,
+           ctx.stream>>>(args);
     if (!checkLaunch(ctx, node))
       return;
   }
   if (rowTiles * batch > 0) {
     args.tiles = rowTiles;
-    attentionBackwardQueriesKernel<T>
+    attentionBackwardQueriesKernel<T, Dropout>
         <<<unsigned(rowTiles * batch), kThreads, bytes, ctx.stream>>>(args);
     checkLaunch(ctx, node);
   }
@@ -840,9 +850,15 @@ void attentionBackwardKernels(Context &ctx, const char *node,
     failf(ctx, node, "attention backward needs more blocks than a grid holds");
     return;
   }
-  MEMOPT_DISPATCH_FLOAT(
-      q.dtype, T,
-      launchFusedBackward<T>(ctx, node, args, keyTiles, rowTiles, g.batch));
+  if (args.dropout.ratio > 0.0f) {
+    MEMOPT_DISPATCH_FLOAT(q.dtype, T,
+                          (launchFusedBackward<T, true>(
+                              ctx, node, args, keyTiles, rowTiles, g.batch)));
+  } else {
+    MEMOPT_DISPATCH_FLOAT(q.dtype, T,
+                          (launchFusedBackward<T, false>(
+                              ctx, node, args, keyTiles, rowTiles, g.batch)));
+  }
 }
 
 } // namespace memopt::rt

@@ -48,17 +48,18 @@ inline AttentionDropoutArgs dropoutArgsOf(const AttentionParams &params) {
   return a;
 }
 
-/// The Philox key of a call (identity values without dropout: every word
-/// passes a threshold of 0 and the scale is 1).
+/// The key of a kernel instantiated with or without dropout: without it the
+/// identity (scale 1, constant), so the kernels keep their registers.
+template <bool Dropout>
 __device__ __forceinline__ DropoutKey
-attentionDropoutKey(const AttentionDropoutArgs &a) {
-  if (a.ratio <= 0.0f) {
+attentionDropoutKeyIf(const AttentionDropoutArgs &a) {
+  if constexpr (Dropout) {
+    return makeDropoutKey(a.key, a.stream, a.ratio);
+  } else {
     DropoutKey d = {};
-    d.threshold = 0;
     d.scale = 1.0f;
     return d;
   }
-  return makeDropoutKey(a.key, a.stream, a.ratio);
 }
 
 /// Keep bits of the four elements of group `group` (bit w: element

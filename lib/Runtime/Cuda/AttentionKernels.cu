@@ -134,7 +134,7 @@ size_t simtSharedFloats(int headSize, int valueSize) {
          size_t(kSimtWarps) * kSimtKeys * kSimtRowsPerWarp;
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kSimtWarps * 32)
     attentionSimtKernel(AttentionArgs a) {
   extern __shared__ __align__(16) float simtShared[];
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
   const T *bias = static_cast<const T *>(a.bias) + offsets.bias;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int threads = kSimtWarps * 32;
-  const bool dropping = a.dropout.ratio > 0.0f;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
 
   for (int i = tid; i < kSimtRows * padded; i += threads) {
     int r = i / padded, d = i % padded;
@@ -342,7 +342,7 @@ loadTile(T *dst, int dstPitch, const T *src, int64_t srcPitch, int rows,
   }
 }
 
-template <typename T, bool Vector>
+template <typename T, bool Vector, bool Dropout>
 __device__ void attentionWmmaBody(const AttentionArgs &a,
                                   unsigned char *shared) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -380,8 +380,8 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
   const int myRow = lane >> 1, half = lane & 1;
   const int64_t row = rowBase + warp * 16 + myRow;
   const int64_t warpLastRow = rowBase + warp * 16 + 15;
-  const bool dropping = a.dropout.ratio > 0.0f;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
   float rowMax = -INFINITY, rowSum = 0.0f;
   int64_t keyEnd = a.keys;
   if (a.causal && rowBase + kWmmaRows < keyEnd)
@@ -497,14 +497,14 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
 #endif
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kWmmaWarps * 32)
     attentionWmmaKernel(AttentionArgs a) {
   extern __shared__ __align__(128) unsigned char wmmaShared[];
   if (a.vectorLoads)
-    attentionWmmaBody<T, true>(a, wmmaShared);
+    attentionWmmaBody<T, true, Dropout>(a, wmmaShared);
   else
-    attentionWmmaBody<T, false>(a, wmmaShared);
+    attentionWmmaBody<T, false, Dropout>(a, wmmaShared);
 }
 
 /// Raises a kernel's dynamic shared memory limit once per instantiation
@@ -560,8 +560,9 @@ constexpr int kSoftmaxWarps = 8;
 /// With dropout the probabilities written are the kept ones times
 /// 1 / (1 - ratio) (what the P V GEMM multiplies), zeros elsewhere; the keep
 /// bits come 128 columns at a time from one Philox call per lane
-/// (WarpKeepWindow).
-template <typename T, int kVals>
+/// (WarpKeepWindow). `Dropout` is a template parameter so that the kernels
+/// without it keep their registers (and occupancy).
+template <typename T, int kVals, bool Dropout>
 __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     scoreSoftmaxKernel(ScoreSoftmaxArgs a) {
   const int lane = threadIdx.x & 31;
@@ -579,10 +580,11 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
   const float *s = a.scores + row * a.keys;
   T *p = static_cast<T *>(a.probs) + row * a.keys;
   const int64_t keys = a.keys;
-  const bool dropping = a.dropout.ratio > 0.0f;
-  const DropoutKey drop = attentionDropoutKey(a.dropout);
+  constexpr bool dropping = Dropout;
+  [[maybe_unused]] const DropoutKey drop =
+      attentionDropoutKeyIf<Dropout>(a.dropout);
   // The row's first element in the call's [batch..., S, Sk] probabilities.
-  const uint64_t rowFirst =
+  [[maybe_unused]] const uint64_t rowFirst =
       (uint64_t(a.firstBatch) * uint64_t(a.queries) + uint64_t(row)) *
       uint64_t(keys);
   auto score = [&](int64_t j) {
@@ -620,7 +622,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     if (a.lse && lane == 0 && m != -INFINITY)
       storeRowStatistics(a.lse + 2 * row, m, sum);
     float inv = 1.0f / sum;
-    if (dropping) {
+    if constexpr (dropping) {
       const float keptScale = inv * drop.scale;
 #pragma unroll
       for (int t0 = 0; t0 < kVals; t0 += 4) {
@@ -633,13 +635,13 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
             p[j] = fromFloat<T>(kept ? x[t] * keptScale : 0.0f);
         }
       }
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int t = 0; t < kVals; ++t) {
-      int64_t j = lane + 32 * t;
-      if (j < keys)
-        p[j] = fromFloat<T>(x[t] * inv);
+      for (int t = 0; t < kVals; ++t) {
+        int64_t j = lane + 32 * t;
+        if (j < keys)
+          p[j] = fromFloat<T>(x[t] * inv);
+      }
     }
   } else {
     float m = -INFINITY;
@@ -660,7 +662,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     if (a.lse && lane == 0 && m != -INFINITY)
       storeRowStatistics(a.lse + 2 * row, m, sum);
     float inv = 1.0f / sum;
-    if (dropping) {
+    if constexpr (dropping) {
       const float keptScale = inv * drop.scale;
       for (int64_t j0 = 0; j0 < keys; j0 += 128) {
         const WarpKeepWindow window(drop, rowFirst + uint64_t(j0));
@@ -672,27 +674,27 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
             p[j] = fromFloat<T>(kept ? exp2f(score(j) - m) * keptScale : 0.0f);
         }
       }
-      return;
+    } else {
+      for (int64_t j = lane; j < keys; j += 32)
+        p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
     }
-    for (int64_t j = lane; j < keys; j += 32)
-      p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
   }
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 void launchScoreSoftmax(Context &ctx, const ScoreSoftmaxArgs &a) {
   unsigned blocks = unsigned((a.rows + kSoftmaxWarps - 1) / kSoftmaxWarps);
   unsigned threads = kSoftmaxWarps * 32;
   if (a.keys <= 32 * 4)
-    scoreSoftmaxKernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 4, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 8)
-    scoreSoftmaxKernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 8, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 16)
-    scoreSoftmaxKernel<T, 16><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 16, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 32)
-    scoreSoftmaxKernel<T, 32><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 32, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else
-    scoreSoftmaxKernel<T, 0><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 0, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
 }
 
 size_t chunkBytes(int64_t items, const AttentionGeometry &g, DType dtype) {
@@ -783,7 +785,12 @@ bool attentionChunked(Context &ctx, const char *node,
     sm.rows = n * g.queries;
     sm.firstBatch = first;
     sm.lse = lse ? lse + 2 * first * g.queries : nullptr;
-    MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchScoreSoftmax<T>(ctx, sm));
+    if (sm.dropout.ratio > 0.0f) {
+      MEMOPT_DISPATCH_FLOAT(y.dtype, T, (launchScoreSoftmax<T, true>(ctx, sm)));
+    } else {
+      MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                            (launchScoreSoftmax<T, false>(ctx, sm)));
+    }
     if (!checkLaunch(ctx, node))
       return true;
     matmulWithWorkspace(ctx, node, pv, p, vs, nullptr, ys, nullptr, 0);
@@ -867,6 +874,15 @@ void attentionKernels(Context &ctx, const char *node,
           (long long)blocks);
     return;
   }
+  // Kernels with and without dropout are separate instantiations (the
+  // mask's registers stay out of the kernels that draw none).
+  const bool dropping = args.dropout.ratio > 0.0f;
+  auto launch = [&](auto kernel, int warps, size_t bytes, size_t &allowed) {
+    if (!allowSharedMemory(ctx, node, kernel, bytes, allowed))
+      return false;
+    kernel<<<unsigned(blocks), warps * 32, bytes, ctx.stream>>>(args);
+    return true;
+  };
   if (tensorCores) {
     // 16-byte tile loads: rows of whole vectors, aligned base pointers (the
     // batch strides are then multiples of 8 elements too).
@@ -875,30 +891,40 @@ void attentionKernels(Context &ctx, const char *node,
                        aligned16(q.data) && aligned16(k.data) &&
                        aligned16(v.data);
     size_t bytes = wmmaSharedBytes(args.headSize, args.valueSize);
-    if (y.dtype == DType::F16) {
+    if (y.dtype == DType::F16 && dropping) {
       static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionWmmaKernel<__half>, bytes,
-                             allowed))
+      if (!launch(attentionWmmaKernel<__half, true>, kWmmaWarps, bytes,
+                  allowed))
         return;
-      attentionWmmaKernel<__half>
-          <<<unsigned(blocks), kWmmaWarps * 32, bytes, ctx.stream>>>(args);
+    } else if (y.dtype == DType::F16) {
+      static size_t allowed = 0;
+      if (!launch(attentionWmmaKernel<__half, false>, kWmmaWarps, bytes,
+                  allowed))
+        return;
+    } else if (dropping) {
+      static size_t allowed = 0;
+      if (!launch(attentionWmmaKernel<__nv_bfloat16, true>, kWmmaWarps, bytes,
+                  allowed))
+        return;
     } else {
       static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionWmmaKernel<__nv_bfloat16>,
-                             bytes, allowed))
+      if (!launch(attentionWmmaKernel<__nv_bfloat16, false>, kWmmaWarps, bytes,
+                  allowed))
         return;
-      attentionWmmaKernel<__nv_bfloat16>
-          <<<unsigned(blocks), kWmmaWarps * 32, bytes, ctx.stream>>>(args);
     }
   } else {
     size_t bytes =
         simtSharedFloats(args.headSize, args.valueSize) * sizeof(float);
     MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
-      static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionSimtKernel<T>, bytes, allowed))
-        return;
-      attentionSimtKernel<T>
-          <<<unsigned(blocks), kSimtWarps * 32, bytes, ctx.stream>>>(args);
+      if (dropping) {
+        static size_t allowed = 0;
+        if (!launch(attentionSimtKernel<T, true>, kSimtWarps, bytes, allowed))
+          return;
+      } else {
+        static size_t allowed = 0;
+        if (!launch(attentionSimtKernel<T, false>, kSimtWarps, bytes, allowed))
+          return;
+      }
     });
   }
   checkLaunch(ctx, node);
