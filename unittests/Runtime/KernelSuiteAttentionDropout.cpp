@@ -17,8 +17,9 @@
 //    side recomputes forward and gradients in double with that mask, read
 //    from the CUDA side's output (Suite::reference). The CUDA side checks
 //    alone that the fraction dropped is within 5 sigma of the ratio, that two
-//    calls with one key give identical bits and that another micro-batch
-//    gives another mask.
+//    calls with one key give identical bits, that another micro-batch gives
+//    another mask and that the plan with the dump gives the program's plan's
+//    output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -308,8 +309,9 @@ void addMemoptMaskCases(std::vector<Case> &cases) {
 
 /// Fused attention with dropout against the unfused graph on one backend:
 /// scale Q K^T, softmax, dropout (the op whose mask the fused one is),
-/// P V. The case's value is 1 where they agree within `limit` (else the
-/// worst relative difference), on either backend.
+/// P V, and the backward's dV against (dropout(P))^T dO. The case's values
+/// are 1 where they agree within `limit` (else the worst relative
+/// difference), on either backend.
 void addUnfusedCheckCases(std::vector<Case> &cases) {
   for (int64_t chunkItems : {int64_t(0), int64_t(4)})
     cases.push_back(
@@ -331,12 +333,29 @@ void addUnfusedCheckCases(std::vector<Case> &cases) {
            size_t bytes = chunkItems ? attentionChunkBytes(chunkItems, queries,
                                                            keys, DType::F32)
                                      : 0;
+           size_t backwardBytes =
+               chunkItems ? attentionBackwardChunkBytes(chunkItems, queries,
+                                                        keys, DType::F32)
+                          : 0;
            void *workspace =
-               chunkItems ? s.empty(DType::F32, {int64_t(bytes / 4) + 1}).data
-                          : nullptr;
-           TensorRef fused = s.empty(DType::F32, {batch, queries, d});
+               chunkItems
+                   ? s.empty(DType::F32,
+                             {int64_t(std::max(bytes, backwardBytes) / 4) + 1})
+                         .data
+                   : nullptr;
+           TensorRef fused = s.empty(DType::F32, {batch, queries, d}),
+                     lse = s.empty(DType::F32, {batch, queries, 2});
            attention(*s.kernels, s.name.c_str(), params, q, k, v, nullptr,
-                     fused, workspace, bytes);
+                     fused, workspace, bytes, &lse);
+           // dV = (c M P)^T dO: the backward's mask against the op's.
+           TensorRef dy = s.random(DType::F32, {batch, queries, d}, 0.1, 1.0),
+                     dq = s.empty(DType::F32, {batch, queries, d}),
+                     dk = s.empty(DType::F32, {batch, keys, d}),
+                     dv = s.empty(DType::F32, {batch, keys, d}),
+                     unfusedDv = s.empty(DType::F32, {batch, keys, d});
+           attentionBackward(*s.kernels, s.name.c_str(), params, q, k, v,
+                             nullptr, fused, dy, lse, dq, dk, dv, nullptr,
+                             workspace, backwardBytes);
            TensorRef scores = s.empty(DType::F32, {batch, queries, keys}),
                      probs = s.empty(DType::F32, {batch, queries, keys}),
                      dropped = s.empty(DType::F32, {batch, queries, keys}),
@@ -349,16 +368,23 @@ void addUnfusedCheckCases(std::vector<Case> &cases) {
            dropout(*s.kernels, "dropout", ratio, stream, probs, key, dropped);
            matmul(*s.kernels, "pv", MatmulParams(), dropped, v, nullptr,
                   unfused);
+           MatmulParams pTdy;
+           pTdy.transA = true;
+           matmul(*s.kernels, "dv", pTdy, dropped, dy, nullptr, unfusedDv);
            synchronize(*s.kernels);
-           std::vector<double> a = s.read(fused), b = s.read(unfused);
-           double worst = 0.0;
-           for (size_t i = 0; i < a.size(); ++i)
-             worst = std::max(worst,
-                              std::fabs(a[i] - b[i]) / (1.0 + std::fabs(b[i])));
-           const double limit = 1e-4;
-           double flag = worst <= limit ? 1.0 : worst;
+           auto agreement = [&](const TensorRef &x, const TensorRef &y) {
+             std::vector<double> a = s.read(x), b = s.read(y);
+             double worst = 0.0;
+             for (size_t i = 0; i < a.size(); ++i)
+               worst = std::max(worst, std::fabs(a[i] - b[i]) /
+                                           (1.0 + std::fabs(b[i])));
+             const double limit = 1e-4;
+             return worst <= limit ? 1.0 : worst;
+           };
            return std::vector<TensorRef>{
-               s.upload(DType::F32, {1}, std::vector<double>{flag})};
+               s.upload(DType::F32, {2},
+                        std::vector<double>{agreement(fused, unfused),
+                                            agreement(dv, unfusedDv)})};
          }});
 }
 
@@ -426,6 +452,11 @@ void referenceWithMask(const std::vector<double> &q,
 }
 #endif
 
+/// The CUDA side's checks, each 1 when it holds: the fraction dropped, one
+/// key's bits twice, another micro-batch's other mask, the dump's plan's
+/// output the program's plan's.
+constexpr int64_t kFlags = 4;
+
 void addCudnnGeneratorCases(std::vector<Case> &cases) {
   struct C {
     const char *name;
@@ -475,18 +506,19 @@ void addCudnnGeneratorCases(std::vector<Case> &cases) {
            attentionBackward(*s.ctx, s.name.c_str(), params, q, k, v, nullptr,
                              y, dy, lse, dq, dk, dv, nullptr, backwardWorkspace,
                              backwardBytes);
-           // The same key twice (without the dump: the program's plan), and
-           // another micro-batch.
+           // The same key twice (without the dump: the program's training
+           // plan, with statistics), and another micro-batch.
            TensorRef again0 = s.empty(a.dt, shape),
                      again1 = s.empty(a.dt, shape),
-                     other = s.empty(a.dt, shape);
+                     other = s.empty(a.dt, shape),
+                     scratchLse = s.empty(DType::F32, {b, h, queries, 2});
            for (TensorRef *t : {&again0, &again1})
              attention(*s.ctx, s.name.c_str(), params, q, k, v, nullptr, *t,
-                       forwardWorkspace, forwardBytes);
+                       forwardWorkspace, forwardBytes, &scratchLse);
            AttentionParams otherParams = params;
            otherParams.dropoutKey = static_cast<const int64_t *>(otherKey.data);
            attention(*s.ctx, s.name.c_str(), otherParams, q, k, v, nullptr,
-                     other, forwardWorkspace, forwardBytes);
+                     other, forwardWorkspace, forwardBytes, &scratchLse);
            synchronize(*s.ctx);
            std::vector<double> mask = s.read(dump);
            double dropped = 0.0;
@@ -501,40 +533,45 @@ void addCudnnGeneratorCases(std::vector<Case> &cases) {
            const bool fractionOk =
                binary && std::fabs(fraction - p) <= 5.0 * sigma;
            std::vector<uint8_t> bytes0(again0.bytes()), bytes1(again1.bytes()),
-               bytesOther(other.bytes());
+               bytesOther(other.bytes()), bytesDumped(y.bytes());
+           copyToHost(*s.ctx, bytesDumped.data(), y.data, bytesDumped.size());
            copyToHost(*s.ctx, bytes0.data(), again0.data, bytes0.size());
            copyToHost(*s.ctx, bytes1.data(), again1.data, bytes1.size());
            copyToHost(*s.ctx, bytesOther.data(), other.data, bytesOther.size());
            synchronize(*s.ctx);
            const bool sameBits = bytes0 == bytes1;
            const bool otherDiffers = bytes0 != bytesOther;
-           if (!fractionOk || !sameBits || !otherDiffers)
+           // The plan with the dump draws the program's plan's mask (the
+           // dump is what the program's forward and backward used).
+           const bool dumpPlanSame = bytes0 == bytesDumped;
+           if (!fractionOk || !sameBits || !otherDiffers || !dumpPlanSame)
              std::printf("%s: dropped %.4f (ratio %.2f, 5 sigma %.4f)%s; same "
-                         "key %s; other micro-batch %s\n",
+                         "key %s; other micro-batch %s; with the dump %s\n",
                          s.name.c_str(), fraction, p, 5.0 * sigma,
                          binary ? "" : ", dump not 0 / 1",
                          sameBits ? "identical" : "DIFFERS",
-                         otherDiffers ? "differs" : "IDENTICAL");
-           results.push_back(
-               s.upload(DType::F32, {3},
-                        std::vector<double>{fractionOk ? 1.0 : fraction,
-                                            sameBits ? 1.0 : 0.0,
-                                            otherDiffers ? 1.0 : 0.0}));
+                         otherDiffers ? "differs" : "IDENTICAL",
+                         dumpPlanSame ? "identical" : "DIFFERS");
+           results.push_back(s.upload(
+               DType::F32, {kFlags},
+               std::vector<double>{
+                   fractionOk ? 1.0 : fraction, sameBits ? 1.0 : 0.0,
+                   otherDiffers ? 1.0 : 0.0, dumpPlanSame ? 1.0 : 0.0}));
            results.push_back(dump);
            for (TensorRef t : {y, dq, dk, dv})
              results.push_back(t);
 #else
            // The host: the CUDA side's flags and mask, forward and gradients
            // recomputed with that mask.
-           if (!s.reference || s.reference->size() < size_t(3 + scores))
+           if (!s.reference || s.reference->size() < size_t(kFlags + scores))
              return results;
            const std::vector<double> &theirs = *s.reference;
-           std::vector<double> values = {1.0, 1.0, 1.0};
-           values.insert(values.end(), theirs.begin() + 3,
-                         theirs.begin() + 3 + scores);
+           std::vector<double> values(size_t(kFlags), 1.0);
+           values.insert(values.end(), theirs.begin() + kFlags,
+                         theirs.begin() + kFlags + scores);
            referenceWithMask(s.read(q), s.read(k), s.read(v), s.read(dy),
-                             theirs.data() + 3, b * h, queries, keys, d, scale,
-                             a.causal, a.ratio, values);
+                             theirs.data() + kFlags, b * h, queries, keys, d,
+                             scale, a.causal, a.ratio, values);
            results.push_back(
                s.upload(DType::F32, {int64_t(values.size())}, values));
 #endif
