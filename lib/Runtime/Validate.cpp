@@ -257,6 +257,20 @@ bool validateAttention(Context &ctx, const char *node,
       !checkSameDType(ctx, node, q, v, "Q/V") ||
       !checkSameDType(ctx, node, q, y, "Q/output"))
     return false;
+  // Dropout of the probabilities: a ratio in [0, 1) and, above 0, the key
+  // [seed, micro-batch] its mask is drawn with (both backends).
+  if (!(params.dropoutRatio >= 0.0f && params.dropoutRatio < 1.0f)) {
+    failf(ctx, node, "attention dropout ratio %g is not in [0, 1)",
+          double(params.dropoutRatio));
+    return false;
+  }
+  if (params.dropoutRatio > 0.0f && !params.dropoutKey) {
+    failf(ctx, node,
+          "attention dropout ratio %g needs dropoutKey (the program's "
+          "random_key)",
+          double(params.dropoutRatio));
+    return false;
+  }
   if (q.rank < 2 || k.rank < 2 || v.rank < 2 || y.rank < 2) {
     failf(ctx, node, "attention operands need rank >= 2 (Q %s, K %s, V %s)",
           shapeString(q).c_str(), shapeString(k).c_str(),
@@ -275,17 +289,6 @@ bool validateAttention(Context &ctx, const char *node,
           shapeString(q).c_str(), shapeString(k).c_str(),
           params.keyTransposed ? " (transposed)" : "", shapeString(v).c_str(),
           shapeString(y).c_str());
-    return false;
-  }
-  if (!(params.dropoutRatio >= 0.0f && params.dropoutRatio < 1.0f)) {
-    failf(ctx, node, "attention dropout ratio %g must be in [0, 1)",
-          double(params.dropoutRatio));
-    return false;
-  }
-  if (params.dropoutRatio > 0.0f && !params.dropoutKey) {
-    failf(ctx, node,
-          "attention dropout needs the program's random key "
-          "(AttentionParams::dropoutKey)");
     return false;
   }
   g.batchRank = y.rank - 2;
