@@ -24,6 +24,16 @@
 // cuDNN's summed dK goes into the group's first slot and the others are
 // zeroed. The bias broadcasts over b, h and the query axis (strides of 0).
 //
+// Dropout (issue 26): memopt's mask (the dropout op's Philox words) is
+// memopt's kernels' alone, so such calls never run here (the report says
+// why). With AttentionParams::dropoutCudnnRng cuDNN draws its own mask
+// (set_dropout with a seed and an offset that a one-thread kernel derives on
+// the device from the program's key, stream and micro-batch, into the
+// workspace); such a call runs cuDNN without a measured choice or fails
+// naming the node, since no other engine can draw that mask and a forward
+// and its gradient must draw the same one. The kernel suite's hook
+// (setCudnnAttentionRngDump) adds cuDNN's rng dump to one forward's plan.
+//
 // Row statistics: cuDNN keeps one log-sum-exp per row, memopt a pair whose
 // sum is it (CudnnAttentionKernels.cu converts); K stored [D, Sk] is
 // transposed into the workspace first (cuDNN reads the head dimension
@@ -36,9 +46,11 @@
 // Taken from: cudnn-frontend's SDPA samples (samples/cpp/sdpa: a graph per
 // problem, tensor uids, variant packs, the workspace the plan states) and
 // PyTorch's cuDNN attention (aten/src/ATen/native/cudnn/MHA.cpp: graphs
-// cached by the problem's shapes and strides). Different: the batch-dims
-// split above, memopt's statistics pairs, and a fallback per call site that
-// says why instead of failing.
+// cached by the problem's shapes and strides; its dropout seed and offset
+// tensors). Different: the batch-dims split above, memopt's statistics
+// pairs, a fallback per call site that says why instead of failing, and a
+// dropout seed derived on the device from the program's key (PyTorch takes
+// seed and offset from its CUDA generator, whose offset advances per call).
 //
 //===----------------------------------------------------------------------===//
 
