@@ -242,6 +242,13 @@ bool validateAttentionBackward(
     const TensorRef *bias, const TensorRef &y, const TensorRef &dy,
     const TensorRef &lse, const TensorRef &dq, const TensorRef &dk,
     const TensorRef &dv, const TensorRef *dbias, AttentionGeometry &geometry);
+/// CUDA backend only (the kernel suite's check of cuDNN's dropout; no host
+/// definition): the next attention forward on `ctx` whose dropout cuDNN's
+/// generator draws (AttentionParams::dropoutCudnnRng) also writes cuDNN's
+/// draws, F32 [b, h, S, Sk] in cuDNN's view of the call (1 where an element
+/// is kept, 0 where dropped), to the device memory `dump` (its plan is one of
+/// its own).
+void setCudnnAttentionRngDump(Context &ctx, void *dump);
 /// Statistics below this (natural units) are stored saturated as
 /// kAttentionLowestMax: the CUDA kernels' log2 domain ends at -FLT_MAX.
 constexpr float kAttentionSaturation = -2.35e38f;

@@ -494,9 +494,11 @@ size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
     return 0;
   int64_t rows = batch * queries;
   int64_t transposedKeyBytes = params.keyTransposed ? int64_t(k.bytes()) : 0;
+  // cuDNN's generator draws the mask from a seed and offset in the workspace.
+  bool cudnnDropout = params.dropoutRatio > 0.0f && params.dropoutCudnnRng;
   if (!backward)
-    return size_t(
-        workspace::cudnnAttentionBytes(rows, statistics, transposedKeyBytes));
+    return size_t(workspace::cudnnAttentionBytes(
+        rows, statistics, transposedKeyBytes, cudnnDropout));
   // cuDNN's backward takes no K stored [D, Sk] with grouped heads (as
   // --memopt-attention-engine, which reserves nothing there).
   if (params.keyTransposed && keyBatch < batch)
@@ -504,7 +506,7 @@ size_t cudnnAttentionWorkspaceBound(const AttentionParams &params,
   int64_t fullHeadKeyRows = keyBatch < batch ? batch * keys : 0;
   return size_t(workspace::cudnnAttentionBackwardBytes(
       rows, headSize, v.shape[v.rank - 1], fullHeadKeyRows,
-      int64_t(dtypeSize(q.dtype)), transposedKeyBytes));
+      int64_t(dtypeSize(q.dtype)), transposedKeyBytes, cudnnDropout));
 }
 
 static bool validateSpatial(Context &ctx, const char *node, int spatialRank,

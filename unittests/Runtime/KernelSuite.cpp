@@ -45,6 +45,7 @@ std::vector<Case> buildCases() {
   addChannelsLastTrainingCases(cases);
   addNormConvCases(cases);
   addAttentionCases(cases);
+  addAttentionDropoutCases(cases);
   addNormCases(cases);
   addDataMovementCases(cases);
   return cases;
@@ -138,9 +139,22 @@ int main(int argc, char **argv) {
   for (const Case &c : cases) {
     if (!filter.empty() && c.name.find(filter) == std::string::npos)
       continue;
+    std::string path = dir + "/" + c.name + ".npy";
+    std::string error;
+    // --compare: the other backend's values, read first (a case may use
+    // them: Suite::reference).
+    NpyArray other;
+    bool haveOther = mode == "--compare" && readNpy(path, other, error);
+    std::vector<double> otherValues;
+    if (haveOther) {
+      otherValues.resize(size_t(other.numElements()));
+      std::memcpy(otherValues.data(), other.data.data(),
+                  otherValues.size() * sizeof(double));
+    }
     std::vector<double> values;
     {
       Suite suite;
+      suite.reference = haveOther ? &otherValues : nullptr;
       suite.ctx = ctx;
       suite.kernels = kernels;
       suite.measuredAttention = measuredAttention;
@@ -164,8 +178,6 @@ int main(int argc, char **argv) {
         std::printf("FAIL %s: runtime error: %s\n", c.name.c_str(), error);
         return 1;
       }
-    std::string path = dir + "/" + c.name + ".npy";
-    std::string error;
     if (mode == "--out") {
       NpyArray array;
       array.dtype = DType::F64;
@@ -179,13 +191,12 @@ int main(int argc, char **argv) {
       ++passed;
       continue;
     }
-    NpyArray other;
-    if (!readNpy(path, other, error)) {
+    if (!haveOther) {
       std::printf("FAIL %s: %s\n", c.name.c_str(), error.c_str());
       ++failures;
       continue;
     }
-    const double *theirs = reinterpret_cast<const double *>(other.data.data());
+    const double *theirs = otherValues.data();
     if (size_t(other.numElements()) != values.size()) {
       std::printf("FAIL %s: %lld values, expected %zu\n", c.name.c_str(),
                   (long long)other.numElements(), values.size());

@@ -17,6 +17,9 @@
 //                               (statistics, normalized convolutions, the
 //                               masked gradient)
 //   KernelSuiteAttention.cpp    attention forward and gradients
+//   KernelSuiteAttentionDropout.cpp
+//                               attention with dropout (memopt's mask and
+//                               cuDNN's generator)
 //   KernelSuiteNorm.cpp         normalization, softmax, reductions, scans
 //   KernelSuiteDataMovement.cpp transpose, slice, gather, scatter, pad, ...
 //   KernelSuitePerf.cpp         --perf
@@ -60,6 +63,10 @@ struct Suite {
   Context *cudnnConv = nullptr, *memoptConv = nullptr;
   std::vector<void *> allocations;
   unsigned seed = 1;
+  /// --compare: the other backend's values of this case (its .npy file,
+  /// null when there is none), for cases whose host side recomputes from
+  /// what the CUDA side drew (cuDNN's dropout mask).
+  const std::vector<double> *reference = nullptr;
 
   ~Suite() {
     for (void *p : allocations)
@@ -165,6 +172,7 @@ void addTrainingCases(std::vector<Case> &cases);
 void addChannelsLastTrainingCases(std::vector<Case> &cases);
 void addNormConvCases(std::vector<Case> &cases);
 void addAttentionCases(std::vector<Case> &cases);
+void addAttentionDropoutCases(std::vector<Case> &cases);
 void addNormCases(std::vector<Case> &cases);
 void addDataMovementCases(std::vector<Case> &cases);
 

@@ -469,7 +469,8 @@ int runPerf(Context *ctx, const std::string &filter) {
   // fused kernels against the chunked path with a workspace for 1 / chunks
   // of the batch; and the forward with its row statistics (training's
   // forward) against the plain one above. Flops: the five products of the
-  // backward (two recomputed) over the unmasked scores.
+  // backward (two recomputed) over the unmasked scores. `_drop`: with a
+  // training dropout of 0.1 (memopt's mask, drawn in the kernels: its cost).
   struct BackwardPerf {
     const char *model;
     int64_t batch, tokens;
@@ -480,74 +481,81 @@ int runPerf(Context *ctx, const std::string &filter) {
        {BackwardPerf{"vit", 32, 197, false, {0, 1, 2, 4}},
         BackwardPerf{"gpt2", 8, 512, true, {0, 1, 2, 4, 8}}})
     for (DType dt : {DType::F32, DType::F16})
-      for (int64_t chunks : a.chunks) {
-        int64_t heads = a.batch * 12, tokens = a.tokens;
-        std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
-        std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
-        int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
-        size_t forwardBytes =
-            chunks ? attentionChunkBytes(items, tokens, tokens, dt) : 0;
-        size_t backwardBytes =
-            chunks ? attentionBackwardChunkBytes(items, tokens, tokens, dt) : 0;
-        if (!chunks && perfRunsCudnn()) {
-          // The room cuDNN's SDPA is planned (none for f32: the fused
-          // kernels).
-          TensorRef operand = makeTensor(nullptr, dt, 4, shape.data());
-          AttentionParams p;
-          forwardBytes = cudnnAttentionWorkspaceBound(
-              p, operand, operand, operand, nullptr, true, false);
-          backwardBytes = cudnnAttentionWorkspaceBound(
-              p, operand, operand, operand, nullptr, false, true);
+      for (int64_t chunks : a.chunks)
+        for (float ratio : {0.0f, 0.1f}) {
+          int64_t heads = a.batch * 12, tokens = a.tokens;
+          std::vector<int64_t> shape = {a.batch, 12, tokens, 64};
+          std::vector<int64_t> statShape = {a.batch, 12, tokens, 2};
+          int64_t items = chunks ? (heads + chunks - 1) / chunks : 0;
+          size_t forwardBytes =
+              chunks ? attentionChunkBytes(items, tokens, tokens, dt) : 0;
+          size_t backwardBytes =
+              chunks ? attentionBackwardChunkBytes(items, tokens, tokens, dt)
+                     : 0;
+          if (!chunks && perfRunsCudnn() && ratio == 0.0f) {
+            // The room cuDNN's SDPA is planned (none for f32: the fused
+            // kernels).
+            TensorRef operand = makeTensor(nullptr, dt, 4, shape.data());
+            AttentionParams p;
+            forwardBytes = cudnnAttentionWorkspaceBound(
+                p, operand, operand, operand, nullptr, true, false);
+            backwardBytes = cudnnAttentionWorkspaceBound(
+                p, operand, operand, operand, nullptr, false, true);
+          }
+          double scores = a.causal ? double(tokens) * (tokens + 1) / 2
+                                   : double(tokens) * tokens;
+          std::string suffix = std::string("_b") + std::to_string(a.batch) +
+                               (chunks ? "_chunks" + std::to_string(chunks)
+                                       : std::string("_fused")) +
+                               (dt == DType::F32 ? "" : "_f16") +
+                               (ratio > 0.0f ? "_drop" : "");
+          // The parameters of every call; t[10] holds the dropout's key.
+          auto paramsOf = [=](const std::vector<TensorRef> &t) {
+            AttentionParams p;
+            p.scale = 0.125f;
+            p.causal = a.causal;
+            p.dropoutRatio = ratio;
+            p.dropoutStream = 3;
+            p.dropoutKey = static_cast<const int64_t *>(t[10].data);
+            return p;
+          };
+          auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
+            t = {s.random(dt, shape),
+                 s.random(dt, shape),
+                 s.random(dt, shape),
+                 s.empty(dt, shape),
+                 s.empty(DType::F32, statShape),
+                 s.random(dt, shape, 0.1, 1.0),
+                 s.empty(dt, shape),
+                 s.empty(dt, shape),
+                 s.empty(dt, shape),
+                 s.empty(DType::F32,
+                         {std::max<int64_t>(
+                             1, int64_t(std::max(forwardBytes, backwardBytes) /
+                                        4))}),
+                 s.ints(DType::I64, {2}, {1234.0, 1.0})};
+            attention(*s.ctx, "attn", paramsOf(t), t[0], t[1], t[2], nullptr,
+                      t[3], forwardBytes ? t[9].data : nullptr, forwardBytes,
+                      &t[4]);
+          };
+          perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix,
+                           0, 4.0 * heads * scores * 64, setup,
+                           [=](Context &c, std::vector<TensorRef> &t) {
+                             attention(c, "attn", paramsOf(t), t[0], t[1], t[2],
+                                       nullptr, t[3],
+                                       forwardBytes ? t[9].data : nullptr,
+                                       forwardBytes, &t[4]);
+                           }});
+          perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
+                           10.0 * heads * scores * 64, setup,
+                           [=](Context &c, std::vector<TensorRef> &t) {
+                             attentionBackward(
+                                 c, "attn_grad", paramsOf(t), t[0], t[1], t[2],
+                                 nullptr, t[3], t[5], t[4], t[6], t[7], t[8],
+                                 nullptr, backwardBytes ? t[9].data : nullptr,
+                                 backwardBytes);
+                           }});
         }
-        double scores = a.causal ? double(tokens) * (tokens + 1) / 2
-                                 : double(tokens) * tokens;
-        std::string suffix = std::string("_b") + std::to_string(a.batch) +
-                             (chunks ? "_chunks" + std::to_string(chunks)
-                                     : std::string("_fused")) +
-                             (dt == DType::F32 ? "" : "_f16");
-        auto setup = [=](Suite &s, std::vector<TensorRef> &t) {
-          t = {s.random(dt, shape),
-               s.random(dt, shape),
-               s.random(dt, shape),
-               s.empty(dt, shape),
-               s.empty(DType::F32, statShape),
-               s.random(dt, shape, 0.1, 1.0),
-               s.empty(dt, shape),
-               s.empty(dt, shape),
-               s.empty(dt, shape),
-               s.empty(DType::F32,
-                       {std::max<int64_t>(
-                           1, int64_t(std::max(forwardBytes, backwardBytes) /
-                                      4))})};
-          AttentionParams p;
-          p.scale = 0.125f;
-          p.causal = a.causal;
-          attention(*s.ctx, "attn", p, t[0], t[1], t[2], nullptr, t[3],
-                    forwardBytes ? t[9].data : nullptr, forwardBytes, &t[4]);
-        };
-        perfs.push_back({std::string("attention_fwd_lse_") + a.model + suffix,
-                         0, 4.0 * heads * scores * 64, setup,
-                         [=](Context &c, std::vector<TensorRef> &t) {
-                           AttentionParams p;
-                           p.scale = 0.125f;
-                           p.causal = a.causal;
-                           attention(c, "attn", p, t[0], t[1], t[2], nullptr,
-                                     t[3], forwardBytes ? t[9].data : nullptr,
-                                     forwardBytes, &t[4]);
-                         }});
-        perfs.push_back({std::string("attention_bwd_") + a.model + suffix, 0,
-                         10.0 * heads * scores * 64, setup,
-                         [=](Context &c, std::vector<TensorRef> &t) {
-                           AttentionParams p;
-                           p.scale = 0.125f;
-                           p.causal = a.causal;
-                           attentionBackward(
-                               c, "attn_grad", p, t[0], t[1], t[2], nullptr,
-                               t[3], t[5], t[4], t[6], t[7], t[8], nullptr,
-                               backwardBytes ? t[9].data : nullptr,
-                               backwardBytes);
-                         }});
-      }
 
   for (Perf &p : perfs) {
     if (!filter.empty() && p.name.find(filter) == std::string::npos)

@@ -97,6 +97,10 @@ constexpr int64_t attentionBackwardBytes(int64_t items, int64_t queries,
 /// memopt's kernels (the engine report says so).
 constexpr int64_t kCudnnAttentionSlackBytes = int64_t(64) << 10;
 
+/// cuDNN's dropout seed and offset (two I64) where the call draws its mask
+/// with cuDNN's generator (AttentionParams::dropoutCudnnRng).
+constexpr int64_t kCudnnAttentionDropoutBytes = 16;
+
 /// Whether a program for the CUDA target plans cuDNN's fused SDPA workspace
 /// for an attention (forward or backward): f16 / bf16 (`lowFloat`), head
 /// sizes multiples of 8 up to 256, Q holding the whole batch, and with a
@@ -134,25 +138,31 @@ constexpr int64_t cudnnAttentionBackwardOwnBytes(int64_t rows, int64_t headSize,
 /// runtime's layout, lib/Runtime/Cuda/CudnnAttention.cpp): cuDNN's own
 /// first, then the f32 log-sum-exp of every row when the op returns its
 /// statistics (converted into memopt's pairs), then K transposed to
-/// [Sk, D] when it is stored [D, Sk] (`transposedKeyBytes`, else 0).
+/// [Sk, D] when it is stored [D, Sk] (`transposedKeyBytes`, else 0), then
+/// cuDNN's dropout seed and offset with `cudnnDropout`.
 constexpr int64_t cudnnAttentionBytes(int64_t rows, bool statistics,
-                                      int64_t transposedKeyBytes) {
+                                      int64_t transposedKeyBytes,
+                                      bool cudnnDropout = false) {
   return roundUp256(kCudnnAttentionSlackBytes) +
          (statistics ? roundUp256(rows * 4) : 0) +
-         roundUp256(transposedKeyBytes);
+         roundUp256(transposedKeyBytes) +
+         (cudnnDropout ? roundUp256(kCudnnAttentionDropoutBytes) : 0);
 }
 
 /// The same for the backward: cuDNN's own (cudnnAttentionBackwardOwnBytes),
 /// the f32 log-sum-exp of every row (from memopt's pairs), then for K
-/// stored [D, Sk] K transposed and dK before its transpose back.
+/// stored [D, Sk] K transposed and dK before its transpose back, then
+/// cuDNN's dropout seed and offset with `cudnnDropout`.
 constexpr int64_t cudnnAttentionBackwardBytes(int64_t rows, int64_t headSize,
                                               int64_t valueSize,
                                               int64_t fullHeadKeyRows,
                                               int64_t elementBytes,
-                                              int64_t transposedKeyBytes) {
+                                              int64_t transposedKeyBytes,
+                                              bool cudnnDropout = false) {
   return roundUp256(cudnnAttentionBackwardOwnBytes(
              rows, headSize, valueSize, fullHeadKeyRows, elementBytes)) +
-         roundUp256(rows * 4) + 2 * roundUp256(transposedKeyBytes);
+         roundUp256(rows * 4) + 2 * roundUp256(transposedKeyBytes) +
+         (cudnnDropout ? roundUp256(kCudnnAttentionDropoutBytes) : 0);
 }
 
 //===----------------------------------------------------------------------===//

@@ -34,6 +34,12 @@
 // every dQ / dK / dV element is rounded once on store. A trained bias (its
 // gradient summed with f32 atomics) stays f32-only.
 //
+// Training dropout (mask M regenerated from the forward's key, scale c =
+// 1 / (1 - ratio); AttentionDropout.cuh): dV = (c M * P)^T dO, dP = c M *
+// dO V^T, dS = P * (dP - D) with D = rowsum(dO * O) as before (O is the
+// dropped output), computed where P and dP are formed (the fused kernels'
+// tiles, the chunked path's row kernel); nothing was saved by the forward.
+//
 // Scores are in the log2 domain with the forward's saturation
 // (toLog2Domain), the row statistics brought there the same way, so a row
 // masked by a finite fill gets exactly the forward's uniform probabilities.
@@ -47,6 +53,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionDropout.cuh"
 #include "CudaDevice.cuh"
 
 namespace memopt::rt {
@@ -84,6 +91,9 @@ struct BackwardArgs {
   /// Consecutive batch entries whose dK / dV the dK/dV kernel sums into one
   /// entry (grouped gradients; 1 otherwise).
   int64_t group;
+  /// The forward's dropout, its mask regenerated per tile
+  /// (AttentionDropout.cuh).
+  AttentionDropoutArgs dropout;
 };
 
 struct Offsets {
@@ -256,7 +266,7 @@ size_t fusedSharedFloats(int headSize, int valueSize) {
 
 /// dK and dV of kKeys keys of one batch entry, or with grouped gradients
 /// of one K / V entry, summed over the `group` batch entries sharing it.
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardKeysKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float keysShared[];
@@ -271,6 +281,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t entry = blockIdx.x / a.tiles;
   const int64_t key0 = blockIdx.x % a.tiles * kKeys;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
 
   float dK[kRowsPerWarp][kMaxHeadSize / 32] = {};
   float dV[kRowsPerWarp][kMaxHeadSize / 32] = {};
@@ -297,10 +309,20 @@ __global__ void __launch_bounds__(kThreads)
                 dyTile + warp * kRowsPerWarp * dvPad, kT, vT, dPad, dvPad, s,
                 dp);
       const int64_t key = key0 + lane;
+      // Dropout (mask M, scale c): dV takes c M * P, and dP = c M * dO V^T.
+      const uint32_t keep =
+          dropping ? tileKeepBits8x32(drop,
+                                      (uint64_t(b) * a.queries + row0 +
+                                       warp * kRowsPerWarp) *
+                                              a.keys +
+                                          key0,
+                                      uint64_t(a.keys))
+                   : ~0u;
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
         int local = warp * kRowsPerWarp + r;
         int64_t row = row0 + local;
+        const bool kept = (keep >> r) & 1u;
         float p = 0.0f, ds = 0.0f;
         if (row < a.queries) {
           float biasValue =
@@ -309,9 +331,9 @@ __global__ void __launch_bounds__(kThreads)
                   : 0.0f;
           p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale,
                           biasValue, s[r], row, key, a.keys, rows[r]);
-          ds = p * (dp[r] - rows[r].dot);
+          ds = p * ((kept ? dp[r] * drop.scale : 0.0f) - rows[r].dot);
         }
-        pTile[local * kTilePitch + lane] = p;
+        pTile[local * kTilePitch + lane] = kept ? p * drop.scale : 0.0f;
         dsTile[local * kTilePitch + lane] = a.scale * ds;
       }
       __syncthreads();
@@ -371,7 +393,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// dQ of kRows query rows of one batch entry, and their share of dbias.
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kThreads)
     attentionBackwardQueriesKernel(BackwardArgs a) {
   extern __shared__ __align__(16) float queriesShared[];
@@ -391,6 +413,8 @@ __global__ void __launch_bounds__(kThreads)
   const T *bias = a.hasBias ? static_cast<const T *>(a.bias) + o.bias : nullptr;
   float *dbias = a.dbias ? a.dbias + o.bias : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
   RowStatistics rows[kRowsPerWarp];
   loadRowTiles(a, b, q, row0, dPad, dvPad, qTile, dyTile, rows);
   const int64_t warpRow = row0 + warp * kRowsPerWarp;
@@ -411,9 +435,17 @@ __global__ void __launch_bounds__(kThreads)
     float s[kRowsPerWarp], dp[kRowsPerWarp];
     scoreTile(qWarp, dyWarp, kT, vT, dPad, dvPad, s, dp);
     const int64_t key = key0 + lane;
+    // Dropout (mask M, scale c): dP = c M * dO V^T.
+    const uint32_t keep =
+        dropping
+            ? tileKeepBits8x32(
+                  drop, (uint64_t(b) * a.queries + warpRow) * a.keys + key0,
+                  uint64_t(a.keys))
+            : ~0u;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       int64_t row = warpRow + r;
+      const bool kept = (keep >> r) & 1u;
       float ds = 0.0f;
       if (row < a.queries) {
         int64_t biasIndex = row * a.biasRowStride + key * a.biasColStride;
@@ -421,7 +453,7 @@ __global__ void __launch_bounds__(kThreads)
             a.hasBias && key < a.keys ? toFloat(bias[biasIndex]) : 0.0f;
         float p = probability(a.causal, a.hasBias, a.safeSoftmax, a.scale,
                               biasValue, s[r], row, key, a.keys, rows[r]);
-        ds = p * (dp[r] - rows[r].dot);
+        ds = p * ((kept ? dp[r] * drop.scale : 0.0f) - rows[r].dot);
         if (dbias && key < a.keys && ds != 0.0f)
           atomicAdd(dbias + biasIndex, ds);
       }
@@ -496,11 +528,13 @@ struct ChunkRowsArgs {
   int64_t batchShape[kMaxRank], biasStride[kMaxRank];
   int64_t biasRowStride, biasColStride;
   bool causal, hasBias, safeSoftmax;
+  /// The forward's dropout: element (firstBatch * queries + row) * keys + j.
+  AttentionDropoutArgs dropout;
 };
 
 constexpr int kChunkWarps = 8;
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kChunkWarps * 32)
     chunkScoreGradientKernel(ChunkRowsArgs a) {
   const int lane = threadIdx.x & 31;
@@ -524,17 +558,38 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   const float *s = a.scores + row * a.keys, *dp = a.dp + row * a.keys;
   T *p = static_cast<T *>(a.p) + row * a.keys;
   T *ds = static_cast<T *>(a.ds) + row * a.keys;
-  for (int64_t j = lane; j < a.keys; j += 32) {
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
+  // Dropout (mask M, scale c): P for dV is c M * P, dP = c M * dO V^T.
+  auto element = [&](int64_t j, bool kept) {
     int64_t biasIndex = biasOffset + j * a.biasColStride;
     float biasValue = a.hasBias ? toFloat(bias[biasIndex]) : 0.0f;
     // The scores already carry the scale (the GEMM's alpha).
     float pj = probability(a.causal, a.hasBias, a.safeSoftmax, 1.0f, biasValue,
                            s[j], i, j, a.keys, stats);
-    float dsj = pj * (dp[j] - stats.dot);
-    p[j] = fromFloat<T>(pj);
+    float dsj = pj * ((kept ? dp[j] * drop.scale : 0.0f) - stats.dot);
+    p[j] = fromFloat<T>(kept ? pj * drop.scale : 0.0f);
     ds[j] = fromFloat<T>(dsj);
     if (a.dbias && dsj != 0.0f)
       atomicAdd(a.dbias + biasIndex, dsj);
+  };
+  if constexpr (!Dropout) {
+    for (int64_t j = lane; j < a.keys; j += 32)
+      element(j, true);
+  } else {
+    // The keep bits 128 columns at a time, one Philox call per lane.
+    const uint64_t rowFirst =
+        (uint64_t(a.firstBatch) * uint64_t(a.queries) + uint64_t(row)) *
+        uint64_t(a.keys);
+    for (int64_t j0 = 0; j0 < a.keys; j0 += 128) {
+      const WarpKeepWindow window(drop, rowFirst + uint64_t(j0));
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        int64_t j = j0 + lane + 32 * t;
+        bool kept = window.keep(rowFirst + uint64_t(j));
+        if (j < a.keys)
+          element(j, kept);
+      }
+    }
   }
 }
 
@@ -607,6 +662,7 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
   rows.causal = params.causal;
   rows.hasBias = g.hasBias;
   rows.safeSoftmax = params.safeSoftmax;
+  rows.dropout = dropoutArgsOf(params);
 
   MatmulParams qk;
   qk.alpha = params.scale;
@@ -657,9 +713,17 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
     rows.dy = dys.data;
     rows.lse = static_cast<const float *>(lse.data) + 2 * first * g.queries;
     unsigned blocks = unsigned((rows.rows + kChunkWarps - 1) / kChunkWarps);
-    MEMOPT_DISPATCH_FLOAT(dt, T,
-                          chunkScoreGradientKernel<T>
-                          <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows));
+    if (rows.dropout.ratio > 0.0f) {
+      MEMOPT_DISPATCH_FLOAT(
+          dt, T,
+          (chunkScoreGradientKernel<T, true>
+           <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows)));
+    } else {
+      MEMOPT_DISPATCH_FLOAT(
+          dt, T,
+          (chunkScoreGradientKernel<T, false>
+           <<<blocks, kChunkWarps * 32, 0, ctx.stream>>>(rows)));
+    }
     if (!checkLaunch(ctx, node))
       return true;
     matmulWithWorkspace(ctx, node, pTdy, p, dys, nullptr, dvs, nullptr, 0);
@@ -672,28 +736,30 @@ bool attentionBackwardChunked(Context &ctx, const char *node,
   return true;
 }
 
-/// The two fused kernels for operands of type T.
-template <typename T>
+/// The two fused kernels for operands of type T (with or without dropout:
+/// separate instantiations, the mask's registers only where it is drawn).
+template <typename T, bool Dropout>
 void launchFusedBackward(Context &ctx, const char *node, BackwardArgs args,
                          int64_t keyTiles, int64_t rowTiles, int64_t batch) {
   size_t bytes =
       fusedSharedFloats(args.headSize, args.valueSize) * sizeof(float);
   static size_t keysAllowed = 0, queriesAllowed = 0;
-  if (!allowShared(ctx, node, attentionBackwardKeysKernel<T>, bytes,
+  if (!allowShared(ctx, node, attentionBackwardKeysKernel<T, Dropout>, bytes,
                    keysAllowed) ||
-      !allowShared(ctx, node, attentionBackwardQueriesKernel<T>, bytes,
+      !allowShared(ctx, node, attentionBackwardQueriesKernel<T, Dropout>, bytes,
                    queriesAllowed))
     return;
   if (keyTiles * batch > 0) {
     args.tiles = keyTiles;
-    attentionBackwardKeysKernel<T><<<unsigned(keyTiles * (batch / args.group)),
-                                     kThreads, bytes, ctx.stream>>>(args);
+    attentionBackwardKeysKernel<T, Dropout>
+        <<<unsigned(keyTiles * (batch / args.group)), kThreads, bytes,
+           ctx.stream>>>(args);
     if (!checkLaunch(ctx, node))
       return;
   }
   if (rowTiles * batch > 0) {
     args.tiles = rowTiles;
-    attentionBackwardQueriesKernel<T>
+    attentionBackwardQueriesKernel<T, Dropout>
         <<<unsigned(rowTiles * batch), kThreads, bytes, ctx.stream>>>(args);
     checkLaunch(ctx, node);
   }
@@ -776,6 +842,7 @@ void attentionBackwardKernels(Context &ctx, const char *node,
   args.hasBias = g.hasBias;
   args.safeSoftmax = params.safeSoftmax;
   args.group = params.groupedGradients ? g.group : 1;
+  args.dropout = dropoutArgsOf(params);
   int64_t keyTiles = (g.keys + kKeys - 1) / kKeys;
   int64_t rowTiles = (g.queries + kRows - 1) / kRows;
   if (keyTiles * g.batch > int64_t(0x7fffffff) ||
@@ -783,9 +850,15 @@ void attentionBackwardKernels(Context &ctx, const char *node,
     failf(ctx, node, "attention backward needs more blocks than a grid holds");
     return;
   }
-  MEMOPT_DISPATCH_FLOAT(
-      q.dtype, T,
-      launchFusedBackward<T>(ctx, node, args, keyTiles, rowTiles, g.batch));
+  if (args.dropout.ratio > 0.0f) {
+    MEMOPT_DISPATCH_FLOAT(q.dtype, T,
+                          (launchFusedBackward<T, true>(
+                              ctx, node, args, keyTiles, rowTiles, g.batch)));
+  } else {
+    MEMOPT_DISPATCH_FLOAT(q.dtype, T,
+                          (launchFusedBackward<T, false>(
+                              ctx, node, args, keyTiles, rowTiles, g.batch)));
+  }
 }
 
 } // namespace memopt::rt

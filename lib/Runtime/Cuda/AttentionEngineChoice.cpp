@@ -24,8 +24,11 @@
 //  * no output aliases an input or another output (validateAttention,
 //    validateAttentionStatistics and validateAttentionBackward refuse it),
 //    and the workspace is scratch that each engine fills before reading;
-//  * the op draws no random numbers (dropout is a separate op with its own
-//    Philox counter, lib/Runtime/Philox.h; nothing advances per call here);
+//  * the op's random numbers (training dropout) are a function of the
+//    program's key and the op's stream (lib/Runtime/Philox.h), so a call
+//    run again draws the same mask: nothing advances per call. And a call
+//    with dropout is never timed: memopt's mask runs on memopt's kernels
+//    only, cuDNN's generator on cuDNN only (CudnnAttention.cpp);
 //  * both engines run within the call's planned workspace: cuDNN only when
 //    its plan fits (CudnnAttention.cpp's fitsWorkspace, else memopt's
 //    kernels run untimed), and memopt's kernels take the chunked path only

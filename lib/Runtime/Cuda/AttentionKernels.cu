@@ -21,6 +21,13 @@
 //    lane + 32 t of the output, with 8 rows per warp reusing every shared
 //    memory read.
 //
+// Training dropout (AttentionParams::dropoutRatio): memopt's Philox mask
+// (AttentionDropout.cuh), drawn per tile in registers where the
+// probabilities are formed. The row sums and statistics take every
+// probability; only the kept ones go into P V, and 1 / (1 - ratio) is applied
+// with 1 / sum at the end (the chunked path's softmax kernel writes the kept
+// probabilities times the scale instead).
+//
 // Scores are kept in the log2 domain (exp2f). Rows whose keys are all masked
 // so far are guarded (no -inf - -inf); a row that stays fully masked ends as
 // 0 / 0 = NaN, like the unfused softmax.
@@ -35,6 +42,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionDropout.cuh"
 #include "CudaDevice.cuh"
 
 #include <mma.h>
@@ -63,6 +71,8 @@ struct AttentionArgs {
   int64_t rowTiles;
   /// Row statistics [batch, queries, 2] (maximum, log-sum), or null.
   float *lse;
+  /// Dropout of the probabilities fed to P V (AttentionDropout.cuh).
+  AttentionDropoutArgs dropout;
 };
 
 struct BatchOffsets {
@@ -124,7 +134,7 @@ size_t simtSharedFloats(int headSize, int valueSize) {
          size_t(kSimtWarps) * kSimtKeys * kSimtRowsPerWarp;
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kSimtWarps * 32)
     attentionSimtKernel(AttentionArgs a) {
   extern __shared__ __align__(16) float simtShared[];
@@ -145,6 +155,8 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
   const T *bias = static_cast<const T *>(a.bias) + offsets.bias;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int threads = kSimtWarps * 32;
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
 
   for (int i = tid; i < kSimtRows * padded; i += threads) {
     int r = i / padded, d = i % padded;
@@ -216,8 +228,15 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
         score[r] = fmaf(qv.w, k3, score[r]);
       }
     }
-    // Online softmax per row.
+    // Online softmax per row; the row sums take every probability, P V only
+    // the kept ones (the scale 1 / (1 - ratio) is applied at the end).
     const int64_t key = key0 + lane;
+    const uint32_t keep =
+        dropping
+            ? tileKeepBits8x32(
+                  drop, (uint64_t(b) * a.queries + firstRow) * a.keys + key0,
+                  uint64_t(a.keys))
+            : ~0u;
 #pragma unroll
     for (int r = 0; r < kSimtRowsPerWarp; ++r) {
       float x = finishScore(a, bias, score[r], firstRow + r, key);
@@ -229,7 +248,7 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
 #pragma unroll
       for (int t = 0; t < kMaxHeadSize / 32; ++t)
         acc[r][t] *= alpha;
-      pWarp[lane * kSimtRowsPerWarp + r] = p;
+      pWarp[lane * kSimtRowsPerWarp + r] = (keep >> r) & 1u ? p : 0.0f;
     }
     __syncwarp();
     // Output: lane owns dimensions lane + 32 t.
@@ -264,8 +283,10 @@ __global__ void __launch_bounds__(kSimtWarps * 32)
     for (int t = 0; t < kMaxHeadSize / 32; ++t) {
       int d = lane + 32 * t;
       if (d < valueSize)
-        y[row * valueSize + d] = fromFloat<T>(
-            a.safeSoftmax && rowSum[r] == 0.0f ? 0.0f : acc[r][t] / rowSum[r]);
+        y[row * valueSize + d] =
+            fromFloat<T>(a.safeSoftmax && rowSum[r] == 0.0f
+                             ? 0.0f
+                             : acc[r][t] / rowSum[r] * drop.scale);
     }
     if (a.lse && lane == 0)
       storeRowStatistics(a.lse + 2 * (b * a.queries + row), rowMax[r],
@@ -321,7 +342,7 @@ loadTile(T *dst, int dstPitch, const T *src, int64_t srcPitch, int rows,
   }
 }
 
-template <typename T, bool Vector>
+template <typename T, bool Vector, bool Dropout>
 __device__ void attentionWmmaBody(const AttentionArgs &a,
                                   unsigned char *shared) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -359,6 +380,8 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
   const int myRow = lane >> 1, half = lane & 1;
   const int64_t row = rowBase + warp * 16 + myRow;
   const int64_t warpLastRow = rowBase + warp * 16 + 15;
+  constexpr bool dropping = Dropout;
+  const DropoutKey drop = attentionDropoutKeyIf<Dropout>(a.dropout);
   float rowMax = -INFINITY, rowSum = 0.0f;
   int64_t keyEnd = a.keys;
   if (a.causal && rowBase + kWmmaRows < keyEnd)
@@ -415,6 +438,12 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
       tileMax = fmaxf(tileMax, x);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
+    // This lane's 32 keys: the sum takes every probability, P V the kept
+    // ones (1 / (1 - ratio) is applied with 1 / sum at the end).
+    const uint32_t keep =
+        dropping ? keepBits32(drop, (uint64_t(b) * a.queries + row) * a.keys +
+                                        key0 + half * kHalfKeys)
+                 : ~0u;
     float newMax = fmaxf(rowMax, tileMax);
     float alpha = newMax == -INFINITY ? 1.0f : exp2f(rowMax - newMax);
     float tileSum = 0.0f;
@@ -422,8 +451,8 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
       int column = (c + lane) & (kHalfKeys - 1);
       float p = newMax == -INFINITY ? 0.0f : exp2f(sRow[column] - newMax);
       T stored = fromFloat<T>(p);
-      pRow[column] = stored;
-      tileSum += toFloat(stored); // the sum of what P V will use
+      pRow[column] = (keep >> column) & 1u ? stored : fromFloat<T>(0.0f);
+      tileSum += toFloat(stored); // as P V sees it, before dropout
     }
     tileSum += __shfl_xor_sync(0xffffffffu, tileSum, 1);
     rowSum = rowSum * alpha + tileSum;
@@ -462,19 +491,20 @@ __device__ void attentionWmmaBody(const AttentionArgs &a,
     if (rowBase + warp * 16 + r < a.queries)
       y[i] = fromFloat<T>(a.safeSoftmax && rowSums[warp * 16 + r] == 0.0f
                               ? 0.0f
-                              : oWarp[r * dvPad + d] / rowSums[warp * 16 + r]);
+                              : oWarp[r * dvPad + d] / rowSums[warp * 16 + r] *
+                                    drop.scale);
   }
 #endif
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 __global__ void __launch_bounds__(kWmmaWarps * 32)
     attentionWmmaKernel(AttentionArgs a) {
   extern __shared__ __align__(128) unsigned char wmmaShared[];
   if (a.vectorLoads)
-    attentionWmmaBody<T, true>(a, wmmaShared);
+    attentionWmmaBody<T, true, Dropout>(a, wmmaShared);
   else
-    attentionWmmaBody<T, false>(a, wmmaShared);
+    attentionWmmaBody<T, false, Dropout>(a, wmmaShared);
 }
 
 /// Raises a kernel's dynamic shared memory limit once per instantiation
@@ -515,6 +545,9 @@ struct ScoreSoftmaxArgs {
   bool causal, hasBias, safeSoftmax;
   /// Row statistics of the chunk's rows [rows, 2], or null.
   float *lse;
+  /// Dropout of the probabilities written (the row statistics are the
+  /// undropped scores'): element (firstBatch * queries + row) * keys + j.
+  AttentionDropoutArgs dropout;
 };
 
 constexpr int kSoftmaxWarps = 8;
@@ -524,7 +557,12 @@ constexpr int kSoftmaxWarps = 8;
 /// Bias and masks are applied on the fly; exp2 in the log2 domain as in the
 /// fused kernels. A row whose scores are all -inf gives NaN (0 / 0), as the
 /// unfused softmax and the fused kernels do, or zeros with `safeSoftmax`.
-template <typename T, int kVals>
+/// With dropout the probabilities written are the kept ones times
+/// 1 / (1 - ratio) (what the P V GEMM multiplies), zeros elsewhere; the keep
+/// bits come 128 columns at a time from one Philox call per lane
+/// (WarpKeepWindow). `Dropout` is a template parameter so that the kernels
+/// without it keep their registers (and occupancy).
+template <typename T, int kVals, bool Dropout>
 __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     scoreSoftmaxKernel(ScoreSoftmaxArgs a) {
   const int lane = threadIdx.x & 31;
@@ -542,6 +580,13 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
   const float *s = a.scores + row * a.keys;
   T *p = static_cast<T *>(a.probs) + row * a.keys;
   const int64_t keys = a.keys;
+  constexpr bool dropping = Dropout;
+  [[maybe_unused]] const DropoutKey drop =
+      attentionDropoutKeyIf<Dropout>(a.dropout);
+  // The row's first element in the call's [batch..., S, Sk] probabilities.
+  [[maybe_unused]] const uint64_t rowFirst =
+      (uint64_t(a.firstBatch) * uint64_t(a.queries) + uint64_t(row)) *
+      uint64_t(keys);
   auto score = [&](int64_t j) {
     if (a.causal && j > i)
       return -INFINITY;
@@ -577,11 +622,26 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     if (a.lse && lane == 0 && m != -INFINITY)
       storeRowStatistics(a.lse + 2 * row, m, sum);
     float inv = 1.0f / sum;
+    if constexpr (dropping) {
+      const float keptScale = inv * drop.scale;
 #pragma unroll
-    for (int t = 0; t < kVals; ++t) {
-      int64_t j = lane + 32 * t;
-      if (j < keys)
-        p[j] = fromFloat<T>(x[t] * inv);
+      for (int t0 = 0; t0 < kVals; t0 += 4) {
+        const WarpKeepWindow window(drop, rowFirst + uint64_t(32 * t0));
+#pragma unroll
+        for (int t = t0; t < t0 + 4; ++t) {
+          int64_t j = lane + 32 * t;
+          bool kept = window.keep(rowFirst + uint64_t(j));
+          if (j < keys)
+            p[j] = fromFloat<T>(kept ? x[t] * keptScale : 0.0f);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kVals; ++t) {
+        int64_t j = lane + 32 * t;
+        if (j < keys)
+          p[j] = fromFloat<T>(x[t] * inv);
+      }
     }
   } else {
     float m = -INFINITY;
@@ -602,25 +662,39 @@ __global__ void __launch_bounds__(kSoftmaxWarps * 32)
     if (a.lse && lane == 0 && m != -INFINITY)
       storeRowStatistics(a.lse + 2 * row, m, sum);
     float inv = 1.0f / sum;
-    for (int64_t j = lane; j < keys; j += 32)
-      p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
+    if constexpr (dropping) {
+      const float keptScale = inv * drop.scale;
+      for (int64_t j0 = 0; j0 < keys; j0 += 128) {
+        const WarpKeepWindow window(drop, rowFirst + uint64_t(j0));
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          int64_t j = j0 + lane + 32 * t;
+          bool kept = window.keep(rowFirst + uint64_t(j));
+          if (j < keys)
+            p[j] = fromFloat<T>(kept ? exp2f(score(j) - m) * keptScale : 0.0f);
+        }
+      }
+    } else {
+      for (int64_t j = lane; j < keys; j += 32)
+        p[j] = fromFloat<T>(exp2f(score(j) - m) * inv);
+    }
   }
 }
 
-template <typename T>
+template <typename T, bool Dropout>
 void launchScoreSoftmax(Context &ctx, const ScoreSoftmaxArgs &a) {
   unsigned blocks = unsigned((a.rows + kSoftmaxWarps - 1) / kSoftmaxWarps);
   unsigned threads = kSoftmaxWarps * 32;
   if (a.keys <= 32 * 4)
-    scoreSoftmaxKernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 4, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 8)
-    scoreSoftmaxKernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 8, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 16)
-    scoreSoftmaxKernel<T, 16><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 16, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else if (a.keys <= 32 * 32)
-    scoreSoftmaxKernel<T, 32><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 32, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
   else
-    scoreSoftmaxKernel<T, 0><<<blocks, threads, 0, ctx.stream>>>(a);
+    scoreSoftmaxKernel<T, 0, Dropout><<<blocks, threads, 0, ctx.stream>>>(a);
 }
 
 size_t chunkBytes(int64_t items, const AttentionGeometry &g, DType dtype) {
@@ -683,6 +757,7 @@ bool attentionChunked(Context &ctx, const char *node,
   sm.causal = params.causal;
   sm.hasBias = g.hasBias;
   sm.safeSoftmax = params.safeSoftmax;
+  sm.dropout = dropoutArgsOf(params);
 
   MatmulParams qk, pv;
   qk.alpha = params.scale;
@@ -710,7 +785,12 @@ bool attentionChunked(Context &ctx, const char *node,
     sm.rows = n * g.queries;
     sm.firstBatch = first;
     sm.lse = lse ? lse + 2 * first * g.queries : nullptr;
-    MEMOPT_DISPATCH_FLOAT(y.dtype, T, launchScoreSoftmax<T>(ctx, sm));
+    if (sm.dropout.ratio > 0.0f) {
+      MEMOPT_DISPATCH_FLOAT(y.dtype, T, (launchScoreSoftmax<T, true>(ctx, sm)));
+    } else {
+      MEMOPT_DISPATCH_FLOAT(y.dtype, T,
+                            (launchScoreSoftmax<T, false>(ctx, sm)));
+    }
     if (!checkLaunch(ctx, node))
       return true;
     matmulWithWorkspace(ctx, node, pv, p, vs, nullptr, ys, nullptr, 0);
@@ -783,6 +863,7 @@ void attentionKernels(Context &ctx, const char *node,
   args.hasBias = g.hasBias;
   args.safeSoftmax = params.safeSoftmax;
   args.lse = statistics;
+  args.dropout = dropoutArgsOf(params);
 
   bool tensorCores = y.dtype != DType::F32 && ctx.computeMajor >= 8;
   int rowsPerBlock = tensorCores ? kWmmaRows : kSimtRows;
@@ -793,6 +874,15 @@ void attentionKernels(Context &ctx, const char *node,
           (long long)blocks);
     return;
   }
+  // Kernels with and without dropout are separate instantiations (the
+  // mask's registers stay out of the kernels that draw none).
+  const bool dropping = args.dropout.ratio > 0.0f;
+  auto launch = [&](auto kernel, int warps, size_t bytes, size_t &allowed) {
+    if (!allowSharedMemory(ctx, node, kernel, bytes, allowed))
+      return false;
+    kernel<<<unsigned(blocks), warps * 32, bytes, ctx.stream>>>(args);
+    return true;
+  };
   if (tensorCores) {
     // 16-byte tile loads: rows of whole vectors, aligned base pointers (the
     // batch strides are then multiples of 8 elements too).
@@ -801,30 +891,40 @@ void attentionKernels(Context &ctx, const char *node,
                        aligned16(q.data) && aligned16(k.data) &&
                        aligned16(v.data);
     size_t bytes = wmmaSharedBytes(args.headSize, args.valueSize);
-    if (y.dtype == DType::F16) {
+    if (y.dtype == DType::F16 && dropping) {
       static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionWmmaKernel<__half>, bytes,
-                             allowed))
+      if (!launch(attentionWmmaKernel<__half, true>, kWmmaWarps, bytes,
+                  allowed))
         return;
-      attentionWmmaKernel<__half>
-          <<<unsigned(blocks), kWmmaWarps * 32, bytes, ctx.stream>>>(args);
+    } else if (y.dtype == DType::F16) {
+      static size_t allowed = 0;
+      if (!launch(attentionWmmaKernel<__half, false>, kWmmaWarps, bytes,
+                  allowed))
+        return;
+    } else if (dropping) {
+      static size_t allowed = 0;
+      if (!launch(attentionWmmaKernel<__nv_bfloat16, true>, kWmmaWarps, bytes,
+                  allowed))
+        return;
     } else {
       static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionWmmaKernel<__nv_bfloat16>,
-                             bytes, allowed))
+      if (!launch(attentionWmmaKernel<__nv_bfloat16, false>, kWmmaWarps, bytes,
+                  allowed))
         return;
-      attentionWmmaKernel<__nv_bfloat16>
-          <<<unsigned(blocks), kWmmaWarps * 32, bytes, ctx.stream>>>(args);
     }
   } else {
     size_t bytes =
         simtSharedFloats(args.headSize, args.valueSize) * sizeof(float);
     MEMOPT_DISPATCH_FLOAT(y.dtype, T, {
-      static size_t allowed = 0;
-      if (!allowSharedMemory(ctx, node, attentionSimtKernel<T>, bytes, allowed))
-        return;
-      attentionSimtKernel<T>
-          <<<unsigned(blocks), kSimtWarps * 32, bytes, ctx.stream>>>(args);
+      if (dropping) {
+        static size_t allowed = 0;
+        if (!launch(attentionSimtKernel<T, true>, kSimtWarps, bytes, allowed))
+          return;
+      } else {
+        static size_t allowed = 0;
+        if (!launch(attentionSimtKernel<T, false>, kSimtWarps, bytes, allowed))
+          return;
+      }
     });
   }
   checkLaunch(ctx, node);

@@ -251,6 +251,12 @@ bool launchStatisticsToPairs(Context &ctx, const char *node,
                              int64_t rows);
 bool launchPairsToStatistics(Context &ctx, const char *node, const float *pairs,
                              float *statistics, int64_t rows);
+/// cuDNN's dropout seed and offset (I64 each, `seedOffset[0..1]`) from the
+/// program's key [seed, micro-batch] and the op's dropout stream, computed
+/// on the device (CUDA-graph safe); the same values for a forward and its
+/// gradient, so the backward regenerates the forward's mask.
+bool launchCudnnDropoutSeed(Context &ctx, const char *node, const int64_t *key,
+                            uint32_t stream, int64_t *seedOffset);
 /// y[b] = x[b]^T for `batch` row-major rows x cols matrices of 2-byte
 /// elements (K between [D, Sk] and cuDNN's [Sk, D]).
 bool launchTransposeMatrices16(Context &ctx, const char *node, const void *x,

@@ -24,6 +24,16 @@
 // cuDNN's summed dK goes into the group's first slot and the others are
 // zeroed. The bias broadcasts over b, h and the query axis (strides of 0).
 //
+// Dropout (issue 26): memopt's mask (the dropout op's Philox words) is
+// memopt's kernels' alone, so such calls never run here (the report says
+// why). With AttentionParams::dropoutCudnnRng cuDNN draws its own mask
+// (set_dropout with a seed and an offset that a one-thread kernel derives on
+// the device from the program's key, stream and micro-batch, into the
+// workspace); such a call runs cuDNN without a measured choice or fails
+// naming the node, since no other engine can draw that mask and a forward
+// and its gradient must draw the same one. The kernel suite's hook
+// (setCudnnAttentionRngDump) adds cuDNN's rng dump to one forward's plan.
+//
 // Row statistics: cuDNN keeps one log-sum-exp per row, memopt a pair whose
 // sum is it (CudnnAttentionKernels.cu converts); K stored [D, Sk] is
 // transposed into the workspace first (cuDNN reads the head dimension
@@ -36,9 +46,11 @@
 // Taken from: cudnn-frontend's SDPA samples (samples/cpp/sdpa: a graph per
 // problem, tensor uids, variant packs, the workspace the plan states) and
 // PyTorch's cuDNN attention (aten/src/ATen/native/cudnn/MHA.cpp: graphs
-// cached by the problem's shapes and strides). Different: the batch-dims
-// split above, memopt's statistics pairs, and a fallback per call site that
-// says why instead of failing.
+// cached by the problem's shapes and strides; its dropout seed and offset
+// tensors). Different: the batch-dims split above, memopt's statistics
+// pairs, a fallback per call site that says why instead of failing, and a
+// dropout seed derived on the device from the program's key (PyTorch takes
+// seed and offset from its CUDA generator, whose offset advances per call).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +82,9 @@ enum Uid : int64_t {
   kDQ,
   kDK,
   kDV,
+  kSeed,
+  kOffset,
+  kRngDump,
 };
 
 /// One built graph (or why there is none).
@@ -102,6 +117,9 @@ struct CudnnAttentionState {
   std::unordered_map<std::string, bool> choices;
   std::vector<EngineSite> sites;
   std::string report;
+  /// The kernel suite's check of cuDNN's dropout (setCudnnAttentionRngDump):
+  /// where the next forward with cuDNN's generator writes its draws.
+  void *rngDump = nullptr;
 };
 
 namespace {
@@ -179,22 +197,28 @@ struct SdpaProblem {
   int64_t kStride[2] = {}, vStride[2] = {}; ///< b and h strides of K and V
   bool hasBias = false;
   int64_t biasDim[4] = {}, biasStride[4] = {};
+  /// Dropout probability drawn by cuDNN's own generator (0: none), seeded
+  /// from the workspace's seed and offset (CudnnAttentionKernels.cu).
+  float dropout = 0.0f;
+  /// The forward also writes cuDNN's draws (the suite's check only).
+  bool rngDump = false;
 
   std::string key() const {
-    char text[512];
+    char text[600];
     std::snprintf(
         text, sizeof(text),
         "%s %d b%lld hq%lld hk%lld s%lld sk%lld d%lld dv%lld c%d st%d g%d "
-        "sc%a k%lld,%lld v%lld,%lld bias%d %lld,%lld,%lld,%lld/"
+        "sc%a dr%a,%d k%lld,%lld v%lld,%lld bias%d %lld,%lld,%lld,%lld/"
         "%lld,%lld,%lld,%lld",
         backward ? "bwd" : "fwd", int(dtype), (long long)b, (long long)hq,
         (long long)hk, (long long)s, (long long)sk, (long long)d, (long long)dv,
         int(causal), int(statistics), int(groupedGradients), double(scale),
-        (long long)kStride[0], (long long)kStride[1], (long long)vStride[0],
-        (long long)vStride[1], int(hasBias), (long long)biasDim[0],
-        (long long)biasDim[1], (long long)biasDim[2], (long long)biasDim[3],
-        (long long)biasStride[0], (long long)biasStride[1],
-        (long long)biasStride[2], (long long)biasStride[3]);
+        double(dropout), int(rngDump), (long long)kStride[0],
+        (long long)kStride[1], (long long)vStride[0], (long long)vStride[1],
+        int(hasBias), (long long)biasDim[0], (long long)biasDim[1],
+        (long long)biasDim[2], (long long)biasDim[3], (long long)biasStride[0],
+        (long long)biasStride[1], (long long)biasStride[2],
+        (long long)biasStride[3]);
     return text;
   }
 };
@@ -269,6 +293,12 @@ std::string mapBatch(const AttentionGeometry &g, const TensorRef &q,
          "cannot express";
 }
 
+/// Whether the call's dropout is cuDNN's to draw: then cuDNN must run it
+/// (no other engine reproduces its mask).
+bool cudnnDropout(const AttentionParams &params) {
+  return params.dropoutRatio > 0.0f && params.dropoutCudnnRng;
+}
+
 /// Every reason to leave the call to memopt's kernels that is known before
 /// cuDNN is asked; fills the problem otherwise.
 std::string refusal(Context &ctx, const char *node,
@@ -281,6 +311,9 @@ std::string refusal(Context &ctx, const char *node,
     failf(ctx, node, "%s", state.engineError.c_str());
     return state.engineError;
   }
+  if (params.dropoutRatio > 0.0f && !params.dropoutCudnnRng)
+    return "dropout with memopt's mask, which cuDNN's generator cannot draw "
+           "(AttentionParams::dropoutCudnnRng unset)";
   if (state.engine == AttentionEngine::Memopt)
     return "forced: MEMOPT_ATTENTION_ENGINE=memopt or "
            "ContextOptions::attentionEngine";
@@ -324,6 +357,7 @@ std::string refusal(Context &ctx, const char *node,
   p.sk = g.keys;
   p.d = g.headSize;
   p.dv = g.valueSize;
+  p.dropout = cudnnDropout(params) ? params.dropoutRatio : 0.0f;
   return "";
 }
 
@@ -353,6 +387,21 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
                           {p.kStride[0], p.kStride[1], p.d, 1});
   TensorPtr v = addTensor(*graph, "V", kV, {p.b, p.hk, p.sk, p.dv},
                           {p.vStride[0], p.vStride[1], p.dv, 1});
+  TensorPtr seed, offset;
+  if (p.dropout > 0.0f) {
+    // Device scalars (written before each call: a captured graph replays
+    // the driver's new micro-batch).
+    auto scalar = [&](const char *name, Uid uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({1, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1})
+                               .set_data_type(fe::DataType_t::INT64));
+    };
+    seed = scalar("dropout_seed", kSeed);
+    offset = scalar("dropout_offset", kOffset);
+  }
   TensorPtr bias;
   if (p.hasBias)
     bias = addTensor(
@@ -369,6 +418,17 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
           .set_diagonal_band_right_bound(0);
     if (bias)
       options.set_bias(bias);
+    if (seed) {
+      options.set_dropout(p.dropout, seed, offset);
+      if (p.rngDump)
+        options.set_rng_dump(
+            graph->tensor(fe::graph::Tensor_attributes()
+                              .set_name("rng_dump")
+                              .set_uid(kRngDump)
+                              .set_dim({p.b, p.hq, p.s, p.sk})
+                              .set_stride(packed(p.hq, p.s, p.sk))
+                              .set_data_type(fe::DataType_t::FLOAT)));
+    }
     auto [o, stats] = graph->sdpa(q, k, v, options);
     o->set_output(true)
         .set_uid(kO)
@@ -396,6 +456,8 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
           .set_diagonal_band_right_bound(0);
     if (bias)
       options.set_bias(bias);
+    if (seed)
+      options.set_dropout(p.dropout, seed, offset);
     auto [dQ, dK, dV] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
     dQ->set_output(true)
         .set_uid(kDQ)
@@ -428,10 +490,11 @@ std::string buildGraph(Context &ctx, const SdpaProblem &p, SdpaPlan &plan) {
   char text[256];
   std::snprintf(text, sizeof(text),
                 "b %lld, heads %lld / %lld kv, %lld x %lld keys, d %lld"
-                "%s%s%s; plan built in %.1f ms, cuDNN workspace %zu bytes",
+                "%s%s%s%s; plan built in %.1f ms, cuDNN workspace %zu bytes",
                 (long long)p.b, (long long)p.hq, (long long)p.hk,
                 (long long)p.s, (long long)p.sk, (long long)p.d,
                 p.causal ? ", causal" : "", p.hasBias ? ", bias" : "",
+                p.dropout > 0.0f ? ", dropout (cuDNN's generator)" : "",
                 p.keyTransposed ? ", K transposed first" : "", buildMs,
                 plan.cudnnWorkspaceBytes);
   plan.engine = text;
@@ -477,7 +540,7 @@ const SdpaPlan *planFor(Context &ctx, CudnnAttentionState &state,
 /// workspace::cudnnAttentionBytes / cudnnAttentionBackwardBytes, with
 /// cuDNN's own part as its plan states it.
 struct WorkspaceLayout {
-  size_t statistics = 0, keys = 0, keyGradient = 0, total = 0;
+  size_t statistics = 0, keys = 0, keyGradient = 0, dropoutSeed = 0, total = 0;
 };
 
 WorkspaceLayout layoutFor(const SdpaProblem &p, const SdpaPlan &plan,
@@ -495,6 +558,11 @@ WorkspaceLayout layoutFor(const SdpaProblem &p, const SdpaPlan &plan,
       w.keyGradient = offset;
       offset += alignUp(size_t(p.b * p.hk * p.sk * p.d) * dtypeSize(p.dtype));
     }
+  }
+  if (p.dropout > 0.0f) {
+    // cuDNN's seed and offset (two I64), derived on the device.
+    w.dropoutSeed = offset;
+    offset += alignUp(size_t(workspace::kCudnnAttentionDropoutBytes));
   }
   w.total = offset;
   return w;
@@ -587,6 +655,25 @@ bool execute(Context &ctx, const char *node, const SdpaPlan &plan,
 #endif
 }
 
+/// cuDNN's dropout seed and offset into the workspace (derived on the
+/// device from the program's key, so a captured graph replays the driver's
+/// new micro-batch), and their variant pack entries. False when the launch
+/// failed.
+bool prepareDropout(Context &ctx, const char *node, const SdpaProblem &p,
+                    const AttentionParams &params, const WorkspaceLayout &w,
+                    void *workspace,
+                    std::unordered_map<int64_t, void *> &pack) {
+  if (p.dropout <= 0.0f)
+    return true;
+  auto *seed = reinterpret_cast<int64_t *>(at(workspace, w.dropoutSeed));
+  if (!launchCudnnDropoutSeed(ctx, node, params.dropoutKey,
+                              params.dropoutStream, seed))
+    return false;
+  pack[kSeed] = seed;
+  pack[kOffset] = seed + 1;
+  return true;
+}
+
 /// Batch entries of K's own shape (its matrices of d x sk).
 int64_t keyMatrices(const TensorRef &k, const SdpaProblem &p) {
   return k.numElements() / (p.d * p.sk);
@@ -596,10 +683,11 @@ int64_t keyMatrices(const TensorRef &k, const SdpaProblem &p) {
 /// [D, Sk], the statistics converted to memopt's pairs after. False when a
 /// launch failed (the error is on the context).
 bool runForward(Context &ctx, const char *node, const SdpaProblem &p,
-                const SdpaPlan &plan, const WorkspaceLayout &w,
-                const TensorRef &q, const TensorRef &k, const TensorRef &v,
-                const TensorRef *bias, const TensorRef &y, const TensorRef *lse,
-                void *workspace) {
+                const AttentionParams &params, const SdpaPlan &plan,
+                const WorkspaceLayout &w, const TensorRef &q,
+                const TensorRef &k, const TensorRef &v, const TensorRef *bias,
+                const TensorRef &y, const TensorRef *lse, void *workspace,
+                void *rngDump) {
   void *keys = k.data;
   if (p.keyTransposed) {
     keys = at(workspace, w.keys);
@@ -616,7 +704,10 @@ bool runForward(Context &ctx, const char *node, const SdpaProblem &p,
     pack[kBias] = bias->data;
   if (statistics)
     pack[kStats] = statistics;
-  if (!execute(ctx, node, plan, pack, workspace))
+  if (p.rngDump)
+    pack[kRngDump] = rngDump;
+  if (!prepareDropout(ctx, node, p, params, w, workspace, pack) ||
+      !execute(ctx, node, plan, pack, workspace))
     return false;
   return !statistics || launchStatisticsToPairs(ctx, node, statistics,
                                                 static_cast<float *>(lse->data),
@@ -627,11 +718,12 @@ bool runForward(Context &ctx, const char *node, const SdpaProblem &p,
 /// statistics and K transposed first, dK transposed back or the K / V head
 /// groups' other slots zeroed after. False when a launch failed.
 bool runBackward(Context &ctx, const char *node, const SdpaProblem &p,
-                 const SdpaPlan &plan, const WorkspaceLayout &w,
-                 const TensorRef &q, const TensorRef &k, const TensorRef &v,
-                 const TensorRef *bias, const TensorRef &y, const TensorRef &dy,
-                 const TensorRef &lse, const TensorRef &dq, const TensorRef &dk,
-                 const TensorRef &dv, void *workspace) {
+                 const AttentionParams &params, const SdpaPlan &plan,
+                 const WorkspaceLayout &w, const TensorRef &q,
+                 const TensorRef &k, const TensorRef &v, const TensorRef *bias,
+                 const TensorRef &y, const TensorRef &dy, const TensorRef &lse,
+                 const TensorRef &dq, const TensorRef &dk, const TensorRef &dv,
+                 void *workspace) {
   float *statistics = reinterpret_cast<float *>(at(workspace, w.statistics));
   if (!launchPairsToStatistics(ctx, node, static_cast<const float *>(lse.data),
                                statistics, p.b * p.hq * p.s))
@@ -650,7 +742,8 @@ bool runBackward(Context &ctx, const char *node, const SdpaProblem &p,
       {kDQ, dq.data}, {kDK, keyGradient}, {kDV, dv.data}};
   if (bias)
     pack[kBias] = bias->data;
-  if (!execute(ctx, node, plan, pack, workspace))
+  if (!prepareDropout(ctx, node, p, params, w, workspace, pack) ||
+      !execute(ctx, node, plan, pack, workspace))
     return false;
   if (p.keyTransposed)
     return launchTransposeMatrices16(ctx, node, keyGradient, dk.data,
@@ -675,7 +768,30 @@ bool runBackward(Context &ctx, const char *node, const SdpaProblem &p,
   return true;
 }
 
+/// A call with cuDNN's dropout generator that cuDNN cannot run: an error (no
+/// other engine draws cuDNN's mask, and the forward's and the backward's
+/// masks must be one).
+void failDropout(Context &ctx, const char *node, bool backward,
+                 const std::string &why) {
+  noteSite(ctx, node, backward, "none (" + why + ")");
+  failf(ctx, node,
+        "attention%s with dropout drawn by cuDNN's generator "
+        "(AttentionParams::dropoutCudnnRng) must run on cuDNN's fused SDPA, "
+        "which cannot run it: %s",
+        backward ? " backward" : "", why.c_str());
+}
+
+std::string dropoutSiteText(const std::string &account) {
+  return "cuDNN SDPA (dropout drawn by cuDNN's generator: no other engine "
+         "draws its mask; " +
+         account + ")";
+}
+
 } // namespace
+
+void setCudnnAttentionRngDump(Context &ctx, void *dump) {
+  stateOf(ctx).rngDump = dump;
+}
 
 bool cudnnAttentionForward(Context &ctx, const char *node,
                            const AttentionParams &params,
@@ -687,6 +803,12 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
   CudnnAttentionState &state = stateOf(ctx);
   SdpaProblem p;
   p.statistics = lse != nullptr;
+  void *rngDump = nullptr;
+  if (cudnnDropout(params)) { // the suite's check: this call's only
+    rngDump = state.rngDump;
+    state.rngDump = nullptr;
+  }
+  p.rngDump = rngDump != nullptr;
   std::string why =
       refusal(ctx, node, state, params, g, q, bias,
               {q.data, k.data, v.data, y.data, bias ? bias->data : nullptr}, p);
@@ -700,12 +822,23 @@ bool cudnnAttentionForward(Context &ctx, const char *node,
   if (hasError(ctx))
     return true;
   if (!plan) {
+    if (cudnnDropout(params)) {
+      failDropout(ctx, node, false, why);
+      return true;
+    }
     noteSite(ctx, node, false, "memopt kernel (" + why + ")");
     return false;
   }
   auto runCudnn = [&] {
-    return runForward(ctx, node, p, *plan, w, q, k, v, bias, y, lse, workspace);
+    return runForward(ctx, node, p, params, *plan, w, q, k, v, bias, y, lse,
+                      workspace, rngDump);
   };
+  if (cudnnDropout(params)) {
+    noteSite(ctx, node, false,
+             dropoutSiteText(engineText(*plan, w, workspaceBytes)));
+    runCudnn();
+    return true;
+  }
   auto runMemopt = [&] {
     attentionKernels(ctx, node, params, g, q, k, v, bias, y, workspace,
                      workspaceBytes, lse);
@@ -758,13 +891,23 @@ bool cudnnAttentionBackward(Context &ctx, const char *node,
   if (hasError(ctx))
     return true;
   if (!plan) {
+    if (cudnnDropout(params)) {
+      failDropout(ctx, node, true, why);
+      return true;
+    }
     noteSite(ctx, node, true, "memopt kernel (" + why + ")");
     return false;
   }
   auto runCudnn = [&] {
-    return runBackward(ctx, node, p, *plan, w, q, k, v, bias, y, dy, lse, dq,
-                       dk, dv, workspace);
+    return runBackward(ctx, node, p, params, *plan, w, q, k, v, bias, y, dy,
+                       lse, dq, dk, dv, workspace);
   };
+  if (cudnnDropout(params)) {
+    noteSite(ctx, node, true,
+             dropoutSiteText(engineText(*plan, w, workspaceBytes)));
+    runCudnn();
+    return true;
+  }
   auto runMemopt = [&] {
     attentionBackwardKernels(ctx, node, params, g, q, k, v, bias, y, dy, lse,
                              dq, dk, dv, dbias, workspace, workspaceBytes);

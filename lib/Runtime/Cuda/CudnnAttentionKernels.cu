@@ -7,7 +7,10 @@
 //    maximum and log-sum); converted both ways, so that a forward on one
 //    engine feeds a backward on the other;
 //  * K stored [D, Sk] (the exporters' K^T): cuDNN reads K with the head
-//    dimension innermost, so K is transposed into scratch first (and dK back).
+//    dimension innermost, so K is transposed into scratch first (and dK back);
+//  * dropout drawn by cuDNN's generator: its seed and offset are device
+//    scalars, derived here from the program's key so that a captured graph
+//    replays each micro-batch's own mask.
 // The transpose is the classic tiled one (32 x 32 tiles through shared
 // memory with a padded row, coalesced on both sides).
 //
@@ -36,6 +39,26 @@ __global__ void pairsToStatisticsKernel(const float *pairs, float *statistics,
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows;
        i += int64_t(gridDim.x) * blockDim.x)
     statistics[i] = pairs[2 * i] + pairs[2 * i + 1];
+}
+
+/// SplitMix64's finalizer (Steele et al., "Fast splittable pseudorandom
+/// number generators", OOPSLA'14): a bijection that spreads every input bit.
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// cuDNN's Philox seed: the program's seed mixed with the op's stream and
+/// the micro-batch (every (stream, micro-batch) its own key, as memopt's own
+/// mask keys its counter with both); the offset is the micro-batch number.
+__global__ void cudnnDropoutSeedKernel(const int64_t *key, uint32_t stream,
+                                       int64_t *seedOffset) {
+  const uint64_t seed = uint64_t(key[0]), batch = uint64_t(key[1]);
+  uint64_t mixed = mix64(seed + 0x9E3779B97F4A7C15ull * (uint64_t(stream) + 1));
+  mixed = mix64(mixed ^ (batch * 0xD1B54A32D192ED03ull));
+  seedOffset[0] = int64_t(mixed);
+  seedOffset[1] = int64_t(batch);
 }
 
 constexpr int kTile = 32;
@@ -79,6 +102,12 @@ bool launchPairsToStatistics(Context &ctx, const char *node, const float *pairs,
                              float *statistics, int64_t rows) {
   pairsToStatisticsKernel<<<gridFor(ctx, rows), 256, 0, ctx.stream>>>(
       pairs, statistics, rows);
+  return checkLaunch(ctx, node);
+}
+
+bool launchCudnnDropoutSeed(Context &ctx, const char *node, const int64_t *key,
+                            uint32_t stream, int64_t *seedOffset) {
+  cudnnDropoutSeedKernel<<<1, 1, 0, ctx.stream>>>(key, stream, seedOffset);
   return checkLaunch(ctx, node);
 }
 
