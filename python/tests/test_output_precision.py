@@ -224,3 +224,23 @@ def test_python_option_errors(memopt, decoder):
         memopt.compile(path, output_precision="low")
     with pytest.raises(memopt.CompileError, match="output-precision 'f16' is not f32 or low"):
         memopt.compile(path, precision="fp16", output_precision="f16")
+
+
+def test_python_bfloat16_arrays_in_and_out(memopt):
+    """NumPy's bfloat16 (ml_dtypes) exports neither DLPack nor a buffer: memopt.Program hands
+    such arrays to the extension as their uint16 bits, for inputs and outputs alike."""
+    import ml_dtypes
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    program = memopt.compile(model)
+    x = np.array([-1.5, 2.25, -0.5, 3.0], ml_dtypes.bfloat16)
+    y = program.run({"x": x})["y"]
+    assert y.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(y.astype(np.float32), [0, 2.25, 0, 3])
+    # A list becomes an array of the program's dtype, bfloat16 too.
+    listed = program.run({"x": [1.0, -2.0, 3.5, -4.0]})["y"]
+    np.testing.assert_array_equal(listed.astype(np.float32), [1, 0, 3.5, 0])
