@@ -256,6 +256,7 @@ void BufferLiveness::analyze(func::FuncOp function, ArrayRef<Operation *> order,
       break;
     case StorageKind::Output:
       stats.ioBytes += storage.size;
+      stats.outputBytes += storage.size;
       if (!outputsInArena)
         break;
       for (int64_t step = storage.first; step < numSteps; ++step)

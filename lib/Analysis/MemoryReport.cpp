@@ -444,6 +444,7 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
           function->getAttrOfType<IntegerAttr>("memopt.host_staging_size"))
     report.hostStagingBytes = staging.getInt();
   report.ioBytes = stats.ioBytes;
+  report.outputBytes = stats.outputBytes;
   report.arenaBytes = arenaBytes;
   report.maxLiveBytes = stats.maxLiveBytes;
   report.naiveBytes = stats.naiveBytes;
@@ -548,6 +549,7 @@ llvm::json::Value mlir::memopt::toJson(const MemoryReport &report) {
                             {"host_state_bytes", report.hostStateBytes},
                             {"host_staging_bytes", report.hostStagingBytes},
                             {"io_bytes", report.ioBytes},
+                            {"output_bytes", report.outputBytes},
                             {"arena_bytes", report.arenaBytes},
                             {"max_live_bytes", report.maxLiveBytes},
                             {"naive_bytes", report.naiveBytes},
@@ -774,7 +776,8 @@ void mlir::memopt::printTextReport(const MemoryReport &report,
           "--offload optimizer; plus "
        << formatBytes(report.hostStagingBytes) << " of gradient staging)\n";
   os << "  inputs+outputs "
-     << llvm::right_justify(formatBytes(report.ioBytes), 10) << "\n";
+     << llvm::right_justify(formatBytes(report.ioBytes), 10) << "  (outputs "
+     << formatBytes(report.outputBytes) << ")\n";
   os << "  arena        "
      << llvm::right_justify(formatBytes(report.arenaBytes), 12)
      << llvm::format("  (%.3fx max-live, plan: %s%s, %.3f s)",

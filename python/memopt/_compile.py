@@ -219,6 +219,7 @@ def _write_model(model: Any, folder: str) -> str:
 
 
 def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str = "fp32",
+            output_precision: Optional[str] = None,
             memory_budget: Union[None, int, str] = None,
             remat_allow: Optional[Sequence[str]] = None,
             remat_max_computations: int = 2, layout: str = "auto",
@@ -246,6 +247,12 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
     precision      'fp32', 'fp16' or 'bf16' (weights and activations in half precision where
                    safe, inputs and outputs stay float32), or 'tf32' (float32 tensors, TF32
                    math in convolutions and matrix products on CUDA).
+    output_precision  with precision 'fp16' / 'bf16': 'f32' (the default: outputs float32) or
+                   'low': outputs the model computes in the low type are returned in it, as
+                   autocast does (float16 arrays; bfloat16 as ml_dtypes.bfloat16, or
+                   torch.bfloat16 with out='torch'), half the output bytes; outputs computed
+                   in float32 and a training step's loss stay float32
+                   (docs/mixed-precision.md, "Outputs stored in f32").
     memory_budget  the most bytes the activation arena may take: an int, or '2GiB', '512MiB',
                    ... When the plan needs more, ops are recomputed until it fits
                    (docs/remat.md); a budget no recomputation meets fails with the smallest

@@ -60,6 +60,14 @@ def _torch_dtype(name: str):
     return getattr(torch, "bool" if name == "bool" else name)
 
 
+def _torch_from_numpy(torch: Any, array: np.ndarray) -> Any:
+    """A tensor sharing `array`'s memory; a bfloat16 array through its int16 bits (torch reads
+    no ml_dtypes array)."""
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
 def _torch_module():
     """torch when the caller has imported it (memopt never imports it on its own)."""
     return sys.modules.get("torch")
@@ -114,21 +122,29 @@ def _on_host(value: Any) -> bool:
     return device is None or device[0] in _DLPACK_HOST_DEVICES
 
 
+def _runtime_view(value: Any) -> Any:
+    """`value` as the extension takes it: NumPy's bfloat16 (ml_dtypes) exports neither DLPack
+    nor a buffer, so such an array goes as its uint16 view (the same bytes, which the extension
+    accepts for a bfloat16 tensor); anything else as it is."""
+    if _is_ndarray(value) and value.dtype.name == "bfloat16":
+        return value.view(np.uint16)
+    return value
+
+
 def _as_tensor(name: str, value: Any, info: TensorInfo, kind: str) -> Any:
-    """What the extension accepts: NumPy arrays (made contiguous) and DLPack producers; other
-    values (lists, scalars) become NumPy arrays of the program's dtype."""
+    """What the extension accepts: NumPy arrays (made contiguous; bfloat16 ones as their bits)
+    and DLPack producers; other values (lists, scalars) become NumPy arrays of the program's
+    dtype."""
     if _is_ndarray(value):
-        if value.dtype.name == "bfloat16":
-            raise InputError(f"{kind} '{name}': pass bfloat16 data as a torch.bfloat16 tensor "
-                             f"(NumPy's bfloat16 cannot be exported through DLPack)")
-        return np.ascontiguousarray(value)
+        return _runtime_view(np.ascontiguousarray(value))
     if hasattr(value, "__dlpack__"):
         torch = _torch_module()
         if torch is not None and isinstance(value, torch.Tensor) and value.requires_grad:
             value = value.detach()
         return value
     try:
-        return np.ascontiguousarray(np.asarray(value, dtype=_numpy_dtype(info.dtype)))
+        return _runtime_view(np.ascontiguousarray(np.asarray(value,
+                                                             dtype=_numpy_dtype(info.dtype))))
     except (TypeError, ValueError) as error:
         raise InputError(f"{kind} '{name}' is a {type(value).__name__}, not an array: "
                          f"{error}") from None
@@ -244,9 +260,9 @@ class Program:
     @property
     def report(self) -> Optional[Dict[str, Any]]:
         """The memory report as a dict: the JSON memopt-compile --report writes (precision,
-        weights_bytes, io_bytes, arena_bytes, max_live_bytes, naive_bytes, inplace_saved_bytes,
-        fragmentation_index, buffers, and a training section for a training step). None for a
-        program loaded without its report."""
+        weights_bytes, io_bytes, output_bytes, arena_bytes, max_live_bytes, naive_bytes,
+        inplace_saved_bytes, fragmentation_index, buffers, and a training section for a
+        training step). None for a program loaded without its report."""
         if self._report is None and os.path.isfile(self._report_path):
             try:
                 with open(self._report_path) as stream:
@@ -366,7 +382,7 @@ class Program:
             else:
                 buffer = np.empty(info.shape, dtype=_numpy_dtype(info.dtype))
             results[info.name] = buffer
-            buffers.append(buffer)
+            buffers.append(_runtime_view(buffer))
         if on_device:
             if stream is None:
                 torch = _torch_module()
@@ -384,7 +400,7 @@ class Program:
             torch = _torch_module()
             if torch is None:
                 import torch  # noqa: F811 - out='torch' asks for it
-            results = {name: torch.from_numpy(value) if _is_ndarray(value) else value
+            results = {name: _torch_from_numpy(torch, value) if _is_ndarray(value) else value
                        for name, value in results.items()}
         return results
 

@@ -201,7 +201,13 @@ void *checkTensor(const char *kind, const memopt_tensor_info &info,
   if (!dlpackTypeOf(info.dtype, code, bits))
     raise("InputError", what + " has a dtype this module does not know");
   nb::dlpack::dtype dtype = array.dtype();
-  if (dtype.code != uint8_t(code) || dtype.bits != bits || dtype.lanes != 1)
+  // NumPy's bfloat16 (ml_dtypes) exports neither DLPack nor a buffer:
+  // memopt.Program passes such an array as its uint16 view, the same bits.
+  bool bfloatBits = code == nb::dlpack::dtype_code::Bfloat &&
+                    dtype.code == uint8_t(nb::dlpack::dtype_code::UInt) &&
+                    dtype.bits == 16 && dtype.lanes == 1;
+  if (!bfloatBits &&
+      (dtype.code != uint8_t(code) || dtype.bits != bits || dtype.lanes != 1))
     raise("InputError", what + " is " + dtypeText(dtype) +
                             "; the program expects " +
                             runtimeDtypeText(info.dtype));

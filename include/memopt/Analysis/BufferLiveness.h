@@ -104,6 +104,8 @@ int64_t promisedWorkspace(mlir::Operation *op, int64_t wish);
 struct MemoryStats {
   int64_t weightsBytes = 0;
   int64_t ioBytes = 0;
+  /// The outputs' part of ioBytes (storages of kind Output).
+  int64_t outputBytes = 0;
   /// Sum of every intermediate tensor that is not a view, and of every
   /// kernel workspace: no reuse at all.
   int64_t naiveBytes = 0;

@@ -200,6 +200,9 @@ struct MemoryReport {
   int64_t hostStateBytes = 0;
   int64_t hostStagingBytes = 0;
   int64_t ioBytes = 0;
+  /// The outputs' part of ioBytes (f16 / bf16 ones with
+  /// --output-precision low).
+  int64_t outputBytes = 0;
   int64_t arenaBytes = 0;
   int64_t maxLiveBytes = 0;
   int64_t naiveBytes = 0;

@@ -103,6 +103,18 @@ LogicalResult CompilePipelineOptions::verify(std::string &message) const {
     message = "precision '" + precision + "' is not fp32, tf32, fp16 or bf16";
     return failure();
   }
+  if (outputPrecision != "f32" && outputPrecision != "low") {
+    message = "output-precision '" + outputPrecision + "' is not f32 or low";
+    return failure();
+  }
+  // Training: the step's only model output is its f32 loss, so low changes
+  // nothing there (and --fit may try fp32).
+  if (outputPrecision == "low" && !enabled && precision != "fp16" &&
+      precision != "bf16") {
+    message = "output-precision low needs precision fp16 or bf16 (every "
+              "output is f32 otherwise)";
+    return failure();
+  }
   if (layout != "auto" && layout != "nchw" && layout != "nhwc") {
     message = "layout '" + layout + "' is not auto, nchw or nhwc";
     return failure();
@@ -315,6 +327,7 @@ void mlir::memopt::buildCompilePipeline(OpPassManager &pm,
     // planning, so that they see the narrow tensors.
     MemOptMixedPrecisionOptions precision;
     precision.precision = lowType;
+    precision.outputPrecision = options.outputPrecision;
     precision.report = options.report;
     pm.addNestedPass<func::FuncOp>(createMemOptMixedPrecision(precision));
     pm.addPass(createCanonicalizerPass());

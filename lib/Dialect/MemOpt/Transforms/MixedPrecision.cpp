@@ -31,6 +31,11 @@
 //   folded into the GEMM epilogue, as TensorRT does when it fuses output
 //   reformatting, so a model's largest tensor (a language model's logits)
 //   has no low copy in the arena.
+// - `output-precision=low`: outputs computed in the low type are returned
+//   in it, as autocast returns them and as onnxconverter's
+//   `keep_io_types=False` and TensorRT (which keeps the network's output
+//   types unless told) allow; unlike those, an output computed in f32 (an
+//   f32 island) stays f32 instead of being cast down, so it loses nothing.
 // - A value gets at most one cast per type, placed before its first user,
 //   and every user asks for a version of the value itself (never of a cast),
 //   so the pass creates no f16 -> f32 -> f16 round trips.
@@ -165,15 +170,19 @@ enum class ValueKind {
 
 class MixedPrecision {
 public:
-  MixedPrecision(func::FuncOp function, FloatType lowType, bool training)
+  MixedPrecision(func::FuncOp function, FloatType lowType, bool training,
+                 bool lowOutputs)
       : function(function), lowType(lowType),
-        f32Type(Float32Type::get(function.getContext())), training(training) {}
+        f32Type(Float32Type::get(function.getContext())), training(training),
+        lowOutputs(lowOutputs) {}
 
   LogicalResult run();
 
   int64_t numCasts = 0;
   /// Low results given their f32 output type directly (acceptsF32Result).
   int64_t numWidened = 0;
+  /// output-precision=low: results returned in the low type.
+  int64_t numLowOutputs = 0;
   int64_t numConvertedConstants = 0;
   ConversionCounts counts;
   /// Training: ops run in f32 because their gradient has no low form, and
@@ -208,6 +217,9 @@ private:
   FloatType lowType;
   FloatType f32Type;
   bool training;
+  /// output-precision=low (inference only): results computed in the low
+  /// type are returned in it.
+  bool lowOutputs;
   /// Every value that was f32 before the pass.
   DenseMap<Value, ValueKind> kinds;
   DenseMap<std::pair<Value, Type>, Value> versions;
@@ -369,8 +381,14 @@ void MixedPrecision::processOp(Operation *op) {
     // result that only leaves the function, of an op that can store its f32
     // accumulator, becomes f32 itself (no low copy in the arena, no cast).
     // Training: the loss reads the low result itself (memopt-append-loss).
+    // output-precision=low: a low result is returned as it is (run() gives
+    // the function its type); an f32 one stays f32.
     for (OpOperand *operand : floatOperands) {
       Value value = operand->get();
+      if (lowOutputs && kinds.lookup(value) == ValueKind::Low) {
+        ++numLowOutputs;
+        continue;
+      }
       if (!training && kinds.lookup(value) == ValueKind::Low &&
           storeInF32(value, op))
         continue;
@@ -497,6 +515,10 @@ LogicalResult MixedPrecision::run() {
   for (CastOp cast : replacedCasts)
     if (cast->use_empty())
       cast->erase();
+  if (numLowOutputs)
+    function.setFunctionType(
+        FunctionType::get(function.getContext(), function.getArgumentTypes(),
+                          block.getTerminator()->getOperandTypes()));
   return success();
 }
 
@@ -563,7 +585,15 @@ struct MemOptMixedPrecisionPass
         return signalPassFailure();
     }
     int64_t weightsBefore = report ? getWeightBytes(function) : 0;
-    MixedPrecision mixed(function, lowType, training);
+    if (outputPrecision != "f32" && outputPrecision != "low") {
+      function.emitError("memopt-mixed-precision: output-precision '")
+          << outputPrecision << "' is not f32 or low";
+      return signalPassFailure();
+    }
+    // Training: the results are what the loss reads, and the step returns
+    // only its f32 loss (memopt-append-loss), so the option changes nothing.
+    MixedPrecision mixed(function, lowType, training,
+                         outputPrecision == "low" && !training);
     if (failed(mixed.run()))
       return signalPassFailure();
     function->setAttr("memopt.precision", StringAttr::get(context, precision));
@@ -586,9 +616,12 @@ struct MemOptMixedPrecisionPass
     llvm::outs() << "memopt-mixed-precision @" << function.getSymName() << ": "
                  << precision << ": " << lowOps << " ops in " << precision
                  << ", " << f32Ops << " in f32, " << mixed.numCasts
-                 << " casts, " << mixed.numWidened
-                 << " results stored in f32; weights " << weightsBefore
-                 << " -> " << getWeightBytes(function) << " bytes ("
+                 << " casts, " << mixed.numWidened << " results stored in f32";
+    if (outputPrecision == "low" && !training)
+      llvm::outs() << ", " << mixed.numLowOutputs << " returned in "
+                   << precision;
+    llvm::outs() << "; weights " << weightsBefore << " -> "
+                 << getWeightBytes(function) << " bytes ("
                  << mixed.numConvertedConstants << " constants converted, "
                  << mixed.counts.clamped << " values clamped, "
                  << mixed.counts.raised << " raised from zero)";

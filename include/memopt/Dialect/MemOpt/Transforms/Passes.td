@@ -97,7 +97,12 @@ def MemOptMixedPrecision
       would round to zero become its smallest subnormal of the same sign
       (onnxconverter-common's float16 converter raises them likewise).
     - The function's inputs and results keep their types (onnxconverter's
-      `keep_io_types`): casts sit at the boundary.
+      `keep_io_types`): casts sit at the boundary. With
+      `output-precision=low` (onnxconverter's `keep_io_types=False` for
+      outputs, autocast's result types), a result computed in the low type
+      is returned in it (no cast; the signature changes); a result computed
+      in f32 (an f32 island) stays f32. Training ignores it: the results
+      are the loss's inputs, and the step returns only its f32 loss.
     - A cast is inserted once per value and type, right before its first
       user, so no round trip (f16 -> f32 -> f16) is created.
     - Integer and bool values and f64 are never touched.
@@ -138,6 +143,10 @@ def MemOptMixedPrecision
     Option<"training", "training", "bool", /*default=*/"false",
            "The model is about to be trained: keep parameters f32 (see "
            "the description)">,
+    Option<"outputPrecision", "output-precision", "std::string",
+           /*default=*/"\"f32\"",
+           "f32: results keep f32 (keep_io_types); low: a result computed "
+           "in the low type is returned in it">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print ops per type, casts inserted and weight bytes">,
   ];
