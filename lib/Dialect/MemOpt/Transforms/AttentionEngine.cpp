@@ -102,8 +102,12 @@ std::optional<int64_t> cudnnBytes(Operation *op) {
                           attention.getKeyTransposed());
     if (!s.planned)
       return std::nullopt;
+    // A dropout drawn by cuDNN's generator adds its seed and offset
+    // (dropout_cudnn_rng is set by the group decision below, then the bytes
+    // are asked again).
     return ::memopt::workspace::cudnnAttentionBytes(
-        s.batch * s.queries, bool(attention.getLse()), s.keyBytes);
+        s.batch * s.queries, bool(attention.getLse()), s.keyBytes,
+        attention.getDropoutCudnnRng());
   }
   auto grad = dyn_cast<AttentionGradOp>(op);
   if (!grad)
@@ -118,7 +122,8 @@ std::optional<int64_t> cudnnBytes(Operation *op) {
     return std::nullopt;
   return ::memopt::workspace::cudnnAttentionBackwardBytes(
       s.batch * s.queries, s.headSize, s.valueSize,
-      grouped ? s.batch * s.keys : 0, s.elementBytes, s.keyBytes);
+      grouped ? s.batch * s.keys : 0, s.elementBytes, s.keyBytes,
+      grad.getDropoutCudnnRng());
 }
 
 /// The ops that draw one attention dropout mask: a forward and its
@@ -184,7 +189,9 @@ struct MemOptAttentionEnginePass
         else
           cast<AttentionGradOp>(op).setDropoutCudnnRng(together);
         cudnnRng += together;
-        if (!together)
+        if (together)
+          calls[index].second = cudnnBytes(op); // with the seed and offset
+        else
           calls[index].second.reset();
       }
     }
