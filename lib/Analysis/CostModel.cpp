@@ -94,6 +94,10 @@ static bool computesInLowPrecision(Operation *op) {
          llvm::any_of(op->getResultTypes(), isLow);
 }
 
+std::string mlir::memopt::kernelTimeKey(StringRef name, StringRef kind) {
+  return (name + " @ " + kind).str();
+}
+
 double mlir::memopt::estimateOpSeconds(Operation *op, const Roofline &roofline,
                                        const KernelTimes *times) {
   auto cost = dyn_cast<CostOpInterface>(op);
@@ -101,6 +105,10 @@ double mlir::memopt::estimateOpSeconds(Operation *op, const Roofline &roofline,
     return 0;
   if (times && !times->empty()) {
     std::string name = getOpName(op);
+    if (auto it =
+            times->find(kernelTimeKey(name, op->getName().getStringRef()));
+        it != times->end())
+      return it->second;
     if (auto it = times->find(name); it != times->end())
       return it->second;
   }

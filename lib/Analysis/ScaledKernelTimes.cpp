@@ -51,6 +51,14 @@ std::optional<double> ScaledKernelTimes::predict(StringRef name,
                                                  int64_t microBatch,
                                                  double workSeconds,
                                                  StringRef kind) const {
+  // The first op of this kind under the name, where the file measured it
+  // apart (--profile-times writes kernelTimeKey entries) and the reference
+  // plan had one.
+  if (!kind.empty()) {
+    std::string key = kernelTimeKey(name, kind);
+    if (measured.count(key) && reference.count(key))
+      return predict(key, microBatch, workSeconds);
+  }
   double overhead = getOpOverhead();
   auto it = measured.find(name);
   // Efficiencies (seconds per roofline second) at the micro-batches whose

@@ -963,10 +963,16 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
         if (seconds <= 0)
           continue;
         std::string name = getOpName(&op);
+        StringRef kind = op.getName().getStringRef();
         if (seen.insert(name).second)
           it->second.setReferenceWork(name, measuredBatch,
-                                      seconds - roofline.kernelSeconds,
-                                      op.getName().getStringRef());
+                                      seconds - roofline.kernelSeconds, kind);
+        // The first op of each kind under the name (the file's
+        // kernelTimeKey entries).
+        std::string key = kernelTimeKey(name, kind);
+        if (seen.insert(key).second)
+          it->second.setReferenceWork(key, measuredBatch,
+                                      seconds - roofline.kernelSeconds);
       }
     }
     return it->second;
@@ -1105,8 +1111,15 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     int status = runCompile(compile, log, last ? errors : failureStream);
     if (status == 0)
       break;
-    if (last)
+    // Only the solver's miss moves on; any other failure (a full disk, a
+    // bad option) is the user's to see, not a reason to build another
+    // configuration.
+    if (last ||
+        !StringRef(failure).contains("does not fit in the memory budget")) {
+      if (!last)
+        errors << failure;
       return status;
+    }
     say("[fit] its compile did not reach the plan of the search (" +
         firstLines(failure) + "); the next fitting configuration");
   }

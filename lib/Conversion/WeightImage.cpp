@@ -309,12 +309,23 @@ LogicalResult mlir::memopt::writeWeightImage(const WeightImage &image,
   if (!folder.empty())
     if (std::error_code error = llvm::sys::fs::create_directories(folder))
       return fail("cannot create folder '" + folder + "': " + error.message());
+  // A path that is a device or a pipe (a link to /dev/null where the
+  // weights are not wanted: a program run with --random-weights) is written
+  // as it is; a file is written beside it and renamed over it at the end,
+  // so nothing half-written is ever left under the name.
+  llvm::sys::fs::file_status status;
+  bool direct = !llvm::sys::fs::status(path, status) &&
+                llvm::sys::fs::exists(status) &&
+                status.type() != llvm::sys::fs::file_type::regular_file &&
+                status.type() != llvm::sys::fs::file_type::directory_file;
   SmallString<256> model(path);
   model += "-%%%%%%.partial";
   int fd = -1;
   SmallString<256> temporary;
   if (std::error_code error =
-          llvm::sys::fs::createUniqueFile(model, fd, temporary))
+          direct ? llvm::sys::fs::openFileForWrite(
+                       path, fd, llvm::sys::fs::CD_OpenExisting)
+                 : llvm::sys::fs::createUniqueFile(model, fd, temporary))
     return fail("cannot write '" + path + "': " + error.message());
   bool written = false;
   {
@@ -336,6 +347,8 @@ LogicalResult mlir::memopt::writeWeightImage(const WeightImage &image,
       out.clear_error();
     }
   }
+  if (direct)
+    return success(written);
   if (written) {
     if (std::error_code error = llvm::sys::fs::rename(temporary, path)) {
       llvm::sys::fs::remove(temporary);

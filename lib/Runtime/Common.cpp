@@ -435,19 +435,31 @@ void writeOpTimes(const OpTimes &times, FILE *out) {
   double runs = double(std::max<int64_t>(1, times.runs));
   std::set<std::string> written;
   std::fprintf(out, "{");
-  for (const OpTimes::Entry &entry : times.ops) {
-    if (!entry.calls || entry.node.empty() ||
-        !written.insert(entry.node).second)
-      continue;
+  auto write = [&](const std::string &key, double ms) {
     std::string name;
-    for (char c : entry.node) {
+    for (char c : key) {
       if (c == '"' || c == '\\')
         name += '\\';
       if (static_cast<unsigned char>(c) >= 0x20)
         name += c;
     }
     std::fprintf(out, "%s\n  \"%s\": %.9g", written.size() > 1 ? "," : "",
-                 name.c_str(), entry.ms / runs / 1000.0);
+                 name.c_str(), ms / runs / 1000.0);
+  };
+  // The name's first op (what older readers take for every op of the
+  // name), then the first op of each kind under the name as "NAME @ KIND"
+  // (memopt::kernelTimeKey): a training step gives one name to a forward
+  // op and its gradients and transposes.
+  for (const OpTimes::Entry &entry : times.ops) {
+    if (!entry.calls || entry.node.empty())
+      continue;
+    if (written.insert(entry.node).second)
+      write(entry.node, entry.ms);
+    if (!entry.kind.empty()) {
+      std::string key = entry.node + " @ " + entry.kind;
+      if (written.insert(key).second)
+        write(key, entry.ms);
+    }
   }
   for (const auto &[name, value] : times.values)
     if (written.insert(name).second)

@@ -106,4 +106,22 @@ TEST(ScaledKernelTimes, AnotherKindUnderTheNameTakesTheRoofline) {
   EXPECT_NEAR(*model.predict("emb", 8, 4e-6), 17e-6, 1e-12);
 }
 
+TEST(ScaledKernelTimes, EachKindUnderTheNameTakesItsOwnMeasurement) {
+  ScaledKernelTimes model;
+  model.setDefaultOpOverhead(1e-6);
+  // A convolution measured at 5 us for 2 us of work (efficiency 2), its
+  // filter gradient, under the same name, at 13 us for 3 us (efficiency 4).
+  std::string filter = kernelTimeKey("conv_1", "memopt.conv_backward_filter");
+  model.addMeasurement(times({{"conv_1", 5e-6}, {filter.c_str(), 13e-6}}), 4);
+  model.setReferenceWork("conv_1", 4, 2e-6, "memopt.conv");
+  model.setReferenceWork(filter, 4, 3e-6);
+  EXPECT_NEAR(*model.predict("conv_1", 8, 4e-6, "memopt.conv"), 9e-6, 1e-12);
+  EXPECT_NEAR(*model.predict("conv_1", 8, 6e-6, "memopt.conv_backward_filter"),
+              25e-6, 1e-12);
+  // A kind the file did not measure apart still takes the roofline.
+  EXPECT_FALSE(
+      model.predict("conv_1", 8, 6e-6, "memopt.transpose").has_value());
+  EXPECT_EQ(filter, "conv_1 @ memopt.conv_backward_filter");
+}
+
 } // namespace

@@ -50,8 +50,15 @@ struct Roofline {
 
 /// Measured kernel times in seconds, by ONNX node name (the name the report
 /// gives an op). An op whose name is listed takes that time instead of the
-/// roofline estimate.
+/// roofline estimate. A training step gives one name to many ops (a
+/// convolution, its transposes, its data and filter gradients), so
+/// --profile-times also writes the first op of each kind under a name as
+/// kernelTimeKey(name, kind); an op takes that entry before the name's.
 using KernelTimes = llvm::StringMap<double>;
+
+/// The key of the first op of `kind` ("memopt.conv_backward_filter") named
+/// `name` in a kernel-times file: "NAME @ KIND".
+std::string kernelTimeKey(StringRef name, StringRef kind);
 
 /// Reads `{"NODE": seconds, ...}` from a JSON file. On failure returns an
 /// error message naming the file and the bad entry.

@@ -20,9 +20,14 @@
 // linearly in m, outside them held at the nearest. Gradient ops share their
 // forward op's name: they take its efficiency times their own work, not its
 // time, when they are the same kind of op (a matmul's gradients are
-// matmuls). An op of another kind under the name (the embedding Gather's
-// scatter gradient), like a name nothing measured, takes the roofline,
-// c + w(op, m): one op's ratio says nothing of another kind's. Constants are
+// matmuls). An op of another kind under the name takes the efficiency of
+// the first op of its kind there, measured apart (the file's
+// kernelTimeKey(name, kind) entries: a ResNet convolution's transposes and
+// filter gradient, whose roofline made the fit's prediction 3x optimistic
+// for ResNet-50 before); without such an entry (the embedding Gather's
+// scatter gradient in an older file), like a name nothing measured, it
+// takes the roofline, c + w(op, m): one op's ratio says nothing of another
+// kind's. Constants are
 // never the reference (Fit.cpp): the runtime does not run them, and a
 // 4-byte one under the Gather's name once made the Gather's efficiency
 // 10^7 and TinyLlama's predicted step 194,000 s.
