@@ -209,6 +209,20 @@ void copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
         "cudaMemcpyAsync(host to device)");
 }
 
+bool pinHostMemory(Context &, void *ptr, size_t bytes) {
+  if (!ptr || !bytes)
+    return true;
+  if (cudaHostRegister(ptr, bytes, cudaHostRegisterPortable) == cudaSuccess)
+    return true;
+  (void)cudaGetLastError(); // not fatal: the copies stay pageable
+  return false;
+}
+
+void unpinHostMemory(Context &, void *ptr) {
+  if (ptr && cudaHostUnregister(ptr) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
 void copyToHost(Context &ctx, void *dst, const void *src, size_t bytes) {
   if (bytes && !hasError(ctx))
     checkCuda(

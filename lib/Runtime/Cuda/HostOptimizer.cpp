@@ -47,6 +47,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -247,9 +248,16 @@ void offloadUpdate(Context &ctx, const char *node, int index, void *staging,
 void *hostStateAlloc(Context &ctx, size_t bytes) {
   void *ptr = nullptr;
   size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  // The what says how much: the host's physical memory is the limit
+  // (--offload optimizer keeps masters, moments and perhaps accumulators
+  // there), and the compiler does not know the run's host.
+  char what[192];
+  std::snprintf(what, sizeof what,
+                "cudaHostAlloc of %.2f GiB (pinned host state region: the f32 "
+                "masters, the optimizer state and any host accumulators)",
+                double(rounded) / double(1ull << 30));
   if (!checkCuda(ctx, "<host state>",
-                 cudaHostAlloc(&ptr, rounded, cudaHostAllocPortable),
-                 "cudaHostAlloc (pinned host state region)"))
+                 cudaHostAlloc(&ptr, rounded, cudaHostAllocPortable), what))
     return nullptr;
   std::memset(ptr, 0, rounded);
   return ptr;

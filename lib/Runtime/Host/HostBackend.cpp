@@ -104,6 +104,8 @@ void copyAnywhere(Context &, void *dst, const void *src, size_t bytes) {
   if (bytes)
     std::memmove(dst, src, bytes);
 }
+bool pinHostMemory(Context &, void *, size_t) { return true; }
+void unpinHostMemory(Context &, void *) {}
 void synchronize(Context &) {}
 void waitForStream(Context &, void *) {}
 void signalStream(Context &, void *) {}
