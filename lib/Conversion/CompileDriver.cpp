@@ -644,9 +644,9 @@ int mlir::memopt::runCompile(const CompileOptions &options,
     return 1;
   };
   if (options.globalBatch != 0 || !options.fitPrecisions.empty() ||
-      !options.fitOffload.empty())
-    return fail("--global-batch, --fit-precisions and --fit-offload need --fit "
-                "BYTES");
+      !options.fitOffload.empty() || !options.fitHostMemory.empty())
+    return fail("--global-batch, --fit-precisions, --fit-offload and "
+                "--fit-host-memory need --fit BYTES");
   // The memopt-mixed-precision setting: f16 / bf16 storage, or tf32 (f32
   // storage, TF32 math in contractions).
   StringRef lowType = options.precision == CompilePrecision::FP16   ? "f16"

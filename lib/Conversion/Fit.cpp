@@ -151,6 +151,7 @@ llvm::json::Value FitPoint::toJson(ArrayRef<FitLever> levers) const {
   object["io_bytes"] = ioBytes;
   object["overhead_bytes"] = overheadBytes;
   object["recomputations"] = recomputations;
+  object["host_bytes"] = hostBytes;
   object["micro_step_seconds"] = microStepSeconds;
   object["update_seconds"] = updateSeconds;
   object["accumulate_seconds"] = accumulateSeconds;
@@ -511,6 +512,14 @@ void measurePlanned(func::FuncOp function, const OpSeconds &opSeconds,
   // plan gave them none (EmitProgram's tables).
   for (Type type : function.getArgumentTypes())
     point.ioBytes += getTensorBytes(type);
+  // Pinned host memory (MemoryReport's host state, staging and pool).
+  point.hostBytes = 0;
+  for (Operation &op : function.getBody().front())
+    if (isa<VariableOp>(op) && isHostPlaced(op.getResult(0)))
+      point.hostBytes += getTensorBytes(op.getResult(0).getType());
+  for (StringRef name : {"memopt.host_staging_size", "memopt.host_pool_size"})
+    if (auto bytes = function->getAttrOfType<IntegerAttr>(name))
+      point.hostBytes += bytes.getInt();
   auto outputOffsets =
       function->getAttrOfType<DenseI64ArrayAttr>("memopt.output_offsets");
   for (auto [index, type] : llvm::enumerate(function.getResultTypes()))
@@ -667,6 +676,14 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     limit = *free;
     say("[fit] --fit auto: the GPU has " + formatBytes(limit) + " (" +
         Twine(limit) + " bytes) free");
+  }
+  int64_t hostLimit = 0;
+  if (!options.fitHostMemory.empty()) {
+    FailureOr<int64_t> bytes = parseByteSize(options.fitHostMemory);
+    if (failed(bytes) || *bytes <= 0)
+      return fail("--fit-host-memory '" + options.fitHostMemory +
+                  "' is not a size (e.g. 120GiB)");
+    hostLimit = *bytes;
   }
   int64_t ranks =
       training.dataParallel > 0 ? int64_t(training.dataParallel) : 1;
@@ -885,6 +902,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     compile.globalBatch = 0;
     compile.fitPrecisions.clear();
     compile.fitOffload.clear();
+    compile.fitHostMemory.clear();
     for (auto [lever, value] : llvm::zip(levers, candidate.choices))
       lever.apply(compile, value);
     // Activation copies are the recomputation budget's third choice: with
@@ -1027,6 +1045,14 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     if (auto it = planned.find(key); it != planned.end())
       return it->second;
     FitPoint point = planOne(candidate, compile);
+    // Over the host's limit: not a fit (and, like a plan that failed, it
+    // ends the walk to larger micro-batches, which pin at least as much).
+    if (point.planned && hostLimit > 0 && point.hostBytes > hostLimit) {
+      point.planned = false;
+      point.failure = "needs " + formatBytes(point.hostBytes) +
+                      " of pinned host memory, over --fit-host-memory " +
+                      formatBytes(hostLimit);
+    }
     planned.emplace(key, point);
     return point;
   };
@@ -1047,11 +1073,16 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   if (!options.quiet)
     result.printFront(log);
 
-  if (!result.smallest && !result.points.empty())
+  if (!result.smallest && !result.points.empty()) {
+    const FitPoint &first = result.points.front();
+    if (StringRef(first.failure).contains("--fit-host-memory"))
+      return fail("no configuration fits in --fit-host-memory: micro-batch " +
+                  Twine(first.microBatch) + " (" + first.describe() + ") " +
+                  first.failure);
     return fail("--fit re-batches the model's inputs along dimension 0, and "
                 "no micro-batch could be planned; micro-batch " +
-                Twine(result.points.front().microBatch) + ": " +
-                result.points.front().failure);
+                Twine(first.microBatch) + ": " + first.failure);
+  }
   if (!result.chosen) {
     std::string message = "no configuration fits in --fit " +
                           formatBytes(limit) + " (" + std::to_string(limit) +

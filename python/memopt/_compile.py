@@ -395,6 +395,7 @@ def compile(model: Union[PathLike, Any], *, target: str = "host", precision: str
 def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: int,
         train: Optional[Training] = None, precisions: Optional[Sequence[str]] = None,
         offload: Optional[Sequence[str]] = None,
+        host_memory: Union[None, int, str] = None,
         target: str = "host",
         kernel_times: Union[None, PathLike, Sequence[PathLike]] = None,
         remat_allow: Optional[Sequence[str]] = None, remat_max_computations: int = 2,
@@ -416,6 +417,9 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
                    (the gradient accumulators on the device; --fit-offload; default: every
                    subset of train.offload, or with none given all four, and
                    'optimizer+device-accumulators' where the optimizer's is one).
+    host_memory    the most pinned host memory a configuration may take (bytes or a size such
+                   as '120GiB'; --fit-host-memory): the host state of an optimizer offload, its
+                   gradient staging and the activation pool; default: no limit.
     kernel_times   measured kernel times (--remat-kernel-times) for the predicted step time:
                    a file, or a list of files measured at different micro-batches (each
                    --profile-times file says its micro-batch; the times are scaled to the
@@ -458,6 +462,12 @@ def fit(model: Union[PathLike, Any], memory: Union[int, str], *, global_batch: i
             raise InputError(f"offload '{choice}': expected one of {', '.join(known)}")
     if choices:
         fit_options["fit-offload"] = choices
+    if host_memory is not None:
+        if isinstance(host_memory, bool) or not isinstance(host_memory, (int, str)) or (
+                isinstance(host_memory, int) and host_memory <= 0):
+            raise InputError(f"host_memory {host_memory!r}: expected a positive number of "
+                             f"bytes or a size such as '120GiB'")
+        fit_options["fit-host-memory"] = str(host_memory)
     times = kernel_times
     if isinstance(kernel_times, (list, tuple)):
         times = ",".join(str(path) for path in kernel_times)

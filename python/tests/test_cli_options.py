@@ -28,7 +28,7 @@ import gen_cli_doc  # noqa: E402
 # and --quiet (verbose=False).
 SET_BY_COMPILE = {"o", "emit", "report", "report-svg", "quiet"}
 # memopt.fit's arguments (docs/fit.md): memory, global_batch, precisions and offload set them.
-SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions", "fit-offload"}
+SET_BY_COMPILE |= {"fit", "global-batch", "fit-precisions", "fit-offload", "fit-host-memory"}
 
 
 @pytest.fixture(scope="module")

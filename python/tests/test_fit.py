@@ -268,6 +268,24 @@ def test_fit_offload_choices_printed_and_checked(memopt, roomy, tmp_path):
         proc.stdout
 
 
+def test_fit_host_memory_bounds_the_offloaded_points(memopt, roomy, tmp_path):
+    """memopt.fit(host_memory=...) (--fit-host-memory): an offloaded configuration whose
+    pinned host memory exceeds it does not fit, and says why; a roomy bound keeps the choice
+    and the report gives each point's host bytes."""
+    model, _ = roomy
+    with pytest.raises(memopt.InputError, match="host_memory"):
+        memopt.fit(model, "1GiB", global_batch=8, host_memory=-1, train=training(memopt))
+    with pytest.raises(memopt.CompileError, match="over --fit-host-memory"):
+        memopt.fit(model, "1GiB", global_batch=8, offload=["optimizer"], host_memory=1024,
+                   train=training(memopt), workdir=tmp_path / "tight")
+    program = memopt.fit(model, "1GiB", global_batch=8, offload=["optimizer"],
+                         host_memory="1GiB", train=training(memopt),
+                         workdir=tmp_path / "roomy")
+    fit = program.report["fit"]
+    chosen = fit["points"][fit["chosen"]]
+    assert chosen["choices"]["offload"] == "optimizer" and chosen["host_bytes"] > 0
+
+
 def test_measured_kernel_times_at_two_micro_batches(memopt, roomy, tmp_path):
     """memopt.fit(kernel_times=[a, b]): each file says the micro-batch it was measured at
     (--profile-times writes "<micro-batch>"), the fit scales the times to every micro-batch it
