@@ -493,13 +493,17 @@ def cmd_device(args):
             if key not in exes:
                 continue
             model = key.split(".")[0]
-            if time.time() > deadline - 60:
-                results["skipped"].append(f"memopt {key}: deadline")
-                continue
             same = summary["programs"][key].get("same_program_as")
             if same and "median_ms" in results["memopt"].get(same, {}):
-                # Two budgets chose the same program: measured once.
+                # Two budgets chose the same program: measured once, and its profile is
+                # this budget's too (a later prepare --kernel-times reads KEY.times.json).
                 results["memopt"][key] = dict(results["memopt"][same], same_program_as=same)
+                measured = os.path.join(out, same + ".times.json")
+                if args.profile and os.path.exists(measured):
+                    shutil.copy(measured, os.path.join(out, key + ".times.json"))
+                continue
+            if time.time() > deadline - 60:
+                results["skipped"].append(f"memopt {key}: deadline")
                 continue
             try:
                 entry = run_program(key, exes[key], model, work, env,
