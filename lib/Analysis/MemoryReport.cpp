@@ -420,6 +420,22 @@ static void addRematReport(func::FuncOp function,
   remat.unconstrainedArenaBytes = summary->unconstrainedArena;
 }
 
+int64_t mlir::memopt::getHostStateBytes(func::FuncOp function) {
+  int64_t bytes = 0;
+  for (Operation &op : function.getBody().front())
+    if (isa<VariableOp>(op) && isHostPlaced(op.getResult(0)))
+      bytes += getTensorBytes(op.getResult(0).getType());
+  return bytes;
+}
+
+int64_t mlir::memopt::getPinnedHostBytes(func::FuncOp function) {
+  int64_t bytes = getHostStateBytes(function);
+  for (StringRef name : {"memopt.host_staging_size", "memopt.host_pool_size"})
+    if (auto size = function->getAttrOfType<IntegerAttr>(name))
+      bytes += size.getInt();
+  return bytes;
+}
+
 MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
                                              const BufferLiveness &liveness,
                                              ArrayRef<int64_t> storageOffsets,
@@ -431,15 +447,10 @@ MemoryReport mlir::memopt::buildMemoryReport(func::FuncOp function,
   report.function = function.getSymName().str();
   if (auto precision = function->getAttrOfType<StringAttr>("memopt.precision"))
     report.precision = precision.str();
-  report.weightsBytes = stats.weightsBytes;
   // Host-placed state (--offload optimizer) is in the liveness analysis's
   // weight storages but not on the device.
-  for (Operation &op : function.getBody().front())
-    if (isa<VariableOp>(op) && isHostPlaced(op.getResult(0))) {
-      int64_t bytes = getTensorBytes(op.getResult(0).getType());
-      report.weightsBytes -= bytes;
-      report.hostStateBytes += bytes;
-    }
+  report.hostStateBytes = getHostStateBytes(function);
+  report.weightsBytes = stats.weightsBytes - report.hostStateBytes;
   if (auto staging =
           function->getAttrOfType<IntegerAttr>("memopt.host_staging_size"))
     report.hostStagingBytes = staging.getInt();

@@ -512,14 +512,7 @@ void measurePlanned(func::FuncOp function, const OpSeconds &opSeconds,
   // plan gave them none (EmitProgram's tables).
   for (Type type : function.getArgumentTypes())
     point.ioBytes += getTensorBytes(type);
-  // Pinned host memory (MemoryReport's host state, staging and pool).
-  point.hostBytes = 0;
-  for (Operation &op : function.getBody().front())
-    if (isa<VariableOp>(op) && isHostPlaced(op.getResult(0)))
-      point.hostBytes += getTensorBytes(op.getResult(0).getType());
-  for (StringRef name : {"memopt.host_staging_size", "memopt.host_pool_size"})
-    if (auto bytes = function->getAttrOfType<IntegerAttr>(name))
-      point.hostBytes += bytes.getInt();
+  point.hostBytes = getPinnedHostBytes(function);
   auto outputOffsets =
       function->getAttrOfType<DenseI64ArrayAttr>("memopt.output_offsets");
   for (auto [index, type] : llvm::enumerate(function.getResultTypes()))
@@ -1049,6 +1042,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
     // ends the walk to larger micro-batches, which pin at least as much).
     if (point.planned && hostLimit > 0 && point.hostBytes > hostLimit) {
       point.planned = false;
+      point.overHostLimit = true;
       point.failure = "needs " + formatBytes(point.hostBytes) +
                       " of pinned host memory, over --fit-host-memory " +
                       formatBytes(hostLimit);
@@ -1075,7 +1069,7 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
 
   if (!result.smallest && !result.points.empty()) {
     const FitPoint &first = result.points.front();
-    if (StringRef(first.failure).contains("--fit-host-memory"))
+    if (first.overHostLimit)
       return fail("no configuration fits in --fit-host-memory: micro-batch " +
                   Twine(first.microBatch) + " (" + first.describe() + ") " +
                   first.failure);
@@ -1113,13 +1107,12 @@ int mlir::memopt::runFit(const CompileOptions &options, llvm::raw_ostream &log,
   // machine: GPT-2 medium under 8 GiB planned 2.47 GiB, then found 2.49).
   // Then the next fitting point by predicted speed is compiled, and the
   // report names the one built; nothing is written by a failed attempt.
-  std::vector<size_t> order;
+  std::vector<size_t> order{*result.chosen};
   for (size_t i = 0; i < result.points.size(); ++i)
-    if (result.points[i].planned && result.points[i].fits)
+    if (i != *result.chosen && result.points[i].planned &&
+        result.points[i].fits)
       order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (a == *result.chosen || b == *result.chosen)
-      return a == *result.chosen && b != *result.chosen;
+  std::stable_sort(order.begin() + 1, order.end(), [&](size_t a, size_t b) {
     return result.points[a].samplesPerSecond >
            result.points[b].samplesPerSecond;
   });

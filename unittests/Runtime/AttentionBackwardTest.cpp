@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostKernelsTest.h"
 #include "Internal.h"
 #include "TestUtil.h"
 
@@ -34,26 +35,6 @@ protected:
   }
   Context *ctx = nullptr;
 };
-
-std::vector<int64_t> coordsOf(int64_t index,
-                              const std::vector<int64_t> &shape) {
-  std::vector<int64_t> c(shape.size());
-  for (int d = int(shape.size()) - 1; d >= 0; --d) {
-    c[size_t(d)] = index % shape[size_t(d)];
-    index /= shape[size_t(d)];
-  }
-  return c;
-}
-
-/// Flat index in `shape` of the (right-aligned, broadcast) output coordinates.
-int64_t broadcastIndex(const std::vector<int64_t> &shape,
-                       const std::vector<int64_t> &outCoords) {
-  int64_t index = 0;
-  size_t offset = outCoords.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d)
-    index = index * shape[d] + (shape[d] == 1 ? 0 : outCoords[offset + d]);
-  return index;
-}
 
 struct Reference {
   std::vector<double> y, statistics, dq, dk, dv, dbias;

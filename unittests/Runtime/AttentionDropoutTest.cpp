@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostKernelsTest.h"
 #include "Internal.h"
 #include "TestUtil.h"
 
@@ -59,25 +60,6 @@ void storeFloats(Buffer &b, const std::vector<double> &values) {
     float f = float(values[i]);
     std::memcpy(b.storage.data() + i * 4, &f, 4);
   }
-}
-
-std::vector<int64_t> coordsOf(int64_t index,
-                              const std::vector<int64_t> &shape) {
-  std::vector<int64_t> c(shape.size());
-  for (int d = int(shape.size()) - 1; d >= 0; --d) {
-    c[size_t(d)] = index % shape[size_t(d)];
-    index /= shape[size_t(d)];
-  }
-  return c;
-}
-
-int64_t broadcastIndex(const std::vector<int64_t> &shape,
-                       const std::vector<int64_t> &outCoords) {
-  int64_t index = 0;
-  size_t offset = outCoords.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d)
-    index = index * shape[d] + (shape[d] == 1 ? 0 : outCoords[offset + d]);
-  return index;
 }
 
 struct Unfused {

@@ -64,14 +64,21 @@ inline int64_t indexOf(const std::vector<int64_t> &coords,
   return index;
 }
 
+/// Flat index in `shape` of the (right-aligned, broadcast) output
+/// coordinates.
+inline int64_t broadcastIndex(const std::vector<int64_t> &shape,
+                              const std::vector<int64_t> &outCoords) {
+  int64_t index = 0;
+  size_t offset = outCoords.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    index = index * shape[d] + (shape[d] == 1 ? 0 : outCoords[offset + d]);
+  return index;
+}
+
 /// Value of a (right-aligned, broadcast) input at output coordinates.
 inline double broadcastAt(const Buffer &in,
                           const std::vector<int64_t> &outCoords) {
-  std::vector<int64_t> c(in.shape.size());
-  size_t offset = outCoords.size() - in.shape.size();
-  for (size_t d = 0; d < in.shape.size(); ++d)
-    c[d] = in.shape[d] == 1 ? 0 : outCoords[offset + d];
-  return in.at(indexOf(c, in.shape));
+  return in.at(broadcastIndex(in.shape, outCoords));
 }
 
 /// Direct convolution from the ONNX definition (2-D).

@@ -233,6 +233,15 @@ std::string getValueName(Value value);
 /// The ONNX node name of `op` (its NameLoc), or its mnemonic when it has none.
 std::string getOpName(Operation *op);
 
+/// Bytes of the host-placed state of a planned function (the variables
+/// --offload optimizer keeps in pinned host memory).
+int64_t getHostStateBytes(func::FuncOp function);
+
+/// All the pinned host memory a planned function needs: its host state, the
+/// gradient staging (`memopt.host_staging_size`) and the activation pool
+/// (`memopt.host_pool_size`).
+int64_t getPinnedHostBytes(func::FuncOp function);
+
 /// Builds the report. `storageOffsets[id]` is the arena offset of storage
 /// `id` (ignored for storages outside the arena).
 MemoryReport buildMemoryReport(func::FuncOp function,

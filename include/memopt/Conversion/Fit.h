@@ -86,8 +86,10 @@ struct FitPoint {
   /// Ops the recomputation cloned.
   int64_t recomputations = 0;
   /// Pinned host memory: host-placed state (--offload optimizer), its
-  /// gradient staging and the activation pool.
+  /// gradient staging and the activation pool; overHostLimit when that
+  /// exceeds --fit-host-memory (then `planned` is false).
   int64_t hostBytes = 0;
+  bool overHostLimit = false;
   /// Predicted seconds of one micro-batch and of the optimizer step (the
   /// global batch: accumulate micro-batches), samples per second.
   double microStepSeconds = 0, stepSeconds = 0, samplesPerSecond = 0;
